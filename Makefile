@@ -1,0 +1,48 @@
+# Quickstart entry points. Both install missing Debian packages first (apt), then configure and build.
+BUILD ?= build
+JOBS ?= 2
+DEB_PKGS := build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libeigen3-dev \
+            libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin
+PTDP := $(BUILD)/tools/ptdp
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+
+.PHONY: deps configure build run test paper bench train-demo format clean
+
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; fi
+
+$(BUILD)/build.ninja: CMakeLists.txt
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: plan the paper's 1T-parameter GPT on 3072 A100s of Selene, global batch 3072.
+run: build
+	$(PTDP) plan --model gpt-1t --cluster selene --gpus 3072 --global-batch 3072
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+paper: build
+	$(PTDP) paper
+
+bench: build
+	$(BUILD)/bench/ptdp_bench
+
+train-demo: build
+	$(PTDP) tokenize --in /usr/share/common-licenses/GPL-3 --out $(BUILD)/gpl3.bin
+	$(PTDP) plan --model tiny --cluster cpu --gpus 1 --global-batch 16 --fix tp=1,pp=1,dp=1,mbs=16,schedule=1f1b,recompute=none --out $(BUILD)/demo-plan.json
+	$(PTDP) train --plan $(BUILD)/demo-plan.json --data $(BUILD)/gpl3.bin --steps 300
+
+format:
+	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

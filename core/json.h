@@ -1,0 +1,78 @@
+// Strict JSON I/O. Every object is read through a JsonObjectReader, which checks each key's type
+// and, on Finish(), rejects any key it was not asked for. Errors name the full key path
+// ("cluster.links.inter_node.latency_us: expected a number, got string").
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace ptdp {
+
+using Json = nlohmann::json;        // keeps insertion order irrelevant; we never rely on it
+using OrderedJson = nlohmann::ordered_json;  // for output that people read
+
+// Parses text; `source` names it in errors (a file path, "--model").
+Result<Json> ParseJson(const std::string& text, const std::string& source);
+// Reads and parses a file.
+Result<Json> ReadJsonFile(const std::string& path);
+// Reads a whole file as bytes.
+Result<std::string> ReadTextFile(const std::string& path);
+// Writes `content` to `path` through a temporary file and a rename, so that a failure never leaves
+// a partial file behind.
+Status WriteFileAtomic(const std::string& path, const std::string& content);
+
+// "expected an integer, got string" style names of JSON types.
+const char* JsonTypeName(const Json& j);
+
+class JsonObjectReader {
+ public:
+  // `path` is the key path of `j` itself ("" for the document root).
+  JsonObjectReader(const Json& j, std::string path);
+
+  // Each reader records the first error and then does nothing; check status() or Finish().
+  void Required(const std::string& key, int64_t* out);
+  void Required(const std::string& key, int* out);
+  void Required(const std::string& key, double* out);
+  void Required(const std::string& key, bool* out);
+  void Required(const std::string& key, std::string* out);
+  void Optional(const std::string& key, int64_t* out);
+  void Optional(const std::string& key, int* out);
+  void Optional(const std::string& key, double* out);
+  void Optional(const std::string& key, bool* out);
+  void Optional(const std::string& key, std::string* out);
+  // A list of numbers.
+  void Optional(const std::string& key, std::vector<double>* out);
+  void Required(const std::string& key, std::vector<double>* out);
+
+  bool Has(const std::string& key) const;
+  // Marks `key` as known and returns its value, or nullptr (and an error if `required`).
+  const Json* Child(const std::string& key, bool required);
+  // Marks a key as known without reading it.
+  void Allow(const std::string& key);
+
+  // The full path of `key` under this object, for messages.
+  std::string PathOf(const std::string& key) const;
+  // Records an error about `key` (the first error wins).
+  void Fail(const std::string& key, const std::string& reason);
+
+  const Status& status() const { return status_; }
+  // The first error, or an error naming the first unknown key, or ok.
+  Status Finish();
+
+ private:
+  template <typename T>
+  void Read(const std::string& key, T* out, bool required);
+
+  const Json& j_;
+  std::string path_;
+  std::set<std::string> seen_;
+  Status status_;
+};
+
+}  // namespace ptdp

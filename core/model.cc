@@ -1,0 +1,167 @@
+#include "core/model.h"
+
+#include <cmath>
+#include <set>
+
+namespace ptdp {
+
+Status ModelSpec::Validate() const {
+  std::string err;
+  auto add = [&](const std::string& e) { err += (err.empty() ? "" : "; ") + e; };
+  if (layers <= 0) add("layers: must be positive");
+  if (hidden <= 0) add("hidden: must be positive");
+  if (heads <= 0) add("heads: must be positive");
+  if (heads > 0 && hidden > 0 && hidden % heads != 0) add("hidden: must be divisible by heads");
+  if (ffn_hidden < 0) add("ffn_hidden: must not be negative");
+  if (seq_len <= 0) add("seq_len: must be positive");
+  if (vocab <= 0) add("vocab: must be positive");
+  if (vocab_divisible_by <= 0) add("vocab_divisible_by: must be positive");
+  if (!err.empty()) return Status::Invalid("model " + name + ": " + err);
+  return Status::Ok();
+}
+
+int64_t PaddedVocab(const ModelSpec& m, int tp) {
+  int64_t multiple = int64_t(m.vocab_divisible_by) * tp;
+  return (m.vocab + multiple - 1) / multiple * multiple;
+}
+
+int64_t ParameterCount(const ModelSpec& m, int tp) {
+  const int64_t h = m.hidden, f = m.FfnHidden();
+  const int64_t per_layer = 2 * h            // ln1
+                            + 3 * h * h + 3 * h  // qkv
+                            + h * h + h          // projection
+                            + 2 * h              // ln2
+                            + f * h + f          // fc1
+                            + f * h + h;         // fc2
+  const int64_t vp = PaddedVocab(m, tp);
+  int64_t total = per_layer * m.layers + vp * h + m.seq_len * h + 2 * h;
+  if (!m.tied_embeddings) total += vp * h;
+  return total;
+}
+
+double ParameterCountEq2(const ModelSpec& m) {
+  const double l = m.layers, h = double(m.hidden), V = double(m.vocab), s = double(m.seq_len);
+  return 12.0 * l * h * h * (1.0 + 13.0 / (12.0 * h) + (V + s) / (12.0 * l * h));
+}
+
+namespace {
+
+ModelSpec Gpt(const std::string& name, int l, int64_t h, int a, int64_t s = 2048,
+              int64_t v = 51200) {
+  ModelSpec m;
+  m.name = name;
+  m.layers = l;
+  m.hidden = h;
+  m.heads = a;
+  m.seq_len = s;
+  m.vocab = v;
+  return m;
+}
+
+}  // namespace
+
+const std::vector<ModelPreset>& ModelPresets() {
+  static const std::vector<ModelPreset> presets = {
+      {Gpt("gpt-1.7b", 24, 2304, 24), "Narayanan et al. SC'21, Table 1 row 1"},
+      {Gpt("gpt-3.6b", 30, 3072, 32), "Table 1 row 2"},
+      {Gpt("gpt-7.5b", 36, 4096, 32), "Table 1 row 3"},
+      {Gpt("gpt-18b", 40, 6144, 48), "Table 1 row 4"},
+      {Gpt("gpt-39b", 48, 8192, 64), "Table 1 row 5"},
+      {Gpt("gpt-76b", 60, 10240, 80), "Table 1 row 6"},
+      {Gpt("gpt-145b", 80, 12288, 96), "Table 1 row 7"},
+      {Gpt("gpt-310b", 96, 16384, 128), "Table 1 row 8"},
+      {Gpt("gpt-530b", 105, 20480, 128), "Table 1 row 9"},
+      {Gpt("gpt-1t", 128, 25600, 160), "Table 1 row 10"},
+      {Gpt("gpt3-175b", 96, 12288, 96, 2048, 50257), "Brown et al. 2020, GPT-3 175B (GPT-2 BPE vocabulary)"},
+      {Gpt("gpt2-124m", 12, 768, 12, 1024, 50257), "GPT-2 small (Radford et al. 2019)"},
+      {Gpt("gpt2-350m", 24, 1024, 16, 1024, 50257), "GPT-2 medium"},
+      {Gpt("gpt-1.3b", 24, 2048, 16, 2048, 50257), "GPT-3 XL shape (Brown et al. 2020)"},
+      {Gpt("tiny", 4, 64, 4, 32, 256), "test model: 4 layers, h 64, byte-level vocabulary"},
+  };
+  return presets;
+}
+
+namespace {
+
+// Keys of a Hugging Face GPT-2 config.json that do not change the shapes we model.
+const std::set<std::string>& HfIgnoredKeys() {
+  static const std::set<std::string> keys = {
+      "_name_or_path", "activation_function", "architectures", "attn_pdrop", "bos_token_id",
+      "embd_pdrop", "eos_token_id", "initializer_range", "layer_norm_epsilon", "model_type",
+      "n_ctx", "output_past", "pad_token_id", "resid_pdrop", "summary_activation",
+      "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
+      "task_specific_params", "torch_dtype", "transformers_version", "use_cache",
+      "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
+      "gradient_checkpointing", "add_cross_attention", "id2label", "label2id", "tokenizer_class",
+      "prefix", "problem_type", "bias", "dropout"};
+  return keys;
+}
+
+}  // namespace
+
+Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
+  ModelSpec m;
+  JsonObjectReader r(j, path);
+  if (r.Has("n_layer") || r.Has("n_embd")) {  // Hugging Face GPT-2 style
+    m.name = "hf-gpt2";
+    r.Required("n_layer", &m.layers);
+    r.Required("n_embd", &m.hidden);
+    r.Required("n_head", &m.heads);
+    if (r.Has("n_positions")) {
+      r.Required("n_positions", &m.seq_len);
+    } else {
+      r.Required("n_ctx", &m.seq_len);
+    }
+    r.Required("vocab_size", &m.vocab);
+    if (const Json* inner = r.Child("n_inner", false); inner && !inner->is_null()) {
+      r.Optional("n_inner", &m.ffn_hidden);
+    }
+    r.Optional("tie_word_embeddings", &m.tied_embeddings);
+    r.Optional("name", &m.name);
+    for (const auto& k : HfIgnoredKeys()) r.Allow(k);
+  } else {
+    r.Required("name", &m.name);
+    r.Required("layers", &m.layers);
+    r.Required("hidden", &m.hidden);
+    r.Required("heads", &m.heads);
+    r.Required("seq_len", &m.seq_len);
+    r.Required("vocab", &m.vocab);
+    r.Optional("ffn_hidden", &m.ffn_hidden);
+    r.Optional("tied_embeddings", &m.tied_embeddings);
+    r.Optional("vocab_divisible_by", &m.vocab_divisible_by);
+  }
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  PTDP_RETURN_IF_ERROR(m.Validate());
+  return m;
+}
+
+OrderedJson ModelToJson(const ModelSpec& m) {
+  OrderedJson j;
+  j["name"] = m.name;
+  j["layers"] = m.layers;
+  j["hidden"] = m.hidden;
+  j["heads"] = m.heads;
+  j["seq_len"] = m.seq_len;
+  j["vocab"] = m.vocab;
+  j["ffn_hidden"] = m.FfnHidden();
+  j["tied_embeddings"] = m.tied_embeddings;
+  j["vocab_divisible_by"] = m.vocab_divisible_by;
+  return j;
+}
+
+Result<ModelSpec> LoadModel(const std::string& name_or_path) {
+  for (const auto& p : ModelPresets()) {
+    if (p.spec.name == name_or_path) return p.spec;
+  }
+  if (name_or_path.find('/') == std::string::npos &&
+      name_or_path.find(".json") == std::string::npos) {
+    std::string names;
+    for (const auto& p : ModelPresets()) names += (names.empty() ? "" : ", ") + p.spec.name;
+    return Status::NotFound("model: unknown preset '" + name_or_path + "' (presets: " + names +
+                            "; or give a JSON file)");
+  }
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(name_or_path));
+  return ModelFromJson(j, "model");
+}
+
+}  // namespace ptdp

@@ -1,0 +1,57 @@
+// ModelSpec: a GPT model as the planner and the runtime see it (pre-LayerNorm decoder, learned
+// position embeddings, GeLU MLP, output layer tied to the input embedding by default).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/status.h"
+
+namespace ptdp {
+
+struct ModelSpec {
+  std::string name;            // preset or file name, for reports
+  int layers = 0;              // l: transformer layers
+  int64_t hidden = 0;          // h
+  int heads = 0;               // a: attention heads; h % a == 0
+  int64_t ffn_hidden = 0;      // MLP inner size; 0 means 4h
+  int64_t seq_len = 0;         // s
+  int64_t vocab = 0;           // V as given (unpadded); see PaddedVocab
+  bool tied_embeddings = true; // output layer shares the input embedding's weights
+  int vocab_divisible_by = 128;  // Megatron-LM's --make-vocab-size-divisible-by
+
+  int64_t FfnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int64_t HeadDim() const { return hidden / heads; }
+  // Every violated constraint, one per line joined by "; ", naming the field.
+  Status Validate() const;
+};
+
+// Megatron-LM pads the vocabulary to a multiple of vocab_divisible_by * tp so that every tensor
+// rank holds an equal slice (megatron/training/tokenizer: _vocab_size_with_padding).
+int64_t PaddedVocab(const ModelSpec& m, int tp);
+
+// Exact parameter count of the unsharded model with the padded vocabulary for `tp`: per layer
+// 12h^2 + 13h (with ffn = 4h), word and position embeddings, final LayerNorm, and a separate output
+// matrix when embeddings are not tied.
+int64_t ParameterCount(const ModelSpec& m, int tp = 1);
+// The paper's eq. (2): 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)).
+double ParameterCountEq2(const ModelSpec& m);
+
+// Built-in models: the ten of the paper's Table 1, gpt3-175b, GPT-2 sizes and small test models.
+struct ModelPreset {
+  ModelSpec spec;
+  std::string about;
+};
+const std::vector<ModelPreset>& ModelPresets();
+
+// A preset name, a path to a JSON file in our schema, or a Hugging Face GPT-2 style config.json.
+Result<ModelSpec> LoadModel(const std::string& name_or_path);
+// Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
+// "tied_embeddings", "vocab_divisible_by"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
+// n_positions, vocab_size, n_inner). `path` prefixes error key paths.
+Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
+OrderedJson ModelToJson(const ModelSpec& m);
+
+}  // namespace ptdp

@@ -1,0 +1,114 @@
+#include "core/parallel.h"
+
+#include <sstream>
+
+namespace ptdp {
+
+const char* ScheduleName(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kGPipe: return "gpipe";
+    case ScheduleKind::k1F1B: return "1f1b";
+    case ScheduleKind::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+Result<ScheduleKind> ParseSchedule(const std::string& s) {
+  if (s == "gpipe") return ScheduleKind::kGPipe;
+  if (s == "1f1b") return ScheduleKind::k1F1B;
+  if (s == "interleaved") return ScheduleKind::kInterleaved;
+  return Status::Invalid("schedule: '" + s + "' is not one of gpipe, 1f1b, interleaved");
+}
+
+const char* RecomputeName(Recompute r) { return r == Recompute::kFull ? "full" : "none"; }
+
+Result<Recompute> ParseRecompute(const std::string& s) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "full") return Recompute::kFull;
+  return Status::Invalid("recompute: '" + s + "' is not one of none, full");
+}
+
+Status ParallelConfig::Validate(const ModelSpec& m) const {
+  auto bad = [](const std::string& s) { return Status::Invalid(s); };
+  if (tp < 1) return bad("tp: must be at least 1");
+  if (pp < 1) return bad("pp: must be at least 1");
+  if (dp < 1) return bad("dp: must be at least 1");
+  if (mbs < 1) return bad("mbs: must be at least 1");
+  if (vp < 1) return bad("vp: must be at least 1");
+  if (global_batch < 1) return bad("global_batch: must be at least 1");
+  if (m.heads % tp != 0) {
+    return bad("tp: " + std::to_string(tp) + " does not divide the " + std::to_string(m.heads) +
+               " attention heads");
+  }
+  if (m.FfnHidden() % tp != 0) {
+    return bad("tp: " + std::to_string(tp) + " does not divide ffn_hidden " +
+               std::to_string(m.FfnHidden()));
+  }
+  if (m.layers % (pp * vp) != 0) {
+    return bad("pp: pp*vp = " + std::to_string(pp * vp) + " does not divide the " +
+               std::to_string(m.layers) + " layers");
+  }
+  if (global_batch % (int64_t(mbs) * dp) != 0) {
+    return bad("mbs: mbs*dp = " + std::to_string(int64_t(mbs) * dp) +
+               " does not divide the global batch " + std::to_string(global_batch));
+  }
+  const int64_t micro = Microbatches();
+  if (schedule == ScheduleKind::kInterleaved) {
+    if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
+    if (pp < 2) return bad("pp: the interleaved schedule needs pp >= 2");
+    if (micro % pp != 0) {
+      return bad("mbs: the interleaved schedule needs the microbatch count m = " +
+                 std::to_string(micro) + " to be a multiple of pp = " + std::to_string(pp));
+    }
+  } else if (vp != 1) {
+    return bad(std::string("vp: ") + std::to_string(vp) + " chunks per rank needs schedule=interleaved, not " +
+               ScheduleName(schedule));
+  }
+  return Status::Ok();
+}
+
+std::string ParallelConfig::ToString() const {
+  std::ostringstream os;
+  os << "tp=" << tp << ",pp=" << pp << ",dp=" << dp << ",mbs=" << mbs << ",vp=" << vp
+     << ",schedule=" << ScheduleName(schedule) << ",recompute=" << RecomputeName(recompute)
+     << ",scatter_gather=" << (scatter_gather ? "on" : "off");
+  return os.str();
+}
+
+OrderedJson LayoutToJson(const ParallelConfig& c) {
+  OrderedJson j;
+  j["tp"] = c.tp;
+  j["pp"] = c.pp;
+  j["dp"] = c.dp;
+  j["mbs"] = c.mbs;
+  j["vp"] = c.vp;
+  j["schedule"] = ScheduleName(c.schedule);
+  j["recompute"] = RecomputeName(c.recompute);
+  j["scatter_gather"] = c.scatter_gather;
+  return j;
+}
+
+Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
+                                      const ParallelConfig& base) {
+  ParallelConfig c = base;
+  JsonObjectReader r(j, path);
+  std::string schedule = ScheduleName(c.schedule), recompute = RecomputeName(c.recompute);
+  r.Required("tp", &c.tp);
+  r.Required("pp", &c.pp);
+  r.Required("dp", &c.dp);
+  r.Required("mbs", &c.mbs);
+  r.Optional("vp", &c.vp);
+  r.Optional("schedule", &schedule);
+  r.Optional("recompute", &recompute);
+  r.Optional("scatter_gather", &c.scatter_gather);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  auto s = ParseSchedule(schedule);
+  if (!s.ok()) return s.status().WithPrefix(path);
+  c.schedule = *s;
+  auto rc = ParseRecompute(recompute);
+  if (!rc.ok()) return rc.status().WithPrefix(path);
+  c.recompute = *rc;
+  return c;
+}
+
+}  // namespace ptdp

@@ -1,0 +1,58 @@
+// ParallelConfig: one layout of a model on n = tp * pp * dp GPUs, with its microbatching,
+// pipeline schedule and memory options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/json.h"
+#include "core/model.h"
+#include "core/status.h"
+
+namespace ptdp {
+
+enum class ScheduleKind {
+  kGPipe,        // all forwards, then all backwards (Huang et al. 2019)
+  k1F1B,         // PipeDream-Flush: warm-up, one-forward-one-backward, cool-down
+  kInterleaved,  // Megatron-LM's interleaved 1F1B with vp model chunks per rank
+};
+enum class Recompute {
+  kNone,  // keep every activation the backward needs
+  kFull,  // keep only each layer's input; redo the layer's forward in the backward
+};
+
+const char* ScheduleName(ScheduleKind k);  // "gpipe" | "1f1b" | "interleaved"
+Result<ScheduleKind> ParseSchedule(const std::string& s);
+const char* RecomputeName(Recompute r);    // "none" | "full"
+Result<Recompute> ParseRecompute(const std::string& s);
+
+struct ParallelConfig {
+  int tp = 1;                 // tensor-parallel size t
+  int pp = 1;                 // pipeline-parallel size p
+  int dp = 1;                 // data-parallel size d
+  int mbs = 1;                // microbatch size b (sequences)
+  int vp = 1;                 // model chunks per pipeline rank v (> 1 only when interleaved)
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  Recompute recompute = Recompute::kNone;
+  bool scatter_gather = true;  // the paper's scatter/gather of pipeline messages across tp ranks
+  int64_t global_batch = 1;    // B: sequences per iteration
+
+  int WorldSize() const { return tp * pp * dp; }
+  // m = B / (b d): microbatches each pipeline runs per iteration.
+  int64_t Microbatches() const { return global_batch / (int64_t(mbs) * dp); }
+  int VirtualStages() const { return pp * vp; }
+
+  // Checks the layout against the model: positive sizes, heads % tp, layers % (pp vp),
+  // B % (b d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m % pp == 0; others vp == 1).
+  // The message names the field and the reason.
+  Status Validate(const ModelSpec& m) const;
+  std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
+};
+
+// The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}.
+OrderedJson LayoutToJson(const ParallelConfig& c);
+// Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
+Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
+                                      const ParallelConfig& base = ParallelConfig());
+
+}  // namespace ptdp

@@ -1,0 +1,151 @@
+#include "core/shapes.h"
+
+namespace ptdp {
+
+int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk) { return chunk * c.pp + pp_rank; }
+
+LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
+  PTDP_CHECK(m.layers % c.VirtualStages() == 0);
+  const int per = m.layers / c.VirtualStages();
+  const int k = VirtualStage(c, pp_rank, chunk);
+  return LayerRange{k * per, (k + 1) * per};
+}
+
+bool HoldsEmbedding(const ParallelConfig& /*c*/, int pp_rank, int chunk) {
+  return pp_rank == 0 && chunk == 0;
+}
+bool HoldsHead(const ParallelConfig& c, int pp_rank, int chunk) {
+  return pp_rank == c.pp - 1 && chunk == c.vp - 1;
+}
+
+int64_t ParamTensor::LocalElements() const {
+  int64_t n = 1;
+  for (auto d : local_shape) n *= d;
+  return n;
+}
+int64_t ParamTensor::GlobalElements() const {
+  int64_t n = 1;
+  for (auto d : global_shape) n *= d;
+  return n;
+}
+
+namespace {
+
+ParamTensor Make(std::string name, std::vector<int64_t> global, Sharding s, int tp) {
+  ParamTensor p;
+  p.name = std::move(name);
+  p.global_shape = global;
+  p.local_shape = global;
+  p.sharding = s;
+  if (s == Sharding::kRows) p.local_shape[0] /= tp;
+  if (s == Sharding::kCols) p.local_shape[1] /= tp;
+  return p;
+}
+
+}  // namespace
+
+std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                                         int chunk) {
+  const int t = c.tp;
+  const int64_t h = m.hidden, f = m.FfnHidden(), v = PaddedVocab(m, t), s = m.seq_len;
+  std::vector<ParamTensor> ps;
+  if (HoldsEmbedding(c, pp_rank, chunk)) {
+    ps.push_back(Make("embedding.word", {v, h}, Sharding::kRows, t));  // vocab-parallel
+    ps.push_back(Make("embedding.position", {s, h}, Sharding::kReplicated, t));
+  }
+  const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
+  for (int l = lr.begin; l < lr.end; ++l) {
+    const std::string p = "layer" + std::to_string(l) + ".";
+    ps.push_back(Make(p + "ln1.weight", {h}, Sharding::kReplicated, t));
+    ps.push_back(Make(p + "ln1.bias", {h}, Sharding::kReplicated, t));
+    ps.push_back(Make(p + "attn.qkv.weight", {3 * h, h}, Sharding::kRows, t));
+    ps.push_back(Make(p + "attn.qkv.bias", {3 * h}, Sharding::kRows, t));
+    ps.push_back(Make(p + "attn.proj.weight", {h, h}, Sharding::kCols, t));
+    ps.push_back(Make(p + "attn.proj.bias", {h}, Sharding::kReplicated, t));
+    ps.push_back(Make(p + "ln2.weight", {h}, Sharding::kReplicated, t));
+    ps.push_back(Make(p + "ln2.bias", {h}, Sharding::kReplicated, t));
+    ps.push_back(Make(p + "mlp.fc1.weight", {f, h}, Sharding::kRows, t));
+    ps.push_back(Make(p + "mlp.fc1.bias", {f}, Sharding::kRows, t));
+    ps.push_back(Make(p + "mlp.fc2.weight", {h, f}, Sharding::kCols, t));
+    ps.push_back(Make(p + "mlp.fc2.bias", {h}, Sharding::kReplicated, t));
+  }
+  if (HoldsHead(c, pp_rank, chunk)) {
+    ps.push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
+    ps.push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
+    if (!m.tied_embeddings) {
+      ps.push_back(Make("output.weight", {v, h}, Sharding::kRows, t));
+    } else if (!HoldsEmbedding(c, pp_rank, chunk)) {
+      ParamTensor copy = Make("output.word_copy", {v, h}, Sharding::kRows, t);
+      copy.tied_copy = true;
+      ps.push_back(copy);
+    }
+  }
+  return ps;
+}
+
+std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  std::vector<ParamTensor> all;
+  for (int k = 0; k < c.vp; ++k) {
+    auto ps = ChunkParameters(m, c, pp_rank, k);
+    all.insert(all.end(), ps.begin(), ps.end());
+  }
+  return all;
+}
+
+int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  int64_t n = 0;
+  for (const auto& p : StageParameters(m, c, pp_rank)) n += p.LocalElements();
+  return n;
+}
+
+std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout) {
+  const int64_t t = c.tp, b = c.mbs, s = m.seq_len, h = m.hidden, a = m.heads, f = m.FfnHidden();
+  const int64_t sbh = s * b * h, scores = a * s * s * b / t;
+  std::vector<ActTensor> acts = {
+      {"ln1.input", sbh, ActKind::kActivation},
+      {"attn.qkv.input", sbh, ActKind::kActivation},
+      {"attn.q", sbh / t, ActKind::kActivation},
+      {"attn.k", sbh / t, ActKind::kActivation},
+      {"attn.v", sbh / t, ActKind::kActivation},
+      {"attn.softmax.output", scores, ActKind::kActivation},
+  };
+  if (dropout) {
+    acts.push_back({"attn.dropout.mask", scores, ActKind::kMask});
+    acts.push_back({"attn.dropout.output", scores, ActKind::kActivation});
+  }
+  acts.push_back({"attn.proj.input", sbh / t, ActKind::kActivation});
+  if (dropout) acts.push_back({"attn.residual_dropout.mask", sbh, ActKind::kMask});
+  acts.push_back({"ln2.input", sbh, ActKind::kActivation});
+  acts.push_back({"mlp.fc1.input", sbh, ActKind::kActivation});
+  acts.push_back({"mlp.gelu.input", s * b * f / t, ActKind::kActivation});
+  acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kActivation});
+  if (dropout) acts.push_back({"mlp.residual_dropout.mask", sbh, ActKind::kMask});
+  return acts;
+}
+
+std::vector<ActTensor> LayerCheckpoint(const ModelSpec& m, const ParallelConfig& c) {
+  return {{"layer.input", m.seq_len * c.mbs * m.hidden, ActKind::kActivation}};
+}
+
+std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t sbh = m.seq_len * c.mbs * m.hidden;
+  return {{"final_ln.input", sbh, ActKind::kActivation},
+          {"output.input", sbh, ActKind::kActivation},
+          {"output.logits", m.seq_len * c.mbs * PaddedVocab(m, c.tp) / c.tp, ActKind::kFp32}};
+}
+
+Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes) {
+  Bytes total = 0;
+  for (const auto& a : acts) {
+    const int per = a.kind == ActKind::kMask ? 1 : a.kind == ActKind::kFp32 ? 4 : act_bytes;
+    total += a.elements * per;
+  }
+  return total;
+}
+
+int64_t BoundaryElements(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t bsh = int64_t(c.mbs) * m.seq_len * m.hidden;
+  return c.scatter_gather ? bsh / c.tp : bsh;
+}
+
+}  // namespace ptdp

@@ -1,0 +1,87 @@
+// Per-rank shapes under sharding: the ONE source of truth for which parameters a rank holds and
+// which activations a layer keeps for its backward. The planner's memory model and the runtime's
+// allocator both count bytes from these lists, so a prediction and a measurement agree by
+// construction wherever the runtime stores what is listed here.
+//
+// Layer placement: the model's l layers are cut into pp * vp virtual stages of l / (pp vp) layers.
+// Virtual stage k = chunk * pp + pp_rank (Megatron-LM's interleaved assignment), so with vp = 1
+// pipeline rank r holds layers [r l/pp, (r+1) l/pp). The embedding lives on the first virtual
+// stage (rank 0, chunk 0), the final LayerNorm and output layer on the last (rank pp-1, chunk vp-1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/parallel.h"
+#include "core/units.h"
+
+namespace ptdp {
+
+struct LayerRange {
+  int begin = 0;  // first global layer index
+  int end = 0;    // one past the last
+  int size() const { return end - begin; }
+};
+
+int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk);
+LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
+bool HoldsEmbedding(const ParallelConfig& c, int pp_rank, int chunk);
+bool HoldsHead(const ParallelConfig& c, int pp_rank, int chunk);
+
+// How a parameter is split over the tensor group.
+enum class Sharding {
+  kReplicated,  // every tensor rank holds all of it (LayerNorm, row-parallel biases, wpe)
+  kRows,        // dim 0 split: column-parallel weights [out/t, in], their biases, vocab rows
+  kCols,        // dim 1 split: row-parallel weights [out, in/t]
+};
+
+struct ParamTensor {
+  std::string name;                  // "layer3.attn.qkv.weight", "embedding.word", ...
+  std::vector<int64_t> local_shape;  // what one tensor rank holds
+  std::vector<int64_t> global_shape; // the unsharded tensor
+  Sharding sharding = Sharding::kReplicated;
+  // A second copy of a tied tensor (the output layer's copy of the word embedding on the last
+  // stage when it is not the first): its gradient is all-reduced with the original over the
+  // embedding group, and a global norm must not count it twice.
+  bool tied_copy = false;
+  int64_t LocalElements() const;
+  int64_t GlobalElements() const;
+};
+
+// The parameters one tensor rank of (pp_rank, chunk) holds, in a fixed order.
+std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                                         int chunk);
+// All chunks of a pipeline rank.
+std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// Number of parameter elements one GPU of pipeline rank `pp_rank` holds.
+int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+
+// Activations a layer keeps per microbatch for its backward, on one tensor rank (no sequence
+// parallelism). With 16-bit activations and dropout this is Korthikanti et al. 2022's
+// s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, entry by entry.
+enum class ActKind {
+  kActivation,  // stored in the activation dtype (2 bytes in 16-bit training, 4 on the CPU)
+  kMask,        // dropout mask, 1 byte per element
+  kFp32,        // always fp32 (the logits the vocabulary-parallel cross-entropy keeps)
+};
+struct ActTensor {
+  std::string name;
+  int64_t elements = 0;
+  ActKind kind = ActKind::kActivation;
+};
+std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout);
+// With full recomputation a layer keeps only its input (s b h); the rest is rebuilt in backward.
+std::vector<ActTensor> LayerCheckpoint(const ModelSpec& m, const ParallelConfig& c);
+// What the last virtual stage keeps per microbatch after its layers: final LayerNorm input, the
+// output layer's input and the fp32 logits slice s b V/t.
+std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c);
+// Bytes of a list with `act_bytes` per kActivation element.
+Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes);
+
+// Elements of one pipeline message (the activation or gradient at a stage boundary) per tensor
+// rank: b s h, or b s h / t with scatter/gather.
+int64_t BoundaryElements(const ModelSpec& m, const ParallelConfig& c);
+
+}  // namespace ptdp

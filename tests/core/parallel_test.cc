@@ -1,0 +1,64 @@
+#include "core/parallel.h"
+
+#include <gtest/gtest.h>
+
+namespace ptdp {
+namespace {
+
+ParallelConfig Paper1T() {
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 64;
+  c.dp = 6;
+  c.mbs = 1;
+  c.global_batch = 3072;
+  c.recompute = Recompute::kFull;
+  return c;
+}
+
+TEST(Parallel, PaperLayoutIsValid) {
+  auto m = LoadModel("gpt-1t").value();
+  ParallelConfig c = Paper1T();
+  EXPECT_TRUE(c.Validate(m).ok());
+  EXPECT_EQ(c.WorldSize(), 3072);
+  EXPECT_EQ(c.Microbatches(), 512);
+}
+
+TEST(Parallel, RejectionsNameTheField) {
+  auto m = LoadModel("gpt-1t").value();
+  ParallelConfig c = Paper1T();
+  c.tp = 3;
+  EXPECT_NE(c.Validate(m).message().find("tp: 3 does not divide the 160 attention heads"),
+            std::string::npos);
+  c = Paper1T();
+  c.pp = 3;
+  EXPECT_EQ(c.Validate(m).message().rfind("pp:", 0), 0u);
+  c = Paper1T();
+  c.mbs = 5;
+  EXPECT_EQ(c.Validate(m).message().rfind("mbs:", 0), 0u);
+  c = Paper1T();
+  c.vp = 2;  // needs the interleaved schedule
+  EXPECT_EQ(c.Validate(m).message().rfind("vp:", 0), 0u);
+  c.schedule = ScheduleKind::kInterleaved;
+  EXPECT_TRUE(c.Validate(m).ok());
+  c.global_batch = 3072 + 6 * 32;  // m = 544 is not a multiple of pp = 64
+  EXPECT_NE(c.Validate(m).message().find("multiple of pp"), std::string::npos);
+}
+
+TEST(Parallel, LayoutJsonRoundTrip) {
+  ParallelConfig c = Paper1T();
+  c.schedule = ScheduleKind::kInterleaved;
+  c.vp = 2;
+  c.scatter_gather = false;
+  auto j = Json::parse(LayoutToJson(c).dump());
+  auto back = LayoutFromJson(j, "layout", c).value();
+  EXPECT_EQ(back.ToString(), c.ToString());
+  j["schedule"] = "zigzag";
+  EXPECT_NE(LayoutFromJson(j, "layout").status().message().find("schedule"), std::string::npos);
+  j["schedule"] = "1f1b";
+  j["pipeline"] = 2;
+  EXPECT_EQ(LayoutFromJson(j, "layout").status().message(), "layout.pipeline: unknown key");
+}
+
+}  // namespace
+}  // namespace ptdp

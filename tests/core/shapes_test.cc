@@ -1,0 +1,71 @@
+#include "core/shapes.h"
+
+#include <gtest/gtest.h>
+
+namespace ptdp {
+namespace {
+
+ModelSpec Tiny() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 4;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 32;
+  m.vocab = 256;
+  return m;
+}
+
+TEST(Shapes, ShardsSumToTheWholeModel) {
+  // Over every tensor rank and pipeline rank, the local shards add up to the unsharded model,
+  // except the tied copy of the word embedding on the last stage and tp-replicated tensors.
+  ModelSpec m = Tiny();
+  for (int tp : {1, 2, 4}) {
+    for (int pp : {1, 2, 4}) {
+      ParallelConfig c;
+      c.tp = tp;
+      c.pp = pp;
+      int64_t total = 0;
+      for (int r = 0; r < pp; ++r) {
+        for (const auto& p : StageParameters(m, c, r)) {
+          if (p.tied_copy) continue;
+          total += p.sharding == Sharding::kReplicated ? p.LocalElements() : p.LocalElements() * tp;
+        }
+      }
+      EXPECT_EQ(total, ParameterCount(m, tp)) << "tp=" << tp << " pp=" << pp;
+    }
+  }
+}
+
+TEST(Shapes, InterleavedPlacement) {
+  ModelSpec m = Tiny();
+  m.layers = 8;
+  ParallelConfig c;
+  c.pp = 2;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  // virtual stage = chunk * pp + rank: rank 1 holds layers 2-3 (chunk 0) and 6-7 (chunk 1).
+  EXPECT_EQ(ChunkLayers(m, c, 1, 0).begin, 2);
+  EXPECT_EQ(ChunkLayers(m, c, 1, 1).begin, 6);
+  EXPECT_TRUE(HoldsHead(c, 1, 1));
+  EXPECT_FALSE(HoldsHead(c, 1, 0));
+  EXPECT_TRUE(HoldsEmbedding(c, 0, 0));
+}
+
+TEST(Shapes, KorthikantiActivationFormula) {
+  // 16-bit with dropout: s b h (10 + 24/t + 5 a s / (h t)) bytes per layer.
+  ModelSpec m = Tiny();
+  for (int t : {1, 2, 4}) {
+    ParallelConfig c;
+    c.tp = t;
+    c.mbs = 2;
+    const double s = m.seq_len, b = c.mbs, h = m.hidden, a = m.heads;
+    const double expect = s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
+    EXPECT_EQ(double(ActivationBytes(LayerActivations(m, c, /*dropout=*/true), 2)), expect);
+  }
+  ParallelConfig c;
+  EXPECT_EQ(ActivationBytes(LayerCheckpoint(m, c), 2), 2 * 32 * 64);
+}
+
+}  // namespace
+}  // namespace ptdp
