@@ -34,7 +34,7 @@ paper: build
 	$(PTDP) paper
 
 bench: build
-	$(BUILD)/bench/ptdp_bench
+	for b in $(BUILD)/bench/*/bench_*; do [ -x "$$b" ] && "$$b"; done
 
 train-demo: build
 	$(PTDP) tokenize --in /usr/share/common-licenses/GPL-3 --out $(BUILD)/gpl3.bin

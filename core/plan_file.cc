@@ -1,0 +1,64 @@
+#include "core/plan_file.h"
+
+namespace ptdp {
+
+Result<PlanFile> PlanFromJson(const Json& j) {
+  PlanFile p;
+  JsonObjectReader r(j, "plan");
+  int version = 0;
+  r.Required("ptdp_plan_version", &version);
+  r.Required("global_batch", &p.layout.global_batch);
+  const Json* model = r.Child("model", true);
+  const Json* cluster = r.Child("cluster", true);
+  const Json* layout = r.Child("layout", true);
+  if (const Json* pred = r.Child("prediction", false)) p.prediction = *pred;
+  for (const char* k : {"alternatives", "search", "megatron_args", "generated_by"}) {
+    if (const Json* x = r.Child(k, false)) p.extra[k] = *x;
+  }
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (version != 1) {
+    return Status::Invalid("plan.ptdp_plan_version: " + std::to_string(version) +
+                           " is not a version this ptdp reads (1)");
+  }
+  PTDP_ASSIGN_OR_RETURN(p.model, ModelFromJson(*model, "plan.model"));
+  {
+    JsonObjectReader c(*cluster, "plan.cluster");
+    c.Required("name", &p.cluster.name);
+    c.Required("gpus", &p.cluster.gpus);
+    c.Required("gpus_per_node", &p.cluster.gpus_per_node);
+    PTDP_RETURN_IF_ERROR(c.Finish());
+  }
+  PTDP_ASSIGN_OR_RETURN(p.layout, LayoutFromJson(*layout, "plan.layout", p.layout));
+  Status v = p.layout.Validate(p.model);
+  if (!v.ok()) return v.WithPrefix("plan.layout");
+  if (p.layout.WorldSize() != p.cluster.gpus) {
+    return Status::Invalid("plan.cluster.gpus: " + std::to_string(p.cluster.gpus) +
+                           " differs from tp*pp*dp = " + std::to_string(p.layout.WorldSize()));
+  }
+  return p;
+}
+
+Result<PlanFile> ReadPlanFile(const std::string& path) {
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path));
+  auto p = PlanFromJson(j);
+  if (!p.ok()) return p.status().WithPrefix(path);
+  return p;
+}
+
+OrderedJson PlanToJson(const PlanFile& p) {
+  OrderedJson j;
+  j["ptdp_plan_version"] = 1;
+  j["model"] = ModelToJson(p.model);
+  j["cluster"] = {{"name", p.cluster.name},
+                  {"gpus", p.cluster.gpus},
+                  {"gpus_per_node", p.cluster.gpus_per_node}};
+  j["global_batch"] = p.layout.global_batch;
+  j["layout"] = LayoutToJson(p.layout);
+  j["prediction"] = OrderedJson::parse(p.prediction.dump());
+  for (auto it = p.extra.begin(); it != p.extra.end(); ++it) {
+    j[it.key()] = OrderedJson::parse(it.value().dump());
+  }
+  return j;
+}
+
+}  // namespace ptdp

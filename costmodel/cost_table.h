@@ -1,0 +1,69 @@
+// CostTable: what the simulator needs to replay one layout's Program, produced by the cost model
+// (costmodel/) from a ModelSpec, a ParallelConfig and a cluster's hardware profile. All times are
+// per microbatch unless said otherwise; each includes the tensor-parallel communication that the
+// instruction performs inside itself (Megatron's f/g all-reduces live inside forward/backward).
+#pragma once
+
+#include <vector>
+
+#include "core/units.h"
+
+namespace ptdp::costmodel {
+
+// Time split of one compute instruction, for breakdowns and for the simulator to draw.
+struct ComputeBreakdown {
+  Seconds gemm = 0;       // matrix multiplies (profiled table, interpolated)
+  Seconds memory = 0;     // memory-bound ops (LayerNorm, softmax, GeLU, dropout, residual)
+  Seconds tp_comm = 0;    // tensor-parallel all-reduces (or all-gathers of scatter/gather)
+  Seconds Total() const { return gemm + memory + tp_comm; }
+};
+
+// One model chunk on one pipeline rank, for one microbatch.
+struct ChunkCost {
+  ComputeBreakdown forward;
+  ComputeBreakdown backward;   // input and weight gradients, not counting recomputation
+  ComputeBreakdown recompute;  // the extra forward redone in the backward (zero when off)
+  Seconds ForwardTime() const { return forward.Total(); }
+  Seconds BackwardTime() const { return backward.Total() + recompute.Total(); }
+  // Bytes one microbatch in flight keeps on this chunk between its forward and its backward.
+  Bytes stash_bytes = 0;
+};
+
+// An alpha-beta link as one pipeline stream sees it (sharing with the other streams that cross the
+// same NICs at the same time already divided into the bandwidth).
+struct LinkCost {
+  Seconds latency = 0;
+  double bandwidth_Bps = 0;  // bytes per second
+  bool inter_node = false;
+  Seconds Time(Bytes bytes) const {
+    return bytes <= 0 ? 0.0 : latency + double(bytes) / bandwidth_Bps;
+  }
+};
+
+struct CostTable {
+  int pp = 1;
+  int vp = 1;
+  std::vector<ChunkCost> chunks;  // index pp_rank * vp + chunk
+  const ChunkCost& Chunk(int pp_rank, int chunk) const { return chunks[pp_rank * vp + chunk]; }
+
+  // Pipeline point-to-point: bytes of one message per tensor rank (b s h or b s h / t), the
+  // all-gather the receiver runs with scatter/gather, and the link from pipeline rank r to r+1
+  // (index pp-1: from the last rank to the first, used by the interleaved schedule's wrap).
+  Bytes p2p_bytes = 0;
+  Seconds p2p_allgather = 0;
+  std::vector<LinkCost> p2p_link;  // [pp_rank]
+
+  // After the pipeline flush, per pipeline rank: the data-parallel gradient all-reduce, the
+  // embedding all-reduce (first and last stage only) and the optimizer step.
+  std::vector<Seconds> dp_allreduce;         // [pp_rank]
+  std::vector<Seconds> embedding_allreduce;  // [pp_rank]
+  std::vector<Seconds> optimizer;            // [pp_rank]
+  // Bucketed overlap of the data-parallel all-reduce with the last backwards: number of buckets.
+  int dp_buckets = 1;
+
+  // Memory per GPU of each pipeline rank that does not depend on the schedule: weights, gradients,
+  // optimizer state, embedding/logits buffers and the workspace.
+  std::vector<Bytes> static_memory;  // [pp_rank]
+};
+
+}  // namespace ptdp::costmodel
