@@ -1,0 +1,2 @@
+// HardwareProfile and ClusterSpec (to be filled by the `ptdp plan` work).
+#pragma once

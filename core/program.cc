@@ -1,0 +1,2 @@
+// Filled by the work that owns it (see core/program.h).
+#include "core/program.h"

@@ -1,0 +1,2 @@
+// Timeline (to be filled by the `ptdp simulate` work).
+#pragma once
