@@ -16,6 +16,7 @@ Status ModelSpec::Validate() const {
   if (seq_len <= 0) add("seq_len: must be positive");
   if (vocab <= 0) add("vocab: must be positive");
   if (vocab_divisible_by <= 0) add("vocab_divisible_by: must be positive");
+  if (!(dropout >= 0.0 && dropout < 1.0)) add("dropout: must be in [0, 1)");
   if (!err.empty()) return Status::Invalid("model " + name + ": " + err);
   return Status::Ok();
 }
@@ -55,6 +56,13 @@ ModelSpec Gpt(const std::string& name, int l, int64_t h, int a, int64_t s = 2048
   m.heads = a;
   m.seq_len = s;
   m.vocab = v;
+  m.dropout = 0.1;  // Megatron-LM's default --hidden-dropout / --attention-dropout
+  return m;
+}
+
+ModelSpec Tiny() {
+  ModelSpec m = Gpt("tiny", 4, 64, 4, 32, 256);
+  m.dropout = 0.0;
   return m;
 }
 
@@ -76,7 +84,7 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Gpt("gpt2-124m", 12, 768, 12, 1024, 50257), "GPT-2 small (Radford et al. 2019)"},
       {Gpt("gpt2-350m", 24, 1024, 16, 1024, 50257), "GPT-2 medium"},
       {Gpt("gpt-1.3b", 24, 2048, 16, 2048, 50257), "GPT-3 XL shape (Brown et al. 2020)"},
-      {Gpt("tiny", 4, 64, 4, 32, 256), "test model: 4 layers, h 64, byte-level vocabulary"},
+      {Tiny(), "test model: 4 layers, h 64, 4 heads, s 32, byte-level vocabulary, no dropout"},
   };
   return presets;
 }
@@ -129,6 +137,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
     r.Optional("ffn_hidden", &m.ffn_hidden);
     r.Optional("tied_embeddings", &m.tied_embeddings);
     r.Optional("vocab_divisible_by", &m.vocab_divisible_by);
+    r.Optional("dropout", &m.dropout);
   }
   PTDP_RETURN_IF_ERROR(r.Finish());
   PTDP_RETURN_IF_ERROR(m.Validate());
@@ -146,6 +155,7 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["ffn_hidden"] = m.FfnHidden();
   j["tied_embeddings"] = m.tied_embeddings;
   j["vocab_divisible_by"] = m.vocab_divisible_by;
+  j["dropout"] = m.dropout;
   return j;
 }
 

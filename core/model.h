@@ -21,6 +21,7 @@ struct ModelSpec {
   int64_t vocab = 0;           // V as given (unpadded); see PaddedVocab
   bool tied_embeddings = true; // output layer shares the input embedding's weights
   int vocab_divisible_by = 128;  // Megatron-LM's --make-vocab-size-divisible-by
+  double dropout = 0.0;  // hidden and attention dropout probability (Megatron-LM's default is 0.1)
 
   int64_t FfnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int64_t HeadDim() const { return hidden / heads; }
@@ -49,7 +50,7 @@ const std::vector<ModelPreset>& ModelPresets();
 // A preset name, a path to a JSON file in our schema, or a Hugging Face GPT-2 style config.json.
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
-// "tied_embeddings", "vocab_divisible_by"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
+// "tied_embeddings", "vocab_divisible_by", "dropout"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
 // n_positions, vocab_size, n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
