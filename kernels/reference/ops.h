@@ -1,0 +1,111 @@
+// Reference kernels: the portable C++ specification of every op the GPT runtime runs, and the CPU
+// backend's kernels. Templated on the element type (float for training, double for the
+// finite-difference tests). They know nothing of ranks, communication or schedules: the runtime's
+// tensor-parallel layers call them on local shards and do the collectives themselves.
+//
+// Layout conventions (row-major):
+//   activations  x[N][C] with N = b * s rows (row n = batch n / s, position n % s)
+//   weights      W[OC][C] (nn.Linear's layout: out = x W^T + bias)
+//   qkv          [N][H_local][3][D]: for each local head, its q, k and v (D = head dim). The global
+//                QKV weight's rows are ordered (head, {q,k,v}, d), so a contiguous row shard over
+//                tensor ranks is a set of whole heads (Megatron-LM's layout).
+// Backward functions ACCUMULATE (+=) into parameter gradients and OVERWRITE input gradients
+// unless their comment says otherwise.
+#pragma once
+
+#include <cstdint>
+
+namespace ptdp::kernels {
+
+// out[N][OC] = x[N][C] W[OC][C]^T (+ bias[OC] when bias != nullptr). Eigen GEMM.
+template <typename T>
+void MatmulForward(T* out, const T* x, const T* w, const T* bias, int64_t n, int64_t c, int64_t oc);
+// dx[N][C] = dout W (overwrites; or accumulates when accumulate_dx), dw += dout^T x,
+// dbias += sum_n dout (when dbias != nullptr). dx may be nullptr (not needed).
+template <typename T>
+void MatmulBackward(T* dx, T* dw, T* dbias, const T* dout, const T* x, const T* w, int64_t n,
+                    int64_t c, int64_t oc, bool accumulate_dx = false);
+
+// LayerNorm over the last dim (eps 1e-5): out = (x - mean) * rstd * weight + bias; saves mean[N]
+// and rstd[N] for the backward.
+template <typename T>
+void LayerNormForward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias,
+                      int64_t n, int64_t c);
+template <typename T>
+void LayerNormBackward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight,
+                       const T* mean, const T* rstd, int64_t n, int64_t c);
+
+// GeLU, tanh approximation (GPT-2 / Megatron-LM's bias_gelu): elementwise over count values.
+template <typename T>
+void GeluForward(T* out, const T* x, int64_t count);
+template <typename T>
+void GeluBackward(T* dx, const T* x, const T* dout, int64_t count);
+
+// Causal self-attention for h_local heads of dim d, batch b, sequence s, from qkv [b*s][h][3][d]
+// to out [b*s][h*d]; scale 1/sqrt(d). Saves the attention probabilities att[b][h][s][s] (after
+// softmax, before dropout) for the backward. `dropout_mask` (nullable) [b][h][s][s] holds 0 or
+// 1/(1-p) per element, applied to the probabilities before they weight v.
+template <typename T>
+void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64_t b, int64_t s,
+                      int64_t h, int64_t d);
+// dqkv overwritten; needs the saved att and the same mask.
+template <typename T>
+void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const T* dropout_mask,
+                       int64_t b, int64_t s, int64_t h, int64_t d);
+
+// Embedding: out[b*s][C] = wte rows of tokens (only those in [vocab_begin, vocab_end) of this
+// vocabulary shard, others contribute 0: the tensor group sums the shards) + wpe[position] when
+// wpe != nullptr (added by exactly one holder).
+template <typename T>
+void EmbeddingForward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t b,
+                      int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end);
+// dwte += for tokens in the shard; dwpe += (when dwpe != nullptr).
+template <typename T>
+void EmbeddingBackward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t b,
+                       int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end);
+
+// Vocabulary-parallel cross-entropy, in three local steps around two collectives (max and sum
+// over the tensor group), on logits [N][V_local] of the shard [vocab_begin, vocab_end). Columns
+// whose global id >= vocab_real (padding) are excluded from the softmax (as -inf).
+//  1. CrossEntropyLocalMax: row_max[N] = max over real columns (-inf when none); all-reduce max.
+//  2. CrossEntropyLocalSums: row_sum[N] = sum exp(logit - row_max); target_logit[N] = the target's
+//     logit when the target is in this shard, else 0; all-reduce both with sum.
+//  3. loss[n] = log(row_sum) + row_max - target_logit (caller); CrossEntropyBackward writes
+//     dlogits = (softmax - onehot) * dloss[n], with 0 for padding columns.
+template <typename T>
+void CrossEntropyLocalMax(T* row_max, const T* logits, int64_t n, int64_t v_local,
+                          int64_t vocab_begin, int64_t vocab_real);
+template <typename T>
+void CrossEntropyLocalSums(T* row_sum, T* target_logit, const T* logits, const T* row_max,
+                           const int32_t* targets, int64_t n, int64_t v_local, int64_t vocab_begin,
+                           int64_t vocab_real);
+template <typename T>
+void CrossEntropyBackward(T* dlogits, const T* logits, const T* row_max, const T* row_sum,
+                          const int32_t* targets, const T* dloss, int64_t n, int64_t v_local,
+                          int64_t vocab_begin, int64_t vocab_real);
+
+// out = a + b, elementwise; and dropout: out = x * mask (mask holds 0 or 1/(1-p)).
+template <typename T>
+void Add(T* out, const T* a, const T* b, int64_t count);
+template <typename T>
+void Mul(T* out, const T* x, const T* mask, int64_t count);
+
+// Counter-based random numbers (no state: the value depends only on (key, index)), so every
+// layout draws the same numbers for the same global element.
+uint64_t HashKey(const char* name);                        // stable 64-bit hash of a name
+double UniformFromCounter(uint64_t key, uint64_t index);   // in (0, 1)
+double NormalFromCounter(uint64_t key, uint64_t index);    // standard normal
+// Dropout mask value for global element `index` of the tensor keyed by `key`: 0 with probability
+// p, else 1/(1-p).
+template <typename T>
+T DropoutMaskValue(uint64_t key, uint64_t index, double p);
+
+// Adam with decoupled weight decay (AdamW), fp32 state; step counts from 1.
+template <typename T>
+void AdamWUpdate(T* param, const T* grad, T* m, T* v, int64_t count, double lr, double beta1,
+                 double beta2, double eps, double weight_decay, int64_t step);
+// Sum of squares (for the global gradient norm), accumulated in double.
+template <typename T>
+double SumSquares(const T* x, int64_t count);
+
+}  // namespace ptdp::kernels

@@ -1,0 +1,46 @@
+// Communicator: the collectives and point-to-point operations the runtime needs, over one group of
+// ranks. Implementations: MPI (runtime/comm/mpi), NCCL later (runtime/comm/nccl). Buffers are
+// host pointers for the CPU backend and device pointers for the CUDA backend.
+// Thread-safety: one thread uses a communicator at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace ptdp::runtime {
+
+// A pending non-blocking operation.
+class CommRequest {
+ public:
+  virtual ~CommRequest() = default;
+  virtual Status Wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;  // rank within this group
+  virtual int size() const = 0;
+  // Global (world) ranks of the group's members, in group order.
+  virtual const std::vector<int>& members() const = 0;
+
+  virtual Status AllReduceSum(void* data, int64_t count, DType dtype) = 0;
+  virtual Status AllReduceMax(void* data, int64_t count, DType dtype) = 0;
+  // recv holds size() * count elements, rank i's contribution at i * count.
+  virtual Status AllGather(const void* send, void* recv, int64_t count, DType dtype) = 0;
+  // send holds size() * count elements; recv gets this rank's reduced block of count elements.
+  virtual Status ReduceScatterSum(const void* send, void* recv, int64_t count, DType dtype) = 0;
+  virtual Status Broadcast(void* data, int64_t count, DType dtype, int root) = 0;
+  virtual Status Barrier() = 0;
+  // Point-to-point with a peer given as its rank within this group; `tag` tells messages apart.
+  virtual Result<std::unique_ptr<CommRequest>> ISend(const void* data, int64_t count, DType dtype,
+                                                     int peer, int tag) = 0;
+  virtual Status Recv(void* data, int64_t count, DType dtype, int peer, int tag) = 0;
+};
+
+}  // namespace ptdp::runtime
