@@ -51,3 +51,35 @@ struct Program {
 };
 
 }  // namespace ptdp
+
+// ---- Text and JSON forms (core/program.cc; docs/ir.md gives the grammar) ----
+namespace ptdp {
+
+const char* OpName(Op op);  // "forward", "backward", "send_act", ..., "optimizer_step"
+Result<Op> ParseOpName(const std::string& s);
+
+// One instruction as a token. `with_chunk` prints the ".chunk" part (Programs with vp > 1).
+//   F3 / F3.1          forward of microbatch 3 (chunk 1)
+//   B3 / B3.1 / B3.1r  backward (r: with recomputation)
+//   SA3.1>2:4096       send activation of (3, chunk 1) to pipeline rank 2, 4096 bytes
+//   RA3.1<0:4096       receive activation from rank 0;  SG / RG: gradients, same shape
+//   AR                 reduce grads;   OPT   optimizer step
+std::string InstrToText(const Instr& in, bool with_chunk = true);
+// Parses one token; `where` names it in errors ("rank 2, instruction 5").
+Result<Instr> InstrFromText(const std::string& token, const std::string& where);
+
+// Whole program: a header line, then one line per rank:
+//   program kind=interleaved pp=4 vp=2 microbatches=8
+//   rank 0: F0.0 F1.0 ...
+std::string ProgramToText(const Program& p);
+Result<Program> ProgramFromText(const std::string& text);
+
+// JSON: {"kind", "pp", "vp", "microbatches", "ranks": [{"pp_rank", "instrs": ["F0.0", ...]}]}
+// (instructions in their text form, which is exact).
+OrderedJson ProgramToJson(const Program& p);
+Result<Program> ProgramFromJson(const Json& j);
+
+// Total instructions over all ranks.
+int64_t InstructionCount(const Program& p);
+
+}  // namespace ptdp

@@ -1,0 +1,75 @@
+// Pipeline schedules as data: generators that emit the compute order of each pipeline rank
+// (GPipe, 1F1B / PipeDream-Flush, Megatron-LM's interleaved 1F1B), the lowering pass that inserts
+// point-to-point messages and the end-of-batch gradient reduction, and Validate(), a dry run that
+// proves a Program well formed and free of deadlock. docs/ir.md states the semantics.
+//
+// Ordering contract of a lowered Program (what makes it deadlock-free for an executor that runs
+// each rank's list in order with NON-BLOCKING sends (MPI_Isend) and BLOCKING receives (MPI_Recv)):
+//   - RecvAct(mb, c) sits immediately before the Forward(mb, c) that consumes it, and
+//     RecvGrad(mb, c) immediately before Backward(mb, c);
+//   - SendAct(mb, c) sits immediately after Forward(mb, c), SendGrad(mb, c) immediately after
+//     Backward(mb, c);
+//   - ReduceGrads then OptimizerStep end every rank's list.
+// Validate() replays exactly that execution model (a send completes when posted, a receive blocks
+// until its matching send has been posted) and fails if some rank can never proceed.
+//
+// Chunks in send/recv instructions are LOCAL to the rank that executes them. A message crosses the
+// boundary between virtual stages k and k+1 (k = chunk * pp + pp_rank, core/shapes.h): the
+// activation goes from (rank k % pp, chunk k / pp) to (rank (k+1) % pp, chunk (k+1) / pp), so with
+// vp > 1 chunk c on rank pp-1 sends to chunk c+1 on rank 0; gradients go the other way.
+// MessageKey() gives a send and its matching receive the same key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/model.h"
+#include "core/parallel.h"
+#include "core/program.h"
+#include "core/status.h"
+
+namespace ptdp::schedule {
+
+// Which (kind, pp, m, vp) a generator accepts; the message names the field and the reason.
+//   gpipe, 1f1b:  pp >= 1, m >= 1, vp == 1
+//   interleaved:  pp >= 2, vp >= 2, m >= 1 and m % pp == 0 (Megatron-LM's requirement: microbatches
+//                 go through the chunks in groups of pp)
+Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp);
+
+// Compute order only (kForward / kBackward, recompute = false), per pipeline rank.
+Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches, int vp);
+
+// Lowering: inserts SendAct/RecvAct/SendGrad/RecvGrad around the compute instructions per the
+// ordering contract above (bytes = message_bytes each), sets `recompute` on every kBackward when
+// asked, and appends kReduceGrads and kOptimizerStep to every rank.
+// REQUIRES: `compute` holds only kForward / kBackward.
+Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
+
+// Generate + Lower for one layout: message bytes = BoundaryElements(model, cfg) * act_bytes,
+// recompute when cfg.recompute == Recompute::kFull. Checks cfg.Validate(model) first.
+Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, int act_bytes);
+
+// Proves: ranks are numbered 0..pp-1; every instruction is in range (microbatch, chunk, peer);
+// every forward and backward of each (mb, chunk) appears exactly once per rank, each backward
+// after its forward; each send has exactly one matching receive (same microbatch, matching chunk,
+// same bytes, peers pointing at each other) and vice versa; each forward that needs an input is
+// preceded by its receive, each backward likewise; the dry run finishes (no deadlock).
+// Errors name the rank, the instruction's index and its text ("rank 2, instruction 7 (RA3.1<1:64)").
+Status Validate(const Program& p);
+
+// Virtual stage of chunk `chunk` on `pp_rank` for this program (chunk * pp + pp_rank).
+int VirtualStageOf(const Program& p, int pp_rank, int chunk);
+// The key shared by a send and its matching receive: distinct for distinct messages of one
+// iteration (0 <= key < 2 * microbatches * pp * vp). Usable as a message tag.
+// REQUIRES: `in` is a send or receive on rank `pp_rank` of `p`.
+int64_t MessageKey(const Program& p, int pp_rank, const Instr& in);
+
+// Peak number of microbatches whose activations a rank keeps at once (forwards done, backward not
+// yet done), counting each (mb, chunk) as one, per pipeline rank; from the compute order alone.
+std::vector<int> PeakStashedMicrobatches(const Program& p);
+
+// The Figure-4 style picture: one line per rank, the compute order with microbatch numbers
+// (chunks shown as mb.chunk), forwards and backwards told apart by F/B.
+std::string ScheduleDiagram(const Program& p);
+
+}  // namespace ptdp::schedule
