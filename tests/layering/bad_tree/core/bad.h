@@ -1,0 +1,2 @@
+// A fixture: core may not include the planner.
+#include "planner/planner.h"
