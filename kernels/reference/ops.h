@@ -17,6 +17,9 @@
 
 namespace ptdp::kernels {
 
+// LayerNorm's epsilon (added to the variance).
+inline constexpr double kLayerNormEps = 1e-5;
+
 // out[N][OC] = x[N][C] W[OC][C]^T (+ bias[OC] when bias != nullptr). Eigen GEMM.
 template <typename T>
 void MatmulForward(T* out, const T* x, const T* w, const T* bias, int64_t n, int64_t c, int64_t oc);
@@ -61,8 +64,8 @@ void EmbeddingForward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                       int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end);
 // dwte += for tokens in the shard; dwpe += (when dwpe != nullptr).
 template <typename T>
-void EmbeddingBackward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t b,
-                       int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end);
+void EmbeddingBackward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t b, int64_t s,
+                       int64_t c, int64_t vocab_begin, int64_t vocab_end);
 
 // Vocabulary-parallel cross-entropy, in three local steps around two collectives (max and sum
 // over the tensor group), on logits [N][V_local] of the shard [vocab_begin, vocab_end). Columns
@@ -90,15 +93,34 @@ void Add(T* out, const T* a, const T* b, int64_t count);
 template <typename T>
 void Mul(T* out, const T* x, const T* mask, int64_t count);
 
+// out += x; and x *= factor (elementwise).
+template <typename T>
+void Accumulate(T* out, const T* x, int64_t count);
+template <typename T>
+void Scale(T* x, double factor, int64_t count);
+
+// Step 3 of the cross-entropy: loss[n] = log(row_sum) + row_max - target_logit (after the
+// all-reduces).
+template <typename T>
+void CrossEntropyLoss(T* loss, const T* row_max, const T* row_sum, const T* target_logit,
+                      int64_t n);
+
 // Counter-based random numbers (no state: the value depends only on (key, index)), so every
 // layout draws the same numbers for the same global element.
-uint64_t HashKey(const char* name);                        // stable 64-bit hash of a name
-double UniformFromCounter(uint64_t key, uint64_t index);   // in (0, 1)
-double NormalFromCounter(uint64_t key, uint64_t index);    // standard normal
+uint64_t HashKey(const char* name);                       // stable 64-bit hash of a name
+double UniformFromCounter(uint64_t key, uint64_t index);  // in (0, 1)
+double NormalFromCounter(uint64_t key, uint64_t index);   // standard normal
 // Dropout mask value for global element `index` of the tensor keyed by `key`: 0 with probability
 // p, else 1/(1-p).
 template <typename T>
 T DropoutMaskValue(uint64_t key, uint64_t index, double p);
+// mask[i] = DropoutMaskValue(key, first_index + i, p) for i < count.
+template <typename T>
+void FillDropoutMask(T* mask, uint64_t key, uint64_t first_index, int64_t count, double p);
+// out[i] = mean + stddev * NormalFromCounter(key, first_index + i) for i < count.
+template <typename T>
+void FillNormal(T* out, uint64_t key, uint64_t first_index, int64_t count, double mean,
+                double stddev);
 
 // Adam with decoupled weight decay (AdamW), fp32 state; step counts from 1.
 template <typename T>
