@@ -34,9 +34,9 @@ Stream StreamOf(Op op);
 struct TimelineEvent {
   int32_t pp_rank = 0;
   Stream stream = Stream::kCompute;
-  Instr instr;                // the instruction as the Program states it
-  Nanoseconds start_ns = 0;   // from the start of the iteration
-  Nanoseconds end_ns = 0;     // REQUIRES: end_ns >= start_ns
+  Instr instr;               // the instruction as the Program states it
+  Nanoseconds start_ns = 0;  // from the start of the iteration
+  Nanoseconds end_ns = 0;    // REQUIRES: end_ns >= start_ns
   Nanoseconds Duration() const { return end_ns - start_ns; }
 };
 

@@ -55,7 +55,8 @@ Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, 
 // after its forward; each send has exactly one matching receive (same microbatch, matching chunk,
 // same bytes, peers pointing at each other) and vice versa; each forward that needs an input is
 // preceded by its receive, each backward likewise; the dry run finishes (no deadlock).
-// Errors name the rank, the instruction's index and its text ("rank 2, instruction 7 (RA3.1<1:64)").
+// Errors name the rank, the instruction's index and its text ("rank 2, instruction 7
+// (RA3.1<1:64)").
 Status Validate(const Program& p);
 
 // Virtual stage of chunk `chunk` on `pp_rank` for this program (chunk * pp + pp_rank).

@@ -1,0 +1,137 @@
+// Lowering: point-to-point messages around compute, gradient reduction at the end; and
+// BuildProgram.
+#include "core/shapes.h"
+#include "schedule/schedule.h"
+
+namespace ptdp::schedule {
+
+int VirtualStageOf(const Program& p, int pp_rank, int chunk) {
+  return chunk * p.pp + pp_rank;
+}
+
+int64_t MessageKey(const Program& p, int pp_rank, const Instr& in) {
+  const int64_t V = int64_t(p.pp) * p.vp;
+  const int64_t vs = VirtualStageOf(p, pp_rank, in.chunk);
+  int64_t boundary = 0;  // the lower virtual stage of the boundary the message crosses
+  bool grad = false;
+  switch (in.op) {
+    case Op::kSendAct:
+      boundary = vs;
+      break;
+    case Op::kRecvAct:
+      boundary = vs - 1;
+      break;
+    case Op::kSendGrad:
+      boundary = vs - 1;
+      grad = true;
+      break;
+    case Op::kRecvGrad:
+      boundary = vs;
+      grad = true;
+      break;
+    default:
+      PTDP_CHECK_MSG(false, "MessageKey of a non-message instruction");
+  }
+  return ((int64_t(in.microbatch) * V + boundary) * 2) + (grad ? 1 : 0);
+}
+
+Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute) {
+  if (message_bytes < 0) return Status::Invalid("message bytes: must be >= 0");
+  Program out = compute;
+  const int pp = compute.pp;
+  const int last_vs = pp * compute.vp - 1;
+  for (size_t r = 0; r < compute.ranks.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    const auto& src = compute.ranks[r].instrs;
+    auto& dst = out.ranks[r].instrs;
+    dst.clear();
+    dst.reserve(src.size() * 2 + 2);
+    for (size_t i = 0; i < src.size(); ++i) {
+      Instr c = src[i];
+      if (c.op != Op::kForward && c.op != Op::kBackward) {
+        return Status::Invalid("lower: rank " + std::to_string(rank) + ", instruction " +
+                               std::to_string(i) + " (" + InstrToText(c) +
+                               "): only forward/backward may be lowered");
+      }
+      const int vs = VirtualStageOf(compute, rank, c.chunk);
+      Instr msg;
+      msg.microbatch = c.microbatch;
+      msg.chunk = c.chunk;
+      msg.bytes = message_bytes;
+      if (c.op == Op::kForward) {
+        if (vs > 0) {
+          msg.op = Op::kRecvAct;
+          msg.peer = (rank + pp - 1) % pp;
+          dst.push_back(msg);
+        }
+        dst.push_back(c);
+        if (vs < last_vs) {
+          msg.op = Op::kSendAct;
+          msg.peer = (rank + 1) % pp;
+          dst.push_back(msg);
+        }
+      } else {
+        c.recompute = recompute;
+        if (vs < last_vs) {
+          msg.op = Op::kRecvGrad;
+          msg.peer = (rank + 1) % pp;
+          dst.push_back(msg);
+        }
+        dst.push_back(c);
+        if (vs > 0) {
+          msg.op = Op::kSendGrad;
+          msg.peer = (rank + pp - 1) % pp;
+          dst.push_back(msg);
+        }
+      }
+    }
+    Instr reduce;
+    reduce.op = Op::kReduceGrads;
+    reduce.microbatch = -1;
+    dst.push_back(reduce);
+    Instr step;
+    step.op = Op::kOptimizerStep;
+    step.microbatch = -1;
+    dst.push_back(step);
+  }
+  return out;
+}
+
+Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, int act_bytes) {
+  PTDP_RETURN_IF_ERROR(cfg.Validate(model));
+  if (act_bytes <= 0)
+    return Status::Invalid("act_bytes: must be > 0, got " + std::to_string(act_bytes));
+  PTDP_ASSIGN_OR_RETURN(Program compute,
+                        GenerateSchedule(cfg.schedule, cfg.pp, cfg.Microbatches(), cfg.vp));
+  const Bytes bytes = BoundaryElements(model, cfg) * act_bytes;
+  return Lower(compute, bytes, cfg.recompute == Recompute::kFull);
+}
+
+std::vector<int> PeakStashedMicrobatches(const Program& p) {
+  std::vector<int> peak(p.ranks.size(), 0);
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    int live = 0;
+    for (const Instr& in : p.ranks[r].instrs) {
+      if (in.op == Op::kForward) peak[r] = std::max(peak[r], ++live);
+      if (in.op == Op::kBackward) --live;
+    }
+  }
+  return peak;
+}
+
+std::string ScheduleDiagram(const Program& p) {
+  std::string s;
+  size_t width = std::to_string(p.ranks.size()).size();
+  for (const RankProgram& r : p.ranks) {
+    std::string label = std::to_string(r.pp_rank);
+    s += "rank " + std::string(width - label.size(), ' ') + label + " |";
+    for (const Instr& in : r.instrs) {
+      if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+      s += " " + InstrToText(in, p.vp > 1);
+    }
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace ptdp::schedule

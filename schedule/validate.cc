@@ -1,0 +1,234 @@
+// Validate(): static checks of every instruction, then a dry run of the execution model of
+// schedule.h (non-blocking sends, blocking receives, each rank in order) that must finish.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "schedule/schedule.h"
+
+namespace ptdp::schedule {
+namespace {
+
+bool IsMessage(Op op) {
+  return op == Op::kSendAct || op == Op::kRecvAct || op == Op::kSendGrad || op == Op::kRecvGrad;
+}
+
+std::string Where(int rank, size_t i, const Instr& in, bool with_chunk) {
+  return "rank " + std::to_string(rank) + ", instruction " + std::to_string(i) + " (" +
+         InstrToText(in, with_chunk) + ")";
+}
+
+}  // namespace
+
+Status Validate(const Program& p) {
+  if (p.pp < 1) return Status::Invalid("program: pp must be >= 1");
+  if (p.vp < 1) return Status::Invalid("program: vp must be >= 1");
+  if (p.microbatches < 1 || p.microbatches > INT32_MAX / 4) {
+    return Status::Invalid("program: microbatches must be in [1, 2^29)");
+  }
+  if (static_cast<int>(p.ranks.size()) != p.pp) {
+    return Status::Invalid("program: " + std::to_string(p.ranks.size()) +
+                           " rank lists for pp = " + std::to_string(p.pp));
+  }
+  const bool wc = p.vp > 1;
+  const int V = p.pp * p.vp;
+  const int64_t m = p.microbatches;
+  const int64_t slots = m * p.vp;  // (mb, chunk) pairs per rank
+  const int64_t keys = 2 * m * V;
+  bool lowered = false;
+  for (const RankProgram& r : p.ranks) {
+    for (const Instr& in : r.instrs) lowered = lowered || IsMessage(in.op);
+  }
+
+  // Static pass: ranges, neighbours, per-rank order of each (mb, chunk)'s instructions.
+  // sends[key] / recvs[key]: rank * 2^32 + index + 1 of the one instruction, 0 if none.
+  std::vector<int64_t> sends(lowered ? keys : 0, 0), recvs(lowered ? keys : 0, 0);
+  for (int rank = 0; rank < p.pp; ++rank) {
+    const RankProgram& rp = p.ranks[rank];
+    if (rp.pp_rank != rank) {
+      return Status::Invalid("program: rank list " + std::to_string(rank) + " says pp_rank " +
+                             std::to_string(rp.pp_rank));
+    }
+    // Per (mb, chunk): bit 0 forward seen, 1 backward seen, 2 act received, 3 grad received,
+    // 4 act sent, 5 grad sent.
+    std::vector<uint8_t> seen(static_cast<size_t>(slots), 0);
+    bool reduced = false, stepped = false;
+    for (size_t i = 0; i < rp.instrs.size(); ++i) {
+      const Instr& in = rp.instrs[i];
+      auto fail = [&](const std::string& why) {
+        return Status::Invalid(Where(rank, i, in, wc) + ": " + why);
+      };
+      if (in.op == Op::kReduceGrads || in.op == Op::kOptimizerStep) {
+        if (in.op == Op::kReduceGrads) {
+          if (reduced) return fail("a second gradient reduction");
+          reduced = true;
+        } else {
+          if (!reduced && lowered) return fail("optimizer step before the gradient reduction");
+          if (stepped) return fail("a second optimizer step");
+          stepped = true;
+        }
+        continue;
+      }
+      if (reduced) return fail("instruction after the gradient reduction");
+      if (in.microbatch < 0 || in.microbatch >= m) {
+        return fail("microbatch out of range [0, " + std::to_string(m) + ")");
+      }
+      if (in.chunk < 0 || in.chunk >= p.vp)
+        return fail("chunk out of range [0, " + std::to_string(p.vp) + ")");
+      const int vs = VirtualStageOf(p, rank, in.chunk);
+      uint8_t& s = seen[static_cast<size_t>(int64_t(in.microbatch) * p.vp + in.chunk)];
+      if (IsMessage(in.op)) {
+        if (in.bytes < 0) return fail("negative byte count");
+        int want_peer = -1;
+        switch (in.op) {
+          case Op::kSendAct:
+            if (vs == V - 1) return fail("the last virtual stage has no activation to send");
+            if (!(s & 1)) return fail("sends the activation before its forward");
+            if (s & 16) return fail("sends the activation twice");
+            s |= 16;
+            want_peer = (vs + 1) % p.pp;
+            break;
+          case Op::kRecvAct:
+            if (vs == 0) return fail("the first virtual stage receives no activation");
+            if (s & 4) return fail("receives the activation twice");
+            if (s & 1) return fail("receives the activation after its forward");
+            s |= 4;
+            want_peer = (vs - 1) % p.pp;
+            break;
+          case Op::kSendGrad:
+            if (vs == 0) return fail("the first virtual stage has no input gradient to send");
+            if (!(s & 2)) return fail("sends the gradient before its backward");
+            if (s & 32) return fail("sends the gradient twice");
+            s |= 32;
+            want_peer = (vs - 1) % p.pp;
+            break;
+          default:  // kRecvGrad
+            if (vs == V - 1) return fail("the last virtual stage receives no gradient");
+            if (s & 8) return fail("receives the gradient twice");
+            if (s & 2) return fail("receives the gradient after its backward");
+            s |= 8;
+            want_peer = (vs + 1) % p.pp;
+            break;
+        }
+        if (in.peer != want_peer) {
+          return fail("peer should be rank " + std::to_string(want_peer) + " (virtual stage " +
+                      std::to_string(vs) + ")");
+        }
+        const int64_t key = MessageKey(p, rank, in);
+        const int64_t tag = (int64_t(rank) << 32) + int64_t(i) + 1;
+        const bool is_send = in.op == Op::kSendAct || in.op == Op::kSendGrad;
+        auto& slot = is_send ? sends[key] : recvs[key];
+        if (slot != 0) return fail("duplicate message");
+        slot = tag;
+        continue;
+      }
+      if (in.peer != -1 || in.bytes != 0) return fail("a compute instruction has no peer or bytes");
+      if (in.op == Op::kForward) {
+        if (s & 1) return fail("a second forward of the same microbatch and chunk");
+        if (lowered && vs > 0 && !(s & 4))
+          return fail("forward before its input activation is received");
+        s |= 1;
+      } else {
+        if (!(s & 1)) return fail("backward before its forward");
+        if (s & 2) return fail("a second backward of the same microbatch and chunk");
+        if (lowered && vs < V - 1 && !(s & 8))
+          return fail("backward before its output gradient is received");
+        s |= 2;
+      }
+    }
+    for (int64_t k = 0; k < slots; ++k) {
+      if ((seen[k] & 3) != 3) {
+        return Status::Invalid("rank " + std::to_string(rank) + ": microbatch " +
+                               std::to_string(k / p.vp) + " chunk " + std::to_string(k % p.vp) +
+                               " lacks its " + ((seen[k] & 1) ? "backward" : "forward"));
+      }
+    }
+  }
+  // Every send has exactly one matching receive with the same bytes, and vice versa.
+  auto at = [&](int64_t tag) {
+    const int rank = static_cast<int>(tag >> 32);
+    const size_t i = static_cast<size_t>((tag & 0xffffffffLL) - 1);
+    return std::pair<int, size_t>(rank, i);
+  };
+  for (int64_t key = 0; key < static_cast<int64_t>(sends.size()); ++key) {
+    if (sends[key] == 0 && recvs[key] == 0) continue;
+    if (recvs[key] == 0) {
+      auto [r, i] = at(sends[key]);
+      return Status::Invalid(Where(r, i, p.ranks[r].instrs[i], wc) +
+                             ": no matching receive on rank " +
+                             std::to_string(p.ranks[r].instrs[i].peer));
+    }
+    if (sends[key] == 0) {
+      auto [r, i] = at(recvs[key]);
+      return Status::Invalid(Where(r, i, p.ranks[r].instrs[i], wc) + ": no matching send on rank " +
+                             std::to_string(p.ranks[r].instrs[i].peer));
+    }
+    auto [sr, si] = at(sends[key]);
+    auto [rr, ri] = at(recvs[key]);
+    if (p.ranks[sr].instrs[si].bytes != p.ranks[rr].instrs[ri].bytes) {
+      return Status::Invalid(Where(rr, ri, p.ranks[rr].instrs[ri], wc) + ": " +
+                             std::to_string(p.ranks[rr].instrs[ri].bytes) +
+                             " bytes but the send (" + Where(sr, si, p.ranks[sr].instrs[si], wc) +
+                             ") has " + std::to_string(p.ranks[sr].instrs[si].bytes));
+    }
+  }
+
+  // Dry run. Lowered: a send posts its key, a receive waits for it. Compute-only: a
+  // forward/backward posts the key of the message it would send and waits for the one it would
+  // receive.
+  std::vector<uint8_t> posted(static_cast<size_t>(keys), 0);
+  std::vector<int> waiter(static_cast<size_t>(keys), -1);
+  std::vector<size_t> pc(p.pp, 0);
+  std::vector<int> runnable;
+  for (int r = p.pp - 1; r >= 0; --r) runnable.push_back(r);
+  auto post = [&](int64_t key) {
+    posted[key] = 1;
+    if (waiter[key] >= 0) {
+      runnable.push_back(waiter[key]);
+      waiter[key] = -1;
+    }
+  };
+  while (!runnable.empty()) {
+    const int r = runnable.back();
+    runnable.pop_back();
+    const auto& ins = p.ranks[r].instrs;
+    while (pc[r] < ins.size()) {
+      const Instr& in = ins[pc[r]];
+      int64_t wait_key = -1, post_key = -1;
+      if (lowered) {
+        if (in.op == Op::kRecvAct || in.op == Op::kRecvGrad) wait_key = MessageKey(p, r, in);
+        if (in.op == Op::kSendAct || in.op == Op::kSendGrad) post_key = MessageKey(p, r, in);
+      } else if (in.op == Op::kForward || in.op == Op::kBackward) {
+        const int vs = VirtualStageOf(p, r, in.chunk);
+        Instr msg = in;
+        if (in.op == Op::kForward) {
+          msg.op = Op::kRecvAct;
+          if (vs > 0) wait_key = MessageKey(p, r, msg);
+          msg.op = Op::kSendAct;
+          if (vs < V - 1) post_key = MessageKey(p, r, msg);
+        } else {
+          msg.op = Op::kRecvGrad;
+          if (vs < V - 1) wait_key = MessageKey(p, r, msg);
+          msg.op = Op::kSendGrad;
+          if (vs > 0) post_key = MessageKey(p, r, msg);
+        }
+      }
+      if (wait_key >= 0 && !posted[wait_key]) {
+        waiter[wait_key] = r;
+        break;
+      }
+      if (post_key >= 0) post(post_key);
+      ++pc[r];
+    }
+  }
+  for (int r = 0; r < p.pp; ++r) {
+    if (pc[r] < p.ranks[r].instrs.size()) {
+      return Status::Invalid(
+          Where(r, pc[r], p.ranks[r].instrs[pc[r]], wc) +
+          ": deadlock: waits for a message its peer sends only after waiting itself");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace ptdp::schedule
