@@ -71,6 +71,28 @@ TEST(ReferenceRandom, DropoutRate) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(mask[i], 1.0f);
 }
 
+TEST(ReferenceRandom, AttentionMaskSameForEveryHeadSplit) {
+  // 4 heads in one shard, or 2 + 2 in two tensor-parallel shards: the same mask per global head.
+  const int64_t b = 2, s = 5, h = 4;
+  const uint64_t key = HashKey("attn-dropout");
+  std::vector<float> whole(b * h * s * s), lo(b * 2 * s * s), hi(b * 2 * s * s);
+  FillAttentionDropoutMask(whole.data(), key, b, s, h, 0, h, 0.3);
+  FillAttentionDropoutMask(lo.data(), key, b, s, 2, 0, h, 0.3);
+  FillAttentionDropoutMask(hi.data(), key, b, s, 2, 2, h, 0.3);
+  int zeros = 0;
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t hh = 0; hh < h; ++hh) {
+      const float* shard = hh < 2 ? lo.data() : hi.data();
+      for (int64_t e = 0; e < s * s; ++e) {
+        const float w = whole[(bi * h + hh) * s * s + e];
+        ASSERT_EQ(w, shard[(bi * 2 + hh % 2) * s * s + e]);
+        zeros += w == 0.0f;
+      }
+    }
+  }
+  EXPECT_GT(zeros, 0);
+}
+
 TEST(ReferenceAdamW, OneStepByHand) {
   // param 1, grad 0.5, lr 0.1, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, step 1:
   // m = 0.05, v = 0.00025, mhat = 0.5, vhat = 0.25, update = 0.5 / (0.5 + 1e-8);
