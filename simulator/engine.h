@@ -1,0 +1,67 @@
+// A deterministic discrete-event queue: integer-nanosecond time, events ordered by
+// (time, priority, insertion sequence) in a binary heap. Events are plain values (a kind and two
+// integer arguments) that the owner dispatches with a switch: no allocation per event.
+//
+// Thread-safety: none; one queue per simulation.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace ptdp::sim {
+
+// Named priorities: at equal times, lower values run first.
+enum class Priority : int32_t {
+  kArrival = 0,   // a message or a collective completes (wakes waiters before they re-check)
+  kTransfer = 1,  // a transfer's rate changes or it finishes its latency phase
+  kCompute = 2,   // a compute instruction ends and its rank issues the next ones
+};
+
+struct Event {
+  Nanoseconds time = 0;
+  int32_t priority = 0;
+  uint32_t kind = 0;  // the owner's event type
+  int64_t seq = 0;    // insertion order: ties at (time, priority) run first-in first-out
+  int64_t a = 0;      // the owner's arguments
+  int64_t b = 0;
+};
+
+class EventQueue {
+ public:
+  void Reserve(size_t n) { heap_.reserve(n); }
+  // REQUIRES: t >= now() (no event in the past).
+  void Schedule(Nanoseconds t, Priority p, uint32_t kind, int64_t a, int64_t b = 0) {
+    PTDP_CHECK_MSG(t >= now_, "event scheduled in the past");
+    heap_.push_back(Event{t, static_cast<int32_t>(p), kind, seq_++, a, b});
+    std::push_heap(heap_.begin(), heap_.end(), Later);
+  }
+  bool Empty() const { return heap_.empty(); }
+  // Removes the earliest event and advances now() to its time. REQUIRES: !Empty().
+  Event Pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), Later);
+    Event e = heap_.back();
+    heap_.pop_back();
+    now_ = e.time;
+    ++processed_;
+    return e;
+  }
+  Nanoseconds now() const { return now_; }
+  int64_t processed() const { return processed_; }
+
+ private:
+  static bool Later(const Event& x, const Event& y) {
+    if (x.time != y.time) return x.time > y.time;
+    if (x.priority != y.priority) return x.priority > y.priority;
+    return x.seq > y.seq;
+  }
+  std::vector<Event> heap_;
+  Nanoseconds now_ = 0;
+  int64_t seq_ = 0;
+  int64_t processed_ = 0;
+};
+
+}  // namespace ptdp::sim

@@ -1,0 +1,352 @@
+// The Program interpreter on the event engine (contract in simulator/simulator.h).
+#include "simulator/simulator.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+
+#include "schedule/schedule.h"
+#include "simulator/engine.h"
+#include "simulator/network.h"
+
+namespace ptdp::sim {
+namespace {
+
+enum EventKind : uint32_t {
+  kFlowDone = 0,        // a = flow id, b = version (network.h)
+  kComputeDone = 1,     // a = rank
+  kLatencyDone = 2,     // a = message key: the transfer enters its link
+  kArrive = 3,          // a = message key: the receiver holds the message
+  kCollectiveDone = 4,  // a = rank
+};
+
+struct Message {
+  int32_t src = -1, dst = -1;
+  int32_t link = 0;
+  Bytes bytes = 0;
+  Nanoseconds sent_ns = -1;    // when the sender issued it
+  Nanoseconds arrive_ns = -1;  // when the receiver holds it (-1: not yet)
+  int32_t waiter = -1;         // rank blocked on it
+  int32_t send_instr = -1;     // index in the sender's list (for the timeline)
+};
+
+struct RankState {
+  size_t pc = 0;
+  Nanoseconds wait_since = 0;
+  Nanoseconds collective_free_ns = 0;  // end of the last all-reduce bucket issued (overlap)
+  Bytes live_bytes = 0;
+  int live = 0;
+  std::vector<int64_t> backwards_left;  // per chunk, for the overlapped all-reduce
+};
+
+class Interpreter {
+ public:
+  Interpreter(const Program& p, const costmodel::CostTable& c, const SimOptions& o)
+      : p_(p), c_(c), o_(o), net_(2 * p.pp, kFlowDone) {}
+
+  Result<SimResult> Run();
+
+ private:
+  void Issue(int r);
+  void SendMessage(int r, const Instr& in, size_t index);
+  void Record(int r, Stream s, const Instr& in, Nanoseconds start, Nanoseconds end) {
+    if (o_.record_timeline) res_.timeline.events.push_back(TimelineEvent{r, s, in, start, end});
+  }
+  void Counter(int r, Nanoseconds t, Bytes live) {
+    if (o_.record_timeline) {
+      res_.timeline.counters.push_back(
+          TimelineCounter{r, "activation_GiB", t, BytesToGiB(double(live))});
+    }
+  }
+  Nanoseconds At(const std::vector<Seconds>& v, int r) const {
+    return r < static_cast<int>(v.size()) ? ToNanoseconds(v[r]) : 0;
+  }
+
+  const Program& p_;
+  const costmodel::CostTable& c_;
+  const SimOptions& o_;
+  EventQueue q_;
+  Network net_;
+  SimResult res_;
+  std::vector<RankState> st_;
+  std::vector<Message> msg_;
+  std::vector<Nanoseconds> fwd_ns_, bwd_ns_, rc_ns_, latency_ns_,
+      allgather_;  // per rank*vp+chunk / link
+  Nanoseconds gather_ns_ = 0;
+};
+
+void Interpreter::SendMessage(int r, const Instr& in, size_t index) {
+  const int64_t key = schedule::MessageKey(p_, r, in);
+  Message& m = msg_[key];
+  m.src = r;
+  m.dst = in.peer;
+  m.bytes = in.bytes;
+  m.sent_ns = q_.now();
+  m.send_instr = static_cast<int32_t>(index);
+  // Activations go r -> r+1 over link r (pp-1: the wrap to rank 0); gradients come back over the
+  // same link in the other direction.
+  const bool act = in.op == Op::kSendAct;
+  m.link = act ? r : in.peer;
+  const double bw =
+      m.link < static_cast<int>(c_.p2p_link.size()) ? c_.p2p_link[m.link].bandwidth_Bps : 0;
+  const Nanoseconds lat = m.link < static_cast<int>(latency_ns_.size()) ? latency_ns_[m.link] : 0;
+  if (m.bytes <= 0 || bw == std::numeric_limits<double>::infinity()) {
+    q_.Schedule(q_.now() + lat + (m.bytes > 0 ? gather_ns_ : 0), Priority::kArrival, kArrive, key);
+  } else {
+    q_.Schedule(q_.now() + lat, Priority::kTransfer, kLatencyDone, key);
+  }
+}
+
+void Interpreter::Issue(int r) {
+  RankState& s = st_[r];
+  RankStats& rs = res_.ranks[r];
+  const auto& ins = p_.ranks[r].instrs;
+  const Nanoseconds now = q_.now();
+  while (s.pc < ins.size()) {
+    const Instr& in = ins[s.pc];
+    const int cc = r * p_.vp + in.chunk;
+    switch (in.op) {
+      case Op::kForward: {
+        const Nanoseconds end = now + fwd_ns_[cc];
+        s.live_bytes += c_.chunks[cc].stash_bytes;
+        ++s.live;
+        if (s.live_bytes > rs.peak_activation_bytes) rs.peak_activation_bytes = s.live_bytes;
+        rs.peak_stashed = std::max(rs.peak_stashed, s.live);
+        Counter(r, now, s.live_bytes);
+        rs.compute_ns += end - now;
+        Record(r, Stream::kCompute, in, now, end);
+        ++s.pc;
+        q_.Schedule(end, Priority::kCompute, kComputeDone, r);
+        return;
+      }
+      case Op::kBackward: {
+        const Nanoseconds dur = bwd_ns_[cc] + (in.recompute ? rc_ns_[cc] : 0);
+        const Nanoseconds end = now + dur;
+        s.live_bytes -= c_.chunks[cc].stash_bytes;
+        --s.live;
+        Counter(r, end, s.live_bytes);
+        rs.compute_ns += dur;
+        rs.flush_ns = std::max(rs.flush_ns, end);
+        Record(r, Stream::kCompute, in, now, end);
+        if (o_.overlap_dp_allreduce && --s.backwards_left[in.chunk] == 0) {
+          // The chunk's gradients are final as its last backward progresses: its share of the
+          // all-reduce goes out in dp_buckets buckets, serialized on the collective stream.
+          const int k = std::max(1, c_.dp_buckets);
+          const Nanoseconds total = At(c_.dp_allreduce, r) / p_.vp;
+          for (int b = 0; b < k; ++b) {
+            const Nanoseconds ready = now + dur * (b + 1) / k;
+            const Nanoseconds start = std::max(ready, s.collective_free_ns);
+            s.collective_free_ns = start + total / k + (b < total % k ? 1 : 0);
+          }
+        }
+        ++s.pc;
+        q_.Schedule(end, Priority::kCompute, kComputeDone, r);
+        return;
+      }
+      case Op::kSendAct:
+      case Op::kSendGrad:
+        SendMessage(r, in, s.pc);
+        ++s.pc;
+        continue;
+      case Op::kRecvAct:
+      case Op::kRecvGrad: {
+        Message& m = msg_[schedule::MessageKey(p_, r, in)];
+        if (m.arrive_ns < 0) {
+          m.waiter = r;
+          s.wait_since = now;
+          return;
+        }
+        if (m.waiter == r) rs.recv_wait_ns += now - s.wait_since;
+        m.waiter = -1;
+        rs.p2p_ns += m.arrive_ns - m.sent_ns;
+        if (o_.record_timeline && m.src >= 0) {
+          Record(r, Stream::kRecv, in, m.sent_ns, m.arrive_ns);
+          Instr send = p_.ranks[m.src].instrs[m.send_instr];
+          res_.timeline.events.push_back(
+              TimelineEvent{m.src, Stream::kSend, send, m.sent_ns, m.arrive_ns});
+        }
+        ++s.pc;
+        continue;
+      }
+      case Op::kReduceGrads: {
+        // Overlapped: wait for the buckets still in flight; then the embedding all-reduce.
+        const Nanoseconds start = now;
+        const Nanoseconds dp = o_.overlap_dp_allreduce
+                                   ? std::max<Nanoseconds>(0, s.collective_free_ns - now)
+                                   : At(c_.dp_allreduce, r);
+        const Nanoseconds end = now + dp + At(c_.embedding_allreduce, r);
+        rs.allreduce_ns += end - start;
+        Record(r, Stream::kCollective, in, start, end);
+        ++s.pc;
+        q_.Schedule(end, Priority::kArrival, kCollectiveDone, r);
+        return;
+      }
+      case Op::kOptimizerStep: {
+        const Nanoseconds end = now + At(c_.optimizer, r);
+        rs.optimizer_ns += end - now;
+        Record(r, Stream::kCompute, in, now, end);
+        res_.iteration_ns = std::max(res_.iteration_ns, end);
+        ++s.pc;
+        q_.Schedule(end, Priority::kCompute, kComputeDone, r);
+        return;
+      }
+    }
+  }
+}
+
+Result<SimResult> Interpreter::Run() {
+  const int pp = p_.pp, vp = p_.vp;
+  if (c_.pp != pp || c_.vp != vp) {
+    return Status::Invalid("simulate: cost table is for pp=" + std::to_string(c_.pp) +
+                           " vp=" + std::to_string(c_.vp) +
+                           ", program for pp=" + std::to_string(pp) + " vp=" + std::to_string(vp));
+  }
+  if (static_cast<int>(c_.chunks.size()) != pp * vp) {
+    return Status::Invalid("simulate: cost table has " + std::to_string(c_.chunks.size()) +
+                           " chunk costs, expected pp * vp = " + std::to_string(pp * vp));
+  }
+  if (static_cast<int>(p_.ranks.size()) != pp)
+    return Status::Invalid("simulate: program has a rank list per pp rank missing");
+  const int n = pp * vp;
+  fwd_ns_.resize(n);
+  bwd_ns_.resize(n);
+  rc_ns_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    fwd_ns_[i] = ToNanoseconds(c_.chunks[i].forward.Total());
+    bwd_ns_[i] = ToNanoseconds(c_.chunks[i].backward.Total());
+    rc_ns_[i] = ToNanoseconds(c_.chunks[i].recompute.Total());
+  }
+  for (const auto& l : c_.p2p_link) latency_ns_.push_back(ToNanoseconds(l.latency));
+  gather_ns_ = ToNanoseconds(c_.p2p_allgather);
+  for (int r = 0; r < pp; ++r) {
+    for (const Instr& in : p_.ranks[r].instrs) {
+      if ((in.op == Op::kSendAct || in.op == Op::kSendGrad) && in.bytes > 0) {
+        const int link = in.op == Op::kSendAct ? r : in.peer;
+        if (link < 0 || link >= static_cast<int>(c_.p2p_link.size()) ||
+            !(c_.p2p_link[link].bandwidth_Bps > 0)) {
+          return Status::Invalid("simulate: no bandwidth for the pipeline link from rank " +
+                                 std::to_string(std::min(r, in.peer)) + " (cost table p2p_link[" +
+                                 std::to_string(link) + "])");
+        }
+      }
+    }
+  }
+  res_.ranks.assign(pp, RankStats());
+  st_.assign(pp, RankState());
+  for (int r = 0; r < pp; ++r) {
+    st_[r].backwards_left.assign(vp, p_.microbatches);
+    res_.ranks[r].static_bytes =
+        r < static_cast<int>(c_.static_memory.size()) ? c_.static_memory[r] : 0;
+  }
+  msg_.assign(static_cast<size_t>(2 * p_.microbatches * pp * vp), Message());
+  q_.Reserve(static_cast<size_t>(4 * pp + 64));
+  if (o_.record_timeline) {
+    res_.timeline.source = "simulator";
+    res_.timeline.pp = pp;
+    res_.timeline.vp = vp;
+    res_.timeline.microbatches = p_.microbatches;
+    res_.timeline.events.reserve(static_cast<size_t>(InstructionCount(p_)) * 2);
+  }
+
+  for (int r = 0; r < pp; ++r) Issue(r);
+  while (!q_.Empty()) {
+    const Event e = q_.Pop();
+    switch (e.kind) {
+      case kComputeDone:
+      case kCollectiveDone:
+        Issue(static_cast<int>(e.a));
+        break;
+      case kLatencyDone: {
+        const Message& m = msg_[e.a];
+        net_.StartFlow(q_, m.src, pp + m.dst, c_.p2p_link[m.link].bandwidth_Bps, double(m.bytes),
+                       e.a);
+        break;
+      }
+      case kFlowDone:
+        if (net_.OnFlowEvent(q_, e.a, e.b)) {
+          q_.Schedule(q_.now() + gather_ns_, Priority::kArrival, kArrive,
+                      net_.Tag(static_cast<int>(e.a)));
+        }
+        break;
+      case kArrive: {
+        Message& m = msg_[e.a];
+        m.arrive_ns = q_.now();
+        if (m.waiter >= 0) Issue(m.waiter);
+        break;
+      }
+    }
+  }
+  for (int r = 0; r < pp; ++r) {
+    if (st_[r].pc < p_.ranks[r].instrs.size()) {
+      const Instr& in = p_.ranks[r].instrs[st_[r].pc];
+      return Status::Invalid("simulate: rank " + std::to_string(r) +
+                             " blocked forever at instruction " + std::to_string(st_[r].pc) + " (" +
+                             InstrToText(in, vp > 1) + "); validate the program first");
+    }
+  }
+  Nanoseconds max_compute = 0;
+  for (const RankStats& rs : res_.ranks) {
+    res_.pipeline_ns = std::max(res_.pipeline_ns, rs.flush_ns);
+    max_compute = std::max(max_compute, rs.compute_ns);
+  }
+  for (RankStats& rs : res_.ranks) {
+    rs.idle_ns = res_.pipeline_ns - rs.compute_ns;
+    rs.bubble_fraction = rs.compute_ns > 0 ? double(rs.idle_ns) / double(rs.compute_ns) : 0;
+  }
+  const double idle = double(res_.pipeline_ns - max_compute);
+  res_.bubble_fraction = max_compute > 0 ? idle / double(max_compute) : 0;
+  res_.bubble_fraction_of_total = res_.pipeline_ns > 0 ? idle / double(res_.pipeline_ns) : 0;
+  res_.iteration_ns = std::max(res_.iteration_ns, res_.pipeline_ns);
+  res_.events = q_.processed();
+  return std::move(res_);
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const Program& program, const costmodel::CostTable& costs,
+                           const SimOptions& options) {
+  Interpreter it(program, costs, options);
+  return it.Run();
+}
+
+costmodel::CostTable UniformCosts(int pp, int vp, Seconds forward_s, Seconds backward_s,
+                                  Bytes stash_bytes) {
+  costmodel::CostTable c;
+  c.pp = pp;
+  c.vp = vp;
+  c.chunks.resize(static_cast<size_t>(pp) * vp);
+  for (auto& ch : c.chunks) {
+    ch.forward.gemm = forward_s;
+    ch.backward.gemm = backward_s;
+    ch.stash_bytes = stash_bytes;
+  }
+  c.p2p_link.assign(pp, costmodel::LinkCost{0, std::numeric_limits<double>::infinity(), false});
+  c.dp_allreduce.assign(pp, 0);
+  c.embedding_allreduce.assign(pp, 0);
+  c.optimizer.assign(pp, 0);
+  c.static_memory.assign(pp, 0);
+  return c;
+}
+
+costmodel::CostTable IdealCosts(const costmodel::CostTable& c) {
+  costmodel::CostTable out = c;
+  Seconds f = 0, b = 0, rc = 0;
+  for (const auto& ch : c.chunks) {
+    f += ch.forward.Total();
+    b += ch.backward.Total();
+    rc += ch.recompute.Total();
+  }
+  const double n = std::max<size_t>(1, c.chunks.size());
+  for (auto& ch : out.chunks) {
+    ch.forward = costmodel::ComputeBreakdown{f / n, 0, 0};
+    ch.backward = costmodel::ComputeBreakdown{b / n, 0, 0};
+    ch.recompute = costmodel::ComputeBreakdown{rc / n, 0, 0};
+  }
+  out.p2p_allgather = 0;
+  out.p2p_link.assign(c.pp, costmodel::LinkCost{0, std::numeric_limits<double>::infinity(), false});
+  out.dp_allreduce.assign(c.pp, 0);
+  out.embedding_allreduce.assign(c.pp, 0);
+  return out;
+}
+
+}  // namespace ptdp::sim
