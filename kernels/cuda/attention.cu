@@ -1,0 +1,363 @@
+// Fused causal attention, FlashAttention-2 style: the s x s score matrix never reaches memory.
+//
+// Forward: a block owns kFwdRows query rows of one (batch, head); it walks the key/value tiles up
+// to the diagonal, keeping per row a running max m, running sum l and an unnormalised output o
+// (online softmax: on a new tile, m' = max(m, tile max), l and o are rescaled by exp(m - m')).
+// It writes out = o / l and lse = m + log(l).
+// Backward: with delta_i = dout_i . out_i precomputed, a block owns kBwdKeys keys of one (batch,
+// head) and walks the query tiles from the diagonal down; P is recomputed from lse, dK and dV
+// accumulate in registers, and dQ = dS K is added with atomics into an fp32 workspace.
+//
+// Thread layout: G = max(1, D / 32) consecutive threads share one row (query row forward, key
+// row backward), thread `part` of the group holding elements e * G + part (e < D / G) so that the
+// group reads consecutive shared-memory banks; dot products finish with xor-shuffles in the group.
+// All arithmetic is fp32 (CUDA cores; a tensor-core version is future work).
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/ops.h"
+#include "kernels/reference/counter_rng.h"
+
+namespace ptdp::cuda_kernels {
+namespace {
+
+constexpr int kFwdRows = 64;  // query rows per forward block
+constexpr int kFwdKeys = 32;  // keys per forward tile
+constexpr int kBwdKeys = 64;  // keys per backward block
+constexpr int kBwdRows = 32;  // query rows per backward tile
+
+template <int D>
+struct HeadLayout {
+  static constexpr int G = D >= 32 ? D / 32 : 1;  // threads per row
+  static constexpr int E = D / G;                 // elements per thread
+};
+
+// Offset of (batch bi, position i, head hh, part 0=q 1=k 2=v) in qkv [b*s][h][3][D].
+__device__ __forceinline__ int64_t QkvOffset(int64_t bi, int64_t i, int64_t hh, int part, int64_t s,
+                                             int64_t h, int d) {
+  return ((bi * s + i) * h + hh) * 3 * d + static_cast<int64_t>(part) * d;
+}
+
+// Sum over the G threads of a row group (all lanes of the warp must call it).
+template <int G>
+__device__ __forceinline__ float GroupSum(float v) {
+#pragma unroll
+  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
+}
+
+struct DropoutParams {
+  uint64_t key;
+  int64_t head_begin, h_total;
+  float p, keep_scale;  // keep_scale = 1/(1-p)
+};
+
+// The dropout factor (0 or 1/(1-p)) of probability (bi, hh, i, j).
+__device__ __forceinline__ float AttnDropFactor(const DropoutParams& dp, int64_t bi, int64_t hh,
+                                                int64_t i, int64_t j, int64_t s) {
+  if (dp.p <= 0.0f) return 1.0f;
+  const uint64_t index =
+      static_cast<uint64_t>(((bi * dp.h_total + dp.head_begin + hh) * s + i) * s + j);
+  return kernels::rng::DropoutKeeps(dp.key, index, dp.p) ? dp.keep_scale : 0.0f;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
+    AttnFwdOnlineSoftmax(T* out, float* lse, const T* qkv, int64_t s, int64_t h, DropoutParams dp) {
+  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
+  __shared__ float ks[kFwdKeys][D];
+  __shared__ float vs[kFwdKeys][D];
+  const int64_t bh = blockIdx.y, bi = bh / h, hh = bh % h;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kFwdRows;
+  const int part = threadIdx.x % G;
+  const int64_t i = q0 + threadIdx.x / G;
+  const bool row_active = i < s;
+  const float scale = rsqrtf(static_cast<float>(D));
+
+  float q[E], o[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    q[e] =
+        row_active ? ToFloat(qkv[QkvOffset(bi, i, hh, 0, s, h, D) + e * G + part]) * scale : 0.0f;
+    o[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  const int64_t last_row = min(q0 + kFwdRows, s);  // exclusive
+  const int64_t tiles = (last_row + kFwdKeys - 1) / kFwdKeys;
+  for (int64_t kt = 0; kt < tiles; ++kt) {
+    const int64_t k0 = kt * kFwdKeys;
+    __syncthreads();  // the previous tile is no longer read
+    for (int idx = threadIdx.x; idx < kFwdKeys * D; idx += blockDim.x) {
+      const int jj = idx / D, e = idx % D;
+      const int64_t j = k0 + jj;
+      ks[jj][e] = j < s ? ToFloat(qkv[QkvOffset(bi, j, hh, 1, s, h, D) + e]) : 0.0f;
+      vs[jj][e] = j < s ? ToFloat(qkv[QkvOffset(bi, j, hh, 2, s, h, D) + e]) : 0.0f;
+    }
+    __syncthreads();
+    float sc[kFwdKeys];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int jj = 0; jj < kFwdKeys; ++jj) {
+      float partial = 0.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) partial += q[e] * ks[jj][e * G + part];
+      const float score = GroupSum<G>(partial);
+      const int64_t j = k0 + jj;
+      sc[jj] = (row_active && j <= i) ? score : -INFINITY;
+      tile_max = fmaxf(tile_max, sc[jj]);
+    }
+    const float m_new = fmaxf(m, tile_max);
+    if (m_new == -INFINITY) continue;    // no visible key yet (inactive row): nothing to add
+    const float corr = expf(m - m_new);  // 0 when m == -inf
+    l *= corr;
+#pragma unroll
+    for (int e = 0; e < E; ++e) o[e] *= corr;
+#pragma unroll
+    for (int jj = 0; jj < kFwdKeys; ++jj) {
+      const float p = expf(sc[jj] - m_new);  // 0 for masked keys
+      l += p;
+      const float pd = p == 0.0f ? 0.0f : p * AttnDropFactor(dp, bi, hh, i, k0 + jj, s);
+#pragma unroll
+      for (int e = 0; e < E; ++e) o[e] += pd * vs[jj][e * G + part];
+    }
+    m = m_new;
+  }
+  if (!row_active) return;
+  const float inv_l = 1.0f / l;
+  T* orow = out + (bi * s + i) * h * D + hh * D;
+#pragma unroll
+  for (int e = 0; e < E; ++e) orow[e * G + part] = FromFloat<T>(o[e] * inv_l);
+  if (part == 0) lse[bh * s + i] = m + logf(l);
+}
+
+// delta[bi][hh][i] = dout_i . out_i (one warp per row).
+template <typename T>
+__global__ void AttnBwdDelta(float* delta, const T* dout, const T* out, int64_t b, int64_t s,
+                             int64_t h, int d) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;  // (bi*s+i)*h+hh
+  const int lane = threadIdx.x % 32;
+  if (row >= b * s * h) return;
+  float acc = 0.0f;
+  for (int e = lane; e < d; e += 32) acc += ToFloat(dout[row * d + e]) * ToFloat(out[row * d + e]);
+  acc = WarpSum(acc);
+  if (lane == 0) {
+    const int64_t hh = row % h, bs = row / h, bi = bs / s, i = bs % s;
+    delta[(bi * h + hh) * s + i] = acc;
+  }
+}
+
+// Dynamic shared memory of the backward block, in floats.
+template <int D>
+constexpr int BwdSharedFloats() {
+  return 2 * kBwdRows * D + kBwdKeys * D + kBwdRows * kBwdKeys + 2 * kBwdRows;
+}
+
+template <typename T, int D>
+__global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
+    AttnBwdKeyBlock(T* dqkv, float* dq_acc, const T* dout, const T* qkv, const float* lse,
+                    const float* delta, int64_t s, int64_t h, DropoutParams dp) {
+  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
+  extern __shared__ float smem[];
+  float(*qs)[D] = reinterpret_cast<float(*)[D]>(smem);                     // [kBwdRows][D]
+  float(*dos)[D] = reinterpret_cast<float(*)[D]>(smem + kBwdRows * D);     // [kBwdRows][D]
+  float(*ks)[D] = reinterpret_cast<float(*)[D]>(smem + 2 * kBwdRows * D);  // [kBwdKeys][D]
+  float(*dss)[kBwdKeys] =
+      reinterpret_cast<float(*)[kBwdKeys]>(smem + 2 * kBwdRows * D + kBwdKeys * D);  // [rows][keys]
+  float* lse_s = smem + 2 * kBwdRows * D + kBwdKeys * D + kBwdRows * kBwdKeys;
+  float* delta_s = lse_s + kBwdRows;
+
+  const int64_t bh = blockIdx.y, bi = bh / h, hh = bh % h;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kBwdKeys;
+  const int part = threadIdx.x % G;
+  const int key_local = threadIdx.x / G;
+  const int64_t j = k0 + key_local;
+  const bool key_active = j < s;
+  const float scale = rsqrtf(static_cast<float>(D));
+
+  float k[E], v[E], dk[E], dv[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    k[e] = key_active ? ToFloat(qkv[QkvOffset(bi, j, hh, 1, s, h, D) + e * G + part]) : 0.0f;
+    v[e] = key_active ? ToFloat(qkv[QkvOffset(bi, j, hh, 2, s, h, D) + e * G + part]) : 0.0f;
+    dk[e] = 0.0f;
+    dv[e] = 0.0f;
+  }
+  for (int idx = threadIdx.x; idx < kBwdKeys * D; idx += blockDim.x) {
+    const int jj = idx / D, e = idx % D;
+    ks[jj][e] = k0 + jj < s ? ToFloat(qkv[QkvOffset(bi, k0 + jj, hh, 1, s, h, D) + e]) : 0.0f;
+  }
+
+  const int64_t tiles = (s + kBwdRows - 1) / kBwdRows;
+  for (int64_t qt = k0 / kBwdRows; qt < tiles; ++qt) {
+    const int64_t i0 = qt * kBwdRows;
+    __syncthreads();  // previous tile's qs/dos/dss are no longer read (and ks is written)
+    for (int idx = threadIdx.x; idx < kBwdRows * D; idx += blockDim.x) {
+      const int r = idx / D, e = idx % D;
+      const int64_t i = i0 + r;
+      qs[r][e] = i < s ? ToFloat(qkv[QkvOffset(bi, i, hh, 0, s, h, D) + e]) : 0.0f;
+      dos[r][e] = i < s ? ToFloat(dout[(bi * s + i) * h * D + hh * D + e]) : 0.0f;
+    }
+    for (int r = threadIdx.x; r < kBwdRows; r += blockDim.x) {
+      const int64_t i = i0 + r;
+      lse_s[r] = i < s ? lse[bh * s + i] : 0.0f;
+      delta_s[r] = i < s ? delta[bh * s + i] : 0.0f;
+    }
+    __syncthreads();
+    for (int r = 0; r < kBwdRows; ++r) {
+      const int64_t i = i0 + r;
+      float qk = 0.0f, dov = 0.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        qk += qs[r][e * G + part] * k[e];
+        dov += dos[r][e * G + part] * v[e];
+      }
+      qk = GroupSum<G>(qk);
+      dov = GroupSum<G>(dov);
+      const bool visible = key_active && i < s && j <= i;
+      const float p = visible ? expf(qk * scale - lse_s[r]) : 0.0f;
+      const float drop = visible ? AttnDropFactor(dp, bi, hh, i, j, s) : 0.0f;
+      const float ds = p * (drop * dov - delta_s[r]) * scale;  // dS, with the score's scale
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        dv[e] += p * drop * dos[r][e * G + part];
+        dk[e] += ds * qs[r][e * G + part];
+      }
+      if (part == 0) dss[r][key_local] = ds;
+    }
+    __syncthreads();
+    // dQ[i] += sum over this block's keys of dS[i][j] K[j].
+    for (int idx = threadIdx.x; idx < kBwdRows * D; idx += blockDim.x) {
+      const int r = idx / D, e = idx % D;
+      const int64_t i = i0 + r;
+      if (i >= s) continue;
+      float acc = 0.0f;
+#pragma unroll 8
+      for (int jj = 0; jj < kBwdKeys; ++jj) acc += dss[r][jj] * ks[jj][e];
+      atomicAdd(dq_acc + ((bi * s + i) * h + hh) * D + e, acc);
+    }
+  }
+  if (!key_active) return;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    dqkv[QkvOffset(bi, j, hh, 1, s, h, D) + e * G + part] = FromFloat<T>(dk[e]);
+    dqkv[QkvOffset(bi, j, hh, 2, s, h, D) + e * G + part] = FromFloat<T>(dv[e]);
+  }
+}
+
+// The q part of dqkv from the fp32 accumulators [b*s][h][d].
+template <typename T>
+__global__ void AttnBwdWriteDq(T* dqkv, const float* dq_acc, int64_t rows, int d) {
+  const int64_t total = rows * d;  // rows = b * s * h
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = idx / d, e = idx % d;
+    dqkv[row * 3 * d + e] = FromFloat<T>(dq_acc[idx]);
+  }
+}
+
+DropoutParams MakeDropout(const AttentionDropout& d, int64_t h) {
+  DropoutParams p;
+  p.key = d.key;
+  p.head_begin = d.head_begin;
+  p.h_total = d.h_total > 0 ? d.h_total : h;
+  p.p = d.p;
+  p.keep_scale = d.p > 0.0f ? static_cast<float>(1.0 / (1.0 - static_cast<double>(d.p))) : 1.0f;
+  return p;
+}
+
+template <typename T, int D>
+void LaunchForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h,
+                   const DropoutParams& dp, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((s + kFwdRows - 1) / kFwdRows),
+                  static_cast<unsigned>(b * h));
+  AttnFwdOnlineSoftmax<T, D>
+      <<<grid, kFwdRows * HeadLayout<D>::G, 0, stream>>>(out, lse, qkv, s, h, dp);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, int D>
+void LaunchBackwardKeys(T* dqkv, float* dq_acc, const T* dout, const T* qkv, const float* lse,
+                        const float* delta, int64_t b, int64_t s, int64_t h,
+                        const DropoutParams& dp, cudaStream_t stream) {
+  constexpr int kSmemBytes = BwdSharedFloats<D>() * static_cast<int>(sizeof(float));
+  PTDP_CUDA_CHECK(cudaFuncSetAttribute(AttnBwdKeyBlock<T, D>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  const dim3 grid(static_cast<unsigned>((s + kBwdKeys - 1) / kBwdKeys),
+                  static_cast<unsigned>(b * h));
+  AttnBwdKeyBlock<T, D><<<grid, kBwdKeys * HeadLayout<D>::G, kSmemBytes, stream>>>(
+      dqkv, dq_acc, dout, qkv, lse, delta, s, h, dp);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace
+
+bool AttentionSupportsHeadDim(int64_t d) {
+  return d == 16 || d == 32 || d == 64 || d == 128;
+}
+
+int64_t AttentionBackwardWorkspaceFloats(int64_t b, int64_t s, int64_t h, int64_t d) {
+  return b * s * h * d + b * h * s;
+}
+
+template <typename T>
+void AttentionForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
+                      AttentionDropout dropout, cudaStream_t stream) {
+  PTDP_CHECK_MSG(AttentionSupportsHeadDim(d),
+                 "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128");
+  if (b * s * h == 0) return;
+  const DropoutParams dp = MakeDropout(dropout, h);
+  switch (d) {
+    case 16:
+      return LaunchForward<T, 16>(out, lse, qkv, b, s, h, dp, stream);
+    case 32:
+      return LaunchForward<T, 32>(out, lse, qkv, b, s, h, dp, stream);
+    case 64:
+      return LaunchForward<T, 64>(out, lse, qkv, b, s, h, dp, stream);
+    default:
+      return LaunchForward<T, 128>(out, lse, qkv, b, s, h, dp, stream);
+  }
+}
+
+template <typename T>
+void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, const T* out,
+                       const float* lse, int64_t b, int64_t s, int64_t h, int64_t d,
+                       AttentionDropout dropout, cudaStream_t stream) {
+  PTDP_CHECK_MSG(AttentionSupportsHeadDim(d),
+                 "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128");
+  if (b * s * h == 0) return;
+  const DropoutParams dp = MakeDropout(dropout, h);
+  float* dq_acc = workspace;
+  float* delta = workspace + b * s * h * d;
+  PTDP_CUDA_CHECK(cudaMemsetAsync(dq_acc, 0, sizeof(float) * b * s * h * d, stream));
+  const int64_t rows = b * s * h;
+  AttnBwdDelta<T>
+      <<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(delta, dout, out, b, s, h, d);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+  switch (d) {
+    case 16:
+      LaunchBackwardKeys<T, 16>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      break;
+    case 32:
+      LaunchBackwardKeys<T, 32>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      break;
+    case 64:
+      LaunchBackwardKeys<T, 64>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      break;
+    default:
+      LaunchBackwardKeys<T, 128>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      break;
+  }
+  AttnBwdWriteDq<T><<<GridFor(rows * d, 256), 256, 0, stream>>>(dqkv, dq_acc, rows, d);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+#define PTDP_INSTANTIATE(T)                                                                   \
+  template void AttentionForward<T>(T*, float*, const T*, int64_t, int64_t, int64_t, int64_t, \
+                                    AttentionDropout, cudaStream_t);                          \
+  template void AttentionBackward<T>(T*, float*, const T*, const T*, const T*, const float*,  \
+                                     int64_t, int64_t, int64_t, int64_t, AttentionDropout,    \
+                                     cudaStream_t);
+PTDP_INSTANTIATE(float)
+PTDP_INSTANTIATE(bf16)
+#undef PTDP_INSTANTIATE
+
+}  // namespace ptdp::cuda_kernels

@@ -1,0 +1,144 @@
+// Our CUDA kernels: the GPU twins of kernels/reference/ops.h, for bf16 mixed precision. Every
+// function enqueues work on `stream` and returns at once (no host synchronisation); launch errors
+// are checked with PTDP_CUDA_CHECK (an invariant). All pointers are device pointers.
+//
+// Element types: T is float or __nv_bfloat16 (storage); arithmetic is fp32 throughout.
+// Statistics (LayerNorm mean/rstd, cross-entropy max/sum, attention log-sum-exp) are fp32, and
+// parameter gradients are fp32 "main grads" that the kernels ACCUMULATE into (+=), as in
+// kernels/reference. Input gradients are overwritten. Layouts are those of kernels/reference.
+//
+// Thread safety: none needed (no state); concurrent calls on different streams are fine as long
+// as their buffers do not overlap.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ptdp::cuda_kernels {
+
+using bf16 = __nv_bfloat16;
+using fp16 = __half;
+
+// ---- LayerNorm (eps 1e-5), one warp per row --------------------------------------------------
+// out[N][C] = (x - mean) * rstd * weight + bias; mean[N], rstd[N] saved for the backward.
+template <typename T>
+void LayerNormForward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
+                      int64_t n, int64_t c, cudaStream_t stream);
+// dx overwritten; dweight[C], dbias[C] accumulated (fp32).
+template <typename T>
+void LayerNormBackward(T* dx, float* dweight, float* dbias, const T* dout, const T* x,
+                       const T* weight, const float* mean, const float* rstd, int64_t n, int64_t c,
+                       cudaStream_t stream);
+
+// ---- Fused bias + GeLU (tanh approximation) -------------------------------------------------
+// out[N][C] = gelu(x + bias) (bias[C] broadcast over rows; nullable). out may alias x.
+template <typename T>
+void BiasGeluForward(T* out, const T* x, const T* bias, int64_t n, int64_t c, cudaStream_t stream);
+// dx = gelu'(x + bias) * dout (overwritten; may alias dout); dbias[C] += sum over rows of dx
+// (when dbias != nullptr).
+template <typename T>
+void BiasGeluBackward(T* dx, float* dbias, const T* x, const T* bias, const T* dout, int64_t n,
+                      int64_t c, cudaStream_t stream);
+
+// ---- Fused bias + dropout + residual --------------------------------------------------------
+// Dropout drawn from the counter generator: element (r, col) of this call is global element
+// first_index + r * c + col of the tensor keyed by `key`, kept iff its uniform draw >= p, as in
+// reference FillDropoutMask (so the reference twin is Add(residual, Mul(x + bias, mask))).
+struct DropoutSpec {
+  uint64_t key = 0;
+  uint64_t first_index = 0;
+  float p = 0.0f;  // 0: no dropout (no draws)
+};
+// out[N][C] = residual + dropout(x + bias); bias nullable; out may alias residual.
+template <typename T>
+void BiasDropoutResidualForward(T* out, const T* x, const T* bias, const T* residual, int64_t n,
+                                int64_t c, DropoutSpec dropout, cudaStream_t stream);
+// The residual's gradient is dout itself (the caller adds it); dx = dout * mask (overwritten),
+// dbias[C] += sum over rows of dx when dbias != nullptr.
+template <typename T>
+void BiasDropoutResidualBackward(T* dx, float* dbias, const T* dout, int64_t n, int64_t c,
+                                 DropoutSpec dropout, cudaStream_t stream);
+
+// ---- Fused causal attention (FlashAttention-2 style online softmax) -------------------------
+// qkv [b*s][h][3][d] -> out [b*s][h*d], scale 1/sqrt(d), never materialising the s x s matrix.
+// lse[b][h][s] (fp32) saves each row's log-sum-exp of the scaled scores for the backward.
+// Head dims supported: 16, 32, 64, 128 (AttentionSupportsHeadDim).
+// Dropout on the probabilities draws reference FillAttentionDropoutMask's numbers: element
+// (bi, hh, i, j) has global index ((bi * h_total + head_begin + hh) * s + i) * s + j.
+struct AttentionDropout {
+  uint64_t key = 0;
+  int64_t head_begin = 0;  // first local head's global index
+  int64_t h_total = 0;     // heads over all tensor ranks (0: same as the local h)
+  float p = 0.0f;          // 0: no dropout
+};
+bool AttentionSupportsHeadDim(int64_t d);
+template <typename T>
+void AttentionForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
+                      AttentionDropout dropout, cudaStream_t stream);
+// Workspace floats for AttentionBackward: dq accumulators and the per-row dot(dout, out).
+int64_t AttentionBackwardWorkspaceFloats(int64_t b, int64_t s, int64_t h, int64_t d);
+// dqkv overwritten. `workspace` holds AttentionBackwardWorkspaceFloats(...) floats.
+template <typename T>
+void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, const T* out,
+                       const float* lse, int64_t b, int64_t s, int64_t h, int64_t d,
+                       AttentionDropout dropout, cudaStream_t stream);
+
+// ---- Vocabulary-parallel embedding -----------------------------------------------------------
+// out[b*s][C] = wte rows of tokens in [vocab_begin, vocab_end) (others 0) + wpe[position] when
+// wpe != nullptr. Backward accumulates fp32 dwte (atomics: repeated tokens) and dwpe (nullable).
+template <typename T>
+void EmbeddingForward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t b,
+                      int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end,
+                      cudaStream_t stream);
+template <typename T>
+void EmbeddingBackward(float* dwte, float* dwpe, const T* dout, const int32_t* tokens, int64_t b,
+                       int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end,
+                       cudaStream_t stream);
+
+// ---- Vocabulary-parallel cross-entropy (the protocol of reference/ops.h) ---------------------
+template <typename T>
+void CrossEntropyLocalMax(float* row_max, const T* logits, int64_t n, int64_t v_local,
+                          int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
+template <typename T>
+void CrossEntropyLocalSums(float* row_sum, float* target_logit, const T* logits,
+                           const float* row_max, const int32_t* targets, int64_t n, int64_t v_local,
+                           int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
+void CrossEntropyLoss(float* loss, const float* row_max, const float* row_sum,
+                      const float* target_logit, int64_t n, cudaStream_t stream);
+// dlogits = (softmax - onehot) * dloss[n], 0 on padding columns. dlogits may alias logits.
+template <typename T>
+void CrossEntropyBackward(T* dlogits, const T* logits, const float* row_max, const float* row_sum,
+                          const int32_t* targets, const float* dloss, int64_t n, int64_t v_local,
+                          int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
+
+// ---- Optimizer over a flat fp32 parameter buffer ---------------------------------------------
+// AdamW as reference AdamWUpdate on g = grad * grad_scale (grad_scale folds in 1/loss_scale and
+// the clipping coefficient). When param_copy != nullptr it receives the updated parameters in
+// its 16-bit type (the bf16/fp16 compute copy). CopyT is bf16 or fp16.
+template <typename CopyT>
+void AdamWUpdate(float* param, CopyT* param_copy, const float* grad, float* m, float* v,
+                 int64_t count, double lr, double beta1, double beta2, double eps,
+                 double weight_decay, int64_t step, float grad_scale, cudaStream_t stream);
+// *sum += sum of x^2 (double accumulator on the device; zero it first).
+template <typename T>
+void SumSquaresAccumulate(double* sum, const T* x, int64_t count, cudaStream_t stream);
+// *found |= 1 when any x is inf or nan (dynamic loss scaling); *found untouched otherwise.
+template <typename T>
+void FlagNonFinite(int* found, const T* x, int64_t count, cudaStream_t stream);
+
+// ---- Elementwise -----------------------------------------------------------------------------
+// out = in converted (round to nearest even): float <-> bf16, float <-> fp16.
+template <typename To, typename From>
+void Cast(To* out, const From* in, int64_t count, cudaStream_t stream);
+// out = a + b; out += x; x *= factor.
+template <typename T>
+void Add(T* out, const T* a, const T* b, int64_t count, cudaStream_t stream);
+template <typename T>
+void Accumulate(T* out, const T* x, int64_t count, cudaStream_t stream);
+template <typename T>
+void Scale(T* x, float factor, int64_t count, cudaStream_t stream);
+
+}  // namespace ptdp::cuda_kernels
