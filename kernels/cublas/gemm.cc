@@ -1,0 +1,183 @@
+// cuBLASLt GEMM context: descriptors and the heuristic's algorithm cached per shape.
+#include "kernels/cublas/gemm.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/cuda/check.h"
+
+#define PTDP_CUBLAS_CHECK(expr)                                                                 \
+  do {                                                                                          \
+    const cublasStatus_t ptdp_cublas_st_ = (expr);                                              \
+    if (ptdp_cublas_st_ != CUBLAS_STATUS_SUCCESS) {                                             \
+      ::ptdp::CheckFailed(__FILE__, __LINE__, #expr, cublasLtGetStatusString(ptdp_cublas_st_)); \
+    }                                                                                           \
+  } while (0)
+
+namespace ptdp::cublas {
+namespace {
+
+template <typename T>
+constexpr cudaDataType_t DataType();
+template <>
+constexpr cudaDataType_t DataType<float>() {
+  return CUDA_R_32F;
+}
+template <>
+constexpr cudaDataType_t DataType<bf16>() {
+  return CUDA_R_16BF;
+}
+
+// The largest power of two (at most 256) dividing the address.
+uint32_t Alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+}  // namespace
+
+struct LtGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+Result<std::unique_ptr<LtGemm>> LtGemm::Create(size_t workspace_bytes) {
+  std::unique_ptr<LtGemm> g(new LtGemm());
+  const cublasStatus_t st = cublasLtCreate(&g->handle_);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    return Status::Internal(std::string("cublasLtCreate: ") + cublasLtGetStatusString(st));
+  }
+  if (workspace_bytes > 0) {
+    PTDP_RETURN_IF_ERROR(cuda_kernels::CudaStatus(cudaMalloc(&g->workspace_, workspace_bytes),
+                                                  "cudaMalloc(cuBLASLt workspace)"));
+  }
+  g->workspace_bytes_ = workspace_bytes;
+  return g;
+}
+
+LtGemm::~LtGemm() {
+  plans_.clear();
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+const LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  const auto [trans_a, trans_b, m, n, k, lda, ldb, ldd, out_type, has_bias, align_a, align_b,
+              align_d] = key;
+  auto plan = std::make_unique<Plan>();
+  PTDP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  PTDP_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  PTDP_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  if (has_bias) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                     &epilogue, sizeof(epilogue)));
+  }
+  // Stored (not op'd) shapes, column-major: A is m x k or k x m, B is k x n or n x k.
+  PTDP_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, trans_a ? k : m, trans_a ? m : k, lda));
+  PTDP_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, trans_b ? n : k, trans_b ? k : n, ldb));
+  PTDP_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&plan->d, static_cast<cudaDataType_t>(out_type), m, n, ldd));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  PTDP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = workspace_bytes_;
+  PTDP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  const uint32_t aligns[4] = {align_a, align_b, align_d, align_d};
+  const cublasLtMatmulPreferenceAttributes_t align_attrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    PTDP_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(uint32_t)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  PTDP_CUBLAS_CHECK(st);
+  PTDP_CHECK_MSG(found > 0, "cuBLASLt has no algorithm for m=" + std::to_string(m) +
+                                " n=" + std::to_string(n) + " k=" + std::to_string(k));
+  plan->algo = result.algo;
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+template <typename OutT>
+void LtGemm::Matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, OutT* d,
+                    int64_t ldd, const OutT* bias, cudaStream_t stream) {
+  if (m == 0 || n == 0) return;
+  const PlanKey key{trans_a,
+                    trans_b,
+                    m,
+                    n,
+                    k,
+                    lda,
+                    ldb,
+                    ldd,
+                    static_cast<int>(DataType<OutT>()),
+                    bias != nullptr,
+                    Alignment(a),
+                    Alignment(b),
+                    std::min(Alignment(d), bias ? Alignment(bias) : 256u)};
+  const Plan& plan = GetPlan(key);
+  if (bias != nullptr) {
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof(bias)));
+  }
+  PTDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, d,
+                                   plan.d, d, plan.d, &plan.algo, workspace_, workspace_bytes_,
+                                   stream));
+}
+
+template <typename OutT>
+void LtGemm::LinearForward(OutT* out, const bf16* x, const bf16* w, const OutT* bias, int64_t n,
+                           int64_t c, int64_t oc, cudaStream_t stream) {
+  // out^T (OC x N) = W (stored C x OC, transposed) * x^T (stored C x N).
+  Matmul<OutT>(true, false, oc, n, c, 1.0f, w, c, x, c, 0.0f, out, oc, bias, stream);
+}
+
+void LtGemm::LinearBackwardData(bf16* dx, const bf16* dout, const bf16* w, int64_t n, int64_t c,
+                                int64_t oc, bool accumulate, cudaStream_t stream) {
+  // dx^T (C x N) = W^T (stored C x OC) * dout^T (stored OC x N).
+  Matmul<bf16>(false, false, c, n, oc, 1.0f, w, c, dout, oc, accumulate ? 1.0f : 0.0f, dx, c,
+               nullptr, stream);
+}
+
+void LtGemm::LinearBackwardWeight(float* dw, const bf16* dout, const bf16* x, int64_t n, int64_t c,
+                                  int64_t oc, cudaStream_t stream) {
+  // dW^T (C x OC) += x^T (stored C x N) * dout (stored OC x N, transposed).
+  Matmul<float>(false, true, c, oc, n, 1.0f, x, c, dout, oc, 1.0f, dw, c, nullptr, stream);
+}
+
+template void LtGemm::Matmul<float>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*,
+                                    int64_t, const bf16*, int64_t, float, float*, int64_t,
+                                    const float*, cudaStream_t);
+template void LtGemm::Matmul<bf16>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*,
+                                   int64_t, const bf16*, int64_t, float, bf16*, int64_t,
+                                   const bf16*, cudaStream_t);
+template void LtGemm::LinearForward<float>(float*, const bf16*, const bf16*, const float*, int64_t,
+                                           int64_t, int64_t, cudaStream_t);
+template void LtGemm::LinearForward<bf16>(bf16*, const bf16*, const bf16*, const bf16*, int64_t,
+                                          int64_t, int64_t, cudaStream_t);
+
+}  // namespace ptdp::cublas
