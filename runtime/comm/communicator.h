@@ -19,6 +19,9 @@ class CommRequest {
  public:
   virtual ~CommRequest() = default;
   virtual Status Wait() = 0;
+  // Whether the operation has completed (non-blocking); a completed request still needs no Wait.
+  // The default never reports completion, so callers fall back to Wait().
+  virtual Result<bool> Test() { return false; }
 };
 
 class Communicator {

@@ -1,0 +1,69 @@
+#include "runtime/backend/device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace ptdp::runtime {
+
+const char* MemTagName(MemTag t) {
+  switch (t) {
+    case MemTag::kWeights:
+      return "weights";
+    case MemTag::kGrads:
+      return "grads";
+    case MemTag::kOptimizer:
+      return "optimizer";
+    case MemTag::kActivations:
+      return "activations";
+    case MemTag::kWorkspace:
+      return "workspace";
+  }
+  return "?";
+}
+
+void Device::Account(Bytes delta, MemTag tag) {
+  const int i = static_cast<int>(tag);
+  stats_.current[i] += delta;
+  stats_.current_total += delta;
+  PTDP_CHECK(stats_.current[i] >= 0);
+  stats_.peak[i] = std::max(stats_.peak[i], stats_.current[i]);
+  stats_.peak_total = std::max(stats_.peak_total, stats_.current_total);
+}
+
+void Device::ResetPeak() {
+  stats_.peak = stats_.current;
+  stats_.peak_total = stats_.current_total;
+}
+
+Result<void*> CpuDevice::Alloc(Bytes bytes, MemTag tag) {
+  PTDP_CHECK(bytes >= 0);
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  // 64-byte alignment for vectorised kernels; aligned_alloc needs a multiple of the alignment.
+  const size_t rounded = (static_cast<size_t>(bytes) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) {
+    return Status::DoesNotFit("cpu device: cannot allocate " + std::to_string(bytes) +
+                              " bytes for " + MemTagName(tag));
+  }
+  std::memset(p, 0, rounded);
+  Account(bytes, tag);
+  return p;
+}
+
+void CpuDevice::Free(void* p, Bytes bytes, MemTag tag) {
+  if (p == nullptr) return;
+  std::free(p);
+  Account(-bytes, tag);
+}
+
+void CpuDevice::Copy(void* dst, const void* src, Bytes bytes) {
+  if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
+void CpuDevice::Fill(void* dst, int value, Bytes bytes) {
+  if (bytes > 0) std::memset(dst, value, static_cast<size_t>(bytes));
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,146 @@
+// Trainer: one rank of a PTD-P training job. It builds the rank's groups from core's RankGrid,
+// its parameters (core/shapes.h), the Program of the plan's layout (schedule::BuildProgram), and
+// runs each iteration by interpreting the Program instruction by instruction, in order:
+//   kRecvAct/kRecvGrad   blocking receive from the pipeline peer (with scatter/gather, 1/t of the
+//                        boundary tensor from the peer of the same tensor rank, then an all-gather
+//                        over the tensor group)
+//   kForward/kBackward   the chunk's layers (tensor-parallel collectives inside); the first virtual
+//                        stage embeds, the last computes the loss; kBackward with `recompute`
+//                        redoes each layer's forward from its checkpointed input first
+//   kSendAct/kSendGrad   non-blocking send (1/t of the tensor with scatter/gather)
+//   kReduceGrads         waits for the sends, all-reduces the tied embedding's gradient between the
+//                        first and last stage, then the gradients over the data group in buckets
+//   kOptimizerStep       global gradient norm (each parameter counted once), clipping, AdamW
+// It records a measured Timeline and checks the executed order equals the Program.
+//
+// The loss is the mean over all B * s tokens of the global batch (each token's loss gradient is
+// 1 / (B s)), so every layout computes the same number.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/plan_file.h"
+#include "core/program.h"
+#include "core/rank_grid.h"
+#include "core/timeline.h"
+#include "runtime/backend/device.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/data/token_file.h"
+#include "runtime/model/gpt_layers.h"
+#include "runtime/model/params.h"
+#include "runtime/optim/optimizer.h"
+
+namespace ptdp::runtime {
+
+struct TrainOptions {
+  std::string data_path;
+  int64_t steps = 1;
+  OptimizerConfig optim;
+  uint64_t data_seed = 1234;
+  int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
+  Bytes memory_limit = 0;             // per rank; 0: none (see MemoryLimitCheck)
+};
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based
+  double loss = 0;
+  double grad_norm = 0;  // before clipping
+  double lr = 0;
+  double iteration_s = 0;  // slowest rank
+  double tokens_per_s = 0;
+  double tflops_per_gpu = 0;
+  Bytes peak_memory_bytes = 0;  // max over ranks, since the start
+};
+
+// One rank's measured memory, gathered to every rank.
+struct RankMemory {
+  int rank = 0;
+  int pp_rank = 0;
+  Bytes peak_total = 0;
+  std::array<Bytes, kNumMemTags> peak{};
+};
+
+// The runtime's own prediction for a rank from core/shapes.h (the planner's formulas with fp32
+// everywhere): weights, grads, optimizer and the activation stash at the schedule's peak.
+struct MemoryEstimate {
+  Bytes weights = 0, grads = 0, optimizer = 0, activations = 0;
+  Bytes Total() const { return weights + grads + optimizer + activations; }
+};
+MemoryEstimate EstimateRankMemory(const ModelSpec& m, const ParallelConfig& c, const Program& p,
+                                  int pp_rank);
+
+class Trainer {
+ public:
+  // Collective over `world` (every rank calls it): any rank's setup error is returned on every
+  // rank. Checks the plan against the world size, the data file and the memory limit.
+  static Result<std::unique_ptr<Trainer>> Create(Communicator* world, const PlanFile& plan,
+                                                 const TrainOptions& opts);
+  ~Trainer();
+  // Runs iteration `step` (1-based). Collective.
+  Result<StepMetrics> Step(int64_t step);
+  // Collective: every rank's peak memory.
+  Result<std::vector<RankMemory>> GatherMemory();
+  // Collective: the last iteration's measured timeline of every pipeline rank (tensor rank 0, data
+  // rank 0 of each), on world rank 0 (others get an empty Timeline).
+  Result<Timeline> GatherTimeline();
+  // Collective: compares this rank's parameters with a single-process dump (WriteParamDump) and
+  // returns the largest per-tensor relative difference ||p - ref|| / ||ref|| over all ranks
+  // (padded vocabulary rows excluded).
+  Result<double> CompareParams(const std::string& dump_path);
+  // Collective: writes the full parameters to `path` (single-process runs only).
+  Status WriteParamDump(const std::string& path);
+
+  const Program& program() const { return program_; }
+  const ParallelConfig& layout() const { return cfg_; }
+  const ModelSpec& model() const { return model_; }
+  int world_rank() const { return world_->rank(); }
+
+ private:
+  struct MbState;
+  struct Pending;
+  Trainer() = default;
+  Status Setup(const PlanFile& plan, const TrainOptions& opts);
+  Status Build();  // collective: groups, parameters
+  Status Execute(const Instr& in, int64_t step);
+  Status Forward(int mb, int chunk, int64_t step);
+  Status Backward(int mb, int chunk, bool recompute, int64_t step);
+  Status RecvBoundary(const Instr& in, float* full);
+  Status SendBoundary(const Instr& in, Buffer<float> buf);
+  Status ReduceGrads();
+  Status OptimizerStep(int64_t step, double* grad_norm, double* lr);
+  Status WaitSends();
+  Status PollSends();
+  Status LoadMicrobatch(int mb, int64_t step, std::vector<int32_t>* inputs,
+                        std::vector<int32_t>* targets);
+  DropoutCtx Dropout(int mb, int64_t step) const;
+  int OutputIndex(int chunk) const;  // the output matrix the head multiplies by
+  int64_t Key(int mb, int chunk) const { return int64_t(mb) * cfg_.vp + chunk; }
+
+  Communicator* world_ = nullptr;
+  std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_;
+  ModelSpec model_;
+  ParallelConfig cfg_;
+  RankCoord coord_;
+  TrainOptions opts_;
+  Program program_;
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<ParamStore> params_;
+  std::unique_ptr<TokenFile> data_;
+  LayerDims dims_;
+  // Per local chunk: its global layers and their weights / gradients.
+  std::vector<std::vector<int>> chunk_layers_;
+  std::vector<std::vector<LayerWeights<float>>> weights_;
+  std::vector<std::vector<LayerGrads<float>>> grads_;
+  std::map<int64_t, std::unique_ptr<MbState>> live_;
+  std::vector<std::unique_ptr<Pending>> pending_;
+  double loss_sum_ = 0;
+  double last_grad_norm_ = 0;
+  double last_lr_ = 0;
+  Timeline timeline_;
+  std::vector<TimelineEvent> events_;
+};
+
+}  // namespace ptdp::runtime
