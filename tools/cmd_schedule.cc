@@ -1,11 +1,134 @@
-// Placeholder until the work that owns `ptdp schedule` lands: the command exists and says so.
+// `ptdp schedule`: generate a pipeline schedule and print it, rank by rank, as the paper's Figure 4
+// draws it (time to the right, forward = one cell per chunk, backward = two), or as the Program's
+// text or JSON form.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/program.h"
+#include "schedule/schedule.h"
+#include "simulator/simulator.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
+namespace {
+
+// Time-aligned grid: replays the compute order with a forward of one time unit per chunk and a
+// backward of two (free communication), and writes each instruction into the cells it covers:
+// forwards as the microbatch number, backwards as the number between brackets' fill ('=').
+Result<std::string> Figure4(const Program& compute) {
+  PTDP_ASSIGN_OR_RETURN(Program p, schedule::Lower(compute, 0, false));
+  const Nanoseconds unit = 1000;
+  sim::SimOptions o;
+  o.record_timeline = true;
+  PTDP_ASSIGN_OR_RETURN(
+      sim::SimResult r,
+      sim::Simulate(p, sim::UniformCosts(p.pp, p.vp, ToSeconds(unit), ToSeconds(2 * unit)), o));
+  const int64_t cols = r.pipeline_ns / unit;
+  const bool chunks = p.vp > 1;
+  size_t w = std::to_string(p.microbatches - 1).size() + (chunks ? 1 : 0) + 1;
+  std::vector<std::string> grid(p.pp, std::string(static_cast<size_t>(cols) * w, ' '));
+  for (auto& row : grid)
+    for (int64_t c = 0; c < cols; ++c) row[c * w + w - 1] = '.';
+  for (const TimelineEvent& e : r.timeline.events) {
+    if (e.stream != Stream::kCompute || (e.instr.op != Op::kForward && e.instr.op != Op::kBackward))
+      continue;
+    const int64_t c0 = e.start_ns / unit, c1 = e.end_ns / unit;
+    std::string label = std::to_string(e.instr.microbatch);
+    if (chunks) label += static_cast<char>('a' + e.instr.chunk % 26);
+    const bool back = e.instr.op == Op::kBackward;
+    std::string cell(static_cast<size_t>((c1 - c0) * w), back ? '=' : ' ');
+    // Backward: "=12a==" style; the label sits at the left of its span.
+    if (back) {
+      cell.replace(0, label.size(), label);
+    } else {
+      cell.replace(cell.size() - 1 - label.size(), label.size(), label);
+      cell.back() = ' ';
+    }
+    grid[e.pp_rank].replace(static_cast<size_t>(c0 * w), cell.size(), cell);
+  }
+  std::string out =
+      std::string(ScheduleName(p.kind)) + " schedule, pp=" + std::to_string(p.pp) +
+      " microbatches=" + std::to_string(p.microbatches) +
+      (chunks ? " vp=" + std::to_string(p.vp) : "") +
+      "\ntime runs right; a forward takes one cell per chunk, a backward two (shown \"N===\")" +
+      (chunks ? "; letters are chunks (a = chunk 0)" : "") + "; '.' is idle\n";
+  for (int r2 = 0; r2 < p.pp; ++r2) {
+    out +=
+        "rank " + std::to_string(r2) + (r2 < 10 && p.pp > 10 ? " " : "") + " |" + grid[r2] + "\n";
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "bubble: %.4f of the ideal time ((p-1)/(v m) = %.4f)\n",
+                r.bubble_fraction, double(p.pp - 1) / double(p.vp * p.microbatches));
+  out += buf;
+  return out;
+}
+
+}  // namespace
 
 void RegisterSchedule(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("schedule", "(not built yet)");
-  cmd->callback([exit_code] { *exit_code = Fail("schedule", Status::Internal("not implemented yet")); });
+  auto* cmd = app.add_subcommand(
+      "schedule", "Generate a pipeline schedule (Program) and print it rank by rank");
+  struct Args {
+    std::string kind = "1f1b";
+    int pp = 4;
+    int64_t microbatches = 8;
+    int vp = 1;
+    std::string format = "grid";
+    bool lowered = false;
+    int64_t bytes = 0;
+  };
+  auto args = std::make_shared<Args>();
+  cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved")->capture_default_str();
+  cmd->add_option("--pp", args->pp, "pipeline ranks p")->capture_default_str();
+  cmd->add_option("--microbatches,-m", args->microbatches, "microbatches m")->capture_default_str();
+  cmd->add_option("--vp", args->vp, "model chunks per rank v (interleaved)")->capture_default_str();
+  cmd->add_option(
+         "--format", args->format,
+         "grid (time-aligned, like the paper's Figure 4) | order (compute order per rank) | text "
+         "(the Program's text form) | json")
+      ->capture_default_str();
+  cmd->add_flag("--lowered", args->lowered,
+                "text/json: include sends, receives and the gradient reduction");
+  cmd->add_option("--message-bytes", args->bytes, "with --lowered: bytes of each pipeline message")
+      ->capture_default_str();
+  cmd->callback([args, exit_code] {
+    auto fail = [&](const Status& s) { *exit_code = Fail("schedule", s); };
+    auto kind = ParseSchedule(args->kind);
+    if (!kind.ok()) return fail(kind.status().WithPrefix("--kind"));
+    if (args->vp > 1 && *kind != ScheduleKind::kInterleaved) {
+      return fail(
+          Status::Invalid("--vp: only the interleaved schedule has several chunks per rank; add "
+                          "--kind interleaved"));
+    }
+    auto compute = schedule::GenerateSchedule(*kind, args->pp, args->microbatches, args->vp);
+    if (!compute.ok()) return fail(compute.status());
+    Program p = *compute;
+    if (args->lowered) {
+      if (args->bytes < 0) return fail(Status::Invalid("--message-bytes: must be >= 0"));
+      auto l = schedule::Lower(p, args->bytes, false);
+      if (!l.ok()) return fail(l.status());
+      p = *l;
+    }
+    Status v = schedule::Validate(p);
+    if (!v.ok())
+      return fail(Status::Internal("generated program does not validate: " + v.message()));
+    if (args->format == "grid") {
+      auto g = Figure4(*compute);
+      if (!g.ok()) return fail(g.status());
+      std::fputs(g->c_str(), stdout);
+    } else if (args->format == "order") {
+      std::fputs(schedule::ScheduleDiagram(p).c_str(), stdout);
+    } else if (args->format == "text") {
+      std::fputs(ProgramToText(p).c_str(), stdout);
+    } else if (args->format == "json") {
+      std::printf("%s\n", ProgramToJson(p).dump(1).c_str());
+    } else {
+      return fail(Status::Invalid("--format: expected grid, order, text or json, got '" +
+                                  args->format + "'"));
+    }
+    *exit_code = 0;
+  });
 }
 
 }  // namespace ptdp::tools
