@@ -1,2 +1,195 @@
-// Filled by the work that owns it (see core/hardware.h).
 #include "core/hardware.h"
+
+#include <cmath>
+
+namespace ptdp {
+
+const char* TrainingPrecisionName(TrainingPrecision p) {
+  return p == TrainingPrecision::kMixed ? "mixed" : "fp32";
+}
+
+namespace {
+
+// {"value": <positive number>, "source": "<non-empty>"}
+Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* out,
+                   bool allow_zero = false) {
+  const Json* v = parent.Child(key, true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf(key);
+  if (!v->is_object()) {
+    return Status::Invalid(path + ": expected an object {\"value\", \"source\"}, got " +
+                           JsonTypeName(*v));
+  }
+  JsonObjectReader r(*v, path);
+  r.Required("value", &out->value);
+  r.Required("source", &out->source);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (out->source.empty())
+    return Status::Invalid(path + ".source: must name where the number comes from");
+  if (!std::isfinite(out->value) || out->value < 0 || (!allow_zero && out->value == 0)) {
+    return Status::Invalid(path + ".value: must be " + (allow_zero ? "non-negative" : "positive"));
+  }
+  return Status::Ok();
+}
+
+Status ReadLink(JsonObjectReader& parent, const std::string& key, LinkProfile* out) {
+  const Json* v = parent.Child(key, true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf(key);
+  if (!v->is_object())
+    return Status::Invalid(path + ": expected an object, got " + JsonTypeName(*v));
+  JsonObjectReader r(*v, path);
+  r.Required("name", &out->name);
+  PTDP_RETURN_IF_ERROR(r.status());
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "latency_us", &out->latency_us, true));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "all_reduce_busbw_GBps", &out->all_reduce_busbw_GBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "all_gather_busbw_GBps", &out->all_gather_busbw_GBps));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "reduce_scatter_busbw_GBps", &out->reduce_scatter_busbw_GBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "send_recv_GBps", &out->send_recv_GBps));
+  return r.Finish();
+}
+
+Status ReadGemm(JsonObjectReader& parent, const std::string& key, GemmTable* out) {
+  const Json* v = parent.Child(key, true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf(key);
+  if (!v->is_object())
+    return Status::Invalid(path + ": expected an object, got " + JsonTypeName(*v));
+  JsonObjectReader r(*v, path);
+  r.Required("dtype", &out->dtype);
+  r.Required("source", &out->source);
+  r.Required("m", &out->m);
+  r.Required("n", &out->n);
+  r.Required("k", &out->k);
+  r.Required("tflops", &out->tflops);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (out->source.empty())
+    return Status::Invalid(path + ".source: must name where the table comes from");
+  if (out->dtype != "fp16" && out->dtype != "bf16" && out->dtype != "fp32") {
+    return Status::Invalid(path + ".dtype: \"" + out->dtype + "\" is not fp16, bf16 or fp32");
+  }
+  return ValidateGemmTable(*out, path);
+}
+
+OrderedJson SourcedJson(const Sourced& s) {
+  return OrderedJson{{"value", s.value}, {"source", s.source}};
+}
+
+OrderedJson LinkJson(const LinkProfile& l) {
+  OrderedJson j;
+  j["name"] = l.name;
+  j["latency_us"] = SourcedJson(l.latency_us);
+  j["all_reduce_busbw_GBps"] = SourcedJson(l.all_reduce_busbw_GBps);
+  j["all_gather_busbw_GBps"] = SourcedJson(l.all_gather_busbw_GBps);
+  j["reduce_scatter_busbw_GBps"] = SourcedJson(l.reduce_scatter_busbw_GBps);
+  j["send_recv_GBps"] = SourcedJson(l.send_recv_GBps);
+  return j;
+}
+
+}  // namespace
+
+Status ValidateGemmTable(const GemmTable& g, const std::string& path) {
+  for (const auto* axis : {&g.m, &g.n, &g.k}) {
+    const char* name = axis == &g.m ? "m" : axis == &g.n ? "n" : "k";
+    if (axis->empty()) return Status::Invalid(path + "." + name + ": must not be empty");
+    for (size_t i = 0; i < axis->size(); ++i) {
+      if (!((*axis)[i] > 0) || (i > 0 && !((*axis)[i] > (*axis)[i - 1]))) {
+        return Status::Invalid(path + "." + name + ": must be positive and strictly increasing");
+      }
+    }
+  }
+  const size_t want = g.m.size() * g.n.size() * g.k.size();
+  if (g.tflops.size() != want) {
+    return Status::Invalid(path + ".tflops: has " + std::to_string(g.tflops.size()) +
+                           " entries, the grid needs |m| |n| |k| = " + std::to_string(want));
+  }
+  for (size_t i = 0; i < g.tflops.size(); ++i) {
+    if (!(g.tflops[i] > 0) || !std::isfinite(g.tflops[i])) {
+      return Status::Invalid(path + ".tflops: entry " + std::to_string(i) + " must be positive");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string& path) {
+  HardwareProfile p;
+  if (!j.is_object()) return Status::Invalid(path + ": expected an object, got " + JsonTypeName(j));
+  JsonObjectReader r(j, path);
+  r.Required("name", &p.name);
+  r.Optional("about", &p.about);
+  std::string precision;
+  r.Required("training_precision", &precision);
+  PTDP_RETURN_IF_ERROR(r.status());
+  if (precision == "mixed") {
+    p.precision = TrainingPrecision::kMixed;
+  } else if (precision == "fp32") {
+    p.precision = TrainingPrecision::kFp32;
+  } else {
+    return Status::Invalid(r.PathOf("training_precision") + ": \"" + precision +
+                           "\" is not mixed or fp32");
+  }
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "gpus_per_node", &p.gpus_per_node));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "peak_tflops", &p.peak_tflops));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "memory_GiB", &p.memory_GiB));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "hbm_GBps", &p.hbm_GBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "memory_bound_GBps", &p.memory_bound_GBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "workspace_GiB", &p.workspace_GiB, true));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "kernel_launch_us", &p.kernel_launch_us, true));
+  PTDP_RETURN_IF_ERROR(ReadGemm(r, "gemm", &p.gemm));
+  if (r.Has("wave_quantization")) {
+    const Json* w = r.Child("wave_quantization", false);
+    const std::string wpath = r.PathOf("wave_quantization");
+    if (!w->is_object())
+      return Status::Invalid(wpath + ": expected an object, got " + JsonTypeName(*w));
+    JsonObjectReader wr(*w, wpath);
+    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "sm_count", &p.sm_count));
+    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "tile_m", &p.gemm_tile_m));
+    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "tile_n", &p.gemm_tile_n));
+    PTDP_RETURN_IF_ERROR(wr.Finish());
+  }
+  PTDP_RETURN_IF_ERROR(ReadLink(r, "intra_node", &p.intra_node));
+  PTDP_RETURN_IF_ERROR(ReadLink(r, "inter_node", &p.inter_node));
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (p.gpus_per_node.value != std::floor(p.gpus_per_node.value)) {
+    return Status::Invalid(path + ".gpus_per_node.value: must be an integer");
+  }
+  const bool gemm16 = p.gemm.dtype != "fp32";
+  if (gemm16 != (p.precision == TrainingPrecision::kMixed)) {
+    return Status::Invalid(path + ".gemm.dtype: " + p.gemm.dtype +
+                           " does not match training_precision " + precision);
+  }
+  return p;
+}
+
+OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
+  OrderedJson j;
+  j["name"] = p.name;
+  j["about"] = p.about;
+  j["training_precision"] = TrainingPrecisionName(p.precision);
+  j["gpus_per_node"] = SourcedJson(p.gpus_per_node);
+  j["peak_tflops"] = SourcedJson(p.peak_tflops);
+  j["memory_GiB"] = SourcedJson(p.memory_GiB);
+  j["hbm_GBps"] = SourcedJson(p.hbm_GBps);
+  j["memory_bound_GBps"] = SourcedJson(p.memory_bound_GBps);
+  j["workspace_GiB"] = SourcedJson(p.workspace_GiB);
+  j["kernel_launch_us"] = SourcedJson(p.kernel_launch_us);
+  OrderedJson g;
+  g["dtype"] = p.gemm.dtype;
+  g["source"] = p.gemm.source;
+  g["m"] = p.gemm.m;
+  g["n"] = p.gemm.n;
+  g["k"] = p.gemm.k;
+  g["tflops"] = p.gemm.tflops;
+  j["gemm"] = g;
+  if (p.sm_count.value > 0) {
+    j["wave_quantization"] = {{"sm_count", SourcedJson(p.sm_count)},
+                              {"tile_m", SourcedJson(p.gemm_tile_m)},
+                              {"tile_n", SourcedJson(p.gemm_tile_n)}};
+  }
+  j["intra_node"] = LinkJson(p.intra_node);
+  j["inter_node"] = LinkJson(p.inter_node);
+  return j;
+}
+
+}  // namespace ptdp

@@ -1,2 +1,96 @@
-// HardwareProfile and ClusterSpec (to be filled by the `ptdp plan` work).
+// HardwareProfile and ClusterSpec: what the cost model knows about a machine, read from strict JSON
+// (docs/profiles.md). Every number in a profile carries its unit in the key and a "source" string
+// saying where it comes from (a published figure, a derivation from one, or a measured
+// `ptdp profile` run); a profile without a source for a number is rejected.
 #pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/status.h"
+#include "core/units.h"
+
+namespace ptdp {
+
+// A number with its provenance.
+struct Sourced {
+  double value = 0;
+  std::string source;
+};
+
+// How training stores numbers (docs/cost_model.md, "Memory"):
+//   kMixed: 16-bit weights, activations and gradients; fp32 master weights and Adam m, v:
+//           2 + 2 + 4 + 4 + 4 = 16 bytes per parameter; gradients all-reduced in 16-bit.
+//   kFp32:  everything fp32 (the CPU runtime): 4 + 4 + 4 + 4 = 16 bytes per parameter.
+enum class TrainingPrecision { kMixed, kFp32 };
+const char* TrainingPrecisionName(TrainingPrecision p);  // "mixed" | "fp32"
+
+// Achieved GEMM throughput on a grid of (m, n, k), C[m,n] = A[m,k] B[k,n]; `tflops` is m-major:
+// index (im * n.size() + in) * k.size() + ik. Axes are strictly increasing and positive.
+struct GemmTable {
+  std::string dtype;  // "fp16", "bf16" or "fp32": the dtype the table was measured in
+  std::string source;
+  std::vector<double> m, n, k;
+  std::vector<double> tflops;
+  double At(size_t im, size_t in, size_t ik) const {
+    return tflops[(im * n.size() + in) * k.size() + ik];
+  }
+};
+
+// A link class (intra-node or inter-node) with alpha-beta costs per collective. Bus bandwidths
+// are as nccl-tests reports them (busbw = algbw x factor, factors in costmodel/collectives.h).
+// Intra-node figures are per GPU; inter-node figures are per node, for a group that has every GPU
+// of the node in it (a group with fewer members per node gets its share: see costmodel).
+struct LinkProfile {
+  std::string name;    // "NVSwitch (NVLink3)", "8x HDR InfiniBand"
+  Sourced latency_us;  // time of one small collective or message on the link
+  Sourced all_reduce_busbw_GBps;
+  Sourced all_gather_busbw_GBps;
+  Sourced reduce_scatter_busbw_GBps;
+  Sourced send_recv_GBps;  // one point-to-point stream, per GPU
+};
+
+struct HardwareProfile {
+  std::string name;
+  std::string about;
+  TrainingPrecision precision = TrainingPrecision::kMixed;
+  Sourced gpus_per_node;      // devices (or processes) per node
+  Sourced peak_tflops;        // dense peak in the training dtype, per device
+  Sourced memory_GiB;         // device memory capacity
+  Sourced hbm_GBps;           // datasheet memory bandwidth
+  Sourced memory_bound_GBps;  // achievable bandwidth of elementwise kernels
+  Sourced workspace_GiB;      // per device: library workspaces, communicator buffers, fragments
+  Sourced kernel_launch_us;   // fixed cost per kernel (launch + tail), charged per GEMM/op
+  GemmTable gemm;             // in the training dtype
+  // Wave quantisation (optional, for derived tables only: a measured table already contains it).
+  // A GEMM runs ceil(m/tile_m) ceil(n/tile_n) output tiles on sm_count multiprocessors in whole
+  // waves; the last partial wave costs a full one. All zero: off.
+  Sourced sm_count;
+  Sourced gemm_tile_m;
+  Sourced gemm_tile_n;
+  LinkProfile intra_node;
+  LinkProfile inter_node;
+
+  // Bytes of one activation / weight element in the training dtype (2 mixed, 4 fp32).
+  int ActivationBytes() const { return precision == TrainingPrecision::kMixed ? 2 : 4; }
+};
+
+// A profile and how many nodes of it.
+struct ClusterSpec {
+  std::string name;  // the preset or file it came from
+  HardwareProfile profile;
+  int gpus_per_node = 1;
+  int nodes = 1;
+  int Gpus() const { return gpus_per_node * nodes; }
+};
+
+// Strict readers: unknown keys, wrong types, a missing "source" or a non-positive value are errors
+// naming the key path. `path` prefixes the key paths.
+Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string& path);
+OrderedJson HardwareProfileToJson(const HardwareProfile& p);
+// Checks the GEMM grid: axes increasing and positive, tflops of size |m| |n| |k|, all positive.
+Status ValidateGemmTable(const GemmTable& g, const std::string& path);
+
+}  // namespace ptdp

@@ -4,6 +4,7 @@
 // instruction performs inside itself (Megatron's f/g all-reduces live inside forward/backward).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "core/units.h"
@@ -12,9 +13,9 @@ namespace ptdp::costmodel {
 
 // Time split of one compute instruction, for breakdowns and for the simulator to draw.
 struct ComputeBreakdown {
-  Seconds gemm = 0;       // matrix multiplies (profiled table, interpolated)
-  Seconds memory = 0;     // memory-bound ops (LayerNorm, softmax, GeLU, dropout, residual)
-  Seconds tp_comm = 0;    // tensor-parallel all-reduces (or all-gathers of scatter/gather)
+  Seconds gemm = 0;     // matrix multiplies (profiled table, interpolated)
+  Seconds memory = 0;   // memory-bound ops (LayerNorm, softmax, GeLU, dropout, residual)
+  Seconds tp_comm = 0;  // tensor-parallel all-reduces (or all-gathers of scatter/gather)
   Seconds Total() const { return gemm + memory + tp_comm; }
 };
 
@@ -64,6 +65,8 @@ struct CostTable {
   // Memory per GPU of each pipeline rank that does not depend on the schedule: weights, gradients,
   // optimizer state, embedding/logits buffers and the workspace.
   std::vector<Bytes> static_memory;  // [pp_rank]
+  // Parameter elements one GPU of each pipeline rank holds (core/shapes.h StageParameters).
+  std::vector<int64_t> param_elements;  // [pp_rank]
 };
 
 }  // namespace ptdp::costmodel

@@ -1,11 +1,103 @@
-// Placeholder until the work that owns `ptdp plan` lands: the command exists and says so.
+// `ptdp plan`: search the layouts of a model on a cluster and print / write the best.
+#include <cstdio>
+#include <iostream>
+
+#include "core/json.h"
+#include "core/model.h"
+#include "core/plan_file.h"
+#include "planner/cluster.h"
+#include "planner/fix.h"
+#include "planner/report.h"
+#include "planner/search.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
 
+namespace {
+
+struct PlanArgs {
+  std::string model = "gpt-1t";
+  std::string cluster = "selene";
+  int gpus = 0;
+  int nodes = 0;
+  int64_t global_batch = 0;
+  int top = 10;
+  std::string out;
+  std::string format = "table";
+  std::string emit;
+  std::string fix;
+  bool allow_cross_node_tp = false;
+  double tokens = 0;
+};
+
+Status RunPlan(const PlanArgs& a) {
+  if (a.format != "table" && a.format != "json") {
+    return Status::Invalid("--format: \"" + a.format + "\" is not table or json");
+  }
+  if (!a.emit.empty() && a.emit != "megatron") {
+    return Status::Invalid("--emit: \"" + a.emit + "\" is not megatron");
+  }
+  if (a.top < 1) return Status::Invalid("--top: must be at least 1");
+  if (a.global_batch < 1)
+    return Status::Invalid("--global-batch: must be a positive number of sequences");
+  if (a.gpus == 0 && a.nodes == 0) return Status::Invalid("--gpus or --nodes: one is required");
+  PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(a.model));
+  PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, planner::LoadCluster(a.cluster, a.gpus, a.nodes));
+  planner::SearchOptions o;
+  o.global_batch = a.global_batch;
+  o.keep = a.top;
+  o.allow_cross_node_tp = a.allow_cross_node_tp;
+  PTDP_ASSIGN_OR_RETURN(o.fix, planner::ParseFix(a.fix));
+  o.progress = [](int64_t done, int64_t total, double s) {
+    std::fprintf(stderr, "ptdp plan: searching... %lld of ~%lld layouts, %.1f s\n", (long long)done,
+                 (long long)total, s);
+  };
+  PTDP_ASSIGN_OR_RETURN(planner::SearchResult r, planner::Search(model, cluster, o));
+  if (!a.out.empty()) {
+    const PlanFile plan = planner::MakePlanFile(model, cluster, r, a.tokens);
+    PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.out, PlanToJson(plan).dump(1) + "\n"));
+  }
+  if (a.format == "json") {
+    OrderedJson j = planner::SearchToJson(r, a.tokens);
+    if (!a.emit.empty()) j["megatron_args"] = planner::MegatronArgs(model, r.top.front().layout);
+    std::cout << j.dump(1) << "\n";
+  } else {
+    std::cout << planner::SearchToTable(model, cluster, r, a.tokens);
+    if (!a.emit.empty()) {
+      std::cout << "\nMegatron-LM pretrain_gpt.py flags:\n  "
+                << planner::MegatronArgs(model, r.top.front().layout) << "\n";
+    }
+    if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 void RegisterPlan(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("plan", "(not built yet)");
-  cmd->callback([exit_code] { *exit_code = Fail("plan", Status::Internal("not implemented yet")); });
+  auto a = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand("plan", "Find the best tensor/pipeline/data-parallel layout");
+  cmd->add_option("--model", a->model, "Preset name, model JSON or HF GPT-2 config.json")
+      ->capture_default_str();
+  cmd->add_option("--cluster", a->cluster, "Cluster preset, profile JSON or cluster JSON")
+      ->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "Number of GPUs (a multiple of GPUs per node)");
+  cmd->add_option("--nodes", a->nodes, "Number of nodes (instead of --gpus)");
+  cmd->add_option("--global-batch", a->global_batch, "Sequences per iteration (B)")->required();
+  cmd->add_option("--top", a->top, "How many layouts to list")->capture_default_str();
+  cmd->add_option("--out", a->out, "Write the chosen plan to this JSON file");
+  cmd->add_option("--format", a->format, "table | json")->capture_default_str();
+  cmd->add_option("--emit", a->emit, "megatron: print Megatron-LM flags for the best layout");
+  cmd->add_option("--fix", a->fix,
+                  "Fix parts of the layout: tp=8,pp=64,dp=6,mbs=1,vp=1,recompute=full,"
+                  "schedule=1f1b,scatter_gather=on");
+  cmd->add_flag("--allow-cross-node-tp", a->allow_cross_node_tp,
+                "Let the search put a tensor group across nodes");
+  cmd->add_option("--tokens", a->tokens, "Tokens to train on, for days-to-train (e.g. 3e11)");
+  cmd->callback([a, exit_code] {
+    Status s = RunPlan(*a);
+    *exit_code = s.ok() ? 0 : Fail("plan", s);
+  });
 }
 
 }  // namespace ptdp::tools

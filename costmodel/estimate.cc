@@ -1,0 +1,242 @@
+#include "costmodel/estimate.h"
+
+#include <algorithm>
+
+#include "core/rank_grid.h"
+#include "core/shapes.h"
+#include "costmodel/collectives.h"
+#include "costmodel/flops.h"
+#include "costmodel/layer_cost.h"
+
+namespace ptdp::costmodel {
+
+namespace {
+
+ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times = 1.0) {
+  a.gemm += times * b.gemm;
+  a.memory += times * b.memory;
+  a.tp_comm += times * b.tp_comm;
+  return a;
+}
+
+// Optimizer step, memory-bound over the stage's parameters. Megatron-LM's mixed-precision
+// optimizer per parameter: copy the 16-bit gradient into the fp32 main gradient (read 2, write 4),
+// unscale and check for inf/nan (read 4, write 4), gradient norm (read 4), fused Adam (read
+// weight, gradient, m, v: 16; write weight, m, v: 12), copy the fp32 weight to the 16-bit model
+// weight (read 4, write 2): 52 bytes. fp32 training: gradient norm 4 + Adam 28 = 32 bytes.
+double OptimizerBytesPerParam(TrainingPrecision p) {
+  return p == TrainingPrecision::kMixed ? 6 + 8 + 4 + 28 + 6 : 4 + 28;
+}
+Seconds OptimizerTime(const HardwareProfile& hw, int64_t params) {
+  return double(params) * OptimizerBytesPerParam(hw.precision) /
+         GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
+}
+
+}  // namespace
+
+CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                         const std::vector<int64_t>* param_elements) {
+  const HardwareProfile& hw = cluster.profile;
+  const int G = cluster.gpus_per_node;
+  auto grid_or = RankGrid::Create(c.tp, c.dp, c.pp);
+  PTDP_CHECK(grid_or.ok());
+  const RankGrid& grid = *grid_or;
+  const int e = hw.ActivationBytes();
+  const Bytes bsh_bytes = Bytes(c.mbs) * m.seq_len * m.hidden * e;
+
+  // Groups of rank 0 are representative: every group of a kind has the same span (regular grid).
+  const GroupSpan tp_span = SpanOf(grid.TensorGroup(0), G);
+  const GroupSpan dp_span = SpanOf(grid.DataGroup(0), G);
+  const Seconds tp_ar = CollectiveTime(hw, Collective::kAllReduce, bsh_bytes, tp_span, G);
+  const Seconds tp_small_ar =
+      CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * m.seq_len * 4, tp_span, G);
+
+  const PieceCost layer = TransformerLayerCost(m, hw, c.tp, c.mbs, tp_ar);
+  const PieceCost embed = EmbeddingCost(m, hw, c.tp, c.mbs, tp_ar);
+  const PieceCost head = HeadCost(m, hw, c.tp, c.mbs, tp_ar, tp_small_ar);
+  const bool recompute = c.recompute == Recompute::kFull;
+
+  // What one microbatch keeps per layer and on the head (memory.h; same lists as ChunkStashBytes).
+  const Bytes layer_stash = recompute ? ActivationBytes(LayerCheckpoint(m, c), e)
+                                      : ActivationBytes(LayerActivations(m, c, m.dropout > 0), e);
+  const Bytes head_stash = ActivationBytes(HeadActivations(m, c), e);
+
+  CostTable t;
+  t.pp = c.pp;
+  t.vp = c.vp;
+  t.chunks.resize(size_t(c.pp) * c.vp);
+  for (int r = 0; r < c.pp; ++r) {
+    for (int k = 0; k < c.vp; ++k) {
+      ChunkCost& cc = t.chunks[size_t(r) * c.vp + k];
+      const double n = ChunkLayers(m, c, r, k).size();
+      cc.forward = Add(cc.forward, layer.forward, n);
+      cc.backward = Add(cc.backward, layer.backward, n);
+      if (recompute) cc.recompute = Add(cc.recompute, layer.forward, n);
+      if (HoldsEmbedding(c, r, k)) {
+        cc.forward = Add(cc.forward, embed.forward);
+        cc.backward = Add(cc.backward, embed.backward);
+      }
+      if (HoldsHead(c, r, k)) {
+        cc.forward = Add(cc.forward, head.forward);
+        cc.backward = Add(cc.backward, head.backward);
+      }
+      cc.stash_bytes = Bytes(n) * layer_stash + (HoldsHead(c, r, k) ? head_stash : 0);
+    }
+  }
+
+  // Pipeline p2p: rank r -> r+1 (and the wrap p-1 -> 0). All t tensor ranks of a stage send at
+  // once, each over its own path; with scatter/gather each sends 1/t and the receiver all-gathers.
+  t.p2p_bytes = BoundaryElements(m, c) * e;
+  if (c.pp > 1 && c.scatter_gather && c.tp > 1) {
+    t.p2p_allgather = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
+  }
+  t.p2p_link.resize(c.pp);
+  for (int r = 0; r < c.pp; ++r) {
+    const int a = grid.Rank({0, 0, r}), b = grid.Rank({0, 0, (r + 1) % c.pp});
+    GroupSpan pair;
+    pair.ranks = 2;
+    pair.nodes = RankGrid::NodeOf(a, G) == RankGrid::NodeOf(b, G) ? 1 : 2;
+    t.p2p_link[r] = CollectiveLink(hw, Collective::kSendRecv, pair, G);
+  }
+
+  // After the flush.
+  std::vector<int64_t> counts_local;
+  if (param_elements == nullptr) {
+    counts_local = StageParameterCounts(m, c);
+    param_elements = &counts_local;
+  }
+  const int grad_bytes = BytesPerParameter(hw.precision).grad;
+  const Bytes word_emb = PaddedVocab(m, c.tp) / c.tp * m.hidden * grad_bytes;
+  t.dp_allreduce.assign(c.pp, 0.0);
+  t.embedding_allreduce.assign(c.pp, 0.0);
+  t.optimizer.assign(c.pp, 0.0);
+  t.static_memory.assign(c.pp, 0);
+  for (int r = 0; r < c.pp; ++r) {
+    const int64_t params = (*param_elements)[r];
+    t.dp_allreduce[r] = CollectiveTime(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G);
+    if (c.pp > 1 && m.tied_embeddings && (r == 0 || r == c.pp - 1)) {
+      const std::vector<int> emb = grid.EmbeddingGroup(grid.Rank({0, 0, r}));
+      t.embedding_allreduce[r] =
+          CollectiveTime(hw, Collective::kAllReduce, word_emb, SpanOf(emb, G), G);
+    }
+    t.optimizer[r] = OptimizerTime(hw, params);
+    const BytesPerParam bp = BytesPerParameter(hw.precision);
+    t.static_memory[r] =
+        params * (bp.weight + bp.grad + bp.optimizer) + Bytes(hw.workspace_GiB.value * kGiB);
+  }
+  t.param_elements = *param_elements;
+  t.dp_buckets = 1;
+  return t;
+}
+
+std::vector<Seconds> StageMicrobatchTimes(const CostTable& t) {
+  std::vector<Seconds> out(t.pp, 0.0);
+  for (int r = 0; r < t.pp; ++r) {
+    Seconds s = 0;
+    for (int k = 0; k < t.vp; ++k) {
+      const ChunkCost& cc = t.Chunk(r, k);
+      s += cc.ForwardTime() + cc.BackwardTime();
+    }
+    if (t.pp > 1) s += 2.0 * t.vp * (t.p2p_link[r].Time(t.p2p_bytes) + t.p2p_allgather);
+    out[r] = s;
+  }
+  return out;
+}
+
+PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& c) const {
+  const std::vector<Seconds> per = StageMicrobatchTimes(t);
+  const Seconds tmax = *std::max_element(per.begin(), per.end());
+  PipelineTime out;
+  const double m = double(c.Microbatches());
+  const Seconds ideal = m * tmax;
+  out.bubble = double(c.pp - 1) / (double(c.vp) * m) * ideal;
+  out.total = ideal + out.bubble;
+  return out;
+}
+
+void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                   Prediction* p) {
+  const int64_t vocab = PaddedVocab(m, c.tp);
+  const double n = c.WorldSize();
+  const bool rc = c.recompute == Recompute::kFull;
+  p->tflops_per_gpu = IterationFlops(m, c.global_batch, vocab, rc) / p->iteration_s / n / kTera;
+  p->model_tflops_per_gpu =
+      IterationFlops(m, c.global_batch, vocab, false) / p->iteration_s / n / kTera;
+  p->percent_of_peak = 100.0 * p->tflops_per_gpu / cluster.profile.peak_tflops.value;
+  p->tokens_per_s = double(c.global_batch) * m.seq_len / p->iteration_s;
+}
+
+Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                   const CostTable& t, const PipelineModel* pipeline, bool all_stages) {
+  static const ClosedFormPipeline kClosedForm;
+  if (pipeline == nullptr) pipeline = &kClosedForm;
+  Prediction p;
+  const PipelineTime pt = pipeline->Time(t, c);
+
+  // Breakdown of the slowest stage.
+  const std::vector<Seconds> per = StageMicrobatchTimes(t);
+  const int slow = int(std::max_element(per.begin(), per.end()) - per.begin());
+  const double mb = double(c.Microbatches());
+  for (int k = 0; k < t.vp; ++k) {
+    const ChunkCost& cc = t.Chunk(slow, k);
+    p.breakdown.compute += mb * (cc.forward.gemm + cc.forward.memory + cc.backward.gemm +
+                                 cc.backward.memory + cc.recompute.gemm + cc.recompute.memory);
+    p.breakdown.tp_comm += mb * (cc.forward.tp_comm + cc.backward.tp_comm + cc.recompute.tp_comm);
+  }
+  if (t.pp > 1) {
+    p.breakdown.pp_comm = mb * 2.0 * t.vp * (t.p2p_link[slow].Time(t.p2p_bytes) + t.p2p_allgather);
+  }
+  p.breakdown.bubble = pt.bubble;
+  Seconds tail = 0;
+  for (int r = 0; r < t.pp; ++r) {
+    const Seconds x = t.dp_allreduce[r] + t.embedding_allreduce[r] + t.optimizer[r];
+    if (x > tail) {
+      tail = x;
+      p.breakdown.dp_comm = t.dp_allreduce[r] + t.embedding_allreduce[r];
+      p.breakdown.optimizer = t.optimizer[r];
+    }
+  }
+  // The pipeline total may come from a model other than the closed form: the compute split above
+  // is scaled so that the parts add up to what the pipeline model says.
+  const Seconds parts = p.breakdown.compute + p.breakdown.tp_comm + p.breakdown.pp_comm;
+  const Seconds busy = pt.total - pt.bubble;
+  if (parts > 0 && busy > 0) {
+    const double f = busy / parts;
+    p.breakdown.compute *= f;
+    p.breakdown.tp_comm *= f;
+    p.breakdown.pp_comm *= f;
+  }
+  p.iteration_s = pt.total + tail;
+  p.bubble_fraction = pt.bubble / p.iteration_s;
+  SetThroughput(m, cluster, c, &p);
+
+  // Memory: the peak is on the first rank (most in flight, the embedding) or the last (the head),
+  // since the ranks between hold the same parameters as each other and fewer microbatches than
+  // rank 0; `all_stages` lists every rank (for reports), otherwise just those two.
+  const Bytes live_layer = c.recompute == Recompute::kFull
+                               ? ActivationBytes(LayerActivations(m, c, m.dropout > 0),
+                                                 cluster.profile.ActivationBytes())
+                               : 0;
+  const BytesPerParam bp = BytesPerParameter(cluster.profile.precision);
+  for (int r = 0; r < c.pp; ++r) {
+    if (!all_stages && r != 0 && r != c.pp - 1) continue;
+    StageMemory sm;
+    sm.pp_rank = r;
+    const int64_t params = t.param_elements[r];
+    sm.weights = params * bp.weight;
+    sm.grads = params * bp.grad;
+    sm.optimizer = params * bp.optimizer;
+    sm.workspace = t.static_memory[r] - sm.weights - sm.grads - sm.optimizer;
+    Bytes stash_max = 0;
+    for (int k = 0; k < c.vp; ++k) stash_max = std::max(stash_max, t.Chunk(r, k).stash_bytes);
+    sm.activations = InFlightChunkMicrobatches(c, r) * stash_max + live_layer;
+    if (sm.Total() > p.peak_memory) {
+      p.peak_memory = sm.Total();
+      p.peak_memory_stage = r;
+    }
+    p.memory.push_back(sm);
+  }
+  return p;
+}
+
+}  // namespace ptdp::costmodel

@@ -1,0 +1,82 @@
+// From (model, cluster, layout) to a CostTable and to a Prediction of one training iteration.
+//
+// Iteration time (docs/cost_model.md, "Iteration"):
+//   per microbatch on pipeline rank r:  T_r = sum over its chunks of (forward + backward +
+//     recompute) + 2 v x p2p   (one transfer in the forward phase and one in the backward phase per
+//     chunk; Megatron-LM's p2p of 2021 is not overlapped with compute)
+//   pipeline (a PipelineModel; ClosedFormPipeline: the paper's bubble):
+//     ideal = m max_r T_r,  bubble = (p - 1)/(v m) x ideal  (GPipe and 1F1B: v = 1)
+//   after the flush: max over r of (data-parallel all-reduce + embedding all-reduce + optimizer)
+//     (not overlapped with the backward, as in the paper's Megatron-LM)
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/model.h"
+#include "core/parallel.h"
+#include "costmodel/cost_table.h"
+#include "costmodel/memory.h"
+
+namespace ptdp::costmodel {
+
+// Builds the simulator's CostTable. `param_elements` (StageParameterCounts) may be passed in by a
+// caller that caches it; when null it is computed. REQUIRES: layout.Validate(model) is ok and
+// layout.WorldSize() == cluster.Gpus().
+CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                         const std::vector<int64_t>* param_elements = nullptr);
+
+// Per-microbatch time of each pipeline rank, p2p included (T_r above).
+std::vector<Seconds> StageMicrobatchTimes(const CostTable& t);
+
+// Time from the first forward to the last backward of an iteration. The simulator replaces the
+// closed form with a replay of the Program.
+struct PipelineTime {
+  Seconds total = 0;  // ideal + bubble
+  Seconds bubble = 0;
+};
+class PipelineModel {
+ public:
+  virtual ~PipelineModel() = default;
+  virtual PipelineTime Time(const CostTable& t, const ParallelConfig& c) const = 0;
+};
+class ClosedFormPipeline : public PipelineModel {
+ public:
+  PipelineTime Time(const CostTable& t, const ParallelConfig& c) const override;
+};
+
+struct Breakdown {
+  Seconds compute = 0;  // GEMM + memory-bound (+ recompute) of the slowest stage, m microbatches
+  Seconds tp_comm = 0;  // tensor-parallel collectives of the slowest stage
+  Seconds pp_comm = 0;  // pipeline p2p of the slowest stage
+  Seconds bubble = 0;
+  Seconds dp_comm = 0;  // data-parallel + embedding all-reduce (slowest rank)
+  Seconds optimizer = 0;
+};
+
+struct Prediction {
+  Seconds iteration_s = 0;
+  double tflops_per_gpu = 0;        // eq. (3): the recomputed forward counted when it runs
+  double model_tflops_per_gpu = 0;  // never counting recomputation (MFU)
+  double percent_of_peak = 0;       // tflops_per_gpu / profile peak
+  double bubble_fraction = 0;       // bubble / iteration
+  double tokens_per_s = 0;
+  Bytes peak_memory = 0;  // max over stages
+  int peak_memory_stage = 0;
+  Breakdown breakdown;
+  std::vector<StageMemory> memory;  // per pipeline rank (see all_stages)
+  // Days to train `tokens` tokens at this speed.
+  double DaysToTrain(double tokens) const { return tokens / tokens_per_s / 86400.0; }
+};
+
+// Scores a layout. `pipeline` defaults to the closed form. `all_stages`: list the memory of every
+// pipeline rank in Prediction::memory (otherwise only the first and the last, where the peak is).
+Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                   const CostTable& table, const PipelineModel* pipeline = nullptr,
+                   bool all_stages = true);
+// Fills throughput fields from an iteration time (used after a refined iteration time too).
+void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                   Prediction* p);
+
+}  // namespace ptdp::costmodel

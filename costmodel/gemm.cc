@@ -1,0 +1,79 @@
+#include "costmodel/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/status.h"
+
+namespace ptdp::costmodel {
+
+namespace {
+
+// Position of x on an increasing axis as (lower index, weight of the upper point) in log2 space,
+// clamped to the axis ends.
+struct AxisPos {
+  size_t lo = 0;
+  double w = 0;
+};
+AxisPos Locate(const std::vector<double>& axis, double x) {
+  if (axis.size() == 1 || x <= axis.front()) return {0, 0.0};
+  if (x >= axis.back()) return {axis.size() - 2, 1.0};
+  const size_t hi = size_t(std::upper_bound(axis.begin(), axis.end(), x) - axis.begin());
+  const size_t lo = hi - 1;
+  const double w =
+      (std::log2(x) - std::log2(axis[lo])) / (std::log2(axis[hi]) - std::log2(axis[lo]));
+  return {lo, w};
+}
+
+}  // namespace
+
+double GemmTflops(const GemmTable& t, double m, double n, double k) {
+  PTDP_CHECK(m > 0 && n > 0 && k > 0);
+  // Below the grid, the time of the smallest size holds, so throughput scales with the size.
+  double scale = 1.0;
+  const double mc = std::max(m, t.m.front()), nc = std::max(n, t.n.front()),
+               kc = std::max(k, t.k.front());
+  scale = (m / mc) * (n / nc) * (k / kc);
+  const AxisPos pm = Locate(t.m, mc), pn = Locate(t.n, nc), pk = Locate(t.k, kc);
+  double acc = 0;
+  for (int dm = 0; dm < 2; ++dm) {
+    const double wm = dm ? pm.w : 1 - pm.w;
+    if (wm == 0) continue;
+    const size_t im = std::min(pm.lo + dm, t.m.size() - 1);
+    for (int dn = 0; dn < 2; ++dn) {
+      const double wn = dn ? pn.w : 1 - pn.w;
+      if (wn == 0) continue;
+      const size_t in = std::min(pn.lo + dn, t.n.size() - 1);
+      for (int dk = 0; dk < 2; ++dk) {
+        const double wk = dk ? pk.w : 1 - pk.w;
+        if (wk == 0) continue;
+        const size_t ik = std::min(pk.lo + dk, t.k.size() - 1);
+        acc += wm * wn * wk * t.At(im, in, ik);
+      }
+    }
+  }
+  return acc * scale;
+}
+
+double WaveEfficiency(const HardwareProfile& hw, int64_t m, int64_t n, int64_t batch) {
+  if (!(hw.sm_count.value > 0)) return 1.0;
+  const int64_t tm = int64_t(hw.gemm_tile_m.value), tn = int64_t(hw.gemm_tile_n.value),
+                sms = int64_t(hw.sm_count.value);
+  const int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn) * batch;
+  const int64_t waves = (tiles + sms - 1) / sms;
+  return double(tiles) / double(waves * sms);
+}
+
+Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  const double flops = 2.0 * double(m) * double(n) * double(k) * double(batch);
+  const double tflops = GemmTflops(hw.gemm, double(m) * double(batch), double(n), double(k)) *
+                        WaveEfficiency(hw, m, n, batch);
+  return flops / (tflops * kTera) + hw.kernel_launch_us.value * kUs;
+}
+
+Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
+                         int64_t batch) {
+  return GemmTime(hw, m, k, n, batch) + GemmTime(hw, k, n, m, batch);
+}
+
+}  // namespace ptdp::costmodel

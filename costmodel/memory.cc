@@ -1,0 +1,73 @@
+#include "costmodel/memory.h"
+
+#include <algorithm>
+
+#include "core/shapes.h"
+
+namespace ptdp::costmodel {
+
+BytesPerParam BytesPerParameter(TrainingPrecision p) {
+  if (p == TrainingPrecision::kMixed) return {2, 2, 12};
+  return {4, 4, 8};
+}
+
+int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
+  const int64_t m = c.Microbatches(), p = c.pp, v = c.vp, r = pp_rank;
+  switch (c.schedule) {
+    case ScheduleKind::kGPipe:
+      return m;
+    case ScheduleKind::k1F1B:
+      return std::min(m, p - r);
+    case ScheduleKind::kInterleaved:
+      return std::min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1);
+  }
+  return m;
+}
+
+Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, const HardwareProfile& hw,
+                      int pp_rank, int chunk) {
+  const int e = hw.ActivationBytes();
+  const bool dropout = m.dropout > 0;
+  const Bytes per_layer = c.recompute == Recompute::kFull
+                              ? ActivationBytes(LayerCheckpoint(m, c), e)
+                              : ActivationBytes(LayerActivations(m, c, dropout), e);
+  Bytes b = per_layer * ChunkLayers(m, c, pp_rank, chunk).size();
+  if (HoldsHead(c, pp_rank, chunk)) b += ActivationBytes(HeadActivations(m, c), e);
+  return b;
+}
+
+std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConfig& c) {
+  std::vector<int64_t> n(c.pp, 0);
+  // Every rank strictly between the first and the last holds the same shapes: count one.
+  n[0] = StageParameterElements(m, c, 0);
+  if (c.pp > 1) n[c.pp - 1] = StageParameterElements(m, c, c.pp - 1);
+  if (c.pp > 2) {
+    const int64_t mid = StageParameterElements(m, c, 1);
+    for (int r = 1; r < c.pp - 1; ++r) n[r] = mid;
+  }
+  return n;
+}
+
+StageMemory StageMemoryOf(const ModelSpec& m, const ParallelConfig& c, const HardwareProfile& hw,
+                          int pp_rank, int64_t param_elements) {
+  StageMemory s;
+  s.pp_rank = pp_rank;
+  const BytesPerParam bp = BytesPerParameter(hw.precision);
+  s.weights = param_elements * bp.weight;
+  s.grads = param_elements * bp.grad;
+  s.optimizer = param_elements * bp.optimizer;
+  // All chunks of a rank stash the same layer count; the head adds to the last chunk only, so
+  // count in-flight units by chunk: in the interleaved schedule units spread over the chunks.
+  const int64_t units = InFlightChunkMicrobatches(c, pp_rank);
+  Bytes stash_max = 0;
+  for (int k = 0; k < c.vp; ++k)
+    stash_max = std::max(stash_max, ChunkStashBytes(m, c, hw, pp_rank, k));
+  s.activations = units * stash_max;
+  if (c.recompute == Recompute::kFull) {
+    s.activations += ActivationBytes(LayerActivations(m, c, m.dropout > 0), hw.ActivationBytes());
+  }
+  s.workspace = Bytes(hw.workspace_GiB.value * kGiB);
+  return s;
+}
+
+}  // namespace ptdp::costmodel

@@ -1,0 +1,68 @@
+#include "planner/fix.h"
+
+#include <charconv>
+#include <sstream>
+
+namespace ptdp::planner {
+
+bool FixedLayout::Admits(const ParallelConfig& c) const {
+  return (!tp || *tp == c.tp) && (!pp || *pp == c.pp) && (!dp || *dp == c.dp) &&
+         (!mbs || *mbs == c.mbs) && (!vp || *vp == c.vp) &&
+         (!schedule || *schedule == c.schedule) && (!recompute || *recompute == c.recompute) &&
+         (!scatter_gather || *scatter_gather == c.scatter_gather);
+}
+
+Result<FixedLayout> ParseFix(const std::string& text) {
+  FixedLayout f;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) {
+      return Status::Invalid("--fix: \"" + item + "\" is not key=value");
+    }
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    auto positive = [&](std::optional<int>* out) -> Status {
+      int x = 0;
+      auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
+      if (ec != std::errc() || p != value.data() + value.size() || x <= 0) {
+        return Status::Invalid("--fix: " + key + ": expected a positive integer, got \"" + value +
+                               "\"");
+      }
+      *out = x;
+      return Status::Ok();
+    };
+    if (key == "tp") {
+      PTDP_RETURN_IF_ERROR(positive(&f.tp));
+    } else if (key == "pp") {
+      PTDP_RETURN_IF_ERROR(positive(&f.pp));
+    } else if (key == "dp") {
+      PTDP_RETURN_IF_ERROR(positive(&f.dp));
+    } else if (key == "mbs") {
+      PTDP_RETURN_IF_ERROR(positive(&f.mbs));
+    } else if (key == "vp") {
+      PTDP_RETURN_IF_ERROR(positive(&f.vp));
+    } else if (key == "schedule") {
+      auto s = ParseSchedule(value);
+      if (!s.ok()) return s.status().WithPrefix("--fix: schedule");
+      f.schedule = *s;
+    } else if (key == "recompute") {
+      auto r = ParseRecompute(value);
+      if (!r.ok()) return r.status().WithPrefix("--fix: recompute");
+      f.recompute = *r;
+    } else if (key == "scatter_gather") {
+      if (value != "on" && value != "off") {
+        return Status::Invalid("--fix: scatter_gather: expected on or off, got \"" + value + "\"");
+      }
+      f.scatter_gather = value == "on";
+    } else {
+      return Status::Invalid(
+          "--fix: unknown key \"" + key +
+          "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather)");
+    }
+  }
+  return f;
+}
+
+}  // namespace ptdp::planner

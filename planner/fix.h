@@ -1,0 +1,29 @@
+// `--fix tp=8,pp=64,mbs=1,vp=1,...`: the parts of a layout the user fixes; the rest is searched.
+// Keys: tp, pp, dp, mbs, vp (positive integers), recompute (none|full),
+// schedule (gpipe|1f1b|interleaved), scatter_gather (on|off).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/parallel.h"
+#include "core/status.h"
+
+namespace ptdp::planner {
+
+struct FixedLayout {
+  std::optional<int> tp, pp, dp, mbs, vp;
+  std::optional<ScheduleKind> schedule;
+  std::optional<Recompute> recompute;
+  std::optional<bool> scatter_gather;
+  bool Any() const {
+    return tp || pp || dp || mbs || vp || schedule || recompute || scatter_gather;
+  }
+  // Whether `c` agrees with every fixed part.
+  bool Admits(const ParallelConfig& c) const;
+};
+
+// Errors name the key and the reason: "--fix: tp: expected a positive integer, got \"x\"".
+Result<FixedLayout> ParseFix(const std::string& text);
+
+}  // namespace ptdp::planner

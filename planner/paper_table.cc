@@ -1,0 +1,51 @@
+#include "planner/paper_table.h"
+
+#include "planner/cluster.h"
+
+namespace ptdp::planner {
+
+const std::vector<PaperRow>& PaperTable1() {
+  // model, t, p, GPUs, B, b, v, published TFLOP/s per GPU
+  static const std::vector<PaperRow> kRows = {
+      {"gpt-1.7b", 1, 1, 32, 512, 16, 1, 137},    {"gpt-3.6b", 2, 1, 64, 512, 16, 1, 138},
+      {"gpt-7.5b", 4, 1, 128, 512, 16, 1, 142},   {"gpt-18b", 8, 1, 256, 1024, 8, 1, 135},
+      {"gpt-39b", 8, 2, 512, 1536, 4, 1, 138},    {"gpt-76b", 8, 4, 1024, 1792, 2, 3, 140},
+      {"gpt-145b", 8, 8, 1536, 2304, 2, 2, 148},  {"gpt-310b", 8, 16, 1920, 2160, 1, 2, 155},
+      {"gpt-530b", 8, 35, 2520, 2520, 1, 3, 163}, {"gpt-1t", 8, 64, 3072, 3072, 1, 1, 163},
+  };
+  return kRows;
+}
+
+ParallelConfig PaperLayout(const PaperRow& row) {
+  ParallelConfig c;
+  c.tp = row.tp;
+  c.pp = row.pp;
+  c.dp = row.gpus / (row.tp * row.pp);
+  c.mbs = row.mbs;
+  c.vp = row.vp;
+  c.schedule = row.vp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+  c.recompute = Recompute::kFull;
+  c.scatter_gather = true;
+  c.global_batch = row.global_batch;
+  return c;
+}
+
+Result<std::vector<PaperComparison>> ComparePaperTable1(const std::string& cluster_name) {
+  std::vector<PaperComparison> out;
+  for (const PaperRow& row : PaperTable1()) {
+    PaperComparison pc;
+    pc.row = row;
+    PTDP_ASSIGN_OR_RETURN(pc.model, LoadModel(row.model));
+    PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, row.gpus));
+    auto cand = Evaluate(pc.model, cluster, PaperLayout(row));
+    if (!cand.ok()) return cand.status().WithPrefix(std::string("Table 1 row ") + row.model);
+    pc.predicted = std::move(cand).value();
+    pc.error_percent = 100.0 *
+                       (pc.predicted.prediction.tflops_per_gpu - row.published_tflops_per_gpu) /
+                       row.published_tflops_per_gpu;
+    out.push_back(std::move(pc));
+  }
+  return out;
+}
+
+}  // namespace ptdp::planner

@@ -1,0 +1,173 @@
+#include "planner/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace ptdp::planner {
+
+namespace {
+
+double GiBOf(Bytes b) {
+  return BytesToGiB(double(b));
+}
+
+std::string Fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, x);
+  return buf;
+}
+
+}  // namespace
+
+OrderedJson PredictionToJson(const costmodel::Prediction& p, double tokens, bool detail) {
+  OrderedJson j;
+  j["iteration_s"] = p.iteration_s;
+  j["tflops_per_gpu"] = p.tflops_per_gpu;
+  j["percent_of_peak"] = p.percent_of_peak;
+  j["bubble_fraction"] = p.bubble_fraction;
+  j["peak_memory_GiB"] = GiBOf(p.peak_memory);
+  j["tokens_per_s"] = p.tokens_per_s;
+  j["model_tflops_per_gpu"] = p.model_tflops_per_gpu;
+  if (tokens > 0) j["days_to_train"] = p.DaysToTrain(tokens);
+  if (detail) {
+    j["peak_memory_stage"] = p.peak_memory_stage;
+    j["breakdown_s"] = {{"compute", p.breakdown.compute}, {"bubble", p.breakdown.bubble},
+                        {"tp_comm", p.breakdown.tp_comm}, {"pp_comm", p.breakdown.pp_comm},
+                        {"dp_comm", p.breakdown.dp_comm}, {"optimizer", p.breakdown.optimizer}};
+    OrderedJson mem = OrderedJson::array();
+    for (const auto& s : p.memory) {
+      mem.push_back({{"pp_rank", s.pp_rank},
+                     {"weights_bytes", s.weights},
+                     {"grads_bytes", s.grads},
+                     {"optimizer_bytes", s.optimizer},
+                     {"activations_bytes", s.activations},
+                     {"workspace_bytes", s.workspace},
+                     {"total_bytes", s.Total()}});
+    }
+    j["memory_per_stage"] = mem;
+  }
+  return j;
+}
+
+OrderedJson CandidateToJson(const Candidate& c, double tokens, bool detail) {
+  OrderedJson j;
+  j["layout"] = LayoutToJson(c.layout);
+  j["prediction"] = PredictionToJson(c.prediction, tokens, detail);
+  if (c.refined) j["refined"] = true;
+  return j;
+}
+
+OrderedJson SearchToJson(const SearchResult& r, double tokens) {
+  OrderedJson j;
+  j["best"] = CandidateToJson(r.top.front(), tokens, true);
+  OrderedJson top = OrderedJson::array();
+  for (const auto& c : r.top) top.push_back(CandidateToJson(c, tokens, false));
+  j["top"] = top;
+  OrderedJson rejected = OrderedJson::object();
+  for (const auto& [reason, n] : r.rejected) rejected[reason] = n;
+  j["search"] = {{"considered", r.considered},
+                 {"feasible", r.feasible},
+                 {"rejected", rejected},
+                 {"seconds", r.seconds},
+                 {"evaluations_per_s", r.EvaluationsPerSecond()}};
+  return j;
+}
+
+std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
+                          double tokens) {
+  std::ostringstream o;
+  o << "model " << m.name << " (" << Fmt("%.1f", ParameterCount(m) / 1e9) << "B parameters) on "
+    << cluster.Gpus() << " GPUs of " << cluster.name << " (" << cluster.nodes << " nodes x "
+    << cluster.gpus_per_node << "), global batch " << r.top.front().layout.global_batch << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s %11s %8s %6s %7s %9s\n", "rank", "tp",
+                "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", "iteration_s", "TFLOP/s",
+                "%peak", "bubble", "mem_GiB");
+  o << line;
+  int i = 0;
+  for (const auto& c : r.top) {
+    const auto& l = c.layout;
+    const auto& p = c.prediction;
+    std::snprintf(line, sizeof(line),
+                  "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s %11.3f %8.1f %6.1f %7.3f %9.1f%s\n", ++i,
+                  l.tp, l.pp, l.dp, l.mbs, l.vp, ScheduleName(l.schedule),
+                  RecomputeName(l.recompute), l.scatter_gather ? "on" : "off", p.iteration_s,
+                  p.tflops_per_gpu, p.percent_of_peak, p.bubble_fraction, GiBOf(p.peak_memory),
+                  c.refined ? " *" : "");
+    o << line;
+  }
+  const auto& w = r.top.front();
+  const auto& b = w.prediction.breakdown;
+  const double it = w.prediction.iteration_s;
+  o << "\nbest: " << w.layout.ToString() << "\n";
+  auto row = [&](const char* name, double s) {
+    std::snprintf(line, sizeof(line), "  %-10s %9.3f s  %5.1f%%\n", name, s, 100 * s / it);
+    o << line;
+  };
+  row("compute", b.compute);
+  row("bubble", b.bubble);
+  row("tp_comm", b.tp_comm);
+  row("pp_comm", b.pp_comm);
+  row("dp_comm", b.dp_comm);
+  row("optimizer", b.optimizer);
+  std::snprintf(line, sizeof(line),
+                "  iteration  %9.3f s; %.1f TFLOP/s per GPU (%.1f%% of peak; model FLOPs %.1f), "
+                "%.0f tokens/s\n",
+                it, w.prediction.tflops_per_gpu, w.prediction.percent_of_peak,
+                w.prediction.model_tflops_per_gpu, w.prediction.tokens_per_s);
+  o << line;
+  std::snprintf(line, sizeof(line), "  peak memory %.1f GiB on pipeline stage %d\n",
+                GiBOf(w.prediction.peak_memory), w.prediction.peak_memory_stage);
+  o << line;
+  if (tokens > 0) {
+    std::snprintf(line, sizeof(line), "  %.3g tokens in %.1f days\n", tokens,
+                  w.prediction.DaysToTrain(tokens));
+    o << line;
+  }
+  o << "\nsearch: " << r.considered << " layouts considered, " << r.feasible << " scored";
+  for (const auto& [reason, n] : r.rejected) o << ", " << n << " " << reason;
+  std::snprintf(line, sizeof(line), "; %.3f s (%.0f evaluations/s)\n", r.seconds,
+                r.EvaluationsPerSecond());
+  o << line;
+  return o.str();
+}
+
+std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
+  std::ostringstream o;
+  o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
+  if (c.schedule == ScheduleKind::kInterleaved) {
+    o << " --num-layers-per-virtual-pipeline-stage " << m.layers / (c.pp * c.vp);
+  }
+  o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch
+    << " --num-layers " << m.layers << " --hidden-size " << m.hidden << " --num-attention-heads "
+    << m.heads << " --ffn-hidden-size " << m.FfnHidden() << " --seq-length " << m.seq_len
+    << " --max-position-embeddings " << m.seq_len;
+  if (c.recompute == Recompute::kFull) {
+    o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  }
+  if (!c.scatter_gather) o << " --no-scatter-gather-tensors-in-pipeline";
+  o << " --make-vocab-size-divisible-by " << m.vocab_divisible_by;
+  return o.str();
+}
+
+PlanFile MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
+                      double tokens) {
+  PlanFile p;
+  p.model = m;
+  p.cluster.name = cluster.name;
+  p.cluster.gpus = cluster.Gpus();
+  p.cluster.gpus_per_node = cluster.gpus_per_node;
+  p.layout = r.top.front().layout;
+  p.prediction = Json::parse(PredictionToJson(r.top.front().prediction, tokens, true).dump());
+  Json alts = Json::array();
+  for (size_t i = 1; i < r.top.size(); ++i) {
+    alts.push_back(Json::parse(CandidateToJson(r.top[i], tokens, false).dump()));
+  }
+  p.extra["alternatives"] = alts;
+  p.extra["search"] = Json::parse(SearchToJson(r, tokens)["search"].dump());
+  p.extra["megatron_args"] = MegatronArgs(m, p.layout);
+  return p;
+}
+
+}  // namespace ptdp::planner

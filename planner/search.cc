@@ -1,0 +1,252 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <tuple>
+
+#include "costmodel/memory.h"
+
+namespace ptdp::planner {
+
+namespace {
+
+std::vector<int> Divisors(int64_t n) {
+  std::vector<int> d;
+  for (int64_t i = 1; i <= n; ++i) {
+    if (n % i == 0) d.push_back(int(i));
+  }
+  return d;
+}
+
+std::string GiB(Bytes b) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", BytesToGiB(double(b)));
+  return buf;
+}
+
+// A fixed pipeline time, to re-score with a refiner's answer.
+class FixedPipeline : public costmodel::PipelineModel {
+ public:
+  explicit FixedPipeline(costmodel::PipelineTime t) : t_(t) {}
+  costmodel::PipelineTime Time(const costmodel::CostTable&, const ParallelConfig&) const override {
+    return t_;
+  }
+
+ private:
+  costmodel::PipelineTime t_;
+};
+
+}  // namespace
+
+Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                           const std::vector<int64_t>* param_elements, bool all_stages) {
+  PTDP_RETURN_IF_ERROR(c.Validate(m));
+  if (c.WorldSize() != cluster.Gpus()) {
+    return Status::Invalid("layout: tp*pp*dp = " + std::to_string(c.WorldSize()) +
+                           " but the cluster has " + std::to_string(cluster.Gpus()) + " GPUs");
+  }
+  const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c, param_elements);
+  Candidate cand;
+  cand.layout = c;
+  cand.prediction = costmodel::Predict(m, cluster, c, table, nullptr, all_stages);
+  const Bytes cap = Bytes(cluster.profile.memory_GiB.value * kGiB);
+  if (cand.prediction.peak_memory > cap) {
+    return Status::DoesNotFit("pipeline stage " +
+                              std::to_string(cand.prediction.peak_memory_stage) + " needs " +
+                              GiB(cand.prediction.peak_memory) + " per GPU, more than the " +
+                              GiB(cap) + " of " + cluster.profile.name);
+  }
+  return cand;
+}
+
+Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
+                            const SearchOptions& o) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const int N = cluster.Gpus();
+  const int64_t B = o.global_batch;
+  const FixedLayout& fx = o.fix;
+  SearchResult res;
+  std::vector<Candidate> ok;
+  std::map<std::tuple<int, int, int>, std::vector<int64_t>> param_cache;
+
+  auto reject = [&](const std::string& reason, const std::string& why) {
+    ++res.rejected[reason];
+    if (!res.example.count(reason)) res.example[reason] = why;
+  };
+
+  // Candidate lists per dimension, filtered by --fix.
+  const std::vector<int> mbs_all = Divisors(B);
+  int64_t total_estimate = 0;
+  for (int t : Divisors(N)) {
+    if (fx.tp && *fx.tp != t) continue;
+    for (int p : Divisors(N / t)) {
+      if (fx.pp && *fx.pp != p) continue;
+      total_estimate += int64_t(mbs_all.size()) * (p > 1 ? 8 : 2);
+    }
+  }
+  int64_t done = 0;
+  auto last_report = start;
+
+  for (int t : Divisors(N)) {
+    if (fx.tp && *fx.tp != t) continue;
+    for (int p : Divisors(N / t)) {
+      if (fx.pp && *fx.pp != p) continue;
+      const int d = N / (t * p);
+      if (fx.dp && *fx.dp != d) continue;
+      // Schedules and chunk counts.
+      std::vector<std::pair<ScheduleKind, int>> scheds;
+      if (p == 1) {
+        scheds.push_back({ScheduleKind::k1F1B, 1});
+        if (fx.schedule && *fx.schedule == ScheduleKind::kGPipe)
+          scheds.push_back({ScheduleKind::kGPipe, 1});
+      } else {
+        scheds.push_back({ScheduleKind::kGPipe, 1});
+        scheds.push_back({ScheduleKind::k1F1B, 1});
+        for (int v = 2; v * p <= m.layers; ++v) scheds.push_back({ScheduleKind::kInterleaved, v});
+      }
+      if (fx.schedule && *fx.schedule == ScheduleKind::kInterleaved && p == 1) {
+        scheds.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2)});
+      }
+      for (const auto& [sched, v] : scheds) {
+        if (fx.schedule && *fx.schedule != sched) continue;
+        if (fx.vp && *fx.vp != v) continue;
+        for (int b : mbs_all) {
+          if (fx.mbs && *fx.mbs != b) continue;
+          for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+            if (fx.recompute && *fx.recompute != rc) continue;
+            for (bool sg : {true, false}) {
+              if (fx.scatter_gather) {
+                if (*fx.scatter_gather != sg) continue;
+              } else if (!sg && (t == 1 || p == 1)) {
+                continue;  // scatter/gather changes nothing without both t and p
+              }
+              ++res.considered;
+              ++done;
+              ParallelConfig c;
+              c.tp = t;
+              c.pp = p;
+              c.dp = d;
+              c.mbs = b;
+              c.vp = v;
+              c.schedule = sched;
+              c.recompute = rc;
+              c.scatter_gather = sg;
+              c.global_batch = B;
+              if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
+                reject("tp_exceeds_node", "tp=" + std::to_string(t) + " spans more than the " +
+                                              std::to_string(cluster.gpus_per_node) +
+                                              " GPUs of a node");
+                continue;
+              }
+              if (m.heads % t != 0) {
+                reject("heads_not_divisible_by_tp",
+                       std::to_string(m.heads) +
+                           " heads are not divisible by tp=" + std::to_string(t));
+                continue;
+              }
+              if (m.layers % (p * v) != 0) {
+                reject("layers_not_divisible",
+                       std::to_string(m.layers) +
+                           " layers are not divisible by pp*vp=" + std::to_string(p * v));
+                continue;
+              }
+              if (B % (int64_t(b) * d) != 0) {
+                reject("batch_not_divisible",
+                       "global batch " + std::to_string(B) +
+                           " is not divisible by mbs*dp=" + std::to_string(int64_t(b) * d));
+                continue;
+              }
+              if (sched == ScheduleKind::kInterleaved && c.Microbatches() % p != 0) {
+                reject("microbatches_not_multiple_of_pp",
+                       "interleaving needs the " + std::to_string(c.Microbatches()) +
+                           " microbatches to be a multiple of pp=" + std::to_string(p));
+                continue;
+              }
+              Status valid = c.Validate(m);
+              if (!valid.ok()) {
+                reject("invalid", valid.message());
+                continue;
+              }
+              auto key = std::make_tuple(t, p, v);
+              auto it = param_cache.find(key);
+              if (it == param_cache.end()) {
+                it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
+              }
+              auto cand = Evaluate(m, cluster, c, &it->second, /*all_stages=*/false);
+              if (!cand.ok()) {
+                reject(
+                    cand.status().code() == StatusCode::kDoesNotFit ? "out_of_memory" : "invalid",
+                    cand.status().message());
+                continue;
+              }
+              ok.push_back(std::move(cand).value());
+            }
+          }
+        }
+        if (o.progress) {
+          const auto now = Clock::now();
+          if (std::chrono::duration<double>(now - last_report).count() > 1.0) {
+            last_report = now;
+            o.progress(done, std::max(done, total_estimate),
+                       std::chrono::duration<double>(now - start).count());
+          }
+        }
+      }
+    }
+  }
+  res.feasible = int64_t(ok.size());
+  auto by_time = [](const Candidate& a, const Candidate& b) {
+    if (a.prediction.iteration_s != b.prediction.iteration_s) {
+      return a.prediction.iteration_s < b.prediction.iteration_s;
+    }
+    return a.layout.ToString() < b.layout.ToString();
+  };
+  if (ok.empty()) {
+    res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (res.considered == 0) {
+      return Status::Invalid("no layout matches --fix on " + std::to_string(N) +
+                             " GPUs (tp*pp*dp must be " + std::to_string(N) + ")");
+    }
+    std::string commonest;
+    int64_t most = -1;
+    for (const auto& [reason, n] : res.rejected) {
+      if (n > most) most = n, commonest = reason;
+    }
+    // Prefer explaining memory: every structurally valid layout ran out of it.
+    if (res.rejected.count("out_of_memory")) commonest = "out_of_memory";
+    const std::string msg = "no layout fits: " + std::to_string(res.considered) +
+                            " considered, e.g. " + res.example[commonest];
+    if (commonest == "out_of_memory") return Status::DoesNotFit(msg);
+    return Status::Invalid(msg);
+  }
+  const size_t keep = size_t(std::max(o.keep, o.refiner ? o.refine_top : 0));
+  std::sort(ok.begin(), ok.end(), by_time);
+  if (ok.size() > keep) ok.resize(keep);
+  // Full per-stage memory for what is kept.
+  for (auto& c : ok) {
+    auto full = Evaluate(m, cluster, c.layout, nullptr, /*all_stages=*/true);
+    PTDP_CHECK(full.ok());
+    c.prediction = full->prediction;
+  }
+  if (o.refiner) {
+    const size_t k = std::min(ok.size(), size_t(std::max(0, o.refine_top)));
+    for (size_t i = 0; i < k; ++i) {
+      Candidate& c = ok[i];
+      const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c.layout);
+      auto pt = o.refiner(m, cluster, c.layout, table);
+      if (!pt.ok()) return pt.status().WithPrefix("refining " + c.layout.ToString());
+      const FixedPipeline fixed(*pt);
+      c.prediction = costmodel::Predict(m, cluster, c.layout, table, &fixed, true);
+      c.refined = true;
+    }
+    std::sort(ok.begin(), ok.begin() + long(k), by_time);
+  }
+  if (ok.size() > size_t(o.keep)) ok.resize(size_t(std::max(1, o.keep)));
+  res.top = std::move(ok);
+  res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return res;
+}
+
+}  // namespace ptdp::planner

@@ -1,0 +1,74 @@
+// The layout search (docs/cost_model.md, "Search"): enumerate every layout of a model on a cluster,
+// reject the impossible ones with a reason (counted by reason), score the rest with the cost
+// model, rank by predicted iteration time, and optionally refine the top K with a better pipeline
+// model (the simulator) through a Refiner.
+//
+// Enumerated: t | GPUs, p | GPUs/t, d = GPUs/(t p); b | B; schedules (p = 1: 1F1B only; p > 1:
+// GPipe, 1F1B, and interleaved with every v >= 2 such that p v | l); recompute none/full;
+// scatter/gather on/off where it matters (t > 1 and p > 1).
+// Rejected, by reason:
+//   tp_exceeds_node           t > GPUs per node (unless allowed, or t is fixed by --fix)
+//   heads_not_divisible_by_tp a % t != 0
+//   layers_not_divisible      l % (p v) != 0
+//   batch_not_divisible       B % (b d) != 0
+//   microbatches_not_multiple_of_pp   interleaved needs m % p == 0
+//   out_of_memory             a stage's peak memory exceeds the device memory
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/model.h"
+#include "core/parallel.h"
+#include "costmodel/estimate.h"
+#include "planner/fix.h"
+
+namespace ptdp::planner {
+
+// Re-scores one layout's pipeline (the next issue's simulator implements it): returns the time
+// from the first forward to the last backward and the bubble within it, replacing the closed form.
+using Refiner = std::function<Result<costmodel::PipelineTime>(
+    const ModelSpec&, const ClusterSpec&, const ParallelConfig&, const costmodel::CostTable&)>;
+
+struct SearchOptions {
+  int64_t global_batch = 1;
+  FixedLayout fix;
+  bool allow_cross_node_tp = false;
+  int keep = 10;        // candidates kept in the result, best first
+  int refine_top = 10;  // how many of the best the refiner re-scores (when set)
+  Refiner refiner;      // empty: closed form only
+  // Called now and then with (layouts done, layouts total, seconds so far).
+  std::function<void(int64_t, int64_t, double)> progress;
+};
+
+struct Candidate {
+  ParallelConfig layout;
+  costmodel::Prediction prediction;
+  bool refined = false;
+};
+
+struct SearchResult {
+  std::vector<Candidate> top;                  // best first
+  int64_t considered = 0;                      // layouts enumerated
+  int64_t feasible = 0;                        // scored
+  std::map<std::string, int64_t> rejected;     // reason -> count
+  std::map<std::string, std::string> example;  // reason -> one message
+  double seconds = 0;
+  double EvaluationsPerSecond() const { return seconds > 0 ? considered / seconds : 0; }
+};
+
+// Fails (kDoesNotFit / kInvalidArgument) when no layout survives, naming the commonest reason with
+// an example.
+Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
+                            const SearchOptions& options);
+
+// Scores one layout (used by Search and by callers evaluating a given layout). Returns the
+// rejection as an error (out of memory: kDoesNotFit naming the stage and bytes).
+Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                           const std::vector<int64_t>* param_elements = nullptr,
+                           bool all_stages = true);
+
+}  // namespace ptdp::planner
