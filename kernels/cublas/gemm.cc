@@ -70,7 +70,7 @@ LtGemm::~LtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-const LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key) {
+const LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key, const void* bias) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   const auto [trans_a, trans_b, m, n, k, lda, ldb, ldd, out_type, has_bias, align_a, align_b,
@@ -87,6 +87,9 @@ const LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                      &epilogue, sizeof(epilogue)));
+    // The heuristic reads the bias pointer's alignment.
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof(bias)));
   }
   // Stored (not op'd) shapes, column-major: A is m x k or k x m, B is k x n or n x k.
   PTDP_CUBLAS_CHECK(
@@ -139,7 +142,7 @@ void LtGemm::Matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     Alignment(a),
                     Alignment(b),
                     std::min(Alignment(d), bias ? Alignment(bias) : 256u)};
-  const Plan& plan = GetPlan(key);
+  const Plan& plan = GetPlan(key, bias);
   if (bias != nullptr) {
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &bias, sizeof(bias)));

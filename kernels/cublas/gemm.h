@@ -61,7 +61,8 @@ class LtGemm {
                              bool, uint32_t, uint32_t, uint32_t>;
 
   LtGemm() = default;
-  const Plan& GetPlan(const PlanKey& key);
+  // The cached plan for `key`, made on first use (bias: the pointer the heuristic sees).
+  const Plan& GetPlan(const PlanKey& key, const void* bias);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
