@@ -1,11 +1,225 @@
-// Placeholder until the work that owns `ptdp simulate` lands: the command exists and says so.
+// `ptdp simulate`: replay one iteration of a layout's Program with the cost model's CostTable on
+// the event-driven simulator; print the iteration time, the bubble measured from the timeline,
+// per-rank busy / idle / communication time and activation memory, and optionally write a Chrome
+// trace and an SVG Gantt picture.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "core/json.h"
+#include "core/model.h"
+#include "core/plan_file.h"
+#include "core/timeline.h"
+#include "costmodel/estimate.h"
+#include "planner/cluster.h"
+#include "planner/fix.h"
+#include "planner/search.h"
+#include "simulator/gantt.h"
+#include "simulator/refine.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
+namespace {
+
+struct SimulateArgs {
+  std::string plan;
+  std::string model = "gpt-1t";
+  std::string cluster = "selene";
+  int gpus = 0;
+  int nodes = 0;
+  int64_t global_batch = 0;
+  std::string fix;
+  std::string trace;
+  std::string svg;
+  std::string format = "table";
+  bool ideal = false;
+  bool overlap = false;
+};
+
+// The layout to simulate: a plan file's, or the planner's best under --fix (the whole layout when
+// --fix names all of it).
+Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* cluster,
+                     ParallelConfig* layout, std::string* origin) {
+  if (!a.plan.empty()) {
+    PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(a.plan));
+    *model = plan.model;
+    auto c = planner::LoadCluster(plan.cluster.name, plan.cluster.gpus);
+    if (!c.ok()) return c.status().WithPrefix(a.plan + ": cluster");
+    *cluster = *c;
+    *layout = plan.layout;
+    *origin = "plan file " + a.plan;
+    return Status::Ok();
+  }
+  if (a.global_batch < 1)
+    return Status::Invalid(
+        "--global-batch: must be a positive number of sequences (or use --plan)");
+  if (a.gpus == 0 && a.nodes == 0)
+    return Status::Invalid("--gpus or --nodes: one is required (or use --plan)");
+  PTDP_ASSIGN_OR_RETURN(*model, LoadModel(a.model));
+  PTDP_ASSIGN_OR_RETURN(*cluster, planner::LoadCluster(a.cluster, a.gpus, a.nodes));
+  planner::SearchOptions o;
+  o.global_batch = a.global_batch;
+  o.keep = 1;
+  PTDP_ASSIGN_OR_RETURN(o.fix, planner::ParseFix(a.fix));
+  PTDP_ASSIGN_OR_RETURN(planner::SearchResult r, planner::Search(*model, *cluster, o));
+  *layout = r.top.front().layout;
+  *origin =
+      a.fix.empty() ? "the planner's best layout" : "the planner's best layout with --fix " + a.fix;
+  return Status::Ok();
+}
+
+Status RunSimulate(const SimulateArgs& a) {
+  if (a.format != "table" && a.format != "json") {
+    return Status::Invalid("--format: \"" + a.format + "\" is not table or json");
+  }
+  if (!a.plan.empty() && (!a.fix.empty() || a.global_batch != 0 || a.gpus != 0 || a.nodes != 0)) {
+    return Status::Invalid(
+        "--plan: give either a plan file or the plan flags (--gpus, --global-batch, --fix), not "
+        "both");
+  }
+  ModelSpec model;
+  ClusterSpec cluster;
+  ParallelConfig layout;
+  std::string origin;
+  PTDP_RETURN_IF_ERROR(ResolveLayout(a, &model, &cluster, &layout, &origin));
+
+  sim::SimOptions so;
+  so.record_timeline = !a.trace.empty() || !a.svg.empty();
+  so.overlap_dp_allreduce = a.overlap;
+  const auto t0 = std::chrono::steady_clock::now();
+  PTDP_ASSIGN_OR_RETURN(sim::LayoutSimulation s,
+                        sim::SimulateLayout(model, cluster, layout, so, a.ideal));
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const sim::SimResult& r = s.result;
+
+  // Throughput as `ptdp plan` computes it, from the simulated iteration time.
+  costmodel::Prediction pred =
+      costmodel::Predict(model, cluster, layout, costmodel::BuildCostTable(model, cluster, layout));
+  const Seconds closed_form_s = pred.iteration_s;
+  pred.iteration_s = ToSeconds(r.iteration_ns);
+  costmodel::SetThroughput(model, cluster, layout, &pred);
+  const int64_t m = layout.Microbatches();
+  const double formula = double(layout.pp - 1) / double(layout.vp * m);
+
+  if (!a.trace.empty()) PTDP_RETURN_IF_ERROR(WriteChromeTrace(r.timeline, a.trace));
+  if (!a.svg.empty()) {
+    sim::GanttOptions g;
+    g.title = model.name + " " + layout.ToString() + (a.ideal ? " (ideal)" : "");
+    PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.svg, sim::GanttSvg(r.timeline, g)));
+  }
+
+  if (a.format == "json") {
+    OrderedJson j;
+    j["model"] = model.name;
+    j["cluster"] = cluster.name;
+    j["gpus"] = cluster.Gpus();
+    j["global_batch"] = layout.global_batch;
+    j["layout"] = LayoutToJson(layout);
+    j["layout_from"] = origin;
+    j["ideal"] = a.ideal;
+    j["overlap_dp_allreduce"] = a.overlap;
+    j["microbatches"] = m;
+    j["iteration_s"] = ToSeconds(r.iteration_ns);
+    j["pipeline_s"] = ToSeconds(r.pipeline_ns);
+    j["closed_form_iteration_s"] = closed_form_s;
+    j["bubble_fraction"] = r.bubble_fraction;
+    j["bubble_fraction_of_total"] = r.bubble_fraction_of_total;
+    j["bubble_fraction_formula"] = formula;
+    j["tflops_per_gpu"] = pred.tflops_per_gpu;
+    j["model_tflops_per_gpu"] = pred.model_tflops_per_gpu;
+    j["percent_of_peak"] = pred.percent_of_peak;
+    j["tokens_per_s"] = pred.tokens_per_s;
+    OrderedJson peak = OrderedJson::array(), ranks = OrderedJson::array();
+    for (size_t i = 0; i < r.ranks.size(); ++i) {
+      const auto& rs = r.ranks[i];
+      peak.push_back(BytesToGiB(double(rs.peak_activation_bytes)));
+      OrderedJson rj;
+      rj["pp_rank"] = i;
+      rj["compute_s"] = ToSeconds(rs.compute_ns);
+      rj["idle_s"] = ToSeconds(rs.idle_ns);
+      rj["bubble_fraction"] = rs.bubble_fraction;
+      rj["p2p_s"] = ToSeconds(rs.p2p_ns);
+      rj["recv_wait_s"] = ToSeconds(rs.recv_wait_ns);
+      rj["allreduce_s"] = ToSeconds(rs.allreduce_ns);
+      rj["optimizer_s"] = ToSeconds(rs.optimizer_ns);
+      rj["peak_stashed"] = rs.peak_stashed;
+      rj["peak_activation_GiB"] = BytesToGiB(double(rs.peak_activation_bytes));
+      rj["static_GiB"] = BytesToGiB(double(rs.static_bytes));
+      rj["peak_memory_GiB"] = BytesToGiB(double(rs.static_bytes + rs.peak_activation_bytes));
+      ranks.push_back(std::move(rj));
+    }
+    j["peak_activation_GiB"] = std::move(peak);
+    j["ranks"] = std::move(ranks);
+    j["events"] = r.events;
+    j["instructions"] = InstructionCount(s.program);
+    j["simulated_seconds"] = wall_s;
+    if (!a.trace.empty()) j["trace"] = a.trace;
+    if (!a.svg.empty()) j["svg"] = a.svg;
+    std::cout << j.dump(1) << "\n";
+    return Status::Ok();
+  }
+  std::printf("%s on %d GPUs of %s, global batch %lld (layout: %s)\n", model.name.c_str(),
+              cluster.Gpus(), cluster.name.c_str(), (long long)layout.global_batch, origin.c_str());
+  std::printf("layout: %s, %lld microbatches%s%s\n", layout.ToString().c_str(), (long long)m,
+              a.ideal ? ", IDEAL (free communication, equal stage costs)" : "",
+              a.overlap ? ", data-parallel all-reduce overlapped" : "");
+  std::printf("iteration        %10.4f s simulated (closed form %.4f s)\n",
+              ToSeconds(r.iteration_ns), closed_form_s);
+  std::printf("pipeline flush   %10.4f s\n", ToSeconds(r.pipeline_ns));
+  std::printf(
+      "bubble           %10.4f of ideal compute (closed form (p-1)/(v m) = %.4f); %.4f of the "
+      "pipeline time\n",
+      r.bubble_fraction, formula, r.bubble_fraction_of_total);
+  std::printf("throughput       %10.1f TFLOP/s per GPU (%.1f%% of peak), %.0f tokens/s\n",
+              pred.tflops_per_gpu, pred.percent_of_peak, pred.tokens_per_s);
+  std::printf("\n%5s %10s %10s %8s %10s %10s %10s %8s %9s %9s %9s\n", "rank", "compute_s", "idle_s",
+              "bubble", "p2p_s", "wait_s", "allred_s", "stashed", "act_GiB", "static_GiB",
+              "peak_GiB");
+  for (size_t i = 0; i < r.ranks.size(); ++i) {
+    const auto& rs = r.ranks[i];
+    std::printf("%5zu %10.4f %10.4f %8.4f %10.4f %10.4f %10.4f %8d %9.2f %9.2f %9.2f\n", i,
+                ToSeconds(rs.compute_ns), ToSeconds(rs.idle_ns), rs.bubble_fraction,
+                ToSeconds(rs.p2p_ns), ToSeconds(rs.recv_wait_ns), ToSeconds(rs.allreduce_ns),
+                rs.peak_stashed, BytesToGiB(double(rs.peak_activation_bytes)),
+                BytesToGiB(double(rs.static_bytes)),
+                BytesToGiB(double(rs.static_bytes + rs.peak_activation_bytes)));
+  }
+  std::printf("\n%lld events, %lld instructions, simulated in %.3f s (%.1f M events/s)\n",
+              (long long)r.events, (long long)InstructionCount(s.program), wall_s,
+              wall_s > 0 ? r.events / wall_s / 1e6 : 0.0);
+  if (!a.trace.empty()) std::printf("wrote %s\n", a.trace.c_str());
+  if (!a.svg.empty()) std::printf("wrote %s\n", a.svg.c_str());
+  return Status::Ok();
+}
+
+}  // namespace
 
 void RegisterSimulate(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("simulate", "(not built yet)");
-  cmd->callback([exit_code] { *exit_code = Fail("simulate", Status::Internal("not implemented yet")); });
+  auto a = std::make_shared<SimulateArgs>();
+  auto* cmd = app.add_subcommand(
+      "simulate", "Replay one training iteration of a layout on the event-driven simulator");
+  cmd->add_option("--plan", a->plan, "A plan file written by `ptdp plan --out`");
+  cmd->add_option("--model", a->model, "Preset name, model JSON or HF GPT-2 config.json")
+      ->capture_default_str();
+  cmd->add_option("--cluster", a->cluster, "Cluster preset, profile JSON or cluster JSON")
+      ->capture_default_str();
+  cmd->add_option("--gpus", a->gpus, "Number of GPUs");
+  cmd->add_option("--nodes", a->nodes, "Number of nodes (instead of --gpus)");
+  cmd->add_option("--global-batch", a->global_batch, "Global batch size B in sequences");
+  cmd->add_option("--fix", a->fix,
+                  "Fix parts of the layout: tp=8,pp=64,mbs=1,vp=1,schedule=1f1b,...");
+  cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
+  cmd->add_option("--svg", a->svg, "Write an SVG Gantt picture of the schedule");
+  cmd->add_option("--format", a->format, "table | json")->capture_default_str();
+  cmd->add_flag("--ideal", a->ideal,
+                "Free communication and equal per-stage costs: what the schedule alone costs");
+  cmd->add_flag("--overlap-allreduce", a->overlap,
+                "Overlap the data-parallel all-reduce with the last backwards, bucket by bucket");
+  cmd->callback([a, exit_code] {
+    Status s = RunSimulate(*a);
+    *exit_code = s.ok() ? 0 : Fail("simulate", s);
+  });
 }
 
 }  // namespace ptdp::tools

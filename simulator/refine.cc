@@ -1,0 +1,40 @@
+#include "simulator/refine.h"
+
+#include <algorithm>
+
+#include "schedule/schedule.h"
+
+namespace ptdp::sim {
+
+Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& cluster,
+                                        const ParallelConfig& c, const SimOptions& options,
+                                        bool ideal, const costmodel::CostTable* costs) {
+  PTDP_RETURN_IF_ERROR(c.Validate(m));
+  if (c.WorldSize() != cluster.Gpus()) {
+    return Status::Invalid("layout: tp * pp * dp = " + std::to_string(c.WorldSize()) +
+                           " GPUs but the cluster has " + std::to_string(cluster.Gpus()));
+  }
+  LayoutSimulation out;
+  PTDP_ASSIGN_OR_RETURN(out.program,
+                        schedule::BuildProgram(m, c, cluster.profile.ActivationBytes()));
+  out.costs = costs ? *costs : costmodel::BuildCostTable(m, cluster, c);
+  if (ideal) out.costs = IdealCosts(out.costs);
+  PTDP_ASSIGN_OR_RETURN(out.result, Simulate(out.program, out.costs, options));
+  return out;
+}
+
+Result<costmodel::PipelineTime> SimulatedPipelineTime(const ModelSpec& m,
+                                                      const ClusterSpec& cluster,
+                                                      const ParallelConfig& c,
+                                                      const costmodel::CostTable& t) {
+  PTDP_ASSIGN_OR_RETURN(Program p, schedule::BuildProgram(m, c, cluster.profile.ActivationBytes()));
+  PTDP_ASSIGN_OR_RETURN(SimResult r, Simulate(p, t));
+  costmodel::PipelineTime out;
+  out.total = ToSeconds(r.pipeline_ns);
+  Seconds slowest = 0;
+  for (Seconds s : costmodel::StageMicrobatchTimes(t)) slowest = std::max(slowest, s);
+  out.bubble = std::max(0.0, out.total - double(c.Microbatches()) * slowest);
+  return out;
+}
+
+}  // namespace ptdp::sim
