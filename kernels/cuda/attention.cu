@@ -47,7 +47,7 @@ __device__ __forceinline__ float GroupSum(float v) {
 
 struct DropoutParams {
   uint64_t key;
-  int64_t head_begin, h_total;
+  int64_t batch_begin, head_begin, h_total;
   float p, keep_scale;  // keep_scale = 1/(1-p)
 };
 
@@ -55,8 +55,8 @@ struct DropoutParams {
 __device__ __forceinline__ float AttnDropFactor(const DropoutParams& dp, int64_t bi, int64_t hh,
                                                 int64_t i, int64_t j, int64_t s) {
   if (dp.p <= 0.0f) return 1.0f;
-  const uint64_t index =
-      static_cast<uint64_t>(((bi * dp.h_total + dp.head_begin + hh) * s + i) * s + j);
+  const uint64_t index = static_cast<uint64_t>(
+      (((dp.batch_begin + bi) * dp.h_total + dp.head_begin + hh) * s + i) * s + j);
   return kernels::rng::DropoutKeeps(dp.key, index, dp.p) ? dp.keep_scale : 0.0f;
 }
 
@@ -257,6 +257,7 @@ __global__ void AttnBwdWriteDq(T* dqkv, const float* dq_acc, int64_t rows, int d
 DropoutParams MakeDropout(const AttentionDropout& d, int64_t h) {
   DropoutParams p;
   p.key = d.key;
+  p.batch_begin = d.batch_begin;
   p.head_begin = d.head_begin;
   p.h_total = d.h_total > 0 ? d.h_total : h;
   p.p = d.p;

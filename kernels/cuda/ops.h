@@ -67,12 +67,14 @@ void BiasDropoutResidualBackward(T* dx, float* dbias, const T* dout, int64_t n, 
 // lse[b][h][s] (fp32) saves each row's log-sum-exp of the scaled scores for the backward.
 // Head dims supported: 16, 32, 64, 128 (AttentionSupportsHeadDim).
 // Dropout on the probabilities draws reference FillAttentionDropoutMask's numbers: element
-// (bi, hh, i, j) has global index ((bi * h_total + head_begin + hh) * s + i) * s + j.
+// (bi, hh, i, j) has global index (((batch_begin + bi) * h_total + head_begin + hh) * s + i) * s +
+// j.
 struct AttentionDropout {
   uint64_t key = 0;
-  int64_t head_begin = 0;  // first local head's global index
-  int64_t h_total = 0;     // heads over all tensor ranks (0: same as the local h)
-  float p = 0.0f;          // 0: no dropout
+  int64_t batch_begin = 0;  // global index of the first sequence of this micro-batch
+  int64_t head_begin = 0;   // first local head's global index
+  int64_t h_total = 0;      // heads over all tensor ranks (0: same as the local h)
+  float p = 0.0f;           // 0: no dropout
 };
 bool AttentionSupportsHeadDim(int64_t d);
 template <typename T>

@@ -118,12 +118,14 @@ T DropoutMaskValue(uint64_t key, uint64_t index, double p);
 template <typename T>
 void FillDropoutMask(T* mask, uint64_t key, uint64_t first_index, int64_t count, double p);
 // Attention-probability dropout mask [b][h_local][s][s] for local heads [head_begin, head_begin +
-// h_local) of h_total heads: element (bi, hh, i, j) is DropoutMaskValue(key, index, p) with the
-// global index ((bi * h_total + head_begin + hh) * s + i) * s + j, so every tensor-parallel split
-// (and the fused CUDA attention, which draws the same numbers) drops the same probabilities.
+// h_local) of h_total heads and sequences [batch_begin, batch_begin + b) of the global batch:
+// element (bi, hh, i, j) is DropoutMaskValue(key, index, p) with the global index
+// (((batch_begin + bi) * h_total + head_begin + hh) * s + i) * s + j, so every tensor-parallel
+// split (and the fused CUDA attention, which draws the same numbers) drops the same probabilities.
 template <typename T>
 void FillAttentionDropoutMask(T* mask, uint64_t key, int64_t b, int64_t s, int64_t h_local,
-                              int64_t head_begin, int64_t h_total, double p);
+                              int64_t head_begin, int64_t h_total, double p,
+                              int64_t batch_begin = 0);
 // out[i] = mean + stddev * NormalFromCounter(key, first_index + i) for i < count.
 template <typename T>
 void FillNormal(T* out, uint64_t key, uint64_t first_index, int64_t count, double mean,

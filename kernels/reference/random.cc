@@ -44,10 +44,11 @@ void FillDropoutMask(T* mask, uint64_t key, uint64_t first_index, int64_t count,
 
 template <typename T>
 void FillAttentionDropoutMask(T* mask, uint64_t key, int64_t b, int64_t s, int64_t h_local,
-                              int64_t head_begin, int64_t h_total, double p) {
+                              int64_t head_begin, int64_t h_total, double p, int64_t batch_begin) {
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hh = 0; hh < h_local; ++hh) {
-      const uint64_t base = static_cast<uint64_t>((bi * h_total + head_begin + hh) * s * s);
+      const uint64_t base =
+          static_cast<uint64_t>(((batch_begin + bi) * h_total + head_begin + hh) * s * s);
       FillDropoutMask(mask + (bi * h_local + hh) * s * s, key, base, s * s, p);
     }
   }
@@ -65,7 +66,7 @@ void FillNormal(T* out, uint64_t key, uint64_t first_index, int64_t count, doubl
   template T DropoutMaskValue<T>(uint64_t, uint64_t, double);                                 \
   template void FillDropoutMask<T>(T*, uint64_t, uint64_t, int64_t, double);                  \
   template void FillAttentionDropoutMask<T>(T*, uint64_t, int64_t, int64_t, int64_t, int64_t, \
-                                            int64_t, double);                                 \
+                                            int64_t, double, int64_t);                        \
   template void FillNormal<T>(T*, uint64_t, uint64_t, int64_t, double, double);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(double)

@@ -60,6 +60,7 @@ void CheckAttention(int64_t b, int64_t s, int64_t h, int64_t d, float p) {
   const auto qkvd = AsDouble(qkv), doutd = AsDouble(dout);
   AttentionDropout drop;
   drop.key = kernels::HashKey("layer1.attention.dropout");
+  drop.batch_begin = 5;  // the micro-batch's first global sequence
   drop.head_begin = 2;   // as on the second of two tensor ranks ...
   drop.h_total = 2 * h;  // ... of 2h heads
   drop.p = p;
@@ -68,7 +69,7 @@ void CheckAttention(int64_t b, int64_t s, int64_t h, int64_t d, float p) {
   if (p > 0.0f) {
     mask.resize(b * h * s * s);
     kernels::FillAttentionDropoutMask(mask.data(), drop.key, b, s, h, drop.head_begin, drop.h_total,
-                                      p);
+                                      p, drop.batch_begin);
   }
   const double* m = p > 0.0f ? mask.data() : nullptr;
   std::vector<double> out(b * s * h * d), att(b * h * s * s), dqkv(qkvd.size());

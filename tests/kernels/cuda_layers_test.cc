@@ -112,7 +112,9 @@ TYPED_TEST(CudaLayers, BiasDropoutResidual) {
     // The same elements are dropped: exact zeros where the reference mask is 0.
     const auto gdx_host = AsDouble(gdx.Download());
     for (int64_t i = 0; i < kN * kC; ++i) {
-      if (mask[i] == 0.0) ASSERT_EQ(gdx_host[i], 0.0) << "element " << i;
+      if (mask[i] == 0.0) {
+        ASSERT_EQ(gdx_host[i], 0.0) << "element " << i;
+      }
     }
     EXPECT_LT(Nmse(gdx_host, dx), testing::kTolOnce<T>) << "p=" << p;
     EXPECT_LT(Nmse(AsDouble(gdbias.Download()), dbias), 1e-10) << "p=" << p;

@@ -93,6 +93,17 @@ TEST(ReferenceRandom, AttentionMaskSameForEveryHeadSplit) {
   EXPECT_GT(zeros, 0);
 }
 
+TEST(ReferenceRandom, AttentionMaskIndexedByGlobalSequence) {
+  // A micro-batch of one sequence starting at global sequence 1 draws the second sequence of a
+  // two-sequence micro-batch starting at 0.
+  const int64_t s = 6, h = 3;
+  const uint64_t key = HashKey("attn-dropout");
+  std::vector<double> two(2 * h * s * s), second(h * s * s);
+  FillAttentionDropoutMask(two.data(), key, 2, s, h, 0, h, 0.5);
+  FillAttentionDropoutMask(second.data(), key, 1, s, h, 0, h, 0.5, /*batch_begin=*/1);
+  for (int64_t e = 0; e < h * s * s; ++e) ASSERT_EQ(second[e], two[h * s * s + e]);
+}
+
 TEST(ReferenceAdamW, OneStepByHand) {
   // param 1, grad 0.5, lr 0.1, betas (0.9, 0.999), eps 1e-8, weight decay 0.01, step 1:
   // m = 0.05, v = 0.00025, mhat = 0.5, vhat = 0.25, update = 0.5 / (0.5 + 1e-8);
