@@ -1,11 +1,299 @@
-// Placeholder until the work that owns `ptdp train` lands: the command exists and says so.
+// `mpirun -np N ptdp train --plan plan.json --data tokens.bin --steps S [--log metrics.jsonl]`:
+// wiring only; the runtime (runtime/executor/trainer.h) does the work. Rank 0 prints; every rank
+// returns the same exit code for bad input found at setup (the ranks agree on it first).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/json.h"
+#include "core/plan_file.h"
+#include "core/timeline.h"
+#include "runtime/comm/agree.h"
+#include "runtime/comm/world.h"
+#include "runtime/executor/trainer.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
+namespace {
+
+struct TrainArgs {
+  std::string plan, data, log, trace, backend = "cpu", memory_limit;
+  std::string dump_params, expect_params, expect_losses;
+  int64_t steps = 0;
+  double params_tol = 1e-4, loss_tol = 1e-5, memory_tol = -1;
+  runtime::TrainOptions opts;
+};
+
+// "123", "64KiB", "512MiB", "4GiB" -> bytes.
+Result<Bytes> ParseBytes(const std::string& s) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &pos);
+  } catch (...) {
+    return Status::Invalid("--memory-limit: '" + s + "' is not a size (e.g. 512MiB)");
+  }
+  const std::string unit = s.substr(pos);
+  double mul = 1;
+  if (unit == "KiB")
+    mul = kKiB;
+  else if (unit == "MiB")
+    mul = kMiB;
+  else if (unit == "GiB")
+    mul = kGiB;
+  else if (!unit.empty() && unit != "B")
+    return Status::Invalid("--memory-limit: unknown unit '" + unit + "'");
+  if (v <= 0) return Status::Invalid("--memory-limit: must be positive");
+  return static_cast<Bytes>(v * mul);
+}
+
+std::string MetricsJson(const runtime::StepMetrics& m) {
+  OrderedJson j;
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["grad_norm"] = m.grad_norm;
+  j["lr"] = m.lr;
+  j["iteration_s"] = m.iteration_s;
+  j["tokens_per_s"] = m.tokens_per_s;
+  j["tflops_per_gpu"] = m.tflops_per_gpu;
+  j["peak_memory_bytes"] = m.peak_memory_bytes;
+  return j.dump();
+}
+
+Result<std::vector<double>> ReadLosses(const std::string& path) {
+  PTDP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  std::vector<double> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    PTDP_ASSIGN_OR_RETURN(Json j, ParseJson(line, path));
+    if (!j.contains("loss") || !j["loss"].is_number()) {
+      return Status::Invalid(path + ": a line has no numeric \"loss\"");
+    }
+    out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
+// The whole run on this rank. Setup errors come back identical on every rank.
+Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
+  const bool root = world.rank() == 0;
+  Status pre;
+  Result<PlanFile> plan = Status::Internal("unread");
+  if (a.backend != "cpu") {
+    pre = Status::Invalid("--backend: '" + a.backend + "' is not available in this build (cpu)");
+  } else if (a.steps < 1) {
+    pre = Status::Invalid("--steps: must be at least 1");
+  } else {
+    plan = ReadPlanFile(a.plan);
+    if (!plan.ok()) pre = plan.status().WithPrefix("--plan");
+  }
+  if (pre.ok() && !a.memory_limit.empty()) {
+    auto b = ParseBytes(a.memory_limit);
+    if (!b.ok())
+      pre = b.status();
+    else
+      a.opts.memory_limit = *b;
+  } else if (pre.ok()) {
+    // Default limit: this host's physical memory shared by the job's ranks (one node).
+    const double phys = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+    a.opts.memory_limit = static_cast<Bytes>(phys / world.size());
+  }
+  *agreed_failure = true;
+  PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));
+  a.opts.steps = a.steps;
+  if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
+  PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts));
+  const ParallelConfig& c = trainer->layout();
+  if (root) {
+    std::printf("ptdp train: %s on %d ranks (%s), %lld microbatches of %d per iteration\n",
+                plan->model.name.c_str(), world.size(), c.ToString().c_str(),
+                static_cast<long long>(c.Microbatches()), c.mbs);
+  }
+  *agreed_failure = false;
+  std::string log;
+  std::vector<double> losses;
+  for (int64_t step = 1; step <= a.steps; ++step) {
+    PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer->Step(step));
+    losses.push_back(m.loss);
+    if (root) {
+      std::printf(
+          " iteration %6lld/%6lld | consumed samples %8lld | elapsed time per iteration (ms): "
+          "%.1f | learning rate: %.3E | lm loss: %.6E | grad norm: %.4f | tokens/s: %.0f | "
+          "TFLOP/s/GPU: %.4f | peak memory (MiB): %.2f\n",
+          static_cast<long long>(step), static_cast<long long>(a.steps),
+          static_cast<long long>(step * c.global_batch), m.iteration_s * 1e3, m.lr, m.loss,
+          m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB);
+      std::fflush(stdout);
+      if (!a.log.empty()) {
+        log += MetricsJson(m) + "\n";
+        PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
+      }
+    }
+  }
+  // Memory: measured peak per pipeline rank beside the predictions.
+  PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
+  Status mem_status;
+  if (root) {
+    const Json& pred = plan->prediction;
+    const bool have_plan = pred.is_object() && pred.contains("memory_per_stage") &&
+                           pred["memory_per_stage"].is_array();
+    std::printf(
+        "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
+        "runtime estimate (core/shapes.h)%s; measured total with workspace\n",
+        have_plan ? " | plan's prediction" : "");
+    for (int r = 0; r < c.pp; ++r) {
+      Bytes measured = 0, total = 0;
+      for (const auto& m : mem) {
+        if (m.pp_rank != r) continue;
+        Bytes kept = 0;  // per-tag peaks of everything but the transient workspace
+        for (int t = 0; t < runtime::kNumMemTags; ++t) {
+          if (t != static_cast<int>(runtime::MemTag::kWorkspace)) kept += m.peak[t];
+        }
+        measured = std::max(measured, kept);
+        total = std::max(total, m.peak_total);
+      }
+      const auto est = runtime::EstimateRankMemory(trainer->model(), c, trainer->program(), r);
+      double reference = double(est.Total());
+      char buf[256];
+      std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
+                    est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
+      std::string line = buf;
+      if (have_plan) {
+        for (const auto& s : pred["memory_per_stage"]) {
+          if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
+            const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
+            std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
+                          100.0 * (double(measured) - planned) / planned);
+            line += buf;
+            reference = planned;
+          }
+        }
+      }
+      std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
+      const double rel = std::abs(double(measured) - reference) / reference;
+      if (a.memory_tol >= 0 && rel > a.memory_tol && mem_status.ok()) {
+        mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) +
+                                      ": measured " + std::to_string(measured) +
+                                      " bytes (without workspace) differs from the prediction " +
+                                      std::to_string(static_cast<Bytes>(reference)) + " by " +
+                                      std::to_string(100 * rel) + "% (over --memory-tol)");
+      }
+    }
+  }
+  *agreed_failure = true;  // the checks below are agreed over all ranks
+  PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, mem_status));
+  if (!a.trace.empty()) {
+    PTDP_ASSIGN_OR_RETURN(Timeline t, trainer->GatherTimeline());
+    Status w = root ? WriteChromeTrace(t, a.trace).WithPrefix("--trace") : Status::Ok();
+    PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, w));
+  }
+  if (!a.dump_params.empty()) PTDP_RETURN_IF_ERROR(trainer->WriteParamDump(a.dump_params));
+  // Equivalence checks against a single-process run.
+  Status check;
+  if (!a.expect_losses.empty() && root) {
+    auto ref = ReadLosses(a.expect_losses);
+    if (!ref.ok()) {
+      check = ref.status().WithPrefix("--expect-losses");
+    } else if (ref->size() < losses.size()) {
+      check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
+                              " reference steps, fewer than the " + std::to_string(losses.size()) +
+                              " run");
+    } else {
+      double worst = 0;
+      for (size_t i = 0; i < losses.size(); ++i) {
+        const double rel = std::abs(losses[i] - (*ref)[i]) / std::abs((*ref)[i]);
+        worst = std::max(worst, rel);
+        if (rel > a.loss_tol && check.ok()) {
+          check = Status::Internal("step " + std::to_string(i + 1) + ": loss " +
+                                   std::to_string(losses[i]) + " vs reference " +
+                                   std::to_string((*ref)[i]) + " (relative " + std::to_string(rel) +
+                                   " over " + std::to_string(a.loss_tol) + ")");
+        }
+      }
+      std::printf(
+          "losses vs reference: max relative difference %.3e over %zu steps (tolerance %.1e)\n",
+          worst, losses.size(), a.loss_tol);
+    }
+  }
+  PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, check));
+  if (!a.expect_params.empty()) {
+    PTDP_ASSIGN_OR_RETURN(double worst, trainer->CompareParams(a.expect_params));
+    if (root) {
+      std::printf(
+          "parameters vs reference: max per-tensor relative difference %.3e (tolerance %.1e)\n",
+          worst, a.params_tol);
+    }
+    if (!(worst <= a.params_tol)) {
+      return Status::Internal("final parameters differ from the reference by " +
+                              std::to_string(worst) + " (relative, per tensor), over " +
+                              std::to_string(a.params_tol));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 void RegisterTrain(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("train", "(not built yet)");
-  cmd->callback([exit_code] { *exit_code = Fail("train", Status::Internal("not implemented yet")); });
+  auto* cmd = app.add_subcommand("train",
+                                 "Train a plan's model with PTD-P (run under mpirun -np tp*pp*dp)");
+  static TrainArgs a;
+  cmd->add_option("--plan", a.plan, "plan file (ptdp plan --out)")->required();
+  cmd->add_option("--data", a.data, "token file (ptdp tokenize)")->required();
+  cmd->add_option("--steps", a.steps, "iterations")->required();
+  cmd->add_option("--log", a.log, "JSON lines of per-step metrics (rank 0 writes)");
+  cmd->add_option("--backend", a.backend, "cpu");
+  cmd->add_option("--trace", a.trace, "Chrome trace of the last iteration's measured timeline");
+  cmd->add_option("--lr", a.opts.optim.lr, "peak learning rate");
+  cmd->add_option("--min-lr", a.opts.optim.min_lr, "final learning rate of the cosine decay");
+  cmd->add_option("--warmup", a.opts.optim.warmup_steps, "linear warm-up iterations");
+  cmd->add_option("--weight-decay", a.opts.optim.weight_decay, "AdamW decoupled weight decay");
+  cmd->add_option("--clip-grad", a.opts.optim.clip_grad, "global gradient-norm clip (0: off)");
+  cmd->add_option("--seed", a.opts.data_seed, "data sampling seed");
+  cmd->add_option("--bucket-elements", a.opts.bucket_elements, "data-parallel all-reduce bucket");
+  cmd->add_option("--memory-limit", a.memory_limit,
+                  "bytes per rank (e.g. 512MiB); default: physical memory / ranks");
+  cmd->add_option("--memory-tol", a.memory_tol,
+                  "fail if measured memory differs from the prediction by more (fraction)");
+  cmd->add_option("--dump-params", a.dump_params, "write the final parameters (single process)");
+  cmd->add_option("--expect-params", a.expect_params,
+                  "compare final parameters with a --dump-params file");
+  cmd->add_option("--expect-losses", a.expect_losses, "compare per-step losses with a --log file");
+  cmd->add_option("--params-tol", a.params_tol, "relative tolerance of --expect-params");
+  cmd->add_option("--loss-tol", a.loss_tol, "relative tolerance of --expect-losses");
+  cmd->callback([exit_code] {
+    a.opts.data_path = a.data;
+    Status st = runtime::InitComm(nullptr, nullptr);
+    if (!st.ok()) {
+      *exit_code = Fail("train", st);
+      return;
+    }
+    auto world = runtime::WorldComm();
+    if (!world.ok()) {
+      *exit_code = Fail("train", world.status());
+      return;
+    }
+    bool agreed = false;
+    st = Run(a, **world, &agreed);
+    const bool root = (*world)->rank() == 0;
+    world->reset();
+    if (st.ok()) {
+      runtime::FinalizeComm();
+      *exit_code = 0;
+    } else if (agreed) {
+      // Every rank holds this same error: one line from rank 0, all exit non-zero together.
+      *exit_code = root ? Fail("train", st) : st.ExitCode();
+      runtime::FinalizeComm();
+    } else {
+      // A failure on this rank alone: report it and leave without MPI_Finalize (which could wait
+      // for ranks blocked on us); mpirun then ends the job.
+      *exit_code = Fail("train", st);
+    }
+  });
 }
 
 }  // namespace ptdp::tools

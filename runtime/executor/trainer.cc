@@ -47,11 +47,18 @@ MemoryEstimate EstimateRankMemory(const ModelSpec& m, const ParallelConfig& c, c
   // Dropout masks are regenerated from the counter, never stored: count without them.
   const Bytes layer_full = ActivationBytes(LayerActivations(m, c, /*dropout=*/false), 4);
   const Bytes layer_kept = recompute ? ActivationBytes(LayerCheckpoint(m, c), 4) : layer_full;
-  const int per_chunk = m.layers / c.VirtualStages();
-  Bytes unit = per_chunk * layer_kept;
-  if (pp_rank == c.pp - 1) unit += ActivationBytes(HeadActivations(m, c), 4);
-  const int peak_units = schedule::PeakStashedMicrobatches(p)[static_cast<size_t>(pp_rank)];
-  e.activations = peak_units * unit + (recompute ? layer_full : 0);
+  // Walk the rank's compute order: a (microbatch, chunk) holds its chunk's stash from its forward
+  // to its backward; the peak of the sum is what the rank keeps at once.
+  Bytes live = 0, peak = 0;
+  for (const Instr& in : p.ranks[static_cast<size_t>(pp_rank)].instrs) {
+    if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+    Bytes stash = ChunkLayers(m, c, pp_rank, in.chunk).size() * layer_kept;
+    if (HoldsHead(c, pp_rank, in.chunk)) stash += ActivationBytes(HeadActivations(m, c), 4);
+    live += in.op == Op::kForward ? stash : -stash;
+    peak = std::max(peak, live);
+  }
+  // With recomputation one layer's full activations are live again during its backward.
+  e.activations = peak + (recompute ? layer_full : 0);
   return e;
 }
 

@@ -17,6 +17,7 @@
 // 1 / (B s)), so every layout computes the same number.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>

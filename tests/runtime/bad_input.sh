@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Bad input to `ptdp train` under mpirun: every case must end (within the timeout) with a non-zero
+# exit, one error line from rank 0 naming the problem, and no rank left running.
+# usage: bad_input.sh PTDP WORKDIR CASE
+set -uo pipefail
+ptdp=$1 work=$2 case=$3
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+dir="$work/bad-$case"
+mkdir -p "$dir"
+printf 'the quick brown fox jumps over the lazy dog; %.0s' $(seq 40) > "$dir/text.txt"
+"$ptdp" tokenize --in "$dir/text.txt" --out "$dir/data.bin" > /dev/null || exit 1
+np=2 data="$dir/data.bin" extra=() expect=""
+"$here/write_plan.sh" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true
+case "$case" in
+  world_size)  np=3; expect="plan: layout tp\*pp\*dp = 1\*2\*1 = 2 ranks but the job has 3" ;;
+  missing)     data="$dir/nope.bin"; expect="data file '.*nope.bin' cannot be opened" ;;
+  truncated)   head -c 500 "$dir/data.bin" > "$dir/short.bin"; data="$dir/short.bin"
+               expect="is truncated or corrupt" ;;
+  vocab)       "$here/write_plan.sh" "$dir/plan.json" 4 0.0 100 8 1 2 1 1 1 1f1b none true
+               expect="beyond the model's vocabulary of 100" ;;
+  no_fit)      extra=(--memory-limit 1MiB); expect="model does not fit: pipeline rank 0 needs" ;;
+  *) echo "unknown case $case"; exit 1 ;;
+esac
+out=$(timeout 60 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$dir/plan.json" \
+      --data "$data" --steps 2 "${extra[@]}" 2>&1)
+rc=$?
+echo "$out"
+echo "exit code: $rc"
+[ "$rc" -ne 124 ] || { echo "FAIL: timed out (hang)"; exit 1; }
+[ "$rc" -ne 0 ] || { echo "FAIL: exit code 0"; exit 1; }
+echo "$out" | grep -q "$expect" || { echo "FAIL: no line matching '$expect'"; exit 1; }
+n=$(echo "$out" | grep -c "ptdp train: error:")
+[ "$n" -eq 1 ] || { echo "FAIL: $n error lines, want exactly 1 (rank 0)"; exit 1; }
+echo PASS

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Writes a hand-made plan file (core/plan_file.h schema) for the runtime tests.
+# usage: write_plan.sh OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER
+set -euo pipefail
+out=$1 layers=$2 dropout=$3 vocab=$4 gb=$5 tp=$6 pp=$7 dp=$8 mbs=$9 vp=${10} sched=${11} rec=${12} sg=${13}
+gpus=$((tp * pp * dp))
+cat > "$out" <<JSON
+{
+  "ptdp_plan_version": 1,
+  "model": {"name": "tiny", "layers": $layers, "hidden": 64, "heads": 4, "seq_len": 32,
+            "vocab": $vocab, "dropout": $dropout},
+  "cluster": {"name": "cpu", "gpus": $gpus, "gpus_per_node": $gpus},
+  "global_batch": $gb,
+  "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
+             "recompute": "$rec", "scatter_gather": $sg}
+}
+JSON
