@@ -56,5 +56,25 @@ TEST_F(CudaGemm, LinearForwardAndBackward) {
   EXPECT_LT(Nmse(AsDouble(gdx.Download()), twice), 1e-4);
 }
 
+TEST_F(CudaGemm, OddShapesAndOffsetPointers) {
+  // Row counts that are not tile multiples, and operands starting 16 bytes into their buffers
+  // (not 256-byte aligned): the plan must pick an algorithm that accepts them.
+  const int64_t n = 33, c = 24, oc = 72, off = 8;  // 8 bf16 = 16 bytes
+  const auto x = Store<bf16>(RandomVector(n * c + off, 5));
+  const auto w = Store<bf16>(RandomVector(oc * c + off, 6));
+  const auto xd = AsDouble(x), wd = AsDouble(w);
+  std::vector<double> out(n * oc);
+  kernels::MatmulForward<double>(out.data(), xd.data() + off, wd.data() + off, nullptr, n, c, oc);
+  auto ctx = cublas::LtGemm::Create();
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  DeviceBuffer<bf16> gx(x), gw(w), gout(n * oc + off);
+  (*ctx)->LinearForward<bf16>(gout.get() + off, gx.get() + off, gw.get() + off, nullptr, n, c, oc,
+                              nullptr);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = AsDouble(gout.Download());
+  EXPECT_LT(Nmse(std::vector<double>(got.begin() + off, got.end()), out), 1e-5);
+  for (int64_t i = 0; i < off; ++i) EXPECT_EQ(got[i], 0.0);  // nothing written before the output
+}
+
 }  // namespace
 }  // namespace ptdp::cuda_kernels
