@@ -23,26 +23,29 @@ enum class Priority : int32_t {
 
 struct Event {
   Nanoseconds time = 0;
-  int32_t priority = 0;
+  // (priority << 48) | insertion sequence: ties at equal time run by priority, then first-in
+  // first-out. 2^48 events per simulation at most.
+  uint64_t order = 0;
+  int64_t a = 0;  // the owner's arguments
+  int32_t b = 0;
   uint32_t kind = 0;  // the owner's event type
-  int64_t seq = 0;    // insertion order: ties at (time, priority) run first-in first-out
-  int64_t a = 0;      // the owner's arguments
-  int64_t b = 0;
+  int32_t priority() const { return static_cast<int32_t>(order >> 48); }
+  int64_t seq() const { return static_cast<int64_t>(order & ((uint64_t(1) << 48) - 1)); }
 };
 
 class EventQueue {
  public:
   void Reserve(size_t n) { heap_.reserve(n); }
   // REQUIRES: t >= now() (no event in the past).
-  void Schedule(Nanoseconds t, Priority p, uint32_t kind, int64_t a, int64_t b = 0) {
+  void Schedule(Nanoseconds t, Priority p, uint32_t kind, int64_t a, int32_t b = 0) {
     PTDP_CHECK_MSG(t >= now_, "event scheduled in the past");
-    heap_.push_back(Event{t, static_cast<int32_t>(p), kind, seq_++, a, b});
-    std::push_heap(heap_.begin(), heap_.end(), Later);
+    heap_.push_back(Event{t, (uint64_t(static_cast<uint32_t>(p)) << 48) | seq_++, a, b, kind});
+    std::push_heap(heap_.begin(), heap_.end(), Later());
   }
   bool Empty() const { return heap_.empty(); }
   // Removes the earliest event and advances now() to its time. REQUIRES: !Empty().
   Event Pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), Later);
+    std::pop_heap(heap_.begin(), heap_.end(), Later());
     Event e = heap_.back();
     heap_.pop_back();
     now_ = e.time;
@@ -53,14 +56,14 @@ class EventQueue {
   int64_t processed() const { return processed_; }
 
  private:
-  static bool Later(const Event& x, const Event& y) {
-    if (x.time != y.time) return x.time > y.time;
-    if (x.priority != y.priority) return x.priority > y.priority;
-    return x.seq > y.seq;
-  }
+  struct Later {  // a functor, so the heap operations inline it
+    bool operator()(const Event& x, const Event& y) const {
+      return x.time != y.time ? x.time > y.time : x.order > y.order;
+    }
+  };
   std::vector<Event> heap_;
   Nanoseconds now_ = 0;
-  int64_t seq_ = 0;
+  uint64_t seq_ = 0;
   int64_t processed_ = 0;
 };
 

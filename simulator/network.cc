@@ -17,7 +17,8 @@ void Network::Update(EventQueue& q, int id) {
   ++f.version;
   // Round the end up to whole nanoseconds; a residue below a millionth of a byte counts as done.
   const double ns = f.remaining <= 1e-6 ? 0.0 : std::ceil(f.remaining / f.rate - 1e-9);
-  q.Schedule(now + static_cast<Nanoseconds>(ns), Priority::kTransfer, done_kind_, id, f.version);
+  q.Schedule(now + static_cast<Nanoseconds>(ns), Priority::kTransfer, done_kind_, id,
+             static_cast<int32_t>(f.version));
 }
 
 void Network::Rerate(EventQueue& q, int port) {
@@ -52,9 +53,9 @@ int Network::StartFlow(EventQueue& q, int egress, int ingress, double bandwidth_
   return id;
 }
 
-bool Network::OnFlowEvent(EventQueue& q, int64_t flow, int64_t version) {
+bool Network::OnFlowEvent(EventQueue& q, int64_t flow, int32_t version) {
   Flow& f = flows_[flow];
-  if (!f.active || f.version != version) return false;
+  if (!f.active || static_cast<int32_t>(f.version) != version) return false;
   f.active = false;
   auto drop = [&](int port) {
     auto& v = ports_[port];

@@ -28,7 +28,7 @@ class Network {
                 int64_t tag);
   // Handles a `done_kind` event: true when the flow has finished now (then it is removed and its
   // ports' other flows re-rated); false for a stale event of a flow that was re-rated since.
-  bool OnFlowEvent(EventQueue& q, int64_t flow, int64_t version);
+  bool OnFlowEvent(EventQueue& q, int64_t flow, int32_t version);
   int64_t Tag(int flow) const { return flows_[flow].tag; }
   Nanoseconds StartNs(int flow) const { return flows_[flow].start_ns; }
   int ActiveFlows(int port) const { return static_cast<int>(ports_[port].size()); }
@@ -41,7 +41,7 @@ class Network {
     double rate = 0;            // bytes per nanosecond now
     Nanoseconds last_ns = 0;    // when `remaining` was last brought up to date
     Nanoseconds start_ns = 0;
-    int64_t version = 0;
+    uint32_t version = 0;  // bumped at every re-rate; older end events are stale
     int64_t tag = 0;
     bool active = false;
   };

@@ -20,14 +20,14 @@ enum EventKind : uint32_t {
   kCollectiveDone = 4,  // a = rank
 };
 
+// One pipeline message, indexed by schedule::MessageKey. Its destination, link and bytes come
+// from the send instruction (src, send_instr).
 struct Message {
-  int32_t src = -1, dst = -1;
-  int32_t link = 0;
-  Bytes bytes = 0;
   Nanoseconds sent_ns = -1;    // when the sender issued it
   Nanoseconds arrive_ns = -1;  // when the receiver holds it (-1: not yet)
+  int32_t src = -1;            // sending rank
+  int32_t send_instr = -1;     // index of the send in the sender's list
   int32_t waiter = -1;         // rank blocked on it
-  int32_t send_instr = -1;     // index in the sender's list (for the timeline)
 };
 
 struct RankState {
@@ -48,7 +48,25 @@ class Interpreter {
 
  private:
   void Issue(int r);
+  // The rank's next instructions are read when its compute ends: fetch them into the cache now
+  // (64 ranks interleave, which defeats the hardware's stream prefetcher).
+  static void Prefetch(const std::vector<Instr>& ins, size_t pc) {
+    if (pc + 2 < ins.size()) {
+      __builtin_prefetch(&ins[pc]);
+      __builtin_prefetch(&ins[pc + 2]);
+    }
+  }
   void SendMessage(int r, const Instr& in, size_t index);
+  // schedule::MessageKey, inline.
+  int64_t Key(int r, const Instr& in) const {
+    const int64_t vs = int64_t(in.chunk) * p_.pp + r;
+    const bool up = in.op == Op::kSendAct || in.op == Op::kRecvGrad;  // boundary above vs
+    const bool grad = in.op == Op::kSendGrad || in.op == Op::kRecvGrad;
+    return ((int64_t(in.microbatch) * v_stages_ + (up ? vs : vs - 1)) << 1) | (grad ? 1 : 0);
+  }
+  // Link of a send: activations go r -> r+1 over link r (pp-1: the wrap to rank 0); gradients
+  // come back over the same link in the other direction.
+  static int LinkOf(int r, const Instr& send) { return send.op == Op::kSendAct ? r : send.peer; }
   void Record(int r, Stream s, const Instr& in, Nanoseconds start, Nanoseconds end) {
     if (o_.record_timeline) res_.timeline.events.push_back(TimelineEvent{r, s, in, start, end});
   }
@@ -73,25 +91,21 @@ class Interpreter {
   std::vector<Nanoseconds> fwd_ns_, bwd_ns_, rc_ns_, latency_ns_,
       allgather_;  // per rank*vp+chunk / link
   Nanoseconds gather_ns_ = 0;
+  int64_t v_stages_ = 1;
 };
 
 void Interpreter::SendMessage(int r, const Instr& in, size_t index) {
-  const int64_t key = schedule::MessageKey(p_, r, in);
+  const int64_t key = Key(r, in);
   Message& m = msg_[key];
   m.src = r;
-  m.dst = in.peer;
-  m.bytes = in.bytes;
   m.sent_ns = q_.now();
   m.send_instr = static_cast<int32_t>(index);
-  // Activations go r -> r+1 over link r (pp-1: the wrap to rank 0); gradients come back over the
-  // same link in the other direction.
-  const bool act = in.op == Op::kSendAct;
-  m.link = act ? r : in.peer;
+  const int link = LinkOf(r, in);
   const double bw =
-      m.link < static_cast<int>(c_.p2p_link.size()) ? c_.p2p_link[m.link].bandwidth_Bps : 0;
-  const Nanoseconds lat = m.link < static_cast<int>(latency_ns_.size()) ? latency_ns_[m.link] : 0;
-  if (m.bytes <= 0 || bw == std::numeric_limits<double>::infinity()) {
-    q_.Schedule(q_.now() + lat + (m.bytes > 0 ? gather_ns_ : 0), Priority::kArrival, kArrive, key);
+      link < static_cast<int>(c_.p2p_link.size()) ? c_.p2p_link[link].bandwidth_Bps : 0;
+  const Nanoseconds lat = link < static_cast<int>(latency_ns_.size()) ? latency_ns_[link] : 0;
+  if (in.bytes <= 0 || bw == std::numeric_limits<double>::infinity()) {
+    q_.Schedule(q_.now() + lat + (in.bytes > 0 ? gather_ns_ : 0), Priority::kArrival, kArrive, key);
   } else {
     q_.Schedule(q_.now() + lat, Priority::kTransfer, kLatencyDone, key);
   }
@@ -116,6 +130,7 @@ void Interpreter::Issue(int r) {
         rs.compute_ns += end - now;
         Record(r, Stream::kCompute, in, now, end);
         ++s.pc;
+        Prefetch(ins, s.pc);
         q_.Schedule(end, Priority::kCompute, kComputeDone, r);
         return;
       }
@@ -140,6 +155,7 @@ void Interpreter::Issue(int r) {
           }
         }
         ++s.pc;
+        Prefetch(ins, s.pc);
         q_.Schedule(end, Priority::kCompute, kComputeDone, r);
         return;
       }
@@ -150,7 +166,7 @@ void Interpreter::Issue(int r) {
         continue;
       case Op::kRecvAct:
       case Op::kRecvGrad: {
-        Message& m = msg_[schedule::MessageKey(p_, r, in)];
+        Message& m = msg_[Key(r, in)];
         if (m.arrive_ns < 0) {
           m.waiter = r;
           s.wait_since = now;
@@ -208,6 +224,7 @@ Result<SimResult> Interpreter::Run() {
   if (static_cast<int>(p_.ranks.size()) != pp)
     return Status::Invalid("simulate: program has a rank list per pp rank missing");
   const int n = pp * vp;
+  v_stages_ = n;
   fwd_ns_.resize(n);
   bwd_ns_.resize(n);
   rc_ns_.resize(n);
@@ -258,8 +275,9 @@ Result<SimResult> Interpreter::Run() {
         break;
       case kLatencyDone: {
         const Message& m = msg_[e.a];
-        net_.StartFlow(q_, m.src, pp + m.dst, c_.p2p_link[m.link].bandwidth_Bps, double(m.bytes),
-                       e.a);
+        const Instr& send = p_.ranks[m.src].instrs[m.send_instr];
+        net_.StartFlow(q_, m.src, pp + send.peer, c_.p2p_link[LinkOf(m.src, send)].bandwidth_Bps,
+                       double(send.bytes), e.a);
         break;
       }
       case kFlowDone:
