@@ -1,0 +1,45 @@
+#!/bin/sh
+# CLI checks of `ptdp schedule` and `ptdp simulate`: outputs, exit codes, no partial files.
+# Usage: cli_test.sh PTDP WORKDIR
+set -u
+PTDP=$1
+W=$2
+rm -rf "$W" && mkdir -p "$W"
+fail() { echo "FAIL: $*"; exit 1; }
+
+# schedule: the Figure-4 grid, and a rejected shape with exit code 2 and the reason.
+out=$("$PTDP" schedule --kind interleaved --pp 4 --microbatches 8 --vp 2) || fail "schedule exit $?"
+echo "$out" | grep -q "^rank 3 |" || fail "schedule grid lacks rank 3"
+echo "$out" | grep -q "bubble: 0.1875" || fail "schedule bubble line: $out"
+"$PTDP" schedule --kind interleaved --pp 4 --microbatches 6 --vp 2 2>"$W/err" && fail "m=6 accepted"
+[ $? -eq 2 ] || fail "m=6: exit code not 2"
+grep -q "multiple of pp = 4" "$W/err" || fail "m=6: reason missing: $(cat "$W/err")"
+"$PTDP" schedule --kind 1f1b --pp 2 --microbatches 2 --format text --lowered --message-bytes 8 | grep -q "^rank 0: F0 SA0>1:8" \
+  || fail "lowered text form"
+
+# simulate with the plan flags: JSON summary with the required keys, trace and SVG written.
+"$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
+  --fix tp=2,pp=4,mbs=1,vp=2,schedule=interleaved --format json --trace "$W/t.trace.json" --svg "$W/g.svg" >"$W/s.json" \
+  || fail "simulate exit $?"
+for k in iteration_s bubble_fraction bubble_fraction_formula peak_activation_GiB events simulated_seconds tflops_per_gpu; do
+  grep -q "\"$k\"" "$W/s.json" || fail "simulate json lacks $k"
+done
+[ -s "$W/t.trace.json" ] || fail "no trace"
+grep -q '"traceEvents"' "$W/t.trace.json" || fail "trace lacks traceEvents"
+grep -q '<svg' "$W/g.svg" || fail "svg"
+
+# --ideal: the bubble equals the closed form.
+"$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
+  --fix tp=2,pp=4,mbs=1,vp=1,schedule=1f1b --ideal --format json >"$W/i.json" || fail "ideal exit"
+grep -q '"bubble_fraction": 0.1875' "$W/i.json" || fail "ideal bubble not (p-1)/m = 3/16: $(grep bubble "$W/i.json")"
+
+# A plan file round trip, and a corrupt one rejected with exit 2 and no trace written.
+"$PTDP" plan --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 --out "$W/plan.json" >/dev/null || fail "plan"
+"$PTDP" simulate --plan "$W/plan.json" | grep -q "^iteration" || fail "simulate --plan"
+echo '{"ptdp_plan_version": 1, "model": ' >"$W/bad.json"
+"$PTDP" simulate --plan "$W/bad.json" --trace "$W/bad.trace.json" 2>"$W/err" && fail "corrupt plan accepted"
+[ $? -eq 2 ] || fail "corrupt plan: exit code not 2"
+[ -e "$W/bad.trace.json" ] && fail "partial trace written"
+grep -q "ptdp simulate: error:" "$W/err" || fail "corrupt plan: message: $(cat "$W/err")"
+"$PTDP" simulate --gpus 8 2>/dev/null && fail "missing --global-batch accepted"
+echo "cli ok"
