@@ -1,0 +1,61 @@
+// The simulator on real layouts: the cost model's CostTable and the generated Program.
+#include "simulator/refine.h"
+
+#include <gtest/gtest.h>
+
+#include "planner/cluster.h"
+#include "schedule/schedule.h"
+
+namespace ptdp::sim {
+namespace {
+
+ParallelConfig Layout(int tp, int pp, int dp, int vp, ScheduleKind k, int64_t B) {
+  ParallelConfig c;
+  c.tp = tp;
+  c.pp = pp;
+  c.dp = dp;
+  c.vp = vp;
+  c.schedule = k;
+  c.recompute = Recompute::kFull;
+  c.global_batch = B;
+  return c;
+}
+
+// The paper's 1T layout (t = 8, p = 64, d = 6, b = 1, B = 3072: m = 512). With free communication
+// and equal stage costs the simulated bubble is the closed form; with the cost model's costs the
+// pipeline time stays within 10% of the closed form (which charges p2p on the critical path every
+// microbatch, where the replay overlaps the non-blocking sends).
+TEST(Refine, OneTrillionOn3072Gpus) {
+  auto model = LoadModel("gpt-1t");
+  auto cluster = planner::LoadCluster("selene", 3072);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  for (auto [vp, kind] :
+       {std::pair{1, ScheduleKind::k1F1B}, std::pair{2, ScheduleKind::kInterleaved}}) {
+    const ParallelConfig c = Layout(8, 64, 6, vp, kind, 3072);
+    auto ideal = SimulateLayout(*model, *cluster, c, SimOptions(), /*ideal=*/true);
+    ASSERT_TRUE(ideal.ok()) << ideal.status().ToString();
+    EXPECT_NEAR(ideal->result.bubble_fraction, 63.0 / (vp * 512.0), 1e-6);
+    EXPECT_TRUE(schedule::Validate(ideal->program).ok());
+
+    const costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+    auto pt = SimulatedPipelineTime(*model, *cluster, c, t);
+    ASSERT_TRUE(pt.ok()) << pt.status().ToString();
+    const costmodel::PipelineTime closed = costmodel::ClosedFormPipeline().Time(t, c);
+    EXPECT_GT(pt->total, 0.9 * closed.total);
+    EXPECT_LT(pt->total, 1.1 * closed.total);
+    EXPECT_GE(pt->bubble, 0.0);
+    EXPECT_LT(pt->bubble, pt->total);
+  }
+}
+
+TEST(Refine, RejectsALayoutOfAnotherSize) {
+  auto model = LoadModel("gpt-1.7b");
+  auto cluster = planner::LoadCluster("selene", 16);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  auto r = SimulateLayout(*model, *cluster, Layout(2, 4, 1, 1, ScheduleKind::k1F1B, 16));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("16"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace ptdp::sim
