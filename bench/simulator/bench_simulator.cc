@@ -5,7 +5,9 @@
 // finite links so that every message goes through the network model).
 #include <benchmark/benchmark.h>
 
+#include "planner/cluster.h"
 #include "schedule/schedule.h"
+#include "simulator/refine.h"
 #include "simulator/simulator.h"
 
 namespace ptdp::sim {
@@ -73,6 +75,42 @@ void BM_BuildAndValidate_1T_Interleaved(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_BuildAndValidate_1T_Interleaved)->Unit(benchmark::kMillisecond);
+
+// What the planner's refiner pays per layout: Program generation and lowering plus the replay, with
+// the cost model's table for the paper's 1T layouts (the table itself is built by the planner).
+void RunRefine(benchmark::State& state, ScheduleKind kind, int vp) {
+  auto model = LoadModel("gpt-1t");
+  auto cluster = planner::LoadCluster("selene", 3072);
+  if (!model.ok() || !cluster.ok()) {
+    state.SkipWithError("gpt-1t or selene preset missing");
+    return;
+  }
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 64;
+  c.dp = 6;
+  c.vp = vp;
+  c.schedule = kind;
+  c.recompute = Recompute::kFull;
+  c.global_batch = 3072;
+  const costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+  for (auto _ : state) {
+    auto r = SimulatedPipelineTime(*model, *cluster, c, t);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->total);
+  }
+}
+void BM_Refine_1T_1F1B(benchmark::State& s) {
+  RunRefine(s, ScheduleKind::k1F1B, 1);
+}
+void BM_Refine_1T_Interleaved_v2(benchmark::State& s) {
+  RunRefine(s, ScheduleKind::kInterleaved, 2);
+}
+BENCHMARK(BM_Refine_1T_1F1B)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Refine_1T_Interleaved_v2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ptdp::sim
