@@ -135,6 +135,10 @@ void FlagNonFinite(int* found, const T* x, int64_t count, cudaStream_t stream);
 // out = in converted (round to nearest even): float <-> bf16, float <-> fp16.
 template <typename To, typename From>
 void Cast(To* out, const From* in, int64_t count, cudaStream_t stream);
+// dbias[C] += sum over rows of dout[N][C] (the bias gradient of a GEMM whose bias is not fused
+// into a following kernel, e.g. QKV's).
+template <typename T>
+void BiasGradAccumulate(float* dbias, const T* dout, int64_t n, int64_t c, cudaStream_t stream);
 // out = a + b; out += x; x *= factor.
 template <typename T>
 void Add(T* out, const T* a, const T* b, int64_t count, cudaStream_t stream);

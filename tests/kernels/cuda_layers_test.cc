@@ -146,6 +146,22 @@ TYPED_TEST(CudaLayers, EmbeddingShard) {
   EXPECT_LT(Nmse(AsDouble(gdwpe.Download()), dwpe), 1e-10);
 }
 
+TYPED_TEST(CudaLayers, BiasGradAccumulate) {
+  using T = TypeParam;
+  const int64_t c = 48;
+  const auto dout = Store<T>(RandomVector(kN * c, 51));
+  const auto doutd = AsDouble(dout);
+  // Reference: MatmulBackward's dbias (only dbias requested) accumulates column sums.
+  std::vector<double> dbias(c, 2.0), x(kN * 1, 0.0), w(c * 1, 0.0);
+  kernels::MatmulBackward<double>(nullptr, nullptr, dbias.data(), doutd.data(), x.data(), w.data(),
+                                  kN, 1, c);
+  DeviceBuffer<T> gdout(dout);
+  DeviceBuffer<float> gdbias(std::vector<float>(c, 2.0f));
+  BiasGradAccumulate<T>(gdbias.get(), gdout.get(), kN, c, nullptr);
+  this->Sync();
+  EXPECT_LT(Nmse(AsDouble(gdbias.Download()), dbias), 1e-10);
+}
+
 TYPED_TEST(CudaLayers, AddAccumulateScale) {
   using T = TypeParam;
   const int64_t n = 1000;
