@@ -1,5 +1,6 @@
 // `ptdp plan`: search the layouts of a model on a cluster and print / write the best.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "core/json.h"
@@ -40,7 +41,10 @@ Status RunPlan(const PlanArgs& a) {
   if (a.top < 1) return Status::Invalid("--top: must be at least 1");
   if (a.global_batch < 1)
     return Status::Invalid("--global-batch: must be a positive number of sequences");
-  if (a.gpus == 0 && a.nodes == 0) return Status::Invalid("--gpus or --nodes: one is required");
+  std::error_code ec;
+  if (a.gpus == 0 && a.nodes == 0 && !std::filesystem::is_regular_file(a.cluster, ec)) {
+    return Status::Invalid("--gpus or --nodes: one is required with a preset cluster");
+  }
   PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(a.model));
   PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, planner::LoadCluster(a.cluster, a.gpus, a.nodes));
   planner::SearchOptions o;

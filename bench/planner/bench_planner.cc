@@ -1,0 +1,58 @@
+// Speed of the layout search. Target (issue 2): BM_Search1T under 1 s on one core.
+//   build-*/bench/planner/bench_planner
+#include <benchmark/benchmark.h>
+
+#include "core/model.h"
+#include "planner/cluster.h"
+#include "planner/search.h"
+
+namespace ptdp::planner {
+namespace {
+
+void BM_Search1T(benchmark::State& state) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 3072);
+  if (!m.ok() || !c.ok()) {
+    state.SkipWithError("cannot load gpt-1t / selene");
+    return;
+  }
+  SearchOptions o;
+  o.global_batch = 3072;
+  int64_t considered = 0, feasible = 0;
+  for (auto _ : state) {
+    auto r = Search(*m, *c, o);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    considered = r->considered;
+    feasible = r->feasible;
+    benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
+  }
+  state.counters["layouts"] = double(considered);
+  state.counters["scored"] = double(feasible);
+  state.counters["layouts_per_s"] =
+      benchmark::Counter(double(considered), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Search1T)->Unit(benchmark::kMillisecond);
+
+// One layout's full evaluation (cost table, prediction, every stage's memory).
+void BM_EvaluateOneLayout(benchmark::State& state) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 3072);
+  ParallelConfig l;
+  l.tp = 8;
+  l.pp = 64;
+  l.dp = 6;
+  l.mbs = 1;
+  l.global_batch = 3072;
+  l.recompute = Recompute::kFull;
+  for (auto _ : state) {
+    auto r = Evaluate(*m, *c, l);
+    benchmark::DoNotOptimize(r.ok());
+  }
+}
+BENCHMARK(BM_EvaluateOneLayout)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace ptdp::planner

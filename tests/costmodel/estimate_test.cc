@@ -1,0 +1,132 @@
+#include "costmodel/estimate.h"
+
+#include <gtest/gtest.h>
+
+#include "costmodel/flops.h"
+#include "tests/costmodel/test_profile.h"
+
+namespace ptdp::costmodel {
+namespace {
+
+CostTable Uniform(int pp, int vp, double f, double b) {
+  CostTable t;
+  t.pp = pp;
+  t.vp = vp;
+  t.chunks.resize(pp * vp);
+  for (auto& c : t.chunks) {
+    c.forward.gemm = f;
+    c.backward.gemm = b;
+  }
+  t.p2p_link.assign(pp, LinkCost{0, 1e9, false});
+  t.dp_allreduce.assign(pp, 0.0);
+  t.embedding_allreduce.assign(pp, 0.0);
+  t.optimizer.assign(pp, 0.0);
+  t.static_memory.assign(pp, 0);
+  t.param_elements.assign(pp, 0);
+  return t;
+}
+
+// p = 4, m = 8, t_f = 1, t_b = 2, no communication: ideal 8 * 3 = 24, bubble (p-1)/m = 3/8 of it
+// = 9, total 33 = (m + p - 1)(t_f + t_b), the paper's eq. (1).
+TEST(Pipeline, ClosedFormBubble) {
+  ParallelConfig c;
+  c.pp = 4;
+  c.global_batch = 8;
+  const PipelineTime pt = ClosedFormPipeline().Time(Uniform(4, 1, 1, 2), c);
+  EXPECT_DOUBLE_EQ(pt.bubble, 9.0);
+  EXPECT_DOUBLE_EQ(pt.total, 33.0);
+  // Interleaved, v = 2 chunks of half the work: the bubble shrinks by v: 3/(2*8) * 24 = 4.5.
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  const PipelineTime pi = ClosedFormPipeline().Time(Uniform(4, 2, 0.5, 1), c);
+  EXPECT_DOUBLE_EQ(pi.bubble, 4.5);
+  EXPECT_DOUBLE_EQ(pi.total, 28.5);
+}
+
+// Each microbatch crosses 2 v messages on the critical path of every rank: with 1 MB at 1 GB/s
+// (1 ms each) and no latency, T_r = 3 + 2 * 1e-3.
+TEST(Pipeline, P2PCountsTwoTransfersPerChunk) {
+  CostTable t = Uniform(2, 1, 1, 2);
+  t.p2p_bytes = 1000000;
+  const auto per = StageMicrobatchTimes(t);
+  EXPECT_NEAR(per[0], 3.002, 1e-12);
+}
+
+ModelSpec Tiny() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 8;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 32;
+  m.vocab = 256;
+  return m;
+}
+
+// Throughput follows the iteration time: eq. (3) FLOPs / (iteration x GPUs).
+TEST(Predict, ThroughputFromIterationTime) {
+  const ClusterSpec cl = testing::RoundCluster(8);
+  ParallelConfig c;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.mbs = 2;
+  c.global_batch = 16;
+  c.recompute = Recompute::kFull;
+  const CostTable t = BuildCostTable(Tiny(), cl, c);
+  const Prediction p = Predict(Tiny(), cl, c, t);
+  const double flops = IterationFlops(Tiny(), 16, PaddedVocab(Tiny(), 2), true);
+  EXPECT_NEAR(p.tflops_per_gpu, flops / p.iteration_s / 8 / 1e12, 1e-9);
+  EXPECT_LT(p.model_tflops_per_gpu, p.tflops_per_gpu);
+  EXPECT_NEAR(p.tokens_per_s, 16 * 32 / p.iteration_s, 1e-6);
+  const Breakdown& b = p.breakdown;
+  EXPECT_NEAR(b.compute + b.tp_comm + b.pp_comm + b.bubble + b.dp_comm + b.optimizer, p.iteration_s,
+              1e-12);
+  ASSERT_EQ(p.memory.size(), 2u);
+  EXPECT_EQ(p.memory[0].weights + p.memory[0].grads + p.memory[0].optimizer,
+            16 * t.param_elements[0]);
+  // The memory Predict reports per stage is StageMemoryOf's.
+  for (int r = 0; r < 2; ++r) {
+    const StageMemory s = StageMemoryOf(Tiny(), c, cl.profile, r, t.param_elements[r]);
+    EXPECT_EQ(p.memory[r].Total(), s.Total()) << r;
+  }
+}
+
+// A tensor group of 8 on nodes of 4 GPUs crosses nodes, so its all-reduces are slower than on
+// nodes of 8.
+TEST(CostTableTest, TensorGroupAcrossNodesIsSlower) {
+  ParallelConfig c;
+  c.tp = 4;
+  c.pp = 1;
+  c.dp = 2;
+  c.global_batch = 2;
+  ModelSpec m = Tiny();
+  const CostTable in_node = BuildCostTable(m, testing::RoundCluster(8, 8), c);
+  const CostTable across = BuildCostTable(m, testing::RoundCluster(8, 2), c);
+  EXPECT_GT(across.Chunk(0, 0).forward.tp_comm, in_node.Chunk(0, 0).forward.tp_comm);
+  EXPECT_EQ(in_node.chunks.size(), 1u);
+}
+
+// Scatter/gather: b s h / t elements per message in 16-bit (2 * 32 * 64 / 2 * 2 bytes), else b s h.
+TEST(CostTableTest, ScatterGatherShrinksMessages) {
+  ParallelConfig c;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.mbs = 2;
+  c.global_batch = 4;
+  const CostTable sg = BuildCostTable(Tiny(), testing::RoundCluster(8), c);
+  EXPECT_EQ(sg.p2p_bytes, 2 * 32 * 64 / 2 * 2);
+  EXPECT_GT(sg.p2p_allgather, 0.0);
+  c.scatter_gather = false;
+  const CostTable full = BuildCostTable(Tiny(), testing::RoundCluster(8), c);
+  EXPECT_EQ(full.p2p_bytes, 2 * 32 * 64 * 2);
+  EXPECT_EQ(full.p2p_allgather, 0.0);
+  ASSERT_EQ(full.embedding_allreduce.size(), 2u);
+  EXPECT_GT(full.embedding_allreduce[0], 0.0);  // tied embeddings on first and last stage
+  EXPECT_GT(full.dp_allreduce[1], 0.0);
+  EXPECT_GT(full.optimizer[0], 0.0);
+}
+
+}  // namespace
+}  // namespace ptdp::costmodel

@@ -1,0 +1,201 @@
+#include <gtest/gtest.h>
+
+#include "core/json.h"
+#include "planner/cluster.h"
+#include "planner/fix.h"
+#include "planner/paper_table.h"
+#include "planner/search.h"
+
+namespace ptdp::planner {
+namespace {
+
+TEST(Fix, ParsesEveryKey) {
+  auto f = ParseFix("tp=8,pp=64,dp=6,mbs=1,vp=1,recompute=full,schedule=1f1b,scatter_gather=off");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(*f->tp, 8);
+  EXPECT_EQ(*f->pp, 64);
+  EXPECT_EQ(*f->dp, 6);
+  EXPECT_EQ(*f->mbs, 1);
+  EXPECT_EQ(*f->vp, 1);
+  EXPECT_EQ(*f->recompute, Recompute::kFull);
+  EXPECT_EQ(*f->schedule, ScheduleKind::k1F1B);
+  EXPECT_FALSE(*f->scatter_gather);
+  EXPECT_FALSE(ParseFix("")->Any());
+}
+
+TEST(Fix, RejectsBadInputNamingTheKey) {
+  auto a = ParseFix("tp=0");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("tp"), std::string::npos);
+  auto b = ParseFix("tensor=8");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("tensor"), std::string::npos);
+  EXPECT_FALSE(ParseFix("schedule=zigzag").ok());
+  EXPECT_FALSE(ParseFix("scatter_gather=maybe").ok());
+  EXPECT_FALSE(ParseFix("tp").ok());
+}
+
+TEST(Cluster, PresetsLoadAndAreStrict) {
+  for (const auto& e : EmbeddedProfiles()) {
+    auto p = LoadProfile(e.name);
+    ASSERT_TRUE(p.ok()) << e.name << ": " << p.status().message();
+    EXPECT_EQ(p->name, e.name);
+  }
+  auto c = LoadCluster("selene", 3072);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->nodes, 384);
+  EXPECT_EQ(c->gpus_per_node, 8);
+  EXPECT_DOUBLE_EQ(c->profile.peak_tflops.value, 312);
+  EXPECT_FALSE(LoadCluster("selene", 3001).ok());  // not a multiple of 8
+  auto unknown = LoadCluster("no-such-cluster", 8);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  auto partial = LoadCluster("cpu", 4);
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->Gpus(), 4);
+}
+
+// The embedded copy is the file in profiles/.
+TEST(Cluster, EmbeddedProfileEqualsFile) {
+  auto file = LoadProfile(std::string(PTDP_SOURCE_DIR) + "/profiles/selene.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto emb = LoadProfile("selene");
+  ASSERT_TRUE(emb.ok());
+  EXPECT_EQ(HardwareProfileToJson(*file).dump(), HardwareProfileToJson(*emb).dump());
+}
+
+Json SeleneJson() {
+  auto j = ReadJsonFile(std::string(PTDP_SOURCE_DIR) + "/profiles/selene.json");
+  PTDP_CHECK(j.ok());
+  return *j;
+}
+
+TEST(ProfileSchema, UnknownKeyWrongTypeMissingSource) {
+  ASSERT_TRUE(HardwareProfileFromJson(SeleneJson(), "p").ok());
+  Json unknown = SeleneJson();
+  unknown["hbm_bandwidth"] = 3;
+  auto a = HardwareProfileFromJson(unknown, "p");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("hbm_bandwidth"), std::string::npos) << a.status().message();
+
+  Json wrong = SeleneJson();
+  wrong["intra_node"]["latency_us"]["value"] = "ten";
+  auto b = HardwareProfileFromJson(wrong, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.intra_node.latency_us.value"), std::string::npos)
+      << b.status().message();
+
+  Json nosource = SeleneJson();
+  nosource["peak_tflops"].erase("source");
+  auto c = HardwareProfileFromJson(nosource, "p");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("peak_tflops.source"), std::string::npos)
+      << c.status().message();
+
+  Json bare = SeleneJson();
+  bare["memory_GiB"] = 80;  // a number without its source
+  auto d = HardwareProfileFromJson(bare, "p");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("memory_GiB"), std::string::npos);
+
+  Json grid = SeleneJson();
+  grid["gemm"]["tflops"].erase(0);
+  EXPECT_FALSE(HardwareProfileFromJson(grid, "p").ok());
+}
+
+SearchResult Search1T(SearchOptions o = SearchOptions()) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 3072);
+  PTDP_CHECK(m.ok() && c.ok());
+  o.global_batch = 3072;
+  auto r = Search(*m, *c, o);
+  PTDP_CHECK_MSG(r.ok(), r.status().message());
+  return *r;
+}
+
+// Acceptance: the best layout for the 1T model keeps tensor parallelism within a node, and the
+// search reports what it rejected.
+TEST(Search, OneTrillionBestKeepsTensorParallelismInANode) {
+  const SearchResult r = Search1T();
+  ASSERT_FALSE(r.top.empty());
+  const ParallelConfig& best = r.top.front().layout;
+  EXPECT_LE(best.tp, 8);
+  EXPECT_EQ(best.WorldSize(), 3072);
+  EXPECT_GT(r.rejected.at("tp_exceeds_node"), 0);
+  EXPECT_GT(r.rejected.at("out_of_memory"), 0);
+  EXPECT_GT(r.considered, r.feasible);
+  for (size_t i = 1; i < r.top.size(); ++i) {
+    EXPECT_LE(r.top[i - 1].prediction.iteration_s, r.top[i].prediction.iteration_s);
+  }
+  EXPECT_LE(r.top.front().prediction.peak_memory, Bytes(80) << 30);
+}
+
+// --fix evaluates a layout the search would not propose (a tensor group across nodes).
+TEST(Search, FixEvaluatesCrossNodeTensorGroup) {
+  SearchOptions o;
+  o.fix = *ParseFix("tp=16,pp=32,mbs=1,schedule=1f1b,recompute=full,scatter_gather=on");
+  const SearchResult r = Search1T(o);
+  ASSERT_EQ(r.top.size(), 1u);
+  EXPECT_EQ(r.top[0].layout.tp, 16);
+  EXPECT_EQ(r.top[0].layout.dp, 6);
+  // Fixing only some parts searches the rest.
+  SearchOptions partial;
+  partial.fix = *ParseFix("pp=64");
+  const SearchResult p = Search1T(partial);
+  for (const auto& c : p.top) EXPECT_EQ(c.layout.pp, 64);
+  EXPECT_GT(p.top.size(), 1u);
+}
+
+TEST(Search, NoLayoutFits) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 8);
+  SearchOptions o;
+  o.global_batch = 8;
+  auto r = Search(*m, *c, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDoesNotFit);
+  EXPECT_NE(r.status().message().find("GiB"), std::string::npos) << r.status().message();
+}
+
+// The refiner seam: it re-scores the top K and the ranking follows its answer.
+TEST(Search, RefinerReRanksTheTop) {
+  SearchOptions o;
+  o.keep = 5;
+  o.refine_top = 3;
+  int calls = 0;
+  ParallelConfig penalised;
+  bool first = true;
+  o.refiner = [&](const ModelSpec&, const ClusterSpec&, const ParallelConfig& c,
+                  const costmodel::CostTable& t) -> Result<costmodel::PipelineTime> {
+    ++calls;
+    costmodel::PipelineTime pt = costmodel::ClosedFormPipeline().Time(t, c);
+    if (first) {  // make the analytical winner look slow
+      first = false;
+      penalised = c;
+      pt.total += 1000;
+      pt.bubble += 1000;
+    }
+    return pt;
+  };
+  const SearchResult r = Search1T(o);
+  EXPECT_EQ(calls, 3);
+  EXPECT_NE(r.top.front().layout.ToString(), penalised.ToString());
+  EXPECT_TRUE(r.top.front().refined);
+}
+
+// Acceptance: every row of the paper's Table 1, with the paper's layout on selene, within 10% of
+// the published TFLOP/s per GPU.
+TEST(Paper, TableOneWithinTenPercent) {
+  auto rows = ComparePaperTable1("selene");
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 10u);
+  for (const auto& r : *rows) {
+    EXPECT_LE(std::abs(r.error_percent), 10.0)
+        << r.row.model << ": predicted " << r.predicted.prediction.tflops_per_gpu << ", published "
+        << r.row.published_tflops_per_gpu;
+    EXPECT_LE(r.predicted.prediction.peak_memory, Bytes(80) << 30) << r.row.model;
+  }
+}
+
+}  // namespace
+}  // namespace ptdp::planner
