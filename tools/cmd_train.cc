@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "core/plan_file.h"
 #include "core/timeline.h"
+#include "planner/cluster.h"
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
 #include "runtime/executor/trainer.h"
@@ -97,10 +98,19 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
       pre = b.status();
     else
       a.opts.memory_limit = *b;
+    a.opts.memory_limit_source = "--memory-limit";
   } else if (pre.ok()) {
-    // Default limit: this host's physical memory shared by the job's ranks (one node).
-    const double phys = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-    a.opts.memory_limit = static_cast<Bytes>(phys / world.size());
+    // Default limit: the memory of one device of the plan's cluster profile; when the plan names
+    // no known profile, this host's physical memory shared by the job's ranks (one node).
+    auto cluster = planner::LoadCluster(plan->cluster.name);
+    if (cluster.ok() && cluster->profile.memory_GiB.value > 0) {
+      a.opts.memory_limit = static_cast<Bytes>(cluster->profile.memory_GiB.value * kGiB);
+      a.opts.memory_limit_source = "memory_GiB of the cluster profile '" + plan->cluster.name + "'";
+    } else {
+      const double phys = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+      a.opts.memory_limit = static_cast<Bytes>(phys / world.size());
+      a.opts.memory_limit_source = "this host's physical memory / ranks";
+    }
   }
   *agreed_failure = true;
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));

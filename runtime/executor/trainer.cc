@@ -100,7 +100,10 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                                   std::to_string(e.weights) + ", grads " + std::to_string(e.grads) +
                                   ", optimizer " + std::to_string(e.optimizer) + ", activations " +
                                   std::to_string(e.activations) + ") over the memory limit of " +
-                                  std::to_string(opts.memory_limit) + " bytes per rank");
+                                  std::to_string(opts.memory_limit) + " bytes per rank (" +
+                                  (opts.memory_limit_source.empty() ? std::string("--memory-limit")
+                                                                    : opts.memory_limit_source) +
+                                  ")");
       }
     }
   }

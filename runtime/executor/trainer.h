@@ -42,7 +42,8 @@ struct TrainOptions {
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
-  Bytes memory_limit = 0;             // per rank; 0: none (see MemoryLimitCheck)
+  Bytes memory_limit = 0;             // per rank; 0: none
+  std::string memory_limit_source;    // where the limit came from, for the error message
 };
 
 struct StepMetrics {

@@ -21,6 +21,9 @@ case "$case" in
   vocab)       "$here/write_plan.sh" "$dir/plan.json" 4 0.0 100 8 1 2 1 1 1 1f1b none true
                expect="beyond the model's vocabulary of 100" ;;
   no_fit)      extra=(--memory-limit 1MiB); expect="model does not fit: pipeline rank 0 needs" ;;
+  no_fit_profile)  # hidden 16384: 12.9 G parameters, 16 bytes each, over the cpu profile's 16 GiB
+               sed -i 's/"hidden": 64, "heads": 4/"hidden": 16384, "heads": 128/' "$dir/plan.json"
+               expect="model does not fit: pipeline rank 0 needs .* (memory_GiB of the cluster profile 'cpu')" ;;
   *) echo "unknown case $case"; exit 1 ;;
 esac
 out=$(timeout 60 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$dir/plan.json" \
