@@ -24,6 +24,22 @@ case "$case" in
   no_fit_profile)  # hidden 16384: 12.9 G parameters, 16 bytes each, over the cpu profile's 16 GiB
                sed -i 's/"hidden": 64, "heads": 4/"hidden": 16384, "heads": 128/' "$dir/plan.json"
                expect="model does not fit: pipeline rank 0 needs .* (memory_GiB of the cluster profile 'cpu')" ;;
+  dead_rank)   # a rank killed mid-training: mpirun must end the whole job, non-zero, no hang
+               timeout 90 mpirun -np 2 --oversubscribe "$ptdp" train --plan "$dir/plan.json" \
+                 --data "$data" --steps 100000 --log "$dir/log.jsonl" > "$dir/out.txt" 2>&1 &
+               job=$!
+               for _ in $(seq 300); do [ -s "$dir/log.jsonl" ] && break; sleep 0.1; done
+               victim=$(ps -eo pid=,ppid=,args= | awk -v dir="$dir" '$0 ~ dir"/plan.json" && $0 !~ /mpirun/ && $0 !~ /timeout/ {print $1}' | tail -n 1)
+               [ -n "$victim" ] || { echo "FAIL: no rank process found"; kill "$job"; exit 1; }
+               kill -9 "$victim"
+               wait "$job"
+               rc=$?
+               cat "$dir/out.txt" | tail -n 5
+               echo "exit code: $rc"
+               [ "$rc" -ne 124 ] || { echo "FAIL: timed out (hang)"; exit 1; }
+               [ "$rc" -ne 0 ] || { echo "FAIL: exit code 0"; exit 1; }
+               echo PASS
+               exit 0 ;;
   *) echo "unknown case $case"; exit 1 ;;
 esac
 out=$(timeout 60 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$dir/plan.json" \
