@@ -1,0 +1,66 @@
+// ProfileBackend: the measurements `ptdp profile` makes on one device, behind one interface so the
+// sweep (profiler.h) is the same for the CPU (Eigen, reference kernels, host memory) and for CUDA
+// (cuBLAS, CUDA kernels, device memory). Each timing is a median over repeats (timing.h).
+//
+// Backends are created through MakeBackend, the one registration point: the CUDA backend's source
+// is compiled only when PTDP_WITH_CUDA is ON, and a build without it answers with a clear error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "profiler/timing.h"
+#include "runtime/comm/communicator.h"
+
+namespace ptdp::profiler {
+
+class ProfileBackend {
+ public:
+  virtual ~ProfileBackend() = default;
+  virtual std::string kind() const = 0;         // "cpu" | "cuda"
+  virtual std::string device_name() const = 0;  // CPU model or GPU name, for sources
+  virtual std::string gemm_dtype() const = 0;   // "fp32" (cpu) | "bf16" (cuda)
+  virtual TrainingPrecision precision() const = 0;
+  // Memory one rank may use: device memory on a GPU; physical memory / ranks_per_node on a CPU.
+  virtual Result<double> MemoryCapacityBytes(int ranks_per_node) = 0;
+  // Bytes held by libraries and communicators (cuBLAS workspace, NCCL buffers); 0 on the CPU.
+  virtual Result<double> WorkspaceBytes() = 0;
+  // Seconds for C[m][n] = A[m][k] B[k][n] in gemm_dtype() with fp32 accumulation.
+  virtual Result<double> TimeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions& t) = 0;
+  // Bytes per second of c[i] = a[i] + b[i] over three arrays of `bytes` each (3 `bytes` moved).
+  virtual Result<double> StreamAddBandwidth(Bytes bytes, const TimingOptions& t) = 0;
+  // Bytes per second of the GeLU forward kernel over `bytes` of input (read + write counted).
+  virtual Result<double> GeluBandwidth(Bytes bytes, const TimingOptions& t) = 0;
+  // Seconds of one causal attention forward, batch b, sequence s, `heads` heads of dim d.
+  virtual Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
+                                       const TimingOptions& t) = 0;
+  // Which attention implementation TimeAttention measures, for the report.
+  virtual std::string attention_kind() const = 0;
+  // Seconds of one tiny kernel (launch + completion, back to back), the fixed cost per op.
+  virtual Result<double> KernelLaunchSeconds(const TimingOptions& t) = 0;
+
+  // Buffers for collectives: host memory on the CPU, device memory on a GPU.
+  virtual Result<void*> Alloc(Bytes bytes) = 0;
+  virtual void Free(void* p) = 0;
+  // Waits for every queued operation (device and communicator streams).
+  virtual Status Synchronize() = 0;
+  // The communicator that moves this backend's buffers over `world_ranks` (collective over them),
+  // or nullptr when the host communicator does (the cpu backend).
+  virtual Result<std::unique_ptr<runtime::Communicator>> MakeDataComm(
+      const std::vector<int>& world_ranks) = 0;
+};
+
+// "cpu" or "cuda"; kInvalidArgument for another name, kNotFound when this build or machine has
+// no such backend (no CUDA in the build, or no GPU), with a message saying which.
+Result<std::unique_ptr<ProfileBackend>> MakeBackend(const std::string& kind);
+
+// The two factories MakeBackend dispatches to (cuda_backend.cc or cuda_backend_none.cc).
+std::unique_ptr<ProfileBackend> MakeCpuBackend();
+Result<std::unique_ptr<ProfileBackend>> MakeCudaBackend();
+
+}  // namespace ptdp::profiler

@@ -1,0 +1,23 @@
+// Memory-bound CUDA kernels the cuda profiler backend times (bf16 in and out, fp32 math). Only
+// profiler sources built with CUDA include this header.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace ptdp::profiler {
+
+// c[i] = a[i] + b[i].
+cudaError_t LaunchStreamAdd(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                            int64_t count, cudaStream_t stream);
+// y = GeLU(x), tanh approximation.
+cudaError_t LaunchGelu(__nv_bfloat16* y, const __nv_bfloat16* x, int64_t count,
+                       cudaStream_t stream);
+// An empty kernel of one block: the fixed cost of a launch.
+cudaError_t LaunchEmpty(cudaStream_t stream);
+// x[i] = value.
+cudaError_t LaunchFill(__nv_bfloat16* x, float value, int64_t count, cudaStream_t stream);
+
+}  // namespace ptdp::profiler

@@ -1,0 +1,95 @@
+// The `ptdp profile` sweep: GEMMs over an (m, n, k) grid, memory-bound bandwidth (a streaming add
+// and the GeLU kernel), causal attention, a tiny-op launch cost, and, when several ranks take
+// part, all-reduce / all-gather / reduce-scatter / send-recv by message size with nccl-tests-style
+// algorithm and bus bandwidth (bus_bandwidth.h). The result converts into a HardwareProfile
+// (core/hardware.h) in which every number's source reads
+//   "ptdp profile run on <device> (<host>), <date>: <what was measured>".
+//
+// Collective protocol: every rank of `data_comm` calls RunProfile; all ranks measure compute at
+// the same time (as training would run them) and rank 0's figures are reported; collective times
+// are the maximum over ranks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/json.h"
+#include "profiler/backend.h"
+#include "profiler/bus_bandwidth.h"
+#include "runtime/comm/communicator.h"
+
+namespace ptdp::profiler {
+
+struct ProfileOptions {
+  bool quick = false;                          // a small grid that runs in seconds (CI)
+  std::vector<double> gemm_m, gemm_n, gemm_k;  // empty: the backend's default grid
+  Bytes max_message_bytes = 0;                 // 0: the default for the backend
+  std::string host;                            // host name, for sources
+  std::string date;                            // "YYYY-MM-DD", for sources
+};
+
+struct GemmSample {
+  int64_t m = 0, n = 0, k = 0;
+  Seconds seconds = 0;
+  double tflops = 0;
+};
+
+struct CollectiveSample {
+  Collective op = Collective::kAllReduce;
+  int ranks = 0;
+  Bytes size = 0;       // nccl-tests' S (bus_bandwidth.h)
+  Seconds seconds = 0;  // max over ranks
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+};
+
+struct ProfileReport {
+  std::string backend, device, host, date, gemm_dtype;
+  TrainingPrecision precision = TrainingPrecision::kFp32;
+  int ranks = 1;
+  std::vector<double> gemm_m, gemm_n, gemm_k;
+  std::vector<GemmSample> gemm;  // m-major over the grid, as GemmTable
+  Bytes stream_bytes = 0;
+  double stream_add_GBps = 0;
+  double gelu_GBps = 0;
+  int64_t att_b = 0, att_s = 0, att_heads = 0, att_d = 0;
+  Seconds att_seconds = 0;
+  double att_tflops = 0;  // causal: half of 4 b s^2 heads d FLOPs
+  std::string attention_kind;
+  double launch_us = 0;
+  double memory_bytes = 0;
+  double workspace_bytes = 0;
+  std::vector<CollectiveSample> collectives;  // empty with one rank
+};
+
+// `data_comm` moves the backend's buffers (MPI for cpu, NCCL for cuda); `host_comm` is a host
+// communicator over the same ranks, used to agree on iteration counts and to take maxima. Both may
+// be size 1.
+Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator& data_comm,
+                                 runtime::Communicator& host_comm, const ProfileOptions& opts);
+
+// Where the link figures of a profile come from when the run cannot measure them.
+struct LinkFallback {
+  const HardwareProfile* from = nullptr;  // --links-from: copy its links with their sources
+  std::string from_path;
+};
+
+// The profile file: peak_tflops is the best measured GEMM throughput unless `peak` is given (a
+// datasheet figure with its source). Links: measured intra-node figures when ranks > 1, inter-node
+// copied from `fallback` or, for a one-node run, from the intra-node figures with a source saying
+// so; with one rank the links come from `fallback`, and without one the run fails
+// (kInvalidArgument) on the cuda backend, while the cpu backend derives them from the measured
+// memory bandwidth and says so in each source.
+Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::string& name,
+                                          const std::optional<Sourced>& peak,
+                                          const LinkFallback& fallback);
+
+// Every measurement (the full collective sweep, attention), for --raw.
+OrderedJson ReportToJson(const ProfileReport& r);
+// nccl-tests-style text table of the measurements.
+std::string ReportToText(const ProfileReport& r);
+
+}  // namespace ptdp::profiler

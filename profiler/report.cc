@@ -1,0 +1,228 @@
+// ProfileReport -> HardwareProfile (the strict schema of core/hardware.h), raw JSON and a table.
+#include <algorithm>
+#include <cstdio>
+
+#include "profiler/profiler.h"
+
+namespace ptdp::profiler {
+namespace {
+
+std::string RunSource(const ProfileReport& r) {
+  return "ptdp profile run on " + r.device + " (" + r.host + ", " + r.backend + " backend, " +
+         std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks") + "), " + r.date;
+}
+
+Sourced Measured(const ProfileReport& r, double value, const std::string& what) {
+  return Sourced{value, RunSource(r) + ": " + what};
+}
+
+// The largest-size sample of a collective (the bandwidth figure) and the smallest (latency).
+const CollectiveSample* Largest(const ProfileReport& r, Collective c) {
+  const CollectiveSample* best = nullptr;
+  for (const auto& s : r.collectives) {
+    if (s.op == c && (best == nullptr || s.size > best->size)) best = &s;
+  }
+  return best;
+}
+const CollectiveSample* Smallest(const ProfileReport& r, Collective c) {
+  const CollectiveSample* best = nullptr;
+  for (const auto& s : r.collectives) {
+    if (s.op == c && (best == nullptr || s.size < best->size)) best = &s;
+  }
+  return best;
+}
+
+std::string SizeText(Bytes b) {
+  char buf[32];
+  if (b >= (Bytes(1) << 20)) {
+    std::snprintf(buf, sizeof(buf), "%g MiB", b / kMiB);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%g KiB", b / kKiB);
+  }
+  return buf;
+}
+
+LinkProfile MeasuredLink(const ProfileReport& r) {
+  LinkProfile l;
+  l.name = "measured " + std::string(r.backend == "cuda" ? "NCCL" : "MPI") + " among " +
+           std::to_string(r.ranks) + " ranks on " + r.host;
+  const auto* lat = Smallest(r, Collective::kAllReduce);
+  l.latency_us = Measured(r, lat->seconds / kUs,
+                          "all-reduce time of the smallest message (" + SizeText(lat->size) + ")");
+  auto bus = [&](Collective c) {
+    const auto* s = Largest(r, c);
+    return Measured(r, s->busbw_GBps,
+                    std::string(CollectiveName(c)) + " bus bandwidth (nccl-tests definition) at " +
+                        SizeText(s->size));
+  };
+  l.all_reduce_busbw_GBps = bus(Collective::kAllReduce);
+  l.all_gather_busbw_GBps = bus(Collective::kAllGather);
+  l.reduce_scatter_busbw_GBps = bus(Collective::kReduceScatter);
+  l.send_recv_GBps = bus(Collective::kSendRecv);
+  return l;
+}
+
+LinkProfile CopiedLink(const LinkProfile& from, const std::string& why) {
+  LinkProfile l = from;
+  for (Sourced* s : {&l.latency_us, &l.all_reduce_busbw_GBps, &l.all_gather_busbw_GBps,
+                     &l.reduce_scatter_busbw_GBps, &l.send_recv_GBps}) {
+    s->source = why + " [" + s->source + "]";
+  }
+  return l;
+}
+
+}  // namespace
+
+Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::string& name,
+                                          const std::optional<Sourced>& peak,
+                                          const LinkFallback& fallback) {
+  HardwareProfile p;
+  p.name = name;
+  p.about = "Measured by `ptdp profile --backend " + r.backend + "` on " + r.device + " (" +
+            r.host + "), " + r.date + ".";
+  p.precision = r.precision;
+  p.gpus_per_node = Measured(r, r.ranks, "ranks in the profiling run (one node)");
+  double best = 0;
+  for (const auto& g : r.gemm) best = std::max(best, g.tflops);
+  p.peak_tflops = peak.has_value() ? *peak
+                                   : Measured(r, best,
+                                              "best achieved " + r.gemm_dtype +
+                                                  " GEMM TFLOP/s over the measured grid (not a "
+                                                  "datasheet peak)");
+  p.memory_GiB = Measured(r, r.memory_bytes / kGiB,
+                          r.backend == "cuda" ? "device memory reported by cudaMemGetInfo"
+                                              : "physical memory / ranks on the node (sysconf)");
+  p.hbm_GBps = Measured(r, r.stream_add_GBps,
+                        "streaming c = a + b over " + SizeText(r.stream_bytes) +
+                            " arrays (3 arrays moved; achieved, not the datasheet figure)");
+  p.memory_bound_GBps = Measured(
+      r, r.gelu_GBps, "GeLU forward kernel over " + SizeText(r.stream_bytes) + " (read + write)");
+  p.workspace_GiB =
+      Measured(r, r.workspace_bytes / kGiB,
+               r.backend == "cuda" ? "device memory taken by the cuBLAS workspace and handles"
+                                   : "no library workspace on the cpu backend");
+  p.kernel_launch_us =
+      Measured(r, r.launch_us, "one tiny kernel back to back (launch + completion)");
+  p.gemm.dtype = r.gemm_dtype;
+  p.gemm.source = RunSource(r) + ": " + r.gemm_dtype + " GEMM, median of repeats" +
+                  (r.backend == "cuda" ? " (cuBLAS, fp32 accumulation)"
+                                       : " (Eigen through kernels::MatmulForward)");
+  p.gemm.m = r.gemm_m;
+  p.gemm.n = r.gemm_n;
+  p.gemm.k = r.gemm_k;
+  for (const auto& g : r.gemm) p.gemm.tflops.push_back(g.tflops);
+  PTDP_RETURN_IF_ERROR(ValidateGemmTable(p.gemm, "profile.gemm"));
+
+  if (r.ranks > 1) {
+    p.intra_node = MeasuredLink(r);
+  } else if (fallback.from != nullptr) {
+    p.intra_node = CopiedLink(fallback.from->intra_node,
+                              "not measured (one rank): copied from " + fallback.from_path);
+  } else if (r.backend == "cpu") {
+    // A shared-memory transport between processes copies each message in and out once.
+    const double bw = r.stream_add_GBps / 2;
+    const std::string why =
+        "not measured (one rank, no peer): half the measured streaming bandwidth, an estimate of a "
+        "shared-memory transport that copies each message in and out; run under mpirun -np N to "
+        "measure";
+    p.intra_node.name = "estimated shared memory on " + r.host;
+    p.intra_node.latency_us = Measured(r, 0, "not measured (one rank): taken as 0");
+    p.intra_node.all_reduce_busbw_GBps = Measured(r, bw, why);
+    p.intra_node.all_gather_busbw_GBps = Measured(r, bw, why);
+    p.intra_node.reduce_scatter_busbw_GBps = Measured(r, bw, why);
+    p.intra_node.send_recv_GBps = Measured(r, bw, why);
+  } else {
+    return Status::Invalid(
+        "profile: one rank measures no links; run with one rank per GPU under mpirun, or pass "
+        "--links-from <profile.json> to copy its link figures");
+  }
+  if (fallback.from != nullptr) {
+    p.inter_node = CopiedLink(fallback.from->inter_node,
+                              "not measured (one node): copied from " + fallback.from_path);
+  } else {
+    p.inter_node = CopiedLink(p.intra_node,
+                              "not measured (one node): the intra-node figures, so that a one-node "
+                              "cluster of this machine reads; a one-node cluster never uses them");
+    p.inter_node.name = "none measured (copy of intra_node)";
+  }
+  // The result must read back through the strict reader.
+  PTDP_ASSIGN_OR_RETURN(
+      HardwareProfile back,
+      HardwareProfileFromJson(Json::parse(HardwareProfileToJson(p).dump()), "profile"));
+  (void)back;
+  return p;
+}
+
+OrderedJson ReportToJson(const ProfileReport& r) {
+  OrderedJson j;
+  j["backend"] = r.backend;
+  j["device"] = r.device;
+  j["host"] = r.host;
+  j["date"] = r.date;
+  j["ranks"] = r.ranks;
+  j["gemm_dtype"] = r.gemm_dtype;
+  OrderedJson gemm = OrderedJson::array();
+  for (const auto& g : r.gemm) {
+    gemm.push_back(
+        {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_us", g.seconds / kUs}, {"tflops", g.tflops}});
+  }
+  j["gemm"] = gemm;
+  j["stream_bytes"] = r.stream_bytes;
+  j["stream_add_GBps"] = r.stream_add_GBps;
+  j["gelu_GBps"] = r.gelu_GBps;
+  j["attention"] = {
+      {"kind", r.attention_kind},     {"b", r.att_b},        {"s", r.att_s},
+      {"heads", r.att_heads},         {"head_dim", r.att_d}, {"time_us", r.att_seconds / kUs},
+      {"causal_tflops", r.att_tflops}};
+  j["kernel_launch_us"] = r.launch_us;
+  j["memory_bytes"] = r.memory_bytes;
+  j["workspace_bytes"] = r.workspace_bytes;
+  OrderedJson coll = OrderedJson::array();
+  for (const auto& c : r.collectives) {
+    coll.push_back({{"op", CollectiveName(c.op)},
+                    {"ranks", c.ranks},
+                    {"size_bytes", c.size},
+                    {"time_us", c.seconds / kUs},
+                    {"algbw_GBps", c.algbw_GBps},
+                    {"busbw_GBps", c.busbw_GBps}});
+  }
+  j["collectives"] = coll;
+  return j;
+}
+
+std::string ReportToText(const ProfileReport& r) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof(line), "# %s\n", RunSource(r).c_str());
+  out += line;
+  std::snprintf(line, sizeof(line), "# %-8s %8s %8s %8s %12s %10s\n", "gemm", "m", "n", "k",
+                "time_us", "TFLOP/s");
+  out += line;
+  for (const auto& g : r.gemm) {
+    std::snprintf(line, sizeof(line), "  %-8s %8lld %8lld %8lld %12.2f %10.3f\n",
+                  r.gemm_dtype.c_str(), static_cast<long long>(g.m), static_cast<long long>(g.n),
+                  static_cast<long long>(g.k), g.seconds / kUs, g.tflops);
+    out += line;
+  }
+  std::snprintf(line, sizeof(line),
+                "# stream add %.2f GB/s, gelu %.2f GB/s, launch %.3f us, attention (b=%lld s=%lld "
+                "heads=%lld d=%lld) %.1f us = %.3f TFLOP/s causal\n",
+                r.stream_add_GBps, r.gelu_GBps, r.launch_us, static_cast<long long>(r.att_b),
+                static_cast<long long>(r.att_s), static_cast<long long>(r.att_heads),
+                static_cast<long long>(r.att_d), r.att_seconds / kUs, r.att_tflops);
+  out += line;
+  if (!r.collectives.empty()) {
+    std::snprintf(line, sizeof(line), "# %-15s %6s %12s %12s %12s %12s\n", "collective", "ranks",
+                  "size_B", "time_us", "algbw_GB/s", "busbw_GB/s");
+    out += line;
+    for (const auto& c : r.collectives) {
+      std::snprintf(line, sizeof(line), "  %-15s %6d %12lld %12.2f %12.3f %12.3f\n",
+                    CollectiveName(c.op), c.ranks, static_cast<long long>(c.size), c.seconds / kUs,
+                    c.algbw_GBps, c.busbw_GBps);
+      out += line;
+    }
+  }
+  return out;
+}
+
+}  // namespace ptdp::profiler

@@ -1,0 +1,92 @@
+#include "runtime/cuda/cuda_device.h"
+
+#include "runtime/cuda/check.h"
+
+namespace ptdp::runtime::cuda {
+namespace {
+
+// Turns a failed CUDA call in a void method into an InternalError with the library's message.
+void CheckOrThrow(const Status& s) {
+  PTDP_CHECK_MSG(s.ok(), s.message());
+}
+
+Status CopyImpl(cudaStream_t stream, void* dst, const void* src, Bytes bytes) {
+  if (bytes <= 0) return Status::Ok();
+  PTDP_CUDA_RETURN(
+      cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, stream));
+  cudaPointerAttributes a{};
+  cudaPointerAttributes b{};
+  PTDP_CUDA_RETURN(cudaPointerGetAttributes(&a, dst));
+  PTDP_CUDA_RETURN(cudaPointerGetAttributes(&b, src));
+  if (a.type != cudaMemoryTypeDevice || b.type != cudaMemoryTypeDevice) {
+    PTDP_CUDA_RETURN(cudaStreamSynchronize(stream));
+  }
+  return Status::Ok();
+}
+
+Status FillImpl(cudaStream_t stream, void* dst, int value, Bytes bytes) {
+  if (bytes <= 0) return Status::Ok();
+  PTDP_CUDA_RETURN(cudaMemsetAsync(dst, value, static_cast<size_t>(bytes), stream));
+  return Status::Ok();
+}
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal, Bytes memory_limit_bytes) {
+  const int n = CudaDeviceCount();
+  if (ordinal < 0 || ordinal >= n) {
+    return Status::NotFound("cuda device " + std::to_string(ordinal) + " does not exist (" +
+                            std::to_string(n) + " visible)");
+  }
+  std::unique_ptr<CudaDevice> d(new CudaDevice(ordinal, memory_limit_bytes));
+  PTDP_CUDA_RETURN(cudaSetDevice(ordinal));
+  cudaDeviceProp prop{};
+  PTDP_CUDA_RETURN(cudaGetDeviceProperties(&prop, ordinal));
+  d->name_ = std::string("cuda:") + std::to_string(ordinal) + " (" + prop.name + ")";
+  PTDP_CUDA_RETURN(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking));
+  return d;
+}
+
+CudaDevice::~CudaDevice() {
+  if (stream_ != nullptr) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+Result<void*> CudaDevice::Alloc(Bytes bytes, MemTag tag) {
+  PTDP_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(bytes, tag));
+  PTDP_RETURN_IF_ERROR(FillImpl(stream_, p, 0, bytes));
+  Account(bytes, tag);
+  return p;
+}
+
+void CudaDevice::Free(void* p, Bytes bytes, MemTag tag) {
+  if (p == nullptr) return;
+  allocator_.Free(p);
+  Account(-bytes, tag);
+}
+
+void CudaDevice::Copy(void* dst, const void* src, Bytes bytes) {
+  CheckOrThrow(CopyImpl(stream_, dst, src, bytes));
+}
+
+void CudaDevice::Fill(void* dst, int value, Bytes bytes) {
+  CheckOrThrow(FillImpl(stream_, dst, value, bytes));
+}
+
+Status CudaDevice::Synchronize() {
+  PTDP_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  return Status::Ok();
+}
+
+}  // namespace ptdp::runtime::cuda

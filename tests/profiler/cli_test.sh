@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `ptdp profile --backend cpu --quick` end to end through the CLI: the file it writes reads back
+# through core's strict reader (profile_file_check), bad input exits 2 and leaves no file.
+# usage: cli_test.sh PTDP CHECKER WORKDIR [mpi NP]
+set -euo pipefail
+ptdp=$1 check=$2 work=$3
+mkdir -p "$work"
+out="$work/cpu-quick.json"
+rm -f "$out" "$work/raw.json"
+if [ "${4:-}" = mpi ]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+  out="$work/cpu-quick-mpi.json"
+  rm -f "$out"
+  timeout 120 mpirun -np "$5" --oversubscribe "$ptdp" profile --backend cpu --quick --out "$out" \
+    --raw "$work/raw.json"
+  "$check" "$out" "$5" measured
+  grep -q '"op": "all_reduce"' "$work/raw.json"
+  exit 0
+fi
+timeout 60 "$ptdp" profile --backend cpu --quick --out "$out" --raw "$work/raw.json"
+"$check" "$out" 1 estimated
+grep -q '"gemm"' "$work/raw.json"
+# Bad input: exit 2, one line naming the flag, no file written.
+bad="$work/bad.json"
+rm -f "$bad"
+set +e
+msg=$("$ptdp" profile --backend tpu --out "$bad" 2>&1); rc=$?
+set -e
+[ $rc = 2 ] || { echo "expected exit 2 for --backend tpu, got $rc: $msg"; exit 1; }
+grep -q -- "--backend" <<<"$msg" || { echo "message does not name --backend: $msg"; exit 1; }
+[ ! -e "$bad" ] || { echo "a file was written on bad input"; exit 1; }
+set +e
+msg=$("$ptdp" profile --backend cpu --quick --out "$bad" --peak-tflops 5 2>&1); rc=$?
+set -e
+[ $rc = 2 ] || { echo "expected exit 2 for --peak-tflops without a source, got $rc: $msg"; exit 1; }
+[ ! -e "$bad" ] || { echo "a file was written on bad input"; exit 1; }
+echo "cli_test: ok"

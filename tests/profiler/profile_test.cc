@@ -1,0 +1,156 @@
+// The cpu profile end to end in-process: measure a tiny grid, convert to a HardwareProfile, write
+// it as JSON and read it back with core's strict reader; and the conversion rules for links.
+#include <gtest/gtest.h>
+
+#include "core/hardware.h"
+#include "profiler/profiler.h"
+#include "runtime/comm/world.h"
+
+namespace ptdp::profiler {
+namespace {
+
+ProfileOptions TinyOptions() {
+  ProfileOptions o;
+  o.quick = true;
+  o.gemm_m = {16, 64};
+  o.gemm_n = {16, 32};
+  o.gemm_k = {8, 64};
+  o.host = "testhost";
+  o.date = "2026-11-25";
+  return o;
+}
+
+TEST(ProfileTest, CpuProfileRoundTripsThroughTheStrictReader) {
+  auto backend = MakeBackend("cpu");
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  auto self = runtime::SelfComm(0);
+  auto report = RunProfile(**backend, *self, *self, TinyOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->gemm.size(), 8u);
+  for (const auto& g : report->gemm) {
+    EXPECT_GT(g.seconds, 0);
+    EXPECT_NEAR(g.tflops, 2.0 * g.m * g.n * g.k / g.seconds / 1e12, 1e-9 * g.tflops);
+  }
+  EXPECT_TRUE(report->collectives.empty());  // one rank
+  EXPECT_GT(report->stream_add_GBps, 0);
+  EXPECT_GT(report->gelu_GBps, 0);
+  EXPECT_GT(report->att_seconds, 0);
+
+  auto profile = ToHardwareProfile(*report, "test-cpu", std::nullopt, LinkFallback{});
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  const Json j = Json::parse(HardwareProfileToJson(*profile).dump());
+  auto back = HardwareProfileFromJson(j, "x.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->name, "test-cpu");
+  EXPECT_EQ(back->precision, TrainingPrecision::kFp32);
+  EXPECT_EQ(back->gemm.dtype, "fp32");
+  EXPECT_EQ(back->gemm.m, (std::vector<double>{16, 64}));
+  ASSERT_EQ(back->gemm.tflops.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(back->gemm.tflops[i], report->gemm[i].tflops);
+  EXPECT_EQ(back->gpus_per_node.value, 1);
+  EXPECT_NE(back->gemm.source.find("ptdp profile run on "), std::string::npos);
+  EXPECT_NE(back->hbm_GBps.source.find("2026-11-25"), std::string::npos);
+  EXPECT_NE(back->intra_node.send_recv_GBps.source.find("not measured (one rank"),
+            std::string::npos);
+  // The default peak is the best measured GEMM and says so.
+  double best = 0;
+  for (const auto& g : report->gemm) best = std::max(best, g.tflops);
+  EXPECT_DOUBLE_EQ(back->peak_tflops.value, best);
+  EXPECT_NE(back->peak_tflops.source.find("not a datasheet peak"), std::string::npos);
+}
+
+TEST(ProfileTest, RejectsABadGrid) {
+  auto backend = MakeBackend("cpu");
+  ASSERT_TRUE(backend.ok());
+  auto self = runtime::SelfComm(0);
+  ProfileOptions o = TinyOptions();
+  o.gemm_k = {64, 8};
+  auto report = RunProfile(**backend, *self, *self, o);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(report.status().message().find("--gemm-k"), std::string::npos);
+}
+
+TEST(ProfileTest, UnknownBackendIsBadInput) {
+  auto b = MakeBackend("tpu");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+}
+
+// A synthetic report with collectives: the links take the largest message's bus bandwidth and the
+// smallest all-reduce's time as latency.
+ProfileReport SyntheticReport(const std::string& backend, int ranks) {
+  ProfileReport r;
+  r.backend = backend;
+  r.device = "Test GPU";
+  r.host = "h";
+  r.date = "2026-11-25";
+  r.gemm_dtype = backend == "cuda" ? "bf16" : "fp32";
+  r.precision = backend == "cuda" ? TrainingPrecision::kMixed : TrainingPrecision::kFp32;
+  r.ranks = ranks;
+  r.gemm_m = {1};
+  r.gemm_n = {1};
+  r.gemm_k = {1};
+  r.gemm = {GemmSample{1, 1, 1, 1e-6, 2e-6}};
+  r.stream_bytes = 1 << 20;
+  r.stream_add_GBps = 100;
+  r.gelu_GBps = 80;
+  r.launch_us = 3;
+  r.memory_bytes = 80.0 * (1 << 30);
+  r.workspace_bytes = 1 << 25;
+  if (ranks > 1) {
+    for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                         Collective::kSendRecv}) {
+      for (Bytes size : {Bytes(4096), Bytes(1) << 30}) {
+        CollectiveSample s;
+        s.op = c;
+        s.ranks = c == Collective::kSendRecv ? 2 : ranks;
+        s.size = size;
+        s.seconds = size == 4096 ? 20e-6 : 0.01;
+        s.algbw_GBps = AlgorithmBandwidth(size, s.seconds) / 1e9;
+        s.busbw_GBps = BusBandwidth(c, s.ranks, size, s.seconds) / 1e9;
+        r.collectives.push_back(s);
+      }
+    }
+  }
+  return r;
+}
+
+TEST(ProfileTest, MeasuredLinksUseLargestMessageAndSmallestLatency) {
+  auto p = ToHardwareProfile(SyntheticReport("cuda", 8), "x", std::nullopt, LinkFallback{});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const double algbw = double(Bytes(1) << 30) / 0.01 / 1e9;
+  EXPECT_DOUBLE_EQ(p->intra_node.all_reduce_busbw_GBps.value, algbw * 1.75);
+  EXPECT_DOUBLE_EQ(p->intra_node.all_gather_busbw_GBps.value, algbw * 0.875);
+  EXPECT_DOUBLE_EQ(p->intra_node.send_recv_GBps.value, algbw);
+  EXPECT_DOUBLE_EQ(p->intra_node.latency_us.value, 20);
+  EXPECT_EQ(p->gpus_per_node.value, 8);
+  EXPECT_EQ(p->precision, TrainingPrecision::kMixed);
+  // One node: the inter-node figures are the intra-node ones, and say so.
+  EXPECT_DOUBLE_EQ(p->inter_node.all_reduce_busbw_GBps.value,
+                   p->intra_node.all_reduce_busbw_GBps.value);
+  EXPECT_NE(p->inter_node.all_reduce_busbw_GBps.source.find("not measured (one node)"),
+            std::string::npos);
+}
+
+TEST(ProfileTest, OneGpuNeedsLinksFromAnotherProfile) {
+  auto p = ToHardwareProfile(SyntheticReport("cuda", 1), "x", std::nullopt, LinkFallback{});
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(p.status().message().find("--links-from"), std::string::npos);
+
+  auto donor = ToHardwareProfile(SyntheticReport("cuda", 8), "donor", std::nullopt, LinkFallback{});
+  ASSERT_TRUE(donor.ok());
+  LinkFallback fb{&*donor, "donor.json"};
+  auto q = ToHardwareProfile(SyntheticReport("cuda", 1), "x", Sourced{989, "datasheet"}, fb);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_DOUBLE_EQ(q->intra_node.all_reduce_busbw_GBps.value,
+                   donor->intra_node.all_reduce_busbw_GBps.value);
+  EXPECT_NE(q->intra_node.all_reduce_busbw_GBps.source.find("copied from donor.json"),
+            std::string::npos);
+  EXPECT_DOUBLE_EQ(q->peak_tflops.value, 989);
+  EXPECT_EQ(q->peak_tflops.source, "datasheet");
+}
+
+}  // namespace
+}  // namespace ptdp::profiler
