@@ -34,6 +34,7 @@ struct SimulateArgs {
   std::string format = "table";
   bool ideal = false;
   bool overlap = false;
+  int buckets = 0;
 };
 
 // The layout to simulate: a plan file's, or the planner's best under --fix (the whole layout when
@@ -86,16 +87,24 @@ Status RunSimulate(const SimulateArgs& a) {
   sim::SimOptions so;
   so.record_timeline = !a.trace.empty() || !a.svg.empty();
   so.overlap_dp_allreduce = a.overlap;
+  if (a.buckets < 0) return Status::Invalid("--buckets: must be a positive number of buckets");
+  // A plan file's layout is checked here, before the cost model (which requires a valid one).
+  PTDP_RETURN_IF_ERROR(layout.Validate(model).WithPrefix("layout"));
+  if (layout.WorldSize() != cluster.Gpus()) {
+    return Status::Invalid("layout: tp * pp * dp = " + std::to_string(layout.WorldSize()) +
+                           " GPUs but the cluster has " + std::to_string(cluster.Gpus()));
+  }
   const auto t0 = std::chrono::steady_clock::now();
+  costmodel::CostTable table = costmodel::BuildCostTable(model, cluster, layout);
+  if (a.buckets > 0) table.dp_buckets = a.buckets;
   PTDP_ASSIGN_OR_RETURN(sim::LayoutSimulation s,
-                        sim::SimulateLayout(model, cluster, layout, so, a.ideal));
+                        sim::SimulateLayout(model, cluster, layout, so, a.ideal, &table));
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const sim::SimResult& r = s.result;
 
   // Throughput as `ptdp plan` computes it, from the simulated iteration time.
-  costmodel::Prediction pred =
-      costmodel::Predict(model, cluster, layout, costmodel::BuildCostTable(model, cluster, layout));
+  costmodel::Prediction pred = costmodel::Predict(model, cluster, layout, table);
   const Seconds closed_form_s = pred.iteration_s;
   pred.iteration_s = ToSeconds(r.iteration_ns);
   costmodel::SetThroughput(model, cluster, layout, &pred);
@@ -185,9 +194,8 @@ Status RunSimulate(const SimulateArgs& a) {
                 BytesToGiB(double(rs.static_bytes)),
                 BytesToGiB(double(rs.static_bytes + rs.peak_activation_bytes)));
   }
-  std::printf("\n%lld events, %lld instructions, simulated in %.3f s (%.1f M events/s)\n",
-              (long long)r.events, (long long)InstructionCount(s.program), wall_s,
-              wall_s > 0 ? r.events / wall_s / 1e6 : 0.0);
+  std::printf("\n%lld events, %lld instructions; program, costs and replay took %.3f s\n",
+              (long long)r.events, (long long)InstructionCount(s.program), wall_s);
   if (!a.trace.empty()) std::printf("wrote %s\n", a.trace.c_str());
   if (!a.svg.empty()) std::printf("wrote %s\n", a.svg.c_str());
   return Status::Ok();
@@ -216,6 +224,9 @@ void RegisterSimulate(CLI::App& app, int* exit_code) {
                 "Free communication and equal per-stage costs: what the schedule alone costs");
   cmd->add_flag("--overlap-allreduce", a->overlap,
                 "Overlap the data-parallel all-reduce with the last backwards, bucket by bucket");
+  cmd->add_option(
+      "--buckets", a->buckets,
+      "With --overlap-allreduce: gradient buckets per model chunk (default: the cost model's)");
   cmd->callback([a, exit_code] {
     Status s = RunSimulate(*a);
     *exit_code = s.ok() ? 0 : Fail("simulate", s);
