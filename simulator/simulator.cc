@@ -236,7 +236,30 @@ Result<SimResult> Interpreter::Run() {
   for (const auto& l : c_.p2p_link) latency_ns_.push_back(ToNanoseconds(l.latency));
   gather_ns_ = ToNanoseconds(c_.p2p_allgather);
   for (int r = 0; r < pp; ++r) {
-    for (const Instr& in : p_.ranks[r].instrs) {
+    const auto& ins = p_.ranks[r].instrs;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const Instr& in = ins[i];
+      // Cheap bounds, so that a program that skipped Validate() fails cleanly here instead of
+      // indexing out of range; ordering and matching are Validate()'s (a stuck rank is reported
+      // after the run).
+      const bool batch_op = in.op == Op::kReduceGrads || in.op == Op::kOptimizerStep;
+      const bool message = in.op == Op::kSendAct || in.op == Op::kSendGrad ||
+                           in.op == Op::kRecvAct || in.op == Op::kRecvGrad;
+      if (!batch_op && (in.microbatch < 0 || in.microbatch >= p_.microbatches || in.chunk < 0 ||
+                        in.chunk >= vp || (message && (in.peer < 0 || in.peer >= pp)))) {
+        return Status::Invalid("simulate: rank " + std::to_string(r) + ", instruction " +
+                               std::to_string(i) + " (" + InstrToText(in, vp > 1) +
+                               "): microbatch, chunk or peer out of range; validate the program");
+      }
+      if (message) {
+        const int64_t vs = int64_t(in.chunk) * pp + r;
+        const bool up = in.op == Op::kSendAct || in.op == Op::kRecvGrad;
+        if ((up && vs + 1 >= n) || (!up && vs == 0)) {
+          return Status::Invalid("simulate: rank " + std::to_string(r) + ", instruction " +
+                                 std::to_string(i) + " (" + InstrToText(in, vp > 1) +
+                                 "): no neighbouring virtual stage; validate the program");
+        }
+      }
       if ((in.op == Op::kSendAct || in.op == Op::kSendGrad) && in.bytes > 0) {
         const int link = in.op == Op::kSendAct ? r : in.peer;
         if (link < 0 || link >= static_cast<int>(c_.p2p_link.size()) ||

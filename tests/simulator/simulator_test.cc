@@ -222,3 +222,28 @@ TEST(Simulate, Deterministic) {
 
 }  // namespace
 }  // namespace ptdp::sim
+
+namespace ptdp::sim {
+namespace {
+
+TEST(Simulate, UnvalidatedProgramsFailCleanly) {
+  Program p = Lowered(ScheduleKind::k1F1B, 2, 2, 1, 100);
+  p.ranks[1].instrs[0].microbatch = 7;  // RA7: out of range
+  auto r = Simulate(p, UniformCosts(2, 1, 1e-6, 1e-6));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rank 1, instruction 0 (RA7<0:100)"), std::string::npos)
+      << r.status().message();
+  // A deadlocking order that Validate() rejects: the simulator reports the stuck rank.
+  auto q = ProgramFromText(
+      "program kind=1f1b pp=2 vp=1 microbatches=2\n"
+      "rank 0: F0 SA0>1:100 RG0<1:100 B0 F1 SA1>1:100 RG1<1:100 B1 AR OPT\n"
+      "rank 1: RA0<0:100 F0 RA1<0:100 F1 B0 SG0>0:100 B1 SG1>0:100 AR OPT\n");
+  ASSERT_TRUE(q.ok());
+  auto s = Simulate(*q, UniformCosts(2, 1, 1e-6, 1e-6));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("blocked forever"), std::string::npos)
+      << s.status().message();
+}
+
+}  // namespace
+}  // namespace ptdp::sim
