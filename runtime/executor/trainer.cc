@@ -491,6 +491,7 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   params_->ZeroGrads();
   loss_sum_ = 0;
   events_.clear();
+  activation_bytes_.clear();
   const auto t0 = Clock::now();
   const auto ns = [&t0](Clock::time_point t) {
     return static_cast<Nanoseconds>(
@@ -510,6 +511,7 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
     }
     const auto b = Clock::now();
     events_.push_back(TimelineEvent{coord_.pp, StreamOf(in.op), in, ns(a), ns(b)});
+    activation_bytes_.push_back(dev_->stats().current[static_cast<int>(MemTag::kActivations)]);
     executed.push_back(in);
     PTDP_RETURN_IF_ERROR(PollSends());
   }
@@ -567,7 +569,7 @@ Result<std::vector<RankMemory>> Trainer::GatherMemory() {
 
 Result<Timeline> Trainer::GatherTimeline() {
   const bool reports = coord_.tp == 0 && coord_.dp == 0;
-  constexpr size_t kW = 8;
+  constexpr size_t kW = 9;
   PTDP_ASSIGN_OR_RETURN(std::vector<double> counts,
                         AllGatherDoubles(*world_, {reports ? double(events_.size()) : 0.0}));
   size_t most = 0;
@@ -583,7 +585,8 @@ Result<Timeline> Trainer::GatherTimeline() {
                             double(e.instr.bytes),
                             e.instr.recompute ? 1.0 : 0.0,
                             double(e.start_ns),
-                            double(e.end_ns)};
+                            double(e.end_ns),
+                            double(activation_bytes_[i])};
       std::copy(v, v + kW, mine.begin() + static_cast<std::ptrdiff_t>(i * kW));
     }
   }
@@ -607,6 +610,8 @@ Result<Timeline> Trainer::GatherTimeline() {
       e.start_ns = static_cast<Nanoseconds>(v[6]);
       e.end_ns = static_cast<Nanoseconds>(v[7]);
       t.events.push_back(e);
+      // Activation memory held after each instruction (the simulator emits the same counter).
+      t.counters.push_back(TimelineCounter{c.pp, "activation_GiB", e.end_ns, BytesToGiB(v[8])});
     }
   }
   return t;

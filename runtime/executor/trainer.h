@@ -86,7 +86,8 @@ class Trainer {
   // Collective: every rank's peak memory.
   Result<std::vector<RankMemory>> GatherMemory();
   // Collective: the last iteration's measured timeline of every pipeline rank (tensor rank 0, data
-  // rank 0 of each), on world rank 0 (others get an empty Timeline).
+  // rank 0 of each), on world rank 0 (others get an empty Timeline), with an "activation_GiB"
+  // counter sample after every instruction.
   Result<Timeline> GatherTimeline();
   // Collective: compares this rank's parameters with a single-process dump (WriteParamDump) and
   // returns the largest per-tensor relative difference ||p - ref|| / ||ref|| over all ranks
@@ -143,6 +144,7 @@ class Trainer {
   double last_lr_ = 0;
   Timeline timeline_;
   std::vector<TimelineEvent> events_;
+  std::vector<Bytes> activation_bytes_;  // after each event
 };
 
 }  // namespace ptdp::runtime
