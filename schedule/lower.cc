@@ -37,14 +37,19 @@ int64_t MessageKey(const Program& p, int pp_rank, const Instr& in) {
 
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute) {
   if (message_bytes < 0) return Status::Invalid("message bytes: must be >= 0");
-  Program out = compute;
+  Program out;
+  out.kind = compute.kind;
+  out.pp = compute.pp;
+  out.vp = compute.vp;
+  out.microbatches = compute.microbatches;
+  out.ranks.resize(compute.ranks.size());
   const int pp = compute.pp;
   const int last_vs = pp * compute.vp - 1;
   for (size_t r = 0; r < compute.ranks.size(); ++r) {
     const int rank = static_cast<int>(r);
     const auto& src = compute.ranks[r].instrs;
+    out.ranks[r].pp_rank = compute.ranks[r].pp_rank;
     auto& dst = out.ranks[r].instrs;
-    dst.clear();
     dst.reserve(src.size() * 2 + 2);
     for (size_t i = 0; i < src.size(); ++i) {
       Instr c = src[i];
