@@ -85,6 +85,7 @@ def build_model(torch, args):
             self.drop = nn.Dropout(p)
             self.blocks = nn.ModuleList([Block() for _ in range(l)])
             self.ln_f = nn.LayerNorm(h, eps=1e-5)
+            self.register_buffer("padding", torch.arange(v) >= args.vocab, persistent=False)
             self.apply(self._init)
             for blk in self.blocks:
                 nn.init.normal_(blk.attn.proj.weight, std=0.02 / math.sqrt(2 * l))
@@ -111,8 +112,8 @@ def build_model(torch, args):
             # Padding columns never win: they are excluded as ptdp excludes them (-inf).
             logits = logits.float()
             if v > args.vocab:
-                logits[..., args.vocab:] = float("-inf")
-            return F.cross_entropy(logits.view(-1, v), targets.view(-1))
+                logits = logits.masked_fill(self.padding, float("-inf"))
+            return F.cross_entropy(logits.reshape(-1, v), targets.reshape(-1))
 
     return GPT(), v
 
@@ -181,7 +182,7 @@ def run(args):
         "steps": args.steps, "step_ms": step_s * 1e3,
         "tokens_per_s": tokens_per_s,
         "model_tflops_per_s": flops / step_s / 1e12,
-        "last_loss": float(losses[-1]) if losses else None,
+        "last_loss": losses[-1].item() if losses else None,
     }
     if device.type == "cuda":
         result["peak_memory_GiB"] = torch.cuda.max_memory_allocated(device) / 2 ** 30
