@@ -227,9 +227,9 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
     sm.grads = params * bp.grad;
     sm.optimizer = params * bp.optimizer;
     sm.workspace = t.static_memory[r] - sm.weights - sm.grads - sm.optimizer;
-    Bytes stash_max = 0;
-    for (int k = 0; k < c.vp; ++k) stash_max = std::max(stash_max, t.Chunk(r, k).stash_bytes);
-    sm.activations = InFlightChunkMicrobatches(c, r) * stash_max + live_layer;
+    std::vector<Bytes> stash;
+    for (int k = 0; k < c.vp; ++k) stash.push_back(t.Chunk(r, k).stash_bytes);
+    sm.activations = InFlightActivationBytes(c, r, stash) + live_layer;
     if (sm.Total() > p.peak_memory) {
       p.peak_memory = sm.Total();
       p.peak_memory_stage = r;

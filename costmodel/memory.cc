@@ -36,6 +36,16 @@ Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, const Hardwar
   return b;
 }
 
+Bytes InFlightActivationBytes(const ParallelConfig& c, int pp_rank,
+                              const std::vector<Bytes>& chunk_stash) {
+  const int64_t units = InFlightChunkMicrobatches(c, pp_rank);
+  if (chunk_stash.size() == 1) return units * chunk_stash[0];
+  const Bytes plain = *std::min_element(chunk_stash.begin(), chunk_stash.end());
+  const Bytes extra = chunk_stash.back() - plain;
+  const int64_t head_units = std::max<int64_t>(1, units - int64_t(c.vp - 1) * c.pp);
+  return units * plain + std::min(units, head_units) * extra;
+}
+
 std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConfig& c) {
   std::vector<int64_t> n(c.pp, 0);
   // Every rank strictly between the first and the last holds the same shapes: count one.
@@ -56,13 +66,9 @@ StageMemory StageMemoryOf(const ModelSpec& m, const ParallelConfig& c, const Har
   s.weights = param_elements * bp.weight;
   s.grads = param_elements * bp.grad;
   s.optimizer = param_elements * bp.optimizer;
-  // All chunks of a rank stash the same layer count; the head adds to the last chunk only, so
-  // count in-flight units by chunk: in the interleaved schedule units spread over the chunks.
-  const int64_t units = InFlightChunkMicrobatches(c, pp_rank);
-  Bytes stash_max = 0;
-  for (int k = 0; k < c.vp; ++k)
-    stash_max = std::max(stash_max, ChunkStashBytes(m, c, hw, pp_rank, k));
-  s.activations = units * stash_max;
+  std::vector<Bytes> stash;
+  for (int k = 0; k < c.vp; ++k) stash.push_back(ChunkStashBytes(m, c, hw, pp_rank, k));
+  s.activations = InFlightActivationBytes(c, pp_rank, stash);
   if (c.recompute == Recompute::kFull) {
     s.activations += ActivationBytes(LayerActivations(m, c, m.dropout > 0), hw.ActivationBytes());
   }

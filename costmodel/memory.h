@@ -41,6 +41,13 @@ BytesPerParam BytesPerParameter(TrainingPrecision p);
 // Chunk-microbatches in flight on `pp_rank` at the peak (see above).
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank);
 
+// Activation bytes in flight on `pp_rank` given each chunk's stash per microbatch (index = chunk).
+// The head's extra stash (last chunk of the last rank) counts only for the microbatches in flight
+// on that chunk: all of them for GPipe/1F1B, max(1, units - (v-1) p) interleaved (the warm-up
+// runs the earlier chunks first).
+Bytes InFlightActivationBytes(const ParallelConfig& c, int pp_rank,
+                              const std::vector<Bytes>& chunk_stash);
+
 // Bytes one microbatch keeps on chunk `chunk` of `pp_rank` between its forward and backward.
 Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, const HardwareProfile& hw,
                       int pp_rank, int chunk);

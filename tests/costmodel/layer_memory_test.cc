@@ -101,6 +101,21 @@ TEST(Memory, StashMatchesKorthikanti) {
   EXPECT_EQ(ChunkStashBytes(Tiny(), c, hw, 0, 0), 4 * 8192);
 }
 
+// p = 4, v = 2, m = 8 on the last rank: 0 + 4 + 1 = 5 chunk-microbatches in flight; chunk 1 holds
+// the head, whose extra stash counts for max(1, 5 - 4) = 1 of them: 5 * 100 + 1 * 30.
+TEST(Memory, HeadStashCountsOnlyItsChunk) {
+  ParallelConfig c;
+  c.pp = 4;
+  c.vp = 2;
+  c.global_batch = 8;
+  c.schedule = ScheduleKind::kInterleaved;
+  EXPECT_EQ(InFlightActivationBytes(c, 3, {100, 130}), 5 * 100 + 30);
+  c.vp = 1;
+  c.schedule = ScheduleKind::k1F1B;
+  EXPECT_EQ(InFlightActivationBytes(c, 3, {130}), 130);
+  EXPECT_EQ(InFlightActivationBytes(c, 0, {100}), 400);
+}
+
 // Mixed precision: 2 + 2 + 12 = 16 bytes per parameter; fp32: 4 + 4 + 8 = 16.
 TEST(Memory, BytesPerParameter) {
   const BytesPerParam mixed = BytesPerParameter(TrainingPrecision::kMixed);
