@@ -17,6 +17,7 @@ using kernels::testing::RandomVector;
 using testing::AsDouble;
 using testing::DeviceBuffer;
 using testing::Nmse;
+using testing::SizeFor;
 using testing::Store;
 
 template <typename T>
@@ -89,17 +90,20 @@ void CheckAttention(int64_t b, int64_t s, int64_t h, int64_t d, float p) {
 }
 
 TYPED_TEST(CudaAttention, EveryHeadDim) {
-  // s = 100 leaves partial query and key tiles (64-row forward blocks, 64-key backward blocks).
-  for (int64_t d : {16, 32, 64, 128}) CheckAttention<TypeParam>(2, 100, 3, d, 0.0f);
+  // s = 100 (70 emulated) leaves partial query and key tiles (64-row forward blocks, 64-key
+  // backward blocks).
+  for (int64_t d : {16, 32, 64, 128}) {
+    CheckAttention<TypeParam>(SizeFor(2, 1), SizeFor(100, 70), SizeFor(3, 2), d, 0.0f);
+  }
 }
 
 TYPED_TEST(CudaAttention, WithDropout) {
-  for (int64_t d : {32, 128}) CheckAttention<TypeParam>(2, 70, 2, d, 0.2f);
+  for (int64_t d : {32, 128}) CheckAttention<TypeParam>(SizeFor(2, 1), 70, 2, d, 0.2f);
 }
 
 TYPED_TEST(CudaAttention, ShortAndLongSequences) {
-  CheckAttention<TypeParam>(1, 1, 1, 64, 0.0f);    // a single position attends to itself
-  CheckAttention<TypeParam>(1, 300, 2, 64, 0.0f);  // several tiles on both sides
+  CheckAttention<TypeParam>(1, 1, 1, 64, 0.0f);  // a single position attends to itself
+  CheckAttention<TypeParam>(1, SizeFor(300, 150), SizeFor(2, 1), 64, 0.0f);  // several tiles
 }
 
 TEST(CudaAttentionApi, HeadDims) {

@@ -28,7 +28,7 @@ TYPED_TEST_SUITE(CudaLoss, ElementTypes);
 TYPED_TEST(CudaLoss, CrossEntropyTwoShards) {
   using T = TypeParam;
   // 1000 padded columns (999 real) split in two shards of 500; one row targets the last real id.
-  const int64_t n = 19, v = 1000, v_real = 999, half = 500;
+  const int64_t n = testing::SizeFor(19, 5), v = 1000, v_real = 999, half = 500;
   const auto logits = Store<T>(RandomVector(n * v, 7, 3.0));
   const auto logitsd = AsDouble(logits);
   std::vector<int32_t> targets(n);
@@ -131,7 +131,7 @@ TEST_F(CudaOptim, AdamWMatchesReferenceAndWritesCopies) {
 }
 
 TEST_F(CudaOptim, SumSquaresAndNonFinite) {
-  const int64_t n = 100003;
+  const int64_t n = testing::SizeFor(100003, 4099);
   std::vector<float> x(n);
   double want = 0.0;
   for (int64_t i = 0; i < n; ++i) {

@@ -96,6 +96,18 @@ inline double Nmse(const std::vector<double>& got, const std::vector<double>& wa
   return den > 0.0 ? num / den : num;
 }
 
+// True in the CPU emulation build (emu/cuda_emu.h), where every emulated thread is an OS thread:
+// tests pick smaller problems there, still covering partial tiles and several blocks.
+#ifdef PTDP_CUDA_EMULATION
+inline constexpr bool kEmulated = true;
+#else
+inline constexpr bool kEmulated = false;
+#endif
+// `gpu` on a device, `emulated` in the emulation build.
+inline constexpr int64_t SizeFor(int64_t gpu, int64_t emulated) {
+  return kEmulated ? emulated : gpu;
+}
+
 // Per-op tolerances on the NMSE. fp32 kernels against the double reference: rounding of order
 // 1e-7 relative (NMSE ~1e-14), so 1e-10 leaves room for accumulation order. A bf16 output adds
 // one rounding with relative error up to 2^-9 (NMSE about (2^-9)^2 / 3 = 1.3e-6): 1e-5 for
