@@ -194,12 +194,14 @@ def run(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--plan", help="a ptdp plan file: the model (and dropout) come from its "
+                    "\"model\" object, so both sides train the same shapes")
     ap.add_argument("--name", default="custom", help="model name for the report")
-    ap.add_argument("--layers", type=int, required=True)
-    ap.add_argument("--hidden", type=int, required=True)
-    ap.add_argument("--heads", type=int, required=True)
-    ap.add_argument("--seq-len", type=int, required=True)
-    ap.add_argument("--vocab", type=int, required=True, help="unpadded vocabulary")
+    ap.add_argument("--layers", type=int)
+    ap.add_argument("--hidden", type=int)
+    ap.add_argument("--heads", type=int)
+    ap.add_argument("--seq-len", type=int)
+    ap.add_argument("--vocab", type=int, help="unpadded vocabulary")
     ap.add_argument("--ffn-hidden", type=int, default=0, help="0: 4 * hidden")
     ap.add_argument("--vocab-divisible-by", type=int, default=128)
     ap.add_argument("--dropout", type=float, default=0.0)
@@ -214,8 +216,24 @@ def main(argv=None):
     ap.add_argument("--peak-tflops", type=float, default=0.0,
                     help="the card's dense bf16 peak, for MFU (e.g. 989 for H100 SXM)")
     ap.add_argument("--find-max-batch", action="store_true",
-                    help="double --batch until out of memory; report the largest that ran")
+                    help="double --batch until out of memory (or past --max-batch); report the "
+                    "largest that ran")
+    ap.add_argument("--max-batch", type=int, default=128, help="cap for --find-max-batch")
     args = ap.parse_args(argv)
+    if args.plan:
+        with open(args.plan) as f:
+            m = json.load(f)["model"]
+        args.name, args.layers, args.hidden, args.heads = m["name"], m["layers"], m["hidden"], m["heads"]
+        args.seq_len, args.vocab = m["seq_len"], m["vocab"]
+        args.ffn_hidden = m.get("ffn_hidden", 0)
+        args.vocab_divisible_by = m.get("vocab_divisible_by", 128)
+        args.dropout = m.get("dropout", 0.0)
+        if not m.get("tied_embeddings", True):
+            ap.error("--plan: the model has untied embeddings; this script ties them as ptdp's presets do")
+    missing = [k for k in ("layers", "hidden", "heads", "seq_len", "vocab") if getattr(args, k) is None]
+    if missing:
+        ap.error("give --plan or all of --layers --hidden --heads --seq-len --vocab (missing: %s)"
+                 % ", ".join(missing))
     if args.hidden % args.heads != 0:
         ap.error("--hidden must be a multiple of --heads")
     if not args.find_max_batch:
@@ -223,7 +241,7 @@ def main(argv=None):
         return 0
     import torch
     best = None
-    while True:
+    while args.batch <= args.max_batch:
         try:
             best = run(args)
         except torch.cuda.OutOfMemoryError:

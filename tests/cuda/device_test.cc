@@ -1,0 +1,113 @@
+// CachingAllocator and CudaDevice on a GPU; host-only helpers (size classes, 16-bit widening)
+// everywhere. Device tests GTEST_SKIP() when no CUDA device is visible, so they report SKIPPED.
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+
+#include <cstring>
+#include <vector>
+
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/staged_mpi_communicator.h"
+
+namespace ptdp::runtime::cuda {
+namespace {
+
+#define PTDP_REQUIRE_GPU()                                                         \
+  do {                                                                             \
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped"; \
+  } while (0)
+
+TEST(CachingAllocatorHostTest, SizeClasses) {
+  EXPECT_EQ(CachingAllocator::RoundedSize(1), 512);
+  EXPECT_EQ(CachingAllocator::RoundedSize(512), 512);
+  EXPECT_EQ(CachingAllocator::RoundedSize(513), 1024);
+  EXPECT_EQ(CachingAllocator::RoundedSize((1 << 20) - 1), 1 << 20);
+  EXPECT_EQ(CachingAllocator::RoundedSize(1 << 20), 2 << 20);
+  EXPECT_EQ(CachingAllocator::RoundedSize((2 << 20) + 1), 4 << 20);
+}
+
+TEST(StagedConversionHostTest, Bf16WidenNarrowIsExactForRepresentableValues) {
+  // Small integers and powers of two are exact in bf16: a round trip must return them bit for bit.
+  std::vector<float> in = {0.f, 1.f, -2.f, 3.f, 0.5f, 256.f, -0.125f, 7.f};
+  std::vector<__nv_bfloat16> half(in.size());
+  NarrowFromFp32(half.data(), in.data(), int64_t(in.size()), DType::kBf16);
+  std::vector<float> back(in.size());
+  WidenToFp32(back.data(), half.data(), int64_t(in.size()), DType::kBf16);
+  EXPECT_EQ(back, in);
+  // 1 + 2^-9 is not representable (8 mantissa bits): round to nearest even gives 1.
+  const float odd = 1.0f + 1.0f / 512;
+  NarrowFromFp32(half.data(), &odd, 1, DType::kBf16);
+  WidenToFp32(back.data(), half.data(), 1, DType::kBf16);
+  EXPECT_EQ(back[0], 1.0f);
+}
+
+TEST(CachingAllocatorTest, ReusesFreedBlocksAndAccountsEveryByte) {
+  PTDP_REQUIRE_GPU();
+  CachingAllocator a;
+  auto p = a.Allocate(1000, MemTag::kActivations);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto q = a.Allocate(3 << 20, MemTag::kWeights);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  const auto& s = a.stats();
+  EXPECT_EQ(s.requested.current_total, 1000 + (3 << 20));
+  EXPECT_EQ(s.requested.current[int(MemTag::kActivations)], 1000);
+  EXPECT_EQ(s.reserved, 1024 + (4 << 20));
+  EXPECT_EQ(s.cuda_malloc_calls, 2);
+  a.Free(*p);
+  EXPECT_EQ(s.requested.current_total, 3 << 20);
+  EXPECT_EQ(s.requested.peak_total, 1000 + (3 << 20));
+  auto r = a.Allocate(900, MemTag::kActivations);  // same 1 KiB class: reused
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, *p);
+  EXPECT_EQ(s.cuda_malloc_calls, 2);
+  EXPECT_EQ(s.cache_hits, 1);
+  a.Free(*r);
+  a.Free(*q);
+  EXPECT_EQ(s.requested.current_total, 0);
+  ASSERT_TRUE(a.ReleaseCached().ok());
+  EXPECT_EQ(s.reserved, 0);
+}
+
+TEST(CachingAllocatorTest, LimitGivesDoesNotFit) {
+  PTDP_REQUIRE_GPU();
+  CachingAllocator a(/*limit_bytes=*/8 << 20);
+  auto p = a.Allocate(6 << 20, MemTag::kWeights);
+  ASSERT_TRUE(p.ok());
+  auto q = a.Allocate(6 << 20, MemTag::kGrads);
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(q.status().code(), StatusCode::kDoesNotFit);
+  EXPECT_NE(q.status().message().find("grads"), std::string::npos);
+  a.Free(*p);
+}
+
+TEST(CudaDeviceTest, ZeroFilledAllocCopyRoundTripAndTags) {
+  PTDP_REQUIRE_GPU();
+  auto dev = CudaDevice::Create(0);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  auto buf = Buffer<float>::Make(dev->get(), 1000, MemTag::kOptimizer);
+  ASSERT_TRUE(buf.ok()) << buf.status().ToString();
+  std::vector<float> host(1000, 7.0f);
+  (*dev)->Copy(host.data(), buf->data(), 1000 * 4);
+  for (float x : host) ASSERT_EQ(x, 0.0f);
+  for (int i = 0; i < 1000; ++i) host[i] = float(i);
+  (*dev)->Copy(buf->data(), host.data(), 1000 * 4);
+  std::vector<float> back(1000);
+  (*dev)->Copy(back.data(), buf->data(), 1000 * 4);
+  EXPECT_EQ(back, host);
+  EXPECT_EQ((*dev)->stats().current[int(MemTag::kOptimizer)], 4000);
+  EXPECT_EQ((*dev)->allocator_stats().requested.current_total, 4000);
+  buf->Reset();
+  EXPECT_EQ((*dev)->stats().current_total, 0);
+  EXPECT_EQ((*dev)->stats().peak_total, 4000);
+}
+
+TEST(CudaDeviceTest, MissingDeviceIsNotFound) {
+  auto dev = CudaDevice::Create(CudaDeviceCount() + 5);
+  ASSERT_FALSE(dev.ok());
+  EXPECT_EQ(dev.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ptdp::runtime::cuda
