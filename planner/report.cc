@@ -90,7 +90,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     const auto& l = c.layout;
     const auto& p = c.prediction;
     std::snprintf(line, sizeof(line),
-                  "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s %11.3f %8.1f %6.1f %7.3f %9.1f%s\n", ++i,
+                  "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s %11.4g %8.4g %6.1f %7.3f %9.1f%s\n", ++i,
                   l.tp, l.pp, l.dp, l.mbs, l.vp, ScheduleName(l.schedule),
                   RecomputeName(l.recompute), l.scatter_gather ? "on" : "off", p.iteration_s,
                   p.tflops_per_gpu, p.percent_of_peak, p.bubble_fraction, GiBOf(p.peak_memory),
@@ -102,7 +102,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   const double it = w.prediction.iteration_s;
   o << "\nbest: " << w.layout.ToString() << "\n";
   auto row = [&](const char* name, double s) {
-    std::snprintf(line, sizeof(line), "  %-10s %9.3f s  %5.1f%%\n", name, s, 100 * s / it);
+    std::snprintf(line, sizeof(line), "  %-10s %9.4g s  %5.1f%%\n", name, s, 100 * s / it);
     o << line;
   };
   row("compute", b.compute);
@@ -112,7 +112,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   row("dp_comm", b.dp_comm);
   row("optimizer", b.optimizer);
   std::snprintf(line, sizeof(line),
-                "  iteration  %9.3f s; %.1f TFLOP/s per GPU (%.1f%% of peak; model FLOPs %.1f), "
+                "  iteration  %9.4g s; %.4g TFLOP/s per GPU (%.1f%% of peak; model FLOPs %.4g), "
                 "%.0f tokens/s\n",
                 it, w.prediction.tflops_per_gpu, w.prediction.percent_of_peak,
                 w.prediction.model_tflops_per_gpu, w.prediction.tokens_per_s);
@@ -121,7 +121,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
                 GiBOf(w.prediction.peak_memory), w.prediction.peak_memory_stage);
   o << line;
   if (tokens > 0) {
-    std::snprintf(line, sizeof(line), "  %.3g tokens in %.1f days\n", tokens,
+    std::snprintf(line, sizeof(line), "  %.3g tokens in %.3g days\n", tokens,
                   w.prediction.DaysToTrain(tokens));
     o << line;
   }
