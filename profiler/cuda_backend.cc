@@ -1,29 +1,22 @@
-// The CUDA backend of `ptdp profile` (built only with PTDP_WITH_CUDA): bf16 GEMMs through cuBLAS
-// with fp32 accumulation in the nn.Linear layout the runtime uses (out = x W^T, a "TN" GEMM),
-// bf16 streaming and GeLU kernels, attention's two batched GEMMs, an empty kernel for the launch
-// cost, and NCCL for the collectives. One GPU per rank: rank i on its node uses device i % count.
-#include <cublas_v2.h>
+// The CUDA backend of `ptdp profile` (built only with PTDP_WITH_CUDA). It times what the CUDA
+// runtime runs: bf16 GEMMs through the cuBLASLt wrapper (kernels/cublas LtGemm::LinearForward,
+// fp32 accumulation, out = x W^T), the fused bias+GeLU and the fused causal attention of
+// kernels/cuda; plus a bf16 streaming add and an empty kernel (profiler/cuda_kernels.cu) for the
+// memory bandwidth and the launch cost, and NCCL for the collectives. One GPU per rank: rank i on
+// its node uses device i % count.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
+#include "kernels/cublas/gemm.h"
+#include "kernels/cuda/ops.h"
 #include "profiler/backend.h"
 #include "profiler/cuda_kernels.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/group.h"
 #include "runtime/cuda/nccl_communicator.h"
-
-#define PTDP_CUBLAS_RETURN(expr)                                                                   \
-  do {                                                                                             \
-    const cublasStatus_t _ptdp_st = (expr);                                                        \
-    if (_ptdp_st != CUBLAS_STATUS_SUCCESS) {                                                       \
-      return Status::Internal(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": rank " + \
-                              std::to_string(runtime::cuda::WorldRankForMessages()) +              \
-                              ": " #expr " failed: " + cublasGetStatusName(_ptdp_st) + " (" +      \
-                              cublasGetStatusString(_ptdp_st) + ")");                              \
-    }                                                                                              \
-  } while (0)
 
 namespace ptdp::profiler {
 namespace {
@@ -53,7 +46,6 @@ class DeviceArray {
 class CudaBackend final : public ProfileBackend {
  public:
   ~CudaBackend() override {
-    if (handle_ != nullptr) cublasDestroy(handle_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -72,10 +64,7 @@ class CudaBackend final : public ProfileBackend {
     PTDP_CUDA_RETURN(cudaMemGetInfo(&free_before, &total));
     total_bytes_ = static_cast<double>(total);
     PTDP_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    PTDP_CUBLAS_RETURN(cublasCreate(&handle_));
-    PTDP_CUBLAS_RETURN(cublasSetStream(handle_, stream_));
-    PTDP_RETURN_IF_ERROR(workspace_.Allocate(kCublasWorkspaceBytes));
-    PTDP_CUBLAS_RETURN(cublasSetWorkspace(handle_, workspace_.get(), kCublasWorkspaceBytes));
+    PTDP_ASSIGN_OR_RETURN(lt_, cublas::LtGemm::Create(kCublasWorkspaceBytes));
     // One small GEMM so that cuBLAS has loaded what it keeps on the device.
     PTDP_ASSIGN_OR_RETURN(Seconds unused, TimeGemm(256, 256, 256, TimingOptions{0, 1, 1}));
     (void)unused;
@@ -92,17 +81,6 @@ class CudaBackend final : public ProfileBackend {
   Result<double> MemoryCapacityBytes(int) override { return total_bytes_; }
   Result<double> WorkspaceBytes() override { return workspace_bytes_; }
 
-  // out[m][n] = x[m][k] W[n][k]^T, row-major; in column-major terms out^T = W x^T: op(W) = T.
-  Status Gemm(__nv_bfloat16* out, const __nv_bfloat16* x, const __nv_bfloat16* w, int64_t m,
-              int64_t n, int64_t k) {
-    const float alpha = 1.0f, beta = 0.0f;
-    PTDP_CUBLAS_RETURN(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k),
-                                    &alpha, w, CUDA_R_16BF, int(k), x, CUDA_R_16BF, int(k), &beta,
-                                    out, CUDA_R_16BF, int(n), CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
-    return Status::Ok();
-  }
-
   Result<double> TimeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions& t) override {
     DeviceArray x, w, out;
     PTDP_RETURN_IF_ERROR(x.Allocate(size_t(m) * k * 2));
@@ -110,8 +88,14 @@ class CudaBackend final : public ProfileBackend {
     PTDP_RETURN_IF_ERROR(out.Allocate(size_t(m) * n * 2));
     PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.5f, m * k, stream_));
     PTDP_CUDA_RETURN(LaunchFill(w.bf16(), 0.25f, n * k, stream_));
-    return MedianSeconds([&] { return Gemm(out.bf16(), x.bf16(), w.bf16(), m, n, k); },
-                         [&] { return Sync(); }, t);
+    // out[m][n] = x[m][k] W[n][k]^T: the runtime's nn.Linear forward.
+    return MedianSeconds(
+        [&] {
+          lt_->LinearForward<__nv_bfloat16>(out.bf16(), x.bf16(), w.bf16(), nullptr, m, k, n,
+                                            stream_);
+          return Status::Ok();
+        },
+        [&] { return Sync(); }, t);
   }
 
   Result<double> StreamAddBandwidth(Bytes bytes, const TimingOptions& t) override {
@@ -133,54 +117,46 @@ class CudaBackend final : public ProfileBackend {
   }
 
   Result<double> GeluBandwidth(Bytes bytes, const TimingOptions& t) override {
-    const int64_t count = bytes / 2;
+    // kernels/cuda's fused bias + GeLU (no bias) over rows of 4096.
+    const int64_t cols = 4096;
+    const int64_t rows = std::max<int64_t>(bytes / 2 / cols, 1);
     DeviceArray x, y;
-    PTDP_RETURN_IF_ERROR(x.Allocate(size_t(bytes)));
-    PTDP_RETURN_IF_ERROR(y.Allocate(size_t(bytes)));
-    PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.5f, count, stream_));
-    PTDP_ASSIGN_OR_RETURN(Seconds s,
-                          MedianSeconds(
-                              [&]() -> Status {
-                                PTDP_CUDA_RETURN(LaunchGelu(y.bf16(), x.bf16(), count, stream_));
-                                return Status::Ok();
-                              },
-                              [&] { return Sync(); }, t));
-    return 2.0 * count * 2 / s;
+    PTDP_RETURN_IF_ERROR(x.Allocate(size_t(rows * cols) * 2));
+    PTDP_RETURN_IF_ERROR(y.Allocate(size_t(rows * cols) * 2));
+    PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.5f, rows * cols, stream_));
+    PTDP_ASSIGN_OR_RETURN(Seconds s, MedianSeconds(
+                                         [&] {
+                                           cuda_kernels::BiasGeluForward<__nv_bfloat16>(
+                                               y.bf16(), x.bf16(), nullptr, rows, cols, stream_);
+                                           return Status::Ok();
+                                         },
+                                         [&] { return Sync(); }, t));
+    return 2.0 * double(rows * cols) * 2 / s;
   }
 
-  // The two batched GEMMs of attention per (batch, head): S = Q K^T [s][s] and O = P V [s][d].
+  // kernels/cuda's fused causal attention forward (FlashAttention-2 style), no dropout.
   Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
                                const TimingOptions& t) override {
-    const int64_t batch = b * heads;
-    DeviceArray q, kk, v, p, o;
-    PTDP_RETURN_IF_ERROR(q.Allocate(size_t(batch) * s * d * 2));
-    PTDP_RETURN_IF_ERROR(kk.Allocate(size_t(batch) * s * d * 2));
-    PTDP_RETURN_IF_ERROR(v.Allocate(size_t(batch) * s * d * 2));
-    PTDP_RETURN_IF_ERROR(p.Allocate(size_t(batch) * s * s * 2));
-    PTDP_RETURN_IF_ERROR(o.Allocate(size_t(batch) * s * d * 2));
-    PTDP_CUDA_RETURN(LaunchFill(q.bf16(), 0.01f, batch * s * d, stream_));
-    PTDP_CUDA_RETURN(LaunchFill(kk.bf16(), 0.01f, batch * s * d, stream_));
-    PTDP_CUDA_RETURN(LaunchFill(v.bf16(), 0.01f, batch * s * d, stream_));
-    const float alpha = 1.0f, beta = 0.0f;
-    auto op = [&]() -> Status {
-      // S^T (col-major s x s) = K Q^T: op(K) = T over K's col-major d x s view.
-      PTDP_CUBLAS_RETURN(cublasGemmStridedBatchedEx(
-          handle_, CUBLAS_OP_T, CUBLAS_OP_N, int(s), int(s), int(d), &alpha, kk.get(), CUDA_R_16BF,
-          int(d), s * d, q.get(), CUDA_R_16BF, int(d), s * d, &beta, p.get(), CUDA_R_16BF, int(s),
-          s * s, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      // O^T (col-major d x s) = V^T P^T.
-      PTDP_CUBLAS_RETURN(cublasGemmStridedBatchedEx(
-          handle_, CUBLAS_OP_N, CUBLAS_OP_N, int(d), int(s), int(s), &alpha, v.get(), CUDA_R_16BF,
-          int(d), s * d, p.get(), CUDA_R_16BF, int(s), s * s, &beta, o.get(), CUDA_R_16BF, int(d),
-          s * d, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      return Status::Ok();
-    };
+    if (!cuda_kernels::AttentionSupportsHeadDim(d)) {
+      return Status::Invalid("profile: attention head dim " + std::to_string(d) +
+                             " is not supported by the fused kernel");
+    }
+    DeviceArray qkv, out, lse;
+    PTDP_RETURN_IF_ERROR(qkv.Allocate(size_t(b * s * heads * 3 * d) * 2));
+    PTDP_RETURN_IF_ERROR(out.Allocate(size_t(b * s * heads * d) * 2));
+    PTDP_RETURN_IF_ERROR(lse.Allocate(size_t(b * heads * s) * 4));
+    PTDP_CUDA_RETURN(LaunchFill(qkv.bf16(), 0.01f, b * s * heads * 3 * d, stream_));
     return MedianSeconds(
-        op, [&] { return Sync(); }, t);
+        [&] {
+          cuda_kernels::AttentionForward<__nv_bfloat16>(out.bf16(), static_cast<float*>(lse.get()),
+                                                        qkv.bf16(), b, s, heads, d,
+                                                        cuda_kernels::AttentionDropout{}, stream_);
+          return Status::Ok();
+        },
+        [&] { return Sync(); }, t);
   }
   std::string attention_kind() const override {
-    return "the two attention GEMMs (Q K^T and P V, strided-batched cuBLAS bf16, full s x s, no "
-           "softmax): not the fused kernel";
+    return "kernels/cuda fused causal attention forward (online softmax), bf16, no dropout";
   }
 
   Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
@@ -226,8 +202,7 @@ class CudaBackend final : public ProfileBackend {
   double total_bytes_ = 0;
   double workspace_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
-  cublasHandle_t handle_ = nullptr;
-  DeviceArray workspace_;
+  std::unique_ptr<cublas::LtGemm> lt_;
 };
 
 }  // namespace

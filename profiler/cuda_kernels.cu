@@ -16,15 +16,6 @@ __global__ void StreamAddKernel(__nv_bfloat16* c, const __nv_bfloat16* a, const 
   }
 }
 
-__global__ void GeluKernel(__nv_bfloat16* y, const __nv_bfloat16* x, int64_t count) {
-  const int64_t stride = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += stride) {
-    const float v = __bfloat162float(x[i]);
-    const float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    y[i] = __float2bfloat16_rn(0.5f * v * (1.0f + tanhf(inner)));
-  }
-}
-
 __global__ void EmptyKernel() {}
 
 __global__ void FillKernel(__nv_bfloat16* x, float value, int64_t count) {
@@ -49,12 +40,6 @@ int Blocks(int64_t work) {
 cudaError_t LaunchStreamAdd(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b,
                             int64_t count, cudaStream_t stream) {
   StreamAddKernel<<<Blocks(count / 2), kThreads, 0, stream>>>(c, a, b, count);
-  return cudaGetLastError();
-}
-
-cudaError_t LaunchGelu(__nv_bfloat16* y, const __nv_bfloat16* x, int64_t count,
-                       cudaStream_t stream) {
-  GeluKernel<<<Blocks(count), kThreads, 0, stream>>>(y, x, count);
   return cudaGetLastError();
 }
 

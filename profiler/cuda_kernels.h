@@ -1,4 +1,5 @@
-// Memory-bound CUDA kernels the cuda profiler backend times (bf16 in and out, fp32 math). Only
+// The profiler's own CUDA kernels: a bf16 streaming add (memory bandwidth), an empty kernel
+// (launch cost) and a fill; the model's kernels come from kernels/cuda. Only
 // profiler sources built with CUDA include this header.
 #pragma once
 

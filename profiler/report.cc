@@ -104,9 +104,10 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
   p.kernel_launch_us =
       Measured(r, r.launch_us, "one tiny kernel back to back (launch + completion)");
   p.gemm.dtype = r.gemm_dtype;
-  p.gemm.source = RunSource(r) + ": " + r.gemm_dtype + " GEMM, median of repeats" +
-                  (r.backend == "cuda" ? " (cuBLAS, fp32 accumulation)"
-                                       : " (Eigen through kernels::MatmulForward)");
+  p.gemm.source =
+      RunSource(r) + ": " + r.gemm_dtype + " GEMM, median of repeats" +
+      (r.backend == "cuda" ? " (cuBLASLt through kernels/cublas LinearForward, fp32 accumulation)"
+                           : " (Eigen through kernels::MatmulForward)");
   p.gemm.m = r.gemm_m;
   p.gemm.n = r.gemm_n;
   p.gemm.k = r.gemm_k;
