@@ -47,6 +47,10 @@ if [ "$backend" = cuda ] && { [ -z "$peak" ] || [ -z "$peak_source" ]; }; then
   exit 2
 fi
 root=$(cd "$(dirname "$0")/../.." && pwd)
+# One GPU measures no links: take them (with their sources) from the shipped DGX H100 profile.
+if [ "$backend" = cuda ] && [ -z "$links_from" ] && [ -f "$root/profiles/dgx-h100.json" ]; then
+  links_from="$root/profiles/dgx-h100.json"
+fi
 work=${work:-$(mktemp -d /tmp/ptdp-compare.XXXXXX)}
 mkdir -p "$work"
 log() { echo "[compare] $*" >&2; }
