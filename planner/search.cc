@@ -238,6 +238,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
       auto pt = o.refiner(m, cluster, c.layout, table);
       if (!pt.ok()) return pt.status().WithPrefix("refining " + c.layout.ToString());
       const FixedPipeline fixed(*pt);
+      c.closed_form_iteration_s = c.prediction.iteration_s;
+      c.closed_form_bubble_fraction = c.prediction.bubble_fraction;
       c.prediction = costmodel::Predict(m, cluster, c.layout, table, &fixed, true);
       c.refined = true;
     }

@@ -47,7 +47,10 @@ struct SearchOptions {
 struct Candidate {
   ParallelConfig layout;
   costmodel::Prediction prediction;
-  bool refined = false;
+  bool refined = false;  // prediction's pipeline time comes from the refiner (the simulator)
+  // The closed-form numbers, kept beside the refined ones so both can be shown.
+  Seconds closed_form_iteration_s = 0;
+  double closed_form_bubble_fraction = 0;
 };
 
 struct SearchResult {

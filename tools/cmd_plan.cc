@@ -10,6 +10,7 @@
 #include "planner/fix.h"
 #include "planner/report.h"
 #include "planner/search.h"
+#include "simulator/refine.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
@@ -29,6 +30,7 @@ struct PlanArgs {
   std::string fix;
   bool allow_cross_node_tp = false;
   double tokens = 0;
+  int simulate_top = 10;
 };
 
 Status RunPlan(const PlanArgs& a) {
@@ -39,6 +41,7 @@ Status RunPlan(const PlanArgs& a) {
     return Status::Invalid("--emit: \"" + a.emit + "\" is not megatron");
   }
   if (a.top < 1) return Status::Invalid("--top: must be at least 1");
+  if (a.simulate_top < 0) return Status::Invalid("--simulate-top: must not be negative");
   if (a.global_batch < 1)
     return Status::Invalid("--global-batch: must be a positive number of sequences");
   std::error_code ec;
@@ -51,6 +54,10 @@ Status RunPlan(const PlanArgs& a) {
   o.global_batch = a.global_batch;
   o.keep = a.top;
   o.allow_cross_node_tp = a.allow_cross_node_tp;
+  if (a.simulate_top > 0) {
+    o.refine_top = a.simulate_top;
+    o.refiner = sim::SimulatedPipelineTime;  // replay the top K rank by rank (issue: simulate)
+  }
   PTDP_ASSIGN_OR_RETURN(o.fix, planner::ParseFix(a.fix));
   o.progress = [](int64_t done, int64_t total, double s) {
     std::fprintf(stderr, "ptdp plan: searching... %lld of ~%lld layouts, %.1f s\n", (long long)done,
@@ -97,6 +104,10 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
                   "schedule=1f1b,scatter_gather=on");
   cmd->add_flag("--allow-cross-node-tp", a->allow_cross_node_tp,
                 "Let the search put a tensor group across nodes");
+  cmd->add_option(
+         "--simulate-top", a->simulate_top,
+         "Re-score the best K layouts with the event-driven simulator (0: closed form only)")
+      ->capture_default_str();
   cmd->add_option("--tokens", a->tokens, "Tokens to train on, for days-to-train (e.g. 3e11)");
   cmd->callback([a, exit_code] {
     Status s = RunPlan(*a);

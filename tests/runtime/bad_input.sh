@@ -25,6 +25,7 @@ case "$case" in
                sed -i 's/"hidden": 64, "heads": 4/"hidden": 16384, "heads": 128/' "$dir/plan.json"
                expect="model does not fit: pipeline rank 0 needs .* (memory_GiB of the cluster profile 'cpu')" ;;
   dead_rank)   # a rank killed mid-training: mpirun must end the whole job, non-zero, no hang
+               rm -f "$dir/log.jsonl" "$dir/out.txt"  # a previous run's log must not look like this one's
                timeout 90 mpirun -np 2 --oversubscribe "$ptdp" train --plan "$dir/plan.json" \
                  --data "$data" --steps 100000 --log "$dir/log.jsonl" > "$dir/out.txt" 2>&1 &
                job=$!
