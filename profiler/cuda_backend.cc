@@ -51,8 +51,13 @@ class CudaBackend final : public ProfileBackend {
 
   Status Init() {
     int count = 0;
-    PTDP_CUDA_RETURN(cudaGetDeviceCount(&count));
-    if (count == 0) return Status::NotFound("--backend cuda: no CUDA device is visible");
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+      (void)cudaGetLastError();
+      return Status::NotFound(std::string("--backend cuda: no usable CUDA device (") +
+                              (err != cudaSuccess ? cudaGetErrorString(err) : "none visible") +
+                              ")");
+    }
     PTDP_ASSIGN_OR_RETURN(int local, runtime::cuda::LocalRankOnNode());
     device_ = local % count;
     PTDP_CUDA_RETURN(cudaSetDevice(device_));
