@@ -5,6 +5,7 @@
 #include "core/model.h"
 #include "planner/cluster.h"
 #include "planner/search.h"
+#include "simulator/refine.h"
 
 namespace ptdp::planner {
 namespace {
@@ -35,6 +36,30 @@ void BM_Search1T(benchmark::State& state) {
       benchmark::Counter(double(considered), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Search1T)->Unit(benchmark::kMillisecond);
+
+// What `ptdp plan` does by default: the search, then the top 10 replayed by the event-driven
+// simulator and re-ranked. Target (issue 3): under 2 s on one core.
+void BM_Search1TWithSimulatedTop10(benchmark::State& state) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 3072);
+  if (!m.ok() || !c.ok()) {
+    state.SkipWithError("cannot load gpt-1t / selene");
+    return;
+  }
+  SearchOptions o;
+  o.global_batch = 3072;
+  o.refine_top = 10;
+  o.refiner = sim::SimulatedPipelineTime;
+  for (auto _ : state) {
+    auto r = Search(*m, *c, o);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
+  }
+}
+BENCHMARK(BM_Search1TWithSimulatedTop10)->Unit(benchmark::kMillisecond);
 
 // One layout's full evaluation (cost table, prediction, every stage's memory).
 void BM_EvaluateOneLayout(benchmark::State& state) {
