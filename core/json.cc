@@ -1,12 +1,12 @@
 #include "core/json.h"
 
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
-#include <unistd.h>
 
 namespace ptdp {
 
@@ -60,19 +60,28 @@ Status WriteFileAtomic(const std::string& path, const std::string& content) {
 
 const char* JsonTypeName(const Json& j) {
   switch (j.type()) {
-    case Json::value_t::null: return "null";
-    case Json::value_t::object: return "object";
-    case Json::value_t::array: return "array";
-    case Json::value_t::string: return "string";
-    case Json::value_t::boolean: return "boolean";
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::object:
+      return "object";
+    case Json::value_t::array:
+      return "array";
+    case Json::value_t::string:
+      return "string";
+    case Json::value_t::boolean:
+      return "boolean";
     case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned: return "integer";
-    case Json::value_t::number_float: return "number";
-    default: return "value";
+    case Json::value_t::number_unsigned:
+      return "integer";
+    case Json::value_t::number_float:
+      return "number";
+    default:
+      return "value";
   }
 }
 
-JsonObjectReader::JsonObjectReader(const Json& j, std::string path) : j_(j), path_(std::move(path)) {
+JsonObjectReader::JsonObjectReader(const Json& j, std::string path)
+    : j_(j), path_(std::move(path)) {
   if (!j_.is_object()) {
     status_ = Status::Invalid((path_.empty() ? std::string("document") : path_) +
                               ": expected an object, got " + JsonTypeName(j_));
@@ -91,7 +100,9 @@ bool JsonObjectReader::Has(const std::string& key) const {
   return j_.is_object() && j_.contains(key);
 }
 
-void JsonObjectReader::Allow(const std::string& key) { seen_.insert(key); }
+void JsonObjectReader::Allow(const std::string& key) {
+  seen_.insert(key);
+}
 
 const Json* JsonObjectReader::Child(const std::string& key, bool required) {
   seen_.insert(key);
@@ -108,7 +119,8 @@ namespace {
 
 bool Convert(const Json& v, int64_t* out, std::string* why) {
   if (v.is_number_integer()) {
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
+    if (v.is_number_unsigned() &&
+        v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
       *why = "integer out of range";
       return false;
     }
@@ -185,18 +197,42 @@ void JsonObjectReader::Read(const std::string& key, T* out, bool required) {
   if (!Convert(*v, out, &why)) Fail(key, why);
 }
 
-void JsonObjectReader::Required(const std::string& k, int64_t* o) { Read(k, o, true); }
-void JsonObjectReader::Required(const std::string& k, int* o) { Read(k, o, true); }
-void JsonObjectReader::Required(const std::string& k, double* o) { Read(k, o, true); }
-void JsonObjectReader::Required(const std::string& k, bool* o) { Read(k, o, true); }
-void JsonObjectReader::Required(const std::string& k, std::string* o) { Read(k, o, true); }
-void JsonObjectReader::Required(const std::string& k, std::vector<double>* o) { Read(k, o, true); }
-void JsonObjectReader::Optional(const std::string& k, int64_t* o) { Read(k, o, false); }
-void JsonObjectReader::Optional(const std::string& k, int* o) { Read(k, o, false); }
-void JsonObjectReader::Optional(const std::string& k, double* o) { Read(k, o, false); }
-void JsonObjectReader::Optional(const std::string& k, bool* o) { Read(k, o, false); }
-void JsonObjectReader::Optional(const std::string& k, std::string* o) { Read(k, o, false); }
-void JsonObjectReader::Optional(const std::string& k, std::vector<double>* o) { Read(k, o, false); }
+void JsonObjectReader::Required(const std::string& k, int64_t* o) {
+  Read(k, o, true);
+}
+void JsonObjectReader::Required(const std::string& k, int* o) {
+  Read(k, o, true);
+}
+void JsonObjectReader::Required(const std::string& k, double* o) {
+  Read(k, o, true);
+}
+void JsonObjectReader::Required(const std::string& k, bool* o) {
+  Read(k, o, true);
+}
+void JsonObjectReader::Required(const std::string& k, std::string* o) {
+  Read(k, o, true);
+}
+void JsonObjectReader::Required(const std::string& k, std::vector<double>* o) {
+  Read(k, o, true);
+}
+void JsonObjectReader::Optional(const std::string& k, int64_t* o) {
+  Read(k, o, false);
+}
+void JsonObjectReader::Optional(const std::string& k, int* o) {
+  Read(k, o, false);
+}
+void JsonObjectReader::Optional(const std::string& k, double* o) {
+  Read(k, o, false);
+}
+void JsonObjectReader::Optional(const std::string& k, bool* o) {
+  Read(k, o, false);
+}
+void JsonObjectReader::Optional(const std::string& k, std::string* o) {
+  Read(k, o, false);
+}
+void JsonObjectReader::Optional(const std::string& k, std::vector<double>* o) {
+  Read(k, o, false);
+}
 
 Status JsonObjectReader::Finish() {
   if (!status_.ok()) return status_;

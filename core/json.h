@@ -14,7 +14,7 @@
 
 namespace ptdp {
 
-using Json = nlohmann::json;        // keeps insertion order irrelevant; we never rely on it
+using Json = nlohmann::json;  // keeps insertion order irrelevant; we never rely on it
 using OrderedJson = nlohmann::ordered_json;  // for output that people read
 
 // Parses text; `source` names it in errors (a file path, "--model").

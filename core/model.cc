@@ -28,7 +28,7 @@ int64_t PaddedVocab(const ModelSpec& m, int tp) {
 
 int64_t ParameterCount(const ModelSpec& m, int tp) {
   const int64_t h = m.hidden, f = m.FfnHidden();
-  const int64_t per_layer = 2 * h            // ln1
+  const int64_t per_layer = 2 * h                // ln1
                             + 3 * h * h + 3 * h  // qkv
                             + h * h + h          // projection
                             + 2 * h              // ln2
@@ -80,7 +80,8 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Gpt("gpt-310b", 96, 16384, 128), "Table 1 row 8"},
       {Gpt("gpt-530b", 105, 20480, 128), "Table 1 row 9"},
       {Gpt("gpt-1t", 128, 25600, 160), "Table 1 row 10"},
-      {Gpt("gpt3-175b", 96, 12288, 96, 2048, 50257), "Brown et al. 2020, GPT-3 175B (GPT-2 BPE vocabulary)"},
+      {Gpt("gpt3-175b", 96, 12288, 96, 2048, 50257),
+       "Brown et al. 2020, GPT-3 175B (GPT-2 BPE vocabulary)"},
       {Gpt("gpt2-124m", 12, 768, 12, 1024, 50257), "GPT-2 small (Radford et al. 2019)"},
       {Gpt("gpt2-350m", 24, 1024, 16, 1024, 50257), "GPT-2 medium"},
       {Gpt("gpt-1.3b", 24, 2048, 16, 2048, 50257), "GPT-3 XL shape (Brown et al. 2020)"},
@@ -93,15 +94,41 @@ namespace {
 
 // Keys of a Hugging Face GPT-2 config.json that do not change the shapes we model.
 const std::set<std::string>& HfIgnoredKeys() {
-  static const std::set<std::string> keys = {
-      "_name_or_path", "activation_function", "architectures", "attn_pdrop", "bos_token_id",
-      "embd_pdrop", "eos_token_id", "initializer_range", "layer_norm_epsilon", "model_type",
-      "n_ctx", "output_past", "pad_token_id", "resid_pdrop", "summary_activation",
-      "summary_first_dropout", "summary_proj_to_labels", "summary_type", "summary_use_proj",
-      "task_specific_params", "torch_dtype", "transformers_version", "use_cache",
-      "scale_attn_weights", "reorder_and_upcast_attn", "scale_attn_by_inverse_layer_idx",
-      "gradient_checkpointing", "add_cross_attention", "id2label", "label2id", "tokenizer_class",
-      "prefix", "problem_type", "bias", "dropout"};
+  static const std::set<std::string> keys = {"_name_or_path",
+                                             "activation_function",
+                                             "architectures",
+                                             "attn_pdrop",
+                                             "bos_token_id",
+                                             "embd_pdrop",
+                                             "eos_token_id",
+                                             "initializer_range",
+                                             "layer_norm_epsilon",
+                                             "model_type",
+                                             "n_ctx",
+                                             "output_past",
+                                             "pad_token_id",
+                                             "resid_pdrop",
+                                             "summary_activation",
+                                             "summary_first_dropout",
+                                             "summary_proj_to_labels",
+                                             "summary_type",
+                                             "summary_use_proj",
+                                             "task_specific_params",
+                                             "torch_dtype",
+                                             "transformers_version",
+                                             "use_cache",
+                                             "scale_attn_weights",
+                                             "reorder_and_upcast_attn",
+                                             "scale_attn_by_inverse_layer_idx",
+                                             "gradient_checkpointing",
+                                             "add_cross_attention",
+                                             "id2label",
+                                             "label2id",
+                                             "tokenizer_class",
+                                             "prefix",
+                                             "problem_type",
+                                             "bias",
+                                             "dropout"};
   return keys;
 }
 

@@ -12,14 +12,14 @@
 namespace ptdp {
 
 struct ModelSpec {
-  std::string name;            // preset or file name, for reports
-  int layers = 0;              // l: transformer layers
-  int64_t hidden = 0;          // h
-  int heads = 0;               // a: attention heads; h % a == 0
-  int64_t ffn_hidden = 0;      // MLP inner size; 0 means 4h
-  int64_t seq_len = 0;         // s
-  int64_t vocab = 0;           // V as given (unpadded); see PaddedVocab
-  bool tied_embeddings = true; // output layer shares the input embedding's weights
+  std::string name;              // preset or file name, for reports
+  int layers = 0;                // l: transformer layers
+  int64_t hidden = 0;            // h
+  int heads = 0;                 // a: attention heads; h % a == 0
+  int64_t ffn_hidden = 0;        // MLP inner size; 0 means 4h
+  int64_t seq_len = 0;           // s
+  int64_t vocab = 0;             // V as given (unpadded); see PaddedVocab
+  bool tied_embeddings = true;   // output layer shares the input embedding's weights
   int vocab_divisible_by = 128;  // Megatron-LM's --make-vocab-size-divisible-by
   double dropout = 0.0;  // hidden and attention dropout probability (Megatron-LM's default is 0.1)
 

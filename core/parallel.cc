@@ -6,9 +6,12 @@ namespace ptdp {
 
 const char* ScheduleName(ScheduleKind k) {
   switch (k) {
-    case ScheduleKind::kGPipe: return "gpipe";
-    case ScheduleKind::k1F1B: return "1f1b";
-    case ScheduleKind::kInterleaved: return "interleaved";
+    case ScheduleKind::kGPipe:
+      return "gpipe";
+    case ScheduleKind::k1F1B:
+      return "1f1b";
+    case ScheduleKind::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -20,7 +23,9 @@ Result<ScheduleKind> ParseSchedule(const std::string& s) {
   return Status::Invalid("schedule: '" + s + "' is not one of gpipe, 1f1b, interleaved");
 }
 
-const char* RecomputeName(Recompute r) { return r == Recompute::kFull ? "full" : "none"; }
+const char* RecomputeName(Recompute r) {
+  return r == Recompute::kFull ? "full" : "none";
+}
 
 Result<Recompute> ParseRecompute(const std::string& s) {
   if (s == "none") return Recompute::kNone;
@@ -61,8 +66,8 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
                  std::to_string(micro) + " to be a multiple of pp = " + std::to_string(pp));
     }
   } else if (vp != 1) {
-    return bad(std::string("vp: ") + std::to_string(vp) + " chunks per rank needs schedule=interleaved, not " +
-               ScheduleName(schedule));
+    return bad(std::string("vp: ") + std::to_string(vp) +
+               " chunks per rank needs schedule=interleaved, not " + ScheduleName(schedule));
   }
   return Status::Ok();
 }

@@ -23,15 +23,15 @@ enum class Recompute {
 
 const char* ScheduleName(ScheduleKind k);  // "gpipe" | "1f1b" | "interleaved"
 Result<ScheduleKind> ParseSchedule(const std::string& s);
-const char* RecomputeName(Recompute r);    // "none" | "full"
+const char* RecomputeName(Recompute r);  // "none" | "full"
 Result<Recompute> ParseRecompute(const std::string& s);
 
 struct ParallelConfig {
-  int tp = 1;                 // tensor-parallel size t
-  int pp = 1;                 // pipeline-parallel size p
-  int dp = 1;                 // data-parallel size d
-  int mbs = 1;                // microbatch size b (sequences)
-  int vp = 1;                 // model chunks per pipeline rank v (> 1 only when interleaved)
+  int tp = 1;   // tensor-parallel size t
+  int pp = 1;   // pipeline-parallel size p
+  int dp = 1;   // data-parallel size d
+  int mbs = 1;  // microbatch size b (sequences)
+  int vp = 1;   // model chunks per pipeline rank v (> 1 only when interleaved)
   ScheduleKind schedule = ScheduleKind::k1F1B;
   Recompute recompute = Recompute::kNone;
   bool scatter_gather = true;  // the paper's scatter/gather of pipeline messages across tp ranks
@@ -43,8 +43,8 @@ struct ParallelConfig {
   int VirtualStages() const { return pp * vp; }
 
   // Checks the layout against the model: positive sizes, heads % tp, layers % (pp vp),
-  // B % (b d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m % pp == 0; others vp == 1).
-  // The message names the field and the reason.
+  // B % (b d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m % pp == 0; others vp ==
+  // 1). The message names the field and the reason.
   Status Validate(const ModelSpec& m) const;
   std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
 };

@@ -22,7 +22,7 @@
 namespace ptdp {
 
 struct PlanClusterRef {
-  std::string name;        // a preset name or a cluster/profile file path
+  std::string name;  // a preset name or a cluster/profile file path
   int gpus = 1;
   int gpus_per_node = 1;
 };

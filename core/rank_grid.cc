@@ -67,9 +67,15 @@ std::vector<std::vector<int>> RankGrid::AllGroupsAlong(Dim d) const {
   return all;
 }
 
-std::vector<int> RankGrid::TensorGroup(int rank) const { return GroupAlong(rank, kTp); }
-std::vector<int> RankGrid::DataGroup(int rank) const { return GroupAlong(rank, kDp); }
-std::vector<int> RankGrid::PipelineGroup(int rank) const { return GroupAlong(rank, kPp); }
+std::vector<int> RankGrid::TensorGroup(int rank) const {
+  return GroupAlong(rank, kTp);
+}
+std::vector<int> RankGrid::DataGroup(int rank) const {
+  return GroupAlong(rank, kDp);
+}
+std::vector<int> RankGrid::PipelineGroup(int rank) const {
+  return GroupAlong(rank, kPp);
+}
 
 std::vector<int> RankGrid::EmbeddingGroup(int rank) const {
   auto g = PipelineGroup(rank);
@@ -77,9 +83,15 @@ std::vector<int> RankGrid::EmbeddingGroup(int rank) const {
   return {g.front(), g.back()};
 }
 
-std::vector<std::vector<int>> RankGrid::AllTensorGroups() const { return AllGroupsAlong(kTp); }
-std::vector<std::vector<int>> RankGrid::AllDataGroups() const { return AllGroupsAlong(kDp); }
-std::vector<std::vector<int>> RankGrid::AllPipelineGroups() const { return AllGroupsAlong(kPp); }
+std::vector<std::vector<int>> RankGrid::AllTensorGroups() const {
+  return AllGroupsAlong(kTp);
+}
+std::vector<std::vector<int>> RankGrid::AllDataGroups() const {
+  return AllGroupsAlong(kDp);
+}
+std::vector<std::vector<int>> RankGrid::AllPipelineGroups() const {
+  return AllGroupsAlong(kPp);
+}
 
 bool RankGrid::CrossesNodes(const std::vector<int>& group, int gpus_per_node) {
   return NodesSpanned(group, gpus_per_node) > 1;

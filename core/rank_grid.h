@@ -63,9 +63,9 @@ class RankGrid {
   std::vector<int> GroupAlong(int rank, Dim d) const;
   std::vector<std::vector<int>> AllGroupsAlong(Dim d) const;
 
-  std::array<int, 3> size_{1, 1, 1};    // indexed by Dim
+  std::array<int, 3> size_{1, 1, 1};              // indexed by Dim
   std::array<Dim, 3> order_dims_{kTp, kDp, kPp};  // innermost first
-  std::array<int, 3> stride_{1, 1, 1};  // indexed by Dim
+  std::array<int, 3> stride_{1, 1, 1};            // indexed by Dim
   std::string order_;
 };
 

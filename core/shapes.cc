@@ -2,7 +2,9 @@
 
 namespace ptdp {
 
-int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk) { return chunk * c.pp + pp_rank; }
+int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk) {
+  return chunk * c.pp + pp_rank;
+}
 
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
   PTDP_CHECK(m.layers % c.VirtualStages() == 0);

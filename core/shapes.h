@@ -6,7 +6,8 @@
 // Layer placement: the model's l layers are cut into pp * vp virtual stages of l / (pp vp) layers.
 // Virtual stage k = chunk * pp + pp_rank (Megatron-LM's interleaved assignment), so with vp = 1
 // pipeline rank r holds layers [r l/pp, (r+1) l/pp). The embedding lives on the first virtual
-// stage (rank 0, chunk 0), the final LayerNorm and output layer on the last (rank pp-1, chunk vp-1).
+// stage (rank 0, chunk 0), the final LayerNorm and output layer on the last (rank pp-1, chunk
+// vp-1).
 #pragma once
 
 #include <cstdint>
@@ -38,9 +39,9 @@ enum class Sharding {
 };
 
 struct ParamTensor {
-  std::string name;                  // "layer3.attn.qkv.weight", "embedding.word", ...
-  std::vector<int64_t> local_shape;  // what one tensor rank holds
-  std::vector<int64_t> global_shape; // the unsharded tensor
+  std::string name;                   // "layer3.attn.qkv.weight", "embedding.word", ...
+  std::vector<int64_t> local_shape;   // what one tensor rank holds
+  std::vector<int64_t> global_shape;  // the unsharded tensor
   Sharding sharding = Sharding::kReplicated;
   // A second copy of a tied tensor (the output layer's copy of the word embedding on the last
   // stage when it is not the first): its gradient is all-reduced with the original over the

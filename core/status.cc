@@ -6,12 +6,18 @@ namespace ptdp {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kDoesNotFit: return "does not fit";
-    case StatusCode::kIoError: return "I/O error";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kDoesNotFit:
+      return "does not fit";
+    case StatusCode::kIoError:
+      return "I/O error";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
@@ -28,9 +34,12 @@ Status Status::WithPrefix(const std::string& prefix) const {
 
 int Status::ExitCode() const {
   switch (code_) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kInternal: return 1;
-    default: return 2;
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kInternal:
+      return 1;
+    default:
+      return 2;
   }
 }
 

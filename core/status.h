@@ -28,7 +28,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status Invalid(std::string m) { return Status(StatusCode::kInvalidArgument, std::move(m)); }
+  static Status Invalid(std::string m) {
+    return Status(StatusCode::kInvalidArgument, std::move(m));
+  }
   static Status NotFound(std::string m) { return Status(StatusCode::kNotFound, std::move(m)); }
   static Status DoesNotFit(std::string m) { return Status(StatusCode::kDoesNotFit, std::move(m)); }
   static Status IoError(std::string m) { return Status(StatusCode::kIoError, std::move(m)); }
@@ -54,7 +56,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) v_ = Status::Internal("Result built from an ok Status");
   }
@@ -89,22 +91,22 @@ const T& Result<T>::Checked() const {
 }  // namespace ptdp
 
 // Invariant check: a failure is a bug in ptdp, reported with file and line.
-#define PTDP_CHECK(cond)                                                            \
-  do {                                                                              \
-    if (!(cond)) ::ptdp::CheckFailed(__FILE__, __LINE__, #cond, std::string());     \
+#define PTDP_CHECK(cond)                                                        \
+  do {                                                                          \
+    if (!(cond)) ::ptdp::CheckFailed(__FILE__, __LINE__, #cond, std::string()); \
   } while (0)
-#define PTDP_CHECK_MSG(cond, msg)                                                   \
-  do {                                                                              \
-    if (!(cond)) ::ptdp::CheckFailed(__FILE__, __LINE__, #cond, (msg));             \
+#define PTDP_CHECK_MSG(cond, msg)                                       \
+  do {                                                                  \
+    if (!(cond)) ::ptdp::CheckFailed(__FILE__, __LINE__, #cond, (msg)); \
   } while (0)
 
 #define PTDP_CONCAT_INNER(a, b) a##b
 #define PTDP_CONCAT(a, b) PTDP_CONCAT_INNER(a, b)
 
-#define PTDP_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::ptdp::Status _ptdp_st = (expr);       \
-    if (!_ptdp_st.ok()) return _ptdp_st;    \
+#define PTDP_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    ::ptdp::Status _ptdp_st = (expr);    \
+    if (!_ptdp_st.ok()) return _ptdp_st; \
   } while (0)
 
 #define PTDP_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

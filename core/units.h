@@ -25,18 +25,28 @@ inline constexpr double kMs = 1e-3;
 inline constexpr int64_t kNsPerSecond = 1000000000;
 
 // Gigabits per second (link data sheets) to bytes per second.
-constexpr double GbpsToBytesPerSecond(double gbps) { return gbps * 1e9 / 8.0; }
-constexpr double GBpsToBytesPerSecond(double gBps) { return gBps * 1e9; }
-constexpr double BytesToGiB(double b) { return b / kGiB; }
+constexpr double GbpsToBytesPerSecond(double gbps) {
+  return gbps * 1e9 / 8.0;
+}
+constexpr double GBpsToBytesPerSecond(double gBps) {
+  return gBps * 1e9;
+}
+constexpr double BytesToGiB(double b) {
+  return b / kGiB;
+}
 // Seconds to integer nanoseconds, rounded to nearest.
 constexpr Nanoseconds ToNanoseconds(Seconds s) {
   return static_cast<Nanoseconds>(s * 1e9 + (s >= 0 ? 0.5 : -0.5));
 }
-constexpr Seconds ToSeconds(Nanoseconds ns) { return static_cast<double>(ns) * 1e-9; }
+constexpr Seconds ToSeconds(Nanoseconds ns) {
+  return static_cast<double>(ns) * 1e-9;
+}
 
 // Bytes per element of the dtypes we use.
 enum class DType { kFp32, kFp16, kBf16 };
-constexpr int DTypeBytes(DType t) { return t == DType::kFp32 ? 4 : 2; }
+constexpr int DTypeBytes(DType t) {
+  return t == DType::kFp32 ? 4 : 2;
+}
 const char* DTypeName(DType t);
 
 }  // namespace ptdp

@@ -25,15 +25,16 @@ TEST(Model, ExactCountMatchesEq2PlusFinalLayerNorm) {
 
 TEST(Model, VocabPaddedAsMegatron) {
   ModelSpec m = LoadModel("gpt3-175b").value();  // 50257
-  EXPECT_EQ(PaddedVocab(m, 1), 50304);          // multiple of 128
-  EXPECT_EQ(PaddedVocab(m, 8), 51200);          // multiple of 1024
+  EXPECT_EQ(PaddedVocab(m, 1), 50304);           // multiple of 128
+  EXPECT_EQ(PaddedVocab(m, 8), 51200);           // multiple of 1024
   m.vocab = 256;
   EXPECT_EQ(PaddedVocab(m, 4), 512);
 }
 
 TEST(Model, OurSchemaAndHuggingFace) {
   auto ours = ModelFromJson(
-      Json::parse(R"({"name": "tiny", "layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 256})"),
+      Json::parse(
+          R"({"name": "tiny", "layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 256})"),
       "model");
   ASSERT_TRUE(ours.ok()) << ours.status().ToString();
   EXPECT_EQ(ours->FfnHidden(), 256);

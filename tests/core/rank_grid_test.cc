@@ -10,7 +10,8 @@ using Groups = std::vector<std::vector<int>>;
 // megatron/core/parallel_state.py's docstring: 16 GPUs, tp = 2, pp = 4 (so dp = 2), order tp-dp-pp.
 TEST(RankGrid, MegatronSixteenGpuExample) {
   auto g = RankGrid::Create(/*tp=*/2, /*dp=*/2, /*pp=*/4).value();
-  EXPECT_EQ(g.AllTensorGroups(), (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
+  EXPECT_EQ(g.AllTensorGroups(),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}, {12, 13}, {14, 15}}));
   EXPECT_EQ(g.AllDataGroups(),
             (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}, {12, 14}, {13, 15}}));
   EXPECT_EQ(g.AllPipelineGroups(),
@@ -18,7 +19,8 @@ TEST(RankGrid, MegatronSixteenGpuExample) {
   EXPECT_EQ(g.EmbeddingGroup(5), (std::vector<int>{1, 13}));
 }
 
-// Megatron's RankGenerator example: 8 GPUs, order tp-pp-dp, 2-2-2: dp groups [[0,4],[1,5],[2,6],[3,7]].
+// Megatron's RankGenerator example: 8 GPUs, order tp-pp-dp, 2-2-2: dp groups
+// [[0,4],[1,5],[2,6],[3,7]].
 TEST(RankGrid, MegatronOrderTpPpDp) {
   auto g = RankGrid::Create(2, 2, 2, "tp-pp-dp").value();
   EXPECT_EQ(g.AllDataGroups(), (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
