@@ -137,6 +137,10 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "workspace_GiB", &p.workspace_GiB, true));
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "kernel_launch_us", &p.kernel_launch_us, true));
   PTDP_RETURN_IF_ERROR(ReadGemm(r, "gemm", &p.gemm));
+  if (r.Has("grad_accumulate_bytes_per_param")) {
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_accumulate_bytes_per_param",
+                                     &p.grad_accumulate_bytes_per_param, true));
+  }
   if (r.Has("wave_quantization")) {
     const Json* w = r.Child("wave_quantization", false);
     const std::string wpath = r.PathOf("wave_quantization");
@@ -182,6 +186,9 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   g["k"] = p.gemm.k;
   g["tflops"] = p.gemm.tflops;
   j["gemm"] = g;
+  if (!p.grad_accumulate_bytes_per_param.source.empty()) {
+    j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
+  }
   if (p.sm_count.value > 0) {
     j["wave_quantization"] = {{"sm_count", SourcedJson(p.sm_count)},
                               {"tile_m", SourcedJson(p.gemm_tile_m)},

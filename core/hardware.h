@@ -64,6 +64,11 @@ struct HardwareProfile {
   Sourced workspace_GiB;      // per device: library workspaces, communicator buffers, fragments
   Sourced kernel_launch_us;   // fixed cost per kernel (launch + tail), charged per GEMM/op
   GemmTable gemm;             // in the training dtype
+  // Optional (0 when absent): bytes moved per parameter element when a microbatch's weight
+  // gradient is added to the gradient accumulated so far by a separate elementwise kernel (PyTorch
+  // autograd's in-place add, as Megatron-LM of 2021 does: 6 in fp16). 0: the accumulation is fused
+  // into the weight-gradient GEMM (Megatron's later gradient_accumulation_fusion), or absent.
+  Sourced grad_accumulate_bytes_per_param;
   // Wave quantisation (optional, for derived tables only: a measured table already contains it).
   // A GEMM runs ceil(m/tile_m) ceil(n/tile_n) output tiles on sm_count multiprocessors in whole
   // waves; the last partial wave costs a full one. All zero: off.

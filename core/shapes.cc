@@ -44,33 +44,36 @@ ParamTensor Make(std::string name, std::vector<int64_t> global, Sharding s, int 
   return p;
 }
 
+// One transformer layer's parameters on one tensor rank (Megatron-LM's order).
+void AppendLayer(const ModelSpec& m, int t, const std::string& p, std::vector<ParamTensor>* ps) {
+  const int64_t h = m.hidden, f = m.FfnHidden();
+  ps->push_back(Make(p + "ln1.weight", {h}, Sharding::kReplicated, t));
+  ps->push_back(Make(p + "ln1.bias", {h}, Sharding::kReplicated, t));
+  ps->push_back(Make(p + "attn.qkv.weight", {3 * h, h}, Sharding::kRows, t));
+  ps->push_back(Make(p + "attn.qkv.bias", {3 * h}, Sharding::kRows, t));
+  ps->push_back(Make(p + "attn.proj.weight", {h, h}, Sharding::kCols, t));
+  ps->push_back(Make(p + "attn.proj.bias", {h}, Sharding::kReplicated, t));
+  ps->push_back(Make(p + "ln2.weight", {h}, Sharding::kReplicated, t));
+  ps->push_back(Make(p + "ln2.bias", {h}, Sharding::kReplicated, t));
+  ps->push_back(Make(p + "mlp.fc1.weight", {f, h}, Sharding::kRows, t));
+  ps->push_back(Make(p + "mlp.fc1.bias", {f}, Sharding::kRows, t));
+  ps->push_back(Make(p + "mlp.fc2.weight", {h, f}, Sharding::kCols, t));
+  ps->push_back(Make(p + "mlp.fc2.bias", {h}, Sharding::kReplicated, t));
+}
+
 }  // namespace
 
 std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                                          int chunk) {
   const int t = c.tp;
-  const int64_t h = m.hidden, f = m.FfnHidden(), v = PaddedVocab(m, t), s = m.seq_len;
+  const int64_t h = m.hidden, v = PaddedVocab(m, t), s = m.seq_len;
   std::vector<ParamTensor> ps;
   if (HoldsEmbedding(c, pp_rank, chunk)) {
     ps.push_back(Make("embedding.word", {v, h}, Sharding::kRows, t));  // vocab-parallel
     ps.push_back(Make("embedding.position", {s, h}, Sharding::kReplicated, t));
   }
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
-  for (int l = lr.begin; l < lr.end; ++l) {
-    const std::string p = "layer" + std::to_string(l) + ".";
-    ps.push_back(Make(p + "ln1.weight", {h}, Sharding::kReplicated, t));
-    ps.push_back(Make(p + "ln1.bias", {h}, Sharding::kReplicated, t));
-    ps.push_back(Make(p + "attn.qkv.weight", {3 * h, h}, Sharding::kRows, t));
-    ps.push_back(Make(p + "attn.qkv.bias", {3 * h}, Sharding::kRows, t));
-    ps.push_back(Make(p + "attn.proj.weight", {h, h}, Sharding::kCols, t));
-    ps.push_back(Make(p + "attn.proj.bias", {h}, Sharding::kReplicated, t));
-    ps.push_back(Make(p + "ln2.weight", {h}, Sharding::kReplicated, t));
-    ps.push_back(Make(p + "ln2.bias", {h}, Sharding::kReplicated, t));
-    ps.push_back(Make(p + "mlp.fc1.weight", {f, h}, Sharding::kRows, t));
-    ps.push_back(Make(p + "mlp.fc1.bias", {f}, Sharding::kRows, t));
-    ps.push_back(Make(p + "mlp.fc2.weight", {h, f}, Sharding::kCols, t));
-    ps.push_back(Make(p + "mlp.fc2.bias", {h}, Sharding::kReplicated, t));
-  }
+  for (int l = lr.begin; l < lr.end; ++l) AppendLayer(m, t, "layer" + std::to_string(l) + ".", &ps);
   if (HoldsHead(c, pp_rank, chunk)) {
     ps.push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
     ps.push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
@@ -92,6 +95,15 @@ std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfi
     all.insert(all.end(), ps.begin(), ps.end());
   }
   return all;
+}
+
+LayerParameters LayerParameterCounts(const ModelSpec& m, int tp) {
+  std::vector<ParamTensor> ps;
+  AppendLayer(m, tp, "", &ps);
+  LayerParameters out;
+  out.tensors = int(ps.size());
+  for (const auto& p : ps) out.elements += p.LocalElements();
+  return out;
 }
 
 int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {

@@ -56,6 +56,13 @@ std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfi
                                          int chunk);
 // All chunks of a pipeline rank.
 std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// One transformer layer on one tensor rank: its parameter tensors and elements (the same list
+// ChunkParameters uses).
+struct LayerParameters {
+  int tensors = 0;
+  int64_t elements = 0;
+};
+LayerParameters LayerParameterCounts(const ModelSpec& m, int tp);
 // Number of parameter elements one GPU of pipeline rank `pp_rank` holds.
 int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 

@@ -61,6 +61,21 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                                       : ActivationBytes(LayerActivations(m, c, m.dropout > 0), e);
   const Bytes head_stash = ActivationBytes(HeadActivations(m, c), e);
 
+  // After the first microbatch, each backward adds its weight gradients to the accumulated ones;
+  // with an unfused accumulation that is an elementwise kernel per parameter tensor. Charged as
+  // (m-1)/m of it on every microbatch's backward, so that an iteration pays for m-1 of them.
+  std::vector<int64_t> counts_local;
+  if (param_elements == nullptr) {
+    counts_local = StageParameterCounts(m, c);
+    param_elements = &counts_local;
+  }
+  const double accumulate_bytes = hw.grad_accumulate_bytes_per_param.value;
+  const int64_t microbatches = c.Microbatches();
+  const double accumulate_share =
+      microbatches > 1 ? double(microbatches - 1) / double(microbatches) : 0.0;
+  const LayerParameters layer_params =
+      accumulate_bytes > 0 ? LayerParameterCounts(m, c.tp) : LayerParameters{};
+
   CostTable t;
   t.pp = c.pp;
   t.vp = c.vp;
@@ -82,6 +97,21 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       }
       cc.stash_bytes = Bytes(n) * layer_stash + (HoldsHead(c, r, k) ? head_stash : 0);
     }
+    if (accumulate_bytes > 0 && accumulate_share > 0) {
+      // The layers' tensors per chunk; what the stage holds beyond them (embedding, head) goes to
+      // the chunk that holds it.
+      int64_t in_layers = 0;
+      for (int k = 0; k < c.vp; ++k) in_layers += ChunkLayers(m, c, r, k).size();
+      const int64_t extra = (*param_elements)[r] - in_layers * layer_params.elements;
+      for (int k = 0; k < c.vp; ++k) {
+        const int64_t n = ChunkLayers(m, c, r, k).size();
+        const bool holds_extra = HoldsEmbedding(c, r, k) || HoldsHead(c, r, k);
+        const double elements = double(n * layer_params.elements + (holds_extra ? extra : 0));
+        const int kernels = int(n) * layer_params.tensors + (holds_extra ? 2 : 0);
+        t.chunks[size_t(r) * c.vp + k].backward.memory +=
+            accumulate_share * MemoryBoundTime(hw, elements * accumulate_bytes, kernels);
+      }
+    }
   }
 
   // Pipeline p2p: rank r -> r+1 (and the wrap p-1 -> 0). All t tensor ranks of a stage send at
@@ -100,11 +130,6 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   }
 
   // After the flush.
-  std::vector<int64_t> counts_local;
-  if (param_elements == nullptr) {
-    counts_local = StageParameterCounts(m, c);
-    param_elements = &counts_local;
-  }
   const int grad_bytes = BytesPerParameter(hw.precision).grad;
   const Bytes word_emb = PaddedVocab(m, c.tp) / c.tp * m.hidden * grad_bytes;
   t.dp_allreduce.assign(c.pp, 0.0);

@@ -4,14 +4,10 @@
 
 namespace ptdp::costmodel {
 
-namespace {
-
-Seconds MemoryTime(const HardwareProfile& hw, double bytes, int kernels) {
+Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
   return bytes / GBpsToBytesPerSecond(hw.memory_bound_GBps.value) +
          kernels * hw.kernel_launch_us.value * kUs;
 }
-
-}  // namespace
 
 double LayerForwardMemoryBytes(const ModelSpec& m, int tp, int mbs, int act_bytes) {
   const double e = act_bytes, T = double(mbs) * double(m.seq_len), h = double(m.hidden),
@@ -39,8 +35,8 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, in
       GemmBackwardTime(hw, T, f / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
   const double bytes = LayerForwardMemoryBytes(m, tp, mbs, hw.ActivationBytes());
   // 7 forward kernels (2 LN, 2 dropout-add, GeLU, softmax, attention dropout), twice as many back.
-  c.forward.memory = MemoryTime(hw, bytes, 7);
-  c.backward.memory = MemoryTime(hw, 2 * bytes, 14);
+  c.forward.memory = MemoryBoundTime(hw, bytes, 7);
+  c.backward.memory = MemoryBoundTime(hw, 2 * bytes, 14);
   c.forward.tp_comm = 2 * tp_allreduce_s;
   c.backward.tp_comm = 2 * tp_allreduce_s;
   return c;
@@ -51,9 +47,9 @@ PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, i
   const double e = hw.ActivationBytes(), T = double(mbs) * double(m.seq_len), h = double(m.hidden);
   PieceCost c;
   // Gather word rows, add positions (read 2, write 1), dropout (read, write, mask).
-  c.forward.memory = MemoryTime(hw, e * T * h + 3 * e * T * h + (2 * e + 1) * T * h, 3);
+  c.forward.memory = MemoryBoundTime(hw, e * T * h + 3 * e * T * h + (2 * e + 1) * T * h, 3);
   // Dropout and add backward, then scatter-add into the word and position gradients.
-  c.backward.memory = MemoryTime(hw, (2 * e + 1) * T * h + 2 * 2 * e * T * h, 3);
+  c.backward.memory = MemoryBoundTime(hw, (2 * e + 1) * T * h + 2 * 2 * e * T * h, 3);
   c.forward.tp_comm = tp > 1 ? tp_allreduce_s : 0.0;
   return c;
 }
@@ -65,11 +61,11 @@ PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mb
   PieceCost c;
   c.forward.gemm = GemmTime(hw, T, v, h);
   // Final LayerNorm; cross-entropy: read the logits, write and re-read them in fp32 (max, sum).
-  c.forward.memory = MemoryTime(hw, 2 * e * Th + (e + 4 + 4 + 4) * logits, 4);
+  c.forward.memory = MemoryBoundTime(hw, 2 * e * Th + (e + 4 + 4 + 4) * logits, 4);
   c.forward.tp_comm = tp > 1 ? 3 * tp_small_allreduce_s : 0.0;
   c.backward.gemm = GemmBackwardTime(hw, T, v, h);
   // Softmax gradient (read fp32, write e), LayerNorm backward.
-  c.backward.memory = MemoryTime(hw, (4 + e) * logits + 2 * 2 * e * Th, 3);
+  c.backward.memory = MemoryBoundTime(hw, (4 + e) * logits + 2 * 2 * e * Th, 3);
   c.backward.tp_comm = tp > 1 ? tp_allreduce_s : 0.0;
   return c;
 }

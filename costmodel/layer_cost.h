@@ -37,6 +37,10 @@ struct PieceCost {
   ComputeBreakdown backward;
 };
 
+// A memory-bound kernel sequence: `bytes` at the profile's achievable bandwidth plus the fixed cost
+// of `kernels` launches.
+Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels);
+
 // Bytes the memory-bound ops of one layer's forward move (see above).
 double LayerForwardMemoryBytes(const ModelSpec& m, int tp, int mbs, int act_bytes);
 

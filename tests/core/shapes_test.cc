@@ -37,6 +37,26 @@ TEST(Shapes, ShardsSumToTheWholeModel) {
   }
 }
 
+// One layer on one tensor rank: 12 tensors; QKV (3h/t x h + 3h/t), projection (h x h/t + h), two
+// LayerNorms (4h), fc1 (f/t x h + f/t), fc2 (h x f/t + h). The same list ChunkParameters uses.
+TEST(Shapes, LayerParameterCounts) {
+  ModelSpec m = Tiny();
+  const int64_t h = 64, f = 256;
+  for (int t : {1, 2, 4}) {
+    const LayerParameters lp = LayerParameterCounts(m, t);
+    EXPECT_EQ(lp.tensors, 12);
+    EXPECT_EQ(lp.elements,
+              3 * h / t * h + 3 * h / t + h * h / t + h + 4 * h + f / t * h + f / t + h * f / t + h)
+        << t;
+    ParallelConfig c;
+    c.tp = t;
+    c.pp = 4;  // rank 1 holds layer 1 only: no embedding, no head
+    int64_t n = 0;
+    for (const auto& p : ChunkParameters(m, c, 1, 0)) n += p.LocalElements();
+    EXPECT_EQ(n, lp.elements) << t;
+  }
+}
+
 TEST(Shapes, InterleavedPlacement) {
   ModelSpec m = Tiny();
   m.layers = 8;

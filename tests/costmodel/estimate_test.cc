@@ -92,6 +92,53 @@ TEST(Predict, ThroughputFromIterationTime) {
   }
 }
 
+// Unfused gradient accumulation (Megatron-LM of 2021): after the first microbatch each backward
+// adds its weight gradients in place, `bytes` per parameter element at the memory-bound bandwidth
+// plus a launch per tensor. Per microbatch the table charges (m-1)/m of that, so that an iteration
+// pays m-1 accumulations. Hand derivation for tiny (8 layers), t = 2, p = 2, v = 2 (two layers per
+// chunk), m = 4.
+TEST(CostTableTest, UnfusedGradientAccumulation) {
+  ClusterSpec plain = testing::RoundCluster(8);
+  ClusterSpec unfused = plain;
+  unfused.profile.grad_accumulate_bytes_per_param = testing::S(6);
+  unfused.profile.kernel_launch_us = testing::S(2);
+  plain.profile.kernel_launch_us = testing::S(2);
+  ParallelConfig c;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.vp = 2;
+  c.mbs = 1;
+  c.global_batch = 8;  // m = 8 / (1 * 2) = 4
+  c.schedule = ScheduleKind::kInterleaved;
+  ASSERT_EQ(c.Microbatches(), 4);
+  const CostTable a = BuildCostTable(Tiny(), plain, c);
+  const CostTable b = BuildCostTable(Tiny(), unfused, c);
+  // tiny, t = 2: a layer holds 3*32*64 + 96 + 64*32 + 64 + 256 + 128*64 + 128 + 64*128 + 64
+  // elements.
+  const double layer = 3 * 32 * 64 + 96 + 64 * 32 + 64 + 256 + 128 * 64 + 128 + 64 * 128 + 64;
+  const double word = 256.0 / 2 * 64, pos = 32.0 * 64;
+  const double share = 3.0 / 4.0;
+  auto expect = [&](int r, int k, double elements, int kernels) {
+    const double want = share * (elements * 6 / 1e12 + kernels * 2e-6);
+    EXPECT_NEAR(b.Chunk(r, k).backward.memory - a.Chunk(r, k).backward.memory, want, 1e-15)
+        << r << "," << k;
+    EXPECT_EQ(b.Chunk(r, k).forward.memory, a.Chunk(r, k).forward.memory);
+  };
+  expect(0, 0, 2 * layer + word + pos, 24 + 2);  // embedding chunk
+  expect(0, 1, 2 * layer, 24);
+  expect(1, 0, 2 * layer, 24);
+  expect(1, 1, 2 * layer + 2 * 64 + word, 24 + 2);  // head chunk: final LayerNorm, tied word copy
+  // One microbatch: nothing to accumulate.
+  c.global_batch = 2;
+  c.vp = 1;
+  c.schedule = ScheduleKind::k1F1B;
+  ASSERT_EQ(c.Microbatches(), 1);
+  const CostTable a1 = BuildCostTable(Tiny(), plain, c), b1 = BuildCostTable(Tiny(), unfused, c);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(b1.Chunk(r, 0).backward.memory, a1.Chunk(r, 0).backward.memory);
+}
+
 // A tensor group of 8 on nodes of 4 GPUs crosses nodes, so its all-reduces are slower than on
 // nodes of 8.
 TEST(CostTableTest, TensorGroupAcrossNodesIsSlower) {
