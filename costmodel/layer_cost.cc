@@ -9,16 +9,27 @@ Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
          kernels * hw.kernel_launch_us.value * kUs;
 }
 
-double LayerForwardMemoryBytes(const ModelSpec& m, int tp, int mbs, int act_bytes) {
+LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes) {
   const double e = act_bytes, T = double(mbs) * double(m.seq_len), h = double(m.hidden),
                f = double(m.FfnHidden()), s = double(m.seq_len);
-  const double scores = double(mbs) * double(m.heads) / tp * s * s;
-  const double layernorms = 2 * 2 * e * T * h;
-  const double dropout_add = 2 * (3 * e + 1) * T * h;
-  const double gelu = 2 * e * T * f / tp;
-  const double softmax = 2 * e * scores;
-  const double attn_dropout = (2 * e + 1) * scores;
-  return layernorms + dropout_add + gelu + softmax + attn_dropout;
+  const double S = double(mbs) * double(m.heads) / tp * s * s;  // attention scores
+  LayerMemoryBytes b;
+  b.forward = 2 * (2 * e * T * h)        // LayerNorm x2: read x, write y
+              + 2 * e * T * 3 * h / tp   // QKV bias add (F.linear on a 3-D input: matmul, then +=)
+              + 2 * e * S                // fused scale-mask-softmax
+              + (2 * e + 1) * S          // attention dropout: read, write, mask
+              + 2 * e * T * h / tp       // context permute(...).contiguous()
+              + 2 * (3 * e + 1) * T * h  // bias-dropout-add x2: x, residual in; out, mask
+              + 2 * e * T * f / tp;      // bias-GeLU
+  b.forward_kernels = 9;
+  b.backward = 2 * (5 * e * T * h)        // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
+               + e * T * 3 * h / tp       // QKV bias gradient (reduce over tokens)
+               + 3 * e * S                // softmax: dy, y in; dx out
+               + (2 * e + 1) * S          // dropout: dy, mask in; dx out
+               + 2 * (3 * e + 1) * T * h  // bias-dropout-add x2: dx = dy mask; bias grad reduce
+               + 4 * e * T * f / tp;      // bias-GeLU: dy, x in, dx out; bias grad reduce
+  b.backward_kernels = 13;
+  return b;
 }
 
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
@@ -33,10 +44,9 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, in
       GemmBackwardTime(hw, T, 3 * h / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
       GemmBackwardTime(hw, s, dh, s, heads_batch) + GemmBackwardTime(hw, T, h, h / tp) +
       GemmBackwardTime(hw, T, f / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
-  const double bytes = LayerForwardMemoryBytes(m, tp, mbs, hw.ActivationBytes());
-  // 7 forward kernels (2 LN, 2 dropout-add, GeLU, softmax, attention dropout), twice as many back.
-  c.forward.memory = MemoryBoundTime(hw, bytes, 7);
-  c.backward.memory = MemoryBoundTime(hw, 2 * bytes, 14);
+  const LayerMemoryBytes mb = LayerMemoryBytesOf(m, tp, mbs, hw.ActivationBytes());
+  c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
+  c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
   c.forward.tp_comm = 2 * tp_allreduce_s;
   c.backward.tp_comm = 2 * tp_allreduce_s;
   return c;
@@ -61,11 +71,14 @@ PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mb
   PieceCost c;
   c.forward.gemm = GemmTime(hw, T, v, h);
   // Final LayerNorm; cross-entropy: read the logits, write and re-read them in fp32 (max, sum).
-  c.forward.memory = MemoryBoundTime(hw, 2 * e * Th + (e + 4 + 4 + 4) * logits, 4);
+  const double cast = e == 4 ? 0.0 : e + 4;  // logits.float() (none in fp32 training)
+  c.forward.memory =
+      MemoryBoundTime(hw, 2 * e * Th + (cast + 4 + 8 + 8 + 4 + 8) * logits, cast > 0 ? 7 : 6);
   c.forward.tp_comm = tp > 1 ? 3 * tp_small_allreduce_s : 0.0;
   c.backward.gemm = GemmBackwardTime(hw, T, v, h);
   // Softmax gradient (read fp32, write e), LayerNorm backward.
-  c.backward.memory = MemoryBoundTime(hw, (4 + e) * logits + 2 * 2 * e * Th, 3);
+  c.backward.memory =
+      MemoryBoundTime(hw, (8 + (cast > 0 ? 4 + e : 0)) * logits + 5 * e * Th, cast > 0 ? 4 : 3);
   c.backward.tp_comm = tp > 1 ? tp_allreduce_s : 0.0;
   return c;
 }

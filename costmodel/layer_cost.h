@@ -11,15 +11,22 @@
 //   MLP fc1    [T, f/t] = [T, h] x [h, f/t]
 //   MLP fc2    [T, h] = [T, f/t] x [f/t, h]
 // and backward runs each one's input- and weight-gradient GEMMs (costmodel/gemm.h).
-// Memory-bound bytes per layer forward (e = bytes per activation element; LayerNorm, dropout and
-// residual act on the full T h on every tensor rank, since there is no sequence parallelism):
-//   2 LayerNorms          2 x 2 e T h                      (read input, write output)
-//   2 bias+dropout+add    2 x (3e + 1) T h                 (two reads, a write, a 1-byte mask)
-//   bias+GeLU             2 e T f/t
-//   softmax               2 e (b a/t) s^2                  (fused scale-mask-softmax)
-//   attention dropout     (2e + 1) (b a/t) s^2
-// The backward of an elementwise op moves about twice its forward bytes (reads the output
-// gradient and the saved input, writes the input gradient): we charge 2x.
+// Memory-bound bytes per layer, op by op as Megatron-LM of 2021 runs them in 16-bit training (e =
+// bytes per activation element; S = (b a/t) s^2 attention scores; LayerNorm, dropout and residual
+// act on the full T h on every tensor rank, since there is no sequence parallelism):
+//   op                    forward                 backward
+//   2 LayerNorms (apex)   2 x 2e T h              2 x 5e T h   (dx: dy, x in, dx out; gamma/beta
+//                                                               partial sums read dy, x again)
+//   QKV bias add          2e T 3h/t               e T 3h/t     (F.linear on a 3-D input: matmul,
+//                                                               then +=; backward: bias grad sum)
+//   scale-mask-softmax    2e S                    3e S         (fused; backward reads dy and y)
+//   attention dropout     (2e + 1) S              (2e + 1) S   (1-byte mask)
+//   context .contiguous() 2e T h/t                0            (permute back is a view)
+//   2 bias-dropout-add    2 x (3e + 1) T h        2 x (3e + 1) T h  (dx = dy mask, bias grad sum;
+//                                                               the residual gradient passes)
+//   bias-GeLU             2e T f/t                4e T f/t     (dy, x in, dx out; bias grad sum)
+// 9 kernels forward, 13 backward. The head's cross-entropy (vocabulary-parallel, fp32): see
+// HeadCost.
 // Tensor-parallel communication: 2 all-reduces of b s h elements forward (after the projection and
 // fc2) and 2 backward (the input gradients of QKV and fc1), on the tensor group's link.
 #pragma once
@@ -41,8 +48,13 @@ struct PieceCost {
 // of `kernels` launches.
 Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels);
 
-// Bytes the memory-bound ops of one layer's forward move (see above).
-double LayerForwardMemoryBytes(const ModelSpec& m, int tp, int mbs, int act_bytes);
+// Bytes the memory-bound ops of one layer move, forward and backward, op by op as Megatron-LM
+// (2021) runs them (see above), and their kernel counts.
+struct LayerMemoryBytes {
+  double forward = 0, backward = 0;
+  int forward_kernels = 0, backward_kernels = 0;
+};
+LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes);
 
 // `tp_allreduce_s` is the time of one all-reduce of b s h activation elements on the tensor
 // group's link (0 when tp == 1).
@@ -53,8 +65,11 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, in
 PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
                         Seconds tp_allreduce_s);
 // Final LayerNorm, logits [T, V/t] = [T, h] x [h, V/t] and the vocabulary-parallel cross-entropy
-// (fp32 softmax over the local slice and three all-reduces of T floats); backward: the logits'
-// gradient, its two GEMMs and the all-reduce of the input gradient (b s h).
+// as Megatron-LM of 2021 computes it over the L = T V/t local logits: logits.float() (e + 4 bytes
+// per logit; none in fp32 training), max (4), in-place subtract (8), in-place exp (8), sum (4),
+// in-place divide (8), and three all-reduces of T floats. Backward: the saved softmax scaled in
+// place by the loss gradient (8), cast back to 16 bits (4 + e), the logits' two GEMMs, the final
+// LayerNorm's backward (5e T h) and the all-reduce of the input gradient (b s h).
 PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
                    Seconds tp_allreduce_s, Seconds tp_small_allreduce_s);
 

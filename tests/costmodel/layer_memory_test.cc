@@ -21,9 +21,13 @@ ModelSpec Tiny(double dropout = 0.1) {
   return m;
 }
 
-// s = 4, b = 1, h = 8, a = 2, f = 32, t = 1, e = 2; T = 4 tokens, scores b a s^2 = 32:
-//   LayerNorms 2*2*2*4*8 = 256, bias-dropout-add 2*(3*2+1)*32 = 448, GeLU 2*2*4*32 = 512,
-//   softmax 2*2*32 = 128, attention dropout (2*2+1)*32 = 160: 1504 bytes.
+// s = 4, b = 1, h = 8, a = 2, f = 32, t = 1, e = 2; T = 4 tokens, T h = 32, S = b a s^2 = 32:
+// forward  LayerNorms 2*2*2*32 = 256, QKV bias 2*2*4*24 = 384, softmax 2*2*32 = 128, attention
+//          dropout 5*32 = 160, context copy 2*2*32 = 128, bias-dropout-add 2*7*32 = 448,
+//          bias-GeLU 2*2*4*32 = 512: 2016 bytes, 9 kernels;
+// backward LayerNorms 2*5*2*32 = 640, QKV bias grad 2*4*24 = 192, softmax 3*2*32 = 192, dropout
+//          5*32 = 160, bias-dropout-add 2*7*32 = 448, bias-GeLU 4*2*4*32 = 1024: 2656 bytes, 13.
+// At t = 2: the T f/t, T 3h/t, T h/t and S terms halve.
 TEST(LayerCost, MemoryBoundBytesByHand) {
   ModelSpec m;
   m.layers = 1;
@@ -31,12 +35,19 @@ TEST(LayerCost, MemoryBoundBytesByHand) {
   m.heads = 2;
   m.seq_len = 4;
   m.vocab = 16;
-  EXPECT_DOUBLE_EQ(LayerForwardMemoryBytes(m, 1, 1, 2), 1504.0);
+  const LayerMemoryBytes b = LayerMemoryBytesOf(m, 1, 1, 2);
+  EXPECT_DOUBLE_EQ(b.forward, 2016.0);
+  EXPECT_DOUBLE_EQ(b.backward, 2656.0);
+  EXPECT_EQ(b.forward_kernels, 9);
+  EXPECT_EQ(b.backward_kernels, 13);
+  const LayerMemoryBytes b2 = LayerMemoryBytesOf(m, 2, 1, 2);
+  EXPECT_DOUBLE_EQ(b2.forward, 256 + 192 + 64 + 80 + 64 + 448 + 256);
+  EXPECT_DOUBLE_EQ(b2.backward, 640 + 96 + 96 + 80 + 448 + 512);
 }
 
 // Flat 100 TFLOP/s and no launch cost: the forward GEMM time is the layer's forward FLOPs per
-// tensor rank / 100e12, the backward twice that; 1000 GB/s for the memory-bound bytes (2x back);
-// 2 all-reduces each way.
+// tensor rank / 100e12, the backward twice that; 1000 GB/s for the memory-bound bytes; 2
+// all-reduces each way.
 TEST(LayerCost, ForwardBackwardByHand) {
   const HardwareProfile hw = testing::RoundProfile();
   const ModelSpec m = Tiny();
@@ -45,8 +56,9 @@ TEST(LayerCost, ForwardBackwardByHand) {
     const double flops = LayerForwardFlops(m, 2) / t;
     EXPECT_NEAR(c.forward.gemm, flops / 100e12, 1e-15) << t;
     EXPECT_NEAR(c.backward.gemm, 2 * flops / 100e12, 1e-15) << t;
-    EXPECT_NEAR(c.forward.memory, LayerForwardMemoryBytes(m, t, 2, 2) / 1e12, 1e-15);
-    EXPECT_NEAR(c.backward.memory, 2 * c.forward.memory, 1e-15);
+    const LayerMemoryBytes b = LayerMemoryBytesOf(m, t, 2, 2);
+    EXPECT_NEAR(c.forward.memory, b.forward / 1e12, 1e-15);
+    EXPECT_NEAR(c.backward.memory, b.backward / 1e12, 1e-15);
     EXPECT_DOUBLE_EQ(c.forward.tp_comm, 2e-3);
     EXPECT_DOUBLE_EQ(c.backward.tp_comm, 2e-3);
   }
@@ -59,6 +71,15 @@ TEST(LayerCost, HeadLogitsGemm) {
   EXPECT_NEAR(c.forward.gemm, 2.0 * 64 * 64 * 256 / 100e12, 1e-15);
   EXPECT_NEAR(c.backward.gemm, 2 * c.forward.gemm, 1e-15);
   EXPECT_DOUBLE_EQ(c.forward.tp_comm, 0.0);
+  // Cross-entropy over L = 64 * 256 logits: forward final LayerNorm 2*2*64*64 plus (2 + 4 + 4 + 8
+  // + 8 + 4 + 8) L; backward (8 + 4 + 2) L plus the LayerNorm's 5*2*64*64 (1000 GB/s).
+  const double L = 64.0 * 256, Th = 64.0 * 64;
+  EXPECT_NEAR(c.forward.memory, (4 * Th + 38 * L) / 1e12, 1e-15);
+  EXPECT_NEAR(c.backward.memory, (10 * Th + 14 * L) / 1e12, 1e-15);
+  // fp32 training has no cast: (4 + 8 + 8 + 4 + 8) L forward, 8 L backward.
+  const PieceCost f = HeadCost(Tiny(), testing::RoundProfile(TrainingPrecision::kFp32), 1, 2, 0, 0);
+  EXPECT_NEAR(f.forward.memory, (8 * Th + 32 * L) / 1e12, 1e-15);
+  EXPECT_NEAR(f.backward.memory, (20 * Th + 8 * L) / 1e12, 1e-15);
 }
 
 // In flight on rank r: GPipe m; 1F1B min(m, p - r); interleaved (units of one chunk)
