@@ -80,6 +80,7 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Gpt("gpt-310b", 96, 16384, 128), "Table 1 row 8"},
       {Gpt("gpt-530b", 105, 20480, 128), "Table 1 row 9"},
       {Gpt("gpt-1t", 128, 25600, 160), "Table 1 row 10"},
+      {Gpt("gpt-22b", 48, 6144, 64), "Korthikanti et al. 2022, Table 3 (22B)"},
       {Gpt("gpt3-175b", 96, 12288, 96, 2048, 50257),
        "Brown et al. 2020, GPT-3 175B (GPT-2 BPE vocabulary)"},
       {Gpt("gpt2-124m", 12, 768, 12, 1024, 50257), "GPT-2 small (Radford et al. 2019)"},

@@ -24,13 +24,22 @@ Result<ScheduleKind> ParseSchedule(const std::string& s) {
 }
 
 const char* RecomputeName(Recompute r) {
-  return r == Recompute::kFull ? "full" : "none";
+  switch (r) {
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kFull:
+      return "full";
+    case Recompute::kSelective:
+      return "selective";
+  }
+  return "?";
 }
 
 Result<Recompute> ParseRecompute(const std::string& s) {
   if (s == "none") return Recompute::kNone;
   if (s == "full") return Recompute::kFull;
-  return Status::Invalid("recompute: '" + s + "' is not one of none, full");
+  if (s == "selective") return Recompute::kSelective;
+  return Status::Invalid("recompute: '" + s + "' is not one of none, full, selective");
 }
 
 Status ParallelConfig::Validate(const ModelSpec& m) const {
@@ -57,6 +66,13 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("mbs: mbs*dp = " + std::to_string(int64_t(mbs) * dp) +
                " does not divide the global batch " + std::to_string(global_batch));
   }
+  if (sequence_parallel && tp < 2) {
+    return bad("sequence_parallel: needs tp > 1 (with tp = 1 there is no sequence to split)");
+  }
+  if (sequence_parallel && m.seq_len % tp != 0) {
+    return bad("sequence_parallel: tp = " + std::to_string(tp) + " does not divide seq_len " +
+               std::to_string(m.seq_len));
+  }
   const int64_t micro = Microbatches();
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
@@ -77,6 +93,9 @@ std::string ParallelConfig::ToString() const {
   os << "tp=" << tp << ",pp=" << pp << ",dp=" << dp << ",mbs=" << mbs << ",vp=" << vp
      << ",schedule=" << ScheduleName(schedule) << ",recompute=" << RecomputeName(recompute)
      << ",scatter_gather=" << (scatter_gather ? "on" : "off");
+  if (sequence_parallel) os << ",sequence_parallel=on";
+  if (distributed_optimizer) os << ",distributed_optimizer=on";
+  if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
   return os.str();
 }
 
@@ -90,6 +109,9 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["schedule"] = ScheduleName(c.schedule);
   j["recompute"] = RecomputeName(c.recompute);
   j["scatter_gather"] = c.scatter_gather;
+  j["sequence_parallel"] = c.sequence_parallel;
+  j["distributed_optimizer"] = c.distributed_optimizer;
+  j["grad_accumulation_fusion"] = c.grad_accumulation_fusion;
   return j;
 }
 
@@ -106,6 +128,9 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("schedule", &schedule);
   r.Optional("recompute", &recompute);
   r.Optional("scatter_gather", &c.scatter_gather);
+  r.Optional("sequence_parallel", &c.sequence_parallel);
+  r.Optional("distributed_optimizer", &c.distributed_optimizer);
+  r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
   PTDP_RETURN_IF_ERROR(r.Finish());
   auto s = ParseSchedule(schedule);
   if (!s.ok()) return s.status().WithPrefix(path);

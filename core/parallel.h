@@ -17,13 +17,15 @@ enum class ScheduleKind {
   kInterleaved,  // Megatron-LM's interleaved 1F1B with vp model chunks per rank
 };
 enum class Recompute {
-  kNone,  // keep every activation the backward needs
-  kFull,  // keep only each layer's input; redo the layer's forward in the backward
+  kNone,       // keep every activation the backward needs
+  kFull,       // keep only each layer's input; redo the layer's forward in the backward
+  kSelective,  // Korthikanti et al. 2022: drop the attention core's s^2 activations (softmax,
+               // dropout mask and output) and redo the core attention in the backward
 };
 
 const char* ScheduleName(ScheduleKind k);  // "gpipe" | "1f1b" | "interleaved"
 Result<ScheduleKind> ParseSchedule(const std::string& s);
-const char* RecomputeName(Recompute r);  // "none" | "full"
+const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);
 
 struct ParallelConfig {
@@ -35,7 +37,20 @@ struct ParallelConfig {
   ScheduleKind schedule = ScheduleKind::k1F1B;
   Recompute recompute = Recompute::kNone;
   bool scatter_gather = true;  // the paper's scatter/gather of pipeline messages across tp ranks
-  int64_t global_batch = 1;    // B: sequences per iteration
+  // Megatron-LM's sequence parallelism (Korthikanti et al. 2022): LayerNorm, dropout and residual
+  // work on s/t tokens per tensor rank; each tensor-parallel all-reduce becomes a reduce-scatter
+  // and an all-gather. Needs tp > 1. Pipeline messages are then already split across the tensor
+  // ranks.
+  bool sequence_parallel = false;
+  // Megatron-LM's distributed optimizer (ZeRO stage 1): the fp32 master weights and Adam moments
+  // are sharded over the data-parallel group; gradients are reduce-scattered and the updated
+  // weights all-gathered (the same bus bytes as the all-reduce it replaces).
+  bool distributed_optimizer = false;
+  // Megatron-LM's --gradient-accumulation-fusion: each weight-gradient GEMM accumulates into the
+  // gradient buffer, so the profile's separate per-microbatch add (grad_accumulate_bytes_per_param,
+  // what the paper's 2021 code ran) is not paid.
+  bool grad_accumulation_fusion = false;
+  int64_t global_batch = 1;  // B: sequences per iteration
 
   int WorldSize() const { return tp * pp * dp; }
   // m = B / (b d): microbatches each pipeline runs per iteration.
@@ -49,7 +64,9 @@ struct ParallelConfig {
   std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
 };
 
-// The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}.
+// The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
+// sequence_parallel, distributed_optimizer and grad_accumulation_fusion (optional when read, false
+// by default).
 OrderedJson LayoutToJson(const ParallelConfig& c);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,

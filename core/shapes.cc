@@ -113,38 +113,70 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
 }
 
 std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout) {
-  const int64_t t = c.tp, b = c.mbs, s = m.seq_len, h = m.hidden, a = m.heads, f = m.FfnHidden();
-  const int64_t sbh = s * b * h, scores = a * s * s * b / t;
+  const int64_t t = c.tp, b = c.mbs, s = m.seq_len, h = m.hidden, f = m.FfnHidden();
+  const int64_t sbh = s * b * h;
+  // What LayerNorm, dropout and the residual keep: the full s b h, or its s/t slice under sequence
+  // parallelism (the QKV and fc1 inputs are then kept sharded and all-gathered again backward).
+  const int64_t seq = c.sequence_parallel ? sbh / t : sbh;
   std::vector<ActTensor> acts = {
-      {"ln1.input", sbh, ActKind::kActivation},
-      {"attn.qkv.input", sbh, ActKind::kActivation},
-      {"attn.q", sbh / t, ActKind::kActivation},
-      {"attn.k", sbh / t, ActKind::kActivation},
+      {"ln1.input", seq, ActKind::kActivation},  {"attn.qkv.input", seq, ActKind::kActivation},
+      {"attn.q", sbh / t, ActKind::kActivation}, {"attn.k", sbh / t, ActKind::kActivation},
       {"attn.v", sbh / t, ActKind::kActivation},
-      {"attn.softmax.output", scores, ActKind::kActivation},
   };
+  if (c.recompute != Recompute::kSelective) {
+    for (auto& a : AttentionCoreActivations(m, c, dropout)) acts.push_back(a);
+  }
+  acts.push_back({"attn.proj.input", sbh / t, ActKind::kActivation});
+  if (dropout) acts.push_back({"attn.residual_dropout.mask", seq, ActKind::kMask});
+  acts.push_back({"ln2.input", seq, ActKind::kActivation});
+  acts.push_back({"mlp.fc1.input", seq, ActKind::kActivation});
+  acts.push_back({"mlp.gelu.input", s * b * f / t, ActKind::kActivation});
+  acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kActivation});
+  if (dropout) acts.push_back({"mlp.residual_dropout.mask", seq, ActKind::kMask});
+  return acts;
+}
+
+std::vector<ActTensor> AttentionCoreActivations(const ModelSpec& m, const ParallelConfig& c,
+                                                bool dropout) {
+  const int64_t scores = int64_t(m.heads) * m.seq_len * m.seq_len * c.mbs / c.tp;
+  std::vector<ActTensor> acts = {{"attn.softmax.output", scores, ActKind::kActivation}};
   if (dropout) {
     acts.push_back({"attn.dropout.mask", scores, ActKind::kMask});
     acts.push_back({"attn.dropout.output", scores, ActKind::kActivation});
   }
-  acts.push_back({"attn.proj.input", sbh / t, ActKind::kActivation});
-  if (dropout) acts.push_back({"attn.residual_dropout.mask", sbh, ActKind::kMask});
-  acts.push_back({"ln2.input", sbh, ActKind::kActivation});
-  acts.push_back({"mlp.fc1.input", sbh, ActKind::kActivation});
-  acts.push_back({"mlp.gelu.input", s * b * f / t, ActKind::kActivation});
-  acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kActivation});
-  if (dropout) acts.push_back({"mlp.residual_dropout.mask", sbh, ActKind::kMask});
   return acts;
 }
 
 std::vector<ActTensor> LayerCheckpoint(const ModelSpec& m, const ParallelConfig& c) {
-  return {{"layer.input", m.seq_len * c.mbs * m.hidden, ActKind::kActivation}};
+  const int64_t sbh = int64_t(m.seq_len) * c.mbs * m.hidden;
+  return {{"layer.input", c.sequence_parallel ? sbh / c.tp : sbh, ActKind::kActivation}};
+}
+
+std::vector<ActTensor> LayerStash(const ModelSpec& m, const ParallelConfig& c, bool dropout) {
+  return c.recompute == Recompute::kFull ? LayerCheckpoint(m, c) : LayerActivations(m, c, dropout);
+}
+
+std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelConfig& c,
+                                           bool dropout) {
+  switch (c.recompute) {
+    case Recompute::kNone:
+      return {};
+    case Recompute::kFull: {
+      ParallelConfig kept = c;
+      kept.recompute = Recompute::kNone;
+      return LayerActivations(m, kept, dropout);
+    }
+    case Recompute::kSelective:
+      return AttentionCoreActivations(m, c, dropout);
+  }
+  return {};
 }
 
 std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c) {
   const int64_t sbh = m.seq_len * c.mbs * m.hidden;
-  return {{"final_ln.input", sbh, ActKind::kActivation},
-          {"output.input", sbh, ActKind::kActivation},
+  const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
+  return {{"final_ln.input", seq, ActKind::kActivation},
+          {"output.input", seq, ActKind::kActivation},
           {"output.logits", m.seq_len * c.mbs * PaddedVocab(m, c.tp) / c.tp, ActKind::kFp32}};
 }
 
@@ -159,7 +191,7 @@ Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes) {
 
 int64_t BoundaryElements(const ModelSpec& m, const ParallelConfig& c) {
   const int64_t bsh = int64_t(c.mbs) * m.seq_len * m.hidden;
-  return c.scatter_gather ? bsh / c.tp : bsh;
+  return c.scatter_gather || c.sequence_parallel ? bsh / c.tp : bsh;
 }
 
 }  // namespace ptdp

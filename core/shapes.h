@@ -79,9 +79,24 @@ struct ActTensor {
   int64_t elements = 0;
   ActKind kind = ActKind::kActivation;
 };
+// Everything a layer keeps without full recomputation. With c.recompute == kSelective the attention
+// core (AttentionCoreActivations) is left out: Korthikanti's s b h (10 + 24/t); with sequence
+// parallelism the s b h entries are kept as their s/t slice: s b h (34/t + 5 a s / (h t)), or
+// s b h 34/t with selective recomputation.
 std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout);
-// With full recomputation a layer keeps only its input (s b h); the rest is rebuilt in backward.
+// The attention core's s^2 tensors (softmax output; dropout mask and output): 5 a s^2 b / t bytes
+// in 16-bit training with dropout, what selective recomputation rebuilds.
+std::vector<ActTensor> AttentionCoreActivations(const ModelSpec& m, const ParallelConfig& c,
+                                                bool dropout);
+// With full recomputation a layer keeps only its input (s b h, s b h / t with sequence
+// parallelism); the rest is rebuilt in backward.
 std::vector<ActTensor> LayerCheckpoint(const ModelSpec& m, const ParallelConfig& c);
+// What a layer keeps per microbatch under c.recompute (LayerCheckpoint or LayerActivations).
+std::vector<ActTensor> LayerStash(const ModelSpec& m, const ParallelConfig& c, bool dropout);
+// What one layer's backward rebuilds and holds while it runs: the whole layer's activations with
+// full recomputation, the attention core with selective, nothing without.
+std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelConfig& c,
+                                           bool dropout);
 // What the last virtual stage keeps per microbatch after its layers: final LayerNorm input, the
 // output layer's input and the fp32 logits slice s b V/t.
 std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c);
@@ -89,7 +104,7 @@ std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig&
 Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes);
 
 // Elements of one pipeline message (the activation or gradient at a stage boundary) per tensor
-// rank: b s h, or b s h / t with scatter/gather.
+// rank: b s h, or b s h / t with scatter/gather or sequence parallelism.
 int64_t BoundaryElements(const ModelSpec& m, const ParallelConfig& c);
 
 }  // namespace ptdp

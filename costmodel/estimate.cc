@@ -48,17 +48,23 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const GroupSpan tp_span = SpanOf(grid.TensorGroup(0), G);
   const GroupSpan dp_span = SpanOf(grid.DataGroup(0), G);
   const Seconds tp_ar = CollectiveTime(hw, Collective::kAllReduce, bsh_bytes, tp_span, G);
+  const Seconds tp_ag = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
+  const Seconds tp_rs = CollectiveTime(hw, Collective::kReduceScatter, bsh_bytes, tp_span, G);
   const Seconds tp_small_ar =
       CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * m.seq_len * 4, tp_span, G);
+  // Sequence parallelism turns each all-reduce in a layer into a reduce-scatter and an all-gather.
+  const bool sp = c.sequence_parallel;
+  const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
 
-  const PieceCost layer = TransformerLayerCost(m, hw, c.tp, c.mbs, tp_ar);
-  const PieceCost embed = EmbeddingCost(m, hw, c.tp, c.mbs, tp_ar);
-  const PieceCost head = HeadCost(m, hw, c.tp, c.mbs, tp_ar, tp_small_ar);
-  const bool recompute = c.recompute == Recompute::kFull;
+  const PieceCost layer = TransformerLayerCost(m, hw, c.tp, c.mbs, tp_pair, sp);
+  const PieceCost embed = EmbeddingCost(m, hw, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
+  const PieceCost head = HeadCost(m, hw, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag);
+  const ComputeBreakdown core = c.recompute == Recompute::kSelective
+                                    ? AttentionCoreForwardCost(m, hw, c.tp, c.mbs)
+                                    : ComputeBreakdown{};
 
   // What one microbatch keeps per layer and on the head (memory.h; same lists as ChunkStashBytes).
-  const Bytes layer_stash = recompute ? ActivationBytes(LayerCheckpoint(m, c), e)
-                                      : ActivationBytes(LayerActivations(m, c, m.dropout > 0), e);
+  const Bytes layer_stash = ActivationBytes(LayerStash(m, c, m.dropout > 0), e);
   const Bytes head_stash = ActivationBytes(HeadActivations(m, c), e);
 
   // After the first microbatch, each backward adds its weight gradients to the accumulated ones;
@@ -69,7 +75,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     counts_local = StageParameterCounts(m, c);
     param_elements = &counts_local;
   }
-  const double accumulate_bytes = hw.grad_accumulate_bytes_per_param.value;
+  const double accumulate_bytes =
+      c.grad_accumulation_fusion ? 0.0 : hw.grad_accumulate_bytes_per_param.value;
   const int64_t microbatches = c.Microbatches();
   const double accumulate_share =
       microbatches > 1 ? double(microbatches - 1) / double(microbatches) : 0.0;
@@ -86,7 +93,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       const double n = ChunkLayers(m, c, r, k).size();
       cc.forward = Add(cc.forward, layer.forward, n);
       cc.backward = Add(cc.backward, layer.backward, n);
-      if (recompute) cc.recompute = Add(cc.recompute, layer.forward, n);
+      if (c.recompute == Recompute::kFull) cc.recompute = Add(cc.recompute, layer.forward, n);
+      if (c.recompute == Recompute::kSelective) cc.recompute = Add(cc.recompute, core, n);
       if (HoldsEmbedding(c, r, k)) {
         cc.forward = Add(cc.forward, embed.forward);
         cc.backward = Add(cc.backward, embed.backward);
@@ -117,7 +125,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   // Pipeline p2p: rank r -> r+1 (and the wrap p-1 -> 0). All t tensor ranks of a stage send at
   // once, each over its own path; with scatter/gather each sends 1/t and the receiver all-gathers.
   t.p2p_bytes = BoundaryElements(m, c) * e;
-  if (c.pp > 1 && c.scatter_gather && c.tp > 1) {
+  // (With sequence parallelism the boundary tensor is already split: no all-gather.)
+  if (c.pp > 1 && c.scatter_gather && c.tp > 1 && !sp) {
     t.p2p_allgather = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
   }
   t.p2p_link.resize(c.pp);
@@ -130,7 +139,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   }
 
   // After the flush.
-  const int grad_bytes = BytesPerParameter(hw.precision).grad;
+  const BytesPerParam bytes_per = BytesPerParameter(hw.precision);
+  const int grad_bytes = bytes_per.grad;
   const Bytes word_emb = PaddedVocab(m, c.tp) / c.tp * m.hidden * grad_bytes;
   t.dp_allreduce.assign(c.pp, 0.0);
   t.embedding_allreduce.assign(c.pp, 0.0);
@@ -138,16 +148,23 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   t.static_memory.assign(c.pp, 0);
   for (int r = 0; r < c.pp; ++r) {
     const int64_t params = (*param_elements)[r];
-    t.dp_allreduce[r] = CollectiveTime(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G);
+    // The distributed optimizer reduce-scatters the gradients and all-gathers the updated weights.
+    t.dp_allreduce[r] =
+        c.distributed_optimizer
+            ? CollectiveTime(hw, Collective::kReduceScatter, params * grad_bytes, dp_span, G) +
+                  CollectiveTime(hw, Collective::kAllGather, params * bytes_per.weight, dp_span, G)
+            : CollectiveTime(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G);
     if (c.pp > 1 && m.tied_embeddings && (r == 0 || r == c.pp - 1)) {
       const std::vector<int> emb = grid.EmbeddingGroup(grid.Rank({0, 0, r}));
       t.embedding_allreduce[r] =
           CollectiveTime(hw, Collective::kAllReduce, word_emb, SpanOf(emb, G), G);
     }
-    t.optimizer[r] = OptimizerTime(hw, params);
-    const BytesPerParam bp = BytesPerParameter(hw.precision);
-    t.static_memory[r] =
-        params * (bp.weight + bp.grad + bp.optimizer) + Bytes(hw.workspace_GiB.value * kGiB);
+    // The distributed optimizer updates 1/d of the parameters on each GPU.
+    t.optimizer[r] =
+        OptimizerTime(hw, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params);
+    t.static_memory[r] = params * (bytes_per.weight + bytes_per.grad) +
+                         OptimizerStateBytes(c, hw.precision, params) +
+                         Bytes(hw.workspace_GiB.value * kGiB);
   }
   t.param_elements = *param_elements;
   t.dp_buckets = 1;
@@ -183,8 +200,8 @@ void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
                    Prediction* p) {
   const int64_t vocab = PaddedVocab(m, c.tp);
   const double n = c.WorldSize();
-  const bool rc = c.recompute == Recompute::kFull;
-  p->tflops_per_gpu = IterationFlops(m, c.global_batch, vocab, rc) / p->iteration_s / n / kTera;
+  p->tflops_per_gpu =
+      HardwareIterationFlops(m, c.global_batch, vocab, c.recompute) / p->iteration_s / n / kTera;
   p->model_tflops_per_gpu =
       IterationFlops(m, c.global_batch, vocab, false) / p->iteration_s / n / kTera;
   p->percent_of_peak = 100.0 * p->tflops_per_gpu / cluster.profile.peak_tflops.value;
@@ -238,10 +255,8 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // Memory: the peak is on the first rank (most in flight, the embedding) or the last (the head),
   // since the ranks between hold the same parameters as each other and fewer microbatches than
   // rank 0; `all_stages` lists every rank (for reports), otherwise just those two.
-  const Bytes live_layer = c.recompute == Recompute::kFull
-                               ? ActivationBytes(LayerActivations(m, c, m.dropout > 0),
-                                                 cluster.profile.ActivationBytes())
-                               : 0;
+  const Bytes live_layer =
+      ActivationBytes(RecomputeWorkingSet(m, c, m.dropout > 0), cluster.profile.ActivationBytes());
   const BytesPerParam bp = BytesPerParameter(cluster.profile.precision);
   for (int r = 0; r < c.pp; ++r) {
     if (!all_stages && r != 0 && r != c.pp - 1) continue;
@@ -250,7 +265,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
     const int64_t params = t.param_elements[r];
     sm.weights = params * bp.weight;
     sm.grads = params * bp.grad;
-    sm.optimizer = params * bp.optimizer;
+    sm.optimizer = OptimizerStateBytes(c, cluster.profile.precision, params);
     sm.workspace = t.static_memory[r] - sm.weights - sm.grads - sm.optimizer;
     std::vector<Bytes> stash;
     for (int k = 0; k < c.vp; ++k) stash.push_back(t.Chunk(r, k).stash_bytes);

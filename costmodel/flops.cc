@@ -16,6 +16,24 @@ FlopCount IterationFlops(const ModelSpec& m, int64_t global_batch, int64_t vocab
   return passes * m.layers * LayerForwardFlops(m, global_batch) + logits;
 }
 
+FlopCount AttentionCoreForwardFlops(const ModelSpec& m, int64_t sequences) {
+  return 4.0 * double(sequences) * double(m.seq_len) * double(m.seq_len) * double(m.hidden);
+}
+
+FlopCount HardwareIterationFlops(const ModelSpec& m, int64_t global_batch, int64_t vocab,
+                                 Recompute recompute) {
+  switch (recompute) {
+    case Recompute::kNone:
+      return IterationFlops(m, global_batch, vocab, false);
+    case Recompute::kFull:
+      return IterationFlops(m, global_batch, vocab, true);
+    case Recompute::kSelective:
+      return IterationFlops(m, global_batch, vocab, false) +
+             m.layers * AttentionCoreForwardFlops(m, global_batch);
+  }
+  return 0;
+}
+
 FlopCount PaperEq3Flops(const ModelSpec& m, int64_t global_batch, int64_t vocab, bool recompute) {
   const double B = double(global_batch), s = double(m.seq_len), h = double(m.hidden),
                l = double(m.layers), V = double(vocab);

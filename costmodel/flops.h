@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/model.h"
+#include "core/parallel.h"
 #include "core/units.h"
 
 namespace ptdp::costmodel {
@@ -19,6 +20,13 @@ namespace ptdp::costmodel {
 FlopCount LayerForwardFlops(const ModelSpec& m, int64_t sequences);
 // Per iteration of `global_batch` sequences with vocabulary `vocab` (the padded one that runs).
 FlopCount IterationFlops(const ModelSpec& m, int64_t global_batch, int64_t vocab, bool recompute);
+// One layer's attention-core forward GEMM FLOPs (scores and scores.V): 4 B s^2 h, what selective
+// recomputation redoes.
+FlopCount AttentionCoreForwardFlops(const ModelSpec& m, int64_t sequences);
+// Hardware FLOPs of an iteration under `recompute`: IterationFlops without recomputation, plus the
+// recomputed forward (full: every layer's; selective: every layer's attention core).
+FlopCount HardwareIterationFlops(const ModelSpec& m, int64_t global_batch, int64_t vocab,
+                                 Recompute recompute);
 // The closed form of eq. (3) (recompute) or its 72 variant, for checking IterationFlops.
 FlopCount PaperEq3Flops(const ModelSpec& m, int64_t global_batch, int64_t vocab, bool recompute);
 

@@ -9,31 +9,34 @@ Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
          kernels * hw.kernel_launch_us.value * kUs;
 }
 
-LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes) {
+LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
+                                    bool sequence_parallel) {
   const double e = act_bytes, T = double(mbs) * double(m.seq_len), h = double(m.hidden),
                f = double(m.FfnHidden()), s = double(m.seq_len);
+  // LayerNorm, dropout and residual act on all T h, or on T h / t with sequence parallelism.
+  const double Th_seq = sequence_parallel ? T * h / tp : T * h;
   const double S = double(mbs) * double(m.heads) / tp * s * s;  // attention scores
   LayerMemoryBytes b;
-  b.forward = 2 * (2 * e * T * h)        // LayerNorm x2: read x, write y
-              + 2 * e * T * 3 * h / tp   // QKV bias add (F.linear on a 3-D input: matmul, then +=)
-              + 2 * e * S                // fused scale-mask-softmax
-              + (2 * e + 1) * S          // attention dropout: read, write, mask
-              + 2 * e * T * h / tp       // context permute(...).contiguous()
-              + 2 * (3 * e + 1) * T * h  // bias-dropout-add x2: x, residual in; out, mask
-              + 2 * e * T * f / tp;      // bias-GeLU
+  b.forward = 2 * (2 * e * Th_seq)        // LayerNorm x2: read x, write y
+              + 2 * e * T * 3 * h / tp    // QKV bias add (F.linear on a 3-D input: matmul, then +=)
+              + 2 * e * S                 // fused scale-mask-softmax
+              + (2 * e + 1) * S           // attention dropout: read, write, mask
+              + 2 * e * T * h / tp        // context permute(...).contiguous()
+              + 2 * (3 * e + 1) * Th_seq  // bias-dropout-add x2: x, residual in; out, mask
+              + 2 * e * T * f / tp;       // bias-GeLU
   b.forward_kernels = 9;
-  b.backward = 2 * (5 * e * T * h)        // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
-               + e * T * 3 * h / tp       // QKV bias gradient (reduce over tokens)
-               + 3 * e * S                // softmax: dy, y in; dx out
-               + (2 * e + 1) * S          // dropout: dy, mask in; dx out
-               + 2 * (3 * e + 1) * T * h  // bias-dropout-add x2: dx = dy mask; bias grad reduce
-               + 4 * e * T * f / tp;      // bias-GeLU: dy, x in, dx out; bias grad reduce
+  b.backward = 2 * (5 * e * Th_seq)  // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
+               + e * T * 3 * h / tp  // QKV bias gradient (reduce over tokens)
+               + 3 * e * S           // softmax: dy, y in; dx out
+               + (2 * e + 1) * S     // dropout: dy, mask in; dx out
+               + 2 * (3 * e + 1) * Th_seq  // bias-dropout-add x2: dx = dy mask; bias grad reduce
+               + 4 * e * T * f / tp;       // bias-GeLU: dy, x in, dx out; bias grad reduce
   b.backward_kernels = 13;
   return b;
 }
 
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                               Seconds tp_allreduce_s) {
+                               Seconds tp_allreduce_s, bool sequence_parallel) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, f = m.FfnHidden(), s = m.seq_len;
   const int64_t dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
   PieceCost c;
@@ -44,7 +47,8 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, in
       GemmBackwardTime(hw, T, 3 * h / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
       GemmBackwardTime(hw, s, dh, s, heads_batch) + GemmBackwardTime(hw, T, h, h / tp) +
       GemmBackwardTime(hw, T, f / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
-  const LayerMemoryBytes mb = LayerMemoryBytesOf(m, tp, mbs, hw.ActivationBytes());
+  const LayerMemoryBytes mb =
+      LayerMemoryBytesOf(m, tp, mbs, hw.ActivationBytes(), sequence_parallel);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
   c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
   c.forward.tp_comm = 2 * tp_allreduce_s;
@@ -52,29 +56,46 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, in
   return c;
 }
 
+ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw, int tp,
+                                          int mbs) {
+  const int64_t s = m.seq_len, dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
+  const double e = hw.ActivationBytes(), S = double(heads_batch) * double(s) * double(s);
+  ComputeBreakdown c;
+  c.gemm = GemmTime(hw, s, s, dh, heads_batch) + GemmTime(hw, s, dh, s, heads_batch);
+  c.memory = MemoryBoundTime(hw, 2 * e * S + (2 * e + 1) * S, 2);  // softmax, dropout
+  return c;
+}
+
 PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                        Seconds tp_allreduce_s) {
+                        Seconds tp_reduce_s, bool sequence_parallel) {
   const double e = hw.ActivationBytes(), T = double(mbs) * double(m.seq_len), h = double(m.hidden);
+  // The lookup writes all T h; with sequence parallelism its output is reduce-scattered and the
+  // position add and dropout act on T h / t.
+  const double Th_seq = sequence_parallel ? T * h / tp : T * h;
   PieceCost c;
   // Gather word rows, add positions (read 2, write 1), dropout (read, write, mask).
-  c.forward.memory = MemoryBoundTime(hw, e * T * h + 3 * e * T * h + (2 * e + 1) * T * h, 3);
+  c.forward.memory = MemoryBoundTime(hw, e * T * h + 3 * e * Th_seq + (2 * e + 1) * Th_seq, 3);
   // Dropout and add backward, then scatter-add into the word and position gradients.
-  c.backward.memory = MemoryBoundTime(hw, (2 * e + 1) * T * h + 2 * 2 * e * T * h, 3);
-  c.forward.tp_comm = tp > 1 ? tp_allreduce_s : 0.0;
+  c.backward.memory = MemoryBoundTime(hw, (2 * e + 1) * Th_seq + 2 * 2 * e * T * h, 3);
+  c.forward.tp_comm = tp > 1 ? tp_reduce_s : 0.0;
   return c;
 }
 
 PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                   Seconds tp_allreduce_s, Seconds tp_small_allreduce_s) {
+                   Seconds tp_allreduce_s, Seconds tp_small_allreduce_s, bool sequence_parallel,
+                   Seconds tp_allgather_s) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, v = PaddedVocab(m, tp) / tp;
-  const double e = hw.ActivationBytes(), logits = double(T) * double(v), Th = double(T) * h;
+  const double e = hw.ActivationBytes(), logits = double(T) * double(v),
+               Th = sequence_parallel ? double(T) * h / tp : double(T) * h;
   PieceCost c;
   c.forward.gemm = GemmTime(hw, T, v, h);
   // Final LayerNorm; cross-entropy: read the logits, write and re-read them in fp32 (max, sum).
   const double cast = e == 4 ? 0.0 : e + 4;  // logits.float() (none in fp32 training)
   c.forward.memory =
       MemoryBoundTime(hw, 2 * e * Th + (cast + 4 + 8 + 8 + 4 + 8) * logits, cast > 0 ? 7 : 6);
-  c.forward.tp_comm = tp > 1 ? 3 * tp_small_allreduce_s : 0.0;
+  // With sequence parallelism the final LayerNorm's output is all-gathered before the logits.
+  c.forward.tp_comm =
+      tp > 1 ? 3 * tp_small_allreduce_s + (sequence_parallel ? tp_allgather_s : 0) : 0.0;
   c.backward.gemm = GemmBackwardTime(hw, T, v, h);
   // Softmax gradient (read fp32, write e), LayerNorm backward.
   c.backward.memory =

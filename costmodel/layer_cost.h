@@ -54,23 +54,34 @@ struct LayerMemoryBytes {
   double forward = 0, backward = 0;
   int forward_kernels = 0, backward_kernels = 0;
 };
-LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes);
+LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
+                                    bool sequence_parallel = false);
 
 // `tp_allreduce_s` is the time of one all-reduce of b s h activation elements on the tensor
-// group's link (0 when tp == 1).
+// group's link (0 when tp == 1); with sequence parallelism pass the time of a reduce-scatter plus
+// an all-gather of b s h, which replace it, and LayerNorm, dropout and residual act on T h / t.
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                               Seconds tp_allreduce_s);
+                               Seconds tp_allreduce_s, bool sequence_parallel = false);
+// The attention core's forward (scores and scores.V GEMMs, softmax, dropout): what selective
+// recomputation redoes in each layer's backward (Megatron-LM recomputes the whole core).
+ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw, int tp,
+                                          int mbs);
 // Word + position embedding lookup, add and dropout; the vocabulary-parallel embedding
 // all-reduces its output (b s h) forward. Backward: scatter-add into the word-embedding gradient.
+// `tp_reduce_s`: the all-reduce of the output (a reduce-scatter with sequence parallelism).
 PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                        Seconds tp_allreduce_s);
+                        Seconds tp_reduce_s, bool sequence_parallel = false);
 // Final LayerNorm, logits [T, V/t] = [T, h] x [h, V/t] and the vocabulary-parallel cross-entropy
 // as Megatron-LM of 2021 computes it over the L = T V/t local logits: logits.float() (e + 4 bytes
 // per logit; none in fp32 training), max (4), in-place subtract (8), in-place exp (8), sum (4),
 // in-place divide (8), and three all-reduces of T floats. Backward: the saved softmax scaled in
 // place by the loss gradient (8), cast back to 16 bits (4 + e), the logits' two GEMMs, the final
 // LayerNorm's backward (5e T h) and the all-reduce of the input gradient (b s h).
+// With sequence parallelism the final LayerNorm acts on T h / t, its output is all-gathered
+// (`tp_allgather_s`) before the logits, and `tp_allreduce_s` should be the backward's
+// reduce-scatter.
 PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                   Seconds tp_allreduce_s, Seconds tp_small_allreduce_s);
+                   Seconds tp_allreduce_s, Seconds tp_small_allreduce_s,
+                   bool sequence_parallel = false, Seconds tp_allgather_s = 0);
 
 }  // namespace ptdp::costmodel

@@ -11,6 +11,11 @@ BytesPerParam BytesPerParameter(TrainingPrecision p) {
   return {4, 4, 8};
 }
 
+Bytes OptimizerStateBytes(const ParallelConfig& c, TrainingPrecision p, int64_t params) {
+  const Bytes all = params * BytesPerParameter(p).optimizer;
+  return c.distributed_optimizer ? (all + c.dp - 1) / c.dp : all;
+}
+
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
   const int64_t m = c.Microbatches(), p = c.pp, v = c.vp, r = pp_rank;
   switch (c.schedule) {
@@ -28,9 +33,7 @@ Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, const Hardwar
                       int pp_rank, int chunk) {
   const int e = hw.ActivationBytes();
   const bool dropout = m.dropout > 0;
-  const Bytes per_layer = c.recompute == Recompute::kFull
-                              ? ActivationBytes(LayerCheckpoint(m, c), e)
-                              : ActivationBytes(LayerActivations(m, c, dropout), e);
+  const Bytes per_layer = ActivationBytes(LayerStash(m, c, dropout), e);
   Bytes b = per_layer * ChunkLayers(m, c, pp_rank, chunk).size();
   if (HoldsHead(c, pp_rank, chunk)) b += ActivationBytes(HeadActivations(m, c), e);
   return b;
@@ -65,13 +68,11 @@ StageMemory StageMemoryOf(const ModelSpec& m, const ParallelConfig& c, const Har
   const BytesPerParam bp = BytesPerParameter(hw.precision);
   s.weights = param_elements * bp.weight;
   s.grads = param_elements * bp.grad;
-  s.optimizer = param_elements * bp.optimizer;
+  s.optimizer = OptimizerStateBytes(c, hw.precision, param_elements);
   std::vector<Bytes> stash;
   for (int k = 0; k < c.vp; ++k) stash.push_back(ChunkStashBytes(m, c, hw, pp_rank, k));
   s.activations = InFlightActivationBytes(c, pp_rank, stash);
-  if (c.recompute == Recompute::kFull) {
-    s.activations += ActivationBytes(LayerActivations(m, c, m.dropout > 0), hw.ActivationBytes());
-  }
+  s.activations += ActivationBytes(RecomputeWorkingSet(m, c, m.dropout > 0), hw.ActivationBytes());
   s.workspace = Bytes(hw.workspace_GiB.value * kGiB);
   return s;
 }

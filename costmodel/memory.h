@@ -38,6 +38,10 @@ struct BytesPerParam {
 };
 BytesPerParam BytesPerParameter(TrainingPrecision p);
 
+// Optimizer state one GPU holds for `params` parameter elements: BytesPerParameter's optimizer
+// bytes, divided over the data-parallel group with the distributed optimizer.
+Bytes OptimizerStateBytes(const ParallelConfig& c, TrainingPrecision p, int64_t params);
+
 // Chunk-microbatches in flight on `pp_rank` at the peak (see above).
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank);
 

@@ -9,7 +9,10 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
   return (!tp || *tp == c.tp) && (!pp || *pp == c.pp) && (!dp || *dp == c.dp) &&
          (!mbs || *mbs == c.mbs) && (!vp || *vp == c.vp) &&
          (!schedule || *schedule == c.schedule) && (!recompute || *recompute == c.recompute) &&
-         (!scatter_gather || *scatter_gather == c.scatter_gather);
+         (!scatter_gather || *scatter_gather == c.scatter_gather) &&
+         (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
+         (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
+         (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion);
 }
 
 Result<FixedLayout> ParseFix(const std::string& text) {
@@ -51,15 +54,20 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       auto r = ParseRecompute(value);
       if (!r.ok()) return r.status().WithPrefix("--fix: recompute");
       f.recompute = *r;
-    } else if (key == "scatter_gather") {
+    } else if (key == "scatter_gather" || key == "sequence_parallel" ||
+               key == "distributed_optimizer" || key == "grad_accumulation_fusion") {
       if (value != "on" && value != "off") {
-        return Status::Invalid("--fix: scatter_gather: expected on or off, got \"" + value + "\"");
+        return Status::Invalid("--fix: " + key + ": expected on or off, got \"" + value + "\"");
       }
-      f.scatter_gather = value == "on";
+      std::optional<bool>& slot = key == "scatter_gather"          ? f.scatter_gather
+                                  : key == "sequence_parallel"     ? f.sequence_parallel
+                                  : key == "distributed_optimizer" ? f.distributed_optimizer
+                                                                   : f.grad_accumulation_fusion;
+      slot = value == "on";
     } else {
-      return Status::Invalid(
-          "--fix: unknown key \"" + key +
-          "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather)");
+      return Status::Invalid("--fix: unknown key \"" + key +
+                             "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
+                             "sequence_parallel, distributed_optimizer, grad_accumulation_fusion)");
     }
   }
   return f;

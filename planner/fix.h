@@ -1,6 +1,7 @@
 // `--fix tp=8,pp=64,mbs=1,vp=1,...`: the parts of a layout the user fixes; the rest is searched.
-// Keys: tp, pp, dp, mbs, vp (positive integers), recompute (none|full),
-// schedule (gpipe|1f1b|interleaved), scatter_gather (on|off).
+// Keys: tp, pp, dp, mbs, vp (positive integers), recompute (none|full|selective),
+// schedule (gpipe|1f1b|interleaved), scatter_gather, sequence_parallel, distributed_optimizer,
+// grad_accumulation_fusion (on|off).
 #pragma once
 
 #include <optional>
@@ -15,9 +16,11 @@ struct FixedLayout {
   std::optional<int> tp, pp, dp, mbs, vp;
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
-  std::optional<bool> scatter_gather;
+  std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
+      grad_accumulation_fusion;
   bool Any() const {
-    return tp || pp || dp || mbs || vp || schedule || recompute || scatter_gather;
+    return tp || pp || dp || mbs || vp || schedule || recompute || scatter_gather ||
+           sequence_parallel || distributed_optimizer || grad_accumulation_fusion;
   }
   // Whether `c` agrees with every fixed part.
   bool Admits(const ParallelConfig& c) const;

@@ -30,6 +30,51 @@ ParallelConfig PaperLayout(const PaperRow& row) {
   return c;
 }
 
+const std::vector<LaterRun>& Korthikanti2022Runs() {
+  static const std::vector<LaterRun> kRuns = {
+      {"gpt-22b", 8, 1, 8, 4, 41.5},
+      {"gpt3-175b", 8, 8, 64, 64, 51.4},
+      {"gpt-530b", 8, 35, 280, 280, 56.0},
+      {"gpt-1t", 8, 64, 512, 512, 56.3},
+  };
+  return kRuns;
+}
+
+ParallelConfig LaterRunLayout(const LaterRun& run) {
+  ParallelConfig c;
+  c.tp = run.tp;
+  c.pp = run.pp;
+  c.dp = run.gpus / (run.tp * run.pp);
+  c.mbs = 1;
+  c.vp = 1;
+  c.schedule = ScheduleKind::k1F1B;
+  c.recompute = Recompute::kSelective;
+  c.sequence_parallel = true;
+  c.grad_accumulation_fusion = true;
+  c.scatter_gather = true;
+  c.global_batch = run.global_batch;
+  return c;
+}
+
+Result<std::vector<LaterComparison>> CompareKorthikanti2022(const std::string& cluster_name) {
+  std::vector<LaterComparison> out;
+  for (const LaterRun& run : Korthikanti2022Runs()) {
+    LaterComparison lc;
+    lc.run = run;
+    PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(run.model));
+    PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, run.gpus));
+    auto cand = Evaluate(model, cluster, LaterRunLayout(run));
+    if (!cand.ok()) return cand.status().WithPrefix(std::string("Korthikanti run ") + run.model);
+    lc.predicted = std::move(cand).value();
+    lc.predicted_mfu_percent =
+        100.0 * lc.predicted.prediction.model_tflops_per_gpu / cluster.profile.peak_tflops.value;
+    lc.error_percent =
+        100.0 * (lc.predicted_mfu_percent - run.published_mfu_percent) / run.published_mfu_percent;
+    out.push_back(std::move(lc));
+  }
+  return out;
+}
+
 Result<std::vector<PaperComparison>> ComparePaperTable1(const std::string& cluster_name) {
   std::vector<PaperComparison> out;
   for (const PaperRow& row : PaperTable1()) {

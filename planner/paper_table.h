@@ -34,4 +34,25 @@ struct PaperComparison {
 // Evaluates every row on `cluster_name` (default selene).
 Result<std::vector<PaperComparison>> ComparePaperTable1(const std::string& cluster_name);
 
+// Runs published after the paper, not in Table 1, on the same machine: Korthikanti et al. 2022
+// (arXiv 2205.05198), whose model FLOPs utilisation Megatron-LM's README lists (22B 41.5%, 175B
+// 51.4%, 530B 56.0%, 1T 56.3%; data-parallel size 1). Layouts from the paper's Table 3 as we read
+// it: t = 8, p = 1, 8, 35, 64, microbatch 1, global batch = GPUs; selective recomputation,
+// sequence parallelism, and 2022 Megatron-LM's fused gradient accumulation; 1F1B assumed.
+struct LaterRun {
+  const char* model;
+  int tp, pp, gpus;
+  int64_t global_batch;
+  double published_mfu_percent;
+};
+const std::vector<LaterRun>& Korthikanti2022Runs();
+ParallelConfig LaterRunLayout(const LaterRun& run);
+struct LaterComparison {
+  LaterRun run;
+  Candidate predicted;
+  double predicted_mfu_percent = 0;  // model FLOPs per GPU / the profile's peak
+  double error_percent = 0;          // 100 (predicted - published) / published
+};
+Result<std::vector<LaterComparison>> CompareKorthikanti2022(const std::string& cluster_name);
+
 }  // namespace ptdp::planner

@@ -84,20 +84,34 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     << cluster.Gpus() << " GPUs of " << cluster.name << " (" << cluster.nodes << " nodes x "
     << cluster.gpus_per_node << "), global batch " << r.top.front().layout.global_batch << "\n\n";
   char line[256];
+  // Sequence parallelism and the distributed optimizer get columns only when a listed layout
+  // uses one of them.
+  bool opts = false;
+  for (const auto& c : r.top) {
+    opts = opts || c.layout.sequence_parallel || c.layout.distributed_optimizer ||
+           c.layout.grad_accumulation_fusion;
+  }
   std::snprintf(line, sizeof(line),
-                "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s %11s %10s %8s %6s %7s %9s\n", "rank", "tp",
-                "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", "iteration_s", "formula_s",
-                "TFLOP/s", "%peak", "bubble", "mem_GiB");
+                "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %7s %9s\n", "rank",
+                "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg",
+                opts ? " sp  do  gaf" : "", "iteration_s", "formula_s", "TFLOP/s", "%peak",
+                "bubble", "mem_GiB");
   o << line;
   int i = 0;
   for (const auto& c : r.top) {
     const auto& l = c.layout;
     const auto& p = c.prediction;
+    std::string extra;
+    if (opts) {
+      extra = std::string(" ") + (l.sequence_parallel ? "on " : "off") + " " +
+              (l.distributed_optimizer ? "on " : "off") + " " +
+              (l.grad_accumulation_fusion ? "on " : "off");
+    }
     std::snprintf(
         line, sizeof(line),
-        "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s %11.4g %10.4g %8.4g %6.1f %7.3f %9.1f%s\n", ++i,
+        "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s%s %11.4g %10.4g %8.4g %6.1f %7.3f %9.1f%s\n", ++i,
         l.tp, l.pp, l.dp, l.mbs, l.vp, ScheduleName(l.schedule), RecomputeName(l.recompute),
-        l.scatter_gather ? "on" : "off", p.iteration_s,
+        l.scatter_gather ? "on" : "off", extra.c_str(), p.iteration_s,
         c.refined ? c.closed_form_iteration_s : p.iteration_s, p.tflops_per_gpu, p.percent_of_peak,
         p.bubble_fraction, GiBOf(p.peak_memory), c.refined ? " *" : "");
     o << line;
@@ -156,7 +170,13 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
     << " --max-position-embeddings " << m.seq_len;
   if (c.recompute == Recompute::kFull) {
     o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
+  } else if (c.recompute == Recompute::kSelective) {
+    o << " --recompute-granularity selective";
   }
+  if (c.sequence_parallel) o << " --sequence-parallel";
+  if (c.distributed_optimizer) o << " --use-distributed-optimizer";
+  // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
+  if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
   if (!c.scatter_gather) o << " --no-scatter-gather-tensors-in-pipeline";
   o << " --make-vocab-size-divisible-by " << m.vocab_divisible_by;
   return o.str();

@@ -114,14 +114,27 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
         if (fx.vp && *fx.vp != v) continue;
         for (int b : mbs_all) {
           if (fx.mbs && *fx.mbs != b) continue;
-          for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
-            if (fx.recompute && *fx.recompute != rc) continue;
-            for (bool sg : {true, false}) {
+          for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+            if (fx.recompute ? *fx.recompute != rc
+                             : rc == Recompute::kSelective && !o.selective_recompute) {
+              continue;
+            }
+            for (int combo = 0; combo < 4; ++combo) {
+              const bool sg = (combo & 1) == 0, sp = (combo & 2) != 0;
               if (fx.scatter_gather) {
                 if (*fx.scatter_gather != sg) continue;
-              } else if (!sg && (t == 1 || p == 1)) {
-                continue;  // scatter/gather changes nothing without both t and p
+              } else if (!sg && (t == 1 || p == 1 || sp)) {
+                continue;  // scatter/gather changes nothing without both t and p, or with SP
               }
+              if (fx.sequence_parallel) {
+                if (*fx.sequence_parallel != sp) continue;
+              } else if (sp && (!o.sequence_parallel || t == 1)) {
+                continue;
+              }
+              const bool dist_opt = fx.distributed_optimizer ? *fx.distributed_optimizer
+                                                             : o.distributed_optimizer && d > 1;
+              const bool fusion = fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion
+                                                              : o.grad_accumulation_fusion;
               ++res.considered;
               ++done;
               ParallelConfig c;
@@ -133,6 +146,9 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.schedule = sched;
               c.recompute = rc;
               c.scatter_gather = sg;
+              c.sequence_parallel = sp;
+              c.distributed_optimizer = dist_opt;
+              c.grad_accumulation_fusion = fusion;
               c.global_batch = B;
               if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
                 reject("tp_exceeds_node", "tp=" + std::to_string(t) + " spans more than the " +

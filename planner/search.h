@@ -37,9 +37,17 @@ struct SearchOptions {
   int64_t global_batch = 1;
   FixedLayout fix;
   bool allow_cross_node_tp = false;
-  int keep = 10;        // candidates kept in the result, best first
-  int refine_top = 10;  // how many of the best the refiner re-scores (when set)
-  Refiner refiner;      // empty: closed form only
+  // Options beyond the paper's 2021 Megatron-LM, off by default (--fix may still set them):
+  // recompute=selective is searched beside none and full; sequence parallelism beside none when
+  // tp > 1; the distributed optimizer is used whenever d > 1 (it dominates: the same bus bytes,
+  // less memory, a d-th of the optimizer step).
+  bool selective_recompute = false;
+  bool sequence_parallel = false;
+  bool distributed_optimizer = false;
+  bool grad_accumulation_fusion = false;  // dominates too: used on every layout when allowed
+  int keep = 10;                          // candidates kept in the result, best first
+  int refine_top = 10;                    // how many of the best the refiner re-scores (when set)
+  Refiner refiner;                        // empty: closed form only
   // Called now and then with (layouts done, layouts total, seconds so far).
   std::function<void(int64_t, int64_t, double)> progress;
 };

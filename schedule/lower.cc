@@ -109,7 +109,7 @@ Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, 
   PTDP_ASSIGN_OR_RETURN(Program compute,
                         GenerateSchedule(cfg.schedule, cfg.pp, cfg.Microbatches(), cfg.vp));
   const Bytes bytes = BoundaryElements(model, cfg) * act_bytes;
-  return Lower(compute, bytes, cfg.recompute == Recompute::kFull);
+  return Lower(compute, bytes, cfg.recompute != Recompute::kNone);
 }
 
 std::vector<int> PeakStashedMicrobatches(const Program& p) {

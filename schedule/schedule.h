@@ -47,7 +47,8 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
 
 // Generate + Lower for one layout: message bytes = BoundaryElements(model, cfg) * act_bytes,
-// recompute when cfg.recompute == Recompute::kFull. Checks cfg.Validate(model) first.
+// recompute when cfg.recompute is full or selective (the chunk's CostTable entry says what). Checks
+// cfg.Validate(model) first.
 Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, int act_bytes);
 
 // Proves: ranks are numbered 0..pp-1; every instruction is in range (microbatch, chunk, peer);

@@ -35,6 +35,26 @@ void RegisterPaper(CLI::App& app, int* exit_code) {
       worst = std::max(worst, std::fabs(r.error_percent));
     }
     std::printf("\nlargest error %.1f%% (acceptance: every row within 10%%)\n", worst);
+
+    auto later = planner::CompareKorthikanti2022(*cluster);
+    if (!later.ok()) {
+      *exit_code = Fail("paper", later.status());
+      return;
+    }
+    std::printf(
+        "\nBeyond Table 1: Korthikanti et al. 2022 on %s, model FLOPs utilisation (Megatron-LM "
+        "README)\n(t = 8, b = 1, 1F1B, data parallel 1; selective recomputation, sequence "
+        "parallelism, fused gradient accumulation)\n\n",
+        cluster->c_str());
+    std::printf("%-9s %3s %3s %5s %5s %9s %9s %8s %8s %8s\n", "model", "t", "p", "GPUs", "B",
+                "published", "predicted", "error", "iter_s", "mem_GiB");
+    for (const auto& r : *later) {
+      const auto& p = r.predicted.prediction;
+      std::printf("%-9s %3d %3d %5d %5lld %8.1f%% %8.1f%% %+7.1f%% %8.2f %8.1f\n", r.run.model,
+                  r.run.tp, r.run.pp, r.run.gpus, (long long)r.run.global_batch,
+                  r.run.published_mfu_percent, r.predicted_mfu_percent, r.error_percent,
+                  p.iteration_s, p.peak_memory / (1024.0 * 1024.0 * 1024.0));
+    }
     *exit_code = 0;
   });
 }

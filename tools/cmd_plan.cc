@@ -29,6 +29,8 @@ struct PlanArgs {
   std::string emit;
   std::string fix;
   bool allow_cross_node_tp = false;
+  bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
+       grad_accumulation_fusion = false;
   double tokens = 0;
   int simulate_top = 10;
 };
@@ -54,6 +56,10 @@ Status RunPlan(const PlanArgs& a) {
   o.global_batch = a.global_batch;
   o.keep = a.top;
   o.allow_cross_node_tp = a.allow_cross_node_tp;
+  o.selective_recompute = a.selective_recompute;
+  o.sequence_parallel = a.sequence_parallel;
+  o.distributed_optimizer = a.distributed_optimizer;
+  o.grad_accumulation_fusion = a.grad_accumulation_fusion;
   if (a.simulate_top > 0) {
     o.refine_top = a.simulate_top;
     o.refiner = sim::SimulatedPipelineTime;  // replay the top K rank by rank (issue: simulate)
@@ -101,9 +107,20 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--emit", a->emit, "megatron: print Megatron-LM flags for the best layout");
   cmd->add_option("--fix", a->fix,
                   "Fix parts of the layout: tp=8,pp=64,dp=6,mbs=1,vp=1,recompute=full,"
-                  "schedule=1f1b,scatter_gather=on");
+                  "schedule=1f1b,scatter_gather=on (also sequence_parallel=on|off, "
+                  "distributed_optimizer=on|off, recompute=selective)");
   cmd->add_flag("--allow-cross-node-tp", a->allow_cross_node_tp,
                 "Let the search put a tensor group across nodes");
+  cmd->add_flag(
+      "--selective-recompute", a->selective_recompute,
+      "Also search recompute=selective (Korthikanti et al. 2022; not in the paper's runs)");
+  cmd->add_flag("--sequence-parallel", a->sequence_parallel,
+                "Also search sequence parallelism when tp > 1 (not in the paper's runs)");
+  cmd->add_flag("--distributed-optimizer", a->distributed_optimizer,
+                "Shard the optimizer state over the data-parallel group when dp > 1");
+  cmd->add_flag("--grad-accumulation-fusion", a->grad_accumulation_fusion,
+                "Accumulate weight gradients inside the GEMM (today's Megatron-LM default; the "
+                "paper's 2021 code added them separately)");
   cmd->add_option(
          "--simulate-top", a->simulate_top,
          "Re-score the best K layouts with the event-driven simulator (0: closed form only)")

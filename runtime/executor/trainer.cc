@@ -78,6 +78,20 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   opts_ = opts;
   PTDP_RETURN_IF_ERROR(model_.Validate().WithPrefix("plan: model"));
   PTDP_RETURN_IF_ERROR(cfg_.Validate(model_).WithPrefix("plan: layout"));
+  // Options the planner models but this runtime does not execute yet.
+  if (cfg_.recompute == Recompute::kSelective) {
+    return Status::Invalid(
+        "plan: layout.recompute: 'selective' is planned but not executed by this runtime "
+        "(use none or full)");
+  }
+  if (cfg_.sequence_parallel) {
+    return Status::Invalid(
+        "plan: layout.sequence_parallel: planned but not executed by this runtime (use false)");
+  }
+  if (cfg_.distributed_optimizer) {
+    return Status::Invalid(
+        "plan: layout.distributed_optimizer: planned but not executed by this runtime (use false)");
+  }
   if (cfg_.WorldSize() != world_->size()) {
     return Status::Invalid("plan: layout tp*pp*dp = " + std::to_string(cfg_.tp) + "*" +
                            std::to_string(cfg_.pp) + "*" + std::to_string(cfg_.dp) + " = " +

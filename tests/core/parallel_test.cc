@@ -43,6 +43,20 @@ TEST(Parallel, RejectionsNameTheField) {
   EXPECT_TRUE(c.Validate(m).ok());
   c.global_batch = 3072 + 6 * 32;  // m = 544 is not a multiple of pp = 64
   EXPECT_NE(c.Validate(m).message().find("multiple of pp"), std::string::npos);
+  c = Paper1T();
+  c.sequence_parallel = true;
+  EXPECT_TRUE(c.Validate(m).ok());
+  c.tp = 1;
+  c.dp = 48;
+  EXPECT_EQ(c.Validate(m).message().rfind("sequence_parallel: needs tp > 1", 0), 0u);
+}
+
+TEST(Parallel, RecomputeNamesRoundTrip) {
+  for (Recompute r : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+    EXPECT_EQ(ParseRecompute(RecomputeName(r)).value(), r);
+  }
+  EXPECT_NE(ParseRecompute("some").status().message().find("none, full, selective"),
+            std::string::npos);
 }
 
 TEST(Parallel, LayoutJsonRoundTrip) {
@@ -50,9 +64,25 @@ TEST(Parallel, LayoutJsonRoundTrip) {
   c.schedule = ScheduleKind::kInterleaved;
   c.vp = 2;
   c.scatter_gather = false;
+  c.recompute = Recompute::kSelective;
+  c.sequence_parallel = true;
+  c.distributed_optimizer = true;
+  c.grad_accumulation_fusion = true;
   auto j = Json::parse(LayoutToJson(c).dump());
-  auto back = LayoutFromJson(j, "layout", c).value();
+  auto back = LayoutFromJson(j, "layout", ParallelConfig()).value();
   EXPECT_EQ(back.ToString(), c.ToString());
+  EXPECT_TRUE(back.sequence_parallel && back.distributed_optimizer &&
+              back.grad_accumulation_fusion);
+  // The later options are optional when read (plan files of the first landing lack them).
+  Json old = j;
+  old.erase("sequence_parallel");
+  old.erase("distributed_optimizer");
+  old.erase("grad_accumulation_fusion");
+  EXPECT_FALSE(LayoutFromJson(old, "layout").value().sequence_parallel);
+  Json wrong = j;
+  wrong["sequence_parallel"] = "yes";
+  EXPECT_NE(LayoutFromJson(wrong, "layout").status().message().find("layout.sequence_parallel"),
+            std::string::npos);
   j["schedule"] = "zigzag";
   EXPECT_NE(LayoutFromJson(j, "layout").status().message().find("schedule"), std::string::npos);
   j["schedule"] = "1f1b";

@@ -87,5 +87,47 @@ TEST(Shapes, KorthikantiActivationFormula) {
   EXPECT_EQ(ActivationBytes(LayerCheckpoint(m, c), 2), 2 * 32 * 64);
 }
 
+// Korthikanti et al. 2022, Table 2, per layer in 16-bit with dropout:
+//   sequence parallelism                      s b h (34/t + 5 a s / (h t))
+//   selective recomputation                   s b h (10 + 24/t)
+//   both                                      s b h 34/t
+//   full recomputation (+ sequence parallel)  2 s b h (/ t)
+// and what the backward rebuilds: the attention core 5 a s^2 b / t, or the whole layer.
+TEST(Shapes, KorthikantiSequenceParallelAndSelective) {
+  ModelSpec m = Tiny();
+  for (int t : {2, 4}) {
+    ParallelConfig c;
+    c.tp = t;
+    c.mbs = 2;
+    const double s = m.seq_len, b = c.mbs, h = m.hidden, a = m.heads, sbh = s * b * h;
+    auto bytes = [&](Recompute r, bool sp) {
+      ParallelConfig x = c;
+      x.recompute = r;
+      x.sequence_parallel = sp;
+      return double(ActivationBytes(LayerStash(m, x, /*dropout=*/true), 2));
+    };
+    EXPECT_EQ(bytes(Recompute::kNone, true), sbh * (34.0 / t + 5.0 * a * s / (h * t))) << t;
+    EXPECT_EQ(bytes(Recompute::kSelective, false), sbh * (10.0 + 24.0 / t)) << t;
+    EXPECT_EQ(bytes(Recompute::kSelective, true), sbh * 34.0 / t) << t;
+    EXPECT_EQ(bytes(Recompute::kFull, false), 2 * sbh) << t;
+    EXPECT_EQ(bytes(Recompute::kFull, true), 2 * sbh / t) << t;
+    ParallelConfig sel = c;
+    sel.recompute = Recompute::kSelective;
+    EXPECT_EQ(double(ActivationBytes(RecomputeWorkingSet(m, sel, true), 2)),
+              5.0 * a * s * s * b / t);
+    ParallelConfig full = c;
+    full.recompute = Recompute::kFull;
+    EXPECT_EQ(double(ActivationBytes(RecomputeWorkingSet(m, full, true), 2)),
+              sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)));
+    EXPECT_TRUE(RecomputeWorkingSet(m, c, true).empty());
+    // Pipeline messages are split across the tensor ranks under sequence parallelism.
+    ParallelConfig sp = c;
+    sp.scatter_gather = false;
+    EXPECT_EQ(BoundaryElements(m, sp), int64_t(sbh));
+    sp.sequence_parallel = true;
+    EXPECT_EQ(BoundaryElements(m, sp), int64_t(sbh) / t);
+  }
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "costmodel/flops.h"
+#include "costmodel/layer_cost.h"
 #include "tests/costmodel/test_profile.h"
 
 namespace ptdp::costmodel {
@@ -173,6 +174,80 @@ TEST(CostTableTest, ScatterGatherShrinksMessages) {
   EXPECT_GT(full.embedding_allreduce[0], 0.0);  // tied embeddings on first and last stage
   EXPECT_GT(full.dp_allreduce[1], 0.0);
   EXPECT_GT(full.optimizer[0], 0.0);
+}
+
+// Sequence parallelism: each layer's two all-reduces per direction become a reduce-scatter plus
+// an all-gather each (same bus bytes, one more latency), LayerNorm/dropout work shrinks by t, and
+// pipeline messages go split with no all-gather on receipt.
+TEST(CostTableTest, SequenceParallel) {
+  const ClusterSpec cl = testing::RoundCluster(8);
+  ParallelConfig c;
+  c.tp = 4;
+  c.pp = 2;
+  c.dp = 1;
+  c.mbs = 2;
+  c.global_batch = 4;
+  const CostTable off = BuildCostTable(Tiny(), cl, c);
+  c.sequence_parallel = true;
+  const CostTable on = BuildCostTable(Tiny(), cl, c);
+  // b s h = 2*32*64 elements of 2 bytes on NVSwitch (200 GB/s busbw, 10 us latency), t = 4.
+  const double bytes = 2 * 32 * 64 * 2;
+  const double ar = 10e-6 + bytes * 2 * 3 / 4 / 200e9, half = 10e-6 + bytes * 3 / 4 / 200e9;
+  const double layers = 4;  // tiny: 8 layers over pp = 2
+  // The last rank's head adds the cross-entropy's 3 all-reduces of T floats (and, with sequence
+  // parallelism, the all-gather of the final LayerNorm's output).
+  const double ce = 3 * (10e-6 + 2 * 32 * 4 * 2.0 * 3 / 4 / 200e9);
+  EXPECT_NEAR(off.Chunk(1, 0).forward.tp_comm, layers * 2 * ar + ce, 1e-15);
+  EXPECT_NEAR(on.Chunk(1, 0).forward.tp_comm, layers * 2 * 2 * half + half + ce, 1e-15);
+  EXPECT_LT(on.Chunk(0, 0).forward.memory, off.Chunk(0, 0).forward.memory);
+  EXPECT_EQ(on.p2p_bytes, off.p2p_bytes);  // scatter/gather already split the message
+  EXPECT_GT(off.p2p_allgather, 0.0);
+  EXPECT_EQ(on.p2p_allgather, 0.0);
+}
+
+// Selective recomputation charges each layer's attention core forward in the backward, nothing
+// else.
+TEST(CostTableTest, SelectiveRecomputeIsTheAttentionCore) {
+  const ClusterSpec cl = testing::RoundCluster(8);
+  ParallelConfig c;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.mbs = 2;
+  c.global_batch = 4;
+  c.recompute = Recompute::kSelective;
+  const CostTable t = BuildCostTable(Tiny(), cl, c);
+  const ComputeBreakdown core = AttentionCoreForwardCost(Tiny(), cl.profile, 2, 2);
+  // 100 TFLOP/s flat: the two GEMMs are 4 b s^2 h / t FLOPs; softmax and dropout (4 + 5) bytes per
+  // score at 1000 GB/s.
+  EXPECT_NEAR(core.gemm, 4.0 * 2 * 32 * 32 * 64 / 2 / 100e12, 1e-18);
+  EXPECT_NEAR(core.memory, 9.0 * 2 * 2 * 32 * 32 / 1e12, 1e-18);
+  EXPECT_NEAR(t.Chunk(0, 0).recompute.gemm, 4 * core.gemm, 1e-18);
+  EXPECT_NEAR(t.Chunk(0, 0).recompute.memory, 4 * core.memory, 1e-18);
+  EXPECT_EQ(t.Chunk(0, 0).recompute.tp_comm, 0.0);
+}
+
+// The distributed optimizer: optimizer state and step on a d-th of the parameters; gradients
+// reduce-scattered and weights all-gathered instead of all-reduced.
+TEST(CostTableTest, DistributedOptimizer) {
+  const ClusterSpec cl = testing::RoundCluster(8);
+  ParallelConfig c;
+  c.tp = 1;
+  c.pp = 2;
+  c.dp = 4;
+  c.mbs = 1;
+  c.global_batch = 8;
+  const CostTable a = BuildCostTable(Tiny(), cl, c);
+  c.distributed_optimizer = true;
+  const CostTable b = BuildCostTable(Tiny(), cl, c);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t n = a.param_elements[r];
+    EXPECT_EQ(a.static_memory[r] - b.static_memory[r], 12 * n - (12 * n + 3) / 4) << r;
+    EXPECT_NEAR(b.optimizer[r], a.optimizer[r] * double((n + 3) / 4) / double(n), 1e-15) << r;
+    const double bus = n * 2.0 * 3 / 4 / 200e9;  // (d-1)/d of the 16-bit gradients or weights
+    EXPECT_NEAR(b.dp_allreduce[r], 2 * (10e-6 + bus), 1e-15) << r;
+    EXPECT_NEAR(a.dp_allreduce[r], 10e-6 + 2 * bus, 1e-15) << r;
+  }
 }
 
 }  // namespace

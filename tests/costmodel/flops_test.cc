@@ -44,5 +44,15 @@ TEST(Flops, OneTrillionModelAgreesWithEquationThree) {
   EXPECT_NEAR(a, 5.142e19, 0.005e19);
 }
 
+// Selective recomputation redoes each layer's attention core: 4 B s^2 h FLOPs per layer (B = 2,
+// s = 4, h = 8: 1024), on top of the no-recompute count; full recomputation is eq. (3).
+TEST(Flops, HardwareFlopsPerRecomputeMode) {
+  EXPECT_DOUBLE_EQ(AttentionCoreForwardFlops(Small(), 2), 1024.0);
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(Small(), 2, 16, Recompute::kNone), 86016.0);
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(Small(), 2, 16, Recompute::kFull), 112640.0);
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(Small(), 2, 16, Recompute::kSelective),
+                   86016.0 + 2 * 1024.0);
+}
+
 }  // namespace
 }  // namespace ptdp::costmodel

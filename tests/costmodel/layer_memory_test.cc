@@ -43,6 +43,10 @@ TEST(LayerCost, MemoryBoundBytesByHand) {
   const LayerMemoryBytes b2 = LayerMemoryBytesOf(m, 2, 1, 2);
   EXPECT_DOUBLE_EQ(b2.forward, 256 + 192 + 64 + 80 + 64 + 448 + 256);
   EXPECT_DOUBLE_EQ(b2.backward, 640 + 96 + 96 + 80 + 448 + 512);
+  // Sequence parallelism at t = 2: the LayerNorm and bias-dropout-add terms act on T h / t too.
+  const LayerMemoryBytes sp = LayerMemoryBytesOf(m, 2, 1, 2, /*sequence_parallel=*/true);
+  EXPECT_DOUBLE_EQ(sp.forward, 128 + 192 + 64 + 80 + 64 + 224 + 256);
+  EXPECT_DOUBLE_EQ(sp.backward, 320 + 96 + 96 + 80 + 224 + 512);
 }
 
 // Flat 100 TFLOP/s and no launch cost: the forward GEMM time is the layer's forward FLOPs per

@@ -21,6 +21,18 @@ TEST(Fix, ParsesEveryKey) {
   EXPECT_EQ(*f->schedule, ScheduleKind::k1F1B);
   EXPECT_FALSE(*f->scatter_gather);
   EXPECT_FALSE(ParseFix("")->Any());
+  auto g = ParseFix(
+      "recompute=selective,sequence_parallel=on,distributed_optimizer=off,"
+      "grad_accumulation_fusion=on");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(*g->recompute, Recompute::kSelective);
+  EXPECT_TRUE(*g->sequence_parallel);
+  EXPECT_FALSE(*g->distributed_optimizer);
+  EXPECT_TRUE(*g->grad_accumulation_fusion);
+  auto bad = ParseFix("sequence_parallel=yes");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("sequence_parallel: expected on or off"),
+            std::string::npos);
 }
 
 TEST(Fix, RejectsBadInputNamingTheKey) {
@@ -163,6 +175,32 @@ TEST(Search, FixEvaluatesCrossNodeTensorGroup) {
   EXPECT_GT(p.top.size(), 1u);
 }
 
+// Options beyond the paper are searched only when allowed; allowed, the 1T model's best layout
+// uses them (they save memory and time), and its memory is lower than the paper-space best.
+TEST(Search, LaterOptionsOnlyWhenAllowed) {
+  const SearchResult plain = Search1T();
+  for (const auto& c : plain.top) {
+    EXPECT_NE(c.layout.recompute, Recompute::kSelective);
+    EXPECT_FALSE(c.layout.sequence_parallel || c.layout.distributed_optimizer ||
+                 c.layout.grad_accumulation_fusion);
+  }
+  SearchOptions o;
+  o.selective_recompute = o.sequence_parallel = o.distributed_optimizer =
+      o.grad_accumulation_fusion = true;
+  const SearchResult later = Search1T(o);
+  const ParallelConfig& best = later.top.front().layout;
+  EXPECT_TRUE(best.sequence_parallel);
+  EXPECT_TRUE(best.distributed_optimizer);
+  EXPECT_TRUE(best.grad_accumulation_fusion);
+  EXPECT_EQ(best.recompute, Recompute::kSelective);
+  EXPECT_LT(later.top.front().prediction.iteration_s, plain.top.front().prediction.iteration_s);
+  EXPECT_GT(later.considered, plain.considered);
+  // --fix can still turn one off.
+  SearchOptions f = o;
+  f.fix = *ParseFix("sequence_parallel=off");
+  for (const auto& c : Search1T(f).top) EXPECT_FALSE(c.layout.sequence_parallel);
+}
+
 TEST(Search, NoLayoutFits) {
   auto m = LoadModel("gpt-1t");
   auto c = LoadCluster("selene", 8);
@@ -198,6 +236,20 @@ TEST(Search, RefinerReRanksTheTop) {
   EXPECT_EQ(calls, 3);
   EXPECT_NE(r.top.front().layout.ToString(), penalised.ToString());
   EXPECT_TRUE(r.top.front().refined);
+}
+
+// Published runs after the paper (Korthikanti et al. 2022, Megatron-LM README MFU), with 2022's
+// options: within 10% of the published model FLOPs utilisation.
+TEST(Paper, LaterRunsWithinTenPercent) {
+  auto rows = CompareKorthikanti2022("selene");
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  ASSERT_EQ(rows->size(), 4u);
+  for (const auto& r : *rows) {
+    EXPECT_LE(std::abs(r.error_percent), 10.0)
+        << r.run.model << ": predicted MFU " << r.predicted_mfu_percent << "%, published "
+        << r.run.published_mfu_percent << "%";
+    EXPECT_LE(r.predicted.prediction.peak_memory, Bytes(80) << 30) << r.run.model;
+  }
 }
 
 // The acceptance is every row of the paper's Table 1, with the paper's layout on selene,

@@ -20,6 +20,10 @@ case "$case" in
                expect="is truncated or corrupt" ;;
   vocab)       "$here/write_plan.sh" "$dir/plan.json" 4 0.0 100 8 1 2 1 1 1 1f1b none true
                expect="beyond the model's vocabulary of 100" ;;
+  selective)   # planned by ptdp plan, not executed by this runtime: a clear refusal
+               sed -i 's/"recompute": "none"/"recompute": "selective"/' "$dir/plan.json"
+               grep -q '"recompute": "selective"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: layout.recompute: 'selective' is planned but not executed by this runtime" ;;
   no_fit)      extra=(--memory-limit 1MiB); expect="model does not fit: pipeline rank 0 needs" ;;
   no_fit_profile)  # hidden 16384: 12.9 G parameters, 16 bytes each, over the cpu profile's 16 GiB
                sed -i 's/"hidden": 64, "heads": 4/"hidden": 16384, "heads": 128/' "$dir/plan.json"
