@@ -238,15 +238,21 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
       p.breakdown.optimizer = t.optimizer[r];
     }
   }
-  // The pipeline total may come from a model other than the closed form: the compute split above
-  // is scaled so that the parts add up to what the pipeline model says.
-  const Seconds parts = p.breakdown.compute + p.breakdown.tp_comm + p.breakdown.pp_comm;
+  // The pipeline total may come from a model other than the closed form (the simulator, whose
+  // bubble is the busiest rank's idle time): compute and tensor-parallel time stay as the table
+  // says, point-to-point time is what the busy time holds beyond them (0 when the replay hides it
+  // behind compute), and if the busy time is shorter than compute (a rank other than the slowest
+  // closed-form stage is the busiest) the parts are scaled to it.
   const Seconds busy = pt.total - pt.bubble;
-  if (parts > 0 && busy > 0) {
-    const double f = busy / parts;
+  const Seconds compute_tp = p.breakdown.compute + p.breakdown.tp_comm;
+  if (busy >= compute_tp) {
+    p.breakdown.pp_comm = std::min(p.breakdown.pp_comm, busy - compute_tp);
+    p.breakdown.bubble = pt.total - compute_tp - p.breakdown.pp_comm;
+  } else if (compute_tp > 0 && busy > 0) {
+    const double f = busy / compute_tp;
     p.breakdown.compute *= f;
     p.breakdown.tp_comm *= f;
-    p.breakdown.pp_comm *= f;
+    p.breakdown.pp_comm = 0;
   }
   p.iteration_s = pt.total + tail;
   p.bubble_fraction = pt.bubble / p.iteration_s;

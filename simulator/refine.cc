@@ -31,9 +31,12 @@ Result<costmodel::PipelineTime> SimulatedPipelineTime(const ModelSpec& m,
   PTDP_ASSIGN_OR_RETURN(SimResult r, Simulate(p, t));
   costmodel::PipelineTime out;
   out.total = ToSeconds(r.pipeline_ns);
-  Seconds slowest = 0;
-  for (Seconds s : costmodel::StageMicrobatchTimes(t)) slowest = std::max(slowest, s);
-  out.bubble = std::max(0.0, out.total - double(c.Microbatches()) * slowest);
+  // The bubble as the simulator measures it: the time the busiest rank's compute stream stands
+  // idle before the flush (waiting on the schedule or on messages not hidden behind compute).
+  Nanoseconds busiest = 0;
+  for (const RankStats& s : r.ranks) busiest = std::max(busiest, s.compute_ns);
+  out.bubble = std::max(0.0, out.total - ToSeconds(busiest));
+  (void)c;
   return out;
 }
 
