@@ -48,11 +48,11 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       PTDP_RETURN_IF_ERROR(positive(&f.vp));
     } else if (key == "schedule") {
       auto s = ParseSchedule(value);
-      if (!s.ok()) return s.status().WithPrefix("--fix: schedule");
+      if (!s.ok()) return s.status().WithPrefix("--fix");
       f.schedule = *s;
     } else if (key == "recompute") {
       auto r = ParseRecompute(value);
-      if (!r.ok()) return r.status().WithPrefix("--fix: recompute");
+      if (!r.ok()) return r.status().WithPrefix("--fix");
       f.recompute = *r;
     } else if (key == "scatter_gather" || key == "sequence_parallel" ||
                key == "distributed_optimizer" || key == "grad_accumulation_fusion") {
@@ -69,6 +69,9 @@ Result<FixedLayout> ParseFix(const std::string& text) {
                              "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
                              "sequence_parallel, distributed_optimizer, grad_accumulation_fusion)");
     }
+  }
+  if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {
+    return Status::Invalid("--fix: sequence_parallel: needs tp > 1 (tp=1 is fixed)");
   }
   return f;
 }

@@ -29,6 +29,13 @@ TEST(Fix, ParsesEveryKey) {
   EXPECT_TRUE(*g->sequence_parallel);
   EXPECT_FALSE(*g->distributed_optimizer);
   EXPECT_TRUE(*g->grad_accumulation_fusion);
+  auto one = ParseFix("tp=1,sequence_parallel=on");
+  ASSERT_FALSE(one.ok());
+  EXPECT_EQ(one.status().message(), "--fix: sequence_parallel: needs tp > 1 (tp=1 is fixed)");
+  auto rc = ParseFix("recompute=partial");
+  ASSERT_FALSE(rc.ok());
+  EXPECT_EQ(rc.status().message().rfind("--fix: recompute: 'partial' is not one of", 0), 0u)
+      << rc.status().message();
   auto bad = ParseFix("sequence_parallel=yes");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("sequence_parallel: expected on or off"),
