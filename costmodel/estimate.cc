@@ -87,7 +87,12 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   t.pp = c.pp;
   t.vp = c.vp;
   t.chunks.resize(size_t(c.pp) * c.vp);
+  const bool accumulate = accumulate_bytes > 0 && accumulate_share > 0;
   for (int r = 0; r < c.pp; ++r) {
+    // The rank's parameters beyond its layers' (embedding, head) accumulate in the chunk holding
+    // them (every chunk holds layers / (pp vp) layers).
+    const int64_t extra =
+        accumulate ? (*param_elements)[r] - int64_t(m.layers / c.pp) * layer_params.elements : 0;
     for (int k = 0; k < c.vp; ++k) {
       ChunkCost& cc = t.chunks[size_t(r) * c.vp + k];
       const double n = ChunkLayers(m, c, r, k).size();
@@ -104,19 +109,11 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
         cc.backward = Add(cc.backward, head.backward);
       }
       cc.stash_bytes = Bytes(n) * layer_stash + (HoldsHead(c, r, k) ? head_stash : 0);
-    }
-    if (accumulate_bytes > 0 && accumulate_share > 0) {
-      // The layers' tensors per chunk; what the stage holds beyond them (embedding, head) goes to
-      // the chunk that holds it.
-      int64_t in_layers = 0;
-      for (int k = 0; k < c.vp; ++k) in_layers += ChunkLayers(m, c, r, k).size();
-      const int64_t extra = (*param_elements)[r] - in_layers * layer_params.elements;
-      for (int k = 0; k < c.vp; ++k) {
-        const int64_t n = ChunkLayers(m, c, r, k).size();
+      if (accumulate) {
         const bool holds_extra = HoldsEmbedding(c, r, k) || HoldsHead(c, r, k);
-        const double elements = double(n * layer_params.elements + (holds_extra ? extra : 0));
+        const double elements = n * double(layer_params.elements) + (holds_extra ? extra : 0);
         const int kernels = int(n) * layer_params.tensors + (holds_extra ? 2 : 0);
-        t.chunks[size_t(r) * c.vp + k].backward.memory +=
+        cc.backward.memory +=
             accumulate_share * MemoryBoundTime(hw, elements * accumulate_bytes, kernels);
       }
     }

@@ -84,8 +84,8 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     << cluster.Gpus() << " GPUs of " << cluster.name << " (" << cluster.nodes << " nodes x "
     << cluster.gpus_per_node << "), global batch " << r.top.front().layout.global_batch << "\n\n";
   char line[256];
-  // Sequence parallelism and the distributed optimizer get columns only when a listed layout
-  // uses one of them.
+  // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
+  // only when a listed layout uses one of them.
   bool opts = false;
   for (const auto& c : r.top) {
     opts = opts || c.layout.sequence_parallel || c.layout.distributed_optimizer ||
