@@ -96,6 +96,7 @@ std::string ParallelConfig::ToString() const {
   if (sequence_parallel) os << ",sequence_parallel=on";
   if (distributed_optimizer) os << ",distributed_optimizer=on";
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
+  if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
   return os.str();
 }
 
@@ -112,6 +113,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["sequence_parallel"] = c.sequence_parallel;
   j["distributed_optimizer"] = c.distributed_optimizer;
   j["grad_accumulation_fusion"] = c.grad_accumulation_fusion;
+  j["precision"] = PrecisionName(c.precision);
   return j;
 }
 
@@ -119,7 +121,8 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
                                       const ParallelConfig& base) {
   ParallelConfig c = base;
   JsonObjectReader r(j, path);
-  std::string schedule = ScheduleName(c.schedule), recompute = RecomputeName(c.recompute);
+  std::string schedule = ScheduleName(c.schedule), recompute = RecomputeName(c.recompute),
+              precision = PrecisionName(c.precision);
   r.Required("tp", &c.tp);
   r.Required("pp", &c.pp);
   r.Required("dp", &c.dp);
@@ -131,7 +134,11 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("sequence_parallel", &c.sequence_parallel);
   r.Optional("distributed_optimizer", &c.distributed_optimizer);
   r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
+  r.Optional("precision", &precision);
   PTDP_RETURN_IF_ERROR(r.Finish());
+  auto pr = ParsePrecision(precision, path + ".precision");
+  if (!pr.ok()) return pr.status();
+  c.precision = *pr;
   auto s = ParseSchedule(schedule);
   if (!s.ok()) return s.status().WithPrefix(path);
   c.schedule = *s;

@@ -7,6 +7,7 @@
 
 #include "core/json.h"
 #include "core/model.h"
+#include "core/precision.h"
 #include "core/status.h"
 
 namespace ptdp {
@@ -51,6 +52,9 @@ struct ParallelConfig {
   // what the paper's 2021 code ran) is not paid.
   bool grad_accumulation_fusion = false;
   int64_t global_batch = 1;  // B: sequences per iteration
+  // How the run stores and computes numbers (core/precision.h); the plan records it and the
+  // runtime follows it. The planner's default is the cluster profile's.
+  Precision precision = Precision::kFp32;
 
   int WorldSize() const { return tp * pp * dp; }
   // m = B / (b d): microbatches each pipeline runs per iteration.
@@ -66,7 +70,7 @@ struct ParallelConfig {
 
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
 // sequence_parallel, distributed_optimizer and grad_accumulation_fusion (optional when read, false
-// by default).
+// by default) and precision (optional when read, `base`'s by default).
 OrderedJson LayoutToJson(const ParallelConfig& c);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,

@@ -118,8 +118,11 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
   // What LayerNorm, dropout and the residual keep: the full s b h, or its s/t slice under sequence
   // parallelism (the QKV and fc1 inputs are then kept sharded and all-gathered again backward).
   const int64_t seq = c.sequence_parallel ? sbh / t : sbh;
+  // LayerNorm's mean and 1/std per token (fp32, as apex's and our kernels keep them).
+  const int64_t rows = c.sequence_parallel ? s * b / t : s * b;
   std::vector<ActTensor> acts = {
-      {"ln1.input", seq, ActKind::kActivation},  {"attn.qkv.input", seq, ActKind::kActivation},
+      {"ln1.input", seq, ActKind::kActivation},  {"ln1.mean", rows, ActKind::kFp32},
+      {"ln1.rstd", rows, ActKind::kFp32},        {"attn.qkv.input", seq, ActKind::kActivation},
       {"attn.q", sbh / t, ActKind::kActivation}, {"attn.k", sbh / t, ActKind::kActivation},
       {"attn.v", sbh / t, ActKind::kActivation},
   };
@@ -129,6 +132,8 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
   acts.push_back({"attn.proj.input", sbh / t, ActKind::kActivation});
   if (dropout) acts.push_back({"attn.residual_dropout.mask", seq, ActKind::kMask});
   acts.push_back({"ln2.input", seq, ActKind::kActivation});
+  acts.push_back({"ln2.mean", rows, ActKind::kFp32});
+  acts.push_back({"ln2.rstd", rows, ActKind::kFp32});
   acts.push_back({"mlp.fc1.input", seq, ActKind::kActivation});
   acts.push_back({"mlp.gelu.input", s * b * f / t, ActKind::kActivation});
   acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kActivation});
@@ -164,7 +169,10 @@ std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelCon
     case Recompute::kFull: {
       ParallelConfig kept = c;
       kept.recompute = Recompute::kNone;
-      return LayerActivations(m, kept, dropout);
+      std::vector<ActTensor> acts = LayerActivations(m, kept, dropout);
+      // The input is the checkpoint itself: the rebuilt forward reads it, it is not stored twice.
+      acts.erase(acts.begin());
+      return acts;
     }
     case Recompute::kSelective:
       return AttentionCoreActivations(m, c, dropout);
@@ -175,15 +183,30 @@ std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelCon
 std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c) {
   const int64_t sbh = m.seq_len * c.mbs * m.hidden;
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
+  const int64_t rows = int64_t(m.seq_len) * c.mbs;
+  const int64_t ln_rows = c.sequence_parallel ? rows / c.tp : rows;
   return {{"final_ln.input", seq, ActKind::kActivation},
+          {"final_ln.mean", ln_rows, ActKind::kFp32},
+          {"final_ln.rstd", ln_rows, ActKind::kFp32},
           {"output.input", seq, ActKind::kActivation},
-          {"output.logits", m.seq_len * c.mbs * PaddedVocab(m, c.tp) / c.tp, ActKind::kFp32}};
+          {"output.logits", rows * PaddedVocab(m, c.tp) / c.tp, ActKind::kFp32},
+          {"output.row_max", rows, ActKind::kFp32},
+          {"output.row_sum", rows, ActKind::kFp32},
+          {"output.targets", rows, ActKind::kInt32}};
+}
+
+std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelConfig& c,
+                                            bool dropout) {
+  const int64_t rows = int64_t(m.seq_len) * c.mbs;
+  std::vector<ActTensor> acts = {{"embedding.tokens", rows, ActKind::kInt32}};
+  if (dropout) acts.push_back({"embedding.dropout.mask", rows * m.hidden, ActKind::kMask});
+  return acts;
 }
 
 Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes) {
   Bytes total = 0;
   for (const auto& a : acts) {
-    const int per = a.kind == ActKind::kMask ? 1 : a.kind == ActKind::kFp32 ? 4 : act_bytes;
+    const int per = a.kind == ActKind::kMask ? 1 : a.kind == ActKind::kActivation ? act_bytes : 4;
     total += a.elements * per;
   }
   return total;

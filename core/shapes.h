@@ -70,9 +70,11 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
 // parallelism). With 16-bit activations and dropout this is Korthikanti et al. 2022's
 // s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, entry by entry.
 enum class ActKind {
-  kActivation,  // stored in the activation dtype (2 bytes in 16-bit training, 4 on the CPU)
+  kActivation,  // stored in the compute dtype (2 bytes in 16-bit training, 4 in fp32)
   kMask,        // dropout mask, 1 byte per element
-  kFp32,        // always fp32 (the logits the vocabulary-parallel cross-entropy keeps)
+  kFp32,        // always fp32: the logits the vocabulary-parallel cross-entropy keeps, LayerNorm
+                // and softmax statistics
+  kInt32,       // token ids (the embedding's inputs, the cross-entropy's targets)
 };
 struct ActTensor {
   std::string name;
@@ -93,14 +95,21 @@ std::vector<ActTensor> AttentionCoreActivations(const ModelSpec& m, const Parall
 std::vector<ActTensor> LayerCheckpoint(const ModelSpec& m, const ParallelConfig& c);
 // What a layer keeps per microbatch under c.recompute (LayerCheckpoint or LayerActivations).
 std::vector<ActTensor> LayerStash(const ModelSpec& m, const ParallelConfig& c, bool dropout);
-// What one layer's backward rebuilds and holds while it runs: the whole layer's activations with
-// full recomputation, the attention core with selective, nothing without.
+// What one layer's backward rebuilds and holds while it runs: the whole layer's activations but
+// its input (the checkpoint it is rebuilt from) with full recomputation, the attention core with
+// selective, nothing without.
 std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelConfig& c,
                                            bool dropout);
-// What the last virtual stage keeps per microbatch after its layers: final LayerNorm input, the
-// output layer's input and the fp32 logits slice s b V/t.
+// What the last virtual stage keeps per microbatch after its layers: final LayerNorm input and its
+// statistics, the output layer's input, the fp32 logits slice s b V/t, the softmax statistics
+// over the whole vocabulary and the targets.
 std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c);
-// Bytes of a list with `act_bytes` per kActivation element.
+// What the first virtual stage keeps per microbatch for the embedding's backward: the token ids
+// and, with dropout, the embedding dropout's mask.
+std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelConfig& c,
+                                            bool dropout);
+// Bytes of a list with `act_bytes` per kActivation element (core/ledger.h prices lists by
+// precision).
 Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes);
 
 // Elements of one pipeline message (the activation or gradient at a stage boundary) per tensor

@@ -1,0 +1,91 @@
+// The ledger: the ONE place that turns shapes (core/shapes.h) and a layout into bytes and FLOPs.
+// The planner's prediction, `ptdp simulate`'s memory, the runtime's accounting and memory limit,
+// and the trainer's TFLOP/s all call these functions; nothing else multiplies element counts by
+// bytes or counts FLOPs.
+//
+// Parameter state per element (BytesPerParameter):
+//   fp32:                        weight 4, grad 4, optimizer 8 (Adam m, v)           = 16
+//   bf16, or fp16 with fusion:   weight 2 (compute copy), grad 4 (fp32 main grads),
+//                                optimizer 12 (fp32 master + Adam m, v)              = 18
+//   fp16 without fusion:         weight 2, grad 2 (Megatron-LM 2021's fp16 grads), optimizer 12 =
+//   16
+// With the distributed optimizer the optimizer bytes are divided over the data-parallel group.
+//
+// Activations, per (microbatch, chunk) in flight: each layer's stash (LayerStash: the full list,
+// or the checkpoint with full recomputation), the embedding's (first virtual stage) and the
+// head's (last virtual stage). The runtime allocates exactly these lists and frees them in this
+// order, which is what the Program walk (PeakActivationBytes with a Program) replays:
+//   kRecvAct / kForward  the chunk's whole stash for the microbatch becomes live;
+//   kBackward            the head's backward runs first and frees the head's stash; then layer by
+//                        layer from the last: with recomputation the layer's working set
+//                        (RecomputeWorkingSet) is rebuilt, and the layer's backward frees its
+//                        working set and its stash; finally the embedding's stash is freed.
+// Transient buffers (gradients in flight between layers, received or outgoing messages,
+// collectives' scratch) are workspace: neither side counts them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model.h"
+#include "core/parallel.h"
+#include "core/precision.h"
+#include "core/program.h"
+#include "core/shapes.h"
+#include "core/units.h"
+
+namespace ptdp {
+
+struct ParamBytes {
+  int weight = 4;     // what the layers read: fp32 weights, or their 16-bit compute copy
+  int grad = 4;       // the gradient buffer (fp32 main gradients, or 16-bit)
+  int optimizer = 8;  // Adam m and v, plus the fp32 master weights in 16-bit training
+  int Total() const { return weight + grad + optimizer; }
+};
+// fp32 main gradients: fp32 and bf16 always, fp16 with grad_accumulation_fusion.
+bool Fp32MainGrads(const ParallelConfig& c);
+ParamBytes BytesPerParameter(const ParallelConfig& c);
+
+// One GPU's memory, by what it holds (workspace is the profile's, added by the planner).
+struct MemoryLedger {
+  Bytes weights = 0;
+  Bytes grads = 0;
+  Bytes optimizer = 0;
+  Bytes activations = 0;  // the peak of the in-flight stash plus the recompute working set
+  Bytes Total() const { return weights + grads + optimizer + activations; }
+};
+
+// Bytes of an activation list in the layout's precision.
+Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c);
+// Optimizer-state bytes for `params` elements (divided over dp with the distributed optimizer).
+Bytes OptimizerBytes(const ParallelConfig& c, int64_t params);
+// Weights, gradients and optimizer state of one GPU of `pp_rank` (activations 0).
+MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+
+// Bytes one microbatch keeps on `chunk` of `pp_rank` from its forward to its backward.
+Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
+// What one layer's backward holds on top of the stash (RecomputeWorkingSet).
+Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c);
+// Chunk-microbatches in flight on `pp_rank` at the peak:
+//   GPipe m; 1F1B min(m, p - r); interleaved min(m v, 2 (p - r - 1) + (v - 1) p + 1).
+int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank);
+// Peak activation bytes of `pp_rank`: the closed form (for the search, which scores hundreds of
+// thousands of layouts), and the walk of the rank's instructions in `program` (exact; tests hold
+// the two equal).
+Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Program& program,
+                          int pp_rank);
+MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, const Program& program,
+                      int pp_rank);
+
+// Bytes of one pipeline message (activation or gradient at a stage boundary) per tensor rank.
+Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c);
+
+// FLOPs per iteration (paper eq. 3 family, GEMMs only; see costmodel/flops.h for the terms), with
+// the padded vocabulary that runs. Model FLOPs never count a recomputed forward; hardware FLOPs
+// count what runs under c.recompute.
+FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c);
+FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c);
+
+}  // namespace ptdp

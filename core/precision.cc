@@ -1,0 +1,28 @@
+#include "core/precision.h"
+
+namespace ptdp {
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+  }
+  return "?";
+}
+
+Result<Precision> ParsePrecision(const std::string& s, const std::string& field) {
+  if (s == "fp32") return Precision::kFp32;
+  if (s == "bf16") return Precision::kBf16;
+  if (s == "fp16") return Precision::kFp16;
+  return Status::Invalid(field + ": '" + s + "' is not one of fp32, bf16, fp16");
+}
+
+int ComputeBytes(Precision p) {
+  return p == Precision::kFp32 ? 4 : 2;
+}
+
+}  // namespace ptdp
