@@ -128,9 +128,11 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
          "(the Program's text form) | json")
       ->capture_default_str();
   cmd->add_flag("--lowered", args->lowered,
-                "text/json: include sends, receives and the gradient reduction");
+                "text/json: include sends, receives and the gradient reduction")
+      ->excludes(plan);
   cmd->add_option("--message-bytes", args->bytes, "with --lowered: bytes of each pipeline message")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(plan);
   cmd->callback([args, exit_code] {
     auto fail = [&](const Status& s) { *exit_code = Fail("schedule", s); };
     if (!args->plan.empty()) {
