@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "schedule/schedule.h"
+
 namespace ptdp::planner {
 
 namespace {
@@ -182,14 +184,17 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   return o.str();
 }
 
-PlanFile MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
-                      double tokens) {
+Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
+                              double tokens) {
   PlanFile p;
   p.model = m;
   p.cluster.name = cluster.name;
   p.cluster.gpus = cluster.Gpus();
   p.cluster.gpus_per_node = cluster.gpus_per_node;
   p.layout = r.top.front().layout;
+  PTDP_ASSIGN_OR_RETURN(p.program,
+                        schedule::BuildProgram(m, p.layout, cluster.profile.ActivationBytes()));
+  p.has_program = true;
   p.prediction = Json::parse(PredictionToJson(r.top.front().prediction, tokens, true).dump());
   Json alts = Json::array();
   for (size_t i = 1; i < r.top.size(); ++i) {

@@ -28,8 +28,9 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
 // Megatron-LM pretrain_gpt.py flags for a layout.
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c);
 
-// The plan file of the winner (alternatives, search summary and Megatron flags as extras).
-PlanFile MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
-                      double tokens);
+// The plan file of the winner (alternatives, search summary and Megatron flags as extras), with
+// the winner's Program (schedule::BuildProgram, messages of the profile's activation bytes).
+Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
+                              double tokens);
 
 }  // namespace ptdp::planner

@@ -1,5 +1,8 @@
 // Lowering: point-to-point messages around compute, gradient reduction at the end; and
 // BuildProgram.
+#include <algorithm>
+#include <string>
+
 #include "core/shapes.h"
 #include "schedule/schedule.h"
 
@@ -108,8 +111,49 @@ Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, 
     return Status::Invalid("act_bytes: must be > 0, got " + std::to_string(act_bytes));
   PTDP_ASSIGN_OR_RETURN(Program compute,
                         GenerateSchedule(cfg.schedule, cfg.pp, cfg.Microbatches(), cfg.vp));
-  const Bytes bytes = BoundaryElements(model, cfg) * act_bytes;
+  const Bytes bytes = PipelineMessageBytes(model, cfg, act_bytes);
   return Lower(compute, bytes, cfg.recompute != Recompute::kNone);
+}
+
+namespace {
+
+std::string HeaderText(const Program& p) {
+  return std::string("kind=") + ScheduleName(p.kind) + " pp=" + std::to_string(p.pp) +
+         " vp=" + std::to_string(p.vp) + " microbatches=" + std::to_string(p.microbatches);
+}
+
+}  // namespace
+
+Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
+                                 const ParallelConfig& cfg, int act_bytes) {
+  PTDP_ASSIGN_OR_RETURN(Program want, BuildProgram(model, cfg, act_bytes));
+  const std::string layout =
+      "layout " + cfg.ToString() + " (" + std::to_string(act_bytes) + "-byte activations)";
+  if (p.kind != want.kind || p.pp != want.pp || p.vp != want.vp ||
+      p.microbatches != want.microbatches || p.ranks.size() != want.ranks.size()) {
+    return Status::Invalid("header is '" + HeaderText(p) + "' with " +
+                           std::to_string(p.ranks.size()) + " ranks but " + layout + " gives '" +
+                           HeaderText(want) + "'");
+  }
+  const bool wc = want.vp > 1;
+  for (size_t r = 0; r < want.ranks.size(); ++r) {
+    const std::vector<Instr>& have = p.ranks[r].instrs;
+    const std::vector<Instr>& need = want.ranks[r].instrs;
+    if (p.ranks[r].pp_rank != want.ranks[r].pp_rank) {
+      return Status::Invalid("rank list " + std::to_string(r) + " says pp_rank " +
+                             std::to_string(p.ranks[r].pp_rank));
+    }
+    const std::string where = "rank " + std::to_string(r) + ", instruction ";
+    for (size_t i = 0; i < std::max(have.size(), need.size()); ++i) {
+      if (i < have.size() && i < need.size() && have[i] == need[i]) continue;
+      auto text = [&](const std::vector<Instr>& v, const char* none) {
+        return i < v.size() ? "'" + InstrToText(v[i], wc) + "'" : std::string(none);
+      };
+      return Status::Invalid(where + std::to_string(i) + " is " + text(have, "missing") + " but " +
+                             layout + " gives " + text(need, "nothing more"));
+    }
+  }
+  return Status::Ok();
 }
 
 std::vector<int> PeakStashedMicrobatches(const Program& p) {

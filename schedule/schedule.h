@@ -46,16 +46,27 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches
 // REQUIRES: `compute` holds only kForward / kBackward.
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
 
-// Generate + Lower for one layout: message bytes = BoundaryElements(model, cfg) * act_bytes,
-// recompute when cfg.recompute is full or selective (the chunk's CostTable entry says what). Checks
-// cfg.Validate(model) first.
+// Generate + Lower for one layout: message bytes = PipelineMessageBytes(model, cfg, act_bytes)
+// (core/shapes.h), recompute when cfg.recompute is full or selective (the chunk's CostTable entry
+// says what). Checks cfg.Validate(model) first.
 Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, int act_bytes);
+
+// Ok when `p` is exactly the Program BuildProgram(model, cfg, act_bytes) gives: the same header
+// (kind, pp, vp, microbatches) and, rank by rank, the same instructions (message bytes and
+// recompute flags included). A plan file carries its Program; the simulator and the runtime both
+// execute it only after this check, so neither can run a schedule its layout does not describe.
+// The error names the first disagreement, e.g.
+//   "rank 1, instruction 7 is 'F3' but layout tp=2,pp=2,... (4-byte activations) gives 'B2'".
+Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
+                                 const ParallelConfig& cfg, int act_bytes);
 
 // Proves: ranks are numbered 0..pp-1; every instruction is in range (microbatch, chunk, peer);
 // every forward and backward of each (mb, chunk) appears exactly once per rank, each backward
 // after its forward; each send has exactly one matching receive (same microbatch, matching chunk,
 // same bytes, peers pointing at each other) and vice versa; each forward that needs an input is
-// preceded by its receive, each backward likewise; the dry run finishes (no deadlock).
+// preceded by its receive, each backward likewise; between each ordered pair of ranks, messages
+// are received in the order they are sent (NCCL matches by order, not by tag); the dry run
+// finishes (no deadlock).
 // Errors name the rank, the instruction's index and its text ("rank 2, instruction 7
 // (RA3.1<1:64)").
 Status Validate(const Program& p);

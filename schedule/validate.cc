@@ -1,6 +1,8 @@
 // Validate(): static checks of every instruction, then a dry run of the execution model of
-// schedule.h (non-blocking sends, blocking receives, each rank in order) that must finish.
+// schedule.h (non-blocking sends, blocking receives, each rank in order) that must finish, and the
+// order of the messages between each pair of ranks.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,47 @@ bool IsMessage(Op op) {
 std::string Where(int rank, size_t i, const Instr& in, bool with_chunk) {
   return "rank " + std::to_string(rank) + ", instruction " + std::to_string(i) + " (" +
          InstrToText(in, with_chunk) + ")";
+}
+
+bool IsSend(Op op) {
+  return op == Op::kSendAct || op == Op::kSendGrad;
+}
+
+// Messages between each ordered pair of ranks must be received in the order they are sent: NCCL
+// (like any transport without tags) delivers a pair's messages in order, so matching by key alone
+// would let two crossed messages swap their payloads. REQUIRES: sends and receives matched by key.
+Status CheckPairOrder(const Program& p, bool wc) {
+  // (sender, receiver) -> indices of the sender's sends to the receiver, and of the receiver's
+  // receives from the sender, each in program order.
+  std::map<std::pair<int, int>, std::vector<size_t>> sent, received;
+  for (int rank = 0; rank < p.pp; ++rank) {
+    const auto& ins = p.ranks[rank].instrs;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      if (!IsMessage(ins[i].op)) continue;
+      if (IsSend(ins[i].op)) {
+        sent[{rank, ins[i].peer}].push_back(i);
+      } else {
+        received[{ins[i].peer, rank}].push_back(i);
+      }
+    }
+  }
+  for (const auto& [pair, sends] : sent) {
+    const auto [from, to] = pair;
+    const std::vector<size_t>& recvs = received[pair];
+    for (size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
+      const Instr& s = p.ranks[from].instrs[sends[k]];
+      const Instr& r = p.ranks[to].instrs[recvs[k]];
+      if (MessageKey(p, from, s) == MessageKey(p, to, r)) continue;
+      return Status::Invalid(Where(to, recvs[k], r, wc) + ": receive number " +
+                             std::to_string(k + 1) + " from rank " + std::to_string(from) +
+                             ", but rank " + std::to_string(from) + "'s send number " +
+                             std::to_string(k + 1) + " to rank " + std::to_string(to) + " is " +
+                             InstrToText(s, wc) + " (instruction " + std::to_string(sends[k]) +
+                             "): messages between two ranks arrive in the order they are sent "
+                             "(NCCL matches by order, not by tag)");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -228,7 +271,7 @@ Status Validate(const Program& p) {
           ": deadlock: waits for a message its peer sends only after waiting itself");
     }
   }
-  return Status::Ok();
+  return lowered ? CheckPairOrder(p, wc) : Status::Ok();
 }
 
 }  // namespace ptdp::schedule

@@ -8,15 +8,20 @@ namespace ptdp::sim {
 
 Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& cluster,
                                         const ParallelConfig& c, const SimOptions& options,
-                                        bool ideal, const costmodel::CostTable* costs) {
+                                        bool ideal, const costmodel::CostTable* costs,
+                                        const Program* program) {
   PTDP_RETURN_IF_ERROR(c.Validate(m));
   if (c.WorldSize() != cluster.Gpus()) {
     return Status::Invalid("layout: tp * pp * dp = " + std::to_string(c.WorldSize()) +
                            " GPUs but the cluster has " + std::to_string(cluster.Gpus()));
   }
   LayoutSimulation out;
-  PTDP_ASSIGN_OR_RETURN(out.program,
-                        schedule::BuildProgram(m, c, cluster.profile.ActivationBytes()));
+  if (program != nullptr) {
+    out.program = *program;
+  } else {
+    PTDP_ASSIGN_OR_RETURN(out.program,
+                          schedule::BuildProgram(m, c, cluster.profile.ActivationBytes()));
+  }
   out.costs = costs ? *costs : costmodel::BuildCostTable(m, cluster, c);
   if (ideal) out.costs = IdealCosts(out.costs);
   PTDP_ASSIGN_OR_RETURN(out.result, Simulate(out.program, out.costs, options));

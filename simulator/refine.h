@@ -19,15 +19,17 @@ struct LayoutSimulation {
   SimResult result;
 };
 
-// Program (schedule::BuildProgram with the profile's activation bytes) + CostTable
-// (costmodel::BuildCostTable, or `costs` when given) + Simulate. `ideal`: free communication and
-// equal per-stage costs (IdealCosts). Errors: the layout's own (ParallelConfig::Validate), a
-// cluster of another size.
+// Program (`program` when given, e.g. a plan file's, which the caller has checked against the
+// layout with schedule::CheckProgramMatchesLayout; else schedule::BuildProgram with the profile's
+// activation bytes) + CostTable (costmodel::BuildCostTable, or `costs` when given) + Simulate.
+// `ideal`: free communication and equal per-stage costs (IdealCosts). Errors: the layout's own
+// (ParallelConfig::Validate), a cluster of another size.
 Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& cluster,
                                         const ParallelConfig& c,
                                         const SimOptions& options = SimOptions(),
                                         bool ideal = false,
-                                        const costmodel::CostTable* costs = nullptr);
+                                        const costmodel::CostTable* costs = nullptr,
+                                        const Program* program = nullptr);
 
 // planner::Refiner: the time from the first forward to the last backward, simulated, and the
 // bubble within it, measured as that time minus m times the slowest rank's per-microbatch time

@@ -71,7 +71,7 @@ Status RunPlan(const PlanArgs& a) {
   };
   PTDP_ASSIGN_OR_RETURN(planner::SearchResult r, planner::Search(model, cluster, o));
   if (!a.out.empty()) {
-    const PlanFile plan = planner::MakePlanFile(model, cluster, r, a.tokens);
+    PTDP_ASSIGN_OR_RETURN(const PlanFile plan, planner::MakePlanFile(model, cluster, r, a.tokens));
     PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.out, PlanToJson(plan).dump(1) + "\n"));
   }
   if (a.format == "json") {

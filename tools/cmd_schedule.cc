@@ -5,7 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
+#include "core/plan_file.h"
 #include "core/program.h"
+#include "planner/cluster.h"
 #include "schedule/schedule.h"
 #include "simulator/simulator.h"
 #include "tools/common.h"
@@ -64,6 +67,31 @@ Result<std::string> Figure4(const Program& compute) {
   return out;
 }
 
+// `--plan IN`: the Program of a plan file's layout (messages of its cluster profile's activation
+// bytes, as `ptdp plan` writes it). With `--out OUT`, the plan written again with that Program
+// (version 2): how a hand-written or edited plan gets the Program simulate and train require.
+Status RunPlanSchedule(const std::string& in, const std::string& out, const std::string& format) {
+  PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(in, /*require_program=*/false));
+  auto cluster = planner::LoadCluster(plan.cluster.name, plan.cluster.gpus);
+  if (!cluster.ok()) return cluster.status().WithPrefix(in + ": cluster");
+  PTDP_ASSIGN_OR_RETURN(plan.program, schedule::BuildProgram(plan.model, plan.layout,
+                                                             cluster->profile.ActivationBytes()));
+  plan.has_program = true;
+  Status v = schedule::Validate(plan.program);
+  if (!v.ok()) return Status::Internal("generated program does not validate: " + v.message());
+  if (!out.empty()) {
+    PTDP_RETURN_IF_ERROR(WriteFileAtomic(out, PlanToJson(plan).dump(1) + "\n"));
+    std::printf("wrote %s\n", out.c_str());
+  } else if (format == "text") {
+    std::fputs(ProgramToText(plan.program).c_str(), stdout);
+  } else if (format == "json") {
+    std::printf("%s\n", ProgramToJson(plan.program).dump(1).c_str());
+  } else {
+    return Status::Invalid("--format: with --plan, expected text or json, got '" + format + "'");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterSchedule(CLI::App& app, int* exit_code) {
@@ -77,23 +105,42 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
     std::string format = "grid";
     bool lowered = false;
     int64_t bytes = 0;
+    std::string plan, out;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved")->capture_default_str();
-  cmd->add_option("--pp", args->pp, "pipeline ranks p")->capture_default_str();
-  cmd->add_option("--microbatches,-m", args->microbatches, "microbatches m")->capture_default_str();
-  cmd->add_option("--vp", args->vp, "model chunks per rank v (interleaved)")->capture_default_str();
+  auto* plan = cmd->add_option("--plan", args->plan,
+                               "A plan file: print its layout's lowered Program (text | json)");
+  cmd->add_option("--out", args->out,
+                  "With --plan: write the plan again, with its layout's Program, to this file")
+      ->needs(plan);
+  for (auto* o :
+       {cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved")->capture_default_str(),
+        cmd->add_option("--pp", args->pp, "pipeline ranks p")->capture_default_str(),
+        cmd->add_option("--microbatches,-m", args->microbatches, "microbatches m")
+            ->capture_default_str(),
+        cmd->add_option("--vp", args->vp, "model chunks per rank v (interleaved)")
+            ->capture_default_str()}) {
+    o->excludes(plan);
+  }
   cmd->add_option(
          "--format", args->format,
          "grid (time-aligned, like the paper's Figure 4) | order (compute order per rank) | text "
          "(the Program's text form) | json")
       ->capture_default_str();
   cmd->add_flag("--lowered", args->lowered,
-                "text/json: include sends, receives and the gradient reduction");
+                "text/json: include sends, receives and the gradient reduction")
+      ->excludes(plan);
   cmd->add_option("--message-bytes", args->bytes, "with --lowered: bytes of each pipeline message")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->excludes(plan);
   cmd->callback([args, exit_code] {
     auto fail = [&](const Status& s) { *exit_code = Fail("schedule", s); };
+    if (!args->plan.empty()) {
+      Status s = RunPlanSchedule(args->plan, args->out,
+                                 args->format == "grid" ? std::string("text") : args->format);
+      *exit_code = s.ok() ? 0 : Fail("schedule", s);
+      return;
+    }
     auto kind = ParseSchedule(args->kind);
     if (!kind.ok()) return fail(kind.status().WithPrefix("--kind"));
     if (args->vp > 1 && *kind != ScheduleKind::kInterleaved) {

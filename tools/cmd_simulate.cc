@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "core/json.h"
 #include "core/model.h"
@@ -14,6 +15,7 @@
 #include "planner/cluster.h"
 #include "planner/fix.h"
 #include "planner/search.h"
+#include "schedule/schedule.h"
 #include "simulator/gantt.h"
 #include "simulator/refine.h"
 #include "tools/common.h"
@@ -39,8 +41,9 @@ struct SimulateArgs {
 
 // The layout to simulate: a plan file's, or the planner's best under --fix (the whole layout when
 // --fix names all of it).
+// `program`: a plan file's Program (what runs then), empty otherwise.
 Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* cluster,
-                     ParallelConfig* layout, std::string* origin) {
+                     ParallelConfig* layout, std::optional<Program>* program, std::string* origin) {
   if (!a.plan.empty()) {
     PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(a.plan));
     *model = plan.model;
@@ -48,6 +51,7 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
     if (!c.ok()) return c.status().WithPrefix(a.plan + ": cluster");
     *cluster = *c;
     *layout = plan.layout;
+    *program = std::move(plan.program);
     *origin = "plan file " + a.plan;
     return Status::Ok();
   }
@@ -81,8 +85,9 @@ Status RunSimulate(const SimulateArgs& a) {
   ModelSpec model;
   ClusterSpec cluster;
   ParallelConfig layout;
+  std::optional<Program> program;
   std::string origin;
-  PTDP_RETURN_IF_ERROR(ResolveLayout(a, &model, &cluster, &layout, &origin));
+  PTDP_RETURN_IF_ERROR(ResolveLayout(a, &model, &cluster, &layout, &program, &origin));
 
   sim::SimOptions so;
   so.record_timeline = !a.trace.empty() || !a.svg.empty();
@@ -94,11 +99,18 @@ Status RunSimulate(const SimulateArgs& a) {
     return Status::Invalid("layout: tp * pp * dp = " + std::to_string(layout.WorldSize()) +
                            " GPUs but the cluster has " + std::to_string(cluster.Gpus()));
   }
+  // A plan's Program runs as written, once shown to be the one its layout gives.
+  if (program) {
+    PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(*program, model, layout,
+                                                             cluster.profile.ActivationBytes())
+                             .WithPrefix(a.plan + ": program"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   costmodel::CostTable table = costmodel::BuildCostTable(model, cluster, layout);
   if (a.buckets > 0) table.dp_buckets = a.buckets;
   PTDP_ASSIGN_OR_RETURN(sim::LayoutSimulation s,
-                        sim::SimulateLayout(model, cluster, layout, so, a.ideal, &table));
+                        sim::SimulateLayout(model, cluster, layout, so, a.ideal, &table,
+                                            program ? &*program : nullptr));
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const sim::SimResult& r = s.result;

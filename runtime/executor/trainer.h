@@ -1,6 +1,7 @@
 // Trainer: one rank of a PTD-P training job. It builds the rank's groups from core's RankGrid,
-// its parameters (core/shapes.h), the Program of the plan's layout (schedule::BuildProgram), and
-// runs each iteration by interpreting the Program instruction by instruction, in order:
+// its parameters (core/shapes.h), takes the plan file's Program (once
+// schedule::CheckProgramMatchesLayout shows it is its layout's), and runs each iteration by
+// interpreting the Program instruction by instruction, in order:
 //   kRecvAct/kRecvGrad   blocking receive from the pipeline peer (with scatter/gather, 1/t of the
 //                        boundary tensor from the peer of the same tensor rank, then an all-gather
 //                        over the tensor group)

@@ -12,21 +12,33 @@ mkdir -p "$dir"
 printf 'the quick brown fox jumps over the lazy dog; %.0s' $(seq 40) > "$dir/text.txt"
 "$ptdp" tokenize --in "$dir/text.txt" --out "$dir/data.bin" > /dev/null || exit 1
 np=2 data="$dir/data.bin" extra=() expect=""
-"$here/write_plan.sh" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true
+"$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true
 case "$case" in
   world_size)  np=3; expect="plan: layout tp\*pp\*dp = 1\*2\*1 = 2 ranks but the job has 3" ;;
   missing)     data="$dir/nope.bin"; expect="data file '.*nope.bin' cannot be opened" ;;
   truncated)   head -c 500 "$dir/data.bin" > "$dir/short.bin"; data="$dir/short.bin"
                expect="is truncated or corrupt" ;;
-  vocab)       "$here/write_plan.sh" "$dir/plan.json" 4 0.0 100 8 1 2 1 1 1 1f1b none true
+  vocab)       "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 100 8 1 2 1 1 1 1f1b none true
                expect="beyond the model's vocabulary of 100" ;;
   selective)   # planned by ptdp plan, not executed by this runtime: a clear refusal
                sed -i 's/"recompute": "none"/"recompute": "selective"/' "$dir/plan.json"
                grep -q '"recompute": "selective"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan: layout.recompute: 'selective' is planned but not executed by this runtime" ;;
+  program_size)   # the plan's Program must be its layout's: a message size edited by hand
+               sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
+               grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: program: rank 0, instruction 1 is 'SA0>1:4096' but layout tp=1,pp=2,.* gives 'SA0>1:8192'" ;;
+  program_order)  # two instructions of pipeline rank 1 swapped (its forward and backward of microbatch 0)
+               sed -i '/"pp_rank": 1/,$ { s/"F0.0"/"@@"/; s/"B0.0"/"F0.0"/; s/"@@"/"B0.0"/ }' "$dir/plan.json"
+               tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"instrs":\["RA0.0<0:8192","B0.0","F0.0"' \
+                 || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: program: rank 1, instruction 1 is 'B0' but layout tp=1,pp=2,.* gives 'F0'" ;;
   no_fit)      extra=(--memory-limit 1MiB); expect="model does not fit: pipeline rank 0 needs" ;;
   no_fit_profile)  # hidden 16384: 12.9 G parameters, 16 bytes each, over the cpu profile's 16 GiB
-               sed -i 's/"hidden": 64, "heads": 4/"hidden": 16384, "heads": 128/' "$dir/plan.json"
+               sed -i 's/"hidden": 64,/"hidden": 16384,/; s/"heads": 4,/"heads": 128,/' "$dir/plan.json"
+               grep -q '"heads": 128,' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="model does not fit: pipeline rank 0 needs .* (memory_GiB of the cluster profile 'cpu')" ;;
   dead_rank)   # a rank killed mid-training: mpirun must end the whole job, non-zero, no hang
                rm -f "$dir/log.jsonl" "$dir/out.txt"  # a previous run's log must not look like this one's

@@ -10,7 +10,7 @@ shift 14
 here=$(cd "$(dirname "$0")" && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
-"$here/write_plan.sh" "$work/$name.plan.json" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" \
+"$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" \
   "$vp" "$sched" "$rec" "$sg"
 np=$((tp * pp * dp))
 exec timeout 300 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$work/$name.plan.json" \

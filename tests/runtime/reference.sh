@@ -12,6 +12,6 @@ text=/usr/share/common-licenses/GPL-3
 if [ ! -f "$work/data.bin" ]; then
   "$ptdp" tokenize --in "$text" --out "$work/data.$name.tmp" && mv -f "$work/data.$name.tmp" "$work/data.bin"
 fi
-"$here/write_plan.sh" "$work/$name.plan.json" "$layers" "$dropout" 256 16 1 1 1 4 1 1f1b none true
+"$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 1 1 1 4 1 1f1b none true
 exec timeout 300 "$ptdp" train --plan "$work/$name.plan.json" --data "$work/data.bin" --steps 20 \
   --log "$work/$name.jsonl" --dump-params "$work/$name.params"

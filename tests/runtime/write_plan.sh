@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Writes a hand-made plan file (core/plan_file.h schema) for the runtime tests.
-# usage: write_plan.sh OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER
+# Writes a hand-made plan file (core/plan_file.h schema) for the runtime tests: the model, cluster
+# and layout by hand, then the layout's Program added by `ptdp schedule --plan OUT --out OUT` (what
+# `ptdp plan` writes; train refuses a plan without it). After editing the layout or model of such
+# a plan, run that command again.
+# usage: write_plan.sh PTDP OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER
 set -euo pipefail
+ptdp=$1
+shift
 out=$1 layers=$2 dropout=$3 vocab=$4 gb=$5 tp=$6 pp=$7 dp=$8 mbs=$9 vp=${10} sched=${11} rec=${12} sg=${13}
 gpus=$((tp * pp * dp))
 cat > "$out" <<JSON
 {
-  "ptdp_plan_version": 1,
+  "ptdp_plan_version": 2,
   "model": {"name": "tiny", "layers": $layers, "hidden": 64, "heads": 4, "seq_len": 32,
             "vocab": $vocab, "dropout": $dropout},
   "cluster": {"name": "cpu", "gpus": $gpus, "gpus_per_node": $gpus},
@@ -15,3 +20,4 @@ cat > "$out" <<JSON
              "recompute": "$rec", "scatter_gather": $sg}
 }
 JSON
+"$ptdp" schedule --plan "$out" --out "$out" > /dev/null

@@ -36,6 +36,33 @@ grep -q '"bubble_fraction": 0.1875' "$W/i.json" || fail "ideal bubble not (p-1)/
 # A plan file round trip, and a corrupt one rejected with exit 2 and no trace written.
 "$PTDP" plan --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 --out "$W/plan.json" >/dev/null || fail "plan"
 "$PTDP" simulate --plan "$W/plan.json" | grep -q "^iteration" || fail "simulate --plan"
+grep -q '"program"' "$W/plan.json" || fail "plan --out wrote no program"
+# The plan's Program runs only if it is its layout's: a hand-edited message size or instruction
+# order, or a version-1 plan without a Program, exits 2 naming it.
+"$PTDP" plan --model tiny --cluster cpu --gpus 4 --global-batch 4 \
+  --fix tp=1,pp=2,dp=2,mbs=1,schedule=1f1b,recompute=none --out "$W/tiny.json" >/dev/null || fail "plan tiny"
+"$PTDP" simulate --plan "$W/tiny.json" >/dev/null || fail "simulate tiny plan"
+sed 's/"SA1.0>1:8192"/"SA1.0>1:8000"/' "$W/tiny.json" >"$W/size.json"
+grep -q '"SA1.0>1:8000"' "$W/size.json" || fail "size.json not edited"
+"$PTDP" simulate --plan "$W/size.json" 2>"$W/err" && fail "edited message size accepted"
+[ $? -eq 2 ] || fail "edited message size: exit code not 2"
+grep -q "size.json: program: rank 0, instruction 3 is 'SA1>1:8000' but layout tp=1,pp=2,.*(4-byte activations) gives 'SA1>1:8192'" "$W/err" \
+  || fail "edited message size: message: $(cat "$W/err")"
+sed '/"pp_rank": 1/,$ { s/"F1.0"/"@@"/; s/"B1.0"/"F1.0"/; s/"@@"/"B1.0"/ }' "$W/tiny.json" >"$W/swap.json"
+"$PTDP" simulate --plan "$W/swap.json" 2>"$W/err" && fail "swapped instructions accepted"
+[ $? -eq 2 ] || fail "swapped instructions: exit code not 2"
+grep -q "swap.json: program: rank 1, instruction 5 is 'B1' but layout .* gives 'F1'" "$W/err" \
+  || fail "swapped instructions: message: $(cat "$W/err")"
+sed -e '/"program": {/,/^ },$/d' -e 's/"ptdp_plan_version": 2/"ptdp_plan_version": 1/' "$W/tiny.json" >"$W/v1.json"
+grep -q '"program"' "$W/v1.json" && fail "v1.json still has a program"
+"$PTDP" simulate --plan "$W/v1.json" 2>"$W/err" && fail "version-1 plan accepted"
+[ $? -eq 2 ] || fail "version-1 plan: exit code not 2"
+grep -q "plan.program: missing (plan file version 1; re-run ptdp plan)" "$W/err" || fail "version-1 plan: $(cat "$W/err")"
+# `ptdp schedule --plan --out` gives it back its Program: the same as ptdp plan wrote.
+"$PTDP" schedule --plan "$W/v1.json" --out "$W/v2.json" >/dev/null || fail "schedule --plan --out"
+"$PTDP" simulate --plan "$W/v2.json" >/dev/null || fail "simulate the re-programmed plan"
+"$PTDP" schedule --plan "$W/tiny.json" --format text | grep -q "^rank 1: RA0<0:8192 F0 B0 SG0>0:8192" \
+  || fail "schedule --plan text"
 echo '{"ptdp_plan_version": 1, "model": ' >"$W/bad.json"
 "$PTDP" simulate --plan "$W/bad.json" --trace "$W/bad.trace.json" 2>"$W/err" && fail "corrupt plan accepted"
 [ $? -eq 2 ] || fail "corrupt plan: exit code not 2"
