@@ -19,7 +19,8 @@ struct LayoutSimulation {
   SimResult result;
 };
 
-// Program (schedule::BuildProgram with the profile's activation bytes) + CostTable
+// Program (schedule::BuildProgram with the layout's element size: messages of the ledger's
+// PipelineMessageBytes) + CostTable
 // (costmodel::BuildCostTable, or `costs` when given) + Simulate. `ideal`: free communication and
 // equal per-stage costs (IdealCosts). Errors: the layout's own (ParallelConfig::Validate), a
 // cluster of another size.

@@ -127,6 +127,24 @@ TEST(Ledger, PipelineMessageBytes) {
   EXPECT_EQ(PipelineMessageBytes(m, c), 32);
 }
 
+// Small's GEMM FLOPs, B = 2 sequences, s = 4, h = 8, f = 32, l = 2, V = 16: one layer forward
+// 24 B s h^2 + 4 B s^2 h = 12288 + 1024 = 13312; logits 6 B s h V = 6144. Model FLOPs 3 x 2 x
+// 13312 + 6144 = 86016 = 72 B s l h^2 (1 + s/6h + V/12lh) = 73728 x 7/6; full recomputation 4 x 2
+// x 13312 + 6144 = 112640 = 96 B s l h^2 (1 + s/6h + V/16lh); selective 86016 + 2 x 4 B s^2 h
+// = 86016 + 2 x 1024.
+TEST(Ledger, SmallModelFlopsByHand) {
+  const ModelSpec m = Small(2);
+  ParallelConfig c;
+  c.global_batch = 2;
+  EXPECT_DOUBLE_EQ(ModelIterationFlops(m, c), 86016.0);
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 86016.0);
+  c.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 112640.0);
+  EXPECT_DOUBLE_EQ(ModelIterationFlops(m, c), 86016.0);
+  c.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 86016.0 + 2 * 1024.0);
+}
+
 // The 1T model (l = 128, h = 25600, a = 160, s = 2048, V = 51200 padded to itself at t = 8),
 // B = 3072: the paper's eq. (3) 96 B s l h^2 (1 + s/6h + V/16lh) with recomputation, and its
 // no-recomputation form 72 B s l h^2 (1 + s/6h + V/12lh) for model FLOPs. Selective recomputation
@@ -156,6 +174,59 @@ TEST(Ledger, OneTrillionFlopsMatchEquationThree) {
   EXPECT_NEAR(HardwareIterationFlops(m, c) / (model + l * 4 * B * s * s * h), 1.0, 1e-12);
   // About 6 x 1.0e12 parameters x 6.3e6 tokens = 3.86e19 model FLOPs per iteration.
   EXPECT_NEAR(ModelIterationFlops(m, c) / 1e19, 3.86, 0.01);
+}
+
+// Korthikanti et al. 2022: with dropout and no parallelism a layer keeps s b h (34 + 5 a s / h)
+// bytes in 16-bit training; the ledger adds LayerNorm's fp32 mean and 1/std (4 x s b x 4 bytes).
+// s = 32, b = 2, h = 64, a = 4: 4096 (34 + 10) = 180224, + 4 x 64 x 4 = 181248 per layer. With
+// p = 2, rank 0 holds layers 0..3 and the embedding (token ids 64 x 4 + dropout mask 4096 = 4352);
+// rank 1 holds layers 4..7 and the head: final_ln.input 8192, mean 256, rstd 256, output.input
+// 8192, fp32 logits 64 x 256 x 4 = 65536, row max, row sum, targets 3 x 256 = 83200.
+TEST(Ledger, LayerStashIsKorthikantiPlusStatistics) {
+  ModelSpec m;
+  m.layers = 8;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 32;
+  m.vocab = 256;
+  m.dropout = 0.1;
+  ParallelConfig c;
+  c.pp = 2;
+  c.mbs = 2;
+  c.global_batch = 2;
+  c.precision = Precision::kFp16;
+  EXPECT_EQ(ChunkStashBytes(m, c, 0, 0), 4 * 181248 + 4352);
+  EXPECT_EQ(ChunkStashBytes(m, c, 1, 0), 4 * 181248 + 83200);
+  // Full recomputation keeps only each layer's input, s b h in 16 bits: 2 x 4096.
+  c.recompute = Recompute::kFull;
+  EXPECT_EQ(ChunkStashBytes(m, c, 0, 0), 4 * 8192 + 4352);
+}
+
+// In flight on rank r at the end of the warm-up (+1): GPipe m; 1F1B min(m, p - r); interleaved
+// min(m v, 2 (p - r - 1) + (v - 1) p + 1) chunk-microbatches. On rank 0 the interleaved count,
+// in layers (l / (p v) each), is Korthikanti's p (1 + (p - 1)/(p v)) microbatches of l / p layers.
+TEST(Ledger, InFlightChunkMicrobatches) {
+  ParallelConfig c;
+  c.pp = 4;
+  c.global_batch = 8;
+  c.schedule = ScheduleKind::kGPipe;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 3), 8);
+  c.schedule = ScheduleKind::k1F1B;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 0), 4);
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 3), 1);
+  c.global_batch = 2;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 0), 2);
+  c.global_batch = 8;
+  c.schedule = ScheduleKind::kInterleaved;
+  for (int v : {2, 4}) {
+    c.vp = v;
+    const double p = c.pp, l = 32;
+    EXPECT_DOUBLE_EQ(double(InFlightChunkMicrobatches(c, 0)) * (l / (p * v)),
+                     (l / p) * p * (1 + (p - 1) / (p * v)))
+        << v;
+  }
+  c.vp = 2;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 3), 5);
 }
 
 // Where the end of the warm-up is not the peak: interleaved, p = 2, v = 2, m = 4, one layer per
