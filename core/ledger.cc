@@ -121,10 +121,8 @@ Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const P
   const int64_t p = c.pp, v = c.vp, period = p * v;
   const RankOrder order = RankOrderOf(c, pp_rank);
   auto stash = [&](int64_t chunk) { return ChunkStashBytes(prices, m, c, pp_rank, int(chunk)); };
-  auto fchunk = [&](int64_t k) { return (k % period) / p; };
-  auto bchunk = [&](int64_t k) { return v - 1 - (k % period) / p; };
-  auto backward_peak = [&](Bytes live, int64_t k) {
-    return live - HeadStashBytes(prices, c, pp_rank, int(bchunk(k))) + prices.working_set;
+  auto backward_peak = [&](Bytes live, int64_t chunk) {
+    return live - HeadStashBytes(prices, c, pp_rank, int(chunk)) + prices.working_set;
   };
   Bytes live = 0;
   for (int64_t chunk = 0; chunk < v; ++chunk) {
@@ -133,12 +131,22 @@ Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const P
     live += count * stash(chunk);
   }
   Bytes peak = live;
-  if (order.warmup == order.total) return std::max(peak, backward_peak(live, 0));
+  if (order.warmup == order.total) return std::max(peak, backward_peak(live, v - 1));
+  if (v == 1) {  // one chunk: every steady step enters and leaves the same stash
+    live += stash(0);
+    return std::max({peak, live, backward_peak(live, 0)});
+  }
+  // Forward warmup + j and backward j walk the chunks in blocks of p (forwards up from chunk
+  // (warmup mod p v) / p, backwards down from v - 1); counters instead of divisions per step.
+  int64_t fchunk = (order.warmup % period) / p, fin = order.warmup % p;
+  int64_t bchunk = v - 1, bin = 0;
   const int64_t steps = std::min(order.total - order.warmup, period);
   for (int64_t j = 0; j < steps; ++j) {
-    live += stash(fchunk(order.warmup + j));
-    peak = std::max({peak, live, backward_peak(live, j)});
-    live -= stash(bchunk(j));
+    live += stash(fchunk);
+    peak = std::max({peak, live, backward_peak(live, bchunk)});
+    live -= stash(bchunk);
+    if (++fin == p) fin = 0, fchunk = fchunk + 1 == v ? 0 : fchunk + 1;
+    if (++bin == p) bin = 0, bchunk = bchunk == 0 ? v - 1 : bchunk - 1;
   }
   return peak;
 }
