@@ -4,10 +4,6 @@
 
 namespace ptdp {
 
-const char* TrainingPrecisionName(TrainingPrecision p) {
-  return p == TrainingPrecision::kMixed ? "mixed" : "fp32";
-}
-
 namespace {
 
 // {"value": <positive number>, "source": "<non-empty>"}
@@ -72,6 +68,26 @@ Status ReadGemm(JsonObjectReader& parent, const std::string& key, GemmTable* out
   return ValidateGemmTable(*out, path);
 }
 
+// {"value": "fp32" | "bf16" | "fp16", "source": "<non-empty>"}
+Status ReadPrecision(JsonObjectReader& parent, HardwareProfile* out) {
+  const Json* v = parent.Child("precision", true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf("precision");
+  if (!v->is_object()) {
+    return Status::Invalid(path + ": expected an object {\"value\": \"fp32\" | \"bf16\" | " +
+                           "\"fp16\", \"source\"}, got " + JsonTypeName(*v));
+  }
+  JsonObjectReader r(*v, path);
+  std::string value;
+  r.Required("value", &value);
+  r.Required("source", &out->precision_source);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (out->precision_source.empty())
+    return Status::Invalid(path + ".source: must say why the machine trains in this precision");
+  PTDP_ASSIGN_OR_RETURN(out->precision, ParsePrecision(value, path + ".value"));
+  return Status::Ok();
+}
+
 OrderedJson SourcedJson(const Sourced& s) {
   return OrderedJson{{"value", s.value}, {"source", s.source}};
 }
@@ -118,17 +134,13 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   JsonObjectReader r(j, path);
   r.Required("name", &p.name);
   r.Optional("about", &p.about);
-  std::string precision;
-  r.Required("training_precision", &precision);
   PTDP_RETURN_IF_ERROR(r.status());
-  if (precision == "mixed") {
-    p.precision = TrainingPrecision::kMixed;
-  } else if (precision == "fp32") {
-    p.precision = TrainingPrecision::kFp32;
-  } else {
-    return Status::Invalid(r.PathOf("training_precision") + ": \"" + precision +
-                           "\" is not mixed or fp32");
+  if (r.Has("training_precision")) {
+    return Status::Invalid(r.PathOf("training_precision") +
+                           ": renamed to \"precision\": {\"value\": \"fp32\" | \"bf16\" | "
+                           "\"fp16\", \"source\": ...}");
   }
+  PTDP_RETURN_IF_ERROR(ReadPrecision(r, &p));
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "gpus_per_node", &p.gpus_per_node));
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "peak_tflops", &p.peak_tflops));
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "memory_GiB", &p.memory_GiB));
@@ -158,10 +170,11 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   if (p.gpus_per_node.value != std::floor(p.gpus_per_node.value)) {
     return Status::Invalid(path + ".gpus_per_node.value: must be an integer");
   }
+  // A GEMM table measured in 16 bits says nothing of fp32 throughput, and the reverse.
   const bool gemm16 = p.gemm.dtype != "fp32";
-  if (gemm16 != (p.precision == TrainingPrecision::kMixed)) {
-    return Status::Invalid(path + ".gemm.dtype: " + p.gemm.dtype +
-                           " does not match training_precision " + precision);
+  if (gemm16 != IsHalf(p.precision)) {
+    return Status::Invalid(path + ".gemm.dtype: " + p.gemm.dtype + " does not match precision " +
+                           PrecisionName(p.precision));
   }
   return p;
 }
@@ -170,7 +183,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   OrderedJson j;
   j["name"] = p.name;
   j["about"] = p.about;
-  j["training_precision"] = TrainingPrecisionName(p.precision);
+  j["precision"] = {{"value", PrecisionName(p.precision)}, {"source", p.precision_source}};
   j["gpus_per_node"] = SourcedJson(p.gpus_per_node);
   j["peak_tflops"] = SourcedJson(p.peak_tflops);
   j["memory_GiB"] = SourcedJson(p.memory_GiB);

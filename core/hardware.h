@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/precision.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -19,13 +20,6 @@ struct Sourced {
   double value = 0;
   std::string source;
 };
-
-// How training stores numbers (docs/cost_model.md, "Memory"):
-//   kMixed: 16-bit weights, activations and gradients; fp32 master weights and Adam m, v:
-//           2 + 2 + 4 + 4 + 4 = 16 bytes per parameter; gradients all-reduced in 16-bit.
-//   kFp32:  everything fp32 (the CPU runtime): 4 + 4 + 4 + 4 = 16 bytes per parameter.
-enum class TrainingPrecision { kMixed, kFp32 };
-const char* TrainingPrecisionName(TrainingPrecision p);  // "mixed" | "fp32"
 
 // Achieved GEMM throughput on a grid of (m, n, k), C[m,n] = A[m,k] B[k,n]; `tflops` is m-major:
 // index (im * n.size() + in) * k.size() + ik. Axes are strictly increasing and positive.
@@ -55,7 +49,11 @@ struct LinkProfile {
 struct HardwareProfile {
   std::string name;
   std::string about;
-  TrainingPrecision precision = TrainingPrecision::kMixed;
+  // The precision a layout on this machine trains in unless told otherwise (`ptdp plan
+  // --precision`): the layout's ParallelConfig::precision is what the cost model prices. The GEMM
+  // table is measured in a dtype of the same width. JSON: {"value": "fp16", "source": "..."}.
+  Precision precision = Precision::kBf16;
+  std::string precision_source;
   Sourced gpus_per_node;      // devices (or processes) per node
   Sourced peak_tflops;        // dense peak in the training dtype, per device
   Sourced memory_GiB;         // device memory capacity
@@ -77,9 +75,6 @@ struct HardwareProfile {
   Sourced gemm_tile_n;
   LinkProfile intra_node;
   LinkProfile inter_node;
-
-  // Bytes of one activation / weight element in the training dtype (2 mixed, 4 fp32).
-  int ActivationBytes() const { return precision == TrainingPrecision::kMixed ? 2 : 4; }
 };
 
 // A profile and how many nodes of it.

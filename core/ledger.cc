@@ -22,8 +22,7 @@ Bytes OptimizerBytes(const ParallelConfig& c, int64_t params) {
   return c.distributed_optimizer ? (all + c.dp - 1) / c.dp : all;
 }
 
-MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
-  const int64_t params = StageParameterElements(m, c, pp_rank);
+MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params) {
   const ParamBytes bp = BytesPerParameter(c);
   MemoryLedger l;
   l.weights = params * bp.weight;
@@ -32,19 +31,38 @@ MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp
   return l;
 }
 
+MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  return ParameterMemory(c, StageParameterElements(m, c, pp_rank));
+}
+
+StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {
+  const bool dropout = m.dropout > 0;
+  StashPrices p;
+  p.layer = ListBytes(LayerStash(m, c, dropout), c);
+  p.embedding = ListBytes(EmbeddingActivations(m, c, dropout), c);
+  p.head = ListBytes(HeadActivations(m, c), c);
+  p.working_set = ListBytes(RecomputeWorkingSet(m, c, dropout), c);
+  return p;
+}
+
 namespace {
 
-Bytes HeadStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
-  return HoldsHead(c, pp_rank, chunk) ? ListBytes(HeadActivations(m, c), c) : 0;
+Bytes HeadStashBytes(const StashPrices& prices, const ParallelConfig& c, int pp_rank, int chunk) {
+  return HoldsHead(c, pp_rank, chunk) ? prices.head : 0;
 }
 
 }  // namespace
 
+Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                      int pp_rank, int chunk) {
+  // Every chunk holds l / (p v) layers (ChunkLayers).
+  Bytes b = prices.layer * (m.layers / c.VirtualStages());
+  if (HoldsEmbedding(c, pp_rank, chunk)) b += prices.embedding;
+  return b + HeadStashBytes(prices, c, pp_rank, chunk);
+}
+
 Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
-  const bool dropout = m.dropout > 0;
-  Bytes b = ListBytes(LayerStash(m, c, dropout), c) * ChunkLayers(m, c, pp_rank, chunk).size();
-  if (HoldsEmbedding(c, pp_rank, chunk)) b += ListBytes(EmbeddingActivations(m, c, dropout), c);
-  return b + HeadStashBytes(m, c, pp_rank, chunk);
+  return ChunkStashBytes(StashPricesOf(m, c), m, c, pp_rank, chunk);
 }
 
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c) {
@@ -64,33 +82,86 @@ int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
   return m;
 }
 
-Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
-  // The peak is reached when the warm-up's forwards are all in flight (A), or during the first
-  // backward's last layer with recomputation (A - head + working set). Forward k of a rank runs
-  // chunk (k mod p v) / p (Megatron-LM's interleaved order; chunk 0 without interleaving), and the
-  // first backward is of the last chunk.
-  // TODO(ledger): the interleaved steady state can hold another mix of chunks; see the tests.
-  const int64_t units = InFlightChunkMicrobatches(c, pp_rank);
-  const int64_t p = c.pp, v = c.vp, period = p * v;
-  Bytes live = 0;
-  for (int chunk = 0; chunk < c.vp; ++chunk) {
-    const int64_t full = units / period, rest = units % period;
-    const int64_t count =
-        c.vp == 1 ? units : full * p + std::clamp<int64_t>(rest - int64_t(chunk) * p, 0, p);
-    live += count * ChunkStashBytes(m, c, pp_rank, chunk);
+namespace {
+
+// The compute order of one rank as schedule/generators.cc builds it: `warmup` forwards, then
+// (forward, backward) pairs until the `total` forwards have run, then the remaining backwards.
+// Forward k runs chunk (k mod p v) / p, backward k chunk v - 1 - (k mod p v) / p (Megatron-LM's
+// interleaved order; chunk 0 without interleaving). GPipe is all forwards, then all backwards.
+struct RankOrder {
+  int64_t total = 0;
+  int64_t warmup = 0;
+};
+
+RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
+  const int64_t m = c.Microbatches(), p = c.pp, v = c.vp, r = pp_rank;
+  switch (c.schedule) {
+    case ScheduleKind::kGPipe:
+      return {m, m};
+    case ScheduleKind::k1F1B:
+      return {m, std::min(m, p - r - 1)};
+    case ScheduleKind::kInterleaved:
+      return {m * v, m == p ? m * v : std::min(m * v, 2 * (p - r - 1) + (v - 1) * p)};
   }
-  const Bytes ws = RecomputeWorkingSetBytes(m, c);
-  if (ws == 0) return live;
-  return std::max(live, live - HeadStashBytes(m, c, pp_rank, c.vp - 1) + ws);
+  return {m, m};
+}
+
+}  // namespace
+
+Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                          int pp_rank) {
+  // The walk's two candidates (see the Program overload): after each forward, the live stash;
+  // during each backward's last layer with recomputation, the live stash less the head's plus the
+  // working set. Warm-up forwards only add, so the warm-up contributes its end. In the steady state
+  // step j runs forward warmup + j, then backward j; both chunk patterns have period p v, and over
+  // any p v consecutive steps each chunk is entered p times and left p times, so the live stash
+  // before a step is periodic too: the first min(steps, p v) steps hold the steady state's peak.
+  // The cool-down only frees; its first backward's candidate is no larger than the one before it
+  // (the stash freed there is at least the head's), unless there was no steady state at all.
+  const int64_t p = c.pp, v = c.vp, period = p * v;
+  const RankOrder order = RankOrderOf(c, pp_rank);
+  auto stash = [&](int64_t chunk) { return ChunkStashBytes(prices, m, c, pp_rank, int(chunk)); };
+  auto backward_peak = [&](Bytes live, int64_t chunk) {
+    return live - HeadStashBytes(prices, c, pp_rank, int(chunk)) + prices.working_set;
+  };
+  Bytes live = 0;
+  for (int64_t chunk = 0; chunk < v; ++chunk) {
+    const int64_t rest = order.warmup % period;
+    const int64_t count = order.warmup / period * p + std::clamp(rest - chunk * p, int64_t{0}, p);
+    live += count * stash(chunk);
+  }
+  Bytes peak = live;
+  if (order.warmup == order.total) return std::max(peak, backward_peak(live, v - 1));
+  if (v == 1) {  // one chunk: every steady step enters and leaves the same stash
+    live += stash(0);
+    return std::max({peak, live, backward_peak(live, 0)});
+  }
+  // Forward warmup + j and backward j walk the chunks in blocks of p (forwards up from chunk
+  // (warmup mod p v) / p, backwards down from v - 1); counters instead of divisions per step.
+  int64_t fchunk = (order.warmup % period) / p, fin = order.warmup % p;
+  int64_t bchunk = v - 1, bin = 0;
+  const int64_t steps = std::min(order.total - order.warmup, period);
+  for (int64_t j = 0; j < steps; ++j) {
+    live += stash(fchunk);
+    peak = std::max({peak, live, backward_peak(live, bchunk)});
+    live -= stash(bchunk);
+    if (++fin == p) fin = 0, fchunk = fchunk + 1 == v ? 0 : fchunk + 1;
+    if (++bin == p) bin = 0, bchunk = bchunk == 0 ? v - 1 : bchunk - 1;
+  }
+  return peak;
+}
+
+Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  return PeakActivationBytes(StashPricesOf(m, c), m, c, pp_rank);
 }
 
 Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Program& program,
                           int pp_rank) {
-  const Bytes ws = RecomputeWorkingSetBytes(m, c);
+  const StashPrices prices = StashPricesOf(m, c);
   Bytes live = 0, peak = 0;
   for (const Instr& in : program.ranks[static_cast<size_t>(pp_rank)].instrs) {
     if (in.op != Op::kForward && in.op != Op::kBackward) continue;
-    const Bytes stash = ChunkStashBytes(m, c, pp_rank, in.chunk);
+    const Bytes stash = ChunkStashBytes(prices, m, c, pp_rank, in.chunk);
     if (in.op == Op::kForward) {
       live += stash;
       peak = std::max(peak, live);
@@ -99,7 +170,8 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
     // Backward: the head phase holds everything; the first (last) layer's phase has freed the head
     // and rebuilt the working set.
     if (in.recompute) {
-      peak = std::max(peak, live - HeadStashBytes(m, c, pp_rank, in.chunk) + ws);
+      peak =
+          std::max(peak, live - HeadStashBytes(prices, c, pp_rank, in.chunk) + prices.working_set);
     }
     live -= stash;
   }

@@ -59,20 +59,38 @@ struct MemoryLedger {
 Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c);
 // Optimizer-state bytes for `params` elements (divided over dp with the distributed optimizer).
 Bytes OptimizerBytes(const ParallelConfig& c, int64_t params);
-// Weights, gradients and optimizer state of one GPU of `pp_rank` (activations 0).
+// Weights, gradients and optimizer state of one GPU of `pp_rank` (activations 0), and the same
+// for a known count of parameter elements (StageParameterElements, which callers may cache).
 MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params);
+
+// What one microbatch costs in activation bytes, priced once per layout: a layer's stash
+// (LayerStash), the embedding's (EmbeddingActivations, first virtual stage), the head's
+// (HeadActivations, last virtual stage), and one layer's recompute working set.
+struct StashPrices {
+  Bytes layer = 0;
+  Bytes embedding = 0;
+  Bytes head = 0;
+  Bytes working_set = 0;
+};
+StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c);
 
 // Bytes one microbatch keeps on `chunk` of `pp_rank` from its forward to its backward.
 Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
+Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                      int pp_rank, int chunk);
 // What one layer's backward holds on top of the stash (RecomputeWorkingSet).
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c);
-// Chunk-microbatches in flight on `pp_rank` at the peak:
+// Chunk-microbatches in flight on `pp_rank` at the end of the warm-up (+1 in 1F1B's steady state):
 //   GPipe m; 1F1B min(m, p - r); interleaved min(m v, 2 (p - r - 1) + (v - 1) p + 1).
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank);
 // Peak activation bytes of `pp_rank`: the closed form (for the search, which scores hundreds of
-// thousands of layouts), and the walk of the rank's instructions in `program` (exact; tests hold
-// the two equal).
+// thousands of layouts; O(p v), no Program built), and the walk of the rank's instructions in
+// `program`. They are equal for every Program schedule::BuildProgram makes (tests/core prove it
+// over GPipe, 1F1B and interleaved layouts); the closed form's comment says why.
 Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                          int pp_rank);
 Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Program& program,
                           int pp_rank);
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
@@ -82,9 +100,14 @@ MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, const Program
 // Bytes of one pipeline message (activation or gradient at a stage boundary) per tensor rank.
 Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c);
 
-// FLOPs per iteration (paper eq. 3 family, GEMMs only; see costmodel/flops.h for the terms), with
-// the padded vocabulary that runs. Model FLOPs never count a recomputed forward; hardware FLOPs
-// count what runs under c.recompute.
+// FLOPs per iteration (the paper's eq. 3 family, GEMMs only), with the padded vocabulary that runs:
+//   one layer's forward for B sequences: QKV 6 B s h^2, projection 2 B s h^2, MLP 4 B s h f,
+//     scores and scores.V 4 B s^2 h (24 B s h^2 + 4 B s^2 h with f = 4h); backward 2x;
+//   logits 6 B s h V forward + backward (never recomputed).
+//   Model FLOPs (MFU's convention) = 3 l layer-forwards + logits = 72 B s l h^2 (1 + s/6h +
+//   V/12lh). Hardware FLOPs add what runs again under c.recompute: full, one more forward of every
+//   layer (eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh)); selective, every layer's attention core 4 B
+//   s^2 h.
 FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c);
 FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c);
 

@@ -217,8 +217,4 @@ int64_t BoundaryElements(const ModelSpec& m, const ParallelConfig& c) {
   return c.scatter_gather || c.sequence_parallel ? bsh / c.tp : bsh;
 }
 
-Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c, int element_bytes) {
-  return BoundaryElements(m, c) * element_bytes;
-}
-
 }  // namespace ptdp

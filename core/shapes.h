@@ -115,9 +115,5 @@ Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes);
 // Elements of one pipeline message (the activation or gradient at a stage boundary) per tensor
 // rank: b s h, or b s h / t with scatter/gather or sequence parallelism.
 int64_t BoundaryElements(const ModelSpec& m, const ParallelConfig& c);
-// Bytes of one pipeline message per tensor rank: BoundaryElements * `element_bytes`, the size of
-// one activation element of the run's precision (2: fp16/bf16, 4: fp32). The one formula the
-// Program's sends and receives carry, in the simulator and the runtime alike.
-Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c, int element_bytes);
 
 }  // namespace ptdp

@@ -26,7 +26,9 @@ struct ChunkCost {
   ComputeBreakdown recompute;  // the extra forward redone in the backward (zero when off)
   Seconds ForwardTime() const { return forward.Total(); }
   Seconds BackwardTime() const { return backward.Total() + recompute.Total(); }
-  // Bytes one microbatch in flight keeps on this chunk between its forward and its backward.
+  // Bytes one microbatch in flight keeps on this chunk between its forward and its backward
+  // (core/ledger.h ChunkStashBytes): what the simulator's activation counters show. Memory itself
+  // is the ledger's (MemoryOf), never a sum of these.
   Bytes stash_bytes = 0;
 };
 
@@ -62,9 +64,6 @@ struct CostTable {
   // Bucketed overlap of the data-parallel all-reduce with the last backwards: number of buckets.
   int dp_buckets = 1;
 
-  // Memory per GPU of each pipeline rank that does not depend on the schedule: weights, gradients,
-  // optimizer state, embedding/logits buffers and the workspace.
-  std::vector<Bytes> static_memory;  // [pp_rank]
   // Parameter elements one GPU of each pipeline rank holds (core/shapes.h StageParameters).
   std::vector<int64_t> param_elements;  // [pp_rank]
 };

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
+#include "core/ledger.h"
 #include "core/rank_grid.h"
 #include "core/shapes.h"
 #include "costmodel/collectives.h"
-#include "costmodel/flops.h"
 #include "costmodel/layer_cost.h"
 
 namespace ptdp::costmodel {
@@ -20,19 +20,33 @@ ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times
 }
 
 // Optimizer step, memory-bound over the stage's parameters. Megatron-LM's mixed-precision
-// optimizer per parameter: copy the 16-bit gradient into the fp32 main gradient (read 2, write 4),
-// unscale and check for inf/nan (read 4, write 4), gradient norm (read 4), fused Adam (read
-// weight, gradient, m, v: 16; write weight, m, v: 12), copy the fp32 weight to the 16-bit model
-// weight (read 4, write 2): 52 bytes. fp32 training: gradient norm 4 + Adam 28 = 32 bytes.
-double OptimizerBytesPerParam(TrainingPrecision p) {
-  return p == TrainingPrecision::kMixed ? 6 + 8 + 4 + 28 + 6 : 4 + 28;
+// optimizer per parameter, with e = ComputeBytes(c.precision): copy the 16-bit gradient into the
+// fp32 main gradient (read e, write 4), unscale and check for inf/nan (read 4, write 4), gradient
+// norm (read 4), fused Adam (read weight, gradient, m, v: 16; write weight, m, v: 12), copy the
+// fp32 weight to the 16-bit model weight (read 4, write e): 52 bytes in 16 bits. fp32 training:
+// gradient norm 4 + Adam 28 = 32 bytes.
+double OptimizerBytesPerParam(Precision p) {
+  const double e = ComputeBytes(p);
+  return IsHalf(p) ? (e + 4) + 8 + 4 + 28 + (4 + e) : 4 + 28;
 }
-Seconds OptimizerTime(const HardwareProfile& hw, int64_t params) {
-  return double(params) * OptimizerBytesPerParam(hw.precision) /
+Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params) {
+  return double(params) * OptimizerBytesPerParam(p) /
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
 
 }  // namespace
+
+std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConfig& c) {
+  std::vector<int64_t> n(c.pp, 0);
+  // Every rank strictly between the first and the last holds the same shapes: count one.
+  n[0] = StageParameterElements(m, c, 0);
+  if (c.pp > 1) n[c.pp - 1] = StageParameterElements(m, c, c.pp - 1);
+  if (c.pp > 2) {
+    const int64_t mid = StageParameterElements(m, c, 1);
+    for (int r = 1; r < c.pp - 1; ++r) n[r] = mid;
+  }
+  return n;
+}
 
 CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                          const std::vector<int64_t>* param_elements) {
@@ -41,7 +55,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   auto grid_or = RankGrid::Create(c.tp, c.dp, c.pp);
   PTDP_CHECK(grid_or.ok());
   const RankGrid& grid = *grid_or;
-  const int e = hw.ActivationBytes();
+  const int e = ComputeBytes(c.precision);
   const Bytes bsh_bytes = Bytes(c.mbs) * m.seq_len * m.hidden * e;
 
   // Groups of rank 0 are representative: every group of a kind has the same span (regular grid).
@@ -56,16 +70,16 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const bool sp = c.sequence_parallel;
   const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
 
-  const PieceCost layer = TransformerLayerCost(m, hw, c.tp, c.mbs, tp_pair, sp);
-  const PieceCost embed = EmbeddingCost(m, hw, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
-  const PieceCost head = HeadCost(m, hw, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag);
+  const Precision pr = c.precision;
+  const PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp);
+  const PieceCost embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
+  const PieceCost head =
+      HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag);
   const ComputeBreakdown core = c.recompute == Recompute::kSelective
-                                    ? AttentionCoreForwardCost(m, hw, c.tp, c.mbs)
+                                    ? AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs)
                                     : ComputeBreakdown{};
-
-  // What one microbatch keeps per layer and on the head (memory.h; same lists as ChunkStashBytes).
-  const Bytes layer_stash = ActivationBytes(LayerStash(m, c, m.dropout > 0), e);
-  const Bytes head_stash = ActivationBytes(HeadActivations(m, c), e);
+  // What one microbatch keeps on each chunk (the ledger's), for the simulator's memory counters.
+  const StashPrices prices = StashPricesOf(m, c);
 
   // After the first microbatch, each backward adds its weight gradients to the accumulated ones;
   // with an unfused accumulation that is an elementwise kernel per parameter tensor. Charged as
@@ -108,7 +122,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
         cc.forward = Add(cc.forward, head.forward);
         cc.backward = Add(cc.backward, head.backward);
       }
-      cc.stash_bytes = Bytes(n) * layer_stash + (HoldsHead(c, r, k) ? head_stash : 0);
+      cc.stash_bytes = ChunkStashBytes(prices, m, c, r, k);
       if (accumulate) {
         const bool holds_extra = HoldsEmbedding(c, r, k) || HoldsHead(c, r, k);
         const double elements = n * double(layer_params.elements) + (holds_extra ? extra : 0);
@@ -121,7 +135,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
 
   // Pipeline p2p: rank r -> r+1 (and the wrap p-1 -> 0). All t tensor ranks of a stage send at
   // once, each over its own path; with scatter/gather each sends 1/t and the receiver all-gathers.
-  t.p2p_bytes = BoundaryElements(m, c) * e;
+  t.p2p_bytes = PipelineMessageBytes(m, c);
   // (With sequence parallelism the boundary tensor is already split: no all-gather.)
   if (c.pp > 1 && c.scatter_gather && c.tp > 1 && !sp) {
     t.p2p_allgather = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
@@ -136,13 +150,12 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   }
 
   // After the flush.
-  const BytesPerParam bytes_per = BytesPerParameter(hw.precision);
+  const ParamBytes bytes_per = BytesPerParameter(c);
   const int grad_bytes = bytes_per.grad;
   const Bytes word_emb = PaddedVocab(m, c.tp) / c.tp * m.hidden * grad_bytes;
   t.dp_allreduce.assign(c.pp, 0.0);
   t.embedding_allreduce.assign(c.pp, 0.0);
   t.optimizer.assign(c.pp, 0.0);
-  t.static_memory.assign(c.pp, 0);
   for (int r = 0; r < c.pp; ++r) {
     const int64_t params = (*param_elements)[r];
     // The distributed optimizer reduce-scatters the gradients and all-gathers the updated weights.
@@ -158,10 +171,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     }
     // The distributed optimizer updates 1/d of the parameters on each GPU.
     t.optimizer[r] =
-        OptimizerTime(hw, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params);
-    t.static_memory[r] = params * (bytes_per.weight + bytes_per.grad) +
-                         OptimizerStateBytes(c, hw.precision, params) +
-                         Bytes(hw.workspace_GiB.value * kGiB);
+        OptimizerTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params);
   }
   t.param_elements = *param_elements;
   t.dp_buckets = 1;
@@ -195,12 +205,9 @@ PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& 
 
 void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                    Prediction* p) {
-  const int64_t vocab = PaddedVocab(m, c.tp);
   const double n = c.WorldSize();
-  p->tflops_per_gpu =
-      HardwareIterationFlops(m, c.global_batch, vocab, c.recompute) / p->iteration_s / n / kTera;
-  p->model_tflops_per_gpu =
-      IterationFlops(m, c.global_batch, vocab, false) / p->iteration_s / n / kTera;
+  p->tflops_per_gpu = HardwareIterationFlops(m, c) / p->iteration_s / n / kTera;
+  p->model_tflops_per_gpu = ModelIterationFlops(m, c) / p->iteration_s / n / kTera;
   p->percent_of_peak = 100.0 * p->tflops_per_gpu / cluster.profile.peak_tflops.value;
   p->tokens_per_s = double(c.global_batch) * m.seq_len / p->iteration_s;
 }
@@ -255,24 +262,22 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   p.bubble_fraction = pt.bubble / p.iteration_s;
   SetThroughput(m, cluster, c, &p);
 
-  // Memory: the peak is on the first rank (most in flight, the embedding) or the last (the head),
-  // since the ranks between hold the same parameters as each other and fewer microbatches than
-  // rank 0; `all_stages` lists every rank (for reports), otherwise just those two.
-  const Bytes live_layer =
-      ActivationBytes(RecomputeWorkingSet(m, c, m.dropout > 0), cluster.profile.ActivationBytes());
-  const BytesPerParam bp = BytesPerParameter(cluster.profile.precision);
+  // Memory: the ledger's per rank (core/ledger.h) plus the profile's workspace. The peak is on the
+  // first rank (most in flight, the embedding) or the last (the head), since the ranks between hold
+  // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
+  // rank (for reports), otherwise just those two.
+  const StashPrices prices = StashPricesOf(m, c);
+  const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
   for (int r = 0; r < c.pp; ++r) {
     if (!all_stages && r != 0 && r != c.pp - 1) continue;
+    const MemoryLedger l = ParameterMemory(c, t.param_elements[r]);
     StageMemory sm;
     sm.pp_rank = r;
-    const int64_t params = t.param_elements[r];
-    sm.weights = params * bp.weight;
-    sm.grads = params * bp.grad;
-    sm.optimizer = OptimizerStateBytes(c, cluster.profile.precision, params);
-    sm.workspace = t.static_memory[r] - sm.weights - sm.grads - sm.optimizer;
-    std::vector<Bytes> stash;
-    for (int k = 0; k < c.vp; ++k) stash.push_back(t.Chunk(r, k).stash_bytes);
-    sm.activations = InFlightActivationBytes(c, r, stash) + live_layer;
+    sm.weights = l.weights;
+    sm.grads = l.grads;
+    sm.optimizer = l.optimizer;
+    sm.activations = PeakActivationBytes(prices, m, c, r);
+    sm.workspace = workspace;
     if (sm.Total() > p.peak_memory) {
       p.peak_memory = sm.Total();
       p.peak_memory_stage = r;

@@ -17,9 +17,12 @@
 #include "core/model.h"
 #include "core/parallel.h"
 #include "costmodel/cost_table.h"
-#include "costmodel/memory.h"
 
 namespace ptdp::costmodel {
+
+// Parameter elements held by one GPU of each pipeline rank (core/shapes.h StageParameterElements),
+// what BuildCostTable and Predict read the ledger's parameter bytes from; callers may cache it.
+std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConfig& c);
 
 // Builds the simulator's CostTable. `param_elements` (StageParameterCounts) may be passed in by a
 // caller that caches it; when null it is computed. REQUIRES: layout.Validate(model) is ok and
@@ -55,6 +58,17 @@ struct Breakdown {
   Seconds optimizer = 0;
 };
 
+// One GPU of a pipeline rank: the ledger's MemoryOf (core/ledger.h) plus the profile's workspace.
+struct StageMemory {
+  int pp_rank = 0;
+  Bytes weights = 0;
+  Bytes grads = 0;
+  Bytes optimizer = 0;
+  Bytes activations = 0;
+  Bytes workspace = 0;
+  Bytes Total() const { return weights + grads + optimizer + activations + workspace; }
+};
+
 struct Prediction {
   Seconds iteration_s = 0;
   double tflops_per_gpu = 0;        // eq. (3): the recomputed forward counted when it runs
@@ -70,8 +84,10 @@ struct Prediction {
   double DaysToTrain(double tokens) const { return tokens / tokens_per_s / 86400.0; }
 };
 
-// Scores a layout. `pipeline` defaults to the closed form. `all_stages`: list the memory of every
-// pipeline rank in Prediction::memory (otherwise only the first and the last, where the peak is).
+// Scores a layout. Element sizes and bytes per parameter follow c.precision (the layout's, not the
+// profile's default). `pipeline` defaults to the closed form. `all_stages`: list the memory of
+// every pipeline rank in Prediction::memory (otherwise only the first and the last, where the peak
+// is).
 Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                    const CostTable& table, const PipelineModel* pipeline = nullptr,
                    bool all_stages = true);

@@ -35,8 +35,8 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   return b;
 }
 
-PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                               Seconds tp_allreduce_s, bool sequence_parallel) {
+PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
+                               int tp, int mbs, Seconds tp_allreduce_s, bool sequence_parallel) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, f = m.FfnHidden(), s = m.seq_len;
   const int64_t dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
   PieceCost c;
@@ -48,7 +48,7 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, in
       GemmBackwardTime(hw, s, dh, s, heads_batch) + GemmBackwardTime(hw, T, h, h / tp) +
       GemmBackwardTime(hw, T, f / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
   const LayerMemoryBytes mb =
-      LayerMemoryBytesOf(m, tp, mbs, hw.ActivationBytes(), sequence_parallel);
+      LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
   c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
   c.forward.tp_comm = 2 * tp_allreduce_s;
@@ -56,19 +56,20 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, in
   return c;
 }
 
-ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw, int tp,
-                                          int mbs) {
+ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw,
+                                          Precision precision, int tp, int mbs) {
   const int64_t s = m.seq_len, dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
-  const double e = hw.ActivationBytes(), S = double(heads_batch) * double(s) * double(s);
+  const double e = ComputeBytes(precision), S = double(heads_batch) * double(s) * double(s);
   ComputeBreakdown c;
   c.gemm = GemmTime(hw, s, s, dh, heads_batch) + GemmTime(hw, s, dh, s, heads_batch);
   c.memory = MemoryBoundTime(hw, 2 * e * S + (2 * e + 1) * S, 2);  // softmax, dropout
   return c;
 }
 
-PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                        Seconds tp_reduce_s, bool sequence_parallel) {
-  const double e = hw.ActivationBytes(), T = double(mbs) * double(m.seq_len), h = double(m.hidden);
+PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision, int tp,
+                        int mbs, Seconds tp_reduce_s, bool sequence_parallel) {
+  const double e = ComputeBytes(precision), T = double(mbs) * double(m.seq_len),
+               h = double(m.hidden);
   // The lookup writes all T h; with sequence parallelism its output is reduce-scattered and the
   // position add and dropout act on T h / t.
   const double Th_seq = sequence_parallel ? T * h / tp : T * h;
@@ -81,16 +82,16 @@ PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, i
   return c;
 }
 
-PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                   Seconds tp_allreduce_s, Seconds tp_small_allreduce_s, bool sequence_parallel,
-                   Seconds tp_allgather_s) {
+PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision, int tp,
+                   int mbs, Seconds tp_allreduce_s, Seconds tp_small_allreduce_s,
+                   bool sequence_parallel, Seconds tp_allgather_s) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, v = PaddedVocab(m, tp) / tp;
-  const double e = hw.ActivationBytes(), logits = double(T) * double(v),
+  const double e = ComputeBytes(precision), logits = double(T) * double(v),
                Th = sequence_parallel ? double(T) * h / tp : double(T) * h;
   PieceCost c;
   c.forward.gemm = GemmTime(hw, T, v, h);
   // Final LayerNorm; cross-entropy: read the logits, write and re-read them in fp32 (max, sum).
-  const double cast = e == 4 ? 0.0 : e + 4;  // logits.float() (none in fp32 training)
+  const double cast = IsHalf(precision) ? e + 4 : 0.0;  // logits.float() (none in fp32 training)
   c.forward.memory =
       MemoryBoundTime(hw, 2 * e * Th + (cast + 4 + 8 + 8 + 4 + 8) * logits, cast > 0 ? 7 : 6);
   // With sequence parallelism the final LayerNorm's output is all-gathered before the logits.

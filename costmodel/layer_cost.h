@@ -12,8 +12,9 @@
 //   MLP fc2    [T, h] = [T, f/t] x [f/t, h]
 // and backward runs each one's input- and weight-gradient GEMMs (costmodel/gemm.h).
 // Memory-bound bytes per layer, op by op as Megatron-LM of 2021 runs them in 16-bit training (e =
-// bytes per activation element; S = (b a/t) s^2 attention scores; LayerNorm, dropout and residual
-// act on the full T h on every tensor rank, since there is no sequence parallelism):
+// bytes per activation element, ComputeBytes of the layout's precision; S = (b a/t) s^2 attention
+// scores; LayerNorm, dropout and residual act on the full T h on every tensor rank, since there is
+// no sequence parallelism):
 //   op                    forward                 backward
 //   2 LayerNorms (apex)   2 x 2e T h              2 x 5e T h   (dx: dy, x in, dx out; gamma/beta
 //                                                               partial sums read dy, x again)
@@ -35,6 +36,7 @@
 
 #include "core/hardware.h"
 #include "core/model.h"
+#include "core/precision.h"
 #include "costmodel/cost_table.h"
 
 namespace ptdp::costmodel {
@@ -60,17 +62,18 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
 // `tp_allreduce_s` is the time of one all-reduce of b s h activation elements on the tensor
 // group's link (0 when tp == 1); with sequence parallelism pass the time of a reduce-scatter plus
 // an all-gather of b s h, which replace it, and LayerNorm, dropout and residual act on T h / t.
-PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                               Seconds tp_allreduce_s, bool sequence_parallel = false);
+PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
+                               int tp, int mbs, Seconds tp_allreduce_s,
+                               bool sequence_parallel = false);
 // The attention core's forward (scores and scores.V GEMMs, softmax, dropout): what selective
 // recomputation redoes in each layer's backward (Megatron-LM recomputes the whole core).
-ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw, int tp,
-                                          int mbs);
+ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw,
+                                          Precision precision, int tp, int mbs);
 // Word + position embedding lookup, add and dropout; the vocabulary-parallel embedding
 // all-reduces its output (b s h) forward. Backward: scatter-add into the word-embedding gradient.
 // `tp_reduce_s`: the all-reduce of the output (a reduce-scatter with sequence parallelism).
-PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                        Seconds tp_reduce_s, bool sequence_parallel = false);
+PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision, int tp,
+                        int mbs, Seconds tp_reduce_s, bool sequence_parallel = false);
 // Final LayerNorm, logits [T, V/t] = [T, h] x [h, V/t] and the vocabulary-parallel cross-entropy
 // as Megatron-LM of 2021 computes it over the L = T V/t local logits: logits.float() (e + 4 bytes
 // per logit; none in fp32 training), max (4), in-place subtract (8), in-place exp (8), sum (4),
@@ -80,8 +83,8 @@ PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, int tp, i
 // With sequence parallelism the final LayerNorm acts on T h / t, its output is all-gathered
 // (`tp_allgather_s`) before the logits, and `tp_allreduce_s` should be the backward's
 // reduce-scatter.
-PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs,
-                   Seconds tp_allreduce_s, Seconds tp_small_allreduce_s,
+PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision, int tp,
+                   int mbs, Seconds tp_allreduce_s, Seconds tp_small_allreduce_s,
                    bool sequence_parallel = false, Seconds tp_allgather_s = 0);
 
 }  // namespace ptdp::costmodel

@@ -12,7 +12,8 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!scatter_gather || *scatter_gather == c.scatter_gather) &&
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
          (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
-         (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion);
+         (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
+         (!precision || *precision == c.precision);
 }
 
 Result<FixedLayout> ParseFix(const std::string& text) {
@@ -54,6 +55,10 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       auto r = ParseRecompute(value);
       if (!r.ok()) return r.status().WithPrefix("--fix");
       f.recompute = *r;
+    } else if (key == "precision") {
+      auto p = ParsePrecision(value, "--fix: precision");
+      if (!p.ok()) return p.status();
+      f.precision = *p;
     } else if (key == "scatter_gather" || key == "sequence_parallel" ||
                key == "distributed_optimizer" || key == "grad_accumulation_fusion") {
       if (value != "on" && value != "off") {
@@ -65,9 +70,10 @@ Result<FixedLayout> ParseFix(const std::string& text) {
                                                                    : f.grad_accumulation_fusion;
       slot = value == "on";
     } else {
-      return Status::Invalid("--fix: unknown key \"" + key +
-                             "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
-                             "sequence_parallel, distributed_optimizer, grad_accumulation_fusion)");
+      return Status::Invalid(
+          "--fix: unknown key \"" + key +
+          "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
+          "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, precision)");
     }
   }
   if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {

@@ -27,6 +27,7 @@ ParallelConfig PaperLayout(const PaperRow& row) {
   c.recompute = Recompute::kFull;
   c.scatter_gather = true;
   c.global_batch = row.global_batch;
+  c.precision = Precision::kFp16;
   return c;
 }
 
@@ -40,7 +41,7 @@ const std::vector<LaterRun>& Korthikanti2022Runs() {
   return kRuns;
 }
 
-ParallelConfig LaterRunLayout(const LaterRun& run) {
+ParallelConfig LaterRunLayout(const LaterRun& run, Precision precision) {
   ParallelConfig c;
   c.tp = run.tp;
   c.pp = run.pp;
@@ -53,6 +54,7 @@ ParallelConfig LaterRunLayout(const LaterRun& run) {
   c.grad_accumulation_fusion = true;
   c.scatter_gather = true;
   c.global_batch = run.global_batch;
+  c.precision = precision;
   return c;
 }
 
@@ -63,7 +65,7 @@ Result<std::vector<LaterComparison>> CompareKorthikanti2022(const std::string& c
     lc.run = run;
     PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(run.model));
     PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, run.gpus));
-    auto cand = Evaluate(model, cluster, LaterRunLayout(run));
+    auto cand = Evaluate(model, cluster, LaterRunLayout(run, cluster.profile.precision));
     if (!cand.ok()) return cand.status().WithPrefix(std::string("Korthikanti run ") + run.model);
     lc.predicted = std::move(cand).value();
     lc.predicted_mfu_percent =

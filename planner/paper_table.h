@@ -22,7 +22,8 @@ struct PaperRow {
 };
 const std::vector<PaperRow>& PaperTable1();
 
-// The row's layout (interleaved when vp > 1, else 1F1B; full recomputation; scatter/gather on).
+// The row's layout (interleaved when vp > 1, else 1F1B; full recomputation; scatter/gather on;
+// fp16, as the paper's Megatron-LM ran: examples/sc21/CONFIG.sh passes --fp16).
 ParallelConfig PaperLayout(const PaperRow& row);
 
 struct PaperComparison {
@@ -46,7 +47,8 @@ struct LaterRun {
   double published_mfu_percent;
 };
 const std::vector<LaterRun>& Korthikanti2022Runs();
-ParallelConfig LaterRunLayout(const LaterRun& run);
+// `precision`: the cluster profile's (the runs' own precision is not stated with them).
+ParallelConfig LaterRunLayout(const LaterRun& run, Precision precision);
 struct LaterComparison {
   LaterRun run;
   Candidate predicted;

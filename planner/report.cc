@@ -84,7 +84,8 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   std::ostringstream o;
   o << "model " << m.name << " (" << Fmt("%.1f", ParameterCount(m) / 1e9) << "B parameters) on "
     << cluster.Gpus() << " GPUs of " << cluster.name << " (" << cluster.nodes << " nodes x "
-    << cluster.gpus_per_node << "), global batch " << r.top.front().layout.global_batch << "\n\n";
+    << cluster.gpus_per_node << "), global batch " << r.top.front().layout.global_batch << ", "
+    << PrecisionName(r.top.front().layout.precision) << "\n\n";
   char line[256];
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
@@ -175,6 +176,9 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   } else if (c.recompute == Recompute::kSelective) {
     o << " --recompute-granularity selective";
   }
+  // fp32 is Megatron-LM's default; 16-bit training names its dtype.
+  if (c.precision == Precision::kFp16) o << " --fp16";
+  if (c.precision == Precision::kBf16) o << " --bf16";
   if (c.sequence_parallel) o << " --sequence-parallel";
   if (c.distributed_optimizer) o << " --use-distributed-optimizer";
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
@@ -192,8 +196,7 @@ Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, co
   p.cluster.gpus = cluster.Gpus();
   p.cluster.gpus_per_node = cluster.gpus_per_node;
   p.layout = r.top.front().layout;
-  PTDP_ASSIGN_OR_RETURN(p.program,
-                        schedule::BuildProgram(m, p.layout, cluster.profile.ActivationBytes()));
+  PTDP_ASSIGN_OR_RETURN(p.program, schedule::BuildProgram(m, p.layout));
   p.has_program = true;
   p.prediction = Json::parse(PredictionToJson(r.top.front().prediction, tokens, true).dump());
   Json alts = Json::array();

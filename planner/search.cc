@@ -5,8 +5,6 @@
 #include <cstdio>
 #include <tuple>
 
-#include "costmodel/memory.h"
-
 namespace ptdp::planner {
 
 namespace {
@@ -39,9 +37,28 @@ class FixedPipeline : public costmodel::PipelineModel {
 
 }  // namespace
 
+Status CheckPrecision(const ClusterSpec& cluster, Precision precision, const std::string& field) {
+  const std::string& dtype = cluster.profile.gemm.dtype;
+  if (IsHalf(precision) == (dtype != "fp32")) return Status::Ok();
+  return Status::Invalid(field + ": " + PrecisionName(precision) + " on " + cluster.profile.name +
+                         ", whose GEMM table is " + dtype + ": its throughput does not hold for " +
+                         PrecisionName(precision) + " (profile the machine in that precision)");
+}
+
+Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOptions& o) {
+  if (o.fix.precision && o.precision && *o.fix.precision != *o.precision) {
+    return Status::Invalid(std::string("--precision ") + PrecisionName(*o.precision) +
+                           " differs from --fix precision=" + PrecisionName(*o.fix.precision));
+  }
+  const Precision p = o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
+  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster, p, "--precision"));
+  return p;
+}
+
 Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                            const std::vector<int64_t>* param_elements, bool all_stages) {
   PTDP_RETURN_IF_ERROR(c.Validate(m));
+  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster, c.precision, "layout.precision"));
   if (c.WorldSize() != cluster.Gpus()) {
     return Status::Invalid("layout: tp*pp*dp = " + std::to_string(c.WorldSize()) +
                            " but the cluster has " + std::to_string(cluster.Gpus()) + " GPUs");
@@ -67,6 +84,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   const int N = cluster.Gpus();
   const int64_t B = o.global_batch;
   const FixedLayout& fx = o.fix;
+  PTDP_ASSIGN_OR_RETURN(const Precision precision, SearchPrecision(cluster, o));
   SearchResult res;
   std::vector<Candidate> ok;
   std::map<std::tuple<int, int, int>, std::vector<int64_t>> param_cache;
@@ -150,6 +168,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.distributed_optimizer = dist_opt;
               c.grad_accumulation_fusion = fusion;
               c.global_batch = B;
+              c.precision = precision;
               if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
                 reject("tp_exceeds_node", "tp=" + std::to_string(t) + " spans more than the " +
                                               std::to_string(cluster.gpus_per_node) +

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,12 @@ struct SearchOptions {
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool grad_accumulation_fusion = false;  // dominates too: used on every layout when allowed
-  int keep = 10;                          // candidates kept in the result, best first
-  int refine_top = 10;                    // how many of the best the refiner re-scores (when set)
-  Refiner refiner;                        // empty: closed form only
+  // The precision of every candidate (`ptdp plan --precision`, or --fix precision=); unset: the
+  // cluster profile's default. Its element width must be the GEMM table's.
+  std::optional<Precision> precision;
+  int keep = 10;        // candidates kept in the result, best first
+  int refine_top = 10;  // how many of the best the refiner re-scores (when set)
+  Refiner refiner;      // empty: closed form only
   // Called now and then with (layouts done, layouts total, seconds so far).
   std::function<void(int64_t, int64_t, double)> progress;
 };
@@ -75,6 +79,12 @@ struct SearchResult {
 // an example.
 Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                             const SearchOptions& options);
+
+// Whether `cluster`'s GEMM table can price a layout in `precision`: a table measured in 16 bits
+// says nothing of fp32 throughput and the reverse. The error names `field` ("--precision").
+Status CheckPrecision(const ClusterSpec& cluster, Precision precision, const std::string& field);
+// The precision Search gives every candidate: --fix's, else options.precision, else the profile's.
+Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOptions& options);
 
 // Scores one layout (used by Search and by callers evaluating a given layout). Returns the
 // rejection as an error (out of memory: kDoesNotFit naming the stage and bytes).

@@ -25,7 +25,7 @@ class ProfileBackend {
   virtual std::string kind() const = 0;         // "cpu" | "cuda"
   virtual std::string device_name() const = 0;  // CPU model or GPU name, for sources
   virtual std::string gemm_dtype() const = 0;   // "fp32" (cpu) | "bf16" (cuda)
-  virtual TrainingPrecision precision() const = 0;
+  virtual Precision precision() const = 0;      // the dtype its GEMMs and kernels run in
   // Memory one rank may use: device memory on a GPU; physical memory / ranks_per_node on a CPU.
   virtual Result<double> MemoryCapacityBytes(int ranks_per_node) = 0;
   // Bytes held by libraries and communicators (cuBLAS workspace, NCCL buffers); 0 on the CPU.

@@ -45,7 +45,7 @@ class CpuBackend final : public ProfileBackend {
   std::string kind() const override { return "cpu"; }
   std::string device_name() const override { return model_; }
   std::string gemm_dtype() const override { return "fp32"; }
-  TrainingPrecision precision() const override { return TrainingPrecision::kFp32; }
+  Precision precision() const override { return Precision::kFp32; }
 
   Result<double> MemoryCapacityBytes(int ranks_per_node) override {
     const long pages = sysconf(_SC_PHYS_PAGES);

@@ -82,7 +82,7 @@ class CudaBackend final : public ProfileBackend {
   std::string kind() const override { return "cuda"; }
   std::string device_name() const override { return name_; }
   std::string gemm_dtype() const override { return "bf16"; }
-  TrainingPrecision precision() const override { return TrainingPrecision::kMixed; }
+  Precision precision() const override { return Precision::kBf16; }
   Result<double> MemoryCapacityBytes(int) override { return total_bytes_; }
   Result<double> WorkspaceBytes() override { return workspace_bytes_; }
 

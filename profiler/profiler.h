@@ -48,7 +48,7 @@ struct CollectiveSample {
 
 struct ProfileReport {
   std::string backend, device, host, date, gemm_dtype;
-  TrainingPrecision precision = TrainingPrecision::kFp32;
+  Precision precision = Precision::kFp32;
   int ranks = 1;
   std::vector<double> gemm_m, gemm_n, gemm_k;
   std::vector<GemmSample> gemm;  // m-major over the grid, as GemmTable

@@ -81,6 +81,8 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
   p.about = "Measured by `ptdp profile --backend " + r.backend + "` on " + r.device + " (" +
             r.host + "), " + r.date + ".";
   p.precision = r.precision;
+  p.precision_source = RunSource(r) + ": the " + r.backend + " backend trains in " +
+                       PrecisionName(r.precision) + " (its GEMM dtype " + r.gemm_dtype + ")";
   p.gpus_per_node = Measured(r, r.ranks, "ranks in the profiling run (one node)");
   double best = 0;
   for (const auto& g : r.gemm) best = std::max(best, g.tflops);

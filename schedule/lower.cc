@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/ledger.h"
 #include "core/shapes.h"
 #include "schedule/schedule.h"
 
@@ -105,13 +106,11 @@ Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recomput
   return out;
 }
 
-Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, int act_bytes) {
+Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg) {
   PTDP_RETURN_IF_ERROR(cfg.Validate(model));
-  if (act_bytes <= 0)
-    return Status::Invalid("act_bytes: must be > 0, got " + std::to_string(act_bytes));
   PTDP_ASSIGN_OR_RETURN(Program compute,
                         GenerateSchedule(cfg.schedule, cfg.pp, cfg.Microbatches(), cfg.vp));
-  const Bytes bytes = PipelineMessageBytes(model, cfg, act_bytes);
+  const Bytes bytes = PipelineMessageBytes(model, cfg);
   return Lower(compute, bytes, cfg.recompute != Recompute::kNone);
 }
 
@@ -125,10 +124,10 @@ std::string HeaderText(const Program& p) {
 }  // namespace
 
 Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
-                                 const ParallelConfig& cfg, int act_bytes) {
-  PTDP_ASSIGN_OR_RETURN(Program want, BuildProgram(model, cfg, act_bytes));
-  const std::string layout =
-      "layout " + cfg.ToString() + " (" + std::to_string(act_bytes) + "-byte activations)";
+                                 const ParallelConfig& cfg) {
+  PTDP_ASSIGN_OR_RETURN(Program want, BuildProgram(model, cfg));
+  const std::string layout = "layout " + cfg.ToString() + " (" +
+                             std::to_string(ComputeBytes(cfg.precision)) + "-byte activations)";
   if (p.kind != want.kind || p.pp != want.pp || p.vp != want.vp ||
       p.microbatches != want.microbatches || p.ranks.size() != want.ranks.size()) {
     return Status::Invalid("header is '" + HeaderText(p) + "' with " +

@@ -46,19 +46,19 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches
 // REQUIRES: `compute` holds only kForward / kBackward.
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
 
-// Generate + Lower for one layout: message bytes = PipelineMessageBytes(model, cfg, act_bytes)
-// (core/shapes.h), recompute when cfg.recompute is full or selective (the chunk's CostTable entry
+// Generate + Lower for one layout: message bytes = PipelineMessageBytes(model, cfg) (core/ledger.h:
+// the layout's precision decides the element size), recompute when cfg.recompute is full or selective (the chunk's CostTable entry
 // says what). Checks cfg.Validate(model) first.
-Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg, int act_bytes);
+Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg);
 
-// Ok when `p` is exactly the Program BuildProgram(model, cfg, act_bytes) gives: the same header
+// Ok when `p` is exactly the Program BuildProgram(model, cfg) gives: the same header
 // (kind, pp, vp, microbatches) and, rank by rank, the same instructions (message bytes and
 // recompute flags included). A plan file carries its Program; the simulator and the runtime both
 // execute it only after this check, so neither can run a schedule its layout does not describe.
 // The error names the first disagreement, e.g.
 //   "rank 1, instruction 7 is 'F3' but layout tp=2,pp=2,... (4-byte activations) gives 'B2'".
 Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
-                                 const ParallelConfig& cfg, int act_bytes);
+                                 const ParallelConfig& cfg);
 
 // Proves: ranks are numbered 0..pp-1; every instruction is in range (microbatch, chunk, peer);
 // every forward and backward of each (mb, chunk) appears exactly once per rank, each backward

@@ -19,8 +19,8 @@ Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& c
   if (program != nullptr) {
     out.program = *program;
   } else {
-    PTDP_ASSIGN_OR_RETURN(out.program,
-                          schedule::BuildProgram(m, c, cluster.profile.ActivationBytes()));
+    // Messages of the ledger's PipelineMessageBytes: BoundaryElements x the layout's element size.
+    PTDP_ASSIGN_OR_RETURN(out.program, schedule::BuildProgram(m, c));
   }
   out.costs = costs ? *costs : costmodel::BuildCostTable(m, cluster, c);
   if (ideal) out.costs = IdealCosts(out.costs);
@@ -32,7 +32,7 @@ Result<costmodel::PipelineTime> SimulatedPipelineTime(const ModelSpec& m,
                                                       const ClusterSpec& cluster,
                                                       const ParallelConfig& c,
                                                       const costmodel::CostTable& t) {
-  PTDP_ASSIGN_OR_RETURN(Program p, schedule::BuildProgram(m, c, cluster.profile.ActivationBytes()));
+  PTDP_ASSIGN_OR_RETURN(Program p, schedule::BuildProgram(m, c));
   PTDP_ASSIGN_OR_RETURN(SimResult r, Simulate(p, t));
   costmodel::PipelineTime out;
   out.total = ToSeconds(r.pipeline_ns);
@@ -41,7 +41,6 @@ Result<costmodel::PipelineTime> SimulatedPipelineTime(const ModelSpec& m,
   Nanoseconds busiest = 0;
   for (const RankStats& s : r.ranks) busiest = std::max(busiest, s.compute_ns);
   out.bubble = std::max(0.0, out.total - ToSeconds(busiest));
-  (void)c;
   return out;
 }
 

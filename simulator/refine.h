@@ -20,10 +20,11 @@ struct LayoutSimulation {
 };
 
 // Program (`program` when given, e.g. a plan file's, which the caller has checked against the
-// layout with schedule::CheckProgramMatchesLayout; else schedule::BuildProgram with the profile's
-// activation bytes) + CostTable (costmodel::BuildCostTable, or `costs` when given) + Simulate.
-// `ideal`: free communication and equal per-stage costs (IdealCosts). Errors: the layout's own
-// (ParallelConfig::Validate), a cluster of another size.
+// layout with schedule::CheckProgramMatchesLayout; else schedule::BuildProgram with the layout's
+// element size: messages of the ledger's PipelineMessageBytes) + CostTable
+// (costmodel::BuildCostTable, or `costs` when given) + Simulate. `ideal`: free communication and
+// equal per-stage costs (IdealCosts). Errors: the layout's own (ParallelConfig::Validate), a
+// cluster of another size.
 Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& cluster,
                                         const ParallelConfig& c,
                                         const SimOptions& options = SimOptions(),

@@ -124,7 +124,6 @@ void Interpreter::Issue(int r) {
         const Nanoseconds end = now + fwd_ns_[cc];
         s.live_bytes += c_.chunks[cc].stash_bytes;
         ++s.live;
-        if (s.live_bytes > rs.peak_activation_bytes) rs.peak_activation_bytes = s.live_bytes;
         rs.peak_stashed = std::max(rs.peak_stashed, s.live);
         Counter(r, now, s.live_bytes);
         rs.compute_ns += end - now;
@@ -275,8 +274,6 @@ Result<SimResult> Interpreter::Run() {
   st_.assign(pp, RankState());
   for (int r = 0; r < pp; ++r) {
     st_[r].backwards_left.assign(vp, p_.microbatches);
-    res_.ranks[r].static_bytes =
-        r < static_cast<int>(c_.static_memory.size()) ? c_.static_memory[r] : 0;
   }
   msg_.assign(static_cast<size_t>(2 * p_.microbatches * pp * vp), Message());
   q_.Reserve(static_cast<size_t>(4 * pp + 64));
@@ -365,7 +362,6 @@ costmodel::CostTable UniformCosts(int pp, int vp, Seconds forward_s, Seconds bac
   c.dp_allreduce.assign(pp, 0);
   c.embedding_allreduce.assign(pp, 0);
   c.optimizer.assign(pp, 0);
-  c.static_memory.assign(pp, 0);
   return c;
 }
 

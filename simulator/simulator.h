@@ -38,11 +38,11 @@ struct RankStats {
   Nanoseconds recv_wait_ns = 0;  // time the rank stood blocked in receives
   Nanoseconds allreduce_ns = 0;  // reduce-grads time on the critical path (after the flush)
   Nanoseconds optimizer_ns = 0;
-  Nanoseconds flush_ns = 0;         // end of this rank's last backward
-  Bytes peak_activation_bytes = 0;  // stashed microbatches' stash_bytes, at the worst moment
-  int peak_stashed = 0;             // (microbatch, chunk) pairs stashed at once, at the peak
-  Bytes static_bytes = 0;           // CostTable::static_memory
-  double bubble_fraction = 0;       // idle_ns / compute_ns (the paper's definition, this rank)
+  Nanoseconds flush_ns = 0;  // end of this rank's last backward
+  // (microbatch, chunk) pairs stashed at once, at the most. Memory in bytes is the ledger's
+  // (core/ledger.h MemoryOf with the Program), not the simulator's.
+  int peak_stashed = 0;
+  double bubble_fraction = 0;  // idle_ns / compute_ns (the paper's definition, this rank)
 };
 
 struct SimResult {

@@ -28,6 +28,7 @@ struct PlanArgs {
   std::string format = "table";
   std::string emit;
   std::string fix;
+  std::string precision;  // empty: the cluster profile's
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
        grad_accumulation_fusion = false;
@@ -60,6 +61,9 @@ Status RunPlan(const PlanArgs& a) {
   o.sequence_parallel = a.sequence_parallel;
   o.distributed_optimizer = a.distributed_optimizer;
   o.grad_accumulation_fusion = a.grad_accumulation_fusion;
+  if (!a.precision.empty()) {
+    PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
+  }
   if (a.simulate_top > 0) {
     o.refine_top = a.simulate_top;
     o.refiner = sim::SimulatedPipelineTime;  // replay the top K rank by rank (issue: simulate)
@@ -108,7 +112,10 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--fix", a->fix,
                   "Fix parts of the layout: tp=8,pp=64,dp=6,mbs=1,vp=1,recompute=full,"
                   "schedule=1f1b,scatter_gather=on (also sequence_parallel=on|off, "
-                  "distributed_optimizer=on|off, recompute=selective)");
+                  "distributed_optimizer=on|off, recompute=selective, precision=bf16)");
+  cmd->add_option("--precision", a->precision,
+                  "fp32 | bf16 | fp16: the precision of every layout (default: the cluster "
+                  "profile's)");
   cmd->add_flag("--allow-cross-node-tp", a->allow_cross_node_tp,
                 "Let the search put a tensor group across nodes");
   cmd->add_flag(

@@ -29,7 +29,7 @@ void RegisterPresets(CLI::App& app, int* exit_code) {
       }
       std::printf("  %-10s %9.0f %9.1f %8.0f %9.0f  %s\n", e.name, hw->gpus_per_node.value,
                   hw->peak_tflops.value, hw->memory_GiB.value, hw->hbm_GBps.value,
-                  TrainingPrecisionName(hw->precision));
+                  PrecisionName(hw->precision));
     }
     *exit_code = 0;
   });

@@ -67,15 +67,14 @@ Result<std::string> Figure4(const Program& compute) {
   return out;
 }
 
-// `--plan IN`: the Program of a plan file's layout (messages of its cluster profile's activation
-// bytes, as `ptdp plan` writes it). With `--out OUT`, the plan written again with that Program
+// `--plan IN`: the Program of a plan file's layout (messages in its layout's precision, as
+// `ptdp plan` writes it). With `--out OUT`, the plan written again with that Program
 // (version 2): how a hand-written or edited plan gets the Program simulate and train require.
 Status RunPlanSchedule(const std::string& in, const std::string& out, const std::string& format) {
   PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(in, /*require_program=*/false));
   auto cluster = planner::LoadCluster(plan.cluster.name, plan.cluster.gpus);
   if (!cluster.ok()) return cluster.status().WithPrefix(in + ": cluster");
-  PTDP_ASSIGN_OR_RETURN(plan.program, schedule::BuildProgram(plan.model, plan.layout,
-                                                             cluster->profile.ActivationBytes()));
+  PTDP_ASSIGN_OR_RETURN(plan.program, schedule::BuildProgram(plan.model, plan.layout));
   plan.has_program = true;
   Status v = schedule::Validate(plan.program);
   if (!v.ok()) return Status::Internal("generated program does not validate: " + v.message());

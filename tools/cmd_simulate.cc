@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/json.h"
+#include "core/ledger.h"
 #include "core/model.h"
 #include "core/plan_file.h"
 #include "core/timeline.h"
@@ -23,6 +24,14 @@
 namespace ptdp::tools {
 namespace {
 
+// One rank's memory as `ptdp simulate` reports it.
+struct RankMemory {
+  MemoryLedger ledger;
+  Bytes workspace = 0;
+  Bytes Static() const { return ledger.weights + ledger.grads + ledger.optimizer + workspace; }
+  Bytes Total() const { return ledger.Total() + workspace; }
+};
+
 struct SimulateArgs {
   std::string plan;
   std::string model = "gpt-1t";
@@ -31,6 +40,7 @@ struct SimulateArgs {
   int nodes = 0;
   int64_t global_batch = 0;
   std::string fix;
+  std::string precision;  // empty: the cluster profile's
   std::string trace;
   std::string svg;
   std::string format = "table";
@@ -66,6 +76,9 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
   o.global_batch = a.global_batch;
   o.keep = 1;
   PTDP_ASSIGN_OR_RETURN(o.fix, planner::ParseFix(a.fix));
+  if (!a.precision.empty()) {
+    PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
+  }
   PTDP_ASSIGN_OR_RETURN(planner::SearchResult r, planner::Search(*model, *cluster, o));
   *layout = r.top.front().layout;
   *origin =
@@ -77,10 +90,11 @@ Status RunSimulate(const SimulateArgs& a) {
   if (a.format != "table" && a.format != "json") {
     return Status::Invalid("--format: \"" + a.format + "\" is not table or json");
   }
-  if (!a.plan.empty() && (!a.fix.empty() || a.global_batch != 0 || a.gpus != 0 || a.nodes != 0)) {
+  if (!a.plan.empty() && (!a.fix.empty() || a.global_batch != 0 || a.gpus != 0 || a.nodes != 0 ||
+                          !a.precision.empty())) {
     return Status::Invalid(
-        "--plan: give either a plan file or the plan flags (--gpus, --global-batch, --fix), not "
-        "both");
+        "--plan: give either a plan file or the plan flags (--gpus, --global-batch, --fix, "
+        "--precision), not both");
   }
   ModelSpec model;
   ClusterSpec cluster;
@@ -95,14 +109,14 @@ Status RunSimulate(const SimulateArgs& a) {
   if (a.buckets < 0) return Status::Invalid("--buckets: must be a positive number of buckets");
   // A plan file's layout is checked here, before the cost model (which requires a valid one).
   PTDP_RETURN_IF_ERROR(layout.Validate(model).WithPrefix("layout"));
+  PTDP_RETURN_IF_ERROR(planner::CheckPrecision(cluster, layout.precision, "layout.precision"));
   if (layout.WorldSize() != cluster.Gpus()) {
     return Status::Invalid("layout: tp * pp * dp = " + std::to_string(layout.WorldSize()) +
                            " GPUs but the cluster has " + std::to_string(cluster.Gpus()));
   }
   // A plan's Program runs as written, once shown to be the one its layout gives.
   if (program) {
-    PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(*program, model, layout,
-                                                             cluster.profile.ActivationBytes())
+    PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(*program, model, layout)
                              .WithPrefix(a.plan + ": program"));
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -120,6 +134,12 @@ Status RunSimulate(const SimulateArgs& a) {
   const Seconds closed_form_s = pred.iteration_s;
   pred.iteration_s = ToSeconds(r.iteration_ns);
   costmodel::SetThroughput(model, cluster, layout, &pred);
+  // Memory per rank: the ledger's walk of the Program (core/ledger.h) plus the profile's workspace.
+  std::vector<RankMemory> memory;
+  for (int r = 0; r < layout.pp; ++r) {
+    memory.push_back(RankMemory{MemoryOf(model, layout, s.program, r),
+                                Bytes(cluster.profile.workspace_GiB.value * kGiB)});
+  }
   const int64_t m = layout.Microbatches();
   const double formula = double(layout.pp - 1) / double(layout.vp * m);
 
@@ -154,7 +174,8 @@ Status RunSimulate(const SimulateArgs& a) {
     OrderedJson peak = OrderedJson::array(), ranks = OrderedJson::array();
     for (size_t i = 0; i < r.ranks.size(); ++i) {
       const auto& rs = r.ranks[i];
-      peak.push_back(BytesToGiB(double(rs.peak_activation_bytes)));
+      const RankMemory& mem = memory[i];
+      peak.push_back(BytesToGiB(double(mem.ledger.activations)));
       OrderedJson rj;
       rj["pp_rank"] = i;
       rj["compute_s"] = ToSeconds(rs.compute_ns);
@@ -165,9 +186,15 @@ Status RunSimulate(const SimulateArgs& a) {
       rj["allreduce_s"] = ToSeconds(rs.allreduce_ns);
       rj["optimizer_s"] = ToSeconds(rs.optimizer_ns);
       rj["peak_stashed"] = rs.peak_stashed;
-      rj["peak_activation_GiB"] = BytesToGiB(double(rs.peak_activation_bytes));
-      rj["static_GiB"] = BytesToGiB(double(rs.static_bytes));
-      rj["peak_memory_GiB"] = BytesToGiB(double(rs.static_bytes + rs.peak_activation_bytes));
+      rj["peak_activation_GiB"] = BytesToGiB(double(mem.ledger.activations));
+      rj["static_GiB"] = BytesToGiB(double(mem.Static()));
+      rj["peak_memory_GiB"] = BytesToGiB(double(mem.Total()));
+      rj["weights_bytes"] = mem.ledger.weights;
+      rj["grads_bytes"] = mem.ledger.grads;
+      rj["optimizer_bytes"] = mem.ledger.optimizer;
+      rj["activations_bytes"] = mem.ledger.activations;
+      rj["workspace_bytes"] = mem.workspace;
+      rj["total_bytes"] = mem.Total();
       ranks.push_back(std::move(rj));
     }
     j["peak_activation_GiB"] = std::move(peak);
@@ -202,9 +229,8 @@ Status RunSimulate(const SimulateArgs& a) {
     std::printf("%5zu %10.4f %10.4f %8.4f %10.4f %10.4f %10.4f %8d %9.2f %9.2f %9.2f\n", i,
                 ToSeconds(rs.compute_ns), ToSeconds(rs.idle_ns), rs.bubble_fraction,
                 ToSeconds(rs.p2p_ns), ToSeconds(rs.recv_wait_ns), ToSeconds(rs.allreduce_ns),
-                rs.peak_stashed, BytesToGiB(double(rs.peak_activation_bytes)),
-                BytesToGiB(double(rs.static_bytes)),
-                BytesToGiB(double(rs.static_bytes + rs.peak_activation_bytes)));
+                rs.peak_stashed, BytesToGiB(double(memory[i].ledger.activations)),
+                BytesToGiB(double(memory[i].Static())), BytesToGiB(double(memory[i].Total())));
   }
   std::printf("\n%lld events, %lld instructions; program, costs and replay took %.3f s\n",
               (long long)r.events, (long long)InstructionCount(s.program), wall_s);
@@ -229,6 +255,8 @@ void RegisterSimulate(CLI::App& app, int* exit_code) {
   cmd->add_option("--global-batch", a->global_batch, "Global batch size B in sequences");
   cmd->add_option("--fix", a->fix,
                   "Fix parts of the layout: tp=8,pp=64,mbs=1,vp=1,schedule=1f1b,...");
+  cmd->add_option("--precision", a->precision,
+                  "fp32 | bf16 | fp16 (default: the cluster profile's); not with --plan");
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   cmd->add_option("--svg", a->svg, "Write an SVG Gantt picture of the schedule");
   cmd->add_option("--format", a->format, "table | json")->capture_default_str();

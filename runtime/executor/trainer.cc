@@ -101,12 +101,13 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.dp, cfg_.pp));
   const int me = world_->rank();
   coord_ = grid.Coord(me);
-  // The plan's Program is what runs, once shown to be the one its layout gives. Its messages must
-  // carry fp32 activations, what this runtime moves: a plan made for 2-byte activations (a
-  // mixed-precision profile) is refused here, naming the first message that differs.
-  constexpr int kActBytes = 4;
+  // The plan's Program is what runs, once shown to be the one its layout gives.
+  if (cfg_.precision != Precision::kFp32) {
+    return Status::Invalid("plan: layout.precision: '" + std::string(PrecisionName(cfg_.precision)) +
+                           "' is not executed by this runtime yet (use fp32)");
+  }
   if (!plan.has_program) return Status::Invalid("plan: program: missing (re-run ptdp plan)");
-  PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(plan.program, model_, cfg_, kActBytes)
+  PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(plan.program, model_, cfg_)
                            .WithPrefix("plan: program"));
   program_ = plan.program;
   PTDP_RETURN_IF_ERROR(schedule::Validate(program_));

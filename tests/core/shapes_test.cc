@@ -72,15 +72,16 @@ TEST(Shapes, InterleavedPlacement) {
   EXPECT_TRUE(HoldsEmbedding(c, 0, 0));
 }
 
+// 16-bit with dropout: Korthikanti's s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, plus what
+// the formula leaves out: the mean and 1/std of both LayerNorms, fp32 per token, 4 x 4 s b bytes.
 TEST(Shapes, KorthikantiActivationFormula) {
-  // 16-bit with dropout: s b h (10 + 24/t + 5 a s / (h t)) bytes per layer.
   ModelSpec m = Tiny();
   for (int t : {1, 2, 4}) {
     ParallelConfig c;
     c.tp = t;
     c.mbs = 2;
     const double s = m.seq_len, b = c.mbs, h = m.hidden, a = m.heads;
-    const double expect = s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
+    const double expect = s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)) + 16 * s * b;
     EXPECT_EQ(double(ActivationBytes(LayerActivations(m, c, /*dropout=*/true), 2)), expect);
   }
   ParallelConfig c;
@@ -92,7 +93,10 @@ TEST(Shapes, KorthikantiActivationFormula) {
 //   selective recomputation                   s b h (10 + 24/t)
 //   both                                      s b h 34/t
 //   full recomputation (+ sequence parallel)  2 s b h (/ t)
-// and what the backward rebuilds: the attention core 5 a s^2 b / t, or the whole layer.
+// plus the LayerNorm statistics (4 fp32 values per token: 16 s b bytes, 16 s b / t with sequence
+// parallelism, where LayerNorm sees s/t tokens), which Table 2 leaves out. What the backward
+// rebuilds: the attention core 5 a s^2 b / t, or the whole layer but its input (the checkpoint,
+// 2 s b h): s b h (8 + 24/t + 5 a s / (h t)) + 16 s b.
 TEST(Shapes, KorthikantiSequenceParallelAndSelective) {
   ModelSpec m = Tiny();
   for (int t : {2, 4}) {
@@ -106,9 +110,11 @@ TEST(Shapes, KorthikantiSequenceParallelAndSelective) {
       x.sequence_parallel = sp;
       return double(ActivationBytes(LayerStash(m, x, /*dropout=*/true), 2));
     };
-    EXPECT_EQ(bytes(Recompute::kNone, true), sbh * (34.0 / t + 5.0 * a * s / (h * t))) << t;
-    EXPECT_EQ(bytes(Recompute::kSelective, false), sbh * (10.0 + 24.0 / t)) << t;
-    EXPECT_EQ(bytes(Recompute::kSelective, true), sbh * 34.0 / t) << t;
+    const double stats = 16 * s * b;
+    EXPECT_EQ(bytes(Recompute::kNone, true), sbh * (34.0 / t + 5.0 * a * s / (h * t)) + stats / t)
+        << t;
+    EXPECT_EQ(bytes(Recompute::kSelective, false), sbh * (10.0 + 24.0 / t) + stats) << t;
+    EXPECT_EQ(bytes(Recompute::kSelective, true), sbh * 34.0 / t + stats / t) << t;
     EXPECT_EQ(bytes(Recompute::kFull, false), 2 * sbh) << t;
     EXPECT_EQ(bytes(Recompute::kFull, true), 2 * sbh / t) << t;
     ParallelConfig sel = c;
@@ -118,7 +124,7 @@ TEST(Shapes, KorthikantiSequenceParallelAndSelective) {
     ParallelConfig full = c;
     full.recompute = Recompute::kFull;
     EXPECT_EQ(double(ActivationBytes(RecomputeWorkingSet(m, full, true), 2)),
-              sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t)));
+              sbh * (8.0 + 24.0 / t + 5.0 * a * s / (h * t)) + stats);
     EXPECT_TRUE(RecomputeWorkingSet(m, c, true).empty());
     // Pipeline messages are split across the tensor ranks under sequence parallelism.
     ParallelConfig sp = c;

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "costmodel/flops.h"
+#include "core/ledger.h"
 #include "costmodel/layer_cost.h"
 #include "tests/costmodel/test_profile.h"
 
@@ -22,7 +22,6 @@ CostTable Uniform(int pp, int vp, double f, double b) {
   t.dp_allreduce.assign(pp, 0.0);
   t.embedding_allreduce.assign(pp, 0.0);
   t.optimizer.assign(pp, 0.0);
-  t.static_memory.assign(pp, 0);
   t.param_elements.assign(pp, 0);
   return t;
 }
@@ -64,10 +63,13 @@ ModelSpec Tiny() {
   return m;
 }
 
-// Throughput follows the iteration time: eq. (3) FLOPs / (iteration x GPUs).
+// Throughput follows the iteration time: eq. (3) FLOPs / (iteration x GPUs), with B = 16, s = 32,
+// l = 8, h = 64, V = 256: 96 B s l h^2 (1 + s/6h + V/16lh). The iteration is the closed form's
+// (1 + (p - 1)/m) m max_r T_r plus the slowest rank's tail (m = 16 / (2 x 2) = 4, p = 2).
 TEST(Predict, ThroughputFromIterationTime) {
   const ClusterSpec cl = testing::RoundCluster(8);
   ParallelConfig c;
+  c.precision = Precision::kFp16;
   c.tp = 2;
   c.pp = 2;
   c.dp = 2;
@@ -76,20 +78,53 @@ TEST(Predict, ThroughputFromIterationTime) {
   c.recompute = Recompute::kFull;
   const CostTable t = BuildCostTable(Tiny(), cl, c);
   const Prediction p = Predict(Tiny(), cl, c, t);
-  const double flops = IterationFlops(Tiny(), 16, PaddedVocab(Tiny(), 2), true);
-  EXPECT_NEAR(p.tflops_per_gpu, flops / p.iteration_s / 8 / 1e12, 1e-9);
+  const double B = 16, s = 32, l = 8, h = 64, V = 256;
+  const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(p.tflops_per_gpu, eq3 / p.iteration_s / 8 / 1e12, 1e-9);
   EXPECT_LT(p.model_tflops_per_gpu, p.tflops_per_gpu);
   EXPECT_NEAR(p.tokens_per_s, 16 * 32 / p.iteration_s, 1e-6);
-  const Breakdown& b = p.breakdown;
-  EXPECT_NEAR(b.compute + b.tp_comm + b.pp_comm + b.bubble + b.dp_comm + b.optimizer, p.iteration_s,
-              1e-12);
-  ASSERT_EQ(p.memory.size(), 2u);
-  EXPECT_EQ(p.memory[0].weights + p.memory[0].grads + p.memory[0].optimizer,
-            16 * t.param_elements[0]);
-  // The memory Predict reports per stage is StageMemoryOf's.
+  const std::vector<Seconds> per = StageMicrobatchTimes(t);
+  const double tmax = std::max(per[0], per[1]);
+  double tail = 0;
   for (int r = 0; r < 2; ++r) {
-    const StageMemory s = StageMemoryOf(Tiny(), c, cl.profile, r, t.param_elements[r]);
-    EXPECT_EQ(p.memory[r].Total(), s.Total()) << r;
+    tail = std::max(tail, t.dp_allreduce[r] + t.embedding_allreduce[r] + t.optimizer[r]);
+  }
+  EXPECT_NEAR(p.iteration_s, (1 + 1.0 / 4) * 4 * tmax + tail, 1e-12);
+  ASSERT_EQ(p.memory.size(), 2u);
+}
+
+// The planner's memory per rank is the ledger's MemoryOf plus the profile's workspace (1 GiB on the
+// round profile): fp16 without fusion, 2 + 2 + 12 = 16 bytes per parameter; bf16, 2 + 4 + 12.
+TEST(Predict, MemoryIsTheLedgersPlusWorkspace) {
+  const ClusterSpec cl = testing::RoundCluster(8);
+  for (Precision precision : {Precision::kFp16, Precision::kBf16}) {
+    for (ScheduleKind kind : {ScheduleKind::k1F1B, ScheduleKind::kInterleaved}) {
+      ParallelConfig c;
+      c.precision = precision;
+      c.tp = 2;
+      c.pp = 2;
+      c.dp = 2;
+      c.mbs = 1;
+      c.global_batch = 8;
+      c.schedule = kind;
+      c.vp = kind == ScheduleKind::kInterleaved ? 2 : 1;
+      c.recompute = Recompute::kFull;
+      const CostTable t = BuildCostTable(Tiny(), cl, c);
+      const Prediction p = Predict(Tiny(), cl, c, t);
+      ASSERT_EQ(p.memory.size(), 2u);
+      const int per_param = precision == Precision::kFp16 ? 16 : 18;
+      for (int r = 0; r < 2; ++r) {
+        const MemoryLedger l = MemoryOf(Tiny(), c, r);
+        const StageMemory& s = p.memory[size_t(r)];
+        EXPECT_EQ(s.weights, l.weights);
+        EXPECT_EQ(s.grads, l.grads);
+        EXPECT_EQ(s.optimizer, l.optimizer);
+        EXPECT_EQ(s.activations, l.activations);
+        EXPECT_EQ(s.workspace, Bytes(1) << 30);
+        EXPECT_EQ(s.Total(), l.Total() + (Bytes(1) << 30));
+        EXPECT_EQ(s.weights + s.grads + s.optimizer, per_param * t.param_elements[size_t(r)]);
+      }
+    }
   }
 }
 
@@ -105,6 +140,7 @@ TEST(CostTableTest, UnfusedGradientAccumulation) {
   unfused.profile.kernel_launch_us = testing::S(2);
   plain.profile.kernel_launch_us = testing::S(2);
   ParallelConfig c;
+  c.precision = Precision::kFp16;  // the round profile's 16-bit GEMM table
   c.tp = 2;
   c.pp = 2;
   c.dp = 2;
@@ -144,6 +180,7 @@ TEST(CostTableTest, UnfusedGradientAccumulation) {
 // nodes of 8.
 TEST(CostTableTest, TensorGroupAcrossNodesIsSlower) {
   ParallelConfig c;
+  c.precision = Precision::kFp16;  // the round profile's 16-bit GEMM table
   c.tp = 4;
   c.pp = 1;
   c.dp = 2;
@@ -158,6 +195,7 @@ TEST(CostTableTest, TensorGroupAcrossNodesIsSlower) {
 // Scatter/gather: b s h / t elements per message in 16-bit (2 * 32 * 64 / 2 * 2 bytes), else b s h.
 TEST(CostTableTest, ScatterGatherShrinksMessages) {
   ParallelConfig c;
+  c.precision = Precision::kFp16;  // the round profile's 16-bit GEMM table
   c.tp = 2;
   c.pp = 2;
   c.dp = 2;
@@ -182,6 +220,7 @@ TEST(CostTableTest, ScatterGatherShrinksMessages) {
 TEST(CostTableTest, SequenceParallel) {
   const ClusterSpec cl = testing::RoundCluster(8);
   ParallelConfig c;
+  c.precision = Precision::kFp16;  // the round profile's 16-bit GEMM table
   c.tp = 4;
   c.pp = 2;
   c.dp = 1;
@@ -210,6 +249,7 @@ TEST(CostTableTest, SequenceParallel) {
 TEST(CostTableTest, SelectiveRecomputeIsTheAttentionCore) {
   const ClusterSpec cl = testing::RoundCluster(8);
   ParallelConfig c;
+  c.precision = Precision::kFp16;  // the round profile's 16-bit GEMM table
   c.tp = 2;
   c.pp = 2;
   c.dp = 2;
@@ -217,7 +257,8 @@ TEST(CostTableTest, SelectiveRecomputeIsTheAttentionCore) {
   c.global_batch = 4;
   c.recompute = Recompute::kSelective;
   const CostTable t = BuildCostTable(Tiny(), cl, c);
-  const ComputeBreakdown core = AttentionCoreForwardCost(Tiny(), cl.profile, 2, 2);
+  const ComputeBreakdown core =
+      AttentionCoreForwardCost(Tiny(), cl.profile, Precision::kFp16, 2, 2);
   // 100 TFLOP/s flat: the two GEMMs are 4 b s^2 h / t FLOPs; softmax and dropout (4 + 5) bytes per
   // score at 1000 GB/s.
   EXPECT_NEAR(core.gemm, 4.0 * 2 * 32 * 32 * 64 / 2 / 100e12, 1e-18);
@@ -232,22 +273,57 @@ TEST(CostTableTest, SelectiveRecomputeIsTheAttentionCore) {
 TEST(CostTableTest, DistributedOptimizer) {
   const ClusterSpec cl = testing::RoundCluster(8);
   ParallelConfig c;
+  c.precision = Precision::kFp16;
   c.tp = 1;
   c.pp = 2;
   c.dp = 4;
   c.mbs = 1;
   c.global_batch = 8;
   const CostTable a = BuildCostTable(Tiny(), cl, c);
+  const Prediction pa = Predict(Tiny(), cl, c, a);
   c.distributed_optimizer = true;
   const CostTable b = BuildCostTable(Tiny(), cl, c);
+  const Prediction pb = Predict(Tiny(), cl, c, b);
   for (int r = 0; r < 2; ++r) {
     const int64_t n = a.param_elements[r];
-    EXPECT_EQ(a.static_memory[r] - b.static_memory[r], 12 * n - (12 * n + 3) / 4) << r;
+    EXPECT_EQ(pa.memory[r].optimizer - pb.memory[r].optimizer, 12 * n - (12 * n + 3) / 4) << r;
     EXPECT_NEAR(b.optimizer[r], a.optimizer[r] * double((n + 3) / 4) / double(n), 1e-15) << r;
     const double bus = n * 2.0 * 3 / 4 / 200e9;  // (d-1)/d of the 16-bit gradients or weights
     EXPECT_NEAR(b.dp_allreduce[r], 2 * (10e-6 + bus), 1e-15) << r;
     EXPECT_NEAR(a.dp_allreduce[r], 10e-6 + 2 * bus, 1e-15) << r;
   }
+}
+
+// The layout's precision sets the element sizes: pipeline messages of b s h = 2 x 32 x 64 elements
+// (no scatter/gather) take 2 bytes in fp16 and bf16, 4 in fp32; bf16 all-reduces fp32 main
+// gradients (4 bytes per parameter: 10 us + 2 (d-1)/d 4n / 200 GB/s), fp16 unfused 16-bit ones;
+// the fp16 optimizer step moves 52 bytes per parameter, fp32's 32 (1000 GB/s).
+TEST(CostTableTest, PrecisionSetsElementSizes) {
+  ClusterSpec cl = testing::RoundCluster(8);
+  ParallelConfig c;
+  c.tp = 1;
+  c.pp = 2;
+  c.dp = 4;
+  c.mbs = 2;
+  c.global_batch = 8;
+  c.scatter_gather = false;
+  c.precision = Precision::kFp16;
+  const CostTable half = BuildCostTable(Tiny(), cl, c);
+  c.precision = Precision::kBf16;
+  const CostTable bf16 = BuildCostTable(Tiny(), cl, c);
+  EXPECT_EQ(half.p2p_bytes, 2 * 32 * 64 * 2);
+  EXPECT_EQ(bf16.p2p_bytes, 2 * 32 * 64 * 2);
+  for (int r = 0; r < 2; ++r) {
+    const double n = double(half.param_elements[r]);
+    EXPECT_NEAR(half.dp_allreduce[r], 10e-6 + 2 * 0.75 * 2 * n / 200e9, 1e-15) << r;
+    EXPECT_NEAR(bf16.dp_allreduce[r], 10e-6 + 2 * 0.75 * 4 * n / 200e9, 1e-15) << r;
+    EXPECT_NEAR(half.optimizer[r], 52 * n / 1e12, 1e-15) << r;
+  }
+  cl.profile = testing::RoundProfile(Precision::kFp32);
+  c.precision = Precision::kFp32;
+  const CostTable fp32 = BuildCostTable(Tiny(), cl, c);
+  EXPECT_EQ(fp32.p2p_bytes, 2 * 32 * 64 * 4);
+  EXPECT_NEAR(fp32.optimizer[0], 32 * double(fp32.param_elements[0]) / 1e12, 1e-15);
 }
 
 }  // namespace

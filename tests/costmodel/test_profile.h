@@ -12,7 +12,7 @@ inline Sourced S(double v) {
   return Sourced{v, "test"};
 }
 
-inline HardwareProfile RoundProfile(TrainingPrecision precision = TrainingPrecision::kMixed) {
+inline HardwareProfile RoundProfile(Precision precision = Precision::kFp16) {
   HardwareProfile p;
   p.name = "round";
   p.precision = precision;
@@ -23,7 +23,8 @@ inline HardwareProfile RoundProfile(TrainingPrecision precision = TrainingPrecis
   p.memory_bound_GBps = S(1000);
   p.workspace_GiB = S(1);
   p.kernel_launch_us = S(0);
-  p.gemm.dtype = precision == TrainingPrecision::kMixed ? "fp16" : "fp32";
+  p.precision_source = "test";
+  p.gemm.dtype = IsHalf(precision) ? "fp16" : "fp32";
   p.gemm.source = "test";
   p.gemm.m = {1, 1e9};
   p.gemm.n = {1, 1e9};

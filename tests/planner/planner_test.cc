@@ -4,6 +4,7 @@
 #include "planner/cluster.h"
 #include "planner/fix.h"
 #include "planner/paper_table.h"
+#include "planner/report.h"
 #include "planner/search.h"
 
 namespace ptdp::planner {
@@ -139,6 +140,44 @@ TEST(ProfileSchema, UnknownKeyWrongTypeMissingSource) {
       << f.status().message();
 }
 
+// The profile's precision: {"value": fp32 | bf16 | fp16, "source"}; the presets' are selene fp16
+// (the paper's runs), dgx-h100 bf16, cpu fp32; the old key is refused with its new name, and a
+// 16-bit profile cannot say fp32 (its GEMM table is 16-bit).
+TEST(ProfileSchema, Precision) {
+  auto sel = HardwareProfileFromJson(SeleneJson(), "p");
+  ASSERT_TRUE(sel.ok());
+  EXPECT_EQ(sel->precision, Precision::kFp16);
+  EXPECT_NE(sel->precision_source.find("--fp16"), std::string::npos);
+  EXPECT_EQ(LoadProfile("dgx-h100")->precision, Precision::kBf16);
+  EXPECT_EQ(LoadProfile("cpu")->precision, Precision::kFp32);
+  Json bf16 = SeleneJson();
+  bf16["precision"]["value"] = "bf16";
+  EXPECT_EQ(HardwareProfileFromJson(bf16, "p")->precision, Precision::kBf16);
+  Json fp32 = SeleneJson();
+  fp32["precision"]["value"] = "fp32";
+  auto a = HardwareProfileFromJson(fp32, "p");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("p.gemm.dtype"), std::string::npos) << a.status().message();
+  Json fp8 = SeleneJson();
+  fp8["precision"]["value"] = "fp8";
+  auto b = HardwareProfileFromJson(fp8, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.precision.value"), std::string::npos)
+      << b.status().message();
+  Json old = SeleneJson();
+  old.erase("precision");
+  old["training_precision"] = "mixed";
+  auto c = HardwareProfileFromJson(old, "p");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("renamed to \"precision\""), std::string::npos)
+      << c.status().message();
+  // It round-trips.
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*sel).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->precision, Precision::kFp16);
+  EXPECT_EQ(back->precision_source, sel->precision_source);
+}
+
 SearchResult Search1T(SearchOptions o = SearchOptions()) {
   auto m = LoadModel("gpt-1t");
   auto c = LoadCluster("selene", 3072);
@@ -260,20 +299,79 @@ TEST(Paper, LaterRunsWithinTenPercent) {
 }
 
 // The acceptance is every row of the paper's Table 1, with the paper's layout on selene,
-// within +-10% of the published TFLOP/s per GPU. Nine rows meet it. The 76B row is predicted about
-// 11% high and nothing was fitted to pull it in (docs/paper.md): it is held to 12% so that a
-// regression anywhere still fails, and listed as open in the README: a known miss, not a pass.
+// within +-10% of the published TFLOP/s per GPU. Nine rows meet it and are held to it here; the
+// 76B row is not (KnownMiss76B below).
 TEST(Paper, TableOneWithinTenPercent) {
   auto rows = ComparePaperTable1("selene");
   ASSERT_TRUE(rows.ok()) << rows.status().message();
   ASSERT_EQ(rows->size(), 10u);
   for (const auto& r : *rows) {
-    const double bound = std::string(r.row.model) == "gpt-76b" ? 12.0 : 10.0;
-    EXPECT_LE(std::abs(r.error_percent), bound)
+    EXPECT_LE(r.predicted.prediction.peak_memory, Bytes(80) << 30) << r.row.model;
+    EXPECT_EQ(r.predicted.layout.precision, Precision::kFp16) << r.row.model;
+    if (std::string(r.row.model) == "gpt-76b") continue;  // the known miss, asserted below
+    EXPECT_LE(std::abs(r.error_percent), 10.0)
         << r.row.model << ": predicted " << r.predicted.prediction.tflops_per_gpu << ", published "
         << r.row.published_tflops_per_gpu;
-    EXPECT_LE(r.predicted.prediction.peak_memory, Bytes(80) << 30) << r.row.model;
   }
+}
+
+// The 76B row is predicted about 11% high and nothing was fitted to pull it in (docs/paper.md).
+// This records the miss as it stands: it fails when the row comes within 10% (then move the row
+// into TableOneWithinTenPercent) or when it drifts beyond 12% (a regression).
+TEST(Paper, KnownMiss76B) {
+  auto rows = ComparePaperTable1("selene");
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  int found = 0;
+  for (const auto& r : *rows) {
+    if (std::string(r.row.model) != "gpt-76b") continue;
+    ++found;
+    EXPECT_GT(std::abs(r.error_percent), 10.0) << "fixed: hold gpt-76b to 10% with the others";
+    EXPECT_LE(std::abs(r.error_percent), 12.0)
+        << "predicted " << r.predicted.prediction.tflops_per_gpu;
+  }
+  EXPECT_EQ(found, 1);
+}
+
+// The precision of every candidate is the profile's by default (selene: fp16), or the one asked
+// for; bf16 keeps fp32 main gradients (18 bytes per parameter against fp16's 16), so the same
+// layout needs more memory, and the Megatron-LM flags name the dtype.
+TEST(Search, PrecisionSetsEveryLayoutAndItsMemory) {
+  SearchOptions o;
+  o.fix = *ParseFix("tp=8,pp=64,mbs=1,vp=1,schedule=1f1b,recompute=full,scatter_gather=on");
+  const SearchResult fp16 = Search1T(o);
+  ASSERT_EQ(fp16.top.size(), 1u);
+  EXPECT_EQ(fp16.top[0].layout.precision, Precision::kFp16);
+  o.precision = Precision::kBf16;
+  const SearchResult bf16 = Search1T(o);
+  ASSERT_EQ(bf16.top.size(), 1u);
+  EXPECT_EQ(bf16.top[0].layout.precision, Precision::kBf16);
+  const costmodel::StageMemory& a = fp16.top[0].prediction.memory[0];
+  const costmodel::StageMemory& b = bf16.top[0].prediction.memory[0];
+  EXPECT_EQ(b.grads, 2 * a.grads);
+  EXPECT_EQ(b.weights, a.weights);
+  EXPECT_EQ(b.activations, a.activations);
+  EXPECT_GT(bf16.top[0].prediction.peak_memory, fp16.top[0].prediction.peak_memory);
+  auto m = LoadModel("gpt-1t");
+  ASSERT_TRUE(m.ok());
+  EXPECT_NE(MegatronArgs(*m, fp16.top[0].layout).find(" --fp16"), std::string::npos);
+  EXPECT_NE(MegatronArgs(*m, bf16.top[0].layout).find(" --bf16"), std::string::npos);
+  // --fix precision= says the same; a different --precision beside it is refused, and so is fp32
+  // on selene, whose GEMM table is fp16.
+  SearchOptions f;
+  f.fix = *ParseFix("tp=8,pp=64,mbs=1,vp=1,schedule=1f1b,recompute=full,precision=bf16");
+  EXPECT_EQ(Search1T(f).top[0].layout.precision, Precision::kBf16);
+  auto cluster = LoadCluster("selene", 3072);
+  ASSERT_TRUE(cluster.ok());
+  f.global_batch = 3072;
+  f.precision = Precision::kFp16;
+  EXPECT_FALSE(Search(*m, *cluster, f).ok());
+  SearchOptions fp32;
+  fp32.global_batch = 3072;
+  fp32.precision = Precision::kFp32;
+  auto refused = Search(*m, *cluster, fp32);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--precision: fp32"), std::string::npos)
+      << refused.status().message();
 }
 
 }  // namespace

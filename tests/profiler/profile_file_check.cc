@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   };
   if (p->gpus_per_node.value != std::stod(argv[2]))
     return fail("gpus_per_node is not the rank count");
-  if (p->gemm.dtype != "fp32" || p->precision != TrainingPrecision::kFp32)
+  if (p->gemm.dtype != "fp32" || p->precision != Precision::kFp32)
     return fail("cpu profile is not fp32");
   for (const Sourced* s : {&p->peak_tflops, &p->memory_GiB, &p->hbm_GBps, &p->memory_bound_GBps,
                            &p->kernel_launch_us, &p->gpus_per_node}) {

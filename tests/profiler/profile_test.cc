@@ -42,7 +42,7 @@ TEST(ProfileTest, CpuProfileRoundTripsThroughTheStrictReader) {
   auto back = HardwareProfileFromJson(j, "x.json");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->name, "test-cpu");
-  EXPECT_EQ(back->precision, TrainingPrecision::kFp32);
+  EXPECT_EQ(back->precision, Precision::kFp32);
   EXPECT_EQ(back->gemm.dtype, "fp32");
   EXPECT_EQ(back->gemm.m, (std::vector<double>{16, 64}));
   ASSERT_EQ(back->gemm.tflops.size(), 8u);
@@ -86,7 +86,7 @@ ProfileReport SyntheticReport(const std::string& backend, int ranks) {
   r.host = "h";
   r.date = "2026-11-25";
   r.gemm_dtype = backend == "cuda" ? "bf16" : "fp32";
-  r.precision = backend == "cuda" ? TrainingPrecision::kMixed : TrainingPrecision::kFp32;
+  r.precision = backend == "cuda" ? Precision::kBf16 : Precision::kFp32;
   r.ranks = ranks;
   r.gemm_m = {1};
   r.gemm_n = {1};
@@ -125,7 +125,7 @@ TEST(ProfileTest, MeasuredLinksUseLargestMessageAndSmallestLatency) {
   EXPECT_DOUBLE_EQ(p->intra_node.send_recv_GBps.value, algbw);
   EXPECT_DOUBLE_EQ(p->intra_node.latency_us.value, 20);
   EXPECT_EQ(p->gpus_per_node.value, 8);
-  EXPECT_EQ(p->precision, TrainingPrecision::kMixed);
+  EXPECT_EQ(p->precision, Precision::kBf16);
   // One node: the inter-node figures are the intra-node ones, and say so.
   EXPECT_DOUBLE_EQ(p->inter_node.all_reduce_busbw_GBps.value,
                    p->intra_node.all_reduce_busbw_GBps.value);

@@ -3,6 +3,7 @@
 // gives.
 #include <gtest/gtest.h>
 
+#include "core/ledger.h"
 #include "core/shapes.h"
 #include "schedule/schedule.h"
 
@@ -71,11 +72,11 @@ TEST(ValidatePairOrder, EveryBuiltProgramKeepsPairOrder) {
           c.vp = vp;
           c.schedule = kind;
           c.global_batch = mb;
-          auto p = BuildProgram(m, c, 4);
+          auto p = BuildProgram(m, c);
           ASSERT_TRUE(p.ok()) << p.status().ToString() << " " << c.ToString();
           Status s = Validate(*p);
           EXPECT_TRUE(s.ok()) << c.ToString() << ": " << s.ToString();
-          EXPECT_TRUE(CheckProgramMatchesLayout(*p, m, c, 4).ok());
+          EXPECT_TRUE(CheckProgramMatchesLayout(*p, m, c).ok());
           ++checked;
         }
       }
@@ -98,7 +99,7 @@ class MatchTest : public ::testing::Test {
     c_.mbs = 1;
     c_.global_batch = 4;
     c_.recompute = Recompute::kFull;
-    auto p = BuildProgram(m_, c_, 4);
+    auto p = BuildProgram(m_, c_);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     p_ = *p;
   }
@@ -108,14 +109,14 @@ class MatchTest : public ::testing::Test {
 };
 
 TEST_F(MatchTest, TheBuiltProgramMatches) {
-  EXPECT_TRUE(CheckProgramMatchesLayout(p_, m_, c_, 4).ok());
-  EXPECT_EQ(p_.ranks[0].instrs[1].bytes, PipelineMessageBytes(m_, c_, 4));
-  EXPECT_EQ(PipelineMessageBytes(m_, c_, 4), 32 * 64 / 2 * 4);  // b s h / t, scatter/gather
+  EXPECT_TRUE(CheckProgramMatchesLayout(p_, m_, c_).ok());
+  EXPECT_EQ(p_.ranks[0].instrs[1].bytes, PipelineMessageBytes(m_, c_));
+  EXPECT_EQ(PipelineMessageBytes(m_, c_), 32 * 64 / 2 * 4);  // b s h / t, scatter/gather
 }
 
 TEST_F(MatchTest, SwappedInstructionsAreNamed) {
   std::swap(p_.ranks[1].instrs[1], p_.ranks[1].instrs[2]);  // F0 B0r -> B0r F0
-  Status s = CheckProgramMatchesLayout(p_, m_, c_, 4);
+  Status s = CheckProgramMatchesLayout(p_, m_, c_);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Has(s, "rank 1, instruction 1 is 'B0r' but layout " + c_.ToString() +
                          " (4-byte activations) gives 'F0'"))
@@ -124,14 +125,16 @@ TEST_F(MatchTest, SwappedInstructionsAreNamed) {
 
 TEST_F(MatchTest, MessageSizeAndElementSizeAreNamed) {
   p_.ranks[0].instrs[1].bytes = 100;
-  Status s = CheckProgramMatchesLayout(p_, m_, c_, 4);
+  Status s = CheckProgramMatchesLayout(p_, m_, c_);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Has(s, "rank 0, instruction 1 is 'SA0>1:100'")) << s.message();
   EXPECT_TRUE(Has(s, "gives 'SA0>1:4096'")) << s.message();
-  SetUp();  // a Program of 2-byte activations is not the one of 4-byte ones
-  auto half = BuildProgram(m_, c_, 2);
+  SetUp();  // a Program of 2-byte activations (bf16) is not the one of 4-byte ones (fp32)
+  ParallelConfig bf16 = c_;
+  bf16.precision = Precision::kBf16;
+  auto half = BuildProgram(m_, bf16);
   ASSERT_TRUE(half.ok());
-  Status h = CheckProgramMatchesLayout(*half, m_, c_, 4);
+  Status h = CheckProgramMatchesLayout(*half, m_, c_);
   ASSERT_FALSE(h.ok());
   EXPECT_TRUE(Has(h, "is 'SA0>1:2048'")) << h.message();
 }
@@ -139,23 +142,23 @@ TEST_F(MatchTest, MessageSizeAndElementSizeAreNamed) {
 TEST_F(MatchTest, HeaderLengthAndRecomputeAreNamed) {
   Program q = p_;
   q.microbatches = 8;
-  Status s = CheckProgramMatchesLayout(q, m_, c_, 4);
+  Status s = CheckProgramMatchesLayout(q, m_, c_);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Has(s, "header is 'kind=1f1b pp=2 vp=1 microbatches=8'")) << s.message();
   EXPECT_TRUE(Has(s, "gives 'kind=1f1b pp=2 vp=1 microbatches=4'")) << s.message();
   q = p_;
   q.ranks[0].instrs.pop_back();  // OPT dropped
-  s = CheckProgramMatchesLayout(q, m_, c_, 4);
+  s = CheckProgramMatchesLayout(q, m_, c_);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Has(s, "is missing but layout")) << s.message();
   EXPECT_TRUE(Has(s, "gives 'OPT'")) << s.message();
   c_.recompute = Recompute::kNone;  // the plan's Program recomputes, its layout does not
-  s = CheckProgramMatchesLayout(p_, m_, c_, 4);
+  s = CheckProgramMatchesLayout(p_, m_, c_);
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Has(s, "rank 0, instruction")) << s.message();
   EXPECT_TRUE(Has(s, "r' but layout")) << s.message();
   c_.pp = 3;  // a layout BuildProgram refuses: its own reason comes back
-  EXPECT_FALSE(CheckProgramMatchesLayout(p_, m_, c_, 4).ok());
+  EXPECT_FALSE(CheckProgramMatchesLayout(p_, m_, c_).ok());
 }
 
 }  // namespace

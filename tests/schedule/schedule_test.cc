@@ -160,7 +160,8 @@ TEST(BuildProgram, BytesFromBoundaryElements) {
   c.mbs = 2;
   c.global_batch = 8;
   c.recompute = Recompute::kFull;
-  auto p = BuildProgram(m, c, 2);
+  c.precision = Precision::kBf16;
+  auto p = BuildProgram(m, c);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->microbatches, 4);
   // b s h / t with scatter/gather, 2 bytes each.
@@ -168,7 +169,7 @@ TEST(BuildProgram, BytesFromBoundaryElements) {
   EXPECT_EQ(p->ranks[0].instrs[1].bytes, 2 * 32 * 64 / 2 * 2);
   EXPECT_TRUE(Validate(*p).ok());
   c.pp = 3;  // 4 layers over 3 stages
-  EXPECT_FALSE(BuildProgram(m, c, 2).ok());
+  EXPECT_FALSE(BuildProgram(m, c).ok());
 }
 
 Program Broken(const std::string& text) {

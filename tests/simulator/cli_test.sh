@@ -28,6 +28,11 @@ done
 grep -q '"traceEvents"' "$W/t.trace.json" || fail "trace lacks traceEvents"
 grep -q '<svg' "$W/g.svg" || fail "svg"
 
+# --precision: the simulated layout's; not beside --plan (the plan file's layout says it).
+"$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
+  --fix tp=2,pp=4,mbs=1,vp=1,schedule=1f1b --precision bf16 --format json >"$W/p.json" || fail "precision exit"
+grep -q '"precision": "bf16"' "$W/p.json" || fail "simulate --precision bf16 not in the layout"
+
 # --ideal: the bubble equals the closed form.
 "$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
   --fix tp=2,pp=4,mbs=1,vp=1,schedule=1f1b --ideal --format json >"$W/i.json" || fail "ideal exit"
@@ -36,6 +41,7 @@ grep -q '"bubble_fraction": 0.1875' "$W/i.json" || fail "ideal bubble not (p-1)/
 # A plan file round trip, and a corrupt one rejected with exit 2 and no trace written.
 "$PTDP" plan --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 --out "$W/plan.json" >/dev/null || fail "plan"
 "$PTDP" simulate --plan "$W/plan.json" | grep -q "^iteration" || fail "simulate --plan"
+"$PTDP" simulate --plan "$W/plan.json" --precision bf16 2>/dev/null && fail "--plan with --precision accepted"
 grep -q '"program"' "$W/plan.json" || fail "plan --out wrote no program"
 # The plan's Program runs only if it is its layout's: a hand-edited message size or instruction
 # order, or a version-1 plan without a Program, exits 2 naming it.

@@ -1,0 +1,292 @@
+// The ledger's figures, derived by hand in each test's comment, and the closed-form peak held
+// equal to the walk of every Program schedule::BuildProgram makes.
+#include "core/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "schedule/schedule.h"
+
+namespace ptdp {
+namespace {
+
+// s = 4, b = 1, h = 8, a = 2, f = 32, V = 16 (padded to a multiple of 8 t: 16 at t = 1, 2).
+ModelSpec Small(int layers, double dropout = 0.1) {
+  ModelSpec m;
+  m.name = "small";
+  m.layers = layers;
+  m.hidden = 8;
+  m.heads = 2;
+  m.seq_len = 4;
+  m.vocab = 16;
+  m.vocab_divisible_by = 8;
+  m.dropout = dropout;
+  return m;
+}
+
+// Per parameter element: fp32 4 + 4 + 8 (Adam m, v) = 16; bf16 2 (compute copy) + 4 (fp32 main
+// gradient) + 12 (fp32 master, m, v) = 18, and fp16 likewise when the accumulation is fused into
+// the GEMM (Megatron-LM's fp32 main_grad); fp16 unfused keeps 16-bit gradients (2021 Megatron-LM,
+// the paper's Table 1 runs): 2 + 2 + 12 = 16.
+TEST(Ledger, BytesPerParameterByPrecision) {
+  ParallelConfig c;
+  c.precision = Precision::kFp32;
+  EXPECT_EQ(BytesPerParameter(c).weight, 4);
+  EXPECT_EQ(BytesPerParameter(c).grad, 4);
+  EXPECT_EQ(BytesPerParameter(c).optimizer, 8);
+  c.precision = Precision::kBf16;
+  for (bool fusion : {false, true}) {
+    c.grad_accumulation_fusion = fusion;
+    EXPECT_EQ(BytesPerParameter(c).weight, 2);
+    EXPECT_EQ(BytesPerParameter(c).grad, 4);
+    EXPECT_EQ(BytesPerParameter(c).Total(), 18);
+  }
+  c.precision = Precision::kFp16;
+  c.grad_accumulation_fusion = true;
+  EXPECT_EQ(BytesPerParameter(c).grad, 4);
+  EXPECT_EQ(BytesPerParameter(c).Total(), 18);
+  c.grad_accumulation_fusion = false;
+  EXPECT_EQ(BytesPerParameter(c).grad, 2);
+  EXPECT_EQ(BytesPerParameter(c).optimizer, 12);
+  EXPECT_EQ(BytesPerParameter(c).Total(), 16);
+}
+
+// The distributed optimizer divides the 12 bytes of state over d = 4, rounding up: 10 elements
+// hold 120 / 4 = 30 bytes, 11 hold ceil(132 / 4) = 33.
+TEST(Ledger, DistributedOptimizerShards) {
+  ParallelConfig c;
+  c.precision = Precision::kBf16;
+  c.dp = 4;
+  EXPECT_EQ(OptimizerBytes(c, 10), 120);
+  c.distributed_optimizer = true;
+  EXPECT_EQ(OptimizerBytes(c, 10), 30);
+  EXPECT_EQ(OptimizerBytes(c, 11), 33);
+  const MemoryLedger l = ParameterMemory(c, 11);
+  EXPECT_EQ(l.weights, 22);
+  EXPECT_EQ(l.grads, 44);
+  EXPECT_EQ(l.Total(), 22 + 44 + 33);
+}
+
+// One layer of Small in bf16 with dropout, t = 1 (sbh = 32 elements, s b = 4 rows, a s^2 b = 32
+// scores, s b f = 128):
+//   ln1.input 64, ln1.mean 16, ln1.rstd 16 (fp32), qkv.input 64, q k v 3 x 64, softmax output 64,
+//   attention dropout mask 32 and output 64, proj.input 64, residual mask 32, ln2.input 64,
+//   ln2.mean 16, ln2.rstd 16, fc1.input 64, gelu.input 256, fc2.input 256, residual mask 32
+//   = 1312 bytes = Korthikanti's s b h (34 + 5 a s / h) = 32 x 39 = 1248, plus 4 x 16 of LayerNorm
+//   statistics.
+// Embedding: token ids 4 x 4 + dropout mask 32 = 48. Head: final_ln.input 64, mean 16, rstd 16,
+// output.input 64, fp32 logits 4 x 16 x 4 = 256, row max 16, row sum 16, targets 16 = 464.
+// Full recomputation keeps the input, 64; its working set is the layer's list but the input,
+// 1312 - 64 = 1248. Selective keeps 1312 - 160 and rebuilds the core's 160.
+TEST(Ledger, SmallModelStashByHand) {
+  const ModelSpec m = Small(2);
+  ParallelConfig c;
+  c.pp = 2;
+  c.global_batch = 2;
+  c.precision = Precision::kBf16;
+  const StashPrices prices = StashPricesOf(m, c);
+  EXPECT_EQ(prices.layer, 1312);
+  EXPECT_EQ(prices.embedding, 48);
+  EXPECT_EQ(prices.head, 464);
+  EXPECT_EQ(prices.working_set, 0);
+  EXPECT_EQ(ChunkStashBytes(m, c, 0, 0), 1312 + 48);   // layer 0 and the embedding
+  EXPECT_EQ(ChunkStashBytes(m, c, 1, 0), 1312 + 464);  // layer 1 and the head
+  c.recompute = Recompute::kFull;
+  EXPECT_EQ(ChunkStashBytes(m, c, 0, 0), 64 + 48);
+  EXPECT_EQ(RecomputeWorkingSetBytes(m, c), 1248);
+  c.recompute = Recompute::kSelective;
+  EXPECT_EQ(ChunkStashBytes(m, c, 1, 0), 1312 - 160 + 464);
+  EXPECT_EQ(RecomputeWorkingSetBytes(m, c), 160);
+  // fp32: the 576 activation elements take 4 bytes instead of 2; masks (96) and statistics (64)
+  // stay: 4 x 576 + 96 + 64 = 2464.
+  c.recompute = Recompute::kNone;
+  c.precision = Precision::kFp32;
+  EXPECT_EQ(StashPricesOf(m, c).layer, 2464);
+  // Without dropout the masks go: attention 32, two residual 2 x 32 (and the attention dropout's
+  // output 64 in bf16): 1312 - 96 - 64 = 1152.
+  c.precision = Precision::kBf16;
+  EXPECT_EQ(StashPricesOf(Small(2, 0.0), c).layer, 1152);
+  EXPECT_EQ(StashPricesOf(Small(2, 0.0), c).embedding, 16);
+}
+
+// Pipeline messages: b s h elements = 32 per tensor rank, 2 bytes in bf16 and fp16, 4 in fp32;
+// with scatter/gather at t = 2, 16 elements.
+TEST(Ledger, PipelineMessageBytes) {
+  const ModelSpec m = Small(2);
+  ParallelConfig c;
+  c.pp = 2;
+  c.scatter_gather = false;
+  c.precision = Precision::kFp16;
+  EXPECT_EQ(PipelineMessageBytes(m, c), 64);
+  c.precision = Precision::kFp32;
+  EXPECT_EQ(PipelineMessageBytes(m, c), 128);
+  c.tp = 2;
+  c.scatter_gather = true;
+  c.precision = Precision::kBf16;
+  EXPECT_EQ(PipelineMessageBytes(m, c), 32);
+}
+
+// Small's GEMM FLOPs, B = 2 sequences, s = 4, h = 8, f = 32, l = 2, V = 16: one layer forward
+// 24 B s h^2 + 4 B s^2 h = 12288 + 1024 = 13312; logits 6 B s h V = 6144. Model FLOPs 3 x 2 x
+// 13312 + 6144 = 86016 = 72 B s l h^2 (1 + s/6h + V/12lh) = 73728 x 7/6; full recomputation 4 x 2
+// x 13312 + 6144 = 112640 = 96 B s l h^2 (1 + s/6h + V/16lh); selective 86016 + 2 x 4 B s^2 h
+// = 86016 + 2 x 1024.
+TEST(Ledger, SmallModelFlopsByHand) {
+  const ModelSpec m = Small(2);
+  ParallelConfig c;
+  c.global_batch = 2;
+  EXPECT_DOUBLE_EQ(ModelIterationFlops(m, c), 86016.0);
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 86016.0);
+  c.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 112640.0);
+  EXPECT_DOUBLE_EQ(ModelIterationFlops(m, c), 86016.0);
+  c.recompute = Recompute::kSelective;
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 86016.0 + 2 * 1024.0);
+}
+
+// The 1T model (l = 128, h = 25600, a = 160, s = 2048, V = 51200 padded to itself at t = 8),
+// B = 3072: the paper's eq. (3) 96 B s l h^2 (1 + s/6h + V/16lh) with recomputation, and its
+// no-recomputation form 72 B s l h^2 (1 + s/6h + V/12lh) for model FLOPs. Selective recomputation
+// adds one attention core per layer, 4 B s^2 h.
+TEST(Ledger, OneTrillionFlopsMatchEquationThree) {
+  ModelSpec m;
+  m.layers = 128;
+  m.hidden = 25600;
+  m.heads = 160;
+  m.seq_len = 2048;
+  m.vocab = 51200;
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 64;
+  c.dp = 6;
+  c.global_batch = 3072;
+  ASSERT_EQ(PaddedVocab(m, 8), 51200);
+  const double B = 3072, s = 2048, l = 128, h = 25600, V = 51200;
+  const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  const double model = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  EXPECT_NEAR(ModelIterationFlops(m, c) / model, 1.0, 1e-12);
+  c.recompute = Recompute::kNone;
+  EXPECT_NEAR(HardwareIterationFlops(m, c) / model, 1.0, 1e-12);
+  c.recompute = Recompute::kFull;
+  EXPECT_NEAR(HardwareIterationFlops(m, c) / eq3, 1.0, 1e-12);
+  c.recompute = Recompute::kSelective;
+  EXPECT_NEAR(HardwareIterationFlops(m, c) / (model + l * 4 * B * s * s * h), 1.0, 1e-12);
+  // About 6 x 1.0e12 parameters x 6.3e6 tokens = 3.86e19 model FLOPs per iteration.
+  EXPECT_NEAR(ModelIterationFlops(m, c) / 1e19, 3.86, 0.01);
+}
+
+// Korthikanti et al. 2022: with dropout and no parallelism a layer keeps s b h (34 + 5 a s / h)
+// bytes in 16-bit training; the ledger adds LayerNorm's fp32 mean and 1/std (4 x s b x 4 bytes).
+// s = 32, b = 2, h = 64, a = 4: 4096 (34 + 10) = 180224, + 4 x 64 x 4 = 181248 per layer. With
+// p = 2, rank 0 holds layers 0..3 and the embedding (token ids 64 x 4 + dropout mask 4096 = 4352);
+// rank 1 holds layers 4..7 and the head: final_ln.input 8192, mean 256, rstd 256, output.input
+// 8192, fp32 logits 64 x 256 x 4 = 65536, row max, row sum, targets 3 x 256 = 83200.
+TEST(Ledger, LayerStashIsKorthikantiPlusStatistics) {
+  ModelSpec m;
+  m.layers = 8;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 32;
+  m.vocab = 256;
+  m.dropout = 0.1;
+  ParallelConfig c;
+  c.pp = 2;
+  c.mbs = 2;
+  c.global_batch = 2;
+  c.precision = Precision::kFp16;
+  EXPECT_EQ(ChunkStashBytes(m, c, 0, 0), 4 * 181248 + 4352);
+  EXPECT_EQ(ChunkStashBytes(m, c, 1, 0), 4 * 181248 + 83200);
+  // Full recomputation keeps only each layer's input, s b h in 16 bits: 2 x 4096.
+  c.recompute = Recompute::kFull;
+  EXPECT_EQ(ChunkStashBytes(m, c, 0, 0), 4 * 8192 + 4352);
+}
+
+// In flight on rank r at the end of the warm-up (+1): GPipe m; 1F1B min(m, p - r); interleaved
+// min(m v, 2 (p - r - 1) + (v - 1) p + 1) chunk-microbatches. On rank 0 the interleaved count,
+// in layers (l / (p v) each), is Korthikanti's p (1 + (p - 1)/(p v)) microbatches of l / p layers.
+TEST(Ledger, InFlightChunkMicrobatches) {
+  ParallelConfig c;
+  c.pp = 4;
+  c.global_batch = 8;
+  c.schedule = ScheduleKind::kGPipe;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 3), 8);
+  c.schedule = ScheduleKind::k1F1B;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 0), 4);
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 3), 1);
+  c.global_batch = 2;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 0), 2);
+  c.global_batch = 8;
+  c.schedule = ScheduleKind::kInterleaved;
+  for (int v : {2, 4}) {
+    c.vp = v;
+    const double p = c.pp, l = 32;
+    EXPECT_DOUBLE_EQ(double(InFlightChunkMicrobatches(c, 0)) * (l / (p * v)),
+                     (l / p) * p * (1 + (p - 1) / (p * v)))
+        << v;
+  }
+  c.vp = 2;
+  EXPECT_EQ(InFlightChunkMicrobatches(c, 3), 5);
+}
+
+// Where the end of the warm-up is not the peak: interleaved, p = 2, v = 2, m = 4, one layer per
+// chunk (S0 = L + E on chunk 0 with the embedding, S1 = L). Rank 0 warms up with 2 (p - 1) + p = 4
+// forwards of chunks 0, 0, 1, 1 (2 S0 + 2 S1); step 0 runs a chunk-0 forward and frees a chunk-1
+// backward (3 S0 + S1), step 1 another chunk-0 forward: 4 S0 + S1 = 5 L + 4 E, one embedding stash
+// more than the warm-up's end plus one forward (3 S0 + 2 S1 = 5 L + 3 E).
+TEST(Ledger, InterleavedSteadyStateHoldsMoreEmbeddings) {
+  const ModelSpec m = Small(4);
+  ParallelConfig c;
+  c.pp = 2;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  c.global_batch = 4;
+  c.precision = Precision::kBf16;
+  const Bytes L = 1312, E = 48;
+  EXPECT_EQ(PeakActivationBytes(m, c, 0), 5 * L + 4 * E);
+  auto program = schedule::BuildProgram(m, c);
+  ASSERT_TRUE(program.ok()) << program.status().ToString();
+  EXPECT_EQ(PeakActivationBytes(m, c, *program, 0), 5 * L + 4 * E);
+}
+
+// The closed form and the walk of the Program agree everywhere: GPipe and 1F1B for p in
+// {1, 2, 3, 4, 8}, interleaved for v in {2, 3, 4}; m from 1 to 3 p v (interleaved: multiples of
+// p); recompute none, full, selective; dropout on and off; every pipeline rank.
+TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
+  int64_t compared = 0;
+  for (int p : {1, 2, 3, 4, 8}) {
+    for (int v : {1, 2, 3, 4}) {
+      for (ScheduleKind kind :
+           {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved}) {
+        if ((kind == ScheduleKind::kInterleaved) != (v > 1)) continue;
+        if (kind == ScheduleKind::kInterleaved && p == 1) continue;
+        for (int64_t micro = 1; micro <= 3 * p * v; ++micro) {
+          if (kind == ScheduleKind::kInterleaved && micro % p != 0) continue;
+          for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+            for (double dropout : {0.0, 0.1}) {
+              const ModelSpec m = Small(2 * p * v, dropout);
+              ParallelConfig c;
+              c.pp = p;
+              c.vp = v;
+              c.schedule = kind;
+              c.recompute = rc;
+              c.global_batch = micro;
+              c.precision = Precision::kBf16;
+              auto program = schedule::BuildProgram(m, c);
+              ASSERT_TRUE(program.ok()) << c.ToString() << ": " << program.status().ToString();
+              for (int r = 0; r < p; ++r) {
+                ASSERT_EQ(PeakActivationBytes(m, c, r), PeakActivationBytes(m, c, *program, r))
+                    << c.ToString() << " dropout " << dropout << " rank " << r;
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 5000);
+}
+
+}  // namespace
+}  // namespace ptdp
