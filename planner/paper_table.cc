@@ -1,6 +1,6 @@
 #include "planner/paper_table.h"
 
-#include "planner/cluster.h"
+#include "core/cluster.h"
 
 namespace ptdp::planner {
 

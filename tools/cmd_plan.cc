@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/cluster.h"
 #include "core/json.h"
 #include "core/model.h"
 #include "core/plan_file.h"
-#include "planner/cluster.h"
 #include "planner/fix.h"
 #include "planner/report.h"
 #include "planner/search.h"
@@ -52,7 +52,7 @@ Status RunPlan(const PlanArgs& a) {
     return Status::Invalid("--gpus or --nodes: one is required with a preset cluster");
   }
   PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(a.model));
-  PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, planner::LoadCluster(a.cluster, a.gpus, a.nodes));
+  PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(a.cluster, a.gpus, a.nodes));
   planner::SearchOptions o;
   o.global_batch = a.global_batch;
   o.keep = a.top;

@@ -1,9 +1,9 @@
 // `ptdp presets`: the built-in models and clusters.
 #include <cstdio>
 
+#include "core/cluster.h"
 #include "core/hardware.h"
 #include "core/model.h"
-#include "planner/cluster.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
@@ -21,8 +21,8 @@ void RegisterPresets(CLI::App& app, int* exit_code) {
     }
     std::printf("\nclusters (hardware profiles):\n  %-10s %9s %9s %8s %9s  %s\n", "name",
                 "gpus/node", "peak_TF", "mem_GiB", "hbm_GBps", "precision");
-    for (const auto& e : planner::EmbeddedProfiles()) {
-      auto hw = planner::LoadProfile(e.name);
+    for (const auto& e : EmbeddedProfiles()) {
+      auto hw = LoadProfile(e.name);
       if (!hw.ok()) {
         *exit_code = Fail("presets", hw.status());
         return;

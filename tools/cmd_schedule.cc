@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "core/cluster.h"
 #include "core/json.h"
 #include "core/plan_file.h"
 #include "core/program.h"
-#include "planner/cluster.h"
 #include "schedule/schedule.h"
 #include "simulator/simulator.h"
 #include "tools/common.h"
@@ -72,7 +72,7 @@ Result<std::string> Figure4(const Program& compute) {
 // (version 2): how a hand-written or edited plan gets the Program simulate and train require.
 Status RunPlanSchedule(const std::string& in, const std::string& out, const std::string& format) {
   PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(in, /*require_program=*/false));
-  auto cluster = planner::LoadCluster(plan.cluster.name, plan.cluster.gpus);
+  auto cluster = LoadCluster(plan.cluster.name, plan.cluster.gpus);
   if (!cluster.ok()) return cluster.status().WithPrefix(in + ": cluster");
   PTDP_ASSIGN_OR_RETURN(plan.program, schedule::BuildProgram(plan.model, plan.layout));
   plan.has_program = true;

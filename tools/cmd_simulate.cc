@@ -7,13 +7,13 @@
 #include <iostream>
 #include <optional>
 
+#include "core/cluster.h"
 #include "core/json.h"
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/plan_file.h"
 #include "core/timeline.h"
 #include "costmodel/estimate.h"
-#include "planner/cluster.h"
 #include "planner/fix.h"
 #include "planner/search.h"
 #include "schedule/schedule.h"
@@ -57,7 +57,7 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
   if (!a.plan.empty()) {
     PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(a.plan));
     *model = plan.model;
-    auto c = planner::LoadCluster(plan.cluster.name, plan.cluster.gpus);
+    auto c = LoadCluster(plan.cluster.name, plan.cluster.gpus);
     if (!c.ok()) return c.status().WithPrefix(a.plan + ": cluster");
     *cluster = *c;
     *layout = plan.layout;
@@ -71,7 +71,7 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
   if (a.gpus == 0 && a.nodes == 0)
     return Status::Invalid("--gpus or --nodes: one is required (or use --plan)");
   PTDP_ASSIGN_OR_RETURN(*model, LoadModel(a.model));
-  PTDP_ASSIGN_OR_RETURN(*cluster, planner::LoadCluster(a.cluster, a.gpus, a.nodes));
+  PTDP_ASSIGN_OR_RETURN(*cluster, LoadCluster(a.cluster, a.gpus, a.nodes));
   planner::SearchOptions o;
   o.global_batch = a.global_batch;
   o.keep = 1;

@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/cluster.h"
 #include "core/json.h"
 #include "core/plan_file.h"
 #include "core/timeline.h"
-#include "planner/cluster.h"
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
 #include "runtime/executor/trainer.h"
@@ -102,7 +102,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   } else if (pre.ok()) {
     // Default limit: the memory of one device of the plan's cluster profile; when the plan names
     // no known profile, this host's physical memory shared by the job's ranks (one node).
-    auto cluster = planner::LoadCluster(plan->cluster.name);
+    auto cluster = LoadCluster(plan->cluster.name);
     if (cluster.ok() && cluster->profile.memory_GiB.value > 0) {
       a.opts.memory_limit = static_cast<Bytes>(cluster->profile.memory_GiB.value * kGiB);
       a.opts.memory_limit_source = "memory_GiB of the cluster profile '" + plan->cluster.name + "'";

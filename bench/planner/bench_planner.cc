@@ -2,8 +2,8 @@
 //   build-*/bench/planner/bench_planner
 #include <benchmark/benchmark.h>
 
+#include "core/cluster.h"
 #include "core/model.h"
-#include "planner/cluster.h"
 #include "planner/search.h"
 #include "simulator/refine.h"
 

@@ -5,7 +5,7 @@
 // finite links so that every message goes through the network model).
 #include <benchmark/benchmark.h>
 
-#include "planner/cluster.h"
+#include "core/cluster.h"
 #include "schedule/schedule.h"
 #include "simulator/refine.h"
 #include "simulator/simulator.h"
@@ -80,7 +80,7 @@ BENCHMARK(BM_BuildAndValidate_1T_Interleaved)->Unit(benchmark::kMillisecond);
 // the cost model's table for the paper's 1T layouts (the table itself is built by the planner).
 void RunRefine(benchmark::State& state, ScheduleKind kind, int vp) {
   auto model = LoadModel("gpt-1t");
-  auto cluster = planner::LoadCluster("selene", 3072);
+  auto cluster = LoadCluster("selene", 3072);
   if (!model.ok() || !cluster.ok()) {
     state.SkipWithError("gpt-1t or selene preset missing");
     return;

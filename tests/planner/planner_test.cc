@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "core/cluster.h"
 #include "core/json.h"
-#include "planner/cluster.h"
 #include "planner/fix.h"
 #include "planner/paper_table.h"
 #include "planner/report.h"

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "planner/cluster.h"
+#include "core/cluster.h"
 #include "schedule/schedule.h"
 
 namespace ptdp::sim {
@@ -27,7 +27,7 @@ ParallelConfig Layout(int tp, int pp, int dp, int vp, ScheduleKind k, int64_t B)
 // microbatch, where the replay overlaps the non-blocking sends).
 TEST(Refine, OneTrillionOn3072Gpus) {
   auto model = LoadModel("gpt-1t");
-  auto cluster = planner::LoadCluster("selene", 3072);
+  auto cluster = LoadCluster("selene", 3072);
   ASSERT_TRUE(model.ok() && cluster.ok());
   for (auto [vp, kind] :
        {std::pair{1, ScheduleKind::k1F1B}, std::pair{2, ScheduleKind::kInterleaved}}) {
@@ -50,7 +50,7 @@ TEST(Refine, OneTrillionOn3072Gpus) {
 
 TEST(Refine, RejectsALayoutOfAnotherSize) {
   auto model = LoadModel("gpt-1.7b");
-  auto cluster = planner::LoadCluster("selene", 16);
+  auto cluster = LoadCluster("selene", 16);
   ASSERT_TRUE(model.ok() && cluster.ok());
   auto r = SimulateLayout(*model, *cluster, Layout(2, 4, 1, 1, ScheduleKind::k1F1B, 16));
   ASSERT_FALSE(r.ok());

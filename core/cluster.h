@@ -11,13 +11,13 @@
 #include "core/hardware.h"
 #include "core/status.h"
 
-namespace ptdp::planner {
+namespace ptdp {
 
 struct EmbeddedProfile {
   const char* name;
   const char* json;
 };
-// Generated from profiles/*.json (planner/CMakeLists.txt).
+// Generated from profiles/*.json (core/CMakeLists.txt).
 const std::vector<EmbeddedProfile>& EmbeddedProfiles();
 
 // A preset name or a path to a profile JSON file.
@@ -28,4 +28,4 @@ Result<HardwareProfile> LoadProfile(const std::string& name_or_path);
 // `nodes` (> 0) sets it directly; with neither, a cluster file's "nodes" is used, else one node.
 Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus = 0, int nodes = 0);
 
-}  // namespace ptdp::planner
+}  // namespace ptdp

@@ -1,10 +1,10 @@
-#include "planner/cluster.h"
+#include "core/cluster.h"
 
 #include <filesystem>
 
 #include "core/json.h"
 
-namespace ptdp::planner {
+namespace ptdp {
 
 namespace {
 
@@ -96,4 +96,4 @@ Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus, int n
   return c;
 }
 
-}  // namespace ptdp::planner
+}  // namespace ptdp
