@@ -1,0 +1,2 @@
+// A fixture: `ptdp train` may not use the planner.
+#include "planner/search.h"
