@@ -8,9 +8,11 @@
 #include <sstream>
 
 #include "core/json.h"
+#include "core/ledger.h"
 #include "core/plan_file.h"
 #include "core/timeline.h"
 #include "planner/cluster.h"
+#include "runtime/backend/registry.h"
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
 #include "runtime/executor/trainer.h"
@@ -56,6 +58,8 @@ std::string MetricsJson(const runtime::StepMetrics& m) {
   j["loss"] = m.loss;
   j["grad_norm"] = m.grad_norm;
   j["lr"] = m.lr;
+  j["loss_scale"] = m.loss_scale;
+  j["skipped_steps"] = m.skipped_steps;
   j["iteration_s"] = m.iteration_s;
   j["tokens_per_s"] = m.tokens_per_s;
   j["tflops_per_gpu"] = m.tflops_per_gpu;
@@ -84,8 +88,8 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   const bool root = world.rank() == 0;
   Status pre;
   Result<PlanFile> plan = Status::Internal("unread");
-  if (a.backend != "cpu") {
-    pre = Status::Invalid("--backend: '" + a.backend + "' is not available in this build (cpu)");
+  if (auto dev = runtime::CreateDevice(a.backend); !dev.ok()) {
+    pre = dev.status();
   } else if (a.steps < 1) {
     pre = Status::Invalid("--steps: must be at least 1");
   } else {
@@ -115,6 +119,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   *agreed_failure = true;
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));
   a.opts.steps = a.steps;
+  a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
   PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts));
   const ParallelConfig& c = trainer->layout();
@@ -133,10 +138,11 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
       std::printf(
           " iteration %6lld/%6lld | consumed samples %8lld | elapsed time per iteration (ms): "
           "%.1f | learning rate: %.3E | lm loss: %.6E | grad norm: %.4f | tokens/s: %.0f | "
-          "TFLOP/s/GPU: %.4f | peak memory (MiB): %.2f\n",
+          "TFLOP/s/GPU: %.4f | peak memory (MiB): %.2f | loss scale: %.0f | skipped: %lld\n",
           static_cast<long long>(step), static_cast<long long>(a.steps),
           static_cast<long long>(step * c.global_batch), m.iteration_s * 1e3, m.lr, m.loss,
-          m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB);
+          m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB, m.loss_scale,
+          static_cast<long long>(m.skipped_steps));
       std::fflush(stdout);
       if (!a.log.empty()) {
         log += MetricsJson(m) + "\n";
@@ -153,7 +159,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
                            pred["memory_per_stage"].is_array();
     std::printf(
         "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
-        "runtime estimate (core/shapes.h)%s; measured total with workspace\n",
+        "ledger (core/ledger.h)%s; measured total with workspace\n",
         have_plan ? " | plan's prediction" : "");
     for (int r = 0; r < c.pp; ++r) {
       Bytes measured = 0, total = 0;
@@ -166,7 +172,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
         measured = std::max(measured, kept);
         total = std::max(total, m.peak_total);
       }
-      const auto est = runtime::EstimateRankMemory(trainer->model(), c, trainer->program(), r);
+      const MemoryLedger est = MemoryOf(trainer->model(), c, trainer->program(), r);
       double reference = double(est.Total());
       char buf[256];
       std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
@@ -256,7 +262,12 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--data", a.data, "token file (ptdp tokenize)")->required();
   cmd->add_option("--steps", a.steps, "iterations")->required();
   cmd->add_option("--log", a.log, "JSON lines of per-step metrics (rank 0 writes)");
-  cmd->add_option("--backend", a.backend, "cpu");
+  cmd->add_option("--backend", a.backend, "compute backend: cpu (cuda: not implemented yet)");
+  cmd->add_option("--inject-overflow-step", a.opts.inject_overflow_step,
+                  "tests: put an inf into one gradient at this step (fp16 loss scaling)");
+  cmd->add_option("--initial-loss-scale", a.opts.initial_loss_scale, "fp16 dynamic loss scale");
+  cmd->add_option("--loss-scale-window", a.opts.loss_scale_window,
+                  "fp16: clean steps before the loss scale doubles");
   cmd->add_option("--trace", a.trace, "Chrome trace of the last iteration's measured timeline");
   cmd->add_option("--lr", a.opts.optim.lr, "peak learning rate");
   cmd->add_option("--min-lr", a.opts.optim.min_lr, "final learning rate of the cosine decay");
