@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Writes a hand-made plan file (core/plan_file.h schema) for the runtime tests.
-# usage: write_plan.sh OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER
+# usage: write_plan.sh OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER [PRECISION]
+# PRECISION (fp32 | bf16 | fp16; default fp32) goes into layout.precision; fp16 plans set
+# layout.grad_accumulation_fusion (the runtime keeps fp32 main gradients).
 set -euo pipefail
 out=$1 layers=$2 dropout=$3 vocab=$4 gb=$5 tp=$6 pp=$7 dp=$8 mbs=$9 vp=${10} sched=${11} rec=${12} sg=${13}
+prec=${14:-fp32}
+fusion=false
+[ "$prec" = fp16 ] && fusion=true
 gpus=$((tp * pp * dp))
 cat > "$out" <<JSON
 {
@@ -12,6 +17,7 @@ cat > "$out" <<JSON
   "cluster": {"name": "cpu", "gpus": $gpus, "gpus_per_node": $gpus},
   "global_batch": $gb,
   "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
-             "recompute": "$rec", "scatter_gather": $sg}
+             "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
+             "grad_accumulation_fusion": $fusion}
 }
 JSON
