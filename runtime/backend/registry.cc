@@ -1,9 +1,12 @@
 #include "runtime/backend/registry.h"
 
+#include "runtime/backend/guard_device.h"
+
 namespace ptdp::runtime {
 
 Result<std::unique_ptr<Device>> CreateDevice(const std::string& backend) {
   if (backend == "cpu") return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
+  if (backend == "cpu-guard") return std::unique_ptr<Device>(std::make_unique<GuardDevice>());
   if (backend == "cuda") {
     return Status::Invalid(
         "--backend: 'cuda' is not available in this build: the CUDA Ops (runtime/backend/ops.h "

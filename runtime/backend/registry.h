@@ -1,5 +1,7 @@
 // The backend registry: the one place a backend is chosen by name (`ptdp train --backend`).
-//   "cpu"   CpuDevice + CpuOps (kernels/reference, Eigen)
+//   "cpu"        CpuDevice + CpuOps (kernels/reference, Eigen)
+//   "cpu-guard"  the CPU backend on pages that fault on host access outside Ops and communicator
+//                calls (tests: proves the step touches no tensor on the host)
 //   "cuda"  not available yet: the CUDA Ops are the next piece of work (runtime/cuda has the
 //           device, kernels and communicators; nothing dispatches to them yet)
 #pragma once

@@ -4,6 +4,7 @@
 
 #include "core/ledger.h"
 #include "core/shapes.h"
+#include "runtime/backend/guard_device.h"
 #include "runtime/backend/registry.h"
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
@@ -121,6 +122,7 @@ Status Trainer::Build() {
   PTDP_CHECK(tp_->rank() == coord_.tp && dp_->rank() == coord_.dp && pipe_->rank() == coord_.pp);
 
   PTDP_ASSIGN_OR_RETURN(dev_, CreateDevice(opts_.backend));
+  GuardCommunicators();
   types_.act = ComputeDType(cfg_.precision);
   types_.wide = DType::kFp32;
   PTDP_ASSIGN_OR_RETURN(ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp,
@@ -149,6 +151,19 @@ Status Trainer::Build() {
   timeline_.vp = cfg_.vp;
   timeline_.microbatches = cfg_.Microbatches();
   return Status::Ok();
+}
+
+// On the guard device every communicator opens the device's pages for its calls (MPI reads and
+// writes tensors, and may progress a pending send inside any call, the world's included).
+void Trainer::GuardCommunicators() {
+  auto* guard = dynamic_cast<GuardDevice*>(dev_.get());
+  if (guard == nullptr) return;
+  tp_ = GuardCommunicator(std::move(tp_), guard->state());
+  dp_ = GuardCommunicator(std::move(dp_), guard->state());
+  pipe_ = GuardCommunicator(std::move(pipe_), guard->state());
+  emb_ = GuardCommunicator(std::move(emb_), guard->state());
+  guarded_world_ = GuardCommunicatorView(world_, guard->state());
+  world_ = guarded_world_.get();
 }
 
 void Trainer::WireLayers() {

@@ -130,6 +130,7 @@ class Trainer {
   Status Setup(const PlanFile& plan, const TrainOptions& opts);
   Status Build();  // collective: groups, parameters
   void WireLayers();
+  void GuardCommunicators();
   // executor.cc
   Status Execute(const Instr& in, int64_t step);
   Status RunProgram(int64_t step);
@@ -158,6 +159,7 @@ class Trainer {
   Status ApplyAdamW(int64_t step, double clip_coef);
 
   Communicator* world_ = nullptr;
+  std::unique_ptr<Communicator> guarded_world_;  // the guard device's view of the world
   std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_;
   ModelSpec model_;
   ParallelConfig cfg_;

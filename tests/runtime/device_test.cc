@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/backend/device.h"
+#include "runtime/backend/guard_device.h"
 
 namespace ptdp::runtime {
 namespace {
@@ -25,6 +26,19 @@ TEST(CpuDevice, AccountsCurrentAndPeakPerTag) {
   EXPECT_EQ(dev.stats().peak_total, 700);
   dev.ResetPeak();
   EXPECT_EQ(dev.stats().peak_total, 0);
+}
+
+// The guard device must fault on host access outside its calls, and allow it inside them.
+TEST(GuardDeviceDeathTest, HostAccessOutsideOpsFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  GuardDevice dev;
+  auto t = Tensor::Make(&dev, 16, DType::kFp32, MemTag::kActivations).value();
+  ASSERT_TRUE(dev.ops()->Fill(t.ref(), 2.0).ok());  // inside an op: fine
+  float host = 0;
+  dev.Copy(&host, t.data(), sizeof(float));  // through the device's copy: fine
+  EXPECT_EQ(host, 2.0f);
+  EXPECT_DEATH({ host = static_cast<volatile float*>(t.data())[3]; }, "");
+  EXPECT_DEATH({ static_cast<volatile float*>(t.data())[0] = 1.0f; }, "");
 }
 
 }  // namespace
