@@ -83,6 +83,89 @@ Result<std::vector<double>> ReadLosses(const std::string& path) {
   return out;
 }
 
+// Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger and
+// the plan's prediction; an error when over --memory-tol. Rank 0 only.
+Status ReportMemory(const TrainArgs& a, const PlanFile& plan, runtime::Trainer& trainer,
+                    const std::vector<runtime::RankMemory>& mem) {
+  const ParallelConfig& c = trainer.layout();
+  Status mem_status;
+  const Json& pred = plan.prediction;
+  const bool have_plan =
+      pred.is_object() && pred.contains("memory_per_stage") && pred["memory_per_stage"].is_array();
+  std::printf(
+      "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
+      "ledger (core/ledger.h)%s; measured total with workspace\n",
+      have_plan ? " | plan's prediction" : "");
+  for (int r = 0; r < c.pp; ++r) {
+    Bytes measured = 0, total = 0;
+    for (const auto& m : mem) {
+      if (m.pp_rank != r) continue;
+      Bytes kept = 0;  // per-tag peaks of everything but the transient workspace
+      for (int t = 0; t < runtime::kNumMemTags; ++t) {
+        if (t != static_cast<int>(runtime::MemTag::kWorkspace)) kept += m.peak[t];
+      }
+      measured = std::max(measured, kept);
+      total = std::max(total, m.peak_total);
+    }
+    const MemoryLedger est = MemoryOf(trainer.model(), c, trainer.program(), r);
+    double reference = double(est.Total());
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
+                  est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
+    std::string line = buf;
+    if (have_plan) {
+      for (const auto& s : pred["memory_per_stage"]) {
+        if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
+          const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
+          std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
+                        100.0 * (double(measured) - planned) / planned);
+          line += buf;
+          reference = planned;
+        }
+      }
+    }
+    std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
+    const double rel = std::abs(double(measured) - reference) / reference;
+    if (a.memory_tol >= 0 && rel > a.memory_tol && mem_status.ok()) {
+      mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) + ": measured " +
+                                    std::to_string(measured) +
+                                    " bytes (without workspace) differs from the prediction " +
+                                    std::to_string(static_cast<Bytes>(reference)) + " by " +
+                                    std::to_string(100 * rel) + "% (over --memory-tol)");
+    }
+  }
+  return mem_status;
+}
+
+// Per-step losses against a single-process run's log (--expect-losses). Rank 0 only.
+Status CheckLosses(const TrainArgs& a, const std::vector<double>& losses) {
+  Status check;
+  auto ref = ReadLosses(a.expect_losses);
+  if (!ref.ok()) {
+    check = ref.status().WithPrefix("--expect-losses");
+  } else if (ref->size() < losses.size()) {
+    check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
+                            " reference steps, fewer than the " + std::to_string(losses.size()) +
+                            " run");
+  } else {
+    double worst = 0;
+    for (size_t i = 0; i < losses.size(); ++i) {
+      const double rel = std::abs(losses[i] - (*ref)[i]) / std::abs((*ref)[i]);
+      worst = std::max(worst, rel);
+      if (rel > a.loss_tol && check.ok()) {
+        check = Status::Internal("step " + std::to_string(i + 1) + ": loss " +
+                                 std::to_string(losses[i]) + " vs reference " +
+                                 std::to_string((*ref)[i]) + " (relative " + std::to_string(rel) +
+                                 " over " + std::to_string(a.loss_tol) + ")");
+      }
+    }
+    std::printf(
+        "losses vs reference: max relative difference %.3e over %zu steps (tolerance %.1e)\n",
+        worst, losses.size(), a.loss_tol);
+  }
+  return check;
+}
+
 // The whole run on this rank. Setup errors come back identical on every rank.
 Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   const bool root = world.rank() == 0;
@@ -152,54 +235,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
-  Status mem_status;
-  if (root) {
-    const Json& pred = plan->prediction;
-    const bool have_plan = pred.is_object() && pred.contains("memory_per_stage") &&
-                           pred["memory_per_stage"].is_array();
-    std::printf(
-        "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
-        "ledger (core/ledger.h)%s; measured total with workspace\n",
-        have_plan ? " | plan's prediction" : "");
-    for (int r = 0; r < c.pp; ++r) {
-      Bytes measured = 0, total = 0;
-      for (const auto& m : mem) {
-        if (m.pp_rank != r) continue;
-        Bytes kept = 0;  // per-tag peaks of everything but the transient workspace
-        for (int t = 0; t < runtime::kNumMemTags; ++t) {
-          if (t != static_cast<int>(runtime::MemTag::kWorkspace)) kept += m.peak[t];
-        }
-        measured = std::max(measured, kept);
-        total = std::max(total, m.peak_total);
-      }
-      const MemoryLedger est = MemoryOf(trainer->model(), c, trainer->program(), r);
-      double reference = double(est.Total());
-      char buf[256];
-      std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
-                    est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
-      std::string line = buf;
-      if (have_plan) {
-        for (const auto& s : pred["memory_per_stage"]) {
-          if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
-            const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
-            std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
-                          100.0 * (double(measured) - planned) / planned);
-            line += buf;
-            reference = planned;
-          }
-        }
-      }
-      std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
-      const double rel = std::abs(double(measured) - reference) / reference;
-      if (a.memory_tol >= 0 && rel > a.memory_tol && mem_status.ok()) {
-        mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) +
-                                      ": measured " + std::to_string(measured) +
-                                      " bytes (without workspace) differs from the prediction " +
-                                      std::to_string(static_cast<Bytes>(reference)) + " by " +
-                                      std::to_string(100 * rel) + "% (over --memory-tol)");
-      }
-    }
-  }
+  const Status mem_status = root ? ReportMemory(a, *plan, *trainer, mem) : Status::Ok();
   *agreed_failure = true;  // the checks below are agreed over all ranks
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, mem_status));
   if (!a.trace.empty()) {
@@ -209,32 +245,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   if (!a.dump_params.empty()) PTDP_RETURN_IF_ERROR(trainer->WriteParamDump(a.dump_params));
   // Equivalence checks against a single-process run.
-  Status check;
-  if (!a.expect_losses.empty() && root) {
-    auto ref = ReadLosses(a.expect_losses);
-    if (!ref.ok()) {
-      check = ref.status().WithPrefix("--expect-losses");
-    } else if (ref->size() < losses.size()) {
-      check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
-                              " reference steps, fewer than the " + std::to_string(losses.size()) +
-                              " run");
-    } else {
-      double worst = 0;
-      for (size_t i = 0; i < losses.size(); ++i) {
-        const double rel = std::abs(losses[i] - (*ref)[i]) / std::abs((*ref)[i]);
-        worst = std::max(worst, rel);
-        if (rel > a.loss_tol && check.ok()) {
-          check = Status::Internal("step " + std::to_string(i + 1) + ": loss " +
-                                   std::to_string(losses[i]) + " vs reference " +
-                                   std::to_string((*ref)[i]) + " (relative " + std::to_string(rel) +
-                                   " over " + std::to_string(a.loss_tol) + ")");
-        }
-      }
-      std::printf(
-          "losses vs reference: max relative difference %.3e over %zu steps (tolerance %.1e)\n",
-          worst, losses.size(), a.loss_tol);
-    }
-  }
+  const Status check = !a.expect_losses.empty() && root ? CheckLosses(a, losses) : Status::Ok();
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, check));
   if (!a.expect_params.empty()) {
     PTDP_ASSIGN_OR_RETURN(double worst, trainer->CompareParams(a.expect_params));

@@ -37,6 +37,26 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(Communicator* world, const Plan
   return t;
 }
 
+// The ledger of every pipeline rank (before anything is allocated) against the memory limit.
+Status Trainer::CheckMemoryLimit() const {
+  if (opts_.memory_limit <= 0) return Status::Ok();
+  for (int r = 0; r < cfg_.pp; ++r) {
+    const MemoryLedger e = MemoryOf(model_, cfg_, program_, r);
+    if (e.Total() > opts_.memory_limit) {
+      return Status::DoesNotFit("model does not fit: pipeline rank " + std::to_string(r) +
+                                " needs " + std::to_string(e.Total()) + " bytes (weights " +
+                                std::to_string(e.weights) + ", grads " + std::to_string(e.grads) +
+                                ", optimizer " + std::to_string(e.optimizer) + ", activations " +
+                                std::to_string(e.activations) + ") over the memory limit of " +
+                                std::to_string(opts_.memory_limit) + " bytes per rank (" +
+                                (opts_.memory_limit_source.empty() ? std::string("--memory-limit")
+                                                                   : opts_.memory_limit_source) +
+                                ")");
+    }
+  }
+  return Status::Ok();
+}
+
 Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   model_ = plan.model;
   cfg_ = plan.layout;
@@ -73,23 +93,7 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   }
   PTDP_ASSIGN_OR_RETURN(program_, TrainerProgram(plan));
 
-  // Memory: the ledger of every pipeline rank against the limit.
-  if (opts.memory_limit > 0) {
-    for (int r = 0; r < cfg_.pp; ++r) {
-      const MemoryLedger e = MemoryOf(model_, cfg_, program_, r);
-      if (e.Total() > opts.memory_limit) {
-        return Status::DoesNotFit("model does not fit: pipeline rank " + std::to_string(r) +
-                                  " needs " + std::to_string(e.Total()) + " bytes (weights " +
-                                  std::to_string(e.weights) + ", grads " + std::to_string(e.grads) +
-                                  ", optimizer " + std::to_string(e.optimizer) + ", activations " +
-                                  std::to_string(e.activations) + ") over the memory limit of " +
-                                  std::to_string(opts.memory_limit) + " bytes per rank (" +
-                                  (opts.memory_limit_source.empty() ? std::string("--memory-limit")
-                                                                    : opts.memory_limit_source) +
-                                  ")");
-      }
-    }
-  }
+  PTDP_RETURN_IF_ERROR(CheckMemoryLimit());
   // Data: header, size and every token's range, on every rank (each then reads its share).
   {
     auto tf = TokenFile::Open(opts.data_path, model_.vocab);

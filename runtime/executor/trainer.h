@@ -129,6 +129,7 @@ class Trainer {
   Trainer();
   Status Setup(const PlanFile& plan, const TrainOptions& opts);
   Status Build();  // collective: groups, parameters
+  Status CheckMemoryLimit() const;
   void WireLayers();
   void GuardCommunicators();
   // executor.cc
