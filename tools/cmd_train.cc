@@ -166,18 +166,17 @@ Status CheckLosses(const TrainArgs& a, const std::vector<double>& losses) {
   return check;
 }
 
-// The whole run on this rank. Setup errors come back identical on every rank.
-Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
-  const bool root = world.rank() == 0;
+// This rank's checks of the arguments and the plan, and the memory limit (--memory-limit, else the
+// plan's cluster profile, else this host's memory / ranks). Not yet agreed over the ranks.
+Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
   Status pre;
-  Result<PlanFile> plan = Status::Internal("unread");
   if (auto dev = runtime::CreateDevice(a.backend); !dev.ok()) {
     pre = dev.status();
   } else if (a.steps < 1) {
     pre = Status::Invalid("--steps: must be at least 1");
   } else {
-    plan = ReadPlanFile(a.plan);
-    if (!plan.ok()) pre = plan.status().WithPrefix("--plan");
+    *plan = ReadPlanFile(a.plan);
+    if (!plan->ok()) pre = plan->status().WithPrefix("--plan");
   }
   if (pre.ok() && !a.memory_limit.empty()) {
     auto b = ParseBytes(a.memory_limit);
@@ -189,33 +188,27 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   } else if (pre.ok()) {
     // Default limit: the memory of one device of the plan's cluster profile; when the plan names
     // no known profile, this host's physical memory shared by the job's ranks (one node).
-    auto cluster = planner::LoadCluster(plan->cluster.name);
+    auto cluster = planner::LoadCluster((*plan)->cluster.name);
     if (cluster.ok() && cluster->profile.memory_GiB.value > 0) {
       a.opts.memory_limit = static_cast<Bytes>(cluster->profile.memory_GiB.value * kGiB);
-      a.opts.memory_limit_source = "memory_GiB of the cluster profile '" + plan->cluster.name + "'";
+      a.opts.memory_limit_source =
+          "memory_GiB of the cluster profile '" + (*plan)->cluster.name + "'";
     } else {
       const double phys = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-      a.opts.memory_limit = static_cast<Bytes>(phys / world.size());
+      a.opts.memory_limit = static_cast<Bytes>(phys / world_size);
       a.opts.memory_limit_source = "this host's physical memory / ranks";
     }
   }
-  *agreed_failure = true;
-  PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));
-  a.opts.steps = a.steps;
-  a.opts.backend = a.backend;
-  if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
-  PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts));
-  const ParallelConfig& c = trainer->layout();
-  if (root) {
-    std::printf("ptdp train: %s on %d ranks (%s), %lld microbatches of %d per iteration\n",
-                plan->model.name.c_str(), world.size(), c.ToString().c_str(),
-                static_cast<long long>(c.Microbatches()), c.mbs);
-  }
-  *agreed_failure = false;
+  return pre;
+}
+
+// The iterations; rank 0 prints each step and rewrites the --log file. Returns the losses.
+Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& trainer, bool root) {
+  const ParallelConfig& c = trainer.layout();
   std::string log;
   std::vector<double> losses;
   for (int64_t step = 1; step <= a.steps; ++step) {
-    PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer->Step(step));
+    PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer.Step(step));
     losses.push_back(m.loss);
     if (root) {
       std::printf(
@@ -233,6 +226,28 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
       }
     }
   }
+  return losses;
+}
+
+// The whole run on this rank. Setup errors come back identical on every rank.
+Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
+  const bool root = world.rank() == 0;
+  Result<PlanFile> plan = Status::Internal("unread");
+  const Status pre = ReadArguments(a, world.size(), &plan);
+  *agreed_failure = true;
+  PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));
+  a.opts.steps = a.steps;
+  a.opts.backend = a.backend;
+  if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
+  PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts));
+  const ParallelConfig& c = trainer->layout();
+  if (root) {
+    std::printf("ptdp train: %s on %d ranks (%s), %lld microbatches of %d per iteration\n",
+                plan->model.name.c_str(), world.size(), c.ToString().c_str(),
+                static_cast<long long>(c.Microbatches()), c.mbs);
+  }
+  *agreed_failure = false;
+  PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses, TrainSteps(a, *trainer, root));
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
   const Status mem_status = root ? ReportMemory(a, *plan, *trainer, mem) : Status::Ok();
