@@ -10,6 +10,12 @@ const char* DTypeName(DType t) {
       return "fp16";
     case DType::kBf16:
       return "bf16";
+    case DType::kU8:
+      return "u8";
+    case DType::kI32:
+      return "i32";
+    case DType::kFp64:
+      return "fp64";
   }
   return "?";
 }

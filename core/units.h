@@ -43,9 +43,21 @@ constexpr Seconds ToSeconds(Nanoseconds ns) {
 }
 
 // Bytes per element of the dtypes we use.
-enum class DType { kFp32, kFp16, kBf16 };
+// Element types of tensors and messages. kU8 (dropout masks), kI32 (token ids) and kFp64 (the CPU
+// backend's finite-difference tests only) are never reduced by a communicator.
+enum class DType { kFp32, kFp16, kBf16, kU8, kI32, kFp64 };
 constexpr int DTypeBytes(DType t) {
-  return t == DType::kFp32 ? 4 : 2;
+  switch (t) {
+    case DType::kFp16:
+    case DType::kBf16:
+      return 2;
+    case DType::kU8:
+      return 1;
+    case DType::kFp64:
+      return 8;
+    default:
+      return 4;
+  }
 }
 const char* DTypeName(DType t);
 

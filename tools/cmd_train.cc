@@ -9,8 +9,10 @@
 
 #include "core/cluster.h"
 #include "core/json.h"
+#include "core/ledger.h"
 #include "core/plan_file.h"
 #include "core/timeline.h"
+#include "runtime/backend/registry.h"
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
 #include "runtime/executor/trainer.h"
@@ -56,6 +58,8 @@ std::string MetricsJson(const runtime::StepMetrics& m) {
   j["loss"] = m.loss;
   j["grad_norm"] = m.grad_norm;
   j["lr"] = m.lr;
+  j["loss_scale"] = m.loss_scale;
+  j["skipped_steps"] = m.skipped_steps;
   j["iteration_s"] = m.iteration_s;
   j["tokens_per_s"] = m.tokens_per_s;
   j["tflops_per_gpu"] = m.tflops_per_gpu;
@@ -79,18 +83,100 @@ Result<std::vector<double>> ReadLosses(const std::string& path) {
   return out;
 }
 
-// The whole run on this rank. Setup errors come back identical on every rank.
-Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
-  const bool root = world.rank() == 0;
+// Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger and
+// the plan's prediction; an error when over --memory-tol. Rank 0 only.
+Status ReportMemory(const TrainArgs& a, const PlanFile& plan, runtime::Trainer& trainer,
+                    const std::vector<runtime::RankMemory>& mem) {
+  const ParallelConfig& c = trainer.layout();
+  Status mem_status;
+  const Json& pred = plan.prediction;
+  const bool have_plan =
+      pred.is_object() && pred.contains("memory_per_stage") && pred["memory_per_stage"].is_array();
+  std::printf(
+      "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
+      "ledger (core/ledger.h)%s; measured total with workspace\n",
+      have_plan ? " | plan's prediction" : "");
+  for (int r = 0; r < c.pp; ++r) {
+    Bytes measured = 0, total = 0;
+    for (const auto& m : mem) {
+      if (m.pp_rank != r) continue;
+      Bytes kept = 0;  // per-tag peaks of everything but the transient workspace
+      for (int t = 0; t < runtime::kNumMemTags; ++t) {
+        if (t != static_cast<int>(runtime::MemTag::kWorkspace)) kept += m.peak[t];
+      }
+      measured = std::max(measured, kept);
+      total = std::max(total, m.peak_total);
+    }
+    const MemoryLedger est = MemoryOf(trainer.model(), c, trainer.program(), r);
+    double reference = double(est.Total());
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
+                  est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
+    std::string line = buf;
+    if (have_plan) {
+      for (const auto& s : pred["memory_per_stage"]) {
+        if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
+          const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
+          std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
+                        100.0 * (double(measured) - planned) / planned);
+          line += buf;
+          reference = planned;
+        }
+      }
+    }
+    std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
+    const double rel = std::abs(double(measured) - reference) / reference;
+    if (a.memory_tol >= 0 && rel > a.memory_tol && mem_status.ok()) {
+      mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) + ": measured " +
+                                    std::to_string(measured) +
+                                    " bytes (without workspace) differs from the prediction " +
+                                    std::to_string(static_cast<Bytes>(reference)) + " by " +
+                                    std::to_string(100 * rel) + "% (over --memory-tol)");
+    }
+  }
+  return mem_status;
+}
+
+// Per-step losses against a single-process run's log (--expect-losses). Rank 0 only.
+Status CheckLosses(const TrainArgs& a, const std::vector<double>& losses) {
+  Status check;
+  auto ref = ReadLosses(a.expect_losses);
+  if (!ref.ok()) {
+    check = ref.status().WithPrefix("--expect-losses");
+  } else if (ref->size() < losses.size()) {
+    check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
+                            " reference steps, fewer than the " + std::to_string(losses.size()) +
+                            " run");
+  } else {
+    double worst = 0;
+    for (size_t i = 0; i < losses.size(); ++i) {
+      const double rel = std::abs(losses[i] - (*ref)[i]) / std::abs((*ref)[i]);
+      worst = std::max(worst, rel);
+      if (rel > a.loss_tol && check.ok()) {
+        check = Status::Internal("step " + std::to_string(i + 1) + ": loss " +
+                                 std::to_string(losses[i]) + " vs reference " +
+                                 std::to_string((*ref)[i]) + " (relative " + std::to_string(rel) +
+                                 " over " + std::to_string(a.loss_tol) + ")");
+      }
+    }
+    std::printf(
+        "losses vs reference: max relative difference %.3e over %zu steps (tolerance %.1e)\n",
+        worst, losses.size(), a.loss_tol);
+  }
+  return check;
+}
+
+// This rank's checks of the arguments and the plan, and the memory limit (--memory-limit, else the
+// plan's cluster profile, else this host's memory / ranks). Not yet agreed over the ranks.
+Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
   Status pre;
-  Result<PlanFile> plan = Status::Internal("unread");
-  if (a.backend != "cpu") {
-    pre = Status::Invalid("--backend: '" + a.backend + "' is not available in this build (cpu)");
+  if (auto dev = runtime::CreateDevice(a.backend); !dev.ok()) {
+    pre = dev.status();
   } else if (a.steps < 1) {
     pre = Status::Invalid("--steps: must be at least 1");
   } else {
-    plan = ReadPlanFile(a.plan);
-    if (!plan.ok()) pre = plan.status().WithPrefix("--plan");
+    *plan = ReadPlanFile(a.plan);
+    if (!plan->ok()) pre = plan->status().WithPrefix("--plan");
   }
   if (pre.ok() && !a.memory_limit.empty()) {
     auto b = ParseBytes(a.memory_limit);
@@ -102,19 +188,56 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   } else if (pre.ok()) {
     // Default limit: the memory of one device of the plan's cluster profile; when the plan names
     // no known profile, this host's physical memory shared by the job's ranks (one node).
-    auto cluster = LoadCluster(plan->cluster.name);
+    auto cluster = LoadCluster((*plan)->cluster.name);
     if (cluster.ok() && cluster->profile.memory_GiB.value > 0) {
       a.opts.memory_limit = static_cast<Bytes>(cluster->profile.memory_GiB.value * kGiB);
-      a.opts.memory_limit_source = "memory_GiB of the cluster profile '" + plan->cluster.name + "'";
+      a.opts.memory_limit_source =
+          "memory_GiB of the cluster profile '" + (*plan)->cluster.name + "'";
     } else {
       const double phys = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-      a.opts.memory_limit = static_cast<Bytes>(phys / world.size());
+      a.opts.memory_limit = static_cast<Bytes>(phys / world_size);
       a.opts.memory_limit_source = "this host's physical memory / ranks";
     }
   }
+  return pre;
+}
+
+// The iterations; rank 0 prints each step and rewrites the --log file. Returns the losses.
+Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& trainer, bool root) {
+  const ParallelConfig& c = trainer.layout();
+  std::string log;
+  std::vector<double> losses;
+  for (int64_t step = 1; step <= a.steps; ++step) {
+    PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer.Step(step));
+    losses.push_back(m.loss);
+    if (root) {
+      std::printf(
+          " iteration %6lld/%6lld | consumed samples %8lld | elapsed time per iteration (ms): "
+          "%.1f | learning rate: %.3E | lm loss: %.6E | grad norm: %.4f | tokens/s: %.0f | "
+          "TFLOP/s/GPU: %.4f | peak memory (MiB): %.2f | loss scale: %.0f | skipped: %lld\n",
+          static_cast<long long>(step), static_cast<long long>(a.steps),
+          static_cast<long long>(step * c.global_batch), m.iteration_s * 1e3, m.lr, m.loss,
+          m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB, m.loss_scale,
+          static_cast<long long>(m.skipped_steps));
+      std::fflush(stdout);
+      if (!a.log.empty()) {
+        log += MetricsJson(m) + "\n";
+        PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
+      }
+    }
+  }
+  return losses;
+}
+
+// The whole run on this rank. Setup errors come back identical on every rank.
+Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
+  const bool root = world.rank() == 0;
+  Result<PlanFile> plan = Status::Internal("unread");
+  const Status pre = ReadArguments(a, world.size(), &plan);
   *agreed_failure = true;
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));
   a.opts.steps = a.steps;
+  a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
   PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts));
   const ParallelConfig& c = trainer->layout();
@@ -124,76 +247,10 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
                 static_cast<long long>(c.Microbatches()), c.mbs);
   }
   *agreed_failure = false;
-  std::string log;
-  std::vector<double> losses;
-  for (int64_t step = 1; step <= a.steps; ++step) {
-    PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer->Step(step));
-    losses.push_back(m.loss);
-    if (root) {
-      std::printf(
-          " iteration %6lld/%6lld | consumed samples %8lld | elapsed time per iteration (ms): "
-          "%.1f | learning rate: %.3E | lm loss: %.6E | grad norm: %.4f | tokens/s: %.0f | "
-          "TFLOP/s/GPU: %.4f | peak memory (MiB): %.2f\n",
-          static_cast<long long>(step), static_cast<long long>(a.steps),
-          static_cast<long long>(step * c.global_batch), m.iteration_s * 1e3, m.lr, m.loss,
-          m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB);
-      std::fflush(stdout);
-      if (!a.log.empty()) {
-        log += MetricsJson(m) + "\n";
-        PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
-      }
-    }
-  }
+  PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses, TrainSteps(a, *trainer, root));
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
-  Status mem_status;
-  if (root) {
-    const Json& pred = plan->prediction;
-    const bool have_plan = pred.is_object() && pred.contains("memory_per_stage") &&
-                           pred["memory_per_stage"].is_array();
-    std::printf(
-        "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
-        "runtime estimate (core/shapes.h)%s; measured total with workspace\n",
-        have_plan ? " | plan's prediction" : "");
-    for (int r = 0; r < c.pp; ++r) {
-      Bytes measured = 0, total = 0;
-      for (const auto& m : mem) {
-        if (m.pp_rank != r) continue;
-        Bytes kept = 0;  // per-tag peaks of everything but the transient workspace
-        for (int t = 0; t < runtime::kNumMemTags; ++t) {
-          if (t != static_cast<int>(runtime::MemTag::kWorkspace)) kept += m.peak[t];
-        }
-        measured = std::max(measured, kept);
-        total = std::max(total, m.peak_total);
-      }
-      const auto est = runtime::EstimateRankMemory(trainer->model(), c, trainer->program(), r);
-      double reference = double(est.Total());
-      char buf[256];
-      std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
-                    est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
-      std::string line = buf;
-      if (have_plan) {
-        for (const auto& s : pred["memory_per_stage"]) {
-          if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
-            const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
-            std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
-                          100.0 * (double(measured) - planned) / planned);
-            line += buf;
-            reference = planned;
-          }
-        }
-      }
-      std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
-      const double rel = std::abs(double(measured) - reference) / reference;
-      if (a.memory_tol >= 0 && rel > a.memory_tol && mem_status.ok()) {
-        mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) +
-                                      ": measured " + std::to_string(measured) +
-                                      " bytes (without workspace) differs from the prediction " +
-                                      std::to_string(static_cast<Bytes>(reference)) + " by " +
-                                      std::to_string(100 * rel) + "% (over --memory-tol)");
-      }
-    }
-  }
+  const Status mem_status = root ? ReportMemory(a, *plan, *trainer, mem) : Status::Ok();
   *agreed_failure = true;  // the checks below are agreed over all ranks
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, mem_status));
   if (!a.trace.empty()) {
@@ -203,32 +260,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   if (!a.dump_params.empty()) PTDP_RETURN_IF_ERROR(trainer->WriteParamDump(a.dump_params));
   // Equivalence checks against a single-process run.
-  Status check;
-  if (!a.expect_losses.empty() && root) {
-    auto ref = ReadLosses(a.expect_losses);
-    if (!ref.ok()) {
-      check = ref.status().WithPrefix("--expect-losses");
-    } else if (ref->size() < losses.size()) {
-      check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
-                              " reference steps, fewer than the " + std::to_string(losses.size()) +
-                              " run");
-    } else {
-      double worst = 0;
-      for (size_t i = 0; i < losses.size(); ++i) {
-        const double rel = std::abs(losses[i] - (*ref)[i]) / std::abs((*ref)[i]);
-        worst = std::max(worst, rel);
-        if (rel > a.loss_tol && check.ok()) {
-          check = Status::Internal("step " + std::to_string(i + 1) + ": loss " +
-                                   std::to_string(losses[i]) + " vs reference " +
-                                   std::to_string((*ref)[i]) + " (relative " + std::to_string(rel) +
-                                   " over " + std::to_string(a.loss_tol) + ")");
-        }
-      }
-      std::printf(
-          "losses vs reference: max relative difference %.3e over %zu steps (tolerance %.1e)\n",
-          worst, losses.size(), a.loss_tol);
-    }
-  }
+  const Status check = !a.expect_losses.empty() && root ? CheckLosses(a, losses) : Status::Ok();
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, check));
   if (!a.expect_params.empty()) {
     PTDP_ASSIGN_OR_RETURN(double worst, trainer->CompareParams(a.expect_params));
@@ -256,7 +288,14 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--data", a.data, "token file (ptdp tokenize)")->required();
   cmd->add_option("--steps", a.steps, "iterations")->required();
   cmd->add_option("--log", a.log, "JSON lines of per-step metrics (rank 0 writes)");
-  cmd->add_option("--backend", a.backend, "cpu");
+  cmd->add_option("--backend", a.backend,
+                  "compute backend: cpu, cpu-guard (tests: faults on host access to tensors; cuda: "
+                  "not implemented yet)");
+  cmd->add_option("--inject-overflow-step", a.opts.inject_overflow_step,
+                  "tests: put an inf into one gradient at this step (fp16 loss scaling)");
+  cmd->add_option("--initial-loss-scale", a.opts.initial_loss_scale, "fp16 dynamic loss scale");
+  cmd->add_option("--loss-scale-window", a.opts.loss_scale_window,
+                  "fp16: clean steps before the loss scale doubles");
   cmd->add_option("--trace", a.trace, "Chrome trace of the last iteration's measured timeline");
   cmd->add_option("--lr", a.opts.optim.lr, "peak learning rate");
   cmd->add_option("--min-lr", a.opts.optim.min_lr, "final learning rate of the cosine decay");

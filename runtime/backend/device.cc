@@ -1,9 +1,12 @@
 #include "runtime/backend/device.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include "runtime/backend/cpu_ops.h"
 
 namespace ptdp::runtime {
 
@@ -35,6 +38,58 @@ void Device::Account(Bytes delta, MemTag tag) {
 void Device::ResetPeak() {
   stats_.peak = stats_.current;
   stats_.peak_total = stats_.current_total;
+}
+
+CpuDevice::CpuDevice() : ops_(std::make_unique<CpuOps>()) {}
+CpuDevice::~CpuDevice() = default;
+
+namespace {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+// Synchronous device: the host clock after the work returned is the device's time.
+Status CpuDevice::StartTimer() {
+  timer_start_ns_ = NowNs();
+  return Status::Ok();
+}
+Result<double> CpuDevice::ElapsedSeconds() {
+  return double(NowNs() - timer_start_ns_) * 1e-9;
+}
+
+Result<Tensor> Tensor::Make(Device* dev, int64_t count, DType dtype, MemTag tag) {
+  Tensor t;
+  if (count > 0) {
+    PTDP_ASSIGN_OR_RETURN(t.data_, dev->Alloc(count * DTypeBytes(dtype), tag));
+  }
+  t.dev_ = dev;
+  t.count_ = count;
+  t.dtype_ = dtype;
+  t.tag_ = tag;
+  return t;
+}
+
+Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  if (this != &o) {
+    Reset();
+    dev_ = o.dev_;
+    data_ = o.data_;
+    count_ = o.count_;
+    dtype_ = o.dtype_;
+    tag_ = o.tag_;
+    o.data_ = nullptr;
+    o.count_ = 0;
+  }
+  return *this;
+}
+
+void Tensor::Reset() {
+  if (data_ != nullptr) dev_->Free(data_, count_ * DTypeBytes(dtype_), tag_);
+  data_ = nullptr;
+  count_ = 0;
 }
 
 Result<void*> CpuDevice::Alloc(Bytes bytes, MemTag tag) {

@@ -1,7 +1,9 @@
 // Device: where the runtime's tensors live, with byte accounting per tag (current and peak), so the
-// measured peak memory of a rank can be put beside the planner's prediction (core/shapes.h lists
-// what both count). Implementations: CpuDevice (host memory) now; a CUDA device next.
-// Thread-safety: one thread uses a device at a time.
+// measured peak memory of a rank can be put beside the ledger (core/ledger.h lists what both
+// count), the stream its work is ordered on, an event timer, and its compute (Ops).
+// Implementations: CpuDevice (host memory, synchronous), CudaDevice (runtime/cuda), GuardDevice
+// (tests: pages that fault on host access outside Ops and communicator calls). Thread-safety: one
+// thread uses a device at a time.
 #pragma once
 
 #include <array>
@@ -11,6 +13,7 @@
 
 #include "core/status.h"
 #include "core/units.h"
+#include "runtime/backend/ops.h"
 
 namespace ptdp::runtime {
 
@@ -35,8 +38,19 @@ class Device {
   virtual Result<void*> Alloc(Bytes bytes, MemTag tag) = 0;
   // REQUIRES: p came from Alloc with the same bytes and tag (nullptr is a no-op).
   virtual void Free(void* p, Bytes bytes, MemTag tag) = 0;
+  // Any direction between host and device memory; returns once the data are at dst when either
+  // side is host memory (the only way results reach the host).
   virtual void Copy(void* dst, const void* src, Bytes bytes) = 0;
   virtual void Fill(void* dst, int value, Bytes bytes) = 0;
+  // The device's compute, ordered on its stream.
+  virtual Ops* ops() = 0;
+  // Waits until everything queued on the stream has run.
+  virtual Status Synchronize() = 0;
+  // Event timer on the stream: StartTimer records a start event; ElapsedSeconds records a stop
+  // event, waits for it and returns the device time between the two (on a GPU a host clock would
+  // time the enqueueing).
+  virtual Status StartTimer() = 0;
+  virtual Result<double> ElapsedSeconds() = 0;
   const MemoryStats& stats() const { return stats_; }
   void ResetPeak();  // peak := current (per tag and total)
 
@@ -45,63 +59,54 @@ class Device {
   MemoryStats stats_;
 };
 
-class CpuDevice final : public Device {
+class CpuDevice : public Device {
  public:
+  CpuDevice();
+  ~CpuDevice() override;
   std::string name() const override { return "cpu"; }
   Result<void*> Alloc(Bytes bytes, MemTag tag) override;
   void Free(void* p, Bytes bytes, MemTag tag) override;
   void Copy(void* dst, const void* src, Bytes bytes) override;
   void Fill(void* dst, int value, Bytes bytes) override;
+  Ops* ops() override { return ops_.get(); }
+  Status Synchronize() override { return Status::Ok(); }  // synchronous: nothing is queued
+  Status StartTimer() override;
+  Result<double> ElapsedSeconds() override;
+
+ private:
+  std::unique_ptr<Ops> ops_;
+  int64_t timer_start_ns_ = 0;
 };
 
-// An owning, move-only array of T on a device (RAII: frees on destruction).
-template <typename T>
-class Buffer {
+// An owning, move-only device array with a dtype (RAII: frees on destruction).
+class Tensor {
  public:
-  Buffer() = default;
-  static Result<Buffer> Make(Device* dev, int64_t count, MemTag tag) {
-    Buffer b;
-    if (count > 0) {
-      PTDP_ASSIGN_OR_RETURN(void* p, dev->Alloc(count * Bytes(sizeof(T)), tag));
-      b.data_ = static_cast<T*>(p);
-    }
-    b.dev_ = dev;
-    b.count_ = count;
-    b.tag_ = tag;
-    return b;
+  Tensor() = default;
+  static Result<Tensor> Make(Device* dev, int64_t count, DType dtype, MemTag tag);
+  Tensor(Tensor&& o) noexcept { *this = std::move(o); }
+  Tensor& operator=(Tensor&& o) noexcept;
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  ~Tensor() { Reset(); }
+  void Reset();
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  int64_t count() const { return count_; }
+  DType dtype() const { return dtype_; }
+  bool empty() const { return data_ == nullptr; }
+  Bytes bytes() const { return count_ * DTypeBytes(dtype_); }
+  TensorRef ref() { return {data_, dtype_, count_}; }
+  ConstRef cref() const { return {data_, dtype_, count_}; }
+  // Elements [offset, offset + n).
+  TensorRef slice(int64_t offset, int64_t n) {
+    return {static_cast<char*>(data_) + offset * DTypeBytes(dtype_), dtype_, n};
   }
-  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
-  Buffer& operator=(Buffer&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      dev_ = o.dev_;
-      data_ = o.data_;
-      count_ = o.count_;
-      tag_ = o.tag_;
-      o.data_ = nullptr;
-      o.count_ = 0;
-    }
-    return *this;
-  }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { Reset(); }
-  void Reset() {
-    if (data_ != nullptr) dev_->Free(data_, count_ * Bytes(sizeof(T)), tag_);
-    data_ = nullptr;
-    count_ = 0;
-  }
-  T* data() { return data_; }
-  const T* data() const { return data_; }
-  int64_t size() const { return count_; }
-  bool empty() const { return count_ == 0; }
-  T& operator[](int64_t i) { return data_[i]; }
-  const T& operator[](int64_t i) const { return data_[i]; }
 
  private:
   Device* dev_ = nullptr;
-  T* data_ = nullptr;
+  void* data_ = nullptr;
   int64_t count_ = 0;
+  DType dtype_ = DType::kFp32;
   MemTag tag_ = MemTag::kWorkspace;
 };
 

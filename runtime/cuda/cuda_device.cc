@@ -53,10 +53,14 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal, Bytes memory
   PTDP_CUDA_RETURN(cudaGetDeviceProperties(&prop, ordinal));
   d->name_ = std::string("cuda:") + std::to_string(ordinal) + " (" + prop.name + ")";
   PTDP_CUDA_RETURN(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking));
+  PTDP_CUDA_RETURN(cudaEventCreate(&d->timer_start_));
+  PTDP_CUDA_RETURN(cudaEventCreate(&d->timer_stop_));
   return d;
 }
 
 CudaDevice::~CudaDevice() {
+  if (timer_start_ != nullptr) cudaEventDestroy(timer_start_);
+  if (timer_stop_ != nullptr) cudaEventDestroy(timer_stop_);
   if (stream_ != nullptr) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -87,6 +91,19 @@ void CudaDevice::Fill(void* dst, int value, Bytes bytes) {
 Status CudaDevice::Synchronize() {
   PTDP_CUDA_RETURN(cudaStreamSynchronize(stream_));
   return Status::Ok();
+}
+
+Status CudaDevice::StartTimer() {
+  PTDP_CUDA_RETURN(cudaEventRecord(timer_start_, stream_));
+  return Status::Ok();
+}
+
+Result<double> CudaDevice::ElapsedSeconds() {
+  PTDP_CUDA_RETURN(cudaEventRecord(timer_stop_, stream_));
+  PTDP_CUDA_RETURN(cudaEventSynchronize(timer_stop_));
+  float ms = 0;
+  PTDP_CUDA_RETURN(cudaEventElapsedTime(&ms, timer_start_, timer_stop_));
+  return double(ms) * 1e-3;
 }
 
 }  // namespace ptdp::runtime::cuda

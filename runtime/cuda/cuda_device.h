@@ -15,6 +15,7 @@
 #include <string>
 
 #include "runtime/backend/device.h"
+#include "runtime/backend/unimplemented_ops.h"
 #include "runtime/cuda/caching_allocator.h"
 
 namespace ptdp::runtime::cuda {
@@ -34,7 +35,12 @@ class CudaDevice final : public Device {
   void Copy(void* dst, const void* src, Bytes bytes) override;
   void Fill(void* dst, int value, Bytes bytes) override;
 
-  Status Synchronize();
+  // The CUDA Ops are not written yet: every op fails with a clear error (UnimplementedOps).
+  Ops* ops() override { return &ops_; }
+  Status Synchronize() override;
+  // cudaEvent timing on the compute stream.
+  Status StartTimer() override;
+  Result<double> ElapsedSeconds() override;
   cudaStream_t stream() const { return stream_; }
   int ordinal() const { return ordinal_; }
   const AllocatorStats& allocator_stats() const { return allocator_.stats(); }
@@ -44,7 +50,9 @@ class CudaDevice final : public Device {
   int ordinal_;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   CachingAllocator allocator_;
+  UnimplementedOps ops_{"cuda"};
 };
 
 // Number of CUDA devices visible, 0 when there is none or no driver (never an error): what the

@@ -15,6 +15,12 @@ ncclDataType_t ToNccl(DType t) {
       return ncclFloat16;
     case DType::kBf16:
       return ncclBfloat16;
+    case DType::kU8:
+      return ncclUint8;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kFp64:
+      return ncclFloat64;
   }
   return ncclFloat32;
 }

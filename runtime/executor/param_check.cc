@@ -79,8 +79,8 @@ Status Trainer::WriteParamDump(const std::string& path) {
     s += p.name;
     Put<uint32_t>(s, static_cast<uint32_t>(p.global_shape.size()));
     for (int64_t d : p.global_shape) Put<int64_t>(s, d);
-    s.append(reinterpret_cast<const char*>(params_->param(static_cast<int>(i))),
-             static_cast<size_t>(p.LocalElements()) * 4);
+    const std::vector<float> values = params_->HostMaster(static_cast<int>(i));
+    s.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
   }
   return WriteFileAtomic(path, s);
 }
@@ -100,7 +100,7 @@ Result<double> Trainer::CompareParams(const std::string& dump_path) {
       }
       const bool vocab_rows = key == "embedding.word" || key == "output.weight";
       const int64_t row_elems = p.global_shape.size() == 2 ? p.global_shape[1] : 1;
-      const float* x = params_->param(static_cast<int>(i));
+      const std::vector<float> x = params_->HostMaster(static_cast<int>(i));
       double d2 = 0, r2 = 0;
       for (int64_t j = 0; j < p.LocalElements(); ++j) {
         const int64_t g = ParamStore::GlobalIndex(p, coord_.tp, j);

@@ -1,7 +1,14 @@
 // Trainer: one rank of a PTD-P training job. It builds the rank's groups from core's RankGrid,
-// its parameters (core/shapes.h), takes the plan file's Program (once
+// its parameters (core/shapes.h), the plan file's Program (once
 // schedule::CheckProgramMatchesLayout shows it is its layout's), and runs each iteration by
-// interpreting the Program instruction by instruction, in order:
+// interpreting the Program instruction by instruction, in order. The work is split by concern:
+//   trainer.cc          setup (plan, groups, device, parameters), the iteration loop, metrics
+//   executor.cc         the Program interpreter: one handler per instruction, pipeline sends and
+//                       receives, the record of what was executed (checked against the Program)
+//   stage.cc            the model wiring: chunks, layers, the per-microbatch stash, token upload
+//   optimizer_step.cc   gradient reduction, global norm, clipping, loss scaling, AdamW
+//   report.cc           memory and timeline gathering
+// Instructions:
 //   kRecvAct/kRecvGrad   blocking receive from the pipeline peer (with scatter/gather, 1/t of the
 //                        boundary tensor from the peer of the same tensor rank, then an all-gather
 //                        over the tensor group)
@@ -12,7 +19,8 @@
 //   kReduceGrads         waits for the sends, all-reduces the tied embedding's gradient between the
 //                        first and last stage, then the gradients over the data group in buckets
 //   kOptimizerStep       global gradient norm (each parameter counted once), clipping, AdamW
-// It records a measured Timeline and checks the executed order equals the Program.
+// Every tensor lives on the Device and is computed by its Ops (runtime/backend/ops.h); the host
+// sees only scalars (loss, norm, non-finite flag) copied back through Device::Copy.
 //
 // The loss is the mean over all B * s tokens of the global batch (each token's loss gradient is
 // 1 / (B s)), so every layout computes the same number.
@@ -33,6 +41,7 @@
 #include "runtime/data/token_file.h"
 #include "runtime/model/gpt_layers.h"
 #include "runtime/model/params.h"
+#include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
 
 namespace ptdp::runtime {
@@ -43,6 +52,10 @@ struct TrainOptions {
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
+  std::string backend = "cpu";        // runtime/backend/registry.h
+  int64_t inject_overflow_step = 0;   // tests: an inf in one gradient at this step (fp16)
+  double initial_loss_scale = 65536;  // fp16 dynamic loss scaling
+  int loss_scale_window = 1000;       // clean steps before the scale doubles
   Bytes memory_limit = 0;             // per rank; 0: none
   std::string memory_limit_source;    // where the limit came from, for the error message
 };
@@ -52,7 +65,9 @@ struct StepMetrics {
   double loss = 0;
   double grad_norm = 0;  // before clipping
   double lr = 0;
-  double iteration_s = 0;  // slowest rank
+  double loss_scale = 1;      // fp16: the scale this step's backward used
+  int64_t skipped_steps = 0;  // fp16: steps skipped for a non-finite gradient so far
+  double iteration_s = 0;     // slowest rank, from the device's event timer
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;
   Bytes peak_memory_bytes = 0;  // max over ranks, since the start
@@ -66,14 +81,21 @@ struct RankMemory {
   std::array<Bytes, kNumMemTags> peak{};
 };
 
-// The runtime's own prediction for a rank from core/shapes.h (the planner's formulas with fp32
-// everywhere): weights, grads, optimizer and the activation stash at the schedule's peak.
-struct MemoryEstimate {
-  Bytes weights = 0, grads = 0, optimizer = 0, activations = 0;
-  Bytes Total() const { return weights + grads + optimizer + activations; }
+// One completed instruction as the handler that completed it saw it: the op and the
+// (microbatch, chunk) of the state it acted on.
+struct ExecRecord {
+  Op op = Op::kForward;
+  int32_t microbatch = -1;
+  int32_t chunk = -1;
+  bool operator==(const ExecRecord&) const = default;
 };
-MemoryEstimate EstimateRankMemory(const ModelSpec& m, const ParallelConfig& c, const Program& p,
-                                  int pp_rank);
+// Ok when `done` is exactly `program`'s (op, microbatch, chunk) sequence; otherwise names the first
+// difference.
+Status CheckExecutedOrder(const std::vector<Instr>& program, const std::vector<ExecRecord>& done);
+
+// The Program a trainer executes for its plan (one place, so that a plan carrying its Program
+// replaces only this function): built for the layout with messages in the compute dtype.
+Result<Program> TrainerProgram(const PlanFile& plan);
 
 class Trainer {
  public:
@@ -105,25 +127,41 @@ class Trainer {
  private:
   struct MbState;
   struct Pending;
-  Trainer() = default;
+  Trainer();
   Status Setup(const PlanFile& plan, const TrainOptions& opts);
   Status Build();  // collective: groups, parameters
+  Status CheckMemoryLimit() const;
+  void WireLayers();
+  void GuardCommunicators();
+  // executor.cc
   Status Execute(const Instr& in, int64_t step);
-  Status Forward(int mb, int chunk, int64_t step);
-  Status Backward(int mb, int chunk, bool recompute, int64_t step);
-  Status RecvBoundary(const Instr& in, float* full);
-  Status SendBoundary(const Instr& in, Buffer<float> buf);
-  Status ReduceGrads();
-  Status OptimizerStep(int64_t step, double* grad_norm, double* lr);
+  Status RunProgram(int64_t step);
+  Status RecvBoundary(const Instr& in, TensorRef full);
+  Status SendBoundary(const Instr& in, Tensor buf);
   Status WaitSends();
   Status PollSends();
-  Status LoadMicrobatch(int mb, int64_t step, std::vector<int32_t>* inputs,
-                        std::vector<int32_t>* targets);
-  DropoutCtx Dropout(int mb, int64_t step) const;
+  MbState* FindState(int mb, int chunk);
+  MbState* NewState(int mb, int chunk);  // finds or creates
+  void Record(Op op, const MbState& st);
+  // stage.cc
+  Status Forward(int mb, int chunk, int64_t step);
+  Status Backward(int mb, int chunk, bool recompute, int64_t step);
+  Status ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool last);
+  Status BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool recompute, Tensor* dy);
+  Status UploadTokens(int mb, int64_t step, bool inputs, Tensor* out);
+  LayerCtx Ctx(int mb, int64_t step);
   int OutputIndex(int chunk) const;  // the output matrix the head multiplies by
+  HeadWeights HeadW(int chunk) const;
   int64_t Key(int mb, int chunk) const { return int64_t(mb) * cfg_.vp + chunk; }
+  // optimizer_step.cc
+  Status ReduceGrads();
+  Status OptimizerStep(int64_t step);
+  Result<double> GradNormSquared();
+  Result<bool> GradientsFinite();
+  Status ApplyAdamW(int64_t step, double clip_coef);
 
   Communicator* world_ = nullptr;
+  std::unique_ptr<Communicator> guarded_world_;  // the guard device's view of the world
   std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_;
   ModelSpec model_;
   ParallelConfig cfg_;
@@ -134,15 +172,21 @@ class Trainer {
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<TokenFile> data_;
   LayerDims dims_;
+  DTypes types_;
   // Per local chunk: its global layers and their weights / gradients.
   std::vector<std::vector<int>> chunk_layers_;
-  std::vector<std::vector<LayerWeights<float>>> weights_;
-  std::vector<std::vector<LayerGrads<float>>> grads_;
+  std::vector<std::vector<LayerWeights>> weights_;
+  std::vector<std::vector<LayerGrads>> grads_;
   std::map<int64_t, std::unique_ptr<MbState>> live_;
   std::vector<std::unique_ptr<Pending>> pending_;
-  double loss_sum_ = 0;
+  std::vector<ExecRecord> executed_;  // appended by the handlers as they complete
+  Tensor loss_sum_;                   // fp64 device scalar: this iteration's summed token losses
+  Tensor scratch_scalar_;             // fp64 device scalar: norms and non-finite flags
+  std::unique_ptr<LossScaler> scaler_;
   double last_grad_norm_ = 0;
   double last_lr_ = 0;
+  double last_loss_scale_ = 1;
+  int64_t last_step_ = 0;
   Timeline timeline_;
   std::vector<TimelineEvent> events_;
   std::vector<Bytes> activation_bytes_;  // after each event

@@ -5,13 +5,15 @@
 // vocabulary-parallel cross-entropy whose padded columns are masked out of the softmax.
 //
 // Every layer is pre-LayerNorm:  x2 = x + drop(proj(attn(ln1(x)))),  y = x2 +
-// drop(fc2(gelu(fc1(ln2(x2))))). Dropout masks are drawn from the counter-based generator keyed by
-// (site, step) and indexed by the GLOBAL element (global sequence, position, column or global
-// head), so they are the same in every layout; they are regenerated in the backward instead of
-// being stored.
+// drop(fc2(gelu(fc1(ln2(x2))))). Dropout masks are drawn by the backend from the counter-based
+// generator keyed by (site, step) and indexed by the GLOBAL element (global sequence, position,
+// column or global head), so they are the same in every layout and on every backend; they are
+// STORED (1 byte per element) from the forward to the backward, as core/shapes.h lists them.
 //
-// Templated on T: float for training, double for the finite-difference tests (which run with a
-// tensor group of one, since the communicators move fp32 only).
+// All compute goes through the device's Ops and all communication through the Communicator: no
+// element of a tensor is touched on the host. Each stash holds exactly the tensors of its
+// core/shapes.h list (LayerActivations / LayerCheckpoint, HeadActivations,
+// EmbeddingActivations), in the dtypes core/ledger.h prices them at.
 #pragma once
 
 #include <cstdint>
@@ -39,86 +41,108 @@ struct LayerDims {
   int64_t D() const { return h / heads; }
 };
 
+// The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and
+// the weights the layers read (the compute dtype); `wide` for parameter gradients and the fp32
+// statistics (LayerNorm, softmax, logits). Training: act = compute dtype, wide = fp32. The
+// finite-difference tests run everything in fp64.
+struct DTypes {
+  DType act = DType::kFp32;
+  DType wide = DType::kFp32;
+};
+
 // Where a microbatch's rows sit globally, for dropout.
 struct DropoutCtx {
   double p = 0.0;    // 0: no dropout
   int64_t step = 0;  // iteration: masks differ per step
   int64_t seq0 = 0;  // global sequence index of the microbatch's first sample
   // Key of a dropout site ("layer3.attn", "layer3.attn_residual", "layer3.mlp_residual",
-  // "embedding").
+  // "embedding") for this step.
   uint64_t Key(const std::string& site) const;
 };
 
-template <typename T>
 struct LayerWeights {
-  const T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-  const T *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+  ConstRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
+  ConstRef ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
 };
-template <typename T>
 struct LayerGrads {
-  T *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-  T *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+  TensorRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
+  TensorRef ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
 };
 
-// What a layer keeps for its backward (core/shapes.h LayerActivations, dropout masks excepted:
-// they are regenerated). With full recomputation only `x` is allocated between forward and
-// backward (core/shapes.h LayerCheckpoint).
-template <typename T>
+// What a layer keeps for its backward: core/shapes.h LayerActivations, entry by entry. With full
+// recomputation only `x` lives between forward and backward (LayerCheckpoint).
 struct LayerStash {
-  Buffer<T> x;                            // ln1.input [N][h]
-  Buffer<T> ln1_out, ln1_mean, ln1_rstd;  // attn.qkv.input [N][h], [N], [N]
-  Buffer<T> qkv;                          // attn.q/k/v [N][3h/t]
-  Buffer<T> att;                          // attn.softmax.output [b][a/t][s][s]
-  Buffer<T> attn_out;                     // attn.proj.input [N][h/t]
-  Buffer<T> x2;                           // ln2.input [N][h]
-  Buffer<T> ln2_out, ln2_mean, ln2_rstd;  // mlp.fc1.input [N][h]
-  Buffer<T> fc1_out;                      // mlp.gelu.input [N][f/t]
-  Buffer<T> gelu_out;                     // mlp.fc2.input [N][f/t]
+  Tensor x;                             // ln1.input [N][h]
+  Tensor ln1_mean, ln1_rstd;            // ln1.mean, ln1.rstd [N] wide
+  Tensor ln1_out;                       // attn.qkv.input [N][h]
+  Tensor qkv;                           // attn.q/k/v [N][3h/t]
+  Tensor probs, att_mask, att_dropped;  // attn.softmax.output, attn.dropout.mask/.output
+  Tensor attn_out;                      // attn.proj.input [N][h/t]
+  Tensor attn_res_mask;                 // attn.residual_dropout.mask [N][h] u8
+  Tensor x2;                            // ln2.input [N][h]
+  Tensor ln2_mean, ln2_rstd;            // ln2.mean, ln2.rstd
+  Tensor ln2_out;                       // mlp.fc1.input [N][h]
+  Tensor fc1_out;                       // mlp.gelu.input [N][f/t]
+  Tensor gelu_out;                      // mlp.fc2.input [N][f/t]
+  Tensor mlp_res_mask;                  // mlp.residual_dropout.mask [N][h] u8
 };
 
-// Allocates st.x (the checkpoint); the forward allocates the rest.
-template <typename T>
-Status AllocLayerInput(Device* dev, const LayerDims& d, LayerStash<T>* st);
+// Everything a layer call needs but its tensors.
+struct LayerCtx {
+  Device* dev = nullptr;
+  Communicator* tp = nullptr;  // nullptr: a tensor group of one
+  LayerDims d;
+  DTypes types;
+  DropoutCtx drop;
+};
 
-// REQUIRES: st->x holds the layer input. Fills the stash and writes the output y [N][h].
-template <typename T>
-Status LayerForward(Device* dev, Communicator* tp, const LayerDims& d, const LayerWeights<T>& w,
-                    const DropoutCtx& drop, int layer, LayerStash<T>* st, T* y);
+// Allocates st.x (the checkpoint, tagged activations).
+Status AllocLayerInput(const LayerCtx& c, LayerStash* st);
+
+// REQUIRES: st->x holds the layer input. Fills the stash (tagged `stash_tag`: activations, or
+// workspace for the forward of full recomputation, whose stash is transient) and writes y [N][h].
+Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag stash_tag,
+                    LayerStash* st, TensorRef y);
 // dy [N][h] -> dx [N][h] (overwritten); parameter gradients accumulate. Frees the stash's
 // activations except x.
-template <typename T>
-Status LayerBackward(Device* dev, Communicator* tp, const LayerDims& d, const LayerWeights<T>& w,
-                     const LayerGrads<T>& g, const DropoutCtx& drop, int layer, LayerStash<T>* st,
-                     const T* dy, T* dx);
+Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, int layer,
+                     LayerStash* st, ConstRef dy, TensorRef dx);
 // Frees everything but x.
-template <typename T>
-void DropLayerActivations(LayerStash<T>* st);
+void DropLayerActivations(LayerStash* st);
 
-// Embedding: out [N][h] = drop(wte shard rows of tokens summed over the tensor group + wpe).
-template <typename T>
-Status EmbeddingForwardTp(Communicator* tp, const LayerDims& d, const T* wte_local, const T* wpe,
-                          const int32_t* tokens, const DropoutCtx& drop, T* out);
-template <typename T>
-Status EmbeddingBackwardTp(Device* dev, const LayerDims& d, T* dwte_local, T* dwpe,
-                           const int32_t* tokens, const DropoutCtx& drop, const T* dout);
-
-// The head: final LayerNorm, logits against the (tied) vocabulary shard, cross-entropy.
-template <typename T>
-struct HeadStash {
-  Buffer<T> x;                         // final_ln.input [N][h]
-  Buffer<T> ln_out, ln_mean, ln_rstd;  // output.input [N][h]
-  Buffer<T> logits;                    // output.logits [N][V/t] (fp32 on the CPU)
-  Buffer<T> row_max, row_sum;          // [N] softmax statistics over the whole vocabulary
-  Buffer<T> loss;                      // [N] per-token loss
+// The embedding's stash (core/shapes.h EmbeddingActivations): the token ids and the dropout mask.
+struct EmbeddingStash {
+  Tensor tokens;  // embedding.tokens [N] i32
+  Tensor mask;    // embedding.dropout.mask [N][h] u8
 };
-template <typename T>
-Status HeadForward(Device* dev, Communicator* tp, const LayerDims& d, const T* lnf_w,
-                   const T* lnf_b, const T* wout_local, const int32_t* targets, HeadStash<T>* st,
-                   double* loss_sum);
-// dloss: the gradient of the objective with respect to each token's loss (1 / global tokens).
-template <typename T>
-Status HeadBackward(Device* dev, Communicator* tp, const LayerDims& d, const T* lnf_w,
-                    const T* wout_local, T* dlnf_w, T* dlnf_b, T* dwout_local,
-                    const int32_t* targets, double dloss, HeadStash<T>* st, T* dx);
+// out [N][h] = drop(wte shard rows of tokens summed over the tensor group + wpe).
+// REQUIRES: st->tokens holds the microbatch's inputs.
+Status EmbeddingForwardTp(const LayerCtx& c, ConstRef wte_local, ConstRef wpe, EmbeddingStash* st,
+                          TensorRef out);
+Status EmbeddingBackwardTp(const LayerCtx& c, TensorRef dwte_local, TensorRef dwpe,
+                           EmbeddingStash* st, ConstRef dout);
+
+// The head: final LayerNorm, logits against the (tied) vocabulary shard, cross-entropy
+// (core/shapes.h HeadActivations).
+struct HeadStash {
+  Tensor x;                 // final_ln.input [N][h]
+  Tensor ln_mean, ln_rstd;  // final_ln.mean/rstd [N] wide
+  Tensor ln_out;            // output.input [N][h]
+  Tensor logits;            // output.logits [N][V/t] wide
+  Tensor row_max, row_sum;  // output.row_max/row_sum [N] wide
+  Tensor targets;           // output.targets [N] i32
+};
+struct HeadWeights {
+  ConstRef lnf_w, lnf_b, wout_local;
+};
+struct HeadGrads {
+  TensorRef lnf_w, lnf_b, wout_local;
+};
+// loss_sum: an fp64 device scalar the tokens' losses are added to.
+Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, TensorRef loss_sum);
+// dloss: the gradient of the objective with respect to each token's loss (times the loss scale).
+// Frees the head's stash.
+Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g, double dloss,
+                    HeadStash* st, TensorRef dx);
 
 }  // namespace ptdp::runtime

@@ -18,20 +18,6 @@ std::string InitKeyName(const std::string& name) {
   return name == "output.word_copy" ? "embedding.word" : name;
 }
 
-double InitialValue(const std::string& name, int layers, int64_t index) {
-  if (EndsWith(name, ".bias")) return 0.0;
-  if (EndsWith(name, "ln1.weight") || EndsWith(name, "ln2.weight") || name == "final_ln.weight") {
-    return 1.0;
-  }
-  double std = 0.02;
-  if (EndsWith(name, "attn.proj.weight") || EndsWith(name, "mlp.fc2.weight")) {
-    std /= std::sqrt(2.0 * layers);
-  }
-  const std::string key = InitKeyName(name);
-  return std *
-         kernels::NormalFromCounter(kernels::HashKey(key.c_str()), static_cast<uint64_t>(index));
-}
-
 int64_t ParamStore::GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i) {
   switch (p.sharding) {
     case Sharding::kReplicated:
@@ -47,9 +33,11 @@ int64_t ParamStore::GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i) {
 }
 
 Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
-                                      int pp_rank, int tp_rank) {
+                                      int pp_rank, int tp_rank, DType compute) {
   ParamStore s;
+  s.dev_ = dev;
   s.tp_rank_ = tp_rank;
+  s.compute_ = compute;
   for (int chunk = 0; chunk < c.vp; ++chunk) {
     for (auto& p : ChunkParameters(m, c, pp_rank, chunk)) {
       ParamEntry e;
@@ -60,20 +48,60 @@ Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const Par
       s.entries_.push_back(std::move(e));
     }
   }
-  PTDP_ASSIGN_OR_RETURN(s.params_, Buffer<float>::Make(dev, s.total_, MemTag::kWeights));
-  PTDP_ASSIGN_OR_RETURN(s.grads_, Buffer<float>::Make(dev, s.total_, MemTag::kGrads));
-  PTDP_ASSIGN_OR_RETURN(s.m_, Buffer<float>::Make(dev, s.total_, MemTag::kOptimizer));
-  PTDP_ASSIGN_OR_RETURN(s.v_, Buffer<float>::Make(dev, s.total_, MemTag::kOptimizer));
-  for (size_t k = 0; k < s.entries_.size(); ++k) {
-    const ParamEntry& e = s.entries_[k];
-    float* p = s.params_.data() + e.offset;
-    const int64_t n = e.spec.LocalElements();
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] =
-          static_cast<float>(InitialValue(e.spec.name, m.layers, GlobalIndex(e.spec, tp_rank, i)));
+  const bool half = compute != DType::kFp32;
+  const MemTag master_tag = half ? MemTag::kOptimizer : MemTag::kWeights;
+  PTDP_ASSIGN_OR_RETURN(s.master_, Tensor::Make(dev, s.total_, DType::kFp32, master_tag));
+  if (half) {
+    PTDP_ASSIGN_OR_RETURN(s.copy_, Tensor::Make(dev, s.total_, compute, MemTag::kWeights));
+  }
+  PTDP_ASSIGN_OR_RETURN(s.grads_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kGrads));
+  PTDP_ASSIGN_OR_RETURN(s.m_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kOptimizer));
+  PTDP_ASSIGN_OR_RETURN(s.v_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kOptimizer));
+  PTDP_RETURN_IF_ERROR(s.Initialise(m));
+  return s;
+}
+
+Status ParamStore::Initialise(const ModelSpec& m) {
+  Ops* ops = dev_->ops();
+  for (int i = 0; i < static_cast<int>(entries_.size()); ++i) {
+    const ParamTensor& p = entries_[i].spec;
+    const std::string& name = p.name;
+    if (EndsWith(name, ".bias")) {
+      PTDP_RETURN_IF_ERROR(ops->Fill(master(i), 0.0));
+    } else if (EndsWith(name, "ln1.weight") || EndsWith(name, "ln2.weight") ||
+               name == "final_ln.weight") {
+      PTDP_RETURN_IF_ERROR(ops->Fill(master(i), 1.0));
+    } else {
+      double std = 0.02;
+      if (EndsWith(name, "attn.proj.weight") || EndsWith(name, "mlp.fc2.weight")) {
+        std /= std::sqrt(2.0 * m.layers);
+      }
+      // Local element j sits at global (row0 + j / cols) * global_cols + col0 + j % cols.
+      const int64_t cols = p.local_shape.size() == 2 ? p.local_shape[1] : p.LocalElements();
+      int64_t global_cols = cols, col0 = 0, row0 = 0;
+      if (p.sharding == Sharding::kRows) row0 = int64_t(tp_rank_) * (p.LocalElements() / cols);
+      if (p.sharding == Sharding::kCols) {
+        global_cols = p.global_shape[1];
+        col0 = int64_t(tp_rank_) * cols;
+      }
+      const uint64_t key = kernels::HashKey(InitKeyName(name).c_str());
+      PTDP_RETURN_IF_ERROR(
+          ops->FillNormal(master(i), key, cols, global_cols, col0, row0, 0.0, std));
     }
   }
-  return s;
+  if (!copy_.empty()) PTDP_RETURN_IF_ERROR(ops->Cast(copy_.ref(), master_.cref()));
+  return ZeroGrads();
+}
+
+ConstRef ParamStore::weight(int i) const {
+  const Tensor& t = copy_.empty() ? master_ : copy_;
+  const int64_t off = entries_[i].offset * DTypeBytes(t.dtype());
+  return {static_cast<const char*>(t.data()) + off, t.dtype(), Count(i)};
+}
+
+TensorRef ParamStore::compute_copy(int i) {
+  if (copy_.empty()) return {};
+  return copy_.slice(entries_[i].offset, Count(i));
 }
 
 int ParamStore::Find(int chunk, const std::string& name) const {
@@ -83,8 +111,14 @@ int ParamStore::Find(int chunk, const std::string& name) const {
   return -1;
 }
 
-void ParamStore::ZeroGrads() {
-  std::fill(grads_.data(), grads_.data() + total_, 0.0f);
+Status ParamStore::ZeroGrads() {
+  return dev_->ops()->Fill(grads_.ref(), 0.0);
+}
+
+std::vector<float> ParamStore::HostMaster(int i) {
+  std::vector<float> out(static_cast<size_t>(Count(i)));
+  dev_->Copy(out.data(), master(i).data, Count(i) * Bytes(sizeof(float)));
+  return out;
 }
 
 }  // namespace ptdp::runtime

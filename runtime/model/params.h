@@ -1,13 +1,17 @@
 // ParamStore: the parameters one rank holds (every chunk of its pipeline rank, its tensor shard),
-// their gradients and AdamW state, each in one flat arena so the data-parallel all-reduce can run
-// over contiguous buckets. The tensor list comes from core/shapes.h StageParameters, the same list
-// the planner counts.
+// in flat arenas so the data-parallel all-reduce, the norm and the optimizer run over contiguous
+// memory. The tensor list comes from core/shapes.h StageParameters, the same list the ledger
+// counts, and the arenas are what core/ledger.h BytesPerParameter prices:
+//   fp32:        master weights (tag weights: the layers read them), fp32 grads, Adam m and v;
+//   bf16/fp16:   a 16-bit compute copy (tag weights: what the layers read), fp32 main grads, and
+//                fp32 master weights + Adam m, v (tag optimizer). The optimizer step refreshes the
+//                copy from the master.
 //
-// Initialisation: element i of a tensor is drawn from the counter-based generator keyed by the
-// tensor's name at its GLOBAL element index (the index in the unsharded tensor), so every layout
-// (t, p, d, v) starts from the same model. Weights: N(0, 0.02), attn.proj and mlp.fc2 weights
-// N(0, 0.02 / sqrt(2 l)); LayerNorm weights 1; biases 0. The tied copy of the word embedding on the
-// last stage draws from the key of "embedding.word", so both copies start equal.
+// Initialisation (on the device, through Ops): element i of a tensor is drawn from the
+// counter-based generator keyed by the tensor's name at its GLOBAL element index (the index in
+// the unsharded tensor), so every layout (t, p, d, v) starts from the same model. Weights
+// N(0, 0.02), attn.proj and mlp.fc2 weights N(0, 0.02 / sqrt(2 l)); LayerNorm weights 1; biases
+// 0. The tied copy of the word embedding on the last stage draws from the key of "embedding.word".
 #pragma once
 
 #include <string>
@@ -28,34 +32,42 @@ struct ParamEntry {
 
 class ParamStore {
  public:
-  // Allocates (weights, grads, optimizer state) and initialises the parameters.
+  // Allocates the arenas for `compute` (fp32, bf16 or fp16) and initialises the parameters.
   static Result<ParamStore> Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
-                                   int pp_rank, int tp_rank);
+                                   int pp_rank, int tp_rank, DType compute);
   const std::vector<ParamEntry>& entries() const { return entries_; }
   int64_t size() const { return total_; }
+  DType compute_dtype() const { return compute_; }
   // Index of `name` in `chunk`, or -1.
   int Find(int chunk, const std::string& name) const;
-  float* param(int i) { return params_.data() + entries_[i].offset; }
-  float* grad(int i) { return grads_.data() + entries_[i].offset; }
-  float* adam_m(int i) { return m_.data() + entries_[i].offset; }
-  float* adam_v(int i) { return v_.data() + entries_[i].offset; }
-  float* all_params() { return params_.data(); }
-  float* all_grads() { return grads_.data(); }
-  void ZeroGrads();
+  // What the layers read: the compute copy, or the fp32 master in fp32 training.
+  ConstRef weight(int i) const;
+  TensorRef master(int i) { return master_.slice(entries_[i].offset, Count(i)); }
+  TensorRef grad(int i) { return grads_.slice(entries_[i].offset, Count(i)); }
+  TensorRef adam_m(int i) { return m_.slice(entries_[i].offset, Count(i)); }
+  TensorRef adam_v(int i) { return v_.slice(entries_[i].offset, Count(i)); }
+  // The compute copy of entry i (empty in fp32 training).
+  TensorRef compute_copy(int i);
+  TensorRef all_grads() { return grads_.ref(); }
+  Status ZeroGrads();
+  // Entry i's fp32 master values, copied to the host (dumps and comparisons; not in the step).
+  std::vector<float> HostMaster(int i);
   // Global element index of local element `i` of entry `e` on tensor rank `tp_rank` of `tp`.
   static int64_t GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i);
   int tp_rank() const { return tp_rank_; }
 
  private:
+  int64_t Count(int i) const { return entries_[i].spec.LocalElements(); }
+  Status Initialise(const ModelSpec& m);
+  Device* dev_ = nullptr;
   std::vector<ParamEntry> entries_;
   int64_t total_ = 0;
   int tp_rank_ = 0;
-  Buffer<float> params_, grads_, m_, v_;
+  DType compute_ = DType::kFp32;
+  Tensor master_, copy_, grads_, m_, v_;
 };
 
 // The name whose generator initialises `name` (the tied copy uses the embedding's).
 std::string InitKeyName(const std::string& name);
-// Initial value of global element `index` of the tensor `name` in a model of `layers` layers.
-double InitialValue(const std::string& name, int layers, int64_t index);
 
 }  // namespace ptdp::runtime

@@ -83,11 +83,28 @@ TEST(CachingAllocatorTest, LimitGivesDoesNotFit) {
   a.Free(*p);
 }
 
+// The event timer measures device time on the stream; the Ops are not written yet and say so.
+TEST(CudaDeviceTest, EventTimerAndUnimplementedOps) {
+  PTDP_REQUIRE_GPU();
+  auto dev = CudaDevice::Create(0);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  ASSERT_TRUE((*dev)->StartTimer().ok());
+  auto buf = Tensor::Make(dev->get(), 1 << 20, DType::kFp32, MemTag::kWorkspace);
+  ASSERT_TRUE(buf.ok());
+  auto s = (*dev)->ElapsedSeconds();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_GE(*s, 0.0);
+  EXPECT_TRUE((*dev)->Synchronize().ok());
+  const Status st = (*dev)->ops()->Fill(buf->ref(), 1.0);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not implemented"), std::string::npos) << st.message();
+}
+
 TEST(CudaDeviceTest, ZeroFilledAllocCopyRoundTripAndTags) {
   PTDP_REQUIRE_GPU();
   auto dev = CudaDevice::Create(0);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
-  auto buf = Buffer<float>::Make(dev->get(), 1000, MemTag::kOptimizer);
+  auto buf = Tensor::Make(dev->get(), 1000, DType::kFp32, MemTag::kOptimizer);
   ASSERT_TRUE(buf.ok()) << buf.status().ToString();
   std::vector<float> host(1000, 7.0f);
   (*dev)->Copy(host.data(), buf->data(), 1000 * 4);

@@ -34,6 +34,13 @@ case "$case" in
                tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"instrs":\["RA0.0<0:8192","B0.0","F0.0"' \
                  || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: program: rank 1, instruction 1 is 'B0' but layout tp=1,pp=2,.* gives 'F0'" ;;
+  fp16_no_fusion)  # the ledger's 16-bit gradients: this runtime keeps fp32 main gradients, refuses
+               "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true fp16
+               sed -i 's/"grad_accumulation_fusion": true/"grad_accumulation_fusion": false/' "$dir/plan.json"
+               grep -q '"grad_accumulation_fusion": false' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: layout.grad_accumulation_fusion: fp16 without it keeps 16-bit gradients" ;;
+  backend_cuda) extra=(--backend cuda)
+               expect="backend: 'cuda' is not available in this build: the CUDA Ops .* are not implemented yet" ;;
   no_fit)      extra=(--memory-limit 1MiB); expect="model does not fit: pipeline rank 0 needs" ;;
   no_fit_profile)  # hidden 16384: 12.9 G parameters, 16 bytes each, over the cpu profile's 16 GiB
                sed -i 's/"hidden": 64,/"hidden": 16384,/; s/"heads": 4,/"heads": 128,/' "$dir/plan.json"

@@ -1,6 +1,7 @@
-// Every layer's backward against central finite differences, in double precision (a tensor group
-// of one): the transformer layer (with and without dropout), the head (final LayerNorm, tied
-// output, cross-entropy with padded vocabulary) and the embedding.
+// Every layer's backward against central finite differences, in double precision through the CPU
+// backend's fp64 Ops (a tensor group of one): the transformer layer (with and without dropout;
+// every one of its twelve parameters), the head (final LayerNorm, tied output, cross-entropy with
+// padded vocabulary) and the embedding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,27 @@ namespace ptdp::runtime {
 namespace {
 
 using Vec = std::vector<double>;
+
+ConstRef C(const Vec& v) {
+  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
+}
+TensorRef M(Vec& v) {
+  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
+}
+
+LayerCtx Ctx(Device* dev, const LayerDims& d, const DropoutCtx& drop) {
+  LayerCtx c;
+  c.dev = dev;
+  c.d = d;
+  c.types = {DType::kFp64, DType::kFp64};
+  c.drop = drop;
+  return c;
+}
+
+// Host copies in and out of a device tensor (the CPU device's memory is the host's).
+void Put(Tensor& t, const Vec& v) {
+  std::copy(v.begin(), v.end(), static_cast<double*>(t.data()));
+}
 
 LayerDims Dims() {
   LayerDims d;
@@ -71,9 +93,13 @@ struct LayerParams {
     fc2_w = Random(h * f, seed + 11, 0.3);
     fc2_b = Random(h, seed + 12, 0.1);
   }
-  LayerWeights<double> W() const {
-    return {ln1_w.data(), ln1_b.data(), qkv_w.data(), qkv_b.data(), proj_w.data(), proj_b.data(),
-            ln2_w.data(), ln2_b.data(), fc1_w.data(), fc1_b.data(), fc2_w.data(),  fc2_b.data()};
+  LayerWeights W() const {
+    return {C(ln1_w), C(ln1_b), C(qkv_w), C(qkv_b), C(proj_w), C(proj_b),
+            C(ln2_w), C(ln2_b), C(fc1_w), C(fc1_b), C(fc2_w),  C(fc2_b)};
+  }
+  LayerGrads G() {
+    return {M(ln1_w), M(ln1_b), M(qkv_w), M(qkv_b), M(proj_w), M(proj_b),
+            M(ln2_w), M(ln2_b), M(fc1_w), M(fc1_b), M(fc2_w),  M(fc2_b)};
   }
 };
 
@@ -87,12 +113,13 @@ void LayerCase(double dropout) {
   drop.p = dropout;
   drop.step = 3;
   drop.seq0 = 5;
+  const LayerCtx c = Ctx(&dev, d, drop);
   auto objective = [&]() {
-    LayerStash<double> st;
-    EXPECT_TRUE(AllocLayerInput(&dev, d, &st).ok());
-    std::copy(x.begin(), x.end(), st.x.data());
+    LayerStash st;
+    EXPECT_TRUE(AllocLayerInput(c, &st).ok());
+    Put(st.x, x);
     Vec y(static_cast<size_t>(nh));
-    EXPECT_TRUE(LayerForward(&dev, nullptr, d, p.W(), drop, 2, &st, y.data()).ok());
+    EXPECT_TRUE(LayerForward(c, p.W(), 2, MemTag::kActivations, &st, M(y)).ok());
     double s = 0;
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
@@ -102,21 +129,20 @@ void LayerCase(double dropout) {
                  &g.fc1_w, &g.fc1_b, &g.fc2_w, &g.fc2_b}) {
     std::fill(v->begin(), v->end(), 0.0);
   }
-  LayerGrads<double> lg{g.ln1_w.data(),  g.ln1_b.data(),  g.qkv_w.data(), g.qkv_b.data(),
-                        g.proj_w.data(), g.proj_b.data(), g.ln2_w.data(), g.ln2_b.data(),
-                        g.fc1_w.data(),  g.fc1_b.data(),  g.fc2_w.data(), g.fc2_b.data()};
-  LayerStash<double> st;
-  ASSERT_TRUE(AllocLayerInput(&dev, d, &st).ok());
-  std::copy(x.begin(), x.end(), st.x.data());
+  LayerStash st;
+  ASSERT_TRUE(AllocLayerInput(c, &st).ok());
+  Put(st.x, x);
   Vec y(static_cast<size_t>(nh)), dx(static_cast<size_t>(nh));
-  ASSERT_TRUE(LayerForward(&dev, nullptr, d, p.W(), drop, 2, &st, y.data()).ok());
-  ASSERT_TRUE(LayerBackward(&dev, nullptr, d, p.W(), lg, drop, 2, &st, r.data(), dx.data()).ok());
+  ASSERT_TRUE(LayerForward(c, p.W(), 2, MemTag::kActivations, &st, M(y)).ok());
+  ASSERT_TRUE(LayerBackward(c, p.W(), g.G(), 2, &st, C(r), M(dx)).ok());
   CheckGrad("x", x, dx, objective);
   CheckGrad("ln1.weight", p.ln1_w, g.ln1_w, objective);
+  CheckGrad("ln1.bias", p.ln1_b, g.ln1_b, objective);
   CheckGrad("qkv.weight", p.qkv_w, g.qkv_w, objective);
   CheckGrad("qkv.bias", p.qkv_b, g.qkv_b, objective);
   CheckGrad("proj.weight", p.proj_w, g.proj_w, objective);
   CheckGrad("proj.bias", p.proj_b, g.proj_b, objective);
+  CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
   CheckGrad("ln2.bias", p.ln2_b, g.ln2_b, objective);
   CheckGrad("fc1.weight", p.fc1_w, g.fc1_w, objective);
   CheckGrad("fc1.bias", p.fc1_b, g.fc1_b, objective);
@@ -140,27 +166,27 @@ TEST(LayerGradient, HeadMatchesFiniteDifferences) {
   Vec wout = Random(d.v_local * d.h, 4, 0.5);
   std::vector<int32_t> targets(static_cast<size_t>(d.N()));
   for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int32_t>((i * 7) % 11);
+  const LayerCtx c = Ctx(&dev, d, DropoutCtx{});
+  const HeadWeights w{C(lw), C(lb), C(wout)};
+  auto start = [&](HeadStash* st) {
+    st->x = Tensor::Make(&dev, nh, DType::kFp64, MemTag::kActivations).value();
+    Put(st->x, x);
+    st->targets = Tensor::Make(&dev, d.N(), DType::kI32, MemTag::kActivations).value();
+    std::copy(targets.begin(), targets.end(), static_cast<int32_t*>(st->targets.data()));
+  };
   auto objective = [&]() {
-    HeadStash<double> st;
-    st.x = Buffer<double>::Make(&dev, nh, MemTag::kActivations).value();
-    std::copy(x.begin(), x.end(), st.x.data());
+    HeadStash st;
+    start(&st);
     double loss = 0;
-    EXPECT_TRUE(
-        HeadForward(&dev, nullptr, d, lw.data(), lb.data(), wout.data(), targets.data(), &st, &loss)
-            .ok());
+    EXPECT_TRUE(HeadForward(c, w, &st, {&loss, DType::kFp64, 1}).ok());
     return loss;
   };
-  HeadStash<double> st;
-  st.x = Buffer<double>::Make(&dev, nh, MemTag::kActivations).value();
-  std::copy(x.begin(), x.end(), st.x.data());
+  HeadStash st;
+  start(&st);
   double loss = 0;
-  ASSERT_TRUE(
-      HeadForward(&dev, nullptr, d, lw.data(), lb.data(), wout.data(), targets.data(), &st, &loss)
-          .ok());
+  ASSERT_TRUE(HeadForward(c, w, &st, {&loss, DType::kFp64, 1}).ok());
   Vec dlw(lw.size()), dlb(lb.size()), dwout(wout.size()), dx(static_cast<size_t>(nh));
-  ASSERT_TRUE(HeadBackward(&dev, nullptr, d, lw.data(), wout.data(), dlw.data(), dlb.data(),
-                           dwout.data(), targets.data(), 1.0, &st, dx.data())
-                  .ok());
+  ASSERT_TRUE(HeadBackward(c, w, {M(dlw), M(dlb), M(dwout)}, 1.0, &st, M(dx)).ok());
   CheckGrad("x", x, dx, objective);
   CheckGrad("final_ln.weight", lw, dlw, objective);
   CheckGrad("final_ln.bias", lb, dlb, objective);
@@ -178,19 +204,25 @@ TEST(LayerGradient, EmbeddingMatchesFiniteDifferences) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 3) % 11);
   DropoutCtx drop;
   drop.p = 0.3;
+  const LayerCtx c = Ctx(&dev, d, drop);
+  auto start = [&](EmbeddingStash* st) {
+    st->tokens = Tensor::Make(&dev, d.N(), DType::kI32, MemTag::kActivations).value();
+    std::copy(tokens.begin(), tokens.end(), static_cast<int32_t*>(st->tokens.data()));
+  };
   auto objective = [&]() {
     Vec out(static_cast<size_t>(nh));
-    EXPECT_TRUE(EmbeddingForwardTp<double>(nullptr, d, wte.data(), wpe.data(), tokens.data(), drop,
-                                           out.data())
-                    .ok());
+    EmbeddingStash st;
+    start(&st);
+    EXPECT_TRUE(EmbeddingForwardTp(c, C(wte), C(wpe), &st, M(out)).ok());
     double s = 0;
     for (int64_t i = 0; i < nh; ++i) s += out[i] * r[i];
     return s;
   };
-  Vec dwte(wte.size()), dwpe(wpe.size());
-  ASSERT_TRUE(
-      EmbeddingBackwardTp<double>(&dev, d, dwte.data(), dwpe.data(), tokens.data(), drop, r.data())
-          .ok());
+  Vec dwte(wte.size()), dwpe(wpe.size()), out(static_cast<size_t>(nh));
+  EmbeddingStash st;
+  start(&st);
+  ASSERT_TRUE(EmbeddingForwardTp(c, C(wte), C(wpe), &st, M(out)).ok());  // stores the mask
+  ASSERT_TRUE(EmbeddingBackwardTp(c, M(dwte), M(dwpe), &st, C(r)).ok());
   CheckGrad("wte", wte, dwte, objective);
   CheckGrad("wpe", wpe, dwpe, objective);
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The single-process reference run: tokenizes the data (once) and trains 20 steps with
 # t = p = d = 1, writing the losses and a full parameter dump.
-# usage: reference.sh PTDP WORKDIR NAME LAYERS DROPOUT
+# usage: reference.sh PTDP WORKDIR NAME LAYERS DROPOUT [PRECISION]
 set -euo pipefail
-ptdp=$1 work=$2 name=$3 layers=$4 dropout=$5
+ptdp=$1 work=$2 name=$3 layers=$4 dropout=$5 prec=${6:-fp32}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$work"
 text=/usr/share/common-licenses/GPL-3
@@ -12,6 +12,7 @@ text=/usr/share/common-licenses/GPL-3
 if [ ! -f "$work/data.bin" ]; then
   "$ptdp" tokenize --in "$text" --out "$work/data.$name.tmp" && mv -f "$work/data.$name.tmp" "$work/data.bin"
 fi
-"$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 1 1 1 4 1 1f1b none true
+"$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 1 1 1 4 1 1f1b none true \
+  "$prec"
 exec timeout 300 "$ptdp" train --plan "$work/$name.plan.json" --data "$work/data.bin" --steps 20 \
   --log "$work/$name.jsonl" --dump-params "$work/$name.params"

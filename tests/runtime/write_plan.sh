@@ -3,11 +3,16 @@
 # and layout by hand, then the layout's Program added by `ptdp schedule --plan OUT --out OUT` (what
 # `ptdp plan` writes; train refuses a plan without it). After editing the layout or model of such
 # a plan, run that command again.
-# usage: write_plan.sh PTDP OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER
+# usage: write_plan.sh PTDP OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER [PRECISION]
+# PRECISION (fp32 | bf16 | fp16; default fp32) goes into layout.precision; fp16 plans set
+# layout.grad_accumulation_fusion (the runtime keeps fp32 main gradients).
 set -euo pipefail
 ptdp=$1
 shift
 out=$1 layers=$2 dropout=$3 vocab=$4 gb=$5 tp=$6 pp=$7 dp=$8 mbs=$9 vp=${10} sched=${11} rec=${12} sg=${13}
+prec=${14:-fp32}
+fusion=false
+[ "$prec" = fp16 ] && fusion=true
 gpus=$((tp * pp * dp))
 cat > "$out" <<JSON
 {
@@ -17,7 +22,8 @@ cat > "$out" <<JSON
   "cluster": {"name": "cpu", "gpus": $gpus, "gpus_per_node": $gpus},
   "global_batch": $gb,
   "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
-             "recompute": "$rec", "scatter_gather": $sg}
+             "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
+             "grad_accumulation_fusion": $fusion}
 }
 JSON
 "$ptdp" schedule --plan "$out" --out "$out" > /dev/null

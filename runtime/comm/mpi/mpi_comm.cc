@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "runtime/backend/half.h"
 #include "runtime/comm/world.h"
 
 namespace ptdp::runtime {
@@ -37,16 +38,58 @@ MPI_Datatype ToMpi(DType t) {
       return MPI_FLOAT;
     case DType::kFp16:
     case DType::kBf16:
-      return MPI_UINT16_T;  // moved as raw 16-bit words; never reduced
+      return MPI_UINT16_T;  // raw 16-bit words; reduced by the user ops below
+    case DType::kU8:
+      return MPI_UINT8_T;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kFp64:
+      return MPI_DOUBLE;
   }
   return MPI_BYTE;
 }
 
 Status CheckReducible(DType t) {
-  if (t != DType::kFp32) {
+  if (t != DType::kFp32 && t != DType::kBf16 && t != DType::kFp16 && t != DType::kFp64) {
     return Status::Internal(std::string("mpi: reductions of ") + DTypeName(t) + " are unsupported");
   }
   return Status::Ok();
+}
+
+// 16-bit reductions: each pair of elements is widened to fp32, combined, and rounded back to the
+// format (round to nearest even), as NCCL reduces bf16/fp16. Commutative bit for bit, so every
+// rank gets the same result.
+template <DType kT, bool kMax>
+void HalfReduce(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    float x, y;
+    half::Widen(&x, &a[i], 1, kT);
+    half::Widen(&y, &b[i], 1, kT);
+    const float r = kMax ? (x > y ? x : y) : x + y;
+    half::Narrow(&b[i], &r, 1, kT);
+  }
+}
+
+MPI_Op HalfOp(DType t, bool max) {
+  static MPI_Op ops[4] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  const int i = (t == DType::kBf16 ? 0 : 2) + (max ? 1 : 0);
+  if (ops[i] == MPI_OP_NULL) {
+    MPI_User_function* f =
+        t == DType::kBf16
+            ? (max ? &HalfReduce<DType::kBf16, true> : &HalfReduce<DType::kBf16, false>)
+            : (max ? &HalfReduce<DType::kFp16, true> : &HalfReduce<DType::kFp16, false>);
+    MPI_Op_create(f, /*commute=*/1, &ops[i]);
+  }
+  return ops[i];
+}
+
+MPI_Op SumOp(DType t) {
+  return t == DType::kBf16 || t == DType::kFp16 ? HalfOp(t, false) : MPI_SUM;
+}
+MPI_Op MaxOp(DType t) {
+  return t == DType::kBf16 || t == DType::kFp16 ? HalfOp(t, true) : MPI_MAX;
 }
 
 class MpiRequest final : public CommRequest {
@@ -87,13 +130,13 @@ class MpiCommunicator final : public Communicator {
   Status AllReduceSum(void* data, int64_t count, DType dtype) override {
     PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
     if (size_ == 1) return Status::Ok();
-    PTDP_MPI(MPI_Allreduce(MPI_IN_PLACE, data, Count(count), ToMpi(dtype), MPI_SUM, comm_));
+    PTDP_MPI(MPI_Allreduce(MPI_IN_PLACE, data, Count(count), ToMpi(dtype), SumOp(dtype), comm_));
     return Status::Ok();
   }
   Status AllReduceMax(void* data, int64_t count, DType dtype) override {
     PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
     if (size_ == 1) return Status::Ok();
-    PTDP_MPI(MPI_Allreduce(MPI_IN_PLACE, data, Count(count), ToMpi(dtype), MPI_MAX, comm_));
+    PTDP_MPI(MPI_Allreduce(MPI_IN_PLACE, data, Count(count), ToMpi(dtype), MaxOp(dtype), comm_));
     return Status::Ok();
   }
   Status AllGather(const void* send, void* recv, int64_t count, DType dtype) override {
@@ -105,7 +148,7 @@ class MpiCommunicator final : public Communicator {
   }
   Status ReduceScatterSum(const void* send, void* recv, int64_t count, DType dtype) override {
     PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
-    PTDP_MPI(MPI_Reduce_scatter_block(send, recv, Count(count), ToMpi(dtype), MPI_SUM, comm_));
+    PTDP_MPI(MPI_Reduce_scatter_block(send, recv, Count(count), ToMpi(dtype), SumOp(dtype), comm_));
     return Status::Ok();
   }
   Status Broadcast(void* data, int64_t count, DType dtype, int root) override {

@@ -1,0 +1,62 @@
+// CpuOps: the Ops of the CPU backend, composed from kernels/reference (Eigen GEMMs). fp32 and fp64
+// (finite-difference tests) run the reference kernels directly; bf16 and fp16 tensors (16-bit
+// bit patterns) are widened to fp32 on entry and every output is rounded once to its dtype, the
+// rounding points of a GPU (docs/runtime.md "Precision"). Host-side scratch used inside an op
+// (widened copies, expanded masks) is the backend's own business, like a kernel's registers.
+#pragma once
+
+#include "runtime/backend/ops.h"
+
+namespace ptdp::runtime {
+
+class CpuOps : public Ops {
+ public:
+  const char* name() const override { return "cpu"; }
+  Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
+                          ConstRef b, int64_t n, int64_t c) override;
+  Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
+                           ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
+                           bool accumulate_dx) override;
+  Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
+                       int64_t n, int64_t c, int64_t oc) override;
+  Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,
+                            int64_t oc) override;
+  Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x, int64_t n,
+                              int64_t c, int64_t oc) override;
+  Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override;
+  Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
+                             ConstRef residual, int64_t n, int64_t c,
+                             const DropoutSpec& drop) override;
+  Status DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, ConstRef mask, int64_t n,
+                         int64_t c, double p) override;
+  Status Add(TensorRef out, ConstRef a, ConstRef b) override;
+  Status AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
+                          const AttentionShape& shape, const DropoutSpec& drop) override;
+  Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv, const AttentionStash& stash,
+                           const AttentionShape& shape, double p) override;
+  Status EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe, int64_t b,
+                          int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end) override;
+  Status EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,
+                           int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                           int64_t vocab_end) override;
+  Status Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) override;
+  Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) override;
+  Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max, ConstRef targets,
+                               const VocabShard& v) override;
+  Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
+                          const VocabShard& v) override;
+  Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
+                              ConstRef row_sum, ConstRef targets, double dloss,
+                              const VocabShard& v) override;
+  Status AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m, TensorRef v,
+               const AdamWHyper& h) override;
+  Status SumSquares(TensorRef acc, ConstRef x) override;
+  Status Scale(TensorRef x, double factor) override;
+  Status FlagNonFinite(TensorRef flag, ConstRef x) override;
+  Status Cast(TensorRef dst, ConstRef src) override;
+  Status Fill(TensorRef dst, double value) override;
+  Status FillNormal(TensorRef out, uint64_t key, int64_t cols, int64_t global_cols, int64_t col0,
+                    int64_t row0, double mean, double stddev) override;
+};
+
+}  // namespace ptdp::runtime

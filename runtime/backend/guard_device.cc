@@ -1,0 +1,280 @@
+#include "runtime/backend/guard_device.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "runtime/backend/cpu_ops.h"
+
+namespace ptdp::runtime {
+namespace {
+
+size_t PageRound(size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (bytes + page - 1) / page * page;
+}
+
+// CpuOps with the pages open for each call.
+class GuardOps final : public Ops {
+ public:
+  explicit GuardOps(std::shared_ptr<GuardState> s) : state_(std::move(s)) {}
+  const char* name() const override { return "cpu-guard"; }
+  Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
+                          ConstRef b, int64_t n, int64_t c) override {
+    GuardWindow open(state_.get());
+    return inner_->LayerNormForward(out, mean, rstd, x, w, b, n, c);
+  }
+  Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
+                           ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
+                           bool accumulate_dx) override {
+    GuardWindow open(state_.get());
+    return inner_->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, n, c, accumulate_dx);
+  }
+  Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
+                       int64_t n, int64_t c, int64_t oc) override {
+    GuardWindow open(state_.get());
+    return inner_->LinearForward(out, gelu_out, x, w, bias, n, c, oc);
+  }
+  Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,
+                            int64_t oc) override {
+    GuardWindow open(state_.get());
+    return inner_->LinearBackwardData(dx, dout, w, n, c, oc);
+  }
+  Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x, int64_t n,
+                              int64_t c, int64_t oc) override {
+    GuardWindow open(state_.get());
+    return inner_->LinearBackwardWeight(dw, dbias, dout, x, n, c, oc);
+  }
+  Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override {
+    GuardWindow open(state_.get());
+    return inner_->GeluBackward(dpre, pre, dgelu, count);
+  }
+  Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
+                             ConstRef residual, int64_t n, int64_t c,
+                             const DropoutSpec& drop) override {
+    GuardWindow open(state_.get());
+    return inner_->BiasDropoutResidual(out, mask, x, bias, residual, n, c, drop);
+  }
+  Status DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, ConstRef mask, int64_t n,
+                         int64_t c, double p) override {
+    GuardWindow open(state_.get());
+    return inner_->DropoutBackward(dx, dbias, dy, mask, n, c, p);
+  }
+  Status Add(TensorRef out, ConstRef a, ConstRef b) override {
+    GuardWindow open(state_.get());
+    return inner_->Add(out, a, b);
+  }
+  Status AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
+                          const AttentionShape& shape, const DropoutSpec& drop) override {
+    GuardWindow open(state_.get());
+    return inner_->AttentionForward(out, stash, qkv, shape, drop);
+  }
+  Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv, const AttentionStash& stash,
+                           const AttentionShape& shape, double p) override {
+    GuardWindow open(state_.get());
+    return inner_->AttentionBackward(dqkv, dout, qkv, stash, shape, p);
+  }
+  Status EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe, int64_t b,
+                          int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end) override {
+    GuardWindow open(state_.get());
+    return inner_->EmbeddingForward(out, tokens, wte, wpe, b, s, c, vocab_begin, vocab_end);
+  }
+  Status EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,
+                           int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                           int64_t vocab_end) override {
+    GuardWindow open(state_.get());
+    return inner_->EmbeddingBackward(dwte, dwpe, dout, tokens, b, s, c, vocab_begin, vocab_end);
+  }
+  Status Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) override {
+    GuardWindow open(state_.get());
+    return inner_->Dropout(x, mask, drop);
+  }
+  Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) override {
+    GuardWindow open(state_.get());
+    return inner_->CrossEntropyLocalMax(row_max, logits, v);
+  }
+  Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max, ConstRef targets,
+                               const VocabShard& v) override {
+    GuardWindow open(state_.get());
+    return inner_->CrossEntropyLocalSums(sums, logits, row_max, targets, v);
+  }
+  Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
+                          const VocabShard& v) override {
+    GuardWindow open(state_.get());
+    return inner_->CrossEntropyLoss(row_sum, loss_sum, sums, row_max, v);
+  }
+  Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
+                              ConstRef row_sum, ConstRef targets, double dloss,
+                              const VocabShard& v) override {
+    GuardWindow open(state_.get());
+    return inner_->CrossEntropyBackward(dlogits, logits, row_max, row_sum, targets, dloss, v);
+  }
+  Status AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m, TensorRef v,
+               const AdamWHyper& h) override {
+    GuardWindow open(state_.get());
+    return inner_->AdamW(param, compute_copy, grad, m, v, h);
+  }
+  Status SumSquares(TensorRef acc, ConstRef x) override {
+    GuardWindow open(state_.get());
+    return inner_->SumSquares(acc, x);
+  }
+  Status Scale(TensorRef x, double factor) override {
+    GuardWindow open(state_.get());
+    return inner_->Scale(x, factor);
+  }
+  Status FlagNonFinite(TensorRef flag, ConstRef x) override {
+    GuardWindow open(state_.get());
+    return inner_->FlagNonFinite(flag, x);
+  }
+  Status Cast(TensorRef dst, ConstRef src) override {
+    GuardWindow open(state_.get());
+    return inner_->Cast(dst, src);
+  }
+  Status Fill(TensorRef dst, double value) override {
+    GuardWindow open(state_.get());
+    return inner_->Fill(dst, value);
+  }
+  Status FillNormal(TensorRef out, uint64_t key, int64_t cols, int64_t global_cols, int64_t col0,
+                    int64_t row0, double mean, double stddev) override {
+    GuardWindow open(state_.get());
+    return inner_->FillNormal(out, key, cols, global_cols, col0, row0, mean, stddev);
+  }
+
+ private:
+  std::shared_ptr<GuardState> state_;
+  std::unique_ptr<Ops> inner_ = std::make_unique<CpuOps>();
+};
+
+class GuardRequest final : public CommRequest {
+ public:
+  GuardRequest(std::unique_ptr<CommRequest> r, std::shared_ptr<GuardState> s)
+      : inner_(std::move(r)), state_(std::move(s)) {}
+  ~GuardRequest() override {
+    GuardWindow open(state_.get());  // a destructor may still complete the send
+    inner_.reset();
+  }
+  Status Wait() override {
+    GuardWindow open(state_.get());
+    return inner_->Wait();
+  }
+  Result<bool> Test() override {
+    GuardWindow open(state_.get());
+    return inner_->Test();
+  }
+
+ private:
+  std::unique_ptr<CommRequest> inner_;
+  std::shared_ptr<GuardState> state_;
+};
+
+class GuardComm final : public Communicator {
+ public:
+  GuardComm(std::unique_ptr<Communicator> owned, Communicator* inner, std::shared_ptr<GuardState> s)
+      : owned_(std::move(owned)), inner_(inner), state_(std::move(s)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::vector<int>& members() const override { return inner_->members(); }
+  Status AllReduceSum(void* data, int64_t count, DType dtype) override {
+    GuardWindow open(state_.get());
+    return inner_->AllReduceSum(data, count, dtype);
+  }
+  Status AllReduceMax(void* data, int64_t count, DType dtype) override {
+    GuardWindow open(state_.get());
+    return inner_->AllReduceMax(data, count, dtype);
+  }
+  Status AllGather(const void* send, void* recv, int64_t count, DType dtype) override {
+    GuardWindow open(state_.get());
+    return inner_->AllGather(send, recv, count, dtype);
+  }
+  Status ReduceScatterSum(const void* send, void* recv, int64_t count, DType dtype) override {
+    GuardWindow open(state_.get());
+    return inner_->ReduceScatterSum(send, recv, count, dtype);
+  }
+  Status Broadcast(void* data, int64_t count, DType dtype, int root) override {
+    GuardWindow open(state_.get());
+    return inner_->Broadcast(data, count, dtype, root);
+  }
+  Status Barrier() override {
+    GuardWindow open(state_.get());
+    return inner_->Barrier();
+  }
+  Result<std::unique_ptr<CommRequest>> ISend(const void* data, int64_t count, DType dtype, int peer,
+                                             int tag) override {
+    GuardWindow open(state_.get());
+    PTDP_ASSIGN_OR_RETURN(auto r, inner_->ISend(data, count, dtype, peer, tag));
+    return std::unique_ptr<CommRequest>(std::make_unique<GuardRequest>(std::move(r), state_));
+  }
+  Status Recv(void* data, int64_t count, DType dtype, int peer, int tag) override {
+    GuardWindow open(state_.get());
+    return inner_->Recv(data, count, dtype, peer, tag);
+  }
+
+ private:
+  std::unique_ptr<Communicator> owned_;
+  Communicator* inner_;
+  std::shared_ptr<GuardState> state_;
+};
+
+}  // namespace
+
+void GuardState::Open() {
+  if (depth_++ > 0) return;
+  for (auto& [p, bytes] : pages_) mprotect(p, bytes, PROT_READ | PROT_WRITE);
+}
+
+void GuardState::Close() {
+  if (--depth_ > 0) return;
+  for (auto& [p, bytes] : pages_) mprotect(p, bytes, PROT_NONE);
+}
+
+GuardDevice::GuardDevice()
+    : state_(std::make_shared<GuardState>()), ops_(std::make_unique<GuardOps>(state_)) {}
+
+GuardDevice::~GuardDevice() = default;
+
+Result<void*> GuardDevice::Alloc(Bytes bytes, MemTag tag) {
+  PTDP_CHECK(bytes >= 0);
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  const size_t len = PageRound(static_cast<size_t>(bytes));
+  void* p = mmap(nullptr, len, state_->open() ? PROT_READ | PROT_WRITE : PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::DoesNotFit("guard device: cannot map " + std::to_string(bytes) + " bytes for " +
+                              MemTagName(tag));
+  }
+  state_->Add(p, len);  // anonymous pages are zero-filled, as Alloc promises
+  Account(bytes, tag);
+  return p;
+}
+
+void GuardDevice::Free(void* p, Bytes bytes, MemTag tag) {
+  if (p == nullptr) return;
+  state_->Remove(p);
+  munmap(p, PageRound(static_cast<size_t>(bytes)));
+  Account(-bytes, tag);
+}
+
+void GuardDevice::Copy(void* dst, const void* src, Bytes bytes) {
+  GuardWindow open(state_.get());
+  if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
+void GuardDevice::Fill(void* dst, int value, Bytes bytes) {
+  GuardWindow open(state_.get());
+  if (bytes > 0) std::memset(dst, value, static_cast<size_t>(bytes));
+}
+
+std::unique_ptr<Communicator> GuardCommunicator(std::unique_ptr<Communicator> inner,
+                                                std::shared_ptr<GuardState> state) {
+  if (inner == nullptr) return nullptr;
+  Communicator* raw = inner.get();
+  return std::make_unique<GuardComm>(std::move(inner), raw, std::move(state));
+}
+
+std::unique_ptr<Communicator> GuardCommunicatorView(Communicator* inner,
+                                                    std::shared_ptr<GuardState> state) {
+  return std::make_unique<GuardComm>(nullptr, inner, std::move(state));
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,173 @@
+// Ops: the compute seam. Every operation of a training step on device memory goes through this
+// interface, at the granularity fast kernels work at (kernels/cuda/ops.h): the GPT layers
+// (runtime/model) and the trainer never touch a tensor element on the host. Implementations:
+// CpuOps (kernels/reference, Eigen GEMMs; runtime/backend/cpu_ops.*), a CUDA one next
+// (kernels/cuda + cuBLASLt), and the guard decorator of the tests.
+//
+// Tensors are untyped device pointers with a DType. Activations and weights the layers read are
+// in the compute dtype (fp32, bf16 or fp16; fp64 on the CPU for finite-difference tests only);
+// parameter gradients, LayerNorm and softmax statistics, the logits of the cross-entropy and the
+// optimizer state are "wide" (fp32, or fp64 in those tests); dropout masks are u8 (1 = kept),
+// tokens i32. Rounding points (docs/runtime.md "Precision"): every op reads its 16-bit inputs,
+// computes in fp32 and rounds each output once to the output's dtype.
+//
+// Ops are stream-ordered: a call may return before the device finishes; results reach the host
+// only through Device::Copy (which waits). Errors are returned, never thrown.
+// Thread-safety: one thread at a time, like the Device that owns it.
+#pragma once
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace ptdp::runtime {
+
+// A view of a device array: pointer, element type and count.
+struct TensorRef {
+  void* data = nullptr;
+  DType dtype = DType::kFp32;
+  int64_t count = 0;
+  bool empty() const { return data == nullptr; }
+};
+// Read-only view.
+struct ConstRef {
+  const void* data = nullptr;
+  DType dtype = DType::kFp32;
+  int64_t count = 0;
+  ConstRef() = default;
+  ConstRef(const void* d, DType t, int64_t n) : data(d), dtype(t), count(n) {}
+  ConstRef(const TensorRef& t) : data(t.data), dtype(t.dtype), count(t.count) {}  // NOLINT
+  bool empty() const { return data == nullptr; }
+};
+
+// Where a dropout mask's elements sit in the GLOBAL tensor (so every layout and backend draws the
+// same mask): element i of the local array has global index first + i (hidden sites, whose rows
+// are never split), or the attention index below.
+struct DropoutSpec {
+  double p = 0.0;      // 0: no dropout (the mask is then not written)
+  uint64_t key = 0;    // Philox key: (site, step)
+  uint64_t first = 0;  // global index of local element 0 (hidden sites)
+};
+
+// Causal self-attention of one microbatch on one tensor rank.
+struct AttentionShape {
+  int64_t b = 1, s = 1;
+  int64_t heads_local = 1, head_dim = 1;
+  int64_t heads_total = 1, head_begin = 0;  // global heads, this rank's first
+  int64_t batch_begin = 0;                  // global index of the microbatch's first sequence
+};
+
+// The backend-private attention state kept from forward to backward. The CPU keeps the softmax
+// output, the dropout mask and the dropout output (core/shapes.h AttentionCoreActivations); a GPU
+// will keep the log-sum-exp. The layer allocates each listed tensor (AttentionStashLayout).
+struct AttentionStash {
+  TensorRef probs;    // [b][a/t][s][s] compute dtype
+  TensorRef mask;     // [b][a/t][s][s] u8, with dropout
+  TensorRef dropped;  // [b][a/t][s][s] compute dtype, with dropout
+};
+
+// Vocabulary shard of the cross-entropy.
+struct VocabShard {
+  int64_t rows = 0;     // tokens
+  int64_t v_local = 0;  // logits per row on this rank
+  int64_t begin = 0;    // first global id of the shard
+  int64_t real = 0;     // ids >= real are padding, excluded from the softmax
+};
+
+struct AdamWHyper {
+  double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
+  int64_t step = 1;  // 1-based
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual const char* name() const = 0;
+
+  // ---- LayerNorm over rows of c: out = (x - mean) rstd w + b; mean, rstd wide [n].
+  virtual Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
+                                  ConstRef w, ConstRef b, int64_t n, int64_t c) = 0;
+  // dx overwritten (or accumulated when accumulate_dx); dw, db (wide) accumulate.
+  virtual Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
+                                   ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
+                                   int64_t c, bool accumulate_dx) = 0;
+
+  // ---- Linear: out[n][oc] = x[n][c] W[oc][c]^T (+ bias); with gelu_out, also gelu_out = GeLU(out)
+  // (the bias-GeLU epilogue; out keeps the pre-activation for the backward).
+  virtual Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w,
+                               ConstRef bias, int64_t n, int64_t c, int64_t oc) = 0;
+  // dx[n][c] = dout W (overwrites).
+  virtual Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,
+                                    int64_t oc) = 0;
+  // dW (wide main gradient) += dout^T x; dbias (wide, optional) += column sums of dout.
+  virtual Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x,
+                                      int64_t n, int64_t c, int64_t oc) = 0;
+  // dpre = GeLU'(pre) * dgelu (the backward of the bias-GeLU epilogue).
+  virtual Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) = 0;
+
+  // ---- out[n][c] = residual + dropout(x + bias). mask (u8 [n][c]) is written when drop.p > 0.
+  virtual Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
+                                     ConstRef residual, int64_t n, int64_t c,
+                                     const DropoutSpec& drop) = 0;
+  // dx = dy * mask / (1 - p) (or dy without dropout); dbias (wide, optional) += column sums of dx.
+  virtual Status DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, ConstRef mask,
+                                 int64_t n, int64_t c, double p) = 0;
+  // out = a + b (or out += b when out aliases a).
+  virtual Status Add(TensorRef out, ConstRef a, ConstRef b) = 0;
+
+  // ---- Attention: qkv [b s][a/t][3][D] -> out [b s][a/t D]; stash as AttentionStash says.
+  virtual Status AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
+                                  const AttentionShape& shape, const DropoutSpec& drop) = 0;
+  virtual Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
+                                   const AttentionStash& stash, const AttentionShape& shape,
+                                   double p) = 0;
+
+  // ---- Embedding: out[b s][c] = wte rows of the tokens in [vocab_begin, vocab_end) (others 0)
+  // + wpe[position] when wpe is given; backward accumulates into wide dwte, dwpe.
+  virtual Status EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe,
+                                  int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                                  int64_t vocab_end) = 0;
+  virtual Status EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,
+                                   int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                                   int64_t vocab_end) = 0;
+  // Dropout in place: x = x * mask / (1-p), writing the mask (u8).
+  virtual Status Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) = 0;
+
+  // ---- Vocabulary-parallel cross-entropy (kernels/reference/ops.h), local steps; the layer runs
+  // the max and sum all-reduces between them. logits, row_max, row_sum, sums wide.
+  virtual Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) = 0;
+  // sums [2][rows]: row sums of exp(logit - max), then the target's logit (0 outside the shard).
+  virtual Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max,
+                                       ConstRef targets, const VocabShard& v) = 0;
+  // After the all-reduce: row_sum = sums[0]; loss_sum (fp64 device scalar) += sum over rows of
+  // log(row_sum) + row_max - target_logit.
+  virtual Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,
+                                  ConstRef row_max, const VocabShard& v) = 0;
+  // dlogits = (softmax - onehot) * dloss (one value for every token), 0 on padding.
+  virtual Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
+                                      ConstRef row_sum, ConstRef targets, double dloss,
+                                      const VocabShard& v) = 0;
+
+  // ---- Optimizer over the flat arenas (wide params, grads, m, v). compute_copy (optional, the
+  // 16-bit weights the layers read) is refreshed with the rounded new parameters.
+  virtual Status AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m,
+                       TensorRef v, const AdamWHyper& h) = 0;
+  // acc (fp64 device scalar) += sum of x^2.
+  virtual Status SumSquares(TensorRef acc, ConstRef x) = 0;
+  // x *= factor.
+  virtual Status Scale(TensorRef x, double factor) = 0;
+  // flag (fp64 device scalar) := 1 when x holds an inf or NaN (left as is otherwise).
+  virtual Status FlagNonFinite(TensorRef flag, ConstRef x) = 0;
+  // dst = src converted (rounded to nearest even when narrowing).
+  virtual Status Cast(TensorRef dst, ConstRef src) = 0;
+  // Every element := value (converted to dst's dtype).
+  virtual Status Fill(TensorRef dst, double value) = 0;
+  // out[i] = mean + stddev * NormalFromCounter(key, global_index(i)) where the global index of
+  // local element i is ((i / cols) * global_cols + col0 + i % cols): a row block or column block
+  // of a tensor (initialisation from the counter generator).
+  virtual Status FillNormal(TensorRef out, uint64_t key, int64_t cols, int64_t global_cols,
+                            int64_t col0, int64_t row0, double mean, double stddev) = 0;
+};
+
+}  // namespace ptdp::runtime

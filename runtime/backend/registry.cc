@@ -1,0 +1,30 @@
+#include "runtime/backend/registry.h"
+
+#include "runtime/backend/guard_device.h"
+
+namespace ptdp::runtime {
+
+Result<std::unique_ptr<Device>> CreateDevice(const std::string& backend) {
+  if (backend == "cpu") return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
+  if (backend == "cpu-guard") return std::unique_ptr<Device>(std::make_unique<GuardDevice>());
+  if (backend == "cuda") {
+    return Status::Invalid(
+        "--backend: 'cuda' is not available in this build: the CUDA Ops (runtime/backend/ops.h "
+        "on kernels/cuda) are not implemented yet (use cpu)");
+  }
+  return Status::Invalid("--backend: unknown backend '" + backend + "' (cpu)");
+}
+
+DType ComputeDType(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return DType::kFp32;
+    case Precision::kBf16:
+      return DType::kBf16;
+    case Precision::kFp16:
+      return DType::kFp16;
+  }
+  return DType::kFp32;
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,116 @@
+// Gradient reduction and the optimizer step, on the device through Ops: the tied embedding's and
+// the data-parallel all-reduces over the flat fp32 gradient arena, fp16's non-finite check and
+// unscaling, the global norm (each tensor counted once), clipping and AdamW (which refreshes the
+// 16-bit compute copy). Only scalars (sum of squares, non-finite flag) reach the host.
+#include <cmath>
+#include <limits>
+
+#include "runtime/comm/agree.h"
+#include "runtime/executor/trainer.h"
+
+namespace ptdp::runtime {
+
+Status Trainer::ReduceGrads() {
+  PTDP_RETURN_IF_ERROR(WaitSends());
+  // The tied word embedding: its first-stage and last-stage copies get the sum of both gradients.
+  if (emb_ != nullptr && model_.tied_embeddings) {
+    int i = params_->Find(0, "embedding.word");
+    if (i < 0) i = params_->Find(cfg_.vp - 1, "output.word_copy");
+    PTDP_CHECK(i >= 0);
+    const TensorRef g = params_->grad(i);
+    PTDP_RETURN_IF_ERROR(emb_->AllReduceSum(g.data, g.count, g.dtype));
+  }
+  // Data parallelism: sum (the loss is already normalised by the global batch) in buckets over the
+  // flat gradient arena.
+  if (dp_->size() > 1) {
+    TensorRef all = params_->all_grads();
+    const int64_t total = all.count, bucket = std::max<int64_t>(1, opts_.bucket_elements);
+    for (int64_t off = 0; off < total; off += bucket) {
+      float* p = static_cast<float*>(all.data) + off;  // pointer arithmetic only
+      PTDP_RETURN_IF_ERROR(dp_->AllReduceSum(p, std::min(bucket, total - off), DType::kFp32));
+    }
+  }
+  return Status::Ok();
+}
+
+// Whether every gradient on every rank is finite (fp16's overflow check, agreed over the world).
+Result<bool> Trainer::GradientsFinite() {
+  Ops* ops = dev_->ops();
+  if (opts_.inject_overflow_step > 0 && last_step_ == opts_.inject_overflow_step &&
+      world_->rank() == 0 && params_->size() > 0) {
+    TensorRef first = params_->all_grads();
+    first.count = 1;  // tests: one gradient element overflows
+    PTDP_RETURN_IF_ERROR(ops->Fill(first, std::numeric_limits<double>::infinity()));
+  }
+  PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
+  PTDP_RETURN_IF_ERROR(ops->FlagNonFinite(scratch_scalar_.ref(), params_->all_grads()));
+  double flag = 0;
+  dev_->Copy(&flag, scratch_scalar_.data(), sizeof(double));
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, {flag}));
+  for (double f : all) {
+    if (f != 0) return false;
+  }
+  return true;
+}
+
+// Sum of squares of the gradients, a tensor counted once over the world: tensor-replicated ones on
+// tensor rank 0 only, the tied copy never, and (gradients being equal after the all-reduce) data
+// rank 0 only. Summed in rank order, identical on every rank.
+Result<double> Trainer::GradNormSquared() {
+  Ops* ops = dev_->ops();
+  PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
+  if (coord_.dp == 0) {
+    for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+      const ParamTensor& p = params_->entries()[i].spec;
+      if (p.tied_copy) continue;
+      if (p.sharding == Sharding::kReplicated && coord_.tp != 0) continue;
+      PTDP_RETURN_IF_ERROR(ops->SumSquares(scratch_scalar_.ref(), params_->grad(i)));
+    }
+  }
+  double local = 0;
+  dev_->Copy(&local, scratch_scalar_.data(), sizeof(double));
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, {local}));
+  double total = 0;
+  for (double v : all) total += v;
+  return total;
+}
+
+Status Trainer::ApplyAdamW(int64_t step, double clip_coef) {
+  Ops* ops = dev_->ops();
+  if (clip_coef != 1.0) PTDP_RETURN_IF_ERROR(ops->Scale(params_->all_grads(), clip_coef));
+  const OptimizerConfig& o = opts_.optim;
+  AdamWHyper h;
+  h.lr = last_lr_;
+  h.beta1 = o.beta1;
+  h.beta2 = o.beta2;
+  h.eps = o.eps;
+  h.step = step - scaler_->skipped_steps();  // Adam's bias correction counts the steps taken
+  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+    const ParamTensor& p = params_->entries()[i].spec;
+    h.weight_decay = p.global_shape.size() == 2 ? o.weight_decay : 0.0;
+    PTDP_RETURN_IF_ERROR(ops->AdamW(params_->master(i), params_->compute_copy(i), params_->grad(i),
+                                    params_->adam_m(i), params_->adam_v(i), h));
+  }
+  return Status::Ok();
+}
+
+Status Trainer::OptimizerStep(int64_t step) {
+  last_step_ = step;
+  last_lr_ = LearningRate(opts_.optim, step);
+  last_loss_scale_ = scaler_->scale();
+  if (scaler_->dynamic()) {
+    PTDP_ASSIGN_OR_RETURN(bool finite, GradientsFinite());
+    if (!scaler_->Update(!finite)) {
+      last_grad_norm_ = std::numeric_limits<double>::quiet_NaN();
+      return Status::Ok();  // skipped: parameters and Adam state unchanged
+    }
+    if (last_loss_scale_ != 1.0) {
+      PTDP_RETURN_IF_ERROR(dev_->ops()->Scale(params_->all_grads(), 1.0 / last_loss_scale_));
+    }
+  }
+  PTDP_ASSIGN_OR_RETURN(const double sq, GradNormSquared());
+  last_grad_norm_ = std::sqrt(sq);
+  return ApplyAdamW(step, ClipCoefficient(opts_.optim, last_grad_norm_));
+}
+
+}  // namespace ptdp::runtime

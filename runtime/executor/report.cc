@@ -1,0 +1,76 @@
+// Memory and timeline gathering (collective over the world).
+#include <algorithm>
+
+#include "runtime/comm/agree.h"
+#include "runtime/executor/trainer.h"
+
+namespace ptdp::runtime {
+
+Result<std::vector<RankMemory>> Trainer::GatherMemory() {
+  std::vector<double> mine = {double(coord_.pp), double(dev_->stats().peak_total)};
+  for (Bytes b : dev_->stats().peak) mine.push_back(double(b));
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, mine));
+  std::vector<RankMemory> out;
+  const size_t w = mine.size();
+  for (size_t r = 0; r * w < all.size(); ++r) {
+    RankMemory m;
+    m.rank = static_cast<int>(r);
+    m.pp_rank = static_cast<int>(all[r * w]);
+    m.peak_total = static_cast<Bytes>(all[r * w + 1]);
+    for (int t = 0; t < kNumMemTags; ++t) m.peak[t] = static_cast<Bytes>(all[r * w + 2 + t]);
+    out.push_back(m);
+  }
+  return out;
+}
+
+Result<Timeline> Trainer::GatherTimeline() {
+  const bool reports = coord_.tp == 0 && coord_.dp == 0;
+  constexpr size_t kW = 9;
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> counts,
+                        AllGatherDoubles(*world_, {reports ? double(events_.size()) : 0.0}));
+  size_t most = 0;
+  for (double c : counts) most = std::max(most, static_cast<size_t>(c));
+  std::vector<double> mine(most * kW, 0.0);
+  if (reports) {
+    for (size_t i = 0; i < events_.size(); ++i) {
+      const TimelineEvent& e = events_[i];
+      const double v[kW] = {double(static_cast<int>(e.instr.op)),
+                            double(e.instr.microbatch),
+                            double(e.instr.chunk),
+                            double(e.instr.peer),
+                            double(e.instr.bytes),
+                            e.instr.recompute ? 1.0 : 0.0,
+                            double(e.start_ns),
+                            double(e.end_ns),
+                            double(activation_bytes_[i])};
+      std::copy(v, v + kW, mine.begin() + static_cast<std::ptrdiff_t>(i * kW));
+    }
+  }
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, mine));
+  Timeline t = timeline_;
+  if (world_->rank() != 0) return t;
+  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.dp, cfg_.pp));
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const RankCoord c = grid.Coord(static_cast<int>(r));
+    for (size_t i = 0; i < static_cast<size_t>(counts[r]); ++i) {
+      const double* v = all.data() + (r * most + i) * kW;
+      TimelineEvent e;
+      e.pp_rank = c.pp;
+      e.instr.op = static_cast<Op>(static_cast<int>(v[0]));
+      e.instr.microbatch = static_cast<int32_t>(v[1]);
+      e.instr.chunk = static_cast<int32_t>(v[2]);
+      e.instr.peer = static_cast<int32_t>(v[3]);
+      e.instr.bytes = static_cast<Bytes>(v[4]);
+      e.instr.recompute = v[5] != 0;
+      e.stream = StreamOf(e.instr.op);
+      e.start_ns = static_cast<Nanoseconds>(v[6]);
+      e.end_ns = static_cast<Nanoseconds>(v[7]);
+      t.events.push_back(e);
+      // Activation memory held after each instruction (the simulator emits the same counter).
+      t.counters.push_back(TimelineCounter{c.pp, "activation_GiB", e.end_ns, BytesToGiB(v[8])});
+    }
+  }
+  return t;
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,167 @@
+// The model wiring of one pipeline rank: which layers a chunk runs, their weights and gradients,
+// the per-(microbatch, chunk) stash, and the token upload. Memory follows core/ledger.h's order:
+// the forward makes the chunk's whole stash live (embedding, layers, head); the backward frees the
+// head's stash first, then layer by layer (rebuilding a layer's working set first under
+// recomputation) and the embedding's last.
+#include "core/shapes.h"
+#include "runtime/executor/trainer.h"
+#include "runtime/executor/trainer_state.h"
+
+namespace ptdp::runtime {
+
+LayerCtx Trainer::Ctx(int mb, int64_t step) {
+  LayerCtx c;
+  c.dev = dev_.get();
+  c.tp = tp_.get();
+  c.d = dims_;
+  c.types = types_;
+  c.drop.p = model_.dropout;
+  c.drop.step = step;
+  c.drop.seq0 = int64_t(coord_.dp) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
+  return c;
+}
+
+// The microbatch's inputs (or targets) read on the host and uploaded into a device tensor tagged
+// as the stash lists it (embedding.tokens, output.targets).
+Status Trainer::UploadTokens(int mb, int64_t step, bool inputs, Tensor* out) {
+  const int64_t s = model_.seq_len, b = cfg_.mbs;
+  const int64_t seq0 = Ctx(mb, step).drop.seq0;
+  std::vector<int32_t> seq(static_cast<size_t>(s + 1)), host(static_cast<size_t>(b * s));
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t start =
+        SequenceStart(opts_.data_seed, step - 1, cfg_.global_batch, seq0 + i, data_->count(), s);
+    PTDP_RETURN_IF_ERROR(data_->Read(start, s + 1, seq.data()));
+    for (int64_t j = 0; j < s; ++j) {
+      host[static_cast<size_t>(i * s + j)] = seq[static_cast<size_t>(j + (inputs ? 0 : 1))];
+    }
+  }
+  PTDP_ASSIGN_OR_RETURN(*out, Tensor::Make(dev_.get(), b * s, DType::kI32, MemTag::kActivations));
+  dev_->Copy(out->data(), host.data(), out->bytes());
+  return Status::Ok();
+}
+
+int Trainer::OutputIndex(int chunk) const {
+  for (const char* n : {"output.weight", "output.word_copy", "embedding.word"}) {
+    const int i = params_->Find(chunk, n);
+    if (i >= 0) return i;
+  }
+  PTDP_CHECK_MSG(false, "the last chunk holds no output matrix");
+  return -1;
+}
+
+HeadWeights Trainer::HeadW(int chunk) const {
+  return {params_->weight(params_->Find(chunk, "final_ln.weight")),
+          params_->weight(params_->Find(chunk, "final_ln.bias")),
+          params_->weight(OutputIndex(chunk))};
+}
+
+// The chunk's layers, each writing the next one's input (or the head's input, or the outgoing
+// message). Under full recomputation a layer's stash is transient (workspace) and dropped at once.
+Status Trainer::ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool last) {
+  const int nl = static_cast<int>(chunk_layers_[chunk].size());
+  const int64_t nh = dims_.N() * dims_.h;
+  const bool recompute = cfg_.recompute == Recompute::kFull;
+  for (int li = 0; li < nl; ++li) {
+    TensorRef y;
+    if (li + 1 < nl) {
+      PTDP_RETURN_IF_ERROR(AllocLayerInput(c, &st.layers[li + 1]));
+      y = st.layers[li + 1].x.ref();
+    } else if (last) {
+      PTDP_ASSIGN_OR_RETURN(st.head.x,
+                            Tensor::Make(dev_.get(), nh, types_.act, MemTag::kActivations));
+      y = st.head.x.ref();
+    } else {
+      PTDP_ASSIGN_OR_RETURN(st.out, Tensor::Make(dev_.get(), nh, types_.act, MemTag::kWorkspace));
+      y = st.out.ref();
+    }
+    const MemTag tag = recompute ? MemTag::kWorkspace : MemTag::kActivations;
+    PTDP_RETURN_IF_ERROR(
+        LayerForward(c, weights_[chunk][li], chunk_layers_[chunk][li], tag, &st.layers[li], y));
+    if (recompute) DropLayerActivations(&st.layers[li]);  // keep only the layer's input
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Forward(int mb, int chunk, int64_t step) {
+  MbState* st = NewState(mb, chunk);
+  const int vs = VirtualStage(cfg_, coord_.pp, chunk);
+  const bool first = vs == 0, last = vs == cfg_.VirtualStages() - 1;
+  const LayerCtx c = Ctx(mb, step);
+  if (first) {
+    PTDP_RETURN_IF_ERROR(UploadTokens(mb, step, /*inputs=*/true, &st->embedding.tokens));
+    PTDP_RETURN_IF_ERROR(AllocLayerInput(c, &st->layers[0]));
+    const int wte = params_->Find(0, "embedding.word"),
+              wpe = params_->Find(0, "embedding.position");
+    PTDP_RETURN_IF_ERROR(EmbeddingForwardTp(c, params_->weight(wte), params_->weight(wpe),
+                                            &st->embedding, st->layers[0].x.ref()));
+  } else if (st->layers[0].x.empty()) {
+    return Status::Internal("forward of (" + std::to_string(mb) + ", " + std::to_string(chunk) +
+                            ") before its input arrived");
+  }
+  PTDP_RETURN_IF_ERROR(ForwardLayers(*st, chunk, c, last));
+  if (last) {
+    PTDP_RETURN_IF_ERROR(UploadTokens(mb, step, /*inputs=*/false, &st->head.targets));
+    PTDP_RETURN_IF_ERROR(HeadForward(c, HeadW(chunk), &st->head, loss_sum_.ref()));
+  }
+  Record(Op::kForward, *st);
+  return Status::Ok();
+}
+
+// Layer by layer from the last: rebuild (recompute), backward, free the layer's stash.
+Status Trainer::BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool recompute,
+                               Tensor* dy) {
+  const int64_t nh = dims_.N() * dims_.h;
+  for (int li = static_cast<int>(chunk_layers_[chunk].size()) - 1; li >= 0; --li) {
+    const int layer = chunk_layers_[chunk][li];
+    if (recompute) {
+      PTDP_ASSIGN_OR_RETURN(Tensor y, Tensor::Make(dev_.get(), nh, types_.act, MemTag::kWorkspace));
+      PTDP_RETURN_IF_ERROR(LayerForward(c, weights_[chunk][li], layer, MemTag::kActivations,
+                                        &st.layers[li], y.ref()));
+    }
+    PTDP_ASSIGN_OR_RETURN(Tensor dx, Tensor::Make(dev_.get(), nh, types_.act, MemTag::kWorkspace));
+    PTDP_RETURN_IF_ERROR(LayerBackward(c, weights_[chunk][li], grads_[chunk][li], layer,
+                                       &st.layers[li], dy->cref(), dx.ref()));
+    st.layers[li].x.Reset();
+    *dy = std::move(dx);
+  }
+  return Status::Ok();
+}
+
+Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step) {
+  MbState* st = FindState(mb, chunk);
+  if (st == nullptr) {
+    return Status::Internal("backward of (" + std::to_string(mb) + ", " + std::to_string(chunk) +
+                            ") without its forward");
+  }
+  const int vs = VirtualStage(cfg_, coord_.pp, chunk);
+  const bool first = vs == 0, last = vs == cfg_.VirtualStages() - 1;
+  const LayerCtx c = Ctx(mb, step);
+  Tensor dy;
+  if (last) {
+    PTDP_ASSIGN_OR_RETURN(
+        dy, Tensor::Make(dev_.get(), dims_.N() * dims_.h, types_.act, MemTag::kWorkspace));
+    const int lw = params_->Find(chunk, "final_ln.weight"),
+              lb = params_->Find(chunk, "final_ln.bias"), wo = OutputIndex(chunk);
+    // Each token's loss gradient, times the loss scale (fp16; 1 otherwise).
+    const double dloss = scaler_->scale() / (double(cfg_.global_batch) * double(model_.seq_len));
+    const HeadGrads g{params_->grad(lw), params_->grad(lb), params_->grad(wo)};
+    PTDP_RETURN_IF_ERROR(HeadBackward(c, HeadW(chunk), g, dloss, &st->head, dy.ref()));
+  } else {
+    if (st->dout.empty()) return Status::Internal("backward before its output gradient arrived");
+    dy = std::move(st->dout);
+  }
+  PTDP_RETURN_IF_ERROR(BackwardLayers(*st, chunk, c, recompute, &dy));
+  Record(Op::kBackward, *st);
+  if (first) {
+    const int wte = params_->Find(0, "embedding.word"),
+              wpe = params_->Find(0, "embedding.position");
+    PTDP_RETURN_IF_ERROR(
+        EmbeddingBackwardTp(c, params_->grad(wte), params_->grad(wpe), &st->embedding, dy.cref()));
+    live_.erase(Key(mb, chunk));
+  } else {
+    st->dgrad = std::move(dy);  // kSendGrad follows
+  }
+  return Status::Ok();
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,28 @@
+// Private to the Trainer's files: what one (microbatch, chunk) keeps between its instructions, and
+// a posted send.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "runtime/executor/trainer.h"
+
+namespace ptdp::runtime {
+
+struct Trainer::MbState {
+  int32_t mb = -1, chunk = -1;  // which (microbatch, chunk) this is: what handlers record
+  EmbeddingStash embedding;     // first virtual stage
+  std::vector<LayerStash> layers;
+  HeadStash head;  // last virtual stage
+  Tensor out;      // forward output awaiting kSendAct (workspace)
+  Tensor dout;     // received output gradient (kRecvGrad; workspace)
+  Tensor dgrad;    // input gradient awaiting kSendGrad (workspace)
+};
+
+// A posted send and the buffer it reads from (kept alive until the send completes).
+struct Trainer::Pending {
+  std::unique_ptr<CommRequest> req;
+  Tensor buf;
+};
+
+}  // namespace ptdp::runtime

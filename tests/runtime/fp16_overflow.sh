@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# fp16 dynamic loss scaling against an overflow: an inf is put into one gradient at step 3 (test-only
+# --inject-overflow-step) of a t=2 p=2 d=2 run. Step 3 must be skipped on every rank (the flag is
+# agreed over the world), the scale must halve for step 4, training must go on with finite losses,
+# and the scale must double again after --loss-scale-window clean steps.
+# usage: fp16_overflow.sh PTDP WORKDIR
+set -euo pipefail
+ptdp=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+"$here/write_plan.sh" "$ptdp" "$work/overflow.plan.json" 4 0.1 256 16 2 2 2 2 1 1f1b none true fp16
+timeout 200 mpirun -np 8 --oversubscribe "$ptdp" train --plan "$work/overflow.plan.json" \
+  --data "$work/data.bin" --steps 8 --log "$work/overflow.jsonl" --inject-overflow-step 3 \
+  --loss-scale-window 3 > "$work/overflow.out" 2>&1 || { tail -5 "$work/overflow.out"; exit 1; }
+field() { grep -o "\"$1\":[^,}]*" "$work/overflow.jsonl" | cut -d: -f2 | sed -n "${2}p"; }
+expect() { [ "$(field "$1" "$2")" = "$3" ] || { echo "FAIL: step $2 $1 = $(field "$1" "$2"), want $3"; exit 1; }; }
+expect loss_scale 1 65536.0
+expect skipped_steps 2 0
+expect skipped_steps 3 1      # the injected overflow: skipped
+expect loss_scale 3 65536.0   # the scale step 3's backward used
+expect loss_scale 4 32768.0   # halved
+expect skipped_steps 8 1      # no further skips
+expect loss_scale 7 65536.0   # doubled after 3 clean steps (4, 5, 6)
+for k in 1 2 3 4 5 6 7 8; do
+  l=$(field loss "$k")
+  awk -v l="$l" 'BEGIN { exit !(l + 0 == l && l > 0 && l < 10) }' || { echo "FAIL: step $k loss $l"; exit 1; }
+done
+echo PASS

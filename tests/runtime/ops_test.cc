@@ -1,0 +1,123 @@
+// The CPU backend's pieces: Philox4x32-10 against the published known-answer vectors (Random123's
+// kat_vectors), bf16/fp16 rounding, and CpuOps's rounding points (16-bit inputs, fp32 compute, one
+// rounding of each output).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/reference/counter_rng.h"
+#include "kernels/reference/ops.h"
+#include "runtime/backend/cpu_ops.h"
+#include "runtime/backend/half.h"
+
+namespace ptdp::runtime {
+namespace {
+
+namespace rng = ::ptdp::kernels::rng;
+
+TEST(Philox, KnownAnswers) {
+  struct Kat {
+    uint32_t ctr[4], key[2], out[4];
+  };
+  const Kat kats[] = {
+      {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+      {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+       {0xffffffff, 0xffffffff},
+       {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+      {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+       {0xa4093822, 0x299f31d0},
+       {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+  };
+  for (const Kat& k : kats) {
+    const rng::Philox4x32 r = rng::Philox4x32_10(
+        rng::Philox4x32{{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.v[i], k.out[i]) << "word " << i;
+  }
+}
+
+TEST(Philox, DropoutRateAndIndependenceOfLayout) {
+  const uint64_t key = kernels::HashKey("layer0.attn");
+  int kept = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) kept += rng::DropoutKeeps(key, uint64_t(i), 0.1f) ? 1 : 0;
+  // Binomial(n, 0.9): standard deviation sqrt(n 0.9 0.1) = 134; 5 sigma.
+  EXPECT_NEAR(kept, 0.9 * n, 5 * 134.0);
+  // A value depends only on (key, index): drawing a slice gives the same bits as the whole.
+  EXPECT_EQ(rng::Bits32(key, 12345), rng::Bits32(key, 12345));
+  EXPECT_NE(rng::Bits32(key, 12345), rng::Bits32(key + 1, 12345));
+}
+
+TEST(Half, RoundsToNearestEven) {
+  EXPECT_EQ(half::FloatToBf16(1.0f), 0x3F80);
+  // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: ties to even (1).
+  EXPECT_EQ(half::Bf16ToFloat(half::FloatToBf16(1.0f + 1.0f / 256)), 1.0f);
+  EXPECT_EQ(half::Bf16ToFloat(half::FloatToBf16(1.0f + 3.0f / 256)), 1.0f + 4.0f / 256);
+  EXPECT_EQ(half::FloatToFp16(1.0f), 0x3C00);
+  EXPECT_EQ(half::Fp16ToFloat(half::FloatToFp16(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(half::Fp16ToFloat(half::FloatToFp16(65520.0f))));
+  EXPECT_EQ(half::Fp16ToFloat(half::FloatToFp16(1.0f + 1.0f / 2048)), 1.0f);  // tie to even
+  EXPECT_EQ(half::Fp16ToFloat(0x0001), std::ldexp(1.0f, -24));                // smallest subnormal
+  EXPECT_EQ(half::FloatToFp16(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(half::FloatToFp16(std::ldexp(3.0f, -26)), 0x0001);  // 0.75 ulp rounds up
+  std::mt19937 g(1);
+  std::normal_distribution<float> nd(0, 10);
+  for (int i = 0; i < 10000; ++i) {  // relative error within the unit roundoff
+    const float x = nd(g);
+    EXPECT_LE(std::abs(half::RoundTo(x, DType::kBf16) - x), std::abs(x) * std::ldexp(1.0f, -8));
+    EXPECT_LE(std::abs(half::RoundTo(x, DType::kFp16) - x), std::abs(x) * std::ldexp(1.0f, -11));
+  }
+}
+
+// A bf16 GEMM: inputs are what the 16-bit tensors hold, accumulation in fp32, one rounding of the
+// output; an fp32 output (a main gradient) is not rounded.
+TEST(CpuOps, LinearRoundsOnlyTheOutput) {
+  CpuOps ops;
+  const int64_t n = 3, c = 5, oc = 4;
+  std::mt19937 g(2);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> x(n * c), w(oc * c);
+  for (auto& v : x) v = nd(g);
+  for (auto& v : w) v = nd(g);
+  std::vector<uint16_t> xb(x.size()), wb(w.size()), out(n * oc);
+  half::Narrow(xb.data(), x.data(), n * c, DType::kBf16);
+  half::Narrow(wb.data(), w.data(), oc * c, DType::kBf16);
+  std::vector<float> out32(n * oc);
+  ASSERT_TRUE(ops.LinearForward({out.data(), DType::kBf16, n * oc}, {},
+                                {xb.data(), DType::kBf16, n * c}, {wb.data(), DType::kBf16, oc * c},
+                                {}, n, c, oc)
+                  .ok());
+  ASSERT_TRUE(ops.LinearForward({out32.data(), DType::kFp32, n * oc}, {},
+                                {xb.data(), DType::kBf16, n * c}, {wb.data(), DType::kBf16, oc * c},
+                                {}, n, c, oc)
+                  .ok());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < oc; ++j) {
+      float acc = 0;
+      for (int64_t k = 0; k < c; ++k) {
+        acc += half::Bf16ToFloat(xb[i * c + k]) * half::Bf16ToFloat(wb[j * c + k]);
+      }
+      EXPECT_NEAR(out32[i * oc + j], acc, 1e-5f * (1 + std::abs(acc)));
+      EXPECT_EQ(out[i * oc + j], half::FloatToBf16(out32[i * oc + j]));
+    }
+  }
+}
+
+// The stored u8 mask is the reference generator's decision at the global index.
+TEST(CpuOps, DropoutMaskIsTheGlobalElementsDraw) {
+  CpuOps ops;
+  const int64_t n = 1000;
+  std::vector<float> x(n, 1.0f);
+  std::vector<uint8_t> mask(n);
+  DropoutSpec d{0.25, kernels::HashKey("layer1.mlp_residual"), 777};
+  ASSERT_TRUE(ops.Dropout({x.data(), DType::kFp32, n}, {mask.data(), DType::kU8, n}, d).ok());
+  for (int64_t i = 0; i < n; ++i) {
+    const float want = kernels::DropoutMaskValue<float>(d.key, d.first + i, d.p);
+    EXPECT_EQ(x[i], want) << i;
+    EXPECT_EQ(mask[i], want != 0 ? 1 : 0);
+  }
+}
+
+}  // namespace
+}  // namespace ptdp::runtime
