@@ -37,12 +37,13 @@ class FixedPipeline : public costmodel::PipelineModel {
 
 }  // namespace
 
-Status CheckPrecision(const ClusterSpec& cluster, Precision precision, const std::string& field) {
+std::string PrecisionCaveat(const ClusterSpec& cluster, Precision precision) {
   const std::string& dtype = cluster.profile.gemm.dtype;
-  if (IsHalf(precision) == (dtype != "fp32")) return Status::Ok();
-  return Status::Invalid(field + ": " + PrecisionName(precision) + " on " + cluster.profile.name +
-                         ", whose GEMM table is " + dtype + ": its throughput does not hold for " +
-                         PrecisionName(precision) + " (profile the machine in that precision)");
+  if (IsHalf(precision) == (dtype != "fp32")) return "";
+  return std::string(PrecisionName(precision)) + " on " + cluster.profile.name +
+         ", whose GEMM table is " + dtype + ": times use that table as measured (memory and " +
+         "message sizes are " + PrecisionName(precision) + "'s); profile the machine in " +
+         PrecisionName(precision) + " for its throughput";
 }
 
 Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOptions& o) {
@@ -50,15 +51,12 @@ Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOption
     return Status::Invalid(std::string("--precision ") + PrecisionName(*o.precision) +
                            " differs from --fix precision=" + PrecisionName(*o.fix.precision));
   }
-  const Precision p = o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
-  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster, p, "--precision"));
-  return p;
+  return o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
 }
 
 Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                            const std::vector<int64_t>* param_elements, bool all_stages) {
   PTDP_RETURN_IF_ERROR(c.Validate(m));
-  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster, c.precision, "layout.precision"));
   if (c.WorldSize() != cluster.Gpus()) {
     return Status::Invalid("layout: tp*pp*dp = " + std::to_string(c.WorldSize()) +
                            " but the cluster has " + std::to_string(cluster.Gpus()) + " GPUs");

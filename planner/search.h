@@ -80,9 +80,11 @@ struct SearchResult {
 Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                             const SearchOptions& options);
 
-// Whether `cluster`'s GEMM table can price a layout in `precision`: a table measured in 16 bits
-// says nothing of fp32 throughput and the reverse. The error names `field` ("--precision").
-Status CheckPrecision(const ClusterSpec& cluster, Precision precision, const std::string& field);
+// Empty when `cluster`'s GEMM table was measured at `precision`'s width; otherwise a one-line
+// caveat the tools print: a table measured in 16 bits says nothing of fp32 throughput and the
+// reverse, so the times are the table's, while memory and messages follow `precision`. (The CPU
+// backend computes bf16/fp16 in fp32 and rounds, so its fp32 table is what it runs at.)
+std::string PrecisionCaveat(const ClusterSpec& cluster, Precision precision);
 // The precision Search gives every candidate: --fix's, else options.precision, else the profile's.
 Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOptions& options);
 

@@ -74,6 +74,8 @@ Status RunPlan(const PlanArgs& a) {
                  (long long)total, s);
   };
   PTDP_ASSIGN_OR_RETURN(planner::SearchResult r, planner::Search(model, cluster, o));
+  const std::string caveat = planner::PrecisionCaveat(cluster, r.top.front().layout.precision);
+  if (!caveat.empty()) std::fprintf(stderr, "ptdp plan: note: %s\n", caveat.c_str());
   if (!a.out.empty()) {
     PTDP_ASSIGN_OR_RETURN(const PlanFile plan, planner::MakePlanFile(model, cluster, r, a.tokens));
     PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.out, PlanToJson(plan).dump(1) + "\n"));

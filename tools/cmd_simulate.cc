@@ -109,7 +109,8 @@ Status RunSimulate(const SimulateArgs& a) {
   if (a.buckets < 0) return Status::Invalid("--buckets: must be a positive number of buckets");
   // A plan file's layout is checked here, before the cost model (which requires a valid one).
   PTDP_RETURN_IF_ERROR(layout.Validate(model).WithPrefix("layout"));
-  PTDP_RETURN_IF_ERROR(planner::CheckPrecision(cluster, layout.precision, "layout.precision"));
+  const std::string caveat = planner::PrecisionCaveat(cluster, layout.precision);
+  if (!caveat.empty()) std::fprintf(stderr, "ptdp simulate: note: %s\n", caveat.c_str());
   if (layout.WorldSize() != cluster.Gpus()) {
     return Status::Invalid("layout: tp * pp * dp = " + std::to_string(layout.WorldSize()) +
                            " GPUs but the cluster has " + std::to_string(cluster.Gpus()));

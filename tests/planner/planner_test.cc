@@ -355,8 +355,8 @@ TEST(Search, PrecisionSetsEveryLayoutAndItsMemory) {
   ASSERT_TRUE(m.ok());
   EXPECT_NE(MegatronArgs(*m, fp16.top[0].layout).find(" --fp16"), std::string::npos);
   EXPECT_NE(MegatronArgs(*m, bf16.top[0].layout).find(" --bf16"), std::string::npos);
-  // --fix precision= says the same; a different --precision beside it is refused, and so is fp32
-  // on selene, whose GEMM table is fp16.
+  // --fix precision= says the same; a different --precision beside it is refused; fp32 on selene,
+  // whose GEMM table is fp16, comes with a caveat.
   SearchOptions f;
   f.fix = *ParseFix("tp=8,pp=64,mbs=1,vp=1,schedule=1f1b,recompute=full,precision=bf16");
   EXPECT_EQ(Search1T(f).top[0].layout.precision, Precision::kBf16);
@@ -368,10 +368,13 @@ TEST(Search, PrecisionSetsEveryLayoutAndItsMemory) {
   SearchOptions fp32;
   fp32.global_batch = 3072;
   fp32.precision = Precision::kFp32;
-  auto refused = Search(*m, *cluster, fp32);
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("--precision: fp32"), std::string::npos)
-      << refused.status().message();
+  // fp32 on selene's fp16 table is planned (fp32 memory, 16 bytes per parameter) with a caveat.
+  auto planned = Search(*m, *cluster, fp32);
+  ASSERT_TRUE(planned.ok()) << planned.status().message();
+  EXPECT_EQ(planned->top[0].layout.precision, Precision::kFp32);
+  EXPECT_NE(PrecisionCaveat(*cluster, Precision::kFp32).find("GEMM table is fp16"),
+            std::string::npos);
+  EXPECT_EQ(PrecisionCaveat(*cluster, Precision::kBf16), "");
 }
 
 }  // namespace
