@@ -47,8 +47,8 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
 
 // Generate + Lower for one layout: message bytes = PipelineMessageBytes(model, cfg) (core/ledger.h:
-// the layout's precision decides the element size), recompute when cfg.recompute is full or selective (the chunk's CostTable entry
-// says what). Checks cfg.Validate(model) first.
+// the layout's precision decides the element size), recompute when cfg.recompute is full or
+// selective (the chunk's CostTable entry says what). Checks cfg.Validate(model) first.
 Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg);
 
 // Ok when `p` is exactly the Program BuildProgram(model, cfg) gives: the same header
