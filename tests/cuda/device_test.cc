@@ -9,7 +9,6 @@
 
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/loss_scaler.h"
 #include "runtime/cuda/staged_mpi_communicator.h"
 
 namespace ptdp::runtime::cuda {
@@ -125,52 +124,6 @@ TEST(CudaDeviceTest, MissingDeviceIsNotFound) {
   auto dev = CudaDevice::Create(CudaDeviceCount() + 5);
   ASSERT_FALSE(dev.ok());
   EXPECT_EQ(dev.status().code(), StatusCode::kNotFound);
-}
-
-}  // namespace
-}  // namespace ptdp::runtime::cuda
-
-namespace ptdp::runtime::cuda {
-namespace {
-
-TEST(LossScalerHostTest, BacksOffAfterHysteresisAndGrowsAfterCleanSteps) {
-  LossScalerOptions o;
-  o.initial_scale = 1024;
-  o.growth_interval = 3;
-  o.hysteresis = 2;
-  auto s = DynamicLossScaler::Create(o);
-  ASSERT_TRUE(s.ok());
-  EXPECT_FALSE(s->Update(true));  // first overflow: skipped, scale kept (hysteresis 2)
-  EXPECT_EQ(s->scale(), 1024);
-  EXPECT_FALSE(s->Update(true));  // second in a row: halved
-  EXPECT_EQ(s->scale(), 512);
-  EXPECT_EQ(s->skipped_steps(), 2);
-  EXPECT_TRUE(s->Update(false));
-  EXPECT_TRUE(s->Update(false));
-  EXPECT_EQ(s->scale(), 512);
-  EXPECT_TRUE(s->Update(false));  // third clean step: doubled
-  EXPECT_EQ(s->scale(), 1024);
-  // An overflow resets the clean count.
-  EXPECT_TRUE(s->Update(false));
-  EXPECT_FALSE(s->Update(true));
-  EXPECT_TRUE(s->Update(false));
-  EXPECT_TRUE(s->Update(false));
-  EXPECT_EQ(s->scale(), 1024);
-}
-
-TEST(LossScalerHostTest, NeverBelowMinimumAndRejectsBadOptions) {
-  LossScalerOptions o;
-  o.initial_scale = 4;
-  o.min_scale = 2;
-  o.hysteresis = 1;
-  auto s = DynamicLossScaler::Create(o);
-  ASSERT_TRUE(s.ok());
-  for (int i = 0; i < 5; ++i) s->Update(true);
-  EXPECT_EQ(s->scale(), 2);
-  o.backoff = 1.5;
-  auto bad = DynamicLossScaler::Create(o);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("loss_scale.backoff"), std::string::npos);
 }
 
 }  // namespace
