@@ -58,13 +58,27 @@ struct AttentionShape {
   int64_t batch_begin = 0;                  // global index of the microbatch's first sequence
 };
 
-// The backend-private attention state kept from forward to backward. The CPU keeps the softmax
-// output, the dropout mask and the dropout output (core/shapes.h AttentionCoreActivations); a GPU
-// will keep the log-sum-exp. The layer allocates each listed tensor (AttentionStashLayout).
+// The attention state kept from forward to backward, as core/shapes.h AttentionCoreActivations
+// lists it for the layout; the layer allocates exactly the listed tensors and leaves the others
+// empty. Two forms, told apart by which fields are set:
+//   unfused (layout.fused_attention off, Megatron-LM 2021): probs, and with dropout mask and
+//     dropped; lse empty.
+//   fused (layout.fused_attention on, FlashAttention-class): only lse, the fp32 log-sum-exp of
+//     each row of the scaled scores; probs, mask, dropped empty. The backward recomputes the
+//     probabilities exp(q.k scale - lse) from qkv and regenerates the dropout mask from the
+//     counter generator with the forward's key (dropout_key) and the same global indices as
+//     the forward (AttentionShape), so no mask is stored. `out` is the forward's output, which
+//     the layer stashes anyway (attn.proj.input): a FlashAttention backward reads it for
+//     rowsum(dout * out); the CPU backend does not need it.
+// The layer sets lse, dropout_key and out on both calls; they are not new allocations but lse.
 struct AttentionStash {
-  TensorRef probs;    // [b][a/t][s][s] compute dtype
-  TensorRef mask;     // [b][a/t][s][s] u8, with dropout
-  TensorRef dropped;  // [b][a/t][s][s] compute dtype, with dropout
+  TensorRef probs;           // [b][a/t][s][s] compute dtype, unfused
+  TensorRef mask;            // [b][a/t][s][s] u8, unfused with dropout
+  TensorRef dropped;         // [b][a/t][s][s] compute dtype, unfused with dropout
+  TensorRef lse;             // [b][a/t][s] fp32, fused
+  uint64_t dropout_key = 0;  // fused: the forward's DropoutSpec key (ignored when p == 0)
+  ConstRef out;              // fused: the forward's output [b s][a/t D] (read-only)
+  bool fused() const { return !lse.empty(); }
 };
 
 // Vocabulary shard of the cross-entropy.
