@@ -212,13 +212,24 @@ FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
   return 3.0 * m.layers * LayerForwardFlops(m, B) + logits;
 }
 
+// What a fused attention kernel's backward runs again per layer: the scores Q K^T, 2 B s^2 h
+// (FlashAttention-2, Dao 2023, section 3.1.2: the backward recomputes S = Q K^T from the stored
+// log-sum-exp; 5 GEMMs backward against 2 forward, 2.5x the forward's FLOPs where the unfused
+// backward's 4 GEMMs are 2x).
+double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
+  if (!c.fused_attention) return 0;
+  const double B = double(c.global_batch);
+  return m.layers * 2.0 * B * m.seq_len * m.seq_len * m.hidden;
+}
+
 FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
   const double B = double(c.global_batch);
   switch (c.recompute) {
     case Recompute::kNone:
-      return ModelIterationFlops(m, c);
+      return ModelIterationFlops(m, c) + FusedAttentionRecomputeFlops(m, c);
     case Recompute::kFull:
-      return ModelIterationFlops(m, c) + m.layers * LayerForwardFlops(m, B);
+      return ModelIterationFlops(m, c) + m.layers * LayerForwardFlops(m, B) +
+             FusedAttentionRecomputeFlops(m, c);
     case Recompute::kSelective:
       return ModelIterationFlops(m, c) + m.layers * 4.0 * B * m.seq_len * m.seq_len * m.hidden;
   }

@@ -107,7 +107,8 @@ Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c);
 //   Model FLOPs (MFU's convention) = 3 l layer-forwards + logits = 72 B s l h^2 (1 + s/6h +
 //   V/12lh). Hardware FLOPs add what runs again under c.recompute: full, one more forward of every
 //   layer (eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh)); selective, every layer's attention core 4 B
-//   s^2 h.
+//   s^2 h. With c.fused_attention the backward recomputes Q K^T: 2 B s^2 h per layer more
+//   (FlashAttention-2's backward is 2.5x its forward); model FLOPs are unchanged.
 FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c);
 FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c);
 

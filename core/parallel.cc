@@ -73,6 +73,11 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("sequence_parallel: tp = " + std::to_string(tp) + " does not divide seq_len " +
                std::to_string(m.seq_len));
   }
+  if (fused_attention && recompute == Recompute::kSelective) {
+    return bad(
+        "recompute: selective recomputation drops the attention core's s^2 tensors, which "
+        "fused_attention never stores; use recompute=none with fused_attention");
+  }
   const int64_t micro = Microbatches();
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
@@ -96,6 +101,7 @@ std::string ParallelConfig::ToString() const {
   if (sequence_parallel) os << ",sequence_parallel=on";
   if (distributed_optimizer) os << ",distributed_optimizer=on";
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
+  if (fused_attention) os << ",fused_attention=on";
   if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
   return os.str();
 }
@@ -113,6 +119,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["sequence_parallel"] = c.sequence_parallel;
   j["distributed_optimizer"] = c.distributed_optimizer;
   j["grad_accumulation_fusion"] = c.grad_accumulation_fusion;
+  j["fused_attention"] = c.fused_attention;
   j["precision"] = PrecisionName(c.precision);
   return j;
 }
@@ -134,6 +141,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("sequence_parallel", &c.sequence_parallel);
   r.Optional("distributed_optimizer", &c.distributed_optimizer);
   r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
+  r.Optional("fused_attention", &c.fused_attention);
   r.Optional("precision", &precision);
   PTDP_RETURN_IF_ERROR(r.Finish());
   auto pr = ParsePrecision(precision, path + ".precision");

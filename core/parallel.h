@@ -51,6 +51,11 @@ struct ParallelConfig {
   // gradient buffer, so the profile's separate per-microbatch add (grad_accumulate_bytes_per_param,
   // what the paper's 2021 code ran) is not paid.
   bool grad_accumulation_fusion = false;
+  // A fused (FlashAttention-class) attention kernel, Megatron-LM's --use-flash-attn: the attention
+  // core stores no s^2 tensor, only the fp32 log-sum-exp of each score row, and its backward
+  // recomputes the probabilities (and regenerates the dropout mask from the counter generator).
+  // Selective recomputation then has nothing left to drop, so Validate refuses the pair.
+  bool fused_attention = false;
   int64_t global_batch = 1;  // B: sequences per iteration
   // How the run stores and computes numbers (core/precision.h); the plan records it and the
   // runtime follows it. The planner's default is the cluster profile's.
@@ -63,14 +68,15 @@ struct ParallelConfig {
 
   // Checks the layout against the model: positive sizes, heads % tp, layers % (pp vp),
   // B % (b d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m % pp == 0; others vp ==
-  // 1). The message names the field and the reason.
+  // 1), fused_attention without selective recomputation. The message names the field and the
+  // reason.
   Status Validate(const ModelSpec& m) const;
   std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
 };
 
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
-// sequence_parallel, distributed_optimizer and grad_accumulation_fusion (optional when read, false
-// by default) and precision (optional when read, `base`'s by default).
+// sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
+// when read, false by default) and precision (optional when read, `base`'s by default).
 OrderedJson LayoutToJson(const ParallelConfig& c);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,

@@ -143,6 +143,11 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
 
 std::vector<ActTensor> AttentionCoreActivations(const ModelSpec& m, const ParallelConfig& c,
                                                 bool dropout) {
+  if (c.fused_attention) {
+    // One fp32 log-sum-exp per score row; the dropout mask is regenerated, not stored.
+    const int64_t rows = int64_t(m.heads) * m.seq_len * c.mbs / c.tp;
+    return {{"attn.softmax.lse", rows, ActKind::kFp32}};
+  }
   const int64_t scores = int64_t(m.heads) * m.seq_len * m.seq_len * c.mbs / c.tp;
   std::vector<ActTensor> acts = {{"attn.softmax.output", scores, ActKind::kActivation}};
   if (dropout) {

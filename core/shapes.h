@@ -87,7 +87,9 @@ struct ActTensor {
 // s b h 34/t with selective recomputation.
 std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout);
 // The attention core's s^2 tensors (softmax output; dropout mask and output): 5 a s^2 b / t bytes
-// in 16-bit training with dropout, what selective recomputation rebuilds.
+// in 16-bit training with dropout, what selective recomputation rebuilds. With c.fused_attention
+// only the fp32 log-sum-exp per score row, 4 a s b / t bytes with or without dropout (the fused
+// kernel regenerates the mask); selective recomputation is refused with it (ParallelConfig).
 std::vector<ActTensor> AttentionCoreActivations(const ModelSpec& m, const ParallelConfig& c,
                                                 bool dropout);
 // With full recomputation a layer keeps only its input (s b h, s b h / t with sequence

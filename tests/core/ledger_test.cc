@@ -110,6 +110,37 @@ TEST(Ledger, SmallModelStashByHand) {
   EXPECT_EQ(StashPricesOf(Small(2, 0.0), c).embedding, 16);
 }
 
+// Fused attention keeps one fp32 log-sum-exp per score row instead of the core's s^2 tensors:
+// a s b / t = 2 x 4 x 1 = 8 rows, 32 bytes, in place of the softmax output 64, the dropout mask
+// 32 and the dropout output 64 (160): 1312 - 160 + 32 = 1184 with dropout; without dropout
+// 1152 - 64 + 32 = 1120 (the mask is regenerated, so dropout costs the core nothing). Full
+// recomputation keeps the input, 64, and rebuilds 1184 - 64 = 1120. At t = 2 the 4 rows take
+// 16 bytes. Selective recomputation would drop nothing more: the layout is refused.
+TEST(Ledger, FusedAttentionStashByHand) {
+  const ModelSpec m = Small(2);
+  ParallelConfig c;
+  c.pp = 2;
+  c.global_batch = 2;
+  c.precision = Precision::kBf16;
+  c.fused_attention = true;
+  EXPECT_EQ(StashPricesOf(m, c).layer, 1184);
+  EXPECT_EQ(StashPricesOf(Small(2, 0.0), c).layer, 1120);
+  EXPECT_EQ(ChunkStashBytes(m, c, 1, 0), 1184 + 464);
+  const std::vector<ActTensor> core = AttentionCoreActivations(m, c, true);
+  ASSERT_EQ(core.size(), 1u);
+  EXPECT_EQ(core[0].name, "attn.softmax.lse");
+  EXPECT_EQ(core[0].kind, ActKind::kFp32);
+  c.recompute = Recompute::kFull;
+  EXPECT_EQ(ChunkStashBytes(m, c, 0, 0), 64 + 48);
+  EXPECT_EQ(RecomputeWorkingSetBytes(m, c), 1120);
+  c.recompute = Recompute::kNone;
+  c.tp = 2;
+  EXPECT_EQ(ListBytes(AttentionCoreActivations(m, c, true), c), 16);
+  c.tp = 1;
+  c.recompute = Recompute::kSelective;
+  EXPECT_EQ(c.Validate(m).message().rfind("recompute:", 0), 0u);
+}
+
 // Pipeline messages: b s h elements = 32 per tensor rank, 2 bytes in bf16 and fp16, 4 in fp32;
 // with scatter/gather at t = 2, 16 elements.
 TEST(Ledger, PipelineMessageBytes) {
@@ -143,6 +174,13 @@ TEST(Ledger, SmallModelFlopsByHand) {
   EXPECT_DOUBLE_EQ(ModelIterationFlops(m, c), 86016.0);
   c.recompute = Recompute::kSelective;
   EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 86016.0 + 2 * 1024.0);
+  // Fused attention's backward recomputes Q K^T, 2 B s^2 h = 512 per layer; model FLOPs stay.
+  c.fused_attention = true;
+  c.recompute = Recompute::kNone;
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 86016.0 + 2 * 512.0);
+  EXPECT_DOUBLE_EQ(ModelIterationFlops(m, c), 86016.0);
+  c.recompute = Recompute::kFull;
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 112640.0 + 2 * 512.0);
 }
 
 // The 1T model (l = 128, h = 25600, a = 160, s = 2048, V = 51200 padded to itself at t = 8),
@@ -251,7 +289,8 @@ TEST(Ledger, InterleavedSteadyStateHoldsMoreEmbeddings) {
 
 // The closed form and the walk of the Program agree everywhere: GPipe and 1F1B for p in
 // {1, 2, 3, 4, 8}, interleaved for v in {2, 3, 4}; m from 1 to 3 p v (interleaved: multiples of
-// p); recompute none, full, selective; dropout on and off; every pipeline rank.
+// p); recompute none, full, selective; dropout on and off; fused attention on (but selective) and
+// off; every pipeline rank.
 TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
   int64_t compared = 0;
   for (int p : {1, 2, 3, 4, 8}) {
@@ -263,9 +302,13 @@ TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
         for (int64_t micro = 1; micro <= 3 * p * v; ++micro) {
           if (kind == ScheduleKind::kInterleaved && micro % p != 0) continue;
           for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
-            for (double dropout : {0.0, 0.1}) {
+            for (int variant = 0; variant < 4; ++variant) {
+              const double dropout = variant % 2 ? 0.1 : 0.0;
+              const bool fused = variant >= 2;
+              if (fused && rc == Recompute::kSelective) continue;  // refused by Validate
               const ModelSpec m = Small(2 * p * v, dropout);
               ParallelConfig c;
+              c.fused_attention = fused;
               c.pp = p;
               c.vp = v;
               c.schedule = kind;

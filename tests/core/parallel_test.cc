@@ -69,6 +69,12 @@ TEST(Parallel, LayoutJsonRoundTrip) {
   c.distributed_optimizer = true;
   c.grad_accumulation_fusion = true;
   auto j = Json::parse(LayoutToJson(c).dump());
+  ParallelConfig fused = c;
+  fused.recompute = Recompute::kNone;
+  fused.fused_attention = true;
+  auto fused_back = LayoutFromJson(Json::parse(LayoutToJson(fused).dump()), "layout").value();
+  EXPECT_TRUE(fused_back.fused_attention);
+  EXPECT_NE(fused_back.ToString().find("fused_attention=on"), std::string::npos);
   auto back = LayoutFromJson(j, "layout", ParallelConfig()).value();
   EXPECT_EQ(back.ToString(), c.ToString());
   EXPECT_TRUE(back.sequence_parallel && back.distributed_optimizer &&
@@ -78,6 +84,8 @@ TEST(Parallel, LayoutJsonRoundTrip) {
   old.erase("sequence_parallel");
   old.erase("distributed_optimizer");
   old.erase("grad_accumulation_fusion");
+  old.erase("fused_attention");
+  EXPECT_FALSE(LayoutFromJson(old, "layout").value().fused_attention);
   EXPECT_FALSE(LayoutFromJson(old, "layout").value().sequence_parallel);
   Json wrong = j;
   wrong["sequence_parallel"] = "yes";
