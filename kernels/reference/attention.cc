@@ -113,11 +113,67 @@ void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const
   }
 }
 
+namespace {
+
+// Scaled scores q_i . k_j / sqrt(d) of row i for j <= i into score[0..i].
+template <typename T>
+void RowScores(double* score, const T* qkv, const QkvIndex& at, int64_t bi, int64_t hh, int64_t i) {
+  const double scale = 1.0 / std::sqrt(static_cast<double>(at.d));
+  const T* q = qkv + at(bi, i, hh, 0);
+  for (int64_t j = 0; j <= i; ++j) {
+    const T* k = qkv + at(bi, j, hh, 1);
+    double dot = 0.0;
+    for (int64_t e = 0; e < at.d; ++e) dot += static_cast<double>(q[e]) * k[e];
+    score[j] = dot * scale;
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d) {
+  const QkvIndex at{s, h, d};
+  std::vector<double> score(s);
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t hh = 0; hh < h; ++hh) {
+      for (int64_t i = 0; i < s; ++i) {
+        RowScores(score.data(), qkv, at, bi, hh, i);
+        const double row_max = *std::max_element(score.begin(), score.begin() + i + 1);
+        double sum = 0.0;
+        for (int64_t j = 0; j <= i; ++j) sum += std::exp(score[j] - row_max);
+        lse[(bi * h + hh) * s + i] = static_cast<T>(row_max + std::log(sum));
+      }
+    }
+  }
+}
+
+template <typename T>
+void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_t s, int64_t h,
+                           int64_t d) {
+  const QkvIndex at{s, h, d};
+  std::vector<double> score(s);
+  for (int64_t bi = 0; bi < b; ++bi) {
+    for (int64_t hh = 0; hh < h; ++hh) {
+      for (int64_t i = 0; i < s; ++i) {
+        RowScores(score.data(), qkv, at, bi, hh, i);
+        const double row_lse = lse[(bi * h + hh) * s + i];
+        T* prow = att + ((bi * h + hh) * s + i) * s;
+        for (int64_t j = 0; j < s; ++j) {
+          prow[j] = j <= i ? static_cast<T>(std::exp(score[j] - row_lse)) : T(0);
+        }
+      }
+    }
+  }
+}
+
 #define PTDP_INSTANTIATE(T)                                                                        \
   template void AttentionForward<T>(T*, T*, const T*, const T*, int64_t, int64_t, int64_t,         \
                                     int64_t);                                                      \
   template void AttentionBackward<T>(T*, const T*, const T*, const T*, const T*, int64_t, int64_t, \
-                                     int64_t, int64_t);
+                                     int64_t, int64_t);                                            \
+  template void AttentionLogSumExp<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t);           \
+  template void AttentionProbsFromLse<T>(T*, const T*, const T*, int64_t, int64_t, int64_t,        \
+                                         int64_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(double)
 #undef PTDP_INSTANTIATE

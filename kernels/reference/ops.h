@@ -55,6 +55,16 @@ void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64
 template <typename T>
 void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const T* dropout_mask,
                        int64_t b, int64_t s, int64_t h, int64_t d);
+// What a fused attention keeps instead of att: lse[b][h][s], the log of the softmax's row sum,
+// log(sum_{j <= i} exp(q_i . k_j / sqrt(d))) (computed as row max + log sum, in double).
+template <typename T>
+void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d);
+// A fused backward's recomputation of att from qkv and lse: att_ij = exp(q_i . k_j / sqrt(d) -
+// lse_i) for j <= i, 0 above the diagonal (the probabilities AttentionForward saved, within
+// rounding).
+template <typename T>
+void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_t s, int64_t h,
+                           int64_t d);
 
 // Embedding: out[b*s][C] = wte rows of tokens (only those in [vocab_begin, vocab_end) of this
 // vocabulary shard, others contribute 0: the tensor group sums the shards) + wpe[position] when

@@ -261,10 +261,52 @@ Status CpuOps::Add(TensorRef out, ConstRef a, ConstRef b) {
   });
 }
 
+namespace {
+
+// The fused form (AttentionStash::fused): the probabilities and the expanded mask are the op's
+// scratch, like a fused kernel's tiles; only out and lse outlive it. The mask is regenerated from
+// the counter generator, so the forward and the backward draw the same one.
+template <typename T>
+std::vector<T> RegeneratedMask(const AttentionShape& a, double p, uint64_t key) {
+  if (p <= 0) return {};
+  std::vector<uint8_t> bits(static_cast<size_t>(a.b * a.heads_local * a.s * a.s));
+  WriteAttentionMask(bits.data(), a, DropoutSpec{p, key, 0});
+  return MaskValues<T>(ConstRef(bits.data(), DType::kU8, int64_t(bits.size())), p);
+}
+
+template <typename T>
+Status FusedAttentionForward(TensorRef out, const AttentionStash& stash, ConstRef qkv,
+                             const AttentionShape& a, const DropoutSpec& drop) {
+  In<T> qi(qkv);
+  Out<T> o(out, false), lse(stash.lse, false);
+  std::vector<T> probs(static_cast<size_t>(a.b * a.heads_local * a.s * a.s));
+  const std::vector<T> mask = RegeneratedMask<T>(a, drop.p, drop.key);
+  k::AttentionForward(o.get(), probs.data(), qi.get(), mask.empty() ? nullptr : mask.data(), a.b,
+                      a.s, a.heads_local, a.head_dim);
+  k::AttentionLogSumExp(lse.get(), qi.get(), a.b, a.s, a.heads_local, a.head_dim);
+  return Status::Ok();
+}
+
+template <typename T>
+Status FusedAttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
+                              const AttentionStash& stash, const AttentionShape& a, double p) {
+  In<T> doi(dout), qi(qkv), lse(stash.lse);
+  Out<T> o(dqkv, false);
+  std::vector<T> probs(static_cast<size_t>(a.b * a.heads_local * a.s * a.s));
+  k::AttentionProbsFromLse(probs.data(), qi.get(), lse.get(), a.b, a.s, a.heads_local, a.head_dim);
+  const std::vector<T> mask = RegeneratedMask<T>(a, p, stash.dropout_key);
+  k::AttentionBackward(o.get(), doi.get(), qi.get(), probs.data(),
+                       mask.empty() ? nullptr : mask.data(), a.b, a.s, a.heads_local, a.head_dim);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CpuOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
                                 const AttentionShape& a, const DropoutSpec& drop) {
   return Dispatch(qkv.dtype, [&](auto tag) {
     using T = decltype(tag);
+    if (stash->fused()) return FusedAttentionForward<T>(out, *stash, qkv, a, drop);
     In<T> qi(qkv);
     Out<T> o(out, false), probs(stash->probs, false);
     std::vector<T> mask;
@@ -286,6 +328,7 @@ Status CpuOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                                  const AttentionStash& stash, const AttentionShape& a, double p) {
   return Dispatch(qkv.dtype, [&](auto tag) {
     using T = decltype(tag);
+    if (stash.fused()) return FusedAttentionBackward<T>(dqkv, dout, qkv, stash, a, p);
     In<T> doi(dout), qi(qkv), pi(stash.probs);
     Out<T> o(dqkv, false);
     std::vector<T> mask;

@@ -16,6 +16,7 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.d = dims_;
   c.types = types_;
   c.drop.p = model_.dropout;
+  c.fused_attention = cfg_.fused_attention;
   c.drop.step = step;
   c.drop.seq0 = int64_t(coord_.dp) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
   return c;

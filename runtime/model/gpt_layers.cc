@@ -54,13 +54,40 @@ VocabShard Shard(const LayerDims& d) {
   return {d.N(), d.v_local, d.vocab_begin, d.vocab_real};
 }
 
+// The attention core's stash as core/shapes.h AttentionCoreActivations lists it: the s^2
+// softmax output (and with dropout its mask and output), or with fused attention only the
+// log-sum-exp per score row, in the wide dtype (fp32 in training).
+Status AllocAttentionCore(const LayerCtx& c, MemTag tag, LayerStash* st) {
+  const LayerDims& d = c.d;
+  const int64_t rows = d.b * d.heads_local * d.s, scores = rows * d.s;
+  if (c.fused_attention) {
+    PTDP_ASSIGN_OR_RETURN(st->att_lse, Alloc(c, rows, c.types.wide, tag));
+    return Status::Ok();
+  }
+  const bool drop = c.drop.p > 0;
+  PTDP_ASSIGN_OR_RETURN(st->probs, Alloc(c, scores, c.types.act, tag));
+  PTDP_ASSIGN_OR_RETURN(st->att_mask, Alloc(c, drop ? scores : 0, DType::kU8, tag));
+  PTDP_ASSIGN_OR_RETURN(st->att_dropped, Alloc(c, drop ? scores : 0, c.types.act, tag));
+  return Status::Ok();
+}
+
+// The Ops view of that stash; the fused form also carries the dropout key the backward
+// regenerates the mask from and the forward's output.
+AttentionStash AttentionStashOf(const LayerCtx& c, int layer, LayerStash* st) {
+  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref(), st->att_lse.ref()};
+  if (as.fused()) {
+    as.dropout_key = c.drop.Key(Site(layer, "attn"));
+    as.out = st->attn_out.cref();
+  }
+  return as;
+}
+
 // Attention half of the forward: ln1 -> qkv -> attention -> proj (g all-reduce) -> x2.
 Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
                              LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), h = d.h, hd = d.heads_local * d.D(),
-                scores = d.b * d.heads_local * d.s * d.s;
+  const int64_t N = d.N(), h = d.h, hd = d.heads_local * d.D();
   const DType a = c.types.act, wide = c.types.wide;
   PTDP_ASSIGN_OR_RETURN(st->ln1_mean, Alloc(c, N, wide, tag));
   PTDP_ASSIGN_OR_RETURN(st->ln1_rstd, Alloc(c, N, wide, tag));
@@ -72,11 +99,9 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
   PTDP_RETURN_IF_ERROR(
       ops->LinearForward(st->qkv.ref(), {}, st->ln1_out.cref(), w.qkv_w, w.qkv_b, N, h, 3 * hd));
   const bool drop = c.drop.p > 0;
-  PTDP_ASSIGN_OR_RETURN(st->probs, Alloc(c, scores, a, tag));
-  PTDP_ASSIGN_OR_RETURN(st->att_mask, Alloc(c, drop ? scores : 0, DType::kU8, tag));
-  PTDP_ASSIGN_OR_RETURN(st->att_dropped, Alloc(c, drop ? scores : 0, a, tag));
+  PTDP_RETURN_IF_ERROR(AllocAttentionCore(c, tag, st));
   PTDP_ASSIGN_OR_RETURN(st->attn_out, Alloc(c, N * hd, a, tag));
-  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref()};
+  AttentionStash as = AttentionStashOf(c, layer, st);
   DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
   PTDP_RETURN_IF_ERROR(
       ops->AttentionForward(st->attn_out.ref(), &as, st->qkv.cref(), Shape(d, c.drop), adrop));
@@ -151,7 +176,7 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
 
 // Attention half of the backward: dx2 -> dx.
 Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g,
-                              LayerStash* st, ConstRef dx2, TensorRef dx) {
+                              int layer, LayerStash* st, ConstRef dx2, TensorRef dx) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const int64_t N = d.N(), h = d.h, hd = d.heads_local * d.D();
@@ -165,7 +190,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
       ops->LinearBackwardWeight(g.proj_w, {}, dbranch.cref(), st->attn_out.cref(), N, hd, h));
   dbranch.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor dqkv, Tmp(c, N * 3 * hd, a));
-  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref()};
+  const AttentionStash as = AttentionStashOf(c, layer, st);
   PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
                                               Shape(d, c.drop), c.drop.p));
   dattn.Reset();
@@ -189,9 +214,10 @@ Status AllocLayerInput(const LayerCtx& c, LayerStash* st) {
 }
 
 void DropLayerActivations(LayerStash* st) {
-  for (Tensor* t : {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out, &st->qkv, &st->probs, &st->att_mask,
-                    &st->att_dropped, &st->attn_out, &st->attn_res_mask, &st->x2, &st->ln2_mean,
-                    &st->ln2_rstd, &st->ln2_out, &st->fc1_out, &st->gelu_out, &st->mlp_res_mask}) {
+  for (Tensor* t :
+       {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out, &st->qkv, &st->probs, &st->att_mask,
+        &st->att_dropped, &st->att_lse, &st->attn_out, &st->attn_res_mask, &st->x2, &st->ln2_mean,
+        &st->ln2_rstd, &st->ln2_out, &st->fc1_out, &st->gelu_out, &st->mlp_res_mask}) {
     t->Reset();
   }
 }
@@ -204,11 +230,10 @@ Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag 
 
 Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, int layer,
                      LayerStash* st, ConstRef dy, TensorRef dx) {
-  (void)layer;  // the masks are stored: nothing is regenerated
   PTDP_CHECK(!st->gelu_out.empty());
   Tensor dx2;
   PTDP_RETURN_IF_ERROR(MlpBlockBackward(c, w, g, st, dy, &dx2));
-  PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, st, dx2.cref(), dx));
+  PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, layer, st, dx2.cref(), dx));
   DropLayerActivations(st);
   return Status::Ok();
 }

@@ -8,7 +8,8 @@
 // drop(fc2(gelu(fc1(ln2(x2))))). Dropout masks are drawn by the backend from the counter-based
 // generator keyed by (site, step) and indexed by the GLOBAL element (global sequence, position,
 // column or global head), so they are the same in every layout and on every backend; they are
-// STORED (1 byte per element) from the forward to the backward, as core/shapes.h lists them.
+// STORED (1 byte per element) from the forward to the backward, as core/shapes.h lists them, but
+// the attention dropout's with fused attention, which the backend regenerates from its key.
 //
 // All compute goes through the device's Ops and all communication through the Communicator: no
 // element of a tensor is touched on the host. Each stash holds exactly the tensors of its
@@ -77,6 +78,7 @@ struct LayerStash {
   Tensor ln1_out;                       // attn.qkv.input [N][h]
   Tensor qkv;                           // attn.q/k/v [N][3h/t]
   Tensor probs, att_mask, att_dropped;  // attn.softmax.output, attn.dropout.mask/.output
+  Tensor att_lse;                       // attn.softmax.lse [b][a/t][s] wide (fused attention)
   Tensor attn_out;                      // attn.proj.input [N][h/t]
   Tensor attn_res_mask;                 // attn.residual_dropout.mask [N][h] u8
   Tensor x2;                            // ln2.input [N][h]
@@ -94,6 +96,8 @@ struct LayerCtx {
   LayerDims d;
   DTypes types;
   DropoutCtx drop;
+  // layout.fused_attention: the attention stash is the log-sum-exp (AttentionStash's fused form).
+  bool fused_attention = false;
 };
 
 // Allocates st.x (the checkpoint, tagged activations).

@@ -103,7 +103,7 @@ struct LayerParams {
   }
 };
 
-void LayerCase(double dropout) {
+void LayerCase(double dropout, bool fused_attention = false) {
   CpuDevice dev;
   const LayerDims d = Dims();
   const int64_t nh = d.N() * d.h;
@@ -113,7 +113,8 @@ void LayerCase(double dropout) {
   drop.p = dropout;
   drop.step = 3;
   drop.seq0 = 5;
-  const LayerCtx c = Ctx(&dev, d, drop);
+  LayerCtx c = Ctx(&dev, d, drop);
+  c.fused_attention = fused_attention;
   auto objective = [&]() {
     LayerStash st;
     EXPECT_TRUE(AllocLayerInput(c, &st).ok());
@@ -155,6 +156,11 @@ TEST(LayerGradient, TransformerLayerMatchesFiniteDifferences) {
 }
 TEST(LayerGradient, TransformerLayerWithDropoutMatchesFiniteDifferences) {
   LayerCase(0.2);
+}
+// Fused attention (the stash is the log-sum-exp; the backward recomputes the probabilities and
+// regenerates the mask): the same finite differences.
+TEST(LayerGradient, FusedAttentionLayerWithDropoutMatchesFiniteDifferences) {
+  LayerCase(0.2, true);
 }
 
 TEST(LayerGradient, HeadMatchesFiniteDifferences) {

@@ -3,6 +3,7 @@
 // rounding of each output).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -117,6 +118,59 @@ TEST(CpuOps, DropoutMaskIsTheGlobalElementsDraw) {
     EXPECT_EQ(x[i], want) << i;
     EXPECT_EQ(mask[i], want != 0 ? 1 : 0);
   }
+}
+
+// The fused stash (lse only) against the unfused one (probabilities, mask, dropout output) on
+// random inputs with dropout, on a rank holding heads 2, 3 of 4 of sequences 3, 4: the same
+// output (the same kernel on the same regenerated mask), and the same gradients within fp32
+// rounding (the backward's probabilities are recomputed from lse, not read back). A wrong
+// dropout key must change the gradients, so the mask is really regenerated.
+TEST(CpuOps, FusedAttentionMatchesUnfusedWithDropout) {
+  CpuOps ops;
+  AttentionShape a;
+  a.b = 2, a.s = 7, a.heads_local = 2, a.head_dim = 4;
+  a.heads_total = 4, a.head_begin = 2, a.batch_begin = 3;
+  const int64_t n_qkv = a.b * a.s * a.heads_local * 3 * a.head_dim;
+  const int64_t n_out = n_qkv / 3, rows = a.b * a.heads_local * a.s, scores = rows * a.s;
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> qkv(n_qkv), dout(n_out);
+  for (auto& x : qkv) x = normal(gen);
+  for (auto& x : dout) x = normal(gen);
+  const DropoutSpec drop{0.2, kernels::HashKey("layer1.attn"), 0};
+  auto f32 = [](std::vector<float>& v) {
+    return TensorRef{v.data(), DType::kFp32, int64_t(v.size())};
+  };
+  const ConstRef q{qkv.data(), DType::kFp32, n_qkv}, dy{dout.data(), DType::kFp32, n_out};
+
+  std::vector<float> out_u(n_out), probs(scores), dropped(scores), dqkv_u(n_qkv);
+  std::vector<uint8_t> mask(scores);
+  AttentionStash unfused{f32(probs), {mask.data(), DType::kU8, scores}, f32(dropped)};
+  ASSERT_TRUE(ops.AttentionForward(f32(out_u), &unfused, q, a, drop).ok());
+  ASSERT_TRUE(ops.AttentionBackward(f32(dqkv_u), dy, q, unfused, a, drop.p).ok());
+
+  std::vector<float> out_f(n_out), lse(rows), dqkv_f(n_qkv), dqkv_wrong(n_qkv);
+  AttentionStash fused;
+  fused.lse = f32(lse);
+  fused.dropout_key = drop.key;
+  ASSERT_TRUE(fused.fused());
+  ASSERT_TRUE(ops.AttentionForward(f32(out_f), &fused, q, a, drop).ok());
+  ASSERT_TRUE(ops.AttentionBackward(f32(dqkv_f), dy, q, fused, a, drop.p).ok());
+  EXPECT_EQ(out_f, out_u);
+  double max_rel = 0;
+  for (int64_t i = 0; i < n_qkv; ++i) {
+    EXPECT_NEAR(dqkv_f[i], dqkv_u[i], 2e-6f * (1 + std::abs(dqkv_u[i]))) << i;
+    max_rel = std::max(max_rel, double(std::abs(dqkv_f[i] - dqkv_u[i])));
+  }
+  RecordProperty("max_abs_diff", std::to_string(max_rel));
+  // Row 0 of every head attends to itself only: lse = its own scaled score.
+  const double score00 = double(qkv[0]) * qkv[4] + double(qkv[1]) * qkv[5] +
+                         double(qkv[2]) * qkv[6] + double(qkv[3]) * qkv[7];
+  EXPECT_NEAR(lse[0], score00 / 2.0, 1e-5);
+
+  fused.dropout_key = drop.key + 1;
+  ASSERT_TRUE(ops.AttentionBackward(f32(dqkv_wrong), dy, q, fused, a, drop.p).ok());
+  EXPECT_NE(dqkv_wrong, dqkv_u);
 }
 
 }  // namespace
