@@ -153,6 +153,9 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_accumulate_bytes_per_param",
                                      &p.grad_accumulate_bytes_per_param, true));
   }
+  if (r.Has("attention_tflops")) {
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops));
+  }
   if (r.Has("wave_quantization")) {
     const Json* w = r.Child("wave_quantization", false);
     const std::string wpath = r.PathOf("wave_quantization");
@@ -202,6 +205,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   if (!p.grad_accumulate_bytes_per_param.source.empty()) {
     j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
   }
+  if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
   if (p.sm_count.value > 0) {
     j["wave_quantization"] = {{"sm_count", SourcedJson(p.sm_count)},
                               {"tile_m", SourcedJson(p.gemm_tile_m)},

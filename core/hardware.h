@@ -67,6 +67,12 @@ struct HardwareProfile {
   // autograd's in-place add, as Megatron-LM of 2021 does: 6 in fp16). 0: the accumulation is fused
   // into the weight-gradient GEMM (Megatron's later gradient_accumulation_fusion), or absent.
   Sourced grad_accumulate_bytes_per_param;
+  // Optional (0 when absent): achieved TFLOP/s of a fused (FlashAttention-class) causal attention
+  // kernel per device, counted as FlashAttention's benchmarks count a causal kernel (half the
+  // s^2 FLOPs of the full score matrix), used for layouts with fused_attention. Absent: the cost
+  // model prices the fused kernel at the GEMM table's throughput for the unfused batched GEMMs of
+  // the same shapes (costmodel/layer_cost.h FusedAttentionCost).
+  Sourced attention_tflops;
   // Wave quantisation (optional, for derived tables only: a measured table already contains it).
   // A GEMM runs ceil(m/tile_m) ceil(n/tile_n) output tiles on sm_count multiprocessors in whole
   // waves; the last partial wave costs a full one. All zero: off.

@@ -71,7 +71,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
 
   const Precision pr = c.precision;
-  const PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp);
+  const PieceCost layer =
+      TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention);
   const PieceCost embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
   const PieceCost head =
       HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag);

@@ -10,7 +10,7 @@ Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
 }
 
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
-                                    bool sequence_parallel) {
+                                    bool sequence_parallel, bool fused_attention) {
   const double e = act_bytes, T = double(mbs) * double(m.seq_len), h = double(m.hidden),
                f = double(m.FfnHidden()), s = double(m.seq_len);
   // LayerNorm, dropout and residual act on all T h, or on T h / t with sequence parallelism.
@@ -32,14 +32,42 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
                + 2 * (3 * e + 1) * Th_seq  // bias-dropout-add x2: dx = dy mask; bias grad reduce
                + 4 * e * T * f / tp;       // bias-GeLU: dy, x in, dx out; bias grad reduce
   b.backward_kernels = 13;
+  if (fused_attention) {
+    // The fused kernel keeps the scores on chip: no softmax or dropout pass over S.
+    b.forward -= 2 * e * S + (2 * e + 1) * S;
+    b.backward -= 3 * e * S + (2 * e + 1) * S;
+    b.forward_kernels -= 2;
+    b.backward_kernels -= 2;
+  }
   return b;
 }
 
+PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
+  const int64_t s = m.seq_len, dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
+  PieceCost c;
+  if (hw.attention_tflops.value > 0) {
+    // Q K^T and P V: 2 GEMMs of 2 s^2 dh FLOPs per head forward, 5 backward (Dao 2023); a causal
+    // kernel runs half of them, which is how attention_tflops counts.
+    const double per_gemm = 2.0 * double(heads_batch) * double(s) * double(s) * double(dh);
+    const double rate = hw.attention_tflops.value * 1e12;
+    c.forward.gemm = 0.5 * 2 * per_gemm / rate;
+    c.backward.gemm = 0.5 * 5 * per_gemm / rate;
+    return c;
+  }
+  const Seconds scores = GemmTime(hw, s, s, dh, heads_batch);
+  c.forward.gemm = scores + GemmTime(hw, s, dh, s, heads_batch);
+  c.backward.gemm = GemmBackwardTime(hw, s, s, dh, heads_batch) +
+                    GemmBackwardTime(hw, s, dh, s, heads_batch) + scores;
+  return c;
+}
+
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
-                               int tp, int mbs, Seconds tp_allreduce_s, bool sequence_parallel) {
+                               int tp, int mbs, Seconds tp_allreduce_s, bool sequence_parallel,
+                               bool fused_attention) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, f = m.FfnHidden(), s = m.seq_len;
   const int64_t dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
   PieceCost c;
+  // The unfused sums keep their 2021 order, so Table 1's figures stay bit for bit.
   c.forward.gemm = GemmTime(hw, T, 3 * h / tp, h) + GemmTime(hw, s, s, dh, heads_batch) +
                    GemmTime(hw, s, dh, s, heads_batch) + GemmTime(hw, T, h, h / tp) +
                    GemmTime(hw, T, f / tp, h) + GemmTime(hw, T, h, f / tp);
@@ -47,8 +75,17 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
       GemmBackwardTime(hw, T, 3 * h / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
       GemmBackwardTime(hw, s, dh, s, heads_batch) + GemmBackwardTime(hw, T, h, h / tp) +
       GemmBackwardTime(hw, T, f / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
+  if (fused_attention) {
+    const PieceCost core = FusedAttentionCost(m, hw, tp, mbs);
+    c.forward.gemm = GemmTime(hw, T, 3 * h / tp, h) + core.forward.gemm +
+                     GemmTime(hw, T, h, h / tp) + GemmTime(hw, T, f / tp, h) +
+                     GemmTime(hw, T, h, f / tp);
+    c.backward.gemm = GemmBackwardTime(hw, T, 3 * h / tp, h) + core.backward.gemm +
+                      GemmBackwardTime(hw, T, h, h / tp) + GemmBackwardTime(hw, T, f / tp, h) +
+                      GemmBackwardTime(hw, T, h, f / tp);
+  }
   const LayerMemoryBytes mb =
-      LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel);
+      LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
   c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
   c.forward.tp_comm = 2 * tp_allreduce_s;

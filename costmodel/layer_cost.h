@@ -56,15 +56,25 @@ struct LayerMemoryBytes {
   double forward = 0, backward = 0;
   int forward_kernels = 0, backward_kernels = 0;
 };
+// With fused_attention the scale-mask-softmax and attention-dropout passes over S are gone
+// (forward 7 kernels, backward 11).
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
-                                    bool sequence_parallel = false);
+                                    bool sequence_parallel = false, bool fused_attention = false);
 
 // `tp_allreduce_s` is the time of one all-reduce of b s h activation elements on the tensor
 // group's link (0 when tp == 1); with sequence parallelism pass the time of a reduce-scatter plus
 // an all-gather of b s h, which replace it, and LayerNorm, dropout and residual act on T h / t.
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
                                int tp, int mbs, Seconds tp_allreduce_s,
-                               bool sequence_parallel = false);
+                               bool sequence_parallel = false, bool fused_attention = false);
+// A fused (FlashAttention-class) causal attention kernel in place of the scores and scores.V
+// GEMMs, the softmax and the dropout; its time is charged as GEMM time. FLOPs (FlashAttention-2,
+// Dao 2023, section 3): forward Q K^T and P V, 2 x 2 s^2 (h/a) per head; backward recomputes
+// S = Q K^T and runs dV, dP, dQ, dK: 5 GEMMs, 2.5x the forward. With the profile's
+// attention_tflops: those FLOPs, halved for causality as that figure counts them, at that rate.
+// Without it: the GEMM table's times of the unfused batched GEMMs (forward as unfused; backward
+// the unfused backward plus one more Q K^T), with no s^2 memory-bound pass either way.
+PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
 // The attention core's forward (scores and scores.V GEMMs, softmax, dropout): what selective
 // recomputation redoes in each layer's backward (Megatron-LM recomputes the whole core).
 ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw,

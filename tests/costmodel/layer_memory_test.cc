@@ -67,6 +67,47 @@ TEST(LayerCost, ForwardBackwardByHand) {
   }
 }
 
+// Fused attention on the hand-made layer above: the softmax (128 forward, 192 backward) and
+// attention-dropout (160 each way) passes go, and with them two kernels each way:
+// forward 2016 - 288 = 1728 in 7 kernels, backward 2656 - 352 = 2304 in 11.
+TEST(LayerCost, FusedAttentionDropsTheScorePasses) {
+  ModelSpec m;
+  m.layers = 1;
+  m.hidden = 8;
+  m.heads = 2;
+  m.seq_len = 4;
+  m.vocab = 16;
+  const LayerMemoryBytes b = LayerMemoryBytesOf(m, 1, 1, 2, false, /*fused_attention=*/true);
+  EXPECT_DOUBLE_EQ(b.forward, 1728.0);
+  EXPECT_DOUBLE_EQ(b.backward, 2304.0);
+  EXPECT_EQ(b.forward_kernels, 7);
+  EXPECT_EQ(b.backward_kernels, 11);
+}
+
+// The fused kernel's time on the flat 100 TFLOP/s table: forward the unfused GEMMs' 4 b s^2 h / t
+// = 524288 / t FLOPs, backward 2.5x that (the unfused backward's 2x plus one more Q K^T). With
+// attention_tflops = 50: half those FLOPs (causal) at 50 TFLOP/s, the same times here. The rest
+// of the layer is unchanged: the layer's GEMM time moves by exactly the recomputed Q K^T.
+TEST(LayerCost, FusedAttentionTimeByHand) {
+  HardwareProfile hw = testing::RoundProfile();
+  const ModelSpec m = Tiny();
+  for (int t : {1, 2, 4}) {
+    const double core = 524288.0 / t;
+    const PieceCost f = FusedAttentionCost(m, hw, t, 2);
+    EXPECT_NEAR(f.forward.gemm, core / 100e12, 1e-15) << t;
+    EXPECT_NEAR(f.backward.gemm, 2.5 * core / 100e12, 1e-15) << t;
+    const PieceCost unfused = TransformerLayerCost(m, hw, Precision::kFp16, t, 2, 1e-3);
+    const PieceCost fused = TransformerLayerCost(m, hw, Precision::kFp16, t, 2, 1e-3, false, true);
+    EXPECT_NEAR(fused.forward.gemm, unfused.forward.gemm, 1e-15);
+    EXPECT_NEAR(fused.backward.gemm - unfused.backward.gemm, 0.5 * core / 100e12, 1e-15);
+    EXPECT_LT(fused.forward.memory, unfused.forward.memory);
+  }
+  hw.attention_tflops = {40.0, "test"};
+  const PieceCost f = FusedAttentionCost(m, hw, 1, 2);
+  EXPECT_NEAR(f.forward.gemm, 0.5 * 524288.0 / 40e12, 1e-15);
+  EXPECT_NEAR(f.backward.gemm, 0.5 * 2.5 * 524288.0 / 40e12, 1e-15);
+}
+
 // Logits: 2 T h V/t FLOPs forward (T = b s = 64, h = 64, V = 256 padded to 256 at t = 1).
 TEST(LayerCost, HeadLogitsGemm) {
   const HardwareProfile hw = testing::RoundProfile();
