@@ -13,6 +13,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
          (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
          (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
+         (!fused_attention || *fused_attention == c.fused_attention) &&
          (!precision || *precision == c.precision);
 }
 
@@ -60,20 +61,23 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       if (!p.ok()) return p.status();
       f.precision = *p;
     } else if (key == "scatter_gather" || key == "sequence_parallel" ||
-               key == "distributed_optimizer" || key == "grad_accumulation_fusion") {
+               key == "distributed_optimizer" || key == "grad_accumulation_fusion" ||
+               key == "fused_attention") {
       if (value != "on" && value != "off") {
         return Status::Invalid("--fix: " + key + ": expected on or off, got \"" + value + "\"");
       }
       std::optional<bool>& slot = key == "scatter_gather"          ? f.scatter_gather
                                   : key == "sequence_parallel"     ? f.sequence_parallel
                                   : key == "distributed_optimizer" ? f.distributed_optimizer
+                                  : key == "fused_attention"       ? f.fused_attention
                                                                    : f.grad_accumulation_fusion;
       slot = value == "on";
     } else {
       return Status::Invalid(
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
-          "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, precision)");
+          "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, fused_attention, "
+          "precision)");
     }
   }
   if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {

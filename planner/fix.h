@@ -1,7 +1,7 @@
 // `--fix tp=8,pp=64,mbs=1,vp=1,...`: the parts of a layout the user fixes; the rest is searched.
 // Keys: tp, pp, dp, mbs, vp (positive integers), recompute (none|full|selective),
 // schedule (gpipe|1f1b|interleaved), scatter_gather, sequence_parallel, distributed_optimizer,
-// grad_accumulation_fusion (on|off), precision (fp32|bf16|fp16).
+// grad_accumulation_fusion, fused_attention (on|off), precision (fp32|bf16|fp16).
 #pragma once
 
 #include <optional>
@@ -17,11 +17,12 @@ struct FixedLayout {
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
-      grad_accumulation_fusion;
+      grad_accumulation_fusion, fused_attention;
   std::optional<Precision> precision;
   bool Any() const {
     return tp || pp || dp || mbs || vp || schedule || recompute || scatter_gather ||
-           sequence_parallel || distributed_optimizer || grad_accumulation_fusion || precision;
+           sequence_parallel || distributed_optimizer || grad_accumulation_fusion ||
+           fused_attention || precision;
   }
   // Whether `c` agrees with every fixed part.
   bool Admits(const ParallelConfig& c) const;

@@ -89,16 +89,18 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   char line[256];
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
-  bool opts = false;
+  // Fused attention gets its own column (fa) only when a listed layout uses it.
+  bool opts = false, fa = false;
   for (const auto& c : r.top) {
     opts = opts || c.layout.sequence_parallel || c.layout.distributed_optimizer ||
            c.layout.grad_accumulation_fusion;
+    fa = fa || c.layout.fused_attention;
   }
+  const std::string opt_header = std::string(opts ? " sp  do  gaf" : "") + (fa ? " fa " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %7s %9s\n", "rank",
-                "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg",
-                opts ? " sp  do  gaf" : "", "iteration_s", "formula_s", "TFLOP/s", "%peak",
-                "bubble", "mem_GiB");
+                "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
+                "iteration_s", "formula_s", "TFLOP/s", "%peak", "bubble", "mem_GiB");
   o << line;
   int i = 0;
   for (const auto& c : r.top) {
@@ -110,6 +112,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
               (l.distributed_optimizer ? "on " : "off") + " " +
               (l.grad_accumulation_fusion ? "on " : "off");
     }
+    if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
     std::snprintf(
         line, sizeof(line),
         "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s%s %11.4g %10.4g %8.4g %6.1f %7.3f %9.1f%s\n", ++i,
@@ -181,6 +184,7 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   if (c.precision == Precision::kBf16) o << " --bf16";
   if (c.sequence_parallel) o << " --sequence-parallel";
   if (c.distributed_optimizer) o << " --use-distributed-optimizer";
+  if (c.fused_attention) o << " --use-flash-attn";
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
   if (!c.scatter_gather) o << " --no-scatter-gather-tensors-in-pipeline";

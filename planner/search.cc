@@ -135,8 +135,15 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                              : rc == Recompute::kSelective && !o.selective_recompute) {
               continue;
             }
-            for (int combo = 0; combo < 4; ++combo) {
-              const bool sg = (combo & 1) == 0, sp = (combo & 2) != 0;
+            for (int combo = 0; combo < 8; ++combo) {
+              const bool sg = (combo & 1) == 0, sp = (combo & 2) != 0, fused = (combo & 4) != 0;
+              if (fx.fused_attention) {
+                if (*fx.fused_attention != fused) continue;
+              } else if (fused && !o.fused_attention) {
+                continue;
+              }
+              // Selective recomputation has nothing to drop with fused attention (Validate).
+              if (fused && rc == Recompute::kSelective) continue;
               if (fx.scatter_gather) {
                 if (*fx.scatter_gather != sg) continue;
               } else if (!sg && (t == 1 || p == 1 || sp)) {
@@ -165,6 +172,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.sequence_parallel = sp;
               c.distributed_optimizer = dist_opt;
               c.grad_accumulation_fusion = fusion;
+              c.fused_attention = fused;
               c.global_batch = B;
               c.precision = precision;
               if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {

@@ -46,6 +46,9 @@ struct SearchOptions {
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool grad_accumulation_fusion = false;  // dominates too: used on every layout when allowed
+  // Fused attention is searched beside unfused (it needs less memory but its backward recomputes
+  // Q K^T, so it does not dominate in time), never with selective recomputation.
+  bool fused_attention = false;
   // The precision of every candidate (`ptdp plan --precision`, or --fix precision=); unset: the
   // cluster profile's default. Its element width must be the GEMM table's.
   std::optional<Precision> precision;

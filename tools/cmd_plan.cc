@@ -31,7 +31,7 @@ struct PlanArgs {
   std::string precision;  // empty: the cluster profile's
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
-       grad_accumulation_fusion = false;
+       grad_accumulation_fusion = false, fused_attention = false;
   double tokens = 0;
   int simulate_top = 10;
 };
@@ -61,6 +61,7 @@ Status RunPlan(const PlanArgs& a) {
   o.sequence_parallel = a.sequence_parallel;
   o.distributed_optimizer = a.distributed_optimizer;
   o.grad_accumulation_fusion = a.grad_accumulation_fusion;
+  o.fused_attention = a.fused_attention;
   if (!a.precision.empty()) {
     PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
   }
@@ -130,6 +131,9 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_flag("--grad-accumulation-fusion", a->grad_accumulation_fusion,
                 "Accumulate weight gradients inside the GEMM (today's Megatron-LM default; the "
                 "paper's 2021 code added them separately)");
+  cmd->add_flag("--fused-attention", a->fused_attention,
+                "Also search a fused (FlashAttention-class) attention kernel that stores no s^2 "
+                "tensor (Megatron-LM --use-flash-attn; not in the paper's runs)");
   cmd->add_option(
          "--simulate-top", a->simulate_top,
          "Re-score the best K layouts with the event-driven simulator (0: closed form only)")

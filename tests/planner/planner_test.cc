@@ -30,6 +30,8 @@ TEST(Fix, ParsesEveryKey) {
   EXPECT_TRUE(*g->sequence_parallel);
   EXPECT_FALSE(*g->distributed_optimizer);
   EXPECT_TRUE(*g->grad_accumulation_fusion);
+  EXPECT_TRUE(*ParseFix("fused_attention=on")->fused_attention);
+  EXPECT_TRUE(ParseFix("fused_attention=off")->Any());
   auto one = ParseFix("tp=1,sequence_parallel=on");
   ASSERT_FALSE(one.ok());
   EXPECT_EQ(one.status().message(), "--fix: sequence_parallel: needs tp > 1 (tp=1 is fixed)");
@@ -245,6 +247,36 @@ TEST(Search, LaterOptionsOnlyWhenAllowed) {
   SearchOptions f = o;
   f.fix = *ParseFix("sequence_parallel=off");
   for (const auto& c : Search1T(f).top) EXPECT_FALSE(c.layout.sequence_parallel);
+}
+
+// The review's case (cuda-runtime-review.md section 7): gpt-1.3b on one dgx-h100 GPU at
+// microbatch 8 does not fit with the s^2 attention tensors (110 GiB) but fits with fused
+// attention, which keeps 4 a s b bytes of log-sum-exp per layer instead of 5 a s^2 b; searched
+// only when allowed, never with selective recomputation, and emitted as --use-flash-attn.
+TEST(Search, FusedAttentionLiftsTheScoreCap) {
+  auto m = LoadModel("gpt-1.3b");
+  auto c = LoadCluster("dgx-h100", 1);
+  ASSERT_TRUE(m.ok() && c.ok());
+  SearchOptions o;
+  o.global_batch = 8;
+  o.fix = *ParseFix("tp=1,pp=1,dp=1,mbs=8,recompute=none");
+  auto unfused = Search(*m, *c, o);
+  ASSERT_FALSE(unfused.ok());
+  EXPECT_EQ(unfused.status().code(), StatusCode::kDoesNotFit);
+  o.fused_attention = true;
+  auto fused = Search(*m, *c, o);
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  const ParallelConfig& best = fused->top.front().layout;
+  EXPECT_TRUE(best.fused_attention);
+  EXPECT_LT(fused->top.front().prediction.peak_memory, Bytes(80) << 30);
+  EXPECT_NE(MegatronArgs(*m, best).find("--use-flash-attn"), std::string::npos);
+  o.fix = *ParseFix("tp=1,pp=1,dp=1,mbs=8");
+  o.selective_recompute = true;
+  auto any = Search(*m, *c, o);
+  ASSERT_TRUE(any.ok());
+  for (const auto& cand : any->top) {
+    EXPECT_FALSE(cand.layout.fused_attention && cand.layout.recompute == Recompute::kSelective);
+  }
 }
 
 TEST(Search, NoLayoutFits) {
