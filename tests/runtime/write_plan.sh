@@ -5,13 +5,16 @@
 # a plan, run that command again.
 # usage: write_plan.sh PTDP OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER [PRECISION]
 # PRECISION (fp32 | bf16 | fp16; default fp32) goes into layout.precision; fp16 plans set
-# layout.grad_accumulation_fusion (the runtime keeps fp32 main gradients).
+# layout.grad_accumulation_fusion (the runtime keeps fp32 main gradients). The environment variable
+# PTDP_TEST_FUSED_ATTENTION (true | false, default false) goes into layout.fused_attention, so the
+# equivalence scripts run fused layouts against the unfused single-process references.
 set -euo pipefail
 ptdp=$1
 shift
 out=$1 layers=$2 dropout=$3 vocab=$4 gb=$5 tp=$6 pp=$7 dp=$8 mbs=$9 vp=${10} sched=${11} rec=${12} sg=${13}
 prec=${14:-fp32}
 fusion=false
+fused=${PTDP_TEST_FUSED_ATTENTION:-false}
 [ "$prec" = fp16 ] && fusion=true
 gpus=$((tp * pp * dp))
 cat > "$out" <<JSON
@@ -23,7 +26,7 @@ cat > "$out" <<JSON
   "global_batch": $gb,
   "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
              "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
-             "grad_accumulation_fusion": $fusion}
+             "grad_accumulation_fusion": $fusion, "fused_attention": $fused}
 }
 JSON
 "$ptdp" schedule --plan "$out" --out "$out" > /dev/null
