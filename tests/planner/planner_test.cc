@@ -92,6 +92,24 @@ Json SeleneJson() {
   return *j;
 }
 
+// attention_tflops is optional (absent in selene.json: 0), needs a source, and round-trips.
+TEST(ProfileSchema, OptionalAttentionTflops) {
+  EXPECT_EQ(HardwareProfileFromJson(SeleneJson(), "p")->attention_tflops.value, 0.0);
+  Json with = SeleneJson();
+  with["attention_tflops"] = {{"value", 150.0}, {"source", "a test figure"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->attention_tflops.value, 150.0);
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->attention_tflops.source, "a test figure");
+  with["attention_tflops"].erase("source");
+  auto b = HardwareProfileFromJson(with, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.attention_tflops"), std::string::npos)
+      << b.status().message();
+}
+
 TEST(ProfileSchema, UnknownKeyWrongTypeMissingSource) {
   ASSERT_TRUE(HardwareProfileFromJson(SeleneJson(), "p").ok());
   Json unknown = SeleneJson();
