@@ -59,12 +59,17 @@ struct AttentionShape {
 };
 
 // The backend-private attention state kept from forward to backward. The CPU keeps the softmax
-// output, the dropout mask and the dropout output (core/shapes.h AttentionCoreActivations); a GPU
-// will keep the log-sum-exp. The layer allocates each listed tensor (AttentionStashLayout).
+// output, the dropout mask and the dropout output (core/shapes.h AttentionCoreActivations); the
+// CUDA Ops keep the log-sum-exp (fp32 [b][a/t][s], in the first bytes of probs) and read the
+// forward's output and dropout key, which the layer keeps anyway, for the backward of the fused
+// kernel (docs/cuda.md "Attention stash"). The layer allocates each listed tensor.
 struct AttentionStash {
   TensorRef probs;    // [b][a/t][s][s] compute dtype
   TensorRef mask;     // [b][a/t][s][s] u8, with dropout
   TensorRef dropped;  // [b][a/t][s][s] compute dtype, with dropout
+  // Backward only (set by the layer): the forward's output [b s][a/t D] and its dropout key.
+  ConstRef out;
+  uint64_t dropout_key = 0;
 };
 
 // Vocabulary shard of the cross-entropy.

@@ -151,7 +151,7 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
 
 // Attention half of the backward: dx2 -> dx.
 Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g,
-                              LayerStash* st, ConstRef dx2, TensorRef dx) {
+                              int layer, LayerStash* st, ConstRef dx2, TensorRef dx) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const int64_t N = d.N(), h = d.h, hd = d.heads_local * d.D();
@@ -166,6 +166,8 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   dbranch.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor dqkv, Tmp(c, N * 3 * hd, a));
   AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref()};
+  as.out = st->attn_out.cref();  // a fused (CUDA) backward recomputes from out and its key
+  as.dropout_key = c.drop.Key(Site(layer, "attn"));
   PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
                                               Shape(d, c.drop), c.drop.p));
   dattn.Reset();
@@ -204,11 +206,10 @@ Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag 
 
 Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, int layer,
                      LayerStash* st, ConstRef dy, TensorRef dx) {
-  (void)layer;  // the masks are stored: nothing is regenerated
   PTDP_CHECK(!st->gelu_out.empty());
   Tensor dx2;
   PTDP_RETURN_IF_ERROR(MlpBlockBackward(c, w, g, st, dy, &dx2));
-  PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, st, dx2.cref(), dx));
+  PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, layer, st, dx2.cref(), dx));
   DropLayerActivations(st);
   return Status::Ok();
 }
