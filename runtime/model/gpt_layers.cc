@@ -76,7 +76,7 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
   PTDP_ASSIGN_OR_RETURN(st->att_mask, Alloc(c, drop ? scores : 0, DType::kU8, tag));
   PTDP_ASSIGN_OR_RETURN(st->att_dropped, Alloc(c, drop ? scores : 0, a, tag));
   PTDP_ASSIGN_OR_RETURN(st->attn_out, Alloc(c, N * hd, a, tag));
-  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref()};
+  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref(), {}, 0};
   DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
   PTDP_RETURN_IF_ERROR(
       ops->AttentionForward(st->attn_out.ref(), &as, st->qkv.cref(), Shape(d, c.drop), adrop));
@@ -165,7 +165,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
       ops->LinearBackwardWeight(g.proj_w, {}, dbranch.cref(), st->attn_out.cref(), N, hd, h));
   dbranch.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor dqkv, Tmp(c, N * 3 * hd, a));
-  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref()};
+  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref(), {}, 0};
   as.out = st->attn_out.cref();  // a fused (CUDA) backward recomputes from out and its key
   as.dropout_key = c.drop.Key(Site(layer, "attn"));
   PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
