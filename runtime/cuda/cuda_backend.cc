@@ -50,24 +50,34 @@ Result<std::unique_ptr<Communicator>> CudaSplitComm(Communicator& world,
                                                     Device* dev) {
   auto* gpu = dynamic_cast<cuda::CudaDevice*>(dev);
   if (gpu == nullptr) return Status::Internal("CudaSplitComm: the device is not a CudaDevice");
+  // A group of one needs no transfers: the self communicator (never MPI's, whose 16-bit
+  // reductions run on the host and would read device memory there).
+  const int me = world.members()[static_cast<size_t>(world.rank())];
+  const std::vector<int>* mine = nullptr;
+  for (const auto& g : groups) {
+    if (std::find(g.begin(), g.end(), me) != g.end()) mine = &g;
+  }
   int initialised = 0;
   MPI_Initialized(&initialised);
-  if (!initialised || world.size() == 1) return SplitComm(world, groups);  // self: no transfers
+  if (!initialised || world.size() == 1) {
+    if (mine == nullptr) return std::unique_ptr<Communicator>();
+    return SelfComm(me);
+  }
   PTDP_ASSIGN_OR_RETURN(const bool shared, RanksShareGpus());
   if (shared) {
-    PTDP_ASSIGN_OR_RETURN(auto host, SplitComm(world, groups));
+    PTDP_ASSIGN_OR_RETURN(auto host, SplitComm(world, groups));  // collective: every rank calls
     if (host == nullptr) return std::unique_ptr<Communicator>();
+    if (host->size() == 1) return SelfComm(me);
     auto staged = std::make_unique<cuda::StagedMpiCommunicator>(std::move(host));
     staged->set_compute_stream(gpu->stream());
     return std::unique_ptr<Communicator>(std::move(staged));
   }
-  for (const auto& g : groups) {
-    if (std::find(g.begin(), g.end(), world.rank()) == g.end()) continue;
-    PTDP_ASSIGN_OR_RETURN(auto nccl, cuda::NcclCommunicator::Create(g));
-    nccl->set_compute_stream(gpu->stream());
-    return std::unique_ptr<Communicator>(std::move(nccl));
-  }
-  return std::unique_ptr<Communicator>();
+  if (mine == nullptr) return std::unique_ptr<Communicator>();
+  if (mine->size() == 1) return SelfComm(me);
+  // NCCL's bootstrap is collective over the group's members only.
+  PTDP_ASSIGN_OR_RETURN(auto nccl, cuda::NcclCommunicator::Create(*mine));
+  nccl->set_compute_stream(gpu->stream());
+  return std::unique_ptr<Communicator>(std::move(nccl));
 }
 
 }  // namespace ptdp::runtime
