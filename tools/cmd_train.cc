@@ -289,8 +289,8 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--steps", a.steps, "iterations")->required();
   cmd->add_option("--log", a.log, "JSON lines of per-step metrics (rank 0 writes)");
   cmd->add_option("--backend", a.backend,
-                  "compute backend: cpu, cpu-guard (tests: faults on host access to tensors; cuda: "
-                  "not implemented yet)");
+                  "compute backend: cpu, cpu-guard (tests: faults on host access to tensors), cuda "
+                  "(builds with CUDA; GPU by local rank; never run on a GPU yet)");
   cmd->add_option("--inject-overflow-step", a.opts.inject_overflow_step,
                   "tests: put an inf into one gradient at this step (fp16 loss scaling)");
   cmd->add_option("--initial-loss-scale", a.opts.initial_loss_scale, "fp16 dynamic loss scale");

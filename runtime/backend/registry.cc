@@ -1,6 +1,9 @@
 #include "runtime/backend/registry.h"
 
 #include "runtime/backend/guard_device.h"
+#if PTDP_HAVE_CUDA_BACKEND
+#include "runtime/backend/cuda_backend.h"
+#endif
 
 namespace ptdp::runtime {
 
@@ -8,11 +11,15 @@ Result<std::unique_ptr<Device>> CreateDevice(const std::string& backend) {
   if (backend == "cpu") return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
   if (backend == "cpu-guard") return std::unique_ptr<Device>(std::make_unique<GuardDevice>());
   if (backend == "cuda") {
+#if PTDP_HAVE_CUDA_BACKEND
+    return CreateCudaBackendDevice();
+#else
     return Status::Invalid(
-        "--backend: 'cuda' is not available in this build: the CUDA Ops (runtime/backend/ops.h "
-        "on kernels/cuda) are not implemented yet (use cpu)");
+        "--backend: 'cuda' is not available in this build (configure with PTDP_WITH_CUDA and "
+        "MPI; use cpu)");
+#endif
   }
-  return Status::Invalid("--backend: unknown backend '" + backend + "' (cpu)");
+  return Status::Invalid("--backend: unknown backend '" + backend + "' (cpu, cuda)");
 }
 
 DType ComputeDType(Precision p) {

@@ -55,10 +55,12 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal, Bytes memory
   PTDP_CUDA_RETURN(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking));
   PTDP_CUDA_RETURN(cudaEventCreate(&d->timer_start_));
   PTDP_CUDA_RETURN(cudaEventCreate(&d->timer_stop_));
+  PTDP_ASSIGN_OR_RETURN(d->ops_, CudaOps::Create(d->stream_));
   return d;
 }
 
 CudaDevice::~CudaDevice() {
+  ops_.reset();  // its scratch is freed on the stream
   if (timer_start_ != nullptr) cudaEventDestroy(timer_start_);
   if (timer_stop_ != nullptr) cudaEventDestroy(timer_stop_);
   if (stream_ != nullptr) {
@@ -69,7 +71,6 @@ CudaDevice::~CudaDevice() {
 
 Result<void*> CudaDevice::Alloc(Bytes bytes, MemTag tag) {
   PTDP_ASSIGN_OR_RETURN(void* p, allocator_.Allocate(bytes, tag));
-  PTDP_RETURN_IF_ERROR(FillImpl(stream_, p, 0, bytes));
   Account(bytes, tag);
   return p;
 }

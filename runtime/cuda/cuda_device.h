@@ -6,6 +6,8 @@
 // The Device interface returns no Status from Copy and Fill; a CUDA failure there is reported
 // through PTDP_CHECK (an InternalError naming the call, file, line and rank), see docs/cuda.md.
 //
+// Alloc does not clear memory: the runtime fills what it needs through Ops::Fill.
+//
 // Thread-safety: one thread uses a device at a time.
 #pragma once
 
@@ -15,8 +17,8 @@
 #include <string>
 
 #include "runtime/backend/device.h"
-#include "runtime/backend/unimplemented_ops.h"
 #include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/cuda_ops.h"
 
 namespace ptdp::runtime::cuda {
 
@@ -35,8 +37,8 @@ class CudaDevice final : public Device {
   void Copy(void* dst, const void* src, Bytes bytes) override;
   void Fill(void* dst, int value, Bytes bytes) override;
 
-  // The CUDA Ops are not written yet: every op fails with a clear error (UnimplementedOps).
-  Ops* ops() override { return &ops_; }
+  // CudaOps on the compute stream.
+  Ops* ops() override { return ops_.get(); }
   Status Synchronize() override;
   // cudaEvent timing on the compute stream.
   Status StartTimer() override;
@@ -52,7 +54,7 @@ class CudaDevice final : public Device {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   CachingAllocator allocator_;
-  UnimplementedOps ops_{"cuda"};
+  std::unique_ptr<CudaOps> ops_;  // destroyed before the stream (declared after it)
 };
 
 // Number of CUDA devices visible, 0 when there is none or no driver (never an error): what the

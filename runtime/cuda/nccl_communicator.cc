@@ -41,38 +41,21 @@ Result<std::shared_ptr<Event>> NewEvent() {
 
 }  // namespace
 
-struct NcclCommunicator::PendingSend {
-  const void* data = nullptr;
-  int64_t count = 0;
-  DType dtype = DType::kFp32;
-  int peer = -1;
-  bool issued = false;
-  std::shared_ptr<Event> done;  // recorded on the comm stream once issued
-};
-
-// A request for a queued send or an async collective: Wait() issues the send if still queued and
-// makes the compute stream wait for the operation's end.
+// A request for an issued send or an async collective: Wait() makes the compute stream wait for
+// the operation's end (the buffer may then be reused).
 class NcclCommunicator::Request final : public CommRequest {
  public:
-  Request(NcclCommunicator* comm, std::shared_ptr<PendingSend> send)
-      : comm_(comm), send_(std::move(send)) {}
   Request(NcclCommunicator* comm, std::shared_ptr<Event> done)
       : comm_(comm), done_(std::move(done)) {}
   Status Wait() override {
-    if (send_ != nullptr) {
-      if (!send_->issued) PTDP_RETURN_IF_ERROR(comm_->FlushSends());
-      done_ = send_->done;
-    }
     if (done_ == nullptr) return Status::Internal("NCCL request: waited on twice");
     PTDP_CUDA_RETURN(cudaStreamWaitEvent(comm_->compute_stream_, done_->ev, 0));
     done_.reset();
-    send_.reset();
     return Status::Ok();
   }
 
  private:
   NcclCommunicator* comm_;
-  std::shared_ptr<PendingSend> send_;
   std::shared_ptr<Event> done_;
 };
 
@@ -84,28 +67,40 @@ Result<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
   int device = -1;
   PTDP_CUDA_RETURN(cudaGetDevice(&device));
   PTDP_CUDA_RETURN(cudaFree(nullptr));
-  ncclUniqueId id;
-  if (c->group_->rank() == 0) PTDP_NCCL_RETURN(ncclGetUniqueId(&id));
-  PTDP_MPI_RETURN(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, c->group_->comm()));
-  PTDP_NCCL_RETURN(ncclCommInitRank(&c->comm_, c->group_->size(), id, c->group_->rank()));
+  // Two NCCL communicators over the group: collectives and upward messages, downward messages.
+  ncclUniqueId ids[2];
+  if (c->group_->rank() == 0) {
+    PTDP_NCCL_RETURN(ncclGetUniqueId(&ids[0]));
+    PTDP_NCCL_RETURN(ncclGetUniqueId(&ids[1]));
+  }
+  PTDP_MPI_RETURN(MPI_Bcast(ids, sizeof(ids), MPI_BYTE, 0, c->group_->comm()));
+  PTDP_NCCL_RETURN(ncclCommInitRank(&c->comm_, c->group_->size(), ids[0], c->group_->rank()));
+  PTDP_NCCL_RETURN(ncclCommInitRank(&c->down_comm_, c->group_->size(), ids[1], c->group_->rank()));
   PTDP_CUDA_RETURN(cudaStreamCreateWithFlags(&c->comm_stream_, cudaStreamNonBlocking));
+  PTDP_CUDA_RETURN(cudaStreamCreateWithFlags(&c->down_stream_, cudaStreamNonBlocking));
   PTDP_CUDA_RETURN(cudaEventCreateWithFlags(&c->compute_ready_, cudaEventDisableTiming));
   PTDP_CUDA_RETURN(cudaEventCreateWithFlags(&c->comm_done_, cudaEventDisableTiming));
   return c;
 }
 
 NcclCommunicator::~NcclCommunicator() {
-  // Best effort: queued sends that were never waited on are dropped (a caller bug).
   if (comm_stream_ != nullptr) cudaStreamSynchronize(comm_stream_);
+  if (down_stream_ != nullptr) cudaStreamSynchronize(down_stream_);
   if (comm_ != nullptr) ncclCommDestroy(comm_);
+  if (down_comm_ != nullptr) ncclCommDestroy(down_comm_);
+  if (down_stream_ != nullptr) cudaStreamDestroy(down_stream_);
   if (compute_ready_ != nullptr) cudaEventDestroy(compute_ready_);
   if (comm_done_ != nullptr) cudaEventDestroy(comm_done_);
   if (comm_stream_ != nullptr) cudaStreamDestroy(comm_stream_);
 }
 
 Status NcclCommunicator::WaitForCompute() {
+  return StreamWaitsForCompute(comm_stream_);
+}
+
+Status NcclCommunicator::StreamWaitsForCompute(cudaStream_t stream) {
   PTDP_CUDA_RETURN(cudaEventRecord(compute_ready_, compute_stream_));
-  PTDP_CUDA_RETURN(cudaStreamWaitEvent(comm_stream_, compute_ready_, 0));
+  PTDP_CUDA_RETURN(cudaStreamWaitEvent(stream, compute_ready_, 0));
   return Status::Ok();
 }
 
@@ -129,44 +124,8 @@ Status NcclCommunicator::CheckCount(int64_t count, const char* what) const {
   return Status::Ok();
 }
 
-Status NcclCommunicator::FlushSends(const void* recv_data, int64_t recv_count, DType recv_dtype,
-                                    int recv_peer) {
-  if (pending_.empty() && recv_peer < 0) return Status::Ok();
-  PTDP_RETURN_IF_ERROR(WaitForCompute());
-  PTDP_NCCL_RETURN(ncclGroupStart());
-  for (const auto& s : pending_) {
-    const ncclResult_t r = ncclSend(s->data, static_cast<size_t>(s->count), ToNccl(s->dtype),
-                                    s->peer, comm_, comm_stream_);
-    if (r != ncclSuccess) {
-      ncclGroupEnd();
-      return NcclError(r, "ncclSend(queued send)", __FILE__, __LINE__);
-    }
-  }
-  if (recv_peer >= 0) {
-    const ncclResult_t r = ncclRecv(const_cast<void*>(recv_data), static_cast<size_t>(recv_count),
-                                    ToNccl(recv_dtype), recv_peer, comm_, comm_stream_);
-    if (r != ncclSuccess) {
-      ncclGroupEnd();
-      return NcclError(r, "ncclRecv(data, count, dtype, peer)", __FILE__, __LINE__);
-    }
-  }
-  PTDP_NCCL_RETURN(ncclGroupEnd());
-  PTDP_ASSIGN_OR_RETURN(auto done, NewEvent());
-  PTDP_CUDA_RETURN(cudaEventRecord(done->ev, comm_stream_));
-  for (const auto& s : pending_) {
-    s->issued = true;
-    s->done = done;
-  }
-  pending_.clear();
-  // A receive's output is needed by the compute stream; queued sends alone are waited on through
-  // their requests.
-  if (recv_peer >= 0) PTDP_CUDA_RETURN(cudaStreamWaitEvent(compute_stream_, done->ev, 0));
-  return Status::Ok();
-}
-
 #define PTDP_NCCL_COLLECTIVE(what, call)         \
   do {                                           \
-    PTDP_RETURN_IF_ERROR(FlushSends());          \
     PTDP_RETURN_IF_ERROR(WaitForCompute());      \
     PTDP_NCCL_RETURN(call);                      \
     PTDP_RETURN_IF_ERROR(ComputeWaitsForComm()); \
@@ -213,7 +172,6 @@ Status NcclCommunicator::Broadcast(void* data, int64_t count, DType dtype, int r
 Result<std::unique_ptr<CommRequest>> NcclCommunicator::AllReduceSumAsync(void* data, int64_t count,
                                                                          DType dtype) {
   PTDP_RETURN_IF_ERROR(CheckCount(count, "AllReduceSumAsync"));
-  PTDP_RETURN_IF_ERROR(FlushSends());
   PTDP_RETURN_IF_ERROR(WaitForCompute());
   PTDP_NCCL_RETURN(ncclAllReduce(data, data, static_cast<size_t>(count), ToNccl(dtype), ncclSum,
                                  comm_, comm_stream_));
@@ -227,7 +185,6 @@ Result<std::unique_ptr<CommRequest>> NcclCommunicator::ReduceScatterSumAsync(con
                                                                              int64_t count,
                                                                              DType dtype) {
   PTDP_RETURN_IF_ERROR(CheckCount(count, "ReduceScatterSumAsync"));
-  PTDP_RETURN_IF_ERROR(FlushSends());
   PTDP_RETURN_IF_ERROR(WaitForCompute());
   PTDP_NCCL_RETURN(ncclReduceScatter(send, recv, static_cast<size_t>(count), ToNccl(dtype), ncclSum,
                                      comm_, comm_stream_));
@@ -243,8 +200,8 @@ Status NcclCommunicator::Barrier() {
 }
 
 Status NcclCommunicator::Synchronize() {
-  PTDP_RETURN_IF_ERROR(FlushSends());
   PTDP_CUDA_RETURN(cudaStreamSynchronize(comm_stream_));
+  PTDP_CUDA_RETURN(cudaStreamSynchronize(down_stream_));
   return Status::Ok();
 }
 
@@ -252,19 +209,30 @@ Result<std::unique_ptr<CommRequest>> NcclCommunicator::ISend(const void* data, i
                                                              DType dtype, int peer, int tag) {
   PTDP_RETURN_IF_ERROR(CheckPeer(peer, tag, "ISend"));
   PTDP_RETURN_IF_ERROR(CheckCount(count, "ISend"));
-  auto s = std::make_shared<PendingSend>();
-  s->data = data;
-  s->count = count;
-  s->dtype = dtype;
-  s->peer = peer;
-  pending_.push_back(s);
-  return std::unique_ptr<CommRequest>(new Request(this, std::move(s)));
+  // Issued now, on the stream of its direction (see the header): the peer's receive may come late
+  // without holding up this rank's other direction or its collectives.
+  const bool up = peer > rank();
+  cudaStream_t stream = up ? comm_stream_ : down_stream_;
+  PTDP_RETURN_IF_ERROR(StreamWaitsForCompute(stream));
+  PTDP_NCCL_RETURN(ncclSend(data, static_cast<size_t>(count), ToNccl(dtype), peer,
+                            up ? comm_ : down_comm_, stream));
+  PTDP_ASSIGN_OR_RETURN(auto done, NewEvent());
+  PTDP_CUDA_RETURN(cudaEventRecord(done->ev, stream));
+  return std::unique_ptr<CommRequest>(new Request(this, std::move(done)));
 }
 
 Status NcclCommunicator::Recv(void* data, int64_t count, DType dtype, int peer, int tag) {
   PTDP_RETURN_IF_ERROR(CheckPeer(peer, tag, "Recv"));
   PTDP_RETURN_IF_ERROR(CheckCount(count, "Recv"));
-  return FlushSends(data, count, dtype, peer);
+  // A message from a lower rank travelled up (comm_), from a higher rank down (down_comm_).
+  const bool up = peer < rank();
+  cudaStream_t stream = up ? comm_stream_ : down_stream_;
+  PTDP_RETURN_IF_ERROR(StreamWaitsForCompute(stream));
+  PTDP_NCCL_RETURN(ncclRecv(data, static_cast<size_t>(count), ToNccl(dtype), peer,
+                            up ? comm_ : down_comm_, stream));
+  PTDP_CUDA_RETURN(cudaEventRecord(comm_done_, stream));
+  PTDP_CUDA_RETURN(cudaStreamWaitEvent(compute_stream_, comm_done_, 0));
+  return Status::Ok();
 }
 
 }  // namespace ptdp::runtime::cuda

@@ -13,12 +13,15 @@
 // compute stream wait until the request's Wait(); the caller keeps the buffer untouched until then.
 //
 // Point-to-point. NCCL has no tags and a lone ncclSend blocks its stream until the peer posts the
-// matching receive, so two ranks that each send to the other and then receive would deadlock on
-// a single stream. ISend therefore only queues the send; the next operation on this communicator
-// (a Recv, a collective, a request's Wait, Synchronize) issues all queued sends together with it
-// inside one ncclGroupStart/End, as torch.distributed's batch_isend_irecv does. Messages between
-// a pair of ranks are matched in the order they are issued; `tag` is checked only for being >= 0
-// (the Program's validator proves the per-peer order of sends and receives matches).
+// matching receive, so two ranks that each send to the other and then receive would deadlock if
+// both directions shared one stream (1F1B: stage i sends activations up while stage i+1 sends
+// gradients down). Each direction therefore has its own NCCL communicator and stream: messages
+// to a higher group rank travel on `comm_` (comm_stream_, shared with the collectives), messages to
+// a lower group rank on `down_comm_` (down_stream_). A send is issued when ISend is called (the
+// Program's send instruction), never deferred to a later receive: the review (cuda-runtime-
+// review.md 5 (i)) measured deferral costing GPipe 54 vs 33 time units. Within one direction the
+// operations of a pair of ranks are matched in issue order, which the Program's validator proves
+// equal on both sides; `tag` is checked only for being >= 0.
 //
 // Thread-safety: one thread uses a communicator at a time. Requests must not outlive it.
 #pragma once
@@ -72,7 +75,6 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t comm_stream() const { return comm_stream_; }
 
  private:
-  struct PendingSend;
   class Request;
   NcclCommunicator() = default;
 
@@ -80,9 +82,8 @@ class NcclCommunicator final : public Communicator {
   Status WaitForCompute();
   // The compute stream waits for everything queued so far on the comm stream.
   Status ComputeWaitsForComm();
-  // Issues every queued send (and `extra`, when given, inside the same group).
-  Status FlushSends(const void* recv_data = nullptr, int64_t recv_count = 0,
-                    DType recv_dtype = DType::kFp32, int recv_peer = -1);
+  // `stream` waits for the compute stream's queued work.
+  Status StreamWaitsForCompute(cudaStream_t stream);
   Status CheckPeer(int peer, int tag, const char* what) const;
   Status CheckCount(int64_t count, const char* what) const;
 
@@ -92,7 +93,8 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t compute_stream_ = nullptr;  // nullptr: the legacy default stream
   cudaEvent_t compute_ready_ = nullptr;
   cudaEvent_t comm_done_ = nullptr;
-  std::vector<std::shared_ptr<PendingSend>> pending_;
+  ncclComm_t down_comm_ = nullptr;  // messages to lower group ranks
+  cudaStream_t down_stream_ = nullptr;
 };
 
 }  // namespace ptdp::runtime::cuda

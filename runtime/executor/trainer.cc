@@ -1,5 +1,9 @@
 #include "runtime/executor/trainer.h"
 
+#if PTDP_HAVE_CUDA_BACKEND
+#include "runtime/backend/cuda_backend.h"
+#endif
+
 #include <cmath>
 
 #include "core/ledger.h"
@@ -114,21 +118,29 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
 Status Trainer::Build() {
   PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.dp, cfg_.pp));
   const int me = world_->rank();
-  // Groups: every rank passes the same partitions, in the same order.
-  PTDP_ASSIGN_OR_RETURN(tp_, SplitComm(*world_, grid.AllTensorGroups()));
-  PTDP_ASSIGN_OR_RETURN(dp_, SplitComm(*world_, grid.AllDataGroups()));
-  PTDP_ASSIGN_OR_RETURN(pipe_, SplitComm(*world_, grid.AllPipelineGroups()));
+  // The device first: the cuda backend's communicators are ordered against its compute stream.
+  PTDP_ASSIGN_OR_RETURN(dev_, CreateDevice(opts_.backend));
+  // Groups: every rank passes the same partitions, in the same order (so collectives, NCCL's
+  // initialisation included, are submitted in the same order everywhere).
+  auto split = [&](const std::vector<std::vector<int>>& groups) {
+#if PTDP_HAVE_CUDA_BACKEND
+    if (opts_.backend == "cuda") return CudaSplitComm(*world_, groups, dev_.get());
+#endif
+    return SplitComm(*world_, groups);
+  };
+  PTDP_ASSIGN_OR_RETURN(tp_, split(grid.AllTensorGroups()));
+  PTDP_ASSIGN_OR_RETURN(dp_, split(grid.AllDataGroups()));
+  PTDP_ASSIGN_OR_RETURN(pipe_, split(grid.AllPipelineGroups()));
   std::vector<std::vector<int>> emb_groups;
   if (cfg_.pp > 1) {
     for (const auto& g : grid.AllPipelineGroups()) emb_groups.push_back({g.front(), g.back()});
   }
-  PTDP_ASSIGN_OR_RETURN(emb_, SplitComm(*world_, emb_groups));
+  PTDP_ASSIGN_OR_RETURN(emb_, split(emb_groups));
   if (tp_ == nullptr || dp_ == nullptr || pipe_ == nullptr) {
     return Status::Internal("rank " + std::to_string(me) + " is in no tensor/data/pipeline group");
   }
   PTDP_CHECK(tp_->rank() == coord_.tp && dp_->rank() == coord_.dp && pipe_->rank() == coord_.pp);
 
-  PTDP_ASSIGN_OR_RETURN(dev_, CreateDevice(opts_.backend));
   GuardCommunicators();
   types_.act = ComputeDType(cfg_.precision);
   types_.wide = DType::kFp32;

@@ -1,0 +1,194 @@
+#include "runtime/cuda/cuda_ops.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/ops.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/cuda_ops_util.h"
+#include "runtime/cuda/ops_kernels.h"
+
+namespace ptdp::runtime::cuda {
+namespace ck = ::ptdp::cuda_kernels;
+using namespace detail;  // NOLINT: the helpers of cuda_ops_util.h
+
+Result<std::unique_ptr<CudaOps>> CudaOps::Create(cudaStream_t stream) {
+  std::unique_ptr<CudaOps> ops(new CudaOps(stream));
+  PTDP_ASSIGN_OR_RETURN(ops->lt_, cublas::LtGemm::Create());
+  PTDP_BLAS_RETURN(cublasCreate(&ops->blas_));
+  PTDP_BLAS_RETURN(cublasSetStream(ops->blas_, stream));
+  // True fp32 GEMMs (no TF32): the fp32 backend is the one compared element by element.
+  PTDP_BLAS_RETURN(cublasSetMathMode(ops->blas_, CUBLAS_PEDANTIC_MATH));
+  return ops;
+}
+
+CudaOps::~CudaOps() {
+  if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_);
+  if (blas_ != nullptr) cublasDestroy(blas_);
+}
+
+Result<void*> CudaOps::Scratch(int64_t bytes) {
+  if (bytes <= scratch_bytes_) return scratch_;
+  // Stream-ordered: work queued earlier on the stream still reads the old buffer safely.
+  if (scratch_ != nullptr) PTDP_CUDA_RETURN(cudaFreeAsync(scratch_, stream_));
+  scratch_ = nullptr;
+  scratch_bytes_ = 0;
+  PTDP_CUDA_RETURN(cudaMallocAsync(&scratch_, static_cast<size_t>(bytes), stream_));
+  scratch_bytes_ = bytes;
+  return scratch_;
+}
+
+Status CudaOps::LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
+                                 ConstRef w, ConstRef b, int64_t n, int64_t c) {
+  return ForCompute(x.dtype, "LayerNormForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::LayerNormForward<T>(P<T>(out), P<float>(mean), P<float>(rstd), P<T>(x), P<T>(w), P<T>(b), n,
+                            c, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
+                                  ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
+                                  int64_t c, bool accumulate_dx) {
+  return ForCompute(x.dtype, "LayerNormBackward", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    T* target = P<T>(dx);
+    if (accumulate_dx) {  // the kernel overwrites: compute the part, then add it
+      PTDP_ASSIGN_OR_RETURN(void* part, Scratch(n * c * static_cast<int64_t>(sizeof(T))));
+      target = static_cast<T*>(part);
+    }
+    ck::LayerNormBackward<T>(target, P<float>(dw), P<float>(db), P<T>(dout), P<T>(x), P<T>(w),
+                             P<float>(mean), P<float>(rstd), n, c, stream_);
+    if (accumulate_dx) ck::Accumulate<T>(P<T>(dx), target, n * c, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::SgemmForward(float* out, const float* x, const float* w, const float* bias,
+                             int64_t n, int64_t c, int64_t oc) {
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    PTDP_CUDA_RETURN(opk::BroadcastRows(out, bias, n, oc, stream_));
+    beta = 1.0f;
+  }
+  const float alpha = 1.0f;
+  // Column-major: out^T (oc x n) = W^T (W stored c x oc, transposed) * x^T (stored c x n).
+  PTDP_BLAS_RETURN(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, int(oc), int(n), int(c), &alpha, w,
+                               int(c), x, int(c), &beta, out, int(oc)));
+  return Status::Ok();
+}
+
+Status CudaOps::LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w,
+                              ConstRef bias, int64_t n, int64_t c, int64_t oc) {
+  return ForCompute(x.dtype, "LinearForward", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    // Output in the compute dtype, or fp32 (the logits); the bias has the output's dtype.
+    auto run = [&](auto out_tag) -> Status {
+      using O = decltype(out_tag);
+      if constexpr (std::is_same_v<T, float>) {
+        PTDP_RETURN_IF_ERROR(
+            SgemmForward(P<float>(out), P<float>(x), P<float>(w), P<float>(bias), n, c, oc));
+      } else {
+        lt_->LinearForward<O>(P<O>(out), P<T>(x), P<T>(w), P<O>(bias), n, c, oc, stream_);
+      }
+      if (!gelu_out.empty()) {
+        ck::BiasGeluForward<O>(P<O>(gelu_out), P<O>(out), nullptr, n, oc, stream_);
+      }
+      return Status::Ok();
+    };
+    if (out.dtype == DType::kFp32) return run(float{});
+    return run(T{});
+  });
+}
+
+Status CudaOps::LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,
+                                   int64_t oc) {
+  return ForCompute(dout.dtype, "LinearBackwardData", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      const float alpha = 1.0f, beta = 0.0f;
+      // dx^T (c x n) = W^T (stored c x oc) * dout^T (stored oc x n).
+      PTDP_BLAS_RETURN(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_N, int(c), int(n), int(oc), &alpha,
+                                   P<float>(w), int(c), P<float>(dout), int(oc), &beta,
+                                   P<float>(dx), int(c)));
+    } else {
+      lt_->LinearBackwardData(P<T>(dx), P<T>(dout), P<T>(w), n, c, oc, false, stream_);
+    }
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x,
+                                     int64_t n, int64_t c, int64_t oc) {
+  return ForCompute(dout.dtype, "LinearBackwardWeight", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float>) {
+      const float alpha = 1.0f, beta = 1.0f;  // accumulate into the main gradient
+      // dW^T (c x oc) += x^T (stored c x n) * dout (stored oc x n, transposed).
+      PTDP_BLAS_RETURN(cublasSgemm(blas_, CUBLAS_OP_N, CUBLAS_OP_T, int(c), int(oc), int(n), &alpha,
+                                   P<float>(x), int(c), P<float>(dout), int(oc), &beta,
+                                   P<float>(dw), int(c)));
+    } else {
+      lt_->LinearBackwardWeight(P<float>(dw), P<T>(dout), P<T>(x), n, c, oc, stream_);
+    }
+    if (!dbias.empty()) ck::BiasGradAccumulate<T>(P<float>(dbias), P<T>(dout), n, oc, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) {
+  return ForCompute(pre.dtype, "GeluBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::BiasGeluBackward<T>(P<T>(dpre), nullptr, P<T>(pre), nullptr, P<T>(dgelu), 1, count,
+                            stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
+                                    ConstRef residual, int64_t n, int64_t c,
+                                    const DropoutSpec& drop) {
+  return ForCompute(x.dtype, "BiasDropoutResidual", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    PTDP_CUDA_RETURN(opk::BiasDropoutResidualMask<T>(P<T>(out), P<uint8_t>(mask), P<T>(x),
+                                                     P<T>(bias), P<T>(residual), n, c, drop.key,
+                                                     drop.first, drop.p, stream_));
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, ConstRef mask,
+                                int64_t n, int64_t c, double p) {
+  return ForCompute(dy.dtype, "DropoutBackward", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    PTDP_CUDA_RETURN(
+        opk::MaskedDropoutBackward<T>(P<T>(dx), P<T>(dy), P<uint8_t>(mask), n * c, p, stream_));
+    if (!dbias.empty()) ck::BiasGradAccumulate<T>(P<float>(dbias), P<T>(dx), n, c, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::Add(TensorRef out, ConstRef a, ConstRef b) {
+  return ForCompute(out.dtype, "Add", [&](auto tag) {
+    using T = decltype(tag);
+    ck::Add<T>(P<T>(out), P<T>(a), P<T>(b), out.count, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) {
+  if (drop.p <= 0) return Status::Ok();
+  return ForCompute(x.dtype, "Dropout", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    PTDP_CUDA_RETURN(opk::BiasDropoutResidualMask<T>(P<T>(x), P<uint8_t>(mask), P<T>(x), nullptr,
+                                                     nullptr, 1, x.count, drop.key, drop.first,
+                                                     drop.p, stream_));
+    return Status::Ok();
+  });
+}
+
+}  // namespace ptdp::runtime::cuda

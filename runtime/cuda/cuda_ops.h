@@ -1,0 +1,102 @@
+// CudaOps: the Ops (runtime/backend/ops.h) of the CUDA backend, composed from kernels/cuda, the
+// cuBLASLt GEMMs of kernels/cublas (bf16), cuBLAS SGEMM (fp32) and the few kernels of
+// runtime/cuda/ops_kernels.h. Every call enqueues on the device's compute stream and returns at
+// once; launch and library errors come back as Status (the kernels/cuda and kernels/cublas
+// invariant checks, which throw, are caught at this seam).
+//
+// Dtypes: fp32 and bf16 compute; fp16 compute and fp64 return kNotImplemented naming the dtype
+// (kernels/cuda has no fp16 GEMM or attention). Rounding points follow CpuOps: fp32 arithmetic,
+// one rounding per output; GEMMs accumulate in fp32 (cuBLAS's order, not Eigen's).
+//
+// The attention stash differs from the CPU's (docs/cuda.md "Attention stash"): CudaOps writes
+// the per-row log-sum-exp (fp32 [b][a/t][s]) into the first bytes of stash.probs, writes
+// stash.mask (so the layer's mask exists as on the CPU) but never stash.dropped, and the backward
+// reads the forward's output from stash.out. The fused kernel regenerates the dropout from the
+// counter generator.
+//
+// Scratch (attention backward workspace, fp32 temporaries) is one stream-ordered buffer grown
+// with cudaMallocAsync; it is outside the Device's per-tag accounting.
+// Thread-safety: one thread at a time, like the CudaDevice that owns it.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+
+#include "kernels/cublas/gemm.h"
+#include "runtime/backend/ops.h"
+
+namespace ptdp::runtime::cuda {
+
+class CudaOps final : public Ops {
+ public:
+  // Ops on `stream` (the CudaDevice's compute stream, which outlives this object).
+  static Result<std::unique_ptr<CudaOps>> Create(cudaStream_t stream);
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  const char* name() const override { return "cuda"; }
+  Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
+                          ConstRef b, int64_t n, int64_t c) override;
+  Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
+                           ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
+                           bool accumulate_dx) override;
+  Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
+                       int64_t n, int64_t c, int64_t oc) override;
+  Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,
+                            int64_t oc) override;
+  Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x, int64_t n,
+                              int64_t c, int64_t oc) override;
+  Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override;
+  Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
+                             ConstRef residual, int64_t n, int64_t c,
+                             const DropoutSpec& drop) override;
+  Status DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, ConstRef mask, int64_t n,
+                         int64_t c, double p) override;
+  Status Add(TensorRef out, ConstRef a, ConstRef b) override;
+  Status AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
+                          const AttentionShape& shape, const DropoutSpec& drop) override;
+  Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv, const AttentionStash& stash,
+                           const AttentionShape& shape, double p) override;
+  Status EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe, int64_t b,
+                          int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end) override;
+  Status EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,
+                           int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                           int64_t vocab_end) override;
+  Status Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) override;
+  Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) override;
+  Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max, ConstRef targets,
+                               const VocabShard& v) override;
+  Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
+                          const VocabShard& v) override;
+  Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
+                              ConstRef row_sum, ConstRef targets, double dloss,
+                              const VocabShard& v) override;
+  Status AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m, TensorRef v,
+               const AdamWHyper& h) override;
+  Status SumSquares(TensorRef acc, ConstRef x) override;
+  Status Scale(TensorRef x, double factor) override;
+  Status FlagNonFinite(TensorRef flag, ConstRef x) override;
+  Status Cast(TensorRef dst, ConstRef src) override;
+  Status Fill(TensorRef dst, double value) override;
+  Status FillNormal(TensorRef out, uint64_t key, int64_t cols, int64_t global_cols, int64_t col0,
+                    int64_t row0, double mean, double stddev) override;
+
+ private:
+  explicit CudaOps(cudaStream_t stream) : stream_(stream) {}
+  // At least `bytes` of stream-ordered device scratch (valid until the next call).
+  Result<void*> Scratch(int64_t bytes);
+  // out = x W^T (+ bias) for fp32 tensors (cuBLAS SGEMM, no TF32).
+  Status SgemmForward(float* out, const float* x, const float* w, const float* bias, int64_t n,
+                      int64_t c, int64_t oc);
+
+  cudaStream_t stream_;
+  std::unique_ptr<cublas::LtGemm> lt_;
+  cublasHandle_t blas_ = nullptr;
+  void* scratch_ = nullptr;
+  int64_t scratch_bytes_ = 0;
+};
+
+}  // namespace ptdp::runtime::cuda

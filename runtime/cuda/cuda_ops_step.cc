@@ -1,0 +1,263 @@
+// CudaOps, second half: attention, embedding, cross-entropy, optimizer, reductions, casts and
+// fills (cuda_ops.cc has the layer ops).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <string>
+#include <type_traits>
+
+#include "kernels/cuda/ops.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_ops_util.h"
+#include "runtime/cuda/ops_kernels.h"
+
+namespace ptdp::runtime::cuda {
+namespace ck = ::ptdp::cuda_kernels;
+using namespace detail;  // NOLINT: the helpers of cuda_ops_util.h
+
+namespace {
+
+ck::AttentionDropout AttDrop(const AttentionShape& a, uint64_t key, double p) {
+  ck::AttentionDropout d;
+  d.key = key;
+  d.batch_begin = a.batch_begin;
+  d.head_begin = a.head_begin;
+  d.h_total = a.heads_total;
+  d.p = static_cast<float>(p);
+  return d;
+}
+
+// The log-sum-exp [b][a/t][s] fp32: the stash's lse with layout.fused_attention (what the ledger
+// lists for this kernel); with an unfused layout, the first bytes of probs, which the layer sizes
+// for the CPU's [b][a/t][s][s] probabilities (the GPU then uses less than the ledger counts).
+Result<float*> LseIn(const AttentionStash& stash, const AttentionShape& a) {
+  const int64_t need = a.b * a.heads_local * a.s * static_cast<int64_t>(sizeof(float));
+  const TensorRef& held = stash.fused() ? stash.lse : stash.probs;
+  if (held.empty() || held.count * DTypeBytes(held.dtype) < need) {
+    return Status::Invalid("cuda ops: the attention stash (" + std::to_string(held.count) +
+                           " elements) cannot hold the " + std::to_string(need) +
+                           "-byte log-sum-exp");
+  }
+  return static_cast<float*>(held.data);
+}
+
+Status CheckHeadDim(const AttentionShape& a) {
+  if (ck::AttentionSupportsHeadDim(a.head_dim)) return Status::Ok();
+  return Status::Invalid("cuda ops: attention head dim " + std::to_string(a.head_dim) +
+                         " is not supported by kernels/cuda (16, 32, 64, 128)");
+}
+
+}  // namespace
+
+Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
+                                 const AttentionShape& a, const DropoutSpec& drop) {
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
+  PTDP_ASSIGN_OR_RETURN(float* lse, LseIn(*stash, a));
+  return ForCompute(qkv.dtype, "AttentionForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::AttentionForward<T>(P<T>(out), lse, P<T>(qkv), a.b, a.s, a.heads_local, a.head_dim,
+                            AttDrop(a, drop.key, drop.p), stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
+                                  const AttentionStash& stash, const AttentionShape& a, double p) {
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
+  if (stash.out.empty()) {
+    return Status::Invalid("cuda ops: AttentionBackward needs the forward's output (stash.out)");
+  }
+  PTDP_ASSIGN_OR_RETURN(float* lse, LseIn(stash, a));
+  const int64_t ws_floats =
+      ck::AttentionBackwardWorkspaceFloats(a.b, a.s, a.heads_local, a.head_dim);
+  PTDP_ASSIGN_OR_RETURN(void* ws, Scratch(ws_floats * static_cast<int64_t>(sizeof(float))));
+  // The dropout key is not in the backward's arguments: the kernel needs only p > 0 to know the
+  // forward dropped, and the key to redraw; the layer passes the same key through the stash.
+  return ForCompute(qkv.dtype, "AttentionBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::AttentionBackward<T>(P<T>(dqkv), static_cast<float*>(ws), P<T>(dout), P<T>(qkv),
+                             P<T>(stash.out), lse, a.b, a.s, a.heads_local, a.head_dim,
+                             AttDrop(a, stash.dropout_key, p), stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe,
+                                 int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                                 int64_t vocab_end) {
+  return ForCompute(out.dtype, "EmbeddingForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::EmbeddingForward<T>(P<T>(out), P<int32_t>(tokens), P<T>(wte), P<T>(wpe), b, s, c,
+                            vocab_begin, vocab_end, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,
+                                  int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                                  int64_t vocab_end) {
+  return ForCompute(dout.dtype, "EmbeddingBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::EmbeddingBackward<T>(P<float>(dwte), P<float>(dwpe), P<T>(dout), P<int32_t>(tokens), b, s,
+                             c, vocab_begin, vocab_end, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) {
+  return ForCompute(logits.dtype, "CrossEntropyLocalMax", [&](auto tag) {
+    using T = decltype(tag);
+    ck::CrossEntropyLocalMax<T>(P<float>(row_max), P<T>(logits), v.rows, v.v_local, v.begin, v.real,
+                                stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max,
+                                      ConstRef targets, const VocabShard& v) {
+  return ForCompute(logits.dtype, "CrossEntropyLocalSums", [&](auto tag) {
+    using T = decltype(tag);
+    float* s = P<float>(sums);
+    ck::CrossEntropyLocalSums<T>(s, s + v.rows, P<T>(logits), P<float>(row_max),
+                                 P<int32_t>(targets), v.rows, v.v_local, v.begin, v.real, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,
+                                 ConstRef row_max, const VocabShard& v) {
+  return Guarded([&]() -> Status {
+    PTDP_CUDA_RETURN(opk::CrossEntropyLossSum(P<float>(row_sum), P<double>(loss_sum),
+                                              P<float>(sums), P<float>(row_max), v.rows, stream_));
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
+                                     ConstRef row_sum, ConstRef targets, double dloss,
+                                     const VocabShard& v) {
+  if (logits.dtype != DType::kFp32) return NotImplemented("CrossEntropyBackward", logits.dtype);
+  // Scratch: dloss per row, then (when dlogits is narrower than the fp32 logits) fp32 dlogits.
+  const bool narrow = dlogits.dtype != DType::kFp32;
+  const int64_t floats = v.rows + (narrow ? v.rows * v.v_local : 0);
+  PTDP_ASSIGN_OR_RETURN(void* scratch, Scratch(floats * static_cast<int64_t>(sizeof(float))));
+  auto* dl = static_cast<float*>(scratch);
+  float* wide = narrow ? dl + v.rows : P<float>(dlogits);
+  return Guarded([&]() -> Status {
+    PTDP_CUDA_RETURN(opk::FillValue<float>(dl, v.rows, dloss, stream_));
+    ck::CrossEntropyBackward<float>(wide, P<float>(logits), P<float>(row_max), P<float>(row_sum),
+                                    P<int32_t>(targets), dl, v.rows, v.v_local, v.begin, v.real,
+                                    stream_);
+    if (!narrow) return Status::Ok();
+    return Cast(dlogits, ConstRef(wide, DType::kFp32, v.rows * v.v_local));
+  });
+}
+
+Status CudaOps::AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m,
+                      TensorRef v, const AdamWHyper& h) {
+  if (param.dtype != DType::kFp32) return NotImplemented("AdamW", param.dtype);
+  return Guarded([&]() -> Status {
+    auto run = [&](auto copy) {
+      ck::AdamWUpdate(P<float>(param), copy, P<float>(grad), P<float>(m), P<float>(v), param.count,
+                      h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step, 1.0f, stream_);
+    };
+    switch (compute_copy.empty() ? DType::kFp32 : compute_copy.dtype) {
+      case DType::kBf16:
+        run(P<bf16>(compute_copy));
+        return Status::Ok();
+      case DType::kFp16:
+        run(P<fp16>(compute_copy));
+        return Status::Ok();
+      case DType::kFp32:
+        run(static_cast<bf16*>(nullptr));
+        if (compute_copy.empty()) return Status::Ok();
+        return Cast(compute_copy, param);  // an fp32 copy: a plain copy
+      default:
+        return NotImplemented("AdamW compute copy", compute_copy.dtype);
+    }
+  });
+}
+
+Status CudaOps::SumSquares(TensorRef acc, ConstRef x) {
+  return ForFloat(x.dtype, "SumSquares", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, double>) {
+      return NotImplemented("SumSquares", x.dtype);
+    } else {
+      ck::SumSquaresAccumulate<T>(P<double>(acc), P<T>(x), x.count, stream_);
+      return Status::Ok();
+    }
+  });
+}
+
+Status CudaOps::Scale(TensorRef x, double factor) {
+  return ForCompute(x.dtype, "Scale", [&](auto tag) {
+    using T = decltype(tag);
+    ck::Scale<T>(P<T>(x), static_cast<float>(factor), x.count, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::FlagNonFinite(TensorRef flag, ConstRef x) {
+  return ForFloat(x.dtype, "FlagNonFinite", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    PTDP_CUDA_RETURN(opk::FlagNonFinite<T>(P<double>(flag), P<T>(x), x.count, stream_));
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::Cast(TensorRef dst, ConstRef src) {
+  if (dst.count != src.count) return Status::Internal("cuda ops: cast between different counts");
+  if (dst.dtype == src.dtype) {
+    PTDP_CUDA_RETURN(cudaMemcpyAsync(dst.data, src.data,
+                                     static_cast<size_t>(src.count * DTypeBytes(src.dtype)),
+                                     cudaMemcpyDeviceToDevice, stream_));
+    return Status::Ok();
+  }
+  return Guarded([&]() -> Status {
+    const DType s = src.dtype, d = dst.dtype;
+    if (s == DType::kFp32 && d == DType::kBf16) {
+      ck::Cast<bf16, float>(P<bf16>(dst), P<float>(src), src.count, stream_);
+    } else if (s == DType::kBf16 && d == DType::kFp32) {
+      ck::Cast<float, bf16>(P<float>(dst), P<bf16>(src), src.count, stream_);
+    } else if (s == DType::kFp32 && d == DType::kFp16) {
+      ck::Cast<fp16, float>(P<fp16>(dst), P<float>(src), src.count, stream_);
+    } else if (s == DType::kFp16 && d == DType::kFp32) {
+      ck::Cast<float, fp16>(P<float>(dst), P<fp16>(src), src.count, stream_);
+    } else {
+      return Status::Invalid(std::string("cuda ops: Cast from ") + DTypeName(s) + " to " +
+                             DTypeName(d) + " is not implemented");
+    }
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::Fill(TensorRef dst, double value) {
+  if (dst.dtype == DType::kU8) {
+    PTDP_CUDA_RETURN(cudaMemsetAsync(dst.data, static_cast<int>(value),
+                                     static_cast<size_t>(dst.count), stream_));
+    return Status::Ok();
+  }
+  if (dst.dtype == DType::kI32) {
+    PTDP_CUDA_RETURN(opk::FillValue<int32_t>(P<int32_t>(dst), dst.count, value, stream_));
+    return Status::Ok();
+  }
+  return ForFloat(dst.dtype, "Fill", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    PTDP_CUDA_RETURN(opk::FillValue<T>(P<T>(dst), dst.count, value, stream_));
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::FillNormal(TensorRef out, uint64_t key, int64_t cols, int64_t global_cols,
+                           int64_t col0, int64_t row0, double mean, double stddev) {
+  return ForFloat(out.dtype, "FillNormal", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    PTDP_CUDA_RETURN(opk::FillNormal<T>(P<T>(out), out.count, key, cols, global_cols, col0, row0,
+                                        mean, stddev, stream_));
+    return Status::Ok();
+  });
+}
+
+}  // namespace ptdp::runtime::cuda

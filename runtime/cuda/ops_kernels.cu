@@ -1,0 +1,222 @@
+// Kernels of CudaOps that kernels/cuda does not have (see ops_kernels.h). Grid-stride loops; the
+// dropout and normal draws come from kernels/reference/counter_rng.h, the CPU's generator, so both
+// backends draw the same masks and the same initial weights.
+#include "runtime/cuda/ops_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/reference/counter_rng.h"
+
+namespace ptdp::runtime::cuda::opk {
+namespace rng = ::ptdp::kernels::rng;
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned Blocks(int64_t count) {
+  const int64_t b = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
+}
+
+__device__ __forceinline__ float Wide(float v) {
+  return v;
+}
+__device__ __forceinline__ float Wide(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ __forceinline__ float Wide(__half v) {
+  return __half2float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T Narrow(double v);
+template <>
+__device__ __forceinline__ float Narrow<float>(double v) {
+  return static_cast<float>(v);
+}
+template <>
+__device__ __forceinline__ double Narrow<double>(double v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ int32_t Narrow<int32_t>(double v) {
+  return static_cast<int32_t>(v);
+}
+// Double to 16-bit through float: exact for the values Fill and FillNormal write except in the
+// rare double-rounding case, which the CPU's half::Narrow (from float) shares.
+template <>
+__device__ __forceinline__ __nv_bfloat16 Narrow<__nv_bfloat16>(double v) {
+  return __float2bfloat16_rn(static_cast<float>(v));
+}
+template <>
+__device__ __forceinline__ __half Narrow<__half>(double v) {
+  return __float2half_rn(static_cast<float>(v));
+}
+
+#define PTDP_GRID_LOOP(i, count)                                                             \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <typename T>
+__global__ void BdrKernel(T* out, uint8_t* mask, const T* x, const T* bias, const T* residual,
+                          int64_t n, int64_t c, uint64_t key, uint64_t first, double p) {
+  const float keep = static_cast<float>(1.0 / (1.0 - p));  // KeepScale<float>
+  const float pf = static_cast<float>(p);
+  PTDP_GRID_LOOP(i, n * c) {
+    float v = Wide(x[i]);
+    if (bias != nullptr) v += Wide(bias[i % c]);
+    if (p > 0.0) {
+      const bool kept = rng::DropoutKeeps(key, first + static_cast<uint64_t>(i), pf);
+      mask[i] = kept ? 1 : 0;
+      v = kept ? v * keep : 0.0f;
+    }
+    if (residual != nullptr) v += Wide(residual[i]);
+    out[i] = Narrow<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void MaskedBwdKernel(T* dx, const T* dy, const uint8_t* mask, int64_t count, double p) {
+  const float keep = static_cast<float>(1.0 / (1.0 - p));  // KeepScale<float>
+  PTDP_GRID_LOOP(i, count) {
+    const float g = Wide(dy[i]);
+    dx[i] = Narrow<T>(p > 0.0 ? (mask[i] ? g * keep : 0.0f) : g);
+  }
+}
+
+template <typename T>
+__global__ void FillKernel(T* dst, int64_t count, double value) {
+  const T v = Narrow<T>(value);
+  PTDP_GRID_LOOP(i, count) dst[i] = v;
+}
+
+template <typename T>
+__global__ void NormalKernel(T* out, int64_t count, uint64_t key, int64_t cols, int64_t global_cols,
+                             int64_t col0, int64_t row0, double mean, double stddev) {
+  const uint64_t k = rng::NormalStreamKey(key);
+  constexpr double kTwoPi = 6.28318530717958647692;
+  PTDP_GRID_LOOP(i, count) {
+    const auto g = static_cast<uint64_t>((row0 + i / cols) * global_cols + col0 + i % cols);
+    const double u1 = rng::Uniform(k, 2 * g), u2 = rng::Uniform(k, 2 * g + 1);
+    out[i] = Narrow<T>(mean + stddev * (sqrt(-2.0 * log(u1)) * cos(kTwoPi * u2)));
+  }
+}
+
+template <typename T>
+__global__ void NonFiniteKernel(double* flag, const T* x, int64_t count) {
+  PTDP_GRID_LOOP(i, count) {
+    if (!isfinite(static_cast<double>(Wide(x[i])))) *flag = 1.0;  // a benign race: all write 1
+  }
+}
+template <>
+__global__ void NonFiniteKernel<double>(double* flag, const double* x, int64_t count) {
+  PTDP_GRID_LOOP(i, count) {
+    if (!isfinite(x[i])) *flag = 1.0;
+  }
+}
+
+// One block: the row losses summed in double in a fixed order (deterministic).
+__global__ void CeLossSumKernel(float* row_sum, double* loss_sum, const float* sums,
+                                const float* row_max, int64_t rows) {
+  __shared__ double part[kThreads];
+  double acc = 0.0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    row_sum[r] = sums[r];
+    const float loss = logf(sums[r]) + row_max[r] - sums[rows + r];
+    acc += static_cast<double>(loss);
+  }
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) part[threadIdx.x] += part[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *loss_sum += part[0];
+}
+
+__global__ void BroadcastKernel(float* out, const float* bias, int64_t n, int64_t c) {
+  PTDP_GRID_LOOP(i, n * c) out[i] = bias[i % c];
+}
+
+}  // namespace
+
+template <typename T>
+cudaError_t BiasDropoutResidualMask(T* out, uint8_t* mask, const T* x, const T* bias,
+                                    const T* residual, int64_t n, int64_t c, uint64_t key,
+                                    uint64_t first, double p, cudaStream_t stream) {
+  if (n * c == 0) return cudaSuccess;
+  BdrKernel<T>
+      <<<Blocks(n * c), kThreads, 0, stream>>>(out, mask, x, bias, residual, n, c, key, first, p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t MaskedDropoutBackward(T* dx, const T* dy, const uint8_t* mask, int64_t count, double p,
+                                  cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  MaskedBwdKernel<T><<<Blocks(count), kThreads, 0, stream>>>(dx, dy, mask, count, p);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t FillValue(T* dst, int64_t count, double value, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  FillKernel<T><<<Blocks(count), kThreads, 0, stream>>>(dst, count, value);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t FillNormal(T* out, int64_t count, uint64_t key, int64_t cols, int64_t global_cols,
+                       int64_t col0, int64_t row0, double mean, double stddev,
+                       cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  NormalKernel<T><<<Blocks(count), kThreads, 0, stream>>>(out, count, key, cols, global_cols, col0,
+                                                          row0, mean, stddev);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t FlagNonFinite(double* flag, const T* x, int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  NonFiniteKernel<T><<<Blocks(count), kThreads, 0, stream>>>(flag, x, count);
+  return cudaGetLastError();
+}
+
+cudaError_t CrossEntropyLossSum(float* row_sum, double* loss_sum, const float* sums,
+                                const float* row_max, int64_t rows, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  CeLossSumKernel<<<1, kThreads, 0, stream>>>(row_sum, loss_sum, sums, row_max, rows);
+  return cudaGetLastError();
+}
+
+cudaError_t BroadcastRows(float* out, const float* bias, int64_t n, int64_t c,
+                          cudaStream_t stream) {
+  if (n * c == 0) return cudaSuccess;
+  BroadcastKernel<<<Blocks(n * c), kThreads, 0, stream>>>(out, bias, n, c);
+  return cudaGetLastError();
+}
+
+#define PTDP_INSTANTIATE_FLOAT(T)                                                               \
+  template cudaError_t BiasDropoutResidualMask<T>(T*, uint8_t*, const T*, const T*, const T*,   \
+                                                  int64_t, int64_t, uint64_t, uint64_t, double, \
+                                                  cudaStream_t);                                \
+  template cudaError_t MaskedDropoutBackward<T>(T*, const T*, const uint8_t*, int64_t, double,  \
+                                                cudaStream_t);
+#define PTDP_INSTANTIATE_ANY(T)                                                                 \
+  template cudaError_t FillValue<T>(T*, int64_t, double, cudaStream_t);                         \
+  template cudaError_t FillNormal<T>(T*, int64_t, uint64_t, int64_t, int64_t, int64_t, int64_t, \
+                                     double, double, cudaStream_t);                             \
+  template cudaError_t FlagNonFinite<T>(double*, const T*, int64_t, cudaStream_t);
+PTDP_INSTANTIATE_FLOAT(float)
+PTDP_INSTANTIATE_FLOAT(__nv_bfloat16)
+PTDP_INSTANTIATE_FLOAT(__half)
+PTDP_INSTANTIATE_ANY(float)
+PTDP_INSTANTIATE_ANY(double)
+PTDP_INSTANTIATE_ANY(__nv_bfloat16)
+PTDP_INSTANTIATE_ANY(__half)
+template cudaError_t FillValue<int32_t>(int32_t*, int64_t, double, cudaStream_t);
+#undef PTDP_INSTANTIATE_FLOAT
+#undef PTDP_INSTANTIATE_ANY
+
+}  // namespace ptdp::runtime::cuda::opk

@@ -1,0 +1,40 @@
+// Host-only checks of runtime/cuda (label unit: they run and pass without a GPU, so they are kept
+// out of the gpu-labelled binaries, whose results must mean "ran on a GPU").
+#include <gtest/gtest.h>
+
+#include <cuda_bf16.h>
+
+#include <vector>
+
+#include "runtime/cuda/caching_allocator.h"
+#include "runtime/cuda/staged_mpi_communicator.h"
+
+namespace ptdp::runtime::cuda {
+namespace {
+
+TEST(CachingAllocatorHostTest, SizeClasses) {
+  EXPECT_EQ(CachingAllocator::RoundedSize(1), 512);
+  EXPECT_EQ(CachingAllocator::RoundedSize(512), 512);
+  EXPECT_EQ(CachingAllocator::RoundedSize(513), 1024);
+  EXPECT_EQ(CachingAllocator::RoundedSize((1 << 20) - 1), 1 << 20);
+  EXPECT_EQ(CachingAllocator::RoundedSize(1 << 20), 2 << 20);
+  EXPECT_EQ(CachingAllocator::RoundedSize((2 << 20) + 1), 4 << 20);
+}
+
+TEST(StagedConversionHostTest, Bf16WidenNarrowIsExactForRepresentableValues) {
+  // Small integers and powers of two are exact in bf16: a round trip must return them bit for bit.
+  std::vector<float> in = {0.f, 1.f, -2.f, 3.f, 0.5f, 256.f, -0.125f, 7.f};
+  std::vector<__nv_bfloat16> half(in.size());
+  NarrowFromFp32(half.data(), in.data(), int64_t(in.size()), DType::kBf16);
+  std::vector<float> back(in.size());
+  WidenToFp32(back.data(), half.data(), int64_t(in.size()), DType::kBf16);
+  EXPECT_EQ(back, in);
+  // 1 + 2^-9 is not representable (8 mantissa bits): round to nearest even gives 1.
+  const float odd = 1.0f + 1.0f / 512;
+  NarrowFromFp32(half.data(), &odd, 1, DType::kBf16);
+  WidenToFp32(back.data(), half.data(), 1, DType::kBf16);
+  EXPECT_EQ(back[0], 1.0f);
+}
+
+}  // namespace
+}  // namespace ptdp::runtime::cuda

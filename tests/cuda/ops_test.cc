@@ -1,0 +1,366 @@
+// CudaOps against CpuOps: every Ops entry on the same inputs, in fp32 and bf16 (label gpu; every
+// test GTEST_SKIP()s when no CUDA device is visible, so it reports SKIPPED, never passed).
+//
+// Tolerance (Tol): both backends read the same 16-bit inputs, compute in fp32 and round each
+// output once, so they differ by the fp32 summation order (at most ~k * 2^-24 of the sum of |terms|
+// for a length-k reduction, bounded here by k * 2^-23 * max|output|) plus, in bf16, one flipped
+// rounding of the output (2^-8 relative: the unit roundoff 2^-9, twice). Attention also rounds its
+// probabilities in the kernel (a second 2^-8 term).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "runtime/backend/cpu_ops.h"
+#include "runtime/backend/device.h"
+#include "runtime/backend/half.h"
+#include "runtime/cuda/cuda_device.h"
+
+namespace ptdp::runtime::cuda {
+namespace {
+
+#define PTDP_REQUIRE_GPU()                                                         \
+  do {                                                                             \
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped"; \
+  } while (0)
+
+// One tensor on each backend holding the same values.
+struct Pair {
+  Tensor c, g;
+};
+
+class CudaOpsTest : public ::testing::TestWithParam<DType> {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
+    auto dev = CudaDevice::Create(0);
+    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+    gpu_ = std::move(*dev);
+  }
+  DType act() const { return GetParam(); }
+
+  Pair Make(int64_t n, DType t) {
+    Pair p;
+    auto c = Tensor::Make(&cpu_, n, t, MemTag::kWorkspace);
+    auto g = Tensor::Make(gpu_.get(), n, t, MemTag::kWorkspace);
+    EXPECT_TRUE(c.ok() && g.ok());
+    if (c.ok()) p.c = std::move(*c);
+    if (g.ok()) p.g = std::move(*g);
+    return p;
+  }
+  // Values on both sides (rounded once to t on the host).
+  Pair Put(const std::vector<double>& v, DType t) {
+    Pair p = Make(int64_t(v.size()), t);
+    std::vector<char> bytes(v.size() * size_t(DTypeBytes(t)));
+    if (t == DType::kFp64) {
+      std::memcpy(bytes.data(), v.data(), bytes.size());
+    } else if (t == DType::kI32) {
+      for (size_t i = 0; i < v.size(); ++i) reinterpret_cast<int32_t*>(bytes.data())[i] = int(v[i]);
+    } else if (t == DType::kU8) {
+      for (size_t i = 0; i < v.size(); ++i) bytes[i] = static_cast<char>(v[i]);
+    } else {
+      std::vector<float> f(v.begin(), v.end());
+      if (t == DType::kFp32)
+        std::memcpy(bytes.data(), f.data(), bytes.size());
+      else
+        half::Narrow(bytes.data(), f.data(), int64_t(f.size()), t);
+    }
+    cpu_.Copy(p.c.data(), bytes.data(), Bytes(bytes.size()));
+    gpu_->Copy(p.g.data(), bytes.data(), Bytes(bytes.size()));
+    return p;
+  }
+  Pair Rand(int64_t n, DType t, double lo = -1, double hi = 1) {
+    std::uniform_real_distribution<double> u(lo, hi);
+    std::vector<double> v(static_cast<size_t>(n));
+    for (double& x : v) x = u(rng_);
+    return Put(v, t);
+  }
+  Pair Zeros(int64_t n, DType t) { return Put(std::vector<double>(size_t(n), 0.0), t); }
+  std::vector<double> Get(Device* dev, const Tensor& t) {
+    std::vector<char> bytes(size_t(t.bytes()));
+    dev->Copy(bytes.data(), t.data(), t.bytes());
+    std::vector<double> v(size_t(t.count()));
+    const DType d = t.dtype();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (d == DType::kFp64)
+        v[i] = reinterpret_cast<double*>(bytes.data())[i];
+      else if (d == DType::kI32)
+        v[i] = reinterpret_cast<int32_t*>(bytes.data())[i];
+      else if (d == DType::kU8)
+        v[i] = static_cast<uint8_t>(bytes[i]);
+    }
+    if (d == DType::kFp32 || d == DType::kBf16 || d == DType::kFp16) {
+      std::vector<float> f(v.size());
+      half::Widen(f.data(), bytes.data(), int64_t(f.size()), d);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = f[i];
+    }
+    return v;
+  }
+  // Runs f(ops, pick) on both backends; pick(Pair&) gives that backend's tensor.
+  template <typename F>
+  void Run(F&& f) {
+    const Status a = f(static_cast<Ops*>(&cpu_ops_), [](Pair& p) -> Tensor& { return p.c; });
+    ASSERT_TRUE(a.ok()) << "cpu: " << a.ToString();
+    const Status b = f(gpu_->ops(), [](Pair& p) -> Tensor& { return p.g; });
+    ASSERT_TRUE(b.ok()) << "cuda: " << b.ToString();
+    ASSERT_TRUE(gpu_->Synchronize().ok());
+  }
+  // |gpu - cpu| <= Tol (see the file comment); k is the longest reduction behind an element.
+  // `abs` adds an absolute term where the GPU rounds an intermediate the CPU keeps in fp32 (the
+  // call sites say which and derive it).
+  void Expect(const Pair& p, int64_t k, const char* what, double extra_rel = 0, double abs = 0) {
+    const std::vector<double> c = Get(&cpu_, p.c), g = Get(gpu_.get(), p.g);
+    double amax = 1e-30;
+    for (double x : c) amax = std::max(amax, std::fabs(x));
+    const bool narrow = p.c.dtype() == DType::kBf16 || p.c.dtype() == DType::kFp16;
+    const double rel = (narrow ? 2.0 / 256 : 0.0) + extra_rel;
+    for (size_t i = 0; i < c.size(); ++i) {
+      const double tol =
+          rel * std::fabs(c[i]) + (double(k) * 0x1p-23 + rel * 0.01) * amax + abs + 1e-30;
+      ASSERT_NEAR(g[i], c[i], tol) << what << " element " << i << " of " << c.size();
+    }
+  }
+  bool bf16() const { return act() == DType::kBf16; }
+  double MaxAbs(const Pair& p) {
+    double m = 0;
+    for (double x : Get(&cpu_, p.c)) m = std::max(m, std::fabs(x));
+    return m;
+  }
+  void ExpectEqual(const Pair& p, const char* what) {
+    EXPECT_EQ(Get(&cpu_, p.c), Get(gpu_.get(), p.g)) << what;
+  }
+
+  CpuDevice cpu_;
+  CpuOps cpu_ops_;
+  std::unique_ptr<CudaDevice> gpu_;
+  std::mt19937_64 rng_{12345};
+};
+
+TEST_P(CudaOpsTest, LayerNorm) {
+  const int64_t n = 37, c = 96;
+  Pair x = Rand(n * c, act()), w = Rand(c, act(), 0.5, 1.5), b = Rand(c, act());
+  Pair out = Make(n * c, act()), mean = Make(n, DType::kFp32), rstd = Make(n, DType::kFp32);
+  Run([&](Ops* o, auto pick) {
+    return o->LayerNormForward(pick(out).ref(), pick(mean).ref(), pick(rstd).ref(), pick(x).cref(),
+                               pick(w).cref(), pick(b).cref(), n, c);
+  });
+  Expect(out, c, "ln out");
+  Expect(mean, c, "ln mean");
+  Expect(rstd, c, "ln rstd");
+  Pair dout = Rand(n * c, act()), dx = Rand(n * c, act());
+  Pair dw = Rand(c, DType::kFp32), db = Rand(c, DType::kFp32);
+  for (bool acc : {false, true}) {
+    Run([&](Ops* o, auto pick) {
+      return o->LayerNormBackward(pick(dx).ref(), pick(dw).ref(), pick(db).ref(), pick(dout).cref(),
+                                  pick(x).cref(), pick(w).cref(), pick(mean).cref(),
+                                  pick(rstd).cref(), n, c, acc);
+    });
+    // Accumulating, the GPU rounds the part to bf16 before adding it: 2^-9 of |part| more.
+    Expect(dx, c, "ln dx", 0, acc && bf16() ? 0x1p-9 * 4 * MaxAbs(dx) : 0);
+    Expect(dw, n, "ln dw");
+    Expect(db, n, "ln db");
+  }
+}
+
+TEST_P(CudaOpsTest, Linear) {
+  const int64_t n = 48, c = 64, oc = 80;
+  Pair x = Rand(n * c, act()), w = Rand(oc * c, act()), bias = Rand(oc, act());
+  Pair out = Make(n * oc, act()), gelu = Make(n * oc, act()), logits = Make(n * oc, DType::kFp32);
+  Run([&](Ops* o, auto pick) {
+    PTDP_RETURN_IF_ERROR(o->LinearForward(pick(out).ref(), pick(gelu).ref(), pick(x).cref(),
+                                          pick(w).cref(), pick(bias).cref(), n, c, oc));
+    // The output layer: 16-bit inputs, fp32 logits, no bias.
+    return o->LinearForward(pick(logits).ref(), {}, pick(x).cref(), pick(w).cref(), {}, n, c, oc);
+  });
+  Expect(out, c, "linear out");
+  // The GPU's GeLU reads the rounded pre-activation (the CPU's its fp32 value): |GeLU'| <= 1.13
+  // times 2^-9 |out|.
+  Expect(gelu, c, "linear gelu", 0, bf16() ? 1.13 * 0x1p-9 * MaxAbs(out) : 0);
+  Expect(logits, c, "linear logits");
+  Pair dout = Rand(n * oc, act()), dx = Make(n * c, act());
+  Pair dw = Rand(oc * c, DType::kFp32), db = Rand(oc, DType::kFp32);
+  Pair dpre = Make(n * oc, act());
+  Run([&](Ops* o, auto pick) {
+    PTDP_RETURN_IF_ERROR(
+        o->LinearBackwardData(pick(dx).ref(), pick(dout).cref(), pick(w).cref(), n, c, oc));
+    PTDP_RETURN_IF_ERROR(o->LinearBackwardWeight(pick(dw).ref(), pick(db).ref(), pick(dout).cref(),
+                                                 pick(x).cref(), n, c, oc));
+    return o->GeluBackward(pick(dpre).ref(), pick(out).cref(), pick(dout).cref(), n * oc);
+  });
+  Expect(dx, oc, "linear dx");
+  Expect(dw, n, "linear dw");
+  Expect(db, n, "linear dbias");
+  Expect(dpre, 1, "gelu backward");
+}
+
+TEST_P(CudaOpsTest, DropoutResidualAndAdd) {
+  const int64_t n = 33, c = 64;
+  Pair x = Rand(n * c, act()), bias = Rand(c, act()), res = Rand(n * c, act());
+  Pair out = Make(n * c, act()), mask = Make(n * c, DType::kU8);
+  const DropoutSpec drop{0.25, 777, 1000};
+  Run([&](Ops* o, auto pick) {
+    return o->BiasDropoutResidual(pick(out).ref(), pick(mask).ref(), pick(x).cref(),
+                                  pick(bias).cref(), pick(res).cref(), n, c, drop);
+  });
+  ExpectEqual(mask, "hidden dropout mask");
+  Expect(out, 3, "bias dropout residual");
+  Pair dy = Rand(n * c, act()), dx = Make(n * c, act()), db = Rand(c, DType::kFp32);
+  Run([&](Ops* o, auto pick) {
+    return o->DropoutBackward(pick(dx).ref(), pick(db).ref(), pick(dy).cref(), pick(mask).cref(), n,
+                              c, drop.p);
+  });
+  Expect(dx, 1, "dropout backward");
+  // The GPU sums the rounded dx (the CPU its fp32 values): n roundings of 2^-9 |dx|.
+  Expect(db, n, "dropout dbias", 0, bf16() ? double(n) * 0x1p-9 * MaxAbs(dx) : 0);
+  Pair y = Rand(n * c, act()), ymask = Make(n * c, DType::kU8), sum = Make(n * c, act());
+  Run([&](Ops* o, auto pick) {
+    PTDP_RETURN_IF_ERROR(o->Dropout(pick(y).ref(), pick(ymask).ref(), drop));
+    return o->Add(pick(sum).ref(), pick(y).cref(), pick(x).cref());
+  });
+  ExpectEqual(ymask, "dropout mask");
+  Expect(y, 1, "dropout");
+  Expect(sum, 1, "add");
+}
+
+TEST_P(CudaOpsTest, Attention) {
+  AttentionShape a;
+  a.b = 2, a.s = 40, a.heads_local = 2, a.head_dim = 32, a.heads_total = 4, a.head_begin = 2;
+  a.batch_begin = 3;
+  const int64_t N = a.b * a.s, hd = a.heads_local * a.head_dim,
+                ss = a.b * a.heads_local * a.s * a.s;
+  for (double p : {0.0, 0.1}) {
+    Pair qkv = Rand(N * 3 * hd, act()), out = Make(N * hd, act());
+    Pair probs = Make(ss, act()), mask = Make(p > 0 ? ss : 0, DType::kU8);
+    Pair dropped = Make(p > 0 ? ss : 0, act());
+    const DropoutSpec drop{p, 4242, 0};
+    auto stash = [&](auto pick) {
+      AttentionStash st{pick(probs).ref(), pick(mask).ref(), pick(dropped).ref(), {}, 0};
+      st.out = pick(out).cref();
+      st.dropout_key = drop.key;
+      return st;
+    };
+    Run([&](Ops* o, auto pick) {
+      AttentionStash st = stash(pick);
+      return o->AttentionForward(pick(out).ref(), &st, pick(qkv).cref(), a, drop);
+    });
+    Expect(out, a.s, "attention out", 4.0 / 256 * (act() == DType::kBf16));
+    Pair dout = Rand(N * hd, act()), dqkv = Make(N * 3 * hd, act());
+    Run([&](Ops* o, auto pick) {
+      const AttentionStash st = stash(pick);
+      return o->AttentionBackward(pick(dqkv).ref(), pick(dout).cref(), pick(qkv).cref(), st, a, p);
+    });
+    // The CPU's backward reads its probabilities rounded to bf16 (the stash), the GPU recomputes
+    // them in fp32: every P-weighted sum moves by up to 2^-9 of its terms; allowed as four such
+    // half-ulps of the largest element (the sums here have s = 40 terms of mixed sign).
+    Expect(dqkv, a.s * a.head_dim, "attention dqkv", 4.0 / 256 * bf16(),
+           bf16() ? 4 * 0x1p-9 * MaxAbs(dqkv) : 0);
+  }
+}
+
+TEST_P(CudaOpsTest, Embedding) {
+  const int64_t b = 2, s = 16, c = 32, V = 50, begin = 20, end = 45;
+  std::vector<double> tok(size_t(b * s));
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = double((i * 7) % V);
+  Pair tokens = Put(tok, DType::kI32), wte = Rand((end - begin) * c, act()),
+       wpe = Rand(s * c, act());
+  Pair out = Make(b * s * c, act());
+  Pair dwte = Rand((end - begin) * c, DType::kFp32), dwpe = Rand(s * c, DType::kFp32);
+  Pair dout = Rand(b * s * c, act());
+  Run([&](Ops* o, auto pick) {
+    PTDP_RETURN_IF_ERROR(o->EmbeddingForward(pick(out).ref(), pick(tokens).cref(), pick(wte).cref(),
+                                             pick(wpe).cref(), b, s, c, begin, end));
+    return o->EmbeddingBackward(pick(dwte).ref(), pick(dwpe).ref(), pick(dout).cref(),
+                                pick(tokens).cref(), b, s, c, begin, end);
+  });
+  Expect(out, 2, "embedding out");
+  Expect(dwte, b * s, "embedding dwte");
+  Expect(dwpe, b, "embedding dwpe");
+}
+
+TEST_P(CudaOpsTest, CrossEntropy) {
+  VocabShard v;
+  v.rows = 24, v.v_local = 64, v.begin = 64, v.real = 100;  // the last 28 columns are padding
+  std::vector<double> tg(size_t(v.rows));
+  for (size_t i = 0; i < tg.size(); ++i) tg[i] = double((i * 13) % 100);
+  Pair targets = Put(tg, DType::kI32), logits = Rand(v.rows * v.v_local, DType::kFp32, -4, 4);
+  Pair row_max = Make(v.rows, DType::kFp32), sums = Make(2 * v.rows, DType::kFp32);
+  Pair row_sum = Make(v.rows, DType::kFp32), loss = Put({0.5}, DType::kFp64);
+  Pair dlogits = Make(v.rows * v.v_local, act());
+  Run([&](Ops* o, auto pick) {
+    PTDP_RETURN_IF_ERROR(o->CrossEntropyLocalMax(pick(row_max).ref(), pick(logits).cref(), v));
+    PTDP_RETURN_IF_ERROR(o->CrossEntropyLocalSums(pick(sums).ref(), pick(logits).cref(),
+                                                  pick(row_max).cref(), pick(targets).cref(), v));
+    PTDP_RETURN_IF_ERROR(o->CrossEntropyLoss(pick(row_sum).ref(), pick(loss).ref(),
+                                             pick(sums).cref(), pick(row_max).cref(), v));
+    return o->CrossEntropyBackward(pick(dlogits).ref(), pick(logits).cref(), pick(row_max).cref(),
+                                   pick(row_sum).cref(), pick(targets).cref(), 0.125, v);
+  });
+  ExpectEqual(row_max, "ce row max");
+  Expect(sums, v.v_local, "ce sums");
+  Expect(row_sum, v.v_local, "ce row sum");
+  Expect(loss, v.rows * v.v_local, "ce loss sum");
+  Expect(dlogits, v.v_local, "ce dlogits");
+}
+
+TEST_P(CudaOpsTest, OptimizerReductionsCastsFills) {
+  const int64_t n = 1000;
+  Pair param = Rand(n, DType::kFp32), grad = Rand(n, DType::kFp32);
+  Pair m = Rand(n, DType::kFp32), v = Rand(n, DType::kFp32, 0, 1);
+  Pair copy = Make(n, act());
+  AdamWHyper h;
+  h.lr = 1e-3, h.weight_decay = 0.1, h.step = 3;
+  Pair sq = Put({1.0}, DType::kFp64), flag = Put({0.0}, DType::kFp64);
+  Run([&](Ops* o, auto pick) {
+    PTDP_RETURN_IF_ERROR(o->AdamW(pick(param).ref(),
+                                  act() == DType::kFp32 ? TensorRef{} : pick(copy).ref(),
+                                  pick(grad).cref(), pick(m).ref(), pick(v).ref(), h));
+    PTDP_RETURN_IF_ERROR(o->SumSquares(pick(sq).ref(), pick(grad).cref()));
+    PTDP_RETURN_IF_ERROR(o->Scale(pick(grad).ref(), 0.5));
+    return o->FlagNonFinite(pick(flag).ref(), pick(grad).cref());
+  });
+  Expect(param, 1, "adamw param", 1e-6);
+  Expect(m, 1, "adamw m");
+  Expect(v, 1, "adamw v");
+  if (act() != DType::kFp32) Expect(copy, 1, "adamw compute copy");
+  Expect(sq, n, "sum of squares");
+  Expect(grad, 1, "scale");
+  EXPECT_EQ(Get(gpu_.get(), flag.g)[0], 0.0);
+  std::vector<double> bad(16, 1.0);
+  bad[11] = std::nan("");
+  Pair nonfinite = Put(bad, act()),
+       cast = Make(16, act() == DType::kFp32 ? DType::kBf16 : DType::kFp32);
+  Pair fill = Make(77, act()), normal = Make(6 * 5, act()), u8 = Make(9, DType::kU8);
+  Run([&](Ops* o, auto pick) {
+    PTDP_RETURN_IF_ERROR(o->FlagNonFinite(pick(flag).ref(), pick(nonfinite).cref()));
+    PTDP_RETURN_IF_ERROR(o->Cast(pick(cast).ref(), ConstRef(pick(param).data(), DType::kFp32, 16)));
+    PTDP_RETURN_IF_ERROR(o->Fill(pick(fill).ref(), 0.3));
+    PTDP_RETURN_IF_ERROR(o->Fill(pick(u8).ref(), 1));
+    // A column block (cols 2..6 of 9) of rows 4..9: the counter generator's global indices.
+    return o->FillNormal(pick(normal).ref(), 99, 5, 9, 2, 4, 0.1, 0.02);
+  });
+  EXPECT_EQ(Get(gpu_.get(), flag.g)[0], 1.0);
+  ExpectEqual(cast, "cast");
+  ExpectEqual(fill, "fill");
+  ExpectEqual(u8, "fill u8");
+  Expect(normal, 1, "fill normal", 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOpsTest, ::testing::Values(DType::kFp32, DType::kBf16),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+TEST(CudaOpsFp16Test, Fp16ComputeIsRefusedByName) {
+  PTDP_REQUIRE_GPU();
+  auto dev = CudaDevice::Create(0);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  auto x = Tensor::Make(dev->get(), 4, DType::kFp16, MemTag::kWorkspace);
+  ASSERT_TRUE(x.ok());
+  const Status st = (*dev)->ops()->Add(x->ref(), x->cref(), x->cref());
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("fp16"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace ptdp::runtime::cuda

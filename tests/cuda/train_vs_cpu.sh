@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# A training run on --backend cuda against a reference run, same plan precision, step by step:
+#   single:  t = p = d = 1 on cuda vs the same layout on cpu (one process each);
+#   staged:  t = 2, p = 2 as four processes sharing one GPU (the staged MPI communicator) vs
+#            t = p = 1 on cuda in one process.
+# Prints SKIPPED (and exits 0; ctest's SKIP_REGULAR_EXPRESSION) when the build has no CUDA backend
+# or no GPU is visible; never PASS without having trained on a GPU.
+#
+# Bounds, for the first STEPS steps. u = 2^-8 in bf16 (both backends round at the same points, so
+# they differ by flipped roundings). In fp32, u = K 2^-24 with K = 256, the longest reduction of the
+# tiny model (vocabulary, FFN): how far two summation orders (cuBLAS and the fused kernels against
+# Eigen and the reference loops) can move one reduced value.
+#   loss       |L' - L| / L <= 2u (TV_k / L + 1 / sqrt(B s))  as tests/runtime/half_equivalence.sh
+#              (TV_k: the reference's loss variation so far; B s: the tokens of a step);
+#   grad norm  |G' - G| / G <= R u at step 1 with R = 4 l + 2 (every gradient element carries at
+#              most R roundings of u, docs/runtime.md "Precision"), and is only reported later.
+# usage: train_vs_cpu.sh PTDP WORKDIR MODE PREC LAYERS DROPOUT
+set -euo pipefail
+ptdp=$1 work=$2 mode=$3 prec=$4 layers=$5 dropout=$6
+here=$(cd "$(dirname "$0")" && pwd)
+plans="$here/../runtime/write_plan.sh"
+steps=3
+mkdir -p "$work"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+text=/usr/share/common-licenses/GPL-3
+[ -f "$text" ] || text="$here/CMakeLists.txt"
+[ -f "$work/data.bin" ] || { "$ptdp" tokenize --in "$text" --out "$work/data.tmp.$$" &&
+  mv -f "$work/data.tmp.$$" "$work/data.bin"; }
+name=cuda_${mode}_${prec}
+train() {  # plan-name tp pp backend np
+  "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" 1 4 1 1f1b none true \
+    "$prec"
+  timeout 300 mpirun -np "$5" --oversubscribe "$ptdp" train --plan "$work/$1.plan.json" \
+    --data "$work/data.bin" --steps $steps --backend "$4" --log "$work/$1.jsonl" 2>&1
+}
+# The cuda run of one process decides whether there is anything to test.
+if ! out=$(train "${name}_one" 1 1 cuda 1); then
+  if echo "$out" | grep -q "no CUDA device is visible\|not available in this build"; then
+    echo "SKIPPED: $(echo "$out" | grep -o "backend.*" | head -1)"
+    exit 0
+  fi
+  echo "$out"; echo "FAIL: the cuda run failed"; exit 1
+fi
+if [ "$mode" = single ]; then
+  out=$(train "${name}_ref" 1 1 cpu 1) || { echo "$out"; echo "FAIL: the cpu run failed"; exit 1; }
+  run="${name}_one" ref="${name}_ref"
+else
+  out=$(train "${name}_staged" 2 2 cuda 4) ||
+    { echo "$out"; echo "FAIL: the 4-rank cuda run failed"; exit 1; }
+  run="${name}_staged" ref="${name}_one"
+fi
+field() { grep -o "\"$2\":[^,}]*" "$work/$1.jsonl" | cut -d: -f2; }
+case "$prec" in bf16) u=0.00390625 ;; fp32) u=0.0000152587890625 ;; *) echo "bad precision"; exit 1 ;; esac
+paste -d' ' <(field "$run" loss) <(field "$ref" loss) <(field "$run" grad_norm) <(field "$ref" grad_norm) |
+  awk -v u="$u" -v l="$layers" -v tokens=$((16 * 32)) -v steps=$steps '
+    NF == 4 {
+      k = NR; run = $1; ref = $2
+      if (k > 1) tv += (ref > prev ? ref - prev : prev - ref)
+      prev = ref
+      bound = 2 * u * (tv / ref + 1 / sqrt(tokens))
+      d = (run > ref ? run - ref : ref - run) / ref
+      gd = ($3 > $4 ? $3 - $4 : $4 - $3) / $4
+      printf "step %d: loss %.6f vs %.6f (rel %.2e, bound %.2e); grad norm %.6f vs %.6f (rel %.2e)\n", k, run, ref, d, bound, $3, $4, gd
+      if (d > bound) { print "FAIL: loss over its bound"; bad = 1 }
+      if (k == 1 && gd > (4 * l + 2) * u) { printf "FAIL: step-1 grad norm over %.2e\n", (4 * l + 2) * u; bad = 1 }
+    }
+    END { if (k != steps) { print "FAIL: " k " steps compared"; exit 1 } exit bad }'
+echo PASS
