@@ -6,10 +6,14 @@
 # summary table of stages, tokens/s, MFU and ptdp's predicted against measured step time.
 #
 # usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS]
+#                             [--pack DIR]
 #   OUT_DIR     every log, JSON and the summary go here (summary.txt, summary.json, stages.tsv)
 #   --dry-run   on a CPU machine: everything that needs no GPU (carry completeness, configure and
 #               build with the Debian packages hidden, control flow, the tiny model on --device cpu)
-#   --budget    seconds for the whole run (default 540: the device tool allows 600 per command)
+#   --budget    seconds for the whole run (default 520: the device tool allows 600 per command;
+#               dry run 3600, as this 2-core machine builds the CUDA code slowly)
+#   --pack DIR  at the end, copy summary.txt and summary.json to DIR and tar OUT_DIR into
+#               DIR/gpu-run.tgz (the device tool brings back at most 8 files from $OUT)
 #
 # Every stage runs under `timeout`, bounded also by what is left of --budget; a failing stage does
 # not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
@@ -22,16 +26,19 @@ out=$1; shift
 dry=0
 carry=.carry
 build=""
-budget=540
+budget=""
+pack=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
     --carry) carry=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
+    --pack) pack=$2; shift 2 ;;
     *) echo "run_all.sh: unknown argument $1; $usage" >&2; exit 2 ;;
   esac
 done
+[ -n "$budget" ] || budget=$([ $dry = 1 ] && echo 3600 || echo 520)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 mkdir -p "$out"
@@ -144,14 +151,14 @@ configure() {
 }
 
 build_all() {
-  local targets=(ptdp kernels_cuda_test cuda_device_test cuda_comm_test kernels_emu_test)
+  local targets=(ptdp kernels_cuda_test cuda_device_test cuda_comm_test)
   local jobs
   jobs=$(nproc)
   # PyTorch runs beside the build on a GPU machine: leave it two cores.
   [ $dry = 0 ] && [ "$jobs" -gt 4 ] && jobs=$((jobs - 2))
   $hide cmake --build "$build" -j "$jobs" --target "${targets[@]}"
   # The static kernel checks (ptxas registers and spills, SASS) are ctest scripts over nvcc.
-  $hide cmake --build "$build" -j "$jobs" --target gpu_static_objects 2>/dev/null || true
+  $hide cmake --build "$build" -j "$jobs" --target gpu_static_objects || echo "gpu_static_objects: build failed (stage static will say)"
 }
 
 libs_check() {  # every library ptdp needs resolves with what is here and carried
@@ -211,7 +218,7 @@ torch_all() {  # runs in the background beside the build; one stage per model an
   local m
   for m in $models; do
     if [ $dry = 1 ]; then stage "torch-$m" 300 torch_model "$m" cpu 3 2
-    else stage "torch-$m" "$torch_box" torch_model "$m" cuda 10 64; fi
+    else stage "torch-$m" "$([ "$m" = gpt-1.3b ] && echo 110 || echo 80)" torch_model "$m" cuda 10 64; fi
   done
 }
 
@@ -233,10 +240,10 @@ export out dry carry build budget root python nvcc cuda_bin sanitizer cudnn_dir 
 
 # --- the run ----------------------------------------------------------------------------------
 if [ $dry = 1 ]; then models="tiny"; else models="gpt2-124m gpt2-350m gpt-1.3b"; fi
-torch_box=100
 stage probe 30 probe
 stage carry 30 carry_check
-# PyTorch needs neither our build nor the carry: on a GPU machine it runs beside the build.
+# PyTorch needs neither our build nor the carry: it runs beside the configure and build (CPU only)
+# with the GPU to itself (the build leaves it two cores).
 torch_pid=""
 if [ -z "$python" ] || ! "$python" -c 'import torch' 2> /dev/null; then
   for m in $models; do skip "torch-$m" "no PyTorch in ${python:-python3} here"; done
@@ -244,23 +251,27 @@ else
   torch_all & torch_pid=$!
 fi
 stage configure 120 configure
-if passed configure; then stage build 420 build_all; else skip build "configure failed"; fi
+build_box=300
+[ $dry = 1 ] && build_box=3000  # 2 shared cores here, 16 there
+if passed configure; then stage build $build_box build_all; else skip build "configure failed"; fi
 if passed build; then
   stage libs 20 libs_check
   stage static 60 static_tests
+  # PyTorch has the GPU to itself while we only compile; our GPU stages wait for it, so that no
+  # measurement shares the GPU.
+  [ -n "$torch_pid" ] && { log "waiting for PyTorch"; wait "$torch_pid" || true; torch_pid=""; }
   if [ $dry = 1 ]; then
     skip gpu-tests "dry run: no GPU (ctest -L gpu would only report SKIPPED)"
-    skip memcheck "dry run: no GPU"
   else
-    stage gpu-tests 120 gpu_tests
-    stage memcheck 120 memcheck
+    stage gpu-tests 100 gpu_tests
   fi
   stage tokens 10 tokens
   stage profile 90 profile
-  [ -n "$torch_pid" ] && { wait "$torch_pid" || true; torch_pid=""; }
   for m in $models; do
     if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
   done
+  # Last: the slowest check, given whatever time is left.
+  if [ $dry = 1 ]; then skip memcheck "dry run: no GPU"; else stage memcheck 150 memcheck; fi
 else
   for s in libs static gpu-tests memcheck tokens profile; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
@@ -271,4 +282,9 @@ fi
 "${python:-python3}" "$root/bench/gpu/summarize.py" "$out" "$peak" $models | tee "$out/summary.txt" || \
   { echo "run_all.sh: summary failed; the stages:"; cat "$stages"; }
 log "done in $(( $(date +%s) - start ))s; everything is in $out"
+if [ -n "$pack" ]; then
+  mkdir -p "$pack"
+  cp "$out/summary.txt" "$out/summary.json" "$out/stages.tsv" "$pack/" 2> /dev/null || true
+  tar czf "$pack/gpu-run.tgz" -C "$(dirname "$out")" "$(basename "$out")"
+fi
 ! grep -q -P '\t(FAILED|TIMEOUT)\t' "$stages"
