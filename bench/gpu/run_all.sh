@@ -102,7 +102,11 @@ fi
 carry_lib=$carry/usr/lib/x86_64-linux-gnu
 # Carried OpenMPI is relocated: OPAL_PREFIX replaces its /usr prefix; its optional components
 # (InfiniBand, UCX, libfabric) are absent on purpose, so their load errors are silenced.
-export OPAL_PREFIX=$carry/usr PMIX_INSTALL_PREFIX=$carry/usr
+export OPAL_PREFIX=$carry/usr
+# PMIx (under OpenMPI's launcher) has its own prefix and component folder (checked: mpirun -np 2
+# runs from the carry with the Debian packages hidden, without warnings, only with all three).
+export PMIX_PREFIX=$carry_lib/pmix2 PMIX_INSTALL_PREFIX=$carry_lib/pmix2
+export PMIX_MCA_mca_base_component_path=$carry_lib/pmix2/lib/pmix
 export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl=self,vader
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export PATH=$carry/usr/bin:$cuda_bin:$PATH
