@@ -23,8 +23,11 @@ set(MPI_mpi_LIBRARY "${_carry_lib}/openmpi/lib/libmpi.so" CACHE FILEPATH "" FORC
 set(MPIEXEC_EXECUTABLE "${_carry_usr}/bin/mpirun" CACHE FILEPATH "" FORCE)
 # libmpi's own dependencies are carried beside it: the linker must see them (-rpath-link), and
 # built binaries find libmpi's own dependencies (libopen-pal, hwloc, libevent, pmix) at run time.
-string(APPEND CMAKE_EXE_LINKER_FLAGS " -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
-string(APPEND CMAKE_SHARED_LINKER_FLAGS " -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
+# --disable-new-dtags: an RPATH (not RUNPATH) also serves libmpi's own dependencies, which a
+# RUNPATH does not; without it gtest_discover_tests, which runs each test binary at build time,
+# found Debian's libopen-rte (or nothing, on the GPU machine) instead of the carried one.
+string(APPEND CMAKE_EXE_LINKER_FLAGS " -Wl,--disable-new-dtags -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
+string(APPEND CMAKE_SHARED_LINKER_FLAGS " -Wl,--disable-new-dtags -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
 # Built binaries find libmpi's own dependencies (libopen-pal, hwloc, libevent, pmix) at run time.
 list(APPEND CMAKE_BUILD_RPATH "${_carry_lib}" "${_carry_lib}/openmpi/lib")
 message(STATUS "PTDP_CARRY: dependencies from ${_carry_usr}")
