@@ -23,11 +23,14 @@ set(MPI_mpi_LIBRARY "${_carry_lib}/openmpi/lib/libmpi.so" CACHE FILEPATH "" FORC
 set(MPIEXEC_EXECUTABLE "${_carry_usr}/bin/mpirun" CACHE FILEPATH "" FORCE)
 # libmpi's own dependencies are carried beside it: the linker must see them (-rpath-link), and
 # built binaries find libmpi's own dependencies (libopen-pal, hwloc, libevent, pmix) at run time.
-# --disable-new-dtags: an RPATH (not RUNPATH) also serves libmpi's own dependencies, which a
-# RUNPATH does not; without it gtest_discover_tests, which runs each test binary at build time,
-# found Debian's libopen-rte (or nothing, on the GPU machine) instead of the carried one.
-string(APPEND CMAKE_EXE_LINKER_FLAGS " -Wl,--disable-new-dtags -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
-string(APPEND CMAKE_SHARED_LINKER_FLAGS " -Wl,--disable-new-dtags -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
+string(APPEND CMAKE_EXE_LINKER_FLAGS " -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
+string(APPEND CMAKE_SHARED_LINKER_FLAGS " -Wl,-rpath-link,${_carry_lib}:${_carry_lib}/openmpi/lib")
+# Debian's libmpi carries its own RUNPATH (/usr/lib/x86_64-linux-gnu/openmpi/lib), which hides the
+# executable's RPATH from libmpi's dependencies: a program linking MPI runs only with the carry on
+# LD_LIBRARY_PATH (bench/gpu/run_all.sh sets it). So gtest_discover_tests must not run test
+# binaries at build time (it found Debian's libopen-rte, or nothing on the GPU machine): list the
+# tests when ctest runs, under the caller's environment.
+set(CMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE PRE_TEST)
 # Built binaries find libmpi's own dependencies (libopen-pal, hwloc, libevent, pmix) at run time.
 list(APPEND CMAKE_BUILD_RPATH "${_carry_lib}" "${_carry_lib}/openmpi/lib")
 message(STATUS "PTDP_CARRY: dependencies from ${_carry_usr}")

@@ -160,7 +160,7 @@ build_all() {
   jobs=$(nproc)
   # PyTorch runs beside the build on a GPU machine: leave it two cores.
   [ $dry = 0 ] && [ "$jobs" -gt 4 ] && jobs=$((jobs - 2))
-  $hide cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  with_libs $hide cmake --build "$build" -j "$jobs" --target "${targets[@]}"
   # The static kernel checks (ptxas registers and spills, SASS) are ctest scripts over nvcc.
   $hide cmake --build "$build" -j "$jobs" --target gpu_static_objects || echo "gpu_static_objects: build failed (stage static will say)"
 }
@@ -182,7 +182,7 @@ gpu_tests() {  # label gpu: the kernel tests, CudaDevice, the NCCL and staged co
   return $rc
 }
 
-static_tests() { cd "$build" && ctest -L gpu_static --output-on-failure --output-junit "$out/ctest-gpu-static.xml"; }
+static_tests() { cd "$build" && with_libs ctest -L gpu_static --output-on-failure --output-junit "$out/ctest-gpu-static.xml"; }
 
 memcheck() {  # the kernel tests under compute-sanitizer memcheck (out-of-bounds, misaligned, leaks)
   [ -n "$sanitizer" ] || { echo "compute-sanitizer not found"; return 1; }
