@@ -111,8 +111,9 @@ export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl=self,vader
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export PATH=$carry/usr/bin:$cuda_bin:$PATH
 run_ld=$carry_lib:$carry_lib/openmpi/lib${nccl_lib:+:$(dirname "$nccl_lib")}${cudnn_dir:+:$cudnn_dir/lib}
-with_libs() { LD_LIBRARY_PATH=$run_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$@"; }
-# In a dry run the build sees no Debian package that .carry replaces (as on the GPU machine).
+# In a dry run, everything that runs our build does so with the Debian packages hidden ($hide).
+with_libs() { LD_LIBRARY_PATH=$run_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $hide "$@"; }
+# In a dry run the build and every run of ptdp see no Debian package that .carry replaces.
 hide=""
 [ $dry = 1 ] && hide=$root/bench/gpu/without_debian_deps.sh
 
@@ -160,7 +161,7 @@ build_all() {
   jobs=$(nproc)
   # PyTorch runs beside the build on a GPU machine: leave it two cores.
   [ $dry = 0 ] && [ "$jobs" -gt 4 ] && jobs=$((jobs - 2))
-  with_libs $hide cmake --build "$build" -j "$jobs" --target "${targets[@]}"
+  with_libs cmake --build "$build" -j "$jobs" --target "${targets[@]}"
   # The static kernel checks (ptxas registers and spills, SASS) are ctest scripts over nvcc.
   $hide cmake --build "$build" -j "$jobs" --target gpu_static_objects || echo "gpu_static_objects: build failed (stage static will say)"
 }

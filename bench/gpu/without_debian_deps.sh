@@ -7,6 +7,7 @@
 # usage: bench/gpu/without_debian_deps.sh COMMAND [ARGS...]
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
+[ "${PTDP_DEPS_HIDDEN:-}" = done ] && exec "$@"  # already inside (run_all.sh nests calls)
 if [ "${PTDP_DEPS_HIDDEN:-}" != 1 ]; then
   [ "$(id -u)" = 0 ] || { echo "without_debian_deps.sh: needs root (unshare -m)" >&2; exit 2; }
   exec unshare -m env PTDP_DEPS_HIDDEN=1 "$0" "$@"
@@ -36,4 +37,5 @@ if [ -e /usr/include/nlohmann/json.hpp ] || [ -s /usr/lib/x86_64-linux-gnu/libbe
    || [ -s /usr/lib/x86_64-linux-gnu/libmpi.so.40 ]; then
   echo "without_debian_deps.sh: hiding failed" >&2; exit 1
 fi
+export PTDP_DEPS_HIDDEN=done
 exec "$@"
