@@ -191,6 +191,21 @@ memcheck() {  # the kernel tests under compute-sanitizer memcheck (out-of-bounds
     "$build/tests/kernels/kernels_cuda_test" --gtest_brief=1
 }
 
+models_check() {  # bench/gpu/models/*.json (PyTorch's shapes) still equal ptdp's presets
+  local m f bad=0
+  for f in "$root"/bench/gpu/models/*.json; do
+    m=$(basename "$f" .json)
+    with_libs "$build/tools/ptdp" plan --model "$m" --cluster "$root/profiles/dgx-h100.json" --gpus 1 \
+      --global-batch 1 --fix tp=1,pp=1,dp=1,mbs=1,recompute=none --top 1 --out "$out/models.$m.plan.json" > /dev/null 2>&1 ||
+    with_libs "$build/tools/ptdp" plan --model "$m" --cluster cpu --gpus 1 \
+      --global-batch 1 --fix tp=1,pp=1,dp=1,mbs=1,recompute=none --top 1 --out "$out/models.$m.plan.json" > /dev/null
+    "$python" -c 'import json,sys; a=json.load(open(sys.argv[1]))["model"]; b=json.load(open(sys.argv[2]))["model"]; sys.exit(0 if a == b else print("differs:", sys.argv[3], a, b) or 1)' \
+      "$f" "$out/models.$m.plan.json" "$m" && echo "$m: same as ptdp's preset" || bad=1
+    rm -f "$out/models.$m.plan.json"
+  done
+  return $bad
+}
+
 tokens() { with_libs "$build/tools/ptdp" tokenize --in "$root/README.md" --out "$out/tokens.bin"; }
 
 peak=989 peak_source="NVIDIA H100 SXM datasheet, dense BF16 989.4 TFLOP/s (the H200 has the same compute)"
@@ -238,7 +253,7 @@ ptdp_model() {  # MODEL: compare.sh's ptdp side on the profile measured above
 }
 
 # Stages run in a child bash (stage above): it needs these functions and settings.
-export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens \
+export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model with_libs wheel_dir
 export out dry carry build budget root python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
@@ -270,6 +285,7 @@ if passed build; then
   else
     stage gpu-tests 100 gpu_tests
   fi
+  stage models 20 models_check
   stage tokens 10 tokens
   stage profile 90 profile
   for m in $models; do
@@ -278,7 +294,7 @@ if passed build; then
   # Last: the slowest check, given whatever time is left.
   if [ $dry = 1 ]; then skip memcheck "dry run: no GPU"; else stage memcheck 150 memcheck; fi
 else
-  for s in libs static gpu-tests memcheck tokens profile; do skip "$s" "build failed"; done
+  for s in libs static gpu-tests memcheck models tokens profile; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
 fi
 [ -n "$torch_pid" ] && { wait "$torch_pid" || true; }
