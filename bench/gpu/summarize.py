@@ -34,14 +34,19 @@ def main(argv):
         for line in f:
             name, status, seconds, note = (line.rstrip("\n").split("\t") + [""] * 4)[:4]
             stages.append({"stage": name, "status": status, "seconds": int(seconds or 0), "note": note})
+    def why(stage):  # a missing result: its stage's status and note, SKIPPED told apart from FAILED
+        for st in stages:
+            if st["stage"] == stage:
+                return "%s (stage %s) %s" % (st["status"], stage, st["note"])
+        return "no result (stage %s not run)" % stage
+
     rows = []
     for m in models:
         ptdp = read_json_lines(os.path.join(out, "ptdp-" + m, "results.jsonl"))
-        rows += ptdp or [{"impl": "ptdp", "mode": "", "model": m, "error": "no result (see stages)"}]
+        rows += ptdp or [{"impl": "ptdp", "mode": "", "model": m, "error": why("ptdp-" + m)}]
         for mode in ("eager", "compile"):
             got = read_json_lines(os.path.join(out, "torch.%s.%s.json" % (m, mode)))
-            rows += got[-1:] or [{"impl": "pytorch", "mode": mode, "model": m,
-                                  "error": "no result (see stage torch-%s)" % m}]
+            rows += got[-1:] or [{"impl": "pytorch", "mode": mode, "model": m, "error": why("torch-" + m)}]
     probe = os.path.join(out, "probe.log")
     if os.path.exists(probe):
         print("".join(open(probe).readlines()[:14]).rstrip())
@@ -59,7 +64,10 @@ def main(argv):
     for r in rows:
         impl = r["impl"] + ("/" + r["mode"] if r.get("mode") else "")
         if "error" in r:
-            print("%-10s %-16s %s" % (r.get("model", "?"), impl, "FAILED: " + str(r["error"])[:110]))
+            e = str(r["error"])
+            if not e.startswith(("SKIPPED", "FAILED", "TIMEOUT")):
+                e = "FAILED: " + e
+            print("%-10s %-16s %s" % (r.get("model", "?"), impl, e[:120]))
             continue
         pred = r.get("predicted_step_ms")
         err = ("%.2f (%+.1f%%)" % (pred, 100 * (pred - r["step_ms"]) / r["step_ms"])) if pred else ""
