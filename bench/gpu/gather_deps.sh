@@ -32,7 +32,7 @@ mkdir -p "$carry/usr"
 for p in $pkgs; do
   dpkg -L "$p" | while IFS= read -r f; do
     case "$f" in
-      */share/doc/*|*/share/man/*|*/share/lintian/*|*/fortran/*|*/openmpi/lib/*.a|*.mod|*/mpif*|*/bin/mpif*) continue ;;
+      */share/doc/*|*/share/man/*|*/share/lintian/*|*/fortran/*|*/openmpi/lib/*.a|*.mod|*/mpif*) continue ;;
     esac
     [ -f "$f" ] || [ -L "$f" ] || continue
     [ -d "$f" ] && continue
@@ -44,7 +44,7 @@ for p in $pkgs; do
 done
 # Debian points libmpi.so and mpicxx through /etc/alternatives (absolute links): make them relative.
 ml=$carry/usr/lib/x86_64-linux-gnu
-for l in $(find "$carry/usr" -type l); do
+find "$carry/usr" -type l | while IFS= read -r l; do
   t=$(readlink "$l")
   case "$t" in
     /etc/alternatives/*|/usr/*|/lib/*)

@@ -63,7 +63,8 @@ stage() {
     log "$name: SKIPPED (budget spent)"; return 0
   fi
   log "$name: starting (time box ${box}s)"
-  local t0=$(date +%s) rc=0
+  local t0 rc=0
+  t0=$(date +%s)
   # A stage is a function of this script: a child bash (with -e) gets it through export -f.
   timeout --kill-after=10 "$box" bash -euo pipefail -c '"$@"' _ "$@" > "$out/$name.log" 2>&1 || rc=$?
   local dt=$(( $(date +%s) - t0 )) status=ok note=""
@@ -81,7 +82,7 @@ passed() { awk -F'\t' -v n="$1" '$1 == n && $2 == "ok" {f = 1} END {exit !f}' "$
 python=python3
 command -v "$python" > /dev/null || python=""
 nvcc=$(command -v nvcc || true)
-[ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; }
+[ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; } || true
 cuda_bin=$(dirname "${nvcc:-/usr/local/cuda/bin/nvcc}")
 sanitizer=$(command -v compute-sanitizer || true)
 [ -n "$sanitizer" ] || { [ -x "$cuda_bin/compute-sanitizer" ] && sanitizer=$cuda_bin/compute-sanitizer; } || true

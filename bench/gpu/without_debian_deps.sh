@@ -7,7 +7,7 @@
 # usage: bench/gpu/without_debian_deps.sh COMMAND [ARGS...]
 set -euo pipefail
 [ $# -gt 0 ] || { echo "usage: $0 COMMAND [ARGS...]" >&2; exit 2; }
-[ "${PTDP_DEPS_HIDDEN:-}" = done ] && exec "$@"  # already inside (run_all.sh nests calls)
+[ "${PTDP_DEPS_HIDDEN:-}" = "done" ] && exec "$@"  # already inside (run_all.sh nests calls)
 if [ "${PTDP_DEPS_HIDDEN:-}" != 1 ]; then
   [ "$(id -u)" = 0 ] || { echo "without_debian_deps.sh: needs root (unshare -m)" >&2; exit 2; }
   exec unshare -m env PTDP_DEPS_HIDDEN=1 "$0" "$@"
@@ -20,7 +20,6 @@ dirs="/usr/include/nlohmann /usr/include/CLI /usr/include/eigen3 /usr/include/gt
       /usr/lib/x86_64-linux-gnu/cmake/benchmark /usr/share/cmake/nlohmann_json /usr/share/cmake/CLI11
       /usr/share/eigen3 /usr/include/hwloc /usr/include/pmix /etc/openmpi"
 for d in $dirs; do [ -d "$d" ] && mount -t tmpfs -o size=1m,ro none "$d"; done
-n=0
 pkgs="$(grep -v -E '^\s*(#|$)' "$root/bench/gpu/carry_packages.txt") libgtest-dev libgmock-dev"
 for p in $pkgs; do
   dpkg -L "$p" 2>/dev/null | while IFS= read -r f; do
@@ -37,5 +36,5 @@ if [ -e /usr/include/nlohmann/json.hpp ] || [ -s /usr/lib/x86_64-linux-gnu/libbe
    || [ -s /usr/lib/x86_64-linux-gnu/libmpi.so.40 ]; then
   echo "without_debian_deps.sh: hiding failed" >&2; exit 1
 fi
-export PTDP_DEPS_HIDDEN=done
+export PTDP_DEPS_HIDDEN="done"
 exec "$@"
