@@ -58,7 +58,7 @@ def main(argv):
     skipped = [s["stage"] for s in stages if s["status"] == "SKIPPED"]
     print("failed: %s; skipped: %s" % (", ".join(failed) or "none", ", ".join(skipped) or "none"))
     print()
-    print("peak %s TFLOP/s (dense bf16) for MFU" % peak)
+    print("peak %s TFLOP/s for MFU" % peak)
     print("%-10s %-16s %5s %12s %7s %10s %22s" % ("model", "impl", "mbs", "tokens/s", "MFU", "step_ms",
                                                   "predicted_ms (error)"))
     for r in rows:
