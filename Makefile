@@ -7,7 +7,7 @@ PTDP := $(BUILD)/tools/ptdp
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
-.PHONY: deps configure build run test paper bench train-demo format clean
+.PHONY: deps configure build run test paper bench train-demo format clean gpu-carry gpu-dry-run
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
@@ -42,6 +42,14 @@ train-demo: build
 	$(PTDP) train --plan $(BUILD)/demo-plan.json --data $(BUILD)/gpl3.bin --steps 300 --lr 3e-3 --min-lr 3e-4 --warmup 30 --log $(BUILD)/demo-metrics.jsonl
 	@tail -n 10 $(BUILD)/demo-metrics.jsonl | sed 's/.*"loss":\([0-9.eE+-]*\).*/\1/' | \
 	  awk '{s += $$1} END {printf "mean loss of the last 10 steps: %.3f nats/token (compare with the unigram entropy printed by tokenize above)\n", s / NR}'
+
+# For a GPU session (docs/cuda.md): the Debian packages' files the GPU machine lacks, in .carry/
+# (ignored; the device tool carries it), and the rehearsal of bench/gpu/run_all.sh on this machine.
+gpu-carry: deps
+	bench/gpu/gather_deps.sh .carry
+
+gpu-dry-run: gpu-carry
+	bench/gpu/run_all.sh out/gpu-dry-run --dry-run
 
 format:
 	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i

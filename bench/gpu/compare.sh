@@ -8,6 +8,7 @@
 #   bench/gpu/compare.sh --peak-tflops 989 --peak-source "NVIDIA H100 SXM datasheet, dense BF16"
 #        [--links-from profiles/dgx-h100.json] [--models "gpt2-124m gpt2-350m gpt-1.3b"]
 #        [--steps 20] [--python python3] [--build-dir build-bench] [--skip-build] [--work DIR]
+#        [--profile FILE] [--only ptdp|pytorch] [--max-mbs 128]
 #   bench/gpu/compare.sh --backend cpu --models tiny     # smoke test of the whole pipeline on a CPU
 #
 # MFU = model FLOPs (Narayanan et al. eq. 3 without recomputation, padded vocabulary) per second
@@ -24,6 +25,8 @@ peak=""
 peak_source=""
 links_from=""
 max_mbs=128
+profile=""
+only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -37,10 +40,13 @@ while [ $# -gt 0 ]; do
     --peak-source) peak_source=$2; shift 2 ;;
     --links-from) links_from=$2; shift 2 ;;
     --max-mbs) max_mbs=$2; shift 2 ;;
+    --profile) profile=$2; shift 2 ;;   # a profile measured earlier: skip ptdp profile
+    --only) only=$2; shift 2 ;;         # one side only (bench/gpu/run_all.sh overlaps them)
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 case "$backend" in cuda|cpu) ;; *) echo "compare.sh: --backend must be cuda or cpu" >&2; exit 2 ;; esac
+case "$only" in ""|ptdp|pytorch) ;; *) echo "compare.sh: --only must be ptdp or pytorch" >&2; exit 2 ;; esac
 if [ "$backend" = cuda ] && { [ -z "$peak" ] || [ -z "$peak_source" ]; }; then
   echo "compare.sh: --peak-tflops and --peak-source are required on cuda (the card's dense bf16" \
        "peak and where it is published)" >&2
@@ -73,8 +79,12 @@ profile_args=(--backend "$backend" --out "$work/profile.json" --raw "$work/profi
 [ "$backend" = cpu ] && profile_args+=(--quick)
 [ -n "$peak" ] && profile_args+=(--peak-tflops "$peak" --peak-source "$peak_source")
 [ -n "$links_from" ] && profile_args+=(--links-from "$links_from")
-log "profiling the device: ptdp profile ${profile_args[*]}"
-"$ptdp" profile "${profile_args[@]}" > "$work/profile.txt"
+if [ -n "$profile" ]; then
+  [ "$(cd "$(dirname "$profile")" && pwd)/$(basename "$profile")" = "$work/profile.json" ] || cp "$profile" "$work/profile.json"
+else
+  log "profiling the device: ptdp profile ${profile_args[*]}"
+  "$ptdp" profile "${profile_args[@]}" > "$work/profile.txt"
+fi
 if [ -z "$peak" ]; then
   peak=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_tflops"]["value"])' \
          "$work/profile.json")
@@ -86,7 +96,7 @@ for model in $models; do
   # 3. ptdp: double the microbatch until the planner says it does not fit or the run fails.
   mbs=1
   best=""
-  while [ "$mbs" -le "$max_mbs" ]; do
+  while [ "$only" != pytorch ] && [ "$mbs" -le "$max_mbs" ]; do
     plan="$work/$model.mbs$mbs.plan.json"
     if ! "$ptdp" plan --model "$model" --cluster "$work/profile.json" --gpus 1 --global-batch "$mbs" \
          --fix "tp=1,pp=1,dp=1,mbs=$mbs,recompute=none" --top 1 --out "$plan" > "$work/$model.mbs$mbs.plan.txt" 2>&1; then
@@ -99,7 +109,9 @@ for model in $models; do
     best=$mbs
     mbs=$((mbs * 2))
   done
-  if [ -n "$best" ]; then
+  if [ "$only" = pytorch ]; then
+    :
+  elif [ -n "$best" ]; then
     "$python" - "$work/$model.mbs$best.plan.json" "$work/$model.mbs$best.jsonl" "$peak" "$best" >> "$results" <<'PY'
 import json, statistics, sys
 plan = json.load(open(sys.argv[1]))
@@ -117,8 +129,12 @@ print(json.dumps({"impl": "ptdp", "mode": "", "model": m["name"], "microbatch": 
                   "predicted_step_ms": plan["prediction"]["iteration_s"] * 1e3}))
 PY
   else
-    echo "{\"impl\": \"ptdp\", \"mode\": \"\", \"model\": \"$model\", \"error\": \"did not run\"}" >> "$results"
+    # The run's own last line says why (e.g. the backend is not wired yet): keep it in the table.
+    why=$(tail -n 1 "$work/$model.mbs1.train.txt" 2>/dev/null || tail -n 1 "$work/$model.mbs1.plan.txt" 2>/dev/null || echo "did not run")
+    "$python" -c 'import json,sys; print(json.dumps({"impl": "ptdp", "mode": "", "model": sys.argv[1], "error": sys.argv[2][:160]}))' \
+      "$model" "${why:-did not run}" >> "$results"
   fi
+  [ "$only" = ptdp ] && continue
   # 4. PyTorch on the same model (read from the plan file) and device.
   plan1="$work/$model.mbs1.plan.json"
   if [ ! -f "$plan1" ]; then

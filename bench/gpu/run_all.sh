@@ -1,0 +1,324 @@
+#!/usr/bin/env bash
+# The whole GPU session in one command: probe the machine, build ptdp for sm_90a from the carried
+# dependencies (.carry/, bench/gpu/gather_deps.sh), run every GPU test (the kernel tests also under
+# compute-sanitizer memcheck), profile the GPU with ptdp, and train GPT ~125M / ~350M / 1.3B with
+# ptdp and with PyTorch (eager, torch.compile), each at its largest microbatch that fits; then a
+# summary table of stages, tokens/s, MFU and ptdp's predicted against measured step time.
+#
+# usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS]
+#                             [--pack DIR]
+#   OUT_DIR     every log, JSON and the summary go here (summary.txt, summary.json, stages.tsv)
+#   --dry-run   on a CPU machine: everything that needs no GPU (carry completeness, configure and
+#               build with the Debian packages hidden, control flow, the tiny model on --device cpu)
+#   --budget    seconds for the whole run (default 560: the device tool allows 600 per command;
+#               dry run 3600, as this 2-core machine builds the CUDA code slowly)
+#   --pack DIR  at the end, copy summary.txt and summary.json to DIR and tar OUT_DIR into
+#               DIR/gpu-run.tgz (the device tool brings back at most 8 files from $OUT)
+#
+# Every stage runs under `timeout`, bounded also by what is left of --budget; a failing stage does
+# not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
+# when every stage passed, 1 otherwise (the summary names the failed ones).
+set -euo pipefail
+usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS]"
+[ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
+case "$1" in -*) echo "$usage" >&2; exit 2 ;; esac
+out=$1; shift
+dry=0
+carry=.carry
+build=""
+budget=""
+pack=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) dry=1; shift ;;
+    --carry) carry=$2; shift 2 ;;
+    --build-dir) build=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --pack) pack=$2; shift 2 ;;
+    *) echo "run_all.sh: unknown argument $1; $usage" >&2; exit 2 ;;
+  esac
+done
+[ -n "$budget" ] || budget=$([ $dry = 1 ] && echo 3600 || echo 560)
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+case "$carry" in /*) ;; *) carry=$root/$carry ;; esac
+build=${build:-$([ $dry = 1 ] && echo build-gpu-dry || echo build-gpu)}
+case "$build" in /*) ;; *) build=$root/$build ;; esac
+start=$(date +%s)
+stages=$out/stages.tsv
+printf 'stage\tstatus\tseconds\tnote\n' > "$stages"
+log() { echo "[run_all $(( $(date +%s) - start ))s] $*" >&2; }
+
+# stage NAME SECONDS CMD...: runs CMD under timeout (the smaller of SECONDS and what the budget has
+# left, less 20 s kept for the summary), its output in OUT_DIR/NAME.log; records ok / FAILED (rc) /
+# TIMEOUT / SKIPPED (no time left) and never stops the script.
+stage() {
+  local name=$1 box=$2; shift 2
+  local left=$(( budget - 20 - ($(date +%s) - start) ))
+  [ "$box" -le "$left" ] || box=$left
+  if [ "$box" -lt 5 ]; then
+    printf '%s\tSKIPPED\t0\tno time left in the %ss budget\n' "$name" "$budget" >> "$stages"
+    log "$name: SKIPPED (budget spent)"; return 0
+  fi
+  log "$name: starting (time box ${box}s)"
+  local t0 rc=0
+  t0=$(date +%s)
+  # A stage is a function of this script: a child bash (with -e) gets it through export -f.
+  timeout --kill-after=10 "$box" bash -euo pipefail -c '"$@"' _ "$@" > "$out/$name.log" 2>&1 || rc=$?
+  local dt=$(( $(date +%s) - t0 )) status=ok note=""
+  if [ $rc = 124 ] || [ $rc = 137 ]; then status=TIMEOUT; note="killed after ${box}s"
+  elif [ $rc != 0 ]; then status=FAILED; note="rc $rc: $(grep -v '^\s*$' "$out/$name.log" | tail -n 1 | cut -c1-150)"
+  fi
+  printf '%s\t%s\t%s\t%s\n' "$name" "$status" "$dt" "$note" >> "$stages"
+  log "$name: $status in ${dt}s${note:+ ($note)}"
+  return 0
+}
+skip() { printf '%s\tSKIPPED\t0\t%s\n' "$1" "$2" >> "$stages"; log "$1: SKIPPED ($2)"; }
+passed() { awk -F'\t' -v n="$1" '$1 == n && $2 == "ok" {f = 1} END {exit !f}' "$stages"; }
+
+# --- what this machine has -------------------------------------------------------------------
+python=python3
+command -v "$python" > /dev/null || python=""
+nvcc=$(command -v nvcc || true)
+[ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; } || true
+cuda_bin=$(dirname "${nvcc:-/usr/local/cuda/bin/nvcc}")
+sanitizer=$(command -v compute-sanitizer || true)
+[ -n "$sanitizer" ] || { [ -x "$cuda_bin/compute-sanitizer" ] && sanitizer=$cuda_bin/compute-sanitizer; } || true
+# cuDNN and NCCL come with PyTorch's wheels (nvidia-cudnn-cu13, nvidia-nccl-cu13) on the GPU image.
+wheel_dir() {  # python package -> its folder, or nothing
+  [ -n "$python" ] || return 0
+  "$python" -c "import sys, $1 as m; print(list(m.__path__)[0])" 2>/dev/null || true
+}
+cudnn_dir=$(wheel_dir nvidia.cudnn)
+nccl_dir=$(wheel_dir nvidia.nccl)
+nccl_lib="" nccl_inc=""
+if [ -n "$nccl_dir" ]; then
+  nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -n 1 || true)
+  nccl_inc=$nccl_dir/include
+elif [ -e /usr/local/cuda/lib64/libnccl.so ]; then  # a toolkit with NCCL beside it (this CI machine)
+  nccl_lib=/usr/local/cuda/lib64/libnccl.so; nccl_inc=/usr/local/cuda/include
+fi
+carry_lib=$carry/usr/lib/x86_64-linux-gnu
+# Carried OpenMPI is relocated: OPAL_PREFIX replaces its /usr prefix; its optional components
+# (InfiniBand, UCX, libfabric) are absent on purpose, so their load errors are silenced.
+export OPAL_PREFIX=$carry/usr
+# PMIx (under OpenMPI's launcher) has its own prefix and component folder (checked: mpirun -np 2
+# runs from the carry with the Debian packages hidden, without warnings, only with all three).
+export PMIX_PREFIX=$carry_lib/pmix2 PMIX_INSTALL_PREFIX=$carry_lib/pmix2
+export PMIX_MCA_mca_base_component_path=$carry_lib/pmix2/lib/pmix
+export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl=self,vader
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export PATH=$carry/usr/bin:$cuda_bin:$PATH
+run_ld=$carry_lib:$carry_lib/openmpi/lib${nccl_lib:+:$(dirname "$nccl_lib")}${cudnn_dir:+:$cudnn_dir/lib}
+# In a dry run, everything that runs our build does so with the Debian packages hidden ($hide).
+with_libs() { LD_LIBRARY_PATH=$run_ld${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} $hide "$@"; }
+# In a dry run the build and every run of ptdp see no Debian package that .carry replaces.
+hide=""
+[ $dry = 1 ] && hide=$root/bench/gpu/without_debian_deps.sh
+
+probe() {
+  echo "date: $(date -u +%FT%TZ)  host: $(hostname)  dry_run: $dry  budget_s: $budget"
+  echo "git: $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (dirty)')"
+  echo "nvcc: ${nvcc:-NOT FOUND} $("${nvcc:-false}" --version 2>/dev/null | tail -n 2 | head -n 1)"
+  echo "cmake: $(cmake --version | head -n 1)  ninja: $(ninja --version 2>/dev/null || echo none)  g++: $(g++ -dumpversion 2>/dev/null || echo none)"
+  echo "compute-sanitizer: ${sanitizer:-not found}"
+  echo "cuobjdump: $(command -v cuobjdump || echo 'not found')"
+  echo "python: ${python:-none} $( [ -n "$python" ] && "$python" -c 'import sys; print(sys.executable)')"
+  echo "torch: $( [ -n "$python" ] && "$python" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())' 2>&1 | tail -n 1)"
+  echo "cuDNN (nvidia.cudnn): ${cudnn_dir:-not found}"
+  echo "NCCL (nvidia.nccl): ${nccl_dir:-not found}  library: ${nccl_lib:-none}"
+  echo "system MPI: mpirun=$(PATH=${PATH#"$carry/usr/bin:"} command -v mpirun || echo none)  libmpi: $(ldconfig -p 2>/dev/null | grep -c 'libmpi\.so' || true) entries"
+  echo "carried: $carry ($(du -sm "$carry" 2>/dev/null | cut -f1) MiB)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1 || echo "nvidia-smi: none"
+  [ -n "$nvcc" ] || { echo "nvcc not found"; return 1; }
+}
+
+carry_check() {  # every file gather_deps.sh listed is here, and libmpi's dependencies resolve
+  [ -f "$carry/MANIFEST" ] || { echo "no $carry/MANIFEST: run bench/gpu/gather_deps.sh (make gpu-carry) where Debian's packages are"; return 1; }
+  local miss=0
+  while IFS= read -r f; do [ -e "$carry/$f" ] || [ -L "$carry/$f" ] || { echo "missing: $f"; miss=$((miss + 1)); }; done < "$carry/MANIFEST"
+  echo "$(wc -l < "$carry/MANIFEST") files listed, $miss missing"
+  local deps
+  deps=$(LD_LIBRARY_PATH=$run_ld ldd "$carry_lib/openmpi/lib/libmpi.so")
+  echo "$deps"
+  if grep -q 'not found' <<< "$deps"; then echo "libmpi: unresolved libraries"; return 1; fi
+  [ $miss = 0 ]
+}
+
+configure() {
+  local args=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_CARRY="$carry"
+              -DPTDP_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_COMPILER="$nvcc")
+  [ -n "$nccl_lib" ] && args+=(-DPTDP_NCCL_LIBRARY="$nccl_lib" -DPTDP_NCCL_INCLUDE_DIR="$nccl_inc")
+  $hide cmake "${args[@]}"
+  grep -E '^PTDP_WITH_(CUDA|MPI):' "$build/CMakeCache.txt"
+  grep -q '^PTDP_WITH_MPI:BOOL=ON' "$build/CMakeCache.txt" || { echo "MPI not found in the carry: runtime/cuda is not built"; return 1; }
+}
+
+build_all() {
+  local targets=(ptdp kernels_cuda_test cuda_device_test cuda_comm_test)
+  local jobs
+  jobs=$(nproc)
+  # PyTorch runs beside the build on a GPU machine: leave it two cores.
+  [ $dry = 0 ] && [ "$jobs" -gt 4 ] && jobs=$((jobs - 2))
+  # gpu_static_objects: the static kernel checks' ptxas logs and SASS (cuobjdump is on the GPU
+  # image, so there the tensor-core check reads SASS), compiled beside the rest.
+  with_libs cmake --build "$build" -j "$jobs" --target "${targets[@]}" gpu_static_objects
+}
+
+libs_check() {  # every library ptdp needs resolves with what is here and carried
+  local deps
+  deps=$(with_libs ldd "$build/tools/ptdp")
+  echo "$deps"
+  if grep -q 'not found' <<< "$deps"; then echo "ptdp: unresolved libraries"; return 1; fi
+  with_libs "$build/tools/ptdp" presets > /dev/null
+}
+
+gpu_tests() {  # label gpu: the kernel tests, CudaDevice, the NCCL and staged communicators
+  cd "$build"
+  local rc=0
+  with_libs ctest -L '^gpu$' --output-on-failure --timeout 120 --output-junit "$out/ctest-gpu.xml" || rc=$?
+  # SKIPPED is not passed: on a GPU only the 2-GPU NCCL entry may skip (one GPU here); any other
+  # skip fails the stage, so a GPU that the tests could not use cannot look green.
+  "$python" -c 'import sys, xml.etree.ElementTree as E; c = {}; bad = []
+for t in E.parse(sys.argv[1]).getroot().iter("testcase"):
+    c[t.get("status")] = c.get(t.get("status"), 0) + 1
+    if t.get("status") == "notrun" and t.get("name") != "cuda_comm_nccl_np2": bad.append(t.get("name"))
+print("junit testcases by status (notrun = SKIPPED, never passed):", c)
+if bad: print("skipped on a GPU machine:", ", ".join(bad)); sys.exit(1)' "$out/ctest-gpu.xml" || rc=1
+  return $rc
+}
+
+static_tests() { cd "$build" && with_libs ctest -L gpu_static --output-on-failure --output-junit "$out/ctest-gpu-static.xml"; }
+
+memcheck() {  # the kernel tests under compute-sanitizer memcheck (out-of-bounds, misaligned, leaks)
+  [ -n "$sanitizer" ] || { echo "compute-sanitizer not found"; return 1; }
+  with_libs "$sanitizer" --tool memcheck --error-exitcode 3 --leak-check full \
+    "$build/tests/kernels/kernels_cuda_test" --gtest_brief=1
+}
+
+models_check() {  # bench/gpu/models/*.json (PyTorch's shapes) still equal ptdp's presets
+  local m f bad=0
+  for f in "$root"/bench/gpu/models/*.json; do
+    m=$(basename "$f" .json)
+    with_libs "$build/tools/ptdp" plan --model "$m" --cluster "$root/profiles/dgx-h100.json" --gpus 1 \
+      --global-batch 1 --fix tp=1,pp=1,dp=1,mbs=1,recompute=none --top 1 --out "$out/models.$m.plan.json" > /dev/null 2>&1 ||
+    with_libs "$build/tools/ptdp" plan --model "$m" --cluster cpu --gpus 1 \
+      --global-batch 1 --fix tp=1,pp=1,dp=1,mbs=1,recompute=none --top 1 --out "$out/models.$m.plan.json" > /dev/null
+    "$python" -c 'import json,sys; a=json.load(open(sys.argv[1]))["model"]; b=json.load(open(sys.argv[2]))["model"]; sys.exit(0 if a == b else print("differs:", sys.argv[3], a, b) or 1)' \
+      "$f" "$out/models.$m.plan.json" "$m" && echo "$m: same as ptdp's preset" || bad=1
+    rm -f "$out/models.$m.plan.json"
+  done
+  return $bad
+}
+
+tokens() { with_libs "$build/tools/ptdp" tokenize --in "$root/README.md" --out "$out/tokens.bin"; }
+
+peak=989 peak_source="NVIDIA H100 SXM datasheet, dense BF16 989.4 TFLOP/s (the H200 has the same compute)"
+profile() {
+  local a=(profile --backend cuda --out "$out/profile.json" --raw "$out/profile.raw.json"
+           --peak-tflops "$peak" --peak-source "$peak_source" --links-from "$root/profiles/dgx-h100.json")
+  [ $dry = 1 ] && a=(profile --backend cpu --quick --out "$out/profile.json" --raw "$out/profile.raw.json")
+  with_libs "$build/tools/ptdp" "${a[@]}"
+}
+
+# PyTorch: eager doubles its microbatch until out of memory; compile then runs at eager's largest
+# (halving until it fits), since each new shape costs torch.compile a fresh compilation.
+torch_model() {  # MODEL DEVICE STEPS MAX
+  local m=$1 dev=$2 steps=$3 max=$4 spec=$root/bench/gpu/models/$1.json b
+  "$python" "$root/bench/pytorch/train_gpt_torch.py" --plan "$spec" --mode eager --device "$dev" \
+    --steps "$steps" --warmup 3 --peak-tflops "$peak" --find-max-batch --max-batch "$max" \
+    | tee "$out/torch.$m.eager.json"
+  b=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("microbatch", 0))' "$out/torch.$m.eager.json")
+  [ "$b" -ge 1 ] || { echo "eager: no microbatch fits"; return 1; }
+  while [ "$b" -ge 1 ]; do
+    if "$python" "$root/bench/pytorch/train_gpt_torch.py" --plan "$spec" --mode compile --device "$dev" \
+         --steps "$steps" --warmup 3 --peak-tflops "$peak" --batch "$b" > "$out/torch.$m.compile.json"; then
+      cat "$out/torch.$m.compile.json"; return 0
+    fi
+    b=$((b / 2))
+  done
+  return 1
+}
+torch_all() {  # runs in the background beside the build; one stage per model and mode
+  local m
+  for m in $models; do
+    if [ $dry = 1 ]; then stage "torch-$m" 300 torch_model "$m" cpu 3 2
+    else stage "torch-$m" "$([ "$m" = gpt-1.3b ] && echo 90 || echo 60)" torch_model "$m" cuda 10 64; fi
+  done
+}
+
+ptdp_model() {  # MODEL: compare.sh's ptdp side on the profile measured above
+  local a=(--models "$1" --skip-build --build-dir "${build#"$root/"}" --work "$out/ptdp-$1"
+           --profile "$out/profile.json" --only ptdp)
+  if [ $dry = 1 ]; then a+=(--backend cpu --steps 3 --max-mbs 2)
+  else a+=(--backend cuda --steps 10 --max-mbs 64 --peak-tflops "$peak" --peak-source "$peak_source"); fi
+  with_libs "$root/bench/gpu/compare.sh" "${a[@]}"
+  cat "$out/ptdp-$1/results.jsonl"
+  ! grep -q '"error"' "$out/ptdp-$1/results.jsonl"
+}
+
+# Stages run in a child bash (stage above): it needs these functions and settings.
+export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
+  profile torch_model ptdp_model with_libs wheel_dir
+export out dry carry build budget root python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+  nccl_inc carry_lib run_ld hide peak peak_source
+
+# --- the run ----------------------------------------------------------------------------------
+if [ $dry = 1 ]; then models="tiny"; else models="gpt2-124m gpt2-350m gpt-1.3b"; fi
+stage probe 30 probe
+stage carry 30 carry_check
+# PyTorch needs neither our build nor the carry: it runs beside the configure and build (CPU only)
+# with the GPU to itself (the build leaves it two cores).
+torch_pid=""
+if [ -z "$python" ] || ! "$python" -c 'import torch' 2> /dev/null; then
+  for m in $models; do skip "torch-$m" "no PyTorch in ${python:-python3} here"; done
+else
+  torch_all & torch_pid=$!
+fi
+stage configure 120 configure
+build_box=300
+[ $dry = 1 ] && build_box=3000  # 2 shared cores here, 16 there
+if passed configure; then stage build $build_box build_all; else skip build "configure failed"; fi
+if passed build; then
+  stage libs 20 libs_check
+  stage static 60 static_tests
+  # PyTorch has the GPU to itself while we only compile; our GPU stages wait for it, so that no
+  # measurement shares the GPU.
+  [ -n "$torch_pid" ] && { log "waiting for PyTorch"; wait "$torch_pid" || true; torch_pid=""; }
+  # The kernels have never run on a GPU: their tests and memcheck come before any timing.
+  if [ $dry = 1 ]; then
+    skip gpu-tests "dry run: no GPU (ctest -L gpu would only report SKIPPED)"
+    skip memcheck "dry run: no GPU"
+  else
+    stage gpu-tests 100 gpu_tests
+    stage memcheck 120 memcheck
+  fi
+  stage models 20 models_check
+  stage tokens 10 tokens
+  stage profile 90 profile
+  for m in $models; do
+    if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
+  done
+else
+  for s in libs static gpu-tests memcheck models tokens profile; do skip "$s" "build failed"; done
+  for m in $models; do skip "ptdp-$m" "build failed"; done
+fi
+[ -n "$torch_pid" ] && { wait "$torch_pid" || true; }
+
+# --- the summary ------------------------------------------------------------------------------
+# MFU's peak: the card's datasheet figure; in a dry run the CPU profile's own (as compare.sh uses).
+summary_peak=$peak
+if [ $dry = 1 ] && [ -f "$out/profile.json" ]; then
+  summary_peak=$("${python:-python3}" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_tflops"]["value"])' "$out/profile.json" 2>/dev/null || echo "$peak")
+fi
+"${python:-python3}" "$root/bench/gpu/summarize.py" "$out" "$summary_peak" $models | tee "$out/summary.txt" || \
+  { echo "run_all.sh: summary failed; the stages:"; cat "$stages"; }
+log "done in $(( $(date +%s) - start ))s; everything is in $out"
+if [ -n "$pack" ]; then
+  mkdir -p "$pack"
+  cp "$out/summary.txt" "$out/summary.json" "$out/stages.tsv" "$pack/" 2> /dev/null || true
+  tar czf "$pack/gpu-run.tgz" -C "$(dirname "$out")" "$(basename "$out")"
+fi
+! grep -q -P '\t(FAILED|TIMEOUT)\t' "$stages"
