@@ -1,6 +1,7 @@
 #include "planner/fix.h"
 
 #include <charconv>
+#include <set>
 #include <sstream>
 
 namespace ptdp::planner {
@@ -19,6 +20,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
 
 Result<FixedLayout> ParseFix(const std::string& text) {
   FixedLayout f;
+  std::set<std::string> seen;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -28,6 +30,10 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       return Status::Invalid("--fix: \"" + item + "\" is not key=value");
     }
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    // A repeated key (tp=2,tp=4) is a contradiction, not "the last one wins".
+    if (!seen.insert(key).second) {
+      return Status::Invalid("--fix: " + key + ": given more than once");
+    }
     auto positive = [&](std::optional<int>* out) -> Status {
       int x = 0;
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), x);

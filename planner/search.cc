@@ -9,12 +9,17 @@ namespace ptdp::planner {
 
 namespace {
 
+// Trial division up to sqrt(n) in int64: n is capped (kMaxGlobalBatch), so this is at most
+// 2^16 steps, and no divisor is narrowed. Ascending order, as the search expects.
 std::vector<int> Divisors(int64_t n) {
-  std::vector<int> d;
-  for (int64_t i = 1; i <= n; ++i) {
-    if (n % i == 0) d.push_back(int(i));
+  std::vector<int> small, large;
+  for (int64_t i = 1; i <= n / i; ++i) {
+    if (n % i != 0) continue;
+    small.push_back(int(i));
+    if (i != n / i) large.push_back(int(n / i));
   }
-  return d;
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
 }
 
 std::string GiB(Bytes b) {
@@ -75,12 +80,37 @@ Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const
   return cand;
 }
 
+Status CheckSearchCounts(int gpus, int nodes, int64_t global_batch) {
+  if (global_batch < 1 || global_batch > kMaxGlobalBatch) {
+    return Status::Invalid("--global-batch: " + std::to_string(global_batch) + " is outside 1.." +
+                           std::to_string(kMaxGlobalBatch));
+  }
+  if (gpus < 0 || gpus > kMaxGpus) {
+    return Status::Invalid("--gpus: " + std::to_string(gpus) + " is outside 1.." +
+                           std::to_string(kMaxGpus));
+  }
+  if (nodes < 0 || nodes > kMaxGpus) {
+    return Status::Invalid("--nodes: " + std::to_string(nodes) + " is outside 1.." +
+                           std::to_string(kMaxGpus));
+  }
+  return Status::Ok();
+}
+
 Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                             const SearchOptions& o) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const int N = cluster.Gpus();
   const int64_t B = o.global_batch;
+  // Refused before any work proportional to them (the divisor lists, the layouts).
+  if (N < 1 || N > kMaxGpus) {
+    return Status::Invalid("--gpus: " + std::to_string(N) + " GPUs is outside 1.." +
+                           std::to_string(kMaxGpus));
+  }
+  if (B < 1 || B > kMaxGlobalBatch) {
+    return Status::Invalid("--global-batch: " + std::to_string(B) + " is outside 1.." +
+                           std::to_string(kMaxGlobalBatch));
+  }
   const FixedLayout& fx = o.fix;
   PTDP_ASSIGN_OR_RETURN(const Precision precision, SearchPrecision(cluster, o));
   SearchResult res;

@@ -29,6 +29,11 @@
 
 namespace ptdp::planner {
 
+// Bounds on the search's inputs, checked before any work proportional to them. The batch bound
+// keeps every divisor (a micro-batch size) within int.
+inline constexpr int kMaxGpus = 1 << 24;
+inline constexpr int64_t kMaxGlobalBatch = int64_t(1) << 30;
+
 // Re-scores one layout's pipeline (the next issue's simulator implements it): returns the time
 // from the first forward to the last backward and the bubble within it, replacing the closed form.
 using Refiner = std::function<Result<costmodel::PipelineTime>(
@@ -80,6 +85,10 @@ struct SearchResult {
 
 // Fails (kDoesNotFit / kInvalidArgument) when no layout survives, naming the commonest reason with
 // an example.
+// The command-line counts, checked before a cluster is built from them: --gpus and --nodes in
+// 0..kMaxGpus (0: not given), --global-batch in 1..kMaxGlobalBatch.
+Status CheckSearchCounts(int gpus, int nodes, int64_t global_batch);
+
 Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                             const SearchOptions& options);
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "core/cluster.h"
 #include "core/json.h"
 #include "planner/fix.h"
@@ -55,6 +57,42 @@ TEST(Fix, RejectsBadInputNamingTheKey) {
   EXPECT_FALSE(ParseFix("schedule=zigzag").ok());
   EXPECT_FALSE(ParseFix("scatter_gather=maybe").ok());
   EXPECT_FALSE(ParseFix("tp").ok());
+  auto dup = ParseFix("tp=2,tp=4");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("tp: given more than once"), std::string::npos)
+      << dup.status().message();
+}
+
+TEST(Search, CountsAreBoundedBeforeAnyWork) {
+  EXPECT_TRUE(CheckSearchCounts(3072, 0, 3072).ok());
+  EXPECT_TRUE(CheckSearchCounts(kMaxGpus, 0, kMaxGlobalBatch).ok());
+  auto g = CheckSearchCounts(2147483640, 0, 8);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.message().find("--gpus"), std::string::npos);
+  auto b = CheckSearchCounts(8, 0, int64_t(1) << 33);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("--global-batch"), std::string::npos);
+  EXPECT_FALSE(CheckSearchCounts(8, -1, 8).ok());
+  EXPECT_FALSE(CheckSearchCounts(8, 0, 0).ok());
+}
+
+TEST(Search, HugeHighlyCompositeCountsAnswerQuickly) {
+  // 2^30 sequences and 2^24 GPUs: the divisor lists come from trial division up to the square
+  // root (2^15 steps), not up to n; the search itself finds no fitting layout or a best one.
+  auto cluster = LoadCluster("selene", 1 << 24);
+  ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
+  auto model = LoadModel("gpt-1.7b");
+  ASSERT_TRUE(model.ok());
+  SearchOptions o;
+  o.global_batch = kMaxGlobalBatch;
+  o.fix.tp = 8;
+  o.fix.pp = 1;
+  o.fix.mbs = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = Search(*model, *cluster, o);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 2.0);
+  (void)r;
 }
 
 TEST(Cluster, PresetsLoadAndAreStrict) {
