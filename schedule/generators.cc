@@ -11,6 +11,17 @@ Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
   if (m < 1) return Status::Invalid("microbatches: must be >= 1, got " + std::to_string(m));
   if (m > INT32_MAX / 4)
     return Status::Invalid("microbatches: too many (" + std::to_string(m) + ")");
+  if (vp < 1) return Status::Invalid("vp: must be >= 1, got " + std::to_string(vp));
+  // Bounded before anything is allocated: a lowered program holds about 6 instructions of 32
+  // bytes per (microbatch, chunk, rank) cell, so the cap keeps it to a few hundred MiB. Each
+  // factor is below 2^31, so the product of two fits int64; compare the third by division.
+  const int64_t per_rank = m * int64_t(vp);
+  if (per_rank > kMaxScheduleCells / pp) {
+    return Status::Invalid("microbatches: " + std::to_string(m) + " microbatches x vp " +
+                           std::to_string(vp) + " x pp " + std::to_string(pp) +
+                           " is more than the " + std::to_string(kMaxScheduleCells) +
+                           " pipeline cells a program may hold");
+  }
   if (kind != ScheduleKind::kInterleaved) {
     if (vp != 1) {
       return Status::Invalid(std::string("vp: the ") + ScheduleName(kind) +

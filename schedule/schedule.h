@@ -35,7 +35,9 @@ namespace ptdp::schedule {
 //   gpipe, 1f1b:  pp >= 1, m >= 1, vp == 1
 //   interleaved:  pp >= 2, vp >= 2, m >= 1 and m % pp == 0 (Megatron-LM's requirement: microbatches
 //                 go through the chunks in groups of pp)
+//   every kind:   microbatches x vp x pp <= kMaxScheduleCells (the program's size)
 Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp);
+inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;
 
 // Compute order only (kForward / kBackward, recompute = false), per pipeline rank.
 Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches, int vp);
