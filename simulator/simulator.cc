@@ -2,6 +2,7 @@
 #include "simulator/simulator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -148,7 +149,8 @@ void Interpreter::Issue(int r) {
           const int k = std::max(1, c_.dp_buckets);
           const Nanoseconds total = At(c_.dp_allreduce, r) / p_.vp;
           for (int b = 0; b < k; ++b) {
-            const Nanoseconds ready = now + dur * (b + 1) / k;
+            // dur / k first: dur * (b + 1) could leave int64 for a long backward.
+            const Nanoseconds ready = now + dur / k * (b + 1) + dur % k * (b + 1) / k;
             const Nanoseconds start = std::max(ready, s.collective_free_ns);
             s.collective_free_ns = start + total / k + (b < total % k ? 1 : 0);
           }
@@ -224,16 +226,50 @@ Result<SimResult> Interpreter::Run() {
     return Status::Invalid("simulate: program has a rank list per pp rank missing");
   const int n = pp * vp;
   v_stages_ = n;
+  // Every time enters the integer clock through a checked conversion: a non-finite or huge cost
+  // (a profile's 1e-300 TFLOP/s, a 2^62-token sequence) is an error naming the figure, not an
+  // overflowed event time. The bound keeps any sum of one figure per instruction inside int64.
+  int64_t instrs = 0;
+  for (const auto& rank : p_.ranks) instrs += static_cast<int64_t>(rank.instrs.size());
+  const double max_ns = double(int64_t(1) << 62) / double(instrs + 2 * n + 8);
+  auto to_ns = [&](Seconds t, const std::string& what) -> Result<Nanoseconds> {
+    if (!(t >= 0) || !(t * 1e9 <= max_ns)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " is %g s, outside the simulator's range 0 .. %g s", t,
+                    max_ns * 1e-9);
+      return Status::Invalid("simulate: " + what + buf +
+                             "; check the profile's throughputs (TFLOP/s, GB/s) and the model's "
+                             "sizes");
+    }
+    return ToNanoseconds(t);
+  };
   fwd_ns_.resize(n);
   bwd_ns_.resize(n);
   rc_ns_.resize(n);
   for (int i = 0; i < n; ++i) {
-    fwd_ns_[i] = ToNanoseconds(c_.chunks[i].forward.Total());
-    bwd_ns_[i] = ToNanoseconds(c_.chunks[i].backward.Total());
-    rc_ns_[i] = ToNanoseconds(c_.chunks[i].recompute.Total());
+    const std::string chunk = "chunk " + std::to_string(i);
+    PTDP_ASSIGN_OR_RETURN(fwd_ns_[i], to_ns(c_.chunks[i].forward.Total(), chunk + " forward time"));
+    PTDP_ASSIGN_OR_RETURN(bwd_ns_[i],
+                          to_ns(c_.chunks[i].backward.Total(), chunk + " backward time"));
+    PTDP_ASSIGN_OR_RETURN(rc_ns_[i],
+                          to_ns(c_.chunks[i].recompute.Total(), chunk + " recompute time"));
   }
-  for (const auto& l : c_.p2p_link) latency_ns_.push_back(ToNanoseconds(l.latency));
-  gather_ns_ = ToNanoseconds(c_.p2p_allgather);
+  for (size_t i = 0; i < c_.p2p_link.size(); ++i) {
+    PTDP_ASSIGN_OR_RETURN(
+        const Nanoseconds lat,
+        to_ns(c_.p2p_link[i].latency, "pipeline link " + std::to_string(i) + " latency"));
+    latency_ns_.push_back(lat);
+  }
+  PTDP_ASSIGN_OR_RETURN(gather_ns_, to_ns(c_.p2p_allgather, "pipeline all-gather time"));
+  // At() converts these per rank as the run goes; check them here, once.
+  for (const auto& [v, what] : {std::pair{&c_.dp_allreduce, "data-parallel all-reduce time"},
+                                std::pair{&c_.embedding_allreduce, "embedding all-reduce time"},
+                                std::pair{&c_.optimizer, "optimizer time"}}) {
+    for (size_t r = 0; r < v->size(); ++r) {
+      PTDP_RETURN_IF_ERROR(
+          to_ns((*v)[r], std::string(what) + " of rank " + std::to_string(r)).status());
+    }
+  }
   for (int r = 0; r < pp; ++r) {
     const auto& ins = p_.ranks[r].instrs;
     for (size_t i = 0; i < ins.size(); ++i) {
@@ -266,6 +302,12 @@ Result<SimResult> Interpreter::Run() {
           return Status::Invalid("simulate: no bandwidth for the pipeline link from rank " +
                                  std::to_string(std::min(r, in.peer)) + " (cost table p2p_link[" +
                                  std::to_string(link) + "])");
+        }
+        const double bw = c_.p2p_link[link].bandwidth_Bps;
+        if (bw != std::numeric_limits<double>::infinity()) {
+          PTDP_RETURN_IF_ERROR(
+              to_ns(double(in.bytes) / bw, "pipeline message time on link " + std::to_string(link))
+                  .status());
         }
       }
     }
