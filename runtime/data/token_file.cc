@@ -1,7 +1,9 @@
 #include "runtime/data/token_file.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -49,9 +51,20 @@ Status WriteTokenFile(const std::string& path, const std::vector<uint32_t>& toke
 }
 
 Result<TokenFile> TokenFile::Open(const std::string& path, int64_t vocab) {
+  // A directory "opens" as an ifstream on Linux and then reads nothing; refuse it (and FIFOs,
+  // devices) by name rather than report a misleading "bad magic".
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st)) {
+    return Status::NotFound("data file '" + path + "' cannot be opened");
+  }
+  if (!std::filesystem::is_regular_file(st)) {
+    return Status::Invalid("data file '" + path + "' is not a regular file");
+  }
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status::NotFound("data file '" + path + "' cannot be opened");
   const int64_t size = static_cast<int64_t>(f.tellg());
+  if (size < 0) return Status::IoError("data file '" + path + "': cannot determine its size");
   if (size < kTokenHeaderBytes) {
     return Status::IoError("data file '" + path + "' is truncated: " + std::to_string(size) +
                            " bytes, shorter than the 24-byte header");
@@ -59,6 +72,9 @@ Result<TokenFile> TokenFile::Open(const std::string& path, int64_t vocab) {
   unsigned char h[kTokenHeaderBytes];
   f.seekg(0);
   f.read(reinterpret_cast<char*>(h), kTokenHeaderBytes);
+  if (!f || f.gcount() != kTokenHeaderBytes) {
+    return Status::IoError("data file '" + path + "': cannot read the 24-byte header");
+  }
   if (std::memcmp(h, kTokenMagic, sizeof(kTokenMagic)) != 0) {
     return Status::Invalid("data file '" + path + "': bad magic (not a ptdp token file)");
   }
@@ -71,11 +87,16 @@ Result<TokenFile> TokenFile::Open(const std::string& path, int64_t vocab) {
     return Status::Invalid("data file '" + path + "': dtype " + std::to_string(bytes) +
                            " bytes per token unsupported (expected 2 or 4)");
   }
-  const int64_t want = kTokenHeaderBytes + static_cast<int64_t>(count * bytes);
-  if (size != want) {
+  // Compare in the payload's terms, with no multiplication that can wrap: a header claiming
+  // 2^62 tokens must fail here, not pass a wrapped size and fail later as a short read.
+  const uint64_t payload = static_cast<uint64_t>(size - kTokenHeaderBytes);
+  if (payload % bytes != 0 || count != payload / bytes) {
+    const std::string want = count <= (uint64_t(INT64_MAX) - kTokenHeaderBytes) / bytes
+                                 ? std::to_string(kTokenHeaderBytes + count * bytes) + " bytes"
+                                 : "more than 2^63 bytes";
     return Status::IoError("data file '" + path + "' is truncated or corrupt: header says " +
-                           std::to_string(count) + " tokens (" + std::to_string(want) +
-                           " bytes) but the file has " + std::to_string(size) + " bytes");
+                           std::to_string(count) + " tokens (" + want + ") but the file has " +
+                           std::to_string(size) + " bytes");
   }
   TokenFile tf;
   tf.path_ = path;
@@ -109,7 +130,8 @@ Status TokenFile::Read(int64_t begin, int64_t n, int32_t* out) const {
   f.seekg(kTokenHeaderBytes + begin * bytes_);
   std::vector<unsigned char> raw(static_cast<size_t>(n * bytes_));
   f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
-  if (!f) return Status::IoError("data file '" + path_ + "': short read");
+  if (!f || f.gcount() != static_cast<std::streamsize>(raw.size()))
+    return Status::IoError("data file '" + path_ + "': short read");
   for (int64_t i = 0; i < n; ++i) {
     out[i] = static_cast<int32_t>(GetLe(raw.data() + i * bytes_, bytes_));
   }

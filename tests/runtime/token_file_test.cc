@@ -50,6 +50,31 @@ TEST(TokenFile, RejectsTruncatedMissingAndOutOfVocabulary) {
   EXPECT_FALSE(TokenFile::Open(Tmp("bad.bin"), 0).ok());
 }
 
+TEST(TokenFile, RejectsAWrappingHeaderCountAndADirectory) {
+  // 2^62 tokens of 2 bytes: the byte count wraps to 0 in 64 bits, so a file holding just the
+  // header would pass a multiplied size check; the count must be compared, not the bytes.
+  std::string h(kTokenMagic, sizeof(kTokenMagic));
+  h += std::string("\1\0\0\0\2\0\0\0", 8);
+  h += std::string("\0\0\0\0\0\0\0\x40", 8);
+  ASSERT_TRUE(WriteFileAtomic(Tmp("huge.bin"), h).ok());
+  auto huge = TokenFile::Open(Tmp("huge.bin"), 0);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("header says 4611686018427387904 tokens"),
+            std::string::npos)
+      << huge.status().message();
+  // Odd payload for 2-byte tokens.
+  ASSERT_TRUE(WriteTokenFile(Tmp("odd.bin"), {1, 2}).ok());
+  auto text = ReadTextFile(Tmp("odd.bin"));
+  ASSERT_TRUE(text.ok());
+  ASSERT_TRUE(WriteFileAtomic(Tmp("odd.bin"), *text + "x").ok());
+  EXPECT_FALSE(TokenFile::Open(Tmp("odd.bin"), 0).ok());
+  // A directory is named as such, not read as "bad magic".
+  auto dir = TokenFile::Open(::testing::TempDir(), 0);
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("not a regular file"), std::string::npos)
+      << dir.status().message();
+}
+
 TEST(TokenFile, SamplingIsDeterministicAndInRange) {
   for (int64_t i = 0; i < 1000; ++i) {
     const int64_t s = SequenceStart(7, i / 16, 16, i % 16, 100, 32);
