@@ -17,6 +17,9 @@ namespace ptdp::tools {
 
 namespace {
 
+constexpr int kMaxTop = 10000;
+constexpr int kMaxSimulateTop = 1000;  // each one is a full event-driven simulation
+
 struct PlanArgs {
   std::string model = "gpt-1t";
   std::string cluster = "selene";
@@ -43,14 +46,22 @@ Status RunPlan(const PlanArgs& a) {
   if (!a.emit.empty() && a.emit != "megatron") {
     return Status::Invalid("--emit: \"" + a.emit + "\" is not megatron");
   }
-  if (a.top < 1) return Status::Invalid("--top: must be at least 1");
-  if (a.simulate_top < 0) return Status::Invalid("--simulate-top: must not be negative");
-  if (a.global_batch < 1)
-    return Status::Invalid("--global-batch: must be a positive number of sequences");
+  // Counts are capped up front: each scales work or memory (layouts kept, layouts simulated).
+  if (a.top < 1 || a.top > kMaxTop) {
+    return Status::Invalid("--top: " + std::to_string(a.top) + " is outside 1.." +
+                           std::to_string(kMaxTop));
+  }
+  if (a.simulate_top < 0 || a.simulate_top > kMaxSimulateTop) {
+    return Status::Invalid("--simulate-top: " + std::to_string(a.simulate_top) + " is outside 0.." +
+                           std::to_string(kMaxSimulateTop));
+  }
+  PTDP_RETURN_IF_ERROR(planner::CheckSearchCounts(a.gpus, a.nodes, a.global_batch));
   std::error_code ec;
   if (a.gpus == 0 && a.nodes == 0 && !std::filesystem::is_regular_file(a.cluster, ec)) {
     return Status::Invalid("--gpus or --nodes: one is required with a preset cluster");
   }
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--model", a.model));
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--cluster", a.cluster));
   PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(a.model));
   PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(a.cluster, a.gpus, a.nodes));
   planner::SearchOptions o;

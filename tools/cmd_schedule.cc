@@ -67,10 +67,37 @@ Result<std::string> Figure4(const Program& compute) {
   return out;
 }
 
+// Printing is bounded more tightly than a Program (schedule::kMaxScheduleCells): the JSON form
+// costs hundreds of bytes per instruction, and the grid is pp rows of about 3 (m v + p) cells.
+// Checked before anything is generated, so a huge count is refused at once.
+constexpr int64_t kMaxPrintedCells = int64_t(1) << 16;
+constexpr int64_t kMaxGridChars = int64_t(1) << 26;
+
+Status CheckPrintable(int pp, int64_t m, int vp, const std::string& format) {
+  if (pp < 1 || m < 1 || vp < 1) return Status::Ok();  // CheckScheduleShape names the field
+  if (m > kMaxPrintedCells || m * vp > kMaxPrintedCells / pp) {
+    return Status::Invalid("--microbatches: " + std::to_string(m) + " microbatches x vp " +
+                           std::to_string(vp) + " x pp " + std::to_string(pp) +
+                           " is more than the " + std::to_string(kMaxPrintedCells) +
+                           " pipeline cells `ptdp schedule` prints");
+  }
+  if (format == "grid") {
+    const int64_t width = std::to_string(m).size() + 2;
+    const int64_t cols = 3 * (m * vp + pp);
+    if (cols * width > kMaxGridChars / pp) {
+      return Status::Invalid("--format: grid: pp " + std::to_string(pp) + " x " +
+                             std::to_string(m * vp) +
+                             " chunk-microbatches is too large to draw; use --format order");
+    }
+  }
+  return Status::Ok();
+}
+
 // `--plan IN`: the Program of a plan file's layout (messages in its layout's precision, as
 // `ptdp plan` writes it). With `--out OUT`, the plan written again with that Program
 // (version 2): how a hand-written or edited plan gets the Program simulate and train require.
 Status RunPlanSchedule(const std::string& in, const std::string& out, const std::string& format) {
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", in));
   PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(in, /*require_program=*/false));
   auto cluster = LoadCluster(plan.cluster.name, plan.cluster.gpus);
   if (!cluster.ok()) return cluster.status().WithPrefix(in + ": cluster");
@@ -147,6 +174,13 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
           Status::Invalid("--vp: only the interleaved schedule has several chunks per rank; add "
                           "--kind interleaved"));
     }
+    if (args->format != "grid" && args->format != "order" && args->format != "text" &&
+        args->format != "json") {
+      return fail(Status::Invalid("--format: expected grid, order, text or json, got '" +
+                                  args->format + "'"));
+    }
+    Status printable = CheckPrintable(args->pp, args->microbatches, args->vp, args->format);
+    if (!printable.ok()) return fail(printable);
     auto compute = schedule::GenerateSchedule(*kind, args->pp, args->microbatches, args->vp);
     if (!compute.ok()) return fail(compute.status());
     Program p = *compute;

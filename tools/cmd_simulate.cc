@@ -24,6 +24,8 @@
 namespace ptdp::tools {
 namespace {
 
+constexpr int kMaxBuckets = 4096;
+
 // One rank's memory as `ptdp simulate` reports it.
 struct RankMemory {
   MemoryLedger ledger;
@@ -55,6 +57,7 @@ struct SimulateArgs {
 Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* cluster,
                      ParallelConfig* layout, std::optional<Program>* program, std::string* origin) {
   if (!a.plan.empty()) {
+    PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", a.plan));
     PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(a.plan));
     *model = plan.model;
     auto c = LoadCluster(plan.cluster.name, plan.cluster.gpus);
@@ -70,6 +73,9 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
         "--global-batch: must be a positive number of sequences (or use --plan)");
   if (a.gpus == 0 && a.nodes == 0)
     return Status::Invalid("--gpus or --nodes: one is required (or use --plan)");
+  PTDP_RETURN_IF_ERROR(planner::CheckSearchCounts(a.gpus, a.nodes, a.global_batch));
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--model", a.model));
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--cluster", a.cluster));
   PTDP_ASSIGN_OR_RETURN(*model, LoadModel(a.model));
   PTDP_ASSIGN_OR_RETURN(*cluster, LoadCluster(a.cluster, a.gpus, a.nodes));
   planner::SearchOptions o;
@@ -96,6 +102,11 @@ Status RunSimulate(const SimulateArgs& a) {
         "--plan: give either a plan file or the plan flags (--gpus, --global-batch, --fix, "
         "--precision), not both");
   }
+  // Capped: the simulator issues one collective per bucket per chunk.
+  if (a.buckets < 0 || a.buckets > kMaxBuckets) {
+    return Status::Invalid("--buckets: " + std::to_string(a.buckets) + " is outside 1.." +
+                           std::to_string(kMaxBuckets));
+  }
   ModelSpec model;
   ClusterSpec cluster;
   ParallelConfig layout;
@@ -106,7 +117,6 @@ Status RunSimulate(const SimulateArgs& a) {
   sim::SimOptions so;
   so.record_timeline = !a.trace.empty() || !a.svg.empty();
   so.overlap_dp_allreduce = a.overlap;
-  if (a.buckets < 0) return Status::Invalid("--buckets: must be a positive number of buckets");
   // A plan file's layout is checked here, before the cost model (which requires a valid one).
   PTDP_RETURN_IF_ERROR(layout.Validate(model).WithPrefix("layout"));
   const std::string caveat = planner::PrecisionCaveat(cluster, layout.precision);

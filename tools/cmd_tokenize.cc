@@ -15,6 +15,10 @@ void RegisterTokenize(CLI::App& app, int* exit_code) {
   cmd->add_option("--in", in, "input text file")->required();
   cmd->add_option("--out", out, "output token file (written atomically)")->required();
   cmd->callback([exit_code] {
+    if (Status st = CheckNotSpecialFile("--in", in); !st.ok()) {
+      *exit_code = Fail("tokenize", st);
+      return;
+    }
     auto text = ReadTextFile(in);
     if (!text.ok()) {
       *exit_code = Fail("tokenize", text.status().WithPrefix("--in"));

@@ -48,8 +48,15 @@ Result<Bytes> ParseBytes(const std::string& s) {
     mul = kGiB;
   else if (!unit.empty() && unit != "B")
     return Status::Invalid("--memory-limit: unknown unit '" + unit + "'");
-  if (v <= 0) return Status::Invalid("--memory-limit: must be positive");
-  return static_cast<Bytes>(v * mul);
+  // NaN fails every comparison, so test for the good range rather than the bad one; a NaN or
+  // out-of-range double cast to an integer is undefined (and disabled the limit).
+  const double bytes = v * mul;
+  if (!std::isfinite(bytes)) return Status::Invalid("--memory-limit: '" + s + "' is not finite");
+  if (!(bytes >= 1)) return Status::Invalid("--memory-limit: must be positive");
+  if (!(bytes <= 0x1p62)) {
+    return Status::Invalid("--memory-limit: '" + s + "' is more than 2^62 bytes");
+  }
+  return static_cast<Bytes>(bytes);
 }
 
 std::string MetricsJson(const runtime::StepMetrics& m) {
@@ -174,6 +181,10 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = dev.status();
   } else if (a.steps < 1) {
     pre = Status::Invalid("--steps: must be at least 1");
+  } else if (Status f = CheckNotSpecialFile("--plan", a.plan); !f.ok()) {
+    pre = f;
+  } else if (Status d = CheckNotSpecialFile("--data", a.data); !d.ok()) {
+    pre = d;
   } else {
     *plan = ReadPlanFile(a.plan);
     if (!plan->ok()) pre = plan->status().WithPrefix("--plan");

@@ -13,6 +13,11 @@ namespace ptdp::tools {
 // (2 for bad input, 1 for internal failures).
 int Fail(const std::string& command, const Status& status);
 
+// Ok unless `path` names something that exists but is not a regular file (a directory, a FIFO):
+// such a path "opens" and then reads nothing or blocks, and the later error would mislead.
+// A path that does not exist is left to the loader (a preset name, or its own NotFound).
+Status CheckNotSpecialFile(const std::string& flag, const std::string& path);
+
 // Every subcommand registers itself on the app; `exit_code` receives its result.
 void RegisterPresets(CLI::App& app, int* exit_code);
 void RegisterPlan(CLI::App& app, int* exit_code);
