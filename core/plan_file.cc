@@ -57,7 +57,7 @@ Result<PlanFile> PlanFromJson(const Json& j, bool require_program) {
 }
 
 Result<PlanFile> ReadPlanFile(const std::string& path, bool require_program) {
-  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path));
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path, kMaxPlanFileBytes));
   auto p = PlanFromJson(j, require_program);
   if (!p.ok()) return p.status().WithPrefix(path);
   return p;
