@@ -48,7 +48,7 @@ Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus, int n
   PTDP_ASSIGN_OR_RETURN(Json j, ReadClusterJson(name_or_path));
   ClusterSpec c;
   c.name = name_or_path;
-  int file_nodes = 0, file_gpn = 0;
+  int64_t file_nodes = 0, file_gpn = 0;  // int64: 1e10 is refused by range, not by type
   if (j.is_object() && j.contains("profile")) {
     // A cluster file.
     JsonObjectReader r(j, name_or_path);
@@ -76,7 +76,7 @@ Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus, int n
   } else {
     PTDP_ASSIGN_OR_RETURN(c.profile, HardwareProfileFromJson(j, name_or_path));
   }
-  c.gpus_per_node = file_gpn > 0 ? file_gpn : int(c.profile.gpus_per_node.value);
+  c.gpus_per_node = file_gpn > 0 ? int(file_gpn) : int(c.profile.gpus_per_node.value);
   if (gpus != 0) PTDP_RETURN_IF_ERROR(CheckRange("--gpus", int64_t(gpus), 1, kMaxWorldSize));
   if (nodes != 0) PTDP_RETURN_IF_ERROR(CheckRange("--nodes", int64_t(nodes), 1, kMaxWorldSize));
   // 65536 nodes x 65536 GPUs once wrapped to "0 GPUs": form the total in checked int64.
@@ -105,7 +105,7 @@ Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus, int n
   } else if (nodes > 0) {
     c.nodes = nodes;
   } else {
-    c.nodes = file_nodes > 0 ? file_nodes : 1;
+    c.nodes = file_nodes > 0 ? int(file_nodes) : 1;
   }
   return c;
 }

@@ -277,7 +277,9 @@ bool Convert(const Json& v, int* out, std::string* why) {
   int64_t x = 0;
   if (!Convert(v, &x, why)) return false;
   if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) {
-    *why = "integer out of range";
+    // The field's own range (checked after reading) is narrower; this only keeps the cast defined.
+    *why = std::to_string(x) + " is outside [" + std::to_string(std::numeric_limits<int>::min()) +
+           ", " + std::to_string(std::numeric_limits<int>::max()) + "]";
     return false;
   }
   *out = static_cast<int>(x);

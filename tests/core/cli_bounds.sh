@@ -61,7 +61,7 @@ check hidden "hidden: 4000000000000000000 is outside \[1, 1048576\]" simulate --
 check vocab "vocab: 9000000000000000000 is outside \[1, 16777216\]" simulate --plan "$work/vocab.json"
 check layers "layers: 1000000 is outside \[1, 10000\]" simulate --plan "$work/layers.json"
 check deep_search "search.*nested deeper than 64 levels" simulate --plan "$work/deep_search.json"
-check gpus_per_node "gpus_per_node" plan --cluster "$work/gpn.json" --model tiny --global-batch 8
+check gpus_per_node "gpus_per_node: 10000000000 is outside \[1, 1024\]" plan --cluster "$work/gpn.json" --model tiny --global-batch 8
 check nodes "nodes x gpus_per_node: 67108864 GPUs is outside" plan --cluster "$work/nodes.json" --model tiny --global-batch 8
 
 [[ $fails -eq 0 ]] || { echo "$fails case(s) failed"; exit 1; }
