@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "core/checked.h"
 #include "core/json.h"
+#include "core/parallel.h"
 
 namespace ptdp {
 
@@ -46,7 +48,7 @@ Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus, int n
   PTDP_ASSIGN_OR_RETURN(Json j, ReadClusterJson(name_or_path));
   ClusterSpec c;
   c.name = name_or_path;
-  int file_nodes = 0, file_gpn = 0;
+  int64_t file_nodes = 0, file_gpn = 0;  // int64: 1e10 is refused by range, not by type
   if (j.is_object() && j.contains("profile")) {
     // A cluster file.
     JsonObjectReader r(j, name_or_path);
@@ -65,15 +67,27 @@ Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus, int n
     auto hw = LoadProfile(profile);
     if (!hw.ok()) return hw.status().WithPrefix(r.PathOf("profile"));
     c.profile = std::move(hw).value();
-    if (file_gpn < 0 || file_nodes < 0) {
-      return Status::Invalid(name_or_path + ": gpus_per_node and nodes must be positive");
+    if (r.Has("gpus_per_node")) {
+      PTDP_RETURN_IF_ERROR(CheckRange(r.PathOf("gpus_per_node"), int64_t(file_gpn), 1, 1024));
+    }
+    if (r.Has("nodes")) {
+      PTDP_RETURN_IF_ERROR(CheckRange(r.PathOf("nodes"), int64_t(file_nodes), 1, kMaxWorldSize));
     }
   } else {
     PTDP_ASSIGN_OR_RETURN(c.profile, HardwareProfileFromJson(j, name_or_path));
   }
-  c.gpus_per_node = file_gpn > 0 ? file_gpn : int(c.profile.gpus_per_node.value);
-  if (gpus < 0 || nodes < 0) return Status::Invalid("--gpus/--nodes: must be positive");
-  if (gpus > 0 && nodes > 0 && gpus != nodes * c.gpus_per_node) {
+  c.gpus_per_node = file_gpn > 0 ? int(file_gpn) : int(c.profile.gpus_per_node.value);
+  if (gpus != 0) PTDP_RETURN_IF_ERROR(CheckRange("--gpus", int64_t(gpus), 1, kMaxWorldSize));
+  if (nodes != 0) PTDP_RETURN_IF_ERROR(CheckRange("--nodes", int64_t(nodes), 1, kMaxWorldSize));
+  // 65536 nodes x 65536 GPUs once wrapped to "0 GPUs": form the total in checked int64.
+  const int64_t node_count = gpus > 0 ? 1 : nodes > 0 ? nodes : (file_nodes > 0 ? file_nodes : 1);
+  PTDP_ASSIGN_OR_RETURN(const int64_t total,
+                        CheckedProduct({node_count, c.gpus_per_node}, "nodes x gpus_per_node"));
+  if (total > kMaxWorldSize) {
+    return Status::Invalid("nodes x gpus_per_node: " + std::to_string(total) +
+                           " GPUs is outside [1, " + std::to_string(kMaxWorldSize) + "]");
+  }
+  if (gpus > 0 && nodes > 0 && int64_t(gpus) != int64_t(nodes) * c.gpus_per_node) {
     return Status::Invalid("--gpus " + std::to_string(gpus) + " differs from --nodes " +
                            std::to_string(nodes) + " x " + std::to_string(c.gpus_per_node) +
                            " GPUs per node");
@@ -91,7 +105,7 @@ Result<ClusterSpec> LoadCluster(const std::string& name_or_path, int gpus, int n
   } else if (nodes > 0) {
     c.nodes = nodes;
   } else {
-    c.nodes = file_nodes > 0 ? file_nodes : 1;
+    c.nodes = file_nodes > 0 ? int(file_nodes) : 1;
   }
   return c;
 }

@@ -2,12 +2,26 @@
 
 #include <cmath>
 
+#include "core/checked.h"
+
 namespace ptdp {
 
 namespace {
 
-// {"value": <positive number>, "source": "<non-empty>"}
-Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* out,
+// Upper bounds of profile figures: far above any machine of today (an H100 is 989 TFLOP/s,
+// 80 GiB, 3.35 TB/s), low enough that no derived time or size overflows. Listed in
+// core/hardware.h.
+constexpr double kMaxTflops = 1e5;
+constexpr double kMaxGBps = 1e5;
+constexpr double kMaxGiB = 1e5;
+constexpr double kMaxMicroseconds = 1e6;
+constexpr double kMaxCount = 1e5;  // SMs, tile sizes
+constexpr double kMaxGpusPerNode = 1024;
+constexpr double kMaxBytesPerParam = 64;
+constexpr double kMaxGemmDim = 1e9;
+
+// {"value": <number in (0, hi], or [0, hi] with allow_zero>, "source": "<non-empty>"}
+Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* out, double hi,
                    bool allow_zero = false) {
   const Json* v = parent.Child(key, true);
   PTDP_RETURN_IF_ERROR(parent.status());
@@ -22,8 +36,10 @@ Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* ou
   PTDP_RETURN_IF_ERROR(r.Finish());
   if (out->source.empty())
     return Status::Invalid(path + ".source: must name where the number comes from");
-  if (!std::isfinite(out->value) || out->value < 0 || (!allow_zero && out->value == 0)) {
-    return Status::Invalid(path + ".value: must be " + (allow_zero ? "non-negative" : "positive"));
+  if (!std::isfinite(out->value) || out->value < 0 || (!allow_zero && out->value == 0) ||
+      out->value > hi) {
+    return Status::Invalid(path + ".value: " + FormatDouble(out->value) + " is outside " +
+                           (allow_zero ? "[0, " : "(0, ") + FormatDouble(hi) + "]");
   }
   return Status::Ok();
 }
@@ -37,12 +53,14 @@ Status ReadLink(JsonObjectReader& parent, const std::string& key, LinkProfile* o
   JsonObjectReader r(*v, path);
   r.Required("name", &out->name);
   PTDP_RETURN_IF_ERROR(r.status());
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "latency_us", &out->latency_us, true));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "all_reduce_busbw_GBps", &out->all_reduce_busbw_GBps));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "all_gather_busbw_GBps", &out->all_gather_busbw_GBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "latency_us", &out->latency_us, kMaxMicroseconds, true));
   PTDP_RETURN_IF_ERROR(
-      ReadSourced(r, "reduce_scatter_busbw_GBps", &out->reduce_scatter_busbw_GBps));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "send_recv_GBps", &out->send_recv_GBps));
+      ReadSourced(r, "all_reduce_busbw_GBps", &out->all_reduce_busbw_GBps, kMaxGBps));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "all_gather_busbw_GBps", &out->all_gather_busbw_GBps, kMaxGBps));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "reduce_scatter_busbw_GBps", &out->reduce_scatter_busbw_GBps, kMaxGBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "send_recv_GBps", &out->send_recv_GBps, kMaxGBps));
   return r.Finish();
 }
 
@@ -110,8 +128,10 @@ Status ValidateGemmTable(const GemmTable& g, const std::string& path) {
     const char* name = axis == &g.m ? "m" : axis == &g.n ? "n" : "k";
     if (axis->empty()) return Status::Invalid(path + "." + name + ": must not be empty");
     for (size_t i = 0; i < axis->size(); ++i) {
-      if (!((*axis)[i] > 0) || (i > 0 && !((*axis)[i] > (*axis)[i - 1]))) {
-        return Status::Invalid(path + "." + name + ": must be positive and strictly increasing");
+      if (!((*axis)[i] > 0) || !((*axis)[i] <= kMaxGemmDim) ||
+          (i > 0 && !((*axis)[i] > (*axis)[i - 1]))) {
+        return Status::Invalid(path + "." + name + ": must be in (0, " + FormatDouble(kMaxGemmDim) +
+                               "] and strictly increasing");
       }
     }
   }
@@ -121,8 +141,10 @@ Status ValidateGemmTable(const GemmTable& g, const std::string& path) {
                            " entries, the grid needs |m| |n| |k| = " + std::to_string(want));
   }
   for (size_t i = 0; i < g.tflops.size(); ++i) {
-    if (!(g.tflops[i] > 0) || !std::isfinite(g.tflops[i])) {
-      return Status::Invalid(path + ".tflops: entry " + std::to_string(i) + " must be positive");
+    if (!(g.tflops[i] > 0) || !(g.tflops[i] <= kMaxTflops)) {
+      return Status::Invalid(path + ".tflops: entry " + std::to_string(i) + ": " +
+                             FormatDouble(g.tflops[i]) + " is outside (0, " +
+                             FormatDouble(kMaxTflops) + "]");
     }
   }
   return Status::Ok();
@@ -141,20 +163,21 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
                            "\"fp16\", \"source\": ...}");
   }
   PTDP_RETURN_IF_ERROR(ReadPrecision(r, &p));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "gpus_per_node", &p.gpus_per_node));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "peak_tflops", &p.peak_tflops));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "memory_GiB", &p.memory_GiB));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "hbm_GBps", &p.hbm_GBps));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "memory_bound_GBps", &p.memory_bound_GBps));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "workspace_GiB", &p.workspace_GiB, true));
-  PTDP_RETURN_IF_ERROR(ReadSourced(r, "kernel_launch_us", &p.kernel_launch_us, true));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "gpus_per_node", &p.gpus_per_node, kMaxGpusPerNode));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "peak_tflops", &p.peak_tflops, kMaxTflops));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "memory_GiB", &p.memory_GiB, kMaxGiB));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "hbm_GBps", &p.hbm_GBps, kMaxGBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "memory_bound_GBps", &p.memory_bound_GBps, kMaxGBps));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "workspace_GiB", &p.workspace_GiB, kMaxGiB, true));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "kernel_launch_us", &p.kernel_launch_us, kMaxMicroseconds, true));
   PTDP_RETURN_IF_ERROR(ReadGemm(r, "gemm", &p.gemm));
   if (r.Has("grad_accumulate_bytes_per_param")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_accumulate_bytes_per_param",
-                                     &p.grad_accumulate_bytes_per_param, true));
+                                     &p.grad_accumulate_bytes_per_param, kMaxBytesPerParam, true));
   }
   if (r.Has("attention_tflops")) {
-    PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops));
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops, kMaxTflops));
   }
   if (r.Has("wave_quantization")) {
     const Json* w = r.Child("wave_quantization", false);
@@ -162,9 +185,9 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
     if (!w->is_object())
       return Status::Invalid(wpath + ": expected an object, got " + JsonTypeName(*w));
     JsonObjectReader wr(*w, wpath);
-    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "sm_count", &p.sm_count));
-    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "tile_m", &p.gemm_tile_m));
-    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "tile_n", &p.gemm_tile_n));
+    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "sm_count", &p.sm_count, kMaxCount));
+    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "tile_m", &p.gemm_tile_m, kMaxCount));
+    PTDP_RETURN_IF_ERROR(ReadSourced(wr, "tile_n", &p.gemm_tile_n, kMaxCount));
     PTDP_RETURN_IF_ERROR(wr.Finish());
   }
   PTDP_RETURN_IF_ERROR(ReadLink(r, "intra_node", &p.intra_node));

@@ -2,6 +2,10 @@
 // (docs/profiles.md). Every number in a profile carries its unit in the key and a "source" string
 // saying where it comes from (a published figure, a derivation from one, or a measured
 // `ptdp profile` run); a profile without a source for a number is rejected.
+// Ranges (finite numbers only): TFLOP/s figures (peak, attention, GEMM table entries) (0, 1e5];
+// bandwidths in GB/s (0, 1e5]; memory and workspace in GiB (0, 1e5] / [0, 1e5]; latencies and
+// kernel launch in us [0, 1e6]; gpus_per_node an integer in (0, 1024]; SM count and tile sizes
+// (0, 1e5]; grad_accumulate_bytes_per_param [0, 64]; GEMM grid sizes (0, 1e9].
 #pragma once
 
 #include <cstdint>

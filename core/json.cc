@@ -1,5 +1,6 @@
 #include "core/json.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmath>
 #include <cstdio>
@@ -10,29 +11,164 @@
 
 namespace ptdp {
 
-Result<Json> ParseJson(const std::string& text, const std::string& source) {
-  try {
-    return Json::parse(text);
-  } catch (const Json::parse_error& e) {
+namespace {
+
+// Builds the DOM from nlohmann's SAX events (its parser keeps its own stack, so it never
+// recurses), refusing documents deeper than kMaxJsonDepth, duplicate keys and numbers beyond a
+// double before any of them reaches code that recurses or silently drops data.
+class CheckedDomBuilder {
+ public:
+  CheckedDomBuilder(Json* root, std::string source) : root_(root), source_(std::move(source)) {}
+
+  bool null() { return Put(Json(nullptr)) != nullptr; }
+  bool boolean(bool v) { return Put(Json(v)) != nullptr; }
+  bool number_integer(Json::number_integer_t v) { return Put(Json(v)) != nullptr; }
+  bool number_unsigned(Json::number_unsigned_t v) { return Put(Json(v)) != nullptr; }
+  bool number_float(Json::number_float_t v, const std::string& text) {
+    if (!std::isfinite(v))
+      return Error(Path() + ": number " + text + " is outside the range of a double");
+    return Put(Json(v)) != nullptr;
+  }
+  bool string(std::string& v) { return Put(Json(std::move(v))) != nullptr; }
+  bool binary(Json::binary_t& v) { return Put(Json::binary(std::move(v))) != nullptr; }
+  bool start_object(std::size_t /*n*/) { return Open(Json::object()); }
+  bool key(std::string& k) {
+    Level& top = stack_.back();
+    top.key = k;
+    if (top.node->contains(k)) return Error(Path() + ": duplicate key");
+    top.slot = &(*top.node)[k];
+    return true;
+  }
+  bool end_object() {
+    stack_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t /*n*/) { return Open(Json::array()); }
+  bool end_array() {
+    stack_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t /*pos*/, const std::string& token,
+                   const nlohmann::detail::exception& e) {
+    if (e.id == 406) {  // out_of_range.406: a number the lexer could not hold in a double
+      return Error(Path() + ": number " + token + " is outside the range of a double");
+    }
     std::string what = e.what();
     // nlohmann's message starts with "[json.exception.parse_error.101] "; keep what follows.
     auto pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
-    return Status::Invalid(source + ": malformed JSON: " + what);
+    return Error("malformed JSON: " + what);
   }
+
+  const Status& status() const { return status_; }
+
+ private:
+  struct Level {
+    Json* node;
+    Json* slot = nullptr;  // objects: the value of `key`, filled by the next event
+    std::string key;
+  };
+
+  Json* Put(Json v) {
+    if (stack_.empty()) {
+      *root_ = std::move(v);
+      return root_;
+    }
+    Level& top = stack_.back();
+    if (top.node->is_array()) {
+      top.node->push_back(std::move(v));
+      return &top.node->back();
+    }
+    *top.slot = std::move(v);
+    return top.slot;
+  }
+  bool Open(Json empty) {
+    if (int(stack_.size()) >= kMaxJsonDepth) {
+      std::string where = Path();
+      // A hostile document's path is as deep as the limit; keep the message one short line.
+      if (where.size() > 80) where = where.substr(0, 80) + "...";
+      return Error(where + ": nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
+    Json* node = Put(std::move(empty));
+    stack_.push_back(Level{node, nullptr, std::string()});
+    return true;
+  }
+  // The key path of the value being read: "model.layers", "ranks[1].instrs[4]".
+  std::string Path() const {
+    std::string p;
+    for (size_t i = 0; i < stack_.size(); ++i) {
+      const Level& l = stack_[i];
+      if (l.node->is_array()) {
+        // Deeper levels are already appended; the value being read is the next element.
+        size_t n = l.node->size();
+        size_t idx = i + 1 < stack_.size() ? n - 1 : n;
+        p += "[" + std::to_string(idx) + "]";
+      } else if (!l.key.empty() || l.slot != nullptr) {
+        if (!p.empty()) p += '.';
+        p += l.key;
+      }
+    }
+    return p.empty() ? "document" : p;
+  }
+  bool Error(const std::string& m) {
+    if (status_.ok()) status_ = Status::Invalid(source_ + ": " + m);
+    return false;
+  }
+
+  Json* root_;
+  std::string source_;
+  std::vector<Level> stack_;
+  Status status_;
+};
+
+}  // namespace
+
+Result<Json> ParseJson(const std::string& text, const std::string& source) {
+  Json root;
+  CheckedDomBuilder b(&root, source);
+  bool ok = false;
+  try {
+    ok = Json::sax_parse(text, &b);
+  } catch (const Json::exception& e) {
+    // sax_parse reports through parse_error; anything thrown is unexpected but still bad input.
+    return Status::Invalid(source + ": malformed JSON: " + e.what());
+  }
+  if (!b.status().ok()) return b.status();
+  if (!ok) return Status::Invalid(source + ": malformed JSON");
+  return root;
 }
 
-Result<std::string> ReadTextFile(const std::string& path) {
+Result<std::string> ReadTextFile(const std::string& path, int64_t max_bytes) {
+  // stat first: opening a FIFO would block, and /dev/zero never ends.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": cannot open file");
+  if (!S_ISREG(st.st_mode)) return Status::Invalid(path + ": not a regular file");
+  if (st.st_size > max_bytes) {
+    return Status::Invalid(path + ": " + std::to_string(st.st_size) + " bytes is over the " +
+                           std::to_string(max_bytes) + "-byte limit for this kind of file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::NotFound(path + ": cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // Read at most max_bytes + 1 so that a file growing under us is still bounded.
+  std::string out;
+  out.resize(size_t(st.st_size));
+  in.read(out.data(), std::streamsize(out.size()));
   if (in.bad()) return Status::IoError(path + ": read failed");
-  return ss.str();
+  out.resize(size_t(in.gcount()));
+  char extra[4096];
+  while (in.read(extra, sizeof extra) || in.gcount() > 0) {
+    out.append(extra, size_t(in.gcount()));
+    if (int64_t(out.size()) > max_bytes) {
+      return Status::Invalid(path + ": over the " + std::to_string(max_bytes) +
+                             "-byte limit for this kind of file");
+    }
+  }
+  if (in.bad()) return Status::IoError(path + ": read failed");
+  return out;
 }
 
-Result<Json> ReadJsonFile(const std::string& path) {
-  PTDP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+Result<Json> ReadJsonFile(const std::string& path, int64_t max_bytes) {
+  PTDP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, max_bytes));
   return ParseJson(text, path);
 }
 
@@ -141,7 +277,9 @@ bool Convert(const Json& v, int* out, std::string* why) {
   int64_t x = 0;
   if (!Convert(v, &x, why)) return false;
   if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max()) {
-    *why = "integer out of range";
+    // The field's own range (checked after reading) is narrower; this only keeps the cast defined.
+    *why = std::to_string(x) + " is outside [" + std::to_string(std::numeric_limits<int>::min()) +
+           ", " + std::to_string(std::numeric_limits<int>::max()) + "]";
     return false;
   }
   *out = static_cast<int>(x);

@@ -17,12 +17,26 @@ namespace ptdp {
 using Json = nlohmann::json;  // keeps insertion order irrelevant; we never rely on it
 using OrderedJson = nlohmann::ordered_json;  // for output that people read
 
+// Limits on every JSON document we read, enforced while parsing (before anything recurses over
+// the tree: nlohmann's parser is iterative, but copies, dumps and our readers are not):
+//   - nesting depth at most kMaxJsonDepth objects/arrays (our deepest schema, a plan's
+//     program, needs 6);
+//   - no key twice in one object (nlohmann would keep the last silently);
+//   - every number within the range of a double (1e400 is refused, not read as inf).
+// Files must be regular files (not /dev/zero, a FIFO or a directory) no larger than the cap of
+// their kind: kMaxJsonFileBytes for models, profiles and clusters, kMaxPlanFileBytes for plan
+// files (which hold a whole Program: 4.5 MB for the gpt-1t plan).
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr int64_t kMaxJsonFileBytes = int64_t(64) << 20;   // 64 MiB
+inline constexpr int64_t kMaxPlanFileBytes = int64_t(256) << 20;  // 256 MiB
+inline constexpr int64_t kMaxTextFileBytes = int64_t(2) << 30;    // 2 GiB
+
 // Parses text; `source` names it in errors (a file path, "--model").
 Result<Json> ParseJson(const std::string& text, const std::string& source);
-// Reads and parses a file.
-Result<Json> ReadJsonFile(const std::string& path);
-// Reads a whole file as bytes.
-Result<std::string> ReadTextFile(const std::string& path);
+// Reads and parses a file of at most `max_bytes`.
+Result<Json> ReadJsonFile(const std::string& path, int64_t max_bytes = kMaxJsonFileBytes);
+// Reads a whole regular file of at most `max_bytes` as bytes.
+Result<std::string> ReadTextFile(const std::string& path, int64_t max_bytes = kMaxTextFileBytes);
 // Writes `content` to `path` through a temporary file and a rename, so that a failure never leaves
 // a partial file behind.
 Status WriteFileAtomic(const std::string& path, const std::string& content);

@@ -3,40 +3,57 @@
 #include <cmath>
 #include <set>
 
+#include "core/checked.h"
+
 namespace ptdp {
 
 Status ModelSpec::Validate() const {
   std::string err;
-  auto add = [&](const std::string& e) { err += (err.empty() ? "" : "; ") + e; };
-  if (layers <= 0) add("layers: must be positive");
-  if (hidden <= 0) add("hidden: must be positive");
-  if (heads <= 0) add("heads: must be positive");
-  if (heads > 0 && hidden > 0 && hidden % heads != 0) add("hidden: must be divisible by heads");
-  if (ffn_hidden < 0) add("ffn_hidden: must not be negative");
-  if (seq_len <= 0) add("seq_len: must be positive");
-  if (vocab <= 0) add("vocab: must be positive");
-  if (vocab_divisible_by <= 0) add("vocab_divisible_by: must be positive");
-  if (!(dropout >= 0.0 && dropout < 1.0)) add("dropout: must be in [0, 1)");
+  auto add = [&](const Status& st) {
+    if (!st.ok()) err += (err.empty() ? "" : "; ") + st.message();
+  };
+  add(CheckRange("layers", int64_t(layers), 1, kMaxLayers));
+  add(CheckRange("hidden", hidden, 1, kMaxHidden));
+  add(CheckRange("heads", int64_t(heads), 1, kMaxHeads));
+  if (heads > 0 && hidden > 0 && hidden % heads != 0)
+    add(Status::Invalid("hidden: must be divisible by heads"));
+  add(CheckRange("ffn_hidden", ffn_hidden, 0, kMaxFfnHidden));
+  add(CheckRange("seq_len", seq_len, 1, kMaxSeqLen));
+  add(CheckRange("vocab", vocab, 1, kMaxVocab));
+  add(CheckRange("vocab_divisible_by", int64_t(vocab_divisible_by), 1, kMaxVocabDivisibleBy));
+  add(CheckRange("dropout", dropout, 0.0, 1.0, /*hi_open=*/true));
   if (!err.empty()) return Status::Invalid("model " + name + ": " + err);
   return Status::Ok();
 }
 
 int64_t PaddedVocab(const ModelSpec& m, int tp) {
-  int64_t multiple = int64_t(m.vocab_divisible_by) * tp;
-  return (m.vocab + multiple - 1) / multiple * multiple;
+  // Validate's ranges keep this far from overflow (2^16 * 2^10 * ... < 2^63); the checks turn a
+  // caller that skipped Validate into an internal error instead of a silent wrap.
+  int64_t multiple = 0, padded = 0;
+  PTDP_CHECK(CheckedMul(int64_t(m.vocab_divisible_by), tp, &multiple) && multiple > 0);
+  PTDP_CHECK(CheckedAdd(m.vocab, multiple - 1, &padded));
+  return padded / multiple * multiple;
 }
 
 int64_t ParameterCount(const ModelSpec& m, int tp) {
   const int64_t h = m.hidden, f = m.FfnHidden();
-  const int64_t per_layer = 2 * h                // ln1
-                            + 3 * h * h + 3 * h  // qkv
-                            + h * h + h          // projection
-                            + 2 * h              // ln2
-                            + f * h + f          // fc1
-                            + f * h + h;         // fc2
+  // Each product below is bounded by the ranges of ModelSpec::Validate (h <= 2^20, f <= 2^22,
+  // l <= 10^4, V <= 2^24: about 2^60 in all); CheckedProduct turns a caller that skipped
+  // Validate into an internal error rather than a wrapped count.
+  auto mul = [](std::initializer_list<int64_t> xs) {
+    auto r = CheckedProduct(xs, "parameter count");
+    PTDP_CHECK_MSG(r.ok(), r.status().message());
+    return *r;
+  };
+  const int64_t per_layer = 2 * h                     // ln1
+                            + mul({3, h, h}) + 3 * h  // qkv
+                            + mul({h, h}) + h         // projection
+                            + 2 * h                   // ln2
+                            + mul({f, h}) + f         // fc1
+                            + mul({f, h}) + h;        // fc2
   const int64_t vp = PaddedVocab(m, tp);
-  int64_t total = per_layer * m.layers + vp * h + m.seq_len * h + 2 * h;
-  if (!m.tied_embeddings) total += vp * h;
+  int64_t total = mul({per_layer, m.layers}) + mul({vp, h}) + mul({m.seq_len, h}) + 2 * h;
+  if (!m.tied_embeddings) total += mul({vp, h});
   return total;
 }
 

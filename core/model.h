@@ -11,6 +11,19 @@
 
 namespace ptdp {
 
+// Ranges of ModelSpec's fields, checked by Validate (and so by every reader). Generous (gpt-1t
+// has l 128, h 25600, a 160, s 2048, V 51200) yet small enough that every size the planner and
+// the runtime compute from them (parameter counts, padded vocabulary, per-layer tensors) fits
+// in 64 bits.
+inline constexpr int64_t kMaxLayers = 10000;
+inline constexpr int64_t kMaxHidden = int64_t(1) << 20;  // 1048576
+inline constexpr int64_t kMaxHeads = 4096;
+inline constexpr int64_t kMaxFfnHidden = int64_t(1) << 22;  // 4194304; 0 means 4h
+inline constexpr int64_t kMaxSeqLen = int64_t(1) << 20;     // 1048576
+inline constexpr int64_t kMaxVocab = int64_t(1) << 24;      // 16777216
+inline constexpr int64_t kMaxVocabDivisibleBy = 65536;
+// dropout: [0, 1)
+
 struct ModelSpec {
   std::string name;              // preset or file name, for reports
   int layers = 0;                // l: transformer layers

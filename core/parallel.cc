@@ -1,6 +1,9 @@
 #include "core/parallel.h"
 
+#include <algorithm>
 #include <sstream>
+
+#include "core/checked.h"
 
 namespace ptdp {
 
@@ -44,12 +47,27 @@ Result<Recompute> ParseRecompute(const std::string& s) {
 
 Status ParallelConfig::Validate(const ModelSpec& m) const {
   auto bad = [](const std::string& s) { return Status::Invalid(s); };
-  if (tp < 1) return bad("tp: must be at least 1");
-  if (pp < 1) return bad("pp: must be at least 1");
-  if (dp < 1) return bad("dp: must be at least 1");
-  if (mbs < 1) return bad("mbs: must be at least 1");
-  if (vp < 1) return bad("vp: must be at least 1");
-  if (global_batch < 1) return bad("global_batch: must be at least 1");
+  PTDP_RETURN_IF_ERROR(CheckRange("tp", int64_t(tp), 1, kMaxTp));
+  PTDP_RETURN_IF_ERROR(CheckRange("pp", int64_t(pp), 1, kMaxPp));
+  PTDP_RETURN_IF_ERROR(CheckRange("dp", int64_t(dp), 1, kMaxDp));
+  PTDP_RETURN_IF_ERROR(CheckRange("mbs", int64_t(mbs), 1, kMaxMbs));
+  PTDP_RETURN_IF_ERROR(CheckRange("vp", int64_t(vp), 1, kMaxVp));
+  PTDP_RETURN_IF_ERROR(CheckRange("global_batch", global_batch, 1, kMaxGlobalBatch));
+  // Products in int64 (the fields are int): pp = vp = 65536 once wrapped pp*vp to 0 and divided
+  // by it.
+  PTDP_ASSIGN_OR_RETURN(const int64_t stages, CheckedProduct({pp, vp}, "pp*vp"));
+  PTDP_ASSIGN_OR_RETURN(const int64_t world, CheckedProduct({tp, pp, dp}, "tp*pp*dp"));
+  if (world > kMaxWorldSize) {
+    return bad("tp*pp*dp: " + std::to_string(world) + " GPUs is outside [1, " +
+               std::to_string(kMaxWorldSize) + "]");
+  }
+  PTDP_RETURN_IF_ERROR(m.Validate());
+  // The largest activation a stage can hold is about layers * mbs * s * max(a s, ffn, V) * 64
+  // bytes; refusing it here keeps every size the planner derives from the layout in 64 bits.
+  const int64_t widest = std::max({int64_t(m.heads) * m.seq_len, m.FfnHidden(), m.vocab});
+  auto act = CheckedProduct({int64_t(m.layers), mbs, m.seq_len, widest, 64},
+                            "mbs: activation bytes of layers x mbs x seq_len x width x 64");
+  if (!act.ok()) return act.status();
   if (m.heads % tp != 0) {
     return bad("tp: " + std::to_string(tp) + " does not divide the " + std::to_string(m.heads) +
                " attention heads");
@@ -58,8 +76,8 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("tp: " + std::to_string(tp) + " does not divide ffn_hidden " +
                std::to_string(m.FfnHidden()));
   }
-  if (m.layers % (pp * vp) != 0) {
-    return bad("pp: pp*vp = " + std::to_string(pp * vp) + " does not divide the " +
+  if (m.layers % stages != 0) {
+    return bad("pp: pp*vp = " + std::to_string(stages) + " does not divide the " +
                std::to_string(m.layers) + " layers");
   }
   if (global_batch % (int64_t(mbs) * dp) != 0) {

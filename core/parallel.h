@@ -29,6 +29,17 @@ Result<ScheduleKind> ParseSchedule(const std::string& s);
 const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);
 
+// Ranges of the layout fields, checked by ParallelConfig::Validate: tp [1, 4096], pp [1, 10000],
+// dp [1, 1048576], mbs [1, 65536], vp [1, 10000], global_batch [1, 2^40], and tp*pp*dp at most
+// kMaxWorldSize GPUs. Products are formed in checked int64, never in int.
+inline constexpr int64_t kMaxTp = 4096;
+inline constexpr int64_t kMaxPp = 10000;
+inline constexpr int64_t kMaxDp = int64_t(1) << 20;
+inline constexpr int64_t kMaxMbs = 65536;
+inline constexpr int64_t kMaxVp = 10000;
+inline constexpr int64_t kMaxGlobalBatch = int64_t(1) << 40;
+inline constexpr int64_t kMaxWorldSize = int64_t(1) << 20;  // 1048576 GPUs
+
 struct ParallelConfig {
   int tp = 1;   // tensor-parallel size t
   int pp = 1;   // pipeline-parallel size p

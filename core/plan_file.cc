@@ -1,5 +1,7 @@
 #include "core/plan_file.h"
 
+#include "core/checked.h"
+
 namespace ptdp {
 
 namespace {
@@ -18,6 +20,7 @@ Result<PlanFile> PlanFromJson(const Json& j, bool require_program) {
   const Json* cluster = r.Child("cluster", true);
   const Json* layout = r.Child("layout", true);
   const Json* program = r.Child("program", false);
+  // These copies recurse over the tree; ParseJson's depth limit has already bounded it.
   if (const Json* pred = r.Child("prediction", false)) p.prediction = *pred;
   for (const char* k : {"alternatives", "search", "megatron_args", "generated_by"}) {
     if (const Json* x = r.Child(k, false)) p.extra[k] = *x;
@@ -34,6 +37,10 @@ Result<PlanFile> PlanFromJson(const Json& j, bool require_program) {
     c.Required("gpus", &p.cluster.gpus);
     c.Required("gpus_per_node", &p.cluster.gpus_per_node);
     PTDP_RETURN_IF_ERROR(c.Finish());
+    PTDP_RETURN_IF_ERROR(
+        CheckRange("plan.cluster.gpus", int64_t(p.cluster.gpus), 1, kMaxWorldSize));
+    PTDP_RETURN_IF_ERROR(
+        CheckRange("plan.cluster.gpus_per_node", int64_t(p.cluster.gpus_per_node), 1, 1024));
   }
   PTDP_ASSIGN_OR_RETURN(p.layout, LayoutFromJson(*layout, "plan.layout", p.layout));
   Status v = p.layout.Validate(p.model);
@@ -57,7 +64,7 @@ Result<PlanFile> PlanFromJson(const Json& j, bool require_program) {
 }
 
 Result<PlanFile> ReadPlanFile(const std::string& path, bool require_program) {
-  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path));
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path, kMaxPlanFileBytes));
   auto p = PlanFromJson(j, require_program);
   if (!p.ok()) return p.status().WithPrefix(path);
   return p;
