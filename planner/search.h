@@ -31,7 +31,8 @@ namespace ptdp::planner {
 
 // Bounds on the search's inputs, checked before any work proportional to them. The batch bound
 // keeps every divisor (a micro-batch size) within int.
-inline constexpr int kMaxGpus = 1 << 24;
+// The GPU count is the layout's world size, whose range core states (core/parallel.h).
+inline constexpr int kMaxGpus = static_cast<int>(kMaxWorldSize);
 inline constexpr int64_t kMaxGlobalBatch = int64_t(1) << 30;
 
 // Re-scores one layout's pipeline (the next issue's simulator implements it): returns the time

@@ -54,7 +54,7 @@ p=(plan --cluster selene --gpus 8 --global-batch 8)
 check huge_number "dropout: number 1e400 is outside the range of a double" "${p[@]}" --model "$work/huge_number.json"
 check duplicate_key "layers: duplicate key" "${p[@]}" --model "$work/duplicate_key.json"
 check deep "nested deeper than 64 levels" "${p[@]}" --model "$work/deep.json"
-check dev_zero "/dev/zero: not a regular file" "${p[@]}" --model /dev/zero
+check dev_zero "'/dev/zero' is not a regular file" "${p[@]}" --model /dev/zero
 check directory "not a regular file" "${p[@]}" --model "$work/"
 check pp_vp "pp: 65536 is outside \[1, 10000\]" simulate --plan "$work/pp_vp.json"
 check hidden "hidden: 4000000000000000000 is outside \[1, 1048576\]" simulate --plan "$work/hidden.json"

@@ -1,7 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <chrono>
-
 #include "core/cluster.h"
 #include "core/json.h"
 #include "planner/fix.h"
@@ -77,9 +75,10 @@ TEST(Search, CountsAreBoundedBeforeAnyWork) {
 }
 
 TEST(Search, HugeHighlyCompositeCountsAnswerQuickly) {
-  // 2^30 sequences and 2^24 GPUs: the divisor lists come from trial division up to the square
-  // root (2^15 steps), not up to n; the search itself finds no fitting layout or a best one.
-  auto cluster = LoadCluster("selene", 1 << 24);
+  // 2^30 sequences and kMaxGpus (2^20) GPUs: the divisor lists come from trial division up to
+  // the square root (2^15 steps), not up to n; the search itself finds no fitting layout or a best
+  // one. (A hang here ends at ctest's timeout; tests/planner/bad_input.sh holds the CLI to 5 s.)
+  auto cluster = LoadCluster("selene", kMaxGpus);
   ASSERT_TRUE(cluster.ok()) << cluster.status().ToString();
   auto model = LoadModel("gpt-1.7b");
   ASSERT_TRUE(model.ok());
@@ -88,11 +87,8 @@ TEST(Search, HugeHighlyCompositeCountsAnswerQuickly) {
   o.fix.tp = 8;
   o.fix.pp = 1;
   o.fix.mbs = 1;
-  const auto t0 = std::chrono::steady_clock::now();
   auto r = Search(*model, *cluster, o);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_LT(s, 2.0);
-  (void)r;
+  EXPECT_TRUE(r.ok() || r.status().code() == StatusCode::kDoesNotFit) << r.status().ToString();
 }
 
 TEST(Cluster, PresetsLoadAndAreStrict) {
