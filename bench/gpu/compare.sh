@@ -90,6 +90,10 @@ if [ -z "$peak" ]; then
          "$work/profile.json")
 fi
 
+# The CUDA backend's attention is fused (no s^2 tensors kept): the plan says so, so that its
+# memory and the predicted time are those of the kernel that runs.
+fused=""
+[ "$backend" = cuda ] && fused=--fused-attention
 results="$work/results.jsonl"
 : > "$results"
 for model in $models; do
@@ -99,7 +103,7 @@ for model in $models; do
   while [ "$only" != pytorch ] && [ "$mbs" -le "$max_mbs" ]; do
     plan="$work/$model.mbs$mbs.plan.json"
     if ! "$ptdp" plan --model "$model" --cluster "$work/profile.json" --gpus 1 --global-batch "$mbs" \
-         --fix "tp=1,pp=1,dp=1,mbs=$mbs,recompute=none" --top 1 --out "$plan" > "$work/$model.mbs$mbs.plan.txt" 2>&1; then
+         --fix "tp=1,pp=1,dp=1,mbs=$mbs,recompute=none" $fused --top 1 --out "$plan" > "$work/$model.mbs$mbs.plan.txt" 2>&1; then
       log "$model: microbatch $mbs does not fit (planner)"; break
     fi
     if ! "$ptdp" train --backend "$backend" --plan "$plan" --data "$work/tokens.bin" --steps "$steps" \

@@ -14,12 +14,15 @@
 #               dry run 3600, as this 2-core machine builds the CUDA code slowly)
 #   --pack DIR  at the end, copy summary.txt and summary.json to DIR and tar OUT_DIR into
 #               DIR/gpu-run.tgz (the device tool brings back at most 8 files from $OUT)
+#   --models L  the benchmark models (default "gpt2-124m gpt2-350m gpt-1.3b"; dry run "tiny")
+#   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the ncu kernel table
+#               (for a short run when only ptdp changed)
 #
 # Every stage runs under `timeout`, bounded also by what is left of --budget; a failing stage does
 # not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
 # when every stage passed, 1 otherwise (the summary names the failed ones).
 set -euo pipefail
-usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS]"
+usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 case "$1" in -*) echo "$usage" >&2; exit 2 ;; esac
 out=$1; shift
@@ -28,6 +31,8 @@ carry=.carry
 build=""
 budget=""
 pack=""
+models=""
+no_torch=0 no_memcheck=0 no_kernels=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
@@ -35,6 +40,10 @@ while [ $# -gt 0 ]; do
     --build-dir) build=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --pack) pack=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --no-torch) no_torch=1; shift ;;
+    --no-memcheck) no_memcheck=1; shift ;;
+    --no-kernels) no_kernels=1; shift ;;
     *) echo "run_all.sh: unknown argument $1; $usage" >&2; exit 2 ;;
   esac
 done
@@ -107,7 +116,7 @@ export OPAL_PREFIX=$carry/usr
 # PMIx (under OpenMPI's launcher) has its own prefix and component folder (checked: mpirun -np 2
 # runs from the carry with the Debian packages hidden, without warnings, only with all three).
 export PMIX_PREFIX=$carry_lib/pmix2 PMIX_INSTALL_PREFIX=$carry_lib/pmix2
-export PMIX_MCA_mca_base_component_path=$carry_lib/pmix2/lib/pmix
+export PMIX_MCA_mca_base_component_path=$carry_lib/pmix2/lib/pmix PMIX_MCA_pcompress_base_silence_warning=1
 export OMPI_MCA_mca_base_component_show_load_errors=0 OMPI_MCA_btl=self,vader
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export PATH=$carry/usr/bin:$cuda_bin:$PATH
@@ -259,20 +268,38 @@ ptdp_model() {  # MODEL: compare.sh's ptdp side on the profile measured above
   ! grep -q '"error"' "$out/ptdp-$1/results.jsonl"
 }
 
+kernels() {  # MODEL: where one step's GPU time goes, kernel by kernel (ncu's duration of each launch)
+  local ncu plan
+  ncu=$(command -v ncu || true)
+  [ -n "$ncu" ] || { [ -x "$cuda_bin/ncu" ] && ncu=$cuda_bin/ncu; } || true
+  [ -n "$ncu" ] || { echo "ncu not found"; return 1; }
+  plan=$(ls -v "$out/ptdp-$1"/"$1".mbs*.plan.json | tail -n 1)
+  grep -q '"microbatch"' "$out/ptdp-$1/results.jsonl" && plan=$out/ptdp-$1/$1.mbs$("$python" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["microbatch"])' "$out/ptdp-$1/results.jsonl").plan.json
+  echo "plan: $plan"
+  # Two steps: the second is steady state (the caching allocator is warm); ncu serialises the
+  # launches and times each (--clock-control none leaves the clocks as they run).
+  with_libs "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --log-file "$out/kernels.csv" \
+    "$build/tools/ptdp" train --backend cuda --plan "$plan" --data "$out/tokens.bin" --steps 2 > "$out/kernels.train.txt" 2>&1 || true
+  tail -n 3 "$out/kernels.train.txt"
+  "$python" "$root/bench/gpu/kernel_table.py" "$out/kernels.csv" | tee "$out/kernels.txt"
+}
+
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
-  profile torch_model ptdp_model with_libs wheel_dir
+  profile torch_model ptdp_model kernels with_libs wheel_dir
 export out dry carry build budget root python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------
-if [ $dry = 1 ]; then models="tiny"; else models="gpt2-124m gpt2-350m gpt-1.3b"; fi
+[ -n "$models" ] || models=$([ $dry = 1 ] && echo tiny || echo "gpt2-124m gpt2-350m gpt-1.3b")
 stage probe 30 probe
 stage carry 30 carry_check
 # PyTorch needs neither our build nor the carry: it runs beside the configure and build (CPU only)
 # with the GPU to itself (the build leaves it two cores).
 torch_pid=""
-if [ -z "$python" ] || ! "$python" -c 'import torch' 2> /dev/null; then
+if [ $no_torch = 1 ]; then
+  for m in $models; do skip "torch-$m" "--no-torch"; done
+elif [ -z "$python" ] || ! "$python" -c 'import torch' 2> /dev/null; then
   for m in $models; do skip "torch-$m" "no PyTorch in ${python:-python3} here"; done
 else
   torch_all & torch_pid=$!
@@ -301,7 +328,11 @@ if passed build; then
     if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
   done
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
-  if [ $dry = 0 ]; then stage memcheck 120 memcheck; fi
+  first=${models%% *}
+  if [ $dry = 1 ] || [ $no_kernels = 1 ]; then skip kernels "$([ $dry = 1 ] && echo 'dry run: no GPU' || echo --no-kernels)"
+  elif passed "ptdp-$first"; then stage kernels 60 kernels "$first"
+  else skip kernels "ptdp-$first did not pass"; fi
+  if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 120 memcheck; fi
 else
   for s in libs static gpu-tests memcheck models tokens profile; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done

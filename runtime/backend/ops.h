@@ -76,8 +76,8 @@ struct AttentionStash {
   TensorRef mask;            // [b][a/t][s][s] u8, unfused with dropout
   TensorRef dropped;         // [b][a/t][s][s] compute dtype, unfused with dropout
   TensorRef lse;             // [b][a/t][s] fp32, fused
-  uint64_t dropout_key = 0;  // fused: the forward's DropoutSpec key (ignored when p == 0)
-  ConstRef out;              // fused: the forward's output [b s][a/t D] (read-only)
+  uint64_t dropout_key = 0;  // the forward's DropoutSpec key (ignored when p == 0)
+  ConstRef out;              // the forward's output [b s][a/t D] (read-only), both forms
   bool fused() const { return !lse.empty(); }
 };
 

@@ -71,14 +71,13 @@ Status AllocAttentionCore(const LayerCtx& c, MemTag tag, LayerStash* st) {
   return Status::Ok();
 }
 
-// The Ops view of that stash; the fused form also carries the dropout key the backward
-// regenerates the mask from and the forward's output.
+// The Ops view of that stash. Both forms carry the dropout key and the forward's output: a fused
+// kernel regenerates the mask from the key and reads the output in its backward, and the CUDA
+// backend runs its fused kernel also for an unfused layout (the log-sum-exp then sits in probs).
 AttentionStash AttentionStashOf(const LayerCtx& c, int layer, LayerStash* st) {
   AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref(), st->att_lse.ref()};
-  if (as.fused()) {
-    as.dropout_key = c.drop.Key(Site(layer, "attn"));
-    as.out = st->attn_out.cref();
-  }
+  as.dropout_key = c.drop.Key(Site(layer, "attn"));
+  as.out = st->attn_out.cref();
   return as;
 }
 
