@@ -15,6 +15,7 @@
 #   --pack DIR  at the end, copy summary.txt and summary.json to DIR and tar OUT_DIR into
 #               DIR/gpu-run.tgz (the device tool brings back at most 8 files from $OUT)
 #   --models L  the benchmark models (default "gpt2-124m gpt2-350m gpt-1.3b"; dry run "tiny")
+#   --ptdp-steps N  training steps of each ptdp run (default 10; the first 3 are warm-up)
 #   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the ncu kernel table
 #               (for a short run when only ptdp changed)
 #
@@ -32,6 +33,7 @@ build=""
 budget=""
 pack=""
 models=""
+ptdp_steps=10
 no_torch=0 no_memcheck=0 no_kernels=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,6 +43,7 @@ while [ $# -gt 0 ]; do
     --budget) budget=$2; shift 2 ;;
     --pack) pack=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
+    --ptdp-steps) ptdp_steps=$2; shift 2 ;;
     --no-torch) no_torch=1; shift ;;
     --no-memcheck) no_memcheck=1; shift ;;
     --no-kernels) no_kernels=1; shift ;;
@@ -262,7 +265,7 @@ ptdp_model() {  # MODEL: compare.sh's ptdp side on the profile measured above
   local a=(--models "$1" --skip-build --build-dir "${build#"$root/"}" --work "$out/ptdp-$1"
            --profile "$out/profile.json" --only ptdp)
   if [ $dry = 1 ]; then a+=(--backend cpu --steps 3 --max-mbs 2)
-  else a+=(--backend cuda --steps 10 --max-mbs 64 --peak-tflops "$peak" --peak-source "$peak_source"); fi
+  else a+=(--backend cuda --steps "$ptdp_steps" --max-mbs 64 --peak-tflops "$peak" --peak-source "$peak_source"); fi
   with_libs "$root/bench/gpu/compare.sh" "${a[@]}"
   cat "$out/ptdp-$1/results.jsonl"
   ! grep -q '"error"' "$out/ptdp-$1/results.jsonl"
@@ -287,7 +290,7 @@ kernels() {  # MODEL: where one step's GPU time goes, kernel by kernel (ncu's du
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model kernels with_libs wheel_dir
-export out dry carry build budget root python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+export out dry carry build budget root ptdp_steps python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------
@@ -324,17 +327,19 @@ if passed build; then
   stage models 20 models_check
   stage tokens 10 tokens
   stage profile 90 profile
+  first=${models%% *}
   for m in $models; do
     if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
+    # Right after the first model: where its step's GPU time goes, kernel by kernel.
+    [ "$m" = "$first" ] || continue
+    if [ $dry = 1 ] || [ $no_kernels = 1 ]; then skip kernels "$([ $dry = 1 ] && echo 'dry run: no GPU' || echo --no-kernels)"
+    elif passed "ptdp-$m"; then stage kernels 45 kernels "$m"
+    else skip kernels "ptdp-$m did not pass"; fi
   done
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
-  first=${models%% *}
-  if [ $dry = 1 ] || [ $no_kernels = 1 ]; then skip kernels "$([ $dry = 1 ] && echo 'dry run: no GPU' || echo --no-kernels)"
-  elif passed "ptdp-$first"; then stage kernels 60 kernels "$first"
-  else skip kernels "ptdp-$first did not pass"; fi
   if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 120 memcheck; fi
 else
-  for s in libs static gpu-tests memcheck models tokens profile; do skip "$s" "build failed"; done
+  for s in libs static gpu-tests memcheck models tokens profile kernels; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
 fi
 [ -n "$torch_pid" ] && { wait "$torch_pid" || true; }
