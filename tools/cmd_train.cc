@@ -213,6 +213,24 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
   return pre;
 }
 
+// --op-times: rank 0's Ops calls per step (steps after the first), largest total first.
+void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
+  const std::vector<runtime::OpTime> rows = timer.Table();
+  const double per = steps > 1 ? double(steps - 1) : 1.0;
+  double total = 0;
+  for (const auto& r : rows) total += r.seconds;
+  std::printf(
+      "op times, rank 0, per step (%s; each op synchronised, so the figures add one launch latency "
+      "each and nothing overlaps)\n%-58s %8s %10s %9s %6s\n",
+      steps > 1 ? "steps after the first" : "one step", "op [shape]", "calls", "ms/step", "us/call",
+      "share");
+  for (const auto& r : rows) {
+    std::printf("%-58s %8.0f %10.3f %9.1f %5.1f%%\n", r.op.c_str(), r.calls / per,
+                r.seconds / per * 1e3, r.seconds / r.calls * 1e6, 100.0 * r.seconds / total);
+  }
+  std::printf("%-58s %8s %10.3f\n", "all ops", "", total / per * 1e3);
+}
+
 // The iterations; rank 0 prints each step and rewrites the --log file. Returns the losses.
 Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& trainer, bool root) {
   const ParallelConfig& c = trainer.layout();
@@ -220,6 +238,8 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
   std::vector<double> losses;
   for (int64_t step = 1; step <= a.steps; ++step) {
     PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer.Step(step));
+    // The first step warms the caches and libraries: the op table counts the steps after it.
+    if (step == 1 && a.steps > 1 && trainer.op_times() != nullptr) trainer.op_times()->Reset();
     losses.push_back(m.loss);
     if (root) {
       std::printf(
@@ -259,6 +279,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   *agreed_failure = false;
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses, TrainSteps(a, *trainer, root));
+  if (root && trainer->op_times() != nullptr) PrintOpTimes(*trainer->op_times(), a.steps);
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
   const Status mem_status = root ? ReportMemory(a, *plan, *trainer, mem) : Status::Ok();
@@ -299,6 +320,8 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--data", a.data, "token file (ptdp tokenize)")->required();
   cmd->add_option("--steps", a.steps, "iterations")->required();
   cmd->add_option("--log", a.log, "JSON lines of per-step metrics (rank 0 writes)");
+  cmd->add_flag("--op-times", a.opts.op_times,
+                "print rank 0's time per Ops call and shape (each call synchronised)");
   cmd->add_option("--backend", a.backend,
                   "compute backend: cpu, cpu-guard (tests: faults on host access to tensors), cuda "
                   "(builds with CUDA; GPU by local rank; never run on a GPU yet)");

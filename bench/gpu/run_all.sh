@@ -16,7 +16,7 @@
 #               DIR/gpu-run.tgz (the device tool brings back at most 8 files from $OUT)
 #   --models L  the benchmark models (default "gpt2-124m gpt2-350m gpt-1.3b"; dry run "tiny")
 #   --ptdp-steps N  training steps of each ptdp run (default 10; the first 3 are warm-up)
-#   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the ncu kernel table
+#   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the op table (ptdp train --op-times)
 #               (for a short run when only ptdp changed)
 #
 # Every stage runs under `timeout`, bounded also by what is left of --budget; a failing stage does
@@ -271,20 +271,14 @@ ptdp_model() {  # MODEL: compare.sh's ptdp side on the profile measured above
   ! grep -q '"error"' "$out/ptdp-$1/results.jsonl"
 }
 
-kernels() {  # MODEL: where one step's GPU time goes, kernel by kernel (ncu's duration of each launch)
-  local ncu plan
-  ncu=$(command -v ncu || true)
-  [ -n "$ncu" ] || { [ -x "$cuda_bin/ncu" ] && ncu=$cuda_bin/ncu; } || true
-  [ -n "$ncu" ] || { echo "ncu not found"; return 1; }
-  plan=$(ls -v "$out/ptdp-$1"/"$1".mbs*.plan.json | tail -n 1)
-  grep -q '"microbatch"' "$out/ptdp-$1/results.jsonl" && plan=$out/ptdp-$1/$1.mbs$("$python" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["microbatch"])' "$out/ptdp-$1/results.jsonl").plan.json
+kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train --op-times)
+  local plan=""
+  grep -q '"microbatch"' "$out/ptdp-$1/results.jsonl" &&
+    plan=$out/ptdp-$1/$1.mbs$("$python" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["microbatch"])' "$out/ptdp-$1/results.jsonl").plan.json
+  [ -n "$plan" ] || { echo "no measured microbatch for $1"; return 1; }
   echo "plan: $plan"
-  # Two steps: the second is steady state (the caching allocator is warm); ncu serialises the
-  # launches and times each (--clock-control none leaves the clocks as they run).
-  with_libs "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base --log-file "$out/kernels.csv" \
-    "$build/tools/ptdp" train --backend cuda --plan "$plan" --data "$out/tokens.bin" --steps 2 > "$out/kernels.train.txt" 2>&1 || true
-  tail -n 3 "$out/kernels.train.txt"
-  "$python" "$root/bench/gpu/kernel_table.py" "$out/kernels.csv" | tee "$out/kernels.txt"
+  with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" --data "$out/tokens.bin" --steps 3 \
+    --op-times | tee "$out/kernels.txt"
 }
 
 # Stages run in a child bash (stage above): it needs these functions and settings.
@@ -330,7 +324,7 @@ if passed build; then
   first=${models%% *}
   for m in $models; do
     if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
-    # Right after the first model: where its step's GPU time goes, kernel by kernel.
+    # Right after the first model: where its step's GPU time goes, op by op (ptdp train --op-times).
     [ "$m" = "$first" ] || continue
     if [ $dry = 1 ] || [ $no_kernels = 1 ]; then skip kernels "$([ $dry = 1 ] && echo 'dry run: no GPU' || echo --no-kernels)"
     elif passed "ptdp-$m"; then stage kernels 45 kernels "$m"

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "runtime/backend/cpu_ops.h"
+#include "runtime/backend/timed_ops.h"
 
 namespace ptdp::runtime {
 
@@ -33,6 +34,16 @@ void Device::Account(Bytes delta, MemTag tag) {
   PTDP_CHECK(stats_.current[i] >= 0);
   stats_.peak[i] = std::max(stats_.peak[i], stats_.current[i]);
   stats_.peak_total = std::max(stats_.peak_total, stats_.current_total);
+}
+
+Device::~Device() {
+  delete timed_ops_;
+}
+
+void Device::EnableOpTimes() {
+  if (timed_ops_ != nullptr) return;
+  timed_ops_ = new TimedOps(backend_ops(), this);
+  timed_view_ = timed_ops_;
 }
 
 void Device::ResetPeak() {

@@ -30,9 +30,11 @@ struct MemoryStats {
   Bytes peak_total = 0;  // peak of the sum over tags (not the sum of the per-tag peaks)
 };
 
+class TimedOps;
+
 class Device {
  public:
-  virtual ~Device() = default;
+  virtual ~Device();
   virtual std::string name() const = 0;
   // Zero-filled allocation of `bytes`; fails with kDoesNotFit when out of memory.
   virtual Result<void*> Alloc(Bytes bytes, MemTag tag) = 0;
@@ -42,8 +44,12 @@ class Device {
   // side is host memory (the only way results reach the host).
   virtual void Copy(void* dst, const void* src, Bytes bytes) = 0;
   virtual void Fill(void* dst, int value, Bytes bytes) = 0;
-  // The device's compute, ordered on its stream.
-  virtual Ops* ops() = 0;
+  // The device's compute, ordered on its stream: the backend's Ops, or the timing decorator over
+  // them after EnableOpTimes.
+  Ops* ops() { return timed_view_ ? timed_view_ : backend_ops(); }
+  // From now on every Ops call is timed (runtime/backend/timed_ops.h; it synchronises each call).
+  void EnableOpTimes();
+  TimedOps* op_times() { return timed_ops_; }
   // Waits until everything queued on the stream has run.
   virtual Status Synchronize() = 0;
   // Event timer on the stream: StartTimer records a start event; ElapsedSeconds records a stop
@@ -55,8 +61,13 @@ class Device {
   void ResetPeak();  // peak := current (per tag and total)
 
  protected:
+  virtual Ops* backend_ops() = 0;
   void Account(Bytes delta, MemTag tag);
   MemoryStats stats_;
+
+ private:
+  TimedOps* timed_ops_ = nullptr;  // owned; deleted in ~Device
+  Ops* timed_view_ = nullptr;      // the same object as Ops (TimedOps is incomplete here)
 };
 
 class CpuDevice : public Device {
@@ -68,10 +79,12 @@ class CpuDevice : public Device {
   void Free(void* p, Bytes bytes, MemTag tag) override;
   void Copy(void* dst, const void* src, Bytes bytes) override;
   void Fill(void* dst, int value, Bytes bytes) override;
-  Ops* ops() override { return ops_.get(); }
   Status Synchronize() override { return Status::Ok(); }  // synchronous: nothing is queued
   Status StartTimer() override;
   Result<double> ElapsedSeconds() override;
+
+ protected:
+  Ops* backend_ops() override { return ops_.get(); }
 
  private:
   std::unique_ptr<Ops> ops_;

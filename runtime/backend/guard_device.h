@@ -51,7 +51,7 @@ class GuardDevice final : public Device {
   void Free(void* p, Bytes bytes, MemTag tag) override;
   void Copy(void* dst, const void* src, Bytes bytes) override;
   void Fill(void* dst, int value, Bytes bytes) override;
-  Ops* ops() override { return ops_.get(); }
+  Ops* backend_ops() override { return ops_.get(); }
   Status Synchronize() override { return Status::Ok(); }
   Status StartTimer() override { return cpu_.StartTimer(); }
   Result<double> ElapsedSeconds() override { return cpu_.ElapsedSeconds(); }

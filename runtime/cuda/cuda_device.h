@@ -38,7 +38,7 @@ class CudaDevice final : public Device {
   void Fill(void* dst, int value, Bytes bytes) override;
 
   // CudaOps on the compute stream.
-  Ops* ops() override { return ops_.get(); }
+  Ops* backend_ops() override { return ops_.get(); }
   Status Synchronize() override;
   // cudaEvent timing on the compute stream.
   Status StartTimer() override;

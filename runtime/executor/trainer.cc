@@ -120,6 +120,7 @@ Status Trainer::Build() {
   const int me = world_->rank();
   // The device first: the cuda backend's communicators are ordered against its compute stream.
   PTDP_ASSIGN_OR_RETURN(dev_, CreateDevice(opts_.backend));
+  if (opts_.op_times) dev_->EnableOpTimes();
   // Groups: every rank passes the same partitions, in the same order (so collectives, NCCL's
   // initialisation included, are submitted in the same order everywhere).
   auto split = [&](const std::vector<std::vector<int>>& groups) {

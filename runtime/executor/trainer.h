@@ -37,6 +37,7 @@
 #include "core/rank_grid.h"
 #include "core/timeline.h"
 #include "runtime/backend/device.h"
+#include "runtime/backend/timed_ops.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/data/token_file.h"
 #include "runtime/model/gpt_layers.h"
@@ -58,6 +59,7 @@ struct TrainOptions {
   int loss_scale_window = 1000;       // clean steps before the scale doubles
   Bytes memory_limit = 0;             // per rank; 0: none
   std::string memory_limit_source;    // where the limit came from, for the error message
+  bool op_times = false;              // time every Ops call (runtime/backend/timed_ops.h)
 };
 
 struct StepMetrics {
@@ -123,6 +125,8 @@ class Trainer {
   const ParallelConfig& layout() const { return cfg_; }
   const ModelSpec& model() const { return model_; }
   int world_rank() const { return world_->rank(); }
+  // This rank's Ops timer, with TrainOptions::op_times (nullptr otherwise).
+  TimedOps* op_times() { return dev_->op_times(); }
 
  private:
   struct MbState;

@@ -1,0 +1,187 @@
+#include "runtime/backend/timed_ops.h"
+
+#include <algorithm>
+#include <initializer_list>
+
+#include "runtime/backend/device.h"
+
+namespace ptdp::runtime {
+namespace {
+
+std::string Dims(std::initializer_list<int64_t> dims) {
+  std::string s;
+  for (int64_t d : dims) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+}  // namespace
+
+template <class Call>
+Status TimedOps::Timed(const std::string& key, Call&& call) {
+  PTDP_RETURN_IF_ERROR(dev_->Synchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status status = call();
+  PTDP_RETURN_IF_ERROR(status);
+  PTDP_RETURN_IF_ERROR(dev_->Synchronize());
+  Entry& e = times_[key];
+  e.calls += 1;
+  e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
+std::vector<OpTime> TimedOps::Table() const {
+  std::vector<OpTime> rows;
+  for (const auto& [op, e] : times_) rows.push_back({op, e.calls, e.seconds});
+  std::sort(rows.begin(), rows.end(),
+            [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+  return rows;
+}
+
+Status TimedOps::LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
+                                  ConstRef w, ConstRef b, int64_t n, int64_t c) {
+  return Timed(std::string("LayerNormForward ") + Dims({n, c}),
+               [&] { return inner_->LayerNormForward(out, mean, rstd, x, w, b, n, c); });
+}
+
+Status TimedOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
+                                   ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
+                                   int64_t c, bool accumulate_dx) {
+  return Timed(std::string("LayerNormBackward ") + Dims({n, c}), [&] {
+    return inner_->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, n, c, accumulate_dx);
+  });
+}
+
+Status TimedOps::LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w,
+                               ConstRef bias, int64_t n, int64_t c, int64_t oc) {
+  return Timed(std::string(gelu_out.empty() ? "LinearForward " : "LinearForward+GeLU ") + Dims({n, c, oc}),
+               [&] { return inner_->LinearForward(out, gelu_out, x, w, bias, n, c, oc); });
+}
+
+Status TimedOps::LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,
+                                    int64_t oc) {
+  return Timed(std::string("LinearBackwardData ") + Dims({n, c, oc}),
+               [&] { return inner_->LinearBackwardData(dx, dout, w, n, c, oc); });
+}
+
+Status TimedOps::LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x,
+                                      int64_t n, int64_t c, int64_t oc) {
+  return Timed(std::string("LinearBackwardWeight ") + Dims({n, c, oc}),
+               [&] { return inner_->LinearBackwardWeight(dw, dbias, dout, x, n, c, oc); });
+}
+
+Status TimedOps::GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) {
+  return Timed(std::string("GeluBackward ") + Dims({count}),
+               [&] { return inner_->GeluBackward(dpre, pre, dgelu, count); });
+}
+
+Status TimedOps::BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
+                                     ConstRef residual, int64_t n, int64_t c,
+                                     const DropoutSpec& drop) {
+  return Timed(std::string("BiasDropoutResidual ") + Dims({n, c}), [&] {
+    return inner_->BiasDropoutResidual(out, mask, x, bias, residual, n, c, drop);
+  });
+}
+
+Status TimedOps::DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, ConstRef mask,
+                                 int64_t n, int64_t c, double p) {
+  return Timed(std::string("DropoutBackward ") + Dims({n, c}),
+               [&] { return inner_->DropoutBackward(dx, dbias, dy, mask, n, c, p); });
+}
+
+Status TimedOps::Add(TensorRef out, ConstRef a, ConstRef b) {
+  return Timed("Add", [&] { return inner_->Add(out, a, b); });
+}
+
+Status TimedOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
+                                  const AttentionShape& shape, const DropoutSpec& drop) {
+  return Timed("AttentionForward" + std::string(" ") +
+                   Dims({shape.b, shape.s, shape.heads_local, shape.head_dim}),
+               [&] { return inner_->AttentionForward(out, stash, qkv, shape, drop); });
+}
+
+Status TimedOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
+                                   const AttentionStash& stash, const AttentionShape& shape,
+                                   double p) {
+  return Timed("AttentionBackward" + std::string(" ") +
+                   Dims({shape.b, shape.s, shape.heads_local, shape.head_dim}),
+               [&] { return inner_->AttentionBackward(dqkv, dout, qkv, stash, shape, p); });
+}
+
+Status TimedOps::EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe,
+                                  int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                                  int64_t vocab_end) {
+  return Timed(std::string("EmbeddingForward ") + Dims({b, s, c}), [&] {
+    return inner_->EmbeddingForward(out, tokens, wte, wpe, b, s, c, vocab_begin, vocab_end);
+  });
+}
+
+Status TimedOps::EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,
+                                   int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                                   int64_t vocab_end) {
+  return Timed(std::string("EmbeddingBackward ") + Dims({b, s, c}), [&] {
+    return inner_->EmbeddingBackward(dwte, dwpe, dout, tokens, b, s, c, vocab_begin, vocab_end);
+  });
+}
+
+Status TimedOps::Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) {
+  return Timed("Dropout", [&] { return inner_->Dropout(x, mask, drop); });
+}
+
+Status TimedOps::CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) {
+  return Timed(std::string("CrossEntropyLocalMax ") + Dims({v.rows, v.v_local}),
+               [&] { return inner_->CrossEntropyLocalMax(row_max, logits, v); });
+}
+
+Status TimedOps::CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max,
+                                       ConstRef targets, const VocabShard& v) {
+  return Timed(std::string("CrossEntropyLocalSums ") + Dims({v.rows, v.v_local}),
+               [&] { return inner_->CrossEntropyLocalSums(sums, logits, row_max, targets, v); });
+}
+
+Status TimedOps::CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,
+                                  ConstRef row_max, const VocabShard& v) {
+  return Timed(std::string("CrossEntropyLoss ") + Dims({v.rows, v.v_local}),
+               [&] { return inner_->CrossEntropyLoss(row_sum, loss_sum, sums, row_max, v); });
+}
+
+Status TimedOps::CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
+                                      ConstRef row_sum, ConstRef targets, double dloss,
+                                      const VocabShard& v) {
+  return Timed(std::string("CrossEntropyBackward ") + Dims({v.rows, v.v_local}), [&] {
+    return inner_->CrossEntropyBackward(dlogits, logits, row_max, row_sum, targets, dloss, v);
+  });
+}
+
+Status TimedOps::AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m,
+                       TensorRef v, const AdamWHyper& h) {
+  return Timed("AdamW", [&] { return inner_->AdamW(param, compute_copy, grad, m, v, h); });
+}
+
+Status TimedOps::SumSquares(TensorRef acc, ConstRef x) {
+  return Timed("SumSquares", [&] { return inner_->SumSquares(acc, x); });
+}
+
+Status TimedOps::Scale(TensorRef x, double factor) {
+  return Timed("Scale", [&] { return inner_->Scale(x, factor); });
+}
+
+Status TimedOps::FlagNonFinite(TensorRef flag, ConstRef x) {
+  return Timed("FlagNonFinite", [&] { return inner_->FlagNonFinite(flag, x); });
+}
+
+Status TimedOps::Cast(TensorRef dst, ConstRef src) {
+  return Timed("Cast", [&] { return inner_->Cast(dst, src); });
+}
+
+Status TimedOps::Fill(TensorRef dst, double value) {
+  return Timed("Fill", [&] { return inner_->Fill(dst, value); });
+}
+
+Status TimedOps::FillNormal(TensorRef out, uint64_t key, int64_t cols, int64_t global_cols,
+                            int64_t col0, int64_t row0, double mean, double stddev) {
+  return Timed("FillNormal", [&] {
+    return inner_->FillNormal(out, key, cols, global_cols, col0, row0, mean, stddev);
+  });
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,97 @@
+// TimedOps: an Ops decorator that times every call on its device, for `ptdp train --op-times`
+// ("where the step's time goes, op by op", on any backend). Each call is bracketed by
+// Device::Synchronize() and a host clock, so a figure is the op's device time plus one launch
+// latency, and the ops no longer overlap one another or the communication: the step time of a
+// timed run is not the step time of a normal one. Entries are keyed by op and shape (GEMMs by
+// n x c x oc, attention by b x s x heads x D), so one GEMM layout's share is visible.
+// The Device's own event timer is left alone (the trainer times the step with it).
+// Thread-safety: one thread at a time, like the Device.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/ops.h"
+
+namespace ptdp::runtime {
+
+class Device;
+
+struct OpTime {
+  std::string op;  // "LinearForward 8192x768x2304"
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
+class TimedOps final : public Ops {
+ public:
+  // REQUIRES: inner and dev outlive this object; inner is dev's own Ops.
+  TimedOps(Ops* inner, Device* dev) : inner_(inner), dev_(dev) {}
+  const char* name() const override { return inner_->name(); }
+  // Entries since the last Reset, largest total first.
+  std::vector<OpTime> Table() const;
+  void Reset() { times_.clear(); }
+
+  Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
+                          ConstRef b, int64_t n, int64_t c) override;
+  Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
+                           ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
+                           bool accumulate_dx) override;
+  Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
+                       int64_t n, int64_t c, int64_t oc) override;
+  Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,
+                            int64_t oc) override;
+  Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x, int64_t n,
+                              int64_t c, int64_t oc) override;
+  Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override;
+  Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
+                             ConstRef residual, int64_t n, int64_t c,
+                             const DropoutSpec& drop) override;
+  Status DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, ConstRef mask, int64_t n,
+                         int64_t c, double p) override;
+  Status Add(TensorRef out, ConstRef a, ConstRef b) override;
+  Status AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
+                          const AttentionShape& shape, const DropoutSpec& drop) override;
+  Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv, const AttentionStash& stash,
+                           const AttentionShape& shape, double p) override;
+  Status EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe, int64_t b,
+                          int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end) override;
+  Status EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,
+                           int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
+                           int64_t vocab_end) override;
+  Status Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) override;
+  Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) override;
+  Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max, ConstRef targets,
+                               const VocabShard& v) override;
+  Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
+                          const VocabShard& v) override;
+  Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
+                              ConstRef row_sum, ConstRef targets, double dloss,
+                              const VocabShard& v) override;
+  Status AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m, TensorRef v,
+               const AdamWHyper& h) override;
+  Status SumSquares(TensorRef acc, ConstRef x) override;
+  Status Scale(TensorRef x, double factor) override;
+  Status FlagNonFinite(TensorRef flag, ConstRef x) override;
+  Status Cast(TensorRef dst, ConstRef src) override;
+  Status Fill(TensorRef dst, double value) override;
+  Status FillNormal(TensorRef out, uint64_t key, int64_t cols, int64_t global_cols, int64_t col0,
+                    int64_t row0, double mean, double stddev) override;
+
+ private:
+  struct Entry {
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  // Synchronises, runs `call`, synchronises again, and adds the time to `key`'s entry.
+  template <class Call>
+  Status Timed(const std::string& key, Call&& call);
+
+  Ops* inner_;
+  Device* dev_;
+  std::map<std::string, Entry> times_;
+};
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# ptdp train --op-times: the table lists every op by shape with its calls per step (LayerNorm runs
+# 2 per layer plus the final one per microbatch), and timing changes nothing the run computes
+# (the per-step losses equal those of the same run without it).
+# usage: op_times.sh PTDP WORKDIR
+set -euo pipefail
+ptdp=$1 work=$2/op_times
+rm -rf "$work" && mkdir -p "$work"
+"$ptdp" plan --model tiny --cluster cpu --gpus 1 --global-batch 4 \
+  --fix tp=1,pp=1,dp=1,mbs=2,recompute=none --top 1 --out "$work/plan.json" > /dev/null
+"$ptdp" tokenize --in "$(dirname "$0")/../../README.md" --out "$work/tokens.bin" > /dev/null
+"$ptdp" train --plan "$work/plan.json" --data "$work/tokens.bin" --steps 3 --log "$work/plain.jsonl" > /dev/null
+"$ptdp" train --plan "$work/plan.json" --data "$work/tokens.bin" --steps 3 --log "$work/timed.jsonl" \
+  --op-times > "$work/timed.txt"
+python3 - "$work" <<'PY'
+import json, re, sys
+w = sys.argv[1]
+layers = json.load(open(f"{w}/plan.json"))["model"]["layers"]
+microbatches = 2  # global batch 4 / mbs 2
+text = open(f"{w}/timed.txt").read()
+assert "op times, rank 0, per step (steps after the first" in text, text
+rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"^(\S+(?: \S+)?)\s+(\d+)\s+[\d.]+\s+[\d.]+\s+[\d.]+%$", text, re.M)}
+ln = [c for op, c in rows.items() if op.startswith("LayerNormForward ")]
+assert ln == [(2 * layers + 1) * microbatches], (ln, rows)
+for op in ("LinearForward+GeLU", "AttentionForward", "AttentionBackward", "AdamW"):
+    assert any(k.startswith(op) for k in rows), (op, sorted(rows))
+plain = [json.loads(l)["loss"] for l in open(f"{w}/plain.jsonl")]
+timed = [json.loads(l)["loss"] for l in open(f"{w}/timed.jsonl")]
+assert plain == timed, (plain, timed)
+print(f"op table: {len(rows)} ops; LayerNormForward {ln[0]:.0f} calls/step; losses equal: {timed}")
+PY
