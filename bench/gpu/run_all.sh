@@ -16,6 +16,9 @@
 #               DIR/gpu-run.tgz (the device tool brings back at most 8 files from $OUT)
 #   --models L  the benchmark models (default "gpt2-124m gpt2-350m gpt-1.3b"; dry run "tiny")
 #   --ptdp-steps N  training steps of each ptdp run (default 10; the first 3 are warm-up)
+#   --torch-models L  the models PyTorch runs (default: all of --models)
+#   --torch-batch N   PyTorch's microbatch (halved until it fits) instead of the doubling search
+#   --torch-box S     seconds for each PyTorch model (default 60, gpt-1.3b 90)
 #   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the op table (ptdp train --op-times)
 #               (for a short run when only ptdp changed)
 #
@@ -34,6 +37,7 @@ budget=""
 pack=""
 models=""
 ptdp_steps=10
+torch_models="" torch_batch="" torch_box=""
 no_torch=0 no_memcheck=0 no_kernels=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -44,6 +48,9 @@ while [ $# -gt 0 ]; do
     --pack) pack=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     --ptdp-steps) ptdp_steps=$2; shift 2 ;;
+    --torch-models) torch_models=$2; shift 2 ;;
+    --torch-batch) torch_batch=$2; shift 2 ;;
+    --torch-box) torch_box=$2; shift 2 ;;
     --no-torch) no_torch=1; shift ;;
     --no-memcheck) no_memcheck=1; shift ;;
     --no-kernels) no_kernels=1; shift ;;
@@ -235,13 +242,23 @@ profile() {
   with_libs "$build/tools/ptdp" "${a[@]}"
 }
 
-# PyTorch: eager doubles its microbatch until out of memory; compile then runs at eager's largest
-# (halving until it fits), since each new shape costs torch.compile a fresh compilation.
-torch_model() {  # MODEL DEVICE STEPS MAX
-  local m=$1 dev=$2 steps=$3 max=$4 spec=$root/bench/gpu/models/$1.json b
-  "$python" "$root/bench/pytorch/train_gpt_torch.py" --plan "$spec" --mode eager --device "$dev" \
-    --steps "$steps" --warmup 3 --peak-tflops "$peak" --find-max-batch --max-batch "$max" \
-    | tee "$out/torch.$m.eager.json"
+# PyTorch: eager doubles its microbatch until out of memory (or, with --torch-batch, runs that
+# one, halving until it fits); compile then runs at eager's (halving until it fits), since each
+# new shape costs torch.compile a fresh compilation.
+torch_model() {  # MODEL DEVICE STEPS MAX [BATCH]
+  local m=$1 dev=$2 steps=$3 max=$4 fixed=${5:-} spec=$root/bench/gpu/models/$1.json b
+  if [ -z "$fixed" ]; then
+    "$python" "$root/bench/pytorch/train_gpt_torch.py" --plan "$spec" --mode eager --device "$dev" \
+      --steps "$steps" --warmup 3 --peak-tflops "$peak" --find-max-batch --max-batch "$max" \
+      | tee "$out/torch.$m.eager.json"
+  else
+    b=$fixed
+    until "$python" "$root/bench/pytorch/train_gpt_torch.py" --plan "$spec" --mode eager --device "$dev" \
+            --steps "$steps" --warmup 3 --peak-tflops "$peak" --batch "$b" > "$out/torch.$m.eager.json"; do
+      b=$((b / 2)); [ "$b" -ge 1 ] || { echo "eager: no microbatch fits"; return 1; }
+    done
+    cat "$out/torch.$m.eager.json"
+  fi
   b=$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1])).get("microbatch", 0))' "$out/torch.$m.eager.json")
   [ "$b" -ge 1 ] || { echo "eager: no microbatch fits"; return 1; }
   while [ "$b" -ge 1 ]; do
@@ -256,8 +273,9 @@ torch_model() {  # MODEL DEVICE STEPS MAX
 torch_all() {  # runs in the background beside the build; one stage per model and mode
   local m
   for m in $models; do
-    if [ $dry = 1 ]; then stage "torch-$m" 300 torch_model "$m" cpu 3 2
-    else stage "torch-$m" "$([ "$m" = gpt-1.3b ] && echo 90 || echo 60)" torch_model "$m" cuda 10 64; fi
+    case " $torch_models " in *" $m "*) ;; *) skip "torch-$m" "not in --torch-models"; continue ;; esac
+    if [ $dry = 1 ]; then stage "torch-$m" 300 torch_model "$m" cpu 3 2 "$torch_batch"
+    else stage "torch-$m" "${torch_box:-$([ "$m" = gpt-1.3b ] && echo 90 || echo 60)}" torch_model "$m" cuda 10 64 "$torch_batch"; fi
   done
 }
 
@@ -284,11 +302,12 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model kernels with_libs wheel_dir
-export out dry carry build budget root ptdp_steps python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+export out dry carry build budget root ptdp_steps torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------
 [ -n "$models" ] || models=$([ $dry = 1 ] && echo tiny || echo "gpt2-124m gpt2-350m gpt-1.3b")
+[ -n "$torch_models" ] || torch_models=$models
 stage probe 30 probe
 stage carry 30 carry_check
 # PyTorch needs neither our build nor the carry: it runs beside the configure and build (CPU only)
