@@ -113,7 +113,7 @@ Result<void*> CpuDevice::Alloc(Bytes bytes, MemTag tag) {
     return Status::DoesNotFit("cpu device: cannot allocate " + std::to_string(bytes) +
                               " bytes for " + MemTagName(tag));
   }
-  std::memset(p, 0, rounded);
+  std::memset(p, 0xFF, rounded);  // poison: NaN in every float dtype (Device::Alloc)
   Account(bytes, tag);
   return p;
 }

@@ -36,7 +36,10 @@ class Device {
  public:
   virtual ~Device();
   virtual std::string name() const = 0;
-  // Zero-filled allocation of `bytes`; fails with kDoesNotFit when out of memory.
+  // Allocation of `bytes` with unspecified contents (a GPU pays a full write pass to zero one):
+  // whoever needs zeros fills them. The host devices fill new memory with 0xFF bytes (NaN in
+  // every float dtype) so that a read before a write shows in the tests. Fails with kDoesNotFit
+  // when out of memory.
   virtual Result<void*> Alloc(Bytes bytes, MemTag tag) = 0;
   // REQUIRES: p came from Alloc with the same bytes and tag (nullptr is a no-op).
   virtual void Free(void* p, Bytes bytes, MemTag tag) = 0;

@@ -237,13 +237,14 @@ Result<void*> GuardDevice::Alloc(Bytes bytes, MemTag tag) {
   PTDP_CHECK(bytes >= 0);
   if (bytes == 0) return static_cast<void*>(nullptr);
   const size_t len = PageRound(static_cast<size_t>(bytes));
-  void* p = mmap(nullptr, len, state_->open() ? PROT_READ | PROT_WRITE : PROT_NONE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     return Status::DoesNotFit("guard device: cannot map " + std::to_string(bytes) + " bytes for " +
                               MemTagName(tag));
   }
-  state_->Add(p, len);  // anonymous pages are zero-filled, as Alloc promises
+  std::memset(p, 0xFF, len);  // poison, as CpuDevice does (Device::Alloc)
+  if (!state_->open()) mprotect(p, len, PROT_NONE);
+  state_->Add(p, len);
   Account(bytes, tag);
   return p;
 }

@@ -90,6 +90,9 @@ Status ParamStore::Initialise(const ModelSpec& m) {
     }
   }
   if (!copy_.empty()) PTDP_RETURN_IF_ERROR(ops->Cast(copy_.ref(), master_.cref()));
+  // Adam's moments start at zero; Device::Alloc leaves memory unset.
+  PTDP_RETURN_IF_ERROR(ops->Fill(m_.ref(), 0.0));
+  PTDP_RETURN_IF_ERROR(ops->Fill(v_.ref(), 0.0));
   return ZeroGrads();
 }
 
