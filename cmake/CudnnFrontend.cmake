@@ -29,8 +29,9 @@ endif()
 list(APPEND _cudnn_hints ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda)
 find_path(PTDP_CUDNN_INCLUDE_DIR cudnn.h
   HINTS ${_cudnn_hints} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include NO_DEFAULT_PATH)
-# The wheel has lib/libcudnn.so.9 without the unversioned link a -dev package adds.
-find_library(PTDP_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+# The wheel has lib/libcudnn.so.9 without the unversioned link a -dev package adds; NAMES_PER_DIR:
+# PTDP_CUDNN_ROOT before the toolkit whichever name each has.
+find_library(PTDP_CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 NAMES_PER_DIR
   HINTS ${_cudnn_hints} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64 NO_DEFAULT_PATH)
 if(NOT PTDP_CUDNN_INCLUDE_DIR OR NOT PTDP_CUDNN_LIBRARY)
   message(STATUS "cuDNN attention: off (cudnn.h or libcudnn not found; set PTDP_CUDNN_ROOT)")
