@@ -39,6 +39,11 @@ class ProfileBackend {
   // Seconds of one causal attention forward, batch b, sequence s, `heads` heads of dim d.
   virtual Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
                                        const TimingOptions& t) = 0;
+  // Seconds of that attention's backward (0: this backend does not measure it).
+  virtual Result<double> TimeAttentionBackward(int64_t, int64_t, int64_t, int64_t,
+                                               const TimingOptions&) {
+    return 0.0;
+  }
   // Which attention implementation TimeAttention measures, for the report.
   virtual std::string attention_kind() const = 0;
   // Seconds of one tiny kernel (launch + completion, back to back), the fixed cost per op.

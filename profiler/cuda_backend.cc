@@ -1,13 +1,14 @@
 // The CUDA backend of `ptdp profile` (built only with PTDP_WITH_CUDA). It times what the CUDA
 // runtime runs: bf16 GEMMs through the cuBLASLt wrapper (kernels/cublas LtGemm::LinearForward,
-// fp32 accumulation, out = x W^T), the fused bias+GeLU and the fused causal attention of
-// kernels/cuda; plus a bf16 streaming add and an empty kernel (profiler/cuda_kernels.cu) for the
-// memory bandwidth and the launch cost, and NCCL for the collectives. One GPU per rank: rank i on
-// its node uses device i % count.
+// fp32 accumulation, out = x W^T), the fused bias+GeLU of kernels/cuda and the causal attention
+// forward and backward of CudaOps (cuDNN's fused SDPA for bf16); plus a bf16 streaming add and an
+// empty kernel (profiler/cuda_kernels.cu) for the memory bandwidth and the launch cost, and NCCL
+// for the collectives. One GPU per rank: rank i on its node uses device i % count.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "kernels/cublas/gemm.h"
@@ -15,6 +16,7 @@
 #include "profiler/backend.h"
 #include "profiler/cuda_kernels.h"
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/group.h"
 #include "runtime/cuda/nccl_communicator.h"
 
@@ -43,9 +45,49 @@ class DeviceArray {
   void* p_ = nullptr;
 };
 
+// One attention problem (bf16 qkv, out, dout, dqkv; fp32 lse) run through CudaOps.
+struct Attention {
+  runtime::AttentionShape a;
+  DeviceArray qkv, out, lse, dout, dqkv;
+
+  static Result<std::unique_ptr<Attention>> Make(int64_t b, int64_t s, int64_t heads, int64_t d,
+                                                 cudaStream_t stream) {
+    auto p = std::make_unique<Attention>();
+    p->a.b = b, p->a.s = s, p->a.heads_local = heads, p->a.heads_total = heads, p->a.head_dim = d;
+    const int64_t rows = b * s, hd = heads * d;
+    PTDP_RETURN_IF_ERROR(p->qkv.Allocate(size_t(rows * 3 * hd) * 2));
+    PTDP_RETURN_IF_ERROR(p->dqkv.Allocate(size_t(rows * 3 * hd) * 2));
+    PTDP_RETURN_IF_ERROR(p->out.Allocate(size_t(rows * hd) * 2));
+    PTDP_RETURN_IF_ERROR(p->dout.Allocate(size_t(rows * hd) * 2));
+    PTDP_RETURN_IF_ERROR(p->lse.Allocate(size_t(b * heads * s) * 4));
+    PTDP_CUDA_RETURN(LaunchFill(p->qkv.bf16(), 0.01f, rows * 3 * hd, stream));
+    PTDP_CUDA_RETURN(LaunchFill(p->dout.bf16(), 0.01f, rows * hd, stream));
+    return p;
+  }
+  runtime::AttentionStash Stash() {
+    runtime::AttentionStash st;
+    st.lse = {lse.get(), DType::kFp32, a.b * a.heads_local * a.s};
+    st.out = runtime::ConstRef(out.get(), DType::kBf16, a.b * a.s * a.heads_local * a.head_dim);
+    return st;
+  }
+  Status Forward(runtime::Ops* ops) {
+    runtime::AttentionStash st = Stash();
+    const int64_t n = a.b * a.s * a.heads_local * a.head_dim;
+    return ops->AttentionForward({out.get(), DType::kBf16, n}, &st,
+                                 runtime::ConstRef(qkv.get(), DType::kBf16, 3 * n), a, {});
+  }
+  Status Backward(runtime::Ops* ops) {
+    const int64_t n = a.b * a.s * a.heads_local * a.head_dim;
+    return ops->AttentionBackward({dqkv.get(), DType::kBf16, 3 * n},
+                                  runtime::ConstRef(dout.get(), DType::kBf16, n),
+                                  runtime::ConstRef(qkv.get(), DType::kBf16, 3 * n), Stash(), a, 0);
+  }
+};
+
 class CudaBackend final : public ProfileBackend {
  public:
   ~CudaBackend() override {
+    ops_.reset();  // its stream-ordered frees, before the stream goes
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
   }
 
@@ -70,6 +112,7 @@ class CudaBackend final : public ProfileBackend {
     total_bytes_ = static_cast<double>(total);
     PTDP_CUDA_RETURN(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PTDP_ASSIGN_OR_RETURN(lt_, cublas::LtGemm::Create(kCublasWorkspaceBytes));
+    PTDP_ASSIGN_OR_RETURN(ops_, runtime::cuda::CudaOps::Create(stream_));
     // One small GEMM so that cuBLAS has loaded what it keeps on the device.
     PTDP_ASSIGN_OR_RETURN(Seconds unused, TimeGemm(256, 256, 256, TimingOptions{0, 1, 1}));
     (void)unused;
@@ -139,30 +182,32 @@ class CudaBackend final : public ProfileBackend {
     return 2.0 * double(rows * cols) * 2 / s;
   }
 
-  // kernels/cuda's fused causal attention forward (FlashAttention-2 style), no dropout.
+  // The causal attention training runs, through CudaOps itself: bf16 on cuDNN's fused SDPA, or
+  // kernels/cuda's kernel where the build has no cuDNN or cuDNN refuses the shape (CudaOps says
+  // so on stderr, and attention_kind() names the path that ran). No dropout.
   Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
                                const TimingOptions& t) override {
-    if (!cuda_kernels::AttentionSupportsHeadDim(d)) {
-      return Status::Invalid("profile: attention head dim " + std::to_string(d) +
-                             " is not supported by the fused kernel");
-    }
-    DeviceArray qkv, out, lse;
-    PTDP_RETURN_IF_ERROR(qkv.Allocate(size_t(b * s * heads * 3 * d) * 2));
-    PTDP_RETURN_IF_ERROR(out.Allocate(size_t(b * s * heads * d) * 2));
-    PTDP_RETURN_IF_ERROR(lse.Allocate(size_t(b * heads * s) * 4));
-    PTDP_CUDA_RETURN(LaunchFill(qkv.bf16(), 0.01f, b * s * heads * 3 * d, stream_));
-    return MedianSeconds(
-        [&] {
-          cuda_kernels::AttentionForward<__nv_bfloat16>(out.bf16(), static_cast<float*>(lse.get()),
-                                                        qkv.bf16(), b, s, heads, d,
-                                                        cuda_kernels::AttentionDropout{}, stream_);
-          return Status::Ok();
-        },
-        [&] { return Sync(); }, t);
+    PTDP_ASSIGN_OR_RETURN(auto buf, Attention::Make(b, s, heads, d, stream_));
+    // Once untimed: cuDNN builds its graphs (seconds) at the first call, and MedianSeconds sizes
+    // its samples by its own first call.
+    PTDP_RETURN_IF_ERROR(buf->Forward(ops_.get()));
+    PTDP_RETURN_IF_ERROR(Sync());
+    return MedianSeconds([&] { return buf->Forward(ops_.get()); }, [&] { return Sync(); }, t);
   }
-  std::string attention_kind() const override {
-    return "kernels/cuda fused causal attention forward (online softmax), bf16, no dropout";
+  Result<double> TimeAttentionBackward(int64_t b, int64_t s, int64_t heads, int64_t d,
+                                       const TimingOptions& t) override {
+    PTDP_ASSIGN_OR_RETURN(auto buf, Attention::Make(b, s, heads, d, stream_));
+    PTDP_RETURN_IF_ERROR(buf->Forward(ops_.get()));  // the out and lse the backward reads
+    PTDP_ASSIGN_OR_RETURN(Seconds sec, MedianSeconds([&] { return buf->Backward(ops_.get()); },
+                                                     [&] { return Sync(); }, t));
+    attention_kind_ = ops_->last_attention_used_cudnn()
+                          ? "cuDNN fused SDPA (flash attention, tensor cores) through CudaOps, "
+                            "bf16, no dropout"
+                          : "kernels/cuda fused causal attention (online softmax) through CudaOps "
+                            "(cuDNN absent or refused), bf16, no dropout";
+    return sec;
   }
+  std::string attention_kind() const override { return attention_kind_; }
 
   Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
     TimingOptions many = t;
@@ -208,6 +253,8 @@ class CudaBackend final : public ProfileBackend {
   double workspace_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cublas::LtGemm> lt_;
+  std::unique_ptr<runtime::cuda::CudaOps> ops_;  // the attention, as training runs it
+  std::string attention_kind_ = "not measured";
 };
 
 }  // namespace

@@ -200,6 +200,13 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   // QK^T and PV are 2 b s^2 heads d FLOPs each; causal masking halves the useful part.
   r.att_tflops =
       2.0 * g.att_b * double(g.att_s) * g.att_s * g.att_heads * g.att_d / r.att_seconds / kTera;
+  PTDP_ASSIGN_OR_RETURN(
+      r.att_backward_seconds,
+      backend.TimeAttentionBackward(g.att_b, g.att_s, g.att_heads, g.att_d, g.timing));
+  if (r.att_backward_seconds > 0) {
+    r.att_train_tflops = 7.0 * g.att_b * double(g.att_s) * g.att_s * g.att_heads * g.att_d /
+                         (r.att_seconds + r.att_backward_seconds) / kTera;
+  }
   r.attention_kind = backend.attention_kind();
   PTDP_ASSIGN_OR_RETURN(Seconds launch, backend.KernelLaunchSeconds(g.timing));
   r.launch_us = launch / kUs;

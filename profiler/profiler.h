@@ -58,6 +58,10 @@ struct ProfileReport {
   int64_t att_b = 0, att_s = 0, att_heads = 0, att_d = 0;
   Seconds att_seconds = 0;
   double att_tflops = 0;  // causal: half of 4 b s^2 heads d FLOPs
+  // The backward (0: not measured) and forward + backward together: half of 14 b s^2 heads d
+  // FLOPs (5 GEMMs backward, Dao 2023), the rate the cost model applies to both.
+  Seconds att_backward_seconds = 0;
+  double att_train_tflops = 0;
   std::string attention_kind;
   double launch_us = 0;
   double memory_bytes = 0;

@@ -105,6 +105,14 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
                                    : "no library workspace on the cpu backend");
   p.kernel_launch_us =
       Measured(r, r.launch_us, "one tiny kernel back to back (launch + completion)");
+  if (r.att_train_tflops > 0) {
+    // The fused-attention cost (costmodel/layer_cost.cc) takes one rate for forward and backward.
+    p.attention_tflops =
+        Measured(r, r.att_train_tflops,
+                 "causal attention forward + backward (b=" + std::to_string(r.att_b) +
+                     " s=" + std::to_string(r.att_s) + " heads=" + std::to_string(r.att_heads) +
+                     " d=" + std::to_string(r.att_d) + "): " + r.attention_kind);
+  }
   p.gemm.dtype = r.gemm_dtype;
   p.gemm.source =
       RunSource(r) + ": " + r.gemm_dtype + " GEMM, median of repeats" +
@@ -177,6 +185,10 @@ OrderedJson ReportToJson(const ProfileReport& r) {
       {"kind", r.attention_kind},     {"b", r.att_b},        {"s", r.att_s},
       {"heads", r.att_heads},         {"head_dim", r.att_d}, {"time_us", r.att_seconds / kUs},
       {"causal_tflops", r.att_tflops}};
+  if (r.att_backward_seconds > 0) {
+    j["attention"]["backward_time_us"] = r.att_backward_seconds / kUs;
+    j["attention"]["forward_backward_causal_tflops"] = r.att_train_tflops;
+  }
   j["kernel_launch_us"] = r.launch_us;
   j["memory_bytes"] = r.memory_bytes;
   j["workspace_bytes"] = r.workspace_bytes;
@@ -214,6 +226,12 @@ std::string ReportToText(const ProfileReport& r) {
                 static_cast<long long>(r.att_s), static_cast<long long>(r.att_heads),
                 static_cast<long long>(r.att_d), r.att_seconds / kUs, r.att_tflops);
   out += line;
+  if (r.att_backward_seconds > 0) {
+    std::snprintf(line, sizeof(line),
+                  "# attention backward %.1f us; forward + backward %.3f TFLOP/s causal\n",
+                  r.att_backward_seconds / kUs, r.att_train_tflops);
+    out += line;
+  }
   if (!r.collectives.empty()) {
     std::snprintf(line, sizeof(line), "# %-15s %6s %12s %12s %12s %12s\n", "collective", "ranks",
                   "size_B", "time_us", "algbw_GB/s", "busbw_GB/s");

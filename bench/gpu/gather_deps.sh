@@ -9,7 +9,8 @@
 # Layout: CARRY_DIR/usr mirrors /usr for the packages in bench/gpu/carry_packages.txt (headers,
 # CMake configs, shared libraries, OpenMPI's components, help files and mpirun/orted; docs, man
 # pages, Fortran and static archives left out), plus googletest built from Debian's sources
-# (/usr/src/googletest) and installed under CARRY_DIR/usr. CARRY_DIR/MANIFEST lists every file.
+# (/usr/src/googletest) and installed under CARRY_DIR/usr, and cudnn-frontend's headers from PyPI in
+# CARRY_DIR/cudnn_frontend/include. CARRY_DIR/MANIFEST lists every file.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 carry=${1:-$root/.carry}
@@ -72,14 +73,28 @@ cmake --build "$gt_build" -j "$(nproc)" >> "$gt_build.log" 2>&1 || die "googlete
 cmake --install "$gt_build" >> "$gt_build.log" 2>&1 || die "googletest install failed ($gt_build.log)"
 rm -f "$gt_build.log"
 
-# 3. Completeness and size.
+# 3. cudnn-frontend's headers (header-only C++; PyPI's nvidia-cudnn-frontend wheel, the version
+# cmake/CudnnFrontend.cmake pins): CMake takes them from CARRY_DIR/cudnn_frontend/include, since the
+# GPU machine cannot download them. cuDNN's own headers and library come with PyTorch's
+# nvidia-cudnn-cu13 wheel there (include/ and lib/; run_all.sh passes -DPTDP_CUDNN_ROOT).
+fe_version=$(sed -n 's/^set(PTDP_CUDNN_FRONTEND_VERSION "\([^"]*\)".*/\1/p' "$root/cmake/CudnnFrontend.cmake")
+[ -n "$fe_version" ] || die "no PTDP_CUDNN_FRONTEND_VERSION in cmake/CudnnFrontend.cmake"
+fe_tmp=$(mktemp -d /tmp/ptdp-cudnn-fe.XXXXXX)
+trap 'rm -rf "$gt_build" "$fe_tmp"' EXIT
+python3 -m pip download --no-deps --only-binary=:all: --quiet "nvidia-cudnn-frontend==$fe_version" \
+  -d "$fe_tmp" || die "pip download nvidia-cudnn-frontend==$fe_version failed"
+python3 -c 'import sys, zipfile, glob; z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]); z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])' \
+  "$fe_tmp" "$carry/cudnn_frontend" || die "could not unpack the nvidia-cudnn-frontend wheel"
+
+# 4. Completeness and size.
 for f in usr/include/nlohmann/json.hpp usr/include/CLI/CLI.hpp usr/include/eigen3/Eigen/Core \
          usr/include/gtest/gtest.h usr/include/gmock/gmock.h usr/include/benchmark/benchmark.h \
          usr/lib/x86_64-linux-gnu/libgtest.a usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian \
          usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h usr/bin/mpirun usr/bin/orted \
          usr/share/cmake/nlohmann_json/nlohmann_jsonConfig.cmake usr/share/cmake/CLI11/CLI11Config.cmake \
          usr/share/eigen3/cmake/Eigen3Config.cmake usr/lib/x86_64-linux-gnu/cmake/GTest/GTestConfig.cmake \
-         usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake; do
+         usr/lib/x86_64-linux-gnu/cmake/benchmark/benchmarkConfig.cmake \
+         cudnn_frontend/include/cudnn_frontend.h; do
   [ -e "$carry/$f" ] || die "incomplete: $f missing from $carry"
 done
 (cd "$carry" && find . -type f -o -type l | sort > MANIFEST)

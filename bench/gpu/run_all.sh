@@ -170,13 +170,17 @@ configure() {
   local args=(-S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_CARRY="$carry"
               -DPTDP_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_CUDA_COMPILER="$nvcc")
   [ -n "$nccl_lib" ] && args+=(-DPTDP_NCCL_LIBRARY="$nccl_lib" -DPTDP_NCCL_INCLUDE_DIR="$nccl_inc")
+  # cuDNN (include/, lib/libcudnn.so.9) from PyTorch's wheel; cudnn-frontend comes from the carry.
+  [ -n "$cudnn_dir" ] && args+=(-DPTDP_CUDNN_ROOT="$cudnn_dir")
   $hide cmake "${args[@]}"
   grep -E '^PTDP_WITH_(CUDA|MPI):' "$build/CMakeCache.txt"
+  grep -E '^PTDP_CUDNN_(INCLUDE_DIR|LIBRARY):' "$build/CMakeCache.txt" || true
   grep -q '^PTDP_WITH_MPI:BOOL=ON' "$build/CMakeCache.txt" || { echo "MPI not found in the carry: runtime/cuda is not built"; return 1; }
 }
 
 build_all() {
-  local targets=(ptdp kernels_cuda_test cuda_device_test cuda_comm_test)
+  local targets=(ptdp kernels_cuda_test cuda_device_test cuda_comm_test cuda_ops_test
+                 cudnn_attention_test)
   local jobs
   jobs=$(nproc)
   # PyTorch runs beside the build on a GPU machine: leave it two cores.

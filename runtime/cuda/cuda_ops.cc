@@ -3,20 +3,33 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "kernels/cuda/ops.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_ops_util.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/ops_kernels.h"
 
 namespace ptdp::runtime::cuda {
 namespace ck = ::ptdp::cuda_kernels;
 using namespace detail;  // NOLINT: the helpers of cuda_ops_util.h
 
+CudaOps::CudaOps(cudaStream_t stream) : stream_(stream) {}
+
 Result<std::unique_ptr<CudaOps>> CudaOps::Create(cudaStream_t stream) {
   std::unique_ptr<CudaOps> ops(new CudaOps(stream));
+  // Tests force either attention path; a misspelt value is refused rather than ignored.
+  if (const char* env = std::getenv("PTDP_ATTENTION"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "reference") {
+      ops->attention_path_ = AttentionPath::kReference;
+    } else if (v != "cudnn") {
+      return Status::Invalid("PTDP_ATTENTION=" + v + ": expected reference or cudnn");
+    }
+  }
   PTDP_ASSIGN_OR_RETURN(ops->lt_, cublas::LtGemm::Create());
   PTDP_BLAS_RETURN(cublasCreate(&ops->blas_));
   PTDP_BLAS_RETURN(cublasSetStream(ops->blas_, stream));
@@ -26,6 +39,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(cudaStream_t stream) {
 }
 
 CudaOps::~CudaOps() {
+  cudnn_.reset();  // its handle and seed buffer, before the stream's scratch
   if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_);
   if (blas_ != nullptr) cublasDestroy(blas_);
 }

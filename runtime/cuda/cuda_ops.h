@@ -14,6 +14,13 @@
 // reads the forward's output from stash.out. The fused kernel regenerates the dropout from the
 // counter generator.
 //
+// Attention in bf16 runs cuDNN's fused SDPA on tensor cores (cudnn_attention.h) when the build has
+// cuDNN and cuDNN takes the shape; kernels/cuda's attention is the reference, runs fp32, and
+// takes over (with one line on stderr, once per process) when cuDNN is missing or refuses. With
+// attention dropout, cuDNN draws its own masks (docs/cuda.md "Attention on tensor cores"). The
+// environment variable PTDP_ATTENTION=reference|cudnn (read by Create; default cudnn) or
+// set_attention_path picks the path.
+//
 // Scratch (attention backward workspace, fp32 temporaries) is one stream-ordered buffer grown
 // with cudaMallocAsync; it is outside the Device's per-tag accounting.
 // Thread-safety: one thread at a time, like the CudaDevice that owns it.
@@ -29,6 +36,11 @@
 
 namespace ptdp::runtime::cuda {
 
+class CudnnAttention;
+
+// Which attention bf16 runs: cuDNN's (kernels/cuda where cuDNN refuses) or kernels/cuda's always.
+enum class AttentionPath { kCudnn, kReference };
+
 class CudaOps final : public Ops {
  public:
   // Ops on `stream` (the CudaDevice's compute stream, which outlives this object).
@@ -38,6 +50,10 @@ class CudaOps final : public Ops {
   CudaOps& operator=(const CudaOps&) = delete;
 
   const char* name() const override { return "cuda"; }
+  void set_attention_path(AttentionPath p) { attention_path_ = p; }
+  AttentionPath attention_path() const { return attention_path_; }
+  // Whether the latest attention call (forward or backward) ran cuDNN; for tests and the profile.
+  bool last_attention_used_cudnn() const { return last_attention_cudnn_; }
   Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
                           ConstRef b, int64_t n, int64_t c) override;
   Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
@@ -85,18 +101,25 @@ class CudaOps final : public Ops {
                     int64_t row0, double mean, double stddev) override;
 
  private:
-  explicit CudaOps(cudaStream_t stream) : stream_(stream) {}
+  explicit CudaOps(cudaStream_t stream);
   // At least `bytes` of stream-ordered device scratch (valid until the next call).
   Result<void*> Scratch(int64_t bytes);
   // out = x W^T (+ bias) for fp32 tensors (cuBLAS SGEMM, no TF32).
   Status SgemmForward(float* out, const float* x, const float* w, const float* bias, int64_t n,
                       int64_t c, int64_t oc);
+  // True when cuDNN runs this attention call (bf16, path kCudnn, cuDNN built, started and taking
+  // the shape); false: kernels/cuda runs it. Forward and backward of one shape decide alike.
+  Result<bool> UseCudnn(DType t, const AttentionShape& a, double p);
 
   cudaStream_t stream_;
   std::unique_ptr<cublas::LtGemm> lt_;
   cublasHandle_t blas_ = nullptr;
   void* scratch_ = nullptr;
   int64_t scratch_bytes_ = 0;
+  AttentionPath attention_path_ = AttentionPath::kCudnn;
+  std::unique_ptr<CudnnAttention> cudnn_;  // started at the first bf16 attention
+  bool cudnn_tried_ = false;
+  bool last_attention_cudnn_ = false;
 };
 
 }  // namespace ptdp::runtime::cuda

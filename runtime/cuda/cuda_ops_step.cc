@@ -3,6 +3,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
+#include <cstdio>
 #include <string>
 #include <type_traits>
 
@@ -10,6 +12,7 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_ops_util.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/ops_kernels.h"
 
 namespace ptdp::runtime::cuda {
@@ -48,12 +51,51 @@ Status CheckHeadDim(const AttentionShape& a) {
                          " is not supported by kernels/cuda (16, 32, 64, 128)");
 }
 
+// One line on stderr the first time a bf16 attention leaves cuDNN for kernels/cuda (a slower path
+// is worth knowing about, but not once per layer and step).
+void WarnFallbackOnce(const std::string& why) {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  std::fprintf(stderr, "ptdp: bf16 attention runs kernels/cuda, not cuDNN: %s\n", why.c_str());
+}
+
+std::string ShapeText(const AttentionShape& a, double p) {
+  return "b=" + std::to_string(a.b) + " s=" + std::to_string(a.s) +
+         " heads=" + std::to_string(a.heads_local) + " D=" + std::to_string(a.head_dim) +
+         " p=" + std::to_string(p);
+}
+
 }  // namespace
+
+Result<bool> CudaOps::UseCudnn(DType t, const AttentionShape& a, double p) {
+  if (t != DType::kBf16 || attention_path_ != AttentionPath::kCudnn) return false;
+  if (!cudnn_tried_) {  // started once: a failure here is not retried every layer
+    cudnn_tried_ = true;
+    auto created = CudnnAttention::Create(stream_);
+    if (created.ok()) {
+      cudnn_ = std::move(*created);
+    } else {
+      WarnFallbackOnce(created.status().ToString());
+    }
+  }
+  if (cudnn_ == nullptr) return false;
+  std::string why;
+  PTDP_ASSIGN_OR_RETURN(bool ok, cudnn_->Supports(a, p, &why));
+  if (!ok) WarnFallbackOnce("cuDNN refused the graph (" + ShapeText(a, p) + "): " + why);
+  return ok;
+}
 
 Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
                                  const AttentionShape& a, const DropoutSpec& drop) {
-  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   PTDP_ASSIGN_OR_RETURN(float* lse, LseIn(*stash, a));
+  PTDP_ASSIGN_OR_RETURN(last_attention_cudnn_, UseCudnn(qkv.dtype, a, drop.p));
+  if (last_attention_cudnn_) {
+    return Guarded([&] {
+      return cudnn_->Forward(P<bf16>(out), lse, P<bf16>(qkv), a, drop.p, drop.key,
+                             [this](int64_t n) { return Scratch(n); });
+    });
+  }
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   return ForCompute(qkv.dtype, "AttentionForward", [&](auto tag) {
     using T = decltype(tag);
     ck::AttentionForward<T>(P<T>(out), lse, P<T>(qkv), a.b, a.s, a.heads_local, a.head_dim,
@@ -64,11 +106,19 @@ Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef 
 
 Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                                   const AttentionStash& stash, const AttentionShape& a, double p) {
-  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   if (stash.out.empty()) {
     return Status::Invalid("cuda ops: AttentionBackward needs the forward's output (stash.out)");
   }
   PTDP_ASSIGN_OR_RETURN(float* lse, LseIn(stash, a));
+  // The same decision as the forward's (same shape and p): the lse and the dropout masks match.
+  PTDP_ASSIGN_OR_RETURN(last_attention_cudnn_, UseCudnn(qkv.dtype, a, p));
+  if (last_attention_cudnn_) {
+    return Guarded([&] {
+      return cudnn_->Backward(P<bf16>(dqkv), P<bf16>(dout), P<bf16>(qkv), P<bf16>(stash.out), lse,
+                              a, p, stash.dropout_key, [this](int64_t n) { return Scratch(n); });
+    });
+  }
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   const int64_t ws_floats =
       ck::AttentionBackwardWorkspaceFloats(a.b, a.s, a.heads_local, a.head_dim);
   PTDP_ASSIGN_OR_RETURN(void* ws, Scratch(ws_floats * static_cast<int64_t>(sizeof(float))));

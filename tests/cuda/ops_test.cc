@@ -18,6 +18,7 @@
 #include "runtime/backend/device.h"
 #include "runtime/backend/half.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/cuda_ops.h"
 
 namespace ptdp::runtime::cuda {
 namespace {
@@ -226,6 +227,11 @@ TEST_P(CudaOpsTest, DropoutResidualAndAdd) {
 }
 
 TEST_P(CudaOpsTest, Attention) {
+  // kernels/cuda's attention against the CPU, masks and all; bf16 would otherwise run cuDNN,
+  // whose dropout masks are its own (cudnn_attention_test.cc compares cuDNN with this path).
+  auto* cuda_ops = dynamic_cast<CudaOps*>(gpu_->ops());
+  ASSERT_NE(cuda_ops, nullptr);
+  cuda_ops->set_attention_path(AttentionPath::kReference);
   AttentionShape a;
   a.b = 2, a.s = 40, a.heads_local = 2, a.head_dim = 32, a.heads_total = 4, a.head_begin = 2;
   a.batch_begin = 3;

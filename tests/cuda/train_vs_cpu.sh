@@ -22,6 +22,9 @@ plans="$here/../runtime/write_plan.sh"
 steps=3
 mkdir -p "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# bf16 attention on kernels/cuda, whose dropout masks are the CPU's, unless the caller sets
+# PTDP_ATTENTION=cudnn (then with DROPOUT 0 only: cuDNN draws its own masks).
+export PTDP_ATTENTION=${PTDP_ATTENTION:-reference}
 text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 [ -f "$work/data.bin" ] || { "$ptdp" tokenize --in "$text" --out "$work/data.tmp.$$" &&
