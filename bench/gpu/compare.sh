@@ -8,7 +8,7 @@
 #   bench/gpu/compare.sh --peak-tflops 989 --peak-source "NVIDIA H100 SXM datasheet, dense BF16"
 #        [--links-from profiles/dgx-h100.json] [--models "gpt2-124m gpt2-350m gpt-1.3b"]
 #        [--steps 20] [--python python3] [--build-dir build-bench] [--skip-build] [--work DIR]
-#        [--profile FILE] [--only ptdp|pytorch] [--max-mbs 128]
+#        [--profile FILE] [--only ptdp|pytorch] [--min-mbs 1] [--max-mbs 128]
 #   bench/gpu/compare.sh --backend cpu --models tiny     # smoke test of the whole pipeline on a CPU
 #
 # MFU = model FLOPs (Narayanan et al. eq. 3 without recomputation, padded vocabulary) per second
@@ -25,6 +25,7 @@ peak=""
 peak_source=""
 links_from=""
 max_mbs=128
+min_mbs=1
 profile=""
 only=""
 while [ $# -gt 0 ]; do
@@ -40,6 +41,7 @@ while [ $# -gt 0 ]; do
     --peak-source) peak_source=$2; shift 2 ;;
     --links-from) links_from=$2; shift 2 ;;
     --max-mbs) max_mbs=$2; shift 2 ;;
+    --min-mbs) min_mbs=$2; shift 2 ;;  # the doubling's first microbatch
     --profile) profile=$2; shift 2 ;;   # a profile measured earlier: skip ptdp profile
     --only) only=$2; shift 2 ;;         # one side only (bench/gpu/run_all.sh overlaps them)
     *) echo "compare.sh: unknown argument $1" >&2; exit 2 ;;
@@ -98,7 +100,7 @@ results="$work/results.jsonl"
 : > "$results"
 for model in $models; do
   # 3. ptdp: double the microbatch until the planner says it does not fit or the run fails.
-  mbs=1
+  mbs=$min_mbs
   best=""
   while [ "$only" != pytorch ] && [ "$mbs" -le "$max_mbs" ]; do
     plan="$work/$model.mbs$mbs.plan.json"

@@ -16,6 +16,7 @@
 #               DIR/gpu-run.tgz (the device tool brings back at most 8 files from $OUT)
 #   --models L  the benchmark models (default "gpt2-124m gpt2-350m gpt-1.3b"; dry run "tiny")
 #   --ptdp-steps N  training steps of each ptdp run (default 10; the first 3 are warm-up)
+#   --ptdp-mbs A:B  ptdp's microbatch doubling from A to at most B (default 1:64)
 #   --torch-models L  the models PyTorch runs (default: all of --models)
 #   --torch-batch N   PyTorch's microbatch (halved until it fits) instead of the doubling search
 #   --torch-box S     seconds for each PyTorch model (default 60, gpt-1.3b 90)
@@ -37,6 +38,7 @@ budget=""
 pack=""
 models=""
 ptdp_steps=10
+ptdp_min_mbs=1 ptdp_max_mbs=64
 torch_models="" torch_batch="" torch_box=""
 no_torch=0 no_memcheck=0 no_kernels=0
 while [ $# -gt 0 ]; do
@@ -48,6 +50,7 @@ while [ $# -gt 0 ]; do
     --pack) pack=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
     --ptdp-steps) ptdp_steps=$2; shift 2 ;;
+    --ptdp-mbs) ptdp_min_mbs=${2%%:*}; ptdp_max_mbs=${2##*:}; shift 2 ;;
     --torch-models) torch_models=$2; shift 2 ;;
     --torch-batch) torch_batch=$2; shift 2 ;;
     --torch-box) torch_box=$2; shift 2 ;;
@@ -287,7 +290,7 @@ ptdp_model() {  # MODEL: compare.sh's ptdp side on the profile measured above
   local a=(--models "$1" --skip-build --build-dir "${build#"$root/"}" --work "$out/ptdp-$1"
            --profile "$out/profile.json" --only ptdp)
   if [ $dry = 1 ]; then a+=(--backend cpu --steps 3 --max-mbs 2)
-  else a+=(--backend cuda --steps "$ptdp_steps" --max-mbs 64 --peak-tflops "$peak" --peak-source "$peak_source"); fi
+  else a+=(--backend cuda --steps "$ptdp_steps" --min-mbs "$ptdp_min_mbs" --max-mbs "$ptdp_max_mbs" --peak-tflops "$peak" --peak-source "$peak_source"); fi
   with_libs "$root/bench/gpu/compare.sh" "${a[@]}"
   cat "$out/ptdp-$1/results.jsonl"
   ! grep -q '"error"' "$out/ptdp-$1/results.jsonl"
@@ -306,7 +309,7 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model kernels with_libs wheel_dir
-export out dry carry build budget root ptdp_steps torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+export out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------

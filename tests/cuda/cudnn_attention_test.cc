@@ -194,9 +194,9 @@ TEST_F(CudnnAttentionTest, DropoutIsDeterministicAndForwardMatchesBackward) {
   EXPECT_GT(worst, 0x1p-5) << "the adjoint check cannot tell two masks apart";
 }
 
-// The point of the cuDNN path: at the profile's shape (b=4 s=2048 heads=16 D=128) it must beat
-// kernels/cuda (CUDA cores, about 10 TFLOP/s causal on an H200). Prints both rates.
-TEST_F(CudnnAttentionTest, FasterThanTheReferenceKernel) {
+// cuDNN takes the profile's shape (b=4 s=2048 heads=16 D=128); both rates are printed for the
+// log (a figure, not a test: speed lives in `ptdp profile` and bench/gpu, never in a timed test).
+TEST_F(CudnnAttentionTest, RunsAtTheProfileShape) {
   Problem pr = Make(Shape{4, 2048, 16, 128});
   auto time = [&](AttentionPath path) {
     Run(pr, path, 0, 0);  // builds cuDNN's graphs, warms up
@@ -213,7 +213,6 @@ TEST_F(CudnnAttentionTest, FasterThanTheReferenceKernel) {
       "attention fwd+bwd b=4 s=2048 heads=16 D=128: kernels/cuda %.2f ms (%.1f TFLOP/s), "
       "cuDNN %.2f ms (%.1f TFLOP/s)\n",
       ref * 1e3, flops / ref / 1e12, cudnn * 1e3, flops / cudnn / 1e12);
-  EXPECT_LT(cudnn, ref);
 }
 
 }  // namespace
