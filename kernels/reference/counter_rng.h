@@ -74,10 +74,15 @@ PTDP_HOST_DEVICE inline double Uniform(uint64_t key, uint64_t index) {
   return (static_cast<double>(Bits(key, index) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
+// Uniform in (0, 1) in single precision from 32 random bits (the top 24, offset by half a bin).
+PTDP_HOST_DEVICE inline float UniformFloatOfBits(uint32_t bits) {
+  return (static_cast<float>(bits >> 8) + 0.5f) * (1.0f / 16777216.0f);
+}
+
 // Same, in single precision (24 bits), for device kernels that avoid doubles. NOT equal to
 // Uniform(); the dropout decision uses UniformFloat everywhere so references and kernels agree.
 PTDP_HOST_DEVICE inline float UniformFloat(uint64_t key, uint64_t index) {
-  return (static_cast<float>(Bits32(key, index) >> 8) + 0.5f) * (1.0f / 16777216.0f);
+  return UniformFloatOfBits(Bits32(key, index));
 }
 
 // The key of the normal stream derived from a tensor key (kept apart from its uniform stream):

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/reference/counter_rng.h"
+#include "runtime/cuda/elementwise_packs.h"
 
 namespace ptdp::runtime::cuda::opk {
 namespace rng = ::ptdp::kernels::rng;
@@ -58,31 +59,39 @@ __device__ __forceinline__ __half Narrow<__half>(double v) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-template <typename T>
-__global__ void BdrKernel(T* out, uint8_t* mask, const T* x, const T* bias, const T* residual,
-                          int64_t n, int64_t c, uint64_t key, uint64_t first, double p) {
-  const float keep = static_cast<float>(1.0 / (1.0 - p));  // KeepScale<float>
-  const float pf = static_cast<float>(p);
-  PTDP_GRID_LOOP(i, n * c) {
-    float v = Wide(x[i]);
-    if (bias != nullptr) v += Wide(bias[i % c]);
-    if (p > 0.0) {
-      const bool kept = rng::DropoutKeeps(key, first + static_cast<uint64_t>(i), pf);
-      mask[i] = kept ? 1 : 0;
-      v = kept ? v * keep : 0.0f;
-    }
-    if (residual != nullptr) v += Wide(residual[i]);
-    out[i] = Narrow<T>(v);
+// The pack kernels (runtime/cuda/elementwise_packs.h): elements [begin, begin + packs * V).
+template <typename T, int V>
+__global__ void BdrPacks(T* out, uint8_t* mask, const T* x, const T* bias, const T* residual,
+                         int64_t c, uint64_t key, uint64_t first, float p, float keep_scale,
+                         int64_t begin, int64_t packs) {
+  PTDP_GRID_LOOP(q, packs) {
+    packs::BiasDropoutResidualPack<T, V>(out, mask, x, bias, residual, c, key, first, p, keep_scale,
+                                         begin + q * V);
   }
 }
 
-template <typename T>
-__global__ void MaskedBwdKernel(T* dx, const T* dy, const uint8_t* mask, int64_t count, double p) {
-  const float keep = static_cast<float>(1.0 / (1.0 - p));  // KeepScale<float>
-  PTDP_GRID_LOOP(i, count) {
-    const float g = Wide(dy[i]);
-    dx[i] = Narrow<T>(p > 0.0 ? (mask[i] ? g * keep : 0.0f) : g);
+template <typename T, int V>
+__global__ void DropoutBwdPacks(T* dx, const T* dy, const uint8_t* mask, float keep_scale,
+                                bool dropout, int64_t begin, int64_t packs) {
+  PTDP_GRID_LOOP(q, packs) {
+    packs::DropoutBackwardPack<T, V>(dx, dy, mask, keep_scale, dropout, begin + q * V);
   }
+}
+
+template <typename T, int V>
+__global__ void GeluBwdPacks(T* dpre, const T* pre, const T* dgelu, int64_t begin, int64_t packs) {
+  PTDP_GRID_LOOP(q, packs) packs::GeluBackwardPack<T, V>(dpre, pre, dgelu, begin + q * V);
+}
+
+// True when every non-null pointer is a multiple of `bytes`.
+template <typename... P>
+bool AlignedTo(uintptr_t bytes, const P*... p) {
+  return ((p == nullptr || reinterpret_cast<uintptr_t>(p) % bytes == 0) && ...);
+}
+
+// 1 / (1 - p) in fp32, as KeepScale<float> (kernels/reference) computes it.
+float KeepScale(double p) {
+  return static_cast<float>(1.0 / (1.0 - p));
 }
 
 template <typename T>
@@ -141,21 +150,69 @@ __global__ void BroadcastKernel(float* out, const float* bias, int64_t n, int64_
 
 }  // namespace
 
+// Each launcher: 16-byte packs over the whole multiple of V when the pointers allow it, then the
+// rest (unaligned pointers, or the count % V tail) one element per thread.
 template <typename T>
 cudaError_t BiasDropoutResidualMask(T* out, uint8_t* mask, const T* x, const T* bias,
                                     const T* residual, int64_t n, int64_t c, uint64_t key,
                                     uint64_t first, double p, cudaStream_t stream) {
-  if (n * c == 0) return cudaSuccess;
-  BdrKernel<T>
-      <<<Blocks(n * c), kThreads, 0, stream>>>(out, mask, x, bias, residual, n, c, key, first, p);
+  constexpr int V = packs::kWidth<T>;
+  const int64_t count = n * c;
+  const float pf = static_cast<float>(p), keep = KeepScale(p);
+  int64_t done = 0;
+  if (c % V == 0 && AlignedTo(16, out, x, bias, residual) && AlignedTo(V, mask)) {
+    const int64_t vecs = count / V;
+    if (vecs > 0) {
+      BdrPacks<T, V><<<Blocks(vecs), kThreads, 0, stream>>>(out, mask, x, bias, residual, c, key,
+                                                            first, pf, keep, 0, vecs);
+    }
+    done = vecs * V;
+  }
+  if (count > done) {
+    BdrPacks<T, 1><<<Blocks(count - done), kThreads, 0, stream>>>(
+        out, mask, x, bias, residual, c, key, first, pf, keep, done, count - done);
+  }
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t MaskedDropoutBackward(T* dx, const T* dy, const uint8_t* mask, int64_t count, double p,
                                   cudaStream_t stream) {
-  if (count == 0) return cudaSuccess;
-  MaskedBwdKernel<T><<<Blocks(count), kThreads, 0, stream>>>(dx, dy, mask, count, p);
+  constexpr int V = packs::kWidth<T>;
+  const bool dropout = p > 0.0;
+  const float keep = dropout ? KeepScale(p) : 1.0f;
+  int64_t done = 0;
+  if (AlignedTo(16, dx, dy) && AlignedTo(V, dropout ? mask : nullptr)) {
+    const int64_t vecs = count / V;
+    if (vecs > 0) {
+      DropoutBwdPacks<T, V>
+          <<<Blocks(vecs), kThreads, 0, stream>>>(dx, dy, mask, keep, dropout, 0, vecs);
+    }
+    done = vecs * V;
+  }
+  if (count > done) {
+    DropoutBwdPacks<T, 1><<<Blocks(count - done), kThreads, 0, stream>>>(
+        dx, dy, mask, keep, dropout, done, count - done);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t GeluBackward(T* dpre, const T* pre, const T* dgelu, int64_t count,
+                         cudaStream_t stream) {
+  constexpr int V = packs::kWidth<T>;
+  int64_t done = 0;
+  if (AlignedTo(16, dpre, pre, dgelu)) {
+    const int64_t vecs = count / V;
+    if (vecs > 0) {
+      GeluBwdPacks<T, V><<<Blocks(vecs), kThreads, 0, stream>>>(dpre, pre, dgelu, 0, vecs);
+    }
+    done = vecs * V;
+  }
+  if (count > done) {
+    GeluBwdPacks<T, 1>
+        <<<Blocks(count - done), kThreads, 0, stream>>>(dpre, pre, dgelu, done, count - done);
+  }
   return cudaGetLastError();
 }
 
@@ -202,7 +259,8 @@ cudaError_t BroadcastRows(float* out, const float* bias, int64_t n, int64_t c,
                                                   int64_t, int64_t, uint64_t, uint64_t, double, \
                                                   cudaStream_t);                                \
   template cudaError_t MaskedDropoutBackward<T>(T*, const T*, const uint8_t*, int64_t, double,  \
-                                                cudaStream_t);
+                                                cudaStream_t);                                  \
+  template cudaError_t GeluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);
 #define PTDP_INSTANTIATE_ANY(T)                                                                 \
   template cudaError_t FillValue<T>(T*, int64_t, double, cudaStream_t);                         \
   template cudaError_t FillNormal<T>(T*, int64_t, uint64_t, int64_t, int64_t, int64_t, int64_t, \
