@@ -71,6 +71,12 @@ PTDP_HOST_DEVICE inline float GeluGrad(float x) {
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kK * (1.0f + 3.0f * kA * x * x);
 }
 
+// Word k of a Philox block, by selects: an indexed read r.v[k] with k unknown at compile time
+// puts r in local memory (ptxas reported a 16-byte stack frame).
+PTDP_HOST_DEVICE inline uint32_t Word(const kernels::rng::Philox4x32& r, uint32_t k) {
+  return k == 0 ? r.v[0] : k == 1 ? r.v[1] : k == 2 ? r.v[2] : r.v[3];
+}
+
 // keep[j] for global elements g0 .. g0 + V - 1: the uniform draw of rng::DropoutKeeps is >= p.
 template <int V>
 PTDP_HOST_DEVICE inline void Keeps(bool (&keep)[V], uint64_t key, uint64_t g0, float p) {
@@ -82,7 +88,7 @@ PTDP_HOST_DEVICE inline void Keeps(bool (&keep)[V], uint64_t key, uint64_t g0, f
       block = g >> 2;
       r = kernels::rng::Draw(key, block, 0u);
     }
-    keep[j] = kernels::rng::UniformFloatOfBits(r.v[g & 3u]) >= p;
+    keep[j] = kernels::rng::UniformFloatOfBits(Word(r, static_cast<uint32_t>(g & 3u))) >= p;
   }
 }
 

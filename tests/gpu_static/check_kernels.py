@@ -6,6 +6,8 @@
   check_kernels.py write-budgets BUDGETS.json LOG... rewrite the budgets from today's counts
   check_kernels.py tensor-cores FILE --expect absent|present
                                                    FILE is SASS (cuobjdump -sass) or PTX (nvcc -ptx)
+  check_kernels.py vector-access PTX              every 2/4/8-wide pack kernel of runtime/cuda
+                                                   loads and stores 16 bytes at a time
 
 A budget is today's register count plus 10%, rounded up to the allocation unit of 8 registers
 (at most 255): a kernel may grow a little, but not by a step that costs occupancy unnoticed.
@@ -123,11 +125,33 @@ def tensor_cores(path, expect):
     return 0
 
 
+def vector_access(path):
+    """Every pack kernel of V > 1 (runtime/cuda/elementwise_packs.h: a mangled name with Packs and
+    a template argument Li2E, Li4E or Li8E) reads and writes its tensors in 16-byte accesses."""
+    text = open(path, errors="replace").read()
+    entries = re.split(r"\n(?=\.(?:visible\s+)?\.?entry\s)", text)
+    wide_ld = re.compile(r"ld\.global(?:\.nc)?(?:\.L1::\w+)?\.v4\.(?:f32|u32|b32)|ld\.global(?:\.nc)?\.v2\.(?:u64|b64|f64)")
+    wide_st = re.compile(r"st\.global\.v4\.(?:f32|u32|b32)|st\.global\.v2\.(?:u64|b64|f64)")
+    checked = bad = 0
+    for e in entries:
+        m = re.match(r"\.(?:visible\s+)?\.?entry\s+(\S+?)\(", e)
+        if not m or "Packs" not in m.group(1) or not re.search(r"Li[248]E", m.group(1)):
+            continue
+        checked += 1
+        ok = bool(wide_ld.search(e)) and bool(wide_st.search(e))
+        bad += not ok
+        print("%-4s %s" % ("ok" if ok else "NO 16-BYTE ACCESS", m.group(1)))
+    print("%d pack kernels, %d without 16-byte loads and stores" % (checked, bad))
+    return 0 if checked > 0 and bad == 0 else 1
+
+
 def main(argv):
     if len(argv) >= 3 and argv[0] == "budgets":
         return check_budgets(argv[1], argv[2:])
     if len(argv) >= 3 and argv[0] == "write-budgets":
         return write_budgets(argv[1], argv[2:])
+    if len(argv) == 2 and argv[0] == "vector-access":
+        return vector_access(argv[1])
     if len(argv) == 4 and argv[0] == "tensor-cores" and argv[2] == "--expect" and argv[3] in ("absent", "present"):
         return tensor_cores(argv[1], argv[3])
     print(__doc__, file=sys.stderr)
