@@ -109,8 +109,10 @@ Status CudaOps::LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, Con
       } else {
         lt_->LinearForward<O>(P<O>(out), P<T>(x), P<T>(w), P<O>(bias), n, c, oc, stream_);
       }
+      // GeLU in 16-byte packs (kernels/cuda's grid-stride BiasGeluForward read 2 bytes a thread:
+      // 0.7 ms of a 2.1 ms fc1 call at gpt-1.3b mbs 16 on an H200).
       if (!gelu_out.empty()) {
-        ck::BiasGeluForward<O>(P<O>(gelu_out), P<O>(out), nullptr, n, oc, stream_);
+        PTDP_CUDA_RETURN(opk::GeluForward<O>(P<O>(gelu_out), P<O>(out), n * oc, stream_));
       }
       return Status::Ok();
     };

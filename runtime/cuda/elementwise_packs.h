@@ -64,11 +64,24 @@ PTDP_HOST_DEVICE inline void Store(T* p, int64_t i, const Pack<T, V>& v) {
   *reinterpret_cast<Pack<T, V>*>(p + i) = v;
 }
 
-// GeLU'(x) of the tanh approximation, in fp32 (kernels/reference/gelu.cc has the formula).
+// GeLU (tanh approximation) and its derivative in fp32 (kernels/reference/gelu.cc has the
+// formulas; k = sqrt(2 / pi), a = GPT-2's 0.044715).
+inline constexpr float kGeluK = 0.7978845608028654f, kGeluA = 0.044715f;
+PTDP_HOST_DEVICE inline float Gelu(float x) {
+  return 0.5f * x * (1.0f + tanhf(kGeluK * (x + kGeluA * x * x * x)));
+}
 PTDP_HOST_DEVICE inline float GeluGrad(float x) {
-  constexpr float kK = 0.7978845608028654f, kA = 0.044715f;  // sqrt(2 / pi), GPT-2's constant
-  const float t = tanhf(kK * (x + kA * x * x * x));
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kK * (1.0f + 3.0f * kA * x * x);
+  const float t = tanhf(kGeluK * (x + kGeluA * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluA * x * x);
+}
+
+// out = GeLU(pre) (the bias-GeLU epilogue of LinearForward: pre already holds the bias).
+template <typename T, int V>
+PTDP_HOST_DEVICE inline void GeluForwardPack(T* out, const T* pre, int64_t i) {
+  const Pack<T, V> x = Load<T, V>(pre, i);
+  Pack<T, V> o;
+  for (int j = 0; j < V; ++j) o.e[j] = Narrow<T>(Gelu(Wide(x.e[j])));
+  Store<T, V>(out, i, o);
 }
 
 // Word k of a Philox block, by selects: an indexed read r.v[k] with k unknown at compile time

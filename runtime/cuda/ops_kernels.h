@@ -20,6 +20,9 @@ cudaError_t BiasDropoutResidualMask(T* out, uint8_t* mask, const T* x, const T* 
 template <typename T>
 cudaError_t MaskedDropoutBackward(T* dx, const T* dy, const uint8_t* mask, int64_t count, double p,
                                   cudaStream_t stream);
+// out = GeLU(pre) (the tanh approximation), 16-byte packs.
+template <typename T>
+cudaError_t GeluForward(T* out, const T* pre, int64_t count, cudaStream_t stream);
 // dpre = GeLU'(pre) * dgelu (the tanh approximation), 16-byte packs (elementwise_packs.h).
 template <typename T>
 cudaError_t GeluBackward(T* dpre, const T* pre, const T* dgelu, int64_t count, cudaStream_t stream);

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/reference/ops.h"
 #include "runtime/backend/cpu_ops.h"
 #include "runtime/cuda/elementwise_packs.h"
 
@@ -80,6 +81,26 @@ TYPED_TEST(PacksTest, GeluBackwardMatchesCpuOps) {
     const double g = packs::Wide(got.p[i]), w = packs::Wide(want.p[i]);
     const double x = packs::Wide(pre.p[i]), dy = packs::Wide(dgelu.p[i]);
     ASSERT_NEAR(g, w, GeluGradTolerance(x, dy, w, sizeof(T) == 2)) << "element " << i;
+  }
+}
+
+TYPED_TEST(PacksTest, GeluForwardMatchesTheReference) {
+  using T = TypeParam;
+  const int64_t count = 1000 * packs::kWidth<T> + 3;
+  Buf<T> pre(count), got(count);
+  FillRandom(&pre, 7, 3.0f);
+  ForPacks<T>(count, [&](auto v, int64_t i) {
+    packs::GeluForwardPack<T, decltype(v)::value>(got.p, pre.p, i);
+  });
+  std::vector<double> x(count), want(count);
+  for (int64_t i = 0; i < count; ++i) x[i] = packs::Wide(pre.p[i]);
+  kernels::GeluForward<double>(want.data(), x.data(), count);
+  // fp32 against double: about ten roundings and tanhf's 2 ulp, relative to 0.5 |x| (1 + t) <= |x|
+  // (which cancels for negative x): 16 ulp of fp32 of |x|; in bf16 also one flipped rounding.
+  for (int64_t i = 0; i < count; ++i) {
+    const double tol = 16 * 0x1p-24 * std::fabs(x[i]) +
+                       (sizeof(T) == 2 ? 0x1p-8 * std::fabs(want[i]) : 0.0) + 1e-30;
+    ASSERT_NEAR(packs::Wide(got.p[i]), want[i], tol) << "element " << i << " x " << x[i];
   }
 }
 
