@@ -1,6 +1,8 @@
 #include "core/hardware.h"
 
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 
 #include "core/checked.h"
 
@@ -172,6 +174,15 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   PTDP_RETURN_IF_ERROR(
       ReadSourced(r, "kernel_launch_us", &p.kernel_launch_us, kMaxMicroseconds, true));
   PTDP_RETURN_IF_ERROR(ReadGemm(r, "gemm", &p.gemm));
+  for (auto [key, table] : {std::pair{"gemm_backward_data", &p.gemm_backward_data},
+                            std::pair{"gemm_backward_weight", &p.gemm_backward_weight}}) {
+    if (!r.Has(key)) continue;
+    PTDP_RETURN_IF_ERROR(ReadGemm(r, key, table));
+    if (table->dtype != p.gemm.dtype) {
+      return Status::Invalid(r.PathOf(key) + ".dtype: " + table->dtype +
+                             " differs from gemm.dtype " + p.gemm.dtype);
+    }
+  }
   if (r.Has("grad_accumulate_bytes_per_param")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_accumulate_bytes_per_param",
                                      &p.grad_accumulate_bytes_per_param, kMaxBytesPerParam, true));
@@ -205,6 +216,21 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   return p;
 }
 
+namespace {
+
+OrderedJson GemmJson(const GemmTable& t) {
+  OrderedJson g;
+  g["dtype"] = t.dtype;
+  g["source"] = t.source;
+  g["m"] = t.m;
+  g["n"] = t.n;
+  g["k"] = t.k;
+  g["tflops"] = t.tflops;
+  return g;
+}
+
+}  // namespace
+
 OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   OrderedJson j;
   j["name"] = p.name;
@@ -217,14 +243,9 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   j["memory_bound_GBps"] = SourcedJson(p.memory_bound_GBps);
   j["workspace_GiB"] = SourcedJson(p.workspace_GiB);
   j["kernel_launch_us"] = SourcedJson(p.kernel_launch_us);
-  OrderedJson g;
-  g["dtype"] = p.gemm.dtype;
-  g["source"] = p.gemm.source;
-  g["m"] = p.gemm.m;
-  g["n"] = p.gemm.n;
-  g["k"] = p.gemm.k;
-  g["tflops"] = p.gemm.tflops;
-  j["gemm"] = g;
+  j["gemm"] = GemmJson(p.gemm);
+  if (!p.gemm_backward_data.empty()) j["gemm_backward_data"] = GemmJson(p.gemm_backward_data);
+  if (!p.gemm_backward_weight.empty()) j["gemm_backward_weight"] = GemmJson(p.gemm_backward_weight);
   if (!p.grad_accumulate_bytes_per_param.source.empty()) {
     j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
   }

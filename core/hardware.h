@@ -35,6 +35,7 @@ struct GemmTable {
   double At(size_t im, size_t in, size_t ik) const {
     return tflops[(im * n.size() + in) * k.size() + ik];
   }
+  bool empty() const { return tflops.empty(); }
 };
 
 // A link class (intra-node or inter-node) with alpha-beta costs per collective. Bus bandwidths
@@ -66,6 +67,13 @@ struct HardwareProfile {
   Sourced workspace_GiB;      // per device: library workspaces, communicator buffers, fragments
   Sourced kernel_launch_us;   // fixed cost per kernel (launch + tail), charged per GEMM/op
   GemmTable gemm;             // in the training dtype
+  // Optional (empty when absent): a Linear's two backward GEMMs as the layers run them, keyed by
+  // the forward's (m, n, k) = (tokens, output features, input features) and counted as 2 m n k
+  // FLOPs each: the input gradient dx[m][k] = dy[m][n] W[n][k] (gemm_backward_data) and the weight
+  // gradient dW[n][k] += dy^T x, accumulated into fp32 main gradients (gemm_backward_weight).
+  // Absent: the forward table at the transposed shapes prices them (costmodel/gemm.h).
+  GemmTable gemm_backward_data;
+  GemmTable gemm_backward_weight;
   // Optional (0 when absent): bytes moved per parameter element when a microbatch's weight
   // gradient is added to the gradient accumulated so far by a separate elementwise kernel (PyTorch
   // autograd's in-place add, as Megatron-LM of 2021 does: 6 in fp16). 0: the accumulation is fused

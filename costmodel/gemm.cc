@@ -73,6 +73,16 @@ Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int
 
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
                          int64_t batch) {
+  // A Linear's backward (batch 1) from the tables measured for it, when the profile has them;
+  // the batched products of unfused attention, and profiles without them, from the forward table.
+  if (batch == 1 && !hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty()) {
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    const auto time = [&](const GemmTable& t) {
+      return flops / (GemmTflops(t, double(m), double(n), double(k)) * kTera) +
+             hw.kernel_launch_us.value * kUs;
+    };
+    return time(hw.gemm_backward_data) + time(hw.gemm_backward_weight);
+  }
   return GemmTime(hw, m, k, n, batch) + GemmTime(hw, k, n, m, batch);
 }
 

@@ -26,8 +26,11 @@ double WaveEfficiency(const HardwareProfile& hw, int64_t m, int64_t n, int64_t b
 // Includes the profile's per-kernel launch cost once and the wave quantisation (when modelled).
 Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 
-// The forward GEMM and its two backward GEMMs (input gradient C'[m,k] = dC[m,n] B^T and weight
-// gradient [k,n] = A^T[k,m] dC[m,n]).
+// The two backward GEMMs of the forward C[m,n] = A[m,k] B[k,n] (input gradient C'[m,k] = dC[m,n]
+// B^T and weight gradient [k,n] = A^T[k,m] dC[m,n]): from the profile's gemm_backward_data and
+// gemm_backward_weight tables at (m, n, k) when it has both and batch is 1 (a Linear, measured as
+// the layers run it, the weight gradient accumulating into fp32), else from the forward table at
+// the transposed shapes (wave quantisation then included).
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
                          int64_t batch = 1);
 

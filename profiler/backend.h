@@ -32,6 +32,15 @@ class ProfileBackend {
   virtual Result<double> WorkspaceBytes() = 0;
   // Seconds for C[m][n] = A[m][k] B[k][n] in gemm_dtype() with fp32 accumulation.
   virtual Result<double> TimeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions& t) = 0;
+  // Seconds of the backward GEMMs of that forward, m tokens, n output and k input features, as the
+  // layers run them (Ops::LinearBackwardData: dx[m][k] = dy W; Ops::LinearBackwardWeight:
+  // dW[n][k] += dy^T x into fp32). 0: this backend does not measure them.
+  virtual Result<double> TimeGemmBackwardData(int64_t, int64_t, int64_t, const TimingOptions&) {
+    return 0.0;
+  }
+  virtual Result<double> TimeGemmBackwardWeight(int64_t, int64_t, int64_t, const TimingOptions&) {
+    return 0.0;
+  }
   // Bytes per second of c[i] = a[i] + b[i] over three arrays of `bytes` each (3 `bytes` moved).
   virtual Result<double> StreamAddBandwidth(Bytes bytes, const TimingOptions& t) = 0;
   // Bytes per second of the GeLU forward kernel over `bytes` of input (read + write counted).

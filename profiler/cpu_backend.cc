@@ -69,6 +69,34 @@ class CpuBackend final : public ProfileBackend {
         NoSync, t);
   }
 
+  // The backward GEMMs as CpuOps runs them (kernels::MatmulBackward with only dx, or only dW).
+  Result<double> TimeGemmBackwardData(int64_t m, int64_t n, int64_t k,
+                                      const TimingOptions& t) override {
+    std::vector<float> dy(m * n), w(n * k), dx(m * k);
+    FillPattern(dy);
+    FillPattern(w);
+    return MedianSeconds(
+        [&] {
+          kernels::MatmulBackward<float>(dx.data(), nullptr, nullptr, dy.data(), nullptr, w.data(),
+                                         m, k, n);
+          return Status::Ok();
+        },
+        NoSync, t);
+  }
+  Result<double> TimeGemmBackwardWeight(int64_t m, int64_t n, int64_t k,
+                                        const TimingOptions& t) override {
+    std::vector<float> dy(m * n), x(m * k), dw(n * k);
+    FillPattern(dy);
+    FillPattern(x);
+    return MedianSeconds(
+        [&] {
+          kernels::MatmulBackward<float>(nullptr, dw.data(), nullptr, dy.data(), x.data(), nullptr,
+                                         m, k, n);
+          return Status::Ok();
+        },
+        NoSync, t);
+  }
+
   Result<double> StreamAddBandwidth(Bytes bytes, const TimingOptions& t) override {
     const int64_t count = bytes / 4;
     std::vector<float> a(count), b(count), c(count);

@@ -146,6 +146,42 @@ class CudaBackend final : public ProfileBackend {
         [&] { return Sync(); }, t);
   }
 
+  // The backward GEMMs through CudaOps, as the layers run them: bf16 dy and W to bf16 dx; bf16 dy
+  // and x accumulated into fp32 dW.
+  Result<double> TimeGemmBackwardData(int64_t m, int64_t n, int64_t k,
+                                      const TimingOptions& t) override {
+    DeviceArray dy, w, dx;
+    PTDP_RETURN_IF_ERROR(dy.Allocate(size_t(m) * n * 2));
+    PTDP_RETURN_IF_ERROR(w.Allocate(size_t(n) * k * 2));
+    PTDP_RETURN_IF_ERROR(dx.Allocate(size_t(m) * k * 2));
+    PTDP_CUDA_RETURN(LaunchFill(dy.bf16(), 0.5f, m * n, stream_));
+    PTDP_CUDA_RETURN(LaunchFill(w.bf16(), 0.25f, n * k, stream_));
+    return MedianSeconds(
+        [&] {
+          return ops_->LinearBackwardData({dx.bf16(), DType::kBf16, m * k},
+                                          {dy.bf16(), DType::kBf16, m * n},
+                                          {w.bf16(), DType::kBf16, n * k}, m, k, n);
+        },
+        [&] { return Sync(); }, t);
+  }
+  Result<double> TimeGemmBackwardWeight(int64_t m, int64_t n, int64_t k,
+                                        const TimingOptions& t) override {
+    DeviceArray dy, x, dw;
+    PTDP_RETURN_IF_ERROR(dy.Allocate(size_t(m) * n * 2));
+    PTDP_RETURN_IF_ERROR(x.Allocate(size_t(m) * k * 2));
+    PTDP_RETURN_IF_ERROR(dw.Allocate(size_t(n) * k * 4));
+    PTDP_CUDA_RETURN(LaunchFill(dy.bf16(), 0.5f, m * n, stream_));
+    PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.25f, m * k, stream_));
+    PTDP_CUDA_RETURN(cudaMemsetAsync(dw.get(), 0, size_t(n) * k * 4, stream_));
+    return MedianSeconds(
+        [&] {
+          return ops_->LinearBackwardWeight({dw.get(), DType::kFp32, n * k}, {},
+                                            {dy.bf16(), DType::kBf16, m * n},
+                                            {x.bf16(), DType::kBf16, m * k}, m, k, n);
+        },
+        [&] { return Sync(); }, t);
+  }
+
   Result<double> StreamAddBandwidth(Bytes bytes, const TimingOptions& t) override {
     const int64_t count = bytes / 2;
     DeviceArray a, b, c;

@@ -154,6 +154,29 @@ Status MeasureCollectives(ProfileBackend& backend, runtime::Communicator& comm,
   return Status::Ok();
 }
 
+// Times every (m, n, k) of the grid, m-major, into `out`; leaves it empty when the backend answers
+// 0 (it does not measure this kind of GEMM).
+template <typename Time>
+Status SweepGemms(const Grid& g, std::vector<GemmSample>* out, Time&& time) {
+  for (double m : g.m) {
+    for (double n : g.n) {
+      for (double k : g.k) {
+        GemmSample s{static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k)};
+        PTDP_ASSIGN_OR_RETURN(s.seconds, time(s.m, s.n, s.k));
+        if (s.seconds == 0 && out->empty()) return Status::Ok();  // not measured by this backend
+        if (!(s.seconds > 0)) {
+          return Status::Internal("profile: a GEMM of " + std::to_string(s.m) + "x" +
+                                  std::to_string(s.n) + "x" + std::to_string(s.k) + " took " +
+                                  std::to_string(s.seconds) + " s");
+        }
+        s.tflops = 2.0 * m * n * k / s.seconds / kTera;
+        out->push_back(s);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator& data_comm,
@@ -179,16 +202,15 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   r.gemm_m = g.m;
   r.gemm_n = g.n;
   r.gemm_k = g.k;
-  for (double m : g.m) {
-    for (double n : g.n) {
-      for (double k : g.k) {
-        GemmSample s{static_cast<int64_t>(m), static_cast<int64_t>(n), static_cast<int64_t>(k)};
-        PTDP_ASSIGN_OR_RETURN(s.seconds, backend.TimeGemm(s.m, s.n, s.k, g.timing));
-        s.tflops = 2.0 * m * n * k / s.seconds / kTera;
-        r.gemm.push_back(s);
-      }
-    }
-  }
+  PTDP_RETURN_IF_ERROR(SweepGemms(g, &r.gemm, [&](int64_t m, int64_t n, int64_t k) {
+    return backend.TimeGemm(m, n, k, g.timing);
+  }));
+  PTDP_RETURN_IF_ERROR(SweepGemms(g, &r.gemm_backward_data, [&](int64_t m, int64_t n, int64_t k) {
+    return backend.TimeGemmBackwardData(m, n, k, g.timing);
+  }));
+  PTDP_RETURN_IF_ERROR(SweepGemms(g, &r.gemm_backward_weight, [&](int64_t m, int64_t n, int64_t k) {
+    return backend.TimeGemmBackwardWeight(m, n, k, g.timing);
+  }));
   r.stream_bytes = g.stream_bytes;
   PTDP_ASSIGN_OR_RETURN(double add_Bps, backend.StreamAddBandwidth(g.stream_bytes, g.timing));
   PTDP_ASSIGN_OR_RETURN(double gelu_Bps, backend.GeluBandwidth(g.stream_bytes, g.timing));

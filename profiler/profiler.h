@@ -52,6 +52,9 @@ struct ProfileReport {
   int ranks = 1;
   std::vector<double> gemm_m, gemm_n, gemm_k;
   std::vector<GemmSample> gemm;  // m-major over the grid, as GemmTable
+  // The backward GEMMs on the same grid, keyed by the forward's (m, n, k); empty when the backend
+  // does not measure them.
+  std::vector<GemmSample> gemm_backward_data, gemm_backward_weight;
   Bytes stream_bytes = 0;
   double stream_add_GBps = 0;
   double gelu_GBps = 0;

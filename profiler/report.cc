@@ -1,6 +1,8 @@
 // ProfileReport -> HardwareProfile (the strict schema of core/hardware.h), raw JSON and a table.
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
+#include <utility>
 
 #include "profiler/profiler.h"
 
@@ -123,6 +125,27 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
   p.gemm.k = r.gemm_k;
   for (const auto& g : r.gemm) p.gemm.tflops.push_back(g.tflops);
   PTDP_RETURN_IF_ERROR(ValidateGemmTable(p.gemm, "profile.gemm"));
+  // The backward GEMMs, through the same Ops calls the layers make, keyed by the forward's shape.
+  const bool cuda = r.backend == "cuda";
+  const auto backward = [&](const std::vector<GemmSample>& samples, const std::string& what,
+                            GemmTable* t) -> Status {
+    if (samples.empty()) return Status::Ok();
+    *t = p.gemm;
+    t->source = RunSource(r) + ": " + r.gemm_dtype + " " + what +
+                ", median of repeats, keyed by the forward's (m tokens, n out, k in), 2 m n k "
+                "FLOPs" +
+                (cuda ? " (CudaOps: cuBLASLt, fp32 accumulation)" : " (CpuOps: Eigen)");
+    t->tflops.clear();
+    for (const auto& g : samples) t->tflops.push_back(g.tflops);
+    return ValidateGemmTable(*t, "profile." + what);
+  };
+  PTDP_RETURN_IF_ERROR(backward(r.gemm_backward_data,
+                                "input-gradient GEMM (Ops::LinearBackwardData, dx = dy W)",
+                                &p.gemm_backward_data));
+  PTDP_RETURN_IF_ERROR(backward(r.gemm_backward_weight,
+                                "weight-gradient GEMM (Ops::LinearBackwardWeight, dW += dy^T x in "
+                                "fp32)",
+                                &p.gemm_backward_weight));
 
   if (r.ranks > 1) {
     p.intra_node = MeasuredLink(r);
@@ -178,6 +201,16 @@ OrderedJson ReportToJson(const ProfileReport& r) {
         {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_us", g.seconds / kUs}, {"tflops", g.tflops}});
   }
   j["gemm"] = gemm;
+  for (auto [key, samples] : {std::pair{"gemm_backward_data", &r.gemm_backward_data},
+                              std::pair{"gemm_backward_weight", &r.gemm_backward_weight}}) {
+    if (samples->empty()) continue;
+    OrderedJson rows = OrderedJson::array();
+    for (const auto& g : *samples) {
+      rows.push_back(
+          {{"m", g.m}, {"n", g.n}, {"k", g.k}, {"time_us", g.seconds / kUs}, {"tflops", g.tflops}});
+    }
+    j[key] = rows;
+  }
   j["stream_bytes"] = r.stream_bytes;
   j["stream_add_GBps"] = r.stream_add_GBps;
   j["gelu_GBps"] = r.gelu_GBps;
@@ -217,6 +250,16 @@ std::string ReportToText(const ProfileReport& r) {
     std::snprintf(line, sizeof(line), "  %-8s %8lld %8lld %8lld %12.2f %10.3f\n",
                   r.gemm_dtype.c_str(), static_cast<long long>(g.m), static_cast<long long>(g.n),
                   static_cast<long long>(g.k), g.seconds / kUs, g.tflops);
+    out += line;
+  }
+  // The backward GEMMs: one summary line each (their rows are in the raw JSON).
+  for (auto [name, samples] : {std::pair{"input-gradient", &r.gemm_backward_data},
+                               std::pair{"weight-gradient", &r.gemm_backward_weight}}) {
+    if (samples->empty()) continue;
+    double lo = samples->front().tflops, hi = lo;
+    for (const auto& g : *samples) lo = std::min(lo, g.tflops), hi = std::max(hi, g.tflops);
+    std::snprintf(line, sizeof(line), "# %s GEMMs: %zu shapes, %.3f to %.3f TFLOP/s\n", name,
+                  samples->size(), lo, hi);
     out += line;
   }
   std::snprintf(line, sizeof(line),

@@ -41,6 +41,26 @@ TEST(Gemm, TimeIsFlopsOverRate) {
   EXPECT_NEAR(GemmBackwardTime(hw, 1024, 2048, 4096), 2 * GemmTime(hw, 1024, 2048, 4096), 1e-12);
 }
 
+// With measured backward tables a Linear's backward is priced from them at the forward's (m, n, k):
+// input gradient at 50 TFLOP/s (MVarying halved) and weight gradient at 25 (quartered); the batched
+// GEMMs of unfused attention still come from the forward table at the transposed shapes.
+TEST(Gemm, BackwardFromItsOwnTablesWhenMeasured) {
+  HardwareProfile hw = testing::RoundProfile();
+  hw.kernel_launch_us = testing::S(0);
+  const Seconds from_forward = GemmBackwardTime(hw, 1024, 2048, 4096);
+  hw.gemm_backward_data = MVarying();
+  hw.gemm_backward_weight = MVarying();
+  for (double& t : hw.gemm_backward_data.tflops) t /= 2;
+  for (double& t : hw.gemm_backward_weight.tflops) t /= 4;
+  const double flops = 2.0 * 256 * 1000 * 1000;  // MVarying: 150 at m = 256, so 75 and 37.5
+  EXPECT_NEAR(GemmBackwardTime(hw, 256, 1000, 1000), flops / 75e12 + flops / 37.5e12, 1e-15);
+  EXPECT_DOUBLE_EQ(GemmBackwardTime(hw, 1024, 2048, 4096, 2),
+                   GemmTime(hw, 1024, 4096, 2048, 2) + GemmTime(hw, 4096, 2048, 1024, 2));
+  // One table alone is not used (both or neither).
+  hw.gemm_backward_weight = GemmTable{};
+  EXPECT_DOUBLE_EQ(GemmBackwardTime(hw, 1024, 2048, 4096), from_forward);
+}
+
 // 108 SMs, 256 x 128 tiles; m = 2048, n = 9600: 8 x 75 = 600 tiles in ceil(600/108) = 6 waves of
 // 108: 600 / 648 = 0.9259 of the machine works on average.
 TEST(Gemm, WaveQuantisation) {

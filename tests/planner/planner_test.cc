@@ -144,6 +144,34 @@ TEST(ProfileSchema, OptionalAttentionTflops) {
       << b.status().message();
 }
 
+// The backward GEMM tables: optional, read with the forward table's checks, round-tripped, and
+// refused in another dtype than the forward table's.
+TEST(ProfileSchema, OptionalBackwardGemmTables) {
+  EXPECT_TRUE(HardwareProfileFromJson(SeleneJson(), "p")->gemm_backward_data.empty());
+  Json with = SeleneJson();
+  with["gemm_backward_data"] = with["gemm"];
+  with["gemm_backward_weight"] = with["gemm"];
+  with["gemm_backward_weight"]["source"] = "a test table";
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->gemm_backward_data.tflops, a->gemm.tflops);
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gemm_backward_weight.source, "a test table");
+  Json other = with;
+  other["gemm_backward_data"]["dtype"] = "fp32";
+  auto b = HardwareProfileFromJson(other, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.gemm_backward_data.dtype"), std::string::npos)
+      << b.status().message();
+  Json shrunk = with;
+  shrunk["gemm_backward_weight"]["tflops"].erase(0);
+  auto c = HardwareProfileFromJson(shrunk, "p");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("p.gemm_backward_weight"), std::string::npos)
+      << c.status().message();
+}
+
 TEST(ProfileSchema, UnknownKeyWrongTypeMissingSource) {
   ASSERT_TRUE(HardwareProfileFromJson(SeleneJson(), "p").ok());
   Json unknown = SeleneJson();

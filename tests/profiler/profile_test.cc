@@ -47,6 +47,19 @@ TEST(ProfileTest, CpuProfileRoundTripsThroughTheStrictReader) {
   EXPECT_EQ(back->gemm.m, (std::vector<double>{16, 64}));
   ASSERT_EQ(back->gemm.tflops.size(), 8u);
   for (size_t i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(back->gemm.tflops[i], report->gemm[i].tflops);
+  // The backward GEMMs on the same grid, through CpuOps' calls, written as their own tables.
+  ASSERT_EQ(report->gemm_backward_data.size(), 8u);
+  ASSERT_EQ(report->gemm_backward_weight.size(), 8u);
+  ASSERT_EQ(back->gemm_backward_data.tflops.size(), 8u);
+  ASSERT_EQ(back->gemm_backward_weight.tflops.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_GT(report->gemm_backward_data[i].seconds, 0);
+    EXPECT_DOUBLE_EQ(back->gemm_backward_data.tflops[i], report->gemm_backward_data[i].tflops);
+    EXPECT_DOUBLE_EQ(back->gemm_backward_weight.tflops[i], report->gemm_backward_weight[i].tflops);
+  }
+  EXPECT_EQ(back->gemm_backward_data.m, back->gemm.m);
+  EXPECT_NE(back->gemm_backward_data.source.find("LinearBackwardData"), std::string::npos);
+  EXPECT_NE(back->gemm_backward_weight.source.find("LinearBackwardWeight"), std::string::npos);
   EXPECT_EQ(back->gpus_per_node.value, 1);
   EXPECT_NE(back->gemm.source.find("ptdp profile run on "), std::string::npos);
   EXPECT_NE(back->hbm_GBps.source.find("2026-11-25"), std::string::npos);
