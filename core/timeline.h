@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/json.h"
 #include "core/program.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -75,5 +76,11 @@ struct Timeline {
 std::string ChromeTraceJson(const Timeline& t);
 // Writes ChromeTraceJson(t) to `path` atomically (no partial file on failure).
 Status WriteChromeTrace(const Timeline& t, const std::string& path);
+
+// Reads back what ChromeTraceJson wrote (core/timeline_read.cc): the "X" events with their args;
+// metadata and counters skipped. Every field range-checked; errors name the event and the field.
+Result<Timeline> TimelineFromChromeTrace(const Json& j, const std::string& path);
+// The file (at most kMaxPlanFileBytes) at `path`.
+Result<Timeline> ReadChromeTrace(const std::string& path);
 
 }  // namespace ptdp

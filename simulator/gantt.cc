@@ -63,7 +63,7 @@ std::string GanttSvg(const Timeline& t, const GanttOptions& o) {
   std::vector<int> row_of(pp, -1);
   for (size_t i = 0; i < rows.size(); ++i) row_of[rows[i]] = static_cast<int>(i);
 
-  const Nanoseconds end = std::max<Nanoseconds>(1, t.EndNs());
+  const Nanoseconds end = std::max<Nanoseconds>(1, o.axis_end_ns > 0 ? o.axis_end_ns : t.EndNs());
   const double left = 90, top = 40, row_h = 22, gap = 6;
   const double width = o.width_px;
   const double scale = width / double(end);

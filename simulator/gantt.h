@@ -15,6 +15,8 @@ struct GanttOptions {
   std::string title;
   int width_px = 1200;  // of the time axis
   int max_rows = 16;
+  Nanoseconds axis_end_ns = 0;  // the time axis' end; 0: the timeline's own end (`ptdp compare`
+                                // draws a prediction and a measurement on one axis)
 };
 
 // A standalone SVG 1.1 document (well-formed XML).

@@ -27,5 +27,6 @@ void RegisterSimulate(CLI::App& app, int* exit_code);
 void RegisterTrain(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterProfile(CLI::App& app, int* exit_code);
+void RegisterCompare(CLI::App& app, int* exit_code);
 
 }  // namespace ptdp::tools
