@@ -46,6 +46,19 @@ void Device::EnableOpTimes() {
   timed_view_ = timed_ops_;
 }
 
+Status Device::Mark() {
+  host_marks_ns_.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count());
+  return Status::Ok();
+}
+
+Result<std::vector<double>> Device::MarkSeconds() {
+  std::vector<double> s;
+  for (int64_t t : host_marks_ns_) s.push_back(double(t - host_marks_ns_.front()) * 1e-9);
+  return s;
+}
+
 void Device::ResetPeak() {
   stats_.peak = stats_.current;
   stats_.peak_total = stats_.current_total;

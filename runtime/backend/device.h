@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -60,6 +61,14 @@ class Device {
   // time the enqueueing).
   virtual Status StartTimer() = 0;
   virtual Result<double> ElapsedSeconds() = 0;
+  // The runtime's measured timeline, one mark between instructions: ClearMarks() starts a new
+  // series; Mark() notes the point the stream has reached (the host devices read the host clock,
+  // their work being synchronous; CudaDevice records an event on its stream, so that a mark is
+  // when the GPU got there, not when the work was queued); MarkSeconds() waits for the last mark
+  // and returns every mark's seconds after the first.
+  virtual void ClearMarks() { host_marks_ns_.clear(); }
+  virtual Status Mark();
+  virtual Result<std::vector<double>> MarkSeconds();
   const MemoryStats& stats() const { return stats_; }
   void ResetPeak();  // peak := current (per tag and total)
 
@@ -69,8 +78,9 @@ class Device {
   MemoryStats stats_;
 
  private:
-  TimedOps* timed_ops_ = nullptr;  // owned; deleted in ~Device
-  Ops* timed_view_ = nullptr;      // the same object as Ops (TimedOps is incomplete here)
+  std::vector<int64_t> host_marks_ns_;  // steady clock, for the host devices' marks
+  TimedOps* timed_ops_ = nullptr;       // owned; deleted in ~Device
+  Ops* timed_view_ = nullptr;           // the same object as Ops (TimedOps is incomplete here)
 };
 
 class CpuDevice : public Device {

@@ -63,6 +63,7 @@ CudaDevice::~CudaDevice() {
   ops_.reset();  // its scratch is freed on the stream
   if (timer_start_ != nullptr) cudaEventDestroy(timer_start_);
   if (timer_stop_ != nullptr) cudaEventDestroy(timer_stop_);
+  for (cudaEvent_t e : marks_) cudaEventDestroy(e);
   if (stream_ != nullptr) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -97,6 +98,28 @@ Status CudaDevice::Synchronize() {
 Status CudaDevice::StartTimer() {
   PTDP_CUDA_RETURN(cudaEventRecord(timer_start_, stream_));
   return Status::Ok();
+}
+
+Status CudaDevice::Mark() {
+  if (marks_used_ == marks_.size()) {
+    cudaEvent_t e = nullptr;
+    PTDP_CUDA_RETURN(cudaEventCreate(&e));
+    marks_.push_back(e);
+  }
+  PTDP_CUDA_RETURN(cudaEventRecord(marks_[marks_used_++], stream_));
+  return Status::Ok();
+}
+
+Result<std::vector<double>> CudaDevice::MarkSeconds() {
+  std::vector<double> s;
+  if (marks_used_ == 0) return s;
+  PTDP_CUDA_RETURN(cudaEventSynchronize(marks_[marks_used_ - 1]));
+  for (size_t i = 0; i < marks_used_; ++i) {
+    float ms = 0;
+    PTDP_CUDA_RETURN(cudaEventElapsedTime(&ms, marks_[0], marks_[i]));
+    s.push_back(double(ms) * 1e-3);
+  }
+  return s;
 }
 
 Result<double> CudaDevice::ElapsedSeconds() {

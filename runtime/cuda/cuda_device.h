@@ -43,6 +43,10 @@ class CudaDevice final : public Device {
   // cudaEvent timing on the compute stream.
   Status StartTimer() override;
   Result<double> ElapsedSeconds() override;
+  // Instruction marks: events on the compute stream, pooled across steps.
+  void ClearMarks() override { marks_used_ = 0; }
+  Status Mark() override;
+  Result<std::vector<double>> MarkSeconds() override;
   cudaStream_t stream() const { return stream_; }
   int ordinal() const { return ordinal_; }
   const AllocatorStats& allocator_stats() const { return allocator_.stats(); }
@@ -53,6 +57,8 @@ class CudaDevice final : public Device {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
+  std::vector<cudaEvent_t> marks_;  // created on first use, destroyed with the device
+  size_t marks_used_ = 0;
   CachingAllocator allocator_;
   std::unique_ptr<CudaOps> ops_;  // destroyed before the stream (declared after it)
 };

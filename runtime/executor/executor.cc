@@ -2,7 +2,9 @@
 // (the op and the (microbatch, chunk) of the state it acted on) to executed_, and the iteration
 // compares that record with the Program: a handler that skips, repeats or acts on the wrong state
 // is caught.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "runtime/comm/agree.h"
 #include "runtime/executor/trainer.h"
@@ -53,28 +55,33 @@ void Trainer::Record(Op op, const MbState& st) {
 }
 
 Status Trainer::RunProgram(int64_t step) {
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  const auto ns = [&t0](Clock::time_point t) {
-    return static_cast<Nanoseconds>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(t - t0).count());
-  };
   const std::vector<Instr>& instrs = program_.ranks[static_cast<size_t>(coord_.pp)].instrs;
   executed_.clear();
+  // The measured timeline: a device mark before the first instruction and after each (an event on
+  // a GPU's stream, so an instruction's time is the device's, not the enqueueing's).
+  dev_->ClearMarks();
+  PTDP_RETURN_IF_ERROR(dev_->Mark());
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr& in = instrs[i];
-    const auto a = Clock::now();
     Status st = Execute(in, step);
     if (!st.ok()) {
       return st.WithPrefix("rank " + std::to_string(world_->rank()) + ", step " +
                            std::to_string(step) + ", instruction " + std::to_string(i) + " (" +
                            InstrToText(in) + ")");
     }
-    // Host clock per instruction: the timeline's shape (a GPU backend records events instead).
-    const auto b = Clock::now();
-    events_.push_back(TimelineEvent{coord_.pp, StreamOf(in.op), in, ns(a), ns(b)});
+    PTDP_RETURN_IF_ERROR(dev_->Mark());
     activation_bytes_.push_back(dev_->stats().current[static_cast<int>(MemTag::kActivations)]);
     PTDP_RETURN_IF_ERROR(PollSends());
+  }
+  PTDP_ASSIGN_OR_RETURN(const std::vector<double> marks, dev_->MarkSeconds());
+  if (marks.size() != instrs.size() + 1) {
+    return Status::Internal("device marks: " + std::to_string(marks.size()) + " for " +
+                            std::to_string(instrs.size()) + " instructions");
+  }
+  const auto ns = [](double s) { return static_cast<Nanoseconds>(std::llround(s * 1e9)); };
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    events_.push_back(TimelineEvent{coord_.pp, StreamOf(instrs[i].op), instrs[i], ns(marks[i]),
+                                    std::max(ns(marks[i]), ns(marks[i + 1]))});
   }
   PTDP_RETURN_IF_ERROR(CheckExecutedOrder(instrs, executed_));
   if (!live_.empty()) {
