@@ -20,15 +20,7 @@ unsigned Blocks(int64_t count) {
   return static_cast<unsigned>(b < 65535 * 16 ? (b > 0 ? b : 1) : 65535 * 16);
 }
 
-__device__ __forceinline__ float Wide(float v) {
-  return v;
-}
-__device__ __forceinline__ float Wide(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-__device__ __forceinline__ float Wide(__half v) {
-  return __half2float(v);
-}
+using packs::Wide;  // 16-bit and fp32 to fp32 (elementwise_packs.h)
 
 template <typename T>
 __device__ __forceinline__ T Narrow(double v);
