@@ -199,8 +199,12 @@ Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none
     auto s = PickNewest(path, allow_none);
     pick = s.status();
     if (s.ok()) picked = *s;
+  } else if (root) {
+    // Every file, not only those this layout's ranks read: a damaged checkpoint is refused whole.
+    auto m = ReadManifest(path);
+    pick = m.ok() ? VerifyCheckpoint(path, *m) : m.status();
   }
-  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, pick));
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, pick.WithPrefix("--load")));
   PTDP_ASSIGN_OR_RETURN(std::vector<double> b, AllGatherDoubles(*world_, {double(picked)}));
   picked = static_cast<int64_t>(b[0]);
   if (picked == 0) return int64_t(0);
