@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <sstream>
 
@@ -32,6 +33,32 @@ struct TrainArgs {
   double params_tol = 1e-4, loss_tol = 1e-5, memory_tol = -1;
   runtime::TrainOptions opts;
 };
+
+// Pre-emption (SIGTERM, or SIGUSR1 which Slurm can send ahead of the end of a job): the handler
+// only notes it; after the current step the ranks agree whether any got it, save and exit 0.
+volatile std::sig_atomic_t g_stop_signal = 0;
+void OnStopSignal(int sig) {
+  g_stop_signal = sig;
+}
+
+void CatchStopSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+// Collective: whether any rank has been asked to stop.
+Result<bool> AnyRankStopping(runtime::Communicator& world) {
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all,
+                        runtime::AllGatherDoubles(world, {double(g_stop_signal)}));
+  for (double v : all) {
+    if (v != 0) return true;
+  }
+  return false;
+}
 
 // "123", "64KiB", "512MiB", "4GiB" -> bytes.
 Result<Bytes> ParseBytes(const std::string& s) {
@@ -261,7 +288,8 @@ std::string KeptLog(const std::string& path, int64_t last) {
 // Iterations first_step .. --steps; rank 0 prints each step and rewrites the --log file; --save
 // checkpoints every --save-every steps and after the last. Returns the losses.
 Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& trainer,
-                                       int64_t first_step, bool root, bool* agreed_failure) {
+                                       runtime::Communicator& world, int64_t first_step, bool root,
+                                       bool* agreed_failure) {
   const ParallelConfig& c = trainer.layout();
   std::string log = root && !a.log.empty() ? KeptLog(a.log, first_step - 1) : "";
   std::vector<double> losses;
@@ -288,7 +316,12 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
         PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
       }
     }
-    if (!a.save.empty() && ((a.save_every > 0 && step % a.save_every == 0) || step == last)) {
+    bool stopping = false;
+    if (!a.save.empty()) {
+      PTDP_ASSIGN_OR_RETURN(stopping, AnyRankStopping(world));
+    }
+    if (!a.save.empty() &&
+        ((a.save_every > 0 && step % a.save_every == 0) || step == last || stopping)) {
       *agreed_failure = true;  // every rank returns the save's agreed status
       PTDP_RETURN_IF_ERROR(trainer.SaveCheckpoint(a.save, step, a.keep));
       *agreed_failure = false;
@@ -297,6 +330,13 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
                     static_cast<long long>(step));
         std::fflush(stdout);
       }
+    }
+    if (stopping) {
+      if (root) {
+        std::printf("stopping after step %lld on a signal (relaunch with --load latest)\n",
+                    static_cast<long long>(step));
+      }
+      break;
     }
   }
   return losses;
@@ -332,7 +372,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   *agreed_failure = false;
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses,
-                        TrainSteps(a, *trainer, done + 1, root, agreed_failure));
+                        TrainSteps(a, *trainer, world, done + 1, root, agreed_failure));
   if (root && trainer->op_times() != nullptr) PrintOpTimes(*trainer->op_times(), a.steps - done);
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
@@ -429,6 +469,7 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
       return;
     }
     bool agreed = false;
+    if (!a.save.empty()) CatchStopSignals();
     st = Run(a, **world, &agreed);
     const bool root = (*world)->rank() == 0;
     world->reset();

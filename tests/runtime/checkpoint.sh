@@ -9,6 +9,9 @@
 #                       checkpoint loaded by t2 p1 d2 1F1B: losses within 1e-5
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
+#   preempt             SIGTERM to every rank of a 40-step run: it finishes its step, saves and
+#                       exits 0; relaunched with --load latest it ends bit-identical to the
+#                       uninterrupted 40 steps
 #   flip | truncate | missing | model: a flipped byte, a truncated shard, a missing shard, a plan
 #                       whose model differs: exit 2 on every rank, one error line naming the file
 #                       and the reason, the checkpoint's files unchanged
@@ -36,7 +39,7 @@ train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
   local name=$1
   shift
   timeout 120 mpirun -np "${ranks[$name]}" --oversubscribe "$ptdp" train --plan "$name.json" --data data.bin \
-    --steps 8 "$@" > "$name.out" 2>&1
+    --steps "${STEPS:-8}" "$@" > "$name.out" 2>&1
 }
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }  # step and loss, exactly as logged
 plan A 2 2 1 1 1f1b
@@ -78,6 +81,24 @@ case "$case" in
       || { cat A.out; fail "resume"; }
     grep -q "skipping .*step-00000005: .*manifest.json" A.out || { cat A.out; fail "no skip note"; }
     grep -q "resumed from step 4" A.out || fail "did not resume from step 4" ;;
+  preempt)
+    STEPS=40 train A --log ref40.jsonl || { cat A.out; fail "40-step reference"; }
+    STEPS=40 train A --save "$dir/ckp" --log run.jsonl &
+    job=$!
+    for _ in $(seq 600); do [ -f run.jsonl ] && [ "$(wc -l < run.jsonl)" -ge 3 ] && break; sleep 0.05; done
+    pids=$(ps -eo pid=,args= | awk -v s="--save $dir/ckp" 'index($0, s) && !/mpirun/ && !/timeout/ {print $1}')
+    [ -n "$pids" ] || { kill "$job"; fail "no rank processes found"; }
+    kill -TERM $pids
+    wait "$job"
+    rc=$?
+    [ "$rc" -eq 0 ] || { cat A.out; fail "exit code $rc after SIGTERM, want 0"; }
+    grep -q "stopping after step" A.out || { cat A.out; fail "no stop message"; }
+    saved=$(ls ckp)
+    echo "pre-empted: $saved"
+    [ "$saved" != step-00000040 ] || fail "finished before the signal: nothing was pre-empted"
+    STEPS=40 train A --save "$dir/ckp" --load latest --log run.jsonl --expect-losses ref40.jsonl \
+      --loss-tol 0 || { cat A.out; fail "relaunch"; }
+    cmp <(fields ref40.jsonl) <(fields run.jsonl) || fail "logs differ" ;;
   flip|truncate|missing|model)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     f=ck/step-00000004/pp1-tp0.safetensors
