@@ -2,8 +2,9 @@
 # Checkpoints under mpirun (docs/checkpoints.md). Every case first trains the reference: 8
 # uninterrupted steps of a 4-layer model with dropout in layout A (t2 p2 d1, 1F1B).
 #   resume_exact        A, stop after step 4 (saves at 2 and 4), resume with --load latest: the
-#                       per-step losses of steps 5..8 and the whole --log equal the reference's
-#                       bit for bit
+#                       per-step losses of steps 5..8, the whole --log and the final saved state
+#                       (weights, Adam m and v) equal the uninterrupted run's bit for bit
+#   resume_fp16         the same in fp16 with an overflow before the save: loss scale state restored
 #   reshard_tpd         A's step-4 checkpoint loaded by t1 p1 d4: losses within 1e-5 (relative)
 #   reshard_interleaved A's checkpoint loaded by t1 p2 d2 interleaved (v2); that layout's own
 #                       checkpoint loaded by t2 p1 d2 1F1B: losses within 1e-5
@@ -30,10 +31,10 @@ text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 "$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
 declare -A ranks
-plan() {  # NAME TP PP DP VP SCHEDULE [LAYERS]
+plan() {  # NAME TP PP DP VP SCHEDULE [LAYERS [PRECISION]]
   ranks[$1]=$(($2 * $3 * $4))
   "$here/write_plan.sh" "$ptdp" "$1.json" "${7:-4}" 0.1 256 16 "$2" "$3" "$4" 2 "$5" "$6" none true \
-    || fail "plan $1"
+    "${8:-fp32}" || fail "plan $1"
 }
 train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
   local name=$1
@@ -54,7 +55,24 @@ case "$case" in
     grep -q "resumed from step 4" A.out || fail "did not resume from step 4"
     cmp <(fields ref.jsonl) <(fields run.jsonl) || fail "logs differ"
     [ "$(ls ck | tr '\n' ' ')" = "step-00000006 step-00000008 " ] || fail "--keep 2: $(ls ck)"
-    echo "steps 5..8 bit-identical to the uninterrupted run; log continues" ;;
+    # The final state, saved by an uninterrupted run: the same bytes (weights, Adam m and v).
+    train A --save refck || { cat A.out; fail "uninterrupted save"; }
+    for f in refck/step-00000008/*.safetensors; do
+      cmp "$f" "ck/step-00000008/$(basename "$f")" || fail "final state differs: $(basename "$f")"
+    done
+    echo "steps 5..8 and the final state bit-identical to the uninterrupted run; log continues" ;;
+  resume_fp16)
+    # fp16 with an overflow at step 2 (skipped, scale halved) and a window of 2: the loss scale, its
+    # clean-step count and the skipped count (Adam's step) must all come back.
+    plan H 2 2 1 1 1f1b 4 fp16
+    fp16=(--inject-overflow-step 2 --loss-scale-window 2)
+    train H "${fp16[@]}" --log href.jsonl || { cat H.out; fail "fp16 reference"; }
+    train H "${fp16[@]}" --stop-at 5 --save ck || { cat H.out; fail "fp16 first half"; }
+    train H "${fp16[@]}" --load ck --expect-losses href.jsonl --loss-tol 0 \
+      --log hrun.jsonl || { cat H.out; fail "fp16 resumed"; }
+    metrics() { grep -o '"step":[678],.*"skipped_steps":[0-9]*' "$1"; }
+    cmp <(metrics href.jsonl) <(metrics hrun.jsonl) \
+      || fail "fp16 steps 6..8 differ (loss, grad norm, lr, loss scale or skipped count)" ;;
   reshard_tpd)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     plan B 1 1 4 1 1f1b
