@@ -420,6 +420,8 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--backend", a.backend,
                   "compute backend: cpu, cpu-guard (tests: faults on host access to tensors), cuda "
                   "(builds with CUDA; GPU by local rank; never run on a GPU yet)");
+  cmd->add_option("--kill-in-save-step", a.opts.kill_in_save_step,
+                  "tests: SIGKILL the last rank inside this step's --save");
   cmd->add_option("--inject-overflow-step", a.opts.inject_overflow_step,
                   "tests: put an inf into one gradient at this step (fp16 loss scaling)");
   cmd->add_option("--initial-loss-scale", a.opts.initial_loss_scale, "fp16 dynamic loss scale");

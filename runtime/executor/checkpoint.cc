@@ -4,6 +4,7 @@
 // checksums, writes the manifest, and publishes the folder once every rank has agreed that its
 // file is complete. The load: world rank 0 picks and verifies the checkpoint, then every rank
 // assembles its own blocks from whichever pieces overlap them (any writing layout).
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
@@ -123,6 +124,8 @@ Status Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int keep) {
   CkptFile mine;
   Status w = writer ? WriteShard(tmp + "/" + ShardFileName(coord_.pp, coord_.tp), step, &mine)
                     : Status::Ok();
+  // Tests: a rank dies with the shards written but nothing published (runtime_checkpoint_killed).
+  if (step == opts_.kill_in_save_step && world_->rank() == world_->size() - 1) std::raise(SIGKILL);
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, w.WithPrefix("--save")));
   // Sizes below 2^53 and the checksum in two 32-bit halves travel exactly as doubles.
   PTDP_ASSIGN_OR_RETURN(

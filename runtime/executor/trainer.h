@@ -58,6 +58,7 @@ struct TrainOptions {
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
   std::string backend = "cpu";        // runtime/backend/registry.h
   int64_t inject_overflow_step = 0;   // tests: an inf in one gradient at this step (fp16)
+  int64_t kill_in_save_step = 0;      // tests: the last rank is killed inside this step's save
   double initial_loss_scale = 65536;  // fp16 dynamic loss scaling
   int loss_scale_window = 1000;       // clean steps before the scale doubles
   Bytes memory_limit = 0;             // per rank; 0: none

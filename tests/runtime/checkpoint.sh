@@ -10,6 +10,8 @@
 #                       checkpoint loaded by t2 p1 d2 1F1B: losses within 1e-5
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
+#   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
+#                       published): step-00000002 survives, --load latest resumes from it exactly
 #   preempt             SIGTERM to every rank of a 40-step run: it finishes its step, saves and
 #                       exits 0; relaunched with --load latest it ends bit-identical to the
 #                       uninterrupted 40 steps
@@ -99,6 +101,16 @@ case "$case" in
       || { cat A.out; fail "resume"; }
     grep -q "skipping .*step-00000005: .*manifest.json" A.out || { cat A.out; fail "no skip note"; }
     grep -q "resumed from step 4" A.out || fail "did not resume from step 4" ;;
+  killed)
+    train A --save-every 2 --save ck --kill-in-save-step 4 --log run.jsonl
+    rc=$?
+    [ "$rc" -ne 0 ] || fail "the job survived a killed rank"
+    [ "$(ls ck | tr '\n' ' ')" = "step-00000002 tmp-00000004 " ] || fail "after the kill: $(ls ck)"
+    train A --save-every 2 --save ck --load latest --log run.jsonl --expect-losses ref.jsonl \
+      --loss-tol 0 || { cat A.out; fail "resume after the kill"; }
+    grep -q "resumed from step 2" A.out || fail "did not resume from step 2"
+    cmp <(fields ref.jsonl) <(fields run.jsonl) || fail "logs differ"
+    [ "$(ls ck | tr '\n' ' ')" = "step-00000006 step-00000008 " ] || fail "tmp- left: $(ls ck)" ;;
   preempt)
     STEPS=40 train A --log ref40.jsonl || { cat A.out; fail "40-step reference"; }
     STEPS=40 train A --save "$dir/ckp" --log run.jsonl &
