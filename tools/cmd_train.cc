@@ -3,6 +3,7 @@
 // returns the same exit code for bad input found at setup (the ranks agree on it first).
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -323,11 +324,14 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
     if (!a.save.empty() &&
         ((a.save_every > 0 && step % a.save_every == 0) || step == last || stopping)) {
       *agreed_failure = true;  // every rank returns the save's agreed status
-      PTDP_RETURN_IF_ERROR(trainer.SaveCheckpoint(a.save, step, a.keep));
+      const auto t0 = std::chrono::steady_clock::now();
+      PTDP_ASSIGN_OR_RETURN(const Bytes bytes, trainer.SaveCheckpoint(a.save, step, a.keep));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       *agreed_failure = false;
       if (root) {
-        std::printf("saved checkpoint %s/step-%08lld\n", a.save.c_str(),
-                    static_cast<long long>(step));
+        std::printf(
+            "saved checkpoint %s/step-%08lld: %.2f MiB in %.3f s (%.3f GB/s, all writers)\n",
+            a.save.c_str(), static_cast<long long>(step), bytes / kMiB, s, bytes / s / 1e9);
         std::fflush(stdout);
       }
     }
@@ -362,9 +366,12 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   int64_t done = 0;  // steps a checkpoint already holds
   if (!a.load.empty()) {
     const bool latest = a.load == "latest";
+    const auto t0 = std::chrono::steady_clock::now();
     PTDP_ASSIGN_OR_RETURN(done, trainer->LoadCheckpoint(latest ? a.save : a.load, latest));
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (root && done > 0) {
-      std::printf("resumed from step %lld of %s\n", static_cast<long long>(done), a.load.c_str());
+      std::printf("resumed from step %lld of %s (loaded and verified in %.3f s)\n",
+                  static_cast<long long>(done), a.load.c_str(), s);
     } else if (root) {
       std::printf("--load latest: no checkpoint under %s yet, starting from step 1\n",
                   a.save.c_str());

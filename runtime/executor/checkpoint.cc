@@ -109,7 +109,7 @@ Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
   return FsyncDir(tmp);
 }
 
-Status Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int keep) {
+Result<Bytes> Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int keep) {
   const bool root = world_->rank() == 0;
   const std::string tmp = dir + "/" + TmpDirName(step);
   Status prep;
@@ -138,7 +138,10 @@ Status Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int keep) {
     pub = WriteManifest(tmp, step, files);
     if (pub.ok()) pub = PublishCheckpoint(dir, step, keep);
   }
-  return AgreeStatus(*world_, pub.WithPrefix("--save"));
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, pub.WithPrefix("--save")));
+  Bytes total = 0;
+  for (size_t r = 0; r + 6 <= files.size(); r += 6) total += static_cast<Bytes>(files[r + 3]);
+  return total;
 }
 
 Status Trainer::CheckCompatible(const Manifest& m, const std::string& source) const {

@@ -126,8 +126,8 @@ class Trainer {
   Status WriteParamDump(const std::string& path);
 
   // Collective: saves the state after iteration `step` as DIR/step-NNNNNNNN (runtime/checkpoint,
-  // docs/checkpoints.md), crash-safe, keeping the newest `keep`.
-  Status SaveCheckpoint(const std::string& dir, int64_t step, int keep);
+  // docs/checkpoints.md), crash-safe, keeping the newest `keep`. Returns the bytes of its shards.
+  Result<Bytes> SaveCheckpoint(const std::string& dir, int64_t step, int keep);
   // Collective: loads a checkpoint into this layout (any layout may have written it) and returns
   // the step it was saved after. `path` is a step-NNNNNNNN folder, or a folder holding them (the
   // newest valid one is taken; world rank 0 prints the ones it skips and why). With `allow_none`,
