@@ -8,6 +8,8 @@
 #   reshard_tpd         A's step-4 checkpoint loaded by t1 p1 d4: losses within 1e-5 (relative)
 #   reshard_interleaved A's checkpoint loaded by t1 p2 d2 interleaved (v2); that layout's own
 #                       checkpoint loaded by t2 p1 d2 1F1B: losses within 1e-5
+#   reshard_padding     vocabulary 300, padded to 384 rows at t1 and 512 at t2: t1 d2 -> t2 d1 (rows
+#                       the writer lacks keep their initial values) and back, losses within 1e-5
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -33,9 +35,9 @@ text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 "$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
 declare -A ranks
-plan() {  # NAME TP PP DP VP SCHEDULE [LAYERS [PRECISION]]
+plan() {  # NAME TP PP DP VP SCHEDULE [LAYERS [PRECISION [VOCAB]]]
   ranks[$1]=$(($2 * $3 * $4))
-  "$here/write_plan.sh" "$ptdp" "$1.json" "${7:-4}" 0.1 256 16 "$2" "$3" "$4" 2 "$5" "$6" none true \
+  "$here/write_plan.sh" "$ptdp" "$1.json" "${7:-4}" 0.1 "${9:-256}" 16 "$2" "$3" "$4" 2 "$5" "$6" none true \
     "${8:-fp32}" || fail "plan $1"
 }
 train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
@@ -91,6 +93,17 @@ case "$case" in
     train D --load ck2/step-00000006 --expect-losses ref.jsonl --loss-tol 1e-5 \
       || { cat D.out; fail "1f1b from interleaved"; }
     grep "losses vs reference" D.out ;;
+  reshard_padding)
+    plan E 1 1 2 1 1f1b 4 fp32 300
+    plan F 2 1 1 1 1f1b 4 fp32 300
+    train E --log eref.jsonl || { cat E.out; fail "vocab-300 reference"; }
+    train E --stop-at 3 --save ck || { cat E.out; fail "t1 first part"; }
+    train F --stop-at 6 --load ck --save ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+      || { cat F.out; fail "t2 from t1 (fewer padded rows)"; }
+    grep "losses vs reference" F.out
+    train E --load ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+      || { cat E.out; fail "t1 from t2 (more padded rows)"; }
+    grep "losses vs reference" E.out ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.
