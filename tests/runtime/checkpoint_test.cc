@@ -1,11 +1,13 @@
 // The checkpoint's parsers and resharding (runtime/checkpoint): safetensors headers built and read
 // back, every malformed header refused with its reason (length over the cap or past the end,
 // offsets outside the data, overflowing shapes, overlapping tensors), the manifest's round trip and
-// its bounds, and a tensor assembled from pieces another layout wrote.
+// its bounds, both parsers under random damage, and a tensor assembled from pieces another layout
+// wrote.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
+#include <random>
 
 #include "runtime/checkpoint/manifest.h"
 #include "runtime/checkpoint/pieces.h"
@@ -143,6 +145,68 @@ TEST(Manifest, RefusesOutOfBounds) {
   j = ManifestToJson(TinyManifest());
   j["surprise"] = 1;
   EXPECT_NE(error(j).find("surprise"), std::string::npos);
+}
+
+// Random damage to a valid header or manifest (fixed seed, so a failure reproduces): the parsers
+// must return, never crash or throw, and whatever they accept must keep their promises (every
+// tensor inside the file, every piece inside its tensor). Not a fuzzer, a cheap stand-in for one.
+std::string Mutate(std::string s, std::mt19937_64& rng, size_t from) {
+  static const char kAlphabet[] = "0123456789-+.eE,:{}[]\" aF\\";
+  const int edits = 1 + static_cast<int>(rng() % 4);
+  for (int e = 0; e < edits && s.size() > from; ++e) {
+    const size_t at = from + rng() % (s.size() - from);
+    switch (rng() % 4) {
+      case 0:
+        s[at] = static_cast<char>(rng());
+        break;
+      case 1:
+        s[at] = kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+        break;
+      case 2:
+        s.erase(at, 1 + rng() % 8);
+        break;
+      default:
+        s.resize(at);
+        break;
+    }
+  }
+  return s;
+}
+
+TEST(Safetensors, SurvivesRandomDamage) {
+  std::vector<StTensor> t = {{"a", "F32", {2, 3}}, {"b", "BF16", {4}}, {"c#adam_v", "U8", {3, 1}}};
+  const std::string good = EncodeSafetensorsHeader(&t, {{"k", "v"}}) + std::string(35, '\7');
+  std::mt19937_64 rng(12);
+  int accepted = 0;
+  for (int i = 0; i < 100000; ++i) {
+    // Mostly the JSON (bytes 8..), sometimes the length prefix too.
+    const std::string bad = Mutate(good, rng, i % 10 == 0 ? 0 : 8);
+    auto h = ParseSafetensorsHeader(bad, static_cast<int64_t>(bad.size()), "f");
+    if (!h.ok()) continue;
+    ++accepted;
+    for (const auto& x : h->tensors) {
+      ASSERT_LE(x.begin, x.end);
+      ASSERT_LE(h->data_start + x.end, static_cast<int64_t>(bad.size()));
+    }
+  }
+  EXPECT_LT(accepted, 100000);
+}
+
+TEST(Manifest, SurvivesRandomDamage) {
+  const std::string good = ManifestToJson(TinyManifest()).dump();
+  std::mt19937_64 rng(34);
+  for (int i = 0; i < 20000; ++i) {
+    const std::string bad = Mutate(good, rng, 0);
+    auto j = ParseJson(bad, "manifest.json");
+    if (!j.ok()) continue;
+    auto m = ManifestFromJson(*j, "manifest.json");
+    if (!m.ok()) continue;
+    for (const auto& [name, t] : m->tensors) {
+      for (const auto& p : t.pieces) {
+        for (size_t d = 0; d < t.shape.size(); ++d) ASSERT_LE(p.offset[d] + p.shape[d], t.shape[d]);
+      }
+    }
+  }
 }
 
 // A 4 x 3 tensor written as two row blocks (a t = 2, row-sharded writer) is read back as the
