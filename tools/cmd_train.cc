@@ -376,6 +376,10 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
       std::printf("--load latest: no checkpoint under %s yet, starting from step 1\n",
                   a.save.c_str());
     }
+    if (root && done >= a.steps) {
+      std::printf("the checkpoint's step %lld already reaches --steps %lld: nothing to train\n",
+                  static_cast<long long>(done), static_cast<long long>(a.steps));
+    }
   }
   *agreed_failure = false;
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses,

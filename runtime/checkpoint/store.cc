@@ -100,7 +100,8 @@ Result<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir) {
   if (ec) return Status::NotFound(dir + ": cannot list: " + ec.message());
   for (const auto& e : it) {
     const std::string n = e.path().filename().string();
-    if (n.size() != 13 || n.compare(0, 5, "step-") != 0) continue;
+    // At least 8 digits (StepDirName pads to 8; later steps take more), at most 15 (step < 2^50).
+    if (n.size() < 13 || n.size() > 20 || n.compare(0, 5, "step-") != 0) continue;
     if (!std::all_of(n.begin() + 5, n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       continue;
     }

@@ -42,7 +42,8 @@ Status FsyncDir(const std::string& path);
 // Removes a folder and what it holds (no error when it does not exist).
 Status RemoveTree(const std::string& path);
 
-// The steps of DIR's step-NNNNNNNN folders, newest first (tmp- and other names ignored).
+// The steps of DIR's step-NNNNNNNN folders (8 to 15 digits), newest first (tmp- and other names
+// ignored).
 Result<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir);
 
 // Reads and checks ckpt_dir/manifest.json.
