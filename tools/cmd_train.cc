@@ -268,7 +268,6 @@ void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
   std::printf("%-58s %8s %10.3f\n", "all ops", "", total / per * 1e3);
 }
 
-// The iterations; rank 0 prints each step and rewrites the --log file. Returns the losses.
 // The --log lines of steps up to `last` from an earlier run (a resumed run continues its log).
 std::string KeptLog(const std::string& path, int64_t last) {
   std::string kept;
@@ -346,6 +345,28 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
   return losses;
 }
 
+// --load: the step the checkpoint holds (0 without one). Collective; errors agreed over the ranks.
+Result<int64_t> Resume(const TrainArgs& a, runtime::Trainer& trainer, bool root) {
+  if (a.load.empty()) return int64_t(0);
+  const bool latest = a.load == "latest";
+  const auto t0 = std::chrono::steady_clock::now();
+  PTDP_ASSIGN_OR_RETURN(const int64_t done,
+                        trainer.LoadCheckpoint(latest ? a.save : a.load, latest));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (root && done > 0) {
+    std::printf("resumed from step %lld of %s (loaded and verified in %.3f s)\n",
+                static_cast<long long>(done), a.load.c_str(), s);
+  } else if (root) {
+    std::printf("--load latest: no checkpoint under %s yet, starting from step 1\n",
+                a.save.c_str());
+  }
+  if (root && done >= a.steps) {
+    std::printf("the checkpoint's step %lld already reaches --steps %lld: nothing to train\n",
+                static_cast<long long>(done), static_cast<long long>(a.steps));
+  }
+  return done;
+}
+
 // The whole run on this rank. Setup errors come back identical on every rank.
 Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   const bool root = world.rank() == 0;
@@ -363,28 +384,12 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
                 plan->model.name.c_str(), world.size(), c.ToString().c_str(),
                 static_cast<long long>(c.Microbatches()), c.mbs);
   }
-  int64_t done = 0;  // steps a checkpoint already holds
-  if (!a.load.empty()) {
-    const bool latest = a.load == "latest";
-    const auto t0 = std::chrono::steady_clock::now();
-    PTDP_ASSIGN_OR_RETURN(done, trainer->LoadCheckpoint(latest ? a.save : a.load, latest));
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (root && done > 0) {
-      std::printf("resumed from step %lld of %s (loaded and verified in %.3f s)\n",
-                  static_cast<long long>(done), a.load.c_str(), s);
-    } else if (root) {
-      std::printf("--load latest: no checkpoint under %s yet, starting from step 1\n",
-                  a.save.c_str());
-    }
-    if (root && done >= a.steps) {
-      std::printf("the checkpoint's step %lld already reaches --steps %lld: nothing to train\n",
-                  static_cast<long long>(done), static_cast<long long>(a.steps));
-    }
-  }
+  PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed
   *agreed_failure = false;
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses,
                         TrainSteps(a, *trainer, world, done + 1, root, agreed_failure));
-  if (root && trainer->op_times() != nullptr) PrintOpTimes(*trainer->op_times(), a.steps - done);
+  if (root && trainer->op_times() != nullptr)
+    PrintOpTimes(*trainer->op_times(), int64_t(losses.size()));
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
   const Status mem_status = root ? ReportMemory(a, *plan, *trainer, mem) : Status::Ok();
