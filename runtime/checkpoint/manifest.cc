@@ -121,8 +121,14 @@ Status ReadState(JsonObjectReader& r, Manifest* m) {
   l.Required("skipped_steps", &m->skipped_steps);
   PTDP_RETURN_IF_ERROR(l.Finish());
   PTDP_RETURN_IF_ERROR(CheckRange(l.PathOf("scale"), m->loss_scale, 1.0, 0x1p120));
-  PTDP_RETURN_IF_ERROR(CheckRange(l.PathOf("clean_steps"), m->clean_steps, 0, int64_t(1) << 40));
-  return CheckRange(l.PathOf("skipped_steps"), m->skipped_steps, 0, m->step);
+  PTDP_RETURN_IF_ERROR(CheckRange(l.PathOf("clean_steps"), m->clean_steps, 0, INT32_MAX));
+  PTDP_RETURN_IF_ERROR(CheckRange(l.PathOf("skipped_steps"), m->skipped_steps, 0, m->step));
+  if (m->adam_steps != m->step - m->skipped_steps) {
+    return Status::Invalid(
+        o.PathOf("adam_steps") + ": " + std::to_string(m->adam_steps) +
+        " is not step - skipped_steps = " + std::to_string(m->step - m->skipped_steps));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
