@@ -3,7 +3,9 @@
 // returns the same exit code for bad input found at setup (the ranks agree on it first).
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <sstream>
 
@@ -24,10 +26,40 @@ namespace {
 struct TrainArgs {
   std::string plan, data, log, trace, backend = "cpu", memory_limit;
   std::string dump_params, expect_params, expect_losses;
+  std::string save, load;  // checkpoints (docs/checkpoints.md)
+  int64_t save_every = 0;
+  int64_t stop_at = 0;  // stop (and save) after this step, as a pre-empted job would; 0: --steps
+  int keep = 2;
   int64_t steps = 0;
   double params_tol = 1e-4, loss_tol = 1e-5, memory_tol = -1;
   runtime::TrainOptions opts;
 };
+
+// Pre-emption (SIGTERM, or SIGUSR1 which Slurm can send ahead of the end of a job): the handler
+// only notes it; after the current step the ranks agree whether any got it, save and exit 0.
+volatile std::sig_atomic_t g_stop_signal = 0;
+void OnStopSignal(int sig) {
+  g_stop_signal = sig;
+}
+
+void CatchStopSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+// Collective: whether any rank has been asked to stop.
+Result<bool> AnyRankStopping(runtime::Communicator& world) {
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all,
+                        runtime::AllGatherDoubles(world, {double(g_stop_signal)}));
+  for (double v : all) {
+    if (v != 0) return true;
+  }
+  return false;
+}
 
 // "123", "64KiB", "512MiB", "4GiB" -> bytes.
 Result<Bytes> ParseBytes(const std::string& s) {
@@ -145,25 +177,26 @@ Status ReportMemory(const TrainArgs& a, const PlanFile& plan, runtime::Trainer& 
 }
 
 // Per-step losses against a single-process run's log (--expect-losses). Rank 0 only.
-Status CheckLosses(const TrainArgs& a, const std::vector<double>& losses) {
+Status CheckLosses(const TrainArgs& a, int64_t first_step, const std::vector<double>& losses) {
   Status check;
   auto ref = ReadLosses(a.expect_losses);
   if (!ref.ok()) {
     check = ref.status().WithPrefix("--expect-losses");
-  } else if (ref->size() < losses.size()) {
+  } else if (ref->size() < losses.size() + size_t(first_step - 1)) {
     check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
-                            " reference steps, fewer than the " + std::to_string(losses.size()) +
-                            " run");
+                            " reference steps, fewer than the " +
+                            std::to_string(losses.size() + size_t(first_step - 1)) + " run");
   } else {
     double worst = 0;
     for (size_t i = 0; i < losses.size(); ++i) {
-      const double rel = std::abs(losses[i] - (*ref)[i]) / std::abs((*ref)[i]);
+      const double r = (*ref)[i + size_t(first_step - 1)];  // a resumed run starts later
+      const double rel = std::abs(losses[i] - r) / std::abs(r);
       worst = std::max(worst, rel);
       if (rel > a.loss_tol && check.ok()) {
-        check = Status::Internal("step " + std::to_string(i + 1) + ": loss " +
-                                 std::to_string(losses[i]) + " vs reference " +
-                                 std::to_string((*ref)[i]) + " (relative " + std::to_string(rel) +
-                                 " over " + std::to_string(a.loss_tol) + ")");
+        check = Status::Internal("step " + std::to_string(i + size_t(first_step)) + ": loss " +
+                                 std::to_string(losses[i]) + " vs reference " + std::to_string(r) +
+                                 " (relative " + std::to_string(rel) + " over " +
+                                 std::to_string(a.loss_tol) + ")");
       }
     }
     std::printf(
@@ -181,6 +214,10 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = dev.status();
   } else if (a.steps < 1) {
     pre = Status::Invalid("--steps: must be at least 1");
+  } else if (a.save_every < 0 || a.keep < 1) {
+    pre = Status::Invalid("--save-every: must be >= 0, --keep: >= 1");
+  } else if (a.save.empty() && (a.save_every > 0 || a.load == "latest")) {
+    pre = Status::Invalid("--save-every and --load latest need --save DIR");
   } else if (Status f = CheckNotSpecialFile("--plan", a.plan); !f.ok()) {
     pre = f;
   } else if (Status d = CheckNotSpecialFile("--data", a.data); !d.ok()) {
@@ -231,15 +268,38 @@ void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
   std::printf("%-58s %8s %10.3f\n", "all ops", "", total / per * 1e3);
 }
 
-// The iterations; rank 0 prints each step and rewrites the --log file. Returns the losses.
-Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& trainer, bool root) {
+// The --log lines of steps up to `last` from an earlier run (a resumed run continues its log).
+std::string KeptLog(const std::string& path, int64_t last) {
+  std::string kept;
+  auto text = ReadTextFile(path);
+  if (last == 0 || !text.ok()) return kept;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = ParseJson(line, path);
+    if (j.ok() && j->is_object() && j->contains("step") && (*j)["step"].is_number_integer() &&
+        (*j)["step"].get<int64_t>() <= last) {
+      kept += line + "\n";
+    }
+  }
+  return kept;
+}
+
+// Iterations first_step .. --steps; rank 0 prints each step and rewrites the --log file; --save
+// checkpoints every --save-every steps and after the last. Returns the losses.
+Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& trainer,
+                                       runtime::Communicator& world, int64_t first_step, bool root,
+                                       bool* agreed_failure) {
   const ParallelConfig& c = trainer.layout();
-  std::string log;
+  std::string log = root && !a.log.empty() ? KeptLog(a.log, first_step - 1) : "";
   std::vector<double> losses;
-  for (int64_t step = 1; step <= a.steps; ++step) {
+  const int64_t last = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
+  for (int64_t step = first_step; step <= last; ++step) {
     PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer.Step(step));
     // The first step warms the caches and libraries: the op table counts the steps after it.
-    if (step == 1 && a.steps > 1 && trainer.op_times() != nullptr) trainer.op_times()->Reset();
+    if (step == first_step && a.steps > step && trainer.op_times() != nullptr) {
+      trainer.op_times()->Reset();
+    }
     losses.push_back(m.loss);
     if (root) {
       std::printf(
@@ -256,8 +316,55 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
         PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
       }
     }
+    bool stopping = false;
+    if (!a.save.empty()) {
+      PTDP_ASSIGN_OR_RETURN(stopping, AnyRankStopping(world));
+    }
+    if (!a.save.empty() &&
+        ((a.save_every > 0 && step % a.save_every == 0) || step == last || stopping)) {
+      *agreed_failure = true;  // every rank returns the save's agreed status
+      const auto t0 = std::chrono::steady_clock::now();
+      PTDP_ASSIGN_OR_RETURN(const Bytes bytes, trainer.SaveCheckpoint(a.save, step, a.keep));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      *agreed_failure = false;
+      if (root) {
+        std::printf(
+            "saved checkpoint %s/step-%08lld: %.2f MiB in %.3f s (%.3f GB/s, all writers)\n",
+            a.save.c_str(), static_cast<long long>(step), bytes / kMiB, s, bytes / s / 1e9);
+        std::fflush(stdout);
+      }
+    }
+    if (stopping) {
+      if (root) {
+        std::printf("stopping after step %lld on a signal (relaunch with --load latest)\n",
+                    static_cast<long long>(step));
+      }
+      break;
+    }
   }
   return losses;
+}
+
+// --load: the step the checkpoint holds (0 without one). Collective; errors agreed over the ranks.
+Result<int64_t> Resume(const TrainArgs& a, runtime::Trainer& trainer, bool root) {
+  if (a.load.empty()) return int64_t(0);
+  const bool latest = a.load == "latest";
+  const auto t0 = std::chrono::steady_clock::now();
+  PTDP_ASSIGN_OR_RETURN(const int64_t done,
+                        trainer.LoadCheckpoint(latest ? a.save : a.load, latest));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (root && done > 0) {
+    std::printf("resumed from step %lld of %s (loaded and verified in %.3f s)\n",
+                static_cast<long long>(done), a.load.c_str(), s);
+  } else if (root) {
+    std::printf("--load latest: no checkpoint under %s yet, starting from step 1\n",
+                a.save.c_str());
+  }
+  if (root && done >= a.steps) {
+    std::printf("the checkpoint's step %lld already reaches --steps %lld: nothing to train\n",
+                static_cast<long long>(done), static_cast<long long>(a.steps));
+  }
+  return done;
 }
 
 // The whole run on this rank. Setup errors come back identical on every rank.
@@ -277,9 +384,12 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
                 plan->model.name.c_str(), world.size(), c.ToString().c_str(),
                 static_cast<long long>(c.Microbatches()), c.mbs);
   }
+  PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed
   *agreed_failure = false;
-  PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses, TrainSteps(a, *trainer, root));
-  if (root && trainer->op_times() != nullptr) PrintOpTimes(*trainer->op_times(), a.steps);
+  PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses,
+                        TrainSteps(a, *trainer, world, done + 1, root, agreed_failure));
+  if (root && trainer->op_times() != nullptr)
+    PrintOpTimes(*trainer->op_times(), int64_t(losses.size()));
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
   const Status mem_status = root ? ReportMemory(a, *plan, *trainer, mem) : Status::Ok();
@@ -292,7 +402,8 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   if (!a.dump_params.empty()) PTDP_RETURN_IF_ERROR(trainer->WriteParamDump(a.dump_params));
   // Equivalence checks against a single-process run.
-  const Status check = !a.expect_losses.empty() && root ? CheckLosses(a, losses) : Status::Ok();
+  const Status check =
+      !a.expect_losses.empty() && root ? CheckLosses(a, done + 1, losses) : Status::Ok();
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, check));
   if (!a.expect_params.empty()) {
     PTDP_ASSIGN_OR_RETURN(double worst, trainer->CompareParams(a.expect_params));
@@ -325,6 +436,8 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--backend", a.backend,
                   "compute backend: cpu, cpu-guard (tests: faults on host access to tensors), cuda "
                   "(builds with CUDA; GPU by local rank; never run on a GPU yet)");
+  cmd->add_option("--kill-in-save-step", a.opts.kill_in_save_step,
+                  "tests: SIGKILL the last rank inside this step's --save");
   cmd->add_option("--inject-overflow-step", a.opts.inject_overflow_step,
                   "tests: put an inf into one gradient at this step (fp16 loss scaling)");
   cmd->add_option("--initial-loss-scale", a.opts.initial_loss_scale, "fp16 dynamic loss scale");
@@ -346,6 +459,19 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--expect-params", a.expect_params,
                   "compare final parameters with a --dump-params file");
   cmd->add_option("--expect-losses", a.expect_losses, "compare per-step losses with a --log file");
+  cmd->add_option("--save", a.save,
+                  "checkpoint folder: DIR/step-NNNNNNNN after every --save-every steps and the "
+                  "last (docs/checkpoints.md)");
+  cmd->add_option("--save-every", a.save_every, "steps between checkpoints (0: the last only)");
+  cmd->add_option("--keep", a.keep, "checkpoints kept under --save (default 2)");
+  cmd->add_option("--stop-at", a.stop_at,
+                  "stop after this step (saving with --save) as a pre-empted job would; the "
+                  "learning-rate schedule still runs to --steps");
+  cmd->add_option("--decay-steps", a.opts.optim.decay_steps,
+                  "iterations of the cosine decay (default: --steps)");
+  cmd->add_option("--load", a.load,
+                  "resume from a checkpoint: DIR/step-NNNNNNNN, a folder of them (the newest "
+                  "valid), or 'latest' (the newest under --save; none yet: start from step 1)");
   cmd->add_option("--params-tol", a.params_tol, "relative tolerance of --expect-params");
   cmd->add_option("--loss-tol", a.loss_tol, "relative tolerance of --expect-losses");
   cmd->callback([exit_code] {
@@ -361,6 +487,7 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
       return;
     }
     bool agreed = false;
+    if (!a.save.empty()) CatchStopSignals();
     st = Run(a, **world, &agreed);
     const bool root = (*world)->rank() == 0;
     world->reset();

@@ -47,6 +47,9 @@
 
 namespace ptdp::runtime {
 
+struct CkptFile;  // runtime/checkpoint/manifest.h
+struct Manifest;
+
 struct TrainOptions {
   std::string data_path;
   int64_t steps = 1;
@@ -55,6 +58,7 @@ struct TrainOptions {
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
   std::string backend = "cpu";        // runtime/backend/registry.h
   int64_t inject_overflow_step = 0;   // tests: an inf in one gradient at this step (fp16)
+  int64_t kill_in_save_step = 0;      // tests: the last rank is killed inside this step's save
   double initial_loss_scale = 65536;  // fp16 dynamic loss scaling
   int loss_scale_window = 1000;       // clean steps before the scale doubles
   Bytes memory_limit = 0;             // per rank; 0: none
@@ -121,6 +125,15 @@ class Trainer {
   // Collective: writes the full parameters to `path` (single-process runs only).
   Status WriteParamDump(const std::string& path);
 
+  // Collective: saves the state after iteration `step` as DIR/step-NNNNNNNN (runtime/checkpoint,
+  // docs/checkpoints.md), crash-safe, keeping the newest `keep`. Returns the bytes of its shards.
+  Result<Bytes> SaveCheckpoint(const std::string& dir, int64_t step, int keep);
+  // Collective: loads a checkpoint into this layout (any layout may have written it) and returns
+  // the step it was saved after. `path` is a step-NNNNNNNN folder, or a folder holding them (the
+  // newest valid one is taken; world rank 0 prints the ones it skips and why). With `allow_none`,
+  // a folder holding no checkpoint at all gives 0 (start from scratch).
+  Result<int64_t> LoadCheckpoint(const std::string& path, bool allow_none);
+
   const Program& program() const { return program_; }
   const ParallelConfig& layout() const { return cfg_; }
   const ModelSpec& model() const { return model_; }
@@ -163,6 +176,11 @@ class Trainer {
   Result<double> GradNormSquared();
   Result<bool> GradientsFinite();
   Status ApplyAdamW(int64_t step, double clip_coef);
+  // checkpoint.cc
+  Status WriteShard(const std::string& path, int64_t step, CkptFile* out);
+  Status WriteManifest(const std::string& tmp, int64_t step, const std::vector<double>& files);
+  Status CheckCompatible(const Manifest& m, const std::string& source) const;
+  Status LoadParams(const std::string& dir, const Manifest& m);
 
   Communicator* world_ = nullptr;
   std::unique_ptr<Communicator> guarded_world_;  // the guard device's view of the world

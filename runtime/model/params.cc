@@ -114,6 +114,11 @@ int ParamStore::Find(int chunk, const std::string& name) const {
   return -1;
 }
 
+Status ParamStore::RefreshComputeCopy() {
+  if (copy_.empty()) return Status::Ok();
+  return dev_->ops()->Cast(copy_.ref(), master_.cref());
+}
+
 Status ParamStore::ZeroGrads() {
   return dev_->ops()->Fill(grads_.ref(), 0.0);
 }

@@ -50,6 +50,8 @@ class ParamStore {
   TensorRef compute_copy(int i);
   TensorRef all_grads() { return grads_.ref(); }
   Status ZeroGrads();
+  // Casts the fp32 masters into the compute copy (after a checkpoint replaced the masters).
+  Status RefreshComputeCopy();
   // Entry i's fp32 master values, copied to the host (dumps and comparisons; not in the step).
   std::vector<float> HostMaster(int i);
   // Global element index of local element `i` of entry `e` on tensor rank `tp_rank` of `tp`.

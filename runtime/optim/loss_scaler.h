@@ -21,6 +21,16 @@ class LossScaler {
   double scale() const { return scale_; }
   bool dynamic() const { return dynamic_; }
   int64_t skipped_steps() const { return skipped_; }
+  int clean_steps() const { return clean_; }
+  // A checkpoint's state (runtime/checkpoint): the scale only when dynamic, the counts always
+  // (Adam's bias correction counts the steps taken, step - skipped).
+  void Restore(double scale, int clean, int64_t skipped) {
+    if (dynamic_) {
+      scale_ = scale;
+      clean_ = clean;
+    }
+    skipped_ = skipped;
+  }
   // Returns whether the optimizer step runs.
   bool Update(bool found_non_finite) {
     if (!dynamic_) return !found_non_finite;

@@ -1,0 +1,222 @@
+#include "runtime/checkpoint/manifest.h"
+
+#include <cstdlib>
+
+#include "core/checked.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace ptdp::runtime {
+namespace {
+
+// At most 8 dimensions, each in [0, 2^62]; the product overflow-checked. `lo` is the smallest size
+// a dimension may have.
+Result<std::vector<int64_t>> ReadDims(JsonObjectReader& r, const std::string& key, int64_t lo) {
+  std::vector<double> v;
+  r.Required(key, &v);
+  PTDP_RETURN_IF_ERROR(r.status());
+  if (v.empty() || v.size() > 8) return Status::Invalid(r.PathOf(key) + ": expected 1 to 8 sizes");
+  std::vector<int64_t> out;
+  int64_t product = 1;
+  for (double d : v) {
+    int64_t x = 0;
+    if (!DoubleToInt64(d, &x) || x < lo || x > (int64_t(1) << 62)) {
+      return Status::Invalid(r.PathOf(key) + ": " + FormatDouble(d) + " is not an integer in [" +
+                             std::to_string(lo) + ", 2^62]");
+    }
+    if (!CheckedMul(product, std::max<int64_t>(x, 1), &product)) {
+      return Status::Invalid(r.PathOf(key) + ": the product of the sizes overflows int64");
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+Result<CkptFile> ReadFileEntry(const Json& j, const std::string& path) {
+  if (!j.is_object()) return Status::Invalid(path + ": expected an object");
+  JsonObjectReader r(j, path);
+  CkptFile f;
+  std::string hex;
+  r.Required("name", &f.name);
+  r.Required("bytes", &f.bytes);
+  r.Required("fnv1a64", &hex);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.') {
+    return Status::Invalid(path + ".name: '" + f.name + "' is not a plain file name");
+  }
+  PTDP_RETURN_IF_ERROR(CheckRange(path + ".bytes", f.bytes, 0, int64_t(1) << 62));
+  char* end = nullptr;
+  f.fnv1a64 = std::strtoull(hex.c_str(), &end, 16);
+  if (hex.size() != 16 || end != hex.c_str() + hex.size()) {
+    return Status::Invalid(path + ".fnv1a64: '" + hex + "' is not 16 hex digits");
+  }
+  return f;
+}
+
+Result<CkptTensor> ReadTensorEntry(const Json& j, const std::string& path) {
+  if (!j.is_object()) return Status::Invalid(path + ": expected an object");
+  JsonObjectReader r(j, path);
+  CkptTensor t;
+  PTDP_ASSIGN_OR_RETURN(t.shape, ReadDims(r, "shape", 1));
+  const Json* pieces = r.Child("pieces", true);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (!pieces->is_array() || pieces->empty()) {
+    return Status::Invalid(path + ".pieces: expected a non-empty array");
+  }
+  for (size_t i = 0; i < pieces->size(); ++i) {
+    const std::string pp = path + ".pieces[" + std::to_string(i) + "]";
+    if (!(*pieces)[i].is_object()) return Status::Invalid(pp + ": expected an object");
+    JsonObjectReader pr((*pieces)[i], pp);
+    CkptPiece p;
+    pr.Required("file", &p.file);
+    PTDP_ASSIGN_OR_RETURN(p.offset, ReadDims(pr, "offset", 0));
+    PTDP_ASSIGN_OR_RETURN(p.shape, ReadDims(pr, "shape", 1));
+    PTDP_RETURN_IF_ERROR(pr.Finish());
+    if (p.offset.size() != t.shape.size() || p.shape.size() != t.shape.size()) {
+      return Status::Invalid(pp + ": offset and shape must have the tensor's rank");
+    }
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (p.offset[d] + p.shape[d] > t.shape[d]) {  // both <= 2^62: no overflow
+        return Status::Invalid(pp + ": extends past the tensor's shape in dimension " +
+                               std::to_string(d));
+      }
+    }
+    t.pieces.push_back(std::move(p));
+  }
+  return t;
+}
+
+Status ReadState(JsonObjectReader& r, Manifest* m) {
+  const Json* data = r.Child("data", true);
+  const Json* opt = r.Child("optimizer", true);
+  const Json* ls = r.Child("loss_scale", true);
+  PTDP_RETURN_IF_ERROR(r.status());
+  JsonObjectReader d(*data, r.PathOf("data"));
+  std::string seed;
+  d.Required("seed", &seed);
+  d.Required("token_count", &m->token_count);
+  d.Required("global_batch", &m->layout.global_batch);
+  PTDP_RETURN_IF_ERROR(d.Finish());
+  char* end = nullptr;
+  m->data_seed = std::strtoull(seed.c_str(), &end, 10);
+  if (seed.empty() || end != seed.c_str() + seed.size()) {
+    return Status::Invalid(d.PathOf("seed") + ": '" + seed + "' is not an unsigned integer");
+  }
+  JsonObjectReader o(*opt, r.PathOf("optimizer"));
+  OptimizerConfig& c = m->optim;
+  o.Required("adam_steps", &m->adam_steps);
+  o.Required("lr", &c.lr);
+  o.Required("min_lr", &c.min_lr);
+  o.Required("warmup_steps", &c.warmup_steps);
+  o.Required("decay_steps", &c.decay_steps);
+  o.Required("beta1", &c.beta1);
+  o.Required("beta2", &c.beta2);
+  o.Required("eps", &c.eps);
+  o.Required("weight_decay", &c.weight_decay);
+  o.Required("clip_grad", &c.clip_grad);
+  PTDP_RETURN_IF_ERROR(o.Finish());
+  PTDP_RETURN_IF_ERROR(CheckRange(o.PathOf("adam_steps"), m->adam_steps, 0, m->step));
+  JsonObjectReader l(*ls, r.PathOf("loss_scale"));
+  l.Required("scale", &m->loss_scale);
+  l.Required("clean_steps", &m->clean_steps);
+  l.Required("skipped_steps", &m->skipped_steps);
+  PTDP_RETURN_IF_ERROR(l.Finish());
+  PTDP_RETURN_IF_ERROR(CheckRange(l.PathOf("scale"), m->loss_scale, 1.0, 0x1p120));
+  PTDP_RETURN_IF_ERROR(CheckRange(l.PathOf("clean_steps"), m->clean_steps, 0, INT32_MAX));
+  PTDP_RETURN_IF_ERROR(CheckRange(l.PathOf("skipped_steps"), m->skipped_steps, 0, m->step));
+  if (m->adam_steps != m->step - m->skipped_steps) {
+    return Status::Invalid(
+        o.PathOf("adam_steps") + ": " + std::to_string(m->adam_steps) +
+        " is not step - skipped_steps = " + std::to_string(m->step - m->skipped_steps));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+OrderedJson ManifestToJson(const Manifest& m) {
+  OrderedJson j;
+  j["format"] = kCheckpointFormat;
+  j["version"] = m.version;
+  j["step"] = m.step;
+  j["model"] = ModelToJson(m.model);
+  j["layout"] = LayoutToJson(m.layout);
+  // The seed is a string: JSON numbers lose integers above 2^53.
+  j["data"] = {{"seed", std::to_string(m.data_seed)},
+               {"token_count", m.token_count},
+               {"global_batch", m.layout.global_batch}};
+  const OptimizerConfig& o = m.optim;
+  j["optimizer"] = {{"adam_steps", m.adam_steps},
+                    {"lr", o.lr},
+                    {"min_lr", o.min_lr},
+                    {"warmup_steps", o.warmup_steps},
+                    {"decay_steps", o.decay_steps},
+                    {"beta1", o.beta1},
+                    {"beta2", o.beta2},
+                    {"eps", o.eps},
+                    {"weight_decay", o.weight_decay},
+                    {"clip_grad", o.clip_grad}};
+  j["loss_scale"] = {
+      {"scale", m.loss_scale}, {"clean_steps", m.clean_steps}, {"skipped_steps", m.skipped_steps}};
+  j["files"] = OrderedJson::array();
+  for (const auto& f : m.files) {
+    j["files"].push_back({{"name", f.name}, {"bytes", f.bytes}, {"fnv1a64", Hex64(f.fnv1a64)}});
+  }
+  j["tensors"] = OrderedJson::object();
+  for (const auto& [name, t] : m.tensors) {
+    OrderedJson pieces = OrderedJson::array();
+    for (const auto& p : t.pieces) {
+      pieces.push_back({{"file", p.file}, {"offset", p.offset}, {"shape", p.shape}});
+    }
+    j["tensors"][name] = {{"shape", t.shape}, {"pieces", pieces}};
+  }
+  return j;
+}
+
+Result<Manifest> ManifestFromJson(const Json& j, const std::string& source) {
+  if (!j.is_object()) return Status::Invalid(source + ": expected a JSON object");
+  JsonObjectReader r(j, "");
+  Manifest m;
+  std::string format;
+  r.Required("format", &format);
+  r.Required("version", &m.version);
+  r.Required("step", &m.step);
+  PTDP_RETURN_IF_ERROR(r.status().WithPrefix(source));
+  if (format != kCheckpointFormat || m.version != kCheckpointVersion) {
+    return Status::Invalid(source + ": format '" + format + "' version " +
+                           std::to_string(m.version) + " is not " + kCheckpointFormat + " " +
+                           std::to_string(kCheckpointVersion));
+  }
+  PTDP_RETURN_IF_ERROR(CheckRange("step", m.step, 1, int64_t(1) << 50).WithPrefix(source));
+  const Json* model = r.Child("model", true);
+  const Json* layout = r.Child("layout", true);
+  const Json* files = r.Child("files", true);
+  const Json* tensors = r.Child("tensors", true);
+  PTDP_RETURN_IF_ERROR(r.status().WithPrefix(source));
+  PTDP_ASSIGN_OR_RETURN(m.model, ModelFromJson(*model, "model"));
+  PTDP_ASSIGN_OR_RETURN(m.layout, LayoutFromJson(*layout, "layout"));
+  PTDP_RETURN_IF_ERROR(ReadState(r, &m).WithPrefix(source));
+  PTDP_RETURN_IF_ERROR(r.Finish().WithPrefix(source));
+  if (!files->is_array() || !tensors->is_object()) {
+    return Status::Invalid(source + ": files must be an array and tensors an object");
+  }
+  for (size_t i = 0; i < files->size(); ++i) {
+    PTDP_ASSIGN_OR_RETURN(
+        CkptFile f, ReadFileEntry((*files)[i], source + ": files[" + std::to_string(i) + "]"));
+    m.files.push_back(std::move(f));
+  }
+  for (auto it = tensors->begin(); it != tensors->end(); ++it) {
+    PTDP_ASSIGN_OR_RETURN(CkptTensor t, ReadTensorEntry(*it, source + ": tensors." + it.key()));
+    for (const auto& p : t.pieces) {
+      bool listed = false;
+      for (const auto& f : m.files) listed = listed || f.name == p.file;
+      if (!listed) {
+        return Status::Invalid(source + ": tensors." + it.key() + " names file '" + p.file +
+                               "', which files does not list");
+      }
+    }
+    m.tensors[it.key()] = std::move(t);
+  }
+  return m;
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,66 @@
+// The checkpoint manifest (DIR/step-NNNNNNNN/manifest.json, docs/checkpoints.md): what was saved,
+// from which model and layout, where the token stream and the optimizer stand, and an index from
+// every global tensor to the pieces of it the files hold. Read as untrusted input: core/json.h's
+// bounded parser, every key checked, every size range- and overflow-checked.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/model.h"
+#include "core/parallel.h"
+#include "runtime/optim/optimizer.h"
+
+namespace ptdp::runtime {
+
+inline constexpr int kCheckpointVersion = 1;
+inline constexpr char kCheckpointFormat[] = "ptdp-checkpoint";
+inline constexpr int64_t kMaxManifestBytes = int64_t(64) << 20;
+
+// One file of the checkpoint with its size and FNV-1a 64 checksum (safetensors.h).
+struct CkptFile {
+  std::string name;  // relative to the checkpoint folder, no '/'
+  int64_t bytes = 0;
+  uint64_t fnv1a64 = 0;
+};
+
+// A block of a global tensor held by one file: rows/cols starting at `offset` (1-D tensors have
+// one dimension). In the file its parameter values are under the tensor's name, its Adam moments
+// under "<name>#adam_m" and "<name>#adam_v", each of shape `shape`.
+struct CkptPiece {
+  std::string file;
+  std::vector<int64_t> offset, shape;
+};
+
+struct CkptTensor {
+  std::vector<int64_t> shape;  // global shape in the writing layout (vocabulary rows padded)
+  std::vector<CkptPiece> pieces;
+};
+
+struct Manifest {
+  int version = kCheckpointVersion;
+  int64_t step = 0;  // iterations completed; training resumes at step + 1
+  ModelSpec model;
+  ParallelConfig layout;  // the writer's (for information: any layout may load it)
+  // The token stream: iteration k's batch is a function of (seed, k, global_batch, token_count),
+  // runtime/data/token_file.h SequenceStart; dropout masks depend on (k, sequence) only.
+  uint64_t data_seed = 0;
+  int64_t token_count = 0;
+  OptimizerConfig optim;
+  int64_t adam_steps = 0;  // steps Adam has taken (bias correction): step - skipped
+  // fp16 dynamic loss scaling (runtime/optim/loss_scaler.h).
+  double loss_scale = 1;
+  int64_t clean_steps = 0;
+  int64_t skipped_steps = 0;
+  std::vector<CkptFile> files;
+  std::map<std::string, CkptTensor> tensors;
+};
+
+OrderedJson ManifestToJson(const Manifest& m);
+// `source` names the manifest file in errors.
+Result<Manifest> ManifestFromJson(const Json& j, const std::string& source);
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,57 @@
+// How a layout's parameters map onto checkpoint pieces and back: which rank writes which block of
+// which global tensor (the save), and how one rank's local tensor is assembled from whatever
+// blocks another layout wrote (the load, i.e. resharding). Layout-independent because every
+// tensor is addressed by its global name and global element coordinates, the same addressing
+// runtime/model/params.h's initialisation uses.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/shapes.h"
+#include "runtime/checkpoint/manifest.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace ptdp::runtime {
+
+// The three fp32 arrays saved per parameter: master weights, Adam m, Adam v; the key suffix of
+// each in the safetensors files.
+inline constexpr int kStateKinds = 3;
+inline constexpr std::array<const char*, kStateKinds> kStateSuffix = {"", "#adam_m", "#adam_v"};
+
+// The file pipeline rank `pp`, tensor rank `tp` (data rank 0) writes.
+std::string ShardFileName(int pp, int tp);
+// Whether tensor rank `tp_rank` writes its piece of `p`: not the tied copy (it equals the
+// embedding), and a tensor replicated over the tensor ranks only from tensor rank 0.
+bool IsSavedBy(const ParamTensor& p, int tp_rank);
+// Where tensor rank `tp_rank`'s block of `p` starts in the global tensor.
+std::vector<int64_t> BlockOffset(const ParamTensor& p, int tp_rank);
+// Adds the pieces that (pp, tp) writes to m->tensors (file ShardFileName(pp, tp)).
+void AddPiecesOf(const ModelSpec& model, const ParallelConfig& c, int pp, int tp, Manifest* m);
+
+// The verified files of one checkpoint, read (and checksummed) on first use.
+class ShardCache {
+ public:
+  ShardCache(std::string dir, const Manifest* m) : dir_(std::move(dir)), m_(m) {}
+  struct Shard {
+    std::string bytes;
+    StHeader header;
+  };
+  Result<const Shard*> Get(const std::string& file);
+
+ private:
+  std::string dir_;
+  const Manifest* m_;
+  std::map<std::string, std::unique_ptr<Shard>> shards_;
+};
+
+// Fills out[k] (the local block of `p` on tensor rank `tp_rank`, kind k) from the checkpoint.
+// Rows at or beyond `real_rows` (vocabulary padding, which depends on t) may be absent and are then
+// left as they were; any other element not covered by a piece is an error.
+Status AssembleLocal(const Manifest& m, ShardCache& cache, const ParamTensor& p, int tp_rank,
+                     int64_t real_rows, std::array<std::vector<float>, kStateKinds>& out);
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,183 @@
+#include "runtime/checkpoint/store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/checkpoint/safetensors.h"
+
+namespace ptdp::runtime {
+namespace fs = std::filesystem;
+namespace {
+
+std::string Errno() {
+  return std::strerror(errno);
+}
+
+std::string Numbered(const char* prefix, int64_t step) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%s-%08lld", prefix, static_cast<long long>(step));
+  return buf;
+}
+
+}  // namespace
+
+std::string StepDirName(int64_t step) {
+  return Numbered("step", step);
+}
+std::string TmpDirName(int64_t step) {
+  return Numbered("tmp", step);
+}
+
+SyncedFile::~SyncedFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status SyncedFile::Open(const std::string& path) {
+  path_ = path;
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return Status::IoError(path + ": cannot create: " + Errno());
+  bytes_ = 0;
+  fnv_ = kFnv1a64Init;
+  return Status::Ok();
+}
+
+Status SyncedFile::Write(const void* data, size_t n) {
+  fnv_ = Fnv1a64(fnv_, data, n);
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return Status::IoError(path_ + ": write failed: " + Errno());
+    p += w;
+    n -= static_cast<size_t>(w);
+    bytes_ += w;
+  }
+  return Status::Ok();
+}
+
+Status SyncedFile::Close() {
+  if (::fsync(fd_) != 0) return Status::IoError(path_ + ": fsync failed: " + Errno());
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) return Status::IoError(path_ + ": close failed: " + Errno());
+  return Status::Ok();
+}
+
+Status MakeDirs(const std::string& path) {
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  if (ec) return Status::IoError(path + ": cannot create folder: " + ec.message());
+  return Status::Ok();
+}
+
+Status FsyncDir(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(path + ": cannot open folder: " + Errno());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Status::IoError(path + ": fsync failed: " + Errno());
+  return Status::Ok();
+}
+
+Status RemoveTree(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) return Status::IoError(path + ": cannot remove: " + ec.message());
+  return Status::Ok();
+}
+
+Result<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir) {
+  std::vector<int64_t> steps;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return Status::NotFound(dir + ": cannot list: " + ec.message());
+  for (const auto& e : it) {
+    const std::string n = e.path().filename().string();
+    // At least 8 digits (StepDirName pads to 8; later steps take more), at most 15 (step < 2^50).
+    if (n.size() < 13 || n.size() > 20 || n.compare(0, 5, "step-") != 0) continue;
+    if (!std::all_of(n.begin() + 5, n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    steps.push_back(std::stoll(n.substr(5)));
+  }
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+Result<Manifest> ReadManifest(const std::string& ckpt_dir) {
+  const std::string path = ckpt_dir + "/manifest.json";
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path, kMaxManifestBytes));
+  return ManifestFromJson(j, path);
+}
+
+Result<std::string> ReadVerifiedFile(const std::string& ckpt_dir, const CkptFile& f) {
+  const std::string path = ckpt_dir + "/" + f.name;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::NotFound(path + ": missing (" + Errno() + ")");
+  if (!S_ISREG(st.st_mode)) return Status::Invalid(path + ": not a regular file");
+  if (st.st_size != f.bytes) {
+    return Status::Invalid(path + ": " + std::to_string(st.st_size) + " bytes, the manifest says " +
+                           std::to_string(f.bytes) + " (truncated or replaced)");
+  }
+  std::string data(static_cast<size_t>(f.bytes), '\0');
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError(path + ": cannot open: " + Errno());
+  size_t at = 0;
+  while (at < data.size()) {
+    const ssize_t r = ::read(fd, data.data() + at, data.size() - at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      ::close(fd);
+      return Status::IoError(path + ": read failed at byte " + std::to_string(at));
+    }
+    at += static_cast<size_t>(r);
+  }
+  ::close(fd);
+  const uint64_t h = Fnv1a64(kFnv1a64Init, data.data(), data.size());
+  if (h != f.fnv1a64) {
+    return Status::Invalid(path + ": checksum mismatch (fnv1a64 " + Hex64(h) +
+                           ", the manifest says " + Hex64(f.fnv1a64) + "): the file is corrupt");
+  }
+  return data;
+}
+
+Status VerifyCheckpoint(const std::string& ckpt_dir, const Manifest& m) {
+  for (const auto& f : m.files) PTDP_RETURN_IF_ERROR(ReadVerifiedFile(ckpt_dir, f).status());
+  return Status::Ok();
+}
+
+Status PublishCheckpoint(const std::string& dir, int64_t step, int keep) {
+  const std::string tmp = dir + "/" + TmpDirName(step), dst = dir + "/" + StepDirName(step);
+  const std::string aside = dir + "/replaced-" + StepDirName(step);
+  std::error_code ec;
+  const bool existed = fs::exists(dst, ec);
+  if (existed) {
+    PTDP_RETURN_IF_ERROR(RemoveTree(aside));
+    fs::rename(dst, aside, ec);
+    if (ec) return Status::IoError(dst + ": cannot move aside: " + ec.message());
+  }
+  fs::rename(tmp, dst, ec);
+  if (ec) return Status::IoError(tmp + ": cannot rename to " + dst + ": " + ec.message());
+  PTDP_RETURN_IF_ERROR(FsyncDir(dir));
+  if (existed) PTDP_RETURN_IF_ERROR(RemoveTree(aside));
+  PTDP_ASSIGN_OR_RETURN(std::vector<int64_t> steps, ListCheckpointSteps(dir));
+  int kept = 1;  // the one just written
+  for (int64_t s : steps) {
+    if (s == step) continue;
+    if (kept < keep) {
+      ++kept;
+      continue;
+    }
+    PTDP_RETURN_IF_ERROR(RemoveTree(dir + "/" + StepDirName(s)));
+  }
+  return FsyncDir(dir);
+}
+
+}  // namespace ptdp::runtime

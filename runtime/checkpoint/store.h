@@ -1,0 +1,62 @@
+// The checkpoint folder on disk (docs/checkpoints.md): DIR/step-NNNNNNNN/{manifest.json,
+// pp<P>-tp<T>.safetensors}. A save writes DIR/tmp-NNNNNNNN, fsyncs every file and the folder,
+// renames it to step-NNNNNNNN and fsyncs DIR, so a crash at any point leaves either the complete
+// new checkpoint or none (a tmp- folder, which the loader never reads); only then are old ones
+// pruned. POSIX only: one host or a shared file system that honours rename and fsync.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "runtime/checkpoint/manifest.h"
+
+namespace ptdp::runtime {
+
+std::string StepDirName(int64_t step);  // "step-00000042"
+std::string TmpDirName(int64_t step);   // "tmp-00000042"
+
+// A file written sequentially, its size and checksum kept as it goes; Close fsyncs it.
+class SyncedFile {
+ public:
+  SyncedFile() = default;
+  SyncedFile(const SyncedFile&) = delete;
+  SyncedFile& operator=(const SyncedFile&) = delete;
+  ~SyncedFile();
+  Status Open(const std::string& path);
+  Status Write(const void* data, size_t n);
+  Status Close();
+  int64_t bytes() const { return bytes_; }
+  uint64_t checksum() const { return fnv_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  int64_t bytes_ = 0;
+  uint64_t fnv_ = 0;
+};
+
+Status MakeDirs(const std::string& path);
+Status FsyncDir(const std::string& path);
+// Removes a folder and what it holds (no error when it does not exist).
+Status RemoveTree(const std::string& path);
+
+// The steps of DIR's step-NNNNNNNN folders (8 to 15 digits), newest first (tmp- and other names
+// ignored).
+Result<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir);
+
+// Reads and checks ckpt_dir/manifest.json.
+Result<Manifest> ReadManifest(const std::string& ckpt_dir);
+// The whole of ckpt_dir/f.name, refused unless its size and checksum are the manifest's; errors
+// name the file.
+Result<std::string> ReadVerifiedFile(const std::string& ckpt_dir, const CkptFile& f);
+// Whether every file of the manifest is there with its size and checksum (reads them all).
+Status VerifyCheckpoint(const std::string& ckpt_dir, const Manifest& m);
+
+// Renames DIR/tmp-N to DIR/step-N (an existing step-N from an abandoned run is moved aside first
+// and removed after), fsyncs DIR, then removes all but the newest `keep` step folders (never the
+// one just written).
+Status PublishCheckpoint(const std::string& dir, int64_t step, int keep);
+
+}  // namespace ptdp::runtime

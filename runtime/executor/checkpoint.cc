@@ -1,0 +1,238 @@
+// Trainer::SaveCheckpoint / LoadCheckpoint: the trainer's side of runtime/checkpoint (format and
+// guarantees in docs/checkpoints.md). The save: data rank 0 of every (pipeline, tensor) rank writes
+// one safetensors file of its pieces into DIR/tmp-N; world rank 0 gathers the files' sizes and
+// checksums, writes the manifest, and publishes the folder once every rank has agreed that its
+// file is complete. The load: world rank 0 picks and verifies the checkpoint, then every rank
+// assembles its own blocks from whichever pieces overlap them (any writing layout).
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/rank_grid.h"
+#include "runtime/checkpoint/manifest.h"
+#include "runtime/checkpoint/pieces.h"
+#include "runtime/checkpoint/store.h"
+#include "runtime/comm/agree.h"
+#include "runtime/executor/trainer.h"
+
+namespace ptdp::runtime {
+namespace {
+
+// Whether `path` names one checkpoint (rather than a folder of them).
+bool IsCheckpointFolder(const std::string& path) {
+  std::error_code ec;
+  const std::string base = std::filesystem::path(path).lexically_normal().filename().string();
+  return std::filesystem::exists(path + "/manifest.json", ec) || base.rfind("step-", 0) == 0;
+}
+
+// World rank 0: the step of the newest valid checkpoint under `dir` (0: none and `allow_none`).
+Result<int64_t> PickNewest(const std::string& dir, bool allow_none) {
+  auto steps = ListCheckpointSteps(dir);
+  if (!steps.ok() || steps->empty()) {
+    if (allow_none) return int64_t(0);
+    return Status::NotFound("--load: no checkpoint under '" + dir + "'");
+  }
+  std::string why;
+  for (int64_t s : *steps) {
+    const std::string ckpt = dir + "/" + StepDirName(s);
+    auto m = ReadManifest(ckpt);
+    Status v = m.ok() ? VerifyCheckpoint(ckpt, *m) : m.status();
+    if (v.ok()) return s;
+    std::printf("ptdp train: --load: skipping %s: %s\n", ckpt.c_str(), v.message().c_str());
+    if (why.empty()) why = v.message();
+  }
+  return Status::Invalid("--load: no valid checkpoint under '" + dir + "' (newest: " + why + ")");
+}
+
+}  // namespace
+
+Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out) {
+  std::vector<StTensor> tensors;
+  std::vector<TensorRef> sources;
+  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+    const ParamTensor& p = params_->entries()[i].spec;
+    if (!IsSavedBy(p, coord_.tp)) continue;
+    const TensorRef refs[kStateKinds] = {params_->master(i), params_->adam_m(i),
+                                         params_->adam_v(i)};
+    for (int k = 0; k < kStateKinds; ++k) {
+      tensors.push_back({p.name + kStateSuffix[k], "F32", p.local_shape});
+      sources.push_back(refs[k]);
+    }
+  }
+  const std::string header =
+      EncodeSafetensorsHeader(&tensors, {{"format", kCheckpointFormat},
+                                         {"step", std::to_string(step)},
+                                         {"pp_rank", std::to_string(coord_.pp)},
+                                         {"tp_rank", std::to_string(coord_.tp)}});
+  SyncedFile f;
+  PTDP_RETURN_IF_ERROR(f.Open(path));
+  PTDP_RETURN_IF_ERROR(f.Write(header.data(), header.size()));
+  std::vector<float> host;
+  for (const TensorRef& r : sources) {
+    host.resize(static_cast<size_t>(r.count));
+    dev_->Copy(host.data(), r.data, r.count * Bytes(sizeof(float)));
+    PTDP_RETURN_IF_ERROR(f.Write(host.data(), host.size() * sizeof(float)));
+  }
+  PTDP_RETURN_IF_ERROR(f.Close());
+  out->name = std::filesystem::path(path).filename().string();
+  out->bytes = f.bytes();
+  out->fnv1a64 = f.checksum();
+  return Status::Ok();
+}
+
+// World rank 0. `files`: per world rank (writes?, pp, tp, bytes, checksum high, checksum low).
+Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
+                              const std::vector<double>& files) {
+  Manifest m;
+  m.step = step;
+  m.model = model_;
+  m.layout = cfg_;
+  m.data_seed = opts_.data_seed;
+  m.token_count = data_->count();
+  m.optim = opts_.optim;
+  m.skipped_steps = scaler_->skipped_steps();
+  m.adam_steps = step - m.skipped_steps;
+  m.loss_scale = scaler_->scale();
+  m.clean_steps = scaler_->clean_steps();
+  for (size_t r = 0; r + 6 <= files.size(); r += 6) {
+    if (files[r] == 0) continue;
+    const int pp = static_cast<int>(files[r + 1]), tp = static_cast<int>(files[r + 2]);
+    m.files.push_back({ShardFileName(pp, tp), static_cast<int64_t>(files[r + 3]),
+                       (uint64_t(files[r + 4]) << 32) | uint64_t(files[r + 5])});
+    AddPiecesOf(model_, cfg_, pp, tp, &m);
+  }
+  SyncedFile f;
+  const std::string text = ManifestToJson(m).dump(1) + "\n";
+  PTDP_RETURN_IF_ERROR(f.Open(tmp + "/manifest.json"));
+  PTDP_RETURN_IF_ERROR(f.Write(text.data(), text.size()));
+  PTDP_RETURN_IF_ERROR(f.Close());
+  return FsyncDir(tmp);
+}
+
+Result<Bytes> Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int keep) {
+  const bool root = world_->rank() == 0;
+  const std::string tmp = dir + "/" + TmpDirName(step);
+  Status prep;
+  if (root) {
+    // A tmp- folder of this step is a save that crashed: never published, safe to replace.
+    prep = MakeDirs(dir);
+    if (prep.ok()) prep = RemoveTree(tmp);
+    if (prep.ok()) prep = MakeDirs(tmp);
+  }
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, prep.WithPrefix("--save")));
+  const bool writer = coord_.dp == 0;
+  CkptFile mine;
+  Status w = writer ? WriteShard(tmp + "/" + ShardFileName(coord_.pp, coord_.tp), step, &mine)
+                    : Status::Ok();
+  // Tests: a rank dies with the shards written but nothing published (runtime_checkpoint_killed).
+  if (step == opts_.kill_in_save_step && world_->rank() == world_->size() - 1) std::raise(SIGKILL);
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, w.WithPrefix("--save")));
+  // Sizes below 2^53 and the checksum in two 32-bit halves travel exactly as doubles.
+  PTDP_ASSIGN_OR_RETURN(
+      std::vector<double> files,
+      AllGatherDoubles(
+          *world_, {writer ? 1.0 : 0.0, double(coord_.pp), double(coord_.tp), double(mine.bytes),
+                    double(mine.fnv1a64 >> 32), double(mine.fnv1a64 & 0xffffffffu)}));
+  Status pub;
+  if (root) {
+    pub = WriteManifest(tmp, step, files);
+    if (pub.ok()) pub = PublishCheckpoint(dir, step, keep);
+  }
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, pub.WithPrefix("--save")));
+  Bytes total = 0;
+  for (size_t r = 0; r + 6 <= files.size(); r += 6) total += static_cast<Bytes>(files[r + 3]);
+  return total;
+}
+
+Status Trainer::CheckCompatible(const Manifest& m, const std::string& source) const {
+  const ModelSpec& a = m.model;
+  const ModelSpec& b = model_;
+  auto field = [&](const char* name, int64_t x, int64_t y) -> Status {
+    if (x == y) return Status::Ok();
+    return Status::Invalid(source + ": model." + name + " is " + std::to_string(x) +
+                           " in the checkpoint but " + std::to_string(y) + " in the plan");
+  };
+  PTDP_RETURN_IF_ERROR(field("layers", a.layers, b.layers));
+  PTDP_RETURN_IF_ERROR(field("hidden", a.hidden, b.hidden));
+  PTDP_RETURN_IF_ERROR(field("heads", a.heads, b.heads));
+  PTDP_RETURN_IF_ERROR(field("ffn_hidden", a.FfnHidden(), b.FfnHidden()));
+  PTDP_RETURN_IF_ERROR(field("seq_len", a.seq_len, b.seq_len));
+  PTDP_RETURN_IF_ERROR(field("vocab", a.vocab, b.vocab));
+  PTDP_RETURN_IF_ERROR(field("tied_embeddings", a.tied_embeddings, b.tied_embeddings));
+  // The token stream continues only with the same seed, data and batch (docs/checkpoints.md).
+  if (m.data_seed != opts_.data_seed) {
+    return Status::Invalid(source + ": saved with --seed " + std::to_string(m.data_seed) +
+                           ", this run has " + std::to_string(opts_.data_seed));
+  }
+  if (m.token_count != data_->count()) {
+    return Status::Invalid(source + ": saved with a data file of " + std::to_string(m.token_count) +
+                           " tokens, --data has " + std::to_string(data_->count()));
+  }
+  if (m.layout.global_batch != cfg_.global_batch) {
+    return Status::Invalid(source + ": saved with global_batch " +
+                           std::to_string(m.layout.global_batch) + ", the plan has " +
+                           std::to_string(cfg_.global_batch));
+  }
+  return Status::Ok();
+}
+
+Status Trainer::LoadParams(const std::string& dir, const Manifest& m) {
+  ShardCache cache(dir, &m);
+  std::array<std::vector<float>, kStateKinds> host;
+  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+    const ParamTensor& p = params_->entries()[i].spec;
+    const TensorRef refs[kStateKinds] = {params_->master(i), params_->adam_m(i),
+                                         params_->adam_v(i)};
+    const Bytes bytes = refs[0].count * Bytes(sizeof(float));
+    // Start from the current values: vocabulary padding rows the writer lacked keep them.
+    for (int k = 0; k < kStateKinds; ++k) {
+      host[k].resize(static_cast<size_t>(refs[k].count));
+      dev_->Copy(host[k].data(), refs[k].data, bytes);
+    }
+    PTDP_RETURN_IF_ERROR(
+        AssembleLocal(m, cache, p, coord_.tp, model_.vocab, host).WithPrefix("--load " + dir));
+    for (int k = 0; k < kStateKinds; ++k) dev_->Copy(refs[k].data, host[k].data(), bytes);
+  }
+  return params_->RefreshComputeCopy();
+}
+
+Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none) {
+  const bool root = world_->rank() == 0;
+  // Which checkpoint: the folder itself, or world rank 0's pick of the newest valid one.
+  int64_t picked = -1;
+  Status pick;
+  if (root && !IsCheckpointFolder(path)) {
+    auto s = PickNewest(path, allow_none);
+    pick = s.status();
+    if (s.ok()) picked = *s;
+  } else if (root) {
+    // Every file, not only those this layout's ranks read: a damaged checkpoint is refused whole.
+    auto m = ReadManifest(path);
+    pick = m.ok() ? VerifyCheckpoint(path, *m) : m.status();
+  }
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, pick.WithPrefix("--load")));
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> b, AllGatherDoubles(*world_, {double(picked)}));
+  picked = static_cast<int64_t>(b[0]);
+  if (picked == 0) return int64_t(0);
+  const std::string dir = picked < 0 ? path : path + "/" + StepDirName(picked);
+  auto m = ReadManifest(dir);
+  Status check = m.status();
+  if (check.ok()) check = CheckCompatible(*m, dir + "/manifest.json");
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, check));
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, LoadParams(dir, *m)));
+  scaler_->Restore(m->loss_scale, static_cast<int>(m->clean_steps), m->skipped_steps);
+  if (root) {
+    const OptimizerConfig &a = m->optim, &o = opts_.optim;
+    if (a.lr != o.lr || a.min_lr != o.min_lr || a.warmup_steps != o.warmup_steps ||
+        a.decay_steps != o.decay_steps) {
+      std::printf(
+          "ptdp train: note: the learning-rate schedule differs from the checkpoint's (lr %g, "
+          "min-lr %g, warmup %lld, decay steps %lld): it continues under this run's\n",
+          a.lr, a.min_lr, static_cast<long long>(a.warmup_steps),
+          static_cast<long long>(a.decay_steps));
+    }
+  }
+  return m->step;
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# Checkpoints under mpirun (docs/checkpoints.md). Every case first trains the reference: 8
+# uninterrupted steps of a 4-layer model with dropout in layout A (t2 p2 d1, 1F1B).
+#   resume_exact        A, stop after step 4 (saves at 2 and 4), resume with --load latest: the
+#                       per-step losses of steps 5..8, the whole --log and the final saved state
+#                       (weights, Adam m and v) equal the uninterrupted run's bit for bit
+#   resume_fp16         the same in fp16 with an overflow before the save: loss scale state restored
+#   reshard_tpd         A's step-4 checkpoint loaded by t1 p1 d4: losses within 1e-5 (relative)
+#   reshard_interleaved A's checkpoint loaded by t1 p2 d2 interleaved (v2); that layout's own
+#                       checkpoint loaded by t2 p1 d2 1F1B: losses within 1e-5
+#   reshard_padding     vocabulary 300, padded to 384 rows at t1 and 512 at t2: t1 d2 -> t2 d1 (rows
+#                       the writer lacks keep their initial values) and back, losses within 1e-5
+#   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
+#                       manifest: --load latest skips them, says why, resumes from step 4 exactly
+#   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
+#                       published): step-00000002 survives, --load latest resumes from it exactly
+#   preempt             SIGTERM to every rank of a 40-step run: it finishes its step, saves and
+#                       exits 0; relaunched with --load latest it ends bit-identical to the
+#                       uninterrupted 40 steps
+#   flip | truncate | missing | model: a flipped byte, a truncated shard, a missing shard, a plan
+#                       whose model differs: exit 2 on every rank, one error line naming the file
+#                       and the reason, the checkpoint's files unchanged
+# usage: checkpoint.sh PTDP WORKDIR CASE
+set -uo pipefail
+ptdp=$1 work=$2 case=$3
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+dir="$work/ckpt-$case"
+rm -rf "$dir"
+mkdir -p "$dir"
+cd "$dir" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+text=/usr/share/common-licenses/GPL-3
+[ -f "$text" ] || text="$here/CMakeLists.txt"
+"$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
+declare -A ranks
+plan() {  # NAME TP PP DP VP SCHEDULE [LAYERS [PRECISION [VOCAB]]]
+  ranks[$1]=$(($2 * $3 * $4))
+  "$here/write_plan.sh" "$ptdp" "$1.json" "${7:-4}" 0.1 "${9:-256}" 16 "$2" "$3" "$4" 2 "$5" "$6" none true \
+    "${8:-fp32}" || fail "plan $1"
+}
+train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
+  local name=$1
+  shift
+  timeout 120 mpirun -np "${ranks[$name]}" --oversubscribe "$ptdp" train --plan "$name.json" --data data.bin \
+    --steps "${STEPS:-8}" "$@" > "$name.out" 2>&1
+}
+fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }  # step and loss, exactly as logged
+plan A 2 2 1 1 1f1b
+train A --log ref.jsonl || { cat A.out; fail "reference run"; }
+
+case "$case" in
+  resume_exact)
+    train A --stop-at 4 --save-every 2 --save ck --log run.jsonl || { cat A.out; fail "first half"; }
+    [ -d ck/step-00000002 ] && [ -d ck/step-00000004 ] || fail "checkpoints 2 and 4 missing"
+    train A --save-every 2 --save ck --load latest --log run.jsonl --expect-losses ref.jsonl \
+      --loss-tol 0 || { cat A.out; fail "resumed run"; }
+    grep -q "resumed from step 4" A.out || fail "did not resume from step 4"
+    cmp <(fields ref.jsonl) <(fields run.jsonl) || fail "logs differ"
+    [ "$(ls ck | tr '\n' ' ')" = "step-00000006 step-00000008 " ] || fail "--keep 2: $(ls ck)"
+    # The final state, saved by an uninterrupted run: the same bytes (weights, Adam m and v).
+    train A --save refck || { cat A.out; fail "uninterrupted save"; }
+    for f in refck/step-00000008/*.safetensors; do
+      cmp "$f" "ck/step-00000008/$(basename "$f")" || fail "final state differs: $(basename "$f")"
+    done
+    echo "steps 5..8 and the final state bit-identical to the uninterrupted run; log continues" ;;
+  resume_fp16)
+    # fp16 with an overflow at step 2 (skipped, scale halved) and a window of 2: the loss scale, its
+    # clean-step count and the skipped count (Adam's step) must all come back.
+    plan H 2 2 1 1 1f1b 4 fp16
+    fp16=(--inject-overflow-step 2 --loss-scale-window 2)
+    train H "${fp16[@]}" --log href.jsonl || { cat H.out; fail "fp16 reference"; }
+    train H "${fp16[@]}" --stop-at 5 --save ck || { cat H.out; fail "fp16 first half"; }
+    train H "${fp16[@]}" --load ck --expect-losses href.jsonl --loss-tol 0 \
+      --log hrun.jsonl || { cat H.out; fail "fp16 resumed"; }
+    metrics() { grep -o '"step":[678],.*"skipped_steps":[0-9]*' "$1"; }
+    cmp <(metrics href.jsonl) <(metrics hrun.jsonl) \
+      || fail "fp16 steps 6..8 differ (loss, grad norm, lr, loss scale or skipped count)" ;;
+  reshard_tpd)
+    train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
+    plan B 1 1 4 1 1f1b
+    train B --load ck --expect-losses ref.jsonl --loss-tol 1e-5 --log b.jsonl \
+      || { cat B.out; fail "t1p1d4 resumed"; }
+    grep "losses vs reference" B.out ;;
+  reshard_interleaved)
+    train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
+    plan C 1 2 2 2 interleaved
+    train C --stop-at 6 --load ck --save ck2 --expect-losses ref.jsonl --loss-tol 1e-5 \
+      || { cat C.out; fail "interleaved resumed"; }
+    grep "losses vs reference" C.out
+    plan D 2 1 2 1 1f1b
+    train D --load ck2/step-00000006 --expect-losses ref.jsonl --loss-tol 1e-5 \
+      || { cat D.out; fail "1f1b from interleaved"; }
+    grep "losses vs reference" D.out ;;
+  reshard_padding)
+    plan E 1 1 2 1 1f1b 4 fp32 300
+    plan F 2 1 1 1 1f1b 4 fp32 300
+    train E --log eref.jsonl || { cat E.out; fail "vocab-300 reference"; }
+    train E --stop-at 3 --save ck || { cat E.out; fail "t1 first part"; }
+    train F --stop-at 6 --load ck --save ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+      || { cat F.out; fail "t2 from t1 (fewer padded rows)"; }
+    grep "losses vs reference" F.out
+    train E --load ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+      || { cat E.out; fail "t1 from t2 (more padded rows)"; }
+    grep "losses vs reference" E.out ;;
+  latest_skips)
+    train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
+    # A save killed before its rename, and a folder that lost its manifest.
+    mkdir -p ck/tmp-00000006 ck/step-00000005
+    head -c 1000 ck/step-00000004/pp0-tp0.safetensors > ck/tmp-00000006/pp0-tp0.safetensors
+    cp ck/step-00000004/pp0-tp0.safetensors ck/step-00000005/
+    train A --save ck --load latest --expect-losses ref.jsonl --loss-tol 0 \
+      || { cat A.out; fail "resume"; }
+    grep -q "skipping .*step-00000005: .*manifest.json" A.out || { cat A.out; fail "no skip note"; }
+    grep -q "resumed from step 4" A.out || fail "did not resume from step 4" ;;
+  killed)
+    train A --save-every 2 --save ck --kill-in-save-step 4 --log run.jsonl
+    rc=$?
+    [ "$rc" -ne 0 ] || fail "the job survived a killed rank"
+    [ "$(ls ck | tr '\n' ' ')" = "step-00000002 tmp-00000004 " ] || fail "after the kill: $(ls ck)"
+    train A --save-every 2 --save ck --load latest --log run.jsonl --expect-losses ref.jsonl \
+      --loss-tol 0 || { cat A.out; fail "resume after the kill"; }
+    grep -q "resumed from step 2" A.out || fail "did not resume from step 2"
+    cmp <(fields ref.jsonl) <(fields run.jsonl) || fail "logs differ"
+    [ "$(ls ck | tr '\n' ' ')" = "step-00000006 step-00000008 " ] || fail "tmp- left: $(ls ck)" ;;
+  preempt)
+    STEPS=40 train A --log ref40.jsonl || { cat A.out; fail "40-step reference"; }
+    STEPS=40 train A --save "$dir/ckp" --log run.jsonl &
+    job=$!
+    for _ in $(seq 600); do [ -f run.jsonl ] && [ "$(wc -l < run.jsonl)" -ge 3 ] && break; sleep 0.05; done
+    pids=$(ps -eo pid=,args= | awk -v s="--save $dir/ckp" 'index($0, s) && !/mpirun/ && !/timeout/ {print $1}')
+    [ -n "$pids" ] || { kill "$job"; fail "no rank processes found"; }
+    kill -TERM $pids
+    wait "$job"
+    rc=$?
+    [ "$rc" -eq 0 ] || { cat A.out; fail "exit code $rc after SIGTERM, want 0"; }
+    grep -q "stopping after step" A.out || { cat A.out; fail "no stop message"; }
+    saved=$(ls ckp)
+    echo "pre-empted: $saved"
+    [ "$saved" != step-00000040 ] || fail "finished before the signal: nothing was pre-empted"
+    STEPS=40 train A --save "$dir/ckp" --load latest --log run.jsonl --expect-losses ref40.jsonl \
+      --loss-tol 0 || { cat A.out; fail "relaunch"; }
+    cmp <(fields ref40.jsonl) <(fields run.jsonl) || fail "logs differ" ;;
+  flip|truncate|missing|model)
+    train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
+    f=ck/step-00000004/pp1-tp0.safetensors
+    case "$case" in
+      flip)     printf '\x55' | dd of="$f" bs=1 seek=5000 conv=notrunc status=none
+                expect="pp1-tp0.safetensors: checksum mismatch" ;;
+      truncate) truncate -s 4000 "$f"; expect="pp1-tp0.safetensors: 4000 bytes, the manifest says" ;;
+      missing)  rm "$f"; expect="pp1-tp0.safetensors: missing" ;;
+      model)    plan A 2 2 1 1 1f1b 8
+                expect="step-00000004/manifest.json: model.layers is 4 in the checkpoint but 8" ;;
+    esac
+    before=$(cd ck && find . -type f | sort | xargs md5sum)
+    train A --load ck/step-00000004 --save ck
+    rc=$?
+    cat A.out
+    [ "$rc" -eq 2 ] || fail "exit code $rc, want 2"
+    grep -q "$expect" A.out || fail "no line matching '$expect'"
+    n=$(grep -c "ptdp train: error:" A.out)
+    [ "$n" -eq 1 ] || fail "$n error lines, want exactly 1 (rank 0)"
+    [ "$before" = "$(cd ck && find . -type f | sort | xargs md5sum)" ] || fail "checkpoint changed" ;;
+  *) fail "unknown case $case" ;;
+esac
+echo PASS
