@@ -93,6 +93,13 @@ TEST(Exactness, RingAllReduceOnAModelledLink) {
   EXPECT_EQ(SimulateRingAllReduce(1, 1e9, 1e9, 100), 0);
 }
 
+// A flow whose end lies beyond the integer clock (1e300 bytes at 1 kB/s: 1e306 ns) is an internal
+// error naming the flow, not an undefined double-to-int64 cast (UBSan's float-cast-overflow).
+TEST(NetworkDeathTest, EndBeyondTheClockIsACheckedError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(SimulateRingAllReduce(2, 1e300, 1e3, 0), "beyond the simulator's clock");
+}
+
 // Two simultaneous transfers through one port share it: each takes twice as long.
 TEST(Network, SharedPortSlowsBothTransfers) {
   EventQueue q;
