@@ -2,12 +2,24 @@
 BUILD ?= build
 JOBS ?= 2
 DEB_PKGS := build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libeigen3-dev \
-            libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin python3
+            libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin python3 \
+            clang libclang-rt-dev
 PTDP := $(BUILD)/tools/ptdp
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
-.PHONY: deps configure build run test paper bench train-demo format clean gpu-carry gpu-dry-run
+.PHONY: deps configure build run test paper bench train-demo format clean gpu-carry gpu-dry-run \
+        san-configure san-test fuzz-build fuzz
+
+# Hardening build (docs/fuzzing.md): clang, AddressSanitizer + UndefinedBehaviorSanitizer and
+# libFuzzer instrumentation, in its own folder. It builds the fuzzers (fuzz/) and the unit tests
+# below; `make test` runs those tests once and each fuzzer FUZZ_TEST_SECONDS over its seeds,
+# `make fuzz` each fuzzer FUZZ_SECONDS.
+SAN_BUILD ?= build-san
+FUZZ_SECONDS ?= 600
+FUZZ_TEST_SECONDS ?= 5
+SAN_TESTS := core_test core_ledger_test schedule_test costmodel_test simulator_test \
+             simulator_refine_test planner_test
 
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || missing="$$missing $$p"; done; \
@@ -27,8 +39,32 @@ build: configure
 run: build
 	$(PTDP) plan --model gpt-1t --cluster selene --gpus 3072 --global-batch 3072
 
-test: build
+test: build san-test
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	fuzz/run.sh $(SAN_BUILD) $(FUZZ_TEST_SECONDS)
+
+$(SAN_BUILD)/build.ninja: CMakeLists.txt
+	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DPTDP_WITH_CUDA=OFF \
+	  -DPTDP_WITH_MPI=OFF -DPTDP_FUZZ=ON
+
+san-configure: deps $(SAN_BUILD)/build.ninja
+
+# The unit tests under the sanitizers (any UB aborts, leaks are errors), and the fuzzers.
+san-test: san-configure
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target $(SAN_TESTS) ptdp_fuzzers
+	@set -e; for t in $(SAN_TESTS); do \
+	  bin=$$(find $(SAN_BUILD)/tests -name $$t -type f -perm -u+x | head -n 1); \
+	  echo "== $$bin (ASan + UBSan)"; \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    $$bin --gtest_brief=1; \
+	done
+
+fuzz-build: san-configure
+	cmake --build $(SAN_BUILD) -j $(JOBS) --target ptdp_fuzzers
+
+fuzz: fuzz-build
+	fuzz/run.sh $(SAN_BUILD) $(FUZZ_SECONDS)
 
 paper: build
 	$(PTDP) paper
@@ -55,4 +91,4 @@ format:
 	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD)

@@ -7,23 +7,24 @@
 
 namespace ptdp {
 
-Status ModelSpec::Validate() const {
+Status ModelSpec::Validate(const std::string& path) const {
+  const std::string at = path.empty() ? "" : path + ".";
   std::string err;
   auto add = [&](const Status& st) {
     if (!st.ok()) err += (err.empty() ? "" : "; ") + st.message();
   };
-  add(CheckRange("layers", int64_t(layers), 1, kMaxLayers));
-  add(CheckRange("hidden", hidden, 1, kMaxHidden));
-  add(CheckRange("heads", int64_t(heads), 1, kMaxHeads));
+  add(CheckRange(at + "layers", int64_t(layers), 1, kMaxLayers));
+  add(CheckRange(at + "hidden", hidden, 1, kMaxHidden));
+  add(CheckRange(at + "heads", int64_t(heads), 1, kMaxHeads));
   if (heads > 0 && hidden > 0 && hidden % heads != 0)
-    add(Status::Invalid("hidden: must be divisible by heads"));
-  add(CheckRange("ffn_hidden", ffn_hidden, 0, kMaxFfnHidden));
-  add(CheckRange("seq_len", seq_len, 1, kMaxSeqLen));
-  add(CheckRange("vocab", vocab, 1, kMaxVocab));
-  add(CheckRange("vocab_divisible_by", int64_t(vocab_divisible_by), 1, kMaxVocabDivisibleBy));
-  add(CheckRange("dropout", dropout, 0.0, 1.0, /*hi_open=*/true));
-  if (!err.empty()) return Status::Invalid("model " + name + ": " + err);
-  return Status::Ok();
+    add(Status::Invalid(at + "hidden: must be divisible by heads"));
+  add(CheckRange(at + "ffn_hidden", ffn_hidden, 0, kMaxFfnHidden));
+  add(CheckRange(at + "seq_len", seq_len, 1, kMaxSeqLen));
+  add(CheckRange(at + "vocab", vocab, 1, kMaxVocab));
+  add(CheckRange(at + "vocab_divisible_by", int64_t(vocab_divisible_by), 1, kMaxVocabDivisibleBy));
+  add(CheckRange(at + "dropout", dropout, 0.0, 1.0, /*hi_open=*/true));
+  if (err.empty()) return Status::Ok();
+  return Status::Invalid(path.empty() ? "model " + name + ": " + err : err);
 }
 
 int64_t PaddedVocab(const ModelSpec& m, int tp) {
@@ -185,7 +186,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
     r.Optional("dropout", &m.dropout);
   }
   PTDP_RETURN_IF_ERROR(r.Finish());
-  PTDP_RETURN_IF_ERROR(m.Validate());
+  PTDP_RETURN_IF_ERROR(m.Validate(path));
   return m;
 }
 

@@ -38,8 +38,11 @@ struct ModelSpec {
 
   int64_t FfnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int64_t HeadDim() const { return hidden / heads; }
-  // Every violated constraint, one per line joined by "; ", naming the field.
-  Status Validate() const;
+  // Every violated constraint, joined by "; ", each naming the field. `path` is where the model
+  // was read, as the user sees it ("plan.model", "model"): fields are then named by their key path
+  // ("plan.model.hidden: 0 is outside [1, 1048576]"); without one the message starts
+  // "model <name>: " (a preset or a model built in code).
+  Status Validate(const std::string& path = "") const;
 };
 
 // Megatron-LM pads the vocabulary to a multiple of vocab_divisible_by * tp so that every tensor

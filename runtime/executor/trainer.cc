@@ -68,7 +68,7 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   model_ = plan.model;
   cfg_ = plan.layout;
   opts_ = opts;
-  PTDP_RETURN_IF_ERROR(model_.Validate().WithPrefix("plan: model"));
+  PTDP_RETURN_IF_ERROR(model_.Validate("plan.model"));
   PTDP_RETURN_IF_ERROR(cfg_.Validate(model_).WithPrefix("plan: layout"));
   // Options the planner models but this runtime does not execute yet.
   if (cfg_.recompute == Recompute::kSelective) {

@@ -57,9 +57,9 @@ check deep "nested deeper than 64 levels" "${p[@]}" --model "$work/deep.json"
 check dev_zero "'/dev/zero' is not a regular file" "${p[@]}" --model /dev/zero
 check directory "not a regular file" "${p[@]}" --model "$work/"
 check pp_vp "pp: 65536 is outside \[1, 10000\]" simulate --plan "$work/pp_vp.json"
-check hidden "hidden: 4000000000000000000 is outside \[1, 1048576\]" simulate --plan "$work/hidden.json"
-check vocab "vocab: 9000000000000000000 is outside \[1, 16777216\]" simulate --plan "$work/vocab.json"
-check layers "layers: 1000000 is outside \[1, 10000\]" simulate --plan "$work/layers.json"
+check hidden "plan.model.hidden: 4000000000000000000 is outside \[1, 1048576\]" simulate --plan "$work/hidden.json"
+check vocab "plan.model.vocab: 9000000000000000000 is outside \[1, 16777216\]" simulate --plan "$work/vocab.json"
+check layers "plan.model.layers: 1000000 is outside \[1, 10000\]" simulate --plan "$work/layers.json"
 check deep_search "search.*nested deeper than 64 levels" simulate --plan "$work/deep_search.json"
 check gpus_per_node "gpus_per_node: 10000000000 is outside \[1, 1024\]" plan --cluster "$work/gpn.json" --model tiny --global-batch 8
 check nodes "nodes x gpus_per_node: 67108864 GPUs is outside" plan --cluster "$work/nodes.json" --model tiny --global-batch 8

@@ -57,6 +57,18 @@ TEST(PlanFile, RoundTripsTheProgram) {
   EXPECT_EQ(PlanToJson(*back).dump(), PlanToJson(p).dump());
 }
 
+// A model field read from a plan file is named by its key path, as the user finds it in the file.
+TEST(PlanFile, ModelFieldOutOfRangeIsNamedByItsPath) {
+  Json j = ToJson(TinyPlan());
+  j["model"]["hidden"] = 0;
+  j["model"]["layers"] = 1000000;
+  auto back = PlanFromJson(j);
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.status().message(),
+            "plan.model.layers: 1000000 is outside [1, 10000]; plan.model.hidden: 0 is outside "
+            "[1, 1048576]");
+}
+
 TEST(PlanFile, VersionOneWithoutProgramIsRefusedWithTheRemedy) {
   Json j = ToJson(TinyPlan());
   j.erase("program");

@@ -93,6 +93,18 @@ TEST(Exactness, RingAllReduceOnAModelledLink) {
   EXPECT_EQ(SimulateRingAllReduce(1, 1e9, 1e9, 100), 0);
 }
 
+// A flow whose end lies beyond the integer clock (1e300 bytes at 1 kB/s: 1e306 ns) is an internal
+// error naming the flow, not an undefined double-to-int64 cast (UBSan's float-cast-overflow).
+TEST(Network, EndBeyondTheClockIsAnInternalError) {
+  try {
+    SimulateRingAllReduce(2, 1e300, 1e3, 0);
+    ADD_FAILURE() << "no error";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("beyond the simulator's clock"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Two simultaneous transfers through one port share it: each takes twice as long.
 TEST(Network, SharedPortSlowsBothTransfers) {
   EventQueue q;
