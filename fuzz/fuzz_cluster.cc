@@ -16,6 +16,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ptdp;
   const std::string path = fuzz::ScratchFile("cluster", fuzz::AsString(data, size));
+  if (path.empty()) return 0;
   auto c = LoadCluster(path, 0, 0);
   if (!c.ok()) return 0;
   (void)HardwareProfileToJson(c->profile).dump();

@@ -11,6 +11,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ptdp;
   const std::string path = fuzz::ScratchFile("token_file", fuzz::AsString(data, size));
+  if (path.empty()) return 0;
   for (int64_t vocab : {int64_t(0), int64_t(256)}) {
     auto tf = runtime::TokenFile::Open(path, vocab);
     if (!tf.ok()) continue;
