@@ -19,6 +19,7 @@
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/group.h"
 #include "runtime/cuda/nccl_communicator.h"
+#include "runtime/cuda/ops_kernels.h"
 
 namespace ptdp::profiler {
 namespace {
@@ -201,7 +202,7 @@ class CudaBackend final : public ProfileBackend {
   }
 
   Result<double> GeluBandwidth(Bytes bytes, const TimingOptions& t) override {
-    // kernels/cuda's fused bias + GeLU (no bias) over rows of 4096.
+    // The GeLU kernel LinearForward's epilogue runs (runtime/cuda/ops_kernels.h: 16-byte packs).
     const int64_t cols = 4096;
     const int64_t rows = std::max<int64_t>(bytes / 2 / cols, 1);
     DeviceArray x, y;
@@ -209,9 +210,9 @@ class CudaBackend final : public ProfileBackend {
     PTDP_RETURN_IF_ERROR(y.Allocate(size_t(rows * cols) * 2));
     PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.5f, rows * cols, stream_));
     PTDP_ASSIGN_OR_RETURN(Seconds s, MedianSeconds(
-                                         [&] {
-                                           cuda_kernels::BiasGeluForward<__nv_bfloat16>(
-                                               y.bf16(), x.bf16(), nullptr, rows, cols, stream_);
+                                         [&]() -> Status {
+                                           PTDP_CUDA_RETURN(runtime::cuda::opk::GeluForward(
+                                               y.bf16(), x.bf16(), rows * cols, stream_));
                                            return Status::Ok();
                                          },
                                          [&] { return Sync(); }, t));
