@@ -304,6 +304,10 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
   echo "plan: $plan"
   with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" --data "$out/tokens.bin" --steps 3 \
     --op-times | tee "$out/kernels.txt"
+  # Side by side in the same run: kernels/cuda's scalar LayerNorm against the 16-byte packs above.
+  PTDP_LAYERNORM=scalar with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" \
+    --data "$out/tokens.bin" --steps 3 --op-times > "$out/kernels-layernorm-scalar.txt"
+  grep -i layernorm "$out/kernels-layernorm-scalar.txt" | sed 's/^/scalar LayerNorm: /'
 }
 
 # Stages run in a child bash (stage above): it needs these functions and settings.
@@ -353,7 +357,7 @@ if passed build; then
     # Right after the first model: where its step's GPU time goes, op by op (ptdp train --op-times).
     [ "$m" = "$first" ] || continue
     if [ $dry = 1 ] || [ $no_kernels = 1 ]; then skip kernels "$([ $dry = 1 ] && echo 'dry run: no GPU' || echo --no-kernels)"
-    elif passed "ptdp-$m"; then stage kernels 45 kernels "$m"
+    elif passed "ptdp-$m"; then stage kernels 75 kernels "$m"
     else skip kernels "ptdp-$m did not pass"; fi
   done
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.

@@ -11,6 +11,7 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_ops_util.h"
 #include "runtime/cuda/cudnn_attention.h"
+#include "runtime/cuda/layernorm_kernels.h"
 #include "runtime/cuda/ops_kernels.h"
 
 namespace ptdp::runtime::cuda {
@@ -28,6 +29,15 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(cudaStream_t stream) {
       ops->attention_path_ = AttentionPath::kReference;
     } else if (v != "cudnn") {
       return Status::Invalid("PTDP_ATTENTION=" + v + ": expected reference or cudnn");
+    }
+  }
+  // PTDP_LAYERNORM=scalar keeps kernels/cuda's kernels (measured side by side with the packs).
+  if (const char* env = std::getenv("PTDP_LAYERNORM"); env != nullptr && *env != '\0') {
+    const std::string v = env;
+    if (v == "scalar") {
+      ops->layernorm_packs_ = false;
+    } else if (v != "packs") {
+      return Status::Invalid("PTDP_LAYERNORM=" + v + ": expected scalar or packs");
     }
   }
   PTDP_ASSIGN_OR_RETURN(ops->lt_, cublas::LtGemm::Create());
@@ -59,6 +69,11 @@ Status CudaOps::LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, 
                                  ConstRef w, ConstRef b, int64_t n, int64_t c) {
   return ForCompute(x.dtype, "LayerNormForward", [&](auto tag) {
     using T = decltype(tag);
+    if (layernorm_packs_ && opk::LayerNormPacksApply<T>(c, out.data, x.data, w.data, b.data)) {
+      PTDP_CUDA_RETURN(opk::LayerNormForwardPacks<T>(P<T>(out), P<float>(mean), P<float>(rstd),
+                                                     P<T>(x), P<T>(w), P<T>(b), n, c, stream_));
+      return Status::Ok();
+    }
     ck::LayerNormForward<T>(P<T>(out), P<float>(mean), P<float>(rstd), P<T>(x), P<T>(w), P<T>(b), n,
                             c, stream_);
     return Status::Ok();
@@ -75,8 +90,14 @@ Status CudaOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, Cons
       PTDP_ASSIGN_OR_RETURN(void* part, Scratch(n * c * static_cast<int64_t>(sizeof(T))));
       target = static_cast<T*>(part);
     }
-    ck::LayerNormBackward<T>(target, P<float>(dw), P<float>(db), P<T>(dout), P<T>(x), P<T>(w),
-                             P<float>(mean), P<float>(rstd), n, c, stream_);
+    if (layernorm_packs_ && opk::LayerNormPacksApply<T>(c, target, dout.data, x.data, w.data)) {
+      PTDP_CUDA_RETURN(opk::LayerNormBackwardPacks<T>(target, P<float>(dw), P<float>(db),
+                                                      P<T>(dout), P<T>(x), P<T>(w), P<float>(mean),
+                                                      P<float>(rstd), n, c, stream_));
+    } else {
+      ck::LayerNormBackward<T>(target, P<float>(dw), P<float>(db), P<T>(dout), P<T>(x), P<T>(w),
+                               P<float>(mean), P<float>(rstd), n, c, stream_);
+    }
     if (accumulate_dx) ck::Accumulate<T>(P<T>(dx), target, n * c, stream_);
     return Status::Ok();
   });

@@ -117,6 +117,7 @@ class CudaOps final : public Ops {
   void* scratch_ = nullptr;
   int64_t scratch_bytes_ = 0;
   AttentionPath attention_path_ = AttentionPath::kCudnn;
+  bool layernorm_packs_ = true;            // runtime/cuda/layernorm_kernels.h when they apply
   std::unique_ptr<CudnnAttention> cudnn_;  // started at the first bf16 attention
   bool cudnn_tried_ = false;
   bool last_attention_cudnn_ = false;

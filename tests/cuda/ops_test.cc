@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/cpu_ops.h"
@@ -42,6 +43,7 @@ class CudaOpsTest : public ::testing::TestWithParam<DType> {
     gpu_ = std::move(*dev);
   }
   DType act() const { return GetParam(); }
+  void LayerNormCase(int64_t c);  // forward and backward against CpuOps at width c
 
   Pair Make(int64_t n, DType t) {
     Pair p;
@@ -140,8 +142,18 @@ class CudaOpsTest : public ::testing::TestWithParam<DType> {
   std::mt19937_64 rng_{12345};
 };
 
+// c = 96 and 1000 take the 16-byte pack kernels (runtime/cuda/layernorm_kernels.h; at 1000 a lane
+// walks several packs and the parameter gradient spans several column blocks), c = 99 (not a
+// multiple of the pack width) kernels/cuda's scalar ones.
 TEST_P(CudaOpsTest, LayerNorm) {
-  const int64_t n = 37, c = 96;
+  for (const int64_t c : {int64_t{96}, int64_t{1000}, int64_t{99}}) {
+    SCOPED_TRACE("c = " + std::to_string(c));
+    LayerNormCase(c);
+  }
+}
+
+void CudaOpsTest::LayerNormCase(int64_t c) {
+  const int64_t n = 37;
   Pair x = Rand(n * c, act()), w = Rand(c, act(), 0.5, 1.5), b = Rand(c, act());
   Pair out = Make(n * c, act()), mean = Make(n, DType::kFp32), rstd = Make(n, DType::kFp32);
   Run([&](Ops* o, auto pick) {
