@@ -11,8 +11,10 @@
 //   kernel_launch    kernel_launch_us (not fitted when the starting profile's is 0)
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
-// instruction class (pipeline rank, op, chunk, recompute), the log of the class's median measured
-// duration, weighted by the square root of its count. Then per link class (intra-, inter-node):
+// instruction class (pipeline rank, op, chunk, recompute), the log of the class's lower-quartile
+// measured duration (preemption on a shared machine only adds time), weighted by the square root
+// of its count, plus a weak pull of each multiplier towards 1 (a figure the run does not pin down
+// stays where it was). Then per link class (intra-, inter-node):
 //   p2p              send_recv_GBps, from the receives
 //   collective       the all-reduce, all-gather and reduce-scatter bus bandwidths, from
 //   reduce-grads
