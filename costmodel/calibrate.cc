@@ -119,12 +119,11 @@ double ComputeParamValue(CalibrationParams x, int i) {
   return *ComputeParam(x, i);
 }
 
-// Weight of the pull of each fitted multiplier towards 1 (in log space): a figure the run does not
-// pin down (the launch cost against GEMM throughput, on a model whose every op is small) stays near
-// the starting profile's instead of trading against another to absorb noise. Against the data's
-// weights (sqrt(count) per class, 2.8 for 8 microbatches) it moves a well-determined figure by a
-// fraction of a percent.
-constexpr double kPrior = 0.1;
+// Weight of the pull of each fitted multiplier towards 1 (in log space): a figure the run pins down
+// only weakly stays near the starting profile's instead of trading against another to absorb
+// noise. Against the data's weights (sqrt(count) per class, 2.8 for 8 microbatches) it moves a
+// well-determined figure by a fraction of a percent.
+constexpr double kPrior = 0.01;
 
 // Residuals, one per class: sqrt(count) (log predicted - log typical measured); then one per active
 // multiplier: kPrior log(multiplier).
@@ -434,8 +433,10 @@ void ListFigures(const FitContext& f, const CalibrationParams& x, const Hardware
   res->figures.push_back({"backward GEMM throughput (multiple)", 1, x.gemm_backward, "x", n});
   res->figures.push_back(
       {"memory_bound_GBps", s.memory_bound_GBps.value, p.memory_bound_GBps.value, "GB/s", n});
-  res->figures.push_back(
-      {"kernel_launch_us", s.kernel_launch_us.value, p.kernel_launch_us.value, "us", n});
+  if (x.kernel_launch != 1.0) {
+    res->figures.push_back(
+        {"kernel_launch_us", s.kernel_launch_us.value, p.kernel_launch_us.value, "us", n});
+  }
   const char* names[2] = {"intra_node", "inter_node"};
   const LinkProfile* before[2] = {&s.intra_node, &s.inter_node};
   const LinkProfile* after[2] = {&p.intra_node, &p.inter_node};
@@ -480,8 +481,8 @@ Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& c
     FitLink(f, f.recvs[c], &x, &x.p2p[c], &x.latency[c]);
     if (x.latency[c] != latency) FitLink(f, f.reduces[c], &x, &x.collective[c], &x.latency[c]);
   }
-  std::vector<int> active = {0, 1, 2};
-  if (f.start.kernel_launch_us.value > 0) active.push_back(3);
+  // Not the launch cost (index 3): see calibrate.h.
+  const std::vector<int> active = {0, 1, 2};
   CalibrationResult res;
   res.iterations = FitCompute(f, active, &x);
   res.params = x;

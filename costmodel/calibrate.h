@@ -8,13 +8,15 @@
 //   gemm_backward    the backward GEMMs' throughput (the gemm_backward_* tables when the profile
 //                    has them, else gemm_backward_efficiency over the forward table)
 //   memory_bound     memory_bound_GBps (elementwise ops and the optimizer step)
-//   kernel_launch    kernel_launch_us (not fitted when the starting profile's is 0)
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
 // instruction class (pipeline rank, op, chunk, recompute), the log of the class's lower-quartile
 // measured duration (preemption on a shared machine only adds time), weighted by the square root
 // of its count, plus a weak pull of each multiplier towards 1 (a figure the run does not pin down
-// stays where it was). Then per link class (intra-, inter-node):
+// stays where it was). kernel_launch_us is kept: within one layout every class mixes kernels and
+// FLOPs in nearly the same ratio, so a launch cost trades against GEMM throughput at the same
+// residual (on CPU runs of `tiny` a free launch cost went from 1 to 12 us with GEMMs 10 to 45x
+// faster). Then per link class (intra-, inter-node):
 //   p2p              send_recv_GBps, from the receives
 //   collective       the all-reduce, all-gather and reduce-scatter bus bandwidths, from
 //   reduce-grads
@@ -44,7 +46,7 @@ struct CalibrationParams {
   double gemm_forward = 1;
   double gemm_backward = 1;
   double memory_bound = 1;
-  double kernel_launch = 1;
+  double kernel_launch = 1;       // applied, never fitted (above)
   double p2p[2] = {1, 1};         // [0] intra-node, [1] inter-node
   double collective[2] = {1, 1};  // [0] intra-node, [1] inter-node
   double latency[2] = {1, 1};     // latency_us, lowered only (see above)
