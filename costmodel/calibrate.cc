@@ -182,61 +182,72 @@ CalibrationParams WithLogs(const CalibrationParams& base, const std::vector<int>
   return x;
 }
 
+using Matrix = std::vector<std::vector<double>>;
+
+// The Gauss-Newton normal equations at `logs`: A = J^T J and g = -J^T r, with the Jacobian J of
+// the residuals by forward differences in log space.
+void NormalEquations(FitContext& f, const CalibrationParams& x, const std::vector<int>& active,
+                     const std::vector<double>& logs, const std::vector<double>& r, Matrix* A,
+                     std::vector<double>* g) {
+  const size_t n = active.size();
+  constexpr double h = 1e-6;
+  Matrix J(r.size(), std::vector<double>(n));
+  for (size_t j = 0; j < n; ++j) {
+    std::vector<double> moved = logs;
+    moved[j] += h;
+    const std::vector<double> r2 = ComputeResiduals(f, WithLogs(x, active, moved), active);
+    for (size_t i = 0; i < r.size(); ++i) J[i][j] = (r2[i] - r[i]) / h;
+  }
+  A->assign(n, std::vector<double>(n, 0.0));
+  g->assign(n, 0.0);
+  for (size_t i = 0; i < r.size(); ++i) {
+    for (size_t a = 0; a < n; ++a) {
+      (*g)[a] -= J[i][a] * r[i];
+      for (size_t b = 0; b < n; ++b) (*A)[a][b] += J[i][a] * J[i][b];
+    }
+  }
+}
+
+// One Levenberg-Marquardt step: raises the damping until a step lowers the cost. Returns the
+// largest change of a log multiplier taken (0: none lowered it, or too little to matter).
+double DampedStep(FitContext& f, const CalibrationParams& x, const std::vector<int>& active,
+                  const Matrix& A, const std::vector<double>& g, double* lambda,
+                  std::vector<double>* logs, std::vector<double>* r, double* cost) {
+  const size_t n = active.size();
+  for (; *lambda < 1e12; *lambda *= 4) {
+    Matrix D = A;
+    for (size_t a = 0; a < n; ++a) D[a][a] += *lambda * std::max(A[a][a], 1e-12);
+    std::vector<double> d;
+    if (!Solve(D, g, &d)) continue;
+    std::vector<double> next = *logs;
+    for (size_t a = 0; a < n; ++a) {
+      next[a] = std::clamp(next[a] + d[a], std::log(kMinScale), std::log(kMaxScale));
+    }
+    std::vector<double> r2 = ComputeResiduals(f, WithLogs(x, active, next), active);
+    const double c2 = SumSquares(r2);
+    if (c2 >= *cost) continue;
+    double moved = 0;
+    for (size_t a = 0; a < n; ++a) moved = std::max(moved, std::fabs(next[a] - (*logs)[a]));
+    const bool negligible = *cost - c2 < 1e-15 * (1 + c2);
+    *logs = std::move(next), *r = std::move(r2), *cost = c2;
+    *lambda = std::max(*lambda / 3, 1e-9);
+    return negligible ? 0.0 : moved;
+  }
+  return 0.0;
+}
+
 // Minimises ComputeResiduals over the active parameters; returns the steps taken.
 int FitCompute(FitContext& f, const std::vector<int>& active, CalibrationParams* x) {
-  const size_t n = active.size();
-  std::vector<double> logs(n, 0.0);
-  for (size_t i = 0; i < n; ++i) logs[i] = std::log(*ComputeParam(*x, active[i]));
+  std::vector<double> logs;
+  for (int i : active) logs.push_back(std::log(*ComputeParam(*x, i)));
   std::vector<double> r = ComputeResiduals(f, WithLogs(*x, active, logs), active);
   double cost = SumSquares(r), lambda = 1e-3;
   int steps = 0;
-  for (; steps < 200 && cost > 1e-24; ++steps) {
-    // Forward-difference Jacobian in log space.
-    constexpr double h = 1e-6;
-    std::vector<std::vector<double>> J(r.size(), std::vector<double>(n));
-    for (size_t j = 0; j < n; ++j) {
-      std::vector<double> l2 = logs;
-      l2[j] += h;
-      const std::vector<double> r2 = ComputeResiduals(f, WithLogs(*x, active, l2), active);
-      for (size_t i = 0; i < r.size(); ++i) J[i][j] = (r2[i] - r[i]) / h;
-    }
-    std::vector<std::vector<double>> A(n, std::vector<double>(n, 0.0));
-    std::vector<double> g(n, 0.0);
-    for (size_t i = 0; i < r.size(); ++i) {
-      for (size_t a = 0; a < n; ++a) {
-        g[a] -= J[i][a] * r[i];
-        for (size_t b = 0; b < n; ++b) A[a][b] += J[i][a] * J[i][b];
-      }
-    }
-    bool improved = false;
-    double step_size = 0;
-    while (lambda < 1e12) {
-      std::vector<std::vector<double>> D = A;
-      for (size_t a = 0; a < n; ++a) D[a][a] += lambda * std::max(A[a][a], 1e-12);
-      std::vector<double> d;
-      if (Solve(D, g, &d)) {
-        std::vector<double> l2 = logs;
-        for (size_t a = 0; a < n; ++a) {
-          l2[a] = std::clamp(l2[a] + d[a], std::log(kMinScale), std::log(kMaxScale));
-        }
-        const std::vector<double> r2 = ComputeResiduals(f, WithLogs(*x, active, l2), active);
-        const double c2 = SumSquares(r2);
-        if (c2 < cost) {
-          step_size = 0;
-          for (size_t a = 0; a < n; ++a)
-            step_size = std::max(step_size, std::fabs(l2[a] - logs[a]));
-          improved = true;
-          logs = l2, r = r2;
-          const double gain = cost - c2;
-          cost = c2;
-          lambda = std::max(lambda / 3, 1e-9);
-          if (gain < 1e-15 * (1 + cost)) step_size = 0;
-          break;
-        }
-      }
-      lambda *= 4;
-    }
-    if (!improved || step_size < 1e-10) break;
+  for (; steps < 200; ++steps) {
+    Matrix A;
+    std::vector<double> g;
+    NormalEquations(f, *x, active, logs, r, &A, &g);
+    if (DampedStep(f, *x, active, A, g, &lambda, &logs, &r, &cost) < 1e-10) break;
   }
   *x = WithLogs(*x, active, logs);
   return steps;
