@@ -3,7 +3,8 @@
 # from the cpu preset; the fitted profile loads in `ptdp simulate --plan --profile` and `ptdp plan
 # --cluster`, and compare then matches the run. Bad input (a malformed trace, a trace of another
 # plan, a plan that is not one, a profile with a broken calibration block) exits 2 with one line
-# naming the flag, and no file is written.
+# naming the flag, and no file is written; so does `simulate --profile` without --plan or with a
+# profile that does not load.
 # usage: calibrate_cli.sh PTDP CPU_PROFILE_JSON WORKDIR
 set -euo pipefail
 ptdp=$1 cpu=$2 work=$3/calibrate_cli
@@ -59,4 +60,11 @@ del p["calibration"]["trace"]
 json.dump(p, open(sys.argv[2], "w"))
 PY
 refuse bad_start "calibration.trace: missing" --plan p4.json --measured meas.json --profile broken.json
+# simulate --profile needs --plan, and names itself when its file does not load.
+rc=0; "$ptdp" simulate --profile fit.json --gpus 4 --global-batch 8 > sim1.txt 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "^ptdp simulate: error: --profile: only with --plan" sim1.txt \
+  || { cat sim1.txt; fail "simulate --profile without --plan: rc $rc"; }
+rc=0; "$ptdp" simulate --plan p4.json --profile broken.json > sim2.txt 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "^ptdp simulate: error: --profile: broken.json.calibration.trace" sim2.txt \
+  || { cat sim2.txt; fail "simulate --profile broken: rc $rc"; }
 echo "calibrate: fitted, loaded by simulate and plan, bad input refused"
