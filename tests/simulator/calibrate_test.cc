@@ -119,6 +119,22 @@ TEST(Calibrate, FittedFiguresNameTheirSource) {
   EXPECT_DOUBLE_EQ(back->gemm_backward_efficiency.value, p.gemm_backward_efficiency.value);
 }
 
+// A run of the starting profile itself moves nothing: the fitted profile is the starting one,
+// figure for figure and source for source.
+TEST(Calibrate, ARunOfTheStartingProfileLeavesItAlone) {
+  const ParallelConfig layout = Layout(2, 2, 8);
+  const ModelSpec model = *LoadModel("tiny");
+  const ClusterSpec cpu = *LoadCluster("cpu", 4);
+  sim::SimOptions o;
+  o.record_timeline = true;
+  auto s = sim::SimulateLayout(model, cpu, layout, o);
+  ASSERT_TRUE(s.ok());
+  auto fit = Calibrate(model, cpu, layout, s->program, s->result.timeline, "self");
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_EQ(HardwareProfileToJson(fit->profile).dump(), HardwareProfileToJson(cpu.profile).dump());
+  EXPECT_LT(fit->median_error_before, 1e-6);
+}
+
 TEST(Calibrate, RefusesARunOfAnotherLayout) {
   const MeasuredRun pp4 = MakeRun(Layout(4, 1, 8));
   const MeasuredRun pp2 = MakeRun(Layout(2, 2, 8));
