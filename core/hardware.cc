@@ -21,6 +21,7 @@ constexpr double kMaxCount = 1e5;  // SMs, tile sizes
 constexpr double kMaxGpusPerNode = 1024;
 constexpr double kMaxBytesPerParam = 64;
 constexpr double kMaxGemmDim = 1e9;
+constexpr double kMaxEfficiency = 100;  // a multiple of a table's throughput
 
 // {"value": <number in (0, hi], or [0, hi] with allow_zero>, "source": "<non-empty>"}
 Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* out, double hi,
@@ -152,6 +153,26 @@ Status ValidateGemmTable(const GemmTable& g, const std::string& path) {
   return Status::Ok();
 }
 
+namespace {
+
+// The calibration block is provenance, kept as written; it must say what was fitted to what.
+Status ReadCalibration(JsonObjectReader& parent, Json* out) {
+  const Json* v = parent.Child("calibration", false);
+  const std::string path = parent.PathOf("calibration");
+  if (!v->is_object())
+    return Status::Invalid(path + ": expected an object, got " + JsonTypeName(*v));
+  for (const char* key : {"tool", "date", "plan", "trace"}) {
+    const auto it = v->find(key);
+    if (it == v->end() || !it->is_string() || it->get<std::string>().empty()) {
+      return Status::Invalid(path + "." + key + ": missing or not a non-empty string");
+    }
+  }
+  *out = *v;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string& path) {
   HardwareProfile p;
   if (!j.is_object()) return Status::Invalid(path + ": expected an object, got " + JsonTypeName(j));
@@ -190,6 +211,11 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   if (r.Has("attention_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops, kMaxTflops));
   }
+  if (r.Has("gemm_backward_efficiency")) {
+    PTDP_RETURN_IF_ERROR(
+        ReadSourced(r, "gemm_backward_efficiency", &p.gemm_backward_efficiency, kMaxEfficiency));
+  }
+  if (r.Has("calibration")) PTDP_RETURN_IF_ERROR(ReadCalibration(r, &p.calibration));
   if (r.Has("wave_quantization")) {
     const Json* w = r.Child("wave_quantization", false);
     const std::string wpath = r.PathOf("wave_quantization");
@@ -250,6 +276,9 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
     j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
   }
   if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
+  if (!p.gemm_backward_efficiency.source.empty()) {
+    j["gemm_backward_efficiency"] = SourcedJson(p.gemm_backward_efficiency);
+  }
   if (p.sm_count.value > 0) {
     j["wave_quantization"] = {{"sm_count", SourcedJson(p.sm_count)},
                               {"tile_m", SourcedJson(p.gemm_tile_m)},
@@ -257,6 +286,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   }
   j["intra_node"] = LinkJson(p.intra_node);
   j["inter_node"] = LinkJson(p.inter_node);
+  if (p.calibration.is_object()) j["calibration"] = OrderedJson::parse(p.calibration.dump());
   return j;
 }
 

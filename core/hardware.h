@@ -5,7 +5,8 @@
 // Ranges (finite numbers only): TFLOP/s figures (peak, attention, GEMM table entries) (0, 1e5];
 // bandwidths in GB/s (0, 1e5]; memory and workspace in GiB (0, 1e5] / [0, 1e5]; latencies and
 // kernel launch in us [0, 1e6]; gpus_per_node an integer in (0, 1024]; SM count and tile sizes
-// (0, 1e5]; grad_accumulate_bytes_per_param [0, 64]; GEMM grid sizes (0, 1e9].
+// (0, 1e5]; grad_accumulate_bytes_per_param [0, 64]; gemm_backward_efficiency (0, 100]; GEMM grid
+// sizes (0, 1e9].
 #pragma once
 
 #include <cstdint>
@@ -85,6 +86,11 @@ struct HardwareProfile {
   // model prices the fused kernel at the GEMM table's throughput for the unfused batched GEMMs of
   // the same shapes (costmodel/layer_cost.h FusedAttentionCost).
   Sourced attention_tflops;
+  // Optional (absent: 1): throughput of the backward GEMMs that the forward table prices (every
+  // backward GEMM of a profile without gemm_backward_* tables; attention's batched products always)
+  // as a multiple of that table's throughput at the transposed shapes. `ptdp calibrate` fits it
+  // when measured backwards run faster or slower than the forward table says. Range (0, 100].
+  Sourced gemm_backward_efficiency;
   // Wave quantisation (optional, for derived tables only: a measured table already contains it).
   // A GEMM runs ceil(m/tile_m) ceil(n/tile_n) output tiles on sm_count multiprocessors in whole
   // waves; the last partial wave costs a full one. All zero: off.
@@ -93,6 +99,9 @@ struct HardwareProfile {
   Sourced gemm_tile_n;
   LinkProfile intra_node;
   LinkProfile inter_node;
+  // Optional (null when absent): what `ptdp calibrate` fitted and on which run, kept as JSON: an
+  // object with at least the strings "tool", "date", "plan" and "trace" (docs/profiles.md).
+  Json calibration;
 };
 
 // A profile and how many nodes of it.

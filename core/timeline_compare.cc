@@ -46,6 +46,16 @@ double RelativeError(Seconds predicted, Seconds measured) {
   return measured > 0 ? (predicted - measured) / measured : 0.0;
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+bool IsComputeOp(Op op) {
+  return op == Op::kForward || op == Op::kBackward || op == Op::kOptimizerStep;
+}
+
 }  // namespace
 
 Result<TimelineComparison> CompareTimelines(const Timeline& predicted, const Timeline& measured,
@@ -64,7 +74,7 @@ Result<TimelineComparison> CompareTimelines(const Timeline& predicted, const Tim
   const auto pred = ByKey(predicted), meas = ByKey(measured);
   std::map<std::pair<int32_t, Op>, OpKindTimes> kinds;
   std::vector<InstrTimes> all;
-  std::vector<double> errors;
+  std::vector<double> errors, compute_errors;
   for (const auto& [key, pv] : pred) {
     const auto it = meas.find(key);
     const size_t n = it == meas.end() ? 0 : std::min(pv.size(), it->second.size());
@@ -76,7 +86,11 @@ Result<TimelineComparison> CompareTimelines(const Timeline& predicted, const Tim
       OpKindTimes& k = kinds[{p.pp_rank, p.instr.op}];
       k.pp_rank = p.pp_rank, k.op = p.instr.op, k.count += 1;
       k.predicted_s += x.predicted_s, k.measured_s += x.measured_s;
-      if (x.measured_s > 0) errors.push_back(std::fabs(RelativeError(x.predicted_s, x.measured_s)));
+      if (x.measured_s > 0) {
+        const double e = std::fabs(RelativeError(x.predicted_s, x.measured_s));
+        errors.push_back(e);
+        if (IsComputeOp(p.instr.op)) compute_errors.push_back(e);
+      }
       all.push_back(x);
     }
     c.matched += int64_t(n);
@@ -92,10 +106,8 @@ Result<TimelineComparison> CompareTimelines(const Timeline& predicted, const Tim
   });
   all.resize(std::min<size_t>(all.size(), size_t(std::max(0, top))));
   c.divergent = std::move(all);
-  if (!errors.empty()) {
-    std::nth_element(errors.begin(), errors.begin() + errors.size() / 2, errors.end());
-    c.median_relative_error = errors[errors.size() / 2];
-  }
+  c.median_relative_error = Median(std::move(errors));
+  c.median_relative_error_compute = Median(std::move(compute_errors));
   return c;
 }
 
@@ -112,6 +124,11 @@ std::string ComparisonText(const TimelineComparison& c) {
                 "|error| per instruction %.1f%%\n",
                 static_cast<long long>(c.matched), static_cast<long long>(c.only_predicted),
                 static_cast<long long>(c.only_measured), 100.0 * c.median_relative_error);
+  out += line;
+  std::snprintf(line, sizeof line,
+                "median |error| of the compute instructions (forward, backward, optimizer step) "
+                "%.1f%%\n",
+                100.0 * c.median_relative_error_compute);
   out += line;
   out += "bubble (idle share of each rank's compute span), predicted / measured:\n";
   for (size_t r = 0; r < c.predicted_bubble.size(); ++r) {

@@ -37,6 +37,10 @@ struct TimelineComparison {
   int64_t matched = 0, only_predicted = 0, only_measured = 0;
   // Median over matched instructions of |measured - predicted| / measured (0 when none matched).
   double median_relative_error = 0;
+  // The same over the compute stream's forward, backward and optimizer-step instructions only,
+  // where both sides time the same work: a measured send is the runtime's non-blocking issue and a
+  // measured receive includes the wait for the sender, while the simulator times the transfer.
+  double median_relative_error_compute = 0;
 };
 
 // REQUIRES nothing of the inputs beyond what TimelineFromChromeTrace checks; a different pp or vp

@@ -83,7 +83,13 @@ Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_
     };
     return time(hw.gemm_backward_data) + time(hw.gemm_backward_weight);
   }
-  return GemmTime(hw, m, k, n, batch) + GemmTime(hw, k, n, m, batch);
+  const Seconds forward_priced = GemmTime(hw, m, k, n, batch) + GemmTime(hw, k, n, m, batch);
+  // The profile's backward efficiency (fitted by `ptdp calibrate`) divides the FLOP time, not the
+  // two launches; absent, the sum stands as it is, bit for bit.
+  const double efficiency = hw.gemm_backward_efficiency.value;
+  if (!(efficiency > 0) || efficiency == 1.0) return forward_priced;
+  const Seconds launches = 2 * hw.kernel_launch_us.value * kUs;
+  return (forward_priced - launches) / efficiency + launches;
 }
 
 }  // namespace ptdp::costmodel

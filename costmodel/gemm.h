@@ -30,7 +30,8 @@ Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int
 // B^T and weight gradient [k,n] = A^T[k,m] dC[m,n]): from the profile's gemm_backward_data and
 // gemm_backward_weight tables at (m, n, k) when it has both and batch is 1 (a Linear, measured as
 // the layers run it, the weight gradient accumulating into fp32), else from the forward table at
-// the transposed shapes (wave quantisation then included).
+// the transposed shapes (wave quantisation then included), whose FLOP time the profile's
+// gemm_backward_efficiency divides when it has one.
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
                          int64_t batch = 1);
 

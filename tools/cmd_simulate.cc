@@ -36,6 +36,7 @@ struct RankMemory {
 
 struct SimulateArgs {
   std::string plan;
+  std::string profile;  // with --plan: price it on this profile or cluster file instead
   std::string model = "gpt-1t";
   std::string cluster = "selene";
   int gpus = 0;
@@ -60,8 +61,10 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
     PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", a.plan));
     PTDP_ASSIGN_OR_RETURN(PlanFile plan, ReadPlanFile(a.plan));
     *model = plan.model;
-    auto c = LoadCluster(plan.cluster.name, plan.cluster.gpus);
-    if (!c.ok()) return c.status().WithPrefix(a.plan + ": cluster");
+    if (!a.profile.empty()) PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--profile", a.profile));
+    auto c = LoadCluster(a.profile.empty() ? plan.cluster.name : a.profile, plan.cluster.gpus);
+    if (!c.ok())
+      return c.status().WithPrefix(a.profile.empty() ? a.plan + ": cluster" : "--profile");
     *cluster = *c;
     *layout = plan.layout;
     *program = std::move(plan.program);
@@ -95,6 +98,9 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
 Status RunSimulate(const SimulateArgs& a) {
   if (a.format != "table" && a.format != "json") {
     return Status::Invalid("--format: \"" + a.format + "\" is not table or json");
+  }
+  if (a.plan.empty() && !a.profile.empty()) {
+    return Status::Invalid("--profile: only with --plan (otherwise --cluster names the profile)");
   }
   if (!a.plan.empty() && (!a.fix.empty() || a.global_batch != 0 || a.gpus != 0 || a.nodes != 0 ||
                           !a.precision.empty())) {
@@ -257,6 +263,9 @@ void RegisterSimulate(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "simulate", "Replay one training iteration of a layout on the event-driven simulator");
   cmd->add_option("--plan", a->plan, "A plan file written by `ptdp plan --out`");
+  cmd->add_option("--profile", a->profile,
+                  "With --plan: price the plan on this profile or cluster file (a `ptdp "
+                  "calibrate` output, say) instead of the plan's cluster, on as many GPUs");
   cmd->add_option("--model", a->model, "Preset name, model JSON or HF GPT-2 config.json")
       ->capture_default_str();
   cmd->add_option("--cluster", a->cluster, "Cluster preset, profile JSON or cluster JSON")

@@ -28,5 +28,6 @@ void RegisterTrain(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterProfile(CLI::App& app, int* exit_code);
 void RegisterCompare(CLI::App& app, int* exit_code);
+void RegisterCalibrate(CLI::App& app, int* exit_code);
 
 }  // namespace ptdp::tools

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   ptdp::tools::RegisterTokenize(app, &exit_code);
   ptdp::tools::RegisterProfile(app, &exit_code);
   ptdp::tools::RegisterCompare(app, &exit_code);
+  ptdp::tools::RegisterCalibrate(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

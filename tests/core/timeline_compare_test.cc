@@ -131,6 +131,24 @@ TEST(TimelineCompare, MatchesInstructionsAndSumsByKind) {
   EXPECT_NE(ComparisonText(*c).find("step time: predicted"), std::string::npos);
 }
 
+// Only the point-to-point instructions differ (a receive that waited 10x): the compute
+// instructions' median stays 0; when everything takes twice as long it is 50%.
+TEST(TimelineCompare, ComputeMedianLeavesOutPointToPoint) {
+  Timeline measured = TwoRanks(1.0);
+  for (TimelineEvent& e : measured.events) {
+    if (e.instr.op == Op::kSendAct || e.instr.op == Op::kRecvAct) e.end_ns += 90;
+  }
+  auto c = CompareTimelines(TwoRanks(1.0), measured, 0);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->median_relative_error_compute, 0.0);
+  auto all_slow = CompareTimelines(TwoRanks(1.0), TwoRanks(2.0), 0);
+  ASSERT_TRUE(all_slow.ok());
+  EXPECT_NEAR(all_slow->median_relative_error_compute, 0.5, 1e-12);
+  EXPECT_NE(
+      ComparisonText(*c).find("compute instructions (forward, backward, optimizer step) 0.0%"),
+      std::string::npos);
+}
+
 TEST(TimelineCompare, CountsUnmatchedAndRefusesAnotherLayout) {
   Timeline measured = TwoRanks(1.0);
   measured.events.pop_back();  // no optimizer step measured

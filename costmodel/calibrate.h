@@ -1,0 +1,99 @@
+// Calibration: fit a hardware profile's effective figures to a measured run of one plan
+// (`ptdp calibrate`, docs/compare.md). The prediction of each measured instruction is the cost
+// model's own (BuildCostTable on the profile being fitted), so the fitted profile is priced by
+// the same functions that `ptdp plan` and `ptdp simulate` use.
+//
+// What is fitted, each as a multiple of the starting profile's figure (1 = unchanged):
+//   gemm_forward     the forward GEMM table's throughput (every entry scaled)
+//   gemm_backward    the backward GEMMs' throughput (the gemm_backward_* tables when the profile
+//                    has them, else gemm_backward_efficiency over the forward table)
+//   memory_bound     memory_bound_GBps (elementwise ops and the optimizer step)
+// from the forward, backward and optimizer-step instructions (the compute stream, where a rank
+// never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
+// instruction class (pipeline rank, op, chunk, recompute), the log of the class's lower-quartile
+// measured duration (preemption on a shared machine only adds time), weighted by the square root
+// of its count, plus a weak pull of each multiplier towards 1 (a figure the run does not pin down
+// stays where it was). kernel_launch_us is kept: within one layout every class mixes kernels and
+// FLOPs in nearly the same ratio, so a launch cost trades against GEMM throughput at the same
+// residual (on CPU runs of `tiny` a free launch cost went from 1 to 12 us with GEMMs 10 to 45x
+// faster). Then per link class (intra-, inter-node):
+//   p2p              send_recv_GBps, from the receives
+//   collective       the all-reduce, all-gather and reduce-scatter bus bandwidths, from
+//   reduce-grads
+// A measured receive or reduce-grads includes the time its rank stood blocked waiting for the
+// other side, so these are fitted to the fastest instance of each class (the one that waited
+// least): the scale at which the fastest measured instance takes exactly its predicted time.
+// With one message size per class latency and bandwidth cannot be told apart: latency_us is kept
+// unless the fastest instance is shorter than the latency alone, when the latency is halved until
+// it is not. Send durations (the runtime's non-blocking issue) are not fitted.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/model.h"
+#include "core/parallel.h"
+#include "core/program.h"
+#include "core/status.h"
+#include "core/timeline.h"
+#include "costmodel/cost_table.h"
+
+namespace ptdp::costmodel {
+
+// Multiples of the starting profile's figures.
+struct CalibrationParams {
+  double gemm_forward = 1;
+  double gemm_backward = 1;
+  double memory_bound = 1;
+  double kernel_launch = 1;       // applied, never fitted (above)
+  double p2p[2] = {1, 1};         // [0] intra-node, [1] inter-node
+  double collective[2] = {1, 1};  // [0] intra-node, [1] inter-node
+  double latency[2] = {1, 1};     // latency_us, lowered only (see above)
+};
+
+// The starting profile with `x` applied; `source` is appended to the source of every figure it
+// changes (a multiplier of exactly 1 leaves the figure and its source alone).
+HardwareProfile ApplyCalibration(const HardwareProfile& start, const CalibrationParams& x,
+                                 const std::string& source);
+
+// The predicted duration of a Program instruction under a CostTable, as the simulator times it for
+// the compute stream and reduce-grads, and as one transfer alone on its link for a receive
+// (-1 for a send, which is not predicted here).
+Seconds PredictedInstructionTime(const CostTable& t, int pp_rank, const Instr& in);
+
+// One fitted quantity, for the report and the profile's calibration block.
+struct FittedFigure {
+  std::string name;  // the profile key path: "memory_bound_GBps", "intra_node.send_recv_GBps"
+  double before = 0, after = 0;
+  std::string unit;
+  int64_t instructions = 0;  // measured instructions it was fitted to
+};
+
+// Median |predicted - measured| / measured over one op kind's measured instructions.
+struct OpKindError {
+  Op op = Op::kForward;
+  int64_t count = 0;
+  double before = 0, after = 0;
+};
+
+struct CalibrationResult {
+  CalibrationParams params;
+  HardwareProfile profile;  // ApplyCalibration(start, params, source)
+  std::vector<FittedFigure> figures;
+  std::vector<OpKindError> by_op;  // forward, backward, optimizer step, receives, reduce-grads
+  // Median |error| over the measured forward, backward and optimizer-step instructions.
+  double median_error_before = 0, median_error_after = 0;
+  double rms_log_residual = 0;  // of the compute fit, unweighted over classes
+  int64_t compute_instructions = 0;
+  int iterations = 0;  // Levenberg-Marquardt steps taken
+};
+
+// Checks that `measured` is a run of `program` (same pp, vp and microbatches; every event an
+// instruction of the Program on its rank) and fits. `source` names the run in the fitted figures'
+// sources. REQUIRES: layout.Validate(model) ok, layout.WorldSize() == cluster.Gpus().
+Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& cluster,
+                                    const ParallelConfig& layout, const Program& program,
+                                    const Timeline& measured, const std::string& source);
+
+}  // namespace ptdp::costmodel

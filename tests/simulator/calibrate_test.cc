@@ -1,0 +1,165 @@
+// Calibration (costmodel/calibrate.h) against a "measurement" made by the simulator under a known
+// profile A: starting from another profile B (the cpu preset), the fit must recover A's figures
+// and bring the per-instruction error to about 0; runs of another layout are refused.
+#include "costmodel/calibrate.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/cluster.h"
+#include "core/timeline_compare.h"
+#include "costmodel/estimate.h"
+#include "costmodel/gemm.h"
+#include "schedule/schedule.h"
+#include "simulator/refine.h"
+
+namespace ptdp::costmodel {
+namespace {
+
+ParallelConfig Layout(int pp, int dp, int64_t global_batch) {
+  ParallelConfig c;
+  c.pp = pp;
+  c.dp = dp;
+  c.global_batch = global_batch;
+  c.precision = Precision::kFp32;  // the cpu profile's
+  return c;
+}
+
+// The figures the "machine" really has, as multiples of the cpu preset's: every fitted one far
+// from 1 (the launch cost is not fitted, costmodel/calibrate.h, so the truth keeps the preset's).
+CalibrationParams Truth() {
+  CalibrationParams a;
+  a.gemm_forward = 0.5;
+  a.gemm_backward = 0.35;  // backwards relatively slower than the forward table says
+  a.memory_bound = 0.3;
+  a.p2p[0] = 0.3;
+  a.collective[0] = 0.16;
+  return a;
+}
+
+struct MeasuredRun {
+  ModelSpec model;
+  ClusterSpec start;  // profile B
+  ParallelConfig layout;
+  Program program;
+  Timeline measured;  // simulated under A
+};
+
+MeasuredRun MakeRun(const ParallelConfig& layout) {
+  MeasuredRun r;
+  r.model = *LoadModel("tiny");
+  r.start = *LoadCluster("cpu", layout.WorldSize());
+  r.layout = layout;
+  ClusterSpec truth = r.start;
+  truth.profile = ApplyCalibration(r.start.profile, Truth(), "test truth");
+  sim::SimOptions o;
+  o.record_timeline = true;
+  auto s = sim::SimulateLayout(r.model, truth, layout, o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  r.program = s->program;
+  r.measured = s->result.timeline;
+  return r;
+}
+
+void ExpectRecovered(const ParallelConfig& layout, bool has_reduce) {
+  const MeasuredRun run = MakeRun(layout);
+  auto fit = Calibrate(run.model, run.start, layout, run.program, run.measured, "test");
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  const CalibrationParams& x = fit->params;
+  const CalibrationParams a = Truth();
+  // The weak pull towards the starting figures biases a figure by less than this.
+  EXPECT_NEAR(x.gemm_forward / a.gemm_forward, 1.0, 0.01) << layout.ToString();
+  EXPECT_NEAR(x.gemm_backward / a.gemm_backward, 1.0, 0.01) << layout.ToString();
+  EXPECT_NEAR(x.memory_bound / a.memory_bound, 1.0, 0.01) << layout.ToString();
+  EXPECT_EQ(x.kernel_launch, 1.0);
+  // Links: the simulator's receives take exactly their transfer, so the fit is exact.
+  EXPECT_NEAR(x.p2p[0] / a.p2p[0], 1.0, 1e-3) << layout.ToString();
+  if (has_reduce) EXPECT_NEAR(x.collective[0] / a.collective[0], 1.0, 1e-3) << layout.ToString();
+  EXPECT_EQ(x.p2p[1], 1.0);  // one node: the inter-node link is left alone
+  EXPECT_GT(fit->median_error_before, 0.3);
+  EXPECT_LT(fit->median_error_after, 0.01);
+
+  // The fitted profile, simulated, reproduces the "measurement" instruction by instruction.
+  ClusterSpec fitted = run.start;
+  fitted.profile = fit->profile;
+  sim::SimOptions o;
+  o.record_timeline = true;
+  auto again = sim::SimulateLayout(run.model, fitted, layout, o, false, nullptr, &run.program);
+  ASSERT_TRUE(again.ok());
+  auto cmp = CompareTimelines(again->result.timeline, run.measured, 0);
+  ASSERT_TRUE(cmp.ok());
+  EXPECT_LT(cmp->median_relative_error, 0.01) << layout.ToString();
+  EXPECT_NEAR(cmp->predicted_step_s / cmp->measured_step_s, 1.0, 0.02) << layout.ToString();
+}
+
+TEST(Calibrate, RecoversTheProfileOfASimulatedRunPp4) {
+  ExpectRecovered(Layout(4, 1, 8), true);
+}
+
+TEST(Calibrate, RecoversTheProfileOfASimulatedRunPp2Dp2) {
+  ExpectRecovered(Layout(2, 2, 8), true);
+}
+
+TEST(Calibrate, FittedFiguresNameTheirSource) {
+  const MeasuredRun run = MakeRun(Layout(4, 1, 8));
+  auto fit = Calibrate(run.model, run.start, run.layout, run.program, run.measured, "RUN-X");
+  ASSERT_TRUE(fit.ok());
+  const HardwareProfile& p = fit->profile;
+  for (const std::string* s :
+       {&p.memory_bound_GBps.source, &p.gemm.source, &p.gemm_backward_efficiency.source,
+        &p.intra_node.send_recv_GBps.source}) {
+    EXPECT_EQ(s->rfind("RUN-X", 0), 0u) << *s;
+  }
+  // Not fitted.
+  EXPECT_EQ(p.peak_tflops.source, run.start.profile.peak_tflops.source);
+  EXPECT_EQ(p.kernel_launch_us.source, run.start.profile.kernel_launch_us.source);
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(p).dump()), "fitted");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->gemm_backward_efficiency.value, p.gemm_backward_efficiency.value);
+}
+
+// A run of the starting profile itself moves nothing: the fitted profile is the starting one,
+// figure for figure and source for source.
+TEST(Calibrate, ARunOfTheStartingProfileLeavesItAlone) {
+  const ParallelConfig layout = Layout(2, 2, 8);
+  const ModelSpec model = *LoadModel("tiny");
+  const ClusterSpec cpu = *LoadCluster("cpu", 4);
+  sim::SimOptions o;
+  o.record_timeline = true;
+  auto s = sim::SimulateLayout(model, cpu, layout, o);
+  ASSERT_TRUE(s.ok());
+  auto fit = Calibrate(model, cpu, layout, s->program, s->result.timeline, "self");
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_EQ(HardwareProfileToJson(fit->profile).dump(), HardwareProfileToJson(cpu.profile).dump());
+  EXPECT_LT(fit->median_error_before, 1e-6);
+}
+
+TEST(Calibrate, RefusesARunOfAnotherLayout) {
+  const MeasuredRun pp4 = MakeRun(Layout(4, 1, 8));
+  const MeasuredRun pp2 = MakeRun(Layout(2, 2, 8));
+  auto r = Calibrate(pp4.model, pp4.start, pp4.layout, pp4.program, pp2.measured, "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("another layout"), std::string::npos) << r.status().message();
+  // Same shape, but an instruction the Program does not have.
+  Timeline odd = pp4.measured;
+  odd.events.front().instr.microbatch = 99;
+  r = Calibrate(pp4.model, pp4.start, pp4.layout, pp4.program, odd, "x");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not in the plan's Program"), std::string::npos)
+      << r.status().message();
+}
+
+// Absent, the backward efficiency leaves every backward GEMM time bit for bit; 0.5 doubles the
+// FLOP time and keeps the launches.
+TEST(Calibrate, BackwardEfficiencyDividesTheFlopTime) {
+  const ClusterSpec c = *LoadCluster("cpu", 1);
+  HardwareProfile half = c.profile;
+  half.gemm_backward_efficiency = {0.5, "test"};
+  const Seconds launch = 2 * c.profile.kernel_launch_us.value * kUs;
+  const Seconds one = GemmBackwardTime(c.profile, 512, 256, 1024);
+  EXPECT_DOUBLE_EQ(GemmBackwardTime(half, 512, 256, 1024), 2 * (one - launch) + launch);
+}
+
+}  // namespace
+}  // namespace ptdp::costmodel
