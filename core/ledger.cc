@@ -78,6 +78,9 @@ int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
       return std::min(m, p - r);
     case ScheduleKind::kInterleaved:
       return std::min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1);
+    case ScheduleKind::kZbH1:  // not layout schedules (ParallelConfig::Validate refuses them)
+    case ScheduleKind::kZbH2:
+      break;
   }
   return m;
 }
@@ -102,6 +105,9 @@ RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
       return {m, std::min(m, p - r - 1)};
     case ScheduleKind::kInterleaved:
       return {m * v, m == p ? m * v : std::min(m * v, 2 * (p - r - 1) + (v - 1) * p)};
+    case ScheduleKind::kZbH1:  // not layout schedules (ParallelConfig::Validate refuses them)
+    case ScheduleKind::kZbH2:
+      break;
   }
   return {m, m};
 }

@@ -1,6 +1,7 @@
 // `ptdp schedule`: generate a pipeline schedule and print it, rank by rank, as the paper's Figure 4
 // draws it (time to the right, forward = one cell per chunk, backward = two), or as the Program's
 // text or JSON form.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,17 +17,28 @@
 namespace ptdp::tools {
 namespace {
 
+// The closed-form bubble per rank of a zero-bubble schedule, in cells of the grid (F = B = W =
+// one cell; Qi et al. 2024, Table 1): ZB-H1 (p - 1)(F + B - W), ZB-H2 (p - 1)(F + B - 2W).
+int64_t ZeroBubbleClosedFormCells(const Program& p) {
+  return p.kind == ScheduleKind::kZbH1 ? p.pp - 1 : 0;
+}
+
 // Time-aligned grid: replays the compute order with a forward of one time unit per chunk and a
-// backward of two (free communication), and writes each instruction into the cells it covers:
-// forwards as the microbatch number, backwards as the number between brackets' fill ('=').
+// backward of two (free communication; a split backward's BI and W one each), and writes each
+// instruction into the cells it covers: forwards as the microbatch number, backwards as the
+// number and a '=' fill, W passes as the number and a '-' fill.
 Result<std::string> Figure4(const Program& compute) {
   PTDP_ASSIGN_OR_RETURN(Program p, schedule::Lower(compute, 0, false));
   const Nanoseconds unit = 1000;
+  const bool split = SplitsBackward(p.kind);
   sim::SimOptions o;
   o.record_timeline = true;
   PTDP_ASSIGN_OR_RETURN(
       sim::SimResult r,
-      sim::Simulate(p, sim::UniformCosts(p.pp, p.vp, ToSeconds(unit), ToSeconds(2 * unit)), o));
+      sim::Simulate(p,
+                    sim::UniformCosts(p.pp, p.vp, ToSeconds(unit), ToSeconds(2 * unit), 0,
+                                      split ? ToSeconds(unit) : 0.0),
+                    o));
   const int64_t cols = r.pipeline_ns / unit;
   const bool chunks = p.vp > 1;
   size_t w = std::to_string(p.microbatches - 1).size() + (chunks ? 1 : 0) + 1;
@@ -34,13 +46,13 @@ Result<std::string> Figure4(const Program& compute) {
   for (auto& row : grid)
     for (int64_t c = 0; c < cols; ++c) row[c * w + w - 1] = '.';
   for (const TimelineEvent& e : r.timeline.events) {
-    if (e.stream != Stream::kCompute || (e.instr.op != Op::kForward && e.instr.op != Op::kBackward))
-      continue;
+    if (e.stream != Stream::kCompute || !IsCompute(e.instr.op)) continue;
     const int64_t c0 = e.start_ns / unit, c1 = e.end_ns / unit;
     std::string label = std::to_string(e.instr.microbatch);
     if (chunks) label += static_cast<char>('a' + e.instr.chunk % 26);
-    const bool back = e.instr.op == Op::kBackward;
-    std::string cell(static_cast<size_t>((c1 - c0) * w), back ? '=' : ' ');
+    const bool back = e.instr.op != Op::kForward;
+    const char fill = e.instr.op == Op::kBackwardWeight ? '-' : back ? '=' : ' ';
+    std::string cell(static_cast<size_t>((c1 - c0) * w), fill);
     // Backward: "=12a==" style; the label sits at the left of its span.
     if (back) {
       cell.replace(0, label.size(), label);
@@ -54,15 +66,31 @@ Result<std::string> Figure4(const Program& compute) {
       std::string(ScheduleName(p.kind)) + " schedule, pp=" + std::to_string(p.pp) +
       " microbatches=" + std::to_string(p.microbatches) +
       (chunks ? " vp=" + std::to_string(p.vp) : "") +
-      "\ntime runs right; a forward takes one cell per chunk, a backward two (shown \"N===\")" +
+      (split ? "\ntime runs right; a forward takes one cell, a backward's input-gradient half (B) "
+               "one (shown \"N=\"), its weight-gradient half (W) one (shown \"N-\")"
+             : "\ntime runs right; a forward takes one cell per chunk, a backward two (shown "
+               "\"N===\")") +
       (chunks ? "; letters are chunks (a = chunk 0)" : "") + "; '.' is idle\n";
   for (int r2 = 0; r2 < p.pp; ++r2) {
     out +=
         "rank " + std::to_string(r2) + (r2 < 10 && p.pp > 10 ? " " : "") + " |" + grid[r2] + "\n";
   }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "bubble: %.4f of the ideal time ((p-1)/(v m) = %.4f)\n",
-                r.bubble_fraction, double(p.pp - 1) / double(p.vp * p.microbatches));
+  char buf[256];
+  if (!split) {
+    std::snprintf(buf, sizeof buf, "bubble: %.4f of the ideal time ((p-1)/(v m) = %.4f)\n",
+                  r.bubble_fraction, double(p.pp - 1) / double(p.vp * p.microbatches));
+    out += buf;
+    return out;
+  }
+  Nanoseconds span_idle = 0;
+  for (const sim::RankStats& rs : r.ranks) span_idle = std::max(span_idle, rs.span_idle_ns);
+  std::snprintf(buf, sizeof buf,
+                "bubble: %lld cells idle per rank at most, first forward to last W "
+                "(closed form %s = %lld with F = B = W = 1 cell, from m >= %s)\n",
+                static_cast<long long>(span_idle / unit),
+                p.kind == ScheduleKind::kZbH1 ? "(p-1)(F+B-W)" : "(p-1)(F+B-2W)",
+                static_cast<long long>(ZeroBubbleClosedFormCells(p)),
+                p.kind == ScheduleKind::kZbH1 ? "p" : "2p-1");
   out += buf;
   return out;
 }
@@ -140,7 +168,8 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
                   "With --plan: write the plan again, with its layout's Program, to this file")
       ->needs(plan);
   for (auto* o :
-       {cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved")->capture_default_str(),
+       {cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved | zb-h1 | zb-h2")
+            ->capture_default_str(),
         cmd->add_option("--pp", args->pp, "pipeline ranks p")->capture_default_str(),
         cmd->add_option("--microbatches,-m", args->microbatches, "microbatches m")
             ->capture_default_str(),
