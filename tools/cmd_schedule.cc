@@ -11,6 +11,7 @@
 #include "core/plan_file.h"
 #include "core/program.h"
 #include "schedule/schedule.h"
+#include "simulator/gantt.h"
 #include "simulator/simulator.h"
 #include "tools/common.h"
 
@@ -23,22 +24,28 @@ int64_t ZeroBubbleClosedFormCells(const Program& p) {
   return p.kind == ScheduleKind::kZbH1 ? p.pp - 1 : 0;
 }
 
-// Time-aligned grid: replays the compute order with a forward of one time unit per chunk and a
-// backward of two (free communication; a split backward's BI and W one each), and writes each
-// instruction into the cells it covers: forwards as the microbatch number, backwards as the
-// number and a '=' fill, W passes as the number and a '-' fill.
-Result<std::string> Figure4(const Program& compute) {
+// The grid's time unit: a forward takes one per chunk, a backward two (a split backward's BI and
+// W one each); communication is free.
+constexpr Nanoseconds kGridUnit = 1000;
+
+Result<sim::SimResult> SimulateGrid(const Program& compute) {
   PTDP_ASSIGN_OR_RETURN(Program p, schedule::Lower(compute, 0, false));
-  const Nanoseconds unit = 1000;
-  const bool split = SplitsBackward(p.kind);
+  const Nanoseconds unit = kGridUnit;
   sim::SimOptions o;
   o.record_timeline = true;
-  PTDP_ASSIGN_OR_RETURN(
-      sim::SimResult r,
-      sim::Simulate(p,
-                    sim::UniformCosts(p.pp, p.vp, ToSeconds(unit), ToSeconds(2 * unit), 0,
-                                      split ? ToSeconds(unit) : 0.0),
-                    o));
+  return sim::Simulate(p,
+                       sim::UniformCosts(p.pp, p.vp, ToSeconds(unit), ToSeconds(2 * unit), 0,
+                                         SplitsBackward(p.kind) ? ToSeconds(unit) : 0.0),
+                       o);
+}
+
+// Time-aligned grid: replays the compute order in grid units (SimulateGrid) and writes each
+// instruction into the cells it covers: forwards as the microbatch number, backwards as the
+// number and a '=' fill, W passes as the number and a '-' fill.
+Result<std::string> Figure4(const Program& p) {
+  const Nanoseconds unit = kGridUnit;
+  const bool split = SplitsBackward(p.kind);
+  PTDP_ASSIGN_OR_RETURN(sim::SimResult r, SimulateGrid(p));
   const int64_t cols = r.pipeline_ns / unit;
   const bool chunks = p.vp > 1;
   size_t w = std::to_string(p.microbatches - 1).size() + (chunks ? 1 : 0) + 1;
@@ -93,6 +100,19 @@ Result<std::string> Figure4(const Program& compute) {
                 p.kind == ScheduleKind::kZbH1 ? "p" : "2p-1");
   out += buf;
   return out;
+}
+
+// `--svg FILE`: the grid's timeline drawn as `ptdp simulate --svg` draws a plan's.
+Status WriteScheduleSvg(const Program& compute, const std::string& path) {
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--svg", path));
+  PTDP_ASSIGN_OR_RETURN(sim::SimResult r, SimulateGrid(compute));
+  sim::GanttOptions g;
+  g.title = std::string(ScheduleName(compute.kind)) +
+            " schedule, pp=" + std::to_string(compute.pp) +
+            " microbatches=" + std::to_string(compute.microbatches) +
+            (compute.vp > 1 ? " vp=" + std::to_string(compute.vp) : "") +
+            " (forward 1 unit, backward 2" + (SplitsBackward(compute.kind) ? ": B 1, W 1)" : ")");
+  return WriteFileAtomic(path, sim::GanttSvg(r.timeline, g));
 }
 
 // Printing is bounded more tightly than a Program (schedule::kMaxScheduleCells): the JSON form
@@ -159,6 +179,7 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
     std::string format = "grid";
     bool lowered = false;
     int64_t bytes = 0;
+    std::string svg;
     std::string plan, out;
   };
   auto args = std::make_shared<Args>();
@@ -182,6 +203,9 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
          "grid (time-aligned, like the paper's Figure 4) | order (compute order per rank) | text "
          "(the Program's text form) | json")
       ->capture_default_str();
+  cmd->add_option("--svg", args->svg,
+                  "Also write the grid's timeline as an SVG Gantt picture (B and W apart)")
+      ->excludes(plan);
   cmd->add_flag("--lowered", args->lowered,
                 "text/json: include sends, receives and the gradient reduction")
       ->excludes(plan);
@@ -222,6 +246,10 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
     Status v = schedule::Validate(p);
     if (!v.ok())
       return fail(Status::Internal("generated program does not validate: " + v.message()));
+    if (!args->svg.empty()) {
+      Status w = WriteScheduleSvg(*compute, args->svg);
+      if (!w.ok()) return fail(w);
+    }
     if (args->format == "grid") {
       auto g = Figure4(*compute);
       if (!g.ok()) return fail(g.status());
