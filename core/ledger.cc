@@ -166,11 +166,15 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
   const StashPrices prices = StashPricesOf(m, c);
   Bytes live = 0, peak = 0;
   for (const Instr& in : program.ranks[static_cast<size_t>(pp_rank)].instrs) {
-    if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+    if (!IsCompute(in.op)) continue;
     const Bytes stash = ChunkStashBytes(prices, m, c, pp_rank, in.chunk);
     if (in.op == Op::kForward) {
       live += stash;
       peak = std::max(peak, live);
+      continue;
+    }
+    if (in.op == Op::kBackwardWeight) {  // a split backward's stash goes with its W
+      live -= stash;
       continue;
     }
     // Backward: the head phase holds everything; the first (last) layer's phase has freed the head
@@ -179,7 +183,7 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
       peak =
           std::max(peak, live - HeadStashBytes(prices, c, pp_rank, in.chunk) + prices.working_set);
     }
-    live -= stash;
+    if (in.op == Op::kBackward) live -= stash;
   }
   return peak;
 }
