@@ -78,6 +78,9 @@ int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
       return std::min(m, p - r);
     case ScheduleKind::kInterleaved:
       return std::min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1);
+    case ScheduleKind::kZbH1:  // not layout schedules (ParallelConfig::Validate refuses them)
+    case ScheduleKind::kZbH2:
+      break;
   }
   return m;
 }
@@ -102,6 +105,9 @@ RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
       return {m, std::min(m, p - r - 1)};
     case ScheduleKind::kInterleaved:
       return {m * v, m == p ? m * v : std::min(m * v, 2 * (p - r - 1) + (v - 1) * p)};
+    case ScheduleKind::kZbH1:  // not layout schedules (ParallelConfig::Validate refuses them)
+    case ScheduleKind::kZbH2:
+      break;
   }
   return {m, m};
 }
@@ -160,11 +166,15 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
   const StashPrices prices = StashPricesOf(m, c);
   Bytes live = 0, peak = 0;
   for (const Instr& in : program.ranks[static_cast<size_t>(pp_rank)].instrs) {
-    if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+    if (!IsCompute(in.op)) continue;
     const Bytes stash = ChunkStashBytes(prices, m, c, pp_rank, in.chunk);
     if (in.op == Op::kForward) {
       live += stash;
       peak = std::max(peak, live);
+      continue;
+    }
+    if (in.op == Op::kBackwardWeight) {  // a split backward's stash goes with its W
+      live -= stash;
       continue;
     }
     // Backward: the head phase holds everything; the first (last) layer's phase has freed the head
@@ -173,7 +183,7 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
       peak =
           std::max(peak, live - HeadStashBytes(prices, c, pp_rank, in.chunk) + prices.working_set);
     }
-    live -= stash;
+    if (in.op == Op::kBackward) live -= stash;
   }
   return peak;
 }

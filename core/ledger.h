@@ -20,6 +20,10 @@
 //                        layer from the last: with recomputation the layer's working set
 //                        (RecomputeWorkingSet) is rebuilt, and the layer's backward frees its
 //                        working set and its stash; finally the embedding's stash is freed.
+//   kBackwardInput       as kBackward's phases, but the stash stays live for the W half (the
+//   kBackwardWeight      zero-bubble split, core/program.h), which frees it: counted whole until
+//                        then (the weight gradients need each layer's inputs; what else the
+//                        input half could free early is not modelled).
 // Transient buffers (gradients in flight between layers, received or outgoing messages,
 // collectives' scratch) are workspace: neither side counts them.
 #pragma once

@@ -15,6 +15,10 @@ const char* ScheduleName(ScheduleKind k) {
       return "1f1b";
     case ScheduleKind::kInterleaved:
       return "interleaved";
+    case ScheduleKind::kZbH1:
+      return "zb-h1";
+    case ScheduleKind::kZbH2:
+      return "zb-h2";
   }
   return "?";
 }
@@ -23,7 +27,10 @@ Result<ScheduleKind> ParseSchedule(const std::string& s) {
   if (s == "gpipe") return ScheduleKind::kGPipe;
   if (s == "1f1b") return ScheduleKind::k1F1B;
   if (s == "interleaved") return ScheduleKind::kInterleaved;
-  return Status::Invalid("schedule: '" + s + "' is not one of gpipe, 1f1b, interleaved");
+  if (s == "zb-h1") return ScheduleKind::kZbH1;
+  if (s == "zb-h2") return ScheduleKind::kZbH2;
+  return Status::Invalid("schedule: '" + s +
+                         "' is not one of gpipe, 1f1b, interleaved, zb-h1, zb-h2");
 }
 
 const char* RecomputeName(Recompute r) {
@@ -97,6 +104,11 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
         "fused_attention never stores; use recompute=none with fused_attention");
   }
   const int64_t micro = Microbatches();
+  if (SplitsBackward(schedule)) {
+    return bad(std::string("schedule: ") + ScheduleName(schedule) +
+               " is not a layout schedule yet (ptdp schedule generates and simulates it; the "
+               "runtime does not execute split backwards)");
+  }
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
     if (pp < 2) return bad("pp: the interleaved schedule needs pp >= 2");

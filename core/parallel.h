@@ -16,7 +16,17 @@ enum class ScheduleKind {
   kGPipe,        // all forwards, then all backwards (Huang et al. 2019)
   k1F1B,         // PipeDream-Flush: warm-up, one-forward-one-backward, cool-down
   kInterleaved,  // Megatron-LM's interleaved 1F1B with vp model chunks per rank
+  // Zero-bubble schedules (Qi et al., ICLR 2024), with the backward split into its input- and
+  // weight-gradient halves (core/program.h). `ptdp schedule` generates and simulates them; a
+  // layout may not name them yet (ParallelConfig::Validate says so): the runtime does not
+  // execute split backwards and the ledger has no closed form for their memory.
+  kZbH1,  // ZB-H1: 1F1B's memory, W passes delayed to fill the cool-down
+  kZbH2,  // ZB-H2: up to 2p - 1 microbatches in flight, no bubble when F = B = W
 };
+// A schedule whose Program splits the backward (kBackwardInput / kBackwardWeight).
+inline bool SplitsBackward(ScheduleKind k) {
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2;
+}
 enum class Recompute {
   kNone,       // keep every activation the backward needs
   kFull,       // keep only each layer's input; redo the layer's forward in the backward
@@ -24,7 +34,7 @@ enum class Recompute {
                // dropout mask and output) and redo the core attention in the backward
 };
 
-const char* ScheduleName(ScheduleKind k);  // "gpipe" | "1f1b" | "interleaved"
+const char* ScheduleName(ScheduleKind k);  // "gpipe" | "1f1b" | "interleaved" | "zb-h1" | ...
 Result<ScheduleKind> ParseSchedule(const std::string& s);
 const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);

@@ -25,12 +25,16 @@ const char* OpName(Op op) {
       return "reduce_grads";
     case Op::kOptimizerStep:
       return "optimizer_step";
+    case Op::kBackwardInput:
+      return "backward_input";
+    case Op::kBackwardWeight:
+      return "backward_weight";
   }
   return "?";
 }
 
 Result<Op> ParseOpName(const std::string& s) {
-  for (int i = 0; i <= static_cast<int>(Op::kOptimizerStep); ++i) {
+  for (int i = 0; i <= static_cast<int>(Op::kBackwardWeight); ++i) {
     if (s == OpName(static_cast<Op>(i))) return static_cast<Op>(i);
   }
   return Status::Invalid("unknown instruction op '" + s + "'");
@@ -56,6 +60,10 @@ const char* Prefix(Op op) {
       return "AR";
     case Op::kOptimizerStep:
       return "OPT";
+    case Op::kBackwardInput:
+      return "BI";
+    case Op::kBackwardWeight:
+      return "W";
   }
   return "?";
 }
@@ -91,7 +99,7 @@ std::string InstrToText(const Instr& in, bool with_chunk) {
   if (with_chunk) s += "." + std::to_string(in.chunk);
   if (IsSend(in.op)) s += ">" + std::to_string(in.peer) + ":" + std::to_string(in.bytes);
   if (IsRecv(in.op)) s += "<" + std::to_string(in.peer) + ":" + std::to_string(in.bytes);
-  if (in.op == Op::kBackward && in.recompute) s += "r";
+  if (ComputesInputGrad(in.op) && in.recompute) s += "r";
   return s;
 }
 
@@ -101,8 +109,10 @@ Result<Instr> InstrFromText(const std::string& token, const std::string& where) 
   };
   Instr in;
   size_t pos = 0;
-  static const Op kOps[] = {Op::kOptimizerStep, Op::kSendAct,     Op::kRecvAct, Op::kSendGrad,
-                            Op::kRecvGrad,      Op::kReduceGrads, Op::kForward, Op::kBackward};
+  // Longer prefixes first: "BI" before "B".
+  static const Op kOps[] = {
+      Op::kOptimizerStep, Op::kSendAct, Op::kRecvAct,       Op::kSendGrad, Op::kRecvGrad,
+      Op::kReduceGrads,   Op::kForward, Op::kBackwardInput, Op::kBackward, Op::kBackwardWeight};
   bool found = false;
   for (Op op : kOps) {
     std::string p = Prefix(op);
@@ -113,7 +123,7 @@ Result<Instr> InstrFromText(const std::string& token, const std::string& where) 
       break;
     }
   }
-  if (!found) return bad("unknown op (expected F, B, SA, RA, SG, RG, AR or OPT)");
+  if (!found) return bad("unknown op (expected F, B, BI, W, SA, RA, SG, RG, AR or OPT)");
   if (in.op == Op::kReduceGrads || in.op == Op::kOptimizerStep) {
     if (pos != token.size()) return bad("unexpected text after the op");
     return in;
@@ -139,7 +149,7 @@ Result<Instr> InstrFromText(const std::string& token, const std::string& where) 
     if (!ReadInt(token, &pos, &v)) return bad("expected a byte count");
     in.bytes = v;
   }
-  if (in.op == Op::kBackward && pos < token.size() && token[pos] == 'r') {
+  if (ComputesInputGrad(in.op) && pos < token.size() && token[pos] == 'r') {
     in.recompute = true;
     ++pos;
   }

@@ -25,7 +25,23 @@ enum class Op : uint8_t {
   kRecvGrad,       // receive the output gradient of (microbatch, chunk) from `peer`
   kReduceGrads,    // data-parallel gradient all-reduce (and the embedding all-reduce)
   kOptimizerStep,  // optimizer update of this rank's parameters
+  // The backward split in two (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): the
+  // input-gradient half (B in the paper; sends the input gradient, `recompute` redoes the forward
+  // first) and the weight-gradient half (W), which any later point of the rank's list may run
+  // with the inputs it needs kept. A (microbatch, chunk) has either one kBackward or one
+  // kBackwardInput followed by one kBackwardWeight.
+  kBackwardInput,
+  kBackwardWeight,
 };
+// kBackward or kBackwardInput: the instruction that computes (and sends) the input gradient.
+inline bool ComputesInputGrad(Op op) {
+  return op == Op::kBackward || op == Op::kBackwardInput;
+}
+// kForward, kBackward, kBackwardInput or kBackwardWeight.
+inline bool IsCompute(Op op) {
+  return op == Op::kForward || op == Op::kBackward || op == Op::kBackwardInput ||
+         op == Op::kBackwardWeight;
+}
 
 struct Instr {
   Op op = Op::kForward;
@@ -33,7 +49,7 @@ struct Instr {
   int32_t chunk = 0;        // model chunk on this pipeline rank, 0 .. vp-1
   int32_t peer = -1;        // pipeline rank of the partner of a send/recv, -1 otherwise
   Bytes bytes = 0;          // payload of a send/recv per tensor rank
-  bool recompute = false;   // on kBackward: activation recomputation
+  bool recompute = false;   // on kBackward / kBackwardInput: activation recomputation
   bool operator==(const Instr&) const = default;
 };
 
@@ -55,12 +71,13 @@ struct Program {
 // ---- Text and JSON forms (core/program.cc; docs/ir.md gives the grammar) ----
 namespace ptdp {
 
-const char* OpName(Op op);  // "forward", "backward", "send_act", ..., "optimizer_step"
+const char* OpName(Op op);  // "forward", "backward", "send_act", ..., "backward_weight"
 Result<Op> ParseOpName(const std::string& s);
 
 // One instruction as a token. `with_chunk` prints the ".chunk" part (Programs with vp > 1).
 //   F3 / F3.1          forward of microbatch 3 (chunk 1)
 //   B3 / B3.1 / B3.1r  backward (r: with recomputation)
+//   BI3 / BI3.1r       input-gradient half of a split backward;  W3 / W3.1  weight-gradient half
 //   SA3.1>2:4096       send activation of (3, chunk 1) to pipeline rank 2, 4096 bytes
 //   RA3.1<0:4096       receive activation from rank 0;  SG / RG: gradients, same shape
 //   AR                 reduce grads;   OPT   optimizer step

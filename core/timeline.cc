@@ -118,7 +118,7 @@ std::string ChromeTraceJson(const Timeline& t) {
            ",\"chunk\":" + std::to_string(in.chunk);
     if (in.peer >= 0)
       out += ",\"peer\":" + std::to_string(in.peer) + ",\"bytes\":" + std::to_string(in.bytes);
-    if (in.op == Op::kBackward)
+    if (ComputesInputGrad(in.op))
       out += std::string(",\"recompute\":") + (in.recompute ? "true" : "false");
     out += ",\"start_ns\":" + std::to_string(e->start_ns) +
            ",\"end_ns\":" + std::to_string(e->end_ns) + "}}";

@@ -31,7 +31,7 @@ std::map<Key, std::vector<const TimelineEvent*>> ByKey(const Timeline& t) {
 std::vector<double> Bubbles(const Timeline& t) {
   std::vector<Nanoseconds> busy(t.pp, 0), end(t.pp, 0);
   for (const TimelineEvent& e : t.events) {
-    if (e.instr.op != Op::kForward && e.instr.op != Op::kBackward) continue;
+    if (!IsCompute(e.instr.op)) continue;
     busy[e.pp_rank] += e.Duration();
     end[e.pp_rank] = std::max(end[e.pp_rank], e.end_ns);
   }

@@ -24,6 +24,10 @@ struct ChunkCost {
   ComputeBreakdown forward;
   ComputeBreakdown backward;   // input and weight gradients, not counting recomputation
   ComputeBreakdown recompute;  // the extra forward redone in the backward (zero when off)
+  // The part of `backward` that is the weight-gradient GEMMs: what a split backward's W half
+  // (kBackwardWeight) runs; the input-gradient half (kBackwardInput) runs the rest and the
+  // recomputation. Zero when unknown (W is then free and BI is the whole backward).
+  ComputeBreakdown weight_grad;
   Seconds ForwardTime() const { return forward.Total(); }
   Seconds BackwardTime() const { return backward.Total() + recompute.Total(); }
   // Bytes one microbatch in flight keeps on this chunk between its forward and its backward

@@ -113,6 +113,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       const double n = ChunkLayers(m, c, r, k).size();
       cc.forward = Add(cc.forward, layer.forward, n);
       cc.backward = Add(cc.backward, layer.backward, n);
+      cc.weight_grad = Add(cc.weight_grad, layer.weight_grad, n);
       if (c.recompute == Recompute::kFull) cc.recompute = Add(cc.recompute, layer.forward, n);
       if (c.recompute == Recompute::kSelective) cc.recompute = Add(cc.recompute, core, n);
       if (HoldsEmbedding(c, r, k)) {
@@ -122,14 +123,17 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       if (HoldsHead(c, r, k)) {
         cc.forward = Add(cc.forward, head.forward);
         cc.backward = Add(cc.backward, head.backward);
+        cc.weight_grad = Add(cc.weight_grad, head.weight_grad);
       }
       cc.stash_bytes = ChunkStashBytes(prices, m, c, r, k);
       if (accumulate) {
         const bool holds_extra = HoldsEmbedding(c, r, k) || HoldsHead(c, r, k);
         const double elements = n * double(layer_params.elements) + (holds_extra ? extra : 0);
         const int kernels = int(n) * layer_params.tensors + (holds_extra ? 2 : 0);
-        cc.backward.memory +=
+        const Seconds add =
             accumulate_share * MemoryBoundTime(hw, elements * accumulate_bytes, kernels);
+        cc.backward.memory += add;
+        cc.weight_grad.memory += add;  // the accumulation of the weight gradients is W's
       }
     }
   }

@@ -92,4 +92,13 @@ Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_
   return (forward_priced - launches) / efficiency + launches;
 }
 
+Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
+  if (!hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty()) {
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    return flops / (GemmTflops(hw.gemm_backward_weight, double(m), double(n), double(k)) * kTera) +
+           hw.kernel_launch_us.value * kUs;
+  }
+  return GemmTime(hw, k, n, m);
+}
+
 }  // namespace ptdp::costmodel

@@ -84,6 +84,12 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
                       GemmBackwardTime(hw, T, h, h / tp) + GemmBackwardTime(hw, T, f / tp, h) +
                       GemmBackwardTime(hw, T, h, f / tp);
   }
+  // The weight-gradient GEMMs, summed in the backward's order with 0 for the attention products
+  // (rounded addition is monotone, so the sum never exceeds the backward's).
+  c.weight_grad.gemm = GemmBackwardWeightTime(hw, T, 3 * h / tp, h) + 0.0 + 0.0 +
+                       GemmBackwardWeightTime(hw, T, h, h / tp) +
+                       GemmBackwardWeightTime(hw, T, f / tp, h) +
+                       GemmBackwardWeightTime(hw, T, h, f / tp);
   const LayerMemoryBytes mb =
       LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
@@ -135,6 +141,7 @@ PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision prec
   c.forward.tp_comm =
       tp > 1 ? 3 * tp_small_allreduce_s + (sequence_parallel ? tp_allgather_s : 0) : 0.0;
   c.backward.gemm = GemmBackwardTime(hw, T, v, h);
+  c.weight_grad.gemm = GemmBackwardWeightTime(hw, T, v, h);
   // Softmax gradient (read fp32, write e), LayerNorm backward.
   c.backward.memory =
       MemoryBoundTime(hw, (8 + (cast > 0 ? 4 + e : 0)) * logits + 5 * e * Th, cast > 0 ? 4 : 3);

@@ -44,6 +44,10 @@ namespace ptdp::costmodel {
 struct PieceCost {
   ComputeBreakdown forward;
   ComputeBreakdown backward;
+  // The part of `backward` that is the weight-gradient GEMMs of the piece's Linears (QKV,
+  // projection, fc1, fc2; the logits), what a split backward's W runs. Bias gradients, the
+  // embedding's scatter-add and the attention products (no weights) stay in the input half.
+  ComputeBreakdown weight_grad;
 };
 
 // A memory-bound kernel sequence: `bytes` at the profile's achievable bandwidth plus the fixed cost

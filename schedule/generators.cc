@@ -1,4 +1,5 @@
-// Compute-order generators: GPipe, 1F1B (PipeDream-Flush) and Megatron-LM's interleaved 1F1B.
+// Compute-order generators: GPipe, 1F1B (PipeDream-Flush), Megatron-LM's interleaved 1F1B, and
+// the zero-bubble ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024).
 #include <algorithm>
 #include <string>
 
@@ -75,6 +76,55 @@ void OneFOneB(int pp, int r, int64_t m, std::vector<Instr>* out) {
   while (b < m) out->push_back(Compute(Op::kBackward, b++, 0));
 }
 
+// ZB-H1 (Qi et al. 2024, section 3.1, Figure 3 top): 1F1B's warm-up and steady state with the
+// backward split into B (input gradient, BI here) and W (weight gradient). Rank r keeps up to r
+// W passes pending through the steady state and the cool-down (each B is followed by the oldest
+// W once more than r are pending), and runs the pending ones at the end, where the later ranks'
+// cool-down would otherwise leave them idle. At most p microbatches are in flight (forward done,
+// W not yet) on every rank, 1F1B's peak; with T_W <= T_B <= T_F the bubble per rank is
+// (p - 1)(T_F + T_B - T_W) when m >= p (the paper's Table 1).
+void ZbH1(int pp, int r, int64_t m, std::vector<Instr>* out) {
+  const int64_t warmup = std::min<int64_t>(pp - r - 1, m);
+  int64_t f = 0, b = 0, w = 0;
+  auto input_then_weight = [&] {
+    out->push_back(Compute(Op::kBackwardInput, b++, 0));
+    if (b - w > r) out->push_back(Compute(Op::kBackwardWeight, w++, 0));
+  };
+  for (; f < warmup; ++f) out->push_back(Compute(Op::kForward, f, 0));
+  while (f < m) {
+    out->push_back(Compute(Op::kForward, f++, 0));
+    input_then_weight();
+  }
+  while (b < m) input_then_weight();
+  while (w < m) out->push_back(Compute(Op::kBackwardWeight, w++, 0));
+}
+
+// ZB-H2 (Qi et al. 2024, section 3.1, Figure 3 bottom): rank r runs 2 (p - r - 1) + 1 warm-up
+// forwards, which fill the time before its first B when F = B = W; then B and F alternate,
+// with the oldest W before the F once 2p - 1 microbatches are in flight (the schedule's memory
+// limit). When the forwards are done, each B is followed by up to two W passes while more than
+// 2r are pending, so that rank r ends with 2r + 1 W passes after its last B: the tail each rank
+// needs for the last B to reach rank 0 without idling anyone (the parallelogram of the paper).
+// The bubble per rank, from its first forward to its last W, is (p - 1)(T_F + T_B - 2 T_W) when
+// m >= 2p - 1 (0 when F = B = W; the paper's Table 1).
+void ZbH2(int pp, int r, int64_t m, std::vector<Instr>* out) {
+  const int64_t cap = 2 * int64_t(pp) - 1, keep = 2 * int64_t(r);
+  int64_t f = 0, b = 0, w = 0;
+  for (; f < std::min<int64_t>(m, 2 * (pp - r - 1) + 1); ++f)
+    out->push_back(Compute(Op::kForward, f, 0));
+  while (b < m) {
+    out->push_back(Compute(Op::kBackwardInput, b++, 0));
+    if (f < m) {
+      if (f - w >= cap) out->push_back(Compute(Op::kBackwardWeight, w++, 0));
+      out->push_back(Compute(Op::kForward, f++, 0));
+      continue;
+    }
+    for (int k = 0; k < 2 && b - w > keep; ++k)
+      out->push_back(Compute(Op::kBackwardWeight, w++, 0));
+  }
+  while (w < m) out->push_back(Compute(Op::kBackwardWeight, w++, 0));
+}
+
 // Megatron-LM's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving):
 // the k-th forward of a rank is microbatch (k / (pp vp)) pp + k % pp of chunk (k / pp) % vp; the
 // k-th backward the same microbatch of chunk vp - 1 - (k / pp) % vp. Rank r runs
@@ -111,7 +161,7 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp) {
   for (int r = 0; r < pp; ++r) {
     p.ranks[r].pp_rank = r;
     auto& out = p.ranks[r].instrs;
-    out.reserve(static_cast<size_t>(2 * m * vp));
+    out.reserve(static_cast<size_t>(3 * m * vp));
     switch (kind) {
       case ScheduleKind::kGPipe:
         GPipe(m, &out);
@@ -121,6 +171,12 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp) {
         break;
       case ScheduleKind::kInterleaved:
         Interleaved(pp, r, vp, m, &out);
+        break;
+      case ScheduleKind::kZbH1:
+        ZbH1(pp, r, m, &out);
+        break;
+      case ScheduleKind::kZbH2:
+        ZbH2(pp, r, m, &out);
         break;
     }
   }

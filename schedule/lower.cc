@@ -57,10 +57,14 @@ Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recomput
     dst.reserve(src.size() * 2 + 2);
     for (size_t i = 0; i < src.size(); ++i) {
       Instr c = src[i];
-      if (c.op != Op::kForward && c.op != Op::kBackward) {
+      if (!IsCompute(c.op)) {
         return Status::Invalid("lower: rank " + std::to_string(rank) + ", instruction " +
                                std::to_string(i) + " (" + InstrToText(c) +
                                "): only forward/backward may be lowered");
+      }
+      if (c.op == Op::kBackwardWeight) {  // no message: the weight gradient stays on the rank
+        dst.push_back(c);
+        continue;
       }
       const int vs = VirtualStageOf(compute, rank, c.chunk);
       Instr msg;
@@ -161,7 +165,8 @@ std::vector<int> PeakStashedMicrobatches(const Program& p) {
     int live = 0;
     for (const Instr& in : p.ranks[r].instrs) {
       if (in.op == Op::kForward) peak[r] = std::max(peak[r], ++live);
-      if (in.op == Op::kBackward) --live;
+      // A split backward keeps the inputs its W needs until the W.
+      if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) --live;
     }
   }
   return peak;
@@ -174,7 +179,7 @@ std::string ScheduleDiagram(const Program& p) {
     std::string label = std::to_string(r.pp_rank);
     s += "rank " + std::string(width - label.size(), ' ') + label + " |";
     for (const Instr& in : r.instrs) {
-      if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+      if (!IsCompute(in.op)) continue;
       s += " " + InstrToText(in, p.vp > 1);
     }
     s += "\n";

@@ -1,14 +1,15 @@
 // Pipeline schedules as data: generators that emit the compute order of each pipeline rank
-// (GPipe, 1F1B / PipeDream-Flush, Megatron-LM's interleaved 1F1B), the lowering pass that inserts
-// point-to-point messages and the end-of-batch gradient reduction, and Validate(), a dry run that
-// proves a Program well formed and free of deadlock. docs/ir.md states the semantics.
+// (GPipe, 1F1B / PipeDream-Flush, Megatron-LM's interleaved 1F1B, the zero-bubble ZB-H1 and
+// ZB-H2 with the backward split into input- and weight-gradient halves), the lowering pass that
+// inserts point-to-point messages and the end-of-batch gradient reduction, and Validate(), a dry
+// run that proves a Program well formed and free of deadlock. docs/ir.md states the semantics.
 //
 // Ordering contract of a lowered Program (what makes it deadlock-free for an executor that runs
 // each rank's list in order with NON-BLOCKING sends (MPI_Isend) and BLOCKING receives (MPI_Recv)):
 //   - RecvAct(mb, c) sits immediately before the Forward(mb, c) that consumes it, and
-//     RecvGrad(mb, c) immediately before Backward(mb, c);
+//     RecvGrad(mb, c) immediately before Backward(mb, c) (or BackwardInput(mb, c));
 //   - SendAct(mb, c) sits immediately after Forward(mb, c), SendGrad(mb, c) immediately after
-//     Backward(mb, c);
+//     Backward(mb, c) (or BackwardInput(mb, c)); BackwardWeight sends and receives nothing;
 //   - ReduceGrads then OptimizerStep end every rank's list.
 // Validate() replays exactly that execution model (a send completes when posted, a receive blocks
 // until its matching send has been posted) and fails if some rank can never proceed.
@@ -32,20 +33,23 @@
 namespace ptdp::schedule {
 
 // Which (kind, pp, m, vp) a generator accepts; the message names the field and the reason.
-//   gpipe, 1f1b:  pp >= 1, m >= 1, vp == 1
+//   gpipe, 1f1b, zb-h1, zb-h2:  pp >= 1, m >= 1, vp == 1 (the zero-bubble closed forms hold from
+//                 m >= p for ZB-H1 and m >= 2p - 1 for ZB-H2; fewer microbatches still give a
+//                 valid, deadlock-free Program)
 //   interleaved:  pp >= 2, vp >= 2, m >= 1 and m % pp == 0 (Megatron-LM's requirement: microbatches
 //                 go through the chunks in groups of pp)
 //   every kind:   microbatches x vp x pp <= kMaxScheduleCells (the program's size)
 Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp);
 inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;
 
-// Compute order only (kForward / kBackward, recompute = false), per pipeline rank.
+// Compute order only (kForward / kBackward, or kBackwardInput / kBackwardWeight for the
+// zero-bubble kinds; recompute = false), per pipeline rank.
 Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches, int vp);
 
 // Lowering: inserts SendAct/RecvAct/SendGrad/RecvGrad around the compute instructions per the
-// ordering contract above (bytes = message_bytes each), sets `recompute` on every kBackward when
-// asked, and appends kReduceGrads and kOptimizerStep to every rank.
-// REQUIRES: `compute` holds only kForward / kBackward.
+// ordering contract above (bytes = message_bytes each), sets `recompute` on every kBackward and
+// kBackwardInput when asked, and appends kReduceGrads and kOptimizerStep to every rank.
+// REQUIRES: `compute` holds only compute instructions (IsCompute).
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
 
 // Generate + Lower for one layout: message bytes = PipelineMessageBytes(model, cfg) (core/ledger.h:
@@ -64,13 +68,13 @@ Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
 
 // Proves: ranks are numbered 0..pp-1; every instruction is in range (microbatch, chunk, peer);
 // every forward and backward of each (mb, chunk) appears exactly once per rank, each backward
-// after its forward; each send has exactly one matching receive (same microbatch, matching chunk,
-// same bytes, peers pointing at each other) and vice versa; each forward that needs an input is
-// preceded by its receive, each backward likewise; between each ordered pair of ranks, messages
-// are received in the order they are sent (NCCL matches by order, not by tag); the dry run
-// finishes (no deadlock).
-// Errors name the rank, the instruction's index and its text ("rank 2, instruction 7
-// (RA3.1<1:64)").
+// after its forward (a split backward: one BackwardInput after the forward, then one
+// BackwardWeight after it, never mixed with a whole Backward); each send has exactly one matching
+// receive (same microbatch, matching chunk, same bytes, peers pointing at each other) and vice
+// versa; each forward that needs an input is preceded by its receive, each backward likewise;
+// between each ordered pair of ranks, messages are received in the order they are sent (NCCL
+// matches by order, not by tag); the dry run finishes (no deadlock). Errors name the rank, the
+// instruction's index and its text ("rank 2, instruction 7 (RA3.1<1:64)").
 Status Validate(const Program& p);
 
 // Virtual stage of chunk `chunk` on `pp_rank` for this program (chunk * pp + pp_rank).
@@ -81,11 +85,12 @@ int VirtualStageOf(const Program& p, int pp_rank, int chunk);
 int64_t MessageKey(const Program& p, int pp_rank, const Instr& in);
 
 // Peak number of microbatches whose activations a rank keeps at once (forwards done, backward not
-// yet done), counting each (mb, chunk) as one, per pipeline rank; from the compute order alone.
+// yet done; for a split backward, its W not yet done, since W needs the layer inputs), counting
+// each (mb, chunk) as one, per pipeline rank; from the compute order alone.
 std::vector<int> PeakStashedMicrobatches(const Program& p);
 
 // The Figure-4 style picture: one line per rank, the compute order with microbatch numbers
-// (chunks shown as mb.chunk), forwards and backwards told apart by F/B.
+// (chunks shown as mb.chunk), forwards and backwards told apart by F/B (BI/W when split).
 std::string ScheduleDiagram(const Program& p);
 
 }  // namespace ptdp::schedule

@@ -92,8 +92,8 @@ Status Validate(const Program& p) {
       return Status::Invalid("program: rank list " + std::to_string(rank) + " says pp_rank " +
                              std::to_string(rp.pp_rank));
     }
-    // Per (mb, chunk): bit 0 forward seen, 1 backward seen, 2 act received, 3 grad received,
-    // 4 act sent, 5 grad sent.
+    // Per (mb, chunk): bit 0 forward seen, 1 input gradient computed (backward or its BI half),
+    // 2 act received, 3 grad received, 4 act sent, 5 grad sent, 6 split (BI seen), 7 W seen.
     std::vector<uint8_t> seen(static_cast<size_t>(slots), 0);
     bool reduced = false, stepped = false;
     for (size_t i = 0; i < rp.instrs.size(); ++i) {
@@ -171,19 +171,27 @@ Status Validate(const Program& p) {
         if (lowered && vs > 0 && !(s & 4))
           return fail("forward before its input activation is received");
         s |= 1;
+      } else if (in.op == Op::kBackwardWeight) {
+        if (in.recompute) return fail("a weight-gradient pass recomputes nothing");
+        if (!(s & 64)) return fail("weight gradient before its input-gradient pass (BI)");
+        if (s & 128) return fail("a second weight gradient of the same microbatch and chunk");
+        s |= 128;
       } else {
         if (!(s & 1)) return fail("backward before its forward");
         if (s & 2) return fail("a second backward of the same microbatch and chunk");
         if (lowered && vs < V - 1 && !(s & 8))
           return fail("backward before its output gradient is received");
-        s |= 2;
+        s |= in.op == Op::kBackwardInput ? 2 | 64 : 2;
       }
     }
     for (int64_t k = 0; k < slots; ++k) {
-      if ((seen[k] & 3) != 3) {
+      const uint8_t s = seen[k];
+      const char* lacks = !(s & 1) ? "forward" : !(s & 2) ? "backward" : nullptr;
+      if (lacks == nullptr && (s & 64) && !(s & 128)) lacks = "weight gradient (W)";
+      if (lacks != nullptr) {
         return Status::Invalid("rank " + std::to_string(rank) + ": microbatch " +
                                std::to_string(k / p.vp) + " chunk " + std::to_string(k % p.vp) +
-                               " lacks its " + ((seen[k] & 1) ? "backward" : "forward"));
+                               " lacks its " + lacks);
       }
     }
   }
@@ -241,7 +249,7 @@ Status Validate(const Program& p) {
       if (lowered) {
         if (in.op == Op::kRecvAct || in.op == Op::kRecvGrad) wait_key = MessageKey(p, r, in);
         if (in.op == Op::kSendAct || in.op == Op::kSendGrad) post_key = MessageKey(p, r, in);
-      } else if (in.op == Op::kForward || in.op == Op::kBackward) {
+      } else if (in.op == Op::kForward || ComputesInputGrad(in.op)) {
         const int vs = VirtualStageOf(p, r, in.chunk);
         Instr msg = in;
         if (in.op == Op::kForward) {

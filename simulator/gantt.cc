@@ -38,11 +38,19 @@ std::string Num(double v) {
 }
 
 // Golden-angle hues: neighbouring microbatches get far-apart colours.
-std::string Colour(int mb, bool backward) {
+// Forward light, backward (whole or its input-gradient half) dark, weight-gradient half between.
+enum class Shade { kForward, kBackward, kWeight };
+std::string Colour(int mb, Shade shade) {
   const int hue = static_cast<int>(std::fmod(mb * 137.508, 360.0));
+  const int lightness = shade == Shade::kForward ? 72 : shade == Shade::kBackward ? 38 : 55;
   char buf[48];
-  std::snprintf(buf, sizeof buf, "hsl(%d,70%%,%d%%)", hue, backward ? 38 : 72);
+  std::snprintf(buf, sizeof buf, "hsl(%d,70%%,%d%%)", hue, lightness);
   return buf;
+}
+
+Shade ShadeOf(Op op) {
+  if (op == Op::kForward) return Shade::kForward;
+  return op == Op::kBackwardWeight ? Shade::kWeight : Shade::kBackward;
 }
 
 }  // namespace
@@ -87,6 +95,7 @@ std::string GanttSvg(const Timeline& t, const GanttOptions& o) {
          "\" height=\"" + Num(row_h) + "\" fill=\"#f0f0f0\" stroke=\"#cccccc\"/>\n";
   }
   const bool chunks = t.vp > 1;
+  bool split = false;  // the timeline holds a split backward: the legend names W
   for (const TimelineEvent& e : t.events) {
     if (e.stream != Stream::kCompute || e.pp_rank < 0 || e.pp_rank >= pp || row_of[e.pp_rank] < 0)
       continue;
@@ -94,8 +103,9 @@ std::string GanttSvg(const Timeline& t, const GanttOptions& o) {
     const double x = left + e.start_ns * scale, w = std::max(0.5, e.Duration() * scale);
     const double y = top + row_of[e.pp_rank] * (row_h + gap);
     std::string fill, label;
-    if (in.op == Op::kForward || in.op == Op::kBackward) {
-      fill = Colour(in.microbatch, in.op == Op::kBackward);
+    split = split || in.op == Op::kBackwardInput || in.op == Op::kBackwardWeight;
+    if (IsCompute(in.op)) {
+      fill = Colour(in.microbatch, ShadeOf(in.op));
       label = std::to_string(in.microbatch) + (chunks ? "." + std::to_string(in.chunk) : "");
     } else {
       fill = "#555555";  // optimizer step
@@ -107,8 +117,14 @@ std::string GanttSvg(const Timeline& t, const GanttOptions& o) {
          std::to_string(e.end_ns) + " ns</title></rect>\n";
     if (w >= 6.0 * label.size() + 2) {
       s += "<text x=\"" + Num(x + w / 2) + "\" y=\"" + Num(y + row_h * 0.7) +
-           "\" text-anchor=\"middle\" fill=\"" + (in.op == Op::kBackward ? "#ffffff" : "#000000") +
+           "\" text-anchor=\"middle\" fill=\"" +
+           (ShadeOf(in.op) == Shade::kBackward && IsCompute(in.op) ? "#ffffff" : "#000000") +
            "\">" + label + "</text>\n";
+    }
+    if (in.op == Op::kBackwardWeight) {
+      // W passes: a stripe along the bottom, so that B and W of one microbatch are told apart.
+      s += "<rect x=\"" + Num(x) + "\" y=\"" + Num(y + row_h - 3) + "\" width=\"" + Num(w) +
+           "\" height=\"3\" fill=\"#ffffff\" fill-opacity=\"0.6\"/>\n";
     }
     if (in.op == Op::kForward && chunks && in.chunk > 0) {
       // Later chunks: a stripe along the top so that chunks are told apart as in Figure 4.
@@ -127,11 +143,17 @@ std::string GanttSvg(const Timeline& t, const GanttOptions& o) {
   }
   const double ly = axis_y + 30;
   s += "<rect x=\"" + Num(left) + "\" y=\"" + Num(ly - 9) +
-       "\" width=\"12\" height=\"10\" fill=\"" + Colour(0, false) + "\"/><text x=\"" +
+       "\" width=\"12\" height=\"10\" fill=\"" + Colour(0, Shade::kForward) + "\"/><text x=\"" +
        Num(left + 16) + "\" y=\"" + Num(ly) + "\">forward (colour: microbatch)</text>\n";
   s += "<rect x=\"" + Num(left + 200) + "\" y=\"" + Num(ly - 9) +
-       "\" width=\"12\" height=\"10\" fill=\"" + Colour(0, true) + "\"/><text x=\"" +
+       "\" width=\"12\" height=\"10\" fill=\"" + Colour(0, Shade::kBackward) + "\"/><text x=\"" +
        Num(left + 216) + "\" y=\"" + Num(ly) + "\">backward</text>\n";
+  if (split) {
+    s += "<rect x=\"" + Num(left + 440) + "\" y=\"" + Num(ly - 9) +
+         "\" width=\"12\" height=\"10\" fill=\"" + Colour(0, Shade::kWeight) + "\"/><text x=\"" +
+         Num(left + 456) + "\" y=\"" + Num(ly) +
+         "\">W: weight gradient (dark: BI, input gradient)</text>\n";
+  }
   s += "<rect x=\"" + Num(left + 320) + "\" y=\"" + Num(ly - 9) +
        "\" width=\"12\" height=\"10\" fill=\"#f0f0f0\" stroke=\"#cccccc\"/><text x=\"" +
        Num(left + 336) + "\" y=\"" + Num(ly) + "\">idle (bubble)</text>\n";

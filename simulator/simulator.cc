@@ -37,6 +37,7 @@ struct RankState {
   Nanoseconds collective_free_ns = 0;  // end of the last all-reduce bucket issued (overlap)
   Bytes live_bytes = 0;
   int live = 0;
+  bool started = false;  // a compute instruction has run (RankStats::start_ns is set)
   std::vector<int64_t> backwards_left;  // per chunk, for the overlapped all-reduce
 };
 
@@ -89,8 +90,9 @@ class Interpreter {
   SimResult res_;
   std::vector<RankState> st_;
   std::vector<Message> msg_;
-  std::vector<Nanoseconds> fwd_ns_, bwd_ns_, rc_ns_, latency_ns_,
-      allgather_;  // per rank*vp+chunk / link
+  // Per rank * vp + chunk: forward, whole backward, its weight-gradient part, recomputation;
+  // per link: latency.
+  std::vector<Nanoseconds> fwd_ns_, bwd_ns_, wgt_ns_, rc_ns_, latency_ns_;
   Nanoseconds gather_ns_ = 0;
   int64_t v_stages_ = 1;
 };
@@ -123,6 +125,7 @@ void Interpreter::Issue(int r) {
     switch (in.op) {
       case Op::kForward: {
         const Nanoseconds end = now + fwd_ns_[cc];
+        if (!s.started) rs.start_ns = now, s.started = true;
         s.live_bytes += c_.chunks[cc].stash_bytes;
         ++s.live;
         rs.peak_stashed = std::max(rs.peak_stashed, s.live);
@@ -134,16 +137,27 @@ void Interpreter::Issue(int r) {
         q_.Schedule(end, Priority::kCompute, kComputeDone, r);
         return;
       }
-      case Op::kBackward: {
-        const Nanoseconds dur = bwd_ns_[cc] + (in.recompute ? rc_ns_[cc] : 0);
+      case Op::kBackward:
+      case Op::kBackwardInput:
+      case Op::kBackwardWeight: {
+        // A split backward: BI runs the backward less its weight-gradient GEMMs (and the
+        // recomputation), W those GEMMs; the stash is freed by the whole backward or by W, which
+        // needs the layer inputs, and the chunk's gradients are final after its last one.
+        const Nanoseconds work = in.op == Op::kBackward        ? bwd_ns_[cc]
+                                 : in.op == Op::kBackwardInput ? bwd_ns_[cc] - wgt_ns_[cc]
+                                                               : wgt_ns_[cc];
+        const Nanoseconds dur = work + (in.recompute ? rc_ns_[cc] : 0);
         const Nanoseconds end = now + dur;
-        s.live_bytes -= c_.chunks[cc].stash_bytes;
-        --s.live;
-        Counter(r, end, s.live_bytes);
         rs.compute_ns += dur;
         rs.flush_ns = std::max(rs.flush_ns, end);
         Record(r, Stream::kCompute, in, now, end);
-        if (o_.overlap_dp_allreduce && --s.backwards_left[in.chunk] == 0) {
+        const bool frees = in.op != Op::kBackwardInput;
+        if (frees) {
+          s.live_bytes -= c_.chunks[cc].stash_bytes;
+          --s.live;
+          Counter(r, end, s.live_bytes);
+        }
+        if (frees && o_.overlap_dp_allreduce && --s.backwards_left[in.chunk] == 0) {
           // The chunk's gradients are final as its last backward progresses: its share of the
           // all-reduce goes out in dp_buckets buckets, serialized on the collective stream.
           const int k = std::max(1, c_.dp_buckets);
@@ -245,12 +259,19 @@ Result<SimResult> Interpreter::Run() {
   };
   fwd_ns_.resize(n);
   bwd_ns_.resize(n);
+  wgt_ns_.resize(n);
   rc_ns_.resize(n);
   for (int i = 0; i < n; ++i) {
     const std::string chunk = "chunk " + std::to_string(i);
     PTDP_ASSIGN_OR_RETURN(fwd_ns_[i], to_ns(c_.chunks[i].forward.Total(), chunk + " forward time"));
     PTDP_ASSIGN_OR_RETURN(bwd_ns_[i],
                           to_ns(c_.chunks[i].backward.Total(), chunk + " backward time"));
+    PTDP_ASSIGN_OR_RETURN(wgt_ns_[i],
+                          to_ns(c_.chunks[i].weight_grad.Total(), chunk + " weight-gradient time"));
+    if (wgt_ns_[i] > bwd_ns_[i]) {
+      return Status::Invalid("simulate: " + chunk +
+                             " weight-gradient time is more than its whole backward time");
+    }
     PTDP_ASSIGN_OR_RETURN(rc_ns_[i],
                           to_ns(c_.chunks[i].recompute.Total(), chunk + " recompute time"));
   }
@@ -371,6 +392,7 @@ Result<SimResult> Interpreter::Run() {
   }
   for (RankStats& rs : res_.ranks) {
     rs.idle_ns = res_.pipeline_ns - rs.compute_ns;
+    rs.span_idle_ns = rs.flush_ns - rs.start_ns - rs.compute_ns;
     rs.bubble_fraction = rs.compute_ns > 0 ? double(rs.idle_ns) / double(rs.compute_ns) : 0;
   }
   const double idle = double(res_.pipeline_ns - max_compute);
@@ -390,7 +412,7 @@ Result<SimResult> Simulate(const Program& program, const costmodel::CostTable& c
 }
 
 costmodel::CostTable UniformCosts(int pp, int vp, Seconds forward_s, Seconds backward_s,
-                                  Bytes stash_bytes) {
+                                  Bytes stash_bytes, Seconds weight_grad_s) {
   costmodel::CostTable c;
   c.pp = pp;
   c.vp = vp;
@@ -398,6 +420,7 @@ costmodel::CostTable UniformCosts(int pp, int vp, Seconds forward_s, Seconds bac
   for (auto& ch : c.chunks) {
     ch.forward.gemm = forward_s;
     ch.backward.gemm = backward_s;
+    ch.weight_grad.gemm = weight_grad_s;
     ch.stash_bytes = stash_bytes;
   }
   c.p2p_link.assign(pp, costmodel::LinkCost{0, std::numeric_limits<double>::infinity(), false});
@@ -409,17 +432,19 @@ costmodel::CostTable UniformCosts(int pp, int vp, Seconds forward_s, Seconds bac
 
 costmodel::CostTable IdealCosts(const costmodel::CostTable& c) {
   costmodel::CostTable out = c;
-  Seconds f = 0, b = 0, rc = 0;
+  Seconds f = 0, b = 0, rc = 0, wg = 0;
   for (const auto& ch : c.chunks) {
     f += ch.forward.Total();
     b += ch.backward.Total();
     rc += ch.recompute.Total();
+    wg += ch.weight_grad.Total();
   }
   const double n = std::max<size_t>(1, c.chunks.size());
   for (auto& ch : out.chunks) {
     ch.forward = costmodel::ComputeBreakdown{f / n, 0, 0};
     ch.backward = costmodel::ComputeBreakdown{b / n, 0, 0};
     ch.recompute = costmodel::ComputeBreakdown{rc / n, 0, 0};
+    ch.weight_grad = costmodel::ComputeBreakdown{wg / n, 0, 0};
   }
   out.p2p_allgather = 0;
   out.p2p_link.assign(c.pp, costmodel::LinkCost{0, std::numeric_limits<double>::infinity(), false});

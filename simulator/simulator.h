@@ -4,11 +4,12 @@
 // bandwidth into each link). docs/simulator.md describes the model.
 //
 // Execution model (the same the runtime follows, schedule/schedule.h): each rank issues its list in
-// order. Forward, backward and optimizer step occupy the rank's compute stream and the rank waits
-// for them; a send starts its transfer and the rank moves on (non-blocking); a receive blocks until
-// the message has arrived (transfer, then the receiver's scatter/gather all-gather); reduce-grads
-// runs the data-parallel and embedding all-reduces on the collective stream and blocks.
-// Transfers take the link's latency, then share the ports they cross (simulator/network.h).
+// order. Forward, backward (whole or either half of a split one) and optimizer step occupy the
+// rank's compute stream and the rank waits for them; a send starts its transfer and the rank moves
+// on (non-blocking); a receive blocks until the message has arrived (transfer, then the receiver's
+// scatter/gather all-gather); reduce-grads runs the data-parallel and embedding all-reduces on the
+// collective stream and blocks. Transfers take the link's latency, then share the ports they cross
+// (simulator/network.h).
 //
 // Thread-safety: Simulate() is a pure function of its arguments.
 #pragma once
@@ -38,7 +39,13 @@ struct RankStats {
   Nanoseconds recv_wait_ns = 0;  // time the rank stood blocked in receives
   Nanoseconds allreduce_ns = 0;  // reduce-grads time on the critical path (after the flush)
   Nanoseconds optimizer_ns = 0;
-  Nanoseconds flush_ns = 0;  // end of this rank's last backward
+  Nanoseconds flush_ns = 0;  // end of this rank's last backward (or weight-gradient pass)
+  Nanoseconds start_ns = 0;  // start of this rank's first compute instruction
+  // Idle time of the compute stream between the rank's first compute and its flush:
+  // flush_ns - start_ns - compute_ns. The zero-bubble paper's bubble (Qi et al. 2024, Table 1)
+  // counts this span, since its schedules let the next iteration's first forwards start while
+  // the later ranks still finish (optimizer post-validation), unlike idle_ns, which starts at 0.
+  Nanoseconds span_idle_ns = 0;
   // (microbatch, chunk) pairs stashed at once, at the most. Memory in bytes is the ledger's
   // (core/ledger.h MemoryOf with the Program), not the simulator's.
   int peak_stashed = 0;
@@ -69,9 +76,10 @@ Result<SimResult> Simulate(const Program& program, const costmodel::CostTable& c
 // what `ptdp simulate --ideal` replays. The optimizer step is kept.
 costmodel::CostTable IdealCosts(const costmodel::CostTable& c);
 
-// A hand-made table for tests and `ptdp schedule`: every chunk takes forward_s / backward_s,
-// stashes `stash_bytes`; communication free.
+// A hand-made table for tests and `ptdp schedule`: every chunk takes forward_s / backward_s
+// (the whole backward, of which weight_grad_s is the weight-gradient part that a split
+// backward's W runs), stashes `stash_bytes`; communication free.
 costmodel::CostTable UniformCosts(int pp, int vp, Seconds forward_s, Seconds backward_s,
-                                  Bytes stash_bytes = 0);
+                                  Bytes stash_bytes = 0, Seconds weight_grad_s = 0);
 
 }  // namespace ptdp::sim

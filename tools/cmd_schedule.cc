@@ -1,6 +1,7 @@
 // `ptdp schedule`: generate a pipeline schedule and print it, rank by rank, as the paper's Figure 4
 // draws it (time to the right, forward = one cell per chunk, backward = two), or as the Program's
 // text or JSON form.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,23 +11,41 @@
 #include "core/plan_file.h"
 #include "core/program.h"
 #include "schedule/schedule.h"
+#include "simulator/gantt.h"
 #include "simulator/simulator.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
 namespace {
 
-// Time-aligned grid: replays the compute order with a forward of one time unit per chunk and a
-// backward of two (free communication), and writes each instruction into the cells it covers:
-// forwards as the microbatch number, backwards as the number between brackets' fill ('=').
-Result<std::string> Figure4(const Program& compute) {
+// The closed-form bubble per rank of a zero-bubble schedule, in cells of the grid (F = B = W =
+// one cell; Qi et al. 2024, Table 1): ZB-H1 (p - 1)(F + B - W), ZB-H2 (p - 1)(F + B - 2W).
+int64_t ZeroBubbleClosedFormCells(const Program& p) {
+  return p.kind == ScheduleKind::kZbH1 ? p.pp - 1 : 0;
+}
+
+// The grid's time unit: a forward takes one per chunk, a backward two (a split backward's BI and
+// W one each); communication is free.
+constexpr Nanoseconds kGridUnit = 1000;
+
+Result<sim::SimResult> SimulateGrid(const Program& compute) {
   PTDP_ASSIGN_OR_RETURN(Program p, schedule::Lower(compute, 0, false));
-  const Nanoseconds unit = 1000;
+  const Nanoseconds unit = kGridUnit;
   sim::SimOptions o;
   o.record_timeline = true;
-  PTDP_ASSIGN_OR_RETURN(
-      sim::SimResult r,
-      sim::Simulate(p, sim::UniformCosts(p.pp, p.vp, ToSeconds(unit), ToSeconds(2 * unit)), o));
+  return sim::Simulate(p,
+                       sim::UniformCosts(p.pp, p.vp, ToSeconds(unit), ToSeconds(2 * unit), 0,
+                                         SplitsBackward(p.kind) ? ToSeconds(unit) : 0.0),
+                       o);
+}
+
+// Time-aligned grid: replays the compute order in grid units (SimulateGrid) and writes each
+// instruction into the cells it covers: forwards as the microbatch number, backwards as the
+// number and a '=' fill, W passes as the number and a '-' fill.
+Result<std::string> Figure4(const Program& p) {
+  const Nanoseconds unit = kGridUnit;
+  const bool split = SplitsBackward(p.kind);
+  PTDP_ASSIGN_OR_RETURN(sim::SimResult r, SimulateGrid(p));
   const int64_t cols = r.pipeline_ns / unit;
   const bool chunks = p.vp > 1;
   size_t w = std::to_string(p.microbatches - 1).size() + (chunks ? 1 : 0) + 1;
@@ -34,13 +53,13 @@ Result<std::string> Figure4(const Program& compute) {
   for (auto& row : grid)
     for (int64_t c = 0; c < cols; ++c) row[c * w + w - 1] = '.';
   for (const TimelineEvent& e : r.timeline.events) {
-    if (e.stream != Stream::kCompute || (e.instr.op != Op::kForward && e.instr.op != Op::kBackward))
-      continue;
+    if (e.stream != Stream::kCompute || !IsCompute(e.instr.op)) continue;
     const int64_t c0 = e.start_ns / unit, c1 = e.end_ns / unit;
     std::string label = std::to_string(e.instr.microbatch);
     if (chunks) label += static_cast<char>('a' + e.instr.chunk % 26);
-    const bool back = e.instr.op == Op::kBackward;
-    std::string cell(static_cast<size_t>((c1 - c0) * w), back ? '=' : ' ');
+    const bool back = e.instr.op != Op::kForward;
+    const char fill = e.instr.op == Op::kBackwardWeight ? '-' : back ? '=' : ' ';
+    std::string cell(static_cast<size_t>((c1 - c0) * w), fill);
     // Backward: "=12a==" style; the label sits at the left of its span.
     if (back) {
       cell.replace(0, label.size(), label);
@@ -54,17 +73,46 @@ Result<std::string> Figure4(const Program& compute) {
       std::string(ScheduleName(p.kind)) + " schedule, pp=" + std::to_string(p.pp) +
       " microbatches=" + std::to_string(p.microbatches) +
       (chunks ? " vp=" + std::to_string(p.vp) : "") +
-      "\ntime runs right; a forward takes one cell per chunk, a backward two (shown \"N===\")" +
+      (split ? "\ntime runs right; a forward takes one cell, a backward's input-gradient half (B) "
+               "one (shown \"N=\"), its weight-gradient half (W) one (shown \"N-\")"
+             : "\ntime runs right; a forward takes one cell per chunk, a backward two (shown "
+               "\"N===\")") +
       (chunks ? "; letters are chunks (a = chunk 0)" : "") + "; '.' is idle\n";
   for (int r2 = 0; r2 < p.pp; ++r2) {
     out +=
         "rank " + std::to_string(r2) + (r2 < 10 && p.pp > 10 ? " " : "") + " |" + grid[r2] + "\n";
   }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "bubble: %.4f of the ideal time ((p-1)/(v m) = %.4f)\n",
-                r.bubble_fraction, double(p.pp - 1) / double(p.vp * p.microbatches));
+  char buf[256];
+  if (!split) {
+    std::snprintf(buf, sizeof buf, "bubble: %.4f of the ideal time ((p-1)/(v m) = %.4f)\n",
+                  r.bubble_fraction, double(p.pp - 1) / double(p.vp * p.microbatches));
+    out += buf;
+    return out;
+  }
+  Nanoseconds span_idle = 0;
+  for (const sim::RankStats& rs : r.ranks) span_idle = std::max(span_idle, rs.span_idle_ns);
+  std::snprintf(buf, sizeof buf,
+                "bubble: %lld cells idle per rank at most, first forward to last W "
+                "(closed form %s = %lld with F = B = W = 1 cell, from m >= %s)\n",
+                static_cast<long long>(span_idle / unit),
+                p.kind == ScheduleKind::kZbH1 ? "(p-1)(F+B-W)" : "(p-1)(F+B-2W)",
+                static_cast<long long>(ZeroBubbleClosedFormCells(p)),
+                p.kind == ScheduleKind::kZbH1 ? "p" : "2p-1");
   out += buf;
   return out;
+}
+
+// `--svg FILE`: the grid's timeline drawn as `ptdp simulate --svg` draws a plan's.
+Status WriteScheduleSvg(const Program& compute, const std::string& path) {
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--svg", path));
+  PTDP_ASSIGN_OR_RETURN(sim::SimResult r, SimulateGrid(compute));
+  sim::GanttOptions g;
+  g.title = std::string(ScheduleName(compute.kind)) +
+            " schedule, pp=" + std::to_string(compute.pp) +
+            " microbatches=" + std::to_string(compute.microbatches) +
+            (compute.vp > 1 ? " vp=" + std::to_string(compute.vp) : "") +
+            " (forward 1 unit, backward 2" + (SplitsBackward(compute.kind) ? ": B 1, W 1)" : ")");
+  return WriteFileAtomic(path, sim::GanttSvg(r.timeline, g));
 }
 
 // Printing is bounded more tightly than a Program (schedule::kMaxScheduleCells): the JSON form
@@ -131,6 +179,7 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
     std::string format = "grid";
     bool lowered = false;
     int64_t bytes = 0;
+    std::string svg;
     std::string plan, out;
   };
   auto args = std::make_shared<Args>();
@@ -140,7 +189,8 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
                   "With --plan: write the plan again, with its layout's Program, to this file")
       ->needs(plan);
   for (auto* o :
-       {cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved")->capture_default_str(),
+       {cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved | zb-h1 | zb-h2")
+            ->capture_default_str(),
         cmd->add_option("--pp", args->pp, "pipeline ranks p")->capture_default_str(),
         cmd->add_option("--microbatches,-m", args->microbatches, "microbatches m")
             ->capture_default_str(),
@@ -153,6 +203,9 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
          "grid (time-aligned, like the paper's Figure 4) | order (compute order per rank) | text "
          "(the Program's text form) | json")
       ->capture_default_str();
+  cmd->add_option("--svg", args->svg,
+                  "Also write the grid's timeline as an SVG Gantt picture (B and W apart)")
+      ->excludes(plan);
   cmd->add_flag("--lowered", args->lowered,
                 "text/json: include sends, receives and the gradient reduction")
       ->excludes(plan);
@@ -193,6 +246,10 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
     Status v = schedule::Validate(p);
     if (!v.ok())
       return fail(Status::Internal("generated program does not validate: " + v.message()));
+    if (!args->svg.empty()) {
+      Status w = WriteScheduleSvg(*compute, args->svg);
+      if (!w.ok()) return fail(w);
+    }
     if (args->format == "grid") {
       auto g = Figure4(*compute);
       if (!g.ok()) return fail(g.status());

@@ -191,6 +191,9 @@ Status Trainer::Execute(const Instr& in, int64_t step) {
       PTDP_RETURN_IF_ERROR(OptimizerStep(step));
       executed_.push_back({in.op, -1, -1});
       return Status::Ok();
+    case Op::kBackwardInput:  // refused with the Program (TrainerProgram); never reached
+    case Op::kBackwardWeight:
+      return Status::Internal(std::string("the runtime does not execute ") + OpName(in.op));
   }
   return Status::Internal("unknown instruction");
 }

@@ -287,6 +287,25 @@ TEST(Ledger, InterleavedSteadyStateHoldsMoreEmbeddings) {
   EXPECT_EQ(PeakActivationBytes(m, c, *program, 0), 5 * L + 4 * E);
 }
 
+// A split backward (ZB-H1, Qi et al. 2024) keeps the stash until its W: a middle rank of p = 4,
+// with no embedding or head, holds p chunk stashes at its peak where 1F1B holds p - r = 3.
+TEST(Ledger, SplitBackwardHoldsTheStashUntilW) {
+  const ModelSpec m = Small(8);
+  ParallelConfig c;
+  c.pp = 4;
+  c.global_batch = 8;
+  const Bytes stash = ChunkStashBytes(m, c, 1, 0);
+  ASSERT_GT(stash, 0);
+  auto zb = schedule::GenerateSchedule(ScheduleKind::kZbH1, 4, 8, 1);
+  ASSERT_TRUE(zb.ok());
+  auto lowered = schedule::Lower(*zb, PipelineMessageBytes(m, c), false);
+  ASSERT_TRUE(lowered.ok());
+  EXPECT_EQ(PeakActivationBytes(m, c, *lowered, 1), 4 * stash);
+  auto plain = schedule::BuildProgram(m, c);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(PeakActivationBytes(m, c, *plain, 1), 3 * stash);
+}
+
 // The closed form and the walk of the Program agree everywhere: GPipe and 1F1B for p in
 // {1, 2, 3, 4, 8}, interleaved for v in {2, 3, 4}; m from 1 to 3 p v (interleaved: multiples of
 // p); recompute none, full, selective; dropout on and off; fused attention on (but selective) and

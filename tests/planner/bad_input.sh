@@ -51,6 +51,7 @@ expect "--format: grid: .* too large" schedule --pp 4000 --microbatches 16
 
 # Silently accepted before.
 expect "--fix: tp: given more than once" plan "${tiny[@]}" --global-batch 8 --fix tp=2,tp=4
+expect "--fix: schedule: zb-h1 is not a layout schedule yet" plan "${tiny[@]}" --global-batch 8 --fix schedule=zb-h1
 
 # Paths that are not regular files name the flag.
 expect "--model: .* is not a regular file" plan --model "$work/dir" --cluster selene --gpus 8 --global-batch 8

@@ -34,6 +34,10 @@ case "$case" in
                tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"instrs":\["RA0.0<0:8192","B0.0","F0.0"' \
                  || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: program: rank 1, instruction 1 is 'B0' but layout tp=1,pp=2,.* gives 'F0'" ;;
+  split_backward)  # a zero-bubble Program (BI/W instructions): refused by name, not mis-executed
+               sed -i 's/"kind": "1f1b"/"kind": "zb-h1"/; s/"B0.0"/"BI0.0"/' "$dir/plan.json"
+               grep -q '"BI0.0"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               expect="schedule zb-h1: the runtime does not execute split backward (B/W) instructions yet" ;;
   fp16_no_fusion)  # the ledger's 16-bit gradients: this runtime keeps fp32 main gradients, refuses
                "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true fp16
                sed -i 's/"grad_accumulation_fusion": true/"grad_accumulation_fusion": false/' "$dir/plan.json"

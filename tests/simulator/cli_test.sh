@@ -17,6 +17,20 @@ grep -q "multiple of pp = 4" "$W/err" || fail "m=6: reason missing: $(cat "$W/er
 "$PTDP" schedule --kind 1f1b --pp 2 --microbatches 2 --format text --lowered --message-bytes 8 | grep -q "^rank 0: F0 SA0>1:8" \
   || fail "lowered text form"
 
+# The zero-bubble kinds: B and W apart in the grid and the SVG, the bubble beside Table 1's closed
+# form (Qi et al. 2024): ZB-H1 (p-1)(F+B-W) = 3 cells at p = 4, ZB-H2 (p-1)(F+B-2W) = 0.
+out=$("$PTDP" schedule --kind zb-h1 --pp 4 --microbatches 8 --svg "$W/zb.svg") || fail "zb-h1 exit $?"
+echo "$out" | grep -q "^rank 0 |0 1 2 3  \. \. \.0=0-4 " || fail "zb-h1 grid: $out"
+echo "$out" | grep -q "bubble: 3 cells idle per rank at most.* = 3 with F = B = W = 1 cell" || fail "zb-h1 bubble: $out"
+grep -q "W: weight gradient" "$W/zb.svg" || fail "zb-h1 svg has no W legend"
+grep -q "<title>W7 " "$W/zb.svg" || fail "zb-h1 svg has no W box"
+out=$("$PTDP" schedule --kind zb-h2 --pp 4 --microbatches 8) || fail "zb-h2 exit $?"
+echo "$out" | grep -q "bubble: 0 cells idle per rank at most.* = 0 with" || fail "zb-h2 bubble: $out"
+"$PTDP" schedule --kind zb-h1 --pp 4 --microbatches 8 --format text --lowered | grep -q "^rank 3: .* BI0 SG0>2:0 " \
+  || fail "zb-h1 lowered text"
+"$PTDP" schedule --kind zb-h2 --pp 4 --microbatches 8 --vp 2 2>"$W/err" && fail "zb-h2 with vp 2 accepted"
+[ $? -eq 2 ] || fail "zb-h2 vp 2: exit code not 2"
+
 # simulate with the plan flags: JSON summary with the required keys, trace and SVG written.
 "$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
   --fix tp=2,pp=4,mbs=1,vp=2,schedule=interleaved --format json --trace "$W/t.trace.json" --svg "$W/g.svg" >"$W/s.json" \
