@@ -67,7 +67,7 @@ grep -q "plan.program: missing (plan file version 1; re-run ptdp plan)" "$W/err"
 # `ptdp schedule --plan --out` gives it back its Program: the same as ptdp plan wrote.
 "$PTDP" schedule --plan "$W/v1.json" --out "$W/v2.json" >/dev/null || fail "schedule --plan --out"
 "$PTDP" simulate --plan "$W/v2.json" >/dev/null || fail "simulate the re-programmed plan"
-"$PTDP" schedule --plan "$W/tiny.json" --format text | grep -q "^rank 1: RA0<0:8192 F0 B0 SG0>0:8192" \
+"$PTDP" schedule --plan "$W/tiny.json" --format text | grep -q "^rank 1: layers=[0-9]* RA0<0:8192 F0 B0 SG0>0:8192" \
   || fail "schedule --plan text"
 echo '{"ptdp_plan_version": 1, "model": ' >"$W/bad.json"
 "$PTDP" simulate --plan "$W/bad.json" --trace "$W/bad.trace.json" 2>"$W/err" && fail "corrupt plan accepted"
