@@ -66,19 +66,21 @@ std::vector<std::pair<int, int>> UnevenSplits(const ModelSpec& m, int p) {
 // interleaved with every v >= 2 such that p v | l.
 std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
   std::vector<PipelineShape> shapes;
+  // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).
+  const bool fixed = fx.first_stage_layers || fx.last_stage_layers;
+  const int fixed_first = fx.first_stage_layers.value_or(0);
+  const int fixed_last = fx.last_stage_layers.value_or(0);
   if (p == 1) {
-    shapes.push_back({ScheduleKind::k1F1B, 1});
+    shapes.push_back({ScheduleKind::k1F1B, 1, fixed_first, fixed_last});
     if (fx.schedule && *fx.schedule == ScheduleKind::kGPipe) {
-      shapes.push_back({ScheduleKind::kGPipe, 1});
+      shapes.push_back({ScheduleKind::kGPipe, 1, fixed_first, fixed_last});
     }
     if (fx.schedule && *fx.schedule == ScheduleKind::kInterleaved) {
-      shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2)});
+      shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last});
     }
   } else {
-    std::vector<std::pair<int, int>> splits = {{0, 0}};
-    if (fx.first_stage_layers || fx.last_stage_layers) {
-      splits = {{fx.first_stage_layers.value_or(0), fx.last_stage_layers.value_or(0)}};
-    } else {
+    std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
+    if (!fixed) {
       for (const auto& s : UnevenSplits(m, p)) splits.push_back(s);
     }
     for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {

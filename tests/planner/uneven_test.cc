@@ -84,6 +84,21 @@ TEST(Uneven, FixedSplitIsKeptAndRefusedWithInterleaving) {
   EXPECT_NE(r.status().message().find("first_stage_layers: uneven stages need vp = 1"),
             std::string::npos)
       << r.status().message();
+  // Fixed on a search where p = 1 would win (tiny on the CPU): no layout ignores it.
+  auto tiny = LoadModel(std::string(PTDP_SOURCE_DIR) + "/tests/planner/data/tiny.json");
+  auto cpu = LoadCluster(std::string(PTDP_SOURCE_DIR) + "/tests/planner/data/cpu_cluster.json");
+  ASSERT_TRUE(tiny.ok() && cpu.ok());
+  SearchOptions free;
+  free.global_batch = 8;
+  auto unfixed = Search(*tiny, *cpu, free);
+  ASSERT_TRUE(unfixed.ok());
+  EXPECT_EQ(unfixed->top.front().layout.pp, 1);  // else this check proves nothing
+  fix = ParseFix("first_stage_layers=1,last_stage_layers=3");
+  ASSERT_TRUE(fix.ok());
+  free.fix = *fix;
+  r = Search(*tiny, *cpu, free);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const Candidate& c : r->top) EXPECT_TRUE(fix->Admits(c.layout)) << c.layout.ToString();
   EXPECT_FALSE(ParseFix("first_stage_layers=-1").ok());
   EXPECT_TRUE(ParseFix("last_stage_layers=0").ok());
 }
