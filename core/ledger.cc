@@ -55,8 +55,7 @@ Bytes HeadStashBytes(const StashPrices& prices, const ParallelConfig& c, int pp_
 
 Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                       int pp_rank, int chunk) {
-  // Every chunk holds l / (p v) layers (ChunkLayers).
-  Bytes b = prices.layer * (m.layers / c.VirtualStages());
+  Bytes b = prices.layer * ChunkLayers(m, c, pp_rank, chunk).size();
   if (HoldsEmbedding(c, pp_rank, chunk)) b += prices.embedding;
   return b + HeadStashBytes(prices, c, pp_rank, chunk);
 }

@@ -52,6 +52,48 @@ Result<Recompute> ParseRecompute(const std::string& s) {
   return Status::Invalid("recompute: '" + s + "' is not one of none, full, selective");
 }
 
+Status ParallelConfig::ValidateStageSplit(const ModelSpec& m) const {
+  auto bad = [](const std::string& s) { return Status::Invalid(s); };
+  PTDP_RETURN_IF_ERROR(
+      CheckRange("first_stage_layers", int64_t(first_stage_layers), 0, kMaxLayers));
+  PTDP_RETURN_IF_ERROR(CheckRange("last_stage_layers", int64_t(last_stage_layers), 0, kMaxLayers));
+  if (!Uneven()) {
+    if (m.layers % (int64_t(pp) * vp) != 0) {
+      return bad("pp: pp*vp = " + std::to_string(int64_t(pp) * vp) + " does not divide the " +
+                 std::to_string(m.layers) + " layers");
+    }
+    return Status::Ok();
+  }
+  // Errors name the field that was set (the first one when both are).
+  const std::string field = first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers";
+  if (pp < 2) return bad(field + ": uneven stages need pp >= 2");
+  if (vp != 1) {
+    return bad(field + ": uneven stages need vp = 1 (interleaved chunks split layers evenly)");
+  }
+  const int64_t given = int64_t(first_stage_layers) + last_stage_layers;
+  const int64_t middle_stages = pp - (first_stage_layers > 0) - (last_stage_layers > 0);
+  const int64_t middle_layers = m.layers - given;
+  const std::string split = "first_stage_layers + last_stage_layers = " + std::to_string(given);
+  if (middle_stages == 0) {
+    if (middle_layers != 0) {
+      return bad("last_stage_layers: " + split + " but the model has " + std::to_string(m.layers) +
+                 " layers and pp = 2 leaves no stage between");
+    }
+    return Status::Ok();
+  }
+  if (middle_layers < middle_stages) {
+    return bad(field + ": " + split + " leaves " + std::to_string(middle_layers) + " of the " +
+               std::to_string(m.layers) + " layers for " + std::to_string(middle_stages) +
+               " other stages (at least one each)");
+  }
+  if (middle_layers % middle_stages != 0) {
+    return bad(field + ": the other " + std::to_string(middle_stages) +
+               " stages cannot share the " + std::to_string(middle_layers) +
+               " remaining layers evenly");
+  }
+  return Status::Ok();
+}
+
 Status ParallelConfig::Validate(const ModelSpec& m) const {
   auto bad = [](const std::string& s) { return Status::Invalid(s); };
   PTDP_RETURN_IF_ERROR(CheckRange("tp", int64_t(tp), 1, kMaxTp));
@@ -62,7 +104,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
   PTDP_RETURN_IF_ERROR(CheckRange("global_batch", global_batch, 1, kMaxGlobalBatch));
   // Products in int64 (the fields are int): pp = vp = 65536 once wrapped pp*vp to 0 and divided
   // by it.
-  PTDP_ASSIGN_OR_RETURN(const int64_t stages, CheckedProduct({pp, vp}, "pp*vp"));
+  PTDP_RETURN_IF_ERROR(CheckedProduct({pp, vp}, "pp*vp").status());
   PTDP_ASSIGN_OR_RETURN(const int64_t world, CheckedProduct({tp, pp, dp}, "tp*pp*dp"));
   if (world > kMaxWorldSize) {
     return bad("tp*pp*dp: " + std::to_string(world) + " GPUs is outside [1, " +
@@ -83,10 +125,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("tp: " + std::to_string(tp) + " does not divide ffn_hidden " +
                std::to_string(m.FfnHidden()));
   }
-  if (m.layers % stages != 0) {
-    return bad("pp: pp*vp = " + std::to_string(stages) + " does not divide the " +
-               std::to_string(m.layers) + " layers");
-  }
+  PTDP_RETURN_IF_ERROR(ValidateStageSplit(m));
   if (global_batch % (int64_t(mbs) * dp) != 0) {
     return bad("mbs: mbs*dp = " + std::to_string(int64_t(mbs) * dp) +
                " does not divide the global batch " + std::to_string(global_batch));
@@ -133,6 +172,8 @@ std::string ParallelConfig::ToString() const {
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
   if (fused_attention) os << ",fused_attention=on";
   if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
+  if (first_stage_layers > 0) os << ",first_stage_layers=" << first_stage_layers;
+  if (last_stage_layers > 0) os << ",last_stage_layers=" << last_stage_layers;
   return os.str();
 }
 
@@ -151,6 +192,8 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["grad_accumulation_fusion"] = c.grad_accumulation_fusion;
   j["fused_attention"] = c.fused_attention;
   j["precision"] = PrecisionName(c.precision);
+  j["first_stage_layers"] = c.first_stage_layers;
+  j["last_stage_layers"] = c.last_stage_layers;
   return j;
 }
 
@@ -173,6 +216,8 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
   r.Optional("fused_attention", &c.fused_attention);
   r.Optional("precision", &precision);
+  r.Optional("first_stage_layers", &c.first_stage_layers);
+  r.Optional("last_stage_layers", &c.last_stage_layers);
   PTDP_RETURN_IF_ERROR(r.Finish());
   auto pr = ParsePrecision(precision, path + ".precision");
   if (!pr.ok()) return pr.status();

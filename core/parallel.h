@@ -77,6 +77,13 @@ struct ParallelConfig {
   // recomputes the probabilities (and regenerates the dropout mask from the counter generator).
   // Selective recomputation then has nothing left to drop, so Validate refuses the pair.
   bool fused_attention = false;
+  // Uneven pipeline stages, in Megatron-LM's form (--decoder-first-pipeline-num-layers,
+  // --decoder-last-pipeline-num-layers): the layers of the first and of the last pipeline stage,
+  // 0 for the even share. The other layers are split evenly over the stages between. Lighter
+  // first and last stages offset the embedding and the output layer they also hold. vp = 1 only
+  // (interleaving keeps the even split); the placement itself is core/shapes.h's ChunkLayers.
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
   int64_t global_batch = 1;  // B: sequences per iteration
   // How the run stores and computes numbers (core/precision.h); the plan records it and the
   // runtime follows it. The planner's default is the cluster profile's.
@@ -86,18 +93,23 @@ struct ParallelConfig {
   // m = B / (b d): microbatches each pipeline runs per iteration.
   int64_t Microbatches() const { return global_batch / (int64_t(mbs) * dp); }
   int VirtualStages() const { return pp * vp; }
+  bool Uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
 
-  // Checks the layout against the model: positive sizes, heads % tp, layers % (pp vp),
-  // B % (b d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m % pp == 0; others vp ==
-  // 1), fused_attention without selective recomputation. The message names the field and the
-  // reason.
+  // Checks the layout against the model: positive sizes, heads % tp, layers % (pp vp) (uneven
+  // stages: pp >= 2, vp = 1, at least one layer per stage and the middle layers an equal share of
+  // the middle stages), B % (b d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m % pp
+  // == 0; others vp == 1), fused_attention without selective recomputation. The message names the
+  // field and the reason.
   Status Validate(const ModelSpec& m) const;
+  // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
+  Status ValidateStageSplit(const ModelSpec& m) const;
   std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
 };
 
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
-// when read, false by default) and precision (optional when read, `base`'s by default).
+// when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
+// and precision (optional when read, `base`'s by default).
 OrderedJson LayoutToJson(const ParallelConfig& c);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,

@@ -163,6 +163,9 @@ std::string ProgramToText(const Program& p) {
      << " microbatches=" << p.microbatches << "\n";
   for (const RankProgram& r : p.ranks) {
     os << "rank " << r.pp_rank << ":";
+    for (size_t k = 0; k < r.layers.size(); ++k) {
+      os << (k == 0 ? " layers=" : ",") << r.layers[k];
+    }
     for (const Instr& in : r.instrs) os << " " << InstrToText(in, p.vp > 1);
     os << "\n";
   }
@@ -170,6 +173,26 @@ std::string ProgramToText(const Program& p) {
 }
 
 namespace {
+
+// "3,3": a rank's layers per chunk (the text form's layers= token).
+Result<std::vector<int>> ParseLayerList(const std::string& text, const std::string& where) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (true) {
+    int64_t v = 0;
+    if (!ReadInt(text, &pos, &v) || v > INT32_MAX) {
+      return Status::Invalid(where + ": expected non-negative integers separated by commas, got '" +
+                             text + "'");
+    }
+    out.push_back(static_cast<int>(v));
+    if (pos == text.size()) return out;
+    if (text[pos] != ',') {
+      return Status::Invalid(where + ": expected non-negative integers separated by commas, got '" +
+                             text + "'");
+    }
+    ++pos;
+  }
+}
 
 Status ParseHeaderField(const std::string& field, Program* p, int line_no) {
   auto eq = field.find('=');
@@ -235,7 +258,15 @@ Result<Program> ProgramFromText(const std::string& text) {
     }
     RankProgram rp;
     rp.pp_rank = static_cast<int>(r);
-    while (ls >> word) {
+    std::vector<std::string> words;
+    while (ls >> word) words.push_back(word);
+    size_t next = 0;
+    if (!words.empty() && words[0].rfind("layers=", 0) == 0) {
+      PTDP_ASSIGN_OR_RETURN(rp.layers, ParseLayerList(words[0].substr(7), where + ": layers"));
+      next = 1;
+    }
+    for (; next < words.size(); ++next) {
+      word = words[next];
       auto in =
           InstrFromText(word, "rank " + num + ", instruction " + std::to_string(rp.instrs.size()));
       if (!in.ok()) return in.status();
@@ -262,6 +293,7 @@ OrderedJson ProgramToJson(const Program& p) {
   for (const RankProgram& r : p.ranks) {
     OrderedJson rj;
     rj["pp_rank"] = r.pp_rank;
+    if (!r.layers.empty()) rj["layers"] = r.layers;
     OrderedJson ins = OrderedJson::array();
     for (const Instr& in : r.instrs) ins.push_back(InstrToText(in, true));
     rj["instrs"] = std::move(ins);
@@ -292,8 +324,20 @@ Result<Program> ProgramFromJson(const Json& j) {
     JsonObjectReader rr((*ranks)[i], path);
     RankProgram rp;
     rr.Required("pp_rank", &rp.pp_rank);
+    const Json* layers = rr.Child("layers", false);
     const Json* ins = rr.Child("instrs", true);
     PTDP_RETURN_IF_ERROR(rr.Finish());
+    if (layers != nullptr) {
+      if (!layers->is_array()) return Status::Invalid(path + ".layers: expected an array");
+      for (size_t c = 0; c < layers->size(); ++c) {
+        const Json& n = (*layers)[c];
+        if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > INT32_MAX) {
+          return Status::Invalid(path + ".layers[" + std::to_string(c) +
+                                 "]: expected a non-negative integer");
+        }
+        rp.layers.push_back(static_cast<int>(n.get<int64_t>()));
+      }
+    }
     if (rp.pp_rank != static_cast<int>(i)) {
       return Status::Invalid(path + ".pp_rank: expected " + std::to_string(i) +
                              " (ranks in order)");

@@ -55,6 +55,11 @@ struct Instr {
 
 struct RankProgram {
   int pp_rank = 0;
+  // Transformer layers of each local chunk (vp entries), as core/shapes.h ChunkLayers places
+  // them: what a forward or backward of the chunk runs. schedule::BuildProgram states it (uneven
+  // stages make it differ by rank); empty in a compute-only or hand-made Program, or in a plan
+  // file written before 2026-11-26, which does not state it.
+  std::vector<int> layers;
   std::vector<Instr> instrs;
 };
 
@@ -85,14 +90,14 @@ std::string InstrToText(const Instr& in, bool with_chunk = true);
 // Parses one token; `where` names it in errors ("rank 2, instruction 5").
 Result<Instr> InstrFromText(const std::string& token, const std::string& where);
 
-// Whole program: a header line, then one line per rank:
+// Whole program: a header line, then one line per rank, its layers per chunk first when stated:
 //   program kind=interleaved pp=4 vp=2 microbatches=8
-//   rank 0: F0.0 F1.0 ...
+//   rank 0: layers=3,3 F0.0 F1.0 ...
 std::string ProgramToText(const Program& p);
 Result<Program> ProgramFromText(const std::string& text);
 
-// JSON: {"kind", "pp", "vp", "microbatches", "ranks": [{"pp_rank", "instrs": ["F0.0", ...]}]}
-// (instructions in their text form, which is exact).
+// JSON: {"kind", "pp", "vp", "microbatches", "ranks": [{"pp_rank", "layers": [3, 3], "instrs":
+// ["F0.0", ...]}]} (instructions in their text form, which is exact; "layers" only when stated).
 OrderedJson ProgramToJson(const Program& p);
 Result<Program> ProgramFromJson(const Json& j);
 

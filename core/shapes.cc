@@ -7,10 +7,29 @@ int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk) {
 }
 
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
-  PTDP_CHECK(m.layers % c.VirtualStages() == 0);
-  const int per = m.layers / c.VirtualStages();
-  const int k = VirtualStage(c, pp_rank, chunk);
-  return LayerRange{k * per, (k + 1) * per};
+  if (!c.Uneven()) {
+    PTDP_CHECK(m.layers % c.VirtualStages() == 0);
+    const int per = m.layers / c.VirtualStages();
+    const int k = VirtualStage(c, pp_rank, chunk);
+    return LayerRange{k * per, (k + 1) * per};
+  }
+  // Uneven (ParallelConfig::ValidateStageSplit holds vp = 1 and the middle share exact).
+  PTDP_CHECK(c.vp == 1 && chunk == 0 && c.pp >= 2);
+  const int first = c.first_stage_layers, last = c.last_stage_layers;
+  const int middle_stages = c.pp - (first > 0) - (last > 0);
+  const int middle = middle_stages > 0 ? (m.layers - first - last) / middle_stages : 0;
+  const int on_first = first > 0 ? first : middle;
+  const int begin = pp_rank == 0 ? 0 : on_first + (pp_rank - 1) * middle;
+  const int end = pp_rank == c.pp - 1 ? m.layers : begin + (pp_rank == 0 ? on_first : middle);
+  return LayerRange{begin, end};
+}
+
+std::vector<int> StageLayerCounts(const ModelSpec& m, const ParallelConfig& c) {
+  std::vector<int> counts(size_t(c.pp), 0);
+  for (int r = 0; r < c.pp; ++r) {
+    for (int k = 0; k < c.vp; ++k) counts[size_t(r)] += ChunkLayers(m, c, r, k).size();
+  }
+  return counts;
 }
 
 bool HoldsEmbedding(const ParallelConfig& /*c*/, int pp_rank, int chunk) {

@@ -5,9 +5,12 @@
 //
 // Layer placement: the model's l layers are cut into pp * vp virtual stages of l / (pp vp) layers.
 // Virtual stage k = chunk * pp + pp_rank (Megatron-LM's interleaved assignment), so with vp = 1
-// pipeline rank r holds layers [r l/pp, (r+1) l/pp). The embedding lives on the first virtual
-// stage (rank 0, chunk 0), the final LayerNorm and output layer on the last (rank pp-1, chunk
-// vp-1).
+// pipeline rank r holds layers [r l/pp, (r+1) l/pp). With uneven stages (vp = 1,
+// ParallelConfig::first_stage_layers / last_stage_layers) rank 0 holds the first's count, rank
+// pp-1 the last's, and the ranks between an equal share of the rest, in order. The embedding
+// lives on the first virtual stage (rank 0, chunk 0), the final LayerNorm and output layer on the
+// last (rank pp-1, chunk vp-1). ChunkLayers is the one answer to "which layers": parameters,
+// the ledger's stash, the cost table, the runtime and the checkpoints all ask it.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,8 @@ struct LayerRange {
 
 int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk);
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
+// Layers per pipeline rank (all its chunks), rank 0 first: "3/2/3" for an uneven pp = 3.
+std::vector<int> StageLayerCounts(const ModelSpec& m, const ParallelConfig& c);
 bool HoldsEmbedding(const ParallelConfig& c, int pp_rank, int chunk);
 bool HoldsHead(const ParallelConfig& c, int pp_rank, int chunk);
 

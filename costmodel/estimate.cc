@@ -105,9 +105,11 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const bool accumulate = accumulate_bytes > 0 && accumulate_share > 0;
   for (int r = 0; r < c.pp; ++r) {
     // The rank's parameters beyond its layers' (embedding, head) accumulate in the chunk holding
-    // them (every chunk holds layers / (pp vp) layers).
+    // them.
+    int rank_layers = 0;
+    for (int k = 0; k < c.vp; ++k) rank_layers += ChunkLayers(m, c, r, k).size();
     const int64_t extra =
-        accumulate ? (*param_elements)[r] - int64_t(m.layers / c.pp) * layer_params.elements : 0;
+        accumulate ? (*param_elements)[r] - int64_t(rank_layers) * layer_params.elements : 0;
     for (int k = 0; k < c.vp; ++k) {
       ChunkCost& cc = t.chunks[size_t(r) * c.vp + k];
       const double n = ChunkLayers(m, c, r, k).size();
@@ -270,11 +272,12 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // Memory: the ledger's per rank (core/ledger.h) plus the profile's workspace. The peak is on the
   // first rank (most in flight, the embedding) or the last (the head), since the ranks between hold
   // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
-  // rank (for reports), otherwise just those two.
+  // rank (for reports), otherwise just those two. With uneven stages rank 1 too: it may hold more
+  // layers than rank 0, and it has the most in flight of the ranks between.
   const StashPrices prices = StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
   for (int r = 0; r < c.pp; ++r) {
-    if (!all_stages && r != 0 && r != c.pp - 1) continue;
+    if (!all_stages && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
     const MemoryLedger l = ParameterMemory(c, t.param_elements[r]);
     StageMemory sm;
     sm.pp_rank = r;

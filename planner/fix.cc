@@ -15,7 +15,9 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
          (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
-         (!precision || *precision == c.precision);
+         (!precision || *precision == c.precision) &&
+         (!first_stage_layers || *first_stage_layers == c.first_stage_layers) &&
+         (!last_stage_layers || *last_stage_layers == c.last_stage_layers);
 }
 
 Result<FixedLayout> ParseFix(const std::string& text) {
@@ -34,16 +36,18 @@ Result<FixedLayout> ParseFix(const std::string& text) {
     if (!seen.insert(key).second) {
       return Status::Invalid("--fix: " + key + ": given more than once");
     }
-    auto positive = [&](std::optional<int>* out) -> Status {
+    auto integer = [&](std::optional<int>* out, int least) -> Status {
       int x = 0;
       auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), x);
-      if (ec != std::errc() || p != value.data() + value.size() || x <= 0) {
-        return Status::Invalid("--fix: " + key + ": expected a positive integer, got \"" + value +
-                               "\"");
+      if (ec != std::errc() || p != value.data() + value.size() || x < least) {
+        return Status::Invalid("--fix: " + key + ": expected a " +
+                               (least > 0 ? "positive" : "non-negative") + " integer, got \"" +
+                               value + "\"");
       }
       *out = x;
       return Status::Ok();
     };
+    auto positive = [&](std::optional<int>* out) { return integer(out, 1); };
     if (key == "tp") {
       PTDP_RETURN_IF_ERROR(positive(&f.tp));
     } else if (key == "pp") {
@@ -54,6 +58,10 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       PTDP_RETURN_IF_ERROR(positive(&f.mbs));
     } else if (key == "vp") {
       PTDP_RETURN_IF_ERROR(positive(&f.vp));
+    } else if (key == "first_stage_layers") {
+      PTDP_RETURN_IF_ERROR(integer(&f.first_stage_layers, 0));
+    } else if (key == "last_stage_layers") {
+      PTDP_RETURN_IF_ERROR(integer(&f.last_stage_layers, 0));
     } else if (key == "schedule") {
       auto s = ParseSchedule(value);
       if (!s.ok()) return s.status().WithPrefix("--fix");
@@ -88,7 +96,7 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
           "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, fused_attention, "
-          "precision)");
+          "precision, first_stage_layers, last_stage_layers)");
     }
   }
   if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {

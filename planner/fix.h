@@ -1,7 +1,8 @@
 // `--fix tp=8,pp=64,mbs=1,vp=1,...`: the parts of a layout the user fixes; the rest is searched.
 // Keys: tp, pp, dp, mbs, vp (positive integers), recompute (none|full|selective),
 // schedule (gpipe|1f1b|interleaved), scatter_gather, sequence_parallel, distributed_optimizer,
-// grad_accumulation_fusion, fused_attention (on|off), precision (fp32|bf16|fp16).
+// grad_accumulation_fusion, fused_attention (on|off), precision (fp32|bf16|fp16),
+// first_stage_layers, last_stage_layers (integers >= 0; 0: the even share; uneven stages).
 #pragma once
 
 #include <optional>
@@ -13,7 +14,7 @@
 namespace ptdp::planner {
 
 struct FixedLayout {
-  std::optional<int> tp, pp, dp, mbs, vp;
+  std::optional<int> tp, pp, dp, mbs, vp, first_stage_layers, last_stage_layers;
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
@@ -22,7 +23,7 @@ struct FixedLayout {
   bool Any() const {
     return tp || pp || dp || mbs || vp || schedule || recompute || scatter_gather ||
            sequence_parallel || distributed_optimizer || grad_accumulation_fusion ||
-           fused_attention || precision;
+           fused_attention || precision || first_stage_layers || last_stage_layers;
   }
   // Whether `c` agrees with every fixed part.
   bool Admits(const ParallelConfig& c) const;

@@ -1,8 +1,10 @@
 #include "planner/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
+#include "core/shapes.h"
 #include "schedule/schedule.h"
 
 namespace ptdp::planner {
@@ -90,13 +92,17 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
   // Fused attention gets its own column (fa) only when a listed layout uses it.
-  bool opts = false, fa = false;
+  // Uneven stages get a column (f/l: layers of the first and the last stage) only when a listed
+  // layout has them.
+  bool opts = false, fa = false, uneven = false;
   for (const auto& c : r.top) {
     opts = opts || c.layout.sequence_parallel || c.layout.distributed_optimizer ||
            c.layout.grad_accumulation_fusion;
     fa = fa || c.layout.fused_attention;
+    uneven = uneven || c.layout.Uneven();
   }
-  const std::string opt_header = std::string(opts ? " sp  do  gaf" : "") + (fa ? " fa " : "");
+  const std::string opt_header =
+      std::string(opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") + (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
@@ -113,6 +119,13 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
               (l.grad_accumulation_fusion ? "on " : "off");
     }
     if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
+    if (uneven) {
+      const std::vector<int> n = StageLayerCounts(m, l);
+      std::string split =
+          l.Uneven() ? std::to_string(n.front()) + "/" + std::to_string(n.back()) : "even";
+      split.resize(std::max<size_t>(split.size(), 5), ' ');
+      extra += " " + split;
+    }
     std::snprintf(
         line, sizeof(line),
         "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s%s %11.4g %10.4g %8.4g %6.1f %7.3f %9.1f%s\n", ++i,
@@ -170,6 +183,12 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   if (c.schedule == ScheduleKind::kInterleaved) {
     o << " --num-layers-per-virtual-pipeline-stage " << m.layers / (c.pp * c.vp);
   }
+  // Uneven stages: Megatron-LM splits the layers it is not told about evenly over the other
+  // stages, as core/shapes.h does.
+  if (c.first_stage_layers > 0) {
+    o << " --decoder-first-pipeline-num-layers " << c.first_stage_layers;
+  }
+  if (c.last_stage_layers > 0) o << " --decoder-last-pipeline-num-layers " << c.last_stage_layers;
   o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch
     << " --num-layers " << m.layers << " --hidden-size " << m.hidden << " --num-attention-heads "
     << m.heads << " --ffn-hidden-size " << m.FfnHidden() << " --seq-length " << m.seq_len

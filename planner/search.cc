@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <set>
 #include <tuple>
 
 namespace ptdp::planner {
@@ -26,6 +27,71 @@ std::string GiB(Bytes b) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f GiB", BytesToGiB(double(b)));
   return buf;
+}
+
+// A schedule, its chunks per rank and its stage split (layers of the first and the last stage;
+// 0, 0: the even split).
+struct PipelineShape {
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  int vp = 1;
+  int first = 0;
+  int last = 0;
+};
+
+// Uneven splits worth scoring on p > 1 stages without interleaving: the first and the last stage
+// lighter than the q layers of each stage between by 0..K layers each (l = p q - offsets). K is
+// the output layer's weight in layers, about V / (12 h) (its logit GEMMs per token, 2 h V forward,
+// against a layer's 24 h^2), clamped to [2, 8]: a lighter last stage pays for the head, a lighter
+// first one for the embedding. A split that is the even one is left out (scored as even). At most
+// (K+1)^2 / p splits, so the search stays fast.
+std::vector<std::pair<int, int>> UnevenSplits(const ModelSpec& m, int p) {
+  const int64_t head_layers = (m.vocab + 12 * m.hidden - 1) / (12 * m.hidden);
+  const int k = int(std::clamp<int64_t>(head_layers, 2, 8));
+  std::set<std::pair<int, int>> splits;
+  for (int first_off = 0; first_off <= k; ++first_off) {
+    for (int last_off = 0; last_off <= k; ++last_off) {
+      if ((m.layers + first_off + last_off) % p != 0) continue;
+      const int q = (m.layers + first_off + last_off) / p;
+      const int first = q - first_off, last = q - last_off;
+      if (first < 1 || last < 1) continue;
+      if (m.layers % p == 0 && first == m.layers / p && last == m.layers / p) continue;
+      splits.insert({first, last});
+    }
+  }
+  return {splits.begin(), splits.end()};
+}
+
+// What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
+// 1F1B with the even split and UnevenSplits (only the --fix split when one is fixed), and
+// interleaved with every v >= 2 such that p v | l.
+std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
+  std::vector<PipelineShape> shapes;
+  // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).
+  const bool fixed = fx.first_stage_layers || fx.last_stage_layers;
+  const int fixed_first = fx.first_stage_layers.value_or(0);
+  const int fixed_last = fx.last_stage_layers.value_or(0);
+  if (p == 1) {
+    shapes.push_back({ScheduleKind::k1F1B, 1, fixed_first, fixed_last});
+    if (fx.schedule && *fx.schedule == ScheduleKind::kGPipe) {
+      shapes.push_back({ScheduleKind::kGPipe, 1, fixed_first, fixed_last});
+    }
+    if (fx.schedule && *fx.schedule == ScheduleKind::kInterleaved) {
+      shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last});
+    }
+  } else {
+    std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
+    if (!fixed) {
+      for (const auto& s : UnevenSplits(m, p)) splits.push_back(s);
+    }
+    for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
+      for (const auto& [first, last] : splits) shapes.push_back({kind, 1, first, last});
+    }
+    const auto& [first, last] = splits.front();  // interleaving: even, or the fixed (refused)
+    for (int v = 2; v * p <= m.layers; ++v) {
+      shapes.push_back({ScheduleKind::kInterleaved, v, first, last});
+    }
+  }
+  return shapes;
 }
 
 // A fixed pipeline time, to re-score with a refiner's answer.
@@ -115,7 +181,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   PTDP_ASSIGN_OR_RETURN(const Precision precision, SearchPrecision(cluster, o));
   SearchResult res;
   std::vector<Candidate> ok;
-  std::map<std::tuple<int, int, int>, std::vector<int64_t>> param_cache;
+  std::map<std::tuple<int, int, int, int, int>, std::vector<int64_t>> param_cache;
 
   auto reject = [&](const std::string& reason, const std::string& why) {
     ++res.rejected[reason];
@@ -141,21 +207,9 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
       if (fx.pp && *fx.pp != p) continue;
       const int d = N / (t * p);
       if (fx.dp && *fx.dp != d) continue;
-      // Schedules and chunk counts.
-      std::vector<std::pair<ScheduleKind, int>> scheds;
-      if (p == 1) {
-        scheds.push_back({ScheduleKind::k1F1B, 1});
-        if (fx.schedule && *fx.schedule == ScheduleKind::kGPipe)
-          scheds.push_back({ScheduleKind::kGPipe, 1});
-      } else {
-        scheds.push_back({ScheduleKind::kGPipe, 1});
-        scheds.push_back({ScheduleKind::k1F1B, 1});
-        for (int v = 2; v * p <= m.layers; ++v) scheds.push_back({ScheduleKind::kInterleaved, v});
-      }
-      if (fx.schedule && *fx.schedule == ScheduleKind::kInterleaved && p == 1) {
-        scheds.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2)});
-      }
-      for (const auto& [sched, v] : scheds) {
+      for (const PipelineShape& shape : PipelineShapes(m, p, fx)) {
+        const ScheduleKind sched = shape.schedule;
+        const int v = shape.vp;
         if (fx.schedule && *fx.schedule != sched) continue;
         if (fx.vp && *fx.vp != v) continue;
         for (int b : mbs_all) {
@@ -203,6 +257,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.distributed_optimizer = dist_opt;
               c.grad_accumulation_fusion = fusion;
               c.fused_attention = fused;
+              c.first_stage_layers = shape.first;
+              c.last_stage_layers = shape.last;
               c.global_batch = B;
               c.precision = precision;
               if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
@@ -217,7 +273,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                            " heads are not divisible by tp=" + std::to_string(t));
                 continue;
               }
-              if (m.layers % (p * v) != 0) {
+              if (!c.Uneven() && m.layers % (p * v) != 0) {
                 reject("layers_not_divisible",
                        std::to_string(m.layers) +
                            " layers are not divisible by pp*vp=" + std::to_string(p * v));
@@ -240,7 +296,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 reject("invalid", valid.message());
                 continue;
               }
-              auto key = std::make_tuple(t, p, v);
+              auto key = std::make_tuple(t, p, v, shape.first, shape.last);
               auto it = param_cache.find(key);
               if (it == param_cache.end()) {
                 it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;

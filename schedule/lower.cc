@@ -115,10 +115,21 @@ Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg) 
   PTDP_ASSIGN_OR_RETURN(Program compute,
                         GenerateSchedule(cfg.schedule, cfg.pp, cfg.Microbatches(), cfg.vp));
   const Bytes bytes = PipelineMessageBytes(model, cfg);
-  return Lower(compute, bytes, cfg.recompute != Recompute::kNone);
+  PTDP_ASSIGN_OR_RETURN(Program program, Lower(compute, bytes, cfg.recompute != Recompute::kNone));
+  for (RankProgram& r : program.ranks) {
+    for (int c = 0; c < cfg.vp; ++c)
+      r.layers.push_back(ChunkLayers(model, cfg, r.pp_rank, c).size());
+  }
+  return program;
 }
 
 namespace {
+
+std::string LayerListText(const std::vector<int>& layers) {
+  std::string s;
+  for (int n : layers) s += (s.empty() ? "" : ",") + std::to_string(n);
+  return "'" + s + "'";
+}
 
 std::string HeaderText(const Program& p) {
   return std::string("kind=") + ScheduleName(p.kind) + " pp=" + std::to_string(p.pp) +
@@ -145,6 +156,13 @@ Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
     if (p.ranks[r].pp_rank != want.ranks[r].pp_rank) {
       return Status::Invalid("rank list " + std::to_string(r) + " says pp_rank " +
                              std::to_string(p.ranks[r].pp_rank));
+    }
+    // A Program that states its layers (every one BuildProgram makes) must state the layout's;
+    // plan files written before they were stated carry none, and run as their layout places them.
+    if (!p.ranks[r].layers.empty() && p.ranks[r].layers != want.ranks[r].layers) {
+      return Status::Invalid("rank " + std::to_string(r) + " states layers " +
+                             LayerListText(p.ranks[r].layers) + " but " + layout + " gives " +
+                             LayerListText(want.ranks[r].layers));
     }
     const std::string where = "rank " + std::to_string(r) + ", instruction ";
     for (size_t i = 0; i < std::max(have.size(), need.size()); ++i) {

@@ -92,6 +92,11 @@ Status Validate(const Program& p) {
       return Status::Invalid("program: rank list " + std::to_string(rank) + " says pp_rank " +
                              std::to_string(rp.pp_rank));
     }
+    if (!rp.layers.empty() && static_cast<int>(rp.layers.size()) != p.vp) {
+      return Status::Invalid("program: rank " + std::to_string(rank) + " states layers for " +
+                             std::to_string(rp.layers.size()) +
+                             " chunks, but vp = " + std::to_string(p.vp));
+    }
     // Per (mb, chunk): bit 0 forward seen, 1 input gradient computed (backward or its BI half),
     // 2 act received, 3 grad received, 4 act sent, 5 grad sent, 6 split (BI seen), 7 W seen.
     std::vector<uint8_t> seen(static_cast<size_t>(slots), 0);

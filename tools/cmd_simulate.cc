@@ -12,6 +12,7 @@
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/plan_file.h"
+#include "core/shapes.h"
 #include "core/timeline.h"
 #include "costmodel/estimate.h"
 #include "planner/fix.h"
@@ -157,6 +158,8 @@ Status RunSimulate(const SimulateArgs& a) {
     memory.push_back(RankMemory{MemoryOf(model, layout, s.program, r),
                                 Bytes(cluster.profile.workspace_GiB.value * kGiB)});
   }
+  // Layers per rank (core/shapes.h's placement; they differ with uneven stages).
+  const std::vector<int> layers = StageLayerCounts(model, layout);
   const int64_t m = layout.Microbatches();
   const double formula = double(layout.pp - 1) / double(layout.vp * m);
 
@@ -195,6 +198,7 @@ Status RunSimulate(const SimulateArgs& a) {
       peak.push_back(BytesToGiB(double(mem.ledger.activations)));
       OrderedJson rj;
       rj["pp_rank"] = i;
+      rj["layers"] = layers[i];
       rj["compute_s"] = ToSeconds(rs.compute_ns);
       rj["idle_s"] = ToSeconds(rs.idle_ns);
       rj["bubble_fraction"] = rs.bubble_fraction;
@@ -238,13 +242,13 @@ Status RunSimulate(const SimulateArgs& a) {
       r.bubble_fraction, formula, r.bubble_fraction_of_total);
   std::printf("throughput       %10.1f TFLOP/s per GPU (%.1f%% of peak), %.0f tokens/s\n",
               pred.tflops_per_gpu, pred.percent_of_peak, pred.tokens_per_s);
-  std::printf("\n%5s %10s %10s %8s %10s %10s %10s %8s %9s %9s %9s\n", "rank", "compute_s", "idle_s",
-              "bubble", "p2p_s", "wait_s", "allred_s", "stashed", "act_GiB", "static_GiB",
-              "peak_GiB");
+  std::printf("\n%5s %6s %10s %10s %8s %10s %10s %10s %8s %9s %9s %9s\n", "rank", "layers",
+              "compute_s", "idle_s", "bubble", "p2p_s", "wait_s", "allred_s", "stashed", "act_GiB",
+              "static_GiB", "peak_GiB");
   for (size_t i = 0; i < r.ranks.size(); ++i) {
     const auto& rs = r.ranks[i];
-    std::printf("%5zu %10.4f %10.4f %8.4f %10.4f %10.4f %10.4f %8d %9.2f %9.2f %9.2f\n", i,
-                ToSeconds(rs.compute_ns), ToSeconds(rs.idle_ns), rs.bubble_fraction,
+    std::printf("%5zu %6d %10.4f %10.4f %8.4f %10.4f %10.4f %10.4f %8d %9.2f %9.2f %9.2f\n", i,
+                layers[i], ToSeconds(rs.compute_ns), ToSeconds(rs.idle_ns), rs.bubble_fraction,
                 ToSeconds(rs.p2p_ns), ToSeconds(rs.recv_wait_ns), ToSeconds(rs.allreduce_ns),
                 rs.peak_stashed, BytesToGiB(double(memory[i].ledger.activations)),
                 BytesToGiB(double(memory[i].Static())), BytesToGiB(double(memory[i].Total())));

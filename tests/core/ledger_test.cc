@@ -350,5 +350,42 @@ TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
   EXPECT_GT(compared, 5000);
 }
 
+// Uneven stages: each chunk's stash counts its own layers (ChunkLayers), and the closed form
+// still equals the walk for GPipe and 1F1B over every split of 9 layers on p = 2, 3, 4.
+TEST(Ledger, UnevenStagesStashAndPeak) {
+  int64_t compared = 0;
+  for (int p : {2, 3, 4}) {
+    for (int first = 0; first <= 4; ++first) {
+      for (int last = 0; last <= 4; ++last) {
+        for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
+          for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+            const ModelSpec m = Small(9);
+            ParallelConfig c;
+            c.pp = p;
+            c.schedule = kind;
+            c.recompute = rc;
+            c.global_batch = 2 * p + 1;
+            c.first_stage_layers = first;
+            c.last_stage_layers = last;
+            if (!c.Uneven() || !c.Validate(m).ok()) continue;
+            const StashPrices prices = StashPricesOf(m, c);
+            auto program = schedule::BuildProgram(m, c);
+            ASSERT_TRUE(program.ok()) << c.ToString() << ": " << program.status().ToString();
+            for (int r = 0; r < p; ++r) {
+              const int n = ChunkLayers(m, c, r, 0).size();
+              const Bytes extra = (r == 0 ? prices.embedding : 0) + (r == p - 1 ? prices.head : 0);
+              EXPECT_EQ(ChunkStashBytes(m, c, r, 0), n * prices.layer + extra) << c.ToString();
+              ASSERT_EQ(PeakActivationBytes(m, c, r), PeakActivationBytes(m, c, *program, r))
+                  << c.ToString() << " rank " << r;
+              ++compared;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 100);
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -51,6 +51,46 @@ TEST(Parallel, RejectionsNameTheField) {
   EXPECT_EQ(c.Validate(m).message().rfind("sequence_parallel: needs tp > 1", 0), 0u);
 }
 
+// Uneven stages: Megatron-LM's rules (the stages between share the rest evenly, one layer at
+// least each), and vp = 1 only; each refusal names the field that was set.
+TEST(Parallel, UnevenStagesValidity) {
+  ModelSpec m = LoadModel("tiny").value();  // 4 layers
+  ParallelConfig c;
+  c.pp = 2;
+  c.global_batch = 4;
+  c.first_stage_layers = 1;
+  EXPECT_TRUE(c.Validate(m).ok());  // 1 / 3
+  c.last_stage_layers = 3;
+  EXPECT_TRUE(c.Validate(m).ok());
+  c.last_stage_layers = 2;  // 1 + 2 leaves a layer but no stage between
+  EXPECT_EQ(c.Validate(m).message().rfind("last_stage_layers: first_stage_layers + "
+                                          "last_stage_layers = 3 but the model has 4 layers",
+                                          0),
+            0u);
+  c.last_stage_layers = 0;
+  c.first_stage_layers = 4;  // nothing left for the last stage
+  EXPECT_EQ(c.Validate(m).message().rfind("first_stage_layers: ", 0), 0u);
+  c.pp = 3;
+  c.first_stage_layers = 1;  // 3 layers over 2 stages
+  EXPECT_NE(c.Validate(m).message().find("cannot share the 3 remaining layers evenly"),
+            std::string::npos);
+  c.last_stage_layers = 1;  // 1 / 2 / 1
+  EXPECT_TRUE(c.Validate(m).ok());
+  c.first_stage_layers = 0;  // 3 layers over 2 stages again, named by the field that is set
+  EXPECT_EQ(c.Validate(m).message().rfind("last_stage_layers: ", 0), 0u);
+  c = ParallelConfig();
+  c.first_stage_layers = 2;
+  EXPECT_EQ(c.Validate(m).message(), "first_stage_layers: uneven stages need pp >= 2");
+  m.layers = 8;
+  c.pp = 2;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  c.global_batch = 4;
+  EXPECT_EQ(c.Validate(m).message().rfind("first_stage_layers: uneven stages need vp = 1", 0), 0u);
+  c.first_stage_layers = -1;
+  EXPECT_EQ(c.Validate(m).message().rfind("first_stage_layers: -1 is outside", 0), 0u);
+}
+
 TEST(Parallel, RecomputeNamesRoundTrip) {
   for (Recompute r : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
     EXPECT_EQ(ParseRecompute(RecomputeName(r)).value(), r);
@@ -77,6 +117,14 @@ TEST(Parallel, LayoutJsonRoundTrip) {
   EXPECT_NE(fused_back.ToString().find("fused_attention=on"), std::string::npos);
   auto back = LayoutFromJson(j, "layout", ParallelConfig()).value();
   EXPECT_EQ(back.ToString(), c.ToString());
+  ParallelConfig uneven = Paper1T();
+  uneven.first_stage_layers = 1;
+  uneven.last_stage_layers = 2;
+  auto uneven_back = LayoutFromJson(Json::parse(LayoutToJson(uneven).dump()), "layout").value();
+  EXPECT_EQ(uneven_back.first_stage_layers, 1);
+  EXPECT_EQ(uneven_back.last_stage_layers, 2);
+  EXPECT_NE(uneven_back.ToString().find("first_stage_layers=1,last_stage_layers=2"),
+            std::string::npos);
   EXPECT_TRUE(back.sequence_parallel && back.distributed_optimizer &&
               back.grad_accumulation_fusion);
   // The later options are optional when read (plan files of the first landing lack them).

@@ -72,6 +72,64 @@ TEST(Shapes, InterleavedPlacement) {
   EXPECT_TRUE(HoldsEmbedding(c, 0, 0));
 }
 
+// Uneven stages (Megatron-LM's first / last stage layer counts): the named stages get their
+// counts, the ones between share the rest evenly, every global layer is placed exactly once and
+// in order, and the parameters still add up to the whole model.
+TEST(Shapes, UnevenPlacement) {
+  ModelSpec m = Tiny();
+  m.layers = 8;
+  ParallelConfig c;
+  c.pp = 3;
+  c.first_stage_layers = 3;
+  c.last_stage_layers = 3;
+  EXPECT_EQ(StageLayerCounts(m, c), (std::vector<int>{3, 2, 3}));
+  EXPECT_EQ(ChunkLayers(m, c, 1, 0).begin, 3);
+  EXPECT_EQ(ChunkLayers(m, c, 2, 0).begin, 5);
+  c.last_stage_layers = 0;  // the last stage gets the even share of what the first leaves
+  c.first_stage_layers = 2;
+  EXPECT_EQ(StageLayerCounts(m, c), (std::vector<int>{2, 3, 3}));
+  c.first_stage_layers = 0;
+  c.last_stage_layers = 2;
+  EXPECT_EQ(StageLayerCounts(m, c), (std::vector<int>{3, 3, 2}));
+  m.layers = 4;
+  c.pp = 2;
+  c.last_stage_layers = 0;
+  c.first_stage_layers = 1;
+  EXPECT_EQ(StageLayerCounts(m, c), (std::vector<int>{1, 3}));
+  for (int pp : {2, 3, 4}) {
+    for (int first = 1; first <= 3; ++first) {
+      for (int last = 0; last <= 3; ++last) {
+        m.layers = 9;
+        c = ParallelConfig();
+        c.pp = pp;
+        c.tp = 2;
+        c.first_stage_layers = first;
+        c.last_stage_layers = last;
+        if (!c.Validate(m).ok()) continue;
+        int next = 0;
+        int64_t total = 0;
+        for (int r = 0; r < pp; ++r) {
+          const LayerRange lr = ChunkLayers(m, c, r, 0);
+          EXPECT_EQ(lr.begin, next) << c.ToString();
+          EXPECT_GE(lr.size(), 1) << c.ToString();
+          next = lr.end;
+          for (const auto& p : StageParameters(m, c, r)) {
+            if (!p.tied_copy)
+              total +=
+                  p.sharding == Sharding::kReplicated ? p.LocalElements() : p.LocalElements() * 2;
+          }
+        }
+        EXPECT_EQ(next, m.layers) << c.ToString();
+        EXPECT_EQ(total, ParameterCount(m, 2)) << c.ToString();
+        EXPECT_EQ(ChunkLayers(m, c, 0, 0).size(), first);
+        if (last > 0) {
+          EXPECT_EQ(ChunkLayers(m, c, pp - 1, 0).size(), last);
+        }
+      }
+    }
+  }
+}
+
 // 16-bit with dropout: Korthikanti's s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, plus what
 // the formula leaves out: the mean and 1/std of both LayerNorms, fp32 per token, 4 x 4 s b bytes.
 TEST(Shapes, KorthikantiActivationFormula) {

@@ -176,6 +176,56 @@ TEST(CostTableTest, UnfusedGradientAccumulation) {
     EXPECT_EQ(b1.Chunk(r, 0).backward.memory, a1.Chunk(r, 0).backward.memory);
 }
 
+// Uneven stages (tiny's 8 layers as 3 / 5): each rank accumulates its own layers' gradients and,
+// on the first and last, the embedding's or the head's, whatever the even share would be.
+TEST(CostTableTest, UnfusedGradientAccumulationUnevenStages) {
+  ClusterSpec plain = testing::RoundCluster(8);
+  ClusterSpec unfused = plain;
+  unfused.profile.grad_accumulate_bytes_per_param = testing::S(6);
+  unfused.profile.kernel_launch_us = testing::S(2);
+  plain.profile.kernel_launch_us = testing::S(2);
+  ParallelConfig c;
+  c.precision = Precision::kFp16;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.global_batch = 8;  // m = 4
+  c.first_stage_layers = 3;
+  c.last_stage_layers = 5;
+  ASSERT_TRUE(c.Validate(Tiny()).ok());
+  const CostTable a = BuildCostTable(Tiny(), plain, c);
+  const CostTable b = BuildCostTable(Tiny(), unfused, c);
+  const double layer = 3 * 32 * 64 + 96 + 64 * 32 + 64 + 256 + 128 * 64 + 128 + 64 * 128 + 64;
+  const double word = 256.0 / 2 * 64, pos = 32.0 * 64;
+  auto accumulated = [&](int r) {
+    return b.Chunk(r, 0).backward.memory - a.Chunk(r, 0).backward.memory;
+  };
+  EXPECT_NEAR(accumulated(0), 0.75 * ((3 * layer + word + pos) * 6 / 1e12 + 38 * 2e-6), 1e-15);
+  EXPECT_NEAR(accumulated(1), 0.75 * ((5 * layer + 2 * 64 + word) * 6 / 1e12 + 62 * 2e-6), 1e-15);
+  // The compute follows the layers too: rank 1's forward is rank 0's less the embedding's, plus
+  // two layers and the head.
+  EXPECT_GT(a.Chunk(1, 0).forward.Total(), a.Chunk(0, 0).forward.Total());
+}
+
+// With uneven stages a rank between the ends may hold the most (more layers than rank 0): the
+// search's short memory check (first, last and, uneven, rank 1) finds the same peak as all ranks.
+TEST(Predict, UnevenPeakMayBeOnAMiddleStage) {
+  const ClusterSpec cl = testing::RoundCluster(4);
+  ParallelConfig c;
+  c.precision = Precision::kBf16;
+  c.pp = 4;
+  c.global_batch = 8;
+  c.first_stage_layers = 1;
+  c.last_stage_layers = 1;  // tiny's 8 layers as 1 / 3 / 3 / 1
+  ASSERT_TRUE(c.Validate(Tiny()).ok());
+  const CostTable t = BuildCostTable(Tiny(), cl, c);
+  const Prediction all = Predict(Tiny(), cl, c, t, nullptr, /*all_stages=*/true);
+  const Prediction some = Predict(Tiny(), cl, c, t, nullptr, /*all_stages=*/false);
+  EXPECT_EQ(all.peak_memory_stage, 1);
+  EXPECT_EQ(some.peak_memory, all.peak_memory);
+  EXPECT_EQ(some.peak_memory_stage, 1);
+}
+
 // A tensor group of 8 on nodes of 4 GPUs crosses nodes, so its all-reduces are slower than on
 // nodes of 8.
 TEST(CostTableTest, TensorGroupAcrossNodesIsSlower) {

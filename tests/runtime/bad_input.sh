@@ -31,13 +31,18 @@ case "$case" in
                expect="plan: program: rank 0, instruction 1 is 'SA0>1:4096' but layout tp=1,pp=2,.* gives 'SA0>1:8192'" ;;
   program_order)  # two instructions of pipeline rank 1 swapped (its forward and backward of microbatch 0)
                sed -i '/"pp_rank": 1/,$ { s/"F0.0"/"@@"/; s/"B0.0"/"F0.0"/; s/"@@"/"B0.0"/ }' "$dir/plan.json"
-               tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"instrs":\["RA0.0<0:8192","B0.0","F0.0"' \
+               tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"layers":\[2\],"instrs":\["RA0.0<0:8192","B0.0","F0.0"' \
                  || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: program: rank 1, instruction 1 is 'B0' but layout tp=1,pp=2,.* gives 'F0'" ;;
   split_backward)  # a zero-bubble Program (BI/W instructions): refused by name, not mis-executed
                sed -i 's/"kind": "1f1b"/"kind": "zb-h1"/; s/"B0.0"/"BI0.0"/' "$dir/plan.json"
                grep -q '"BI0.0"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                expect="schedule zb-h1: the runtime does not execute split backward (B/W) instructions yet" ;;
+  program_layers)  # the layers a rank's Program states must be those its layout places there
+               perl -0pi -e 's/("pp_rank": 1,\s*"layers": \[\s*)2/${1}3/' "$dir/plan.json"
+               tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"layers":\[3\]' \
+                 || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: program: rank 1 states layers '3' but layout tp=1,pp=2,.* gives '2'" ;;
   fp16_no_fusion)  # the ledger's 16-bit gradients: this runtime keeps fp32 main gradients, refuses
                "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true fp16
                sed -i 's/"grad_accumulation_fusion": true/"grad_accumulation_fusion": false/' "$dir/plan.json"

@@ -10,6 +10,9 @@
 #                       checkpoint loaded by t2 p1 d2 1F1B: losses within 1e-5
 #   reshard_padding     vocabulary 300, padded to 384 rows at t1 and 512 at t2: t1 d2 -> t2 d1 (rows
 #                       the writer lacks keep their initial values) and back, losses within 1e-5
+#   reshard_uneven      A's step-3 checkpoint (layers 2/2) loaded by t1 p2 d2 with uneven stages
+#                       1/3; its step-5 checkpoint by t1 p3 d1 with 1/2/1; its step-7 one by A
+#                       again: losses within 1e-5 at every hop
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -104,6 +107,20 @@ case "$case" in
     train E --load ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
       || { cat E.out; fail "t1 from t2 (more padded rows)"; }
     grep "losses vs reference" E.out ;;
+  reshard_uneven)
+    # write_plan.sh reads the split from the environment (layout.first/last_stage_layers).
+    train A --stop-at 3 --save ck || { cat A.out; fail "first part"; }
+    PTDP_TEST_FIRST_LAYERS=1 plan G 1 2 2 1 1f1b
+    train G --stop-at 5 --load ck --save ck2 --expect-losses ref.jsonl --loss-tol 1e-5 \
+      || { cat G.out; fail "uneven 1/3 from even"; }
+    grep "losses vs reference" G.out
+    PTDP_TEST_FIRST_LAYERS=1 PTDP_TEST_LAST_LAYERS=1 plan U 1 3 1 1 1f1b
+    train U --stop-at 7 --load ck2 --save ck3 --expect-losses ref.jsonl --loss-tol 1e-5 \
+      || { cat U.out; fail "uneven 1/2/1 from uneven 1/3"; }
+    grep "losses vs reference" U.out
+    train A --load ck3 --expect-losses ref.jsonl --loss-tol 1e-5 \
+      || { cat A.out; fail "even from uneven 1/2/1"; }
+    grep "losses vs reference" A.out ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.

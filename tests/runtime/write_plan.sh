@@ -8,6 +8,8 @@
 # layout.grad_accumulation_fusion (the runtime keeps fp32 main gradients). The environment variable
 # PTDP_TEST_FUSED_ATTENTION (true | false, default false) goes into layout.fused_attention, so the
 # equivalence scripts run fused layouts against the unfused single-process references.
+# PTDP_TEST_FIRST_LAYERS and PTDP_TEST_LAST_LAYERS (default 0: the even share) go into
+# layout.first_stage_layers and layout.last_stage_layers (uneven pipeline stages).
 set -euo pipefail
 ptdp=$1
 shift
@@ -15,6 +17,7 @@ out=$1 layers=$2 dropout=$3 vocab=$4 gb=$5 tp=$6 pp=$7 dp=$8 mbs=$9 vp=${10} sch
 prec=${14:-fp32}
 fusion=false
 fused=${PTDP_TEST_FUSED_ATTENTION:-false}
+first=${PTDP_TEST_FIRST_LAYERS:-0} last=${PTDP_TEST_LAST_LAYERS:-0}
 [ "$prec" = fp16 ] && fusion=true
 gpus=$((tp * pp * dp))
 cat > "$out" <<JSON
@@ -26,7 +29,8 @@ cat > "$out" <<JSON
   "global_batch": $gb,
   "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
              "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
-             "grad_accumulation_fusion": $fusion, "fused_attention": $fused}
+             "grad_accumulation_fusion": $fusion, "fused_attention": $fused,
+             "first_stage_layers": $first, "last_stage_layers": $last}
 }
 JSON
 "$ptdp" schedule --plan "$out" --out "$out" > /dev/null

@@ -163,3 +163,62 @@ TEST_F(MatchTest, HeaderLengthAndRecomputeAreNamed) {
 
 }  // namespace
 }  // namespace ptdp::schedule
+
+namespace ptdp::schedule {
+namespace {
+
+// Each rank of a built Program states the layers its chunks run (core/shapes.h ChunkLayers); the
+// statement survives the text and JSON forms, and a plan whose Program states other layers than
+// its layout places is refused naming the rank, while one that states none (written before) runs.
+TEST(ProgramLayers, StatedCheckedAndRoundTripped) {
+  ModelSpec m;
+  m.name = "t";
+  m.layers = 8;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 16;
+  m.vocab = 128;
+  ParallelConfig c;
+  c.pp = 3;
+  c.global_batch = 6;
+  c.first_stage_layers = 3;
+  c.last_stage_layers = 3;
+  auto built = BuildProgram(m, c);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(built->ranks[r].layers, std::vector<int>{r == 1 ? 2 : 3}) << r;
+  }
+  EXPECT_TRUE(Validate(*built).ok());
+  const std::string text = ProgramToText(*built);
+  EXPECT_NE(text.find("rank 1: layers=2 RA0<0:"), std::string::npos) << text;
+  Program from_text = FromText(text);
+  EXPECT_EQ(ProgramToText(from_text), text);
+  auto from_json = ProgramFromJson(Json::parse(ProgramToJson(*built).dump()));
+  ASSERT_TRUE(from_json.ok()) << from_json.status().ToString();
+  EXPECT_EQ(ProgramToText(*from_json), text);
+  EXPECT_TRUE(CheckProgramMatchesLayout(from_text, m, c).ok());
+
+  Program other = *built;
+  other.ranks[1].layers = {3};
+  Status s = CheckProgramMatchesLayout(other, m, c);
+  EXPECT_EQ(s.message().rfind("rank 1 states layers '3' but layout tp=1,pp=3", 0), 0u)
+      << s.message();
+  ParallelConfig even = c;
+  even.first_stage_layers = even.last_stage_layers = 0;
+  even.global_batch = 6;
+  m.layers = 9;  // 3/3/3: rank 1 of the 3/2/3 Program states 2
+  EXPECT_FALSE(CheckProgramMatchesLayout(*built, m, even).ok());
+  m.layers = 8;
+  Program unstated = *built;
+  for (RankProgram& r : unstated.ranks) r.layers.clear();
+  EXPECT_TRUE(CheckProgramMatchesLayout(unstated, m, c).ok());
+  Program two = *built;
+  two.ranks[0].layers = {1, 2};
+  EXPECT_TRUE(Has(Validate(two), "rank 0 states layers for 2 chunks, but vp = 1"));
+  EXPECT_FALSE(ProgramFromText("program kind=1f1b pp=1 vp=1 microbatches=1\n"
+                               "rank 0: layers=x F0 B0\n")
+                   .ok());
+}
+
+}  // namespace
+}  // namespace ptdp::schedule

@@ -81,7 +81,7 @@ grep -q "plan.program: missing (plan file version 1; re-run ptdp plan)" "$W/err"
 # `ptdp schedule --plan --out` gives it back its Program: the same as ptdp plan wrote.
 "$PTDP" schedule --plan "$W/v1.json" --out "$W/v2.json" >/dev/null || fail "schedule --plan --out"
 "$PTDP" simulate --plan "$W/v2.json" >/dev/null || fail "simulate the re-programmed plan"
-"$PTDP" schedule --plan "$W/tiny.json" --format text | grep -q "^rank 1: RA0<0:8192 F0 B0 SG0>0:8192" \
+"$PTDP" schedule --plan "$W/tiny.json" --format text | grep -q "^rank 1: layers=[0-9]* RA0<0:8192 F0 B0 SG0>0:8192" \
   || fail "schedule --plan text"
 echo '{"ptdp_plan_version": 1, "model": ' >"$W/bad.json"
 "$PTDP" simulate --plan "$W/bad.json" --trace "$W/bad.trace.json" 2>"$W/err" && fail "corrupt plan accepted"
@@ -90,6 +90,14 @@ echo '{"ptdp_plan_version": 1, "model": ' >"$W/bad.json"
 grep -q "ptdp simulate: error:" "$W/err" || fail "corrupt plan: message: $(cat "$W/err")"
 "$PTDP" simulate --gpus 8 2>/dev/null && fail "missing --global-batch accepted"
 # A plan whose layout does not fit its cluster: exit 2, the reason named.
+# Uneven stages: each rank's row says its layers (gpt-1.7b has 24: 5 / 7 / 7 / 5).
+"$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
+  --fix tp=2,pp=4,mbs=1,schedule=1f1b,first_stage_layers=5,last_stage_layers=5 >"$W/u.txt" \
+  || fail "uneven simulate exit $?"
+for row in "0 5" "1 7" "2 7" "3 5"; do
+  grep -Eq "^ +${row% *} +${row#* } +[0-9]" "$W/u.txt" || fail "uneven: no row '$row': $(cat "$W/u.txt")"
+done
+
 sed 's/"tp": [0-9]*/"tp": 3/' "$W/plan.json" >"$W/tp3.json"
 "$PTDP" simulate --plan "$W/tp3.json" 2>"$W/err" && fail "tp=3 plan accepted"
 [ $? -eq 2 ] || fail "tp=3 plan: exit code not 2"

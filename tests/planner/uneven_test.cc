@@ -1,0 +1,107 @@
+// Issue 13's acceptance: for a model whose first and last pipeline stages are heavier (a 256k
+// vocabulary: the output layer's logits cost about 2.6 transformer layers of h = 8192), the
+// planner, refined by the simulator as `ptdp plan` runs it, chooses p > 1 with uneven stages; the
+// simulator replays that layout faster than the even split of the same (t, p, d, b, schedule); and
+// --emit megatron says it with Megatron-LM's first / last stage flags.
+#include <gtest/gtest.h>
+
+#include "core/cluster.h"
+#include "core/shapes.h"
+#include "planner/report.h"
+#include "planner/search.h"
+#include "simulator/refine.h"
+
+namespace ptdp::planner {
+namespace {
+
+Result<ModelSpec> LargeVocab() {
+  return LoadModel(std::string(PTDP_SOURCE_DIR) + "/tests/planner/data/large_vocab.json");
+}
+
+TEST(Uneven, PlannerChoosesUnevenStagesTheSimulatorConfirms) {
+  auto m = LargeVocab();
+  auto cluster = LoadCluster("selene", 64);
+  ASSERT_TRUE(m.ok() && cluster.ok());
+  SearchOptions o;
+  o.global_batch = 512;
+  o.refiner = sim::SimulatedPipelineTime;
+  auto r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ParallelConfig best = r->top.front().layout;
+  ASSERT_GT(best.pp, 1) << best.ToString();
+  ASSERT_TRUE(best.Uneven()) << best.ToString();
+  EXPECT_TRUE(r->top.front().refined);
+
+  // The even split of the same layout, both replayed by the simulator.
+  ParallelConfig even = best;
+  even.first_stage_layers = 0;
+  even.last_stage_layers = 0;
+  ASSERT_TRUE(even.Validate(*m).ok()) << even.Validate(*m).ToString();
+  auto uneven_sim = sim::SimulateLayout(*m, *cluster, best);
+  auto even_sim = sim::SimulateLayout(*m, *cluster, even);
+  ASSERT_TRUE(uneven_sim.ok() && even_sim.ok());
+  EXPECT_LT(uneven_sim->result.iteration_ns, even_sim->result.iteration_ns)
+      << best.ToString() << " vs " << even.ToString();
+
+  // The output layer is the heavier end: the last stage holds fewer layers than a middle one.
+  const std::vector<int> counts = StageLayerCounts(*m, best);
+  EXPECT_LT(counts.back(), counts[1]) << best.ToString();
+
+  const std::string args = MegatronArgs(*m, best);
+  EXPECT_NE(
+      args.find("--decoder-first-pipeline-num-layers " + std::to_string(best.first_stage_layers)),
+      std::string::npos)
+      << args;
+  EXPECT_NE(
+      args.find("--decoder-last-pipeline-num-layers " + std::to_string(best.last_stage_layers)),
+      std::string::npos)
+      << args;
+  EXPECT_EQ(MegatronArgs(*m, even).find("--decoder-"), std::string::npos);
+}
+
+// A split given with --fix is the one searched; with interleaving it is refused naming the field.
+TEST(Uneven, FixedSplitIsKeptAndRefusedWithInterleaving) {
+  auto m = LargeVocab();
+  auto cluster = LoadCluster("selene", 64);
+  ASSERT_TRUE(m.ok() && cluster.ok());
+  SearchOptions o;
+  o.global_batch = 512;
+  auto fix = ParseFix("tp=4,pp=4,first_stage_layers=11,last_stage_layers=9");
+  ASSERT_TRUE(fix.ok()) << fix.status().ToString();
+  o.fix = *fix;
+  auto r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const Candidate& c : r->top) {
+    EXPECT_EQ(c.layout.first_stage_layers, 11);
+    EXPECT_EQ(c.layout.last_stage_layers, 9);
+    EXPECT_EQ(StageLayerCounts(*m, c.layout), (std::vector<int>{11, 14, 14, 9}));
+  }
+  fix = ParseFix("tp=4,pp=4,vp=2,schedule=interleaved,first_stage_layers=11");
+  ASSERT_TRUE(fix.ok());
+  o.fix = *fix;
+  r = Search(*m, *cluster, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("first_stage_layers: uneven stages need vp = 1"),
+            std::string::npos)
+      << r.status().message();
+  // Fixed on a search where p = 1 would win (tiny on the CPU): no layout ignores it.
+  auto tiny = LoadModel(std::string(PTDP_SOURCE_DIR) + "/tests/planner/data/tiny.json");
+  auto cpu = LoadCluster(std::string(PTDP_SOURCE_DIR) + "/tests/planner/data/cpu_cluster.json");
+  ASSERT_TRUE(tiny.ok() && cpu.ok());
+  SearchOptions free;
+  free.global_batch = 8;
+  auto unfixed = Search(*tiny, *cpu, free);
+  ASSERT_TRUE(unfixed.ok());
+  EXPECT_EQ(unfixed->top.front().layout.pp, 1);  // else this check proves nothing
+  fix = ParseFix("first_stage_layers=1,last_stage_layers=3");
+  ASSERT_TRUE(fix.ok());
+  free.fix = *fix;
+  r = Search(*tiny, *cpu, free);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const Candidate& c : r->top) EXPECT_TRUE(fix->Admits(c.layout)) << c.layout.ToString();
+  EXPECT_FALSE(ParseFix("first_stage_layers=-1").ok());
+  EXPECT_TRUE(ParseFix("last_stage_layers=0").ok());
+}
+
+}  // namespace
+}  // namespace ptdp::planner
