@@ -236,4 +236,22 @@ FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
   return 0;
 }
 
+FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  const double sequences = double(c.global_batch) / c.dp;
+  // Forward, backward (2x) and what runs again, as HardwareIterationFlops counts per layer.
+  double per_layer = 3.0 * LayerForwardFlops(m, sequences);
+  if (c.recompute == Recompute::kFull) per_layer += LayerForwardFlops(m, sequences);
+  if (c.recompute == Recompute::kSelective)
+    per_layer += 4.0 * sequences * m.seq_len * m.seq_len * m.hidden;
+  if (c.fused_attention) per_layer += 2.0 * sequences * m.seq_len * m.seq_len * m.hidden;
+  double flops = 0;
+  for (int chunk = 0; chunk < c.vp; ++chunk) {
+    flops += ChunkLayers(m, c, pp_rank, chunk).size() * per_layer;
+    if (HoldsHead(c, pp_rank, chunk)) {
+      flops += 6.0 * sequences * m.seq_len * double(m.hidden) * double(PaddedVocab(m, c.tp));
+    }
+  }
+  return flops / c.tp;
+}
+
 }  // namespace ptdp

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "core/cluster.h"
@@ -31,6 +32,8 @@ struct TrainArgs {
   int64_t stop_at = 0;  // stop (and save) after this step, as a pre-empted job would; 0: --steps
   int keep = 2;
   int64_t steps = 0;
+  int64_t monitor_every = 0;  // the monitor's window in steps (0: off)
+  double straggler_threshold = 0.2;
   double params_tol = 1e-4, loss_tol = 1e-5, memory_tol = -1;
   runtime::TrainOptions opts;
 };
@@ -91,7 +94,9 @@ Result<Bytes> ParseBytes(const std::string& s) {
   return static_cast<Bytes>(bytes);
 }
 
-std::string MetricsJson(const runtime::StepMetrics& m) {
+// The step's --log line; a monitor window that ends at this step is its "monitor" field (so every
+// line stays one step's metrics for the readers of the log).
+std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor) {
   OrderedJson j;
   j["step"] = m.step;
   j["loss"] = m.loss;
@@ -103,6 +108,7 @@ std::string MetricsJson(const runtime::StepMetrics& m) {
   j["tokens_per_s"] = m.tokens_per_s;
   j["tflops_per_gpu"] = m.tflops_per_gpu;
   j["peak_memory_bytes"] = m.peak_memory_bytes;
+  if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
   return j.dump();
 }
 
@@ -218,6 +224,14 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = Status::Invalid("--save-every: must be >= 0, --keep: >= 1");
   } else if (a.save.empty() && (a.save_every > 0 || a.load == "latest")) {
     pre = Status::Invalid("--save-every and --load latest need --save DIR");
+  } else if (a.monitor_every < 0) {
+    pre = Status::Invalid("--monitor-every: must be >= 0 (0: no monitor)");
+  } else if (!(a.straggler_threshold > 0)) {
+    pre = Status::Invalid("--straggler-threshold: must be > 0");
+  } else if (a.opts.slow_rank < -1 || a.opts.slow_rank >= world_size) {
+    pre = Status::Invalid("--slow-rank: must be a world rank below " + std::to_string(world_size));
+  } else if (!(a.opts.slow_factor >= 1 && a.opts.slow_factor <= 1000)) {
+    pre = Status::Invalid("--slow-factor: must be in [1, 1000]");
   } else if (Status f = CheckNotSpecialFile("--plan", a.plan); !f.ok()) {
     pre = f;
   } else if (Status d = CheckNotSpecialFile("--data", a.data); !d.ok()) {
@@ -301,6 +315,10 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
       trainer.op_times()->Reset();
     }
     losses.push_back(m.loss);
+    std::optional<runtime::MonitorReport> monitor;
+    if (a.monitor_every > 0 && (step % a.monitor_every == 0 || step == last)) {
+      PTDP_ASSIGN_OR_RETURN(monitor, trainer.GatherMonitor(a.straggler_threshold));
+    }
     if (root) {
       std::printf(
           " iteration %6lld/%6lld | consumed samples %8lld | elapsed time per iteration (ms): "
@@ -310,9 +328,10 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
           static_cast<long long>(step * c.global_batch), m.iteration_s * 1e3, m.lr, m.loss,
           m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB, m.loss_scale,
           static_cast<long long>(m.skipped_steps));
+      if (monitor) std::printf("%s\n", runtime::MonitorLine(*monitor).c_str());
       std::fflush(stdout);
       if (!a.log.empty()) {
-        log += MetricsJson(m) + "\n";
+        log += MetricsJson(m, monitor ? &*monitor : nullptr) + "\n";
         PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
       }
     }
@@ -438,6 +457,14 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
                   "(builds with CUDA; GPU by local rank; never run on a GPU yet)");
   cmd->add_option("--kill-in-save-step", a.opts.kill_in_save_step,
                   "tests: SIGKILL the last rank inside this step's --save");
+  cmd->add_option("--monitor-every", a.monitor_every,
+                  "every N steps: utilisation per rank, bubble, stage imbalance and stragglers "
+                  "(one line; the \"monitor\" field of --log)");
+  cmd->add_option("--straggler-threshold", a.straggler_threshold,
+                  "the monitor names ranks slower than the median by more (fraction, 0.2)");
+  cmd->add_option("--slow-rank", a.opts.slow_rank,
+                  "tests: this world rank computes --slow-factor times slower (sleeps)");
+  cmd->add_option("--slow-factor", a.opts.slow_factor, "tests: see --slow-rank");
   cmd->add_option("--inject-overflow-step", a.opts.inject_overflow_step,
                   "tests: put an inf into one gradient at this step (fp16 loss scaling)");
   cmd->add_option("--initial-loss-scale", a.opts.initial_loss_scale, "fp16 dynamic loss scale");
