@@ -46,17 +46,25 @@ double SecondsPerFlop(const RankWindow& w) {
   return flops > 0 ? w.stage_compute_s / flops : 0;
 }
 
-std::vector<Straggler> FindStragglers(const std::vector<RankWindow>& ranks, double threshold) {
+// Per rank: seconds of stage compute per expected FLOP over the median rank's (0: no work).
+std::vector<double> Slowdowns(const std::vector<RankWindow>& ranks) {
   std::vector<double> rates;
   for (const auto& w : ranks) {
     if (SecondsPerFlop(w) > 0) rates.push_back(SecondsPerFlop(w));
   }
   const double median = Median(rates);
+  std::vector<double> out;
+  for (const auto& w : ranks) out.push_back(median > 0 ? SecondsPerFlop(w) / median : 0);
+  return out;
+}
+
+std::vector<Straggler> FindStragglers(const std::vector<RankWindow>& ranks,
+                                      const std::vector<double>& slowdown, double threshold) {
   std::vector<Straggler> out;
-  if (median <= 0) return out;
-  for (const auto& w : ranks) {
-    const double slowdown = SecondsPerFlop(w) / median;
-    if (slowdown > 1 + threshold) out.push_back(Straggler{w.rank, w.coord, slowdown});
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (slowdown[i] > 1 + threshold) {
+      out.push_back(Straggler{ranks[i].rank, ranks[i].coord, slowdown[i]});
+    }
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Straggler& a, const Straggler& b) { return a.slowdown > b.slowdown; });
@@ -94,7 +102,8 @@ MonitorReport AnalyseWindow(std::vector<RankWindow> ranks, int pp, double thresh
   }
   r.imbalance = total > 0 ? most / (total / pp) : 1;
   r.bubble = bubble_ranks > 0 ? bubble_sum / bubble_ranks : 0;
-  r.stragglers = FindStragglers(ranks, threshold);
+  r.slowdown = Slowdowns(ranks);
+  r.stragglers = FindStragglers(ranks, r.slowdown, threshold);
   r.ranks = std::move(ranks);
   return r;
 }
@@ -138,6 +147,7 @@ OrderedJson MonitorJson(const MonitorReport& r) {
     x["tp"] = w.coord.tp;
     x["dp"] = w.coord.dp;
     x["utilisation"] = r.utilisation[i];
+    x["slowdown"] = r.slowdown[i];
     x["busy_s"] = w.busy_s / steps;  // per step
     x["comm_s"] = w.comm_s / steps;
     x["idle_s"] = w.idle_s() / steps;

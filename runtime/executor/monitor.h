@@ -48,8 +48,10 @@ struct Straggler {
 
 struct MonitorReport {
   int64_t first_step = 0, last_step = 0;
-  std::vector<RankWindow> ranks;        // by world rank
-  std::vector<double> utilisation;      // per rank: busy / wall
+  std::vector<RankWindow> ranks;    // by world rank
+  std::vector<double> utilisation;  // per rank: busy / wall
+  // Per rank: compute per expected FLOP over the median rank's (0: no work in the window).
+  std::vector<double> slowdown;
   std::vector<double> stage_compute_s;  // per pipeline rank, per step: mean over its ranks
   double bubble = 0;                    // mean over ranks of (span - stage compute) / span
   double imbalance = 1;                 // max / mean of stage_compute_s

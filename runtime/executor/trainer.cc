@@ -38,6 +38,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(Communicator* world, const Plan
                                                  const TrainOptions& opts) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->world_ = world;
+  t->given_world_ = world;
   Status local = t->Setup(plan, opts);
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world, local));
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world, t->Build()));

@@ -144,6 +144,20 @@ class Trainer {
   // a folder holding no checkpoint at all gives 0 (start from scratch).
   Result<int64_t> LoadCheckpoint(const std::string& path, bool allow_none);
 
+  // Collective, at the step boundary after iteration `step`: a trainer running `next` that holds
+  // this one's state. `next` is a plan for the same model on the same ranks (t, p, d, global batch
+  // and precision unchanged: a change of t or p is a relaunch through --save / --load); the
+  // microbatch size, the schedule and interleaving may differ, and so may the split of layers
+  // across the pipeline stages once plans carry one (the checkpoint names tensors globally, so a
+  // layer that moves takes its weights and Adam moments to its new rank). The state moves through
+  // a checkpoint (runtime/checkpoint: master weights, Adam m and v, Adam's step count, the
+  // loss-scale state) saved in `scratch_dir` and loaded by the resharding loader, then removed;
+  // the maths is unchanged (the losses follow the unswitched run within the layout equivalence
+  // bounds). Every rank must see `scratch_dir` (one host, or a shared file system).
+  static Result<std::unique_ptr<Trainer>> SwitchPlan(std::unique_ptr<Trainer> current,
+                                                     const PlanFile& next, int64_t step,
+                                                     const std::string& scratch_dir);
+
   const Program& program() const { return program_; }
   const ParallelConfig& layout() const { return cfg_; }
   const ModelSpec& model() const { return model_; }
@@ -195,6 +209,7 @@ class Trainer {
   Status LoadParams(const std::string& dir, const Manifest& m);
 
   Communicator* world_ = nullptr;
+  Communicator* given_world_ = nullptr;  // what Create got (world_ may be the guard's view of it)
   std::unique_ptr<Communicator> guarded_world_;  // the guard device's view of the world
   std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_;
   ModelSpec model_;

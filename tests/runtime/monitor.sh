@@ -4,6 +4,13 @@
 #       head), world rank 2 slowed 3x (--slow-rank 2 --slow-factor 3), monitor every 2 steps: one
 #       of the first 3 windows names rank 2 as its slowest straggler (stdout line and the --log
 #       "monitor" record), and the per-step losses equal an unslowed, unmonitored run bit for bit
+#   switch      t1 p2 d2 1F1B mbs 1 switched after step 3 to GPipe mbs 2 (--switch-plan): the state
+#       moves through a checkpoint in the scratch folder (removed after), the losses equal the
+#       unswitched run's within 1e-5 (relative), the memory the new layout's ledger
+#   switch_tp   a plan of another t refused: exit 2, one line naming layout.tp
+#   adapt       rank 2 slowed 3x with --adapt --adapt-threshold 0 (switch to whatever the simulator
+#       ranks first): a re-plan after the first window, a switch, losses within 1e-5 of an unslowed,
+#       unadapted run
 #   bad_input   --slow-factor below 1, --slow-rank outside the world, --monitor-every < 0,
 #       --straggler-threshold 0: exit 2 on every rank, one line naming the option
 # usage: monitor.sh PTDP WORKDIR CASE
@@ -51,14 +58,41 @@ straggler() {  # PP DP
 bad() {  # EXPECTED-TEXT [flags]
   local want=$1
   shift
-  train plan.json --steps 1 "$@"
+  train plan.json --steps 2 "$@"
   local rc=$?
   [ $rc = 2 ] || { cat run.out; fail "$* gave exit $rc, not 2"; }
-  [ "$(grep -c 'ptdp train: ' run.out)" = 1 ] || { cat run.out; fail "$*: not one error line"; }
+  [ "$(grep -c 'ptdp train: error' run.out)" = 1 ] || { cat run.out; fail "$*: not one error line"; }
   grep -q -- "$want" run.out || { cat run.out; fail "$*: no '$want'"; }
 }
 
 case "$case" in
+  switch | switch_tp | adapt)
+    "$here/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 1 2 2 1 1 1f1b none true || fail "plan"
+    "$here/write_plan.sh" "$ptdp" gpipe.json 4 0.1 256 16 1 2 2 2 1 gpipe none true || fail "plan"
+    "$here/write_plan.sh" "$ptdp" tp2.json 4 0.1 256 16 2 2 1 1 1 1f1b none true || fail "plan"
+    train plan.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
+    ;;&
+  switch)
+    train plan.json --steps 6 --switch-plan gpipe.json --switch-at 3 --expect-losses ref.jsonl \
+      --memory-tol 0.01 || { cat run.out; fail "switched run"; }
+    cat run.out
+    grep -q "switched after step 3 to tp=1,pp=2,dp=2,mbs=2,vp=1,schedule=gpipe" run.out ||
+      fail "no switch"
+    [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
+    echo "ok: switched, losses within 1e-5"
+    ;;
+  switch_tp)
+    bad "layout.tp 2 differs from the running 1" --switch-plan tp2.json --switch-at 1
+    echo "ok: a change of t refused"
+    ;;
+  adapt)
+    train plan.json --steps 6 --monitor-every 2 --slow-rank 2 --slow-factor 3 --adapt \
+      --adapt-threshold 0 --expect-losses ref.jsonl || { cat run.out; fail "adapted run"; }
+    cat run.out
+    grep -q "^ adapt after step 2: .*: switching" run.out || fail "no re-plan after step 2"
+    grep -q "^ switched after step 2 to " run.out || fail "no switch after step 2"
+    echo "ok: re-planned and switched, losses within 1e-5"
+    ;;
   straggler_p2d2) straggler 2 2 ;;
   straggler_p4) straggler 4 1 ;;
   bad_input)
@@ -67,6 +101,8 @@ case "$case" in
     bad "--slow-rank" --slow-rank 4 --slow-factor 2
     bad "--monitor-every" --monitor-every -1
     bad "--straggler-threshold" --monitor-every 1 --straggler-threshold 0
+    bad "--adapt: needs --monitor-every" --adapt
+    bad "--switch-at" --switch-plan plan.json
     echo "ok: bad input refused"
     ;;
   *) fail "unknown case $case" ;;

@@ -33,6 +33,7 @@ TEST(Monitor, NamesTheSlowRankWithItsSlowdown) {
   EXPECT_EQ(r.stragglers[0].coord.pp, 1);
   EXPECT_EQ(r.stragglers[0].coord.dp, 0);
   EXPECT_DOUBLE_EQ(r.stragglers[0].slowdown, 3.0);
+  EXPECT_EQ(r.slowdown, (std::vector<double>{1.0, 1.0, 3.0, 1.0}));
   // Stage 1 computes (0.3 + 0.1) / 2 = 0.2 per step, stage 0 0.1: max / mean = 0.2 / 0.15.
   ASSERT_EQ(r.stage_compute_s.size(), 2u);
   EXPECT_DOUBLE_EQ(r.stage_compute_s[1], 0.2);
@@ -95,6 +96,7 @@ TEST(Monitor, RanksWithoutWorkAreLeftOut) {
   std::vector<RankWindow> w = {Rank(0, 0, 0, 0.1), idle, Rank(2, 0, 2, 0.1)};
   const MonitorReport r = AnalyseWindow(w, 1, 0.2, 1, 4);
   EXPECT_TRUE(r.stragglers.empty());
+  EXPECT_EQ(r.slowdown[1], 0.0);
   EXPECT_DOUBLE_EQ(r.stage_compute_s[0], 0.1);
 }
 
