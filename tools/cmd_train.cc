@@ -316,6 +316,7 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
   const int64_t global_batch = trainer_ptr->layout().global_batch;  // a plan switch keeps it
   std::string log = root && !a.log.empty() ? KeptLog(a.log, first_step - 1) : "";
   std::vector<double> losses;
+  AdaptState adapt;  // --adapt's switch on trial and the layouts it undid
   const int64_t last = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
   for (int64_t step = first_step; step <= last; ++step) {
     runtime::Trainer& trainer = *trainer_ptr;
@@ -348,7 +349,7 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
     *agreed_failure = true;  // a plan switch's errors are agreed
     if (step < last) {       // nothing to gain after the last step
       PTDP_RETURN_IF_ERROR(AdaptAfterStep(a.adapt, monitor ? &*monitor : nullptr, step,
-                                          a.opts.memory_limit, world, plan, &trainer_ptr));
+                                          a.opts.memory_limit, world, &adapt, plan, &trainer_ptr));
     }
     *agreed_failure = false;
     bool stopping = false;

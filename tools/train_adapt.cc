@@ -2,6 +2,7 @@
 // runtime. It may use the cost model and the simulator; the runtime only measures and switches.
 #include "tools/train_adapt.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -77,7 +78,8 @@ std::vector<ParallelConfig> Candidates(const PlanFile& p) {
 }  // namespace
 
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
-                                      Bytes memory_limit) {
+                                      Bytes memory_limit,
+                                      const std::vector<std::string>& rejected) {
   PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster,
                         LoadCluster(running.cluster.name, running.layout.WorldSize()));
   const ParallelConfig& now = running.layout;
@@ -96,6 +98,7 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
   out.layout = now;
   out.best_step_s = out.current_step_s;
   for (const ParallelConfig& c : Candidates(running)) {
+    if (std::find(rejected.begin(), rejected.end(), c.ToString()) != rejected.end()) continue;
     auto step_s = SimulatedStep(running, cluster, c, out.scale, memory_limit);
     if (!step_s.ok()) continue;
     ++out.candidates;
@@ -110,15 +113,13 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
 namespace {
 
 // Rank 0 re-plans and decides; every rank returns rank 0's choice (empty: stay).
-Result<std::optional<ParallelConfig>> DecideOnRoot(const AdaptArgs& a,
-                                                   const runtime::MonitorReport& report,
-                                                   int64_t step, Bytes memory_limit,
-                                                   runtime::Communicator& world,
-                                                   const PlanFile& plan) {
+Result<std::optional<ParallelConfig>> DecideOnRoot(
+    const AdaptArgs& a, const runtime::MonitorReport& report, int64_t step, Bytes memory_limit,
+    runtime::Communicator& world, const PlanFile& plan, const std::vector<std::string>& rejected) {
   std::vector<double> choice = {0, 0, 0, 0};  // switch, mbs, schedule, vp
   Status st;
   if (world.rank() == 0) {
-    auto rp = ReplanForMeasuredCosts(plan, report, memory_limit);
+    auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, rejected);
     if (!rp.ok()) {
       st = rp.status().WithPrefix("--adapt");
     } else {
@@ -149,24 +150,66 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(const AdaptArgs& a,
 
 }  // namespace
 
+namespace {
+
+// The job's mean step time over the window (every rank's wall_s is the job's).
+double MeasuredStep(const runtime::MonitorReport& r) {
+  if (r.ranks.empty() || r.ranks[0].steps == 0) return 0;
+  return r.ranks[0].wall_s / double(r.ranks[0].steps);
+}
+
+// --adapt's next plan after a window, if any: undo a switch on trial that measured no gain, else
+// re-plan when the window names stragglers.
+Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
+                                              const runtime::MonitorReport& report, int64_t step,
+                                              Bytes memory_limit, runtime::Communicator& world,
+                                              AdaptState* state, const PlanFile& plan) {
+  const double measured = MeasuredStep(report);
+  if (state->on_trial) {
+    state->on_trial = false;
+    if (!(measured < state->before_step_s)) {  // the same on every rank (gathered doubles)
+      if (world.rank() == 0) {
+        std::printf(
+            " adapt after step %lld: %s measured %.4f s per step against %.4f s before: "
+            "undoing the switch\n",
+            static_cast<long long>(step), plan.layout.ToString().c_str(), measured,
+            state->before_step_s);
+      }
+      state->rejected.push_back(plan.layout.ToString());
+      return std::optional<PlanFile>(state->before);
+    }
+  }
+  if (report.stragglers.empty()) return std::optional<PlanFile>();
+  PTDP_ASSIGN_OR_RETURN(std::optional<ParallelConfig> c,
+                        DecideOnRoot(a, report, step, memory_limit, world, plan, state->rejected));
+  if (!c) return std::optional<PlanFile>();
+  PlanFile next = plan;
+  next.layout = *c;
+  PTDP_ASSIGN_OR_RETURN(next.program, schedule::BuildProgram(next.model, next.layout));
+  next.has_program = true;
+  next.prediction = Json::object();  // the planner's figures were the old layout's
+  state->on_trial = true;
+  state->before = plan;
+  state->before_step_s = measured;
+  return std::optional<PlanFile>(std::move(next));
+}
+
+}  // namespace
+
 Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, int64_t step,
-                      Bytes memory_limit, runtime::Communicator& world, PlanFile* plan,
-                      std::unique_ptr<runtime::Trainer>* trainer) {
+                      Bytes memory_limit, runtime::Communicator& world, AdaptState* state,
+                      PlanFile* plan, std::unique_ptr<runtime::Trainer>* trainer) {
   PlanFile next;
   if (!a.switch_plan.empty() && step == a.switch_at) {
     auto read = ReadPlanFile(a.switch_plan);
     PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(
         world, read.ok() ? Status::Ok() : read.status().WithPrefix("--switch-plan")));
     next = std::move(read).value();
-  } else if (a.adapt && report != nullptr && !report->stragglers.empty()) {
-    PTDP_ASSIGN_OR_RETURN(std::optional<ParallelConfig> c,
-                          DecideOnRoot(a, *report, step, memory_limit, world, *plan));
-    if (!c) return Status::Ok();
-    next = *plan;
-    next.layout = *c;
-    PTDP_ASSIGN_OR_RETURN(next.program, schedule::BuildProgram(next.model, next.layout));
-    next.has_program = true;
-    next.prediction = Json::object();  // the planner's figures were the old layout's
+  } else if (a.adapt && report != nullptr) {
+    PTDP_ASSIGN_OR_RETURN(std::optional<PlanFile> p,
+                          NextAdaptPlan(a, *report, step, memory_limit, world, state, *plan));
+    if (!p) return Status::Ok();
+    next = std::move(*p);
   } else {
     return Status::Ok();
   }

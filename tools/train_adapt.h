@@ -25,6 +25,16 @@ struct AdaptArgs {
   std::string scratch_dir;  // where the state crosses over (Trainer::SwitchPlan)
 };
 
+// What --adapt remembers between windows: a switch is on trial until the next window has measured
+// it; one that did not shorten the measured step is undone and its layout not proposed again (the
+// simulator is only as right as the profile: ptdp calibrate's business).
+struct AdaptState {
+  bool on_trial = false;
+  PlanFile before;                    // the plan switched away from
+  double before_step_s = 0;           // its measured step time (the window before the switch)
+  std::vector<std::string> rejected;  // layouts (ParallelConfig::ToString) tried and undone
+};
+
 // The layout the re-planner picks for the measured costs, and what the simulator predicts.
 struct Replan {
   ParallelConfig layout;      // the running one when nothing is better
@@ -36,15 +46,17 @@ struct Replan {
 
 // Re-plans for the same GPUs (t, p, d, global batch, precision kept; microbatch size, schedule and
 // interleaving free). Pure given its inputs (the report is the same on every rank).
+// Layouts named in `rejected` are not candidates.
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
-                                      Bytes memory_limit);
+                                      Bytes memory_limit,
+                                      const std::vector<std::string>& rejected = {});
 
 // After step `step` (and its monitor window, `report` when one ended here): with --switch-plan at
 // --switch-at, or with --adapt when the window names stragglers and the re-plan gains more than
 // the threshold, every rank switches `*trainer` and `*plan` together (collective; rank 0 decides
-// and prints).
+// and prints); with --adapt, a switch whose next window measured no shorter step is undone.
 Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, int64_t step,
-                      Bytes memory_limit, runtime::Communicator& world, PlanFile* plan,
-                      std::unique_ptr<runtime::Trainer>* trainer);
+                      Bytes memory_limit, runtime::Communicator& world, AdaptState* state,
+                      PlanFile* plan, std::unique_ptr<runtime::Trainer>* trainer);
 
 }  // namespace ptdp::tools
