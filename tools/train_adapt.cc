@@ -171,15 +171,17 @@ Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
       if (world.rank() == 0) {
         std::printf(
             " adapt after step %lld: %s measured %.4f s per step against %.4f s before: "
-            "undoing the switch\n",
+            "undoing the switch; no more re-plans in this run (the profile mispredicts it: ptdp "
+            "calibrate)\n",
             static_cast<long long>(step), plan.layout.ToString().c_str(), measured,
             state->before_step_s);
       }
       state->rejected.push_back(plan.layout.ToString());
+      state->stopped = true;
       return std::optional<PlanFile>(state->before);
     }
   }
-  if (report.stragglers.empty()) return std::optional<PlanFile>();
+  if (state->stopped || report.stragglers.empty()) return std::optional<PlanFile>();
   PTDP_ASSIGN_OR_RETURN(std::optional<ParallelConfig> c,
                         DecideOnRoot(a, report, step, memory_limit, world, plan, state->rejected));
   if (!c) return std::optional<PlanFile>();

@@ -26,10 +26,12 @@ struct AdaptArgs {
 };
 
 // What --adapt remembers between windows: a switch is on trial until the next window has measured
-// it; one that did not shorten the measured step is undone and its layout not proposed again (the
-// simulator is only as right as the profile: ptdp calibrate's business).
+// it; one that did not shorten the measured step is undone, and --adapt proposes nothing more in
+// this run: its predictions are only as right as the profile (ptdp calibrate's business), and one
+// that was wrong would be wrong again, each trial costing a window in a slower layout.
 struct AdaptState {
   bool on_trial = false;
+  bool stopped = false;               // a switch was undone
   PlanFile before;                    // the plan switched away from
   double before_step_s = 0;           // its measured step time (the window before the switch)
   std::vector<std::string> rejected;  // layouts (ParallelConfig::ToString) tried and undone

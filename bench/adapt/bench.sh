@@ -2,10 +2,11 @@
 # Re-planning against a straggler (issue 13's acceptance; not part of make test: it times runs).
 # 4 ranks (t1 p2 d2, oversubscribed on this machine) train a small GPT; world rank 2 is slowed 3x
 # (--slow-rank 2 --slow-factor 3, a sleep after each forward and backward). Printed: tokens/s
-# without the straggler, with it, and with it under --adapt (re-planned at the first monitor
-# window), the fraction of the lost throughput --adapt recovers, and for attribution the adapted
-# layout's own tokens/s without a straggler. tokens/s: the mean over steps 5..STEPS of --log's
-# tokens_per_s (the switch happens after step 2; the first steps warm up).
+# without the straggler, with it, and with it under --adapt (monitor windows of MONITOR steps,
+# default 4: re-planned after the first, a switch on trial until the next), the fraction of the
+# lost throughput --adapt recovers, and for attribution the adapted layout's own tokens/s without
+# a straggler. tokens/s: the mean over steps 5..STEPS of --log's tokens_per_s. LAYOUT (env) is
+# the starting layout's --fix.
 # usage: bench/adapt/bench.sh [PTDP] [WORKDIR] [STEPS]  (defaults: build/tools/ptdp, /tmp/ptdp-adapt-bench, 20)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -36,7 +37,7 @@ print(sum(v) / len(v))"
 }
 train base
 train slow --slow-rank 2 --slow-factor 3
-train adapt --slow-rank 2 --slow-factor 3 --monitor-every 2 --adapt --expect-losses base.jsonl
+train adapt --slow-rank 2 --slow-factor 3 --monitor-every "${MONITOR:-4}" --adapt --expect-losses base.jsonl
 base=$(mean_tps base.jsonl) slow=$(mean_tps slow.jsonl) adapt=$(mean_tps adapt.jsonl)
 grep -E "^ (adapt|switched)" adapt.out | head -3
 grep "losses vs reference" adapt.out
