@@ -35,20 +35,29 @@ import json, sys
 v = [json.loads(l)['tokens_per_s'] for l in open('$1') if json.loads(l)['step'] >= 5]
 print(sum(v) / len(v))"
 }
-train base
-train slow --slow-rank 2 --slow-factor 3
-train adapt --slow-rank 2 --slow-factor 3 --monitor-every "${MONITOR:-4}" --adapt --expect-losses base.jsonl
-base=$(mean_tps base.jsonl) slow=$(mean_tps slow.jsonl) adapt=$(mean_tps adapt.jsonl)
-grep -E "^ (adapt|switched)" adapt.out | head -3
-grep "losses vs reference" adapt.out
+# The machine's speed drifts while other jobs come and go, so the three runs go in the order
+# base, slow, adapt, adapt, slow, base (drift cancels to first order) and each figure is the mean
+# of its two runs.
+for name in base slow adapt adapt2 slow2 base2; do
+  case $name in
+    base*) train "$name" ;;
+    slow*) train "$name" --slow-rank 2 --slow-factor 3 ;;
+    adapt*) train "$name" --slow-rank 2 --slow-factor 3 --monitor-every "${MONITOR:-4}" --adapt \
+              --expect-losses base.jsonl ;;
+  esac
+done
+pair() { python3 -c "print(($(mean_tps "$1.jsonl") + $(mean_tps "${1}2.jsonl")) / 2)"; }
+base=$(pair base) slow=$(pair slow) adapt=$(pair adapt)
+grep -hE "^ (adapt|switched)" adapt.out adapt2.out | cut -c1-220
+grep -h "losses vs reference" adapt.out adapt2.out
 adapted=$(sed -n 's/^ switched after step [0-9]* to \([^ ]*\) .*/\1/p' adapt.out | tail -1)
-printf '%-44s %12s\n' "run (4 ranks, $layout)" "tokens/s"
+printf '%-44s %12s\n' "run (4 ranks, $layout; mean of 2)" "tokens/s"
 printf '%-44s %12.0f\n' "no straggler" "$base" "rank 2 slowed 3x" "$slow" "rank 2 slowed 3x, --adapt" "$adapt"
 python3 -c "print('%-44s %11.1f%%' % ('lost throughput recovered', 100 * ($adapt - $slow) / ($base - $slow)))"
 if [ -n "$adapted" ]; then
   "$ptdp" plan --model model.json --cluster cpu --gpus 4 --global-batch 16 --fix "$adapted" --top 1 \
     --out plan.json > /dev/null
   train adapted_base
-  printf '%-44s %12.0f\n' "the adapted layout, no straggler" "$(mean_tps adapted_base.jsonl)"
+  printf '%-44s %12.0f\n' "the adapted layout, no straggler (one run)" "$(mean_tps adapted_base.jsonl)"
   echo "adapted layout: $adapted"
 fi
