@@ -196,6 +196,16 @@ TEST(Ledger, PipelineRankFlopsShareTheIteration) {
   EXPECT_DOUBLE_EQ(PipelineRankFlops(m, c, 1), 39936.0 + 6144.0);
   c.dp = 2;
   EXPECT_DOUBLE_EQ(PipelineRankFlops(m, c, 1), (39936.0 + 6144.0) / 2);
+  // Interleaved over 4 layers (v = 2): each rank holds two layers, the head stays on rank 1.
+  const ModelSpec m4 = Small(4);
+  c.dp = 1;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  EXPECT_DOUBLE_EQ(PipelineRankFlops(m4, c, 0), 2 * 39936.0);
+  EXPECT_DOUBLE_EQ(PipelineRankFlops(m4, c, 1), 2 * 39936.0 + 6144.0);
+  c.vp = 1;
+  c.schedule = ScheduleKind::k1F1B;
+  c.dp = 2;
   c.tp = 2;
   for (Recompute r : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
     for (bool fused : {false, true}) {
