@@ -213,12 +213,16 @@ double LayerForwardFlops(const ModelSpec& m, double sequences) {
   return 8 * sequences * s * h * h + 4 * sequences * s * h * f + 4 * sequences * s * s * h;
 }
 
+// The output layer's GEMMs, forward and backward (never recomputed), over the padded vocabulary.
+double LogitsFlops(const ModelSpec& m, const ParallelConfig& c) {
+  return 6.0 * double(c.global_batch) * m.seq_len * double(m.hidden) * double(PaddedVocab(m, c.tp));
+}
+
 }  // namespace
 
 FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
   const double B = double(c.global_batch);
-  const double logits = 6.0 * B * m.seq_len * double(m.hidden) * double(PaddedVocab(m, c.tp));
-  return 3.0 * m.layers * LayerForwardFlops(m, B) + logits;
+  return 3.0 * m.layers * LayerForwardFlops(m, B) + LogitsFlops(m, c);
 }
 
 // What a fused attention kernel's backward runs again per layer: the scores Q K^T, 2 B s^2 h
@@ -243,6 +247,20 @@ FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
       return ModelIterationFlops(m, c) + m.layers * 4.0 * B * m.seq_len * m.seq_len * m.hidden;
   }
   return 0;
+}
+
+// The iteration's FLOPs (HardwareIterationFlops, the one count) split by where they run: each
+// layer's share on the rank holding it, the logits on the last stage; a rank computes for B/d
+// sequences over t tensor ranks.
+FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  const double logits = LogitsFlops(m, c);
+  const double per_layer = (HardwareIterationFlops(m, c) - logits) / m.layers;
+  double flops = 0;
+  for (int chunk = 0; chunk < c.vp; ++chunk) {
+    flops += ChunkLayers(m, c, pp_rank, chunk).size() * per_layer;
+    if (HoldsHead(c, pp_rank, chunk)) flops += logits;
+  }
+  return flops / (double(c.dp) * c.tp);
 }
 
 }  // namespace ptdp

@@ -115,5 +115,10 @@ Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c);
 //   (FlashAttention-2's backward is 2.5x its forward); model FLOPs are unchanged.
 FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c);
 FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c);
+// The same hardware FLOPs for one rank of pipeline rank `pp_rank` (its layers for its data
+// replica's B/dp sequences, over t tensor ranks; the logits on the last stage): the compute a rank
+// is expected to do per iteration, by which the runtime's monitor compares ranks of different
+// stages.
+FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 
 }  // namespace ptdp

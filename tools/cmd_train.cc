@@ -7,6 +7,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 
 #include "core/cluster.h"
@@ -19,6 +20,7 @@
 #include "runtime/comm/world.h"
 #include "runtime/executor/trainer.h"
 #include "tools/common.h"
+#include "tools/train_adapt.h"
 
 namespace ptdp::tools {
 namespace {
@@ -31,6 +33,9 @@ struct TrainArgs {
   int64_t stop_at = 0;  // stop (and save) after this step, as a pre-empted job would; 0: --steps
   int keep = 2;
   int64_t steps = 0;
+  int64_t monitor_every = 0;  // the monitor's window in steps (0: off)
+  double straggler_threshold = 0.2;
+  AdaptArgs adapt;  // --adapt, --switch-plan (tools/train_adapt.h)
   double params_tol = 1e-4, loss_tol = 1e-5, memory_tol = -1;
   runtime::TrainOptions opts;
 };
@@ -91,7 +96,9 @@ Result<Bytes> ParseBytes(const std::string& s) {
   return static_cast<Bytes>(bytes);
 }
 
-std::string MetricsJson(const runtime::StepMetrics& m) {
+// The step's --log line; a monitor window that ends at this step is its "monitor" field (so every
+// line stays one step's metrics for the readers of the log).
+std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor) {
   OrderedJson j;
   j["step"] = m.step;
   j["loss"] = m.loss;
@@ -103,6 +110,7 @@ std::string MetricsJson(const runtime::StepMetrics& m) {
   j["tokens_per_s"] = m.tokens_per_s;
   j["tflops_per_gpu"] = m.tflops_per_gpu;
   j["peak_memory_bytes"] = m.peak_memory_bytes;
+  if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
   return j.dump();
 }
 
@@ -218,6 +226,20 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = Status::Invalid("--save-every: must be >= 0, --keep: >= 1");
   } else if (a.save.empty() && (a.save_every > 0 || a.load == "latest")) {
     pre = Status::Invalid("--save-every and --load latest need --save DIR");
+  } else if (a.monitor_every < 0) {
+    pre = Status::Invalid("--monitor-every: must be >= 0 (0: no monitor)");
+  } else if (!(a.straggler_threshold > 0)) {
+    pre = Status::Invalid("--straggler-threshold: must be > 0");
+  } else if (a.adapt.adapt && a.monitor_every == 0) {
+    pre = Status::Invalid("--adapt: needs --monitor-every N (it re-plans at monitor windows)");
+  } else if (!(a.adapt.threshold >= 0)) {
+    pre = Status::Invalid("--adapt-threshold: must be >= 0");
+  } else if (!a.adapt.switch_plan.empty() && a.adapt.switch_at < 1) {
+    pre = Status::Invalid("--switch-at: must be a step >= 1 with --switch-plan");
+  } else if (a.opts.slow_rank < -1 || a.opts.slow_rank >= world_size) {
+    pre = Status::Invalid("--slow-rank: must be a world rank below " + std::to_string(world_size));
+  } else if (!(a.opts.slow_factor >= 1 && a.opts.slow_factor <= 1000)) {
+    pre = Status::Invalid("--slow-factor: must be in [1, 1000]");
   } else if (Status f = CheckNotSpecialFile("--plan", a.plan); !f.ok()) {
     pre = f;
   } else if (Status d = CheckNotSpecialFile("--data", a.data); !d.ok()) {
@@ -287,35 +309,49 @@ std::string KeptLog(const std::string& path, int64_t last) {
 
 // Iterations first_step .. --steps; rank 0 prints each step and rewrites the --log file; --save
 // checkpoints every --save-every steps and after the last. Returns the losses.
-Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& trainer,
-                                       runtime::Communicator& world, int64_t first_step, bool root,
-                                       bool* agreed_failure) {
-  const ParallelConfig& c = trainer.layout();
+Result<std::vector<double>> TrainSteps(const TrainArgs& a,
+                                       std::unique_ptr<runtime::Trainer>& trainer_ptr,
+                                       PlanFile* plan, runtime::Communicator& world,
+                                       int64_t first_step, bool root, bool* agreed_failure) {
+  const int64_t global_batch = trainer_ptr->layout().global_batch;  // a plan switch keeps it
   std::string log = root && !a.log.empty() ? KeptLog(a.log, first_step - 1) : "";
   std::vector<double> losses;
+  AdaptState adapt;  // --adapt's switch on trial and the layouts it undid
   const int64_t last = a.stop_at > 0 ? std::min(a.stop_at, a.steps) : a.steps;
   for (int64_t step = first_step; step <= last; ++step) {
+    runtime::Trainer& trainer = *trainer_ptr;
     PTDP_ASSIGN_OR_RETURN(runtime::StepMetrics m, trainer.Step(step));
     // The first step warms the caches and libraries: the op table counts the steps after it.
     if (step == first_step && a.steps > step && trainer.op_times() != nullptr) {
       trainer.op_times()->Reset();
     }
     losses.push_back(m.loss);
+    std::optional<runtime::MonitorReport> monitor;
+    if (a.monitor_every > 0 && (step % a.monitor_every == 0 || step == last)) {
+      PTDP_ASSIGN_OR_RETURN(monitor, trainer.GatherMonitor(a.straggler_threshold));
+    }
     if (root) {
       std::printf(
           " iteration %6lld/%6lld | consumed samples %8lld | elapsed time per iteration (ms): "
           "%.1f | learning rate: %.3E | lm loss: %.6E | grad norm: %.4f | tokens/s: %.0f | "
           "TFLOP/s/GPU: %.4f | peak memory (MiB): %.2f | loss scale: %.0f | skipped: %lld\n",
           static_cast<long long>(step), static_cast<long long>(a.steps),
-          static_cast<long long>(step * c.global_batch), m.iteration_s * 1e3, m.lr, m.loss,
+          static_cast<long long>(step * global_batch), m.iteration_s * 1e3, m.lr, m.loss,
           m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB, m.loss_scale,
           static_cast<long long>(m.skipped_steps));
+      if (monitor) std::printf("%s\n", runtime::MonitorLine(*monitor).c_str());
       std::fflush(stdout);
       if (!a.log.empty()) {
-        log += MetricsJson(m) + "\n";
+        log += MetricsJson(m, monitor ? &*monitor : nullptr) + "\n";
         PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
       }
     }
+    *agreed_failure = true;  // a plan switch's errors are agreed
+    if (step < last) {       // nothing to gain after the last step
+      PTDP_RETURN_IF_ERROR(AdaptAfterStep(a.adapt, monitor ? &*monitor : nullptr, step,
+                                          a.opts.memory_limit, world, &adapt, plan, &trainer_ptr));
+    }
+    *agreed_failure = false;
     bool stopping = false;
     if (!a.save.empty()) {
       PTDP_ASSIGN_OR_RETURN(stopping, AnyRankStopping(world));
@@ -324,7 +360,7 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a, runtime::Trainer& tra
         ((a.save_every > 0 && step % a.save_every == 0) || step == last || stopping)) {
       *agreed_failure = true;  // every rank returns the save's agreed status
       const auto t0 = std::chrono::steady_clock::now();
-      PTDP_ASSIGN_OR_RETURN(const Bytes bytes, trainer.SaveCheckpoint(a.save, step, a.keep));
+      PTDP_ASSIGN_OR_RETURN(const Bytes bytes, trainer_ptr->SaveCheckpoint(a.save, step, a.keep));
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       *agreed_failure = false;
       if (root) {
@@ -386,8 +422,9 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed
   *agreed_failure = false;
+  a.adapt.scratch_dir = a.save.empty() ? "ptdp-switch" : a.save + "/switch";
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses,
-                        TrainSteps(a, *trainer, world, done + 1, root, agreed_failure));
+                        TrainSteps(a, trainer, &*plan, world, done + 1, root, agreed_failure));
   if (root && trainer->op_times() != nullptr)
     PrintOpTimes(*trainer->op_times(), int64_t(losses.size()));
   // Memory: measured peak per pipeline rank beside the predictions.
@@ -438,6 +475,23 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
                   "(builds with CUDA; GPU by local rank; never run on a GPU yet)");
   cmd->add_option("--kill-in-save-step", a.opts.kill_in_save_step,
                   "tests: SIGKILL the last rank inside this step's --save");
+  cmd->add_option("--monitor-every", a.monitor_every,
+                  "every N steps: utilisation per rank, bubble, stage imbalance and stragglers "
+                  "(one line; the \"monitor\" field of --log)");
+  cmd->add_option("--straggler-threshold", a.straggler_threshold,
+                  "the monitor names ranks slower than the median by more (fraction, 0.2)");
+  cmd->add_flag("--adapt", a.adapt.adapt,
+                "at monitor windows naming stragglers, re-plan for the same GPUs with the measured "
+                "stage compute (microbatch size, schedule, interleaving) and switch at the step "
+                "boundary when the simulator predicts a gain over --adapt-threshold");
+  cmd->add_option("--adapt-threshold", a.adapt.threshold,
+                  "--adapt switches when the predicted step is this much shorter (fraction, 0.1)");
+  cmd->add_option("--switch-plan", a.adapt.switch_plan,
+                  "tests: switch to this plan (same t, p, d) after step --switch-at");
+  cmd->add_option("--switch-at", a.adapt.switch_at, "tests: see --switch-plan");
+  cmd->add_option("--slow-rank", a.opts.slow_rank,
+                  "tests: this world rank computes --slow-factor times slower (sleeps)");
+  cmd->add_option("--slow-factor", a.opts.slow_factor, "tests: see --slow-rank");
   cmd->add_option("--inject-overflow-step", a.opts.inject_overflow_step,
                   "tests: put an inf into one gradient at this step (fp16 loss scaling)");
   cmd->add_option("--initial-loss-scale", a.opts.initial_loss_scale, "fp16 dynamic loss scale");

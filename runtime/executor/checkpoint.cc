@@ -235,4 +235,54 @@ Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none
   return m->step;
 }
 
+namespace {
+
+// What a plan switch may not change (docs/runtime.md "Switching plans").
+Status CheckSwitchable(const ParallelConfig& from, const ParallelConfig& to) {
+  auto differs = [](const char* what, int64_t a, int64_t b) {
+    return Status::Invalid(std::string("plan switch: layout.") + what + " " + std::to_string(b) +
+                           " differs from the running " + std::to_string(a) +
+                           " (a change of t, p or d is a relaunch through --save / --load)");
+  };
+  if (from.tp != to.tp) return differs("tp", from.tp, to.tp);
+  if (from.pp != to.pp) return differs("pp", from.pp, to.pp);
+  if (from.dp != to.dp) return differs("dp", from.dp, to.dp);
+  if (from.global_batch != to.global_batch) {
+    return differs("global_batch", from.global_batch, to.global_batch);
+  }
+  if (from.precision != to.precision) {
+    return Status::Invalid("plan switch: layout.precision differs from the running one");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Trainer>> Trainer::SwitchPlan(std::unique_ptr<Trainer> current,
+                                                     const PlanFile& next, int64_t step,
+                                                     const std::string& scratch_dir) {
+  Communicator* world = current->given_world_;
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world, CheckSwitchable(current->cfg_, next.layout)));
+  const TrainOptions opts = current->opts_;  // a different model is refused by the loader
+  PTDP_RETURN_IF_ERROR(current->SaveCheckpoint(scratch_dir, step, /*keep=*/1).status());
+  current.reset();  // its memory goes before the new layout's is allocated
+  PTDP_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Create(world, next, opts));
+  const std::string ckpt = scratch_dir + "/" + StepDirName(step);
+  PTDP_ASSIGN_OR_RETURN(const int64_t loaded, t->LoadCheckpoint(ckpt, /*allow_none=*/false));
+  if (loaded != step) {
+    return Status::Internal("plan switch: loaded step " + std::to_string(loaded) + ", not " +
+                            std::to_string(step));
+  }
+  // Every rank has read its pieces before the folder goes.
+  PTDP_RETURN_IF_ERROR(world->Barrier());
+  Status removed;
+  if (world->rank() == 0) {
+    std::error_code ec;
+    std::filesystem::remove_all(scratch_dir, ec);
+    if (ec) removed = Status::IoError("plan switch: removing " + scratch_dir + ": " + ec.message());
+  }
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world, removed));
+  return t;
+}
+
 }  // namespace ptdp::runtime

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "runtime/comm/agree.h"
 #include "runtime/executor/trainer.h"
@@ -63,7 +64,7 @@ Status Trainer::RunProgram(int64_t step) {
   PTDP_RETURN_IF_ERROR(dev_->Mark());
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr& in = instrs[i];
-    Status st = Execute(in, step);
+    Status st = world_->rank() == opts_.slow_rank ? ExecuteSlowed(in, step) : Execute(in, step);
     if (!st.ok()) {
       return st.WithPrefix("rank " + std::to_string(world_->rank()) + ", step " +
                            std::to_string(step) + ", instruction " + std::to_string(i) + " (" +
@@ -138,6 +139,20 @@ Status Trainer::PollSends() {
 Status Trainer::WaitSends() {
   for (auto& p : pending_) PTDP_RETURN_IF_ERROR(p->req->Wait());
   pending_.clear();
+  return Status::Ok();
+}
+
+// The test-only straggler: each forward and backward is followed by a sleep of (factor - 1) times
+// its own duration, so the rank computes `factor` times slower whatever else the CPU runs (a busy
+// wait would take a core from the ranks sharing it and slow them too, unlike a slow GPU).
+Status Trainer::ExecuteSlowed(const Instr& in, int64_t step) {
+  if (in.op != Op::kForward && in.op != Op::kBackward) return Execute(in, step);
+  PTDP_RETURN_IF_ERROR(dev_->Synchronize());
+  const auto t0 = std::chrono::steady_clock::now();
+  PTDP_RETURN_IF_ERROR(Execute(in, step));
+  PTDP_RETURN_IF_ERROR(dev_->Synchronize());
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+  std::this_thread::sleep_for(took * (opts_.slow_factor - 1));
   return Status::Ok();
 }
 

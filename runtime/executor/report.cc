@@ -1,6 +1,7 @@
-// Memory and timeline gathering (collective over the world).
+// Memory, timeline and monitor gathering (collective over the world).
 #include <algorithm>
 
+#include "core/ledger.h"
 #include "runtime/comm/agree.h"
 #include "runtime/executor/trainer.h"
 
@@ -71,6 +72,49 @@ Result<Timeline> Trainer::GatherTimeline() {
     }
   }
   return t;
+}
+
+// This step's instructions (events_, from the device marks) into the monitor's window; `step_s`
+// is the job's step time (its slowest rank's).
+void Trainer::AddToWindow(double step_s) {
+  double first = -1, last = 0;
+  for (const TimelineEvent& e : events_) {
+    const double s = double(e.end_ns - e.start_ns) * 1e-9;
+    switch (e.instr.op) {
+      case Op::kForward:
+      case Op::kBackward:
+        window_.stage_compute_s += s;
+        window_.busy_s += s;
+        if (first < 0) first = double(e.start_ns) * 1e-9;
+        last = double(e.end_ns) * 1e-9;
+        break;
+      case Op::kOptimizerStep:
+        window_.busy_s += s;
+        break;
+      default:
+        window_.comm_s += s;
+    }
+  }
+  if (first >= 0) window_.span_s += last - first;
+  window_.wall_s += step_s;
+  ++window_.steps;
+}
+
+Result<MonitorReport> Trainer::GatherMonitor(double straggler_threshold) {
+  window_.rank = world_->rank();
+  window_.coord = coord_;
+  window_.expected_flops = PipelineRankFlops(model_, cfg_, coord_.pp);
+  std::vector<double> mine(RankWindow::kWireSize);
+  window_.ToWire(mine.data());
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, mine));
+  std::vector<RankWindow> ranks;
+  for (size_t r = 0; (r + 1) * RankWindow::kWireSize <= all.size(); ++r) {
+    ranks.push_back(RankWindow::FromWire(all.data() + r * RankWindow::kWireSize));
+  }
+  const int64_t first = window_first_step_, last = first + window_.steps - 1;
+  window_ = RankWindow{};
+  window_first_step_ = 0;
+  return AnalyseWindow(std::move(ranks), cfg_.pp, straggler_threshold, first, last);
 }
 
 }  // namespace ptdp::runtime

@@ -48,6 +48,7 @@ Result<std::unique_ptr<Trainer>> Trainer::Create(Communicator* world, const Plan
                                                  const TrainOptions& opts) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->world_ = world;
+  t->given_world_ = world;
   Status local = t->Setup(plan, opts);
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world, local));
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world, t->Build()));
@@ -263,6 +264,8 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   m.tokens_per_s = tokens / slowest;
   m.tflops_per_gpu = HardwareIterationFlops(model_, cfg_) / slowest / world_->size() / 1e12;
   m.peak_memory_bytes = static_cast<Bytes>(peak);
+  if (window_first_step_ == 0) window_first_step_ = step;
+  AddToWindow(slowest);
   return m;
 }
 

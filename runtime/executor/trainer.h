@@ -40,6 +40,7 @@
 #include "runtime/backend/timed_ops.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/data/token_file.h"
+#include "runtime/executor/monitor.h"
 #include "runtime/model/gpt_layers.h"
 #include "runtime/model/params.h"
 #include "runtime/optim/loss_scaler.h"
@@ -64,6 +65,11 @@ struct TrainOptions {
   Bytes memory_limit = 0;             // per rank; 0: none
   std::string memory_limit_source;    // where the limit came from, for the error message
   bool op_times = false;              // time every Ops call (runtime/backend/timed_ops.h)
+  // Tests: world rank `slow_rank` (-1: none) sleeps (slow_factor - 1) times the measured duration
+  // of each forward and backward after it, a device slower by that factor (the monitor's
+  // straggler; a sleep, not a busy wait, so that ranks sharing the CPU do not slow down too).
+  int slow_rank = -1;
+  double slow_factor = 1;
 };
 
 struct StepMetrics {
@@ -118,6 +124,10 @@ class Trainer {
   // rank 0 of each), on world rank 0 (others get an empty Timeline), with an "activation_GiB"
   // counter sample after every instruction.
   Result<Timeline> GatherTimeline();
+  // Collective: the monitor's window (runtime/executor/monitor.h) since the last call, every
+  // rank's, analysed with `straggler_threshold`; the same report on every rank. Starts a new
+  // window.
+  Result<MonitorReport> GatherMonitor(double straggler_threshold);
   // Collective: compares this rank's parameters with a single-process dump (WriteParamDump) and
   // returns the largest per-tensor relative difference ||p - ref|| / ||ref|| over all ranks
   // (padded vocabulary rows excluded).
@@ -133,6 +143,20 @@ class Trainer {
   // newest valid one is taken; world rank 0 prints the ones it skips and why). With `allow_none`,
   // a folder holding no checkpoint at all gives 0 (start from scratch).
   Result<int64_t> LoadCheckpoint(const std::string& path, bool allow_none);
+
+  // Collective, at the step boundary after iteration `step`: a trainer running `next` that holds
+  // this one's state. `next` is a plan for the same model on the same ranks (t, p, d, global batch
+  // and precision unchanged: a change of t or p is a relaunch through --save / --load); the
+  // microbatch size, the schedule and interleaving may differ, and so may the split of layers
+  // across the pipeline stages once plans carry one (the checkpoint names tensors globally, so a
+  // layer that moves takes its weights and Adam moments to its new rank). The state moves through
+  // a checkpoint (runtime/checkpoint: master weights, Adam m and v, Adam's step count, the
+  // loss-scale state) saved in `scratch_dir` and loaded by the resharding loader, then removed;
+  // the maths is unchanged (the losses follow the unswitched run within the layout equivalence
+  // bounds). Every rank must see `scratch_dir` (one host, or a shared file system).
+  static Result<std::unique_ptr<Trainer>> SwitchPlan(std::unique_ptr<Trainer> current,
+                                                     const PlanFile& next, int64_t step,
+                                                     const std::string& scratch_dir);
 
   const Program& program() const { return program_; }
   const ParallelConfig& layout() const { return cfg_; }
@@ -152,6 +176,8 @@ class Trainer {
   void GuardCommunicators();
   // executor.cc
   Status Execute(const Instr& in, int64_t step);
+  Status ExecuteSlowed(const Instr& in, int64_t step);  // TrainOptions::slow_rank
+  void AddToWindow(double step_s);                      // report.cc: this step's events
   Status RunProgram(int64_t step);
   Status RecvBoundary(const Instr& in, TensorRef full);
   Status SendBoundary(const Instr& in, Tensor buf);
@@ -183,6 +209,7 @@ class Trainer {
   Status LoadParams(const std::string& dir, const Manifest& m);
 
   Communicator* world_ = nullptr;
+  Communicator* given_world_ = nullptr;  // what Create got (world_ may be the guard's view of it)
   std::unique_ptr<Communicator> guarded_world_;  // the guard device's view of the world
   std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_;
   ModelSpec model_;
@@ -212,6 +239,8 @@ class Trainer {
   Timeline timeline_;
   std::vector<TimelineEvent> events_;
   std::vector<Bytes> activation_bytes_;  // after each event
+  RankWindow window_;                    // the monitor's sums since the last GatherMonitor
+  int64_t window_first_step_ = 0;        // 0: no step in the window yet
 };
 
 }  // namespace ptdp::runtime

@@ -183,6 +183,41 @@ TEST(Ledger, SmallModelFlopsByHand) {
   EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), 112640.0 + 2 * 512.0);
 }
 
+// Per pipeline rank (the monitor's expected work): Small at B = 2, p = 2, one layer each: rank 0
+// 3 x 13312 = 39936, rank 1 the same plus the logits 6144; over d = 2 each rank has half the
+// sequences. Summed over every rank (p, t and d) the ranks' FLOPs are the iteration's, whatever
+// the recomputation and attention.
+TEST(Ledger, PipelineRankFlopsShareTheIteration) {
+  const ModelSpec m = Small(2);
+  ParallelConfig c;
+  c.global_batch = 2;
+  c.pp = 2;
+  EXPECT_DOUBLE_EQ(PipelineRankFlops(m, c, 0), 39936.0);
+  EXPECT_DOUBLE_EQ(PipelineRankFlops(m, c, 1), 39936.0 + 6144.0);
+  c.dp = 2;
+  EXPECT_DOUBLE_EQ(PipelineRankFlops(m, c, 1), (39936.0 + 6144.0) / 2);
+  // Interleaved over 4 layers (v = 2): each rank holds two layers, the head stays on rank 1.
+  const ModelSpec m4 = Small(4);
+  c.dp = 1;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  EXPECT_DOUBLE_EQ(PipelineRankFlops(m4, c, 0), 2 * 39936.0);
+  EXPECT_DOUBLE_EQ(PipelineRankFlops(m4, c, 1), 2 * 39936.0 + 6144.0);
+  c.vp = 1;
+  c.schedule = ScheduleKind::k1F1B;
+  c.dp = 2;
+  c.tp = 2;
+  for (Recompute r : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+    for (bool fused : {false, true}) {
+      if (fused && r == Recompute::kSelective) continue;
+      c.recompute = r;
+      c.fused_attention = fused;
+      const double ranks = PipelineRankFlops(m, c, 0) + PipelineRankFlops(m, c, 1);
+      EXPECT_DOUBLE_EQ(ranks * c.tp * c.dp, HardwareIterationFlops(m, c));
+    }
+  }
+}
+
 // The 1T model (l = 128, h = 25600, a = 160, s = 2048, V = 51200 padded to itself at t = 8),
 // B = 3072: the paper's eq. (3) 96 B s l h^2 (1 + s/6h + V/16lh) with recomputation, and its
 // no-recomputation form 72 B s l h^2 (1 + s/6h + V/12lh) for model FLOPs. Selective recomputation

@@ -7,7 +7,8 @@
 #   bench/<layer> -> what <layer> may use;
 #   tools/: cmd_train.cc and cmd_tokenize.cc -> the runtime's layers, cmd_profile.cc -> the profiler's,
 #     cmd_schedule.cc -> the simulator's; the other commands (plan, simulate, paper, presets) compose
-#     every layer;
+#     every layer, and so does train_adapt.cc (`ptdp train --adapt`'s re-planner, reached from
+#     cmd_train.cc only through tools/train_adapt.h, which names core and runtime types);
 #   MPI, NCCL and CUDA headers only under runtime/comm/mpi, runtime/cuda, kernels/cuda, kernels/cublas, profiler.
 # The build holds the library rules too (per-target include roots, cmake/PtdpLayer.cmake): this
 # script adds the vendor-header rule, the per-command rules of tools/ and a reading of the source
