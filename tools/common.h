@@ -28,5 +28,7 @@ void RegisterTrain(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterProfile(CLI::App& app, int* exit_code);
 void RegisterCompare(CLI::App& app, int* exit_code);
+void RegisterExport(CLI::App& app, int* exit_code);
+void RegisterForward(CLI::App& app, int* exit_code);
 
 }  // namespace ptdp::tools
