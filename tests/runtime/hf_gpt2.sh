@@ -4,6 +4,7 @@
 # Every case first trains it 3 steps in one process, saves, and exports the checkpoint (hf/).
 #   roundtrip   hf/ -> `train --init-from` at t2 p2 with --lr 0 (the step leaves the weights
 #               unchanged) -> --save -> export: model.safetensors and config.json byte-identical
+#   roundtrip_untied  the same with untied embeddings (lm_head.weight) and ffn_hidden 96
 #   layout      --init-from hf/ at t2 p2 (4 ranks) against one process: per-step losses within 1e-5
 #               (relative), the first step's loss equal to `ptdp forward --hf hf/` on that batch
 #   forward     `ptdp forward` of the checkpoint and of its export: identical logits; the loss of
@@ -25,12 +26,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 "$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
-plan() {  # NAME TP PP DP [LAYERS]
+plan() {  # NAME TP PP DP [LAYERS]; $untied: tie_word_embeddings false and ffn_hidden 96
   local g=$(($2 * $3 * $4))
   cat > "$1.json" <<JSON
 {"ptdp_plan_version": 2,
  "model": {"name": "hf-test", "layers": ${5:-2}, "hidden": 64, "heads": 4, "seq_len": 32,
-           "vocab": 300, "dropout": 0.1},
+           "vocab": 300, "dropout": 0.1${untied:+, \"tied_embeddings\": false, \"ffn_hidden\": 96}},
  "cluster": {"name": "cpu", "gpus": $g, "gpus_per_node": $g},
  "global_batch": 8,
  "layout": {"tp": $2, "pp": $3, "dp": $4, "mbs": 2, "vp": 1, "schedule": "1f1b",
@@ -45,6 +46,8 @@ train() {  # NP PLAN [flags]: output in PLAN.out
     "$@" > "$name.out" 2>&1
 }
 loss_of() { sed -n 's/.*loss \([0-9.]*\) nats.*/\1/p' "$1"; }
+untied=
+[ "$case" = roundtrip_untied ] && untied=1
 plan one 1 1 1
 plan tp 2 2 1
 train 1 one --steps 3 --save ck || { cat one.out; fail "training the model to export"; }
@@ -67,7 +70,11 @@ PY
 }
 
 case "$case" in
-  roundtrip)
+  roundtrip|roundtrip_untied)
+    if [ -n "$untied" ]; then
+      grep -q '"tie_word_embeddings": false' hf/config.json || fail "config.json: not untied"
+      grep -q '"n_inner": 96' hf/config.json || fail "config.json: n_inner"
+    fi
     train 4 tp --steps 1 --init-from hf --lr 0 --min-lr 0 --save ck2 || { cat tp.out; fail "t2p2 run"; }
     grep -q "initialised from the Hugging Face GPT-2 folder hf" tp.out || fail "no init line"
     "$ptdp" export --checkpoint ck2 --to hf-gpt2 hf2 > export2.out 2>&1 || { cat export2.out; fail "export 2"; }
