@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "core/checked.h"
 #include "core/json.h"
 #include "runtime/backend/registry.h"
 #include "runtime/checkpoint/param_io.h"
@@ -18,6 +19,9 @@
 
 namespace ptdp::tools {
 namespace {
+
+// What one `ptdp forward` runs at most (its logits take tokens x vocabulary floats).
+constexpr int64_t kMaxForwardTokens = int64_t(1) << 24;
 
 struct ForwardArgs {
   std::string checkpoint, hf, tokens, data, out, batch_out, backend = "cpu";
@@ -35,6 +39,11 @@ Result<std::vector<int32_t>> ReadSequences(const ForwardArgs& a, int64_t vocab, 
   if (!tf.ok()) return tf.status().WithPrefix(flag);
   std::vector<int32_t> seqs;
   if (!from_data) {
+    if (tf->count() > kMaxForwardTokens) {
+      return Status::Invalid("--tokens: " + std::to_string(tf->count()) +
+                             " tokens, more than the " + std::to_string(kMaxForwardTokens) +
+                             " one forward takes");
+    }
     if (tf->count() == 0 || tf->count() % (S + 1) != 0) {
       return Status::Invalid(
           "--tokens: " + std::to_string(tf->count()) +
@@ -44,8 +53,14 @@ Result<std::vector<int32_t>> ReadSequences(const ForwardArgs& a, int64_t vocab, 
     PTDP_RETURN_IF_ERROR(tf->Read(0, tf->count(), seqs.data()));
     return seqs;
   }
+  int64_t total = 0;
   if (a.step < 1 || a.global_batch < 1) {
     return Status::Invalid("--data needs --step >= 1 and --global-batch >= 1");
+  }
+  if (!CheckedMul(a.global_batch, S + 1, &total) || total > kMaxForwardTokens) {
+    return Status::Invalid("--global-batch: " + std::to_string(a.global_batch) +
+                           " sequences are more than the " + std::to_string(kMaxForwardTokens) +
+                           " tokens one forward takes");
   }
   if (tf->count() < S + 2) {
     return Status::Invalid("--data: " + std::to_string(tf->count()) +
@@ -82,10 +97,10 @@ Status RunForward(const ForwardArgs& a) {
     source = a.hf;
     model = hf->config().model;
   }
-  const int64_t S = a.seq_len > 0 ? a.seq_len : model.seq_len;
-  if (S > model.seq_len) {
-    return Status::Invalid("--seq-len: " + std::to_string(S) + " is more than the model's " +
-                           std::to_string(model.seq_len) + " positions");
+  const int64_t S = a.seq_len != 0 ? a.seq_len : model.seq_len;
+  if (S < 1 || S > model.seq_len) {
+    return Status::Invalid("--seq-len: " + std::to_string(S) + " is outside [1, " +
+                           std::to_string(model.seq_len) + "] (the model's positions)");
   }
   PTDP_ASSIGN_OR_RETURN(std::vector<int32_t> seqs, ReadSequences(a, model.vocab, S));
   PTDP_ASSIGN_OR_RETURN(

@@ -132,7 +132,8 @@ Result<HfGpt2Config> HfGpt2ConfigFromJson(const Json& j, const std::string& sour
     return Bad(source, "n_embd",
                std::to_string(m.hidden) + " is not divisible by n_head " + std::to_string(heads));
   }
-  const char* pos_key = j.contains("n_positions") ? "n_positions" : "n_ctx";
+  // n_ctx: older configs' name; a config with neither is told about n_positions.
+  const char* pos_key = j.contains("n_ctx") && !j.contains("n_positions") ? "n_ctx" : "n_positions";
   PTDP_RETURN_IF_ERROR(ReadInt(j, pos_key, true, 1, kMaxSeqLen, source, &c.n_positions));
   m.seq_len = c.n_positions;
   PTDP_RETURN_IF_ERROR(ReadInt(j, "vocab_size", true, 1, kMaxVocab, source, &m.vocab));

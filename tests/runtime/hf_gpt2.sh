@@ -107,6 +107,11 @@ case "$case" in
     # --tokens over the batch it wrote gives the same loss.
     "$ptdp" forward --hf hf --tokens batch.bin --out c.bin > c.out 2>&1 || { cat c.out; fail "--tokens"; }
     cmp b.bin c.bin || fail "--tokens logits differ from --data's"
+    # Sequences of 33 tokens are not whole sequences of 17 + 1: refused, exit 2.
+    "$ptdp" forward --hf hf --tokens batch.bin --seq-len 17 > e.out 2>&1
+    rc=$?
+    [ "$rc" -eq 2 ] && grep -q "ptdp forward: error: --tokens: 264 tokens are not whole sequences" e.out \
+      || { cat e.out; fail "forward --seq-len 17: exit $rc"; }
     sed -i 's/"dropout": 0.1/"dropout": 0.0/' one.json
     train 1 one --steps 4 --save ck0 --stop-at 3 || { cat one.out; fail "no-dropout run"; }
     train 1 one --steps 4 --load ck0 --log resumed.jsonl || { cat one.out; fail "resumed"; }
