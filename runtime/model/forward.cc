@@ -6,6 +6,37 @@
 
 namespace ptdp::runtime {
 
+namespace {
+
+Result<int> Index(const ParamStore& params, const std::string& name) {
+  const int i = params.Find(0, name);
+  if (i < 0) return Status::Internal("forward: the store holds no '" + name + "'");
+  return i;
+}
+
+// Every layer's weights, as Trainer::WireLayers wires them.
+Result<std::vector<LayerWeights>> Layers(const ModelSpec& m, const ParamStore& params) {
+  static const char* const kNames[] = {"ln1.weight",    "ln1.bias",         "attn.qkv.weight",
+                                       "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
+                                       "ln2.weight",    "ln2.bias",         "mlp.fc1.weight",
+                                       "mlp.fc1.bias",  "mlp.fc2.weight",   "mlp.fc2.bias"};
+  std::vector<LayerWeights> layers;
+  for (int l = 0; l < m.layers; ++l) {
+    const std::string p = "layer" + std::to_string(l) + ".";
+    LayerWeights w;
+    ConstRef* slots[] = {&w.ln1_w, &w.ln1_b, &w.qkv_w, &w.qkv_b, &w.proj_w, &w.proj_b,
+                         &w.ln2_w, &w.ln2_b, &w.fc1_w, &w.fc1_b, &w.fc2_w,  &w.fc2_b};
+    for (int k = 0; k < 12; ++k) {
+      PTDP_ASSIGN_OR_RETURN(const int i, Index(params, p + kNames[k]));
+      *slots[k] = params.weight(i);
+    }
+    layers.push_back(w);
+  }
+  return layers;
+}
+
+}  // namespace
+
 Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore& params,
                                     const std::vector<int32_t>& seqs, int64_t S) {
   if (S < 1 || S > m.seq_len) {
@@ -21,26 +52,8 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
   }
   const int64_t B = int64_t(seqs.size()) / (S + 1);
   const int64_t V = m.vocab, Vp = PaddedVocab(m, 1);
-  auto idx = [&](const std::string& n) -> Result<int> {
-    const int i = params.Find(0, n);
-    if (i < 0) return Status::Internal("forward: the store holds no '" + n + "'");
-    return i;
-  };
-  std::vector<LayerWeights> layers;
-  for (int l = 0; l < m.layers; ++l) {
-    const std::string p = "layer" + std::to_string(l) + ".";
-    LayerWeights w;
-    ConstRef* slots[] = {&w.ln1_w, &w.ln1_b, &w.qkv_w, &w.qkv_b, &w.proj_w, &w.proj_b,
-                         &w.ln2_w, &w.ln2_b, &w.fc1_w, &w.fc1_b, &w.fc2_w,  &w.fc2_b};
-    const char* names[] = {"ln1.weight",       "ln1.bias",       "attn.qkv.weight", "attn.qkv.bias",
-                           "attn.proj.weight", "attn.proj.bias", "ln2.weight",      "ln2.bias",
-                           "mlp.fc1.weight",   "mlp.fc1.bias",   "mlp.fc2.weight",  "mlp.fc2.bias"};
-    for (int k = 0; k < 12; ++k) {
-      PTDP_ASSIGN_OR_RETURN(const int i, idx(p + names[k]));
-      *slots[k] = params.weight(i);
-    }
-    layers.push_back(w);
-  }
+  auto idx = [&](const std::string& n) { return Index(params, n); };
+  PTDP_ASSIGN_OR_RETURN(const std::vector<LayerWeights> layers, Layers(m, params));
   PTDP_ASSIGN_OR_RETURN(const int wte, idx("embedding.word"));
   PTDP_ASSIGN_OR_RETURN(const int wpe, idx("embedding.position"));
   PTDP_ASSIGN_OR_RETURN(const int lnf_w, idx("final_ln.weight"));
