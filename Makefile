@@ -9,7 +9,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
 .PHONY: deps configure build run test paper bench train-demo format clean gpu-carry gpu-dry-run \
-        san-configure san-test fuzz-build fuzz
+        san-configure san-test fuzz-build fuzz hf-check
 
 # Hardening build (docs/fuzzing.md): clang, AddressSanitizer + UndefinedBehaviorSanitizer and
 # libFuzzer instrumentation, in its own folder. It builds the fuzzers (fuzz/) and the unit tests
@@ -66,6 +66,12 @@ fuzz-build: san-configure
 
 fuzz: fuzz-build
 	fuzz/run.sh $(SAN_BUILD) $(FUZZ_SECONDS)
+
+# ptdp against transformers' GPT2LMHeadModel (docs/checkpoints.md "Hugging Face GPT-2"): installs torch,
+# transformers and safetensors from PyPI into $(BUILD)/hf-venv once (a few GB, so not in `make test`),
+# then compares logits and losses of exported and imported models; PASS/FAIL lines, exit 1 on a FAIL.
+hf-check: build
+	bench/hf/hf_check.sh $(PTDP) $(BUILD)
 
 paper: build
 	$(PTDP) paper

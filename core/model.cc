@@ -147,7 +147,11 @@ const std::set<std::string>& HfIgnoredKeys() {
                                              "prefix",
                                              "problem_type",
                                              "bias",
-                                             "dropout"};
+                                             "dropout",
+                                             "dtype",  // transformers 5's name for torch_dtype
+                                             "output_attentions",
+                                             "output_hidden_states",
+                                             "return_dict"};
   return keys;
 }
 

@@ -13,7 +13,7 @@ build=${1:?usage: fuzz/run.sh BUILD_DIR SECONDS [NAME...]}
 seconds=${2:?usage: fuzz/run.sh BUILD_DIR SECONDS [NAME...]}
 shift 2
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(model cluster plan program fix token_file checkpoint)
+[ ${#names[@]} -gt 0 ] || names=(model cluster plan program fix token_file checkpoint hf_gpt2)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=()
@@ -26,7 +26,7 @@ for name in "${names[@]}"; do
   # Scratch files of the harnesses that read a path (cluster, token_file): in memory where possible.
   tmp=$(mktemp -d "${PTDP_FUZZ_TMP:-$([ -w /dev/shm ] && echo /dev/shm || echo "$work")}/ptdp-fuzz-XXXXXX")
   dict=()
-  case $name in model | cluster | plan | program | checkpoint) dict=(-dict="$here/json.dict") ;; esac
+  case $name in model | cluster | plan | program | checkpoint | hf_gpt2) dict=(-dict="$here/json.dict") ;; esac
   echo "== fuzz_$name: ${seconds} s"
   TMPDIR=$tmp "$bin" -max_total_time="$seconds" -print_final_stats=1 -timeout=5 \
     -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$work/artifacts/" "${dict[@]}" \

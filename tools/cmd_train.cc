@@ -29,6 +29,7 @@ struct TrainArgs {
   std::string plan, data, log, trace, backend = "cpu", memory_limit;
   std::string dump_params, expect_params, expect_losses;
   std::string save, load;  // checkpoints (docs/checkpoints.md)
+  std::string init_from;   // a Hugging Face GPT-2 folder (docs/checkpoints.md)
   int64_t save_every = 0;
   int64_t stop_at = 0;  // stop (and save) after this step, as a pre-empted job would; 0: --steps
   int keep = 2;
@@ -421,6 +422,18 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
                 static_cast<long long>(c.Microbatches()), c.mbs);
   }
   PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed
+  if (!a.init_from.empty() && done > 0) {
+    if (root)
+      std::printf("--init-from %s not used: resumed from a checkpoint\n", a.init_from.c_str());
+  } else if (!a.init_from.empty()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    PTDP_RETURN_IF_ERROR(trainer->InitFromHf(a.init_from));  // agreed
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (root) {
+      std::printf("initialised from the Hugging Face GPT-2 folder %s in %.3f s\n",
+                  a.init_from.c_str(), s);
+    }
+  }
   *agreed_failure = false;
   a.adapt.scratch_dir = a.save.empty() ? "ptdp-switch" : a.save + "/switch";
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses,
@@ -526,6 +539,9 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--load", a.load,
                   "resume from a checkpoint: DIR/step-NNNNNNNN, a folder of them (the newest "
                   "valid), or 'latest' (the newest under --save; none yet: start from step 1)");
+  cmd->add_option("--init-from", a.init_from,
+                  "start from a Hugging Face GPT-2 folder (config.json, model.safetensors; e.g. "
+                  "ptdp export's), its model the plan's; ignored when --load resumes a checkpoint");
   cmd->add_option("--params-tol", a.params_tol, "relative tolerance of --expect-params");
   cmd->add_option("--loss-tol", a.loss_tol, "relative tolerance of --expect-losses");
   cmd->callback([exit_code] {

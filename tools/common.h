@@ -29,5 +29,7 @@ void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterProfile(CLI::App& app, int* exit_code);
 void RegisterCompare(CLI::App& app, int* exit_code);
 void RegisterCalibrate(CLI::App& app, int* exit_code);
+void RegisterExport(CLI::App& app, int* exit_code);
+void RegisterForward(CLI::App& app, int* exit_code);
 
 }  // namespace ptdp::tools

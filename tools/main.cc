@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   ptdp::tools::RegisterProfile(app, &exit_code);
   ptdp::tools::RegisterCompare(app, &exit_code);
   ptdp::tools::RegisterCalibrate(app, &exit_code);
+  ptdp::tools::RegisterExport(app, &exit_code);
+  ptdp::tools::RegisterForward(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -77,10 +77,10 @@ const StTensor* StHeader::Find(const std::string& name) const {
 }
 
 int StDTypeBytes(const std::string& d) {
-  if (d == "F32" || d == "I32") return 4;
-  if (d == "F16" || d == "BF16") return 2;
-  if (d == "F64" || d == "I64") return 8;
-  if (d == "U8") return 1;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "U8" || d == "I8" || d == "BOOL") return 1;
   return 0;
 }
 

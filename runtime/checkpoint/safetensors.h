@@ -23,7 +23,7 @@ inline constexpr int64_t kMaxSafetensorsHeader = int64_t(100) << 20;
 
 struct StTensor {
   std::string name;
-  std::string dtype = "F32";  // F32, F16, BF16, F64, I32, U8
+  std::string dtype = "F32";  // F32, F16, BF16, F64, I64, I32, U32, I16, U16, I8, U8, BOOL
   std::vector<int64_t> shape;
   int64_t begin = 0, end = 0;  // byte range in the data section
 };

@@ -153,6 +153,41 @@ Status VerifyCheckpoint(const std::string& ckpt_dir, const Manifest& m) {
   return Status::Ok();
 }
 
+bool IsCheckpointFolder(const std::string& path) {
+  std::error_code ec;
+  const std::string base = fs::path(path).lexically_normal().filename().string();
+  return fs::exists(path + "/manifest.json", ec) || base.rfind("step-", 0) == 0;
+}
+
+Result<int64_t> PickNewestCheckpoint(const std::string& dir, bool allow_none,
+                                     const std::string& who) {
+  auto steps = ListCheckpointSteps(dir);
+  if (!steps.ok() || steps->empty()) {
+    if (allow_none) return int64_t(0);
+    return Status::NotFound("no checkpoint under '" + dir + "'");
+  }
+  std::string why;
+  for (int64_t s : *steps) {
+    const std::string ckpt = dir + "/" + StepDirName(s);
+    auto m = ReadManifest(ckpt);
+    Status v = m.ok() ? VerifyCheckpoint(ckpt, *m) : m.status();
+    if (v.ok()) return s;
+    std::printf("%s: skipping %s: %s\n", who.c_str(), ckpt.c_str(), v.message().c_str());
+    if (why.empty()) why = v.message();
+  }
+  return Status::Invalid("no valid checkpoint under '" + dir + "' (newest: " + why + ")");
+}
+
+Result<std::string> ResolveCheckpoint(const std::string& path, const std::string& who) {
+  if (IsCheckpointFolder(path)) {
+    PTDP_ASSIGN_OR_RETURN(Manifest m, ReadManifest(path));
+    PTDP_RETURN_IF_ERROR(VerifyCheckpoint(path, m));
+    return path;
+  }
+  PTDP_ASSIGN_OR_RETURN(int64_t step, PickNewestCheckpoint(path, false, who));
+  return path + "/" + StepDirName(step);
+}
+
 Status PublishCheckpoint(const std::string& dir, int64_t step, int keep) {
   const std::string tmp = dir + "/" + TmpDirName(step), dst = dir + "/" + StepDirName(step);
   const std::string aside = dir + "/replaced-" + StepDirName(step);

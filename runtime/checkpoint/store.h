@@ -54,6 +54,16 @@ Result<std::string> ReadVerifiedFile(const std::string& ckpt_dir, const CkptFile
 // Whether every file of the manifest is there with its size and checksum (reads them all).
 Status VerifyCheckpoint(const std::string& ckpt_dir, const Manifest& m);
 
+// Whether `path` names one checkpoint (it holds manifest.json or is called step-...) rather than a
+// folder of them.
+bool IsCheckpointFolder(const std::string& path);
+// The step of the newest checkpoint under `dir` that verifies; 0 when there is none and
+// `allow_none`. Each one skipped is printed as "<who>: skipping <folder>: <reason>".
+Result<int64_t> PickNewestCheckpoint(const std::string& dir, bool allow_none,
+                                     const std::string& who);
+// `path` itself when it is one checkpoint, else the newest valid one under it; verified either way.
+Result<std::string> ResolveCheckpoint(const std::string& path, const std::string& who);
+
 // Renames DIR/tmp-N to DIR/step-N (an existing step-N from an abandoned run is moved aside first
 // and removed after), fsyncs DIR, then removes all but the newest `keep` step folders (never the
 // one just written).

@@ -3,48 +3,21 @@
 // one safetensors file of its pieces into DIR/tmp-N; world rank 0 gathers the files' sizes and
 // checksums, writes the manifest, and publishes the folder once every rank has agreed that its
 // file is complete. The load: world rank 0 picks and verifies the checkpoint, then every rank
-// assembles its own blocks from whichever pieces overlap them (any writing layout).
+// assembles its own blocks from whichever pieces overlap them (any writing layout). --init-from:
+// every rank reads its tensors from a Hugging Face GPT-2 folder (runtime/checkpoint/param_io.h).
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 
 #include "core/rank_grid.h"
 #include "runtime/checkpoint/manifest.h"
+#include "runtime/checkpoint/param_io.h"
 #include "runtime/checkpoint/pieces.h"
 #include "runtime/checkpoint/store.h"
 #include "runtime/comm/agree.h"
 #include "runtime/executor/trainer.h"
 
 namespace ptdp::runtime {
-namespace {
-
-// Whether `path` names one checkpoint (rather than a folder of them).
-bool IsCheckpointFolder(const std::string& path) {
-  std::error_code ec;
-  const std::string base = std::filesystem::path(path).lexically_normal().filename().string();
-  return std::filesystem::exists(path + "/manifest.json", ec) || base.rfind("step-", 0) == 0;
-}
-
-// World rank 0: the step of the newest valid checkpoint under `dir` (0: none and `allow_none`).
-Result<int64_t> PickNewest(const std::string& dir, bool allow_none) {
-  auto steps = ListCheckpointSteps(dir);
-  if (!steps.ok() || steps->empty()) {
-    if (allow_none) return int64_t(0);
-    return Status::NotFound("--load: no checkpoint under '" + dir + "'");
-  }
-  std::string why;
-  for (int64_t s : *steps) {
-    const std::string ckpt = dir + "/" + StepDirName(s);
-    auto m = ReadManifest(ckpt);
-    Status v = m.ok() ? VerifyCheckpoint(ckpt, *m) : m.status();
-    if (v.ok()) return s;
-    std::printf("ptdp train: --load: skipping %s: %s\n", ckpt.c_str(), v.message().c_str());
-    if (why.empty()) why = v.message();
-  }
-  return Status::Invalid("--load: no valid checkpoint under '" + dir + "' (newest: " + why + ")");
-}
-
-}  // namespace
 
 Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out) {
   std::vector<StTensor> tensors;
@@ -177,23 +150,19 @@ Status Trainer::CheckCompatible(const Manifest& m, const std::string& source) co
 }
 
 Status Trainer::LoadParams(const std::string& dir, const Manifest& m) {
-  ShardCache cache(dir, &m);
-  std::array<std::vector<float>, kStateKinds> host;
-  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
-    const ParamTensor& p = params_->entries()[i].spec;
-    const TensorRef refs[kStateKinds] = {params_->master(i), params_->adam_m(i),
-                                         params_->adam_v(i)};
-    const Bytes bytes = refs[0].count * Bytes(sizeof(float));
-    // Start from the current values: vocabulary padding rows the writer lacked keep them.
-    for (int k = 0; k < kStateKinds; ++k) {
-      host[k].resize(static_cast<size_t>(refs[k].count));
-      dev_->Copy(host[k].data(), refs[k].data, bytes);
-    }
-    PTDP_RETURN_IF_ERROR(
-        AssembleLocal(m, cache, p, coord_.tp, model_.vocab, host).WithPrefix("--load " + dir));
-    for (int k = 0; k < kStateKinds; ++k) dev_->Copy(refs[k].data, host[k].data(), bytes);
-  }
-  return params_->RefreshComputeCopy();
+  return LoadCheckpointParams(dev_.get(), params_.get(), dir, m, model_.vocab)
+      .WithPrefix("--load " + dir);
+}
+
+Status Trainer::InitFromHf(const std::string& dir) {
+  // Every rank checks the folder (config.json and the safetensors header are small) and reads
+  // only the tensors it holds; the lowest rank's error is every rank's.
+  auto f = HfGpt2Folder::Open(dir);
+  Status check = f.status();
+  if (check.ok()) check = CheckHfMatchesModel(f->config(), model_, dir + "/config.json");
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, check.WithPrefix("--init-from")));
+  return AgreeStatus(*world_,
+                     LoadHfParams(dev_.get(), params_.get(), *f).WithPrefix("--init-from"));
 }
 
 Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none) {
@@ -202,7 +171,7 @@ Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none
   int64_t picked = -1;
   Status pick;
   if (root && !IsCheckpointFolder(path)) {
-    auto s = PickNewest(path, allow_none);
+    auto s = PickNewestCheckpoint(path, allow_none, "ptdp train: --load");
     pick = s.status();
     if (s.ok()) picked = *s;
   } else if (root) {

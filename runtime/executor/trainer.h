@@ -143,6 +143,10 @@ class Trainer {
   // newest valid one is taken; world rank 0 prints the ones it skips and why). With `allow_none`,
   // a folder holding no checkpoint at all gives 0 (start from scratch).
   Result<int64_t> LoadCheckpoint(const std::string& path, bool allow_none);
+  // Collective: sets the parameters from a Hugging Face GPT-2 folder (config.json and
+  // model.safetensors, docs/checkpoints.md) whose model is the plan's (its n_positions at least the
+  // plan's seq_len); Adam's moments stay zero and training starts at step 1. Any layout.
+  Status InitFromHf(const std::string& dir);
 
   // Collective, at the step boundary after iteration `step`: a trainer running `next` that holds
   // this one's state. `next` is a plan for the same model on the same ranks (t, p, d, global batch

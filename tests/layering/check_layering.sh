@@ -5,7 +5,7 @@
 #   kernels -> core; runtime -> core, schedule, kernels (never planner, simulator, costmodel);
 #   profiler -> core, kernels, runtime;
 #   bench/<layer> -> what <layer> may use;
-#   tools/: cmd_train.cc and cmd_tokenize.cc -> the runtime's layers, cmd_profile.cc -> the profiler's,
+#   tools/: cmd_train.cc, cmd_tokenize.cc and cmd_export.cc -> the runtime's layers, cmd_profile.cc -> the profiler's,
 #     cmd_schedule.cc -> the simulator's; the other commands (plan, simulate, paper, presets) compose
 #     every layer, and so does train_adapt.cc (`ptdp train --adapt`'s re-planner, reached from
 #     cmd_train.cc only through tools/train_adapt.h, which names core and runtime types);
@@ -56,7 +56,7 @@ for d in bench/*; do
   check "$d" "$d" $(allowed $layer)
 done
 # The runtime's commands do not pull the planner, the simulator or the cost model in.
-for f in cmd_train.cc cmd_tokenize.cc cmd_profile.cc cmd_schedule.cc; do
+for f in cmd_train.cc cmd_tokenize.cc cmd_export.cc cmd_profile.cc cmd_schedule.cc; do
   [ -f "tools/$f" ] || continue
   case $f in
     cmd_profile.cc) ok=$(allowed profiler) ;;

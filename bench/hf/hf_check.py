@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""transformers' side of bench/hf/hf_check.sh (docs/checkpoints.md "Hugging Face GPT-2").
+
+  hf_check.py random OUT --layers L --hidden H --heads A --positions N --vocab V [--inner F] [--untied]
+      a GPT2LMHeadModel with every parameter drawn at random (biases and LayerNorm included, so
+      that a misplaced bias or a permuted head shows), saved with save_pretrained(safe_serialization)
+  hf_check.py compare HFDIR BATCH SEQ_LEN LOGITS [--loss NAME=VALUE ...] [--logit-tol T] [--loss-tol R]
+      GPT2LMHeadModel.from_pretrained(HFDIR) in fp32, eval mode, on the inputs of BATCH (a ptdp
+      token file of sequences of SEQ_LEN + 1 tokens): its logits against ptdp's (LOGITS, float32
+      [B][S][V] from `ptdp forward --out`), and its mean next-token loss against each ptdp loss
+      given. Prints one PASS/FAIL line per check; exit 1 on any FAIL.
+"""
+import argparse
+import struct
+import sys
+
+import numpy as np
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+def read_tokens(path):
+    b = open(path, "rb").read()
+    if b[:8] != b"PTDPTOK\0":
+        sys.exit(f"{path}: not a ptdp token file")
+    _, width, count = struct.unpack("<IIQ", b[8:24])
+    dt = np.uint16 if width == 2 else np.uint32
+    return np.frombuffer(b[24:24 + count * width], dtype=dt).astype(np.int64)
+
+
+def random_model(a):
+    cfg = GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_positions=a.positions,
+                     vocab_size=a.vocab, n_inner=a.inner, activation_function="gelu_new",
+                     layer_norm_epsilon=1e-5, tie_word_embeddings=not a.untied,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                     bos_token_id=a.vocab - 1, eos_token_id=a.vocab - 1)
+    torch.manual_seed(a.seed)
+    model = GPT2LMHeadModel(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "ln_" in name and name.endswith("weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.1 * torch.randn_like(p))
+    model.save_pretrained(a.out, safe_serialization=True)
+    print(f"random GPT2LMHeadModel ({sum(p.numel() for p in model.parameters())} parameters, "
+          f"tied {not a.untied}) saved to {a.out}")
+
+
+def compare(a):
+    model = GPT2LMHeadModel.from_pretrained(a.hfdir, torch_dtype=torch.float32)
+    model.eval()
+    S = a.seq_len
+    seqs = read_tokens(a.batch).reshape(-1, S + 1)
+    B, V = seqs.shape[0], model.config.vocab_size
+    inputs = torch.tensor(seqs[:, :S])
+    targets = torch.tensor(seqs[:, 1:])
+    with torch.no_grad():
+        logits = model(inputs).logits.float()
+    ours = np.fromfile(a.logits, dtype="<f4")
+    ok = True
+    if ours.size != B * S * V:
+        print(f"FAIL logits: ptdp wrote {ours.size} values, transformers has {B} x {S} x {V}")
+        return False
+    ours = torch.from_numpy(ours.reshape(B, S, V).copy())
+    diff = (logits - ours).abs().max().item()
+    scale = logits.abs().max().item()
+    good = diff <= a.logit_tol
+    ok &= good
+    print(f"{'PASS' if good else 'FAIL'} logits: max |transformers - ptdp| = {diff:.3e} over "
+          f"{B} x {S} x {V} (max |logit| {scale:.3f}; tolerance {a.logit_tol:g})")
+    hf_loss = torch.nn.functional.cross_entropy(logits.double().reshape(-1, V),
+                                                targets.reshape(-1)).item()
+    for item in a.loss:
+        name, value = item.split("=", 1)
+        value = float(value)
+        rel = abs(value - hf_loss) / abs(hf_loss)
+        good = rel <= a.loss_tol
+        ok &= good
+        print(f"{'PASS' if good else 'FAIL'} loss: transformers {hf_loss:.9f}, {name} {value:.9f} "
+              f"(relative difference {rel:.3e}; tolerance {a.loss_tol:g})")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("random")
+    r.add_argument("out")
+    for k in ("layers", "hidden", "heads", "positions", "vocab"):
+        r.add_argument("--" + k, type=int, required=True)
+    r.add_argument("--inner", type=int, default=None)
+    r.add_argument("--untied", action="store_true")
+    r.add_argument("--seed", type=int, default=0)
+    c = sub.add_parser("compare")
+    c.add_argument("hfdir")
+    c.add_argument("batch")
+    c.add_argument("seq_len", type=int)
+    c.add_argument("logits")
+    c.add_argument("--loss", action="append", default=[])
+    c.add_argument("--logit-tol", type=float, default=1e-4)
+    c.add_argument("--loss-tol", type=float, default=1e-5)
+    a = ap.parse_args()
+    torch.set_num_threads(2)
+    if a.cmd == "random":
+        random_model(a)
+        return 0
+    return 0 if compare(a) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# `make hf-check`: ptdp against transformers' GPT2LMHeadModel on the CPU (docs/checkpoints.md
+# "Hugging Face GPT-2"). Too heavy for `make test` (torch and transformers from PyPI: a few GB),
+# so it has its own target; the venv is made once under BUILD/hf-venv and reused.
+#   1. export     a model trained 20 steps at t2 p2 (vocabulary 300, padded), saved and exported:
+#                 GPT2LMHeadModel's logits on the folder against `ptdp forward --checkpoint`'s
+#                 within 1e-4 (fp32), its loss against ptdp's
+#   2. init-from  a random GPT2LMHeadModel (vocabulary 257, n_positions 64; every weight, bias and
+#                 LayerNorm random) saved by save_pretrained: `ptdp train --init-from` at t2 p2 and
+#                 in one process (seq_len 32): the first-step losses equal transformers' loss on
+#                 that batch within 1e-5 (relative), and `ptdp forward --hf`'s logits its within 1e-4
+#   3. untied     the same with tie_word_embeddings false (lm_head.weight) and n_inner 96
+#   4. plan       `ptdp plan --model` on transformers' config.json, then 3 steps at t2 p2 from it
+# Prints PASS/FAIL lines; exit 1 on any FAIL.
+# usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
+set -uo pipefail
+ptdp=$(realpath "${1:?usage: hf_check.sh PTDP BUILD_DIR}")
+build=$(realpath "${2:?usage: hf_check.sh PTDP BUILD_DIR}")
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
+venv=$build/hf-venv
+py=$venv/bin/python
+if ! "$py" -c "import torch, transformers, safetensors" 2> /dev/null; then
+  echo "== installing torch, transformers and safetensors into $venv (once)"
+  python3 -m venv "$venv" || exit 2
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install -q ${PTDP_HF_PIP_ARGS:-} torch transformers safetensors || exit 2
+fi
+"$py" -c "import torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__)"
+work=$build/hf-check
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work" || exit 2
+failed=0
+check() { "$@" | tee -a summary.txt; [ "${PIPESTATUS[0]}" -eq 0 ] || failed=1; }
+die() { echo "FAIL: $*" | tee -a summary.txt; exit 1; }
+text=/usr/share/common-licenses/GPL-3
+[ -f "$text" ] || text="$here/hf_check.py"
+"$ptdp" tokenize --in "$text" --out data.bin > /dev/null || die "tokenize"
+plan() {  # NAME TP PP LAYERS HIDDEN HEADS SEQ VOCAB DROPOUT [FFN TIED]
+  local g=$(($2 * $3))
+  cat > "$1.json" <<JSON
+{"ptdp_plan_version": 2,
+ "model": {"name": "$1", "layers": $4, "hidden": $5, "heads": $6, "seq_len": $7, "vocab": $8,
+           "dropout": $9, "ffn_hidden": ${10:-0}, "tied_embeddings": ${11:-true}},
+ "cluster": {"name": "cpu", "gpus": $g, "gpus_per_node": $g},
+ "global_batch": 8,
+ "layout": {"tp": $2, "pp": $3, "dp": 1, "mbs": 2, "vp": 1, "schedule": "1f1b",
+            "recompute": "none", "scatter_gather": true, "precision": "fp32"}}
+JSON
+  "$ptdp" schedule --plan "$1.json" --out "$1.json" > /dev/null || die "plan $1"
+}
+train() {  # NP PLAN [flags]: output in PLAN.out
+  local np=$1 name=$2
+  shift 2
+  timeout 600 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$name.json" --data data.bin \
+    "$@" > "$name.out" 2>&1 || { cat "$name.out"; die "ptdp train --plan $name.json $*"; }
+}
+first_loss() { grep -o '"step":1,"loss":[^,]*' "$1" | cut -d: -f3; }
+forward_loss() { sed -n 's/.*loss \([0-9.]*\) nats.*/\1/p' "$1"; }
+
+echo "== 1. export: a model trained at t2 p2, exported, loaded by GPT2LMHeadModel"
+plan trained 2 2 4 128 4 64 300 0.1
+train 4 trained --steps 20 --lr 3e-3 --save ck
+"$ptdp" export --checkpoint ck --to hf-gpt2 exported | tee -a summary.txt || die "export"
+"$ptdp" forward --checkpoint ck --data data.bin --step 21 --global-batch 8 --out ptdp1.bin \
+  --batch-out batch1.bin > fwd1.out 2>&1 || { cat fwd1.out; die "ptdp forward --checkpoint"; }
+cat fwd1.out
+check "$py" "$here/hf_check.py" compare exported batch1.bin 64 ptdp1.bin \
+  --loss "ptdp-forward=$(forward_loss fwd1.out)"
+
+for variant in tied untied; do
+  if [ $variant = tied ]; then
+    echo "== 2. init-from: a random GPT2LMHeadModel (vocabulary 257) trained by ptdp"
+    extra=() ffn=0 tied=true
+  else
+    echo "== 3. untied: tie_word_embeddings false, n_inner 96"
+    extra=(--untied --inner 96) ffn=96 tied=false
+  fi
+  hf=random-$variant
+  "$py" "$here/hf_check.py" random "$hf" --layers 2 --hidden 64 --heads 4 --positions 64 \
+    --vocab 257 "${extra[@]}" | tee -a summary.txt || die "making the random model"
+  ls "$hf"
+  plan "one-$variant" 1 1 2 64 4 32 257 0.0 $ffn $tied
+  plan "tp-$variant" 2 2 2 64 4 32 257 0.0 $ffn $tied
+  train 1 "one-$variant" --steps 2 --init-from "$hf" --log "one-$variant.jsonl"
+  train 4 "tp-$variant" --steps 2 --init-from "$hf" --log "tp-$variant.jsonl"
+  "$ptdp" forward --hf "$hf" --data data.bin --step 1 --global-batch 8 --seq-len 32 \
+    --out "ptdp-$variant.bin" --batch-out "batch-$variant.bin" > "fwd-$variant.out" 2>&1 \
+    || { cat "fwd-$variant.out"; die "ptdp forward --hf"; }
+  cat "fwd-$variant.out"
+  check "$py" "$here/hf_check.py" compare "$hf" "batch-$variant.bin" 32 "ptdp-$variant.bin" \
+    --loss "train-t1p1-step1=$(first_loss "one-$variant.jsonl")" \
+    --loss "train-t2p2-step1=$(first_loss "tp-$variant.jsonl")" \
+    --loss "ptdp-forward=$(forward_loss "fwd-$variant.out")"
+done
+
+echo "== 4. the user's path: ptdp plan --model <folder>/config.json, then train --init-from <folder>"
+if "$ptdp" plan --model random-tied/config.json --cluster cpu --gpus 4 --global-batch 8 \
+     --fix tp=2,pp=2,dp=1,mbs=2,schedule=1f1b,recompute=none --out planned.json > planned.out 2>&1; then
+  if timeout 600 mpirun -np 4 --oversubscribe "$ptdp" train --plan planned.json --data data.bin \
+       --steps 3 --init-from random-tied --log planned.jsonl > planned-train.out 2>&1; then
+    echo "PASS plan + train: ptdp plan read transformers' config.json (seq_len 64 = n_positions);" \
+      "t2 p2 trained 3 steps from the folder, losses $(grep -o '"loss":[^,]*' planned.jsonl |
+      cut -d: -f2 | tr '\n' ' ')" | tee -a summary.txt
+  else
+    cat planned-train.out
+    echo "FAIL plan + train: ptdp train --init-from with the planned plan" | tee -a summary.txt
+    failed=1
+  fi
+else
+  cat planned.out
+  echo "FAIL plan + train: ptdp plan --model random-tied/config.json" | tee -a summary.txt
+  failed=1
+fi
+
+echo "== summary ($work/summary.txt)"
+grep -E "^(PASS|FAIL)" summary.txt
+if [ $failed -ne 0 ]; then
+  echo "hf-check: FAIL"
+  exit 1
+fi
+echo "hf-check: PASS"

@@ -1,0 +1,242 @@
+#include "runtime/checkpoint/param_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "core/shapes.h"
+#include "runtime/checkpoint/pieces.h"
+#include "runtime/checkpoint/store.h"
+
+namespace ptdp::runtime {
+namespace {
+
+// A regular file opened for reading, closed on scope exit.
+class ReadFd {
+ public:
+  ~ReadFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // The file's size; a missing or special file is an error naming it.
+  Result<int64_t> Open(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      return Status::NotFound(path + ": missing (" + std::strerror(errno) + ")");
+    }
+    if (!S_ISREG(st.st_mode)) return Status::Invalid(path + ": not a regular file");
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
+    path_ = path;
+    return int64_t(st.st_size);
+  }
+  // Exactly n bytes at `offset` (a shorter file is an error: it changed under us).
+  Status ReadAt(int64_t offset, int64_t n, char* out) const {
+    int64_t at = 0;
+    while (at < n) {
+      const ssize_t r = ::pread(fd_, out + at, size_t(n - at), off_t(offset + at));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        return Status::IoError(path_ + ": read failed at byte " + std::to_string(offset + at));
+      }
+      at += r;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+Status Mismatch(const std::string& source, const std::string& hf_key, int64_t hf,
+                const std::string& plan_key, int64_t plan) {
+  return Status::Invalid(source + ": " + hf_key + " is " + std::to_string(hf) +
+                         ", the plan's model." + plan_key + " is " + std::to_string(plan));
+}
+
+}  // namespace
+
+Result<HfGpt2Folder> HfGpt2Folder::Open(const std::string& dir) {
+  HfGpt2Folder f;
+  f.dir_ = dir;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return Status::NotFound(dir +
+                            ": not a folder (a Hugging Face GPT-2 folder holds config.json "
+                            "and model.safetensors)");
+  }
+  const std::string config = dir + "/config.json";
+  if (!std::filesystem::exists(config, ec)) {
+    return Status::NotFound(config +
+                            ": missing (a Hugging Face GPT-2 folder holds config.json "
+                            "and model.safetensors)");
+  }
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(config, kMaxHfConfigBytes));
+  PTDP_ASSIGN_OR_RETURN(f.config_, HfGpt2ConfigFromJson(j, config));
+  f.file_ = dir + "/model.safetensors";
+  if (!std::filesystem::exists(f.file_, ec)) {
+    std::string why = "missing";
+    if (std::filesystem::exists(dir + "/model.safetensors.index.json", ec)) {
+      why += " (sharded safetensors files are not read yet: one model.safetensors)";
+    } else if (std::filesystem::exists(dir + "/pytorch_model.bin", ec)) {
+      why += " (pytorch_model.bin is not read: save with safe_serialization=True)";
+    }
+    return Status::NotFound(f.file_ + ": " + why);
+  }
+  ReadFd fd;
+  PTDP_ASSIGN_OR_RETURN(f.file_bytes_, fd.Open(f.file_));
+  // The 8-byte length, then the header it announces (bounded before anything is allocated).
+  std::string prefix(size_t(std::min<int64_t>(8, f.file_bytes_)), '\0');
+  PTDP_RETURN_IF_ERROR(fd.ReadAt(0, int64_t(prefix.size()), prefix.data()));
+  if (prefix.size() == 8) {
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(prefix[i])) << (8 * i);
+    if (n <= uint64_t(kMaxSafetensorsHeader) && int64_t(n) <= f.file_bytes_ - 8) {
+      prefix.resize(size_t(8 + n));
+      PTDP_RETURN_IF_ERROR(fd.ReadAt(8, int64_t(n), prefix.data() + 8));
+    }
+  }
+  PTDP_ASSIGN_OR_RETURN(StHeader h, ParseSafetensorsHeader(prefix, f.file_bytes_, f.file_));
+  PTDP_ASSIGN_OR_RETURN(f.tensors_, MatchHfGpt2Header(h, f.config_, f.file_));
+  f.data_start_ = h.data_start;
+  for (auto& s : HfGpt2Tensors(f.config_.model, f.config_.n_positions)) {
+    const std::string name = s.ptdp;
+    f.specs_.emplace(name, std::move(s));
+  }
+  return f;
+}
+
+Result<std::vector<float>> HfGpt2Folder::Read(const std::string& ptdp_name) const {
+  const std::string name = InitKeyName(ptdp_name);  // the tied copy is the embedding
+  auto t = tensors_.find(name);
+  auto s = specs_.find(name);
+  if (t == tensors_.end() || s == specs_.end()) {
+    return Status::Invalid(file_ + ": holds no tensor for '" + ptdp_name + "'");
+  }
+  ReadFd fd;
+  PTDP_ASSIGN_OR_RETURN(const int64_t size, fd.Open(file_));
+  if (size != file_bytes_) {
+    return Status::Invalid(file_ + ": changed size while being read");
+  }
+  std::string bytes(size_t(t->second.end - t->second.begin), '\0');
+  PTDP_RETURN_IF_ERROR(
+      fd.ReadAt(data_start_ + t->second.begin, int64_t(bytes.size()), bytes.data()));
+  std::vector<float> hf;
+  if (!DecodeFloats(t->second.dtype, bytes.data(), int64_t(bytes.size()), &hf)) {
+    return Status::Invalid(file_ + ": tensor '" + t->second.name + "': cannot decode " +
+                           t->second.dtype);
+  }
+  for (size_t i = 0; i < hf.size(); ++i) {
+    if (!std::isfinite(hf[i])) {
+      return Status::Invalid(file_ + ": tensor '" + t->second.name +
+                             "' holds a non-finite value at element " + std::to_string(i));
+    }
+  }
+  return HfToRuntime(s->second, config_.model.heads, hf);
+}
+
+Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
+                           const std::string& source) {
+  const ModelSpec& m = c.model;
+  if (m.layers != plan.layers) return Mismatch(source, "n_layer", m.layers, "layers", plan.layers);
+  if (m.hidden != plan.hidden) return Mismatch(source, "n_embd", m.hidden, "hidden", plan.hidden);
+  if (m.heads != plan.heads) return Mismatch(source, "n_head", m.heads, "heads", plan.heads);
+  if (m.FfnHidden() != plan.FfnHidden()) {
+    return Mismatch(source, "n_inner", m.FfnHidden(), "ffn_hidden", plan.FfnHidden());
+  }
+  if (m.vocab != plan.vocab) return Mismatch(source, "vocab_size", m.vocab, "vocab", plan.vocab);
+  if (m.tied_embeddings != plan.tied_embeddings) {
+    return Status::Invalid(
+        source + ": tie_word_embeddings is " + (m.tied_embeddings ? "true" : "false") +
+        ", the plan's model.tied_embeddings is " + (plan.tied_embeddings ? "true" : "false"));
+  }
+  if (plan.seq_len > c.n_positions) {
+    return Status::Invalid(source + ": n_positions is " + std::to_string(c.n_positions) +
+                           ", fewer than the plan's model.seq_len " + std::to_string(plan.seq_len));
+  }
+  return Status::Ok();
+}
+
+Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f) {
+  std::vector<float> host;
+  for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {
+    const ParamTensor& p = params->entries()[i].spec;
+    PTDP_ASSIGN_OR_RETURN(std::vector<float> rt, f.Read(p.name));
+    // Start from the current values: vocabulary padding rows keep them.
+    host = params->HostMaster(i);
+    for (int64_t j = 0; j < int64_t(host.size()); ++j) {
+      const int64_t g = ParamStore::GlobalIndex(p, params->tp_rank(), j);
+      if (g < int64_t(rt.size())) host[size_t(j)] = rt[size_t(g)];
+    }
+    dev->Copy(params->master(i).data, host.data(), int64_t(host.size()) * Bytes(sizeof(float)));
+  }
+  return params->RefreshComputeCopy();
+}
+
+Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& dir,
+                            const Manifest& m, int64_t vocab) {
+  ShardCache cache(dir, &m);
+  std::array<std::vector<float>, kStateKinds> host;
+  for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {
+    const ParamTensor& p = params->entries()[i].spec;
+    const TensorRef refs[kStateKinds] = {params->master(i), params->adam_m(i), params->adam_v(i)};
+    const Bytes bytes = refs[0].count * Bytes(sizeof(float));
+    // Start from the current values: vocabulary padding rows the writer lacked keep them.
+    for (int k = 0; k < kStateKinds; ++k) {
+      host[k].resize(static_cast<size_t>(refs[k].count));
+      dev->Copy(host[k].data(), refs[k].data, bytes);
+    }
+    PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, params->tp_rank(), vocab, host));
+    for (int k = 0; k < kStateKinds; ++k) dev->Copy(refs[k].data, host[k].data(), bytes);
+  }
+  return params->RefreshComputeCopy();
+}
+
+Result<Bytes> ExportHfGpt2(const std::string& dir, const Manifest& m, const std::string& out) {
+  const ModelSpec& model = m.model;
+  const std::vector<HfTensorSpec> specs = HfGpt2Tensors(model, model.seq_len);
+  // The runtime's tensors of a one-process layout: every tensor whole.
+  ParallelConfig one;
+  std::map<std::string, ParamTensor> whole;
+  for (auto& p : ChunkParameters(model, one, 0, 0)) whole.emplace(p.name, p);
+  std::vector<StTensor> header_tensors;
+  for (const auto& s : specs) {
+    if (whole.count(s.ptdp) == 0) {
+      return Status::Internal("export: the model has no tensor '" + s.ptdp + "'");
+    }
+    header_tensors.push_back({HfFileName(s), "F32", s.hf_shape});
+  }
+  const std::string header = EncodeSafetensorsHeader(&header_tensors, {{"format", "pt"}});
+  PTDP_RETURN_IF_ERROR(MakeDirs(out));
+  const std::string final_path = out + "/model.safetensors", tmp = final_path + ".tmp";
+  SyncedFile f;
+  PTDP_RETURN_IF_ERROR(f.Open(tmp));
+  PTDP_RETURN_IF_ERROR(f.Write(header.data(), header.size()));
+  ShardCache cache(dir, &m);
+  std::array<std::vector<float>, kStateKinds> host;
+  for (const auto& s : specs) {
+    const ParamTensor& p = whole.at(s.ptdp);
+    for (auto& h : host) h.assign(size_t(p.LocalElements()), 0.0f);
+    PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, 0, model.vocab, host).WithPrefix(dir));
+    int64_t n = 1;
+    for (int64_t d : s.hf_shape) n *= d;  // <= the padded tensor: the vocabulary rows trimmed
+    host[0].resize(size_t(n));
+    const std::vector<float> hf = RuntimeToHf(s, model.heads, host[0]);
+    PTDP_RETURN_IF_ERROR(f.Write(hf.data(), hf.size() * sizeof(float)));
+  }
+  PTDP_RETURN_IF_ERROR(f.Close());
+  std::error_code ec;
+  std::filesystem::rename(tmp, final_path, ec);
+  if (ec) return Status::IoError(tmp + ": cannot rename to " + final_path + ": " + ec.message());
+  PTDP_RETURN_IF_ERROR(
+      WriteFileAtomic(out + "/config.json", HfGpt2ConfigToJson(model).dump(2) + "\n"));
+  PTDP_RETURN_IF_ERROR(FsyncDir(out));
+  return Bytes(f.bytes());
+}
+
+}  // namespace ptdp::runtime

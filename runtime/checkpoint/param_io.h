@@ -1,0 +1,64 @@
+// The runtime's parameters from and to folders on disk (docs/checkpoints.md): a ptdp checkpoint
+// read into any layout (`ptdp train --load`, `ptdp forward --checkpoint`), a Hugging Face GPT-2
+// folder read into any layout (`ptdp train --init-from`, `ptdp forward --hf`), and a checkpoint
+// written out as such a folder (`ptdp export --to hf-gpt2`).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+#include "runtime/backend/device.h"
+#include "runtime/checkpoint/hf_gpt2.h"
+#include "runtime/checkpoint/manifest.h"
+#include "runtime/model/params.h"
+
+namespace ptdp::runtime {
+
+// A Hugging Face GPT-2 folder, DIR/config.json and DIR/model.safetensors, opened and checked: the
+// config (hf_gpt2.h HfGpt2ConfigFromJson, at most kMaxHfConfigBytes) and the safetensors header
+// (safetensors.h ParseSafetensorsHeader, then MatchHfGpt2Header against the config). Tensor data
+// is read only when asked for, one tensor at a time. Errors name the file and the reason.
+class HfGpt2Folder {
+ public:
+  static Result<HfGpt2Folder> Open(const std::string& dir);
+  const HfGpt2Config& config() const { return config_; }
+  const std::string& dir() const { return dir_; }
+  int64_t file_bytes() const { return file_bytes_; }
+  // The runtime's view (hf_gpt2.h HfToRuntime) of the tensor that becomes `ptdp_name` (a global
+  // name; output.word_copy reads embedding.word): unpadded vocabulary rows, wpe's n_positions
+  // rows. A non-finite value is an error naming the tensor.
+  Result<std::vector<float>> Read(const std::string& ptdp_name) const;
+
+ private:
+  std::string dir_, file_;
+  int64_t file_bytes_ = 0;
+  int64_t data_start_ = 0;
+  HfGpt2Config config_;
+  std::map<std::string, StTensor> tensors_;    // by ptdp name
+  std::map<std::string, HfTensorSpec> specs_;  // by ptdp name
+};
+
+// Whether the folder holds the plan's model: layers, hidden, heads, ffn_hidden, vocab and tied
+// embeddings equal, and the plan's seq_len at most n_positions (the first seq_len rows of wpe are
+// used). `source` names config.json in errors.
+Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan, const std::string& source);
+
+// Sets the fp32 master weights (and the compute copy) of every tensor `params` holds from the
+// folder. Adam's moments are left as they are (zero in a new store); vocabulary padding rows keep
+// their initial values. Reads only the tensors this rank holds.
+Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f);
+
+// Sets the master weights and Adam moments of every tensor `params` holds from checkpoint `dir`
+// (manifest `m`), whatever layout wrote it (pieces.h AssembleLocal). `vocab`: the unpadded
+// vocabulary (rows at or beyond it may be absent).
+Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& dir,
+                            const Manifest& m, int64_t vocab);
+
+// Writes OUT/config.json and OUT/model.safetensors (F32, GPT2LMHeadModel's names, the vocabulary
+// unpadded) from checkpoint `dir` (manifest `m`, verified by the caller). The safetensors file is
+// written under a temporary name, fsynced and renamed. Returns its size.
+Result<Bytes> ExportHfGpt2(const std::string& dir, const Manifest& m, const std::string& out);
+
+}  // namespace ptdp::runtime

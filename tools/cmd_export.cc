@@ -1,0 +1,188 @@
+// `ptdp export --checkpoint DIR --to hf-gpt2 OUT`: a checkpoint (any layout) as a Hugging Face
+// GPT-2 folder (config.json, model.safetensors) that transformers' GPT2LMHeadModel loads.
+// `ptdp forward (--checkpoint DIR | --hf DIR) (--tokens FILE | --data FILE --step K
+// --global-batch B [--seed N]) [--seq-len S] [--out logits.bin] [--batch-out batch.bin]`: the
+// model's forward in one process, its logits and mean next-token loss (docs/checkpoints.md
+// "Hugging Face GPT-2"). Wiring only: runtime/checkpoint/param_io.h and runtime/model/forward.h do
+// the work.
+#include <cstdio>
+#include <optional>
+
+#include "core/checked.h"
+#include "core/json.h"
+#include "runtime/backend/registry.h"
+#include "runtime/checkpoint/param_io.h"
+#include "runtime/checkpoint/store.h"
+#include "runtime/data/token_file.h"
+#include "runtime/model/forward.h"
+#include "tools/common.h"
+
+namespace ptdp::tools {
+namespace {
+
+// What one `ptdp forward` runs at most (its logits take tokens x vocabulary floats).
+constexpr int64_t kMaxForwardTokens = int64_t(1) << 24;
+
+struct ForwardArgs {
+  std::string checkpoint, hf, tokens, data, out, batch_out, backend = "cpu";
+  int64_t seq_len = 0, step = 0, global_batch = 0;
+  uint64_t seed = 1234;  // ptdp train's default --seed
+};
+
+// The sequences (S + 1 tokens each) the forward runs: a token file cut into them, or the batch
+// `ptdp train` reads at --step (runtime/data/token_file.h SequenceStart).
+Result<std::vector<int32_t>> ReadSequences(const ForwardArgs& a, int64_t vocab, int64_t S) {
+  const bool from_data = !a.data.empty();
+  const std::string flag = from_data ? "--data" : "--tokens";
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile(flag, from_data ? a.data : a.tokens));
+  auto tf = runtime::TokenFile::Open(from_data ? a.data : a.tokens, vocab);
+  if (!tf.ok()) return tf.status().WithPrefix(flag);
+  std::vector<int32_t> seqs;
+  if (!from_data) {
+    if (tf->count() > kMaxForwardTokens) {
+      return Status::Invalid("--tokens: " + std::to_string(tf->count()) +
+                             " tokens, more than the " + std::to_string(kMaxForwardTokens) +
+                             " one forward takes");
+    }
+    if (tf->count() == 0 || tf->count() % (S + 1) != 0) {
+      return Status::Invalid(
+          "--tokens: " + std::to_string(tf->count()) +
+          " tokens are not whole sequences of --seq-len + 1 = " + std::to_string(S + 1));
+    }
+    seqs.resize(size_t(tf->count()));
+    PTDP_RETURN_IF_ERROR(tf->Read(0, tf->count(), seqs.data()));
+    return seqs;
+  }
+  int64_t total = 0;
+  if (a.step < 1 || a.global_batch < 1) {
+    return Status::Invalid("--data needs --step >= 1 and --global-batch >= 1");
+  }
+  if (!CheckedMul(a.global_batch, S + 1, &total) || total > kMaxForwardTokens) {
+    return Status::Invalid("--global-batch: " + std::to_string(a.global_batch) +
+                           " sequences are more than the " + std::to_string(kMaxForwardTokens) +
+                           " tokens one forward takes");
+  }
+  if (tf->count() < S + 2) {
+    return Status::Invalid("--data: " + std::to_string(tf->count()) +
+                           " tokens, fewer than seq_len + 2 = " + std::to_string(S + 2));
+  }
+  seqs.resize(size_t(a.global_batch * (S + 1)));
+  for (int64_t i = 0; i < a.global_batch; ++i) {
+    const int64_t start =
+        runtime::SequenceStart(a.seed, a.step - 1, a.global_batch, i, tf->count(), S);
+    PTDP_RETURN_IF_ERROR(tf->Read(start, S + 1, seqs.data() + i * (S + 1)));
+  }
+  return seqs;
+}
+
+Status RunForward(const ForwardArgs& a) {
+  if (a.checkpoint.empty() == a.hf.empty()) {
+    return Status::Invalid("give one of --checkpoint DIR and --hf DIR");
+  }
+  if (a.tokens.empty() == a.data.empty()) {
+    return Status::Invalid("give one of --tokens FILE and --data FILE");
+  }
+  PTDP_ASSIGN_OR_RETURN(auto dev, runtime::CreateDevice(a.backend));
+  ModelSpec model;
+  std::string source;
+  runtime::Manifest manifest;
+  std::optional<runtime::HfGpt2Folder> hf;
+  if (!a.checkpoint.empty()) {
+    PTDP_ASSIGN_OR_RETURN(source, runtime::ResolveCheckpoint(a.checkpoint, "ptdp forward"));
+    PTDP_ASSIGN_OR_RETURN(manifest, runtime::ReadManifest(source));
+    model = manifest.model;
+  } else {
+    PTDP_ASSIGN_OR_RETURN(auto f, runtime::HfGpt2Folder::Open(a.hf));
+    hf.emplace(std::move(f));
+    source = a.hf;
+    model = hf->config().model;
+  }
+  const int64_t S = a.seq_len != 0 ? a.seq_len : model.seq_len;
+  if (S < 1 || S > model.seq_len) {
+    return Status::Invalid("--seq-len: " + std::to_string(S) + " is outside [1, " +
+                           std::to_string(model.seq_len) + "] (the model's positions)");
+  }
+  PTDP_ASSIGN_OR_RETURN(std::vector<int32_t> seqs, ReadSequences(a, model.vocab, S));
+  PTDP_ASSIGN_OR_RETURN(
+      runtime::ParamStore params,
+      runtime::ParamStore::Create(dev.get(), model, ParallelConfig{}, 0, 0, DType::kFp32));
+  if (hf) {
+    PTDP_RETURN_IF_ERROR(runtime::LoadHfParams(dev.get(), &params, *hf).WithPrefix("--hf"));
+  } else {
+    PTDP_RETURN_IF_ERROR(
+        runtime::LoadCheckpointParams(dev.get(), &params, source, manifest, model.vocab)
+            .WithPrefix("--checkpoint " + source));
+  }
+  PTDP_ASSIGN_OR_RETURN(runtime::ForwardOutput fwd,
+                        runtime::ForwardLogits(dev.get(), model, params, seqs, S));
+  const int64_t B = int64_t(seqs.size()) / (S + 1);
+  std::printf(
+      "ptdp forward: %s, %lld sequences of %lld tokens, vocabulary %lld: loss %.9f nats/token "
+      "(mean over %lld next-token predictions)\n",
+      source.c_str(), static_cast<long long>(B), static_cast<long long>(S),
+      static_cast<long long>(model.vocab), fwd.loss, static_cast<long long>(B * S));
+  if (!a.out.empty()) {
+    const std::string bytes(reinterpret_cast<const char*>(fwd.logits.data()),
+                            fwd.logits.size() * sizeof(float));
+    PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.out, bytes).WithPrefix("--out"));
+    std::printf("logits [%lld, %lld, %lld] float32 little-endian written to %s\n",
+                static_cast<long long>(B), static_cast<long long>(S),
+                static_cast<long long>(model.vocab), a.out.c_str());
+  }
+  if (!a.batch_out.empty()) {
+    std::vector<uint32_t> t(seqs.begin(), seqs.end());
+    PTDP_RETURN_IF_ERROR(runtime::WriteTokenFile(a.batch_out, t).WithPrefix("--batch-out"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterExport(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "export",
+      "Write a checkpoint as a Hugging Face GPT-2 folder (config.json, model.safetensors)");
+  static std::string checkpoint, to, out;
+  cmd->add_option("--checkpoint", checkpoint,
+                  "a checkpoint (DIR/step-NNNNNNNN) or a folder of them (the newest valid)")
+      ->required();
+  cmd->add_option("--to", to, "the format: hf-gpt2")->required()->check(CLI::IsMember({"hf-gpt2"}));
+  cmd->add_option("out", out, "output folder (created; config.json and model.safetensors replaced)")
+      ->required();
+  cmd->callback([exit_code] {
+    auto run = [&]() -> Status {
+      PTDP_ASSIGN_OR_RETURN(std::string dir, runtime::ResolveCheckpoint(checkpoint, "ptdp export"));
+      PTDP_ASSIGN_OR_RETURN(runtime::Manifest m, runtime::ReadManifest(dir));
+      PTDP_ASSIGN_OR_RETURN(Bytes bytes, runtime::ExportHfGpt2(dir, m, out));
+      std::printf(
+          "exported %s (step %lld) to %s: config.json, model.safetensors (%.2f MiB, fp32)\n",
+          dir.c_str(), static_cast<long long>(m.step), out.c_str(), bytes / kMiB);
+      return Status::Ok();
+    };
+    const Status st = run();
+    *exit_code = st.ok() ? 0 : Fail("export", st);
+  });
+}
+
+void RegisterForward(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand(
+      "forward", "The model's forward in one process: logits and next-token loss of sequences");
+  static ForwardArgs a;
+  cmd->add_option("--checkpoint", a.checkpoint, "a checkpoint or a folder of them");
+  cmd->add_option("--hf", a.hf, "a Hugging Face GPT-2 folder (config.json, model.safetensors)");
+  cmd->add_option("--tokens", a.tokens, "token file: whole sequences of --seq-len + 1 tokens");
+  cmd->add_option("--data", a.data, "token file: the batch `ptdp train` reads at --step");
+  cmd->add_option("--step", a.step, "with --data: the training step (1-based)");
+  cmd->add_option("--global-batch", a.global_batch, "with --data: the plan's global batch");
+  cmd->add_option("--seed", a.seed, "with --data: ptdp train's --seed (default 1234)");
+  cmd->add_option("--seq-len", a.seq_len, "tokens per sequence (default: the model's seq_len)");
+  cmd->add_option("--out", a.out, "write the logits: float32 [sequences][seq_len][vocab]");
+  cmd->add_option("--batch-out", a.batch_out, "write the sequences run as a token file");
+  cmd->add_option("--backend", a.backend, "compute backend (default cpu)");
+  cmd->callback([exit_code] {
+    const Status st = RunForward(a);
+    *exit_code = st.ok() ? 0 : Fail("forward", st);
+  });
+}
+
+}  // namespace ptdp::tools
