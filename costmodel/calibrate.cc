@@ -50,7 +50,9 @@ void ScaleLink(LinkProfile* l, double p2p, double collective, double latency,
   Scale(&l->latency_us, latency, source);
 }
 
-bool IsCompute(Op op) {
+// Calibrate's own notion (the optimizer step counts, split backwards are not fitted yet); named
+// apart from core/program.h's IsCompute.
+bool IsFittedCompute(Op op) {
   return op == Op::kForward || op == Op::kBackward || op == Op::kOptimizerStep;
 }
 bool IsRecv(Op op) {
@@ -321,7 +323,7 @@ Status Gather(const Program& program, const Timeline& measured, const CostTable&
     if (!(d > 0)) continue;  // a zero-length mark says nothing of a rate
     const Sample s{e.pp_rank, in, d};
     all->push_back(s);
-    if (IsCompute(in.op)) {
+    if (IsFittedCompute(in.op)) {
       ComputeClass& c = classes[{e.pp_rank, in.op, in.chunk, in.recompute}];
       c.pp_rank = e.pp_rank, c.instr = in;
       c.measured_s.push_back(d);
@@ -426,7 +428,7 @@ void ReportErrors(const std::vector<Sample>& all, const CostTable& before, const
     const double eb = RelativeError(pb, s.measured_s), ea = RelativeError(pa, s.measured_s);
     by_op[s.instr.op].first.push_back(eb);
     by_op[s.instr.op].second.push_back(ea);
-    if (IsCompute(s.instr.op)) compute_before.push_back(eb), compute_after.push_back(ea);
+    if (IsFittedCompute(s.instr.op)) compute_before.push_back(eb), compute_after.push_back(ea);
   }
   for (const auto& [op, e] : by_op) {
     res->by_op.push_back({op, int64_t(e.first.size()), Median(e.first), Median(e.second)});
