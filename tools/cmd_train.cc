@@ -19,6 +19,7 @@
 #include "runtime/comm/world.h"
 #include "runtime/executor/trainer.h"
 #include "tools/common.h"
+#include "tools/train_placement.h"
 
 namespace ptdp::tools {
 namespace {
@@ -27,6 +28,7 @@ struct TrainArgs {
   std::string plan, data, log, trace, backend = "cpu", memory_limit;
   std::string dump_params, expect_params, expect_losses;
   std::string save, load;  // checkpoints (docs/checkpoints.md)
+  std::string fake_hosts;  // tests: the host of each rank, in place of gethostname
   int64_t save_every = 0;
   int64_t stop_at = 0;  // stop (and save) after this step, as a pre-empted job would; 0: --steps
   int keep = 2;
@@ -374,6 +376,9 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   const Status pre = ReadArguments(a, world.size(), &plan);
   *agreed_failure = true;
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));
+  // Where the ranks landed, before any group is built over them (docs/launch.md).
+  std::string hosts;
+  PTDP_RETURN_IF_ERROR(CheckRankPlacement(world, *plan, a.fake_hosts, &hosts));
   a.opts.steps = a.steps;
   a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
@@ -383,6 +388,8 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
     std::printf("ptdp train: %s on %d ranks (%s), %lld microbatches of %d per iteration\n",
                 plan->model.name.c_str(), world.size(), c.ToString().c_str(),
                 static_cast<long long>(c.Microbatches()), c.mbs);
+    std::printf("ranks per host: %s (tensor groups as the plan places them, %d ranks per node)\n",
+                hosts.c_str(), plan->cluster.gpus_per_node);
   }
   PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed
   *agreed_failure = false;
@@ -472,6 +479,9 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--load", a.load,
                   "resume from a checkpoint: DIR/step-NNNNNNNN, a folder of them (the newest "
                   "valid), or 'latest' (the newest under --save; none yet: start from step 1)");
+  cmd->add_option("--fake-hosts", a.fake_hosts,
+                  "tests: comma-separated host of each rank, in place of gethostname (placement "
+                  "check, docs/launch.md)");
   cmd->add_option("--params-tol", a.params_tol, "relative tolerance of --expect-params");
   cmd->add_option("--loss-tol", a.loss_tol, "relative tolerance of --expect-losses");
   cmd->callback([exit_code] {
@@ -484,6 +494,14 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
     auto world = runtime::WorldComm();
     if (!world.ok()) {
       *exit_code = Fail("train", world.status());
+      return;
+    }
+    // srun without a working PMIx plug-in starts N worlds of one: refuse before any rank trains.
+    st = CheckSlurmNumbering((*world)->rank(), (*world)->size());
+    if (!st.ok()) {
+      world->reset();
+      *exit_code = Fail("train", st);
+      runtime::FinalizeComm();
       return;
     }
     bool agreed = false;
