@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# ptdp launch --scheduler mpirun, and ptdp train's placement check (docs/launch.md):
+#   1. the job that `ptdp launch --scheduler mpirun --submit` writes and runs for a t2 p2 d1 CPU
+#      plan (4 ranks, one node) logs per-step losses equal, bit for bit, to a plain mpirun run's
+#   2. the script places ranks as RankGrid assumes (ppr:4:node over the hostfile) and resumes
+#      (--load latest): running it again after the last step trains nothing more
+#   3. a plan of 2 GPUs per node with its tensor groups split over hosts (--fake-hosts a,b,a,b) is
+#      refused on one line naming the ranks and hosts, exit 2; a,a,b,b trains
+#   4. srun's numbering (SLURM_PROCID of SLURM_STEP_NUM_TASKS) against MPI's world of one: refused
+#   5. bad requests: --nodes other than the plan's, an unknown scheduler; exit 2 with one line
+# usage: launch_mpirun.sh PTDP WORKDIR
+set -uo pipefail
+ptdp=$1 work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }
+text=/usr/share/common-licenses/GPL-3
+[ -f "$text" ] || text="$here/CMakeLists.txt"
+"$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
+"$here/../runtime/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 2 2 1 2 1 1f1b none true ||
+  fail "plan"
+
+# 1. Reference under plain mpirun, then the launched job.
+timeout 120 mpirun -np 4 "$ptdp" train --plan plan.json --data data.bin --steps 6 --backend cpu \
+  --log ref.jsonl > ref.out 2>&1 || { cat ref.out; fail "reference run"; }
+"$ptdp" launch --plan plan.json --scheduler mpirun --data data.bin --steps 6 --backend cpu \
+  --out job --dry-run > dry.out || fail "dry run"
+[ ! -e job ] || fail "--dry-run wrote job/"
+grep -q -- "mpirun -np 4 --hostfile \"\$job/hostfile\" --map-by ppr:4:node" dry.out ||
+  { cat dry.out; fail "dry run: no mpirun line placing 4 ranks per node"; }
+timeout 120 "$ptdp" launch --plan plan.json --scheduler mpirun --data data.bin --steps 6 \
+  --backend cpu --out job --submit > job.out 2>&1 || { cat job.out; fail "launched job"; }
+grep -q "ranks per host: $(hostname): 4" job.out || { cat job.out; fail "no placement line"; }
+[ "$(cat job/hostfile)" = "localhost slots=4" ] || fail "hostfile: $(cat job/hostfile)"
+cmp <(fields ref.jsonl) <(fields job/logs/metrics.jsonl) || fail "launched losses differ"
+[ -d job/checkpoints/step-00000006 ] || fail "no checkpoint after the last step"
+echo "launched job: $(fields job/logs/metrics.jsonl | wc -l) steps, losses equal to mpirun's"
+
+# 2. Run again: resumes from step 6 and has nothing left to train.
+timeout 120 bash job/job.sh > again.out 2>&1 || { cat again.out; fail "second run"; }
+grep -q "resumed from step 6" again.out || { cat again.out; fail "second run did not resume"; }
+
+# 3. Placement: 2 GPUs per node, so tensor groups {0,1} and {2,3} each belong on one host.
+sed 's/"gpus_per_node": *[0-9]*/"gpus_per_node": 2/' plan.json > plan2.json
+timeout 120 mpirun -np 4 "$ptdp" train --plan plan2.json --data data.bin --steps 1 \
+  --backend cpu --fake-hosts a,b,a,b > split.out 2> split.err
+rc=$?
+[ "$rc" = 2 ] || { cat split.out split.err; fail "split tensor groups: exit $rc, want 2"; }
+want="ptdp train: error: placement: tensor group of ranks 0,1 spans hosts a, b; the plan keeps it"
+[ "$(grep -c "$want" split.err)" = 1 ] || { cat split.err; fail "split: want one line '$want'"; }
+timeout 120 mpirun -np 4 "$ptdp" train --plan plan2.json --data data.bin --steps 1 \
+  --backend cpu --fake-hosts a,a,b,b > blocks.out 2>&1 || { cat blocks.out; fail "a,a,b,b"; }
+grep -q "ranks per host: a: 2, b: 2" blocks.out || { cat blocks.out; fail "a,a,b,b line"; }
+
+# 4. Started by srun without PMI, an MPI that falls back to singletons (Debian's OpenMPI aborts
+# in MPI_Init itself) would see a world of one under a step of many tasks: refused. Slurm's
+# variables are set by hand here, as srun would set them for task 1 of 2.
+SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 timeout 60 "$ptdp" train --plan plan.json \
+  --data data.bin --steps 1 --backend cpu > nopmi.out 2> nopmi.err
+rc=$?
+[ "$rc" = 2 ] && grep -q "launch: srun started 2 tasks but MPI sees a world of 1 (task 1)" nopmi.err ||
+  { cat nopmi.out nopmi.err; fail "srun without PMI: exit $rc"; }
+
+# 5. Bad requests.
+"$ptdp" launch --plan plan.json --scheduler slurm --data data.bin --steps 6 --nodes 3 \
+  --dry-run > /dev/null 2> nodes.err
+rc=$?
+[ "$rc" = 2 ] && grep -q -- "--nodes: the plan needs 1 node(s) of 4 GPUs (4 ranks), not 3" nodes.err ||
+  { cat nodes.err; fail "--nodes 3: exit $rc"; }
+"$ptdp" launch --plan plan.json --scheduler pbs --data data.bin --steps 6 --dry-run \
+  > /dev/null 2> sched.err
+rc=$?
+[ "$rc" = 2 ] && grep -q -- "--scheduler: 'pbs' is not slurm or mpirun" sched.err ||
+  { cat sched.err; fail "--scheduler pbs: exit $rc"; }
+echo "PASS"
