@@ -1,4 +1,4 @@
-# Sourced by the Slurm tests: a one-node Slurm (slurmctld + slurmd, both as root in the foreground)
+# Sourced by the Slurm tests: a one-node Slurm (slurmctld + slurmd in the foreground, as this user)
 # configured in a temporary folder, torn down by stop_slurm. Authentication is auth/none with
 # cred/none (Debian's slurm-wlm 22.05 ships both plug-ins), so no munge daemon or key is needed on
 # this single host; a real cluster uses munge. The node claims 8 CPUs whatever the machine has
@@ -35,8 +35,8 @@ SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 AuthType=auth/none
 CredType=cred/none
-SlurmUser=root
-SlurmdUser=root
+SlurmUser=$(id -un)
+SlurmdUser=$(id -un)
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid
