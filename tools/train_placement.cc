@@ -38,6 +38,22 @@ Result<std::string> ThisHost(int rank, const std::string& fake_hosts) {
   return std::string(name);
 }
 
+// This rank's index among the ranks on its host: the local rank that picks its GPU (the CUDA
+// backend's MPI shared-memory split gives the same). The launcher's own figure (SLURM_LOCALID under
+// srun, OMPI_COMM_WORLD_LOCAL_RANK under mpirun) must agree, or GPUs would be bound twice.
+Status CheckLocalRank(int rank, const std::vector<std::string>& hosts) {
+  int local = 0;
+  for (int r = 0; r < rank; ++r) local += hosts[size_t(r)] == hosts[size_t(rank)] ? 1 : 0;
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK") != nullptr;
+  const char* name = under_mpirun ? "OMPI_COMM_WORLD_LOCAL_RANK" : "SLURM_LOCALID";
+  if (!under_mpirun && std::getenv("SLURM_STEP_ID") == nullptr) return Status::Ok();
+  const int launcher = EnvInt(name);
+  if (launcher < 0 || launcher == local) return Status::Ok();
+  return Status::Invalid("launch: rank " + std::to_string(rank) + " is local rank " +
+                         std::to_string(local) + " on " + hosts[size_t(rank)] + " but " + name +
+                         " says " + std::to_string(launcher));
+}
+
 }  // namespace
 
 Status CheckSlurmNumbering(int mpi_rank, int mpi_size) {
@@ -70,6 +86,10 @@ Status CheckRankPlacement(runtime::Communicator& world, const PlanFile& plan,
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, host.status()));
   PTDP_ASSIGN_OR_RETURN(std::vector<std::string> hosts, runtime::AllGatherStrings(world, *host));
   *summary = DescribeHosts(hosts);
+  // Fake hosts describe another machine than the one the launcher numbered.
+  if (fake_hosts.empty()) {
+    PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, CheckLocalRank(world.rank(), hosts)));
+  }
   const ParallelConfig& c = plan.layout;
   Status st = Status::Ok();
   // A world of another size is the trainer's to refuse (it names the plan's rank count).

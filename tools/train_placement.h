@@ -17,8 +17,10 @@ namespace ptdp::tools {
 Status CheckSlurmNumbering(int mpi_rank, int mpi_size);
 
 // Collective over `world`, agreed: gathers each rank's host (gethostname, or entry `rank` of the
-// comma-separated `fake_hosts`, a test-only override) and refuses a tensor group split over hosts
-// that the plan keeps inside one node (core/placement.h). `summary` receives "vm: 4" etc.
+// comma-separated `fake_hosts`, a test-only override), checks each rank's local rank on its host
+// against the launcher's (SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK), and refuses a tensor group
+// split over hosts that the plan keeps inside one node (core/placement.h). `summary` receives "vm:
+// 4" etc.
 Status CheckRankPlacement(runtime::Communicator& world, const PlanFile& plan,
                           const std::string& fake_hosts, std::string* summary);
 

@@ -6,7 +6,8 @@
 #      (--load latest): running it again after the last step trains nothing more
 #   3. a plan of 2 GPUs per node with its tensor groups split over hosts (--fake-hosts a,b,a,b) is
 #      refused on one line naming the ranks and hosts, exit 2; a,a,b,b trains
-#   4. srun's numbering (SLURM_PROCID of SLURM_STEP_NUM_TASKS) against MPI's world of one: refused
+#   4. srun's numbering (SLURM_PROCID of SLURM_STEP_NUM_TASKS, SLURM_LOCALID) against MPI's and the
+#      hosts': a world of one under a step of two, a wrong local rank; refused
 #   5. bad requests: --nodes other than the plan's, an unknown scheduler; exit 2 with one line
 # usage: launch_mpirun.sh PTDP WORKDIR
 set -uo pipefail
@@ -63,6 +64,13 @@ SLURM_STEP_ID=0 SLURM_PROCID=1 SLURM_STEP_NUM_TASKS=2 timeout 60 "$ptdp" train -
 rc=$?
 [ "$rc" = 2 ] && grep -q "launch: srun started 2 tasks but MPI sees a world of 1 (task 1)" nopmi.err ||
   { cat nopmi.out nopmi.err; fail "srun without PMI: exit $rc"; }
+
+# The same for the local rank (which picks the GPU): one task alone on its host is local rank 0.
+SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=1 SLURM_LOCALID=1 timeout 60 "$ptdp" train \
+  --plan plan.json --data data.bin --steps 1 --backend cpu > local.out 2> local.err
+rc=$?
+[ "$rc" = 2 ] && grep -q "launch: rank 0 is local rank 0 on .* but SLURM_LOCALID says 1" local.err ||
+  { cat local.out local.err; fail "SLURM_LOCALID 1 for a lone task: exit $rc"; }
 
 # 5. Bad requests.
 "$ptdp" launch --plan plan.json --scheduler slurm --data data.bin --steps 6 --nodes 3 \
