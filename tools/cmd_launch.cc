@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -36,6 +37,20 @@ std::string SelfPath() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string("ptdp") : self.string();
+}
+
+// Values pasted into #SBATCH lines, the hostfile or paths Slurm expands: one word, no quotes, no
+// '%' (a Slurm file-name pattern), so the script cannot be cut or extended by them.
+Status CheckWord(const char* flag, const std::string& value) {
+  for (char ch : value) {
+    if (std::isspace(static_cast<unsigned char>(ch)) || ch == '\'' || ch == '"' || ch == '%' ||
+        ch == '\\' || ch == '$' || ch == '`') {
+      return Status::Invalid(std::string(flag) +
+                             ": must be one word without spaces, quotes, '%', '$', '`' or "
+                             "backslashes (it goes into the script as written)");
+    }
+  }
+  return Status::Ok();
 }
 
 Status WriteJob(const LaunchArgs& a, const std::string& plan_text, const std::string& script,
@@ -78,6 +93,11 @@ Status Run(LaunchArgs& a, int* submit_rc) {
   a.req.job_dir = AbsolutePath(a.out);
   a.req.data = AbsolutePath(a.req.data);
   a.req.ptdp = SelfPath();
+  PTDP_RETURN_IF_ERROR(CheckWord("--out", a.req.job_dir));
+  PTDP_RETURN_IF_ERROR(CheckWord("--partition", a.req.partition));
+  PTDP_RETURN_IF_ERROR(CheckWord("--time", a.req.time));
+  PTDP_RETURN_IF_ERROR(CheckWord("--hosts", a.req.hosts));
+  PTDP_RETURN_IF_ERROR(CheckWord("--backend", a.req.backend));
   PTDP_ASSIGN_OR_RETURN(std::string script, JobScript(plan, a.req));
   std::string hostfile;
   if (a.req.scheduler == "mpirun") {

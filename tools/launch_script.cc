@@ -41,7 +41,8 @@ std::string Environment(const LaunchRequest& req) {
 }
 
 // Waits for the launched step in $step; a USR1 trap (which sets `interrupted`) cuts a wait short,
-// so wait again until the step itself has ended. Leaves its exit status in rc.
+// so wait again while the step runs. A step that ended while the trap ran is collected once more
+// (127: its status was already taken). Leaves its exit status in rc.
 constexpr const char* kWaitForStep =
     "rc=0\n"
     "while :; do\n"
@@ -49,6 +50,11 @@ constexpr const char* kWaitForStep =
     "  wait \"$step\"\n"
     "  rc=$?\n"
     "  [ \"$interrupted\" = 1 ] || break\n"
+    "  kill -0 \"$step\" 2>/dev/null && continue\n"
+    "  wait \"$step\"\n"
+    "  last=$?\n"
+    "  [ \"$last\" = 127 ] || rc=$last\n"
+    "  break\n"
     "done\n";
 
 std::string Header(const PlanFile& plan, const JobShape& shape, const std::string& launcher) {
@@ -82,7 +88,7 @@ Result<std::string> SlurmScript(const PlanFile& plan, const LaunchRequest& req,
     << " s before the time limit (or from scancel --signal=USR1\n"
        "# --batch); srun forwards it to the ranks, which finish their step, save and exit 0. The\n"
        "# job is then requeued; the relaunch resumes from the checkpoint (--load latest).\n"
-       "preempted=0\ninterrupted=0\n"
+       "preempted=0\ninterrupted=0\nstep=\n"
        "trap 'preempted=1; interrupted=1; echo \"ptdp job: USR1: the ranks save and stop\"; "
        "kill -USR1 \"$step\" 2>/dev/null' USR1\n"
     << "# One task per GPU in rank order (block distribution); every GPU of the node visible to\n"
@@ -107,7 +113,7 @@ Result<std::string> MpirunScript(const PlanFile& plan, const LaunchRequest& req,
     << "# Pre-emption: USR1 or TERM to this script reaches the ranks as USR1 (mpirun forwards "
        "it);\n"
        "# they save and exit 0; run this script again to resume (--load latest).\n"
-       "interrupted=0\n"
+       "interrupted=0\nstep=\n"
        "trap 'interrupted=1; kill -USR1 \"$step\" 2>/dev/null' USR1 TERM\n"
     << "# ppr:" << shape.ranks_per_node
     << ":node fills each host of the hostfile with consecutive ranks, in its order.\n"

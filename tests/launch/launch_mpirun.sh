@@ -8,7 +8,8 @@
 #      refused on one line naming the ranks and hosts, exit 2; a,a,b,b trains
 #   4. srun's numbering (SLURM_PROCID of SLURM_STEP_NUM_TASKS, SLURM_LOCALID) against MPI's and the
 #      hosts': a world of one under a step of two, a wrong local rank; refused
-#   5. bad requests: --nodes other than the plan's, an unknown scheduler; exit 2 with one line
+#   5. bad requests: --nodes other than the plan's, an unknown scheduler, a --time that would add a
+#      line to the script; exit 2 with one line
 # usage: launch_mpirun.sh PTDP WORKDIR
 set -uo pipefail
 ptdp=$1 work=$2
@@ -83,4 +84,9 @@ rc=$?
 rc=$?
 [ "$rc" = 2 ] && grep -q -- "--scheduler: 'pbs' is not slurm or mpirun" sched.err ||
   { cat sched.err; fail "--scheduler pbs: exit $rc"; }
+"$ptdp" launch --plan plan.json --scheduler slurm --data data.bin --steps 6 --dry-run \
+  --time "$(printf '1:00\n#SBATCH --x')" > /dev/null 2> time.err
+rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l < time.err)" = 1 ] && grep -q -- "--time: must be one word" time.err ||
+  { cat time.err; fail "--time with a newline: exit $rc"; }
 echo "PASS"
