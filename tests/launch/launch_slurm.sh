@@ -2,9 +2,9 @@
 # ptdp launch --scheduler slurm under a one-node Slurm started here (slurm_cluster.sh):
 #   same     the sbatch job `ptdp launch --submit` writes for a t2 p2 d1 CPU plan (4 tasks, srun
 #            --mpi=pmix) logs per-step losses equal, bit for bit, to the same plan under mpirun
-#   preempt  a 30-step job gets USR1 mid-run (scancel --signal=USR1 --batch, what --signal=B:USR1@T
+#   preempt  a 40-step job gets USR1 mid-run (scancel --signal=USR1 --batch, what --signal=B:USR1@T
 #            sends before the time limit): the ranks save and exit, the script requeues the job,
-#            the relaunch resumes (--load latest), and all 30 losses equal an uninterrupted run's
+#            the relaunch resumes (--load latest), and all 40 losses equal an uninterrupted run's
 # Exit 77 (ctest SKIP) only when Slurm cannot be installed or started here.
 # usage: launch_slurm.sh PTDP WORKDIR CASE
 set -uo pipefail
@@ -27,7 +27,7 @@ text=/usr/share/common-licenses/GPL-3
 "$here/../runtime/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 2 2 1 2 1 1f1b none true ||
   fail "plan"
 steps=6
-[ "$case" = preempt ] && steps=30
+[ "$case" = preempt ] && steps=40
 timeout 300 mpirun -np 4 "$ptdp" train --plan plan.json --data data.bin --steps $steps \
   --backend cpu --log ref.jsonl > ref.out 2>&1 || { cat ref.out; fail "reference run"; }
 
@@ -48,7 +48,7 @@ case "$case" in
     t0=$SECONDS
     until [ -f job/logs/metrics.jsonl ] && [ "$(wc -l < job/logs/metrics.jsonl)" -ge 3 ]; do
       [ $((SECONDS - t0)) -lt 120 ] || fail "job $id logged no 3 steps ($(job_state "$id"))"
-      sleep 0.2
+      sleep 0.1
     done
     scancel --signal=USR1 --batch "$id" || fail "scancel --signal=USR1"
     state=$(wait_job "$id" 240)
