@@ -85,6 +85,14 @@ Status Run(LaunchArgs& a, int* submit_rc) {
   if (a.dry_run && a.submit) return Status::Invalid("--dry-run and --submit: choose one");
   if (a.req.steps < 1) return Status::Invalid("--steps: must be at least 1");
   if (a.req.save_every < 0) return Status::Invalid("--save-every: must be >= 0");
+  // Slurm keeps the lead in 16 bits (sbatch refuses more than 65535).
+  if (a.req.signal_lead_s < 1 || a.req.signal_lead_s > 65535) {
+    return Status::Invalid("--signal-lead: must be in [1, 65535] seconds");
+  }
+  // The job would fail only after its wait in the queue.
+  if (!std::filesystem::is_regular_file(a.req.data)) {
+    return Status::Invalid("--data: '" + a.req.data + "' is not a file here");
+  }
   PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", a.plan));
   PTDP_ASSIGN_OR_RETURN(std::string plan_text, ReadTextFile(a.plan));
   Result<PlanFile> read = ReadPlanFile(a.plan);

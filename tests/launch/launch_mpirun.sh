@@ -9,7 +9,9 @@
 #   4. srun's numbering (SLURM_PROCID of SLURM_STEP_NUM_TASKS, SLURM_LOCALID) against MPI's and the
 #      hosts': a world of one under a step of two, a wrong local rank; refused
 #   5. bad requests: --nodes other than the plan's, an unknown scheduler, a --time that would add a
-#      line to the script; exit 2 with one line
+#      line to the script, a missing --data; exit 2 with one line
+#   6. a plan of two nodes of 2: hostfile n1, n2 with 2 slots each, sbatch --nodes=2
+#      --ntasks-per-node=2; one host for it, or 3 GPUs per node for 4 ranks, refused
 # usage: launch_mpirun.sh PTDP WORKDIR
 set -uo pipefail
 ptdp=$1 work=$2
@@ -89,4 +91,27 @@ rc=$?
 rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l < time.err)" = 1 ] && grep -q -- "--time: must be one word" time.err ||
   { cat time.err; fail "--time with a newline: exit $rc"; }
+# 6. Shapes: two nodes of 2 (plan2), a hostfile of both hosts and an sbatch of 2 x 2 tasks; a plan
+# whose GPUs per node do not divide its ranks is refused.
+"$ptdp" launch --plan plan2.json --scheduler mpirun --data data.bin --steps 6 --hosts n1,n2 \
+  --dry-run > two.out || fail "two nodes, mpirun"
+grep -A2 '^# hostfile:' two.out | tail -2 | tr '\n' ' ' | grep -q '^n1 slots=2 n2 slots=2 $' ||
+  { cat two.out; fail "two nodes: hostfile"; }
+"$ptdp" launch --plan plan2.json --scheduler slurm --data data.bin --steps 6 --dry-run > two.sbatch ||
+  fail "two nodes, slurm"
+grep -q '^#SBATCH --nodes=2$' two.sbatch && grep -q '^#SBATCH --ntasks-per-node=2$' two.sbatch ||
+  { cat two.sbatch; fail "two nodes: sbatch header"; }
+"$ptdp" launch --plan plan2.json --scheduler mpirun --data data.bin --steps 6 --hosts n1 \
+  --dry-run > /dev/null 2> hosts.err
+[ $? = 2 ] && grep -q -- "--hosts: 1 host(s) for the plan's 2 node(s)" hosts.err ||
+  { cat hosts.err; fail "one host for two nodes"; }
+sed 's/"gpus_per_node": *[0-9]*/"gpus_per_node": 3/' plan.json > plan3.json
+"$ptdp" launch --plan plan3.json --scheduler slurm --data data.bin --steps 6 --dry-run \
+  > /dev/null 2> three.err
+[ $? = 2 ] && grep -q "plan.cluster.gpus_per_node: 3 does not divide the plan's 4 ranks" three.err ||
+  { cat three.err; fail "3 GPUs per node for 4 ranks"; }
+"$ptdp" launch --plan plan.json --scheduler slurm --data missing.bin --steps 6 --dry-run \
+  > /dev/null 2> data.err
+[ $? = 2 ] && grep -q -- "--data: '.*missing.bin' is not a file here" data.err ||
+  { cat data.err; fail "missing --data"; }
 echo "PASS"
