@@ -3,7 +3,9 @@
 #   1. the job that `ptdp launch --scheduler mpirun --submit` writes and runs for a t2 p2 d1 CPU
 #      plan (4 ranks, one node) logs per-step losses equal, bit for bit, to a plain mpirun run's
 #   2. the script places ranks as RankGrid assumes (ppr:4:node over the hostfile) and resumes
-#      (--load latest): running it again after the last step trains nothing more
+#      (--load latest): running it again after the last step trains nothing more; a 40-step job.sh
+#      given USR1 mid-run saves and exits 0 (mpirun forwards USR1), and run again its 40 losses equal an
+#      uninterrupted run's
 #   3. a plan of 2 GPUs per node with its tensor groups split over hosts (--fake-hosts a,b,a,b) is
 #      refused on one line naming the ranks and hosts, exit 2; a,a,b,b trains
 #   4. srun's numbering (SLURM_PROCID of SLURM_STEP_NUM_TASKS, SLURM_LOCALID) against MPI's and the
@@ -46,6 +48,28 @@ echo "launched job: $(fields job/logs/metrics.jsonl | wc -l) steps, losses equal
 # 2. Run again: resumes from step 6 and has nothing left to train.
 timeout 120 bash job/job.sh > again.out 2>&1 || { cat again.out; fail "second run"; }
 grep -q "resumed from step 6" again.out || { cat again.out; fail "second run did not resume"; }
+
+# 2b. Pre-emption of the mpirun job: USR1 to job.sh mid-run reaches the ranks through mpirun; they
+# save and exit 0; job.sh run again resumes, and the 40 losses equal an uninterrupted run's.
+timeout 120 mpirun -np 4 "$ptdp" train --plan plan.json --data data.bin --steps 40 --backend cpu \
+  --log ref40.jsonl > ref40.out 2>&1 || { cat ref40.out; fail "40-step reference"; }
+"$ptdp" launch --plan plan.json --scheduler mpirun --data data.bin --steps 40 --backend cpu \
+  --out job40 > /dev/null || fail "launch job40"
+bash job40/job.sh > first40.out 2>&1 &
+pid=$!
+t0=$SECONDS
+until [ -f job40/logs/metrics.jsonl ] && [ "$(wc -l < job40/logs/metrics.jsonl)" -ge 3 ]; do
+  [ $((SECONDS - t0)) -lt 120 ] || { kill "$pid"; fail "job40 logged no 3 steps"; }
+  sleep 0.1
+done
+kill -USR1 "$pid"
+wait "$pid" || { cat first40.out; fail "job40 after USR1: exit $?"; }
+stopped=$(grep -o 'stopping after step [0-9]*' first40.out | grep -o '[0-9]*$')
+[ -n "$stopped" ] && [ "$stopped" -lt 40 ] || { cat first40.out; fail "job40 did not stop early"; }
+timeout 120 bash job40/job.sh > second40.out 2>&1 || { cat second40.out; fail "job40 rerun"; }
+grep -q "resumed from step $stopped" second40.out || { cat second40.out; fail "job40: no resume"; }
+cmp <(fields ref40.jsonl) <(fields job40/logs/metrics.jsonl) || fail "job40: losses differ"
+echo "mpirun job: stopped after step $stopped on USR1, resumed; 40 losses equal"
 
 # 3. Placement: 2 GPUs per node, so tensor groups {0,1} and {2,3} each belong on one host.
 sed 's/"gpus_per_node": *[0-9]*/"gpus_per_node": 2/' plan.json > plan2.json
