@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*"; tail -n 20 job/logs/slurm-*.out 2> /dev/null; exit 1; 
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }
 ensure_slurm || exit $?
 trap stop_slurm EXIT
-[ "$case" = preempt ] && export SLURM_TEST_PORT=16827
+trap 'exit 1' TERM INT  # so that the EXIT trap stops the daemons
 start_slurm "$work/slurm" || exit $?
 
 text=/usr/share/common-licenses/GPL-3

@@ -24,15 +24,26 @@ ensure_slurm() {
   fi
 }
 
+# Two TCP ports free now (the kernel's picks, both held while picked so they differ), so that tests
+# running side by side, or daemons left by a killed run, do not collide.
+free_ports() {
+  python3 -c 'import socket
+a, b = socket.socket(), socket.socket()
+a.bind(("", 0)); b.bind(("", 0))
+print(a.getsockname()[1], b.getsockname()[1])'
+}
+
 slurm_pids=()
 start_slurm() {
-  local dir=$1 port=${SLURM_TEST_PORT:-16817}
+  local dir=$1 ctld_port d_port
+  read -r ctld_port d_port < <(free_ports)
+  [ -n "$d_port" ] || { echo "FAIL: no free ports"; return 1; }
   mkdir -p "$dir/state" "$dir/spool" "$dir/log"
   cat > "$dir/slurm.conf" <<CONF
 ClusterName=ptdptest
 SlurmctldHost=localhost
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
+SlurmctldPort=$ctld_port
+SlurmdPort=$d_port
 AuthType=auth/none
 CredType=cred/none
 SlurmUser=$(id -un)
