@@ -97,8 +97,13 @@ Result<std::string> SlurmScript(const PlanFile& plan, const LaunchRequest& req,
     << " --distribution=block:block --gpu-bind=none --kill-on-bad-exit=1 \\\n  " << TrainLine(req)
     << " &\nstep=$!\n"
     << kWaitForStep
-    << "if [ \"$preempted\" = 1 ] && [ \"$rc\" = 0 ]; then\n"
-       "  echo \"ptdp job: saved; requeueing $SLURM_JOB_ID\"\n"
+    << "# Requeue only a run the signal cut short (the last logged step before --steps).\n"
+       "done_steps=$(tail -n 1 \"$job/logs/metrics.jsonl\" 2>/dev/null | grep -o '\"step\":[0-9]*' "
+       "| cut -d: -f2)\n"
+       "if [ \"$preempted\" = 1 ] && [ \"$rc\" = 0 ] && [ \"${done_steps:-0}\" -lt "
+    << req.steps
+    << " ]; then\n"
+       "  echo \"ptdp job: saved after step ${done_steps:-0}; requeueing $SLURM_JOB_ID\"\n"
        "  scontrol requeue \"$SLURM_JOB_ID\"\nfi\nexit \"$rc\"\n";
   return s.str();
 }

@@ -54,7 +54,7 @@ case "$case" in
     state=$(wait_job "$id" 240)
     [ "$state" = COMPLETED ] || fail "job $id after USR1: $state"
     out=job/logs/slurm-$id.out
-    grep -q "ptdp job: saved; requeueing $id" "$out" || fail "not requeued"
+    grep -q "ptdp job: saved after step [0-9]*; requeueing $id" "$out" || fail "not requeued"
     stopped=$(grep -o 'stopping after step [0-9]*' "$out" | grep -o '[0-9]*$')
     [ -n "$stopped" ] && [ "$stopped" -lt $steps ] || fail "did not stop early ($stopped)"
     grep -q "resumed from step $stopped" "$out" || fail "the relaunch did not resume from $stopped"
