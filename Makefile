@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= 2
 DEB_PKGS := build-essential cmake ninja-build pkg-config nlohmann-json3-dev libcli11-dev libeigen3-dev \
             libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin python3 \
-            clang libclang-rt-dev time
+            clang libclang-rt-dev time slurm-wlm
 PTDP := $(BUILD)/tools/ptdp
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1

@@ -21,6 +21,7 @@
 #include "runtime/executor/trainer.h"
 #include "tools/common.h"
 #include "tools/train_adapt.h"
+#include "tools/train_placement.h"
 
 namespace ptdp::tools {
 namespace {
@@ -30,6 +31,7 @@ struct TrainArgs {
   std::string dump_params, expect_params, expect_losses;
   std::string save, load;  // checkpoints (docs/checkpoints.md)
   std::string init_from;   // a Hugging Face GPT-2 folder (docs/checkpoints.md)
+  std::string fake_hosts;  // tests: the host of each rank, in place of gethostname
   int64_t save_every = 0;
   int64_t stop_at = 0;  // stop (and save) after this step, as a pre-empted job would; 0: --steps
   int keep = 2;
@@ -411,6 +413,9 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   const Status pre = ReadArguments(a, world.size(), &plan);
   *agreed_failure = true;
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, pre));
+  // Where the ranks landed, before any group is built over them (docs/launch.md).
+  std::string hosts;
+  PTDP_RETURN_IF_ERROR(CheckRankPlacement(world, *plan, a.fake_hosts, &hosts));
   a.opts.steps = a.steps;
   a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
@@ -420,6 +425,8 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
     std::printf("ptdp train: %s on %d ranks (%s), %lld microbatches of %d per iteration\n",
                 plan->model.name.c_str(), world.size(), c.ToString().c_str(),
                 static_cast<long long>(c.Microbatches()), c.mbs);
+    std::printf("ranks per host: %s (tensor groups as the plan places them, %d ranks per node)\n",
+                hosts.c_str(), plan->cluster.gpus_per_node);
   }
   PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed
   if (!a.init_from.empty() && done > 0) {
@@ -542,6 +549,9 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--init-from", a.init_from,
                   "start from a Hugging Face GPT-2 folder (config.json, model.safetensors; e.g. "
                   "ptdp export's), its model the plan's; ignored when --load resumes a checkpoint");
+  cmd->add_option("--fake-hosts", a.fake_hosts,
+                  "tests: comma-separated host of each rank, in place of gethostname (placement "
+                  "check, docs/launch.md)");
   cmd->add_option("--params-tol", a.params_tol, "relative tolerance of --expect-params");
   cmd->add_option("--loss-tol", a.loss_tol, "relative tolerance of --expect-losses");
   cmd->callback([exit_code] {
@@ -554,6 +564,14 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
     auto world = runtime::WorldComm();
     if (!world.ok()) {
       *exit_code = Fail("train", world.status());
+      return;
+    }
+    // srun without a working PMIx plug-in starts N worlds of one: refuse before any rank trains.
+    st = CheckSlurmNumbering((*world)->rank(), (*world)->size());
+    if (!st.ok()) {
+      world->reset();
+      *exit_code = Fail("train", st);
+      runtime::FinalizeComm();
       return;
     }
     bool agreed = false;

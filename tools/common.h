@@ -25,6 +25,7 @@ void RegisterPaper(CLI::App& app, int* exit_code);
 void RegisterSchedule(CLI::App& app, int* exit_code);
 void RegisterSimulate(CLI::App& app, int* exit_code);
 void RegisterTrain(CLI::App& app, int* exit_code);
+void RegisterLaunch(CLI::App& app, int* exit_code);
 void RegisterTokenize(CLI::App& app, int* exit_code);
 void RegisterProfile(CLI::App& app, int* exit_code);
 void RegisterCompare(CLI::App& app, int* exit_code);

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   ptdp::tools::RegisterSchedule(app, &exit_code);
   ptdp::tools::RegisterSimulate(app, &exit_code);
   ptdp::tools::RegisterTrain(app, &exit_code);
+  ptdp::tools::RegisterLaunch(app, &exit_code);
   ptdp::tools::RegisterTokenize(app, &exit_code);
   ptdp::tools::RegisterProfile(app, &exit_code);
   ptdp::tools::RegisterCompare(app, &exit_code);

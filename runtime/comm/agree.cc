@@ -1,5 +1,6 @@
 #include "runtime/comm/agree.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -11,6 +12,19 @@ Result<std::vector<double>> AllGatherDoubles(Communicator& comm,
   std::vector<double> out(values.size() * static_cast<size_t>(comm.size()));
   PTDP_RETURN_IF_ERROR(
       comm.AllGather(values.data(), out.data(), int64_t(values.size()) * 2, DType::kFp32));
+  return out;
+}
+
+Result<std::vector<std::string>> AllGatherStrings(Communicator& comm, const std::string& text) {
+  // Fixed-width slots (a NUL pads each), so one AllGather moves them all.
+  constexpr size_t kSlot = kMaxGatheredText + 1;
+  std::vector<uint8_t> mine(kSlot, 0), all(kSlot * static_cast<size_t>(comm.size()));
+  std::memcpy(mine.data(), text.data(), std::min(text.size(), kMaxGatheredText));
+  PTDP_RETURN_IF_ERROR(comm.AllGather(mine.data(), all.data(), int64_t(kSlot), DType::kU8));
+  std::vector<std::string> out;
+  for (size_t r = 0; r < size_t(comm.size()); ++r) {
+    out.emplace_back(reinterpret_cast<const char*>(&all[r * kSlot]));
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 // the same error (and exit non-zero) instead of some ranks waiting forever in a collective.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -15,5 +16,9 @@ Status AgreeStatus(Communicator& comm, const Status& local);
 // Collective: every member's `values` (same length on all), concatenated in rank order; exact
 // (doubles travel as raw bits).
 Result<std::vector<double>> AllGatherDoubles(Communicator& comm, const std::vector<double>& values);
+// Collective: every member's `text` (a host name, say; cut at kMaxGatheredText bytes), in rank
+// order.
+inline constexpr size_t kMaxGatheredText = 255;
+Result<std::vector<std::string>> AllGatherStrings(Communicator& comm, const std::string& text);
 
 }  // namespace ptdp::runtime
