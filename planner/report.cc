@@ -231,7 +231,9 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   o << " --attention-backend " << (c.fused_attention ? "flash" : "unfused");
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
-  if (!c.scatter_gather) o << " --no-scatter-gather-tensors-in-pipeline";
+  // No scatter/gather flag: today's Megatron-LM has dropped --no-scatter-gather-tensors-in-pipeline
+  // (an unknown flag its parser refuses) and sends whole b s h messages without sequence
+  // parallelism, as a plan with scatter_gather off does.
   return o.str();
 }
 
