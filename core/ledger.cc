@@ -207,10 +207,17 @@ Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c) {
 namespace {
 
 // One layer's forward GEMM FLOPs for `sequences` sequences: QKV 6 B s h^2, projection 2 B s h^2,
-// MLP 2 x 2 B s h f, scores and scores.V 2 x 2 B s^2 h.
+// MLP 2 x 2 B s h f, scores and scores.V 2 x 2 B s^2 h. A Llama-style layer: QKV 2 B s h (h + 2
+// kv dh), projection 2 B s h^2, SwiGLU 3 x 2 B s h f, the same attention core (every query head
+// scores all s keys); RMSNorm, rotary and the SwiGLU product are not GEMMs.
 double LayerForwardFlops(const ModelSpec& m, double sequences) {
   const double s = m.seq_len, h = m.hidden, f = m.FfnHidden();
-  return 8 * sequences * s * h * h + 4 * sequences * s * h * f + 4 * sequences * s * s * h;
+  if (m.IsGpt()) {  // the 2021 expression, so GPT figures stay bit for bit
+    return 8 * sequences * s * h * h + 4 * sequences * s * h * f + 4 * sequences * s * s * h;
+  }
+  const double qkv = double(m.QkvOut()), mlp_matrices = m.swiglu ? 3 : 2;
+  return 2 * sequences * s * h * qkv + 2 * sequences * s * h * h +
+         2 * mlp_matrices * sequences * s * h * f + 4 * sequences * s * s * h;
 }
 
 // The output layer's GEMMs, forward and backward (never recomputed), over the padded vocabulary.

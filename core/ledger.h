@@ -106,7 +106,9 @@ Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c);
 
 // FLOPs per iteration (the paper's eq. 3 family, GEMMs only), with the padded vocabulary that runs:
 //   one layer's forward for B sequences: QKV 6 B s h^2, projection 2 B s h^2, MLP 4 B s h f,
-//     scores and scores.V 4 B s^2 h (24 B s h^2 + 4 B s^2 h with f = 4h); backward 2x;
+//     scores and scores.V 4 B s^2 h (24 B s h^2 + 4 B s^2 h with f = 4h); backward 2x; a
+//     Llama-style layer (grouped-query attention, SwiGLU): QKV 2 B s h (h + 2 kv dh), projection
+//     2 B s h^2, MLP 6 B s h f, the same 4 B s^2 h;
 //   logits 6 B s h V forward + backward (never recomputed).
 //   Model FLOPs (MFU's convention) = 3 l layer-forwards + logits = 72 B s l h^2 (1 + s/6h +
 //   V/12lh). Hardware FLOPs add what runs again under c.recompute: full, one more forward of every

@@ -1,9 +1,9 @@
 #include "core/model.h"
 
 #include <cmath>
-#include <set>
 
 #include "core/checked.h"
+#include "core/hf_config.h"
 
 namespace ptdp {
 
@@ -23,6 +23,10 @@ Status ModelSpec::Validate(const std::string& path) const {
   add(CheckRange(at + "vocab", vocab, 1, kMaxVocab));
   add(CheckRange(at + "vocab_divisible_by", int64_t(vocab_divisible_by), 1, kMaxVocabDivisibleBy));
   add(CheckRange(at + "dropout", dropout, 0.0, 1.0, /*hi_open=*/true));
+  add(CheckRange(at + "kv_heads", int64_t(kv_heads), 0, kMaxHeads));
+  if (kv_heads > 0 && heads > 0 && heads % kv_heads != 0)
+    add(Status::Invalid(at + "kv_heads: must divide heads (" + std::to_string(heads) + ")"));
+  add(CheckRange(at + "rotary_base", rotary_base, 1.0, 1e12));
   if (err.empty()) return Status::Ok();
   return Status::Invalid(path.empty() ? "model " + name + ": " + err : err);
 }
@@ -36,6 +40,19 @@ int64_t PaddedVocab(const ModelSpec& m, int tp) {
   return padded / multiple * multiple;
 }
 
+std::string ModelSpec::UnexecutedFeatures() const {
+  std::string out;
+  auto add = [&](bool on, const char* feature) {
+    if (on) out += (out.empty() ? "" : "/") + std::string(feature);
+  };
+  add(rmsnorm, "rmsnorm");
+  add(swiglu, "swiglu");
+  add(rotary, "rotary");
+  add(KvHeads() != heads, "gqa");
+  add(!linear_bias, "no-bias");
+  return out;
+}
+
 int64_t ParameterCount(const ModelSpec& m, int tp) {
   const int64_t h = m.hidden, f = m.FfnHidden();
   // Each product below is bounded by the ranges of ModelSpec::Validate (h <= 2^20, f <= 2^22,
@@ -46,14 +63,17 @@ int64_t ParameterCount(const ModelSpec& m, int tp) {
     PTDP_CHECK_MSG(r.ok(), r.status().message());
     return *r;
   };
-  const int64_t per_layer = 2 * h                     // ln1
-                            + mul({3, h, h}) + 3 * h  // qkv
-                            + mul({h, h}) + h         // projection
-                            + 2 * h                   // ln2
-                            + mul({f, h}) + f         // fc1
-                            + mul({f, h}) + h;        // fc2
+  const int64_t norm = m.rmsnorm ? h : 2 * h;  // RMSNorm has no bias
+  const int64_t bias = m.linear_bias ? 1 : 0;
+  const int64_t per_layer = norm                                                        // ln1
+                            + mul({m.QkvOut(), h}) + (m.HasQkvBias() ? m.QkvOut() : 0)  // qkv
+                            + mul({h, h}) + bias * h                    // projection
+                            + norm                                      // ln2
+                            + mul({m.Fc1Out(), h}) + bias * m.Fc1Out()  // fc1 (gate, up)
+                            + mul({f, h}) + bias * h;                   // fc2 (down)
   const int64_t vp = PaddedVocab(m, tp);
-  int64_t total = mul({per_layer, m.layers}) + mul({vp, h}) + mul({m.seq_len, h}) + 2 * h;
+  const int64_t positions = m.rotary ? 0 : mul({m.seq_len, h});
+  int64_t total = mul({per_layer, m.layers}) + mul({vp, h}) + positions + norm;
   if (!m.tied_embeddings) total += mul({vp, h});
   return total;
 }
@@ -75,6 +95,22 @@ ModelSpec Gpt(const std::string& name, int l, int64_t h, int a, int64_t s = 2048
   m.seq_len = s;
   m.vocab = v;
   m.dropout = 0.1;  // Megatron-LM's default --hidden-dropout / --attention-dropout
+  return m;
+}
+
+// A Llama 3 model (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3; and the
+// config.json of meta-llama/Meta-Llama-3-8B, -70B, Llama-3.1-405B): grouped-query attention with 8
+// key/value heads, SwiGLU, RMSNorm, RoPE with theta 500,000, a 128,256-token vocabulary, no
+// biases, untied output layer, no dropout.
+ModelSpec Llama3(const std::string& name, int l, int64_t h, int64_t f, int a) {
+  ModelSpec m = Gpt(name, l, h, a, 8192, 128256);
+  m.ffn_hidden = f;
+  m.kv_heads = 8;
+  m.swiglu = m.rmsnorm = m.rotary = true;
+  m.rotary_base = 500000;
+  m.linear_bias = false;
+  m.tied_embeddings = false;
+  m.dropout = 0.0;
   return m;
 }
 
@@ -104,91 +140,40 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Gpt("gpt2-124m", 12, 768, 12, 1024, 50257), "GPT-2 small (Radford et al. 2019)"},
       {Gpt("gpt2-350m", 24, 1024, 16, 1024, 50257), "GPT-2 medium"},
       {Gpt("gpt-1.3b", 24, 2048, 16, 2048, 50257), "GPT-3 XL shape (Brown et al. 2020)"},
+      {Llama3("llama3-8b", 32, 4096, 14336, 32),
+       "Dubey et al. 2024 (The Llama 3 Herd of Models), Table 3; meta-llama/Meta-Llama-3-8B "
+       "config.json; 8.03B parameters"},
+      {Llama3("llama3-70b", 80, 8192, 28672, 64),
+       "Dubey et al. 2024, Table 3; meta-llama/Meta-Llama-3-70B config.json; 70.6B parameters"},
+      {Llama3("llama3.1-405b", 126, 16384, 53248, 128),
+       "Dubey et al. 2024, Table 3 (sequence 8192 as in pre-training); "
+       "meta-llama/Llama-3.1-405B config.json; 405.9B parameters"},
       {Tiny(), "test model: 4 layers, h 64, 4 heads, s 32, byte-level vocabulary, no dropout"},
   };
   return presets;
 }
 
-namespace {
-
-// Keys of a Hugging Face GPT-2 config.json that do not change the shapes we model.
-const std::set<std::string>& HfIgnoredKeys() {
-  static const std::set<std::string> keys = {"_name_or_path",
-                                             "activation_function",
-                                             "architectures",
-                                             "attn_pdrop",
-                                             "bos_token_id",
-                                             "embd_pdrop",
-                                             "eos_token_id",
-                                             "initializer_range",
-                                             "layer_norm_epsilon",
-                                             "model_type",
-                                             "n_ctx",
-                                             "output_past",
-                                             "pad_token_id",
-                                             "resid_pdrop",
-                                             "summary_activation",
-                                             "summary_first_dropout",
-                                             "summary_proj_to_labels",
-                                             "summary_type",
-                                             "summary_use_proj",
-                                             "task_specific_params",
-                                             "torch_dtype",
-                                             "transformers_version",
-                                             "use_cache",
-                                             "scale_attn_weights",
-                                             "reorder_and_upcast_attn",
-                                             "scale_attn_by_inverse_layer_idx",
-                                             "gradient_checkpointing",
-                                             "add_cross_attention",
-                                             "id2label",
-                                             "label2id",
-                                             "tokenizer_class",
-                                             "prefix",
-                                             "problem_type",
-                                             "bias",
-                                             "dropout",
-                                             "dtype",  // transformers 5's name for torch_dtype
-                                             "output_attentions",
-                                             "output_hidden_states",
-                                             "return_dict"};
-  return keys;
-}
-
-}  // namespace
-
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
+  if (IsHfConfig(j)) return ModelFromHfConfig(j, path);
   ModelSpec m;
   JsonObjectReader r(j, path);
-  if (r.Has("n_layer") || r.Has("n_embd")) {  // Hugging Face GPT-2 style
-    m.name = "hf-gpt2";
-    r.Required("n_layer", &m.layers);
-    r.Required("n_embd", &m.hidden);
-    r.Required("n_head", &m.heads);
-    if (r.Has("n_positions")) {
-      r.Required("n_positions", &m.seq_len);
-    } else {
-      r.Required("n_ctx", &m.seq_len);
-    }
-    r.Required("vocab_size", &m.vocab);
-    if (const Json* inner = r.Child("n_inner", false); inner && !inner->is_null()) {
-      r.Optional("n_inner", &m.ffn_hidden);
-    }
-    r.Optional("tie_word_embeddings", &m.tied_embeddings);
-    r.Optional("name", &m.name);
-    for (const auto& k : HfIgnoredKeys()) r.Allow(k);
-  } else {
-    r.Required("name", &m.name);
-    r.Required("layers", &m.layers);
-    r.Required("hidden", &m.hidden);
-    r.Required("heads", &m.heads);
-    r.Required("seq_len", &m.seq_len);
-    r.Required("vocab", &m.vocab);
-    r.Optional("ffn_hidden", &m.ffn_hidden);
-    r.Optional("tied_embeddings", &m.tied_embeddings);
-    r.Optional("vocab_divisible_by", &m.vocab_divisible_by);
-    r.Optional("dropout", &m.dropout);
-  }
+  r.Required("name", &m.name);
+  r.Required("layers", &m.layers);
+  r.Required("hidden", &m.hidden);
+  r.Required("heads", &m.heads);
+  r.Required("seq_len", &m.seq_len);
+  r.Required("vocab", &m.vocab);
+  r.Optional("ffn_hidden", &m.ffn_hidden);
+  r.Optional("tied_embeddings", &m.tied_embeddings);
+  r.Optional("vocab_divisible_by", &m.vocab_divisible_by);
+  r.Optional("dropout", &m.dropout);
+  r.Optional("kv_heads", &m.kv_heads);
+  r.Optional("swiglu", &m.swiglu);
+  r.Optional("rmsnorm", &m.rmsnorm);
+  r.Optional("rotary", &m.rotary);
+  r.Optional("rotary_base", &m.rotary_base);
+  r.Optional("linear_bias", &m.linear_bias);
+  r.Optional("qkv_bias", &m.qkv_bias);
   PTDP_RETURN_IF_ERROR(r.Finish());
   PTDP_RETURN_IF_ERROR(m.Validate(path));
   return m;
@@ -206,6 +191,14 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["tied_embeddings"] = m.tied_embeddings;
   j["vocab_divisible_by"] = m.vocab_divisible_by;
   j["dropout"] = m.dropout;
+  if (m.IsGpt() && !m.qkv_bias) return j;  // a GPT's file keeps the 2021 schema
+  j["kv_heads"] = m.KvHeads();
+  j["swiglu"] = m.swiglu;
+  j["rmsnorm"] = m.rmsnorm;
+  j["rotary"] = m.rotary;
+  j["rotary_base"] = m.rotary_base;
+  j["linear_bias"] = m.linear_bias;
+  j["qkv_bias"] = m.qkv_bias;
   return j;
 }
 

@@ -1,5 +1,8 @@
-// ModelSpec: a GPT model as the planner and the runtime see it (pre-LayerNorm decoder, learned
-// position embeddings, GeLU MLP, output layer tied to the input embedding by default).
+// ModelSpec: a decoder-only transformer as the planner and the runtime see it. The defaults are a
+// GPT (pre-LayerNorm, learned position embeddings, GeLU MLP, biases on every Linear, output layer
+// tied to the input embedding); the architecture fields describe a Llama-style decoder (RMSNorm,
+// SwiGLU MLP with three matrices, rotary position embeddings, grouped-query attention, no biases,
+// untied output layer: Touvron et al. 2023; Dubey et al. 2024), as Mistral and Qwen2 are too.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +38,31 @@ struct ModelSpec {
   bool tied_embeddings = true;   // output layer shares the input embedding's weights
   int vocab_divisible_by = 128;  // Megatron-LM's --make-vocab-size-divisible-by
   double dropout = 0.0;  // hidden and attention dropout probability (Megatron-LM's default is 0.1)
+  // Architecture (GPT's defaults; Llama: kv_heads 8, swiglu, rmsnorm, rotary, no linear_bias).
+  int kv_heads = 0;            // key/value heads (query groups); 0 means heads (multi-head)
+  bool swiglu = false;         // SwiGLU MLP: gate and up [f, h], down [h, f] (else GeLU fc1, fc2)
+  bool rmsnorm = false;        // RMSNorm (a weight, no bias, no mean) in place of LayerNorm
+  bool rotary = false;         // rotary position embeddings (no learned position table)
+  double rotary_base = 10000;  // RoPE's theta (flags only: it changes no shape or FLOP)
+  bool linear_bias = true;     // biases on every Linear
+  bool qkv_bias = false;       // a bias on QKV even without linear_bias (Qwen2)
 
   int64_t FfnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int64_t HeadDim() const { return hidden / heads; }
+  int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Output features of the fused QKV projection: h for the queries, 2 kv_heads dh for K and V
+  // (3h without grouped-query attention).
+  int64_t QkvOut() const { return hidden + 2 * int64_t(KvHeads()) * HeadDim(); }
+  // Output features of the MLP's first GEMM: f, or 2f for SwiGLU's gate and up (Megatron-LM
+  // fuses them into one column-parallel fc1).
+  int64_t Fc1Out() const { return swiglu ? 2 * FfnHidden() : FfnHidden(); }
+  bool HasQkvBias() const { return linear_bias || qkv_bias; }
+  // True for the GPT the paper models (every architecture field at its default): its counts keep
+  // the 2021 formulas' order, bit for bit.
+  bool IsGpt() const { return KvHeads() == heads && !swiglu && !rmsnorm && !rotary && linear_bias; }
+  // The features of this model the runtime's layers (runtime/model) do not execute, joined by
+  // "/" ("rmsnorm/swiglu/rotary/gqa/no-bias"); empty for a GPT.
+  std::string UnexecutedFeatures() const;
   // Every violated constraint, joined by "; ", each naming the field. `path` is where the model
   // was read, as the user sees it ("plan.model", "model"): fields are then named by their key path
   // ("plan.model.hidden: 0 is outside [1, 1048576]"); without one the message starts
@@ -50,8 +75,9 @@ struct ModelSpec {
 int64_t PaddedVocab(const ModelSpec& m, int tp);
 
 // Exact parameter count of the unsharded model with the padded vocabulary for `tp`: per layer
-// 12h^2 + 13h (with ffn = 4h), word and position embeddings, final LayerNorm, and a separate output
-// matrix when embeddings are not tied.
+// 12h^2 + 13h for a GPT (with ffn = 4h); for a Llama-style layer h (h + 2 kv dh) + h^2 for
+// attention, 3 h f for SwiGLU and 2h for the RMSNorms; word and (without rotary) position
+// embeddings, the final norm, and a separate output matrix when embeddings are not tied.
 int64_t ParameterCount(const ModelSpec& m, int tp = 1);
 // The paper's eq. (2): 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h)).
 double ParameterCountEq2(const ModelSpec& m);
@@ -63,10 +89,12 @@ struct ModelPreset {
 };
 const std::vector<ModelPreset>& ModelPresets();
 
-// A preset name, a path to a JSON file in our schema, or a Hugging Face GPT-2 style config.json.
+// A preset name, a path to a JSON file in our schema, or a Hugging Face config.json of a GPT-2,
+// Llama, Mistral or Qwen2 model (core/hf_config.h).
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
-// "tied_embeddings", "vocab_divisible_by", "dropout"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
+// "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
+// "rotary_base", "linear_bias", "qkv_bias"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
 // n_positions, vocab_size, n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);

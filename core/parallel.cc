@@ -113,13 +113,17 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
   PTDP_RETURN_IF_ERROR(m.Validate());
   // The largest activation a stage can hold is about layers * mbs * s * max(a s, ffn, V) * 64
   // bytes; refusing it here keeps every size the planner derives from the layout in 64 bits.
-  const int64_t widest = std::max({int64_t(m.heads) * m.seq_len, m.FfnHidden(), m.vocab});
+  const int64_t widest = std::max({int64_t(m.heads) * m.seq_len, m.Fc1Out(), m.vocab});
   auto act = CheckedProduct({int64_t(m.layers), mbs, m.seq_len, widest, 64},
                             "mbs: activation bytes of layers x mbs x seq_len x width x 64");
   if (!act.ok()) return act.status();
   if (m.heads % tp != 0) {
     return bad("tp: " + std::to_string(tp) + " does not divide the " + std::to_string(m.heads) +
                " attention heads");
+  }
+  if (m.KvHeads() % tp != 0) {  // Megatron-LM splits the query groups over the tensor ranks
+    return bad("tp: " + std::to_string(tp) + " does not divide the " + std::to_string(m.KvHeads()) +
+               " key/value heads (query groups)");
   }
   if (m.FfnHidden() % tp != 0) {
     return bad("tp: " + std::to_string(tp) + " does not divide ffn_hidden " +

@@ -95,9 +95,10 @@ struct ParallelConfig {
   int VirtualStages() const { return pp * vp; }
   bool Uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
 
-  // Checks the layout against the model: positive sizes, heads % tp, layers % (pp vp) (uneven
-  // stages: pp >= 2, vp = 1, at least one layer per stage and the middle layers an equal share of
-  // the middle stages), B % (b d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m % pp
+  // Checks the layout against the model: positive sizes, heads % tp, kv_heads % tp, layers % (pp
+  // vp) (uneven stages: pp >= 2, vp = 1, at least one layer per stage and the middle layers an
+  // equal share of the middle stages), B % (b d), the schedule's needs (interleaved: vp >= 2, pp >=
+  // 2 and m % pp
   // == 0; others vp == 1), fused_attention without selective recomputation. The message names the
   // field and the reason.
   Status Validate(const ModelSpec& m) const;

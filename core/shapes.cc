@@ -63,21 +63,28 @@ ParamTensor Make(std::string name, std::vector<int64_t> global, Sharding s, int 
   return p;
 }
 
-// One transformer layer's parameters on one tensor rank (Megatron-LM's order).
+// One transformer layer's parameters on one tensor rank (Megatron-LM's order). Grouped-query
+// attention shards QKV by query groups (each tensor rank holds h/t query features and kv_heads/t
+// key and value heads); SwiGLU's gate and up are one column-parallel fc1 of 2f rows.
 void AppendLayer(const ModelSpec& m, int t, const std::string& p, std::vector<ParamTensor>* ps) {
-  const int64_t h = m.hidden, f = m.FfnHidden();
-  ps->push_back(Make(p + "ln1.weight", {h}, Sharding::kReplicated, t));
-  ps->push_back(Make(p + "ln1.bias", {h}, Sharding::kReplicated, t));
-  ps->push_back(Make(p + "attn.qkv.weight", {3 * h, h}, Sharding::kRows, t));
-  ps->push_back(Make(p + "attn.qkv.bias", {3 * h}, Sharding::kRows, t));
+  const int64_t h = m.hidden, f = m.FfnHidden(), qkv = m.QkvOut(), fc1 = m.Fc1Out();
+  auto norm = [&](const std::string& name) {
+    ps->push_back(Make(p + name + ".weight", {h}, Sharding::kReplicated, t));
+    if (!m.rmsnorm) ps->push_back(Make(p + name + ".bias", {h}, Sharding::kReplicated, t));
+  };
+  auto bias = [&](const std::string& name, int64_t n, Sharding s) {
+    if (m.linear_bias) ps->push_back(Make(p + name, {n}, s, t));
+  };
+  norm("ln1");
+  ps->push_back(Make(p + "attn.qkv.weight", {qkv, h}, Sharding::kRows, t));
+  if (m.HasQkvBias()) ps->push_back(Make(p + "attn.qkv.bias", {qkv}, Sharding::kRows, t));
   ps->push_back(Make(p + "attn.proj.weight", {h, h}, Sharding::kCols, t));
-  ps->push_back(Make(p + "attn.proj.bias", {h}, Sharding::kReplicated, t));
-  ps->push_back(Make(p + "ln2.weight", {h}, Sharding::kReplicated, t));
-  ps->push_back(Make(p + "ln2.bias", {h}, Sharding::kReplicated, t));
-  ps->push_back(Make(p + "mlp.fc1.weight", {f, h}, Sharding::kRows, t));
-  ps->push_back(Make(p + "mlp.fc1.bias", {f}, Sharding::kRows, t));
+  bias("attn.proj.bias", h, Sharding::kReplicated);
+  norm("ln2");
+  ps->push_back(Make(p + "mlp.fc1.weight", {fc1, h}, Sharding::kRows, t));
+  bias("mlp.fc1.bias", fc1, Sharding::kRows);
   ps->push_back(Make(p + "mlp.fc2.weight", {h, f}, Sharding::kCols, t));
-  ps->push_back(Make(p + "mlp.fc2.bias", {h}, Sharding::kReplicated, t));
+  bias("mlp.fc2.bias", h, Sharding::kReplicated);
 }
 
 }  // namespace
@@ -89,13 +96,13 @@ std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfi
   std::vector<ParamTensor> ps;
   if (HoldsEmbedding(c, pp_rank, chunk)) {
     ps.push_back(Make("embedding.word", {v, h}, Sharding::kRows, t));  // vocab-parallel
-    ps.push_back(Make("embedding.position", {s, h}, Sharding::kReplicated, t));
+    if (!m.rotary) ps.push_back(Make("embedding.position", {s, h}, Sharding::kReplicated, t));
   }
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
   for (int l = lr.begin; l < lr.end; ++l) AppendLayer(m, t, "layer" + std::to_string(l) + ".", &ps);
   if (HoldsHead(c, pp_rank, chunk)) {
     ps.push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
-    ps.push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
+    if (!m.rmsnorm) ps.push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
     if (!m.tied_embeddings) {
       ps.push_back(Make("output.weight", {v, h}, Sharding::kRows, t));
     } else if (!HoldsEmbedding(c, pp_rank, chunk)) {
@@ -137,24 +144,34 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
   // What LayerNorm, dropout and the residual keep: the full s b h, or its s/t slice under sequence
   // parallelism (the QKV and fc1 inputs are then kept sharded and all-gathered again backward).
   const int64_t seq = c.sequence_parallel ? sbh / t : sbh;
-  // LayerNorm's mean and 1/std per token (fp32, as apex's and our kernels keep them).
+  // LayerNorm's mean and 1/std per token (fp32, as apex's and our kernels keep them); RMSNorm
+  // keeps only the 1/rms.
   const int64_t rows = c.sequence_parallel ? s * b / t : s * b;
-  std::vector<ActTensor> acts = {
-      {"ln1.input", seq, ActKind::kActivation},  {"ln1.mean", rows, ActKind::kFp32},
-      {"ln1.rstd", rows, ActKind::kFp32},        {"attn.qkv.input", seq, ActKind::kActivation},
-      {"attn.q", sbh / t, ActKind::kActivation}, {"attn.k", sbh / t, ActKind::kActivation},
-      {"attn.v", sbh / t, ActKind::kActivation},
+  auto norm = [&](const std::string& name, std::vector<ActTensor>* acts) {
+    acts->push_back({name + ".input", seq, ActKind::kActivation});
+    if (!m.rmsnorm) acts->push_back({name + ".mean", rows, ActKind::kFp32});
+    acts->push_back({name + ".rstd", rows, ActKind::kFp32});
   };
+  // Keys and values: kv_heads dh features each (h without grouped-query attention); with rotary
+  // embeddings the rotated Q and K are what attention reads (the rotation's backward needs only
+  // the angles).
+  const int64_t sbkv = s * b * m.KvHeads() * m.HeadDim();
+  std::vector<ActTensor> acts;
+  norm("ln1", &acts);
+  acts.push_back({"attn.qkv.input", seq, ActKind::kActivation});
+  acts.push_back({"attn.q", sbh / t, ActKind::kActivation});
+  acts.push_back({"attn.k", sbkv / t, ActKind::kActivation});
+  acts.push_back({"attn.v", sbkv / t, ActKind::kActivation});
   if (c.recompute != Recompute::kSelective) {
     for (auto& a : AttentionCoreActivations(m, c, dropout)) acts.push_back(a);
   }
   acts.push_back({"attn.proj.input", sbh / t, ActKind::kActivation});
   if (dropout) acts.push_back({"attn.residual_dropout.mask", seq, ActKind::kMask});
-  acts.push_back({"ln2.input", seq, ActKind::kActivation});
-  acts.push_back({"ln2.mean", rows, ActKind::kFp32});
-  acts.push_back({"ln2.rstd", rows, ActKind::kFp32});
+  norm("ln2", &acts);
   acts.push_back({"mlp.fc1.input", seq, ActKind::kActivation});
-  acts.push_back({"mlp.gelu.input", s * b * f / t, ActKind::kActivation});
+  // The activation's input: GeLU's f, or SwiGLU's gate and up, 2f.
+  acts.push_back({m.swiglu ? "mlp.swiglu.input" : "mlp.gelu.input", s * b * m.Fc1Out() / t,
+                  ActKind::kActivation});
   acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kActivation});
   if (dropout) acts.push_back({"mlp.residual_dropout.mask", seq, ActKind::kMask});
   return acts;
@@ -209,14 +226,17 @@ std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig&
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
   const int64_t rows = int64_t(m.seq_len) * c.mbs;
   const int64_t ln_rows = c.sequence_parallel ? rows / c.tp : rows;
-  return {{"final_ln.input", seq, ActKind::kActivation},
-          {"final_ln.mean", ln_rows, ActKind::kFp32},
-          {"final_ln.rstd", ln_rows, ActKind::kFp32},
-          {"output.input", seq, ActKind::kActivation},
-          {"output.logits", rows * PaddedVocab(m, c.tp) / c.tp, ActKind::kFp32},
-          {"output.row_max", rows, ActKind::kFp32},
-          {"output.row_sum", rows, ActKind::kFp32},
-          {"output.targets", rows, ActKind::kInt32}};
+  std::vector<ActTensor> acts = {
+      {"final_ln.input", seq, ActKind::kActivation},
+      {"final_ln.mean", ln_rows, ActKind::kFp32},
+      {"final_ln.rstd", ln_rows, ActKind::kFp32},
+      {"output.input", seq, ActKind::kActivation},
+      {"output.logits", rows * PaddedVocab(m, c.tp) / c.tp, ActKind::kFp32},
+      {"output.row_max", rows, ActKind::kFp32},
+      {"output.row_sum", rows, ActKind::kFp32},
+      {"output.targets", rows, ActKind::kInt32}};
+  if (m.rmsnorm) acts.erase(acts.begin() + 1);  // RMSNorm keeps no mean
+  return acts;
 }
 
 std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelConfig& c,

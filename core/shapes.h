@@ -62,7 +62,9 @@ std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfi
 // All chunks of a pipeline rank.
 std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 // One transformer layer on one tensor rank: its parameter tensors and elements (the same list
-// ChunkParameters uses).
+// ChunkParameters uses). A Llama-style layer (core/model.h) has RMSNorm weights only, QKV of
+// h + 2 kv_heads dh rows split by query groups, SwiGLU's gate and up as one fc1 of 2f rows, and no
+// biases (Qwen2: a QKV bias); without rotary embeddings the first stage holds a position table.
 struct LayerParameters {
   int tensors = 0;
   int64_t elements = 0;

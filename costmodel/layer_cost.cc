@@ -16,22 +16,33 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   // LayerNorm, dropout and residual act on all T h, or on T h / t with sequence parallelism.
   const double Th_seq = sequence_parallel ? T * h / tp : T * h;
   const double S = double(mbs) * double(m.heads) / tp * s * s;  // attention scores
+  // A Llama-style layer: no bias adds but Qwen2's QKV bias, a residual add without mask or bias,
+  // SwiGLU (forward reads gate and up, writes f; backward reads dy, gate, up, writes their two
+  // gradients) and the rotation of Q and K both ways. Each is the GPT term for a GPT.
+  const double qkv = double(m.QkvOut()), kv = double(m.KvHeads()) * double(m.HeadDim());
+  const double qkv_bias_fwd = m.HasQkvBias() ? 2 * e * T * qkv / tp : 0.0;
+  const double qkv_bias_bwd = m.HasQkvBias() ? e * T * qkv / tp : 0.0;
+  const double residual = m.IsGpt() ? 3 * e + 1 : 3 * e;  // bias-dropout-add or a plain add
+  const double act_fwd = m.swiglu ? 3 : 2, act_bwd = m.swiglu ? 5 : 4;
+  const double rotary = m.rotary ? 2 * e * T * (h + kv) / tp : 0.0;
   LayerMemoryBytes b;
   b.forward = 2 * (2 * e * Th_seq)        // LayerNorm x2: read x, write y
-              + 2 * e * T * 3 * h / tp    // QKV bias add (F.linear on a 3-D input: matmul, then +=)
+              + qkv_bias_fwd              // QKV bias add (F.linear on a 3-D input: matmul, then +=)
               + 2 * e * S                 // fused scale-mask-softmax
               + (2 * e + 1) * S           // attention dropout: read, write, mask
               + 2 * e * T * h / tp        // context permute(...).contiguous()
-              + 2 * (3 * e + 1) * Th_seq  // bias-dropout-add x2: x, residual in; out, mask
-              + 2 * e * T * f / tp;       // bias-GeLU
-  b.forward_kernels = 9;
-  b.backward = 2 * (5 * e * Th_seq)  // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
-               + e * T * 3 * h / tp  // QKV bias gradient (reduce over tokens)
-               + 3 * e * S           // softmax: dy, y in; dx out
-               + (2 * e + 1) * S     // dropout: dy, mask in; dx out
-               + 2 * (3 * e + 1) * Th_seq  // bias-dropout-add x2: dx = dy mask; bias grad reduce
-               + 4 * e * T * f / tp;       // bias-GeLU: dy, x in, dx out; bias grad reduce
-  b.backward_kernels = 13;
+              + 2 * residual * Th_seq     // bias-dropout-add x2: x, residual in; out, mask
+              + act_fwd * e * T * f / tp  // bias-GeLU (SwiGLU)
+              + rotary;                   // RoPE on Q and K
+  b.forward_kernels = 9 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0);
+  b.backward = 2 * (5 * e * Th_seq)     // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
+               + qkv_bias_bwd           // QKV bias gradient (reduce over tokens)
+               + 3 * e * S              // softmax: dy, y in; dx out
+               + (2 * e + 1) * S        // dropout: dy, mask in; dx out
+               + 2 * residual * Th_seq  // bias-dropout-add x2: dx = dy mask; bias grad reduce
+               + act_bwd * e * T * f / tp  // bias-GeLU: dy, x in, dx out; bias grad reduce
+               + rotary;                   // RoPE's backward on dQ and dK
+  b.backward_kernels = 13 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0);
   if (fused_attention) {
     // The fused kernel keeps the scores on chip: no softmax or dropout pass over S.
     b.forward -= 2 * e * S + (2 * e + 1) * S;
@@ -66,29 +77,31 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
                                bool fused_attention) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, f = m.FfnHidden(), s = m.seq_len;
   const int64_t dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
+  // QKV's and fc1's output features: 3h and f for a GPT; with grouped-query attention h + 2 kv dh,
+  // with SwiGLU 2f (gate and up in one GEMM, as Megatron-LM runs them).
+  const int64_t qkv = m.QkvOut(), fc1 = m.Fc1Out();
   PieceCost c;
   // The unfused sums keep their 2021 order, so Table 1's figures stay bit for bit.
-  c.forward.gemm = GemmTime(hw, T, 3 * h / tp, h) + GemmTime(hw, s, s, dh, heads_batch) +
+  c.forward.gemm = GemmTime(hw, T, qkv / tp, h) + GemmTime(hw, s, s, dh, heads_batch) +
                    GemmTime(hw, s, dh, s, heads_batch) + GemmTime(hw, T, h, h / tp) +
-                   GemmTime(hw, T, f / tp, h) + GemmTime(hw, T, h, f / tp);
+                   GemmTime(hw, T, fc1 / tp, h) + GemmTime(hw, T, h, f / tp);
   c.backward.gemm =
-      GemmBackwardTime(hw, T, 3 * h / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
+      GemmBackwardTime(hw, T, qkv / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
       GemmBackwardTime(hw, s, dh, s, heads_batch) + GemmBackwardTime(hw, T, h, h / tp) +
-      GemmBackwardTime(hw, T, f / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
+      GemmBackwardTime(hw, T, fc1 / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
   if (fused_attention) {
     const PieceCost core = FusedAttentionCost(m, hw, tp, mbs);
-    c.forward.gemm = GemmTime(hw, T, 3 * h / tp, h) + core.forward.gemm +
-                     GemmTime(hw, T, h, h / tp) + GemmTime(hw, T, f / tp, h) +
-                     GemmTime(hw, T, h, f / tp);
-    c.backward.gemm = GemmBackwardTime(hw, T, 3 * h / tp, h) + core.backward.gemm +
-                      GemmBackwardTime(hw, T, h, h / tp) + GemmBackwardTime(hw, T, f / tp, h) +
+    c.forward.gemm = GemmTime(hw, T, qkv / tp, h) + core.forward.gemm + GemmTime(hw, T, h, h / tp) +
+                     GemmTime(hw, T, fc1 / tp, h) + GemmTime(hw, T, h, f / tp);
+    c.backward.gemm = GemmBackwardTime(hw, T, qkv / tp, h) + core.backward.gemm +
+                      GemmBackwardTime(hw, T, h, h / tp) + GemmBackwardTime(hw, T, fc1 / tp, h) +
                       GemmBackwardTime(hw, T, h, f / tp);
   }
   // The weight-gradient GEMMs, summed in the backward's order with 0 for the attention products
   // (rounded addition is monotone, so the sum never exceeds the backward's).
-  c.weight_grad.gemm = GemmBackwardWeightTime(hw, T, 3 * h / tp, h) + 0.0 + 0.0 +
+  c.weight_grad.gemm = GemmBackwardWeightTime(hw, T, qkv / tp, h) + 0.0 + 0.0 +
                        GemmBackwardWeightTime(hw, T, h, h / tp) +
-                       GemmBackwardWeightTime(hw, T, f / tp, h) +
+                       GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
                        GemmBackwardWeightTime(hw, T, h, f / tp);
   const LayerMemoryBytes mb =
       LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention);
@@ -117,8 +130,10 @@ PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, Precision
   // position add and dropout act on T h / t.
   const double Th_seq = sequence_parallel ? T * h / tp : T * h;
   PieceCost c;
-  // Gather word rows, add positions (read 2, write 1), dropout (read, write, mask).
-  c.forward.memory = MemoryBoundTime(hw, e * T * h + 3 * e * Th_seq + (2 * e + 1) * Th_seq, 3);
+  // Gather word rows, add positions (read 2, write 1; none with rotary embeddings), dropout (read,
+  // write, mask).
+  const double positions = m.rotary ? 0.0 : 3 * e * Th_seq;
+  c.forward.memory = MemoryBoundTime(hw, e * T * h + positions + (2 * e + 1) * Th_seq, 3);
   // Dropout and add backward, then scatter-add into the word and position gradients.
   c.backward.memory = MemoryBoundTime(hw, (2 * e + 1) * Th_seq + 2 * 2 * e * T * h, 3);
   c.forward.tp_comm = tp > 1 ? tp_reduce_s : 0.0;

@@ -177,6 +177,31 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   return o.str();
 }
 
+namespace {
+
+// The model's own flags: sizes, dropout and the architecture (Megatron-LM's TransformerConfig
+// fields and megatron/training/arguments.py, checked against NVIDIA/Megatron-LM of 2026-08).
+void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
+  o << " --num-layers " << m.layers << " --hidden-size " << m.hidden << " --num-attention-heads "
+    << m.heads << " --ffn-hidden-size " << m.FfnHidden() << " --seq-length " << m.seq_len
+    << " --max-position-embeddings " << m.seq_len;
+  o << " --hidden-dropout " << m.dropout << " --attention-dropout " << m.dropout;
+  if (m.KvHeads() != m.heads) {
+    o << " --group-query-attention --num-query-groups " << m.KvHeads();
+  }
+  if (m.swiglu) o << " --swiglu";
+  if (m.rmsnorm) o << " --normalization RMSNorm";
+  if (m.rotary) {
+    o << " --position-embedding-type rope --rotary-base " << int64_t(m.rotary_base);
+  }
+  if (!m.linear_bias) o << " --disable-bias-linear";
+  if (!m.linear_bias && m.qkv_bias) o << " --add-qkv-bias";
+  if (!m.tied_embeddings) o << " --untie-embeddings-and-output-weights";
+  o << " --make-vocab-size-divisible-by " << m.vocab_divisible_by;
+}
+
+}  // namespace
+
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   std::ostringstream o;
   o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
@@ -189,10 +214,8 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
     o << " --decoder-first-pipeline-num-layers " << c.first_stage_layers;
   }
   if (c.last_stage_layers > 0) o << " --decoder-last-pipeline-num-layers " << c.last_stage_layers;
-  o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch
-    << " --num-layers " << m.layers << " --hidden-size " << m.hidden << " --num-attention-heads "
-    << m.heads << " --ffn-hidden-size " << m.FfnHidden() << " --seq-length " << m.seq_len
-    << " --max-position-embeddings " << m.seq_len;
+  o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch;
+  AppendModelArgs(m, o);
   if (c.recompute == Recompute::kFull) {
     o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   } else if (c.recompute == Recompute::kSelective) {
@@ -203,11 +226,14 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   if (c.precision == Precision::kBf16) o << " --bf16";
   if (c.sequence_parallel) o << " --sequence-parallel";
   if (c.distributed_optimizer) o << " --use-distributed-optimizer";
-  if (c.fused_attention) o << " --use-flash-attn";
+  // The attention the plan priced: a fused FlashAttention-class kernel, or the unfused
+  // scores-softmax-dropout-context sequence (Megatron-LM's AttnBackend flash / unfused).
+  o << " --attention-backend " << (c.fused_attention ? "flash" : "unfused");
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
-  if (!c.scatter_gather) o << " --no-scatter-gather-tensors-in-pipeline";
-  o << " --make-vocab-size-divisible-by " << m.vocab_divisible_by;
+  // No scatter/gather flag: today's Megatron-LM has dropped --no-scatter-gather-tensors-in-pipeline
+  // (an unknown flag its parser refuses) and sends whole b s h messages without sequence
+  // parallelism, as a plan with scatter_gather off does.
   return o.str();
 }
 

@@ -273,6 +273,12 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                            " heads are not divisible by tp=" + std::to_string(t));
                 continue;
               }
+              if (m.KvHeads() % t != 0) {
+                reject("kv_heads_not_divisible_by_tp",
+                       std::to_string(m.KvHeads()) +
+                           " key/value heads are not divisible by tp=" + std::to_string(t));
+                continue;
+              }
               if (!c.Uneven() && m.layers % (p * v) != 0) {
                 reject("layers_not_divisible",
                        std::to_string(m.layers) +

@@ -144,7 +144,7 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
                 "paper's 2021 code added them separately)");
   cmd->add_flag("--fused-attention", a->fused_attention,
                 "Also search a fused (FlashAttention-class) attention kernel that stores no s^2 "
-                "tensor (Megatron-LM --use-flash-attn; not in the paper's runs)");
+                "tensor (Megatron-LM --attention-backend flash; not in the paper's runs)");
   cmd->add_option(
          "--simulate-top", a->simulate_top,
          "Re-score the best K layouts with the event-driven simulator (0: closed form only)")

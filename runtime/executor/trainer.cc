@@ -81,7 +81,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   opts_ = opts;
   PTDP_RETURN_IF_ERROR(model_.Validate("plan.model"));
   PTDP_RETURN_IF_ERROR(cfg_.Validate(model_).WithPrefix("plan: layout"));
-  // Options the planner models but this runtime does not execute yet.
+  // Models and options the planner models but this runtime does not execute yet.
+  if (const std::string features = model_.UnexecutedFeatures(); !features.empty()) {
+    return Status::Invalid("model " + model_.name + ": the runtime does not execute " + features +
+                           " yet");
+  }
   if (cfg_.recompute == Recompute::kSelective) {
     return Status::Invalid(
         "plan: layout.recompute: 'selective' is planned but not executed by this runtime "

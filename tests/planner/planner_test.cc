@@ -336,7 +336,7 @@ TEST(Search, LaterOptionsOnlyWhenAllowed) {
 // The review's case (cuda-runtime-review.md section 7): gpt-1.3b on one dgx-h100 GPU at
 // microbatch 8 does not fit with the s^2 attention tensors (110 GiB) but fits with fused
 // attention, which keeps 4 a s b bytes of log-sum-exp per layer instead of 5 a s^2 b; searched
-// only when allowed, never with selective recomputation, and emitted as --use-flash-attn.
+// only when allowed, never with selective recomputation, and emitted as --attention-backend flash.
 TEST(Search, FusedAttentionLiftsTheScoreCap) {
   auto m = LoadModel("gpt-1.3b");
   auto c = LoadCluster("dgx-h100", 1);
@@ -353,7 +353,7 @@ TEST(Search, FusedAttentionLiftsTheScoreCap) {
   const ParallelConfig& best = fused->top.front().layout;
   EXPECT_TRUE(best.fused_attention);
   EXPECT_LT(fused->top.front().prediction.peak_memory, Bytes(80) << 30);
-  EXPECT_NE(MegatronArgs(*m, best).find("--use-flash-attn"), std::string::npos);
+  EXPECT_NE(MegatronArgs(*m, best).find("--attention-backend flash"), std::string::npos);
   o.fix = *ParseFix("tp=1,pp=1,dp=1,mbs=8");
   o.selective_recompute = true;
   auto any = Search(*m, *c, o);
@@ -491,6 +491,47 @@ TEST(Search, PrecisionSetsEveryLayoutAndItsMemory) {
   EXPECT_NE(PrecisionCaveat(*cluster, Precision::kFp32).find("GEMM table is fp16"),
             std::string::npos);
   EXPECT_EQ(PrecisionCaveat(*cluster, Precision::kBf16), "");
+}
+
+// Llama 3 405B on the Llama 3 paper's layout (Dubey et al. 2024, Table 4: 16,384 H100s, t 8, p 16,
+// d 128 at sequence 8192): 126 layers over 16 stages need lighter ends (7/7), and the flags say the
+// model's architecture, the precision and the attention the plan priced. A GPT plan's flags carry
+// none of the Llama options.
+TEST(Search, LlamaPlanAndMegatronFlags) {
+  auto m = LoadModel("llama3.1-405b");
+  auto c = LoadCluster("dgx-h100", 16384);
+  ASSERT_TRUE(m.ok() && c.ok());
+  SearchOptions o;
+  o.global_batch = 2048;
+  o.fused_attention = o.sequence_parallel = o.distributed_optimizer = true;
+  o.fix = *ParseFix("tp=8,pp=16,dp=128");
+  auto r = Search(*m, *c, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const ParallelConfig& best = r->top.front().layout;
+  EXPECT_EQ(best.first_stage_layers + best.last_stage_layers, 126 - 14 * 8);
+  const std::string args = MegatronArgs(*m, best);
+  for (const char* flag :
+       {"--group-query-attention --num-query-groups 8", "--swiglu", "--normalization RMSNorm",
+        "--position-embedding-type rope --rotary-base 500000", "--disable-bias-linear",
+        "--untie-embeddings-and-output-weights", "--bf16", "--attention-backend flash",
+        "--use-distributed-optimizer", "--sequence-parallel", "--ffn-hidden-size 53248"}) {
+    EXPECT_NE(args.find(flag), std::string::npos) << flag << " not in " << args;
+  }
+  // tp 16 would split 8 key/value heads: never scored.
+  o.fix = *ParseFix("tp=16");
+  o.allow_cross_node_tp = true;
+  auto split = Search(*m, *c, o);
+  EXPECT_FALSE(split.ok());
+  const auto gpt = LoadModel("gpt-1.3b");
+  ASSERT_TRUE(gpt.ok());
+  ParallelConfig layout;
+  layout.global_batch = 8;
+  layout.precision = Precision::kFp16;
+  const std::string gpt_args = MegatronArgs(*gpt, layout);
+  EXPECT_NE(gpt_args.find("--fp16"), std::string::npos) << gpt_args;
+  EXPECT_NE(gpt_args.find("--attention-backend unfused"), std::string::npos) << gpt_args;
+  EXPECT_EQ(gpt_args.find("--swiglu"), std::string::npos) << gpt_args;
+  EXPECT_EQ(gpt_args.find("--untie"), std::string::npos) << gpt_args;
 }
 
 }  // namespace

@@ -1,0 +1,212 @@
+#include "core/hf_config.h"
+
+#include <set>
+
+namespace ptdp {
+
+namespace {
+
+// Keys every transformers config may carry that change no shape or FLOP we model.
+const std::set<std::string>& CommonIgnoredKeys() {
+  static const std::set<std::string> keys = {"_name_or_path",
+                                             "bos_token_id",
+                                             "eos_token_id",
+                                             "pad_token_id",
+                                             "initializer_range",
+                                             "torch_dtype",
+                                             "dtype",  // transformers 5's name for torch_dtype
+                                             "transformers_version",
+                                             "use_cache",
+                                             "id2label",
+                                             "label2id",
+                                             "tokenizer_class",
+                                             "prefix",
+                                             "problem_type",
+                                             "output_attentions",
+                                             "output_hidden_states",
+                                             "return_dict",
+                                             "gradient_checkpointing",
+                                             "task_specific_params"};
+  return keys;
+}
+
+// GPT-2's own harmless keys.
+const std::set<std::string>& Gpt2IgnoredKeys() {
+  static const std::set<std::string> keys = {"activation_function",
+                                             "attn_pdrop",
+                                             "embd_pdrop",
+                                             "layer_norm_epsilon",
+                                             "n_ctx",
+                                             "output_past",
+                                             "resid_pdrop",
+                                             "summary_activation",
+                                             "summary_first_dropout",
+                                             "summary_proj_to_labels",
+                                             "summary_type",
+                                             "summary_use_proj",
+                                             "scale_attn_weights",
+                                             "reorder_and_upcast_attn",
+                                             "scale_attn_by_inverse_layer_idx",
+                                             "add_cross_attention",
+                                             "bias",
+                                             "dropout"};
+  return keys;
+}
+
+// The Llama family's harmless keys: norm epsilon, RoPE scaling for long context (it rescales
+// frequencies, no shape or FLOP), Megatron-era tensor-parallel hints, Qwen2's window-layer count
+// (used only with use_sliding_window, refused below).
+const std::set<std::string>& LlamaIgnoredKeys() {
+  static const std::set<std::string> keys = {"rms_norm_eps", "rope_scaling", "pretraining_tp",
+                                             "max_window_layers", "rope_parameters"};
+  return keys;
+}
+
+// Keys that make a mixture of experts, which we do not model.
+const std::set<std::string>& ExpertKeys() {
+  static const std::set<std::string> keys = {"num_local_experts", "num_experts",
+                                             "num_experts_per_tok", "moe_intermediate_size"};
+  return keys;
+}
+
+struct Family {
+  const char* model_type;
+  const char* architecture;
+};
+constexpr Family kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
+                                {"llama", "LlamaForCausalLM"},
+                                {"mistral", "MistralForCausalLM"},
+                                {"qwen2", "Qwen2ForCausalLM"}};
+
+std::string SupportedTypes() {
+  std::string out;
+  for (const auto& f : kFamilies) out += (out.empty() ? "" : ", ") + std::string(f.model_type);
+  return out;
+}
+
+const Family* FindFamily(const std::string& model_type) {
+  for (const auto& f : kFamilies) {
+    if (model_type == f.model_type) return &f;
+  }
+  return nullptr;
+}
+
+// "architectures" must name the family's causal-LM class (GPT-2 also accepts the bare model).
+void CheckArchitectures(JsonObjectReader& r, const Family& family) {
+  const Json* archs = r.Child("architectures", false);
+  if (archs == nullptr || archs->is_null()) return;
+  if (!archs->is_array()) return r.Fail("architectures", "expected a list of class names");
+  for (const auto& a : *archs) {
+    const std::string name = a.is_string() ? a.get<std::string>() : a.dump();
+    if (name != family.architecture && name != "GPT2Model") {
+      return r.Fail("architectures", "'" + name + "' is not supported (supported for " +
+                                         family.model_type + ": " + family.architecture + ")");
+    }
+  }
+}
+
+// A key whose value, if present and not `harmless`, changes the maths: refused naming it.
+void RefuseUnless(JsonObjectReader& r, const std::string& key, const Json& harmless,
+                  const std::string& what) {
+  const Json* v = r.Child(key, false);
+  if (v != nullptr && !v->is_null() && *v != harmless) {
+    r.Fail(key, v->dump() + ": " + what + " is not modelled");
+  }
+}
+
+void ReadGpt2(JsonObjectReader& r, ModelSpec* m) {
+  r.Required("n_layer", &m->layers);
+  r.Required("n_embd", &m->hidden);
+  r.Required("n_head", &m->heads);
+  if (r.Has("n_positions")) {
+    r.Required("n_positions", &m->seq_len);
+  } else {
+    r.Required("n_ctx", &m->seq_len);
+  }
+  r.Required("vocab_size", &m->vocab);
+  if (const Json* inner = r.Child("n_inner", false); inner && !inner->is_null()) {
+    r.Optional("n_inner", &m->ffn_hidden);
+  }
+  r.Optional("tie_word_embeddings", &m->tied_embeddings);
+  for (const auto& k : Gpt2IgnoredKeys()) r.Allow(k);
+}
+
+void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
+  r.Required("num_hidden_layers", &m->layers);
+  r.Required("hidden_size", &m->hidden);
+  r.Required("num_attention_heads", &m->heads);
+  r.Required("intermediate_size", &m->ffn_hidden);
+  r.Required("max_position_embeddings", &m->seq_len);
+  r.Required("vocab_size", &m->vocab);
+  m->kv_heads = m->heads;  // transformers' default when num_key_value_heads is absent
+  r.Optional("num_key_value_heads", &m->kv_heads);
+  r.Optional("rope_theta", &m->rotary_base);
+  r.Optional("attention_dropout", &m->dropout);
+  // transformers' default is tied for Llama and Mistral only when the file says so.
+  m->tied_embeddings = false;
+  r.Optional("tie_word_embeddings", &m->tied_embeddings);
+  m->swiglu = m->rmsnorm = m->rotary = true;
+  m->linear_bias = false;
+  m->qkv_bias = std::string(family.model_type) == "qwen2";  // Qwen2's q, k, v carry biases
+  RefuseUnless(r, "hidden_act", "silu", "an activation other than SiLU (SwiGLU)");
+  RefuseUnless(r, "attention_bias", false, "a bias on the attention projections");
+  RefuseUnless(r, "mlp_bias", false, "a bias on the MLP");
+  RefuseUnless(r, "use_sliding_window", false, "sliding-window attention");
+  // Mistral's window (Qwen2 writes one even when use_sliding_window is false).
+  if (std::string(family.model_type) == "qwen2") {
+    r.Allow("sliding_window");
+  } else {
+    RefuseUnless(r, "sliding_window", Json(), "sliding-window attention");
+  }
+  if (const Json* types = r.Child("layer_types", false); types && types->is_array()) {
+    for (const auto& t : *types) {
+      if (t != "full_attention") return r.Fail("layer_types", t.dump() + " is not modelled");
+    }
+  }
+  if (const Json* hd = r.Child("head_dim", false); hd && !hd->is_null()) {
+    if (!hd->is_number_integer() || m->heads <= 0 || hd->get<int64_t>() * m->heads != m->hidden) {
+      return r.Fail("head_dim", hd->dump() +
+                                    ": a head size other than hidden_size / "
+                                    "num_attention_heads is not modelled");
+    }
+  }
+  for (const auto& k : LlamaIgnoredKeys()) r.Allow(k);
+}
+
+}  // namespace
+
+bool IsHfConfig(const Json& j) {
+  return j.is_object() &&
+         (j.contains("model_type") || j.contains("n_layer") || j.contains("n_embd"));
+}
+
+Result<ModelSpec> ModelFromHfConfig(const Json& j, const std::string& path) {
+  JsonObjectReader r(j, path);
+  std::string model_type = "gpt2";  // older GPT-2 files carry no model_type
+  r.Optional("model_type", &model_type);
+  const Family* family = FindFamily(model_type);
+  if (family == nullptr) {
+    return Status::Invalid(r.PathOf("model_type") + ": '" + model_type +
+                           "' is not supported (supported: " + SupportedTypes() + ")");
+  }
+  for (const auto& k : ExpertKeys()) {
+    if (r.Has(k)) {
+      return Status::Invalid(r.PathOf(k) + ": a mixture of experts is not modelled");
+    }
+  }
+  ModelSpec m;
+  m.name = "hf-" + model_type;
+  CheckArchitectures(r, *family);
+  if (model_type == "gpt2") {
+    ReadGpt2(r, &m);
+  } else {
+    ReadLlamaFamily(r, *family, &m);
+  }
+  r.Optional("name", &m.name);
+  for (const auto& k : CommonIgnoredKeys()) r.Allow(k);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  PTDP_RETURN_IF_ERROR(m.Validate(path));
+  return m;
+}
+
+}  // namespace ptdp

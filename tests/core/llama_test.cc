@@ -1,0 +1,189 @@
+// Llama-style decoders (grouped-query attention, SwiGLU, RMSNorm, rotary embeddings, no biases,
+// untied output layer): parameter counts against the published ones, the Hugging Face configs of
+// the Llama family and their refusals, the ledger's FLOPs against a derivation from the shapes,
+// and the tensor-parallel split over query groups.
+#include <gtest/gtest.h>
+
+#include "core/ledger.h"
+#include "core/model.h"
+#include "core/parallel.h"
+#include "core/shapes.h"
+
+namespace ptdp {
+namespace {
+
+// Published counts (the Hugging Face model pages' safetensors totals; the Llama 3 paper rounds
+// them to 8B, 70B and 405B). By hand for 8B: per layer q and o 2 x 4096^2, k and v 2 x 4096 x 1024,
+// SwiGLU 3 x 4096 x 14336, two RMSNorms 2 x 4096: 218,112,000; x 32 = 6,979,584,000; input and
+// output embeddings 2 x 128,256 x 4096 = 1,050,673,152; final norm 4096: 8,030,261,248.
+TEST(Llama, PresetParameterCountsArePublished) {
+  EXPECT_EQ(ParameterCount(LoadModel("llama3-8b").value(), 1), 8030261248);
+  EXPECT_EQ(ParameterCount(LoadModel("llama3-70b").value(), 1), 70553706496);
+  EXPECT_EQ(ParameterCount(LoadModel("llama3.1-405b").value(), 1), 405853388800);
+}
+
+// meta-llama/Meta-Llama-3-8B's config.json as published.
+constexpr const char* kLlama3_8b = R"({"architectures": ["LlamaForCausalLM"],
+  "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+  "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+  "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama",
+  "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 500000.0,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0",
+  "use_cache": true, "vocab_size": 128256})";
+
+// mistralai/Mistral-7B-v0.3's shape (v0.1 with sliding_window null and a 32,768 vocabulary).
+constexpr const char* kMistral7b = R"({"architectures": ["MistralForCausalLM"],
+  "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+  "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+  "max_position_embeddings": 32768, "model_type": "mistral", "num_attention_heads": 32,
+  "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false,
+  "torch_dtype": "bfloat16", "transformers_version": "4.42.0.dev0", "use_cache": true,
+  "vocab_size": 32768})";
+
+// Qwen/Qwen2-7B's config.json: biases on q, k and v only.
+constexpr const char* kQwen2_7b = R"({"architectures": ["Qwen2ForCausalLM"],
+  "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu",
+  "hidden_size": 3584, "initializer_range": 0.02, "intermediate_size": 18944,
+  "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2",
+  "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.37.2",
+  "use_cache": true, "use_sliding_window": false, "vocab_size": 152064})";
+
+Result<ModelSpec> Parse(const std::string& text) {
+  return ModelFromJson(Json::parse(text), "model");
+}
+
+TEST(Llama, HuggingFaceConfigsGiveThePublishedCounts) {
+  auto llama = Parse(kLlama3_8b);
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  EXPECT_EQ(llama->name, "hf-llama");
+  EXPECT_EQ(llama->KvHeads(), 8);
+  EXPECT_EQ(llama->rotary_base, 500000);
+  EXPECT_EQ(ParameterCount(*llama, 1), ParameterCount(LoadModel("llama3-8b").value(), 1));
+  // Mistral 7B v0.3: 7,248,023,552 (its model page); v0.1's 32,000 vocabulary gives 7,241,732,096.
+  auto mistral = Parse(kMistral7b);
+  ASSERT_TRUE(mistral.ok()) << mistral.status().ToString();
+  EXPECT_EQ(ParameterCount(*mistral, 1), 7248023552);
+  // Qwen2-7B: 7,615,616,512 (its model page), 4608 QKV biases per layer included.
+  auto qwen = Parse(kQwen2_7b);
+  ASSERT_TRUE(qwen.ok()) << qwen.status().ToString();
+  EXPECT_TRUE(qwen->qkv_bias);
+  EXPECT_EQ(ParameterCount(*qwen, 1), 7615616512);
+}
+
+// One line naming the field, for what changes the maths or is not a supported family.
+TEST(Llama, HuggingFaceRefusalsNameTheField) {
+  auto refused = [](const std::string& text) {
+    auto r = Parse(text);
+    return r.ok() ? std::string("accepted") : r.status().message();
+  };
+  auto edit = [](std::string text, const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return text.replace(at, from.size(), to);
+  };
+  EXPECT_EQ(refused(edit(kLlama3_8b, R"("model_type": "llama")", R"("model_type": "mixtral")")),
+            "model.model_type: 'mixtral' is not supported (supported: gpt2, llama, mistral, "
+            "qwen2)");
+  EXPECT_NE(refused(edit(kMistral7b, R"("sliding_window": null)", R"("sliding_window": 4096)"))
+                .find("model.sliding_window: 4096: sliding-window attention is not modelled"),
+            std::string::npos);
+  EXPECT_NE(
+      refused(edit(kQwen2_7b, R"("use_sliding_window": false)", R"("use_sliding_window": true)"))
+          .find("model.use_sliding_window"),
+      std::string::npos);
+  EXPECT_EQ(refused(edit(kLlama3_8b, R"("use_cache": true)", R"("num_local_experts": 8)")),
+            "model.num_local_experts: a mixture of experts is not modelled");
+  EXPECT_NE(refused(edit(kLlama3_8b, R"("use_cache": true)", R"("head_dim": 64)"))
+                .find("model.head_dim: 64"),
+            std::string::npos);
+  EXPECT_NE(refused(edit(kLlama3_8b, R"("hidden_act": "silu")", R"("hidden_act": "gelu")"))
+                .find("model.hidden_act"),
+            std::string::npos);
+  EXPECT_NE(refused(edit(kLlama3_8b, R"("attention_bias": false)", R"("attention_bias": true)"))
+                .find("model.attention_bias"),
+            std::string::npos);
+  EXPECT_NE(refused(edit(kLlama3_8b, "LlamaForCausalLM", "LlamaForSequenceClassification"))
+                .find("model.architectures: 'LlamaForSequenceClassification' is not supported"),
+            std::string::npos);
+  EXPECT_EQ(refused(edit(kLlama3_8b, R"("use_cache": true)", R"("use_kache": true)")),
+            "model.use_kache: unknown key");
+}
+
+// The ledger's FLOPs against a count from the parameter shapes: every weight matrix of a layer
+// and the output layer costs 2 FLOPs per token forward, 4 backward; attention's scores and
+// scores.V 4 s h per token and layer forward (each query head scores all s keys whatever the
+// key/value heads), twice that backward. Norms, rotary and the SwiGLU product are not GEMMs.
+TEST(Llama, FlopsPerTokenByHand) {
+  const ModelSpec m = LoadModel("llama3-8b").value();
+  ParallelConfig c;
+  c.global_batch = 3;
+  // Matrix parameters of one layer, from the preset's sizes (h 4096, 32 heads of 128, 8 key/value
+  // heads, f 14336): q, k, v, o and gate, up, down.
+  const double h = 4096, kv = 8 * 128, f = 14336, s = 8192, V = 128256, l = 32;
+  const double layer_matrices = h * h + 2 * h * kv + h * h + 3 * h * f;
+  const double per_token = 6 * (l * layer_matrices + V * h) + 3 * l * 4 * s * h;
+  const double tokens = 3 * s;
+  EXPECT_DOUBLE_EQ(ModelIterationFlops(m, c), per_token * tokens);
+  // Full recomputation runs every layer's forward once more.
+  c.recompute = Recompute::kFull;
+  const double layers_forward = l * (2 * layer_matrices + 4 * s * h) * tokens;
+  EXPECT_DOUBLE_EQ(HardwareIterationFlops(m, c), per_token * tokens + layers_forward);
+}
+
+// Tensor parallelism splits query groups: each of t ranks holds kv_heads / t key/value heads and
+// h / t queries, so the QKV weight's local rows are (h + 2 kv dh) / t; a t that does not divide
+// the key/value heads is refused naming them.
+TEST(Llama, TensorParallelOverQueryGroups) {
+  const ModelSpec m = LoadModel("llama3-70b").value();
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 10;
+  c.global_batch = 8;
+  ASSERT_TRUE(c.Validate(m).ok()) << c.Validate(m).ToString();
+  const auto ps = ChunkParameters(m, c, 1, 0);
+  ASSERT_FALSE(ps.empty());
+  EXPECT_EQ(ps[0].name, "layer8.ln1.weight");  // RMSNorm: a weight, no bias
+  EXPECT_EQ(ps[1].name, "layer8.attn.qkv.weight");
+  EXPECT_EQ(ps[1].local_shape, (std::vector<int64_t>{(8192 + 2 * 8 * 128) / 8, 8192}));
+  // Every layer's local elements add up to the model's layers over t (norms replicated).
+  const LayerParameters per_layer = LayerParameterCounts(m, 8);
+  EXPECT_EQ(per_layer.tensors, 6);  // 2 norms, qkv, proj, fc1 (gate and up), fc2
+  EXPECT_EQ(per_layer.elements, (8192 * 10240 + 8192 * 8192 + 3 * 8192 * 28672) / 8 + 2 * 8192);
+  // Summed over the pipeline with tp = 1, the stages hold the whole model.
+  c.tp = 1;
+  int64_t total = 0;
+  for (int r = 0; r < c.pp; ++r) total += StageParameterElements(m, c, r);
+  EXPECT_EQ(total, ParameterCount(m, 1));
+  c.tp = 16;
+  const Status st = c.Validate(m);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("tp: 16 does not divide the 8 key/value heads"), std::string::npos)
+      << st.ToString();
+}
+
+// A Llama layer keeps K and V at kv_heads dh features, SwiGLU's 2f input, and no LayerNorm
+// means; the runtime names what it cannot execute.
+TEST(Llama, ActivationsAndRuntimeFeatures) {
+  const ModelSpec m = LoadModel("llama3-8b").value();
+  ParallelConfig c;
+  c.tp = 2;
+  c.mbs = 1;
+  int64_t k = 0, swiglu = 0, means = 0;
+  for (const auto& a : LayerActivations(m, c, false)) {
+    if (a.name == "attn.k") k = a.elements;
+    if (a.name == "mlp.swiglu.input") swiglu = a.elements;
+    if (a.name.find(".mean") != std::string::npos) ++means;
+  }
+  EXPECT_EQ(k, 8192 * 1024 / 2);
+  EXPECT_EQ(swiglu, 8192 * 2 * 14336 / 2);
+  EXPECT_EQ(means, 0);
+  EXPECT_EQ(m.UnexecutedFeatures(), "rmsnorm/swiglu/rotary/gqa/no-bias");
+  EXPECT_EQ(LoadModel("gpt-1.3b").value().UnexecutedFeatures(), "");
+}
+
+}  // namespace
+}  // namespace ptdp
