@@ -42,6 +42,13 @@ StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {
   p.embedding = ListBytes(EmbeddingActivations(m, c, dropout), c);
   p.head = ListBytes(HeadActivations(m, c), c);
   p.working_set = ListBytes(RecomputeWorkingSet(m, c, dropout), c);
+  if (SplitsBackward(c.schedule)) {
+    p.layer_wgrad = ListBytes(LayerWeightGradStash(m, c), c);
+    p.layer_output_grads = ListBytes(LayerOutputGrads(m, c), c);
+    const std::vector<ActTensor> head = HeadWeightGradStash(m, c);
+    p.head_wgrad = ListBytes(head, c);
+    p.head_logits_grad = ListBytes({head.back()}, c);
+  }
   return p;
 }
 
@@ -77,9 +84,10 @@ int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
       return std::min(m, p - r);
     case ScheduleKind::kInterleaved:
       return std::min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1);
-    case ScheduleKind::kZbH1:  // not layout schedules (ParallelConfig::Validate refuses them)
-    case ScheduleKind::kZbH2:
-      break;
+    case ScheduleKind::kZbH1:  // forward done, W not yet: 1F1B's warm-up plus r pending W passes
+      return std::min(m, p);
+    case ScheduleKind::kZbH2:  // the schedule's cap (Qi et al. 2024, section 3.1)
+      return std::min(m, 2 * p - 1);
   }
   return m;
 }
@@ -104,17 +112,81 @@ RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
       return {m, std::min(m, p - r - 1)};
     case ScheduleKind::kInterleaved:
       return {m * v, m == p ? m * v : std::min(m * v, 2 * (p - r - 1) + (v - 1) * p)};
-    case ScheduleKind::kZbH1:  // not layout schedules (ParallelConfig::Validate refuses them)
+    case ScheduleKind::kZbH1:  // SplitBackwardPeak replays their orders instead
     case ScheduleKind::kZbH2:
       break;
   }
   return {m, m};
 }
 
+// The input half of a split backward on `chunk` (core/ledger.h's kBackwardInput): raises *peak,
+// leaves *live holding the chunk's weight-gradient stash in place of its stash.
+void SplitBackwardInput(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                        int pp_rank, int chunk, Bytes* live, Bytes* peak) {
+  if (HoldsHead(c, pp_rank, chunk)) {
+    *peak = std::max(*peak, *live + prices.head_logits_grad);
+    *live += prices.head_wgrad - prices.head;
+  }
+  // Layer k (from the last) holds the live bytes, its working set and its output gradients, each
+  // layer before it having traded its stash for its weight-gradient stash: the largest is the
+  // first layer's or the last's.
+  const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
+  const int64_t layers = int64_t(ChunkLayers(m, c, pp_rank, chunk).size());
+  const Bytes trade = prices.layer_wgrad - prices.layer;
+  if (layers > 0) {
+    const Bytes first = *live + working_set + prices.layer_output_grads;
+    *peak = std::max({*peak, first, first + (layers - 1) * trade});
+    *live += layers * trade;
+  }
+  if (HoldsEmbedding(c, pp_rank, chunk)) *live -= prices.embedding;
+}
+
+Bytes WeightGradStashBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                           int pp_rank, int chunk) {
+  return prices.layer_wgrad * ChunkLayers(m, c, pp_rank, chunk).size() +
+         (HoldsHead(c, pp_rank, chunk) ? prices.head_wgrad : 0);
+}
+
+// The zero-bubble orders of schedule/generators.cc (ZbH1, ZbH2; one chunk) replayed on byte
+// counts: the Program walk's candidates without building the Program, O(m) per rank. tests/core
+// prove the two equal.
+Bytes SplitBackwardPeak(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                        int pp_rank) {
+  const int64_t mb = c.Microbatches(), p = c.pp, r = pp_rank;
+  const Bytes stash = ChunkStashBytes(prices, m, c, pp_rank, 0);
+  const Bytes wgrad = WeightGradStashBytes(prices, m, c, pp_rank, 0);
+  Bytes live = 0, peak = 0;
+  int64_t f = 0, b = 0, w = 0;
+  auto forward = [&] { ++f, live += stash, peak = std::max(peak, live); };
+  auto input = [&] { ++b, SplitBackwardInput(prices, m, c, pp_rank, 0, &live, &peak); };
+  auto weight = [&] { ++w, live -= wgrad; };
+  if (c.schedule == ScheduleKind::kZbH1) {
+    while (f < std::min(p - r - 1, mb)) forward();
+    while (b < mb) {
+      if (f < mb) forward();
+      input();
+      if (b - w > r) weight();
+    }
+  } else {
+    while (f < std::min(mb, 2 * (p - r - 1) + 1)) forward();
+    while (b < mb) {
+      input();
+      if (f < mb) {
+        if (f - w >= 2 * p - 1) weight();
+        forward();
+        continue;
+      }
+      for (int k = 0; k < 2 && b - w > 2 * r; ++k) weight();
+    }
+  }
+  return peak;  // the trailing W passes only free
+}
+
 }  // namespace
 
 Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                           int pp_rank) {
+  if (SplitsBackward(c.schedule)) return SplitBackwardPeak(prices, m, c, pp_rank);
   // The walk's two candidates (see the Program overload): after each forward, the live stash;
   // during each backward's last layer with recomputation, the live stash less the head's plus the
   // working set. Warm-up forwards only add, so the warm-up contributes its end. In the steady state
@@ -172,8 +244,12 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
       peak = std::max(peak, live);
       continue;
     }
-    if (in.op == Op::kBackwardWeight) {  // a split backward's stash goes with its W
-      live -= stash;
+    if (in.op == Op::kBackwardInput) {
+      SplitBackwardInput(prices, m, c, pp_rank, in.chunk, &live, &peak);
+      continue;
+    }
+    if (in.op == Op::kBackwardWeight) {
+      live -= WeightGradStashBytes(prices, m, c, pp_rank, in.chunk);
       continue;
     }
     // Backward: the head phase holds everything; the first (last) layer's phase has freed the head
@@ -182,7 +258,7 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
       peak =
           std::max(peak, live - HeadStashBytes(prices, c, pp_rank, in.chunk) + prices.working_set);
     }
-    if (in.op == Op::kBackward) live -= stash;
+    live -= stash;
   }
   return peak;
 }

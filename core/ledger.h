@@ -20,10 +20,13 @@
 //                        layer from the last: with recomputation the layer's working set
 //                        (RecomputeWorkingSet) is rebuilt, and the layer's backward frees its
 //                        working set and its stash; finally the embedding's stash is freed.
-//   kBackwardInput       as kBackward's phases, but the stash stays live for the W half (the
-//   kBackwardWeight      zero-bubble split, core/program.h), which frees it: counted whole until
-//                        then (the weight gradients need each layer's inputs; what else the
-//                        input half could free early is not modelled).
+//   kBackwardInput       the zero-bubble split (core/program.h, core/shapes.h
+//                        LayerWeightGradStash): as kBackward's phases, but the head's phase keeps
+//                        its logits' gradient and the output layer's input, and each layer's
+//                        phase allocates its four Linear output gradients (on top of the stash and
+//                        working set) and then frees all but LayerWeightGradStash; the embedding's
+//                        stash is freed;
+//   kBackwardWeight      frees the chunk's weight-gradient stash.
 // Transient buffers (gradients in flight between layers, received or outgoing messages,
 // collectives' scratch) are workspace: neither side counts them.
 #pragma once
@@ -76,6 +79,12 @@ struct StashPrices {
   Bytes embedding = 0;
   Bytes head = 0;
   Bytes working_set = 0;
+  // The split backward's (core/shapes.h): one layer's and the head's weight-gradient stash, and
+  // the parts of them allocated by the input half (the layer's output gradients, the logits').
+  Bytes layer_wgrad = 0;
+  Bytes layer_output_grads = 0;
+  Bytes head_wgrad = 0;
+  Bytes head_logits_grad = 0;
 };
 StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c);
 
@@ -86,10 +95,13 @@ Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const Paral
 // What one layer's backward holds on top of the stash (RecomputeWorkingSet).
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c);
 // Chunk-microbatches in flight on `pp_rank` at the end of the warm-up (+1 in 1F1B's steady state):
-//   GPipe m; 1F1B min(m, p - r); interleaved min(m v, 2 (p - r - 1) + (v - 1) p + 1).
+//   GPipe m; 1F1B min(m, p - r); interleaved min(m v, 2 (p - r - 1) + (v - 1) p + 1); and the
+//   zero-bubble schedules' most (forward done, weight half not yet) on any rank: ZB-H1 min(m, p),
+//   ZB-H2 min(m, 2p - 1) (Qi et al. 2024).
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank);
 // Peak activation bytes of `pp_rank`: the closed form (for the search, which scores hundreds of
-// thousands of layouts; O(p v), no Program built), and the walk of the rank's instructions in
+// thousands of layouts; O(p v), no Program built; O(m) for the zero-bubble orders, replayed on
+// byte counts), and the walk of the rank's instructions in
 // `program`. They are equal for every Program schedule::BuildProgram makes (tests/core prove it
 // over GPipe, 1F1B and interleaved layouts); the closed form's comment says why.
 Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);

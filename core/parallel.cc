@@ -147,11 +147,6 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
         "fused_attention never stores; use recompute=none with fused_attention");
   }
   const int64_t micro = Microbatches();
-  if (SplitsBackward(schedule)) {
-    return bad(std::string("schedule: ") + ScheduleName(schedule) +
-               " is not a layout schedule yet (ptdp schedule generates and simulates it; the "
-               "runtime does not execute split backwards)");
-  }
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
     if (pp < 2) return bad("pp: the interleaved schedule needs pp >= 2");

@@ -17,9 +17,9 @@ enum class ScheduleKind {
   k1F1B,         // PipeDream-Flush: warm-up, one-forward-one-backward, cool-down
   kInterleaved,  // Megatron-LM's interleaved 1F1B with vp model chunks per rank
   // Zero-bubble schedules (Qi et al., ICLR 2024), with the backward split into its input- and
-  // weight-gradient halves (core/program.h). `ptdp schedule` generates and simulates them; a
-  // layout may not name them yet (ParallelConfig::Validate says so): the runtime does not
-  // execute split backwards and the ledger has no closed form for their memory.
+  // weight-gradient halves (core/program.h); one chunk per rank (vp = 1). The runtime executes
+  // the halves (runtime/model/gpt_layers.h DeferredWeightGrad); the ledger prices what the
+  // split keeps (core/shapes.h LayerWeightGradStash).
   kZbH1,  // ZB-H1: 1F1B's memory, W passes delayed to fill the cool-down
   kZbH2,  // ZB-H2: up to 2p - 1 microbatches in flight, no bubble when F = B = W
 };

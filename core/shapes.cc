@@ -239,6 +239,30 @@ std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig&
   return acts;
 }
 
+std::vector<ActTensor> LayerOutputGrads(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t t = c.tp, sb = int64_t(m.seq_len) * c.mbs, h = m.hidden, f = m.FfnHidden();
+  return {{"attn.qkv.output_grad", sb * 3 * h / t, ActKind::kActivation},
+          {"attn.proj.output_grad", sb * h, ActKind::kActivation},
+          {"mlp.fc1.output_grad", sb * f / t, ActKind::kActivation},
+          {"mlp.fc2.output_grad", sb * h, ActKind::kActivation}};
+}
+
+std::vector<ActTensor> LayerWeightGradStash(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t t = c.tp, sb = int64_t(m.seq_len) * c.mbs, h = m.hidden, f = m.FfnHidden();
+  std::vector<ActTensor> acts = {{"attn.qkv.input", sb * h, ActKind::kActivation},
+                                 {"attn.proj.input", sb * h / t, ActKind::kActivation},
+                                 {"mlp.fc1.input", sb * h, ActKind::kActivation},
+                                 {"mlp.fc2.input", sb * f / t, ActKind::kActivation}};
+  for (auto& g : LayerOutputGrads(m, c)) acts.push_back(g);
+  return acts;
+}
+
+std::vector<ActTensor> HeadWeightGradStash(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t rows = int64_t(m.seq_len) * c.mbs;
+  return {{"output.input", rows * m.hidden, ActKind::kActivation},
+          {"output.logits_grad", rows * PaddedVocab(m, c.tp) / c.tp, ActKind::kActivation}};
+}
+
 std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelConfig& c,
                                             bool dropout) {
   const int64_t rows = int64_t(m.seq_len) * c.mbs;

@@ -117,6 +117,20 @@ std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig&
 // and, with dropout, the embedding dropout's mask.
 std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelConfig& c,
                                             bool dropout);
+// The zero-bubble split backward (BackwardInput / BackwardWeight, core/program.h): what one layer
+// keeps from its input half to its weight half. The input half runs everything but the four
+// Linears' weight (and bias) gradient GEMMs, dW += dout^T x, and keeps their operands: the
+// gradients at the Linears' outputs (LayerOutputGrads: QKV s b 3h/t, projection s b h, fc1
+// s b f/t, fc2 s b h), allocated while the layer's stash is still live, and the four inputs
+// (attn.qkv.input, attn.proj.input, mlp.fc1.input, mlp.fc2.input); the rest of the stash (or,
+// under full recomputation, the rebuilt working set and the checkpoint) is freed by the input
+// half. The LayerNorm and bias-dropout gradients stay in the input half (they are fused with it).
+std::vector<ActTensor> LayerOutputGrads(const ModelSpec& m, const ParallelConfig& c);
+std::vector<ActTensor> LayerWeightGradStash(const ModelSpec& m, const ParallelConfig& c);
+// The head's: the output layer's input and the logits' gradient s b V/t in the compute dtype (the
+// rest of the head's stash is freed by the input half). The embedding's backward (a scatter-add,
+// no GEMM) runs whole in the input half.
+std::vector<ActTensor> HeadWeightGradStash(const ModelSpec& m, const ParallelConfig& c);
 // Bytes of a list with `act_bytes` per kActivation element (core/ledger.h prices lists by
 // precision).
 Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes);

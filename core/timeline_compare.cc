@@ -53,7 +53,7 @@ double Median(std::vector<double> v) {
 }
 
 bool IsComputeOp(Op op) {
-  return op == Op::kForward || op == Op::kBackward || op == Op::kOptimizerStep;
+  return IsCompute(op) || op == Op::kOptimizerStep;
 }
 
 }  // namespace

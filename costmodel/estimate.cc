@@ -206,6 +206,18 @@ PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& 
   const double m = double(c.Microbatches());
   const Seconds ideal = m * tmax;
   out.bubble = double(c.pp - 1) / (double(c.vp) * m) * ideal;
+  if (SplitsBackward(c.schedule)) {
+    // Qi et al. 2024, Table 1, with the slowest stage's times: T_F + T_B (the input half, p2p
+    // included) is its microbatch time less T_W (its weight-gradient GEMMs); the bubble is
+    // ZB-H1 (p - 1)(T_F + T_B - T_W), ZB-H2 (p - 1)(T_F + T_B - 2 T_W), at least 0.
+    const int slow = int(std::max_element(per.begin(), per.end()) - per.begin());
+    Seconds weight = 0;
+    for (int k = 0; k < t.vp; ++k) weight += t.Chunk(slow, k).weight_grad.Total();
+    const Seconds f_plus_b = tmax - weight;
+    const Seconds idle =
+        c.schedule == ScheduleKind::kZbH1 ? f_plus_b - weight : f_plus_b - 2 * weight;
+    out.bubble = double(c.pp - 1) * std::max(0.0, idle);
+  }
   out.total = ideal + out.bubble;
   return out;
 }

@@ -5,7 +5,8 @@
 //     recompute) + 2 v x p2p   (one transfer in the forward phase and one in the backward phase per
 //     chunk; Megatron-LM's p2p of 2021 is not overlapped with compute)
 //   pipeline (a PipelineModel; ClosedFormPipeline: the paper's bubble):
-//     ideal = m max_r T_r,  bubble = (p - 1)/(v m) x ideal  (GPipe and 1F1B: v = 1)
+//     ideal = m max_r T_r,  bubble = (p - 1)/(v m) x ideal  (GPipe and 1F1B: v = 1); ZB-H1 and
+//     ZB-H2: (p - 1)(T - 2 T_W) and (p - 1) max(0, T - 3 T_W) of the slowest stage (Qi et al.)
 //   after the flush: max over r of (data-parallel all-reduce + embedding all-reduce + optimizer)
 //     (not overlapped with the backward, as in the paper's Megatron-LM)
 #pragma once

@@ -65,11 +65,6 @@ Result<FixedLayout> ParseFix(const std::string& text) {
     } else if (key == "schedule") {
       auto s = ParseSchedule(value);
       if (!s.ok()) return s.status().WithPrefix("--fix");
-      if (SplitsBackward(*s)) {  // the search enumerates layout schedules only
-        return Status::Invalid(std::string("--fix: schedule: ") + ScheduleName(*s) +
-                               " is not a layout schedule yet (ptdp schedule --kind " +
-                               ScheduleName(*s) + " generates and simulates it)");
-      }
       f.schedule = *s;
     } else if (key == "recompute") {
       auto r = ParseRecompute(value);

@@ -65,12 +65,60 @@ OrderedJson CandidateToJson(const Candidate& c, double tokens, bool detail) {
   return j;
 }
 
+namespace {
+
+// The best interleaved layout beside the best zero-bubble one (ZB-H1 / ZB-H2): time (the
+// simulator's when the search refined them), peak memory, and the zero-bubble schedule's gain.
+std::string ScheduleComparison(const SearchResult& r) {
+  if (!r.best_interleaved && !r.best_zero_bubble) return "";
+  std::string out = "\nbest per schedule family:\n";
+  char line[512];
+  auto row = [&](const char* family, const Candidate& c) {
+    std::snprintf(line, sizeof(line), "  %-12s %9.4g s%s  peak %.1f GiB  %s\n", family,
+                  c.prediction.iteration_s, c.refined ? " (simulated)" : "",
+                  GiBOf(c.prediction.peak_memory), c.layout.ToString().c_str());
+    out += line;
+  };
+  if (r.best_interleaved) row("interleaved", *r.best_interleaved);
+  if (r.best_zero_bubble) {
+    row("zero-bubble", *r.best_zero_bubble);
+  } else {
+    // Each pending W keeps its microbatch's weight-gradient stash (core/shapes.h), which
+    // recomputation does not shrink: on a large model every zero-bubble layout may run out.
+    std::snprintf(line, sizeof(line),
+                  "  zero-bubble  none fits: %lld evaluated, %lld out of memory\n",
+                  (long long)r.zero_bubble_evaluated, (long long)r.zero_bubble_out_of_memory);
+    out += line;
+  }
+  if (r.best_interleaved && r.best_zero_bubble) {
+    const double inter = r.best_interleaved->prediction.iteration_s;
+    const double zb = r.best_zero_bubble->prediction.iteration_s;
+    std::snprintf(line, sizeof(line),
+                  "  zero-bubble vs interleaved: %+.1f%% iteration time, %+.1f GiB peak memory\n",
+                  100.0 * (zb - inter) / inter,
+                  GiBOf(r.best_zero_bubble->prediction.peak_memory) -
+                      GiBOf(r.best_interleaved->prediction.peak_memory));
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace
+
 OrderedJson SearchToJson(const SearchResult& r, double tokens) {
   OrderedJson j;
   j["best"] = CandidateToJson(r.top.front(), tokens, true);
   OrderedJson top = OrderedJson::array();
   for (const auto& c : r.top) top.push_back(CandidateToJson(c, tokens, false));
   j["top"] = top;
+  if (r.best_interleaved) {
+    j["best_interleaved"] = CandidateToJson(*r.best_interleaved, tokens, false);
+  }
+  if (r.best_zero_bubble) {
+    j["best_zero_bubble"] = CandidateToJson(*r.best_zero_bubble, tokens, false);
+  }
+  j["zero_bubble_evaluated"] = r.zero_bubble_evaluated;
+  j["zero_bubble_out_of_memory"] = r.zero_bubble_out_of_memory;
   OrderedJson rejected = OrderedJson::object();
   for (const auto& [reason, n] : r.rejected) rejected[reason] = n;
   j["search"] = {{"considered", r.considered},
@@ -169,6 +217,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
                   w.prediction.DaysToTrain(tokens));
     o << line;
   }
+  o << ScheduleComparison(r);
   o << "\nsearch: " << r.considered << " layouts considered, " << r.feasible << " scored";
   for (const auto& [reason, n] : r.rejected) o << ", " << n << " " << reason;
   std::snprintf(line, sizeof(line), "; %.3f s (%.0f evaluations/s)\n", r.seconds,

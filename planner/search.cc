@@ -62,8 +62,8 @@ std::vector<std::pair<int, int>> UnevenSplits(const ModelSpec& m, int p) {
 }
 
 // What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
-// 1F1B with the even split and UnevenSplits (only the --fix split when one is fixed), and
-// interleaved with every v >= 2 such that p v | l.
+// 1F1B with the even split and UnevenSplits (only the --fix split when one is fixed), ZB-H1 and
+// ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that p v | l.
 std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
   std::vector<PipelineShape> shapes;
   // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).
@@ -78,6 +78,9 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
     if (fx.schedule && *fx.schedule == ScheduleKind::kInterleaved) {
       shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last});
     }
+    if (fx.schedule && SplitsBackward(*fx.schedule)) {
+      shapes.push_back({*fx.schedule, 1, fixed_first, fixed_last});
+    }
   } else {
     std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
     if (!fixed) {
@@ -87,11 +90,24 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
       for (const auto& [first, last] : splits) shapes.push_back({kind, 1, first, last});
     }
     const auto& [first, last] = splits.front();  // interleaving: even, or the fixed (refused)
+    // The zero-bubble schedules (split backward), with the even (or the fixed) split.
+    for (ScheduleKind kind : {ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
+      shapes.push_back({kind, 1, first, last});
+    }
     for (int v = 2; v * p <= m.layers; ++v) {
       shapes.push_back({ScheduleKind::kInterleaved, v, first, last});
     }
   }
   return shapes;
+}
+
+// The best scored layout of the interleaved and of the zero-bubble schedules, for the report.
+void Keep(const Candidate& c, SearchResult* res) {
+  std::optional<Candidate>* best = c.layout.schedule == ScheduleKind::kInterleaved
+                                       ? &res->best_interleaved
+                                   : SplitsBackward(c.layout.schedule) ? &res->best_zero_bubble
+                                                                       : nullptr;
+  if (best && (!*best || c.prediction.iteration_s < (*best)->prediction.iteration_s)) *best = c;
 }
 
 // A fixed pipeline time, to re-score with a refiner's answer.
@@ -105,6 +121,25 @@ class FixedPipeline : public costmodel::PipelineModel {
  private:
   costmodel::PipelineTime t_;
 };
+
+// A kept candidate's every stage, and the refiner's pipeline time when there is one (as the top
+// layouts get).
+Status Finish(const ModelSpec& m, const ClusterSpec& cluster, const SearchOptions& o,
+              Candidate* c) {
+  auto full = Evaluate(m, cluster, c->layout, nullptr, /*all_stages=*/true);
+  PTDP_CHECK(full.ok());
+  c->prediction = full->prediction;
+  if (!o.refiner || c->refined) return Status::Ok();
+  const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c->layout);
+  auto pt = o.refiner(m, cluster, c->layout, table);
+  if (!pt.ok()) return pt.status().WithPrefix("refining " + c->layout.ToString());
+  const FixedPipeline fixed(*pt);
+  c->closed_form_iteration_s = c->prediction.iteration_s;
+  c->closed_form_bubble_fraction = c->prediction.bubble_fraction;
+  c->prediction = costmodel::Predict(m, cluster, c->layout, table, &fixed, true);
+  c->refined = true;
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -308,12 +343,19 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
               }
               auto cand = Evaluate(m, cluster, c, &it->second, /*all_stages=*/false);
+              if (SplitsBackward(sched)) {
+                ++res.zero_bubble_evaluated;
+                if (!cand.ok() && cand.status().code() == StatusCode::kDoesNotFit) {
+                  ++res.zero_bubble_out_of_memory;
+                }
+              }
               if (!cand.ok()) {
                 reject(
                     cand.status().code() == StatusCode::kDoesNotFit ? "out_of_memory" : "invalid",
                     cand.status().message());
                 continue;
               }
+              Keep(*cand, &res);
               ok.push_back(std::move(cand).value());
             }
           }
@@ -379,6 +421,17 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
     std::sort(ok.begin(), ok.begin() + long(k), by_time);
   }
   if (ok.size() > size_t(o.keep)) ok.resize(size_t(std::max(1, o.keep)));
+  for (std::optional<Candidate>* best : {&res.best_interleaved, &res.best_zero_bubble}) {
+    if (!*best) continue;
+    const std::string layout = (*best)->layout.ToString();
+    auto same = std::find_if(ok.begin(), ok.end(),
+                             [&](const Candidate& c) { return c.layout.ToString() == layout; });
+    if (same != ok.end()) {
+      **best = *same;  // already finished (and refined) among the top
+    } else {
+      PTDP_RETURN_IF_ERROR(Finish(m, cluster, o, &**best));
+    }
+  }
   res.top = std::move(ok);
   res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return res;

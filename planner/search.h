@@ -76,7 +76,12 @@ struct Candidate {
 };
 
 struct SearchResult {
-  std::vector<Candidate> top;                  // best first
+  std::vector<Candidate> top;  // best first
+  // The best scored layout of the interleaved schedule and of the zero-bubble ones (ZB-H1, ZB-H2),
+  // every stage evaluated and refined as the top layouts are: the report compares them.
+  std::optional<Candidate> best_interleaved, best_zero_bubble;
+  int64_t zero_bubble_evaluated = 0;           // zero-bubble layouts that reached the cost model
+  int64_t zero_bubble_out_of_memory = 0;       // of which out of memory
   int64_t considered = 0;                      // layouts enumerated
   int64_t feasible = 0;                        // scored
   std::map<std::string, int64_t> rejected;     // reason -> count

@@ -146,7 +146,7 @@ Status Trainer::WaitSends() {
 // its own duration, so the rank computes `factor` times slower whatever else the CPU runs (a busy
 // wait would take a core from the ranks sharing it and slow them too, unlike a slow GPU).
 Status Trainer::ExecuteSlowed(const Instr& in, int64_t step) {
-  if (in.op != Op::kForward && in.op != Op::kBackward) return Execute(in, step);
+  if (!IsCompute(in.op)) return Execute(in, step);
   PTDP_RETURN_IF_ERROR(dev_->Synchronize());
   const auto t0 = std::chrono::steady_clock::now();
   PTDP_RETURN_IF_ERROR(Execute(in, step));
@@ -195,7 +195,7 @@ Status Trainer::Execute(const Instr& in, int64_t step) {
       }
       Tensor g = std::move(st->dgrad);
       Record(in.op, *st);
-      live_.erase(Key(st->mb, st->chunk));
+      if (!st->weight_half_pending) live_.erase(Key(st->mb, st->chunk));
       return SendBoundary(in, std::move(g));
     }
     case Op::kReduceGrads:
@@ -206,9 +206,10 @@ Status Trainer::Execute(const Instr& in, int64_t step) {
       PTDP_RETURN_IF_ERROR(OptimizerStep(step));
       executed_.push_back({in.op, -1, -1});
       return Status::Ok();
-    case Op::kBackwardInput:  // refused with the Program (TrainerProgram); never reached
+    case Op::kBackwardInput:
+      return Backward(mb, chunk, in.recompute, step, /*split=*/true);  // records itself
     case Op::kBackwardWeight:
-      return Status::Internal(std::string("the runtime does not execute ") + OpName(in.op));
+      return BackwardWeight(mb, chunk, step);  // records itself
   }
   return Status::Internal("unknown instruction");
 }

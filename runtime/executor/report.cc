@@ -83,6 +83,8 @@ void Trainer::AddToWindow(double step_s) {
     switch (e.instr.op) {
       case Op::kForward:
       case Op::kBackward:
+      case Op::kBackwardInput:
+      case Op::kBackwardWeight:
         window_.stage_compute_s += s;
         window_.busy_s += s;
         if (first < 0) first = double(e.start_ns) * 1e-9;

@@ -128,7 +128,7 @@ Status Trainer::BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool r
   return Status::Ok();
 }
 
-Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step) {
+Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step, bool split) {
   MbState* st = FindState(mb, chunk);
   if (st == nullptr) {
     return Status::Internal("backward of (" + std::to_string(mb) + ", " + std::to_string(chunk) +
@@ -136,7 +136,12 @@ Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step) {
   }
   const int vs = VirtualStage(cfg_, coord_.pp, chunk);
   const bool first = vs == 0, last = vs == cfg_.VirtualStages() - 1;
-  const LayerCtx c = Ctx(mb, step);
+  LayerCtx c = Ctx(mb, step);
+  if (split) {
+    if (st->weight_half_pending) return Status::Internal("a second backward_input");
+    c.defer_weight_grads = &st->weight_grads;
+    st->weight_half_pending = true;
+  }
   Tensor dy;
   if (last) {
     PTDP_ASSIGN_OR_RETURN(
@@ -152,16 +157,33 @@ Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step) {
     dy = std::move(st->dout);
   }
   PTDP_RETURN_IF_ERROR(BackwardLayers(*st, chunk, c, recompute, &dy));
-  Record(Op::kBackward, *st);
+  Record(split ? Op::kBackwardInput : Op::kBackward, *st);
   if (first) {
     const int wte = params_->Find(0, "embedding.word"),
               wpe = params_->Find(0, "embedding.position");
     PTDP_RETURN_IF_ERROR(
         EmbeddingBackwardTp(c, params_->grad(wte), params_->grad(wpe), &st->embedding, dy.cref()));
-    live_.erase(Key(mb, chunk));
+    if (!split) live_.erase(Key(mb, chunk));
   } else {
     st->dgrad = std::move(dy);  // kSendGrad follows
   }
+  return Status::Ok();
+}
+
+// The weight half: the queued GEMMs, then the stashes they read. The state goes once its input
+// gradient has been sent too (kSendGrad may come after the W).
+Status Trainer::BackwardWeight(int mb, int chunk, int64_t step) {
+  MbState* st = FindState(mb, chunk);
+  if (st == nullptr || !st->weight_half_pending) {
+    return Status::Internal("backward_weight of (" + std::to_string(mb) + ", " +
+                            std::to_string(chunk) + ") without its backward_input");
+  }
+  PTDP_RETURN_IF_ERROR(RunDeferredWeightGrads(Ctx(mb, step), &st->weight_grads));
+  for (LayerStash& l : st->layers) DropLayerActivations(&l);
+  st->head.ln_out.Reset();
+  st->weight_half_pending = false;
+  Record(Op::kBackwardWeight, *st);
+  if (st->dgrad.empty()) live_.erase(Key(mb, chunk));
   return Status::Ok();
 }
 

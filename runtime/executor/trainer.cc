@@ -28,16 +28,6 @@ Trainer::~Trainer() {
 // layout's precision).
 Result<Program> TrainerProgram(const PlanFile& plan) {
   if (!plan.has_program) return Status::Invalid("plan: program: missing (re-run ptdp plan)");
-  // Split backwards (the zero-bubble schedules) are refused before anything else, by name.
-  for (const RankProgram& r : plan.program.ranks) {
-    for (const Instr& in : r.instrs) {
-      if (in.op == Op::kBackwardInput || in.op == Op::kBackwardWeight) {
-        return Status::Invalid(std::string("schedule ") + ScheduleName(plan.program.kind) +
-                               ": the runtime does not execute split backward (B/W) "
-                               "instructions yet");
-      }
-    }
-  }
   PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(plan.program, plan.model, plan.layout)
                            .WithPrefix("plan: program"));
   PTDP_RETURN_IF_ERROR(schedule::Validate(plan.program));

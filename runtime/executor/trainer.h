@@ -15,6 +15,10 @@
 //   kForward/kBackward   the chunk's layers (tensor-parallel collectives inside); the first virtual
 //                        stage embeds, the last computes the loss; kBackward with `recompute`
 //                        redoes each layer's forward from its checkpointed input first
+//   kBackwardInput       the zero-bubble split backward's input half (zero-bubble schedules): as
+//                        kBackward, but the Linears' weight-gradient GEMMs are queued with their
+//                        operands (runtime/model/gpt_layers.h DeferredWeightGrad)
+//   kBackwardWeight      runs the queued GEMMs and frees the (microbatch, chunk)'s state
 //   kSendAct/kSendGrad   non-blocking send (1/t of the tensor with scatter/gather)
 //   kReduceGrads         waits for the sends, all-reduces the tied embedding's gradient between the
 //                        first and last stage, then the gradients over the data group in buckets
@@ -192,7 +196,9 @@ class Trainer {
   void Record(Op op, const MbState& st);
   // stage.cc
   Status Forward(int mb, int chunk, int64_t step);
-  Status Backward(int mb, int chunk, bool recompute, int64_t step);
+  // split: the input half of a split backward (kBackwardInput); BackwardWeight its weight half.
+  Status Backward(int mb, int chunk, bool recompute, int64_t step, bool split = false);
+  Status BackwardWeight(int mb, int chunk, int64_t step);
   Status ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool last);
   Status BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool recompute, Tensor* dy);
   Status UploadTokens(int mb, int64_t step, bool inputs, Tensor* out);

@@ -17,6 +17,10 @@ struct Trainer::MbState {
   Tensor out;      // forward output awaiting kSendAct (workspace)
   Tensor dout;     // received output gradient (kRecvGrad; workspace)
   Tensor dgrad;    // input gradient awaiting kSendGrad (workspace)
+  // Split backward: the weight-gradient GEMMs queued by kBackwardInput for kBackwardWeight, and
+  // whether that W is still to run (the state then outlives kSendGrad).
+  WeightGradQueue weight_grads;
+  bool weight_half_pending = false;
 };
 
 // A posted send and the buffer it reads from (kept alive until the send completes).

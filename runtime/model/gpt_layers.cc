@@ -28,6 +28,22 @@ Result<Tensor> Tmp(const LayerCtx& c, int64_t n, DType t) {
   return Tensor::Make(c.dev, n, t, MemTag::kWorkspace);
 }
 
+// A Linear's output gradient: transient, or (split backward) kept for the weight half.
+Result<Tensor> OutputGrad(const LayerCtx& c, int64_t n) {
+  return Tensor::Make(c.dev, n, c.types.act,
+                      c.defer_weight_grads ? MemTag::kActivations : MemTag::kWorkspace);
+}
+
+// dw (+ dbias) += dout^T x now, or deferred to the weight half with its operands (*dout moved).
+Status WeightGrad(const LayerCtx& c, TensorRef dw, TensorRef dbias, Tensor* dout, ConstRef x,
+                  int64_t n, int64_t cols, int64_t oc) {
+  if (c.defer_weight_grads == nullptr) {
+    return c.dev->ops()->LinearBackwardWeight(dw, dbias, dout->cref(), x, n, cols, oc);
+  }
+  c.defer_weight_grads->push_back({dw, dbias, std::move(*dout), x, n, cols, oc});
+  return Status::Ok();
+}
+
 std::string Site(int layer, const char* what) {
   return "layer" + std::to_string(layer) + "." + what;
 }
@@ -149,21 +165,19 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   const LayerDims& d = c.d;
   const int64_t N = d.N(), h = d.h, f = d.f_local;
   const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, Tmp(c, N * h, a));
+  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, N * h));
   PTDP_RETURN_IF_ERROR(
       ops->DropoutBackward(dbranch.ref(), g.fc2_b, dy, st->mlp_res_mask.cref(), N, h, c.drop.p));
   PTDP_ASSIGN_OR_RETURN(Tensor dgelu, Tmp(c, N * f, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dgelu.ref(), dbranch.cref(), w.fc2_w, N, f, h));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearBackwardWeight(g.fc2_w, {}, dbranch.cref(), st->gelu_out.cref(), N, f, h));
+  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc2_w, {}, &dbranch, st->gelu_out.cref(), N, f, h));
   dbranch.Reset();
-  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, Tmp(c, N * f, a));
+  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, OutputGrad(c, N * f));
   PTDP_RETURN_IF_ERROR(ops->GeluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
   dgelu.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dfc1.cref(), w.fc1_w, N, h, f));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearBackwardWeight(g.fc1_w, g.fc1_b, dfc1.cref(), st->ln2_out.cref(), N, h, f));
+  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, st->ln2_out.cref(), N, h, f));
   dfc1.Reset();
   PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dln.ref()));  // f's backward
   PTDP_ASSIGN_OR_RETURN(*dx2, Tmp(c, N * h, a));
@@ -180,23 +194,21 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   const LayerDims& d = c.d;
   const int64_t N = d.N(), h = d.h, hd = d.heads_local * d.D();
   const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, Tmp(c, N * h, a));
+  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, N * h));
   PTDP_RETURN_IF_ERROR(
       ops->DropoutBackward(dbranch.ref(), g.proj_b, dx2, st->attn_res_mask.cref(), N, h, c.drop.p));
   PTDP_ASSIGN_OR_RETURN(Tensor dattn, Tmp(c, N * hd, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dattn.ref(), dbranch.cref(), w.proj_w, N, hd, h));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearBackwardWeight(g.proj_w, {}, dbranch.cref(), st->attn_out.cref(), N, hd, h));
+  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.proj_w, {}, &dbranch, st->attn_out.cref(), N, hd, h));
   dbranch.Reset();
-  PTDP_ASSIGN_OR_RETURN(Tensor dqkv, Tmp(c, N * 3 * hd, a));
+  PTDP_ASSIGN_OR_RETURN(Tensor dqkv, OutputGrad(c, N * 3 * hd));
   const AttentionStash as = AttentionStashOf(c, layer, st);
   PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
                                               Shape(d, c.drop), c.drop.p));
   dattn.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dqkv.cref(), w.qkv_w, N, h, 3 * hd));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearBackwardWeight(g.qkv_w, g.qkv_b, dqkv.cref(), st->ln1_out.cref(), N, h, 3 * hd));
+  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.qkv_w, g.qkv_b, &dqkv, st->ln1_out.cref(), N, h, 3 * hd));
   dqkv.Reset();
   PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dln.ref()));  // f's backward
   PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx, g.ln1_w, g.ln1_b, dln.cref(), st->x.cref(),
@@ -233,7 +245,30 @@ Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads&
   Tensor dx2;
   PTDP_RETURN_IF_ERROR(MlpBlockBackward(c, w, g, st, dy, &dx2));
   PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, layer, st, dx2.cref(), dx));
+  if (c.defer_weight_grads == nullptr) {
+    DropLayerActivations(st);
+    return Status::Ok();
+  }
+  // The split backward's input half: keep the four Linear inputs the weight half reads.
+  LayerStash kept;
+  kept.ln1_out = std::move(st->ln1_out);
+  kept.attn_out = std::move(st->attn_out);
+  kept.ln2_out = std::move(st->ln2_out);
+  kept.gelu_out = std::move(st->gelu_out);
   DropLayerActivations(st);
+  st->ln1_out = std::move(kept.ln1_out);
+  st->attn_out = std::move(kept.attn_out);
+  st->ln2_out = std::move(kept.ln2_out);
+  st->gelu_out = std::move(kept.gelu_out);
+  return Status::Ok();
+}
+
+Status RunDeferredWeightGrads(const LayerCtx& c, WeightGradQueue* queue) {
+  for (DeferredWeightGrad& j : *queue) {
+    PTDP_RETURN_IF_ERROR(
+        c.dev->ops()->LinearBackwardWeight(j.dw, j.dbias, j.dout.cref(), j.x, j.n, j.c, j.oc));
+  }
+  queue->clear();
   return Status::Ok();
 }
 
@@ -300,23 +335,23 @@ Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g,
   const int64_t N = d.N(), h = d.h, V = d.v_local;
   PTDP_CHECK(!st->logits.empty());
   // dlogits in the compute dtype: what the output layer's backward GEMMs read.
-  PTDP_ASSIGN_OR_RETURN(Tensor dlogits, Tmp(c, N * V, c.types.act));
+  PTDP_ASSIGN_OR_RETURN(Tensor dlogits, OutputGrad(c, N * V));
   PTDP_RETURN_IF_ERROR(ops->CrossEntropyBackward(dlogits.ref(), st->logits.cref(),
                                                  st->row_max.cref(), st->row_sum.cref(),
                                                  st->targets.cref(), dloss, Shard(d)));
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, c.types.act));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dlogits.cref(), w.wout_local, N, h, V));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearBackwardWeight(g.wout_local, {}, dlogits.cref(), st->ln_out.cref(), N, h, V));
+  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.wout_local, {}, &dlogits, st->ln_out.cref(), N, h, V));
   dlogits.Reset();
   PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dln.ref()));
   PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx, g.lnf_w, g.lnf_b, dln.cref(), st->x.cref(),
                                               w.lnf_w, st->ln_mean.cref(), st->ln_rstd.cref(), N, h,
                                               false));
-  for (Tensor* t : {&st->x, &st->ln_mean, &st->ln_rstd, &st->ln_out, &st->logits, &st->row_max,
-                    &st->row_sum, &st->targets}) {
+  for (Tensor* t : {&st->x, &st->ln_mean, &st->ln_rstd, &st->logits, &st->row_max, &st->row_sum,
+                    &st->targets}) {
     t->Reset();
   }
+  if (c.defer_weight_grads == nullptr) st->ln_out.Reset();  // else the weight half's input
   return Status::Ok();
 }
 

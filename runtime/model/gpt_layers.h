@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "runtime/backend/device.h"
@@ -89,6 +90,18 @@ struct LayerStash {
   Tensor mlp_res_mask;                  // mlp.residual_dropout.mask [N][h] u8
 };
 
+// A Linear's weight-gradient GEMM, dw (+ dbias) += dout^T x, deferred by the input half of a split
+// backward (zero-bubble BackwardInput) to its weight half (BackwardWeight), with its operands: the
+// output gradient (owned here, tagged activations: core/shapes.h LayerOutputGrads) and the input,
+// which the stash keeps until the weight half (LayerWeightGradStash).
+struct DeferredWeightGrad {
+  TensorRef dw, dbias;
+  Tensor dout;
+  ConstRef x;
+  int64_t n = 0, c = 0, oc = 0;
+};
+using WeightGradQueue = std::vector<DeferredWeightGrad>;
+
 // Everything a layer call needs but its tensors.
 struct LayerCtx {
   Device* dev = nullptr;
@@ -98,6 +111,11 @@ struct LayerCtx {
   DropoutCtx drop;
   // layout.fused_attention: the attention stash is the log-sum-exp (AttentionStash's fused form).
   bool fused_attention = false;
+  // Set: the backward calls run as the input half of a split backward. The Linears' weight
+  // gradients are appended here instead of computed, and each stash keeps what they read
+  // (LayerBackward keeps the four Linear inputs, HeadBackward the output layer's input); the
+  // LayerNorm, bias and embedding gradients are computed as in the whole backward.
+  WeightGradQueue* defer_weight_grads = nullptr;
 };
 
 // Allocates st.x (the checkpoint, tagged activations).
@@ -108,11 +126,14 @@ Status AllocLayerInput(const LayerCtx& c, LayerStash* st);
 Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag stash_tag,
                     LayerStash* st, TensorRef y);
 // dy [N][h] -> dx [N][h] (overwritten); parameter gradients accumulate. Frees the stash's
-// activations except x.
+// activations except x (and, with c.defer_weight_grads, the four Linear inputs).
 Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, int layer,
                      LayerStash* st, ConstRef dy, TensorRef dx);
 // Frees everything but x.
 void DropLayerActivations(LayerStash* st);
+// The weight half of a split backward: runs the deferred GEMMs in order and empties the queue
+// (freeing the output gradients). The caller then frees the stashes they read.
+Status RunDeferredWeightGrads(const LayerCtx& c, WeightGradQueue* queue);
 
 // The embedding's stash (core/shapes.h EmbeddingActivations): the token ids and the dropout mask.
 struct EmbeddingStash {
@@ -145,7 +166,7 @@ struct HeadGrads {
 // loss_sum: an fp64 device scalar the tokens' losses are added to.
 Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, TensorRef loss_sum);
 // dloss: the gradient of the objective with respect to each token's loss (times the loss scale).
-// Frees the head's stash.
+// Frees the head's stash (but ln_out, with c.defer_weight_grads).
 Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g, double dloss,
                     HeadStash* st, TensorRef dx);
 

@@ -43,6 +43,27 @@ TEST(Pipeline, ClosedFormBubble) {
   EXPECT_DOUBLE_EQ(pi.total, 28.5);
 }
 
+// The zero-bubble closed forms (Qi et al. 2024, Table 1) with T_F = 1, T_B = 2 of which T_W = 0.5
+// is the weight half (so the input half is 1.5): ZB-H1 (p-1)(T_F + T_B_input - T_W) = 3 * 2 = 6,
+// ZB-H2 (p-1)(T_F + T_B_input - 2 T_W) = 3 * 1.5 = 4.5; with T_W = T_F = T_B_input = 1 (T_B = 2)
+// ZB-H2 has no bubble. The ideal is 1F1B's, m (T_F + T_B) = 24.
+TEST(Pipeline, ZeroBubbleClosedForms) {
+  ParallelConfig c;
+  c.pp = 4;
+  c.global_batch = 8;
+  CostTable t = Uniform(4, 1, 1, 2);
+  for (auto& chunk : t.chunks) chunk.weight_grad.gemm = 0.5;
+  c.schedule = ScheduleKind::kZbH1;
+  EXPECT_DOUBLE_EQ(ClosedFormPipeline().Time(t, c).bubble, 6.0);
+  EXPECT_DOUBLE_EQ(ClosedFormPipeline().Time(t, c).total, 30.0);
+  c.schedule = ScheduleKind::kZbH2;
+  EXPECT_DOUBLE_EQ(ClosedFormPipeline().Time(t, c).bubble, 4.5);
+  for (auto& chunk : t.chunks) chunk.weight_grad.gemm = 1.0;
+  EXPECT_DOUBLE_EQ(ClosedFormPipeline().Time(t, c).bubble, 0.0);
+  c.schedule = ScheduleKind::kZbH1;  // (p-1)(1 + 1 - 1)
+  EXPECT_DOUBLE_EQ(ClosedFormPipeline().Time(t, c).bubble, 3.0);
+}
+
 // Each microbatch crosses 2 v messages on the critical path of every rank: with 1 MB at 1 GB/s
 // (1 ms each) and no latency, T_r = 3 + 2 * 1e-3.
 TEST(Pipeline, P2PCountsTwoTransfersPerChunk) {

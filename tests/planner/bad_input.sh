@@ -51,7 +51,6 @@ expect "--format: grid: .* too large" schedule --pp 4000 --microbatches 16
 
 # Silently accepted before.
 expect "--fix: tp: given more than once" plan "${tiny[@]}" --global-batch 8 --fix tp=2,tp=4
-expect "--fix: schedule: zb-h1 is not a layout schedule yet" plan "${tiny[@]}" --global-batch 8 --fix schedule=zb-h1
 expect "--fix: first_stage_layers: expected a non-negative integer" plan "${tiny[@]}" --global-batch 8 --fix first_stage_layers=-1
 expect "first_stage_layers: .* leaves 0 of the 4 layers" plan "${tiny[@]}" --global-batch 8 --fix pp=2,first_stage_layers=4
 

@@ -53,10 +53,9 @@ TEST(Fix, RejectsBadInputNamingTheKey) {
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("tensor"), std::string::npos);
   EXPECT_FALSE(ParseFix("schedule=zigzag").ok());
-  auto zb = ParseFix("schedule=zb-h2");  // not a layout schedule (ParallelConfig::Validate)
-  ASSERT_FALSE(zb.ok());
-  EXPECT_NE(zb.status().message().find("zb-h2 is not a layout schedule yet"), std::string::npos)
-      << zb.status().message();
+  auto zb = ParseFix("schedule=zb-h2");  // a layout schedule the search enumerates
+  ASSERT_TRUE(zb.ok()) << zb.status().message();
+  EXPECT_EQ(*zb->schedule, ScheduleKind::kZbH2);
   EXPECT_FALSE(ParseFix("scatter_gather=maybe").ok());
   EXPECT_FALSE(ParseFix("tp").ok());
   auto dup = ParseFix("tp=2,tp=4");
@@ -289,6 +288,37 @@ TEST(Search, OneTrillionBestKeepsTensorParallelismInANode) {
     EXPECT_LE(r.top[i - 1].prediction.iteration_s, r.top[i].prediction.iteration_s);
   }
   EXPECT_LE(r.top.front().prediction.peak_memory, Bytes(80) << 30);
+}
+
+// The search scores the zero-bubble schedules beside the others and keeps the best of each family:
+// GPT-3 175B on 1024 H100s (global batch 1536). Each family's best is the fastest scored layout of
+// that family (no scored layout of it is faster), it fits, and the overall best is no slower.
+TEST(Search, KeepsTheBestInterleavedAndZeroBubbleLayouts) {
+  auto m = LoadModel("gpt3-175b");
+  ASSERT_TRUE(m.ok());
+  auto cluster = LoadCluster("dgx-h100", 1024);
+  ASSERT_TRUE(cluster.ok());
+  SearchOptions o;
+  o.global_batch = 1536;
+  o.keep = 400;
+  auto r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->best_interleaved && r->best_zero_bubble);
+  EXPECT_EQ(r->best_interleaved->layout.schedule, ScheduleKind::kInterleaved);
+  EXPECT_TRUE(SplitsBackward(r->best_zero_bubble->layout.schedule));
+  EXPECT_GT(r->zero_bubble_evaluated, 0);
+  EXPECT_LE(r->top.front().prediction.iteration_s, r->best_zero_bubble->prediction.iteration_s);
+  EXPECT_LE(r->best_zero_bubble->prediction.peak_memory, Bytes(80) << 30);
+  for (const Candidate& c : r->top) {
+    if (c.layout.schedule == ScheduleKind::kInterleaved) {
+      EXPECT_GE(c.prediction.iteration_s, r->best_interleaved->prediction.iteration_s);
+    }
+    if (SplitsBackward(c.layout.schedule)) {
+      EXPECT_GE(c.prediction.iteration_s, r->best_zero_bubble->prediction.iteration_s);
+    }
+  }
+  EXPECT_NE(SearchToTable(*m, *cluster, *r, 0).find("zero-bubble vs interleaved"),
+            std::string::npos);
 }
 
 // --fix evaluates a layout the search would not propose (a tensor group across nodes).

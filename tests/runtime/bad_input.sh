@@ -39,10 +39,10 @@ case "$case" in
                tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"layers":\[2\],"instrs":\["RA0.0<0:8192","B0.0","F0.0"' \
                  || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: program: rank 1, instruction 1 is 'B0' but layout tp=1,pp=2,.* gives 'F0'" ;;
-  split_backward)  # a zero-bubble Program (BI/W instructions): refused by name, not mis-executed
+  split_backward)  # a zero-bubble Program (BI/W) under a 1F1B layout: not the layout's, refused
                sed -i 's/"kind": "1f1b"/"kind": "zb-h1"/; s/"B0.0"/"BI0.0"/' "$dir/plan.json"
                grep -q '"BI0.0"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
-               expect="schedule zb-h1: the runtime does not execute split backward (B/W) instructions yet" ;;
+               expect="plan: program: header is '[^']*zb-h1[^']*' with 2 ranks but layout tp=1,pp=2,.* gives '[^']*1f1b" ;;
   program_layers)  # the layers a rank's Program states must be those its layout places there
                perl -0pi -e 's/("pp_rank": 1,\s*"layers": \[\s*)2/${1}3/' "$dir/plan.json"
                tr -d ' \n' < "$dir/plan.json" | grep -q '"pp_rank":1,"layers":\[3\]' \

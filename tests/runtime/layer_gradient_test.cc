@@ -4,6 +4,7 @@
 // padded vocabulary) and the embedding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -103,7 +104,11 @@ struct LayerParams {
   }
 };
 
-void LayerCase(double dropout, bool fused_attention = false) {
+// split: the backward runs as a split backward's two halves (LayerCtx::defer_weight_grads): the
+// input half leaves the Linears' weight (and QKV, fc1 bias) gradients untouched and keeps exactly
+// their four inputs; the weight half computes them. The finite differences then hold as for the
+// whole backward.
+void LayerCase(double dropout, bool fused_attention = false, bool split = false) {
   CpuDevice dev;
   const LayerDims d = Dims();
   const int64_t nh = d.N() * d.h;
@@ -135,7 +140,24 @@ void LayerCase(double dropout, bool fused_attention = false) {
   Put(st.x, x);
   Vec y(static_cast<size_t>(nh)), dx(static_cast<size_t>(nh));
   ASSERT_TRUE(LayerForward(c, p.W(), 2, MemTag::kActivations, &st, M(y)).ok());
-  ASSERT_TRUE(LayerBackward(c, p.W(), g.G(), 2, &st, C(r), M(dx)).ok());
+  WeightGradQueue queue;
+  LayerCtx backward = c;
+  if (split) backward.defer_weight_grads = &queue;
+  ASSERT_TRUE(LayerBackward(backward, p.W(), g.G(), 2, &st, C(r), M(dx)).ok());
+  if (split) {
+    EXPECT_EQ(queue.size(), 4u);
+    for (const Vec* v : {&g.qkv_w, &g.qkv_b, &g.proj_w, &g.fc1_w, &g.fc1_b, &g.fc2_w}) {
+      EXPECT_TRUE(std::all_of(v->begin(), v->end(), [](double e) { return e == 0.0; }));
+    }
+    EXPECT_FALSE(st.ln1_out.empty() || st.attn_out.empty() || st.ln2_out.empty() ||
+                 st.gelu_out.empty());
+    for (const Tensor* t : {&st.ln1_mean, &st.qkv, &st.probs, &st.att_lse, &st.x2, &st.fc1_out,
+                            &st.attn_res_mask, &st.mlp_res_mask}) {
+      EXPECT_TRUE(t->empty());
+    }
+    ASSERT_TRUE(RunDeferredWeightGrads(backward, &queue).ok());
+    EXPECT_TRUE(queue.empty());
+  }
   CheckGrad("x", x, dx, objective);
   CheckGrad("ln1.weight", p.ln1_w, g.ln1_w, objective);
   CheckGrad("ln1.bias", p.ln1_b, g.ln1_b, objective);
@@ -161,6 +183,13 @@ TEST(LayerGradient, TransformerLayerWithDropoutMatchesFiniteDifferences) {
 // regenerates the mask): the same finite differences.
 TEST(LayerGradient, FusedAttentionLayerWithDropoutMatchesFiniteDifferences) {
   LayerCase(0.2, true);
+}
+
+TEST(LayerGradient, SplitBackwardLayerMatchesFiniteDifferences) {
+  LayerCase(0.2, false, /*split=*/true);
+}
+TEST(LayerGradient, SplitBackwardFusedAttentionLayerMatchesFiniteDifferences) {
+  LayerCase(0.2, true, /*split=*/true);
 }
 
 TEST(LayerGradient, HeadMatchesFiniteDifferences) {
