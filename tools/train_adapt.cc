@@ -8,6 +8,8 @@
 
 #include "core/cluster.h"
 #include "core/ledger.h"
+#include "core/shapes.h"
+#include "costmodel/calibrate.h"
 #include "costmodel/estimate.h"
 #include "runtime/comm/agree.h"
 #include "schedule/schedule.h"
@@ -22,9 +24,8 @@ void Scale(costmodel::ComputeBreakdown* b, double f) {
   b->tp_comm *= f;
 }
 
-// The table with each pipeline rank's compute multiplied by its calibration factor. A straggler
-// in one data-parallel replica paces the whole step (the gradient all-reduce waits for it), so
-// the factor of a pipeline rank is its slowest rank's.
+// The table with each pipeline rank's compute multiplied by its calibration factor
+// (MeasuredOverModelled).
 costmodel::CostTable Calibrated(costmodel::CostTable t, const std::vector<double>& scale) {
   for (int r = 0; r < t.pp; ++r) {
     for (int chunk = 0; chunk < t.vp; ++chunk) {
@@ -52,11 +53,39 @@ Result<double> SimulatedStep(const PlanFile& p, const ClusterSpec& cluster, cons
   return double(res.iteration_ns) * 1e-9;
 }
 
+// The stage splits for the same pipeline: the even one, and with vp = 1 every uneven one in
+// Megatron-LM's form (first_stage_layers, last_stage_layers; the stages between share the rest
+// evenly), one representation per distinct split. For pp = 2 that is every split; for pp > 2 the
+// middle stages move together, so a slow middle stage is relieved only by heavier first and last
+// stages, which lightens every middle stage alike.
+std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelConfig& base) {
+  std::vector<std::pair<int, int>> out = {{0, 0}};
+  if (base.pp < 2) return out;
+  std::vector<std::vector<int>> seen = {StageLayerCounts(p.model, base)};
+  for (int first = 0; first <= p.model.layers; ++first) {
+    for (int last = 0; last <= p.model.layers; ++last) {
+      ParallelConfig c = base;
+      c.first_stage_layers = first;
+      c.last_stage_layers = last;
+      if (!c.Uneven() || !c.ValidateStageSplit(p.model).ok()) continue;
+      std::vector<int> counts = StageLayerCounts(p.model, c);
+      if (std::find(seen.begin(), seen.end(), counts) != seen.end()) continue;
+      seen.push_back(std::move(counts));
+      out.emplace_back(first, last);
+    }
+  }
+  return out;
+}
+
 // Layouts for the same GPUs: every microbatch size dividing B/d, with 1F1B, GPipe and each
-// interleaving the model's layers allow; t, p, d, recomputation and the rest as running.
+// interleaving the model's layers allow, and (1F1B, GPipe) every split of the layers over the
+// stages; t, p, d, recomputation and the rest as running.
 std::vector<ParallelConfig> Candidates(const PlanFile& p) {
   std::vector<ParallelConfig> out;
-  const ParallelConfig& base = p.layout;
+  ParallelConfig base = p.layout;
+  base.vp = 1;
+  base.first_stage_layers = base.last_stage_layers = 0;
+  const std::vector<std::pair<int, int>> splits = StageSplits(p, base);
   const int64_t per_replica = base.global_batch / base.dp;
   for (int64_t mbs = 1; mbs <= per_replica; ++mbs) {
     if (per_replica % mbs != 0) continue;
@@ -64,15 +93,59 @@ std::vector<ParallelConfig> Candidates(const PlanFile& p) {
       for (ScheduleKind kind :
            {ScheduleKind::k1F1B, ScheduleKind::kGPipe, ScheduleKind::kInterleaved}) {
         if ((kind == ScheduleKind::kInterleaved) != (vp > 1)) continue;
-        ParallelConfig c = base;
-        c.mbs = static_cast<int>(mbs);
-        c.vp = vp;
-        c.schedule = kind;
-        if (c.Validate(p.model).ok()) out.push_back(c);
+        for (const auto& [first, last] : splits) {
+          if (vp > 1 && (first > 0 || last > 0)) continue;
+          ParallelConfig c = base;
+          c.mbs = static_cast<int>(mbs);
+          c.vp = vp;
+          c.schedule = kind;
+          c.first_stage_layers = first;
+          c.last_stage_layers = last;
+          if (c.Validate(p.model).ok()) out.push_back(c);
+        }
       }
     }
   }
   return out;
+}
+
+// Per pipeline rank, the cost model's stage compute per step of the running layout: what the
+// monitor measures (kForward and kBackward), each instruction priced as the simulator prices it.
+Result<std::vector<double>> ModelledStageCompute(const PlanFile& p, const ClusterSpec& cluster) {
+  PTDP_ASSIGN_OR_RETURN(Program program, schedule::BuildProgram(p.model, p.layout));
+  const costmodel::CostTable t = costmodel::BuildCostTable(p.model, cluster, p.layout);
+  std::vector<double> out(static_cast<size_t>(p.layout.pp), 0.0);
+  for (const RankProgram& rp : program.ranks) {
+    for (const Instr& in : rp.instrs) {
+      if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+      out[static_cast<size_t>(rp.pp_rank)] +=
+          costmodel::PredictedInstructionTime(t, rp.pp_rank, in);
+    }
+  }
+  return out;
+}
+
+// The calibration: per pipeline rank, the measured stage compute per step (its slowest rank's: a
+// straggler in one data-parallel replica paces the whole step, the gradient all-reduce waits for
+// it) over the modelled one. It puts the prediction in this machine's units (the fastest rank's
+// factor: the profile's error, common to every rank) and carries each GPU's own slowness (its
+// factor over the fastest's) to whatever layers a candidate gives it.
+std::vector<double> MeasuredOverModelled(const runtime::MonitorReport& report,
+                                         const std::vector<double>& modelled) {
+  std::vector<double> measured(modelled.size(), 0.0);
+  for (const runtime::RankWindow& w : report.ranks) {
+    if (w.steps <= 0) continue;
+    double& m = measured[static_cast<size_t>(w.coord.pp)];
+    m = std::max(m, w.stage_compute_s / double(w.steps));
+  }
+  std::vector<double> scale(modelled.size(), 0.0);
+  double fastest = 0;
+  for (size_t r = 0; r < scale.size(); ++r) {
+    if (measured[r] > 0 && modelled[r] > 0) scale[r] = measured[r] / modelled[r];
+    if (scale[r] > 0 && (fastest == 0 || scale[r] < fastest)) fastest = scale[r];
+  }
+  for (double& s : scale) s = s > 0 ? s : (fastest > 0 ? fastest : 1.0);  // unmeasured: fastest's
+  return scale;
 }
 
 }  // namespace
@@ -84,15 +157,8 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
                         LoadCluster(running.cluster.name, running.layout.WorldSize()));
   const ParallelConfig& now = running.layout;
   Replan out;
-  // Each pipeline rank's compute is its slowest rank's slowdown (the monitor's compute per
-  // expected FLOP over the median rank's) times the profile's: relative, so that what the
-  // profile gets wrong for every rank alike (ptdp calibrate's business) does not pass for a
-  // property of one layout.
-  out.scale.assign(static_cast<size_t>(now.pp), 1.0);
-  for (size_t i = 0; i < report.ranks.size() && i < report.slowdown.size(); ++i) {
-    double& s = out.scale[static_cast<size_t>(report.ranks[i].coord.pp)];
-    if (report.slowdown[i] > 0) s = std::max(s, report.slowdown[i]);
-  }
+  PTDP_ASSIGN_OR_RETURN(const std::vector<double> modelled, ModelledStageCompute(running, cluster));
+  out.scale = MeasuredOverModelled(report, modelled);
   PTDP_ASSIGN_OR_RETURN(out.current_step_s,
                         SimulatedStep(running, cluster, now, out.scale, /*memory_limit=*/0));
   out.layout = now;
@@ -112,11 +178,28 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
 
 namespace {
 
+std::string JoinScale(const std::vector<double>& v) {
+  std::string out;
+  char buf[32];
+  for (double x : v) {
+    std::snprintf(buf, sizeof buf, "%s%.3g", out.empty() ? "" : " ", x);
+    out += buf;
+  }
+  return out;
+}
+
+std::string JoinCounts(const std::vector<int>& v) {
+  std::string out;
+  for (int x : v) out += (out.empty() ? "" : "/") + std::to_string(x);
+  return out;
+}
+
 // Rank 0 re-plans and decides; every rank returns rank 0's choice (empty: stay).
 Result<std::optional<ParallelConfig>> DecideOnRoot(
     const AdaptArgs& a, const runtime::MonitorReport& report, int64_t step, Bytes memory_limit,
     runtime::Communicator& world, const PlanFile& plan, const std::vector<std::string>& rejected) {
-  std::vector<double> choice = {0, 0, 0, 0};  // switch, mbs, schedule, vp
+  // switch, mbs, schedule, vp, first_stage_layers, last_stage_layers
+  std::vector<double> choice = {0, 0, 0, 0, 0, 0};
   Status st;
   if (world.rank() == 0) {
     auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, rejected);
@@ -126,15 +209,20 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
       const double gain = 1 - rp->best_step_s / rp->current_step_s;
       const bool go = gain > a.threshold;
       std::printf(
-          " adapt after step %lld: %d layouts simulated with the measured slowdowns; running "
-          "%.4f s, best %.4f s (%s, %.1f%% shorter): %s\n",
-          static_cast<long long>(step), rp->candidates, rp->current_step_s, rp->best_step_s,
-          rp->layout.ToString().c_str(), 100 * gain,
+          " adapt after step %lld: stage compute measured/modelled %s; %d layouts simulated; "
+          "running %.4f s, best %.4f s (%s, layers %s, %.1f%% shorter): %s\n",
+          static_cast<long long>(step), JoinScale(rp->scale).c_str(), rp->candidates,
+          rp->current_step_s, rp->best_step_s, rp->layout.ToString().c_str(),
+          JoinCounts(StageLayerCounts(plan.model, rp->layout)).c_str(), 100 * gain,
           go ? "switching" : "staying (under --adapt-threshold)");
       std::fflush(stdout);
       if (go) {
-        choice = {1, double(rp->layout.mbs), double(static_cast<int>(rp->layout.schedule)),
-                  double(rp->layout.vp)};
+        choice = {1,
+                  double(rp->layout.mbs),
+                  double(static_cast<int>(rp->layout.schedule)),
+                  double(rp->layout.vp),
+                  double(rp->layout.first_stage_layers),
+                  double(rp->layout.last_stage_layers)};
       }
     }
   }
@@ -145,6 +233,8 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
   c.mbs = static_cast<int>(all[1]);
   c.schedule = static_cast<ScheduleKind>(static_cast<int>(all[2]));
   c.vp = static_cast<int>(all[3]);
+  c.first_stage_layers = static_cast<int>(all[4]);
+  c.last_stage_layers = static_cast<int>(all[5]);
   return std::optional<ParallelConfig>(c);
 }
 

@@ -1,8 +1,9 @@
 // Run-time re-planning for `ptdp train` (--adapt; --switch-plan for tests): the layer above the
 // runtime that decides WHICH plan to run, so that the runtime itself (runtime/, and cmd_train.cc)
 // never sees the planner or the simulator. The runtime measures (Trainer::GatherMonitor) and
-// switches (Trainer::SwitchPlan); train_adapt.cc prices candidate layouts with the cost model,
-// each pipeline rank's compute multiplied by its measured slowdown, and replays them in the
+// switches (Trainer::SwitchPlan); train_adapt.cc calibrates the cost model's compute to what the
+// window measured (per pipeline rank: measured over modelled stage compute, so both the machine's
+// units and a slow GPU's own slowness), prices candidate layouts with it and replays them in the
 // simulator.
 #pragma once
 
@@ -42,13 +43,15 @@ struct Replan {
   ParallelConfig layout;      // the running one when nothing is better
   double current_step_s = 0;  // the running layout, simulated with the calibrated costs
   double best_step_s = 0;     // the picked layout, the same way
-  std::vector<double> scale;  // per pipeline rank: measured / modelled stage compute
-  int candidates = 0;         // layouts simulated
+  // Per pipeline rank: measured / modelled stage compute per step (its slowest rank's), the
+  // factor each candidate's compute on that rank is priced with.
+  std::vector<double> scale;
+  int candidates = 0;  // layouts simulated
 };
 
-// Re-plans for the same GPUs (t, p, d, global batch, precision kept; microbatch size, schedule and
-// interleaving free). Pure given its inputs (the report is the same on every rank).
-// Layouts named in `rejected` are not candidates.
+// Re-plans for the same GPUs (t, p, d, global batch, precision kept; microbatch size, schedule,
+// interleaving and the split of layers over the stages free). Pure given its inputs (the report is
+// the same on every rank). Layouts named in `rejected` are not candidates.
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
                                       Bytes memory_limit,
                                       const std::vector<std::string>& rejected = {});
