@@ -14,9 +14,10 @@
 #              (TV_k: the reference's loss variation so far; B s: the tokens of a step);
 #   grad norm  |G' - G| / G <= R u at step 1 with R = 4 l + 2 (every gradient element carries at
 #              most R roundings of u, docs/runtime.md "Precision"), and is only reported later.
-# usage: train_vs_cpu.sh PTDP WORKDIR MODE PREC LAYERS DROPOUT
+# The staged run's schedule is SCHEDULE (default 1f1b; zb-h1 runs the split backward on the GPU).
+# usage: train_vs_cpu.sh PTDP WORKDIR MODE PREC LAYERS DROPOUT [SCHEDULE]
 set -euo pipefail
-ptdp=$1 work=$2 mode=$3 prec=$4 layers=$5 dropout=$6
+ptdp=$1 work=$2 mode=$3 prec=$4 layers=$5 dropout=$6 schedule=${7:-1f1b}
 here=$(cd "$(dirname "$0")" && pwd)
 plans="$here/../runtime/write_plan.sh"
 steps=3
@@ -29,10 +30,10 @@ text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 [ -f "$work/data.bin" ] || { "$ptdp" tokenize --in "$text" --out "$work/data.tmp.$$" &&
   mv -f "$work/data.tmp.$$" "$work/data.bin"; }
-name=cuda_${mode}_${prec}
-train() {  # plan-name tp pp backend np
-  "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" 1 4 1 1f1b none true \
-    "$prec"
+name=cuda_${mode}_${prec}_${schedule}
+train() {  # plan-name tp pp backend np [schedule]
+  "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" 1 4 1 "${6:-1f1b}" none \
+    true "$prec"
   timeout 300 mpirun -np "$5" --oversubscribe "$ptdp" train --plan "$work/$1.plan.json" \
     --data "$work/data.bin" --steps $steps --backend "$4" --log "$work/$1.jsonl" 2>&1
 }
@@ -48,7 +49,7 @@ if [ "$mode" = single ]; then
   out=$(train "${name}_ref" 1 1 cpu 1) || { echo "$out"; echo "FAIL: the cpu run failed"; exit 1; }
   run="${name}_one" ref="${name}_ref"
 else
-  out=$(train "${name}_staged" 2 2 cuda 4) ||
+  out=$(train "${name}_staged" 2 2 cuda 4 "$schedule") ||
     { echo "$out"; echo "FAIL: the 4-rank cuda run failed"; exit 1; }
   run="${name}_staged" ref="${name}_one"
 fi
