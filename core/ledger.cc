@@ -182,11 +182,45 @@ Bytes SplitBackwardPeak(const StashPrices& prices, const ModelSpec& m, const Par
   return peak;  // the trailing W passes only free
 }
 
+// Interleaved with m % p != 0: schedule/generators.cc's order for m rounded up to a multiple of
+// p with the padding microbatches left out, replayed on byte counts (the Program walk's
+// candidates), O(m v) per rank: the periodic argument of the closed form below does not hold once
+// the last group of microbatches is smaller than p. tests/core prove the two equal.
+Bytes PartialGroupInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
+                                  const ParallelConfig& c, int pp_rank) {
+  const int64_t mb = c.Microbatches(), p = c.pp, v = c.vp, r = pp_rank;
+  const int64_t total = (mb + p - 1) / p * p * v, period = p * v;
+  const int64_t warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * p);
+  auto real = [&](int64_t k) { return (k / period) * p + k % p < mb; };
+  Bytes live = 0, peak = 0;
+  auto forward = [&](int64_t k) {
+    if (!real(k)) return;
+    live += ChunkStashBytes(prices, m, c, pp_rank, int((k % period) / p));
+    peak = std::max(peak, live);
+  };
+  auto backward = [&](int64_t k) {
+    if (!real(k)) return;
+    const int chunk = int(v - 1 - (k % period) / p);
+    if (c.recompute != Recompute::kNone) {
+      peak = std::max(peak, live - HeadStashBytes(prices, c, pp_rank, chunk) + prices.working_set);
+    }
+    live -= ChunkStashBytes(prices, m, c, pp_rank, chunk);
+  };
+  int64_t f = 0, b = 0;
+  for (; f < warmup; ++f) forward(f);
+  for (; f < total; ++f, ++b) forward(f), backward(b);
+  if (b < total) backward(b);  // the cool-down only frees after its first backward
+  return peak;
+}
+
 }  // namespace
 
 Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                           int pp_rank) {
   if (SplitsBackward(c.schedule)) return SplitBackwardPeak(prices, m, c, pp_rank);
+  if (c.schedule == ScheduleKind::kInterleaved && c.Microbatches() % c.pp != 0) {
+    return PartialGroupInterleavedPeak(prices, m, c, pp_rank);
+  }
   // The walk's two candidates (see the Program overload): after each forward, the live stash;
   // during each backward's last layer with recomputation, the live stash less the head's plus the
   // working set. Warm-up forwards only add, so the warm-up contributes its end. In the steady state

@@ -150,9 +150,9 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
     if (pp < 2) return bad("pp: the interleaved schedule needs pp >= 2");
-    if (micro % pp != 0) {
+    if (micro < pp) {
       return bad("mbs: the interleaved schedule needs the microbatch count m = " +
-                 std::to_string(micro) + " to be a multiple of pp = " + std::to_string(pp));
+                 std::to_string(micro) + " to be at least pp = " + std::to_string(pp));
     }
   } else if (vp != 1) {
     return bad(std::string("vp: ") + std::to_string(vp) +

@@ -98,8 +98,8 @@ struct ParallelConfig {
   // Checks the layout against the model: positive sizes, heads % tp, kv_heads % tp, layers % (pp
   // vp) (uneven stages: pp >= 2, vp = 1, at least one layer per stage and the middle layers an
   // equal share of the middle stages), B % (b d), the schedule's needs (interleaved: vp >= 2, pp >=
-  // 2 and m % pp
-  // == 0; others vp == 1), fused_attention without selective recomputation. The message names the
+  // 2 and m >= pp;
+  // others vp == 1), fused_attention without selective recomputation. The message names the
   // field and the reason.
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.

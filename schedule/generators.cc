@@ -39,10 +39,10 @@ Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
     return Status::Invalid("pp: the interleaved schedule needs >= 2 pipeline ranks, got " +
                            std::to_string(pp));
   }
-  if (m % pp != 0) {
+  if (m < pp) {
     return Status::Invalid(
-        "microbatches: the interleaved schedule (Megatron-LM's) needs a multiple of pp = " +
-        std::to_string(pp) + " microbatches, got " + std::to_string(m));
+        "microbatches: the interleaved schedule needs at least pp = " + std::to_string(pp) +
+        " microbatches (as Megatron-Core), got " + std::to_string(m));
   }
   return Status::Ok();
 }
@@ -125,27 +125,39 @@ void ZbH2(int pp, int r, int64_t m, std::vector<Instr>* out) {
   while (w < m) out->push_back(Compute(Op::kBackwardWeight, w++, 0));
 }
 
-// Megatron-LM's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving):
-// the k-th forward of a rank is microbatch (k / (pp vp)) pp + k % pp of chunk (k / pp) % vp; the
-// k-th backward the same microbatch of chunk vp - 1 - (k / pp) % vp. Rank r runs
-// (pp - r - 1) * 2 + (vp - 1) * pp warm-up forwards (all of them when m == pp), then alternates.
+// Megatron-LM's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving)
+// for m' = m rounded up to a multiple of pp: the k-th forward of a rank is microbatch
+// (k / (pp vp)) pp + k % pp of chunk (k / pp) % vp; the k-th backward the same microbatch of chunk
+// vp - 1 - (k / pp) % vp. Rank r runs (pp - r - 1) * 2 + (vp - 1) * pp warm-up forwards (all of
+// them when m' == pp), then alternates. When m % pp != 0, the instructions of the m' - m padding
+// microbatches are then dropped: what remains takes the microbatches in Megatron-Core's groups of
+// pp (the last group smaller, each group through every chunk), and it stays deadlock-free and in
+// per-pair message order, because removing a whole microbatch from every rank removes only
+// dependencies (docs/design-notes.md). Megatron-Core's own warm-up count, applied to the shorter
+// table, deadlocks under the execution model of schedule.h for some shapes (e.g. pp 4, vp 3, m 5).
 void Interleaved(int pp, int r, int vp, int64_t m, std::vector<Instr>* out) {
-  const int64_t total = m * vp;
+  const int64_t padded = (m + pp - 1) / pp * pp;
+  const int64_t total = padded * vp;
   const int64_t group = int64_t(pp) * vp;
   auto mb_of = [&](int64_t k) { return (k / group) * pp + k % pp; };
   auto fchunk = [&](int64_t k) { return static_cast<int>((k % group) / pp); };
   auto bchunk = [&](int64_t k) { return vp - 1 - static_cast<int>((k % group) / pp); };
-  int64_t warmup =
-      (m == pp) ? total : std::min<int64_t>(total, int64_t(pp - r - 1) * 2 + int64_t(vp - 1) * pp);
+  auto forward = [&](int64_t k) {
+    if (mb_of(k) < m) out->push_back(Compute(Op::kForward, mb_of(k), fchunk(k)));
+  };
+  auto backward = [&](int64_t k) {
+    if (mb_of(k) < m) out->push_back(Compute(Op::kBackward, mb_of(k), bchunk(k)));
+  };
+  int64_t warmup = (padded == pp)
+                       ? total
+                       : std::min<int64_t>(total, int64_t(pp - r - 1) * 2 + int64_t(vp - 1) * pp);
   int64_t f = 0, b = 0;
-  for (; f < warmup; ++f) out->push_back(Compute(Op::kForward, mb_of(f), fchunk(f)));
+  for (; f < warmup; ++f) forward(f);
   while (f < total) {
-    out->push_back(Compute(Op::kForward, mb_of(f), fchunk(f)));
-    ++f;
-    out->push_back(Compute(Op::kBackward, mb_of(b), bchunk(b)));
-    ++b;
+    forward(f++);
+    backward(b++);
   }
-  for (; b < total; ++b) out->push_back(Compute(Op::kBackward, mb_of(b), bchunk(b)));
+  for (; b < total; ++b) backward(b);
 }
 
 }  // namespace

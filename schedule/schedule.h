@@ -36,8 +36,8 @@ namespace ptdp::schedule {
 //   gpipe, 1f1b, zb-h1, zb-h2:  pp >= 1, m >= 1, vp == 1 (the zero-bubble closed forms hold from
 //                 m >= p for ZB-H1 and m >= 2p - 1 for ZB-H2; fewer microbatches still give a
 //                 valid, deadlock-free Program)
-//   interleaved:  pp >= 2, vp >= 2, m >= 1 and m % pp == 0 (Megatron-LM's requirement: microbatches
-//                 go through the chunks in groups of pp)
+//   interleaved:  pp >= 2, vp >= 2, m >= pp (microbatches go through the chunks in groups of pp,
+//                 the last group smaller when m % pp != 0, as Megatron-Core's microbatch groups)
 //   every kind:   microbatches x vp x pp <= kMaxScheduleCells (the program's size)
 Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp);
 inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;

@@ -346,9 +346,9 @@ TEST(Ledger, SplitBackwardKeepsTheWeightGradStashUntilW) {
 }
 
 // The closed form and the walk of the Program agree everywhere: GPipe, 1F1B, ZB-H1 and ZB-H2 for p
-// in {1, 2, 3, 4, 8}, interleaved for v in {2, 3, 4}; m from 1 to 3 p v (interleaved: multiples of
-// p); recompute none, full, selective; dropout on and off; fused attention on (but selective) and
-// off; every pipeline rank.
+// in {1, 2, 3, 4, 8}, interleaved for v in {2, 3, 4}; m from 1 to 3 p v (interleaved: from p, the
+// last group of microbatches smaller than p when m % p != 0); recompute none, full, selective;
+// dropout on and off; fused attention on (but selective) and off; every pipeline rank.
 TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
   int64_t compared = 0;
   for (int p : {1, 2, 3, 4, 8}) {
@@ -359,7 +359,7 @@ TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
         if ((kind == ScheduleKind::kInterleaved) != (v > 1)) continue;
         if (kind == ScheduleKind::kInterleaved && p == 1) continue;
         for (int64_t micro = 1; micro <= 3 * p * v; ++micro) {
-          if (kind == ScheduleKind::kInterleaved && micro % p != 0) continue;
+          if (kind == ScheduleKind::kInterleaved && micro < p) continue;
           for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
             for (int variant = 0; variant < 4; ++variant) {
               const double dropout = variant % 2 ? 0.1 : 0.0;

@@ -41,8 +41,11 @@ TEST(Parallel, RejectionsNameTheField) {
   EXPECT_EQ(c.Validate(m).message().rfind("vp:", 0), 0u);
   c.schedule = ScheduleKind::kInterleaved;
   EXPECT_TRUE(c.Validate(m).ok());
-  c.global_batch = 3072 + 6 * 32;  // m = 544 is not a multiple of pp = 64
-  EXPECT_NE(c.Validate(m).message().find("multiple of pp"), std::string::npos);
+  c.global_batch = 3072 + 6 * 32;  // m = 544 is not a multiple of pp = 64: a smaller last group
+  EXPECT_TRUE(c.Validate(m).ok()) << c.Validate(m).ToString();
+  c.global_batch = int64_t(c.mbs) * c.dp * 63;  // m = 63 < pp = 64
+  EXPECT_NE(c.Validate(m).message().find("at least pp = 64"), std::string::npos)
+      << c.Validate(m).ToString();
   c = Paper1T();
   c.sequence_parallel = true;
   EXPECT_TRUE(c.Validate(m).ok());
