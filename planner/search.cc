@@ -326,10 +326,10 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                            " is not divisible by mbs*dp=" + std::to_string(int64_t(b) * d));
                 continue;
               }
-              if (sched == ScheduleKind::kInterleaved && c.Microbatches() % p != 0) {
-                reject("microbatches_not_multiple_of_pp",
-                       "interleaving needs the " + std::to_string(c.Microbatches()) +
-                           " microbatches to be a multiple of pp=" + std::to_string(p));
+              if (sched == ScheduleKind::kInterleaved && c.Microbatches() < p) {
+                reject("microbatches_fewer_than_pp",
+                       "interleaving needs at least pp=" + std::to_string(p) +
+                           " microbatches, got " + std::to_string(c.Microbatches()));
                 continue;
               }
               Status valid = c.Validate(m);

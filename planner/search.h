@@ -12,7 +12,7 @@
 //   heads_not_divisible_by_tp a % t != 0
 //   layers_not_divisible      l % (p v) != 0 (even split)
 //   batch_not_divisible       B % (b d) != 0
-//   microbatches_not_multiple_of_pp   interleaved needs m % p == 0
+//   microbatches_fewer_than_pp   interleaved needs m >= p
 //   out_of_memory             a stage's peak memory exceeds the device memory
 #pragma once
 

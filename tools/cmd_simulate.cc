@@ -237,9 +237,13 @@ Status RunSimulate(const SimulateArgs& a) {
               ToSeconds(r.iteration_ns), closed_form_s);
   std::printf("pipeline flush   %10.4f s\n", ToSeconds(r.pipeline_ns));
   std::printf(
-      "bubble           %10.4f of ideal compute (closed form (p-1)/(v m) = %.4f); %.4f of the "
+      "bubble           %10.4f of ideal compute (closed form (p-1)/(v m) = %.4f%s); %.4f of the "
       "pipeline time\n",
-      r.bubble_fraction, formula, r.bubble_fraction_of_total);
+      r.bubble_fraction, formula,
+      layout.schedule == ScheduleKind::kInterleaved && m % layout.pp != 0
+          ? ", published for m % p == 0 only"
+          : "",
+      r.bubble_fraction_of_total);
   std::printf("throughput       %10.1f TFLOP/s per GPU (%.1f%% of peak), %.0f tokens/s\n",
               pred.tflops_per_gpu, pred.percent_of_peak, pred.tokens_per_s);
   std::printf("\n%5s %6s %10s %10s %8s %10s %10s %10s %8s %9s %9s %9s\n", "rank", "layers",

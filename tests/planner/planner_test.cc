@@ -564,5 +564,29 @@ TEST(Search, LlamaPlanAndMegatronFlags) {
   EXPECT_EQ(gpt_args.find("--untie"), std::string::npos) << gpt_args;
 }
 
+// Interleaving for any m >= p: GPT 1.7B (24 layers) on 8 GPUs with t = 1, p = 4 (so d = 2) and a
+// global batch of 20 has m = 20 / (b d) in {10, 5, 2, 1}: the interleaved layouts it keeps have
+// m = 10 or 5, neither a multiple of p (a smaller last group of microbatches), and m = 2, 1 are
+// refused for having fewer microbatches than p.
+TEST(Search, InterleavesMicrobatchCountsThatAreNotMultiplesOfP) {
+  auto m = LoadModel("gpt-1.7b");
+  auto cluster = LoadCluster("selene", 8);
+  ASSERT_TRUE(m.ok() && cluster.ok());
+  SearchOptions o;
+  o.global_batch = 20;
+  o.fix = *ParseFix("tp=1,pp=4,schedule=interleaved");
+  o.keep = 100;
+  auto r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->top.empty());
+  EXPECT_GT(r->rejected.at("microbatches_fewer_than_pp"), 0);
+  for (const Candidate& c : r->top) {
+    EXPECT_EQ(c.layout.schedule, ScheduleKind::kInterleaved);
+    EXPECT_GE(c.layout.Microbatches(), c.layout.pp) << c.layout.ToString();
+    EXPECT_NE(c.layout.Microbatches() % c.layout.pp, 0) << c.layout.ToString();
+  }
+  EXPECT_TRUE(r->top.front().layout.Validate(*m).ok());
+}
+
 }  // namespace
 }  // namespace ptdp::planner
