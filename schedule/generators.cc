@@ -133,8 +133,9 @@ void ZbH2(int pp, int r, int64_t m, std::vector<Instr>* out) {
 // microbatches are then dropped: what remains takes the microbatches in Megatron-Core's groups of
 // pp (the last group smaller, each group through every chunk), and it stays deadlock-free and in
 // per-pair message order, because removing a whole microbatch from every rank removes only
-// dependencies (docs/design-notes.md). Megatron-Core's own warm-up count, applied to the shorter
-// table, deadlocks under the execution model of schedule.h for some shapes (e.g. pp 4, vp 3, m 5).
+// dependencies (docs/design-notes.md). Megatron-Core refuses a last group smaller than pp (it
+// needs a larger group size instead); its warm-up count applied to such a table deadlocks under
+// the execution model of schedule.h for some shapes (e.g. pp 4, vp 3, m 5).
 void Interleaved(int pp, int r, int vp, int64_t m, std::vector<Instr>* out) {
   const int64_t padded = (m + pp - 1) / pp * pp;
   const int64_t total = padded * vp;

@@ -37,7 +37,8 @@ namespace ptdp::schedule {
 //                 m >= p for ZB-H1 and m >= 2p - 1 for ZB-H2; fewer microbatches still give a
 //                 valid, deadlock-free Program)
 //   interleaved:  pp >= 2, vp >= 2, m >= pp (microbatches go through the chunks in groups of pp,
-//                 the last group smaller when m % pp != 0, as Megatron-Core's microbatch groups)
+//                 the last group smaller when m % pp != 0; Megatron-Core refuses such a last
+//                 group and needs a larger group size instead, docs/design-notes.md)
 //   every kind:   microbatches x vp x pp <= kMaxScheduleCells (the program's size)
 Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp);
 inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;
