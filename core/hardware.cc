@@ -211,6 +211,9 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   if (r.Has("attention_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops, kMaxTflops));
   }
+  if (r.Has("fp8_peak_tflops")) {
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "fp8_peak_tflops", &p.fp8_peak_tflops, kMaxTflops));
+  }
   if (r.Has("gemm_backward_efficiency")) {
     PTDP_RETURN_IF_ERROR(
         ReadSourced(r, "gemm_backward_efficiency", &p.gemm_backward_efficiency, kMaxEfficiency));
@@ -238,6 +241,11 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   if (gemm16 != IsHalf(p.precision)) {
     return Status::Invalid(path + ".gemm.dtype: " + p.gemm.dtype + " does not match precision " +
                            PrecisionName(p.precision));
+  }
+  // FP8 is asked for (--precision fp8), never a machine's default: default plans stay bf16's.
+  if (p.precision == Precision::kFp8) {
+    return Status::Invalid(path + ".precision.value: fp8 is not a profile's default precision " +
+                           "(plan it with --precision fp8)");
   }
   return p;
 }
@@ -276,6 +284,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
     j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
   }
   if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
+  if (!p.fp8_peak_tflops.source.empty()) j["fp8_peak_tflops"] = SourcedJson(p.fp8_peak_tflops);
   if (!p.gemm_backward_efficiency.source.empty()) {
     j["gemm_backward_efficiency"] = SourcedJson(p.gemm_backward_efficiency);
   }
@@ -288,6 +297,12 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   j["inter_node"] = LinkJson(p.inter_node);
   if (p.calibration.is_object()) j["calibration"] = OrderedJson::parse(p.calibration.dump());
   return j;
+}
+
+Status CheckPrecision(const HardwareProfile& profile, Precision precision) {
+  if (precision != Precision::kFp8 || profile.fp8_peak_tflops.value > 0) return Status::Ok();
+  return Status::Invalid("precision fp8: profile '" + profile.name +
+                         "' has no fp8_peak_tflops (an FP8 tensor-core rate is needed)");
 }
 
 }  // namespace ptdp

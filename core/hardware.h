@@ -86,6 +86,10 @@ struct HardwareProfile {
   // model prices the fused kernel at the GEMM table's throughput for the unfused batched GEMMs of
   // the same shapes (costmodel/layer_cost.h FusedAttentionCost).
   Sourced attention_tflops;
+  // Optional: dense FP8 peak per device (tensor cores, E4M3/E5M2 inputs, fp32 accumulation), what
+  // fp8 training's Linear GEMMs run at: the `gemm` table's time scaled by peak_tflops /
+  // fp8_peak_tflops (costmodel/layer_cost.h). Absent: the profile refuses fp8 (CheckPrecision).
+  Sourced fp8_peak_tflops;
   // Optional (absent: 1): throughput of the backward GEMMs that the forward table prices (every
   // backward GEMM of a profile without gemm_backward_* tables; attention's batched products always)
   // as a multiple of that table's throughput at the transposed shapes. `ptdp calibrate` fits it
@@ -105,6 +109,9 @@ struct HardwareProfile {
 };
 
 // A profile and how many nodes of it.
+// OK when `profile` can price `precision`; fp8 needs fp8_peak_tflops. The error names both.
+Status CheckPrecision(const HardwareProfile& profile, Precision precision);
+
 struct ClusterSpec {
   std::string name;  // the preset or file it came from
   HardwareProfile profile;

@@ -14,7 +14,16 @@ ParamBytes BytesPerParameter(const ParallelConfig& c) {
 }
 
 Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c) {
-  return ActivationBytes(acts, ComputeBytes(c.precision));
+  return ActivationBytes(acts, ComputeBytes(c.precision), LinearInputBytes(c.precision));
+}
+
+Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  if (c.precision != Precision::kFp8) return 0;
+  int64_t layers = 0;
+  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, pp_rank, k).size();
+  // One E4M3 copy for the forward and the input gradient, one transposed for the weight
+  // gradient's operand on Hopper (Transformer Engine keeps both): 2 bytes per element.
+  return layers * LayerParameterCounts(m, c.tp).linear_weight_elements * 2;
 }
 
 Bytes OptimizerBytes(const ParallelConfig& c, int64_t params) {
@@ -32,7 +41,9 @@ MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params) {
 }
 
 MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
-  return ParameterMemory(c, StageParameterElements(m, c, pp_rank));
+  MemoryLedger l = ParameterMemory(c, StageParameterElements(m, c, pp_rank));
+  l.weights += Fp8WeightCopyBytes(m, c, pp_rank);
+  return l;
 }
 
 StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {

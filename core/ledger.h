@@ -10,7 +10,12 @@
 //   fp16 without fusion:         weight 2, grad 2 (Megatron-LM 2021's fp16 grads), optimizer 12 =
 //   16
 // With the distributed optimizer the optimizer bytes are divided over the data-parallel group.
+// fp8 is bf16's 18, plus the FP8 copies of the four Linears' weights in each layer (1 byte, and 1
+// for the transposed copy Transformer Engine keeps for the weight gradient on Hopper), counted
+// with the weights (Fp8WeightCopyBytes); the embedding, output layer and norms have none.
 //
+// Activations are in the compute dtype, but in fp8 training the four Linears' inputs kept for the
+// backward (ActKind::kLinearInput) are their 1-byte FP8 copies.
 // Activations, per (microbatch, chunk) in flight: each layer's stash (LayerStash: the full list,
 // or the checkpoint with full recomputation), the embedding's (first virtual stage) and the
 // head's (last virtual stage). The runtime allocates exactly these lists and frees them in this
@@ -70,6 +75,9 @@ Bytes OptimizerBytes(const ParallelConfig& c, int64_t params);
 // for a known count of parameter elements (StageParameterElements, which callers may cache).
 MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params);
+// The FP8 weight copies of `pp_rank`'s layers (0 unless c.precision is fp8): part of the weights
+// the first ParameterMemory counts, which the second (a bare element count) cannot.
+Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 
 // What one microbatch costs in activation bytes, priced once per layout: a layer's stash
 // (LayerStash), the embedding's (EmbeddingActivations, first virtual stage), the head's

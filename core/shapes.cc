@@ -128,7 +128,10 @@ LayerParameters LayerParameterCounts(const ModelSpec& m, int tp) {
   AppendLayer(m, tp, "", &ps);
   LayerParameters out;
   out.tensors = int(ps.size());
-  for (const auto& p : ps) out.elements += p.LocalElements();
+  for (const auto& p : ps) {
+    out.elements += p.LocalElements();
+    if (p.local_shape.size() == 2) out.linear_weight_elements += p.LocalElements();
+  }
   return out;
 }
 
@@ -158,21 +161,21 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
   const int64_t sbkv = s * b * m.KvHeads() * m.HeadDim();
   std::vector<ActTensor> acts;
   norm("ln1", &acts);
-  acts.push_back({"attn.qkv.input", seq, ActKind::kActivation});
+  acts.push_back({"attn.qkv.input", seq, ActKind::kLinearInput});
   acts.push_back({"attn.q", sbh / t, ActKind::kActivation});
   acts.push_back({"attn.k", sbkv / t, ActKind::kActivation});
   acts.push_back({"attn.v", sbkv / t, ActKind::kActivation});
   if (c.recompute != Recompute::kSelective) {
     for (auto& a : AttentionCoreActivations(m, c, dropout)) acts.push_back(a);
   }
-  acts.push_back({"attn.proj.input", sbh / t, ActKind::kActivation});
+  acts.push_back({"attn.proj.input", sbh / t, ActKind::kLinearInput});
   if (dropout) acts.push_back({"attn.residual_dropout.mask", seq, ActKind::kMask});
   norm("ln2", &acts);
-  acts.push_back({"mlp.fc1.input", seq, ActKind::kActivation});
+  acts.push_back({"mlp.fc1.input", seq, ActKind::kLinearInput});
   // The activation's input: GeLU's f, or SwiGLU's gate and up, 2f.
   acts.push_back({m.swiglu ? "mlp.swiglu.input" : "mlp.gelu.input", s * b * m.Fc1Out() / t,
                   ActKind::kActivation});
-  acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kActivation});
+  acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kLinearInput});
   if (dropout) acts.push_back({"mlp.residual_dropout.mask", seq, ActKind::kMask});
   return acts;
 }
@@ -249,10 +252,10 @@ std::vector<ActTensor> LayerOutputGrads(const ModelSpec& m, const ParallelConfig
 
 std::vector<ActTensor> LayerWeightGradStash(const ModelSpec& m, const ParallelConfig& c) {
   const int64_t t = c.tp, sb = int64_t(m.seq_len) * c.mbs, h = m.hidden, f = m.FfnHidden();
-  std::vector<ActTensor> acts = {{"attn.qkv.input", sb * h, ActKind::kActivation},
-                                 {"attn.proj.input", sb * h / t, ActKind::kActivation},
-                                 {"mlp.fc1.input", sb * h, ActKind::kActivation},
-                                 {"mlp.fc2.input", sb * f / t, ActKind::kActivation}};
+  std::vector<ActTensor> acts = {{"attn.qkv.input", sb * h, ActKind::kLinearInput},
+                                 {"attn.proj.input", sb * h / t, ActKind::kLinearInput},
+                                 {"mlp.fc1.input", sb * h, ActKind::kLinearInput},
+                                 {"mlp.fc2.input", sb * f / t, ActKind::kLinearInput}};
   for (auto& g : LayerOutputGrads(m, c)) acts.push_back(g);
   return acts;
 }
@@ -272,9 +275,16 @@ std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelCo
 }
 
 Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes) {
+  return ActivationBytes(acts, act_bytes, act_bytes);
+}
+
+Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes, int linear_input_bytes) {
   Bytes total = 0;
   for (const auto& a : acts) {
-    const int per = a.kind == ActKind::kMask ? 1 : a.kind == ActKind::kActivation ? act_bytes : 4;
+    int per = 4;  // kFp32, kInt32
+    if (a.kind == ActKind::kMask) per = 1;
+    if (a.kind == ActKind::kActivation) per = act_bytes;
+    if (a.kind == ActKind::kLinearInput) per = linear_input_bytes;
     total += a.elements * per;
   }
   return total;

@@ -68,6 +68,8 @@ std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfi
 struct LayerParameters {
   int tensors = 0;
   int64_t elements = 0;
+  // The four Linears' weights (QKV, projection, fc1, fc2): what FP8 training keeps FP8 copies of.
+  int64_t linear_weight_elements = 0;
 };
 LayerParameters LayerParameterCounts(const ModelSpec& m, int tp);
 // Number of parameter elements one GPU of pipeline rank `pp_rank` holds.
@@ -77,11 +79,13 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
 // parallelism). With 16-bit activations and dropout this is Korthikanti et al. 2022's
 // s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, entry by entry.
 enum class ActKind {
-  kActivation,  // stored in the compute dtype (2 bytes in 16-bit training, 4 in fp32)
-  kMask,        // dropout mask, 1 byte per element
-  kFp32,        // always fp32: the logits the vocabulary-parallel cross-entropy keeps, LayerNorm
-                // and softmax statistics
-  kInt32,       // token ids (the embedding's inputs, the cross-entropy's targets)
+  kActivation,   // stored in the compute dtype (2 bytes in 16-bit training, 4 in fp32)
+  kLinearInput,  // a Linear's input kept for its weight gradient: the compute dtype, or its 1-byte
+                 // FP8 copy in fp8 training (Transformer Engine saves the cast input)
+  kMask,         // dropout mask, 1 byte per element
+  kFp32,         // always fp32: the logits the vocabulary-parallel cross-entropy keeps, LayerNorm
+                 // and softmax statistics
+  kInt32,        // token ids (the embedding's inputs, the cross-entropy's targets)
 };
 struct ActTensor {
   std::string name;
@@ -134,6 +138,8 @@ std::vector<ActTensor> HeadWeightGradStash(const ModelSpec& m, const ParallelCon
 // Bytes of a list with `act_bytes` per kActivation element (core/ledger.h prices lists by
 // precision).
 Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes);
+// ... and `linear_input_bytes` per kLinearInput element (1 in fp8 training).
+Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes, int linear_input_bytes);
 
 // Elements of one pipeline message (the activation or gradient at a stage boundary) per tensor
 // rank: b s h, or b s h / t with scatter/gather or sequence parallelism.

@@ -293,7 +293,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
     const MemoryLedger l = ParameterMemory(c, t.param_elements[r]);
     StageMemory sm;
     sm.pp_rank = r;
-    sm.weights = l.weights;
+    sm.weights = l.weights + Fp8WeightCopyBytes(m, c, r);
     sm.grads = l.grads;
     sm.optimizer = l.optimizer;
     sm.activations = PeakActivationBytes(prices, m, c, r);

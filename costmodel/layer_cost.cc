@@ -1,5 +1,6 @@
 #include "costmodel/layer_cost.h"
 
+#include "core/shapes.h"
 #include "costmodel/gemm.h"
 
 namespace ptdp::costmodel {
@@ -72,6 +73,24 @@ PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int 
   return c;
 }
 
+double LinearGemmScale(const HardwareProfile& hw, Precision precision) {
+  if (precision != Precision::kFp8) return 1.0;
+  return hw.peak_tflops.value / hw.fp8_peak_tflops.value;
+}
+
+Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs) {
+  const double T = double(mbs) * double(m.seq_len), h = double(m.hidden), f = double(m.FfnHidden()),
+               qkv = double(m.QkvOut()), fc1 = double(m.Fc1Out());
+  const double inputs = T * h + T * h / tp + T * h + T * f / tp;            // QKV, proj, fc1, fc2
+  const double output_grads = T * qkv / tp + T * h + T * fc1 / tp + T * h;  // the same four
+  const double weights = double(LayerParameterCounts(m, tp).linear_weight_elements);
+  Fp8CastBytes b;
+  // cast-transpose: read bf16 (2), write the FP8 copy (1) and its transpose (1).
+  b.forward = 4 * inputs + 4 * weights;
+  b.backward = 4 * output_grads;
+  return b;
+}
+
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
                                int tp, int mbs, Seconds tp_allreduce_s, bool sequence_parallel,
                                bool fused_attention) {
@@ -80,33 +99,44 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
   // QKV's and fc1's output features: 3h and f for a GPT; with grouped-query attention h + 2 kv dh,
   // with SwiGLU 2f (gate and up in one GEMM, as Megatron-LM runs them).
   const int64_t qkv = m.QkvOut(), fc1 = m.Fc1Out();
+  // fp8: the Linears' GEMMs at the FP8 rate (1 otherwise, which leaves every product exact).
+  const double lin = LinearGemmScale(hw, precision);
   PieceCost c;
   // The unfused sums keep their 2021 order, so Table 1's figures stay bit for bit.
-  c.forward.gemm = GemmTime(hw, T, qkv / tp, h) + GemmTime(hw, s, s, dh, heads_batch) +
-                   GemmTime(hw, s, dh, s, heads_batch) + GemmTime(hw, T, h, h / tp) +
-                   GemmTime(hw, T, fc1 / tp, h) + GemmTime(hw, T, h, f / tp);
+  c.forward.gemm = lin * GemmTime(hw, T, qkv / tp, h) + GemmTime(hw, s, s, dh, heads_batch) +
+                   GemmTime(hw, s, dh, s, heads_batch) + lin * GemmTime(hw, T, h, h / tp) +
+                   lin * GemmTime(hw, T, fc1 / tp, h) + lin * GemmTime(hw, T, h, f / tp);
   c.backward.gemm =
-      GemmBackwardTime(hw, T, qkv / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
-      GemmBackwardTime(hw, s, dh, s, heads_batch) + GemmBackwardTime(hw, T, h, h / tp) +
-      GemmBackwardTime(hw, T, fc1 / tp, h) + GemmBackwardTime(hw, T, h, f / tp);
+      lin * GemmBackwardTime(hw, T, qkv / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
+      GemmBackwardTime(hw, s, dh, s, heads_batch) + lin * GemmBackwardTime(hw, T, h, h / tp) +
+      lin * GemmBackwardTime(hw, T, fc1 / tp, h) + lin * GemmBackwardTime(hw, T, h, f / tp);
   if (fused_attention) {
     const PieceCost core = FusedAttentionCost(m, hw, tp, mbs);
-    c.forward.gemm = GemmTime(hw, T, qkv / tp, h) + core.forward.gemm + GemmTime(hw, T, h, h / tp) +
-                     GemmTime(hw, T, fc1 / tp, h) + GemmTime(hw, T, h, f / tp);
-    c.backward.gemm = GemmBackwardTime(hw, T, qkv / tp, h) + core.backward.gemm +
-                      GemmBackwardTime(hw, T, h, h / tp) + GemmBackwardTime(hw, T, fc1 / tp, h) +
-                      GemmBackwardTime(hw, T, h, f / tp);
+    c.forward.gemm = lin * GemmTime(hw, T, qkv / tp, h) + core.forward.gemm +
+                     lin * GemmTime(hw, T, h, h / tp) + lin * GemmTime(hw, T, fc1 / tp, h) +
+                     lin * GemmTime(hw, T, h, f / tp);
+    c.backward.gemm = lin * GemmBackwardTime(hw, T, qkv / tp, h) + core.backward.gemm +
+                      lin * GemmBackwardTime(hw, T, h, h / tp) +
+                      lin * GemmBackwardTime(hw, T, fc1 / tp, h) +
+                      lin * GemmBackwardTime(hw, T, h, f / tp);
   }
   // The weight-gradient GEMMs, summed in the backward's order with 0 for the attention products
   // (rounded addition is monotone, so the sum never exceeds the backward's).
-  c.weight_grad.gemm = GemmBackwardWeightTime(hw, T, qkv / tp, h) + 0.0 + 0.0 +
-                       GemmBackwardWeightTime(hw, T, h, h / tp) +
-                       GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
-                       GemmBackwardWeightTime(hw, T, h, f / tp);
+  c.weight_grad.gemm = lin * GemmBackwardWeightTime(hw, T, qkv / tp, h) + 0.0 + 0.0 +
+                       lin * GemmBackwardWeightTime(hw, T, h, h / tp) +
+                       lin * GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
+                       lin * GemmBackwardWeightTime(hw, T, h, f / tp);
   const LayerMemoryBytes mb =
       LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
   c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
+  if (precision == Precision::kFp8) {
+    // Transformer Engine's casts (4 inputs and 4 weights forward, 4 output gradients backward)
+    // and one amax-and-scale update per layer forward (a launch; its bytes are negligible).
+    const Fp8CastBytes cast = Fp8CastBytesOf(m, tp, mbs);
+    c.forward.memory += MemoryBoundTime(hw, cast.forward, 4 + 4 + 1);
+    c.backward.memory += MemoryBoundTime(hw, cast.backward, 4);
+  }
   c.forward.tp_comm = 2 * tp_allreduce_s;
   c.backward.tp_comm = 2 * tp_allreduce_s;
   return c;

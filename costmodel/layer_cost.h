@@ -65,6 +65,20 @@ struct LayerMemoryBytes {
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
                                     bool sequence_parallel = false, bool fused_attention = false);
 
+// FP8 training (Precision::kFp8), as Transformer Engine runs a layer (docs/cost_model.md, "FP8"):
+// the four Linears' GEMMs (forward, input and weight gradients) at the profile's FP8 rate, their
+// time the `gemm` table's scaled by LinearGemmScale = peak_tflops / fp8_peak_tflops (1 otherwise;
+// the table is the bf16 one: an assumption, no FP8 table is measured). Attention and the output
+// layer stay in bf16. Memory-bound additions: the cast-transposes into FP8 (read 2 bytes, write
+// the copy and its transpose, 1 + 1) of the four inputs and the four weights forward, per
+// microbatch, and of the four output gradients backward; one amax-and-scale update launch per
+// layer forward.
+double LinearGemmScale(const HardwareProfile& hw, Precision precision);
+struct Fp8CastBytes {
+  double forward = 0, backward = 0;
+};
+Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs);
+
 // `tp_allreduce_s` is the time of one all-reduce of b s h activation elements on the tensor
 // group's link (0 when tp == 1); with sequence parallelism pass the time of a reduce-scatter plus
 // an all-gather of b s h, which replace it, and LayerNorm, dropout and residual act on T h / t.

@@ -287,6 +287,13 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   // fp32 is Megatron-LM's default; 16-bit training names its dtype.
   if (c.precision == Precision::kFp16) o << " --fp16";
   if (c.precision == Precision::kBf16) o << " --bf16";
+  // FP8 as priced (costmodel/layer_cost.h): bf16 around Transformer Engine's FP8 Linears, E4M3
+  // forward and E5M2 gradients, delayed scaling from the largest amax of a 1024-step history
+  // (NVIDIA's recommended recipe; Megatron-LM requires --bf16 or --fp16 with --fp8-format).
+  if (c.precision == Precision::kFp8) {
+    o << " --bf16 --fp8-format hybrid --fp8-recipe delayed --fp8-amax-history-len 1024"
+      << " --fp8-amax-compute-algo max";
+  }
   if (c.sequence_parallel) o << " --sequence-parallel";
   if (c.distributed_optimizer) o << " --use-distributed-optimizer";
   // The attention the plan priced: a fused FlashAttention-class kernel, or the unfused

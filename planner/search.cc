@@ -157,12 +157,15 @@ Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOption
     return Status::Invalid(std::string("--precision ") + PrecisionName(*o.precision) +
                            " differs from --fix precision=" + PrecisionName(*o.fix.precision));
   }
-  return o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
+  const Precision p = o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
+  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster.profile, p));
+  return p;
 }
 
 Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                            const std::vector<int64_t>* param_elements, bool all_stages) {
   PTDP_RETURN_IF_ERROR(c.Validate(m));
+  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster.profile, c.precision));
   if (c.WorldSize() != cluster.Gpus()) {
     return Status::Invalid("layout: tp*pp*dp = " + std::to_string(c.WorldSize()) +
                            " but the cluster has " + std::to_string(cluster.Gpus()) + " GPUs");

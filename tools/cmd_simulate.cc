@@ -126,6 +126,7 @@ Status RunSimulate(const SimulateArgs& a) {
   so.overlap_dp_allreduce = a.overlap;
   // A plan file's layout is checked here, before the cost model (which requires a valid one).
   PTDP_RETURN_IF_ERROR(layout.Validate(model).WithPrefix("layout"));
+  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster.profile, layout.precision));
   const std::string caveat = planner::PrecisionCaveat(cluster, layout.precision);
   if (!caveat.empty()) std::fprintf(stderr, "ptdp simulate: note: %s\n", caveat.c_str());
   if (layout.WorldSize() != cluster.Gpus()) {

@@ -27,6 +27,7 @@ DType ComputeDType(Precision p) {
     case Precision::kFp32:
       return DType::kFp32;
     case Precision::kBf16:
+    case Precision::kFp8:  // bf16 outside the FP8 GEMMs; the trainer refuses fp8 plans (Setup)
       return DType::kBf16;
     case Precision::kFp16:
       return DType::kFp16;

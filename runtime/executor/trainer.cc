@@ -76,6 +76,10 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     return Status::Invalid("model " + model_.name + ": the runtime does not execute " + features +
                            " yet");
   }
+  if (cfg_.precision == Precision::kFp8) {
+    return Status::Invalid(
+        "plan: layout.precision: 'fp8' is planned but not executed by this runtime (use bf16)");
+  }
   if (cfg_.recompute == Recompute::kSelective) {
     return Status::Invalid(
         "plan: layout.recompute: 'selective' is planned but not executed by this runtime "

@@ -53,6 +53,10 @@ case "$case" in
                sed -i 's/"grad_accumulation_fusion": true/"grad_accumulation_fusion": false/' "$dir/plan.json"
                grep -q '"grad_accumulation_fusion": false' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: layout.grad_accumulation_fusion: fp16 without it keeps 16-bit gradients" ;;
+  fp8)         # FP8 planned (ptdp plan --precision fp8), refused by name: no FP8 GEMMs here
+               "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true fp8
+               grep -q '"precision": "fp8"' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
+               expect="plan: layout.precision: 'fp8' is planned but not executed by this runtime" ;;
   backend_cuda)  # refused without CUDA or without a GPU; with a GPU the 1 MiB limit refuses it
                extra=(--backend cuda --memory-limit 1MiB)
                expect="backend: 'cuda' is not available in this build\|backend cuda: no CUDA device is visible\|model does not fit" ;;

@@ -4,7 +4,7 @@
 # `ptdp plan` writes; train refuses a plan without it). After editing the layout or model of such
 # a plan, run that command again.
 # usage: write_plan.sh PTDP OUT LAYERS DROPOUT VOCAB GLOBAL_BATCH TP PP DP MBS VP SCHEDULE RECOMPUTE SCATTER_GATHER [PRECISION]
-# PRECISION (fp32 | bf16 | fp16; default fp32) goes into layout.precision; fp16 plans set
+# PRECISION (fp32 | bf16 | fp16 | fp8; default fp32) goes into layout.precision; fp16 plans set
 # layout.grad_accumulation_fusion (the runtime keeps fp32 main gradients). The environment variable
 # PTDP_TEST_FUSED_ATTENTION (true | false, default false) goes into layout.fused_attention, so the
 # equivalence scripts run fused layouts against the unfused single-process references.
