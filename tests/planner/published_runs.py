@@ -121,10 +121,14 @@ def predict(ptdp, spec, run, work, software):
         fix = run["fixed"] + ("" if sched is None else ",schedule=" + sched)
         out = os.path.join(work, "%s%s.plan.json" % (run["id"], "" if sched is None else "." + sched))
         cmd = [ptdp, "plan", "--model", model, "--cluster", spec["cluster"], "--gpus", str(run["gpus"]),
-               "--global-batch", str(run["global_batch"]), "--fix", fix, "--top", "1", "--out", out] + SEARCH_FLAGS + software
+               "--global-batch", str(run["global_batch"]), "--fix", fix, "--top", "1", "--out", out] + software
         r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
-            continue  # no feasible layout with this schedule; the others may have one
+            if "no layout fits" in r.stderr:
+                continue  # no feasible layout with this schedule; the others may have one
+            # Anything else (a renamed flag, a refused --fix key) is the harness's problem, not a
+            # prediction: stop rather than count it as infeasible.
+            raise BadInput("run %s: %s" % (run["id"], r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "ptdp plan exited %d" % r.returncode))
         plan = json.load(open(out))
         t = plan["prediction"]["iteration_s"]
         if best is None or t < best[0]:
@@ -162,10 +166,15 @@ def main(argv):
     os.makedirs(work, exist_ok=True)
     helptext = subprocess.run([ptdp, "plan", "--help"], capture_output=True, text=True).stdout
     software = ["--software", "megatron-core"] if "--software" in helptext else []
+    # Only the search flags this ptdp has (a later ptdp may search some of them by default).
+    software += [f for f in SEARCH_FLAGS if f in helptext]
     misses = spec.get("known_misses", {})
     rows, bad = [], 0
     for run in spec["runs"]:
-        got = predict(ptdp, spec, run, work, software)
+        try:
+            got = predict(ptdp, spec, run, work, software)
+        except BadInput as e:
+            sys.exit("published_runs.py: %s" % e)
         miss = misses.get(run["id"])
         if got is None:
             ok = miss is not None and miss["band"] == "infeasible"
@@ -183,7 +192,8 @@ def main(argv):
         rows.append((run, t_pub, t_pred, err, ok, miss, plan))
     errors = [abs(r[3]) for r in rows if r[3] is not None]
     med = statistics.median(errors) if errors else float("nan")
-    print("cluster %s, software flag: %s" % (spec["cluster"], " ".join(software) or "(ptdp plan has no --software)"))
+    print("cluster %s, ptdp plan flags: %s%s" % (spec["cluster"], " ".join(software),
+                                               "" if "--software" in software else " (ptdp plan has no --software)"))
     if markdown:
         print("| run | source | GPUs | B | published | predicted | error | predicted layout | held to |")
         print("|---|---|---|---|---|---|---|---|---|")

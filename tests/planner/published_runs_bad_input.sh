@@ -37,4 +37,7 @@ case_ band_inside_ten 'known_misses.megatron-gpt-1.7b.band: expected [lo, hi] in
 case_ miss_of_no_run 'known_misses.no-such-run: no run has this id' \
   'd["known_misses"]["no-such-run"] = {"band": [-30, -20], "why": "x"}'
 case_ malformed 'published_runs.py:' ''
+# A ptdp error other than "no layout fits" stops the harness instead of passing as infeasible.
+case_ fix_unknown_key 'run megatron-gpt-1.7b: ptdp plan: error: --fix: unknown key "bogus"' \
+  'd["runs"][0]["fixed"] += ",bogus=1"'
 exit $fail
