@@ -81,7 +81,7 @@ bench: build
 
 train-demo: build
 	$(PTDP) tokenize --in /usr/share/common-licenses/GPL-3 --out $(BUILD)/gpl3.bin
-	$(PTDP) plan --model tiny --cluster cpu --gpus 1 --global-batch 16 --fix tp=1,pp=1,dp=1,mbs=16,schedule=1f1b,recompute=none --out $(BUILD)/demo-plan.json
+	$(PTDP) plan --model tiny --cluster cpu --gpus 1 --global-batch 16 --fix tp=1,pp=1,dp=1,mbs=16,schedule=1f1b,recompute=none --software ptdp --out $(BUILD)/demo-plan.json
 	$(PTDP) train --plan $(BUILD)/demo-plan.json --data $(BUILD)/gpl3.bin --steps 300 --lr 3e-3 --min-lr 3e-4 --warmup 30 --log $(BUILD)/demo-metrics.jsonl
 	@tail -n 10 $(BUILD)/demo-metrics.jsonl | sed 's/.*"loss":\([0-9.eE+-]*\).*/\1/' | \
 	  awk '{s += $$1} END {printf "mean loss of the last 10 steps: %.3f nats/token (compare with the unigram entropy printed by tokenize above)\n", s / NR}'

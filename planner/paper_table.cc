@@ -65,6 +65,7 @@ Result<std::vector<LaterComparison>> CompareKorthikanti2022(const std::string& c
     lc.run = run;
     PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(run.model));
     PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, run.gpus));
+    PTDP_ASSIGN_OR_RETURN(cluster.software, LoadSoftware(kPaperSoftware));
     auto cand = Evaluate(model, cluster, LaterRunLayout(run, cluster.profile.precision));
     if (!cand.ok()) return cand.status().WithPrefix(std::string("Korthikanti run ") + run.model);
     lc.predicted = std::move(cand).value();
@@ -84,6 +85,7 @@ Result<std::vector<PaperComparison>> ComparePaperTable1(const std::string& clust
     pc.row = row;
     PTDP_ASSIGN_OR_RETURN(pc.model, LoadModel(row.model));
     PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, row.gpus));
+    PTDP_ASSIGN_OR_RETURN(cluster.software, LoadSoftware(kPaperSoftware));
     auto cand = Evaluate(pc.model, cluster, PaperLayout(row));
     if (!cand.ok()) return cand.status().WithPrefix(std::string("Table 1 row ") + row.model);
     pc.predicted = std::move(cand).value();
