@@ -135,8 +135,11 @@ namespace {
 // ": TP comm 75% hidden, DP reduce/gather overlapped" for the table's software line.
 std::string SoftwareSummary(const SoftwareProfile& sw) {
   if (sw.name.empty()) return "";
-  std::string s = ": TP communication " + Fmt("%.0f", 100 * sw.tp_comm_overlap_fraction.value) +
-                  "% hidden (with sequence parallelism), DP gradient reduction " +
+  const double tp = sw.tp_comm_overlap_fraction.value;
+  std::string s = ": TP communication " +
+                  (tp > 0 ? Fmt("%.0f", 100 * tp) + "% hidden (with sequence parallelism)"
+                          : std::string("not overlapped")) +
+                  ", DP gradient reduction " +
                   (sw.overlap_grad_reduce.value ? "overlapped" : "not overlapped") +
                   ", weight all-gather " +
                   (sw.overlap_param_gather.value ? "overlapped" : "not overlapped");
