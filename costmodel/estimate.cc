@@ -48,7 +48,10 @@ void SetDataParallelOverlap(const SoftwareProfile& sw, const ParallelConfig& c, 
   if (!t->overlap_grad_reduce && !t->overlap_param_gather) return;
   const int64_t most = *std::max_element(t->param_elements.begin(), t->param_elements.end());
   const double per_chunk = double(most) / c.vp;
-  t->dp_buckets = std::max(1, int(std::ceil(per_chunk / sw.BucketParams(c.dp))));
+  // Capped: the simulator issues one collective per bucket (a 1-parameter bucket is a profile's
+  // right, not a reason to replay a billion collectives).
+  t->dp_buckets = int(std::clamp(std::ceil(per_chunk / sw.BucketParams(c.dp)), 1.0,
+                                 double(kMaxDataParallelBuckets)));
 }
 
 }  // namespace

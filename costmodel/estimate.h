@@ -54,6 +54,9 @@ class ClosedFormPipeline : public PipelineModel {
   PipelineTime Time(const CostTable& t, const ParallelConfig& c) const override;
 };
 
+// Most buckets per chunk the software profile's bucket size makes (CostTable::dp_buckets).
+inline constexpr int kMaxDataParallelBuckets = 4096;
+
 // Exposed time of `comm` split into `buckets` equal buckets run one after another, bucket i ready
 // at (i + 1)/buckets of `window` (the compute it overlaps with): the last bucket always shows, and
 // whatever of the rest the window cannot hold: comm/k + max(0, comm - window)(k - 1)/k.

@@ -286,7 +286,8 @@ int64_t MegatronMicrobatchGroup(int64_t microbatches, int64_t pp) {
 
 }  // namespace
 
-std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
+std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
+                         const SoftwareProfile* software) {
   std::ostringstream o;
   o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
   if (c.schedule == ScheduleKind::kInterleaved) {
@@ -324,6 +325,16 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   o << " --attention-backend " << (c.fused_attention ? "flash" : "unfused");
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
+  // The overlaps the plan priced (the software profile's, where the layout has what they need).
+  if (software != nullptr) {
+    if (software->tp_comm_overlap_fraction.value > 0 && c.sequence_parallel) {
+      o << " --tp-comm-overlap";
+    }
+    if (software->overlap_grad_reduce.value && c.dp > 1) o << " --overlap-grad-reduce";
+    if (software->overlap_param_gather.value && c.distributed_optimizer && c.dp > 1) {
+      o << " --overlap-param-gather";
+    }
+  }
   // No scatter/gather flag: today's Megatron-LM has dropped --no-scatter-gather-tensors-in-pipeline
   // (an unknown flag its parser refuses) and sends whole b s h messages without sequence
   // parallelism, as a plan with scatter_gather off does.
@@ -348,7 +359,7 @@ Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, co
   }
   p.extra["alternatives"] = alts;
   p.extra["search"] = Json::parse(SearchToJson(r, tokens)["search"].dump());
-  p.extra["megatron_args"] = MegatronArgs(m, p.layout);
+  p.extra["megatron_args"] = MegatronArgs(m, p.layout, &cluster.software);
   return p;
 }
 

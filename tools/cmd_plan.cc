@@ -99,13 +99,16 @@ Status RunPlan(const PlanArgs& a) {
   }
   if (a.format == "json") {
     OrderedJson j = planner::SearchToJson(r, a.tokens);
-    if (!a.emit.empty()) j["megatron_args"] = planner::MegatronArgs(model, r.top.front().layout);
+    if (!a.emit.empty()) {
+      j["megatron_args"] = planner::MegatronArgs(model, r.top.front().layout, &cluster.software);
+    }
+    j["software"] = cluster.software.name;
     std::cout << j.dump(1) << "\n";
   } else {
     std::cout << planner::SearchToTable(model, cluster, r, a.tokens);
     if (!a.emit.empty()) {
       std::cout << "\nMegatron-LM pretrain_gpt.py flags:\n  "
-                << planner::MegatronArgs(model, r.top.front().layout) << "\n";
+                << planner::MegatronArgs(model, r.top.front().layout, &cluster.software) << "\n";
     }
     if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   }
