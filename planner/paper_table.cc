@@ -69,8 +69,7 @@ Result<std::vector<LaterComparison>> CompareKorthikanti2022(const std::string& c
     auto cand = Evaluate(model, cluster, LaterRunLayout(run, cluster.profile.precision));
     if (!cand.ok()) return cand.status().WithPrefix(std::string("Korthikanti run ") + run.model);
     lc.predicted = std::move(cand).value();
-    lc.predicted_mfu_percent =
-        100.0 * lc.predicted.prediction.model_tflops_per_gpu / cluster.profile.peak_tflops.value;
+    lc.predicted_mfu_percent = lc.predicted.prediction.model_flops_utilization;
     lc.error_percent =
         100.0 * (lc.predicted_mfu_percent - run.published_mfu_percent) / run.published_mfu_percent;
     out.push_back(std::move(lc));
