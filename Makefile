@@ -19,7 +19,8 @@ SAN_BUILD ?= build-san
 FUZZ_SECONDS ?= 600
 FUZZ_TEST_SECONDS ?= 5
 SAN_TESTS := core_test core_ledger_test core_timeline_test schedule_test costmodel_test \
-             simulator_test simulator_refine_test planner_test planner_uneven_test kernels_test \
+             simulator_test simulator_refine_test simulator_software_test planner_test \
+             planner_uneven_test kernels_test \
              runtime_test profiler_test
 
 deps:
