@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "schedule/schedule.h"
+#include "simulator/engine.h"
 #include "simulator/network.h"
 #include "simulator/refine.h"
 
@@ -19,10 +20,14 @@ enum class StepOp : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeig
 struct Step {
   int32_t key = 0;
   int32_t cc = 0;
+  int32_t peer = 0;  // a send's receiving rank
   StepOp op = StepOp::kForward;
   bool recompute = false;
   bool grad = false;  // a send of a gradient (the rank's second egress stream)
 };
+
+// ReplayShared's events: Network's flow ends (a = flow, b = version) and flow starts (a = key).
+enum : uint32_t { kFlowDone = 0, kFlowStart = 1 };
 
 // One flow's time on its ports, [start, end] in ns.
 struct Interval {
@@ -81,6 +86,10 @@ struct PipelineReplayer::Scratch {
   std::vector<Nanoseconds> now, compute, flush;
   std::vector<int> ready;
   std::vector<std::vector<Interval>> act_flows, grad_flows;  // per sending rank
+  // Set while ReplayShared runs: flows go through the simulator's own network model.
+  EventQueue* queue = nullptr;
+  Network* network = nullptr;
+  std::vector<int32_t> sender, receiver, link;  // per message key, for ReplayShared
 };
 
 PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
@@ -118,6 +127,7 @@ void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
           s.op = StepOp::kSend;
           s.grad = in.op == Op::kSendGrad;
           s.cc = s.grad ? in.peer : rank;
+          s.peer = in.peer;
           s.key = int32_t(schedule::MessageKey(p, rank, in));
           break;
         case Op::kRecvAct:
@@ -216,14 +226,11 @@ bool PipelineReplayer::Convert(const costmodel::CostTable& t, Bytes bytes) {
   return in_range;
 }
 
-// Walks every rank as far as its receives allow, then checks that no two flows shared a port.
-bool PipelineReplayer::Replay(const costmodel::CostTable& t, Bytes bytes,
-                              costmodel::PipelineTime* out) {
-  if (!Convert(t, bytes)) return false;
+// Walk state for a new replay.
+void PipelineReplayer::Reset() {
   const Shape& sh = *shape_;
   Scratch& s = *scratch_;
   const int pp = sh.pp;
-  const Nanoseconds gather = bytes > 0 ? ToNanoseconds(t.p2p_allgather) : 0;
   s.arrive.assign(size_t(sh.keys), -1);
   s.pc.assign(pp, 0);
   s.now.assign(pp, 0);
@@ -234,30 +241,93 @@ bool PipelineReplayer::Replay(const costmodel::CostTable& t, Bytes bytes,
   for (int r = 0; r < pp; ++r) s.act_flows[r].clear(), s.grad_flows[r].clear();
   s.ready.clear();
   for (int r = pp - 1; r >= 0; --r) s.ready.push_back(r);
+}
+
+void PipelineReplayer::WalkReady(Nanoseconds gather) {
+  Scratch& s = *scratch_;
   while (!s.ready.empty()) {
     const int r = s.ready.back();
     s.ready.pop_back();
     Walk(r, gather);
   }
+}
+
+// As SimulatedPipelineTime reads SimResult: the flush, and the busiest rank's idle before it.
+// False when a rank is stuck (Simulate names the instruction).
+bool PipelineReplayer::Outcome(costmodel::PipelineTime* out) const {
+  const Scratch& s = *scratch_;
   Nanoseconds pipeline = 0, busiest = 0;
-  for (int r = 0; r < pp; ++r) {
-    if (s.pc[r] != sh.ranks[r].size()) return false;  // stuck: Simulate names the instruction
+  for (int r = 0; r < shape_->pp; ++r) {
+    if (s.pc[r] != shape_->ranks[r].size()) return false;
     pipeline = std::max(pipeline, s.flush[r]);
     busiest = std::max(busiest, s.compute[r]);
   }
+  *out = PipelineTimeOf(pipeline, busiest);
+  return true;
+}
+
+// Walks every rank as far as its receives allow with each flow alone on its ports, then checks
+// that it was; when two shared a port, replays again with the network model (ReplayShared).
+bool PipelineReplayer::Replay(const costmodel::CostTable& t, Bytes bytes,
+                              costmodel::PipelineTime* out) {
+  if (!Convert(t, bytes)) return false;
+  const Nanoseconds gather = bytes > 0 ? ToNanoseconds(t.p2p_allgather) : 0;
+  Reset();
+  WalkReady(gather);
+  if (!Outcome(out)) return false;
+  Scratch& s = *scratch_;
+  const int pp = shape_->pp;
   for (int r = 0; r < pp; ++r) {
     // Egress of rank r; ingress of rank r + 1: activations from r, gradients from r + 2.
     const auto& acts = s.act_flows[r];
     const auto& grads_in = s.grad_flows[(r + 2) % pp];
     if (!Disjoint(acts) || !Disjoint(s.grad_flows[r]) || !Disjoint(acts, s.grad_flows[r]) ||
         !Disjoint(grads_in) || !Disjoint(acts, grads_in)) {
-      return false;
+      ++shared_;
+      return ReplayShared(t, bytes, gather, out);
     }
   }
-  // As SimulatedPipelineTime reads SimResult: flush, and the busiest rank's idle before it.
-  out->total = ToSeconds(pipeline);
-  out->bubble = std::max(0.0, out->total - ToSeconds(busiest));
   return true;
+}
+
+// The walk again, with each flow started at its time on the simulator's Network (network.h), in
+// an EventQueue that holds only flow starts and ends: the walk runs every rank until it blocks, so
+// a rank woken by an arrival at time A only starts flows at A or later, and the queue's order is
+// the Interpreter's (flows that start or end at one instant share ports alike in either order).
+bool PipelineReplayer::ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
+                                    costmodel::PipelineTime* out) {
+  Scratch& s = *scratch_;
+  const int pp = shape_->pp;
+  EventQueue queue;
+  Network network(2 * pp, kFlowDone);
+  s.queue = &queue;
+  s.network = &network;
+  s.sender.resize(size_t(shape_->keys));
+  s.receiver.resize(size_t(shape_->keys));
+  s.link.resize(size_t(shape_->keys));
+  Reset();
+  WalkReady(gather);
+  while (!queue.Empty()) {
+    const Event e = queue.Pop();
+    if (e.kind == kFlowStart) {
+      const size_t key = size_t(e.a);
+      network.StartFlow(queue, s.sender[key], pp + s.receiver[key],
+                        t.p2p_link[size_t(s.link[key])].bandwidth_Bps, double(bytes), e.a);
+    } else if (network.OnFlowEvent(queue, e.a, e.b)) {
+      Deliver(network.Tag(int(e.a)), queue.now() + gather);
+      WalkReady(gather);
+    }
+  }
+  s.queue = nullptr;
+  s.network = nullptr;
+  return Outcome(out);
+}
+
+void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
+  Scratch& s = *scratch_;
+  const Nanoseconds waiting = s.arrive[size_t(key)];
+  s.arrive[size_t(key)] = arrival;
+  if (waiting <= -2) s.ready.push_back(int(-2 - waiting));
 }
 
 // Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
@@ -285,14 +355,15 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
       case StepOp::kSend: {
         const Nanoseconds start = now + s.latency[st.cc];
         const Nanoseconds flow = s.flow[st.cc];
-        Nanoseconds arrival = start + gather;
-        if (flow >= 0) {
+        if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
+          Deliver(st.key, start + gather);
+        } else if (s.queue) {
+          s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
+          s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
+        } else {
           (st.grad ? s.grad_flows : s.act_flows)[r].push_back({start, start + flow});
-          arrival += flow;
+          Deliver(st.key, start + flow + gather);
         }
-        const Nanoseconds waiting = s.arrive[st.key];
-        s.arrive[st.key] = arrival;
-        if (waiting <= -2) s.ready.push_back(int(-2 - waiting));
         continue;
       }
       case StepOp::kRecv: {

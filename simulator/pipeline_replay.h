@@ -48,18 +48,26 @@ class PipelineReplayer {
                                        const ParallelConfig& c, const costmodel::CostTable& t);
 
   int64_t replays() const { return replays_; }
-  // Replays handed to Simulate: ports shared, a cost out of range, or a stuck walk.
+  // Replays in which flows shared a port (walked again with the network model).
+  int64_t shared() const { return shared_; }
+  // Replays handed to Simulate: a cost out of range, or a stuck walk.
   int64_t fallbacks() const { return fallbacks_; }
 
  private:
   struct Shape;
   struct Scratch;
   bool Convert(const costmodel::CostTable& t, Bytes bytes);
+  void Reset();
   bool Replay(const costmodel::CostTable& t, Bytes bytes, costmodel::PipelineTime* out);
+  bool ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
+                    costmodel::PipelineTime* out);
+  void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
+  void Deliver(int64_t key, Nanoseconds arrival);
+  bool Outcome(costmodel::PipelineTime* out) const;
   std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
   std::unique_ptr<Scratch> scratch_;
-  int64_t replays_ = 0, fallbacks_ = 0;
+  int64_t replays_ = 0, shared_ = 0, fallbacks_ = 0;
 };
 
 // A planner::Refiner factory (planner/search.h SearchOptions::make_refiner): each call returns a

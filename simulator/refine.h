@@ -32,6 +32,10 @@ Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& c
                                         const costmodel::CostTable* costs = nullptr,
                                         const Program* program = nullptr);
 
+// The refiner's answer from a replay: the pipeline time is the flush, and the bubble is the busiest
+// rank's compute stream's idle time before it.
+costmodel::PipelineTime PipelineTimeOf(Nanoseconds flush_ns, Nanoseconds busiest_compute_ns);
+
 // planner::Refiner: the time from the first forward to the last backward, simulated, and the
 // bubble within it, measured as that time minus m times the slowest rank's per-microbatch time
 // (costmodel::StageMicrobatchTimes, p2p included), the closed form's "ideal".

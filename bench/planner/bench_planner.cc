@@ -96,7 +96,7 @@ void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
     return [r](const ModelSpec& mm, const ClusterSpec& cc, const ParallelConfig& l,
                const costmodel::CostTable& t) { return r->Time(mm, cc, l, t); };
   };
-  int64_t feasible = 0, replays = 0, fallbacks = 0;
+  int64_t feasible = 0, replays = 0, shared = 0, fallbacks = 0;
   for (auto _ : state) {
     replayers.clear();
     auto r = Search(*m, *c, o);
@@ -105,13 +105,16 @@ void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
       return;
     }
     feasible = r->feasible;
-    replays = fallbacks = 0;
-    for (const auto& rp : replayers) replays += rp->replays(), fallbacks += rp->fallbacks();
+    replays = shared = fallbacks = 0;
+    for (const auto& rp : replayers) {
+      replays += rp->replays(), shared += rp->shared(), fallbacks += rp->fallbacks();
+    }
     benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
   }
   state.counters["feasible"] = double(feasible);
   state.counters["simulated"] = double(replays);
-  state.counters["event_queue"] = double(fallbacks);  // replays that needed the full simulator
+  state.counters["shared_ports"] = double(shared);  // replayed with the network model
+  state.counters["full_simulator"] = double(fallbacks);
 }
 BENCHMARK(BM_Search1TAllOptionsEverySimulated)
     ->Arg(1)
