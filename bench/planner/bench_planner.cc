@@ -68,6 +68,35 @@ void BM_Search1TWithSimulatedTop10(benchmark::State& state) {
 }
 BENCHMARK(BM_Search1TWithSimulatedTop10)->Unit(benchmark::kMillisecond);
 
+SearchOptions EveryOption1T() {
+  SearchOptions o;
+  o.global_batch = 3072;
+  o.selective_recompute = o.sequence_parallel = o.distributed_optimizer = true;
+  o.grad_accumulation_fusion = o.fused_attention = true;
+  return o;
+}
+
+// The search with every option below, closed form only: the part of the next benchmark that is
+// not the replays.
+void BM_Search1TAllOptionsClosedForm(benchmark::State& state) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 3072);
+  if (!m.ok() || !c.ok()) {
+    state.SkipWithError("cannot load gpt-1t / selene");
+    return;
+  }
+  const SearchOptions o = EveryOption1T();
+  for (auto _ : state) {
+    auto r = Search(*m, *c, o);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
+  }
+}
+BENCHMARK(BM_Search1TAllOptionsClosedForm)->Unit(benchmark::kMillisecond);
+
 // The full search with every option SearchOptions can turn on (selective recomputation, sequence
 // parallelism, the distributed optimizer, gradient-accumulation fusion, fused attention; the
 // interleaved and zero-bubble schedules and the uneven splits are always searched), and every
@@ -80,10 +109,7 @@ void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
     state.SkipWithError("cannot load gpt-1t / selene");
     return;
   }
-  SearchOptions o;
-  o.global_batch = 3072;
-  o.selective_recompute = o.sequence_parallel = o.distributed_optimizer = true;
-  o.grad_accumulation_fusion = o.fused_attention = true;
+  SearchOptions o = EveryOption1T();
   o.threads = int(state.range(0));
   std::mutex mu;
   std::vector<std::shared_ptr<sim::PipelineReplayer>> replayers;  // this iteration's, to count
