@@ -1,6 +1,7 @@
 // The simulator as the planner's pipeline model: build a layout's Program and CostTable and replay
 // one iteration. SimulatedPipelineTime has the signature of planner::Refiner (planner/search.h), so
-// the planner can re-score its top layouts with it:  options.refiner = sim::SimulatedPipelineTime;
+// the planner can re-score its layouts with it:  options.refiner = sim::SimulatedPipelineTime;
+// (ptdp plan uses sim::MakeReplayRefiner, pipeline_replay.h: the same answer, faster).
 #pragma once
 
 #include "core/hardware.h"
