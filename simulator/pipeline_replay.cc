@@ -70,6 +70,9 @@ struct PipelineReplayer::Shape {
   std::vector<std::vector<Step>> ranks;
   int64_t keys = 0;          // 2 * microbatches * pp * vp message keys
   int64_t instructions = 0;  // of the whole lowered Program (the Interpreter's range bound)
+  // The ports on which flows of this shape's earlier layouts shared (empty: none did). Layouts of
+  // one shape differ in costs only and usually share alike: ReplayShared starts from these.
+  std::vector<char> suspect;
   bool Matches(const ParallelConfig& c, bool rc) const {
     return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
            recompute == rc;
@@ -86,10 +89,13 @@ struct PipelineReplayer::Scratch {
   std::vector<Nanoseconds> now, compute, flush;
   std::vector<int> ready;
   std::vector<std::vector<Interval>> act_flows, grad_flows;  // per sending rank
-  // Set while ReplayShared runs: flows go through the simulator's own network model.
+  // Set while ReplayShared runs: the flows that touch a suspect port (egress r: r, ingress r:
+  // pp + r, as the Interpreter numbers them) go through the simulator's own network model.
   EventQueue* queue = nullptr;
   Network* network = nullptr;
-  std::vector<int32_t> sender, receiver, link;  // per message key, for ReplayShared
+  std::vector<char> suspect;                          // per port
+  std::vector<int32_t> sender, receiver, link, slot;  // per message key; slot: in its stream
+  std::vector<char> grad;                             // per message key: in grad_flows
 };
 
 PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
@@ -266,45 +272,80 @@ bool PipelineReplayer::Outcome(costmodel::PipelineTime* out) const {
   return true;
 }
 
+// Marks the ports outside `suspect` on which two flows touch: egress r carries rank r's
+// activations and gradients, ingress r + 1 rank r's activations and rank r + 2's gradients. True
+// when it marked one.
+bool PipelineReplayer::MarkShared() {
+  Scratch& s = *scratch_;
+  const int pp = shape_->pp;
+  bool marked = false;
+  auto mark = [&](int port, bool shared) {
+    if (shared && !s.suspect[size_t(port)]) s.suspect[size_t(port)] = 1, marked = true;
+  };
+  for (int r = 0; r < pp; ++r) {
+    const auto& acts = s.act_flows[r];
+    const auto& grads = s.grad_flows[r];
+    const auto& grads_in = s.grad_flows[(r + 2) % pp];
+    const bool acts_apart = Disjoint(acts);
+    mark(r, !acts_apart || !Disjoint(grads) || !Disjoint(acts, grads));
+    mark(pp + (r + 1) % pp, !acts_apart || !Disjoint(grads_in) || !Disjoint(acts, grads_in));
+  }
+  return marked;
+}
+
 // Walks every rank as far as its receives allow with each flow alone on its ports, then checks
 // that it was; when two shared a port, replays again with the network model (ReplayShared).
 bool PipelineReplayer::Replay(const costmodel::CostTable& t, Bytes bytes,
                               costmodel::PipelineTime* out) {
   if (!Convert(t, bytes)) return false;
   const Nanoseconds gather = bytes > 0 ? ToNanoseconds(t.p2p_allgather) : 0;
-  Reset();
-  WalkReady(gather);
-  if (!Outcome(out)) return false;
   Scratch& s = *scratch_;
-  const int pp = shape_->pp;
-  for (int r = 0; r < pp; ++r) {
-    // Egress of rank r; ingress of rank r + 1: activations from r, gradients from r + 2.
-    const auto& acts = s.act_flows[r];
-    const auto& grads_in = s.grad_flows[(r + 2) % pp];
-    if (!Disjoint(acts) || !Disjoint(s.grad_flows[r]) || !Disjoint(acts, s.grad_flows[r]) ||
-        !Disjoint(grads_in) || !Disjoint(acts, grads_in)) {
-      ++shared_;
-      return ReplayShared(t, bytes, gather, out);
-    }
+  if (shape_->suspect.empty()) {
+    Reset();
+    WalkReady(gather);
+    if (!Outcome(out)) return false;
+    s.suspect.assign(size_t(2 * shape_->pp), 0);
+    if (!MarkShared()) return true;
+  } else {
+    s.suspect = shape_->suspect;
   }
-  return true;
+  ++shared_;
+  return ReplayShared(t, bytes, gather, out);
 }
 
-// The walk again, with each flow started at its time on the simulator's Network (network.h), in
-// an EventQueue that holds only flow starts and ends: the walk runs every rank until it blocks, so
-// a rank woken by an arrival at time A only starts flows at A or later, and the queue's order is
-// the Interpreter's (flows that start or end at one instant share ports alike in either order).
+// The walk again, with the flows that touch a suspect port started at their times on the
+// simulator's Network (network.h), in an EventQueue that holds only their starts and ends, and the
+// others alone on their ports as before. The walk runs every rank until it blocks, so a rank woken
+// by an arrival at time A only starts flows at A or later, and the queue's order is the
+// Interpreter's (flows that start or end at one instant share ports alike in either order). When a
+// flow left alone touched another one after all, its ports become suspect and the replay runs
+// again; after kRounds, every port is.
 bool PipelineReplayer::ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
                                     costmodel::PipelineTime* out) {
+  constexpr int kRounds = 4;
+  Scratch& s = *scratch_;
+  const size_t keys = size_t(shape_->keys);
+  s.sender.resize(keys), s.receiver.resize(keys), s.link.resize(keys), s.slot.resize(keys);
+  s.grad.resize(keys);
+  for (int round = 1;; ++round) {
+    ++rounds_;
+    if (!ReplayRound(t, bytes, gather)) return false;
+    if (!MarkShared()) {
+      if (round <= kRounds) shape_->suspect = s.suspect;  // not every port by force
+      return Outcome(out);
+    }
+    if (round == kRounds) std::fill(s.suspect.begin(), s.suspect.end(), 1);
+  }
+}
+
+// One round of ReplayShared; false when a rank is stuck.
+bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather) {
   Scratch& s = *scratch_;
   const int pp = shape_->pp;
   EventQueue queue;
   Network network(2 * pp, kFlowDone);
   s.queue = &queue;
   s.network = &network;
-  s.sender.resize(size_t(shape_->keys));
-  s.receiver.resize(size_t(shape_->keys));
-  s.link.resize(size_t(shape_->keys));
   Reset();
   WalkReady(gather);
   while (!queue.Empty()) {
@@ -314,13 +355,19 @@ bool PipelineReplayer::ReplayShared(const costmodel::CostTable& t, Bytes bytes, 
       network.StartFlow(queue, s.sender[key], pp + s.receiver[key],
                         t.p2p_link[size_t(s.link[key])].bandwidth_Bps, double(bytes), e.a);
     } else if (network.OnFlowEvent(queue, e.a, e.b)) {
-      Deliver(network.Tag(int(e.a)), queue.now() + gather);
+      const size_t key = size_t(network.Tag(int(e.a)));
+      (s.grad[key] ? s.grad_flows : s.act_flows)[size_t(s.sender[key])][size_t(s.slot[key])].end =
+          queue.now();
+      Deliver(int64_t(key), queue.now() + gather);
       WalkReady(gather);
     }
   }
   s.queue = nullptr;
   s.network = nullptr;
-  return Outcome(out);
+  for (int r = 0; r < pp; ++r) {
+    if (s.pc[r] != shape_->ranks[r].size()) return false;
+  }
+  return true;
 }
 
 void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
@@ -333,6 +380,7 @@ void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
 // Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
 void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   Scratch& s = *scratch_;
+  const int pp = shape_->pp;
   const std::vector<Step>& steps = shape_->ranks[r];
   size_t pc = s.pc[r];
   Nanoseconds now = s.now[r], compute = s.compute[r], flush = s.flush[r];
@@ -355,13 +403,16 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
       case StepOp::kSend: {
         const Nanoseconds start = now + s.latency[st.cc];
         const Nanoseconds flow = s.flow[st.cc];
+        auto& stream = (st.grad ? s.grad_flows : s.act_flows)[r];
         if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
           Deliver(st.key, start + gather);
-        } else if (s.queue) {
+        } else if (s.queue && (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)])) {
           s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
+          s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
+          stream.push_back({start, start});  // its end when the network says
           s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
         } else {
-          (st.grad ? s.grad_flows : s.act_flows)[r].push_back({start, start + flow});
+          stream.push_back({start, start + flow});
           Deliver(st.key, start + flow + gather);
         }
         continue;

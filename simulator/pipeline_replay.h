@@ -50,6 +50,8 @@ class PipelineReplayer {
   int64_t replays() const { return replays_; }
   // Replays in which flows shared a port (walked again with the network model).
   int64_t shared() const { return shared_; }
+  // Walks of shared-port replays, each with the network model on the ports suspect so far.
+  int64_t shared_rounds() const { return rounds_; }
   // Replays handed to Simulate: a cost out of range, or a stuck walk.
   int64_t fallbacks() const { return fallbacks_; }
 
@@ -61,13 +63,15 @@ class PipelineReplayer {
   bool Replay(const costmodel::CostTable& t, Bytes bytes, costmodel::PipelineTime* out);
   bool ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
                     costmodel::PipelineTime* out);
+  bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
+  bool MarkShared();
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
   void Deliver(int64_t key, Nanoseconds arrival);
   bool Outcome(costmodel::PipelineTime* out) const;
   std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
   std::unique_ptr<Scratch> scratch_;
-  int64_t replays_ = 0, shared_ = 0, fallbacks_ = 0;
+  int64_t replays_ = 0, shared_ = 0, rounds_ = 0, fallbacks_ = 0;
 };
 
 // A planner::Refiner factory (planner/search.h SearchOptions::make_refiner): each call returns a

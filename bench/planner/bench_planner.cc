@@ -139,7 +139,7 @@ void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
   }
   state.counters["feasible"] = double(feasible);
   state.counters["simulated"] = double(replays);
-  state.counters["shared_ports"] = double(shared);  // replayed with the network model
+  state.counters["shared_ports"] = double(shared);  // the network model on some ports
   state.counters["full_simulator"] = double(fallbacks);
 }
 BENCHMARK(BM_Search1TAllOptionsEverySimulated)

@@ -107,6 +107,9 @@ void RunRefine(benchmark::State& state, ScheduleKind kind, int vp, bool replayer
     }
     benchmark::DoNotOptimize(r->total);
   }
+  if (replayer && replay.replays() > 0) {
+    state.counters["shared_rounds"] = double(replay.shared_rounds()) / double(replay.replays());
+  }
 }
 void BM_Refine_1T_1F1B(benchmark::State& s) {
   RunRefine(s, ScheduleKind::k1F1B, 1);
