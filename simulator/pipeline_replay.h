@@ -8,15 +8,19 @@
 // another flow holds one of its ports. So the replay walks each rank's list as far as its
 // receives allow (a work list, no clock), prices each flow as if it were alone on its two ports,
 // and then checks that it was: every flow's [start, end] against the other flows on the sender's
-// egress and the receiver's ingress (touching counts as sharing). When any two do share a port, or
-// a cost is outside the range the Interpreter accepts, or the walk gets stuck, it hands the layout
-// to Simulate itself, whose answer (or error) it returns. tests/simulator/pipeline_replay_test.cc
-// holds both to the same numbers over a grid of layouts, the contended ones included.
+// egress and the receiver's ingress (touching counts as sharing). The ports where two flows did
+// share become suspect, and the walk runs again with the flows that touch a suspect port on the
+// simulator's own Network (an EventQueue of their starts and ends only) and the others alone, then
+// checks the ports not suspect again (ReplayShared). When a cost is outside the range the
+// Interpreter accepts, or the walk gets stuck, it hands the layout to Simulate itself, whose answer
+// (or error) it returns. tests/simulator/pipeline_replay_test.cc holds both to the same numbers over
+// a grid of layouts, the contended ones included.
 //
-// Why it is fast: no heap, no events; reduce-grads and the optimizer step (after the flush, not in
-// the pipeline time) are skipped; the lowered schedule of a (schedule, pp, vp, microbatches,
+// Why it is fast: no event per instruction; reduce-grads and the optimizer step (after the flush,
+// not in the pipeline time) are skipped; the lowered schedule of a (schedule, pp, vp, microbatches,
 // recompute) shape is built once and reused by the layouts that share it (they differ in costs and
-// message bytes only), and the buffers are reused from one replay to the next.
+// message bytes only), as are its suspect ports, and the buffers are reused from one replay to the
+// next.
 //
 // Thread-safety: none; one PipelineReplayer per thread (MakeReplayRefiner gives each caller its
 // own).
