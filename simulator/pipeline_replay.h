@@ -13,8 +13,8 @@
 // simulator's own Network (an EventQueue of their starts and ends only) and the others alone, then
 // checks the ports not suspect again (ReplayShared). When a cost is outside the range the
 // Interpreter accepts, or the walk gets stuck, it hands the layout to Simulate itself, whose answer
-// (or error) it returns. tests/simulator/pipeline_replay_test.cc holds both to the same numbers over
-// a grid of layouts, the contended ones included.
+// (or error) it returns. tests/simulator/pipeline_replay_test.cc holds both to the same numbers
+// over a grid of layouts, the contended ones included.
 //
 // Why it is fast: no event per instruction; reduce-grads and the optimizer step (after the flush,
 // not in the pipeline time) are skipped; the lowered schedule of a (schedule, pp, vp, microbatches,
@@ -52,7 +52,8 @@ class PipelineReplayer {
                                        const ParallelConfig& c, const costmodel::CostTable& t);
 
   int64_t replays() const { return replays_; }
-  // Replays in which flows shared a port (walked again with the network model).
+  // Replays run with the network model on some ports (flows shared a port in them, or in an
+  // earlier layout of their shape).
   int64_t shared() const { return shared_; }
   // Walks of shared-port replays, each with the network model on the ports suspect so far.
   int64_t shared_rounds() const { return rounds_; }
