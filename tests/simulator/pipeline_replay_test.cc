@@ -79,6 +79,8 @@ TEST(PipelineReplay, EqualsTheEventDrivenReplayOnAGrid) {
   EXPECT_EQ(replayer.fallbacks(), 0);
   EXPECT_GE(replayer.shared(), grid.slow_links / 2);
   EXPECT_LT(replayer.shared(), grid.compared);
+  // Some needed a second round: a flow left alone met one once the suspect ports' flows moved.
+  EXPECT_GT(replayer.shared_rounds(), replayer.shared());
 }
 
 // The paper's 1T layouts, whose replays the planner does most: fast and equal.
