@@ -1,13 +1,13 @@
 #include "planner/search.h"
 
-#include "planner/refinement.h"
-
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <set>
 #include <tuple>
+
+#include "planner/refinement.h"
 
 namespace ptdp::planner {
 
@@ -260,7 +260,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   std::map<std::tuple<int, int, int, int, int>, std::vector<int64_t>> param_cache;
 
   // Counted per reason in an array, and each reason's example message built only the first time:
-  // most of the enumerated layouts are rejected, and a string per rejection was most of the search.
+  // most of the enumerated layouts are rejected (over a million with every option on gpt-1t).
   std::array<int64_t, kReasons> rejected_count{};
   std::array<std::string, kReasons> rejected_example;
   auto reject = [&](Reason reason, auto&& why) {
