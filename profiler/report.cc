@@ -70,8 +70,9 @@ LinkProfile MeasuredLink(const ProfileReport& r) {
     for (const auto& s : r.collectives) {
       if (s.op == c && s.size > 0 && s.busbw_GBps > 0) samples.push_back(&s);
     }
-    std::sort(samples.begin(), samples.end(),
-              [](const CollectiveSample* a, const CollectiveSample* b) { return a->size < b->size; });
+    std::sort(
+        samples.begin(), samples.end(),
+        [](const CollectiveSample* a, const CollectiveSample* b) { return a->size < b->size; });
     BusbwCurve curve;
     curve.collective = CollectiveName(c);
     curve.ranks = samples.empty() ? 0 : samples.front()->ranks;
