@@ -6,7 +6,7 @@
 // bandwidths in GB/s (0, 1e5]; memory and workspace in GiB (0, 1e5] / [0, 1e5]; latencies and
 // kernel launch in us [0, 1e6]; gpus_per_node an integer in (0, 1024]; SM count and tile sizes
 // (0, 1e5]; grad_accumulate_bytes_per_param [0, 64]; gemm_backward_efficiency (0, 100]; GEMM grid
-// sizes (0, 1e9].
+// sizes (0, 1e9]; busbw curve sizes (0, 1e15] bytes, their busbw (0, 1e5] GB/s, ranks [0, 2^20].
 #pragma once
 
 #include <cstdint>
