@@ -332,6 +332,11 @@ Result<SimResult> Interpreter::Run() {
           to_ns((*v)[r], std::string(what) + " of rank " + std::to_string(r)).status());
     }
   }
+  if (!c_.dp_collectives.empty() && static_cast<int>(c_.dp_collectives.size()) != pp) {
+    return Status::Invalid("simulate: cost table has data-parallel collectives for " +
+                           std::to_string(c_.dp_collectives.size()) +
+                           " ranks, expected pp = " + std::to_string(pp));
+  }
   for (size_t r = 0; r < c_.dp_collectives.size(); ++r) {
     for (const costmodel::CollectiveCost& cc : c_.dp_collectives[r]) {
       const std::string what = "data-parallel collective of rank " + std::to_string(r);

@@ -219,6 +219,13 @@ TEST(Simulate, DataParallelCollectiveSharesTheNic) {
   ASSERT_TRUE(alone.ok());
   EXPECT_EQ(alone->pipeline_ns, 8000);
   EXPECT_EQ(alone->ranks[1].allreduce_ns, 2000);
+  // A table whose collectives do not match its ranks, or with NIC bytes and no NIC, is refused.
+  costs.dp_collectives.pop_back();
+  EXPECT_FALSE(Simulate(p, costs).ok());
+  costs.dp_collectives = {{}, {costmodel::CollectiveCost{0, 0, 2000, 0}}};
+  auto no_nic = Simulate(p, costs);
+  ASSERT_FALSE(no_nic.ok());
+  EXPECT_NE(no_nic.status().message().find("no NIC bandwidth"), std::string::npos);
 }
 
 TEST(Simulate, RejectsMismatchedCosts) {
