@@ -77,14 +77,23 @@ struct CostTable {
 
   // After the pipeline flush, per pipeline rank: the data-parallel gradient all-reduce, the
   // embedding all-reduce (first and last stage only) and the optimizer step.
-  std::vector<Seconds> dp_allreduce;  // [pp_rank]: the sum of dp_collectives' Time()s
-  // The data-parallel collectives of each pipeline rank's gradients, in order (one all-reduce, or
-  // the distributed optimizer's reduce-scatter and all-gather): what the simulator runs through the
-  // rank's NIC. Empty: dp_allreduce is a plain delay (hand-made tables).
+  std::vector<Seconds> dp_allreduce;         // [pp_rank]: the sum of dp_collectives' Time()s
+  std::vector<Seconds> embedding_allreduce;  // [pp_rank]
+  std::vector<Seconds> optimizer;            // [pp_rank]
+  // Of dp_allreduce, the distributed optimizer's all-gather of the updated weights (0 without it).
+  std::vector<Seconds> dp_param_gather;  // [pp_rank]
+  // The data-parallel collectives of each pipeline rank, in order: the gradient reduction (one
+  // all-reduce, or the distributed optimizer's reduce-scatter), then the distributed optimizer's
+  // all-gather of the weights. What the simulator runs through the rank's NIC (costmodel/
+  // collectives.h); empty: dp_allreduce and dp_param_gather are plain delays (hand-made tables).
   std::vector<std::vector<CollectiveCost>> dp_collectives;  // [pp_rank]
-  std::vector<Seconds> embedding_allreduce;                 // [pp_rank]
-  std::vector<Seconds> optimizer;                           // [pp_rank]
-  // Bucketed overlap of the data-parallel all-reduce with the last backwards: number of buckets.
+  // The software profile's overlaps (core/software.h): the gradient reduction (dp_allreduce less
+  // dp_param_gather) runs bucket by bucket during each chunk's last backward; the all-gather during
+  // the first forward of the next iteration. Both the closed form (ExposedDataParallelTime) and the
+  // simulator hide the same share.
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  // Buckets per chunk of the overlapped data-parallel communication.
   int dp_buckets = 1;
 
   // Parameter elements one GPU of each pipeline rank holds (core/shapes.h StageParameters).
