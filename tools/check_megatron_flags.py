@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""`make megatron-check`: the flags `ptdp plan --emit megatron` prints, parsed by Megatron-LM's own
+argument parser (megatron/training/arguments.py parse_args + validate_args) from a Megatron-LM
+checkout the user names, and the parsed namespace compared with the plan file it came from.
+
+Megatron-LM's parser is not on PyPI (the megatron-core wheel ships megatron/core only), so this
+cannot run in `make test`; tools/megatron_check.sh makes the Python environment and the plans.
+
+usage: check_megatron_flags.py --megatron-lm PATH PLAN.json [PLAN.json ...]
+  PLAN.json: written by `ptdp plan --out` (its "megatron_args", "model", "layout", "cluster").
+  The checkout comes from --megatron-lm or $MEGATRON_LM; torch must be importable.
+One line per plan: "PASS name: ..." or "FAIL name: <flag>: <reason>"; exit 1 on any FAIL,
+2 on bad usage.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+# What Megatron-LM needs beyond the layout and the model to get through parse_args and
+# validate_args, none of which the plan decides: a tokenizer that needs no files (NullTokenizer
+# with the plan's vocabulary), mock data instead of a dataset path, a run length and a learning
+# rate. Kept here, apart from the emitted flags, so the check never hides a missing layout flag.
+NON_LAYOUT_ARGS = [
+    "--tokenizer-type", "NullTokenizer",
+    "--mock-data",
+    "--train-iters", "10",
+    "--lr", "1e-4",
+]
+
+
+def expected_values(plan):
+    """(flag, namespace attribute, expected value) triples the plan decides."""
+    m, lay = plan["model"], plan["layout"]
+    tp, pp, vp = lay["tp"], lay["pp"], lay.get("vp", 1)
+    interleaved = lay.get("schedule") == "interleaved"
+    precision = lay.get("precision", "fp32")
+    recompute = lay.get("recompute", "none")
+    kv_heads = m.get("kv_heads", 0) or m["heads"]
+    ffn = m.get("ffn_hidden", 0) or 4 * m["hidden"]
+    first = lay.get("first_stage_layers", 0)
+    last = lay.get("last_stage_layers", 0)
+    out = [
+        ("--tensor-model-parallel-size", "tensor_model_parallel_size", tp),
+        ("--pipeline-model-parallel-size", "pipeline_model_parallel_size", pp),
+        ("--num-layers-per-virtual-pipeline-stage", "virtual_pipeline_model_parallel_size",
+         vp if interleaved else None),
+        ("WORLD_SIZE / (tp * pp)", "data_parallel_size", lay["dp"]),
+        ("--micro-batch-size", "micro_batch_size", lay["mbs"]),
+        ("--global-batch-size", "global_batch_size", plan["global_batch"]),
+        ("--decoder-first-pipeline-num-layers", "decoder_first_pipeline_num_layers",
+         first or None),
+        ("--decoder-last-pipeline-num-layers", "decoder_last_pipeline_num_layers", last or None),
+        ("--num-layers", "num_layers", m["layers"]),
+        ("--hidden-size", "hidden_size", m["hidden"]),
+        ("--num-attention-heads", "num_attention_heads", m["heads"]),
+        ("--ffn-hidden-size", "ffn_hidden_size", ffn),
+        ("--num-query-groups", "num_query_groups", kv_heads),
+        ("--seq-length", "seq_length", m["seq_len"]),
+        ("--max-position-embeddings", "max_position_embeddings", m["seq_len"]),
+        ("--hidden-dropout", "hidden_dropout", m.get("dropout", 0.1)),
+        ("--attention-dropout", "attention_dropout", m.get("dropout", 0.1)),
+        ("--make-vocab-size-divisible-by", "make_vocab_size_divisible_by",
+         m.get("vocab_divisible_by", 128)),
+        ("--fp16", "fp16", precision == "fp16"),
+        ("--bf16", "bf16", precision in ("bf16", "fp8")),
+        ("--fp8-format", "fp8", "hybrid" if precision == "fp8" else None),
+        ("--recompute-granularity", "recompute_granularity",
+         None if recompute == "none" else recompute),
+        ("--recompute-method", "recompute_method", "uniform" if recompute == "full" else None),
+        ("--sequence-parallel", "sequence_parallel", bool(lay.get("sequence_parallel", False))),
+        ("--use-distributed-optimizer", "use_distributed_optimizer",
+         bool(lay.get("distributed_optimizer", False))),
+        ("--no-gradient-accumulation-fusion", "gradient_accumulation_fusion",
+         bool(lay.get("grad_accumulation_fusion", False))),
+        # Architecture: a GPT's plan file leaves these keys out (core/model.h defaults).
+        ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
+        ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),
+        ("--position-embedding-type", "position_embedding_type",
+         "rope" if m.get("rotary") else "learned_absolute"),
+        ("--disable-bias-linear", "add_bias_linear", bool(m.get("linear_bias", True))),
+        ("--untie-embeddings-and-output-weights", "untie_embeddings_and_output_weights",
+         not m.get("tied_embeddings", True)),
+    ]
+    if recompute == "full":
+        out.append(("--recompute-num-layers", "recompute_num_layers", 1))
+    if m.get("rotary"):
+        out.append(("--rotary-base", "rotary_base", int(m.get("rotary_base", 10000))))
+    if not m.get("linear_bias", True):
+        out.append(("--add-qkv-bias", "add_qkv_bias", bool(m.get("qkv_bias", False))))
+    return out
+
+
+def child(plan_path):
+    """Runs in a fresh interpreter per plan: Megatron-LM's parser reads sys.argv and the
+    environment, and validate_args keeps global state."""
+    with open(plan_path) as f:
+        plan = json.load(f)
+    sys.argv = (["pretrain_gpt.py"] + shlex.split(plan["megatron_args"]) + NON_LAYOUT_ARGS +
+                ["--vocab-size", str(plan["model"]["vocab"])])
+    from megatron.training.arguments import parse_args, validate_args
+    args = parse_args()  # argparse prints the refused flag and exits 2 itself
+    try:
+        validate_args(args)
+    except (AssertionError, ValueError, RuntimeError) as e:
+        print(f"validate_args: {type(e).__name__}: {e}")
+        return 1
+    bad = []
+    for flag, attr, want in expected_values(plan):
+        got = getattr(args, attr, "<absent>")
+        if hasattr(got, "name") and not isinstance(got, str):  # enums
+            got = got.name
+        if isinstance(want, float) or isinstance(got, float):
+            same = got is not None and want is not None and abs(float(got) - float(want)) < 1e-12
+        else:
+            same = got == want
+        if not same:
+            bad.append(f"{flag}: Megatron-LM parsed {attr}={got!r}, the plan says {want!r}")
+    backend = getattr(args.attention_backend, "name", str(args.attention_backend))
+    want_backend = "flash" if plan["layout"].get("fused_attention", True) else "unfused"
+    if "--attention-backend" in plan["megatron_args"]:
+        want_backend = plan["megatron_args"].split("--attention-backend ")[1].split()[0]
+    if backend != want_backend:
+        bad.append(f"--attention-backend: parsed {backend!r}, emitted {want_backend!r}")
+    if args.virtual_pipeline_model_parallel_size:
+        # Megatron-Core's interleaved schedule (pipeline_parallel/schedules.py) refuses a group
+        # size outside [pp, m] and a last group of 1 .. pp-1; check the parsed size against it.
+        g = args.microbatch_group_size_per_vp_stage
+        mb = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
+        p = args.pipeline_model_parallel_size
+        if g is None or g < p or g > mb or 0 < mb % g < p:
+            bad.append(f"--microbatch-group-size-per-virtual-pipeline-stage: {g} with "
+                       f"{mb} microbatches and pp {p} is refused by Megatron-Core's schedule")
+    if bad:
+        print("; ".join(bad))
+        return 1
+    n = len(expected_values(plan)) + 1 + bool(args.virtual_pipeline_model_parallel_size)
+    print(f"{n} values equal the plan")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--megatron-lm", default=os.environ.get("MEGATRON_LM"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("plans", nargs="*")
+    a = ap.parse_args()
+    if a.child:
+        return child(a.child)
+    if not a.megatron_lm:
+        print("error: --megatron-lm: no Megatron-LM checkout given (or set MEGATRON_LM)")
+        return 2
+    arguments_py = os.path.join(a.megatron_lm, "megatron", "training", "arguments.py")
+    if not os.path.isfile(arguments_py):
+        print(f"error: --megatron-lm: {a.megatron_lm} has no megatron/training/arguments.py")
+        return 2
+    if not a.plans:
+        print("error: plans: no plan file given")
+        return 2
+    failed = False
+    for path in a.plans:
+        name = os.path.splitext(os.path.basename(path))[0]
+        try:
+            with open(path) as f:
+                plan = json.load(f)
+            world = plan["cluster"]["gpus"]
+        except (OSError, ValueError, KeyError) as e:
+            print(f"FAIL {name}: {path}: not a plan file ({e})")
+            failed = True
+            continue
+        env = dict(os.environ, WORLD_SIZE=str(world), RANK="0",
+                   PYTHONPATH=os.pathsep.join([a.megatron_lm, os.environ.get("PYTHONPATH", "")]))
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path], env=env,
+                           capture_output=True, text=True, cwd=a.megatron_lm)
+        lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+        if r.returncode == 0:
+            print(f"PASS {name} ({world} GPUs): {lines[-1] if lines else ''}")
+        else:
+            failed = True
+            # argparse's "error: unrecognized arguments: --x" or our own line names the flag.
+            why = next((l for l in reversed(lines) if "error:" in l), lines[-1] if lines else "")
+            print(f"FAIL {name} ({world} GPUs): {why}")
+            log = os.path.splitext(path)[0] + ".megatron.log"
+            with open(log, "w") as f:
+                f.write(r.stdout + r.stderr)
+            print(f"  full output: {log}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
