@@ -32,6 +32,10 @@ NON_LAYOUT_ARGS = [
 ]
 
 
+# GPU architecture (compute capability major) of the profiles' GPUs, for validate_args.
+GPU_ARCH = {"selene": 8, "dgx-h100": 9, "h200-measured": 9}
+
+
 def expected_values(plan):
     """(flag, namespace attribute, expected value) triples the plan decides."""
     m, lay = plan["model"], plan["layout"]
@@ -58,7 +62,7 @@ def expected_values(plan):
         ("--hidden-size", "hidden_size", m["hidden"]),
         ("--num-attention-heads", "num_attention_heads", m["heads"]),
         ("--ffn-hidden-size", "ffn_hidden_size", ffn),
-        ("--num-query-groups", "num_query_groups", kv_heads),
+        ("--group-query-attention", "group_query_attention", kv_heads != m["heads"]),
         ("--seq-length", "seq_length", m["seq_len"]),
         ("--max-position-embeddings", "max_position_embeddings", m["seq_len"]),
         ("--hidden-dropout", "hidden_dropout", m.get("dropout", 0.1)),
@@ -85,6 +89,8 @@ def expected_values(plan):
         ("--untie-embeddings-and-output-weights", "untie_embeddings_and_output_weights",
          not m.get("tied_embeddings", True)),
     ]
+    if kv_heads != m["heads"]:  # Megatron-LM reads num_query_groups only with GQA on
+        out.append(("--num-query-groups", "num_query_groups", kv_heads))
     if recompute == "full":
         out.append(("--recompute-num-layers", "recompute_num_layers", 1))
     if m.get("rotary"):
@@ -101,12 +107,19 @@ def child(plan_path):
         plan = json.load(f)
     sys.argv = (["pretrain_gpt.py"] + shlex.split(plan["megatron_args"]) + NON_LAYOUT_ARGS +
                 ["--vocab-size", str(plan["model"]["vocab"])])
-    from megatron.training.arguments import parse_args, validate_args
-    args = parse_args()  # argparse prints the refused flag and exits 2 itself
+    import torch
+    import megatron.training.arguments as margs
+    # validate_args asks CUDA for the GPU's architecture (get_device_arch_version: CUDA_DEVICE_MAX_
+    # CONNECTIONS and stream rules differ from Blackwell on). There is no GPU here, so answer as the
+    # plan's cluster would; nothing else is stubbed.
+    major = GPU_ARCH.get(plan["cluster"].get("name", ""), 9)
+    margs.get_device_arch_version = lambda: major
+    torch.cuda.get_device_capability = lambda *a, **k: (major, 0)
+    args = margs.parse_args()  # argparse prints the refused flag and exits 2 itself
     try:
-        validate_args(args)
+        margs.validate_args(args)
     except (AssertionError, ValueError, RuntimeError) as e:
-        print(f"validate_args: {type(e).__name__}: {e}")
+        print(f"@@ validate_args: {type(e).__name__}: {e}")
         return 1
     bad = []
     for flag, attr, want in expected_values(plan):
@@ -120,25 +133,27 @@ def child(plan_path):
         if not same:
             bad.append(f"{flag}: Megatron-LM parsed {attr}={got!r}, the plan says {want!r}")
     backend = getattr(args.attention_backend, "name", str(args.attention_backend))
-    want_backend = "flash" if plan["layout"].get("fused_attention", True) else "unfused"
-    if "--attention-backend" in plan["megatron_args"]:
-        want_backend = plan["megatron_args"].split("--attention-backend ")[1].split()[0]
+    # The attention the plan priced (core/parallel.cc: fused_attention, false when absent).
+    want_backend = "flash" if plan["layout"].get("fused_attention", False) else "unfused"
     if backend != want_backend:
-        bad.append(f"--attention-backend: parsed {backend!r}, emitted {want_backend!r}")
+        bad.append(f"--attention-backend: Megatron-LM parsed {backend!r}, the plan says "
+                   f"{want_backend!r}")
     if args.virtual_pipeline_model_parallel_size:
         # Megatron-Core's interleaved schedule (pipeline_parallel/schedules.py) refuses a group
         # size outside [pp, m] and a last group of 1 .. pp-1; check the parsed size against it.
-        g = args.microbatch_group_size_per_vp_stage
+        # Not building the TransformerConfig (its __post_init__ asks for Transformer Engine with
+        # rope fusion, a GPU install): None here becomes pp there (ModelParallelConfig).
+        g = args.microbatch_group_size_per_vp_stage or args.pipeline_model_parallel_size
         mb = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
         p = args.pipeline_model_parallel_size
         if g is None or g < p or g > mb or 0 < mb % g < p:
             bad.append(f"--microbatch-group-size-per-virtual-pipeline-stage: {g} with "
                        f"{mb} microbatches and pp {p} is refused by Megatron-Core's schedule")
     if bad:
-        print("; ".join(bad))
+        print("@@ " + "; ".join(bad))
         return 1
     n = len(expected_values(plan)) + 1 + bool(args.virtual_pipeline_model_parallel_size)
-    print(f"{n} values equal the plan")
+    print(f"@@ {n} values equal the plan")
     return 0
 
 
@@ -171,17 +186,23 @@ def main():
             print(f"FAIL {name}: {path}: not a plan file ({e})")
             failed = True
             continue
-        env = dict(os.environ, WORLD_SIZE=str(world), RANK="0",
+        # WORLD_SIZE and RANK as torchrun sets them for the plan's GPUs; CUDA_DEVICE_MAX_CONNECTIONS=1
+        # as Megatron-LM's example launch scripts export it (validate_args requires it with
+        # tensor parallelism before Blackwell): launch environment, not flags.
+        env = dict(os.environ, WORLD_SIZE=str(world), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1",
                    PYTHONPATH=os.pathsep.join([a.megatron_lm, os.environ.get("PYTHONPATH", "")]))
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path], env=env,
                            capture_output=True, text=True, cwd=a.megatron_lm)
         lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+        # The child's verdict ("@@ ..."), argparse's "error: unrecognized arguments: --x", or the
+        # last line of a traceback: each names the flag or the failure.
+        why = next((l[3:] for l in lines if l.startswith("@@ ")), None)
+        if why is None:
+            why = next((l for l in reversed(lines) if "error:" in l), lines[-1] if lines else "")
         if r.returncode == 0:
-            print(f"PASS {name} ({world} GPUs): {lines[-1] if lines else ''}")
+            print(f"PASS {name} ({world} GPUs): {why}")
         else:
             failed = True
-            # argparse's "error: unrecognized arguments: --x" or our own line names the flag.
-            why = next((l for l in reversed(lines) if "error:" in l), lines[-1] if lines else "")
             print(f"FAIL {name} ({world} GPUs): {why}")
             log = os.path.splitext(path)[0] + ".megatron.log"
             with open(log, "w") as f:

@@ -55,7 +55,8 @@ failed=0
 plan gpt3-175b --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch 1536 || failed=1
 plan llama3.1-405b --model llama3.1-405b --cluster dgx-h100 --gpus 16384 --global-batch 2048 || failed=1
 plan llama3.1-405b-paper-layout --model llama3.1-405b --cluster dgx-h100 --gpus 16384 \
-  --global-batch 2048 --fix tp=8,pp=16,dp=128 || failed=1
+  --global-batch 2048 --fix tp=8,pp=16,dp=128 --fused-attention --sequence-parallel \
+  --distributed-optimizer --grad-accumulation-fusion || failed=1
 plan llama3-8b --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 || failed=1
 plan llama3-70b-fp8 --model llama3-70b --cluster dgx-h100 --gpus 1024 --global-batch 1024 \
   --precision fp8 || failed=1
