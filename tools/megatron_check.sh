@@ -50,8 +50,10 @@ plan() {  # NAME ptdp-plan-arguments...
 }
 failed=0
 # GPT-3 175B and Llama 3.1 405B (issue 16) at the sizes of their papers, a small Llama, the Llama 3
-# paper's own layout, an FP8 plan, uneven first/last stages, and interleaving whose m % p != 0
-# needs a microbatch group size.
+# paper's own layout (fused attention, sequence parallelism, distributed optimizer, fused gradient
+# accumulation), an FP8 plan, the 2021 paper's 1T run (fp16, interleaved), selective recomputation
+# with sequence parallelism, uneven first/last stages, and interleaving whose m % p != 0 needs a
+# microbatch group size.
 plan gpt3-175b --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch 1536 || failed=1
 plan llama3.1-405b --model llama3.1-405b --cluster dgx-h100 --gpus 16384 --global-batch 2048 || failed=1
 plan llama3.1-405b-paper-layout --model llama3.1-405b --cluster dgx-h100 --gpus 16384 \
@@ -60,8 +62,34 @@ plan llama3.1-405b-paper-layout --model llama3.1-405b --cluster dgx-h100 --gpus 
 plan llama3-8b --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 || failed=1
 plan llama3-70b-fp8 --model llama3-70b --cluster dgx-h100 --gpus 1024 --global-batch 1024 \
   --precision fp8 || failed=1
+plan gpt-1t-paper --model gpt-1t --cluster selene --gpus 3072 --global-batch 3072 || failed=1
+plan gpt-22b-selective-sp --model gpt-22b --cluster selene --gpus 64 --global-batch 512 \
+  --fix recompute=selective --sequence-parallel || failed=1
 plan uneven --model "$data/large_vocab.json" --cluster selene --gpus 64 --global-batch 512 || failed=1
 plan interleaved-group --model gpt-1.7b --cluster selene --gpus 4 --global-batch 22 \
   --fix tp=1,pp=4,dp=1,mbs=1,vp=2,schedule=interleaved || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
+# Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
+# the plan, or a PASS above means nothing.
+mkdir -p "$work/controls"
+"$py" - "$work" <<'PY' || exit 2
+import json, sys
+w = sys.argv[1]
+gpt = json.load(open(f"{w}/gpt3-175b.json"))
+llama = json.load(open(f"{w}/llama3-8b.json"))
+for name, plan, old, new in [
+        ("unknown-flag", gpt, " --bf16", " --bf16 --no-scatter-gather-tensors-in-pipeline"),
+        ("wrong-tp", gpt, "--tensor-model-parallel-size 8 ", "--tensor-model-parallel-size 4 "),
+        ("no-swiglu", llama, " --swiglu", "")]:
+    assert old in plan["megatron_args"], (name, old)
+    json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
+              open(f"{w}/controls/{name}.json", "w"))
+PY
+for c in "$work"/controls/*.json; do
+  if "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$c" > "${c%.json}.out"; then
+    echo "FAIL control $(basename "$c" .json): the check passed flags it must refuse"; failed=1
+  else
+    echo "PASS control $(basename "$c" .json) refused: $(head -n 1 "${c%.json}.out" | cut -c1-150)"
+  fi
+done
 exit $failed
