@@ -166,14 +166,16 @@ def main():
     if a.child:
         return child(a.child)
     if not a.megatron_lm:
-        print("error: --megatron-lm: no Megatron-LM checkout given (or set MEGATRON_LM)")
+        print("error: --megatron-lm: no Megatron-LM checkout given (or set MEGATRON_LM)",
+              file=sys.stderr)
         return 2
     arguments_py = os.path.join(a.megatron_lm, "megatron", "training", "arguments.py")
     if not os.path.isfile(arguments_py):
-        print(f"error: --megatron-lm: {a.megatron_lm} has no megatron/training/arguments.py")
+        print(f"error: --megatron-lm: {a.megatron_lm} has no megatron/training/arguments.py",
+              file=sys.stderr)
         return 2
     if not a.plans:
-        print("error: plans: no plan file given")
+        print("error: plans: no plan file given", file=sys.stderr)
         return 2
     failed = False
     for path in a.plans:

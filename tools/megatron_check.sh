@@ -15,9 +15,9 @@ if [ -z "${MEGATRON_LM:-}" ]; then
   echo "  clone https://github.com/NVIDIA/Megatron-LM and run make megatron-check MEGATRON_LM=/path)"
   exit 0
 fi
-mlm=$(realpath "$MEGATRON_LM")
+mlm=$(realpath -m "$MEGATRON_LM")
 [ -f "$mlm/megatron/training/arguments.py" ] ||
-  { echo "error: MEGATRON_LM: $mlm has no megatron/training/arguments.py"; exit 2; }
+  { echo "error: MEGATRON_LM: $mlm has no megatron/training/arguments.py" >&2; exit 2; }
 py=${PTDP_MEGATRON_PYTHON:-}
 if [ -z "$py" ]; then
   venv=$build/megatron-venv
@@ -29,7 +29,7 @@ if [ -z "$py" ]; then
         base=$c; break
       fi
     done
-    [ -n "$base" ] || { echo "error: python: Megatron-LM needs Python >= 3.12, none found"; exit 2; }
+    [ -n "$base" ] || { echo "error: python: Megatron-LM needs Python >= 3.12, none found" >&2; exit 2; }
     echo "== installing torch, numpy and packaging into $venv with $base (once)"
     "$base" -m venv "$venv" || exit 2
     # shellcheck disable=SC2086
