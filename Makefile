@@ -78,9 +78,10 @@ hf-check: build
 # `--emit megatron` flags of GPT and Llama plans through Megatron-LM's own parse_args and
 # validate_args (tools/megatron_check.sh): needs a Megatron-LM checkout, MEGATRON_LM=/path (its
 # parser is not on PyPI), and torch in $(BUILD)/megatron-venv (made once); without MEGATRON_LM it
-# prints SKIPPED. PASS/FAIL per plan, exit 1 on a FAIL.
+# prints SKIPPED. PASS/FAIL per plan, exit 1 on a FAIL. Builds only ptdp.
 MEGATRON_LM ?=
-megatron-check: build
+megatron-check: configure
+	cmake --build $(BUILD) -j $(JOBS) --target ptdp
 	MEGATRON_LM="$(MEGATRON_LM)" tools/megatron_check.sh $(PTDP) $(BUILD)
 
 paper: build

@@ -133,6 +133,21 @@ def child(plan_path):
         if not same:
             bad.append(f"{flag}: Megatron-LM parsed {attr}={got!r}, the plan says {want!r}")
     backend = getattr(args.attention_backend, "name", str(args.attention_backend))
+    vocab_checked = False
+    # The padded vocabulary Megatron-LM builds its embedding with (vocab_utils.py) against
+    # core/model.h PaddedVocab's rule: the next multiple of vocab_divisible_by * tp.
+    try:
+        from megatron.training.vocab_utils import calculate_padded_vocab_size
+        v, mult = plan["model"]["vocab"], plan["model"].get("vocab_divisible_by", 128) * plan[
+            "layout"]["tp"]
+        got = calculate_padded_vocab_size(v, args.make_vocab_size_divisible_by,
+                                          args.tensor_model_parallel_size, False)
+        if got != -(-v // mult) * mult:
+            bad.append(f"--make-vocab-size-divisible-by: Megatron-LM pads the vocabulary {v} to "
+                       f"{got}, the plan to {-(-v // mult) * mult}")
+        vocab_checked = True
+    except ImportError as e:  # older checkouts: the parsed divisor above is still compared
+        print(f"note: padded vocabulary not compared ({e})")
     # The attention the plan priced (core/parallel.cc: fused_attention, false when absent).
     want_backend = "flash" if plan["layout"].get("fused_attention", False) else "unfused"
     if backend != want_backend:
@@ -152,7 +167,8 @@ def child(plan_path):
     if bad:
         print("@@ " + "; ".join(bad))
         return 1
-    n = len(expected_values(plan)) + 1 + bool(args.virtual_pipeline_model_parallel_size)
+    n = (len(expected_values(plan)) + 1 + vocab_checked +
+         bool(args.virtual_pipeline_model_parallel_size))
     print(f"@@ {n} values equal the plan")
     return 0
 
