@@ -32,7 +32,8 @@ NON_LAYOUT_ARGS = [
 ]
 
 
-# GPU architecture (compute capability major) of the profiles' GPUs, for validate_args.
+# GPU architecture (compute capability major) of the profiles' GPUs, for validate_args; another
+# cluster is answered as Hopper (9), the rules of which hold for every GPU before Blackwell.
 GPU_ARCH = {"selene": 8, "dgx-h100": 9, "h200-measured": 9}
 
 
@@ -204,9 +205,10 @@ def main():
             print(f"FAIL {name}: {path}: not a plan file ({e})")
             failed = True
             continue
-        # WORLD_SIZE and RANK as torchrun sets them for the plan's GPUs; CUDA_DEVICE_MAX_CONNECTIONS=1
-        # as Megatron-LM's example launch scripts export it (validate_args requires it with
-        # tensor parallelism before Blackwell): launch environment, not flags.
+        # WORLD_SIZE and RANK as torchrun sets them for the plan's GPUs, and
+        # CUDA_DEVICE_MAX_CONNECTIONS=1 as Megatron-LM's example launch scripts export it
+        # (validate_args requires it with tensor parallelism before Blackwell): launch
+        # environment, not flags.
         env = dict(os.environ, WORLD_SIZE=str(world), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1",
                    PYTHONPATH=os.pathsep.join([a.megatron_lm, os.environ.get("PYTHONPATH", "")]))
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path], env=env,
