@@ -90,6 +90,20 @@ def expected_values(plan):
         ("--untie-embeddings-and-output-weights", "untie_embeddings_and_output_weights",
          not m.get("tied_embeddings", True)),
     ]
+    # The overlaps the plan priced: its software profile's, where the layout has what each needs
+    # (tp overlap: sequence parallelism; the data-parallel ones: dp > 1; the parameter gather:
+    # the distributed optimizer). Plans without a "software" key priced none.
+    sw = plan.get("software", {})
+    on = lambda key: bool(sw.get(key, {}).get("value", False))  # noqa: E731
+    sp, dist_opt, dp = bool(lay.get("sequence_parallel")), bool(
+        lay.get("distributed_optimizer")), lay["dp"]
+    out += [
+        ("--tp-comm-overlap", "tp_comm_overlap",
+         sw.get("tp_comm_overlap_fraction", {}).get("value", 0) > 0 and sp),
+        ("--overlap-grad-reduce", "overlap_grad_reduce", on("overlap_grad_reduce") and dp > 1),
+        ("--overlap-param-gather", "overlap_param_gather",
+         on("overlap_param_gather") and dist_opt and dp > 1),
+    ]
     if kv_heads != m["heads"]:  # Megatron-LM reads num_query_groups only with GQA on
         out.append(("--num-query-groups", "num_query_groups", kv_heads))
     if recompute == "full":

@@ -51,7 +51,8 @@ plan() {  # NAME ptdp-plan-arguments...
 failed=0
 # GPT-3 175B and Llama 3.1 405B (issue 16) at the sizes of their papers, a small Llama, the Llama 3
 # paper's own layout (fused attention, sequence parallelism, distributed optimizer, fused gradient
-# accumulation), an FP8 plan, the 2021 paper's 1T run (fp16, interleaved), selective recomputation
+# accumulation), an FP8 plan, the 2021 paper's 1T run on its stack (fp16, interleaved, full
+# recomputation, unfused attention and accumulation, no overlaps), selective recomputation
 # with sequence parallelism, uneven first/last stages, and interleaving whose m % p != 0 needs a
 # microbatch group size.
 plan gpt3-175b --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch 1536 || failed=1
@@ -62,7 +63,8 @@ plan llama3.1-405b-paper-layout --model llama3.1-405b --cluster dgx-h100 --gpus 
 plan llama3-8b --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 || failed=1
 plan llama3-70b-fp8 --model llama3-70b --cluster dgx-h100 --gpus 1024 --global-batch 1024 \
   --precision fp8 || failed=1
-plan gpt-1t-paper --model gpt-1t --cluster selene --gpus 3072 --global-batch 3072 || failed=1
+plan gpt-1t-paper --model gpt-1t --cluster selene --gpus 3072 --global-batch 3072 \
+  --software megatron-lm-2021 || failed=1
 plan gpt-22b-selective-sp --model gpt-22b --cluster selene --gpus 64 --global-batch 512 \
   --fix recompute=selective --sequence-parallel || failed=1
 plan uneven --model "$data/large_vocab.json" --cluster selene --gpus 64 --global-batch 512 || failed=1
@@ -77,9 +79,12 @@ import json, sys
 w = sys.argv[1]
 gpt = json.load(open(f"{w}/gpt3-175b.json"))
 llama = json.load(open(f"{w}/llama3-8b.json"))
+tp = gpt["layout"]["tp"]
+other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
         ("unknown-flag", gpt, " --bf16", " --bf16 --no-scatter-gather-tensors-in-pipeline"),
-        ("wrong-tp", gpt, "--tensor-model-parallel-size 8 ", "--tensor-model-parallel-size 4 "),
+        ("wrong-tp", gpt, f"--tensor-model-parallel-size {tp} ",
+         f"--tensor-model-parallel-size {other} "),
         ("no-swiglu", llama, " --swiglu", "")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
