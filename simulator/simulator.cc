@@ -86,6 +86,11 @@ class Interpreter {
   Nanoseconds GatherNs(int r) const { return At(c_.dp_param_gather, r); }
   Nanoseconds ReduceNs(int r) const { return At(c_.dp_allreduce, r) - GatherNs(r); }
   Nanoseconds ExposedGatherNs(int r) const;
+  // What `hidden` ns of overlapped data-parallel communication cost the compute beside it.
+  Nanoseconds SlowdownNs(Nanoseconds hidden) const {
+    return ToNanoseconds(ToSeconds(hidden) *
+                         costmodel::OverlapStretch(c_.overlap_compute_slowdown));
+  }
 
   const Program& p_;
   const costmodel::CostTable& c_;
@@ -226,10 +231,11 @@ void Interpreter::Issue(int r) {
         // Overlapped: wait for the buckets still in flight; then the embedding all-reduce.
         const Nanoseconds start = now;
         // Without any overlap the whole data-parallel time, as the table has it.
+        const Nanoseconds wait = std::max<Nanoseconds>(0, s.collective_free_ns - now);
         const Nanoseconds dp = !overlap_reduce_ && !c_.overlap_param_gather ? At(c_.dp_allreduce, r)
                                : overlap_reduce_
-                                   ? std::max<Nanoseconds>(0, s.collective_free_ns - now) +
-                                         (c_.overlap_param_gather ? 0 : GatherNs(r))
+                                   ? wait + (c_.overlap_param_gather ? 0 : GatherNs(r)) +
+                                         SlowdownNs(std::max<Nanoseconds>(0, ReduceNs(r) - wait))
                                    : ReduceNs(r);
         const Nanoseconds end = now + dp + At(c_.embedding_allreduce, r);
         rs.allreduce_ns += end - start;
@@ -241,8 +247,9 @@ void Interpreter::Issue(int r) {
       case Op::kOptimizerStep: {
         // An overlapped all-gather of the updated weights ends behind the next iteration's first
         // forward; what it does not hide is paid here, once per iteration.
-        const Nanoseconds end =
-            now + At(c_.optimizer, r) + (c_.overlap_param_gather ? ExposedGatherNs(r) : 0);
+        const Nanoseconds exposed = c_.overlap_param_gather ? ExposedGatherNs(r) : 0;
+        const Nanoseconds hidden = c_.overlap_param_gather ? GatherNs(r) - exposed : 0;
+        const Nanoseconds end = now + At(c_.optimizer, r) + exposed + SlowdownNs(hidden);
         rs.optimizer_ns += end - now;
         Record(r, Stream::kCompute, in, now, end);
         res_.iteration_ns = std::max(res_.iteration_ns, end);
