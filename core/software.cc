@@ -72,6 +72,8 @@ Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string
   if (p.name.empty()) return Status::Invalid(r.PathOf("name") + ": must not be empty");
   PTDP_RETURN_IF_ERROR(
       ReadSourced(r, "tp_comm_overlap_fraction", &p.tp_comm_overlap_fraction, kMaxFraction, true));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "overlap_compute_slowdown", &p.overlap_compute_slowdown, kMaxFraction, true));
   PTDP_RETURN_IF_ERROR(ReadFlag(r, "overlap_grad_reduce", &p.overlap_grad_reduce));
   PTDP_RETURN_IF_ERROR(ReadFlag(r, "overlap_param_gather", &p.overlap_param_gather));
   PTDP_RETURN_IF_ERROR(
@@ -96,6 +98,7 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
   j["name"] = p.name;
   j["about"] = p.about;
   j["tp_comm_overlap_fraction"] = SourcedJson(p.tp_comm_overlap_fraction);
+  j["overlap_compute_slowdown"] = SourcedJson(p.overlap_compute_slowdown);
   j["overlap_grad_reduce"] = FlagJson(p.overlap_grad_reduce);
   j["overlap_param_gather"] = FlagJson(p.overlap_param_gather);
   j["grad_bucket_params"] = SourcedJson(p.grad_bucket_params);

@@ -7,6 +7,7 @@
 //
 // JSON: {"name", "about",
 //   "tp_comm_overlap_fraction": {value in [0, 1], source},
+//   "overlap_compute_slowdown": {value in [0, 1], source},
 //   "overlap_grad_reduce": {value: bool, source}, "overlap_param_gather": {value: bool, source},
 //   "grad_bucket_params": {value in [1, 1e12], source},
 //   "grad_bucket_params_per_dp_rank": {value in [0, 1e12], source},
@@ -49,6 +50,11 @@ struct SoftwareProfile {
   // and reduce-scatter with the GEMM beside it). Applies with sequence parallelism only, as
   // Megatron-LM allows the overlap only then; never hides more than the layer's GEMM time.
   Sourced tp_comm_overlap_fraction;
+  // Overlap is not free: a collective's kernels running beside compute take SMs and memory
+  // bandwidth, so compute that would take C alone takes (1 + s) C while one runs. Charged on every
+  // second of communication this stack hides (tensor- and data-parallel): H hidden seconds cost
+  // H s / (1 + s) (costmodel::OverlapStretch).
+  Sourced overlap_compute_slowdown;
   // The data-parallel gradient reduction (all-reduce, or the distributed optimizer's
   // reduce-scatter) runs bucket by bucket during the last backward (--overlap-grad-reduce).
   SourcedFlag overlap_grad_reduce;

@@ -95,9 +95,19 @@ struct CostTable {
   bool overlap_param_gather = false;
   // Buckets per chunk of the overlapped data-parallel communication.
   int dp_buckets = 1;
+  // The software profile's overlap_compute_slowdown: what each hidden second of the data-parallel
+  // communication costs the compute beside it (OverlapStretch), in the closed form and the
+  // simulator alike. 0: overlap is free.
+  double overlap_compute_slowdown = 0;
 
   // Parameter elements one GPU of each pipeline rank holds (core/shapes.h StageParameters).
   std::vector<int64_t> param_elements;  // [pp_rank]
 };
+
+// Compute slowed by s while a collective runs beside it advances H / (1 + s) of its work in H
+// seconds: hiding H seconds of communication costs H s / (1 + s) of extra time.
+inline double OverlapStretch(double slowdown) {
+  return slowdown / (1.0 + slowdown);
+}
 
 }  // namespace ptdp::costmodel

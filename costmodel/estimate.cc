@@ -36,9 +36,12 @@ Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params) {
 }
 
 // Megatron-Core's --tp-comm-overlap: `fraction` of a piece's tensor-parallel collectives run
-// beside its GEMMs, never more than the GEMM time there is to hide behind.
-void HideTensorParallelComm(ComputeBreakdown* b, double fraction) {
-  b->tp_comm -= std::min(fraction * b->tp_comm, b->gemm);
+// beside its GEMMs, never more than the GEMM time there is to hide behind; the GEMMs they run
+// beside are slowed by `slowdown` (SoftwareProfile::overlap_compute_slowdown).
+void HideTensorParallelComm(ComputeBreakdown* b, double fraction, double slowdown) {
+  const Seconds hidden = std::min(fraction * b->tp_comm, b->gemm);
+  b->tp_comm -= hidden;
+  b->gemm += hidden * OverlapStretch(slowdown);
 }
 
 // Sets the software profile's data-parallel overlaps and bucket count on `t`.
@@ -46,6 +49,7 @@ void SetDataParallelOverlap(const SoftwareProfile& sw, const ParallelConfig& c, 
   t->overlap_grad_reduce = sw.overlap_grad_reduce.value;
   t->overlap_param_gather = sw.overlap_param_gather.value && c.distributed_optimizer;
   if (!t->overlap_grad_reduce && !t->overlap_param_gather) return;
+  t->overlap_compute_slowdown = sw.overlap_compute_slowdown.value;
   const int64_t most = *std::max_element(t->param_elements.begin(), t->param_elements.end());
   const double per_chunk = double(most) / c.vp;
   // Capped: the simulator issues one collective per bucket (a 1-parameter bucket is a profile's
@@ -94,8 +98,9 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention);
   const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
   if (tp_hidden > 0) {
-    HideTensorParallelComm(&layer.forward, tp_hidden);
-    HideTensorParallelComm(&layer.backward, tp_hidden);
+    const double slowdown = cluster.software.overlap_compute_slowdown.value;
+    HideTensorParallelComm(&layer.forward, tp_hidden, slowdown);
+    HideTensorParallelComm(&layer.backward, tp_hidden, slowdown);
   }
   const PieceCost embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
   const PieceCost head =
@@ -273,7 +278,9 @@ Seconds ExposedDataParallelTime(const CostTable& t, const ParallelConfig& c, int
       t.overlap_grad_reduce ? BucketedExposedTime(reduce, last_backwards, buckets) : reduce;
   const Seconds exposed_gather =
       t.overlap_param_gather ? BucketedExposedTime(gather, first_forward, buckets) : gather;
-  return exposed_reduce + exposed_gather;
+  // What was hidden slowed the compute beside it; paid here, on the same critical path.
+  const Seconds hidden = (reduce - exposed_reduce) + (gather - exposed_gather);
+  return exposed_reduce + exposed_gather + hidden * OverlapStretch(t.overlap_compute_slowdown);
 }
 
 void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,

@@ -64,7 +64,8 @@ Seconds BucketedExposedTime(Seconds comm, Seconds window, int buckets);
 // The data-parallel time rank r pays after its flush (gradient reduction and parameter all-gather),
 // what remains of t.dp_allreduce[r] once the overlaps of t hide their share: the reduction behind
 // the rank's last backwards (split schedules: their W passes), the all-gather behind its first
-// forward, each in t.dp_buckets x vp buckets. Without overlap: t.dp_allreduce[r] exactly.
+// forward, each in t.dp_buckets x vp buckets, plus what the hidden part cost the compute beside it
+// (t.overlap_compute_slowdown, OverlapStretch). Without overlap: t.dp_allreduce[r] exactly.
 Seconds ExposedDataParallelTime(const CostTable& t, const ParallelConfig& c, int r);
 
 struct Breakdown {

@@ -132,7 +132,8 @@ OrderedJson SearchToJson(const SearchResult& r, double tokens) {
 
 namespace {
 
-// ": TP comm 75% hidden, DP reduce/gather overlapped" for the table's software line.
+// ": TP comm 75% hidden, DP reduce/gather overlapped; compute beside a hidden collective 18.9%
+// slower" for the table's software line.
 std::string SoftwareSummary(const SoftwareProfile& sw) {
   if (sw.name.empty()) return "";
   const double tp = sw.tp_comm_overlap_fraction.value;
@@ -143,6 +144,9 @@ std::string SoftwareSummary(const SoftwareProfile& sw) {
                   (sw.overlap_grad_reduce.value ? "overlapped" : "not overlapped") +
                   ", weight all-gather " +
                   (sw.overlap_param_gather.value ? "overlapped" : "not overlapped");
+  const double slowdown = sw.overlap_compute_slowdown.value;
+  if (slowdown > 0)
+    s += "; compute beside a hidden collective " + Fmt("%.1f", 100 * slowdown) + "% slower";
   return s;
 }
 

@@ -136,6 +136,11 @@ TEST(SoftwareOverlap, TensorParallelShareHiddenBehindTheGemms) {
   const double hidden = model->layers * f * 2 * pair;
   EXPECT_NEAR(without.chunks[0].forward.tp_comm - with.chunks[0].forward.tp_comm, hidden, 1e-12);
   EXPECT_NEAR(without.chunks[0].backward.tp_comm - with.chunks[0].backward.tp_comm, hidden, 1e-12);
+  // The GEMMs beside the hidden share run slower: s / (1 + s) of what they hide, s = 18.9%.
+  const double s = core.software.overlap_compute_slowdown.value;
+  ASSERT_GT(s, 0);
+  EXPECT_NEAR(with.chunks[0].forward.gemm - without.chunks[0].forward.gemm, hidden * s / (1 + s),
+              1e-12);
   // Without sequence parallelism Megatron-LM refuses the overlap: nothing changes.
   c.sequence_parallel = false;
   EXPECT_EQ(BuildCostTable(*model, core, c).chunks[0].forward.tp_comm,
@@ -178,6 +183,18 @@ TEST(SoftwareOverlap, ClosedFormAndSimulatorAgree) {
     EXPECT_LT(closed.iteration_s, serial_s);
     EXPECT_NEAR(serial_s - closed.iteration_s,
                 t.dp_allreduce[0] - costmodel::ExposedDataParallelTime(t, c, 0), 1e-12);
+    // What the overlap hides costs the compute beside it s / (1 + s) of it, in both models.
+    CostTable free_overlap = t;
+    free_overlap.overlap_compute_slowdown = 0;
+    const Seconds free_exposed = costmodel::ExposedDataParallelTime(free_overlap, c, 0);
+    const double s = t.overlap_compute_slowdown;
+    ASSERT_GT(s, 0);
+    EXPECT_NEAR(costmodel::ExposedDataParallelTime(t, c, 0) - free_exposed,
+                (t.dp_allreduce[0] - free_exposed) * s / (1 + s), 1e-12);
+    auto free_sim = sim::Simulate(*program, free_overlap);
+    ASSERT_TRUE(free_sim.ok());
+    EXPECT_NEAR(ToSeconds(sim->iteration_ns - free_sim->iteration_ns),
+                closed.iteration_s - Predict(*model, cluster, c, free_overlap).iteration_s, 1e-7);
   }
 }
 
