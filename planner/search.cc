@@ -79,7 +79,7 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
       shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last});
     }
     if (fx.schedule && SplitsBackward(*fx.schedule)) {
-      shapes.push_back({*fx.schedule, 1, fixed_first, fixed_last});
+      shapes.push_back({*fx.schedule, VShaped(*fx.schedule) ? 2 : 1, fixed_first, fixed_last});
     }
   } else {
     std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
@@ -94,6 +94,7 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
     for (ScheduleKind kind : {ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
       shapes.push_back({kind, 1, first, last});
     }
+    shapes.push_back({ScheduleKind::kZbV, 2, first, last});  // two chunks per rank in a V
     for (int v = 2; v * p <= m.layers; ++v) {
       shapes.push_back({ScheduleKind::kInterleaved, v, first, last});
     }

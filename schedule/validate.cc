@@ -77,6 +77,11 @@ Status CheckPairOrder(const Program& p, bool wc) {
 Status Validate(const Program& p) {
   if (p.pp < 1) return Status::Invalid("program: pp must be >= 1");
   if (p.vp < 1) return Status::Invalid("program: vp must be >= 1");
+  if (VShaped(p.kind) && p.vp != 2) {
+    return Status::Invalid(
+        "program: a " + std::string(ScheduleName(p.kind)) +
+        " program places 2 chunks per rank in a V, got vp = " + std::to_string(p.vp));
+  }
   if (p.microbatches < 1 || p.microbatches > INT32_MAX / 4) {
     return Status::Invalid("program: microbatches must be in [1, 2^29)");
   }

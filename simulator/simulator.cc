@@ -236,6 +236,11 @@ Result<SimResult> Interpreter::Run() {
                            " vp=" + std::to_string(c_.vp) +
                            ", program for pp=" + std::to_string(pp) + " vp=" + std::to_string(vp));
   }
+  if (VShaped(p_.kind) && vp != 2) {
+    return Status::Invalid("simulate: a " + std::string(ScheduleName(p_.kind)) +
+                           " program places 2 chunks per rank in a V, got vp = " +
+                           std::to_string(vp) + "; validate the program");
+  }
   if (static_cast<int>(c_.chunks.size()) != pp * vp) {
     return Status::Invalid("simulate: cost table has " + std::to_string(c_.chunks.size()) +
                            " chunk costs, expected pp * vp = " + std::to_string(pp * vp));
