@@ -19,7 +19,8 @@ SAN_BUILD ?= build-san
 FUZZ_SECONDS ?= 600
 FUZZ_TEST_SECONDS ?= 5
 SAN_TESTS := core_test core_ledger_test core_timeline_test schedule_test costmodel_test \
-             simulator_test simulator_refine_test planner_test planner_uneven_test kernels_test \
+             simulator_test simulator_refine_test simulator_software_test planner_test \
+             planner_uneven_test kernels_test \
              runtime_test profiler_test
 
 deps:
@@ -81,7 +82,7 @@ bench: build
 
 train-demo: build
 	$(PTDP) tokenize --in /usr/share/common-licenses/GPL-3 --out $(BUILD)/gpl3.bin
-	$(PTDP) plan --model tiny --cluster cpu --gpus 1 --global-batch 16 --fix tp=1,pp=1,dp=1,mbs=16,schedule=1f1b,recompute=none --out $(BUILD)/demo-plan.json
+	$(PTDP) plan --model tiny --cluster cpu --gpus 1 --global-batch 16 --fix tp=1,pp=1,dp=1,mbs=16,schedule=1f1b,recompute=none --software ptdp --out $(BUILD)/demo-plan.json
 	$(PTDP) train --plan $(BUILD)/demo-plan.json --data $(BUILD)/gpl3.bin --steps 300 --lr 3e-3 --min-lr 3e-4 --warmup 30 --log $(BUILD)/demo-metrics.jsonl
 	@tail -n 10 $(BUILD)/demo-metrics.jsonl | sed 's/.*"loss":\([0-9.eE+-]*\).*/\1/' | \
 	  awk '{s += $$1} END {printf "mean loss of the last 10 steps: %.3f nats/token (compare with the unigram entropy printed by tokenize above)\n", s / NR}'

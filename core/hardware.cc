@@ -19,33 +19,8 @@ constexpr double kMaxGiB = 1e5;
 constexpr double kMaxMicroseconds = 1e6;
 constexpr double kMaxCount = 1e5;  // SMs, tile sizes
 constexpr double kMaxGpusPerNode = 1024;
-constexpr double kMaxBytesPerParam = 64;
 constexpr double kMaxGemmDim = 1e9;
 constexpr double kMaxEfficiency = 100;  // a multiple of a table's throughput
-
-// {"value": <number in (0, hi], or [0, hi] with allow_zero>, "source": "<non-empty>"}
-Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* out, double hi,
-                   bool allow_zero = false) {
-  const Json* v = parent.Child(key, true);
-  PTDP_RETURN_IF_ERROR(parent.status());
-  const std::string path = parent.PathOf(key);
-  if (!v->is_object()) {
-    return Status::Invalid(path + ": expected an object {\"value\", \"source\"}, got " +
-                           JsonTypeName(*v));
-  }
-  JsonObjectReader r(*v, path);
-  r.Required("value", &out->value);
-  r.Required("source", &out->source);
-  PTDP_RETURN_IF_ERROR(r.Finish());
-  if (out->source.empty())
-    return Status::Invalid(path + ".source: must name where the number comes from");
-  if (!std::isfinite(out->value) || out->value < 0 || (!allow_zero && out->value == 0) ||
-      out->value > hi) {
-    return Status::Invalid(path + ".value: " + FormatDouble(out->value) + " is outside " +
-                           (allow_zero ? "[0, " : "(0, ") + FormatDouble(hi) + "]");
-  }
-  return Status::Ok();
-}
 
 Status ReadLink(JsonObjectReader& parent, const std::string& key, LinkProfile* out) {
   const Json* v = parent.Child(key, true);
@@ -109,10 +84,6 @@ Status ReadPrecision(JsonObjectReader& parent, HardwareProfile* out) {
   return Status::Ok();
 }
 
-OrderedJson SourcedJson(const Sourced& s) {
-  return OrderedJson{{"value", s.value}, {"source", s.source}};
-}
-
 OrderedJson LinkJson(const LinkProfile& l) {
   OrderedJson j;
   j["name"] = l.name;
@@ -125,6 +96,34 @@ OrderedJson LinkJson(const LinkProfile& l) {
 }
 
 }  // namespace
+
+// {"value": <number in (0, hi], or [0, hi] with allow_zero>, "source": "<non-empty>"}
+Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* out, double hi,
+                   bool allow_zero) {
+  const Json* v = parent.Child(key, true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf(key);
+  if (!v->is_object()) {
+    return Status::Invalid(path + ": expected an object {\"value\", \"source\"}, got " +
+                           JsonTypeName(*v));
+  }
+  JsonObjectReader r(*v, path);
+  r.Required("value", &out->value);
+  r.Required("source", &out->source);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (out->source.empty())
+    return Status::Invalid(path + ".source: must name where the number comes from");
+  if (!std::isfinite(out->value) || out->value < 0 || (!allow_zero && out->value == 0) ||
+      out->value > hi) {
+    return Status::Invalid(path + ".value: " + FormatDouble(out->value) + " is outside " +
+                           (allow_zero ? "[0, " : "(0, ") + FormatDouble(hi) + "]");
+  }
+  return Status::Ok();
+}
+
+OrderedJson SourcedJson(const Sourced& s) {
+  return OrderedJson{{"value", s.value}, {"source", s.source}};
+}
 
 Status ValidateGemmTable(const GemmTable& g, const std::string& path) {
   for (const auto* axis : {&g.m, &g.n, &g.k}) {
@@ -204,9 +203,11 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
                              " differs from gemm.dtype " + p.gemm.dtype);
     }
   }
+  // How gradients are accumulated is a fact of the training software, not of the machine.
   if (r.Has("grad_accumulate_bytes_per_param")) {
-    PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_accumulate_bytes_per_param",
-                                     &p.grad_accumulate_bytes_per_param, kMaxBytesPerParam, true));
+    return Status::Invalid(r.PathOf("grad_accumulate_bytes_per_param") +
+                           ": moved to the software profile (profiles/software/*.json, "
+                           "ptdp plan --software)");
   }
   if (r.Has("attention_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops, kMaxTflops));
@@ -280,9 +281,6 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   j["gemm"] = GemmJson(p.gemm);
   if (!p.gemm_backward_data.empty()) j["gemm_backward_data"] = GemmJson(p.gemm_backward_data);
   if (!p.gemm_backward_weight.empty()) j["gemm_backward_weight"] = GemmJson(p.gemm_backward_weight);
-  if (!p.grad_accumulate_bytes_per_param.source.empty()) {
-    j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
-  }
   if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
   if (!p.fp8_peak_tflops.source.empty()) j["fp8_peak_tflops"] = SourcedJson(p.fp8_peak_tflops);
   if (!p.gemm_backward_efficiency.source.empty()) {

@@ -5,8 +5,9 @@
 // Ranges (finite numbers only): TFLOP/s figures (peak, attention, GEMM table entries) (0, 1e5];
 // bandwidths in GB/s (0, 1e5]; memory and workspace in GiB (0, 1e5] / [0, 1e5]; latencies and
 // kernel launch in us [0, 1e6]; gpus_per_node an integer in (0, 1024]; SM count and tile sizes
-// (0, 1e5]; grad_accumulate_bytes_per_param [0, 64]; gemm_backward_efficiency (0, 100]; GEMM grid
-// sizes (0, 1e9].
+// (0, 1e5]; gemm_backward_efficiency (0, 100]; GEMM grid sizes (0, 1e9]. What the training
+// software does (overlaps, fusions, gradient accumulation) is a software profile's
+// (core/software.h).
 #pragma once
 
 #include <cstdint>
@@ -15,16 +16,12 @@
 
 #include "core/json.h"
 #include "core/precision.h"
+#include "core/software.h"
+#include "core/sourced.h"
 #include "core/status.h"
 #include "core/units.h"
 
 namespace ptdp {
-
-// A number with its provenance.
-struct Sourced {
-  double value = 0;
-  std::string source;
-};
 
 // Achieved GEMM throughput on a grid of (m, n, k), C[m,n] = A[m,k] B[k,n]; `tflops` is m-major:
 // index (im * n.size() + in) * k.size() + ik. Axes are strictly increasing and positive.
@@ -75,11 +72,6 @@ struct HardwareProfile {
   // Absent: the forward table at the transposed shapes prices them (costmodel/gemm.h).
   GemmTable gemm_backward_data;
   GemmTable gemm_backward_weight;
-  // Optional (0 when absent): bytes moved per parameter element when a microbatch's weight
-  // gradient is added to the gradient accumulated so far by a separate elementwise kernel (PyTorch
-  // autograd's in-place add, as Megatron-LM of 2021 does: 6 in fp16). 0: the accumulation is fused
-  // into the weight-gradient GEMM (Megatron's later gradient_accumulation_fusion), or absent.
-  Sourced grad_accumulate_bytes_per_param;
   // Optional (0 when absent): achieved TFLOP/s of a fused (FlashAttention-class) causal attention
   // kernel per device, counted as FlashAttention's benchmarks count a causal kernel (half the
   // s^2 FLOPs of the full score matrix), used for layouts with fused_attention. Absent: the cost
@@ -115,6 +107,10 @@ Status CheckPrecision(const HardwareProfile& profile, Precision precision);
 struct ClusterSpec {
   std::string name;  // the preset or file it came from
   HardwareProfile profile;
+  // The training stack the cluster runs (`ptdp plan --software`): what it overlaps and fuses.
+  // Default-constructed: no stack facts (nothing overlapped, accumulation free), what unit tests
+  // of the cost model's pieces get; every command sets a named profile.
+  SoftwareProfile software;
   int gpus_per_node = 1;
   int nodes = 1;
   int Gpus() const { return gpus_per_node * nodes; }

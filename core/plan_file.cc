@@ -20,6 +20,7 @@ Result<PlanFile> PlanFromJson(const Json& j, bool require_program) {
   const Json* cluster = r.Child("cluster", true);
   const Json* layout = r.Child("layout", true);
   const Json* program = r.Child("program", false);
+  const Json* software = r.Child("software", false);
   // These copies recurse over the tree; ParseJson's depth limit has already bounded it.
   if (const Json* pred = r.Child("prediction", false)) p.prediction = *pred;
   for (const char* k : {"alternatives", "search", "megatron_args", "generated_by"}) {
@@ -49,6 +50,9 @@ Result<PlanFile> PlanFromJson(const Json& j, bool require_program) {
     return Status::Invalid("plan.cluster.gpus: " + std::to_string(p.cluster.gpus) +
                            " differs from tp*pp*dp = " + std::to_string(p.layout.WorldSize()));
   }
+  if (software != nullptr) {
+    PTDP_ASSIGN_OR_RETURN(p.software, SoftwareProfileFromJson(*software, "plan.software"));
+  }
   if (program != nullptr) {
     auto prog = ProgramFromJson(*program);
     // ProgramFromJson names its keys from "program": "plan.program.ranks[1].instrs[4]: ...".
@@ -70,6 +74,11 @@ Result<PlanFile> ReadPlanFile(const std::string& path, bool require_program) {
   return p;
 }
 
+Result<SoftwareProfile> PlanSoftware(const PlanFile& p) {
+  if (p.software) return *p.software;
+  return LoadSoftware(kPaperSoftware);
+}
+
 OrderedJson PlanToJson(const PlanFile& p) {
   OrderedJson j;
   j["ptdp_plan_version"] = kPlanVersion;
@@ -79,6 +88,7 @@ OrderedJson PlanToJson(const PlanFile& p) {
                   {"gpus_per_node", p.cluster.gpus_per_node}};
   j["global_batch"] = p.layout.global_batch;
   j["layout"] = LayoutToJson(p.layout);
+  if (p.software) j["software"] = SoftwareProfileToJson(*p.software);
   if (p.has_program) j["program"] = ProgramToJson(p.program);
   j["prediction"] = OrderedJson::parse(p.prediction.dump());
   for (auto it = p.extra.begin(); it != p.extra.end(); ++it) {

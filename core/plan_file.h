@@ -6,6 +6,8 @@
 //   "cluster": {"name": "selene", "gpus": 3072, "gpus_per_node": 8},
 //   "global_batch": 3072,
 //   "layout":  {"tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "scatter_gather"},
+//   "software": {SoftwareProfile, as core/software.h writes it: the stack the plan was priced
+//               for; optional, absent in plans written before software profiles},
 //   "program": {Program, as core/program.h ProgramToJson writes it: the layout's schedule with
 //               its message sizes; what `ptdp simulate` and `ptdp train` execute},
 //   "prediction": {...the planner's numbers; kept as JSON here...},
@@ -18,12 +20,14 @@
 // beside what it measures); it must not depend on the planner, hence this reader lives in core.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "core/json.h"
 #include "core/model.h"
 #include "core/parallel.h"
 #include "core/program.h"
+#include "core/software.h"
 
 namespace ptdp {
 
@@ -39,6 +43,7 @@ struct PlanFile {
   ParallelConfig layout;  // global_batch included
   Program program;        // the layout's Program (schedule::BuildProgram), when has_program
   bool has_program = false;
+  std::optional<SoftwareProfile> software;  // what the plan was priced for
   Json prediction = Json::object();
   Json extra = Json::object();  // alternatives, search, megatron_args: passed through
 };
@@ -47,7 +52,10 @@ struct PlanFile {
 // one anyway (has_program = false), e.g. to give a hand-written plan its Program.
 Result<PlanFile> PlanFromJson(const Json& j, bool require_program = true);
 Result<PlanFile> ReadPlanFile(const std::string& path, bool require_program = true);
-// Writes version 2; "program" when has_program.
+// The stack a plan was priced for: its "software", or for a plan written before software
+// profiles the one they priced, megatron-lm-2021.
+Result<SoftwareProfile> PlanSoftware(const PlanFile& p);
+// Writes version 2; "program" when has_program, "software" when set.
 OrderedJson PlanToJson(const PlanFile& p);
 
 }  // namespace ptdp

@@ -65,7 +65,15 @@ struct CostTable {
   std::vector<Seconds> dp_allreduce;         // [pp_rank]
   std::vector<Seconds> embedding_allreduce;  // [pp_rank]
   std::vector<Seconds> optimizer;            // [pp_rank]
-  // Bucketed overlap of the data-parallel all-reduce with the last backwards: number of buckets.
+  // Of dp_allreduce, the distributed optimizer's all-gather of the updated weights (0 without it).
+  std::vector<Seconds> dp_param_gather;  // [pp_rank]
+  // The software profile's overlaps (core/software.h): the gradient reduction (dp_allreduce less
+  // dp_param_gather) runs bucket by bucket during each chunk's last backward; the all-gather during
+  // the first forward of the next iteration. Both the closed form (ExposedDataParallelTime) and the
+  // simulator hide the same share.
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  // Buckets per chunk of the overlapped data-parallel communication.
   int dp_buckets = 1;
 
   // Parameter elements one GPU of each pipeline rank holds (core/shapes.h StageParameters).

@@ -1,6 +1,7 @@
 #include "costmodel/estimate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/ledger.h"
 #include "core/rank_grid.h"
@@ -32,6 +33,25 @@ double OptimizerBytesPerParam(Precision p) {
 Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params) {
   return double(params) * OptimizerBytesPerParam(p) /
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
+}
+
+// Megatron-Core's --tp-comm-overlap: `fraction` of a piece's tensor-parallel collectives run
+// beside its GEMMs, never more than the GEMM time there is to hide behind.
+void HideTensorParallelComm(ComputeBreakdown* b, double fraction) {
+  b->tp_comm -= std::min(fraction * b->tp_comm, b->gemm);
+}
+
+// Sets the software profile's data-parallel overlaps and bucket count on `t`.
+void SetDataParallelOverlap(const SoftwareProfile& sw, const ParallelConfig& c, CostTable* t) {
+  t->overlap_grad_reduce = sw.overlap_grad_reduce.value;
+  t->overlap_param_gather = sw.overlap_param_gather.value && c.distributed_optimizer;
+  if (!t->overlap_grad_reduce && !t->overlap_param_gather) return;
+  const int64_t most = *std::max_element(t->param_elements.begin(), t->param_elements.end());
+  const double per_chunk = double(most) / c.vp;
+  // Capped: the simulator issues one collective per bucket (a 1-parameter bucket is a profile's
+  // right, not a reason to replay a billion collectives).
+  t->dp_buckets = int(std::clamp(std::ceil(per_chunk / sw.BucketParams(c.dp)), 1.0,
+                                 double(kMaxDataParallelBuckets)));
 }
 
 }  // namespace
@@ -71,8 +91,12 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
 
   const Precision pr = c.precision;
-  const PieceCost layer =
-      TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention);
+  PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention);
+  const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
+  if (tp_hidden > 0) {
+    HideTensorParallelComm(&layer.forward, tp_hidden);
+    HideTensorParallelComm(&layer.backward, tp_hidden);
+  }
   const PieceCost embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
   const PieceCost head =
       HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag);
@@ -91,7 +115,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     param_elements = &counts_local;
   }
   const double accumulate_bytes =
-      c.grad_accumulation_fusion ? 0.0 : hw.grad_accumulate_bytes_per_param.value;
+      c.grad_accumulation_fusion ? 0.0 : cluster.software.grad_accumulate_bytes_per_param.value;
   const int64_t microbatches = c.Microbatches();
   const double accumulate_share =
       microbatches > 1 ? double(microbatches - 1) / double(microbatches) : 0.0;
@@ -161,15 +185,20 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const int grad_bytes = bytes_per.grad;
   const Bytes word_emb = PaddedVocab(m, c.tp) / c.tp * m.hidden * grad_bytes;
   t.dp_allreduce.assign(c.pp, 0.0);
+  t.dp_param_gather.assign(c.pp, 0.0);
   t.embedding_allreduce.assign(c.pp, 0.0);
   t.optimizer.assign(c.pp, 0.0);
   for (int r = 0; r < c.pp; ++r) {
     const int64_t params = (*param_elements)[r];
     // The distributed optimizer reduce-scatters the gradients and all-gathers the updated weights.
+    if (c.distributed_optimizer) {
+      t.dp_param_gather[r] =
+          CollectiveTime(hw, Collective::kAllGather, params * bytes_per.weight, dp_span, G);
+    }
     t.dp_allreduce[r] =
         c.distributed_optimizer
             ? CollectiveTime(hw, Collective::kReduceScatter, params * grad_bytes, dp_span, G) +
-                  CollectiveTime(hw, Collective::kAllGather, params * bytes_per.weight, dp_span, G)
+                  t.dp_param_gather[r]
             : CollectiveTime(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G);
     if (InTiedEmbeddingGroup(m, c, r)) {
       const std::vector<int> emb = grid.EmbeddingGroup(grid.Rank({0, 0, r}));
@@ -182,6 +211,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   }
   t.param_elements = *param_elements;
   t.dp_buckets = 1;
+  SetDataParallelOverlap(cluster.software, c, &t);
   return t;
 }
 
@@ -241,12 +271,37 @@ PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& 
   return out;
 }
 
+Seconds BucketedExposedTime(Seconds comm, Seconds window, int buckets) {
+  const double k = std::max(1, buckets);
+  return comm / k + std::max(0.0, comm - window) * (k - 1) / k;
+}
+
+Seconds ExposedDataParallelTime(const CostTable& t, const ParallelConfig& c, int r) {
+  if (!t.overlap_grad_reduce && !t.overlap_param_gather) return t.dp_allreduce[r];
+  const Seconds gather = r < int(t.dp_param_gather.size()) ? t.dp_param_gather[r] : 0.0;
+  const Seconds reduce = t.dp_allreduce[r] - gather;
+  const int buckets = t.dp_buckets * t.vp;
+  // The rank's last backwards (their W passes in a split schedule) and its first forward.
+  Seconds last_backwards = 0;
+  for (int k = 0; k < t.vp; ++k) {
+    const ChunkCost& cc = t.Chunk(r, k);
+    last_backwards += SplitsBackward(c.schedule) ? cc.weight_grad.Total() : cc.BackwardTime();
+  }
+  const Seconds first_forward = t.Chunk(r, 0).ForwardTime();
+  const Seconds exposed_reduce =
+      t.overlap_grad_reduce ? BucketedExposedTime(reduce, last_backwards, buckets) : reduce;
+  const Seconds exposed_gather =
+      t.overlap_param_gather ? BucketedExposedTime(gather, first_forward, buckets) : gather;
+  return exposed_reduce + exposed_gather;
+}
+
 void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                    Prediction* p) {
   const double n = c.WorldSize();
   p->tflops_per_gpu = HardwareIterationFlops(m, c) / p->iteration_s / n / kTera;
   p->model_tflops_per_gpu = ModelIterationFlops(m, c) / p->iteration_s / n / kTera;
   p->percent_of_peak = 100.0 * p->tflops_per_gpu / cluster.profile.peak_tflops.value;
+  p->model_flops_utilization = 100.0 * p->model_tflops_per_gpu / cluster.profile.peak_tflops.value;
   p->tokens_per_s = double(c.global_batch) * m.seq_len / p->iteration_s;
 }
 
@@ -273,10 +328,11 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   p.breakdown.bubble = pt.bubble;
   Seconds tail = 0;
   for (int r = 0; r < t.pp; ++r) {
-    const Seconds x = t.dp_allreduce[r] + t.embedding_allreduce[r] + t.optimizer[r];
+    const Seconds dp = ExposedDataParallelTime(t, c, r);
+    const Seconds x = dp + t.embedding_allreduce[r] + t.optimizer[r];
     if (x > tail) {
       tail = x;
-      p.breakdown.dp_comm = t.dp_allreduce[r] + t.embedding_allreduce[r];
+      p.breakdown.dp_comm = dp + t.embedding_allreduce[r];
       p.breakdown.optimizer = t.optimizer[r];
     }
   }

@@ -8,7 +8,11 @@
 //     ideal = m max_r T_r,  bubble = (p - 1)/(v m) x ideal  (GPipe and 1F1B: v = 1); ZB-H1 and
 //     ZB-H2: (p - 1)(T - 2 T_W) and (p - 1) max(0, T - 3 T_W) of the slowest stage (Qi et al.)
 //   after the flush: max over r of (data-parallel all-reduce + embedding all-reduce + optimizer)
-//     (not overlapped with the backward, as in the paper's Megatron-LM)
+//     (not overlapped with the backward, as in the paper's Megatron-LM; a software profile that
+//     overlaps it leaves only the exposed part, ExposedDataParallelTime)
+// The software profile (ClusterSpec::software, core/software.h) also hides its share of each
+// layer's tensor-parallel collectives behind the layer's GEMMs (sequence parallelism only), in the
+// CostTable itself, so the closed form and the simulator see the same chunk times.
 #pragma once
 
 #include <memory>
@@ -50,12 +54,25 @@ class ClosedFormPipeline : public PipelineModel {
   PipelineTime Time(const CostTable& t, const ParallelConfig& c) const override;
 };
 
+// Most buckets per chunk the software profile's bucket size makes (CostTable::dp_buckets).
+inline constexpr int kMaxDataParallelBuckets = 4096;
+
+// Exposed time of `comm` split into `buckets` equal buckets run one after another, bucket i ready
+// at (i + 1)/buckets of `window` (the compute it overlaps with): the last bucket always shows, and
+// whatever of the rest the window cannot hold: comm/k + max(0, comm - window)(k - 1)/k.
+Seconds BucketedExposedTime(Seconds comm, Seconds window, int buckets);
+// The data-parallel time rank r pays after its flush (gradient reduction and parameter all-gather),
+// what remains of t.dp_allreduce[r] once the overlaps of t hide their share: the reduction behind
+// the rank's last backwards (split schedules: their W passes), the all-gather behind its first
+// forward, each in t.dp_buckets x vp buckets. Without overlap: t.dp_allreduce[r] exactly.
+Seconds ExposedDataParallelTime(const CostTable& t, const ParallelConfig& c, int r);
+
 struct Breakdown {
   Seconds compute = 0;  // GEMM + memory-bound (+ recompute) of the slowest stage, m microbatches
   Seconds tp_comm = 0;  // tensor-parallel collectives of the slowest stage
   Seconds pp_comm = 0;  // pipeline p2p of the slowest stage
   Seconds bubble = 0;
-  Seconds dp_comm = 0;  // data-parallel + embedding all-reduce (slowest rank)
+  Seconds dp_comm = 0;  // exposed data-parallel + embedding all-reduce (slowest rank)
   Seconds optimizer = 0;
 };
 
@@ -75,7 +92,10 @@ struct Prediction {
   double tflops_per_gpu = 0;        // eq. (3): the recomputed forward counted when it runs
   double model_tflops_per_gpu = 0;  // never counting recomputation (MFU)
   double percent_of_peak = 0;       // tflops_per_gpu / profile peak
-  double bubble_fraction = 0;       // bubble / iteration
+  // Model FLOPs utilisation, percent: model FLOPs per iteration (no recomputation) / (iteration
+  // time x GPUs x the profile's peak_tflops); what users compare across stacks.
+  double model_flops_utilization = 0;
+  double bubble_fraction = 0;  // bubble / iteration
   double tokens_per_s = 0;
   Bytes peak_memory = 0;  // max over stages
   int peak_memory_stage = 0;

@@ -25,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!preset || !plan->has_program) return 0;  // files are the cluster fuzzer's
   auto cluster = LoadCluster(plan->cluster.name, plan->cluster.gpus);
   if (!cluster.ok()) return 0;
+  if (plan->software) cluster->software = *plan->software;  // its overlaps, as simulate prices it
   if (!plan->layout.Validate(plan->model).ok()) return 0;
   if (plan->layout.WorldSize() != cluster->Gpus()) return 0;
   if (!schedule::CheckProgramMatchesLayout(plan->program, plan->model, plan->layout).ok()) return 0;

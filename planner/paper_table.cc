@@ -65,11 +65,11 @@ Result<std::vector<LaterComparison>> CompareKorthikanti2022(const std::string& c
     lc.run = run;
     PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(run.model));
     PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, run.gpus));
+    PTDP_ASSIGN_OR_RETURN(cluster.software, LoadSoftware(kPaperSoftware));
     auto cand = Evaluate(model, cluster, LaterRunLayout(run, cluster.profile.precision));
     if (!cand.ok()) return cand.status().WithPrefix(std::string("Korthikanti run ") + run.model);
     lc.predicted = std::move(cand).value();
-    lc.predicted_mfu_percent =
-        100.0 * lc.predicted.prediction.model_tflops_per_gpu / cluster.profile.peak_tflops.value;
+    lc.predicted_mfu_percent = lc.predicted.prediction.model_flops_utilization;
     lc.error_percent =
         100.0 * (lc.predicted_mfu_percent - run.published_mfu_percent) / run.published_mfu_percent;
     out.push_back(std::move(lc));
@@ -84,6 +84,7 @@ Result<std::vector<PaperComparison>> ComparePaperTable1(const std::string& clust
     pc.row = row;
     PTDP_ASSIGN_OR_RETURN(pc.model, LoadModel(row.model));
     PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, row.gpus));
+    PTDP_ASSIGN_OR_RETURN(cluster.software, LoadSoftware(kPaperSoftware));
     auto cand = Evaluate(pc.model, cluster, PaperLayout(row));
     if (!cand.ok()) return cand.status().WithPrefix(std::string("Table 1 row ") + row.model);
     pc.predicted = std::move(cand).value();

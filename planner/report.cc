@@ -32,6 +32,7 @@ OrderedJson PredictionToJson(const costmodel::Prediction& p, double tokens, bool
   j["peak_memory_GiB"] = GiBOf(p.peak_memory);
   j["tokens_per_s"] = p.tokens_per_s;
   j["model_tflops_per_gpu"] = p.model_tflops_per_gpu;
+  j["model_flops_utilization"] = p.model_flops_utilization;
   if (tokens > 0) j["days_to_train"] = p.DaysToTrain(tokens);
   if (detail) {
     j["peak_memory_stage"] = p.peak_memory_stage;
@@ -129,13 +130,33 @@ OrderedJson SearchToJson(const SearchResult& r, double tokens) {
   return j;
 }
 
+namespace {
+
+// ": TP comm 75% hidden, DP reduce/gather overlapped" for the table's software line.
+std::string SoftwareSummary(const SoftwareProfile& sw) {
+  if (sw.name.empty()) return "";
+  const double tp = sw.tp_comm_overlap_fraction.value;
+  std::string s = ": TP communication " +
+                  (tp > 0 ? Fmt("%.0f", 100 * tp) + "% hidden (with sequence parallelism)"
+                          : std::string("not overlapped")) +
+                  ", DP gradient reduction " +
+                  (sw.overlap_grad_reduce.value ? "overlapped" : "not overlapped") +
+                  ", weight all-gather " +
+                  (sw.overlap_param_gather.value ? "overlapped" : "not overlapped");
+  return s;
+}
+
+}  // namespace
+
 std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
                           double tokens) {
   std::ostringstream o;
   o << "model " << m.name << " (" << Fmt("%.1f", ParameterCount(m) / 1e9) << "B parameters) on "
     << cluster.Gpus() << " GPUs of " << cluster.name << " (" << cluster.nodes << " nodes x "
     << cluster.gpus_per_node << "), global batch " << r.top.front().layout.global_batch << ", "
-    << PrecisionName(r.top.front().layout.precision) << "\n\n";
+    << PrecisionName(r.top.front().layout.precision) << "\n";
+  o << "software " << (cluster.software.name.empty() ? "(none)" : cluster.software.name)
+    << SoftwareSummary(cluster.software) << "\n\n";
   char line[256];
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
@@ -152,9 +173,9 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   const std::string opt_header =
       std::string(opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") + (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
-                "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %7s %9s\n", "rank",
+                "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
-                "iteration_s", "formula_s", "TFLOP/s", "%peak", "bubble", "mem_GiB");
+                "iteration_s", "formula_s", "TFLOP/s", "%peak", "MFU%", "bubble", "mem_GiB");
   o << line;
   int i = 0;
   for (const auto& c : r.top) {
@@ -176,11 +197,11 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     }
     std::snprintf(
         line, sizeof(line),
-        "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s%s %11.4g %10.4g %8.4g %6.1f %7.3f %9.1f%s\n", ++i,
-        l.tp, l.pp, l.dp, l.mbs, l.vp, ScheduleName(l.schedule), RecomputeName(l.recompute),
+        "%4d %3d %4d %5d %4d %3d %-11s %-9s %-3s%s %11.4g %10.4g %8.4g %6.1f %6.1f %7.3f %9.1f%s\n",
+        ++i, l.tp, l.pp, l.dp, l.mbs, l.vp, ScheduleName(l.schedule), RecomputeName(l.recompute),
         l.scatter_gather ? "on" : "off", extra.c_str(), p.iteration_s,
         c.refined ? c.closed_form_iteration_s : p.iteration_s, p.tflops_per_gpu, p.percent_of_peak,
-        p.bubble_fraction, GiBOf(p.peak_memory), c.refined ? " *" : "");
+        p.model_flops_utilization, p.bubble_fraction, GiBOf(p.peak_memory), c.refined ? " *" : "");
     o << line;
   }
   bool any_refined = false;
@@ -189,6 +210,8 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     o << "  * iteration_s replayed by the event-driven simulator (the ranking follows it); "
          "formula_s is the closed form\n";
   }
+  o << "  TFLOP/s and %peak count the FLOPs the GPUs run (recomputation included); MFU% the "
+       "model's FLOPs without recomputation over iteration x GPUs x peak\n";
   const auto& w = r.top.front();
   const auto& b = w.prediction.breakdown;
   const double it = w.prediction.iteration_s;
@@ -263,7 +286,8 @@ int64_t MegatronMicrobatchGroup(int64_t microbatches, int64_t pp) {
 
 }  // namespace
 
-std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
+std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
+                         const SoftwareProfile* software) {
   std::ostringstream o;
   o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
   if (c.schedule == ScheduleKind::kInterleaved) {
@@ -301,6 +325,16 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c) {
   o << " --attention-backend " << (c.fused_attention ? "flash" : "unfused");
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
+  // The overlaps the plan priced (the software profile's, where the layout has what they need).
+  if (software != nullptr) {
+    if (software->tp_comm_overlap_fraction.value > 0 && c.sequence_parallel) {
+      o << " --tp-comm-overlap";
+    }
+    if (software->overlap_grad_reduce.value && c.dp > 1) o << " --overlap-grad-reduce";
+    if (software->overlap_param_gather.value && c.distributed_optimizer && c.dp > 1) {
+      o << " --overlap-param-gather";
+    }
+  }
   // No scatter/gather flag: today's Megatron-LM has dropped --no-scatter-gather-tensors-in-pipeline
   // (an unknown flag its parser refuses) and sends whole b s h messages without sequence
   // parallelism, as a plan with scatter_gather off does.
@@ -317,6 +351,7 @@ Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, co
   p.layout = r.top.front().layout;
   PTDP_ASSIGN_OR_RETURN(p.program, schedule::BuildProgram(m, p.layout));
   p.has_program = true;
+  if (!cluster.software.name.empty()) p.software = cluster.software;
   p.prediction = Json::parse(PredictionToJson(r.top.front().prediction, tokens, true).dump());
   Json alts = Json::array();
   for (size_t i = 1; i < r.top.size(); ++i) {
@@ -324,7 +359,7 @@ Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, co
   }
   p.extra["alternatives"] = alts;
   p.extra["search"] = Json::parse(SearchToJson(r, tokens)["search"].dump());
-  p.extra["megatron_args"] = MegatronArgs(m, p.layout);
+  p.extra["megatron_args"] = MegatronArgs(m, p.layout, &cluster.software);
   return p;
 }
 

@@ -26,7 +26,10 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
                           double tokens);
 
 // Megatron-LM pretrain_gpt.py flags for a layout.
-std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c);
+// With `software`, also the flags of the overlaps it priced (--tp-comm-overlap with sequence
+// parallelism, --overlap-grad-reduce and --overlap-param-gather with d > 1).
+std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
+                         const SoftwareProfile* software = nullptr);
 
 // The plan file of the winner (alternatives, search summary and Megatron flags as extras), with
 // the winner's Program (schedule::BuildProgram, messages of the profile's activation bytes).

@@ -85,6 +85,11 @@ class Interpreter {
   Nanoseconds At(const std::vector<Seconds>& v, int r) const {
     return r < static_cast<int>(v.size()) ? ToNanoseconds(v[r]) : 0;
   }
+  // The data-parallel time of rank r split into the distributed optimizer's all-gather of the
+  // weights and the gradient reduction (the rest).
+  Nanoseconds GatherNs(int r) const { return At(c_.dp_param_gather, r); }
+  Nanoseconds ReduceNs(int r) const { return At(c_.dp_allreduce, r) - GatherNs(r); }
+  Nanoseconds ExposedGatherNs(int r) const;
 
   const Program& p_;
   const costmodel::CostTable& c_;
@@ -99,7 +104,25 @@ class Interpreter {
   std::vector<Nanoseconds> fwd_ns_, bwd_ns_, wgt_ns_, rc_ns_, latency_ns_;
   Nanoseconds gather_ns_ = 0;
   int64_t v_stages_ = 1;
+  // The gradient reduction runs in buckets beside the last backwards (SimOptions or the table's
+  // software overlap).
+  bool overlap_reduce_ = false;
 };
+
+// Replays the weights' all-gather in dp_buckets x vp buckets, back to back on the collective
+// stream from the iteration's start, against the first forward of chunk 0 cut into as many
+// pieces, each of which needs its bucket: the forward's end minus its length is what shows.
+Nanoseconds Interpreter::ExposedGatherNs(int r) const {
+  const int64_t k = std::max(1, c_.dp_buckets) * int64_t(p_.vp);
+  const Nanoseconds gather = GatherNs(r), forward = fwd_ns_[size_t(r) * p_.vp];
+  Nanoseconds gathered = 0, computed = 0;
+  for (int64_t b = 0; b < k; ++b) {
+    gathered += gather / k + (b < gather % k ? 1 : 0);
+    const Nanoseconds piece = forward / k + (b < forward % k ? 1 : 0);
+    computed = std::max(computed, gathered) + piece;
+  }
+  return computed - forward;
+}
 
 void Interpreter::SendMessage(int r, const Instr& in, size_t index) {
   const int64_t key = Key(r, in);
@@ -161,11 +184,11 @@ void Interpreter::Issue(int r) {
           --s.live;
           Counter(r, end, s.live_bytes);
         }
-        if (frees && o_.overlap_dp_allreduce && --s.backwards_left[in.chunk] == 0) {
+        if (frees && overlap_reduce_ && --s.backwards_left[in.chunk] == 0) {
           // The chunk's gradients are final as its last backward progresses: its share of the
-          // all-reduce goes out in dp_buckets buckets, serialized on the collective stream.
+          // reduction goes out in dp_buckets buckets, serialized on the collective stream.
           const int k = std::max(1, c_.dp_buckets);
-          const Nanoseconds total = At(c_.dp_allreduce, r) / p_.vp;
+          const Nanoseconds total = ReduceNs(r) / p_.vp;
           for (int b = 0; b < k; ++b) {
             // dur / k first: dur * (b + 1) could leave int64 for a long backward.
             const Nanoseconds ready = now + dur / k * (b + 1) + dur % k * (b + 1) / k;
@@ -206,9 +229,12 @@ void Interpreter::Issue(int r) {
       case Op::kReduceGrads: {
         // Overlapped: wait for the buckets still in flight; then the embedding all-reduce.
         const Nanoseconds start = now;
-        const Nanoseconds dp = o_.overlap_dp_allreduce
-                                   ? std::max<Nanoseconds>(0, s.collective_free_ns - now)
-                                   : At(c_.dp_allreduce, r);
+        // Without any overlap the whole data-parallel time, as the table has it.
+        const Nanoseconds dp = !overlap_reduce_ && !c_.overlap_param_gather ? At(c_.dp_allreduce, r)
+                               : overlap_reduce_
+                                   ? std::max<Nanoseconds>(0, s.collective_free_ns - now) +
+                                         (c_.overlap_param_gather ? 0 : GatherNs(r))
+                                   : ReduceNs(r);
         const Nanoseconds end = now + dp + At(c_.embedding_allreduce, r);
         rs.allreduce_ns += end - start;
         Record(r, Stream::kCollective, in, start, end);
@@ -217,7 +243,10 @@ void Interpreter::Issue(int r) {
         return;
       }
       case Op::kOptimizerStep: {
-        const Nanoseconds end = now + At(c_.optimizer, r);
+        // An overlapped all-gather of the updated weights ends behind the next iteration's first
+        // forward; what it does not hide is paid here, once per iteration.
+        const Nanoseconds end =
+            now + At(c_.optimizer, r) + (c_.overlap_param_gather ? ExposedGatherNs(r) : 0);
         rs.optimizer_ns += end - now;
         Record(r, Stream::kCompute, in, now, end);
         res_.iteration_ns = std::max(res_.iteration_ns, end);
@@ -249,6 +278,7 @@ Result<SimResult> Interpreter::Run() {
     return Status::Invalid("simulate: program has a rank list per pp rank missing");
   const int n = pp * vp;
   v_stages_ = n;
+  overlap_reduce_ = o_.overlap_dp_allreduce || c_.overlap_grad_reduce;
   // Every time enters the integer clock through a checked conversion: a non-finite or huge cost
   // (a profile's 1e-300 TFLOP/s, a 2^62-token sequence) is an error naming the figure, not an
   // overflowed event time. The bound keeps any sum of one figure per instruction inside int64.
@@ -293,6 +323,7 @@ Result<SimResult> Interpreter::Run() {
   PTDP_ASSIGN_OR_RETURN(gather_ns_, to_ns(c_.p2p_allgather, "pipeline all-gather time"));
   // At() converts these per rank as the run goes; check them here, once.
   for (const auto& [v, what] : {std::pair{&c_.dp_allreduce, "data-parallel all-reduce time"},
+                                std::pair{&c_.dp_param_gather, "parameter all-gather time"},
                                 std::pair{&c_.embedding_allreduce, "embedding all-reduce time"},
                                 std::pair{&c_.optimizer, "optimizer time"}}) {
     for (size_t r = 0; r < v->size(); ++r) {
@@ -458,6 +489,7 @@ costmodel::CostTable IdealCosts(const costmodel::CostTable& c) {
   out.p2p_allgather = 0;
   out.p2p_link.assign(c.pp, costmodel::LinkCost{0, std::numeric_limits<double>::infinity(), false});
   out.dp_allreduce.assign(c.pp, 0);
+  out.dp_param_gather.assign(c.pp, 0);
   out.embedding_allreduce.assign(c.pp, 0);
   return out;
 }

@@ -25,8 +25,11 @@
 namespace ptdp::sim {
 
 struct SimOptions {
-  // Overlap the data-parallel all-reduce with the last backwards, bucket by bucket
-  // (CostTable::dp_buckets buckets per chunk, each ready as the chunk's last backward progresses).
+  // Overlap the data-parallel gradient reduction with the last backwards, bucket by bucket
+  // (CostTable::dp_buckets buckets per chunk, each ready as the chunk's last backward progresses),
+  // also when the table's software profile does not (CostTable::overlap_grad_reduce). The
+  // distributed optimizer's all-gather overlaps only where the table says so
+  // (overlap_param_gather: behind the first forward, its exposed part paid after the optimizer).
   bool overlap_dp_allreduce = false;
   // Keep the Timeline (events and activation-memory counters); off for the planner's fast path.
   bool record_timeline = false;

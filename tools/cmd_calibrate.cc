@@ -113,7 +113,8 @@ Status RunCalibrate(const CalibrateArgs& a) {
   if (!cluster_or.ok()) {
     return cluster_or.status().WithPrefix(a.profile.empty() ? a.plan + ": cluster" : "--profile");
   }
-  const ClusterSpec& cluster = *cluster_or;
+  ClusterSpec& cluster = *cluster_or;
+  PTDP_ASSIGN_OR_RETURN(cluster.software, PlanSoftware(plan));
   PTDP_RETURN_IF_ERROR(plan.layout.Validate(plan.model).WithPrefix(a.plan + ": layout"));
   if (plan.layout.WorldSize() != cluster.Gpus()) {
     return Status::Invalid(a.plan +

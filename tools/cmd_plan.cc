@@ -10,6 +10,7 @@
 #include "planner/fix.h"
 #include "planner/report.h"
 #include "planner/search.h"
+#include "planner/software_search.h"
 #include "simulator/refine.h"
 #include "tools/common.h"
 
@@ -32,6 +33,7 @@ struct PlanArgs {
   std::string emit;
   std::string fix;
   std::string precision;  // empty: the cluster profile's
+  std::string software = kDefaultSoftware;
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
        grad_accumulation_fusion = false, fused_attention = false;
@@ -84,6 +86,8 @@ Status RunPlan(const PlanArgs& a) {
   PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--cluster", a.cluster));
   PTDP_ASSIGN_OR_RETURN(ModelSpec model, LoadModel(a.model));
   PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(a.cluster, a.gpus, a.nodes));
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--software", a.software));
+  PTDP_ASSIGN_OR_RETURN(cluster.software, LoadSoftware(a.software));
   planner::SearchOptions o;
   o.global_batch = a.global_batch;
   o.keep = a.top;
@@ -93,6 +97,7 @@ Status RunPlan(const PlanArgs& a) {
   o.distributed_optimizer = a.distributed_optimizer;
   o.grad_accumulation_fusion = a.grad_accumulation_fusion;
   o.fused_attention = a.fused_attention;
+  planner::ApplySoftwareSearchDefaults(cluster.software, &o);
   if (!a.precision.empty()) {
     PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
   }
@@ -119,13 +124,16 @@ Status RunPlan(const PlanArgs& a) {
   }
   if (a.format == "json") {
     OrderedJson j = planner::SearchToJson(r, a.tokens);
-    if (!a.emit.empty()) j["megatron_args"] = planner::MegatronArgs(model, megatron);
+    if (!a.emit.empty()) {
+      j["megatron_args"] = planner::MegatronArgs(model, megatron, &cluster.software);
+    }
+    j["software"] = cluster.software.name;
     std::cout << j.dump(1) << "\n";
   } else {
     std::cout << planner::SearchToTable(model, cluster, r, a.tokens);
     if (!a.emit.empty()) {
       std::cout << "\nMegatron-LM pretrain_gpt.py flags:\n  "
-                << planner::MegatronArgs(model, megatron) << "\n";
+                << planner::MegatronArgs(model, megatron, &cluster.software) << "\n";
     }
     if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   }
@@ -155,6 +163,10 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_option("--precision", a->precision,
                   "fp32 | bf16 | fp16: the precision of every layout (default: the cluster "
                   "profile's)");
+  cmd->add_option("--software", a->software,
+                  "Training stack: megatron-core | megatron-lm-2021 | ptdp or a software profile "
+                  "JSON (overlaps, fusions, and the options searched by default)")
+      ->capture_default_str();
   cmd->add_flag("--allow-cross-node-tp", a->allow_cross_node_tp,
                 "Let the search put a tensor group across nodes");
   cmd->add_flag(

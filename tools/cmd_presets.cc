@@ -1,4 +1,4 @@
-// `ptdp presets`: the built-in models and clusters.
+// `ptdp presets`: the built-in models, clusters and software profiles.
 #include <cstdio>
 
 #include "core/cluster.h"
@@ -9,7 +9,8 @@
 namespace ptdp::tools {
 
 void RegisterPresets(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("presets", "List the built-in models and clusters");
+  auto* cmd =
+      app.add_subcommand("presets", "List the built-in models, clusters and software profiles");
   cmd->callback([exit_code] {
     std::printf("models:\n  %-12s %6s %7s %5s %6s %7s %9s  %s\n", "name", "layers", "hidden",
                 "heads", "seq", "vocab", "params", "about");
@@ -30,6 +31,15 @@ void RegisterPresets(CLI::App& app, int* exit_code) {
       std::printf("  %-10s %9.0f %9.1f %8.0f %9.0f  %s\n", e.name, hw->gpus_per_node.value,
                   hw->peak_tflops.value, hw->memory_GiB.value, hw->hbm_GBps.value,
                   PrecisionName(hw->precision));
+    }
+    std::printf("\nsoftware profiles (--software; default %s):\n", kDefaultSoftware);
+    for (const auto& e : EmbeddedSoftwareProfiles()) {
+      auto sw = LoadSoftware(e.name);
+      if (!sw.ok()) {
+        *exit_code = Fail("presets", sw.status());
+        return;
+      }
+      std::printf("  %-17s %s\n", e.name, sw->about.c_str());
     }
     *exit_code = 0;
   });

@@ -17,6 +17,7 @@
 #include "costmodel/estimate.h"
 #include "planner/fix.h"
 #include "planner/search.h"
+#include "planner/software_search.h"
 #include "schedule/schedule.h"
 #include "simulator/gantt.h"
 #include "simulator/refine.h"
@@ -45,6 +46,7 @@ struct SimulateArgs {
   int64_t global_batch = 0;
   std::string fix;
   std::string precision;  // empty: the cluster profile's
+  std::string software;   // empty: the plan's, or without a plan megatron-core
   std::string trace;
   std::string svg;
   std::string format = "table";
@@ -67,6 +69,7 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
     if (!c.ok())
       return c.status().WithPrefix(a.profile.empty() ? a.plan + ": cluster" : "--profile");
     *cluster = *c;
+    PTDP_ASSIGN_OR_RETURN(cluster->software, PlanSoftware(plan));
     *layout = plan.layout;
     *program = std::move(plan.program);
     *origin = "plan file " + a.plan;
@@ -82,9 +85,13 @@ Status ResolveLayout(const SimulateArgs& a, ModelSpec* model, ClusterSpec* clust
   PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--cluster", a.cluster));
   PTDP_ASSIGN_OR_RETURN(*model, LoadModel(a.model));
   PTDP_ASSIGN_OR_RETURN(*cluster, LoadCluster(a.cluster, a.gpus, a.nodes));
+  const std::string software = a.software.empty() ? kDefaultSoftware : a.software;
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--software", software));
+  PTDP_ASSIGN_OR_RETURN(cluster->software, LoadSoftware(software));
   planner::SearchOptions o;
   o.global_batch = a.global_batch;
   o.keep = 1;
+  planner::ApplySoftwareSearchDefaults(cluster->software, &o);
   PTDP_ASSIGN_OR_RETURN(o.fix, planner::ParseFix(a.fix));
   if (!a.precision.empty()) {
     PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
@@ -104,10 +111,10 @@ Status RunSimulate(const SimulateArgs& a) {
     return Status::Invalid("--profile: only with --plan (otherwise --cluster names the profile)");
   }
   if (!a.plan.empty() && (!a.fix.empty() || a.global_batch != 0 || a.gpus != 0 || a.nodes != 0 ||
-                          !a.precision.empty())) {
+                          !a.precision.empty() || !a.software.empty())) {
     return Status::Invalid(
         "--plan: give either a plan file or the plan flags (--gpus, --global-batch, --fix, "
-        "--precision), not both");
+        "--precision, --software), not both");
   }
   // Capped: the simulator issues one collective per bucket per chunk.
   if (a.buckets < 0 || a.buckets > kMaxBuckets) {
@@ -179,6 +186,7 @@ Status RunSimulate(const SimulateArgs& a) {
     j["global_batch"] = layout.global_batch;
     j["layout"] = LayoutToJson(layout);
     j["layout_from"] = origin;
+    j["software"] = cluster.software.name;
     j["ideal"] = a.ideal;
     j["overlap_dp_allreduce"] = a.overlap;
     j["microbatches"] = m;
@@ -231,6 +239,7 @@ Status RunSimulate(const SimulateArgs& a) {
   }
   std::printf("%s on %d GPUs of %s, global batch %lld (layout: %s)\n", model.name.c_str(),
               cluster.Gpus(), cluster.name.c_str(), (long long)layout.global_batch, origin.c_str());
+  std::printf("software: %s\n", cluster.software.name.c_str());
   std::printf("layout: %s, %lld microbatches%s%s\n", layout.ToString().c_str(), (long long)m,
               a.ideal ? ", IDEAL (free communication, equal stage costs)" : "",
               a.overlap ? ", data-parallel all-reduce overlapped" : "");
@@ -245,8 +254,9 @@ Status RunSimulate(const SimulateArgs& a) {
           ? ", published for m % p == 0 only"
           : "",
       r.bubble_fraction_of_total);
-  std::printf("throughput       %10.1f TFLOP/s per GPU (%.1f%% of peak), %.0f tokens/s\n",
-              pred.tflops_per_gpu, pred.percent_of_peak, pred.tokens_per_s);
+  std::printf(
+      "throughput       %10.1f TFLOP/s per GPU (%.1f%% of peak; MFU %.1f%%), %.0f tokens/s\n",
+      pred.tflops_per_gpu, pred.percent_of_peak, pred.model_flops_utilization, pred.tokens_per_s);
   std::printf("\n%5s %6s %10s %10s %8s %10s %10s %10s %8s %9s %9s %9s\n", "rank", "layers",
               "compute_s", "idle_s", "bubble", "p2p_s", "wait_s", "allred_s", "stashed", "act_GiB",
               "static_GiB", "peak_GiB");
@@ -277,6 +287,9 @@ void RegisterSimulate(CLI::App& app, int* exit_code) {
                   "calibrate` output, say) instead of the plan's cluster, on as many GPUs");
   cmd->add_option("--model", a->model, "Preset name, model JSON or HF GPT-2 config.json")
       ->capture_default_str();
+  cmd->add_option("--software", a->software,
+                  "Without --plan: the training stack (megatron-core, the default | "
+                  "megatron-lm-2021 | ptdp | a software profile JSON); a plan brings its own");
   cmd->add_option("--cluster", a->cluster, "Cluster preset, profile JSON or cluster JSON")
       ->capture_default_str();
   cmd->add_option("--gpus", a->gpus, "Number of GPUs");

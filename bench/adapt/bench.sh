@@ -32,7 +32,7 @@ J
 "$ptdp" tokenize --in "$root/README.md" --out tokens.bin > /dev/null
 layout=${LAYOUT:-tp=1,pp=2,dp=1,mbs=1,vp=1,schedule=1f1b,recompute=none}
 plan() {  # LAYOUT OUT
-  "$ptdp" plan --model model.json --cluster cpu --gpus 2 --global-batch 8 --fix "$1" --top 1 \
+  "$ptdp" plan --model model.json --cluster cpu --gpus 2 --global-batch 8 --fix "$1" --software ptdp --top 1 \
     --out "$2" > /dev/null
 }
 plan "$layout" plan.json

@@ -38,7 +38,7 @@ fi
 
 plan() {  # plan NAME RANKS FIX
   "$ptdp" plan --model "$model" --cluster "$start" --gpus "$2" --global-batch "$batch" \
-    --fix "$3,recompute=none,schedule=1f1b" --top 1 --out "$1.json" > /dev/null
+    --fix "$3,recompute=none,schedule=1f1b" --software ptdp --top 1 --out "$1.json" > /dev/null
 }
 train() {  # train NAME RANKS
   nice -n "${NICE:-0}" mpirun -np "$2" "$ptdp" train --plan "$1.json" --data tokens.bin --steps "$steps" \

@@ -20,7 +20,7 @@ for layout in "1 1" "2 2"; do
   set -- $layout
   tp=$1 pp=$2 np=$(($1 * $2))
   "$ptdp" plan --model wide.json --cluster cpu --gpus "$np" --global-batch 1 \
-    --fix "tp=$tp,pp=$pp,dp=1,mbs=1,recompute=none" --top 1 --out "plan$np.json" > /dev/null
+    --fix "tp=$tp,pp=$pp,dp=1,mbs=1,recompute=none" --software ptdp --top 1 --out "plan$np.json" > /dev/null
   rm -rf "ck$np"
   mpirun -np "$np" "$ptdp" train --plan "plan$np.json" --data tokens.bin --steps 1 --save "ck$np" > "save$np.txt"
   read -r mib secs < <(sed -n 's/.*: \([0-9.]*\) MiB in \([0-9.]*\) s .*/\1 \2/p' "save$np.txt")

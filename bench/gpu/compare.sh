@@ -94,8 +94,9 @@ fi
 
 # The CUDA backend's attention is fused (no s^2 tensors kept): the plan says so, so that its
 # memory and the predicted time are those of the kernel that runs.
-fused=""
-[ "$backend" = cuda ] && fused=--fused-attention
+# (`--software ptdp`: the options this runtime executes; the CPU keeps the unfused attention.)
+fused=off
+[ "$backend" = cuda ] && fused=on
 results="$work/results.jsonl"
 : > "$results"
 for model in $models; do
@@ -105,7 +106,7 @@ for model in $models; do
   while [ "$only" != pytorch ] && [ "$mbs" -le "$max_mbs" ]; do
     plan="$work/$model.mbs$mbs.plan.json"
     if ! "$ptdp" plan --model "$model" --cluster "$work/profile.json" --gpus 1 --global-batch "$mbs" \
-         --fix "tp=1,pp=1,dp=1,mbs=$mbs,recompute=none" $fused --top 1 --out "$plan" > "$work/$model.mbs$mbs.plan.txt" 2>&1; then
+         --fix "tp=1,pp=1,dp=1,mbs=$mbs,recompute=none,fused_attention=$fused" --software ptdp --top 1 --out "$plan" > "$work/$model.mbs$mbs.plan.txt" 2>&1; then
       log "$model: microbatch $mbs does not fit (planner)"; break
     fi
     if ! "$ptdp" train --backend "$backend" --plan "$plan" --data "$work/tokens.bin" --steps "$steps" \
@@ -145,7 +146,7 @@ PY
   plan1="$work/$model.mbs1.plan.json"
   if [ ! -f "$plan1" ]; then
     "$ptdp" plan --model "$model" --cluster "$work/profile.json" --gpus 1 --global-batch 1 \
-      --fix "tp=1,pp=1,dp=1,mbs=1" --top 1 --out "$plan1" > /dev/null 2>&1 || true
+      --fix "tp=1,pp=1,dp=1,mbs=1" --software ptdp --top 1 --out "$plan1" > /dev/null 2>&1 || true
   fi
   dev=cuda
   [ "$backend" = cpu ] && dev=cpu

@@ -99,7 +99,7 @@ done
 
 echo "== 4. the user's path: ptdp plan --model <folder>/config.json, then train --init-from <folder>"
 if "$ptdp" plan --model random-tied/config.json --cluster cpu --gpus 4 --global-batch 8 \
-     --fix tp=2,pp=2,dp=1,mbs=2,schedule=1f1b,recompute=none --out planned.json > planned.out 2>&1; then
+     --fix tp=2,pp=2,dp=1,mbs=2,schedule=1f1b,recompute=none --software ptdp --out planned.json > planned.out 2>&1; then
   if timeout 600 mpirun -np 4 --oversubscribe "$ptdp" train --plan planned.json --data data.bin \
        --steps 3 --init-from random-tied --log planned.jsonl > planned-train.out 2>&1; then
     echo "PASS plan + train: ptdp plan read transformers' config.json (seq_len 64 = n_positions);" \

@@ -83,15 +83,17 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   if (cfg_.recompute == Recompute::kSelective) {
     return Status::Invalid(
         "plan: layout.recompute: 'selective' is planned but not executed by this runtime "
-        "(use none or full)");
+        "(use none or full; ptdp plan --software ptdp plans for this runtime)");
   }
   if (cfg_.sequence_parallel) {
     return Status::Invalid(
-        "plan: layout.sequence_parallel: planned but not executed by this runtime (use false)");
+        "plan: layout.sequence_parallel: planned but not executed by this runtime (use false; "
+        "ptdp plan --software ptdp plans for this runtime)");
   }
   if (cfg_.distributed_optimizer) {
     return Status::Invalid(
-        "plan: layout.distributed_optimizer: planned but not executed by this runtime (use false)");
+        "plan: layout.distributed_optimizer: planned but not executed by this runtime (use false; "
+        "ptdp plan --software ptdp plans for this runtime)");
   }
   if (cfg_.WorldSize() != world_->size()) {
     return Status::Invalid("plan: layout tp*pp*dp = " + std::to_string(cfg_.tp) + "*" +

@@ -157,7 +157,7 @@ TEST(Predict, MemoryIsTheLedgersPlusWorkspace) {
 TEST(CostTableTest, UnfusedGradientAccumulation) {
   ClusterSpec plain = testing::RoundCluster(8);
   ClusterSpec unfused = plain;
-  unfused.profile.grad_accumulate_bytes_per_param = testing::S(6);
+  unfused.software.grad_accumulate_bytes_per_param = testing::S(6);
   unfused.profile.kernel_launch_us = testing::S(2);
   plain.profile.kernel_launch_us = testing::S(2);
   ParallelConfig c;
@@ -202,7 +202,7 @@ TEST(CostTableTest, UnfusedGradientAccumulation) {
 TEST(CostTableTest, UnfusedGradientAccumulationUnevenStages) {
   ClusterSpec plain = testing::RoundCluster(8);
   ClusterSpec unfused = plain;
-  unfused.profile.grad_accumulate_bytes_per_param = testing::S(6);
+  unfused.software.grad_accumulate_bytes_per_param = testing::S(6);
   unfused.profile.kernel_launch_us = testing::S(2);
   plain.profile.kernel_launch_us = testing::S(2);
   ParallelConfig c;

@@ -63,7 +63,7 @@ TEST(WeightGradient, ChunksCarryTheLinearsWeightGemms) {
 TEST(WeightGradient, HoldsTheUnfusedAccumulation) {
   ClusterSpec plain = testing::RoundCluster(8);
   ClusterSpec unfused = plain;
-  unfused.profile.grad_accumulate_bytes_per_param = testing::S(6);
+  unfused.software.grad_accumulate_bytes_per_param = testing::S(6);
   ParallelConfig c;
   c.precision = Precision::kFp16;
   c.tp = 2;

@@ -15,7 +15,8 @@ import sys
 def predict(ptdp, profile, run, work):
     out = os.path.join(work, "%s.mbs%d.plan.json" % (run["model"], run["mbs"]))
     cmd = [ptdp, "plan", "--model", run["model"], "--cluster", profile, "--gpus", "1",
-           "--global-batch", str(run["mbs"]), "--fix", run["layout"], "--top", "1", "--out", out]
+           "--global-batch", str(run["mbs"]), "--fix", run["layout"], "--top", "1", "--out", out,
+           "--software", "ptdp"]  # the runs are ptdp train's
     if run.get("fused_attention"):
         cmd.append("--fused-attention")
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

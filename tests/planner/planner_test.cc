@@ -209,21 +209,14 @@ TEST(ProfileSchema, UnknownKeyWrongTypeMissingSource) {
   grid["gemm"]["tflops"].erase(0);
   EXPECT_FALSE(HardwareProfileFromJson(grid, "p").ok());
 
-  // The optional unfused-accumulation cost: read with its source, absent means 0, negative is an
-  // error naming the key.
-  auto sel = HardwareProfileFromJson(SeleneJson(), "p");
-  EXPECT_EQ(sel->grad_accumulate_bytes_per_param.value, 6);
-  Json none = SeleneJson();
-  none.erase("grad_accumulate_bytes_per_param");
-  auto e = HardwareProfileFromJson(none, "p");
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->grad_accumulate_bytes_per_param.value, 0);
-  EXPECT_EQ(HardwareProfileToJson(*e).count("grad_accumulate_bytes_per_param"), 0u);
-  Json negative = SeleneJson();
-  negative["grad_accumulate_bytes_per_param"]["value"] = -1;
-  auto f = HardwareProfileFromJson(negative, "p");
+  // How gradients are accumulated is the software profile's fact now (core/software.h): a
+  // hardware profile that still carries it is refused, naming the key and where it went.
+  Json moved = SeleneJson();
+  moved["grad_accumulate_bytes_per_param"] = {{"value", 6}, {"source", "2021 software"}};
+  auto f = HardwareProfileFromJson(moved, "p");
   ASSERT_FALSE(f.ok());
-  EXPECT_NE(f.status().message().find("p.grad_accumulate_bytes_per_param.value"), std::string::npos)
+  EXPECT_NE(f.status().message().find("p.grad_accumulate_bytes_per_param: moved to the software"),
+            std::string::npos)
       << f.status().message();
 }
 

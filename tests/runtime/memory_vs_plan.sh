@@ -17,7 +17,7 @@ cat > "$dir/model.json" <<JSON
  "dropout": 0.1}
 JSON
 "$ptdp" plan --model "$dir/model.json" --cluster cpu --gpus "$np" --global-batch 16 --fix "$fix" \
-  --out "$dir/plan.json" > /dev/null
+  --software ptdp --out "$dir/plan.json" > /dev/null
 grep -q memory_per_stage "$dir/plan.json" || { echo "FAIL: the plan has no memory_per_stage"; exit 1; }
 out=$(timeout 200 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$dir/plan.json" \
       --data "$dir/data.bin" --steps 2 --memory-tol 0.01 --trace "$dir/trace.json" 2>&1)

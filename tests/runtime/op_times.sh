@@ -7,7 +7,7 @@ set -euo pipefail
 ptdp=$1 work=$2/op_times
 rm -rf "$work" && mkdir -p "$work"
 "$ptdp" plan --model tiny --cluster cpu --gpus 1 --global-batch 4 \
-  --fix tp=1,pp=1,dp=1,mbs=2,recompute=none --top 1 --out "$work/plan.json" > /dev/null
+  --fix tp=1,pp=1,dp=1,mbs=2,recompute=none --software ptdp --top 1 --out "$work/plan.json" > /dev/null
 "$ptdp" tokenize --in "$(dirname "$0")/../../README.md" --out "$work/tokens.bin" > /dev/null
 "$ptdp" train --plan "$work/plan.json" --data "$work/tokens.bin" --steps 3 --log "$work/plain.jsonl" > /dev/null
 "$ptdp" train --plan "$work/plan.json" --data "$work/tokens.bin" --steps 3 --log "$work/timed.jsonl" \

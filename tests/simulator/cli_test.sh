@@ -70,6 +70,14 @@ grep -q '"bubble_fraction": 0.1875' "$W/i.json" || fail "ideal bubble not (p-1)/
 "$PTDP" simulate --plan "$W/plan.json" | grep -q "^iteration" || fail "simulate --plan"
 "$PTDP" simulate --plan "$W/plan.json" --precision bf16 2>/dev/null && fail "--plan with --precision accepted"
 grep -q '"program"' "$W/plan.json" || fail "plan --out wrote no program"
+# The plan records its software profile (ptdp plan's default: megatron-core) and simulate --plan
+# prices it with that one; --software megatron-lm-2021 travels the same way.
+grep -q '"name": "megatron-core"' "$W/plan.json" || fail "plan file lacks its software profile"
+"$PTDP" simulate --plan "$W/plan.json" | grep -q "^software: megatron-core" || fail "simulate --plan software"
+"$PTDP" plan --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 --software megatron-lm-2021 \
+  --out "$W/plan2021.json" | grep -q "^software megatron-lm-2021" || fail "plan --software megatron-lm-2021"
+"$PTDP" simulate --plan "$W/plan2021.json" | grep -q "^software: megatron-lm-2021" || fail "simulate 2021 plan"
+"$PTDP" simulate --plan "$W/plan2021.json" --software ptdp 2>/dev/null && fail "--plan with --software accepted"
 # The plan's Program runs only if it is its layout's: a hand-edited message size or instruction
 # order, or a version-1 plan without a Program, exits 2 naming it.
 "$PTDP" plan --model tiny --cluster cpu --gpus 4 --global-batch 4 \

@@ -3,8 +3,9 @@
 # file's layout and memory. Usage: cmake -DPTDP=... -DWORK=... -P memory_check.cmake
 cmake_minimum_required(VERSION 3.24)
 file(MAKE_DIRECTORY ${WORK})
+# The 2021 stack: fp16 without gradient-accumulation fusion keeps 16-bit gradients (below).
 set(flags --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 --simulate-top 0
-    --fix tp=2,pp=4,mbs=1,vp=2,schedule=interleaved,recompute=full)
+    --fix tp=2,pp=4,mbs=1,vp=2,schedule=interleaved,recompute=full --software megatron-lm-2021)
 function(run)
   execute_process(COMMAND ${PTDP} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)

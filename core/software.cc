@@ -1,0 +1,131 @@
+#include "core/software.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <utility>
+
+namespace ptdp {
+
+namespace {
+
+// Bounds: a fraction is a share; a bucket of more than 1e12 parameters or more than 64 bytes
+// moved per parameter element to add two gradients describe no stack.
+constexpr double kMaxFraction = 1;
+constexpr double kMaxBucketParams = 1e12;
+constexpr double kMaxBytesPerParam = 64;
+
+// {"value": true | false, "source": "<non-empty>"}
+Status ReadFlag(JsonObjectReader& parent, const std::string& key, SourcedFlag* out) {
+  const Json* v = parent.Child(key, true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf(key);
+  if (!v->is_object()) {
+    return Status::Invalid(path +
+                           ": expected an object {\"value\": true | false, \"source\"}, got " +
+                           JsonTypeName(*v));
+  }
+  JsonObjectReader r(*v, path);
+  r.Required("value", &out->value);
+  r.Required("source", &out->source);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (out->source.empty())
+    return Status::Invalid(path + ".source: must name where the fact comes from");
+  return Status::Ok();
+}
+
+OrderedJson FlagJson(const SourcedFlag& f) {
+  return OrderedJson{{"value", f.value}, {"source", f.source}};
+}
+
+std::vector<std::pair<const char*, SourcedFlag*>> SearchFlags(SoftwareSearchDefaults& s) {
+  return {{"sequence_parallel", &s.sequence_parallel},
+          {"selective_recompute", &s.selective_recompute},
+          {"distributed_optimizer", &s.distributed_optimizer},
+          {"fused_attention", &s.fused_attention},
+          {"grad_accumulation_fusion", &s.grad_accumulation_fusion}};
+}
+
+Status ReadSearch(JsonObjectReader& parent, SoftwareSearchDefaults* out) {
+  const Json* v = parent.Child("search", true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf("search");
+  if (!v->is_object())
+    return Status::Invalid(path + ": expected an object, got " + JsonTypeName(*v));
+  JsonObjectReader r(*v, path);
+  for (auto [key, flag] : SearchFlags(*out)) PTDP_RETURN_IF_ERROR(ReadFlag(r, key, flag));
+  return r.Finish();
+}
+
+}  // namespace
+
+double SoftwareProfile::BucketParams(int dp) const {
+  return std::max({1.0, grad_bucket_params.value, grad_bucket_params_per_dp_rank.value * dp});
+}
+
+Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string& path) {
+  SoftwareProfile p;
+  if (!j.is_object()) return Status::Invalid(path + ": expected an object, got " + JsonTypeName(j));
+  JsonObjectReader r(j, path);
+  r.Required("name", &p.name);
+  r.Optional("about", &p.about);
+  PTDP_RETURN_IF_ERROR(r.status());
+  if (p.name.empty()) return Status::Invalid(r.PathOf("name") + ": must not be empty");
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "tp_comm_overlap_fraction", &p.tp_comm_overlap_fraction, kMaxFraction, true));
+  PTDP_RETURN_IF_ERROR(ReadFlag(r, "overlap_grad_reduce", &p.overlap_grad_reduce));
+  PTDP_RETURN_IF_ERROR(ReadFlag(r, "overlap_param_gather", &p.overlap_param_gather));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "grad_bucket_params", &p.grad_bucket_params, kMaxBucketParams));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_bucket_params_per_dp_rank",
+                                   &p.grad_bucket_params_per_dp_rank, kMaxBucketParams, true));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_accumulate_bytes_per_param",
+                                   &p.grad_accumulate_bytes_per_param, kMaxBytesPerParam, true));
+  PTDP_RETURN_IF_ERROR(ReadSearch(r, &p.search));
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  // Megatron-LM gathers parameters only where the distributed optimizer sharded them.
+  if (p.overlap_param_gather.value && !p.search.distributed_optimizer.value) {
+    return Status::Invalid(r.PathOf("overlap_param_gather") +
+                           ": needs search.distributed_optimizer (only the distributed optimizer "
+                           "gathers parameters)");
+  }
+  return p;
+}
+
+OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
+  OrderedJson j;
+  j["name"] = p.name;
+  j["about"] = p.about;
+  j["tp_comm_overlap_fraction"] = SourcedJson(p.tp_comm_overlap_fraction);
+  j["overlap_grad_reduce"] = FlagJson(p.overlap_grad_reduce);
+  j["overlap_param_gather"] = FlagJson(p.overlap_param_gather);
+  j["grad_bucket_params"] = SourcedJson(p.grad_bucket_params);
+  j["grad_bucket_params_per_dp_rank"] = SourcedJson(p.grad_bucket_params_per_dp_rank);
+  j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
+  SoftwareSearchDefaults search = p.search;
+  OrderedJson s;
+  for (auto [key, flag] : SearchFlags(search)) s[key] = FlagJson(*flag);
+  j["search"] = s;
+  return j;
+}
+
+Result<SoftwareProfile> LoadSoftware(const std::string& name_or_path) {
+  for (const auto& e : EmbeddedSoftwareProfiles()) {
+    if (name_or_path != e.name) continue;
+    auto j = ParseJson(e.json, std::string("built-in software profile ") + e.name);
+    if (!j.ok()) return Status::Internal(j.status().message());
+    return SoftwareProfileFromJson(*j, name_or_path);
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(name_or_path, ec)) {
+    std::string names;
+    for (const auto& e : EmbeddedSoftwareProfiles())
+      names += (names.empty() ? "" : ", ") + std::string(e.name);
+    return Status::NotFound("--software: \"" + name_or_path +
+                            "\" is neither a built-in software profile (" + names +
+                            ") nor a regular file");
+  }
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(name_or_path));
+  return SoftwareProfileFromJson(j, name_or_path);
+}
+
+}  // namespace ptdp

@@ -1,0 +1,89 @@
+// SoftwareProfile: what the training stack does, beside the hardware profile's machine
+// (docs/profiles.md, "Software profiles"). Facts of the software, each a Sourced value: which
+// communication it overlaps with compute and how much, how it accumulates gradients, and which of
+// the later Megatron-LM options its runs use (the planner searches those by default). Read from
+// strict JSON like hardware profiles; the shipped ones (profiles/software/*.json: megatron-lm-2021,
+// megatron-core, ptdp) are embedded at build time.
+//
+// JSON: {"name", "about",
+//   "tp_comm_overlap_fraction": {value in [0, 1], source},
+//   "overlap_grad_reduce": {value: bool, source}, "overlap_param_gather": {value: bool, source},
+//   "grad_bucket_params": {value in [1, 1e12], source},
+//   "grad_bucket_params_per_dp_rank": {value in [0, 1e12], source},
+//   "grad_accumulate_bytes_per_param": {value in [0, 64], source},
+//   "search": {"sequence_parallel", "selective_recompute", "distributed_optimizer",
+//              "fused_attention", "grad_accumulation_fusion": {value: bool, source} each}}
+// Every key is required: a stack states each fact, even "not done".
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/sourced.h"
+#include "core/status.h"
+
+namespace ptdp {
+
+// A yes/no fact with its provenance.
+struct SourcedFlag {
+  bool value = false;
+  std::string source;
+};
+
+// The later Megatron-LM options a stack's runs use: `ptdp plan` searches each one that is on
+// (core/parallel.h has what each does).
+struct SoftwareSearchDefaults {
+  SourcedFlag sequence_parallel;
+  SourcedFlag selective_recompute;
+  SourcedFlag distributed_optimizer;
+  SourcedFlag fused_attention;
+  SourcedFlag grad_accumulation_fusion;
+};
+
+struct SoftwareProfile {
+  std::string name;  // "megatron-core"; empty for the default-constructed "no facts" profile
+  std::string about;
+  // Share of a transformer layer's tensor-parallel collectives hidden behind the layer's GEMMs
+  // (Megatron-Core --tp-comm-overlap: Transformer Engine's userbuffers pipeline each all-gather
+  // and reduce-scatter with the GEMM beside it). Applies with sequence parallelism only, as
+  // Megatron-LM allows the overlap only then; never hides more than the layer's GEMM time.
+  Sourced tp_comm_overlap_fraction;
+  // The data-parallel gradient reduction (all-reduce, or the distributed optimizer's
+  // reduce-scatter) runs bucket by bucket during the last backward (--overlap-grad-reduce).
+  SourcedFlag overlap_grad_reduce;
+  // The distributed optimizer's all-gather of updated weights runs bucket by bucket during the
+  // next iteration's first forward (--overlap-param-gather).
+  SourcedFlag overlap_param_gather;
+  // Parameters per bucket: max(grad_bucket_params, grad_bucket_params_per_dp_rank x d).
+  Sourced grad_bucket_params;
+  Sourced grad_bucket_params_per_dp_rank;
+  // Bytes moved per parameter element per microbatch after the first when the weight gradients
+  // are added to the accumulated ones by a separate elementwise kernel (layouts without
+  // grad_accumulation_fusion); 0: nothing charged.
+  Sourced grad_accumulate_bytes_per_param;
+  SoftwareSearchDefaults search;
+
+  // Parameters per data-parallel bucket for data-parallel size d (at least 1).
+  double BucketParams(int dp) const;
+};
+
+struct EmbeddedSoftware {
+  const char* name;
+  const char* json;
+};
+// Generated from profiles/software/*.json (core/CMakeLists.txt).
+const std::vector<EmbeddedSoftware>& EmbeddedSoftwareProfiles();
+
+// The stack `ptdp plan` assumes unless --software says otherwise, and the paper's.
+inline constexpr const char* kDefaultSoftware = "megatron-core";
+inline constexpr const char* kPaperSoftware = "megatron-lm-2021";
+
+// Strict reader: unknown or missing keys, wrong types, an empty source or a value out of range
+// are errors naming the key path. `path` prefixes the key paths.
+Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string& path);
+OrderedJson SoftwareProfileToJson(const SoftwareProfile& p);
+// A shipped profile's name or a path to a software profile JSON file (`--software`).
+Result<SoftwareProfile> LoadSoftware(const std::string& name_or_path);
+
+}  // namespace ptdp

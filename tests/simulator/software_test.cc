@@ -1,0 +1,226 @@
+// Software profiles (core/software.h): the loader's strictness, the shipped stacks' defaults, the
+// overlaps in the closed form and the simulator alike, and model FLOPs utilisation by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/cluster.h"
+#include "core/model.h"
+#include "core/rank_grid.h"
+#include "core/software.h"
+#include "costmodel/collectives.h"
+#include "costmodel/estimate.h"
+#include "costmodel/layer_cost.h"
+#include "schedule/schedule.h"
+#include "simulator/simulator.h"
+#include "tests/costmodel/test_profile.h"
+
+namespace ptdp {
+namespace {
+
+using costmodel::BuildCostTable;
+using costmodel::CostTable;
+using costmodel::Predict;
+using testing::RoundCluster;
+
+Json CoreJson() {
+  auto p = LoadSoftware("megatron-core");
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return Json::parse(SoftwareProfileToJson(*p).dump());
+}
+
+std::string ErrorOf(const Json& j) {
+  auto p = SoftwareProfileFromJson(j, "sw");
+  return p.ok() ? "ok" : p.status().message();
+}
+
+TEST(SoftwareProfile, ShippedProfilesLoadAndRoundTrip) {
+  for (const char* name : {"megatron-lm-2021", "megatron-core", "ptdp"}) {
+    auto p = LoadSoftware(name);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().message();
+    EXPECT_EQ(p->name, name);
+    const std::string written = SoftwareProfileToJson(*p).dump();
+    auto again = SoftwareProfileFromJson(Json::parse(written), name);
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(SoftwareProfileToJson(*again).dump(), written);
+  }
+}
+
+// What each stack searches by default (the plan's options) and what it overlaps.
+TEST(SoftwareProfile, Defaults) {
+  auto core = LoadSoftware("megatron-core");
+  auto paper = LoadSoftware("megatron-lm-2021");
+  auto own = LoadSoftware("ptdp");
+  ASSERT_TRUE(core.ok() && paper.ok() && own.ok());
+  for (const SoftwareSearchDefaults* s : {&core->search, &paper->search, &own->search}) {
+    const bool is_core = s == &core->search, is_own = s == &own->search;
+    EXPECT_EQ(s->sequence_parallel.value, is_core);
+    EXPECT_EQ(s->selective_recompute.value, is_core);
+    EXPECT_EQ(s->distributed_optimizer.value, is_core);
+    EXPECT_EQ(s->fused_attention.value, is_core || is_own);
+    EXPECT_EQ(s->grad_accumulation_fusion.value, is_core || is_own);
+  }
+  EXPECT_GT(core->tp_comm_overlap_fraction.value, 0);
+  EXPECT_TRUE(core->overlap_grad_reduce.value && core->overlap_param_gather.value);
+  EXPECT_EQ(paper->tp_comm_overlap_fraction.value, 0);
+  EXPECT_FALSE(paper->overlap_grad_reduce.value || paper->overlap_param_gather.value);
+  EXPECT_EQ(paper->grad_accumulate_bytes_per_param.value, 6);
+  EXPECT_FALSE(own->overlap_grad_reduce.value);
+  // Megatron-Core's bucket: max(40M, 1M x d) parameters.
+  EXPECT_EQ(core->BucketParams(8), 40e6);
+  EXPECT_EQ(core->BucketParams(64), 64e6);
+}
+
+TEST(SoftwareProfile, BadInputNamesTheFieldAndTheReason) {
+  Json j = CoreJson();
+  j["tp_comm_overlap_fraction"]["value"] = 1.5;
+  EXPECT_EQ(ErrorOf(j), "sw.tp_comm_overlap_fraction.value: 1.5 is outside [0, 1]");
+  j = CoreJson();
+  j["tp_comm_overlap_fraction"]["source"] = "";
+  EXPECT_NE(ErrorOf(j).find("sw.tp_comm_overlap_fraction.source: must name"), std::string::npos);
+  j = CoreJson();
+  j["overlap_grad_reduce"] = true;  // a fact without its source
+  EXPECT_NE(ErrorOf(j).find("sw.overlap_grad_reduce: expected an object"), std::string::npos);
+  j = CoreJson();
+  j["search"].erase("fused_attention");
+  EXPECT_NE(ErrorOf(j).find("sw.search.fused_attention"), std::string::npos) << ErrorOf(j);
+  j = CoreJson();
+  j["overlap_everything"] = {{"value", true}, {"source", "x"}};
+  EXPECT_NE(ErrorOf(j).find("overlap_everything"), std::string::npos) << ErrorOf(j);
+  j = CoreJson();
+  j["grad_bucket_params"]["value"] = 0;
+  EXPECT_NE(ErrorOf(j).find("sw.grad_bucket_params.value: 0 is outside (0,"), std::string::npos);
+  j = CoreJson();
+  j["search"]["distributed_optimizer"]["value"] = false;
+  EXPECT_NE(ErrorOf(j).find("sw.overlap_param_gather: needs search.distributed_optimizer"),
+            std::string::npos)
+      << ErrorOf(j);
+  auto missing = LoadSoftware("megatron-2019");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("--software: \"megatron-2019\" is neither"),
+            std::string::npos);
+}
+
+ParallelConfig Layout(int tp, int pp, int dp, int mbs, int64_t batch) {
+  ParallelConfig c;
+  c.tp = tp, c.pp = pp, c.dp = dp, c.mbs = mbs, c.global_batch = batch;
+  c.precision = Precision::kFp16;
+  return c;
+}
+
+// --tp-comm-overlap hides its fraction of each layer's collectives behind the layer's GEMMs,
+// with sequence parallelism only; the embedding's and the head's stay exposed.
+TEST(SoftwareOverlap, TensorParallelShareHiddenBehindTheGemms) {
+  auto model = LoadModel("gpt-1.7b");
+  ASSERT_TRUE(model.ok());
+  ClusterSpec plain = RoundCluster(8);
+  ClusterSpec core = plain;
+  core.software = *LoadSoftware("megatron-core");
+  ParallelConfig c = Layout(8, 1, 1, 2, 8);
+  c.sequence_parallel = true;
+  const CostTable with = BuildCostTable(*model, core, c);
+  const CostTable without = BuildCostTable(*model, plain, c);
+  // One all-gather and one reduce-scatter of b s h 16-bit elements per pair, two pairs each way.
+  const auto grid = *RankGrid::Create(8, 1, 1);
+  const costmodel::GroupSpan span = costmodel::SpanOf(grid.TensorGroup(0), 8);
+  const Bytes bsh = Bytes(2) * model->seq_len * model->hidden * 2;
+  const Seconds pair =
+      costmodel::CollectiveTime(core.profile, costmodel::Collective::kAllGather, bsh, span, 8) +
+      costmodel::CollectiveTime(core.profile, costmodel::Collective::kReduceScatter, bsh, span, 8);
+  const double f = core.software.tp_comm_overlap_fraction.value;
+  const auto layer =
+      costmodel::TransformerLayerCost(*model, core.profile, c.precision, 8, 2, pair, true, false);
+  ASSERT_NEAR(layer.forward.tp_comm, 2 * pair, 1e-15);
+  ASSERT_LT(f * layer.forward.tp_comm, layer.forward.gemm);  // the GEMMs can hold the share
+  const double hidden = model->layers * f * 2 * pair;
+  EXPECT_NEAR(without.chunks[0].forward.tp_comm - with.chunks[0].forward.tp_comm, hidden, 1e-12);
+  EXPECT_NEAR(without.chunks[0].backward.tp_comm - with.chunks[0].backward.tp_comm, hidden, 1e-12);
+  // Without sequence parallelism Megatron-LM refuses the overlap: nothing changes.
+  c.sequence_parallel = false;
+  EXPECT_EQ(BuildCostTable(*model, core, c).chunks[0].forward.tp_comm,
+            BuildCostTable(*model, plain, c).chunks[0].forward.tp_comm);
+}
+
+// The closed form's exposed data-parallel time and the simulator's replay of the buckets agree,
+// where the backward hides all but the last bucket (NVSwitch) and where it cannot (one GPU per
+// node, every data-parallel collective across a network slowed to 1 GB/s).
+TEST(SoftwareOverlap, ClosedFormAndSimulatorAgree) {
+  auto model = LoadModel("gpt-1.7b");
+  ASSERT_TRUE(model.ok());
+  for (int gpus_per_node : {8, 1}) {
+    ClusterSpec cluster = RoundCluster(8, gpus_per_node);
+    cluster.software = *LoadSoftware("megatron-core");
+    const bool slow = gpus_per_node == 1;
+    if (slow) {
+      cluster.profile.inter_node.reduce_scatter_busbw_GBps = testing::S(1);
+      cluster.profile.inter_node.all_gather_busbw_GBps = testing::S(1);
+    }
+    ParallelConfig c = Layout(1, 1, 8, 2, 64);
+    c.distributed_optimizer = true;
+    c.grad_accumulation_fusion = true;
+    const CostTable t = BuildCostTable(*model, cluster, c);
+    ASSERT_TRUE(t.overlap_grad_reduce && t.overlap_param_gather);
+    ASSERT_GT(t.dp_param_gather[0], 0);
+    const Seconds reduce = t.dp_allreduce[0] - t.dp_param_gather[0];
+    ASSERT_EQ(reduce > t.chunks[0].BackwardTime(), slow);  // the regime each case is for
+    ASSERT_EQ(t.dp_param_gather[0] > t.chunks[0].ForwardTime(), slow);
+    const costmodel::Prediction closed = Predict(*model, cluster, c, t);
+    auto program = schedule::BuildProgram(*model, c);
+    ASSERT_TRUE(program.ok());
+    auto sim = sim::Simulate(*program, t);
+    ASSERT_TRUE(sim.ok()) << sim.status().message();
+    EXPECT_NEAR(ToSeconds(sim->iteration_ns), closed.iteration_s, 1e-7) << gpus_per_node;
+    // And the overlap pays: less than the same table replayed with nothing overlapped.
+    CostTable serial = t;
+    serial.overlap_grad_reduce = serial.overlap_param_gather = false;
+    const Seconds serial_s = Predict(*model, cluster, c, serial).iteration_s;
+    EXPECT_LT(closed.iteration_s, serial_s);
+    EXPECT_NEAR(serial_s - closed.iteration_s,
+                t.dp_allreduce[0] - costmodel::ExposedDataParallelTime(t, c, 0), 1e-12);
+  }
+}
+
+// The 2021 stack prices exactly what the cost model priced before software profiles: nothing
+// hidden, the whole data-parallel time after the flush, fp16 gradients added apart.
+TEST(SoftwareOverlap, PaperStackChangesNothing) {
+  auto model = LoadModel("gpt-1.7b");
+  ASSERT_TRUE(model.ok());
+  ClusterSpec bare = RoundCluster(64);
+  bare.software.grad_accumulate_bytes_per_param = testing::S(6);
+  ClusterSpec paper = RoundCluster(64);
+  paper.software = *LoadSoftware("megatron-lm-2021");
+  ParallelConfig c = Layout(8, 2, 4, 1, 64);
+  c.sequence_parallel = c.distributed_optimizer = true;
+  const CostTable a = BuildCostTable(*model, paper, c), b = BuildCostTable(*model, bare, c);
+  for (size_t i = 0; i < a.chunks.size(); ++i) {
+    EXPECT_EQ(a.chunks[i].forward.tp_comm, b.chunks[i].forward.tp_comm);
+    EXPECT_EQ(a.chunks[i].backward.Total(), b.chunks[i].backward.Total());
+  }
+  EXPECT_FALSE(a.overlap_grad_reduce || a.overlap_param_gather);
+  for (int r = 0; r < c.pp; ++r) {
+    EXPECT_EQ(costmodel::ExposedDataParallelTime(a, c, r), a.dp_allreduce[r]);
+  }
+  EXPECT_EQ(Predict(*model, paper, c, a).iteration_s, Predict(*model, bare, c, b).iteration_s);
+}
+
+// MFU by hand for one layout: 72 B s l h^2 (1 + s/6h + V/12lh) model FLOPs (no recomputation,
+// whatever the layout recomputes) over iteration x GPUs x peak.
+TEST(SoftwareOverlap, ModelFlopsUtilisationByHand) {
+  auto model = LoadModel("gpt-1.7b");
+  ASSERT_TRUE(model.ok());
+  const ClusterSpec cluster = RoundCluster(8);
+  ParallelConfig c = Layout(2, 2, 2, 2, 16);
+  c.recompute = Recompute::kFull;
+  const costmodel::Prediction p = Predict(*model, cluster, c, BuildCostTable(*model, cluster, c));
+  const double B = 16, s = model->seq_len, l = model->layers, h = model->hidden;
+  const double V = PaddedVocab(*model, 2);
+  const double flops = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  const double mfu = 100 * flops / (p.iteration_s * 8 * 200e12);
+  EXPECT_NEAR(p.model_flops_utilization, mfu, 1e-9 * mfu);
+  // Full recomputation runs one more forward: the hardware figure is higher, MFU is not.
+  EXPECT_GT(p.percent_of_peak, p.model_flops_utilization);
+}
+
+}  // namespace
+}  // namespace ptdp
