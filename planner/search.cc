@@ -1,10 +1,13 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <set>
 #include <tuple>
+
+#include "planner/refinement.h"
 
 namespace ptdp::planner {
 
@@ -111,34 +114,69 @@ void Keep(const Candidate& c, SearchResult* res) {
   if (best && (!*best || c.prediction.iteration_s < (*best)->prediction.iteration_s)) *best = c;
 }
 
-// A fixed pipeline time, to re-score with a refiner's answer.
-class FixedPipeline : public costmodel::PipelineModel {
- public:
-  explicit FixedPipeline(costmodel::PipelineTime t) : t_(t) {}
-  costmodel::PipelineTime Time(const costmodel::CostTable&, const ParallelConfig&) const override {
-    return t_;
-  }
-
- private:
-  costmodel::PipelineTime t_;
+// Why a layout is rejected; kReasonNames are the names SearchResult::rejected counts them under.
+enum class Reason {
+  kTpExceedsNode,
+  kHeadsNotDivisible,
+  kKvHeadsNotDivisible,
+  kLayersNotDivisible,
+  kBatchNotDivisible,
+  kMicrobatchesFewerThanPp,
+  kInvalid,
+  kOutOfMemory,
 };
+constexpr size_t kReasons = 8;
+constexpr std::array<const char*, kReasons> kReasonNames = {"tp_exceeds_node",
+                                                            "heads_not_divisible_by_tp",
+                                                            "kv_heads_not_divisible_by_tp",
+                                                            "layers_not_divisible",
+                                                            "batch_not_divisible",
+                                                            "microbatches_fewer_than_pp",
+                                                            "invalid",
+                                                            "out_of_memory"};
 
-// A kept candidate's every stage, and the refiner's pipeline time when there is one (as the top
-// layouts get).
-Status Finish(const ModelSpec& m, const ClusterSpec& cluster, const SearchOptions& o,
-              Candidate* c) {
-  auto full = Evaluate(m, cluster, c->layout, nullptr, /*all_stages=*/true);
-  PTDP_CHECK(full.ok());
-  c->prediction = full->prediction;
-  if (!o.refiner || c->refined) return Status::Ok();
-  const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c->layout);
-  auto pt = o.refiner(m, cluster, c->layout, table);
-  if (!pt.ok()) return pt.status().WithPrefix("refining " + c->layout.ToString());
-  const FixedPipeline fixed(*pt);
-  c->closed_form_iteration_s = c->prediction.iteration_s;
-  c->closed_form_bubble_fraction = c->prediction.bubble_fraction;
-  c->prediction = costmodel::Predict(m, cluster, c->layout, table, &fixed, true);
-  c->refined = true;
+// Faster first; ties by the layout's text, so the order is total and the same on every run.
+bool ByTime(const Candidate& a, const Candidate& b) {
+  if (a.prediction.iteration_s != b.prediction.iteration_s) {
+    return a.prediction.iteration_s < b.prediction.iteration_s;
+  }
+  return a.layout.ToString() < b.layout.ToString();
+}
+
+// The candidates, sorted by the closed form, ranked: the best refine_top (all when negative)
+// finished and refined (FinishAll), re-sorted by the refined time, the rest of the kept finished,
+// and the list cut to o.keep. The best interleaved and zero-bubble layouts are finished too: with
+// every candidate refined, the best of each by the refined time; else the closed form's best.
+Status RefineAndRank(const ModelSpec& m, const ClusterSpec& cluster, const SearchOptions& o,
+                     std::vector<Candidate>* ok, SearchResult* res) {
+  const size_t all = ok->size();
+  const size_t k = !Refines(o) ? 0 : o.refine_top < 0 ? all : std::min(all, size_t(o.refine_top));
+  const size_t keep = size_t(std::max(1, o.keep));
+  ok->resize(std::min(all, std::max(keep, k)));
+  PTDP_RETURN_IF_ERROR(FinishAll(m, cluster, o, ok, k));
+  for (size_t i = k; i < ok->size(); ++i)
+    PTDP_RETURN_IF_ERROR(Finish(m, cluster, nullptr, &(*ok)[i]));
+  std::sort(ok->begin(), ok->begin() + long(k), ByTime);
+  if (k == all && k > 0) {
+    res->best_interleaved.reset();
+    res->best_zero_bubble.reset();
+    for (const Candidate& c : *ok) Keep(c, res);
+  }
+  if (ok->size() > keep) ok->resize(keep);
+  const Refiner* refiner = o.refiner ? &o.refiner : nullptr;
+  Refiner own;
+  for (std::optional<Candidate>* best : {&res->best_interleaved, &res->best_zero_bubble}) {
+    if (!*best || (*best)->refined) continue;
+    const std::string layout = (*best)->layout.ToString();
+    auto same = std::find_if(ok->begin(), ok->end(),
+                             [&](const Candidate& c) { return c.layout.ToString() == layout; });
+    if (same != ok->end()) {
+      **best = *same;  // already finished (and refined) among the top
+      continue;
+    }
+    if (!refiner && o.make_refiner) own = o.make_refiner(), refiner = &own;
+    PTDP_RETURN_IF_ERROR(Finish(m, cluster, refiner, &**best));
+  }
   return Status::Ok();
 }
 
@@ -220,11 +258,17 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   PTDP_ASSIGN_OR_RETURN(const Precision precision, SearchPrecision(cluster, o));
   SearchResult res;
   std::vector<Candidate> ok;
-  std::map<std::tuple<int, int, int, int, int>, std::vector<int64_t>> param_cache;
+  // Parameters per rank by (t, p, v, first, last, V placement): ZB-V's V puts the head on rank 0,
+  // interleaving on rank p - 1, so the two must not share an entry.
+  std::map<std::tuple<int, int, int, int, int, bool>, std::vector<int64_t>> param_cache;
 
-  auto reject = [&](const std::string& reason, const std::string& why) {
-    ++res.rejected[reason];
-    if (!res.example.count(reason)) res.example[reason] = why;
+  // Counted per reason in an array, and each reason's example message built only the first time:
+  // most of the enumerated layouts are rejected (over a million with every option on gpt-1t).
+  std::array<int64_t, kReasons> rejected_count{};
+  std::array<std::string, kReasons> rejected_example;
+  auto reject = [&](Reason reason, auto&& why) {
+    const auto i = size_t(reason);
+    if (rejected_count[i]++ == 0) rejected_example[i] = why();
   };
 
   // Candidate lists per dimension, filtered by --fix.
@@ -301,47 +345,53 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.global_batch = B;
               c.precision = precision;
               if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
-                reject("tp_exceeds_node", "tp=" + std::to_string(t) + " spans more than the " +
-                                              std::to_string(cluster.gpus_per_node) +
-                                              " GPUs of a node");
+                reject(Reason::kTpExceedsNode, [&] {
+                  return "tp=" + std::to_string(t) + " spans more than the " +
+                         std::to_string(cluster.gpus_per_node) + " GPUs of a node";
+                });
                 continue;
               }
               if (m.heads % t != 0) {
-                reject("heads_not_divisible_by_tp",
-                       std::to_string(m.heads) +
-                           " heads are not divisible by tp=" + std::to_string(t));
+                reject(Reason::kHeadsNotDivisible, [&] {
+                  return std::to_string(m.heads) +
+                         " heads are not divisible by tp=" + std::to_string(t);
+                });
                 continue;
               }
               if (m.KvHeads() % t != 0) {
-                reject("kv_heads_not_divisible_by_tp",
-                       std::to_string(m.KvHeads()) +
-                           " key/value heads are not divisible by tp=" + std::to_string(t));
+                reject(Reason::kKvHeadsNotDivisible, [&] {
+                  return std::to_string(m.KvHeads()) +
+                         " key/value heads are not divisible by tp=" + std::to_string(t);
+                });
                 continue;
               }
               if (!c.Uneven() && m.layers % (p * v) != 0) {
-                reject("layers_not_divisible",
-                       std::to_string(m.layers) +
-                           " layers are not divisible by pp*vp=" + std::to_string(p * v));
+                reject(Reason::kLayersNotDivisible, [&] {
+                  return std::to_string(m.layers) +
+                         " layers are not divisible by pp*vp=" + std::to_string(p * v);
+                });
                 continue;
               }
               if (B % (int64_t(b) * d) != 0) {
-                reject("batch_not_divisible",
-                       "global batch " + std::to_string(B) +
-                           " is not divisible by mbs*dp=" + std::to_string(int64_t(b) * d));
+                reject(Reason::kBatchNotDivisible, [&] {
+                  return "global batch " + std::to_string(B) +
+                         " is not divisible by mbs*dp=" + std::to_string(int64_t(b) * d);
+                });
                 continue;
               }
               if (sched == ScheduleKind::kInterleaved && c.Microbatches() < p) {
-                reject("microbatches_fewer_than_pp",
-                       "interleaving needs at least pp=" + std::to_string(p) +
-                           " microbatches, got " + std::to_string(c.Microbatches()));
+                reject(Reason::kMicrobatchesFewerThanPp, [&] {
+                  return "interleaving needs at least pp=" + std::to_string(p) +
+                         " microbatches, got " + std::to_string(c.Microbatches());
+                });
                 continue;
               }
               Status valid = c.Validate(m);
               if (!valid.ok()) {
-                reject("invalid", valid.message());
+                reject(Reason::kInvalid, [&] { return valid.message(); });
                 continue;
               }
-              auto key = std::make_tuple(t, p, v, shape.first, shape.last);
+              auto key = std::make_tuple(t, p, v, shape.first, shape.last, VShaped(sched));
               auto it = param_cache.find(key);
               if (it == param_cache.end()) {
                 it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
@@ -354,9 +404,9 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 }
               }
               if (!cand.ok()) {
-                reject(
-                    cand.status().code() == StatusCode::kDoesNotFit ? "out_of_memory" : "invalid",
-                    cand.status().message());
+                reject(cand.status().code() == StatusCode::kDoesNotFit ? Reason::kOutOfMemory
+                                                                       : Reason::kInvalid,
+                       [&] { return cand.status().message(); });
                 continue;
               }
               Keep(*cand, &res);
@@ -375,13 +425,12 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
       }
     }
   }
+  for (size_t i = 0; i < kReasons; ++i) {
+    if (rejected_count[i] == 0) continue;
+    res.rejected[kReasonNames[i]] = rejected_count[i];
+    res.example[kReasonNames[i]] = std::move(rejected_example[i]);
+  }
   res.feasible = int64_t(ok.size());
-  auto by_time = [](const Candidate& a, const Candidate& b) {
-    if (a.prediction.iteration_s != b.prediction.iteration_s) {
-      return a.prediction.iteration_s < b.prediction.iteration_s;
-    }
-    return a.layout.ToString() < b.layout.ToString();
-  };
   if (ok.empty()) {
     res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (res.considered == 0) {
@@ -400,42 +449,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
     if (commonest == "out_of_memory") return Status::DoesNotFit(msg);
     return Status::Invalid(msg);
   }
-  const size_t keep = size_t(std::max(o.keep, o.refiner ? o.refine_top : 0));
-  std::sort(ok.begin(), ok.end(), by_time);
-  if (ok.size() > keep) ok.resize(keep);
-  // Full per-stage memory for what is kept.
-  for (auto& c : ok) {
-    auto full = Evaluate(m, cluster, c.layout, nullptr, /*all_stages=*/true);
-    PTDP_CHECK(full.ok());
-    c.prediction = full->prediction;
-  }
-  if (o.refiner) {
-    const size_t k = std::min(ok.size(), size_t(std::max(0, o.refine_top)));
-    for (size_t i = 0; i < k; ++i) {
-      Candidate& c = ok[i];
-      const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c.layout);
-      auto pt = o.refiner(m, cluster, c.layout, table);
-      if (!pt.ok()) return pt.status().WithPrefix("refining " + c.layout.ToString());
-      const FixedPipeline fixed(*pt);
-      c.closed_form_iteration_s = c.prediction.iteration_s;
-      c.closed_form_bubble_fraction = c.prediction.bubble_fraction;
-      c.prediction = costmodel::Predict(m, cluster, c.layout, table, &fixed, true);
-      c.refined = true;
-    }
-    std::sort(ok.begin(), ok.begin() + long(k), by_time);
-  }
-  if (ok.size() > size_t(o.keep)) ok.resize(size_t(std::max(1, o.keep)));
-  for (std::optional<Candidate>* best : {&res.best_interleaved, &res.best_zero_bubble}) {
-    if (!*best) continue;
-    const std::string layout = (*best)->layout.ToString();
-    auto same = std::find_if(ok.begin(), ok.end(),
-                             [&](const Candidate& c) { return c.layout.ToString() == layout; });
-    if (same != ok.end()) {
-      **best = *same;  // already finished (and refined) among the top
-    } else {
-      PTDP_RETURN_IF_ERROR(Finish(m, cluster, o, &**best));
-    }
-  }
+  std::sort(ok.begin(), ok.end(), ByTime);
+  PTDP_RETURN_IF_ERROR(RefineAndRank(m, cluster, o, &ok, &res));
   res.top = std::move(ok);
   res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return res;

@@ -1,7 +1,7 @@
 // The layout search (docs/cost_model.md, "Search"): enumerate every layout of a model on a cluster,
 // reject the impossible ones with a reason (counted by reason), score the rest with the cost
-// model, rank by predicted iteration time, and optionally refine the top K with a better pipeline
-// model (the simulator) through a Refiner.
+// model, rank by predicted iteration time, and refine every layout that fits (or the top K) with a
+// better pipeline model (the simulator) through a Refiner, on several threads.
 //
 // Enumerated: t | GPUs, p | GPUs/t, d = GPUs/(t p); b | B; schedules (p = 1: 1F1B only; p > 1:
 // GPipe, 1F1B, and interleaved with every v >= 2 such that p v | l); for GPipe and 1F1B the even
@@ -59,9 +59,17 @@ struct SearchOptions {
   // The precision of every candidate (`ptdp plan --precision`, or --fix precision=); unset: the
   // cluster profile's default. Its element width must be the GEMM table's.
   std::optional<Precision> precision;
-  int keep = 10;        // candidates kept in the result, best first
-  int refine_top = 10;  // how many of the best the refiner re-scores (when set)
-  Refiner refiner;      // empty: closed form only
+  int keep = 10;  // candidates kept in the result, best first
+  // How many of the best by the closed form the refiner re-scores; negative: every layout that
+  // fits, so the ranking (and the best interleaved and zero-bubble layouts) is the refiner's.
+  int refine_top = -1;
+  // Empty (and no make_refiner): closed form only. Called from o.threads threads at once.
+  Refiner refiner;
+  // One refiner per refining thread, for refiners with state (sim::MakeReplayRefiner caches a
+  // pipeline shape's schedule); used instead of `refiner` when set.
+  std::function<Refiner()> make_refiner;
+  // Threads that refine (at least 1). The result is the same for any count.
+  int threads = 1;
   // Called now and then with (layouts done, layouts total, seconds so far).
   std::function<void(int64_t, int64_t, double)> progress;
 };

@@ -120,12 +120,17 @@ Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recomput
   return out;
 }
 
+Lowering LoweringOf(const ModelSpec& model, const ParallelConfig& cfg) {
+  return Lowering{PipelineMessageBytes(model, cfg), cfg.recompute != Recompute::kNone};
+}
+
 Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg) {
   PTDP_RETURN_IF_ERROR(cfg.Validate(model));
   PTDP_ASSIGN_OR_RETURN(Program compute,
                         GenerateSchedule(cfg.schedule, cfg.pp, cfg.Microbatches(), cfg.vp));
-  const Bytes bytes = PipelineMessageBytes(model, cfg);
-  PTDP_ASSIGN_OR_RETURN(Program program, Lower(compute, bytes, cfg.recompute != Recompute::kNone));
+  const Lowering lowering = LoweringOf(model, cfg);
+  PTDP_ASSIGN_OR_RETURN(Program program,
+                        Lower(compute, lowering.message_bytes, lowering.recompute));
   for (RankProgram& r : program.ranks) {
     for (int c = 0; c < cfg.vp; ++c)
       r.layers.push_back(ChunkLayers(model, cfg, r.pp_rank, c).size());

@@ -56,6 +56,15 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches
 // REQUIRES: `compute` holds only compute instructions (IsCompute).
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
 
+// What BuildProgram lowers a layout's compute order with: PipelineMessageBytes(model, cfg) per
+// message and recomputation when cfg.recompute is full or selective. (The simulator's cached
+// replay, simulator/pipeline_replay.h, lowers a shape once and reads these per layout.)
+struct Lowering {
+  Bytes message_bytes = 0;
+  bool recompute = false;
+};
+Lowering LoweringOf(const ModelSpec& model, const ParallelConfig& cfg);
+
 // Generate + Lower for one layout: message bytes = PipelineMessageBytes(model, cfg) (core/ledger.h:
 // the layout's precision decides the element size), recompute when cfg.recompute is full or
 // selective (the chunk's CostTable entry says what). Checks cfg.Validate(model) first.

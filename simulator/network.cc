@@ -18,13 +18,12 @@ void Network::Update(EventQueue& q, int id) {
   const int share = std::max(ActiveFlows(f.egress), ActiveFlows(f.ingress));
   f.rate = f.bandwidth_Bpns / std::max(1, share);
   ++f.version;
-  // Round the end up to whole nanoseconds; a residue below a millionth of a byte counts as done.
   // The end enters the integer clock through core/checked.h's conversion, like every simulator
   // time: the simulator bounds each message's time on its link alone before it runs (a shared port
   // slows a flow by at most the flow count, which keeps the end far inside int64), so a failure
   // here is a caller that skipped those bounds (an internal error naming the flow), never an
   // undefined cast of an infinite or huge double.
-  const double ns = f.remaining <= 1e-6 ? 0.0 : std::ceil(f.remaining / f.rate - 1e-9);
+  const double ns = FlowNanoseconds(f.remaining, f.rate);
   Nanoseconds dur = 0, end = 0;
   PTDP_CHECK_MSG(DoubleToInt64(ns, &dur) && CheckedAdd(now, dur, &end),
                  "network: flow " + std::to_string(id) + " of " + FormatDouble(f.remaining) +

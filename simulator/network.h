@@ -8,12 +8,20 @@
 // Thread-safety: none.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "simulator/engine.h"
 
 namespace ptdp::sim {
+
+// Nanoseconds a flow with `remaining` bytes takes at `rate` bytes per ns: rounded up to whole
+// nanoseconds, a residue below a millionth of a byte counting as done. Network's own rule, shared
+// with the replay that prices lone flows (pipeline_replay.h).
+inline double FlowNanoseconds(double remaining, double rate) {
+  return remaining <= 1e-6 ? 0.0 : std::ceil(remaining / rate - 1e-9);
+}
 
 class Network {
  public:

@@ -34,13 +34,17 @@ Result<costmodel::PipelineTime> SimulatedPipelineTime(const ModelSpec& m,
                                                       const costmodel::CostTable& t) {
   PTDP_ASSIGN_OR_RETURN(Program p, schedule::BuildProgram(m, c));
   PTDP_ASSIGN_OR_RETURN(SimResult r, Simulate(p, t));
-  costmodel::PipelineTime out;
-  out.total = ToSeconds(r.pipeline_ns);
-  // The bubble as the simulator measures it: the time the busiest rank's compute stream stands
-  // idle before the flush (waiting on the schedule or on messages not hidden behind compute).
   Nanoseconds busiest = 0;
   for (const RankStats& s : r.ranks) busiest = std::max(busiest, s.compute_ns);
-  out.bubble = std::max(0.0, out.total - ToSeconds(busiest));
+  return PipelineTimeOf(r.pipeline_ns, busiest);
+}
+
+costmodel::PipelineTime PipelineTimeOf(Nanoseconds flush_ns, Nanoseconds busiest_compute_ns) {
+  costmodel::PipelineTime out;
+  out.total = ToSeconds(flush_ns);
+  // The bubble as the simulator measures it: the time the busiest rank's compute stream stands
+  // idle before the flush (waiting on the schedule or on messages not hidden behind compute).
+  out.bubble = std::max(0.0, out.total - ToSeconds(busiest_compute_ns));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The simulator as the planner's pipeline model: build a layout's Program and CostTable and replay
 // one iteration. SimulatedPipelineTime has the signature of planner::Refiner (planner/search.h), so
-// the planner can re-score its top layouts with it:  options.refiner = sim::SimulatedPipelineTime;
+// the planner can re-score its layouts with it:  options.refiner = sim::SimulatedPipelineTime;
+// (ptdp plan uses sim::MakeReplayRefiner, pipeline_replay.h: the same answer, faster).
 #pragma once
 
 #include "core/hardware.h"
@@ -31,6 +32,10 @@ Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& c
                                         bool ideal = false,
                                         const costmodel::CostTable* costs = nullptr,
                                         const Program* program = nullptr);
+
+// The refiner's answer from a replay: the pipeline time is the flush, and the bubble is the busiest
+// rank's compute stream's idle time before it.
+costmodel::PipelineTime PipelineTimeOf(Nanoseconds flush_ns, Nanoseconds busiest_compute_ns);
 
 // planner::Refiner: the time from the first forward to the last backward, simulated, and the
 // bubble within it, measured as that time minus m times the slowest rank's per-microbatch time

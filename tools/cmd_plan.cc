@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "core/cluster.h"
 #include "core/json.h"
@@ -11,7 +12,7 @@
 #include "planner/report.h"
 #include "planner/search.h"
 #include "planner/software_search.h"
-#include "simulator/refine.h"
+#include "simulator/pipeline_replay.h"
 #include "tools/common.h"
 
 namespace ptdp::tools {
@@ -19,7 +20,8 @@ namespace ptdp::tools {
 namespace {
 
 constexpr int kMaxTop = 10000;
-constexpr int kMaxSimulateTop = 1000;  // each one is a full event-driven simulation
+constexpr int kMaxSimulateTop = 1000000;
+constexpr int kMaxThreads = 1024;
 
 struct PlanArgs {
   std::string model = "gpt-1t";
@@ -38,7 +40,9 @@ struct PlanArgs {
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
        grad_accumulation_fusion = false, fused_attention = false;
   double tokens = 0;
-  int simulate_top = 10;
+  int simulate_top = -1;  // -1: every layout that fits
+  int threads = 0;        // 0: not given (the machine's hardware threads)
+  bool threads_given = false;
 };
 
 // `--emit megatron` writes flags for a schedule Megatron-Core runs. It has no ZB-V (nor any V
@@ -73,9 +77,13 @@ Status RunPlan(const PlanArgs& a) {
     return Status::Invalid("--top: " + std::to_string(a.top) + " is outside 1.." +
                            std::to_string(kMaxTop));
   }
-  if (a.simulate_top < 0 || a.simulate_top > kMaxSimulateTop) {
-    return Status::Invalid("--simulate-top: " + std::to_string(a.simulate_top) + " is outside 0.." +
-                           std::to_string(kMaxSimulateTop));
+  if (a.simulate_top < -1 || a.simulate_top > kMaxSimulateTop) {
+    return Status::Invalid("--simulate-top: " + std::to_string(a.simulate_top) +
+                           " is outside -1.." + std::to_string(kMaxSimulateTop));
+  }
+  if (a.threads_given && (a.threads < 1 || a.threads > kMaxThreads)) {
+    return Status::Invalid("--threads: " + std::to_string(a.threads) + " is outside 1.." +
+                           std::to_string(kMaxThreads));
   }
   PTDP_RETURN_IF_ERROR(planner::CheckSearchCounts(a.gpus, a.nodes, a.global_batch));
   std::error_code ec;
@@ -101,10 +109,11 @@ Status RunPlan(const PlanArgs& a) {
   if (!a.precision.empty()) {
     PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
   }
-  if (a.simulate_top > 0) {
-    o.refine_top = a.simulate_top;
-    o.refiner = sim::SimulatedPipelineTime;  // replay the top K rank by rank (issue: simulate)
+  if (a.simulate_top != 0) {
+    o.refine_top = a.simulate_top;            // -1: every layout that fits
+    o.make_refiner = sim::MakeReplayRefiner;  // the simulator's replay, one per thread
   }
+  o.threads = a.threads_given ? a.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   PTDP_ASSIGN_OR_RETURN(o.fix, planner::ParseFix(a.fix));
   o.progress = [](int64_t done, int64_t total, double s) {
     std::fprintf(stderr, "ptdp plan: searching... %lld of ~%lld layouts, %.1f s\n", (long long)done,
@@ -182,12 +191,17 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_flag("--fused-attention", a->fused_attention,
                 "Also search a fused (FlashAttention-class) attention kernel that stores no s^2 "
                 "tensor (Megatron-LM --attention-backend flash; not in the paper's runs)");
-  cmd->add_option(
-         "--simulate-top", a->simulate_top,
-         "Re-score the best K layouts with the event-driven simulator (0: closed form only)")
+  cmd->add_option("--simulate-top", a->simulate_top,
+                  "Re-score the best K layouts (by the closed form) with the event-driven "
+                  "simulator and rank by it (-1: every layout that fits; 0: closed form only)")
       ->capture_default_str();
+  auto* threads = cmd->add_option(
+      "--threads", a->threads,
+      "Threads that simulate layouts (default: the machine's hardware threads); the "
+      "result is the same for any count");
   cmd->add_option("--tokens", a->tokens, "Tokens to train on, for days-to-train (e.g. 3e11)");
-  cmd->callback([a, exit_code] {
+  cmd->callback([a, exit_code, threads] {
+    a->threads_given = threads->count() > 0;
     Status s = RunPlan(*a);
     *exit_code = s.ok() ? 0 : Fail("plan", s);
   });

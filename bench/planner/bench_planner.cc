@@ -1,10 +1,17 @@
-// Speed of the layout search. Target (issue 2): BM_Search1T under 1 s on one core.
+// Speed of the layout search. Targets: BM_Search1T under 1 s on one core (issue 2); the search with
+// every option and every feasible layout simulated, BM_Search1TAllOptionsEverySimulated/1, under
+// 1 s on one core (issue 15).
 //   build-*/bench/planner/bench_planner
 #include <benchmark/benchmark.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "core/cluster.h"
 #include "core/model.h"
 #include "planner/search.h"
+#include "simulator/pipeline_replay.h"
 #include "simulator/refine.h"
 
 namespace ptdp::planner {
@@ -60,6 +67,86 @@ void BM_Search1TWithSimulatedTop10(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Search1TWithSimulatedTop10)->Unit(benchmark::kMillisecond);
+
+SearchOptions EveryOption1T() {
+  SearchOptions o;
+  o.global_batch = 3072;
+  o.selective_recompute = o.sequence_parallel = o.distributed_optimizer = true;
+  o.grad_accumulation_fusion = o.fused_attention = true;
+  return o;
+}
+
+// The search with every option below, closed form only: the part of the next benchmark that is
+// not the replays.
+void BM_Search1TAllOptionsClosedForm(benchmark::State& state) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 3072);
+  if (!m.ok() || !c.ok()) {
+    state.SkipWithError("cannot load gpt-1t / selene");
+    return;
+  }
+  const SearchOptions o = EveryOption1T();
+  for (auto _ : state) {
+    auto r = Search(*m, *c, o);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
+  }
+}
+BENCHMARK(BM_Search1TAllOptionsClosedForm)->Unit(benchmark::kMillisecond);
+
+// The full search with every option SearchOptions can turn on (selective recomputation, sequence
+// parallelism, the distributed optimizer, gradient-accumulation fusion, fused attention; the
+// interleaved and zero-bubble schedules and the uneven splits are always searched), and every
+// layout that fits replayed by the simulator (sim::PipelineReplayer) and ranked by it, as
+// `ptdp plan` does, on state.range(0) threads. Target (issue 15): under 1 s on one thread.
+void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
+  auto m = LoadModel("gpt-1t");
+  auto c = LoadCluster("selene", 3072);
+  if (!m.ok() || !c.ok()) {
+    state.SkipWithError("cannot load gpt-1t / selene");
+    return;
+  }
+  SearchOptions o = EveryOption1T();
+  o.threads = int(state.range(0));
+  std::mutex mu;
+  std::vector<std::shared_ptr<sim::PipelineReplayer>> replayers;  // this iteration's, to count
+  o.make_refiner = [&]() -> Refiner {
+    auto r = std::make_shared<sim::PipelineReplayer>();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      replayers.push_back(r);
+    }
+    return [r](const ModelSpec& mm, const ClusterSpec& cc, const ParallelConfig& l,
+               const costmodel::CostTable& t) { return r->Time(mm, cc, l, t); };
+  };
+  int64_t feasible = 0, replays = 0, shared = 0, fallbacks = 0;
+  for (auto _ : state) {
+    replayers.clear();
+    auto r = Search(*m, *c, o);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    feasible = r->feasible;
+    replays = shared = fallbacks = 0;
+    for (const auto& rp : replayers) {
+      replays += rp->replays(), shared += rp->shared(), fallbacks += rp->fallbacks();
+    }
+    benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
+  }
+  state.counters["feasible"] = double(feasible);
+  state.counters["simulated"] = double(replays);
+  state.counters["shared_ports"] = double(shared);  // the network model on some ports
+  state.counters["full_simulator"] = double(fallbacks);
+}
+BENCHMARK(BM_Search1TAllOptionsEverySimulated)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // One layout's full evaluation (cost table, prediction, every stage's memory).
 void BM_EvaluateOneLayout(benchmark::State& state) {

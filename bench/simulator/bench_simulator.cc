@@ -7,6 +7,7 @@
 
 #include "core/cluster.h"
 #include "schedule/schedule.h"
+#include "simulator/pipeline_replay.h"
 #include "simulator/refine.h"
 #include "simulator/simulator.h"
 
@@ -78,7 +79,9 @@ BENCHMARK(BM_BuildAndValidate_1T_Interleaved)->Unit(benchmark::kMillisecond);
 
 // What the planner's refiner pays per layout: Program generation and lowering plus the replay, with
 // the cost model's table for the paper's 1T layouts (the table itself is built by the planner).
-void RunRefine(benchmark::State& state, ScheduleKind kind, int vp) {
+// With `replayer`: the planner's replay (pipeline_replay.h) instead, its shape compiled by the
+// first iteration and reused, as the planner reuses it across the layouts of one shape.
+void RunRefine(benchmark::State& state, ScheduleKind kind, int vp, bool replayer = false) {
   auto model = LoadModel("gpt-1t");
   auto cluster = LoadCluster("selene", 3072);
   if (!model.ok() || !cluster.ok()) {
@@ -94,13 +97,18 @@ void RunRefine(benchmark::State& state, ScheduleKind kind, int vp) {
   c.recompute = Recompute::kFull;
   c.global_batch = 3072;
   const costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+  PipelineReplayer replay;
   for (auto _ : state) {
-    auto r = SimulatedPipelineTime(*model, *cluster, c, t);
+    auto r = replayer ? replay.Time(*model, *cluster, c, t)
+                      : SimulatedPipelineTime(*model, *cluster, c, t);
     if (!r.ok()) {
       state.SkipWithError(r.status().ToString().c_str());
       return;
     }
     benchmark::DoNotOptimize(r->total);
+  }
+  if (replayer && replay.replays() > 0) {
+    state.counters["shared_rounds"] = double(replay.shared_rounds()) / double(replay.replays());
   }
 }
 void BM_Refine_1T_1F1B(benchmark::State& s) {
@@ -111,6 +119,14 @@ void BM_Refine_1T_Interleaved_v2(benchmark::State& s) {
 }
 BENCHMARK(BM_Refine_1T_1F1B)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Refine_1T_Interleaved_v2)->Unit(benchmark::kMillisecond);
+void BM_Replay_1T_1F1B(benchmark::State& s) {
+  RunRefine(s, ScheduleKind::k1F1B, 1, true);
+}
+void BM_Replay_1T_Interleaved_v2(benchmark::State& s) {  // flows share ports: the network model
+  RunRefine(s, ScheduleKind::kInterleaved, 2, true);
+}
+BENCHMARK(BM_Replay_1T_1F1B)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Replay_1T_Interleaved_v2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ptdp::sim

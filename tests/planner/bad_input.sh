@@ -42,7 +42,10 @@ expect "--global-batch: 8589934592 is outside 1\.\." plan --cluster selene --gpu
 expect "--nodes: .* is outside" plan --cluster selene --nodes 2000000000 --global-batch 8
 expect "--gpus: .* is outside" simulate --cluster selene --gpus 2147483640 --global-batch 8
 expect "--top: .* is outside 1\.\." plan "${tiny[@]}" --global-batch 8 --top 2000000000
-expect "--simulate-top: .* is outside 0\.\." plan "${tiny[@]}" --global-batch 8 --simulate-top 2000000000
+expect "--simulate-top: .* is outside -1\.\." plan "${tiny[@]}" --global-batch 8 --simulate-top 2000000000
+expect "--simulate-top: -2 is outside -1\.\." plan "${tiny[@]}" --global-batch 8 --simulate-top -2
+expect "--threads: 5000 is outside 1\.\." plan "${tiny[@]}" --global-batch 8 --threads 5000
+expect "--threads: 0 is outside 1\.\." plan "${tiny[@]}" --global-batch 8 --threads 0
 expect "--buckets: .* is outside 1\.\." simulate "${tiny[@]}" --global-batch 8 --overlap-allreduce --buckets 2000000000
 expect "microbatches: 536870911 .* pipeline cells" schedule --microbatches 536870911
 expect "microbatches: .* pipeline cells" schedule --pp 2000000 --microbatches 1000 --format order

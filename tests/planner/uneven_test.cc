@@ -9,6 +9,7 @@
 #include "core/shapes.h"
 #include "planner/report.h"
 #include "planner/search.h"
+#include "simulator/pipeline_replay.h"
 #include "simulator/refine.h"
 
 namespace ptdp::planner {
@@ -24,7 +25,7 @@ TEST(Uneven, PlannerChoosesUnevenStagesTheSimulatorConfirms) {
   ASSERT_TRUE(m.ok() && cluster.ok());
   SearchOptions o;
   o.global_batch = 512;
-  o.refiner = sim::SimulatedPipelineTime;
+  o.make_refiner = sim::MakeReplayRefiner;
   auto r = Search(*m, *cluster, o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const ParallelConfig best = r->top.front().layout;

@@ -1,0 +1,456 @@
+// The fast exact replay (contract and argument in simulator/pipeline_replay.h).
+#include "simulator/pipeline_replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "schedule/schedule.h"
+#include "simulator/engine.h"
+#include "simulator/network.h"
+#include "simulator/refine.h"
+
+namespace ptdp::sim {
+
+namespace {
+
+// A lowered instruction as the walk needs it. Compute: `cc` = rank * vp + chunk. Messages: `key`
+// (schedule::MessageKey); a send's `cc` is the link it crosses (Interpreter::LinkOf).
+enum class StepOp : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight, kSend, kRecv };
+struct Step {
+  int32_t key = 0;
+  int32_t cc = 0;
+  int32_t peer = 0;  // a send's receiving rank
+  StepOp op = StepOp::kForward;
+  bool recompute = false;
+  bool grad = false;  // a send of a gradient (the rank's second egress stream)
+};
+
+// ReplayShared's events: Network's flow ends (a = flow, b = version) and flow starts (a = key).
+enum : uint32_t { kFlowDone = 0, kFlowStart = 1 };
+
+// One flow's time on its ports, [start, end] in ns.
+struct Interval {
+  Nanoseconds start = 0, end = 0;
+};
+
+// True when no two intervals of a stream touch; a stream is one rank's activation or gradient
+// sends, one link's latency after monotone issue times, so sorted by start when disjoint.
+bool Disjoint(const std::vector<Interval>& v) {
+  for (size_t k = 1; k < v.size(); ++k) {
+    if (v[k].start <= v[k - 1].end) return false;
+  }
+  return true;
+}
+
+// True when no interval of `a` touches one of `b` (both Disjoint, hence sorted).
+bool Disjoint(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (a[i].end < b[j].start) {
+      ++i;
+    } else if (b[j].end < a[i].start) {
+      ++j;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+// A lowered schedule, compiled: what every layout of one (kind, pp, vp, microbatches, recompute)
+// shape replays.
+struct PipelineReplayer::Shape {
+  ScheduleKind kind = ScheduleKind::k1F1B;
+  int pp = 0, vp = 0;
+  int64_t microbatches = 0;
+  bool recompute = false;
+  std::vector<std::vector<Step>> ranks;
+  int64_t keys = 0;          // 2 * microbatches * pp * vp message keys
+  int64_t instructions = 0;  // of the whole lowered Program (the Interpreter's range bound)
+  // The ports on which flows of this shape's earlier layouts shared (empty: none did). Layouts of
+  // one shape differ in costs only and usually share alike: ReplayShared starts from these.
+  std::vector<char> suspect;
+  bool Matches(const ParallelConfig& c, bool rc) const {
+    return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
+           recompute == rc;
+  }
+};
+
+// Per-replay state, kept between replays for its capacity.
+struct PipelineReplayer::Scratch {
+  std::vector<Nanoseconds> fwd, bwd, wgt, rc;  // per rank * vp + chunk
+  std::vector<Nanoseconds> latency, flow;      // per link; flow < 0: no flow (free link)
+  // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
+  std::vector<Nanoseconds> arrive;
+  std::vector<size_t> pc;
+  std::vector<Nanoseconds> now, compute, flush;
+  std::vector<int> ready;
+  std::vector<std::vector<Interval>> act_flows, grad_flows;  // per sending rank
+  // Set while ReplayShared runs: the flows that touch a suspect port (egress r: r, ingress r:
+  // pp + r, as the Interpreter numbers them) go through the simulator's own network model.
+  EventQueue* queue = nullptr;
+  Network* network = nullptr;
+  std::vector<char> suspect;                          // per port
+  std::vector<int32_t> sender, receiver, link, slot;  // per message key; slot: in its stream
+  std::vector<char> grad;                             // per message key: in grad_flows
+};
+
+PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
+PipelineReplayer::~PipelineReplayer() = default;
+
+namespace {
+
+// The lowered Program of a shape, compiled into Steps; reduce-grads and the optimizer step run
+// after the rank's last backward and are left out.
+void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
+  out->assign(p.ranks.size(), {});
+  for (size_t r = 0; r < p.ranks.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    auto& steps = (*out)[r];
+    steps.reserve(p.ranks[r].instrs.size());
+    for (const Instr& in : p.ranks[r].instrs) {
+      Step s;
+      s.cc = rank * p.vp + in.chunk;
+      s.recompute = in.recompute;
+      switch (in.op) {
+        case Op::kForward:
+          s.op = StepOp::kForward;
+          break;
+        case Op::kBackward:
+          s.op = StepOp::kBackward;
+          break;
+        case Op::kBackwardInput:
+          s.op = StepOp::kBackwardInput;
+          break;
+        case Op::kBackwardWeight:
+          s.op = StepOp::kBackwardWeight;
+          break;
+        case Op::kSendAct:
+        case Op::kSendGrad:
+          s.op = StepOp::kSend;
+          s.grad = in.op == Op::kSendGrad;
+          // Interpreter::LinkOf: in a V chunk 1's messages cross between the same neighbours
+          // the other way round.
+          s.cc = VShaped(p.kind) ? std::min(rank, int(in.peer)) : s.grad ? in.peer : rank;
+          s.peer = in.peer;
+          s.key = int32_t(schedule::MessageKey(p, rank, in));
+          break;
+        case Op::kRecvAct:
+        case Op::kRecvGrad:
+          s.op = StepOp::kRecv;
+          s.key = int32_t(schedule::MessageKey(p, rank, in));
+          break;
+        case Op::kReduceGrads:
+        case Op::kOptimizerStep:
+          continue;
+      }
+      steps.push_back(s);
+    }
+  }
+}
+
+}  // namespace
+
+Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
+                                                       const ClusterSpec& cluster,
+                                                       const ParallelConfig& c,
+                                                       const costmodel::CostTable& t) {
+  ++replays_;
+  auto fallback = [&] {
+    ++fallbacks_;
+    return SimulatedPipelineTime(m, cluster, c, t);
+  };
+  PTDP_RETURN_IF_ERROR(c.Validate(m));
+  const schedule::Lowering lowering = schedule::LoweringOf(m, c);
+  if (!shape_ || !shape_->Matches(c, lowering.recompute)) {
+    auto compute = schedule::GenerateSchedule(c.schedule, c.pp, c.Microbatches(), c.vp);
+    if (!compute.ok()) return fallback();
+    // Bytes of 1 stand in: a layout's own bytes are lowering.message_bytes, uniform per message.
+    auto program = schedule::Lower(*compute, 1, lowering.recompute);
+    if (!program.ok() ||
+        2 * program->microbatches * c.pp * c.vp > std::numeric_limits<int32_t>::max()) {
+      return fallback();
+    }
+    auto shape = std::make_unique<Shape>();
+    shape->kind = c.schedule;
+    shape->pp = c.pp;
+    shape->vp = c.vp;
+    shape->microbatches = c.Microbatches();
+    shape->recompute = lowering.recompute;
+    shape->keys = 2 * program->microbatches * c.pp * c.vp;
+    shape->instructions = InstructionCount(*program);
+    Compile(*program, &shape->ranks);
+    shape_ = std::move(shape);
+  }
+  costmodel::PipelineTime out;
+  if (!Replay(t, lowering.message_bytes, &out)) return fallback();
+  return out;
+}
+
+// The costs in integer ns, as the Interpreter converts them; false when one is outside its range
+// (the Interpreter's error is then Simulate's to give) or a link that carries bytes has none.
+bool PipelineReplayer::Convert(const costmodel::CostTable& t, Bytes bytes) {
+  const Shape& sh = *shape_;
+  Scratch& s = *scratch_;
+  const int n = sh.pp * sh.vp;
+  if (t.pp != sh.pp || t.vp != sh.vp || int(t.chunks.size()) != n ||
+      int(t.p2p_link.size()) < sh.pp) {
+    return false;
+  }
+  const double max_ns = double(int64_t(1) << 62) / double(sh.instructions + 2 * n + 8);
+  bool in_range = true;
+  auto ns = [&](Seconds x) {
+    in_range = in_range && x >= 0 && x * 1e9 <= max_ns;
+    return in_range ? ToNanoseconds(x) : 0;
+  };
+  s.fwd.resize(n), s.bwd.resize(n), s.wgt.resize(n), s.rc.resize(n);
+  for (int i = 0; i < n; ++i) {
+    s.fwd[i] = ns(t.chunks[i].forward.Total());
+    s.bwd[i] = ns(t.chunks[i].backward.Total());
+    s.wgt[i] = ns(t.chunks[i].weight_grad.Total());
+    s.rc[i] = ns(t.chunks[i].recompute.Total());
+    if (s.wgt[i] > s.bwd[i]) return false;
+  }
+  for (const auto* v : {&t.dp_allreduce, &t.embedding_allreduce, &t.optimizer}) {
+    for (Seconds x : *v) ns(x);
+  }
+  ns(t.p2p_allgather);
+  s.latency.resize(t.p2p_link.size());
+  s.flow.resize(t.p2p_link.size());
+  for (size_t l = 0; l < t.p2p_link.size(); ++l) {
+    const double bw = t.p2p_link[l].bandwidth_Bps;
+    s.latency[l] = ns(t.p2p_link[l].latency);
+    s.flow[l] = -1;
+    if (bytes <= 0 || bw == std::numeric_limits<double>::infinity()) continue;
+    if (!(bw > 0)) return false;  // only an error if a send crosses it: Simulate decides
+    ns(double(bytes) / bw);
+    if (!in_range) return false;
+    // Network::StartFlow and Update for a flow alone on its ports: rate = bandwidth.
+    s.flow[l] = Nanoseconds(FlowNanoseconds(double(bytes), bw * 1e-9 / 1));
+  }
+  return in_range;
+}
+
+// Walk state for a new replay.
+void PipelineReplayer::Reset() {
+  const Shape& sh = *shape_;
+  Scratch& s = *scratch_;
+  const int pp = sh.pp;
+  s.arrive.assign(size_t(sh.keys), -1);
+  s.pc.assign(pp, 0);
+  s.now.assign(pp, 0);
+  s.compute.assign(pp, 0);
+  s.flush.assign(pp, 0);
+  s.act_flows.resize(pp);
+  s.grad_flows.resize(pp);
+  for (int r = 0; r < pp; ++r) s.act_flows[r].clear(), s.grad_flows[r].clear();
+  s.ready.clear();
+  for (int r = pp - 1; r >= 0; --r) s.ready.push_back(r);
+}
+
+void PipelineReplayer::WalkReady(Nanoseconds gather) {
+  Scratch& s = *scratch_;
+  while (!s.ready.empty()) {
+    const int r = s.ready.back();
+    s.ready.pop_back();
+    Walk(r, gather);
+  }
+}
+
+// As SimulatedPipelineTime reads SimResult: the flush, and the busiest rank's idle before it.
+// False when a rank is stuck (Simulate names the instruction).
+bool PipelineReplayer::Outcome(costmodel::PipelineTime* out) const {
+  const Scratch& s = *scratch_;
+  Nanoseconds pipeline = 0, busiest = 0;
+  for (int r = 0; r < shape_->pp; ++r) {
+    if (s.pc[r] != shape_->ranks[r].size()) return false;
+    pipeline = std::max(pipeline, s.flush[r]);
+    busiest = std::max(busiest, s.compute[r]);
+  }
+  *out = PipelineTimeOf(pipeline, busiest);
+  return true;
+}
+
+// Marks the ports outside `suspect` on which two flows touch: egress r carries rank r's
+// activations and gradients, ingress r + 1 rank r's activations and rank r + 2's gradients. True
+// when it marked one.
+bool PipelineReplayer::MarkShared() {
+  Scratch& s = *scratch_;
+  const int pp = shape_->pp;
+  bool marked = false;
+  auto mark = [&](int port, bool shared) {
+    if (shared && !s.suspect[size_t(port)]) s.suspect[size_t(port)] = 1, marked = true;
+  };
+  // The ports below are the ones of a pipeline whose activations all go r -> r + 1. In a V
+  // (ZB-V) chunk 1's go r -> r - 1 and each port carries other flows: every port is suspect, so
+  // all flows go through the network model, as the Interpreter runs them.
+  if (VShaped(shape_->kind)) {
+    for (int port = 0; port < 2 * pp; ++port) mark(port, true);
+    return marked;
+  }
+  for (int r = 0; r < pp; ++r) {
+    const auto& acts = s.act_flows[r];
+    const auto& grads = s.grad_flows[r];
+    const auto& grads_in = s.grad_flows[(r + 2) % pp];
+    const bool acts_apart = Disjoint(acts);
+    mark(r, !acts_apart || !Disjoint(grads) || !Disjoint(acts, grads));
+    mark(pp + (r + 1) % pp, !acts_apart || !Disjoint(grads_in) || !Disjoint(acts, grads_in));
+  }
+  return marked;
+}
+
+// Walks every rank as far as its receives allow with each flow alone on its ports, then checks
+// that it was; when two shared a port, replays again with the network model (ReplayShared).
+bool PipelineReplayer::Replay(const costmodel::CostTable& t, Bytes bytes,
+                              costmodel::PipelineTime* out) {
+  if (!Convert(t, bytes)) return false;
+  const Nanoseconds gather = bytes > 0 ? ToNanoseconds(t.p2p_allgather) : 0;
+  Scratch& s = *scratch_;
+  if (shape_->suspect.empty()) {
+    Reset();
+    WalkReady(gather);
+    if (!Outcome(out)) return false;
+    s.suspect.assign(size_t(2 * shape_->pp), 0);
+    if (!MarkShared()) return true;
+  } else {
+    s.suspect = shape_->suspect;
+  }
+  ++shared_;
+  return ReplayShared(t, bytes, gather, out);
+}
+
+// The walk again, with the flows that touch a suspect port started at their times on the
+// simulator's Network (network.h), in an EventQueue that holds only their starts and ends, and the
+// others alone on their ports as before. The walk runs every rank until it blocks, so a rank woken
+// by an arrival at time A only starts flows at A or later, and the queue's order is the
+// Interpreter's (flows that start or end at one instant share ports alike in either order). When a
+// flow left alone touched another one after all, its ports become suspect and the replay runs
+// again; after kRounds, every port is.
+bool PipelineReplayer::ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
+                                    costmodel::PipelineTime* out) {
+  constexpr int kRounds = 4;
+  Scratch& s = *scratch_;
+  const size_t keys = size_t(shape_->keys);
+  s.sender.resize(keys), s.receiver.resize(keys), s.link.resize(keys), s.slot.resize(keys);
+  s.grad.resize(keys);
+  for (int round = 1;; ++round) {
+    ++rounds_;
+    if (!ReplayRound(t, bytes, gather)) return false;
+    if (!MarkShared()) {
+      if (round <= kRounds) shape_->suspect = s.suspect;  // not every port by force
+      return Outcome(out);
+    }
+    if (round == kRounds) std::fill(s.suspect.begin(), s.suspect.end(), 1);
+  }
+}
+
+// One round of ReplayShared; false when a rank is stuck.
+bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather) {
+  Scratch& s = *scratch_;
+  const int pp = shape_->pp;
+  EventQueue queue;
+  Network network(2 * pp, kFlowDone);
+  s.queue = &queue;
+  s.network = &network;
+  Reset();
+  WalkReady(gather);
+  while (!queue.Empty()) {
+    const Event e = queue.Pop();
+    if (e.kind == kFlowStart) {
+      const size_t key = size_t(e.a);
+      network.StartFlow(queue, s.sender[key], pp + s.receiver[key],
+                        t.p2p_link[size_t(s.link[key])].bandwidth_Bps, double(bytes), e.a);
+    } else if (network.OnFlowEvent(queue, e.a, e.b)) {
+      const size_t key = size_t(network.Tag(int(e.a)));
+      (s.grad[key] ? s.grad_flows : s.act_flows)[size_t(s.sender[key])][size_t(s.slot[key])].end =
+          queue.now();
+      Deliver(int64_t(key), queue.now() + gather);
+      WalkReady(gather);
+    }
+  }
+  s.queue = nullptr;
+  s.network = nullptr;
+  for (int r = 0; r < pp; ++r) {
+    if (s.pc[r] != shape_->ranks[r].size()) return false;
+  }
+  return true;
+}
+
+void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
+  Scratch& s = *scratch_;
+  const Nanoseconds waiting = s.arrive[size_t(key)];
+  s.arrive[size_t(key)] = arrival;
+  if (waiting <= -2) s.ready.push_back(int(-2 - waiting));
+}
+
+// Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
+void PipelineReplayer::Walk(int r, Nanoseconds gather) {
+  Scratch& s = *scratch_;
+  const int pp = shape_->pp;
+  const std::vector<Step>& steps = shape_->ranks[r];
+  size_t pc = s.pc[r];
+  Nanoseconds now = s.now[r], compute = s.compute[r], flush = s.flush[r];
+  for (; pc < steps.size(); ++pc) {
+    const Step& st = steps[pc];
+    Nanoseconds dur = 0;
+    switch (st.op) {
+      case StepOp::kForward:
+        dur = s.fwd[st.cc];
+        break;
+      case StepOp::kBackward:
+        dur = s.bwd[st.cc];
+        break;
+      case StepOp::kBackwardInput:
+        dur = s.bwd[st.cc] - s.wgt[st.cc];
+        break;
+      case StepOp::kBackwardWeight:
+        dur = s.wgt[st.cc];
+        break;
+      case StepOp::kSend: {
+        const Nanoseconds start = now + s.latency[st.cc];
+        const Nanoseconds flow = s.flow[st.cc];
+        auto& stream = (st.grad ? s.grad_flows : s.act_flows)[r];
+        if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
+          Deliver(st.key, start + gather);
+        } else if (s.queue && (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)])) {
+          s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
+          s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
+          stream.push_back({start, start});  // its end when the network says
+          s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
+        } else {
+          stream.push_back({start, start + flow});
+          Deliver(st.key, start + flow + gather);
+        }
+        continue;
+      }
+      case StepOp::kRecv: {
+        const Nanoseconds arrival = s.arrive[st.key];
+        if (arrival < 0) {
+          s.arrive[st.key] = -2 - r;
+          s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;
+          return;
+        }
+        now = std::max(now, arrival);
+        continue;
+      }
+    }
+    if (st.recompute && st.op != StepOp::kForward) dur += s.rc[st.cc];
+    now += dur;
+    compute += dur;
+    if (st.op != StepOp::kForward) flush = std::max(flush, now);
+  }
+  s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;
+}
+
+std::function<Result<costmodel::PipelineTime>(const ModelSpec&, const ClusterSpec&,
+                                              const ParallelConfig&, const costmodel::CostTable&)>
+MakeReplayRefiner() {
+  auto replayer = std::make_shared<PipelineReplayer>();
+  return [replayer](const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                    const costmodel::CostTable& t) { return replayer->Time(m, cluster, c, t); };
+}
+
+}  // namespace ptdp::sim

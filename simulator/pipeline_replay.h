@@ -1,0 +1,88 @@
+// The planner's fast exact replay: what sim::SimulatedPipelineTime returns, to the nanosecond,
+// without the event queue, so that `ptdp plan` can replay every feasible layout.
+//
+// Why it is exact: until the flush, the Interpreter (simulator.cc) is a dependency graph. A rank
+// runs its list in order; a compute instruction ends a fixed time after it starts; a send is
+// non-blocking; a receive resumes the rank at max(now, arrival). The only coupling that is not a
+// max-plus dependency is the network's port sharing (network.h), which re-rates a flow while
+// another flow holds one of its ports. So the replay walks each rank's list as far as its
+// receives allow (a work list, no clock), prices each flow as if it were alone on its two ports,
+// and then checks that it was: every flow's [start, end] against the other flows on the sender's
+// egress and the receiver's ingress (touching counts as sharing). The ports where two flows did
+// share become suspect, and the walk runs again with the flows that touch a suspect port on the
+// simulator's own Network (an EventQueue of their starts and ends only) and the others alone, then
+// checks the ports not suspect again (ReplayShared). When a cost is outside the range the
+// Interpreter accepts, or the walk gets stuck, it hands the layout to Simulate itself, whose answer
+// (or error) it returns. tests/simulator/pipeline_replay_test.cc holds both to the same numbers
+// over a grid of layouts, the contended ones included.
+//
+// Why it is fast: no event per instruction; reduce-grads and the optimizer step (after the flush,
+// not in the pipeline time) are skipped; the lowered schedule of a (schedule, pp, vp, microbatches,
+// recompute) shape is built once and reused by the layouts that share it (they differ in costs and
+// message bytes only), as are its suspect ports, and the buffers are reused from one replay to the
+// next.
+//
+// Thread-safety: none; one PipelineReplayer per thread (MakeReplayRefiner gives each caller its
+// own).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/model.h"
+#include "core/parallel.h"
+#include "core/status.h"
+#include "costmodel/cost_table.h"
+#include "costmodel/estimate.h"
+
+namespace ptdp::sim {
+
+class PipelineReplayer {
+ public:
+  PipelineReplayer();
+  ~PipelineReplayer();
+  PipelineReplayer(const PipelineReplayer&) = delete;
+  PipelineReplayer& operator=(const PipelineReplayer&) = delete;
+
+  // SimulatedPipelineTime(m, cluster, c, t), bit for bit (errors included).
+  Result<costmodel::PipelineTime> Time(const ModelSpec& m, const ClusterSpec& cluster,
+                                       const ParallelConfig& c, const costmodel::CostTable& t);
+
+  int64_t replays() const { return replays_; }
+  // Replays run with the network model on some ports (flows shared a port in them, or in an
+  // earlier layout of their shape).
+  int64_t shared() const { return shared_; }
+  // Walks of shared-port replays, each with the network model on the ports suspect so far.
+  int64_t shared_rounds() const { return rounds_; }
+  // Replays handed to Simulate: a cost out of range, or a stuck walk.
+  int64_t fallbacks() const { return fallbacks_; }
+
+ private:
+  struct Shape;
+  struct Scratch;
+  bool Convert(const costmodel::CostTable& t, Bytes bytes);
+  void Reset();
+  bool Replay(const costmodel::CostTable& t, Bytes bytes, costmodel::PipelineTime* out);
+  bool ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
+                    costmodel::PipelineTime* out);
+  bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
+  bool MarkShared();
+  void WalkReady(Nanoseconds gather);
+  void Walk(int r, Nanoseconds gather);
+  void Deliver(int64_t key, Nanoseconds arrival);
+  bool Outcome(costmodel::PipelineTime* out) const;
+  std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
+  std::unique_ptr<Scratch> scratch_;
+  int64_t replays_ = 0, shared_ = 0, rounds_ = 0, fallbacks_ = 0;
+};
+
+// A planner::Refiner factory (planner/search.h SearchOptions::make_refiner): each call returns a
+// refiner that owns its own PipelineReplayer, for one thread.
+std::function<Result<costmodel::PipelineTime>(const ModelSpec&, const ClusterSpec&,
+                                              const ParallelConfig&, const costmodel::CostTable&)>
+MakeReplayRefiner();
+
+}  // namespace ptdp::sim

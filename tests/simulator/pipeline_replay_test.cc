@@ -1,0 +1,126 @@
+// The fast replay against the event-driven one: the same pipeline time and bubble, bit for bit,
+// over a grid of layouts (every schedule, uneven stages, recomputation, sequence parallelism,
+// fused attention), with links slow enough that flows share ports (the replay then runs the
+// network model), and with the errors Simulate gives.
+#include "simulator/pipeline_replay.h"
+
+#include <gtest/gtest.h>
+
+#include "core/cluster.h"
+#include "simulator/refine.h"
+
+namespace ptdp::sim {
+namespace {
+
+struct Grid {
+  int compared = 0;
+  int slow_links = 0;  // of which with links x 1e-3
+};
+
+// Compares one layout, with its cost table scaled: links `link_scale` times their bandwidth.
+void Compare(PipelineReplayer& replayer, const ModelSpec& m, const ClusterSpec& cluster,
+             const ParallelConfig& c, double link_scale, Grid* grid) {
+  if (!c.Validate(m).ok()) return;
+  costmodel::CostTable t = costmodel::BuildCostTable(m, cluster, c);
+  for (auto& link : t.p2p_link) link.bandwidth_Bps *= link_scale;
+  auto fast = replayer.Time(m, cluster, c, t);
+  auto full = SimulatedPipelineTime(m, cluster, c, t);
+  ASSERT_EQ(fast.ok(), full.ok()) << c.ToString();
+  if (!full.ok()) return;
+  EXPECT_EQ(fast->total, full->total) << c.ToString() << " links x" << link_scale;
+  EXPECT_EQ(fast->bubble, full->bubble) << c.ToString() << " links x" << link_scale;
+  ++grid->compared;
+  grid->slow_links += link_scale < 1;
+}
+
+ParallelConfig Layout(int tp, int pp, int dp, int mbs, int64_t B, ScheduleKind k, int vp) {
+  ParallelConfig c;
+  c.tp = tp;
+  c.pp = pp;
+  c.dp = dp;
+  c.mbs = mbs;
+  c.global_batch = B;
+  c.schedule = k;
+  c.vp = vp;
+  return c;
+}
+
+TEST(PipelineReplay, EqualsTheEventDrivenReplayOnAGrid) {
+  auto model = LoadModel("gpt-1.7b");  // 24 layers
+  auto cluster = LoadCluster("selene", 32);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  PipelineReplayer replayer;
+  Grid grid;
+  const std::pair<ScheduleKind, int> kinds[] = {
+      {ScheduleKind::kGPipe, 1}, {ScheduleKind::k1F1B, 1},        {ScheduleKind::kZbH1, 1},
+      {ScheduleKind::kZbH2, 1},  {ScheduleKind::kInterleaved, 2}, {ScheduleKind::kInterleaved, 3},
+      {ScheduleKind::kZbV, 2}};
+  for (auto [kind, vp] : kinds) {
+    for (int pp : {2, 4, 8}) {
+      for (int mbs : {1, 4}) {
+        for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+          for (double link_scale : {1.0, 0.05, 1e-3}) {
+            ParallelConfig c = Layout(32 / (pp * 2), pp, 2, mbs, 64, kind, vp);
+            c.recompute = rc;
+            c.sequence_parallel = c.tp > 1 && rc == Recompute::kSelective;
+            c.fused_attention = rc == Recompute::kNone && mbs == 4;
+            Compare(replayer, *model, *cluster, c, link_scale, &grid);
+            if (vp == 1 && kind != ScheduleKind::kZbH1 && kind != ScheduleKind::kZbH2 && pp == 4) {
+              c.first_stage_layers = 5;  // 5/7/7/5
+              c.last_stage_layers = 5;
+              Compare(replayer, *model, *cluster, c, link_scale, &grid);
+            }
+          }
+        }
+      }
+    }
+  }
+  // None needed Simulate; the slow links made flows share ports (the network model's replay).
+  EXPECT_GT(grid.compared, 150);
+  EXPECT_EQ(replayer.fallbacks(), 0);
+  EXPECT_GE(replayer.shared(), grid.slow_links / 2);
+  EXPECT_LT(replayer.shared(), grid.compared);
+  // Some needed a second round: a flow left alone met one once the suspect ports' flows moved.
+  EXPECT_GT(replayer.shared_rounds(), replayer.shared());
+}
+
+// The paper's 1T layouts, whose replays the planner does most: fast and equal.
+TEST(PipelineReplay, EqualsTheEventDrivenReplayOnOneTrillion) {
+  auto model = LoadModel("gpt-1t");
+  auto cluster = LoadCluster("selene", 3072);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  PipelineReplayer replayer;
+  Grid grid;
+  for (auto [kind, vp] :
+       {std::pair{ScheduleKind::k1F1B, 1}, std::pair{ScheduleKind::kInterleaved, 2}}) {
+    ParallelConfig c = Layout(8, 64, 6, 1, 3072, kind, vp);
+    c.recompute = Recompute::kFull;
+    Compare(replayer, *model, *cluster, c, 1.0, &grid);
+  }
+  EXPECT_EQ(grid.compared, 2);
+  EXPECT_EQ(replayer.fallbacks(), 0);
+}
+
+// Costs Simulate refuses come back as its error.
+TEST(PipelineReplay, GivesSimulatesErrors) {
+  auto model = LoadModel("gpt-1.7b");
+  auto cluster = LoadCluster("selene", 32);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  const ParallelConfig c = Layout(2, 4, 4, 1, 64, ScheduleKind::k1F1B, 1);
+  costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+  t.chunks[2].forward.gemm = 1e300;
+  PipelineReplayer replayer;
+  auto fast = replayer.Time(*model, *cluster, c, t);
+  auto full = SimulatedPipelineTime(*model, *cluster, c, t);
+  ASSERT_FALSE(fast.ok());
+  EXPECT_EQ(fast.status().message(), full.status().message());
+  t = costmodel::BuildCostTable(*model, *cluster, c);
+  t.p2p_link[1].bandwidth_Bps = 0;
+  fast = replayer.Time(*model, *cluster, c, t);
+  full = SimulatedPipelineTime(*model, *cluster, c, t);
+  ASSERT_FALSE(fast.ok());
+  EXPECT_EQ(fast.status().message(), full.status().message());
+}
+
+}  // namespace
+}  // namespace ptdp::sim
