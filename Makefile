@@ -9,7 +9,8 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
 .PHONY: deps configure build run test paper bench train-demo format clean gpu-carry gpu-dry-run \
-        san-configure san-test fuzz-build fuzz hf-check
+        san-configure san-test fuzz-build fuzz hf-check \
+        megatron-check
 
 # Hardening build (docs/fuzzing.md): clang, AddressSanitizer + UndefinedBehaviorSanitizer and
 # libFuzzer instrumentation, in its own folder. It builds the fuzzers (fuzz/) and the unit tests
@@ -73,6 +74,15 @@ fuzz: fuzz-build
 # then compares logits and losses of exported and imported models; PASS/FAIL lines, exit 1 on a FAIL.
 hf-check: build
 	bench/hf/hf_check.sh $(PTDP) $(BUILD)
+
+# `--emit megatron` flags of GPT and Llama plans through Megatron-LM's own parse_args and
+# validate_args (tools/megatron_check.sh): needs a Megatron-LM checkout, MEGATRON_LM=/path (its
+# parser is not on PyPI), and torch in $(BUILD)/megatron-venv (made once); without MEGATRON_LM it
+# prints SKIPPED. PASS/FAIL per plan, exit 1 on a FAIL. Builds only ptdp.
+MEGATRON_LM ?=
+megatron-check: configure
+	cmake --build $(BUILD) -j $(JOBS) --target ptdp
+	MEGATRON_LM="$(MEGATRON_LM)" tools/megatron_check.sh $(PTDP) $(BUILD)
 
 paper: build
 	$(PTDP) paper

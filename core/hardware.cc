@@ -22,6 +22,64 @@ constexpr double kMaxGpusPerNode = 1024;
 constexpr double kMaxGemmDim = 1e9;
 constexpr double kMaxEfficiency = 100;  // a multiple of a table's throughput
 
+constexpr double kMaxCurveBytes = 1e15;
+
+Status ReadCurve(const Json& j, const std::string& path, BusbwCurve* out) {
+  if (!j.is_object()) return Status::Invalid(path + ": expected an object, got " + JsonTypeName(j));
+  JsonObjectReader r(j, path);
+  r.Required("collective", &out->collective);
+  r.Optional("ranks", &out->ranks);
+  r.Required("source", &out->source);
+  r.Required("bytes", &out->bytes);
+  r.Required("busbw_GBps", &out->busbw_GBps);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  const std::string& c = out->collective;
+  if (c != "all_reduce" && c != "all_gather" && c != "reduce_scatter" && c != "send_recv") {
+    return Status::Invalid(path + ".collective: \"" + c +
+                           "\" is not all_reduce, all_gather, reduce_scatter or send_recv");
+  }
+  if (out->source.empty())
+    return Status::Invalid(path + ".source: must name where the points come from");
+  if (out->ranks < 0 || out->ranks > 1048576)
+    return Status::Invalid(path + ".ranks: " + std::to_string(out->ranks) +
+                           " is outside [0, 2^20]");
+  if (out->bytes.empty() || out->bytes.size() != out->busbw_GBps.size()) {
+    return Status::Invalid(path + ".bytes: needs at least one point and one busbw_GBps per size");
+  }
+  for (size_t i = 0; i < out->bytes.size(); ++i) {
+    const double b = out->bytes[i];
+    if (!(b > 0) || !(b <= kMaxCurveBytes) || (i > 0 && !(b > out->bytes[i - 1]))) {
+      return Status::Invalid(path + ".bytes: must be in (0, " + FormatDouble(kMaxCurveBytes) +
+                             "] and strictly increasing");
+    }
+    const double bw = out->busbw_GBps[i];
+    if (!(bw > 0) || !(bw <= kMaxGBps)) {
+      return Status::Invalid(path + ".busbw_GBps: entry " + std::to_string(i) + ": " +
+                             FormatDouble(bw) + " is outside (0, " + FormatDouble(kMaxGBps) + "]");
+    }
+  }
+  return Status::Ok();
+}
+
+// {"value": "ring" | "hierarchical", "source": "<non-empty>"}
+Status ReadAlgorithm(JsonObjectReader& parent, LinkProfile* out) {
+  const Json* v = parent.Child("algorithm", false);
+  const std::string path = parent.PathOf("algorithm");
+  if (!v->is_object()) {
+    return Status::Invalid(path + ": expected an object {\"value\": \"ring\" | " +
+                           "\"hierarchical\", \"source\"}, got " + JsonTypeName(*v));
+  }
+  JsonObjectReader r(*v, path);
+  r.Required("value", &out->algorithm);
+  r.Required("source", &out->algorithm_source);
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  if (out->algorithm != "ring" && out->algorithm != kHierarchical)
+    return Status::Invalid(path + ".value: \"" + out->algorithm + "\" is not ring or hierarchical");
+  if (out->algorithm_source.empty())
+    return Status::Invalid(path + ".source: must say why NCCL runs this algorithm here");
+  return Status::Ok();
+}
+
 Status ReadLink(JsonObjectReader& parent, const std::string& key, LinkProfile* out) {
   const Json* v = parent.Child(key, true);
   PTDP_RETURN_IF_ERROR(parent.status());
@@ -39,6 +97,22 @@ Status ReadLink(JsonObjectReader& parent, const std::string& key, LinkProfile* o
   PTDP_RETURN_IF_ERROR(
       ReadSourced(r, "reduce_scatter_busbw_GBps", &out->reduce_scatter_busbw_GBps, kMaxGBps));
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "send_recv_GBps", &out->send_recv_GBps, kMaxGBps));
+  if (r.Has("algorithm")) {
+    if (key != "inter_node")
+      return Status::Invalid(r.PathOf("algorithm") + ": only the inter_node link has one");
+    PTDP_RETURN_IF_ERROR(ReadAlgorithm(r, out));
+  }
+  if (r.Has("busbw_curves")) {
+    const Json* curves = r.Child("busbw_curves", false);
+    const std::string cpath = r.PathOf("busbw_curves");
+    if (!curves->is_array())
+      return Status::Invalid(cpath + ": expected a list, got " + JsonTypeName(*curves));
+    for (size_t i = 0; i < curves->size(); ++i) {
+      BusbwCurve c;
+      PTDP_RETURN_IF_ERROR(ReadCurve((*curves)[i], cpath + "[" + std::to_string(i) + "]", &c));
+      out->busbw_curves.push_back(std::move(c));
+    }
+  }
   return r.Finish();
 }
 
@@ -92,6 +166,22 @@ OrderedJson LinkJson(const LinkProfile& l) {
   j["all_gather_busbw_GBps"] = SourcedJson(l.all_gather_busbw_GBps);
   j["reduce_scatter_busbw_GBps"] = SourcedJson(l.reduce_scatter_busbw_GBps);
   j["send_recv_GBps"] = SourcedJson(l.send_recv_GBps);
+  if (!l.algorithm.empty()) {
+    j["algorithm"] = {{"value", l.algorithm}, {"source", l.algorithm_source}};
+  }
+  if (!l.busbw_curves.empty()) {
+    OrderedJson curves = OrderedJson::array();
+    for (const BusbwCurve& c : l.busbw_curves) {
+      OrderedJson cj;
+      cj["collective"] = c.collective;
+      if (c.ranks > 0) cj["ranks"] = c.ranks;
+      cj["source"] = c.source;
+      cj["bytes"] = c.bytes;
+      cj["busbw_GBps"] = c.busbw_GBps;
+      curves.push_back(std::move(cj));
+    }
+    j["busbw_curves"] = std::move(curves);
+  }
   return j;
 }
 

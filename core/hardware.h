@@ -5,9 +5,9 @@
 // Ranges (finite numbers only): TFLOP/s figures (peak, attention, GEMM table entries) (0, 1e5];
 // bandwidths in GB/s (0, 1e5]; memory and workspace in GiB (0, 1e5] / [0, 1e5]; latencies and
 // kernel launch in us [0, 1e6]; gpus_per_node an integer in (0, 1024]; SM count and tile sizes
-// (0, 1e5]; gemm_backward_efficiency (0, 100]; GEMM grid sizes (0, 1e9]. What the training
-// software does (overlaps, fusions, gradient accumulation) is a software profile's
-// (core/software.h).
+// (0, 1e5]; gemm_backward_efficiency (0, 100]; GEMM grid sizes (0, 1e9]; busbw curve sizes
+// (0, 1e15] bytes, their busbw (0, 1e5] GB/s, ranks [0, 2^20]. What the training software does
+// (overlaps, fusions, gradient accumulation) is a software profile's (core/software.h).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,21 @@ struct GemmTable {
   bool empty() const { return tflops.empty(); }
 };
 
+// Bus bandwidth against message size for one collective on one link class, as nccl-tests prints
+// it (`size` in bytes, `busbw` in GB/s), optionally for one group size: replaces the link's
+// constant for that collective (costmodel/collectives.h interpolates it in log(bytes)). Sizes
+// strictly increasing in (0, 1e15]; busbw in (0, 1e5]; at least one point. JSON: an entry of the
+// link's optional "busbw_curves" list, {"collective", "ranks" (optional), "source", "bytes",
+// "busbw_GBps"}; the source names the published table (document, section) or the `ptdp profile` run
+// the points come from.
+struct BusbwCurve {
+  std::string collective;  // "all_reduce", "all_gather", "reduce_scatter" or "send_recv"
+  int ranks = 0;           // the group size it was measured with; 0: any size
+  std::string source;
+  std::vector<double> bytes;
+  std::vector<double> busbw_GBps;
+};
+
 // A link class (intra-node or inter-node) with alpha-beta costs per collective. Bus bandwidths
 // are as nccl-tests reports them (busbw = algbw x factor, factors in costmodel/collectives.h).
 // Intra-node figures are per GPU; inter-node figures are per node, for a group that has every GPU
@@ -47,7 +62,17 @@ struct LinkProfile {
   Sourced all_gather_busbw_GBps;
   Sourced reduce_scatter_busbw_GBps;
   Sourced send_recv_GBps;  // one point-to-point stream, per GPU
+  // Optional (empty when absent): busbw against size; a collective with a curve ignores its
+  // constant above and its latency (a measured curve's time already holds it).
+  std::vector<BusbwCurve> busbw_curves = {};
+  // Optional, inter_node only: how NCCL runs a collective whose group spans nodes (costmodel/
+  // collectives.h): "ring" (absent: a flat ring over all ranks, NCCL's choice for large messages
+  // in the paper's 2021 software) or "hierarchical" (intra-node, then inter-node, then intra-node
+  // phases, pipelined). JSON: "algorithm": {"value": "ring" | "hierarchical", "source": "..."}.
+  std::string algorithm = {};
+  std::string algorithm_source = {};
 };
+inline constexpr const char* kHierarchical = "hierarchical";
 
 struct HardwareProfile {
   std::string name;

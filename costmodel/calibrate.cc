@@ -42,8 +42,18 @@ void ScaleTable(GemmTable* t, double x, const std::string& source) {
   t->source = source + ": every entry x " + Fmt(x) + " (starting table: " + t->source + ")";
 }
 
+// A busbw curve is a link's figure for its collective: scaled with the constant it replaces.
+void ScaleCurve(BusbwCurve* c, double x, const std::string& source) {
+  if (x == 1.0) return;
+  for (double& v : c->busbw_GBps) v *= x;
+  c->source = source + ": every point x " + Fmt(x) + " (starting curve: " + c->source + ")";
+}
+
 void ScaleLink(LinkProfile* l, double p2p, double collective, double latency,
                const std::string& source) {
+  for (BusbwCurve& c : l->busbw_curves) {
+    ScaleCurve(&c, c.collective == "send_recv" ? p2p : collective, source);
+  }
   Scale(&l->send_recv_GBps, p2p, source);
   Scale(&l->all_reduce_busbw_GBps, collective, source);
   Scale(&l->all_gather_busbw_GBps, collective, source);

@@ -47,6 +47,21 @@ struct LinkCost {
   }
 };
 
+// One collective of a group as it is carried out (costmodel/collectives.h PlanCollective): its
+// latencies, the time of its intra-node phases (NVLink: not shared with the NICs) and the bytes
+// each member's NIC carries in its inter-node phase, at the rate one NIC gives them alone. The
+// phases are pipelined chunk by chunk, so the collective takes the latencies plus its slowest
+// phase; the simulator runs the NIC part as a flow that shares the NIC with whatever else crosses
+// it.
+struct CollectiveCost {
+  Seconds latency = 0;
+  Seconds intra = 0;
+  double nic_bytes = 0;
+  double nic_Bps = 0;
+  Seconds NicTime() const { return nic_bytes > 0 ? nic_bytes / nic_Bps : 0.0; }
+  Seconds Time() const { return latency + (intra > NicTime() ? intra : NicTime()); }
+};
+
 struct CostTable {
   int pp = 1;
   int vp = 1;
@@ -62,11 +77,16 @@ struct CostTable {
 
   // After the pipeline flush, per pipeline rank: the data-parallel gradient all-reduce, the
   // embedding all-reduce (first and last stage only) and the optimizer step.
-  std::vector<Seconds> dp_allreduce;         // [pp_rank]
+  std::vector<Seconds> dp_allreduce;         // [pp_rank]: the sum of dp_collectives' Time()s
   std::vector<Seconds> embedding_allreduce;  // [pp_rank]
   std::vector<Seconds> optimizer;            // [pp_rank]
   // Of dp_allreduce, the distributed optimizer's all-gather of the updated weights (0 without it).
   std::vector<Seconds> dp_param_gather;  // [pp_rank]
+  // The data-parallel collectives of each pipeline rank, in order: the gradient reduction (one
+  // all-reduce, or the distributed optimizer's reduce-scatter), then the distributed optimizer's
+  // all-gather of the weights. What the simulator runs through the rank's NIC (costmodel/
+  // collectives.h); empty: dp_allreduce and dp_param_gather are plain delays (hand-made tables).
+  std::vector<std::vector<CollectiveCost>> dp_collectives;  // [pp_rank]
   // The software profile's overlaps (core/software.h): the gradient reduction (dp_allreduce less
   // dp_param_gather) runs bucket by bucket during each chunk's last backward; the all-gather during
   // the first forward of the next iteration. Both the closed form (ExposedDataParallelTime) and the

@@ -174,10 +174,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   t.p2p_link.resize(c.pp);
   for (int r = 0; r < c.pp; ++r) {
     const int a = grid.Rank({0, 0, r}), b = grid.Rank({0, 0, (r + 1) % c.pp});
-    GroupSpan pair;
-    pair.ranks = 2;
-    pair.nodes = RankGrid::NodeOf(a, G) == RankGrid::NodeOf(b, G) ? 1 : 2;
-    t.p2p_link[r] = CollectiveLink(hw, Collective::kSendRecv, pair, G);
+    const bool inter = RankGrid::NodeOf(a, G) != RankGrid::NodeOf(b, G);
+    t.p2p_link[r] = SendRecvLink(hw, inter, t.p2p_bytes);
   }
 
   // After the flush.
@@ -186,20 +184,22 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Bytes word_emb = PaddedVocab(m, c.tp) / c.tp * m.hidden * grad_bytes;
   t.dp_allreduce.assign(c.pp, 0.0);
   t.dp_param_gather.assign(c.pp, 0.0);
+  t.dp_collectives.assign(c.pp, {});
   t.embedding_allreduce.assign(c.pp, 0.0);
   t.optimizer.assign(c.pp, 0.0);
   for (int r = 0; r < c.pp; ++r) {
     const int64_t params = (*param_elements)[r];
     // The distributed optimizer reduce-scatters the gradients and all-gathers the updated weights.
+    std::vector<CollectiveCost>& dp = t.dp_collectives[r];
     if (c.distributed_optimizer) {
-      t.dp_param_gather[r] =
-          CollectiveTime(hw, Collective::kAllGather, params * bytes_per.weight, dp_span, G);
+      dp.push_back(PlanCollective(hw, Collective::kReduceScatter, params * grad_bytes, dp_span, G));
+      dp.push_back(
+          PlanCollective(hw, Collective::kAllGather, params * bytes_per.weight, dp_span, G));
+      t.dp_param_gather[r] = dp.back().Time();
+    } else {
+      dp.push_back(PlanCollective(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G));
     }
-    t.dp_allreduce[r] =
-        c.distributed_optimizer
-            ? CollectiveTime(hw, Collective::kReduceScatter, params * grad_bytes, dp_span, G) +
-                  t.dp_param_gather[r]
-            : CollectiveTime(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G);
+    for (const CollectiveCost& one : dp) t.dp_allreduce[r] += one.Time();
     if (InTiedEmbeddingGroup(m, c, r)) {
       const std::vector<int> emb = grid.EmbeddingGroup(grid.Rank({0, 0, r}));
       t.embedding_allreduce[r] =

@@ -252,7 +252,8 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
 namespace {
 
 // The model's own flags: sizes, dropout and the architecture (Megatron-LM's TransformerConfig
-// fields and megatron/training/arguments.py, checked against NVIDIA/Megatron-LM of 2026-08).
+// fields and megatron/training/arguments.py; parsed by its parse_args/validate_args at
+// NVIDIA/Megatron-LM d98e8a64ddf3 of 2026-08-22 in `make megatron-check`).
 void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   o << " --num-layers " << m.layers << " --hidden-size " << m.hidden << " --num-attention-heads "
     << m.heads << " --ffn-hidden-size " << m.FfnHidden() << " --seq-length " << m.seq_len

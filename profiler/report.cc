@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <utility>
+#include <vector>
 
 #include "profiler/profiler.h"
 
@@ -61,6 +62,28 @@ LinkProfile MeasuredLink(const ProfileReport& r) {
   l.all_gather_busbw_GBps = bus(Collective::kAllGather);
   l.reduce_scatter_busbw_GBps = bus(Collective::kReduceScatter);
   l.send_recv_GBps = bus(Collective::kSendRecv);
+  // Every measured size as a busbw curve (docs/profiles.md), so the cost model prices a message
+  // at the bandwidth measured near its size, not only at the largest one's.
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kSendRecv}) {
+    std::vector<const CollectiveSample*> samples;
+    for (const auto& s : r.collectives) {
+      if (s.op == c && s.size > 0 && s.busbw_GBps > 0) samples.push_back(&s);
+    }
+    std::sort(
+        samples.begin(), samples.end(),
+        [](const CollectiveSample* a, const CollectiveSample* b) { return a->size < b->size; });
+    BusbwCurve curve;
+    curve.collective = CollectiveName(c);
+    curve.ranks = samples.empty() ? 0 : samples.front()->ranks;
+    curve.source = RunSource(r) + ": " + CollectiveName(c) + " busbw at each measured size";
+    for (const CollectiveSample* s : samples) {
+      if (!curve.bytes.empty() && double(s->size) <= curve.bytes.back()) continue;
+      curve.bytes.push_back(double(s->size));
+      curve.busbw_GBps.push_back(s->busbw_GBps);
+    }
+    if (curve.bytes.size() >= 2) l.busbw_curves.push_back(std::move(curve));
+  }
   return l;
 }
 
@@ -70,6 +93,9 @@ LinkProfile CopiedLink(const LinkProfile& from, const std::string& why) {
                      &l.reduce_scatter_busbw_GBps, &l.send_recv_GBps}) {
     s->source = why + " [" + s->source + "]";
   }
+  for (BusbwCurve& c : l.busbw_curves) c.source = why + " [" + c.source + "]";
+  l.algorithm.clear();  // a multi-node algorithm is no figure of the link it is copied to
+  l.algorithm_source.clear();
   return l;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "schedule/schedule.h"
+#include "simulator/collective_stream.h"
 #include "simulator/engine.h"
 #include "simulator/network.h"
 
@@ -19,6 +20,9 @@ enum EventKind : uint32_t {
   kLatencyDone = 2,     // a = message key: the transfer enters its link
   kArrive = 3,          // a = message key: the receiver holds the message
   kCollectiveDone = 4,  // a = rank
+  kCollWake = 5,        // a = rank: collective_stream.h's events
+  kCollLatency = 6,
+  kCollIntra = 7,
 };
 
 // One pipeline message, indexed by schedule::MessageKey. Its destination, link and bytes come
@@ -34,7 +38,8 @@ struct Message {
 struct RankState {
   size_t pc = 0;
   Nanoseconds wait_since = 0;
-  Nanoseconds collective_free_ns = 0;  // end of the last all-reduce bucket issued (overlap)
+  bool reduce_waiting = false;  // blocked in reduce-grads until its collective stream is idle
+  Nanoseconds reduce_start = 0;
   Bytes live_bytes = 0;
   int live = 0;
   bool started = false;  // a compute instruction has run (RankStats::start_ns is set)
@@ -44,7 +49,12 @@ struct RankState {
 class Interpreter {
  public:
   Interpreter(const Program& p, const costmodel::CostTable& c, const SimOptions& o)
-      : p_(p), c_(c), o_(o), net_(2 * p.pp, kFlowDone) {}
+      // Ports: [0, pp) NVLink egress, [pp, 2pp) NVLink ingress, then the same for the NICs.
+      : p_(p),
+        c_(c),
+        o_(o),
+        net_(4 * p.pp, kFlowDone),
+        coll_(p.pp, 2 * p.pp, 3 * p.pp, {kCollWake, kCollLatency, kCollIntra}) {}
 
   Result<SimResult> Run();
 
@@ -59,6 +69,14 @@ class Interpreter {
     }
   }
   void SendMessage(int r, const Instr& in, size_t index);
+  // A pipeline message enters its link: NVLink ports, or the NICs for a link between nodes.
+  void StartTransfer(int64_t key);
+  // Queues `fraction` of the rank's gradient reduction (the all-reduce, or the distributed
+  // optimizer's reduce-scatter), ready at `ready`; and the distributed optimizer's all-gather.
+  void EnqueueReduction(int r, double fraction, Nanoseconds ready);
+  void EnqueueGather(int r, Nanoseconds ready);
+  // Reduce-grads ends once the rank's collective stream is idle: then the embedding all-reduce.
+  void FinishReduce(int r);
   // schedule::MessageKey, inline.
   int64_t Key(int r, const Instr& in) const {
     const int64_t vs = StageOfChunk(p_.kind, p_.pp, r, in.chunk);
@@ -96,6 +114,7 @@ class Interpreter {
   const SimOptions& o_;
   EventQueue q_;
   Network net_;
+  CollectiveStreams coll_;
   SimResult res_;
   std::vector<RankState> st_;
   std::vector<Message> msg_;
@@ -139,6 +158,45 @@ void Interpreter::SendMessage(int r, const Instr& in, size_t index) {
   } else {
     q_.Schedule(q_.now() + lat, Priority::kTransfer, kLatencyDone, key);
   }
+}
+
+void Interpreter::StartTransfer(int64_t key) {
+  const Message& m = msg_[key];
+  const Instr& send = p_.ranks[m.src].instrs[m.send_instr];
+  const costmodel::LinkCost& link = c_.p2p_link[LinkOf(m.src, send)];
+  const int base = link.inter_node ? 2 * p_.pp : 0;
+  net_.StartFlow(q_, base + m.src, base + p_.pp + send.peer, link.bandwidth_Bps, double(send.bytes),
+                 key);
+}
+
+void Interpreter::EnqueueReduction(int r, double fraction, Nanoseconds ready) {
+  if (r < static_cast<int>(c_.dp_collectives.size()) && !c_.dp_collectives[r].empty()) {
+    coll_.Enqueue(q_, net_, r, {c_.dp_collectives[r].front()}, fraction, ready);
+    return;
+  }
+  // A table without collective costs: its reduction time as a delay.
+  const Nanoseconds total = ReduceNs(r);
+  if (total > 0)
+    coll_.EnqueueDelay(q_, net_, r, ToNanoseconds(double(total) * 1e-9 * fraction), ready);
+}
+
+void Interpreter::EnqueueGather(int r, Nanoseconds ready) {
+  if (r < static_cast<int>(c_.dp_collectives.size()) && c_.dp_collectives[r].size() > 1) {
+    coll_.Enqueue(q_, net_, r, {c_.dp_collectives[r].back()}, 1.0, ready);
+    return;
+  }
+  if (r < static_cast<int>(c_.dp_collectives.size()) && !c_.dp_collectives[r].empty()) return;
+  if (GatherNs(r) > 0) coll_.EnqueueDelay(q_, net_, r, GatherNs(r), ready);
+}
+
+void Interpreter::FinishReduce(int r) {
+  RankState& s = st_[r];
+  s.reduce_waiting = false;
+  const Nanoseconds end = q_.now() + At(c_.embedding_allreduce, r);
+  res_.ranks[r].allreduce_ns += end - s.reduce_start;
+  Record(r, Stream::kCollective, p_.ranks[r].instrs[s.pc], s.reduce_start, end);
+  ++s.pc;
+  q_.Schedule(end, Priority::kArrival, kCollectiveDone, r);
 }
 
 void Interpreter::Issue(int r) {
@@ -188,12 +246,10 @@ void Interpreter::Issue(int r) {
           // The chunk's gradients are final as its last backward progresses: its share of the
           // reduction goes out in dp_buckets buckets, serialized on the collective stream.
           const int k = std::max(1, c_.dp_buckets);
-          const Nanoseconds total = ReduceNs(r) / p_.vp;
           for (int b = 0; b < k; ++b) {
             // dur / k first: dur * (b + 1) could leave int64 for a long backward.
             const Nanoseconds ready = now + dur / k * (b + 1) + dur % k * (b + 1) / k;
-            const Nanoseconds start = std::max(ready, s.collective_free_ns);
-            s.collective_free_ns = start + total / k + (b < total % k ? 1 : 0);
+            EnqueueReduction(r, 1.0 / (double(p_.vp) * k), ready);
           }
         }
         ++s.pc;
@@ -227,19 +283,14 @@ void Interpreter::Issue(int r) {
         continue;
       }
       case Op::kReduceGrads: {
-        // Overlapped: wait for the buckets still in flight; then the embedding all-reduce.
-        const Nanoseconds start = now;
-        // Without any overlap the whole data-parallel time, as the table has it.
-        const Nanoseconds dp = !overlap_reduce_ && !c_.overlap_param_gather ? At(c_.dp_allreduce, r)
-                               : overlap_reduce_
-                                   ? std::max<Nanoseconds>(0, s.collective_free_ns - now) +
-                                         (c_.overlap_param_gather ? 0 : GatherNs(r))
-                                   : ReduceNs(r);
-        const Nanoseconds end = now + dp + At(c_.embedding_allreduce, r);
-        rs.allreduce_ns += end - start;
-        Record(r, Stream::kCollective, in, start, end);
-        ++s.pc;
-        q_.Schedule(end, Priority::kArrival, kCollectiveDone, r);
+        // Overlapped: wait for the buckets still queued or in flight; else run the reduction now.
+        // The weights' all-gather unless it is overlapped with the next iteration (the optimizer
+        // step pays what shows of it). Then the embedding all-reduce.
+        if (!overlap_reduce_) EnqueueReduction(r, 1.0, now);
+        if (!c_.overlap_param_gather) EnqueueGather(r, now);
+        s.reduce_waiting = true;
+        s.reduce_start = now;
+        if (coll_.Idle(r)) FinishReduce(r);
         return;
       }
       case Op::kOptimizerStep: {
@@ -331,6 +382,20 @@ Result<SimResult> Interpreter::Run() {
           to_ns((*v)[r], std::string(what) + " of rank " + std::to_string(r)).status());
     }
   }
+  if (!c_.dp_collectives.empty() && static_cast<int>(c_.dp_collectives.size()) != pp) {
+    return Status::Invalid("simulate: cost table has data-parallel collectives for " +
+                           std::to_string(c_.dp_collectives.size()) +
+                           " ranks, expected pp = " + std::to_string(pp));
+  }
+  for (size_t r = 0; r < c_.dp_collectives.size(); ++r) {
+    for (const costmodel::CollectiveCost& cc : c_.dp_collectives[r]) {
+      const std::string what = "data-parallel collective of rank " + std::to_string(r);
+      if (cc.nic_bytes > 0 && !(cc.nic_Bps > 0))
+        return Status::Invalid("simulate: " + what + " has NIC bytes and no NIC bandwidth");
+      for (Seconds t : {cc.latency, cc.intra, cc.NicTime()})
+        PTDP_RETURN_IF_ERROR(to_ns(t, what + " time").status());
+    }
+  }
   for (int r = 0; r < pp; ++r) {
     const auto& ins = p_.ranks[r].instrs;
     for (size_t i = 0; i < ins.size(); ++i) {
@@ -396,19 +461,27 @@ Result<SimResult> Interpreter::Run() {
       case kCollectiveDone:
         Issue(static_cast<int>(e.a));
         break;
-      case kLatencyDone: {
-        const Message& m = msg_[e.a];
-        const Instr& send = p_.ranks[m.src].instrs[m.send_instr];
-        net_.StartFlow(q_, m.src, pp + send.peer, c_.p2p_link[LinkOf(m.src, send)].bandwidth_Bps,
-                       double(send.bytes), e.a);
+      case kLatencyDone:
+        StartTransfer(e.a);
         break;
-      }
       case kFlowDone:
         if (net_.OnFlowEvent(q_, e.a, e.b)) {
-          q_.Schedule(q_.now() + gather_ns_, Priority::kArrival, kArrive,
-                      net_.Tag(static_cast<int>(e.a)));
+          const int64_t tag = net_.Tag(static_cast<int>(e.a));
+          if (tag >= 0) {
+            q_.Schedule(q_.now() + gather_ns_, Priority::kArrival, kArrive, tag);
+          } else {
+            const int r = coll_.OnFlowDone(q_, net_, tag);
+            if (st_[r].reduce_waiting && coll_.Idle(r)) FinishReduce(r);
+          }
         }
         break;
+      case kCollWake:
+      case kCollLatency:
+      case kCollIntra: {
+        const int r = coll_.OnEvent(q_, net_, e);
+        if (st_[r].reduce_waiting && coll_.Idle(r)) FinishReduce(r);
+        break;
+      }
       case kArrive: {
         Message& m = msg_[e.a];
         m.arrive_ns = q_.now();
@@ -490,6 +563,7 @@ costmodel::CostTable IdealCosts(const costmodel::CostTable& c) {
   out.p2p_link.assign(c.pp, costmodel::LinkCost{0, std::numeric_limits<double>::infinity(), false});
   out.dp_allreduce.assign(c.pp, 0);
   out.dp_param_gather.assign(c.pp, 0);
+  out.dp_collectives.clear();
   out.embedding_allreduce.assign(c.pp, 0);
   return out;
 }

@@ -137,6 +137,16 @@ TEST(ProfileTest, MeasuredLinksUseLargestMessageAndSmallestLatency) {
   EXPECT_DOUBLE_EQ(p->intra_node.all_gather_busbw_GBps.value, algbw * 0.875);
   EXPECT_DOUBLE_EQ(p->intra_node.send_recv_GBps.value, algbw);
   EXPECT_DOUBLE_EQ(p->intra_node.latency_us.value, 20);
+  // Each collective's sizes as a busbw curve measured with its ranks, naming the run.
+  ASSERT_EQ(p->intra_node.busbw_curves.size(), 4u);
+  const BusbwCurve& ar = p->intra_node.busbw_curves[0];
+  EXPECT_EQ(ar.collective, "all_reduce");
+  EXPECT_EQ(ar.ranks, 8);
+  EXPECT_EQ(ar.bytes, (std::vector<double>{4096, double(Bytes(1) << 30)}));
+  EXPECT_DOUBLE_EQ(ar.busbw_GBps[0], 4096 / 20e-6 / 1e9 * 1.75);
+  EXPECT_DOUBLE_EQ(ar.busbw_GBps[1], algbw * 1.75);
+  EXPECT_NE(ar.source.find("ptdp profile run on Test GPU"), std::string::npos) << ar.source;
+  EXPECT_EQ(p->intra_node.busbw_curves[3].ranks, 2);
   EXPECT_EQ(p->gpus_per_node.value, 8);
   EXPECT_EQ(p->precision, Precision::kBf16);
   // One node: the inter-node figures are the intra-node ones, and say so.

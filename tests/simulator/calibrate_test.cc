@@ -135,6 +135,23 @@ TEST(Calibrate, ARunOfTheStartingProfileLeavesItAlone) {
   EXPECT_LT(fit->median_error_before, 1e-6);
 }
 
+// A link's busbw curve is the figure its collective is priced at: a fitted multiplier scales it
+// with the constant it replaces (send/recv curves with the point-to-point one), naming the fit.
+TEST(Calibrate, ScalesBusbwCurvesWithTheirConstants) {
+  HardwareProfile start = LoadCluster("selene", 8)->profile;
+  start.inter_node.busbw_curves = {BusbwCurve{"all_reduce", 0, "test", {1e6, 1e8}, {40, 160}},
+                                   BusbwCurve{"send_recv", 0, "test", {1e6}, {20}}};
+  CalibrationParams x;
+  x.collective[1] = 0.5;
+  x.p2p[1] = 2;
+  const HardwareProfile fitted = ApplyCalibration(start, x, "fit");
+  EXPECT_EQ(fitted.inter_node.busbw_curves[0].busbw_GBps, (std::vector<double>{20, 80}));
+  EXPECT_EQ(fitted.inter_node.busbw_curves[1].busbw_GBps, (std::vector<double>{40}));
+  EXPECT_NE(fitted.inter_node.busbw_curves[0].source.find("fit: every point x 0.5"),
+            std::string::npos);
+  EXPECT_EQ(fitted.intra_node.busbw_curves.size(), 0u);
+}
+
 TEST(Calibrate, RefusesARunOfAnotherLayout) {
   const MeasuredRun pp4 = MakeRun(Layout(4, 1, 8));
   const MeasuredRun pp2 = MakeRun(Layout(2, 2, 8));

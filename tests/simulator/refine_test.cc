@@ -48,6 +48,43 @@ TEST(Refine, OneTrillionOn3072Gpus) {
   }
 }
 
+// gpt-1.7b on 32 GPUs of selene, t = 2, d = 8, p = 2: each stage spans two nodes, so its
+// data-parallel groups (4 members per node) and the pipeline boundary both cross the NICs. The
+// cost model's table carries the all-reduce as NIC bytes; replayed, it shares the last stage's
+// NICs with the gradients that stage still sends (the all-reduce follows its last backward, and
+// with the overlap its buckets run during the last backwards), so the iteration is longer than a
+// replay of the same all-reduce kept off the NICs (the same times, as NVLink-only phases). Alone,
+// each all-reduce takes its closed-form time.
+TEST(Refine, DataParallelAllReduceSharesTheNicWithPipelineSends) {
+  auto model = LoadModel("gpt-1.7b");
+  auto cluster = LoadCluster("selene", 32);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  const ParallelConfig c = Layout(2, 2, 8, 1, ScheduleKind::k1F1B, 64);
+  const costmodel::CostTable shared = costmodel::BuildCostTable(*model, *cluster, c);
+  ASSERT_TRUE(shared.p2p_link[0].inter_node);
+  costmodel::CostTable apart = shared;
+  for (int r = 0; r < c.pp; ++r) {
+    ASSERT_EQ(shared.dp_collectives[r].size(), 1u);
+    costmodel::CollectiveCost& one = apart.dp_collectives[r][0];
+    ASSERT_GT(one.nic_bytes, 0.0);
+    EXPECT_NEAR(one.Time(), shared.dp_allreduce[r], 1e-12);
+    one = costmodel::CollectiveCost{one.latency, one.Time() - one.latency, 0, 0};
+  }
+  for (bool overlap : {false, true}) {
+    SimOptions o;
+    o.overlap_dp_allreduce = overlap;
+    auto with = SimulateLayout(*model, *cluster, c, o, false, &shared);
+    auto without = SimulateLayout(*model, *cluster, c, o, false, &apart);
+    ASSERT_TRUE(with.ok() && without.ok());
+    EXPECT_GT(with->result.iteration_ns, without->result.iteration_ns) << overlap;
+    if (!overlap) {
+      // Rank 0's all-reduce runs after everything it sends: alone on its NIC.
+      EXPECT_NEAR(double(with->result.ranks[0].allreduce_ns),
+                  1e9 * (shared.dp_allreduce[0] + shared.embedding_allreduce[0]), 3.0);
+    }
+  }
+}
+
 TEST(Refine, RejectsALayoutOfAnotherSize) {
   auto model = LoadModel("gpt-1.7b");
   auto cluster = LoadCluster("selene", 16);

@@ -192,6 +192,42 @@ TEST(Simulate, OverlappedAllReduceHidesBuckets) {
   EXPECT_EQ(over->iteration_ns, 11000);
 }
 
+// A data-parallel collective shares its rank's NIC with the pipeline messages that cross it.
+// 1F1B on 2 ranks, 1 microbatch, 1000-byte messages on an inter-node link of 1 GB/s (1 us alone):
+// rank 1's backward ends at 5 us; its gradient send and its all-reduce (2000 NIC bytes at 1 GB/s,
+// 2 us alone) then share its NIC, each at half rate: the gradient arrives at 7 us instead of 6
+// (rank 0's backward ends at 9 us instead of 8) and the all-reduce ends at 8 us instead of 7. With
+// the same all-reduce on NVLink only (intra-node phases, no NIC bytes) nothing is shared. Overlap
+// or not, the all-reduce starts at 5 us here (one bucket, ready when the backward ends).
+TEST(Simulate, DataParallelCollectiveSharesTheNic) {
+  auto costs = UniformCosts(2, 1, 1e-6, 2e-6);
+  costs.p2p_link.assign(2, costmodel::LinkCost{0, 1e9, true});
+  costs.dp_allreduce = {0, 2e-6};
+  costs.dp_collectives = {{}, {costmodel::CollectiveCost{0, 0, 2000, 1e9}}};
+  const Program p = Lowered(ScheduleKind::k1F1B, 2, 1, 1, 1000);
+  for (bool overlap : {false, true}) {
+    SimOptions o;
+    o.overlap_dp_allreduce = overlap;
+    auto shared = Simulate(p, costs, o);
+    ASSERT_TRUE(shared.ok()) << shared.status().ToString();
+    EXPECT_EQ(shared->pipeline_ns, 9000) << overlap;
+    EXPECT_EQ(shared->ranks[0].p2p_ns, 2000) << overlap;
+    EXPECT_EQ(shared->ranks[1].allreduce_ns, 3000) << overlap;
+  }
+  costs.dp_collectives = {{}, {costmodel::CollectiveCost{0, 2e-6, 0, 0}}};
+  auto alone = Simulate(p, costs);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_EQ(alone->pipeline_ns, 8000);
+  EXPECT_EQ(alone->ranks[1].allreduce_ns, 2000);
+  // A table whose collectives do not match its ranks, or with NIC bytes and no NIC, is refused.
+  costs.dp_collectives.pop_back();
+  EXPECT_FALSE(Simulate(p, costs).ok());
+  costs.dp_collectives = {{}, {costmodel::CollectiveCost{0, 0, 2000, 0}}};
+  auto no_nic = Simulate(p, costs);
+  ASSERT_FALSE(no_nic.ok());
+  EXPECT_NE(no_nic.status().message().find("no NIC bandwidth"), std::string::npos);
+}
+
 TEST(Simulate, RejectsMismatchedCosts) {
   auto r = Simulate(Lowered(ScheduleKind::k1F1B, 2, 2, 1), UniformCosts(4, 1, 1e-6, 1e-6));
   ASSERT_FALSE(r.ok());

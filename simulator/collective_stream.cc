@@ -1,0 +1,81 @@
+#include "simulator/collective_stream.h"
+
+#include <algorithm>
+
+namespace ptdp::sim {
+
+CollectiveStreams::CollectiveStreams(int ranks, int nic_egress, int nic_ingress, Kinds kinds)
+    : st_(ranks), nic_egress_(nic_egress), nic_ingress_(nic_ingress), kinds_(kinds) {}
+
+void CollectiveStreams::Enqueue(EventQueue& q, Network& net, int r,
+                                const std::vector<costmodel::CollectiveCost>& list, double fraction,
+                                Nanoseconds ready) {
+  for (const costmodel::CollectiveCost& c : list) {
+    Job j;
+    j.ready = ready;
+    j.latency = ToNanoseconds(c.latency * fraction);
+    j.intra = ToNanoseconds(c.intra * fraction);
+    j.nic_bytes = c.nic_bytes * fraction;
+    j.nic_Bps = c.nic_Bps;
+    st_[r].jobs.push_back(j);
+  }
+  Pump(q, net, r);
+}
+
+void CollectiveStreams::EnqueueDelay(EventQueue& q, Network& net, int r, Nanoseconds ns,
+                                     Nanoseconds ready) {
+  Job j;
+  j.ready = ready;
+  j.intra = ns;
+  st_[r].jobs.push_back(j);
+  Pump(q, net, r);
+}
+
+void CollectiveStreams::Pump(EventQueue& q, Network& net, int r) {
+  (void)net;
+  Stream& s = st_[r];
+  if (s.running || s.jobs.empty()) return;
+  if (s.jobs.front().ready > q.now()) {
+    // Several wakes may be pending for one job; a wake that finds it running does nothing.
+    q.Schedule(s.jobs.front().ready, Priority::kTransfer, kinds_.wake, r);
+    return;
+  }
+  s.current = s.jobs.front();
+  s.jobs.pop_front();
+  s.running = true;
+  q.Schedule(q.now() + s.current.latency, Priority::kTransfer, kinds_.latency, r);
+}
+
+void CollectiveStreams::PartDone(EventQueue& q, Network& net, int r) {
+  Stream& s = st_[r];
+  if (--s.parts_left > 0) return;
+  s.running = false;
+  Pump(q, net, r);
+}
+
+int CollectiveStreams::OnEvent(EventQueue& q, Network& net, const Event& e) {
+  const int r = static_cast<int>(e.a);
+  Stream& s = st_[r];
+  if (e.kind == kinds_.wake) {
+    Pump(q, net, r);
+  } else if (e.kind == kinds_.latency) {
+    const bool flows = s.current.nic_bytes > 0 && s.current.nic_Bps > 0;
+    s.parts_left = flows ? 2 : 1;
+    if (flows) {
+      net.StartFlow(q, nic_egress_ + r, nic_ingress_ + r, s.current.nic_Bps, s.current.nic_bytes,
+                    FlowTag(r));
+    }
+    q.Schedule(q.now() + s.current.intra, Priority::kTransfer, kinds_.intra, r);
+  } else if (e.kind == kinds_.intra) {
+    PartDone(q, net, r);
+  }
+  return r;
+}
+
+int CollectiveStreams::OnFlowDone(EventQueue& q, Network& net, int64_t tag) {
+  const int r = RankOfTag(tag);
+  PartDone(q, net, r);
+  return r;
+}
+
+}  // namespace ptdp::sim

@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""`make megatron-check`: the flags `ptdp plan --emit megatron` prints, parsed by Megatron-LM's own
+argument parser (megatron/training/arguments.py parse_args + validate_args) from a Megatron-LM
+checkout the user names, and the parsed namespace compared with the plan file it came from.
+
+Megatron-LM's parser is not on PyPI (the megatron-core wheel ships megatron/core only), so this
+cannot run in `make test`; tools/megatron_check.sh makes the Python environment and the plans.
+
+usage: check_megatron_flags.py --megatron-lm PATH PLAN.json [PLAN.json ...]
+  PLAN.json: written by `ptdp plan --out` (its "megatron_args", "model", "layout", "cluster").
+  The checkout comes from --megatron-lm or $MEGATRON_LM; torch must be importable.
+One line per plan: "PASS name: ..." or "FAIL name: <flag>: <reason>"; exit 1 on any FAIL,
+2 on bad usage.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+# What Megatron-LM needs beyond the layout and the model to get through parse_args and
+# validate_args, none of which the plan decides: a tokenizer that needs no files (NullTokenizer
+# with the plan's vocabulary), mock data instead of a dataset path, a run length and a learning
+# rate. Kept here, apart from the emitted flags, so the check never hides a missing layout flag.
+NON_LAYOUT_ARGS = [
+    "--tokenizer-type", "NullTokenizer",
+    "--mock-data",
+    "--train-iters", "10",
+    "--lr", "1e-4",
+]
+
+
+# GPU architecture (compute capability major) of the profiles' GPUs, for validate_args; another
+# cluster is answered as Hopper (9), the rules of which hold for every GPU before Blackwell.
+GPU_ARCH = {"selene": 8, "dgx-h100": 9, "h200-measured": 9}
+
+
+def expected_values(plan):
+    """(flag, namespace attribute, expected value) triples the plan decides."""
+    m, lay = plan["model"], plan["layout"]
+    tp, pp, vp = lay["tp"], lay["pp"], lay.get("vp", 1)
+    interleaved = lay.get("schedule") == "interleaved"
+    precision = lay.get("precision", "fp32")
+    recompute = lay.get("recompute", "none")
+    kv_heads = m.get("kv_heads", 0) or m["heads"]
+    ffn = m.get("ffn_hidden", 0) or 4 * m["hidden"]
+    first = lay.get("first_stage_layers", 0)
+    last = lay.get("last_stage_layers", 0)
+    out = [
+        ("--tensor-model-parallel-size", "tensor_model_parallel_size", tp),
+        ("--pipeline-model-parallel-size", "pipeline_model_parallel_size", pp),
+        ("--num-layers-per-virtual-pipeline-stage", "virtual_pipeline_model_parallel_size",
+         vp if interleaved else None),
+        ("WORLD_SIZE / (tp * pp)", "data_parallel_size", lay["dp"]),
+        ("--micro-batch-size", "micro_batch_size", lay["mbs"]),
+        ("--global-batch-size", "global_batch_size", plan["global_batch"]),
+        ("--decoder-first-pipeline-num-layers", "decoder_first_pipeline_num_layers",
+         first or None),
+        ("--decoder-last-pipeline-num-layers", "decoder_last_pipeline_num_layers", last or None),
+        ("--num-layers", "num_layers", m["layers"]),
+        ("--hidden-size", "hidden_size", m["hidden"]),
+        ("--num-attention-heads", "num_attention_heads", m["heads"]),
+        ("--ffn-hidden-size", "ffn_hidden_size", ffn),
+        ("--group-query-attention", "group_query_attention", kv_heads != m["heads"]),
+        ("--seq-length", "seq_length", m["seq_len"]),
+        ("--max-position-embeddings", "max_position_embeddings", m["seq_len"]),
+        ("--hidden-dropout", "hidden_dropout", m.get("dropout", 0.1)),
+        ("--attention-dropout", "attention_dropout", m.get("dropout", 0.1)),
+        ("--make-vocab-size-divisible-by", "make_vocab_size_divisible_by",
+         m.get("vocab_divisible_by", 128)),
+        ("--fp16", "fp16", precision == "fp16"),
+        ("--bf16", "bf16", precision in ("bf16", "fp8")),
+        ("--fp8-format", "fp8", "hybrid" if precision == "fp8" else None),
+        ("--recompute-granularity", "recompute_granularity",
+         None if recompute == "none" else recompute),
+        ("--recompute-method", "recompute_method", "uniform" if recompute == "full" else None),
+        ("--sequence-parallel", "sequence_parallel", bool(lay.get("sequence_parallel", False))),
+        ("--use-distributed-optimizer", "use_distributed_optimizer",
+         bool(lay.get("distributed_optimizer", False))),
+        ("--no-gradient-accumulation-fusion", "gradient_accumulation_fusion",
+         bool(lay.get("grad_accumulation_fusion", False))),
+        # Architecture: a GPT's plan file leaves these keys out (core/model.h defaults).
+        ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
+        ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),
+        ("--position-embedding-type", "position_embedding_type",
+         "rope" if m.get("rotary") else "learned_absolute"),
+        ("--disable-bias-linear", "add_bias_linear", bool(m.get("linear_bias", True))),
+        ("--untie-embeddings-and-output-weights", "untie_embeddings_and_output_weights",
+         not m.get("tied_embeddings", True)),
+    ]
+    # The overlaps the plan priced: its software profile's, where the layout has what each needs
+    # (tp overlap: sequence parallelism; the data-parallel ones: dp > 1; the parameter gather:
+    # the distributed optimizer). Plans without a "software" key priced none.
+    sw = plan.get("software", {})
+    on = lambda key: bool(sw.get(key, {}).get("value", False))  # noqa: E731
+    sp, dist_opt, dp = bool(lay.get("sequence_parallel")), bool(
+        lay.get("distributed_optimizer")), lay["dp"]
+    out += [
+        ("--tp-comm-overlap", "tp_comm_overlap",
+         sw.get("tp_comm_overlap_fraction", {}).get("value", 0) > 0 and sp),
+        ("--overlap-grad-reduce", "overlap_grad_reduce", on("overlap_grad_reduce") and dp > 1),
+        ("--overlap-param-gather", "overlap_param_gather",
+         on("overlap_param_gather") and dist_opt and dp > 1),
+    ]
+    if kv_heads != m["heads"]:  # Megatron-LM reads num_query_groups only with GQA on
+        out.append(("--num-query-groups", "num_query_groups", kv_heads))
+    if recompute == "full":
+        out.append(("--recompute-num-layers", "recompute_num_layers", 1))
+    if m.get("rotary"):
+        out.append(("--rotary-base", "rotary_base", int(m.get("rotary_base", 10000))))
+    if not m.get("linear_bias", True):
+        out.append(("--add-qkv-bias", "add_qkv_bias", bool(m.get("qkv_bias", False))))
+    return out
+
+
+def child(plan_path):
+    """Runs in a fresh interpreter per plan: Megatron-LM's parser reads sys.argv and the
+    environment, and validate_args keeps global state."""
+    with open(plan_path) as f:
+        plan = json.load(f)
+    sys.argv = (["pretrain_gpt.py"] + shlex.split(plan["megatron_args"]) + NON_LAYOUT_ARGS +
+                ["--vocab-size", str(plan["model"]["vocab"])])
+    import torch
+    import megatron.training.arguments as margs
+    # validate_args asks CUDA for the GPU's architecture (get_device_arch_version: CUDA_DEVICE_MAX_
+    # CONNECTIONS and stream rules differ from Blackwell on). There is no GPU here, so answer as the
+    # plan's cluster would; nothing else is stubbed.
+    major = GPU_ARCH.get(plan["cluster"].get("name", ""), 9)
+    margs.get_device_arch_version = lambda: major
+    torch.cuda.get_device_capability = lambda *a, **k: (major, 0)
+    args = margs.parse_args()  # argparse prints the refused flag and exits 2 itself
+    try:
+        margs.validate_args(args)
+    except (AssertionError, ValueError, RuntimeError) as e:
+        print(f"@@ validate_args: {type(e).__name__}: {e}")
+        return 1
+    bad = []
+    for flag, attr, want in expected_values(plan):
+        got = getattr(args, attr, "<absent>")
+        if hasattr(got, "name") and not isinstance(got, str):  # enums
+            got = got.name
+        if isinstance(want, float) or isinstance(got, float):
+            same = got is not None and want is not None and abs(float(got) - float(want)) < 1e-12
+        else:
+            same = got == want
+        if not same:
+            bad.append(f"{flag}: Megatron-LM parsed {attr}={got!r}, the plan says {want!r}")
+    backend = getattr(args.attention_backend, "name", str(args.attention_backend))
+    vocab_checked = False
+    # The padded vocabulary Megatron-LM builds its embedding with (vocab_utils.py) against
+    # core/model.h PaddedVocab's rule: the next multiple of vocab_divisible_by * tp.
+    try:
+        from megatron.training.vocab_utils import calculate_padded_vocab_size
+        v, mult = plan["model"]["vocab"], plan["model"].get("vocab_divisible_by", 128) * plan[
+            "layout"]["tp"]
+        got = calculate_padded_vocab_size(v, args.make_vocab_size_divisible_by,
+                                          args.tensor_model_parallel_size, False)
+        if got != -(-v // mult) * mult:
+            bad.append(f"--make-vocab-size-divisible-by: Megatron-LM pads the vocabulary {v} to "
+                       f"{got}, the plan to {-(-v // mult) * mult}")
+        vocab_checked = True
+    except ImportError as e:  # older checkouts: the parsed divisor above is still compared
+        print(f"note: padded vocabulary not compared ({e})")
+    # The attention the plan priced (core/parallel.cc: fused_attention, false when absent).
+    want_backend = "flash" if plan["layout"].get("fused_attention", False) else "unfused"
+    if backend != want_backend:
+        bad.append(f"--attention-backend: Megatron-LM parsed {backend!r}, the plan says "
+                   f"{want_backend!r}")
+    if args.virtual_pipeline_model_parallel_size:
+        # Megatron-Core's interleaved schedule (pipeline_parallel/schedules.py) refuses a group
+        # size outside [pp, m] and a last group of 1 .. pp-1; check the parsed size against it.
+        # Not building the TransformerConfig (its __post_init__ asks for Transformer Engine with
+        # rope fusion, a GPU install): None here becomes pp there (ModelParallelConfig).
+        g = args.microbatch_group_size_per_vp_stage or args.pipeline_model_parallel_size
+        mb = args.global_batch_size // (args.micro_batch_size * args.data_parallel_size)
+        p = args.pipeline_model_parallel_size
+        if g is None or g < p or g > mb or 0 < mb % g < p:
+            bad.append(f"--microbatch-group-size-per-virtual-pipeline-stage: {g} with "
+                       f"{mb} microbatches and pp {p} is refused by Megatron-Core's schedule")
+    if bad:
+        print("@@ " + "; ".join(bad))
+        return 1
+    n = (len(expected_values(plan)) + 1 + vocab_checked +
+         bool(args.virtual_pipeline_model_parallel_size))
+    print(f"@@ {n} values equal the plan")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--megatron-lm", default=os.environ.get("MEGATRON_LM"))
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("plans", nargs="*")
+    a = ap.parse_args()
+    if a.child:
+        return child(a.child)
+    if not a.megatron_lm:
+        print("error: --megatron-lm: no Megatron-LM checkout given (or set MEGATRON_LM)",
+              file=sys.stderr)
+        return 2
+    arguments_py = os.path.join(a.megatron_lm, "megatron", "training", "arguments.py")
+    if not os.path.isfile(arguments_py):
+        print(f"error: --megatron-lm: {a.megatron_lm} has no megatron/training/arguments.py",
+              file=sys.stderr)
+        return 2
+    if not a.plans:
+        print("error: plans: no plan file given", file=sys.stderr)
+        return 2
+    failed = False
+    for path in a.plans:
+        name = os.path.splitext(os.path.basename(path))[0]
+        try:
+            with open(path) as f:
+                plan = json.load(f)
+            world = plan["cluster"]["gpus"]
+        except (OSError, ValueError, KeyError) as e:
+            print(f"FAIL {name}: {path}: not a plan file ({e})")
+            failed = True
+            continue
+        # WORLD_SIZE and RANK as torchrun sets them for the plan's GPUs, and
+        # CUDA_DEVICE_MAX_CONNECTIONS=1 as Megatron-LM's example launch scripts export it
+        # (validate_args requires it with tensor parallelism before Blackwell): launch
+        # environment, not flags.
+        env = dict(os.environ, WORLD_SIZE=str(world), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1",
+                   PYTHONPATH=os.pathsep.join([a.megatron_lm, os.environ.get("PYTHONPATH", "")]))
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path], env=env,
+                           capture_output=True, text=True, cwd=a.megatron_lm)
+        lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+        # The child's verdict ("@@ ..."), argparse's "error: unrecognized arguments: --x", or the
+        # last line of a traceback: each names the flag or the failure.
+        why = next((l[3:] for l in lines if l.startswith("@@ ")), None)
+        if why is None:
+            why = next((l for l in reversed(lines) if "error:" in l), lines[-1] if lines else "")
+        if r.returncode == 0:
+            print(f"PASS {name} ({world} GPUs): {why}")
+        else:
+            failed = True
+            print(f"FAIL {name} ({world} GPUs): {why}")
+            log = os.path.splitext(path)[0] + ".megatron.log"
+            with open(log, "w") as f:
+                f.write(r.stdout + r.stderr)
+            print(f"  full output: {log}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# `make megatron-check MEGATRON_LM=/path/to/Megatron-LM`: the flags of `ptdp plan --emit megatron`
+# for GPT and Llama plans parsed by Megatron-LM's own parser (tools/check_megatron_flags.py).
+# Megatron-LM's parser is not on PyPI, so the user names a checkout; without one this prints
+# SKIPPED and exits 0 (never counted as passed). Megatron-LM needs Python >= 3.12 and torch: a venv
+# is made once under BUILD/megatron-venv (torch, numpy, packaging from PyPI; a few GB, hence not in
+# `make test`). PTDP_MEGATRON_PYTHON names another interpreter with torch instead.
+# usage: tools/megatron_check.sh PTDP BUILD_DIR
+set -uo pipefail
+ptdp=$(realpath "${1:?usage: megatron_check.sh PTDP BUILD_DIR}")
+build=$(realpath "${2:?usage: megatron_check.sh PTDP BUILD_DIR}")
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -z "${MEGATRON_LM:-}" ]; then
+  echo "SKIPPED megatron-check: MEGATRON_LM is not set (Megatron-LM's argument parser is not on PyPI;"
+  echo "  clone https://github.com/NVIDIA/Megatron-LM and run make megatron-check MEGATRON_LM=/path)"
+  exit 0
+fi
+mlm=$(realpath -m "$MEGATRON_LM")
+[ -f "$mlm/megatron/training/arguments.py" ] ||
+  { echo "error: MEGATRON_LM: $mlm has no megatron/training/arguments.py" >&2; exit 2; }
+py=${PTDP_MEGATRON_PYTHON:-}
+if [ -z "$py" ]; then
+  venv=$build/megatron-venv
+  py=$venv/bin/python
+  if ! "$py" -c "import torch, numpy, packaging" 2> /dev/null; then
+    base=""
+    for c in python3.13 python3.12 python3; do
+      if command -v "$c" > /dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+        base=$c; break
+      fi
+    done
+    [ -n "$base" ] || { echo "error: python: Megatron-LM needs Python >= 3.12, none found" >&2; exit 2; }
+    echo "== installing torch, numpy and packaging into $venv with $base (once)"
+    "$base" -m venv "$venv" || exit 2
+    # shellcheck disable=SC2086
+    "$venv/bin/pip" install -q ${PTDP_MEGATRON_PIP_ARGS:-} torch numpy packaging || exit 2
+  fi
+fi
+echo "Megatron-LM $(git -C "$mlm" rev-parse HEAD 2> /dev/null || echo "(not a git checkout)") at $mlm"
+"$py" -c "import sys, torch; print('python', sys.version.split()[0], '| torch', torch.__version__)" || exit 2
+work=$build/megatron-check
+rm -rf "$work"
+mkdir -p "$work"
+data=$here/../tests/planner/data
+plan() {  # NAME ptdp-plan-arguments...
+  local name=$1
+  shift
+  "$ptdp" plan "$@" --emit megatron --out "$work/$name.json" > "$work/$name.txt" 2>&1 ||
+    { echo "FAIL $name: ptdp plan $*"; cat "$work/$name.txt"; return 1; }
+}
+failed=0
+# GPT-3 175B and Llama 3.1 405B (issue 16) at the sizes of their papers, a small Llama, the Llama 3
+# paper's own layout (fused attention, sequence parallelism, distributed optimizer, fused gradient
+# accumulation), an FP8 plan, the 2021 paper's 1T run on its stack (fp16, interleaved, full
+# recomputation, unfused attention and accumulation, no overlaps), selective recomputation
+# with sequence parallelism, uneven first/last stages, and interleaving whose m % p != 0 needs a
+# microbatch group size.
+plan gpt3-175b --model gpt3-175b --cluster dgx-h100 --gpus 1024 --global-batch 1536 || failed=1
+plan llama3.1-405b --model llama3.1-405b --cluster dgx-h100 --gpus 16384 --global-batch 2048 || failed=1
+plan llama3.1-405b-paper-layout --model llama3.1-405b --cluster dgx-h100 --gpus 16384 \
+  --global-batch 2048 --fix tp=8,pp=16,dp=128 --fused-attention --sequence-parallel \
+  --distributed-optimizer --grad-accumulation-fusion || failed=1
+plan llama3-8b --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 || failed=1
+plan llama3-70b-fp8 --model llama3-70b --cluster dgx-h100 --gpus 1024 --global-batch 1024 \
+  --precision fp8 || failed=1
+plan gpt-1t-paper --model gpt-1t --cluster selene --gpus 3072 --global-batch 3072 \
+  --software megatron-lm-2021 || failed=1
+plan gpt-22b-selective-sp --model gpt-22b --cluster selene --gpus 64 --global-batch 512 \
+  --fix recompute=selective --sequence-parallel || failed=1
+plan uneven --model "$data/large_vocab.json" --cluster selene --gpus 64 --global-batch 512 || failed=1
+plan interleaved-group --model gpt-1.7b --cluster selene --gpus 4 --global-batch 22 \
+  --fix tp=1,pp=4,dp=1,mbs=1,vp=2,schedule=interleaved || failed=1
+"$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
+# Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
+# the plan, or a PASS above means nothing.
+mkdir -p "$work/controls"
+"$py" - "$work" <<'PY' || exit 2
+import json, sys
+w = sys.argv[1]
+gpt = json.load(open(f"{w}/gpt3-175b.json"))
+llama = json.load(open(f"{w}/llama3-8b.json"))
+tp = gpt["layout"]["tp"]
+other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
+for name, plan, old, new in [
+        ("unknown-flag", gpt, " --bf16", " --bf16 --no-scatter-gather-tensors-in-pipeline"),
+        ("wrong-tp", gpt, f"--tensor-model-parallel-size {tp} ",
+         f"--tensor-model-parallel-size {other} "),
+        ("no-swiglu", llama, " --swiglu", "")]:
+    assert old in plan["megatron_args"], (name, old)
+    json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
+              open(f"{w}/controls/{name}.json", "w"))
+PY
+for c in "$work"/controls/*.json; do
+  if "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$c" > "${c%.json}.out"; then
+    echo "FAIL control $(basename "$c" .json): the check passed flags it must refuse"; failed=1
+  else
+    echo "PASS control $(basename "$c" .json) refused: $(head -n 1 "${c%.json}.out" | cut -c1-150)"
+  fi
+done
+exit $failed
