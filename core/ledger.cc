@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/zbv_order.h"
+
 namespace ptdp {
 
 bool Fp32MainGrads(const ParallelConfig& c) {
@@ -99,6 +101,8 @@ int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
       return std::min(m, p);
     case ScheduleKind::kZbH2:  // the schedule's cap (Qi et al. 2024, section 3.1)
       return std::min(m, 2 * p - 1);
+    case ScheduleKind::kZbV:  // 2p half stages: p microbatches of a stage (core/zbv_order.h)
+      return std::min(m * v, 2 * p);
   }
   return m;
 }
@@ -125,6 +129,7 @@ RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
       return {m * v, m == p ? m * v : std::min(m * v, 2 * (p - r - 1) + (v - 1) * p)};
     case ScheduleKind::kZbH1:  // SplitBackwardPeak replays their orders instead
     case ScheduleKind::kZbH2:
+    case ScheduleKind::kZbV:
       break;
   }
   return {m, m};
@@ -156,6 +161,22 @@ Bytes WeightGradStashBytes(const StashPrices& prices, const ModelSpec& m, const 
                            int pp_rank, int chunk) {
   return prices.layer_wgrad * ChunkLayers(m, c, pp_rank, chunk).size() +
          (HoldsHead(c, pp_rank, chunk) ? prices.head_wgrad : 0);
+}
+
+// ZB-V's order (core/zbv_order.h, the generator's own) on byte counts, O(m) per rank.
+Bytes ZbVPeak(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  Bytes live = 0, peak = 0;
+  ZbVOrder(c.pp, pp_rank, c.Microbatches(), [&](Op op, int64_t, int chunk) {
+    if (op == Op::kForward) {
+      live += ChunkStashBytes(prices, m, c, pp_rank, chunk);
+      peak = std::max(peak, live);
+    } else if (op == Op::kBackwardInput) {
+      SplitBackwardInput(prices, m, c, pp_rank, chunk, &live, &peak);
+    } else {
+      live -= WeightGradStashBytes(prices, m, c, pp_rank, chunk);
+    }
+  });
+  return peak;
 }
 
 // The zero-bubble orders of schedule/generators.cc (ZbH1, ZbH2; one chunk) replayed on byte
@@ -228,6 +249,7 @@ Bytes PartialGroupInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
 
 Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                           int pp_rank) {
+  if (c.schedule == ScheduleKind::kZbV) return ZbVPeak(prices, m, c, pp_rank);
   if (SplitsBackward(c.schedule)) return SplitBackwardPeak(prices, m, c, pp_rank);
   if (c.schedule == ScheduleKind::kInterleaved && c.Microbatches() % c.pp != 0) {
     return PartialGroupInterleavedPeak(prices, m, c, pp_rank);

@@ -19,6 +19,8 @@ const char* ScheduleName(ScheduleKind k) {
       return "zb-h1";
     case ScheduleKind::kZbH2:
       return "zb-h2";
+    case ScheduleKind::kZbV:
+      return "zb-v";
   }
   return "?";
 }
@@ -29,8 +31,9 @@ Result<ScheduleKind> ParseSchedule(const std::string& s) {
   if (s == "interleaved") return ScheduleKind::kInterleaved;
   if (s == "zb-h1") return ScheduleKind::kZbH1;
   if (s == "zb-h2") return ScheduleKind::kZbH2;
+  if (s == "zb-v") return ScheduleKind::kZbV;
   return Status::Invalid("schedule: '" + s +
-                         "' is not one of gpipe, 1f1b, interleaved, zb-h1, zb-h2");
+                         "' is not one of gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v");
 }
 
 const char* RecomputeName(Recompute r) {
@@ -154,9 +157,20 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
       return bad("mbs: the interleaved schedule needs the microbatch count m = " +
                  std::to_string(micro) + " to be at least pp = " + std::to_string(pp));
     }
+  } else if (schedule == ScheduleKind::kZbV) {
+    if (vp != 2) {
+      return bad("vp: the zb-v schedule places exactly 2 chunks per rank in a V, got vp = " +
+                 std::to_string(vp));
+    }
+    if (micro < 2 * int64_t(pp) - 1) {
+      return bad("mbs: the zb-v schedule needs the microbatch count m = " + std::to_string(micro) +
+                 " to be at least 2 pp - 1 = " + std::to_string(2 * int64_t(pp) - 1) +
+                 " (rank 0's warm-up runs 2 pp - 1 forwards of its first chunk)");
+    }
   } else if (vp != 1) {
     return bad(std::string("vp: ") + std::to_string(vp) +
-               " chunks per rank needs schedule=interleaved, not " + ScheduleName(schedule));
+               " chunks per rank needs schedule=interleaved or zb-v, not " +
+               ScheduleName(schedule));
   }
   return Status::Ok();
 }

@@ -22,10 +22,39 @@ enum class ScheduleKind {
   // split keeps (core/shapes.h LayerWeightGradStash).
   kZbH1,  // ZB-H1: 1F1B's memory, W passes delayed to fill the cool-down
   kZbH2,  // ZB-H2: up to 2p - 1 microbatches in flight, no bubble when F = B = W
+  // ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory", NeurIPS 2024): two chunks
+  // per rank placed in a V (StageOfChunk), the backward split; 1F1B's activation memory and no
+  // bubble when F = B = W.
+  kZbV,
 };
 // A schedule whose Program splits the backward (kBackwardInput / kBackwardWeight).
 inline bool SplitsBackward(ScheduleKind k) {
-  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2;
+  return k == ScheduleKind::kZbH1 || k == ScheduleKind::kZbH2 || k == ScheduleKind::kZbV;
+}
+// A schedule whose chunks sit in a V: chunk 0 of rank r on stage r, chunk 1 on stage 2p - 1 - r.
+inline bool VShaped(ScheduleKind k) {
+  return k == ScheduleKind::kZbV;
+}
+
+// The one placement of model chunks on pipeline stages, which the ledger, the cost table, the
+// schedules, the simulator, the runtime and the checkpoints all follow. Stage k of the pp * vp
+// virtual stages holds the k-th slice of the layers; stage 0 the embedding, the last the head.
+//   V-shaped (ZB-V, vp = 2):  chunk 0 of rank r -> stage r, chunk 1 -> stage 2 pp - 1 - r; the
+//                            forward turns around on rank pp - 1 without a message and the loss
+//                            is computed on rank 0.
+//   otherwise:               stage chunk * pp + rank (Megatron-LM's interleaved assignment).
+inline int StageOfChunk(ScheduleKind k, int pp, int pp_rank, int chunk) {
+  if (VShaped(k)) return chunk == 0 ? pp_rank : 2 * pp - 1 - pp_rank;
+  return chunk * pp + pp_rank;
+}
+struct StageHolder {
+  int pp_rank = 0;
+  int chunk = 0;
+};
+// The inverse: which (rank, chunk) holds virtual stage `stage` (0 <= stage < pp vp).
+inline StageHolder HolderOfStage(ScheduleKind k, int pp, int stage) {
+  if (VShaped(k)) return stage < pp ? StageHolder{stage, 0} : StageHolder{2 * pp - 1 - stage, 1};
+  return {stage % pp, stage / pp};
 }
 enum class Recompute {
   kNone,       // keep every activation the backward needs
@@ -34,7 +63,8 @@ enum class Recompute {
                // dropout mask and output) and redo the core attention in the backward
 };
 
-const char* ScheduleName(ScheduleKind k);  // "gpipe" | "1f1b" | "interleaved" | "zb-h1" | ...
+// "gpipe" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2" | "zb-v"
+const char* ScheduleName(ScheduleKind k);
 Result<ScheduleKind> ParseSchedule(const std::string& s);
 const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);

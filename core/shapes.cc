@@ -3,7 +3,16 @@
 namespace ptdp {
 
 int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk) {
-  return chunk * c.pp + pp_rank;
+  return StageOfChunk(c.schedule, c.pp, pp_rank, chunk);
+}
+
+int HeadRank(const ParallelConfig& c) {
+  return HolderOfStage(c.schedule, c.pp, c.VirtualStages() - 1).pp_rank;
+}
+
+bool InTiedEmbeddingGroup(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  const int head = HeadRank(c);
+  return m.tied_embeddings && head != 0 && (pp_rank == 0 || pp_rank == head);
 }
 
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
@@ -32,11 +41,11 @@ std::vector<int> StageLayerCounts(const ModelSpec& m, const ParallelConfig& c) {
   return counts;
 }
 
-bool HoldsEmbedding(const ParallelConfig& /*c*/, int pp_rank, int chunk) {
-  return pp_rank == 0 && chunk == 0;
+bool HoldsEmbedding(const ParallelConfig& c, int pp_rank, int chunk) {
+  return VirtualStage(c, pp_rank, chunk) == 0;
 }
 bool HoldsHead(const ParallelConfig& c, int pp_rank, int chunk) {
-  return pp_rank == c.pp - 1 && chunk == c.vp - 1;
+  return VirtualStage(c, pp_rank, chunk) == c.VirtualStages() - 1;
 }
 
 int64_t ParamTensor::LocalElements() const {
@@ -105,7 +114,7 @@ std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfi
     if (!m.rmsnorm) ps.push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
     if (!m.tied_embeddings) {
       ps.push_back(Make("output.weight", {v, h}, Sharding::kRows, t));
-    } else if (!HoldsEmbedding(c, pp_rank, chunk)) {
+    } else if (pp_rank != 0) {  // the rank holds no embedding to share the matrix with
       ParamTensor copy = Make("output.word_copy", {v, h}, Sharding::kRows, t);
       copy.tied_copy = true;
       ps.push_back(copy);

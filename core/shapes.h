@@ -4,12 +4,14 @@
 // construction wherever the runtime stores what is listed here.
 //
 // Layer placement: the model's l layers are cut into pp * vp virtual stages of l / (pp vp) layers.
-// Virtual stage k = chunk * pp + pp_rank (Megatron-LM's interleaved assignment), so with vp = 1
-// pipeline rank r holds layers [r l/pp, (r+1) l/pp). With uneven stages (vp = 1,
+// Virtual stage k = chunk * pp + pp_rank (Megatron-LM's interleaved assignment), or the V of ZB-V
+// (core/parallel.h StageOfChunk, the one placement), so with vp = 1 pipeline rank r holds layers
+// [r l/pp, (r+1) l/pp). With uneven stages (vp = 1,
 // ParallelConfig::first_stage_layers / last_stage_layers) rank 0 holds the first's count, rank
 // pp-1 the last's, and the ranks between an equal share of the rest, in order. The embedding
 // lives on the first virtual stage (rank 0, chunk 0), the final LayerNorm and output layer on the
-// last (rank pp-1, chunk vp-1). ChunkLayers is the one answer to "which layers": parameters,
+// last (rank pp-1, chunk vp-1; in a V rank 0, chunk 1, which then uses the tied embedding's own
+// matrix instead of a copy). ChunkLayers is the one answer to "which layers": parameters,
 // the ledger's stash, the cost table, the runtime and the checkpoints all ask it.
 #pragma once
 
@@ -29,7 +31,13 @@ struct LayerRange {
   int size() const { return end - begin; }
 };
 
-int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk);
+int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk);  // StageOfChunk for c
+// The pipeline rank that holds the head (the last virtual stage) and computes the loss.
+int HeadRank(const ParallelConfig& c);
+// Whether pipeline rank `pp_rank` takes part in the tied word embedding's gradient all-reduce:
+// tied embeddings with the head on another rank than the embedding (rank 0 and HeadRank; never in
+// a V, whose head is on rank 0, nor with pp = 1).
+bool InTiedEmbeddingGroup(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
 // Layers per pipeline rank (all its chunks), rank 0 first: "3/2/3" for an uneven pp = 3.
 std::vector<int> StageLayerCounts(const ModelSpec& m, const ParallelConfig& c);

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/rank_grid.h"
+#include "core/shapes.h"
 #include "costmodel/collectives.h"
 #include "costmodel/estimate.h"
 
@@ -366,7 +367,7 @@ std::vector<int> ReduceGradsLinkClass(const ClusterSpec& cluster, const Parallel
   for (int r = 0; r < c.pp; ++r) {
     const int rank = grid.Rank({0, 0, r});
     bool inter = SpanOf(grid.DataGroup(rank), cluster.gpus_per_node).inter_node();
-    if (c.pp > 1 && m.tied_embeddings && (r == 0 || r == c.pp - 1)) {
+    if (InTiedEmbeddingGroup(m, c, r)) {
       inter = inter || SpanOf(grid.EmbeddingGroup(rank), cluster.gpus_per_node).inter_node();
     }
     out[r] = inter ? 1 : 0;

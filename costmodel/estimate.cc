@@ -205,7 +205,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       dp.push_back(PlanCollective(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G));
     }
     for (const CollectiveCost& one : dp) t.dp_allreduce[r] += one.Time();
-    if (c.pp > 1 && m.tied_embeddings && (r == 0 || r == c.pp - 1)) {
+    if (InTiedEmbeddingGroup(m, c, r)) {
       const std::vector<int> emb = grid.EmbeddingGroup(grid.Rank({0, 0, r}));
       t.embedding_allreduce[r] =
           CollectiveTime(hw, Collective::kAllReduce, word_emb, SpanOf(emb, G), G);
@@ -234,6 +234,24 @@ std::vector<Seconds> StageMicrobatchTimes(const CostTable& t) {
   return out;
 }
 
+namespace {
+
+// ZB-V's idle time on rank 0, the rank that idles most (core/zbv_order.h), from the slowest rank's
+// per-chunk times F, B (input half, p2p included) and W: 0 when F = B = W (the paper's zero
+// bubble); otherwise (p - 1)(F + B - 2W) + (p - 2)(F - B), which tests/simulator/zbv_test.cc hold
+// exact for W < B <= F with B <= 2W and which is an estimate elsewhere (the simulator re-scores the
+// top layouts; docs/design-notes.md).
+Seconds ZbVBubble(const CostTable& t, int slow, Seconds stage, Seconds weight) {
+  if (t.pp < 2) return 0;
+  Seconds forward = 0;
+  for (int k = 0; k < t.vp; ++k) forward += t.Chunk(slow, k).ForwardTime();
+  const Seconds f = forward / t.vp, w = weight / t.vp, b = (stage - weight) / t.vp - f;
+  const double p = t.pp;
+  return std::max(0.0, (p - 1) * (f + b - 2 * w) + (p - 2) * (f - b));
+}
+
+}  // namespace
+
 PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& c) const {
   const std::vector<Seconds> per = StageMicrobatchTimes(t);
   const Seconds tmax = *std::max_element(per.begin(), per.end());
@@ -252,6 +270,7 @@ PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& 
     const Seconds idle =
         c.schedule == ScheduleKind::kZbH1 ? f_plus_b - weight : f_plus_b - 2 * weight;
     out.bubble = double(c.pp - 1) * std::max(0.0, idle);
+    if (c.schedule == ScheduleKind::kZbV) out.bubble = ZbVBubble(t, slow, tmax, weight);
   }
   out.total = ideal + out.bubble;
   return out;

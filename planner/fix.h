@@ -1,6 +1,6 @@
 // `--fix tp=8,pp=64,mbs=1,vp=1,...`: the parts of a layout the user fixes; the rest is searched.
 // Keys: tp, pp, dp, mbs, vp (positive integers), recompute (none|full|selective),
-// schedule (gpipe|1f1b|interleaved|zb-h1|zb-h2), scatter_gather, sequence_parallel,
+// schedule (gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v), scatter_gather, sequence_parallel,
 // distributed_optimizer, grad_accumulation_fusion, fused_attention (on|off), precision
 // (fp32|bf16|fp16),
 // first_stage_layers, last_stage_layers (integers >= 0; 0: the even share; uneven stages).

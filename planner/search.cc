@@ -82,7 +82,7 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
       shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last});
     }
     if (fx.schedule && SplitsBackward(*fx.schedule)) {
-      shapes.push_back({*fx.schedule, 1, fixed_first, fixed_last});
+      shapes.push_back({*fx.schedule, VShaped(*fx.schedule) ? 2 : 1, fixed_first, fixed_last});
     }
   } else {
     std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
@@ -97,6 +97,7 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
     for (ScheduleKind kind : {ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
       shapes.push_back({kind, 1, first, last});
     }
+    shapes.push_back({ScheduleKind::kZbV, 2, first, last});  // two chunks per rank in a V
     for (int v = 2; v * p <= m.layers; ++v) {
       shapes.push_back({ScheduleKind::kInterleaved, v, first, last});
     }
@@ -257,7 +258,9 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   PTDP_ASSIGN_OR_RETURN(const Precision precision, SearchPrecision(cluster, o));
   SearchResult res;
   std::vector<Candidate> ok;
-  std::map<std::tuple<int, int, int, int, int>, std::vector<int64_t>> param_cache;
+  // Parameters per rank by (t, p, v, first, last, V placement): ZB-V's V puts the head on rank 0,
+  // interleaving on rank p - 1, so the two must not share an entry.
+  std::map<std::tuple<int, int, int, int, int, bool>, std::vector<int64_t>> param_cache;
 
   // Counted per reason in an array, and each reason's example message built only the first time:
   // most of the enumerated layouts are rejected (over a million with every option on gpt-1t).
@@ -388,7 +391,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 reject(Reason::kInvalid, [&] { return valid.message(); });
                 continue;
               }
-              auto key = std::make_tuple(t, p, v, shape.first, shape.last);
+              auto key = std::make_tuple(t, p, v, shape.first, shape.last, VShaped(sched));
               auto it = param_cache.find(key);
               if (it == param_cache.end()) {
                 it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;

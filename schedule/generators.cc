@@ -1,8 +1,10 @@
-// Compute-order generators: GPipe, 1F1B (PipeDream-Flush), Megatron-LM's interleaved 1F1B, and
-// the zero-bubble ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024).
+// Compute-order generators: GPipe, 1F1B (PipeDream-Flush), Megatron-LM's interleaved 1F1B, the
+// zero-bubble ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024) and ZB-V
+// (core/zbv_order.h).
 #include <algorithm>
 #include <string>
 
+#include "core/zbv_order.h"
 #include "schedule/schedule.h"
 
 namespace ptdp::schedule {
@@ -22,6 +24,22 @@ Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
                            std::to_string(vp) + " x pp " + std::to_string(pp) +
                            " is more than the " + std::to_string(kMaxScheduleCells) +
                            " pipeline cells a program may hold");
+  }
+  if (kind == ScheduleKind::kZbV) {
+    if (vp != 2) {
+      return Status::Invalid(
+          "vp: the zb-v schedule places exactly 2 chunks per rank in a V, got "
+          "vp = " +
+          std::to_string(vp));
+    }
+    if (m < 2 * int64_t(pp) - 1) {
+      return Status::Invalid("microbatches: the zb-v schedule needs at least 2 pp - 1 = " +
+                             std::to_string(2 * int64_t(pp) - 1) +
+                             " microbatches (rank 0's warm-up runs 2 pp - 1 forwards of its first "
+                             "chunk), got " +
+                             std::to_string(m));
+    }
+    return Status::Ok();
   }
   if (kind != ScheduleKind::kInterleaved) {
     if (vp != 1) {
@@ -190,6 +208,10 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp) {
         break;
       case ScheduleKind::kZbH2:
         ZbH2(pp, r, m, &out);
+        break;
+      case ScheduleKind::kZbV:  // core/zbv_order.h, shared with the ledger
+        ZbVOrder(pp, r, m,
+                 [&](Op op, int64_t mb, int chunk) { out.push_back(Compute(op, mb, chunk)); });
         break;
     }
   }

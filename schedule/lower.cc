@@ -10,7 +10,15 @@
 namespace ptdp::schedule {
 
 int VirtualStageOf(const Program& p, int pp_rank, int chunk) {
-  return chunk * p.pp + pp_rank;
+  return StageOfChunk(p.kind, p.pp, pp_rank, chunk);
+}
+
+int RankOfStage(const Program& p, int stage) {
+  return HolderOfStage(p.kind, p.pp, stage).pp_rank;
+}
+
+bool LocalBoundary(const Program& p, int stage) {
+  return RankOfStage(p, stage) == RankOfStage(p, stage + 1);
 }
 
 int64_t MessageKey(const Program& p, int pp_rank, const Instr& in) {
@@ -47,8 +55,7 @@ Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recomput
   out.vp = compute.vp;
   out.microbatches = compute.microbatches;
   out.ranks.resize(compute.ranks.size());
-  const int pp = compute.pp;
-  const int last_vs = pp * compute.vp - 1;
+  const int last_vs = compute.pp * compute.vp - 1;
   for (size_t r = 0; r < compute.ranks.size(); ++r) {
     const int rank = static_cast<int>(r);
     const auto& src = compute.ranks[r].instrs;
@@ -66,34 +73,37 @@ Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recomput
         dst.push_back(c);
         continue;
       }
+      // A neighbouring stage on the same rank (the turn of a V) hands over without a message.
       const int vs = VirtualStageOf(compute, rank, c.chunk);
+      const int below = vs > 0 ? RankOfStage(compute, vs - 1) : rank;
+      const int above = vs < last_vs ? RankOfStage(compute, vs + 1) : rank;
       Instr msg;
       msg.microbatch = c.microbatch;
       msg.chunk = c.chunk;
       msg.bytes = message_bytes;
       if (c.op == Op::kForward) {
-        if (vs > 0) {
+        if (below != rank) {
           msg.op = Op::kRecvAct;
-          msg.peer = (rank + pp - 1) % pp;
+          msg.peer = below;
           dst.push_back(msg);
         }
         dst.push_back(c);
-        if (vs < last_vs) {
+        if (above != rank) {
           msg.op = Op::kSendAct;
-          msg.peer = (rank + 1) % pp;
+          msg.peer = above;
           dst.push_back(msg);
         }
       } else {
         c.recompute = recompute;
-        if (vs < last_vs) {
+        if (above != rank) {
           msg.op = Op::kRecvGrad;
-          msg.peer = (rank + 1) % pp;
+          msg.peer = above;
           dst.push_back(msg);
         }
         dst.push_back(c);
-        if (vs > 0) {
+        if (below != rank) {
           msg.op = Op::kSendGrad;
-          msg.peer = (rank + pp - 1) % pp;
+          msg.peer = below;
           dst.push_back(msg);
         }
       }

@@ -15,9 +15,11 @@
 // until its matching send has been posted) and fails if some rank can never proceed.
 //
 // Chunks in send/recv instructions are LOCAL to the rank that executes them. A message crosses the
-// boundary between virtual stages k and k+1 (k = chunk * pp + pp_rank, core/shapes.h): the
-// activation goes from (rank k % pp, chunk k / pp) to (rank (k+1) % pp, chunk (k+1) / pp), so with
-// vp > 1 chunk c on rank pp-1 sends to chunk c+1 on rank 0; gradients go the other way.
+// boundary between virtual stages k and k+1 (k = chunk * pp + pp_rank, or ZB-V's V: core/parallel.h
+// StageOfChunk): the activation goes from the holder of k to the holder of k+1 (interleaved:
+// (rank k % pp, chunk k / pp) to (rank (k+1) % pp, chunk (k+1) / pp), so chunk c on rank pp-1
+// sends to chunk c+1 on rank 0); gradients go the other way. Where both stages sit on one rank
+// (the turn of a V on rank pp-1) there is no message (LocalBoundary).
 // MessageKey() gives a send and its matching receive the same key.
 #pragma once
 
@@ -39,6 +41,7 @@ namespace ptdp::schedule {
 //   interleaved:  pp >= 2, vp >= 2, m >= pp (microbatches go through the chunks in groups of pp,
 //                 the last group smaller when m % pp != 0; Megatron-Core refuses such a last
 //                 group and needs a larger group size instead, docs/design-notes.md)
+//   zb-v:         pp >= 1, vp == 2 (the V), m >= 2 pp - 1 (rank 0's warm-up, core/zbv_order.h)
 //   every kind:   microbatches x vp x pp <= kMaxScheduleCells (the program's size)
 Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp);
 inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;
@@ -87,8 +90,15 @@ Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
 // instruction's index and its text ("rank 2, instruction 7 (RA3.1<1:64)").
 Status Validate(const Program& p);
 
-// Virtual stage of chunk `chunk` on `pp_rank` for this program (chunk * pp + pp_rank).
+// Virtual stage of chunk `chunk` on `pp_rank` for this program (core/parallel.h StageOfChunk:
+// chunk * pp + pp_rank, or the V of zb-v), and the rank that holds a stage.
 int VirtualStageOf(const Program& p, int pp_rank, int chunk);
+int RankOfStage(const Program& p, int stage);
+// Whether virtual stages `stage` and `stage + 1` sit on the same rank (the turn of a V): the
+// activation and the gradient between them are handed over inside the rank, with no message, so
+// the rank's own order must run the lower stage's forward first and the upper stage's backward
+// input half first.
+bool LocalBoundary(const Program& p, int stage);
 // The key shared by a send and its matching receive: distinct for distinct messages of one
 // iteration (0 <= key < 2 * microbatches * pp * vp). Usable as a message tag.
 // REQUIRES: `in` is a send or receive on rank `pp_rank` of `p`.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "schedule/schedule.h"
@@ -26,24 +27,34 @@ bool IsSend(Op op) {
 
 // Messages between each ordered pair of ranks must be received in the order they are sent: NCCL
 // (like any transport without tags) delivers a pair's messages in order, so matching by key alone
-// would let two crossed messages swap their payloads. REQUIRES: sends and receives matched by key.
+// would let two crossed messages swap their payloads. In a V a pair of neighbours carries one
+// chunk's activations and the other chunk's gradients the same way, each in microbatch order but
+// interleaved differently on the two sides; executors give a V's activations and gradients
+// separate ordered channels (runtime: two pipeline communicators), so the order is checked per
+// channel there. REQUIRES: sends and receives matched by key.
 Status CheckPairOrder(const Program& p, bool wc) {
-  // (sender, receiver) -> indices of the sender's sends to the receiver, and of the receiver's
-  // receives from the sender, each in program order.
-  std::map<std::pair<int, int>, std::vector<size_t>> sent, received;
+  // (sender, receiver, channel) -> indices of the sender's sends to the receiver, and of the
+  // receiver's receives from the sender, each in program order.
+  using Channel = std::tuple<int, int, int>;
+  auto channel = [&](int from, int to, Op op) {
+    const bool grad = op == Op::kSendGrad || op == Op::kRecvGrad;
+    return Channel{from, to, VShaped(p.kind) && grad ? 1 : 0};
+  };
+  std::map<Channel, std::vector<size_t>> sent, received;
   for (int rank = 0; rank < p.pp; ++rank) {
     const auto& ins = p.ranks[rank].instrs;
     for (size_t i = 0; i < ins.size(); ++i) {
       if (!IsMessage(ins[i].op)) continue;
       if (IsSend(ins[i].op)) {
-        sent[{rank, ins[i].peer}].push_back(i);
+        sent[channel(rank, ins[i].peer, ins[i].op)].push_back(i);
       } else {
-        received[{ins[i].peer, rank}].push_back(i);
+        received[channel(ins[i].peer, rank, ins[i].op)].push_back(i);
       }
     }
   }
   for (const auto& [pair, sends] : sent) {
-    const auto [from, to] = pair;
+    const auto [from, to, channel_index] = pair;
+    (void)channel_index;
     const std::vector<size_t>& recvs = received[pair];
     for (size_t k = 0; k < std::min(sends.size(), recvs.size()); ++k) {
       const Instr& s = p.ranks[from].instrs[sends[k]];
@@ -66,6 +77,11 @@ Status CheckPairOrder(const Program& p, bool wc) {
 Status Validate(const Program& p) {
   if (p.pp < 1) return Status::Invalid("program: pp must be >= 1");
   if (p.vp < 1) return Status::Invalid("program: vp must be >= 1");
+  if (VShaped(p.kind) && p.vp != 2) {
+    return Status::Invalid(
+        "program: a " + std::string(ScheduleName(p.kind)) +
+        " program places 2 chunks per rank in a V, got vp = " + std::to_string(p.vp));
+  }
   if (p.microbatches < 1 || p.microbatches > INT32_MAX / 4) {
     return Status::Invalid("program: microbatches must be in [1, 2^29)");
   }
@@ -134,29 +150,33 @@ Status Validate(const Program& p) {
             if (!(s & 1)) return fail("sends the activation before its forward");
             if (s & 16) return fail("sends the activation twice");
             s |= 16;
-            want_peer = (vs + 1) % p.pp;
+            want_peer = RankOfStage(p, vs + 1);
             break;
           case Op::kRecvAct:
             if (vs == 0) return fail("the first virtual stage receives no activation");
             if (s & 4) return fail("receives the activation twice");
             if (s & 1) return fail("receives the activation after its forward");
             s |= 4;
-            want_peer = (vs - 1) % p.pp;
+            want_peer = RankOfStage(p, vs - 1);
             break;
           case Op::kSendGrad:
             if (vs == 0) return fail("the first virtual stage has no input gradient to send");
             if (!(s & 2)) return fail("sends the gradient before its backward");
             if (s & 32) return fail("sends the gradient twice");
             s |= 32;
-            want_peer = (vs - 1) % p.pp;
+            want_peer = RankOfStage(p, vs - 1);
             break;
           default:  // kRecvGrad
             if (vs == V - 1) return fail("the last virtual stage receives no gradient");
             if (s & 8) return fail("receives the gradient twice");
             if (s & 2) return fail("receives the gradient after its backward");
             s |= 8;
-            want_peer = (vs + 1) % p.pp;
+            want_peer = RankOfStage(p, vs + 1);
             break;
+        }
+        if (want_peer == rank) {
+          return fail("virtual stages " + std::to_string(vs) + " and its neighbour share this " +
+                      "rank: they hand over without a message");
         }
         if (in.peer != want_peer) {
           return fail("peer should be rank " + std::to_string(want_peer) + " (virtual stage " +
@@ -171,9 +191,18 @@ Status Validate(const Program& p) {
         continue;
       }
       if (in.peer != -1 || in.bytes != 0) return fail("a compute instruction has no peer or bytes");
+      // The (mb, chunk) on this rank holding virtual stage `stage` (the other side of a local
+      // boundary).
+      auto local = [&](int stage) -> uint8_t {
+        const int chunk = HolderOfStage(p.kind, p.pp, stage).chunk;
+        return seen[static_cast<size_t>(int64_t(in.microbatch) * p.vp + chunk)];
+      };
       if (in.op == Op::kForward) {
         if (s & 1) return fail("a second forward of the same microbatch and chunk");
-        if (lowered && vs > 0 && !(s & 4))
+        if (lowered && vs > 0 && LocalBoundary(p, vs - 1) && !(local(vs - 1) & 1))
+          return fail("forward before the forward of virtual stage " + std::to_string(vs - 1) +
+                      " on this rank, which hands it its input");
+        if (lowered && vs > 0 && !LocalBoundary(p, vs - 1) && !(s & 4))
           return fail("forward before its input activation is received");
         s |= 1;
       } else if (in.op == Op::kBackwardWeight) {
@@ -184,7 +213,10 @@ Status Validate(const Program& p) {
       } else {
         if (!(s & 1)) return fail("backward before its forward");
         if (s & 2) return fail("a second backward of the same microbatch and chunk");
-        if (lowered && vs < V - 1 && !(s & 8))
+        if (lowered && vs < V - 1 && LocalBoundary(p, vs) && !(local(vs + 1) & 2))
+          return fail("backward before the input gradient of virtual stage " +
+                      std::to_string(vs + 1) + " on this rank, which is its output gradient");
+        if (lowered && vs < V - 1 && !LocalBoundary(p, vs) && !(s & 8))
           return fail("backward before its output gradient is received");
         s |= in.op == Op::kBackwardInput ? 2 | 64 : 2;
       }

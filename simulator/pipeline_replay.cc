@@ -132,7 +132,9 @@ void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
         case Op::kSendGrad:
           s.op = StepOp::kSend;
           s.grad = in.op == Op::kSendGrad;
-          s.cc = s.grad ? in.peer : rank;
+          // Interpreter::LinkOf: in a V chunk 1's messages cross between the same neighbours
+          // the other way round.
+          s.cc = VShaped(p.kind) ? std::min(rank, int(in.peer)) : s.grad ? in.peer : rank;
           s.peer = in.peer;
           s.key = int32_t(schedule::MessageKey(p, rank, in));
           break;
@@ -282,6 +284,13 @@ bool PipelineReplayer::MarkShared() {
   auto mark = [&](int port, bool shared) {
     if (shared && !s.suspect[size_t(port)]) s.suspect[size_t(port)] = 1, marked = true;
   };
+  // The ports below are the ones of a pipeline whose activations all go r -> r + 1. In a V
+  // (ZB-V) chunk 1's go r -> r - 1 and each port carries other flows: every port is suspect, so
+  // all flows go through the network model, as the Interpreter runs them.
+  if (VShaped(shape_->kind)) {
+    for (int port = 0; port < 2 * pp; ++port) mark(port, true);
+    return marked;
+  }
   for (int r = 0; r < pp; ++r) {
     const auto& acts = s.act_flows[r];
     const auto& grads = s.grad_flows[r];

@@ -79,14 +79,18 @@ class Interpreter {
   void FinishReduce(int r);
   // schedule::MessageKey, inline.
   int64_t Key(int r, const Instr& in) const {
-    const int64_t vs = int64_t(in.chunk) * p_.pp + r;
+    const int64_t vs = StageOfChunk(p_.kind, p_.pp, r, in.chunk);
     const bool up = in.op == Op::kSendAct || in.op == Op::kRecvGrad;  // boundary above vs
     const bool grad = in.op == Op::kSendGrad || in.op == Op::kRecvGrad;
     return ((int64_t(in.microbatch) * v_stages_ + (up ? vs : vs - 1)) << 1) | (grad ? 1 : 0);
   }
   // Link of a send: activations go r -> r+1 over link r (pp-1: the wrap to rank 0); gradients
-  // come back over the same link in the other direction.
-  static int LinkOf(int r, const Instr& send) { return send.op == Op::kSendAct ? r : send.peer; }
+  // come back over the same link in the other direction. In a V the messages of chunk 1 go the
+  // other way round, between the same neighbours: link min(r, peer) either way.
+  int LinkOf(int r, const Instr& send) const {
+    if (VShaped(p_.kind)) return std::min(r, send.peer);
+    return send.op == Op::kSendAct ? r : send.peer;
+  }
   void Record(int r, Stream s, const Instr& in, Nanoseconds start, Nanoseconds end) {
     if (o_.record_timeline) res_.timeline.events.push_back(TimelineEvent{r, s, in, start, end});
   }
@@ -328,6 +332,11 @@ Result<SimResult> Interpreter::Run() {
                            " vp=" + std::to_string(c_.vp) +
                            ", program for pp=" + std::to_string(pp) + " vp=" + std::to_string(vp));
   }
+  if (VShaped(p_.kind) && vp != 2) {
+    return Status::Invalid("simulate: a " + std::string(ScheduleName(p_.kind)) +
+                           " program places 2 chunks per rank in a V, got vp = " +
+                           std::to_string(vp) + "; validate the program");
+  }
   if (static_cast<int>(c_.chunks.size()) != pp * vp) {
     return Status::Invalid("simulate: cost table has " + std::to_string(c_.chunks.size()) +
                            " chunk costs, expected pp * vp = " + std::to_string(pp * vp));
@@ -420,7 +429,7 @@ Result<SimResult> Interpreter::Run() {
                                "): microbatch, chunk or peer out of range; validate the program");
       }
       if (message) {
-        const int64_t vs = int64_t(in.chunk) * pp + r;
+        const int64_t vs = StageOfChunk(p_.kind, pp, r, in.chunk);
         const bool up = in.op == Op::kSendAct || in.op == Op::kRecvGrad;
         if ((up && vs + 1 >= n) || (!up && vs == 0)) {
           return Status::Invalid("simulate: rank " + std::to_string(r) + ", instruction " +
@@ -429,7 +438,7 @@ Result<SimResult> Interpreter::Run() {
         }
       }
       if ((in.op == Op::kSendAct || in.op == Op::kSendGrad) && in.bytes > 0) {
-        const int link = in.op == Op::kSendAct ? r : in.peer;
+        const int link = LinkOf(r, in);
         if (link < 0 || link >= static_cast<int>(c_.p2p_link.size()) ||
             !(c_.p2p_link[link].bandwidth_Bps > 0)) {
           return Status::Invalid("simulate: no bandwidth for the pipeline link from rank " +

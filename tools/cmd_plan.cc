@@ -45,6 +45,26 @@ struct PlanArgs {
   bool threads_given = false;
 };
 
+// `--emit megatron` writes flags for a schedule Megatron-Core runs. It has no ZB-V (nor any V
+// placement of chunks): when the best layout runs ZB-V the flags are those of the best ranked
+// layout that does not, said on stderr; when every ranked layout runs ZB-V (--fix schedule=zb-v) it
+// is refused rather than mislabelled.
+Result<ParallelConfig> MegatronLayout(const planner::SearchResult& r) {
+  const ParallelConfig& best = r.top.front().layout;
+  if (best.schedule != ScheduleKind::kZbV) return best;
+  for (const auto& c : r.top) {
+    if (c.layout.schedule == ScheduleKind::kZbV) continue;
+    std::fprintf(stderr,
+                 "ptdp plan: note: the best layout runs zb-v, which Megatron-Core has no schedule "
+                 "for; the flags are those of the best one it runs (%s)\n",
+                 c.layout.ToString().c_str());
+    return c.layout;
+  }
+  return Status::Invalid("--emit: megatron: the best layout (" + best.ToString() +
+                         ") runs zb-v, which Megatron-Core has no schedule for (no V placement of "
+                         "chunks); fix another one, e.g. --fix schedule=interleaved");
+}
+
 Status RunPlan(const PlanArgs& a) {
   if (a.format != "table" && a.format != "json") {
     return Status::Invalid("--format: \"" + a.format + "\" is not table or json");
@@ -100,6 +120,11 @@ Status RunPlan(const PlanArgs& a) {
                  (long long)total, s);
   };
   PTDP_ASSIGN_OR_RETURN(planner::SearchResult r, planner::Search(model, cluster, o));
+  // Before anything is written: a refused --emit leaves no plan file behind.
+  ParallelConfig megatron = r.top.front().layout;
+  if (!a.emit.empty()) {
+    PTDP_ASSIGN_OR_RETURN(megatron, MegatronLayout(r));
+  }
   const std::string caveat = planner::PrecisionCaveat(cluster, r.top.front().layout.precision);
   if (!caveat.empty()) std::fprintf(stderr, "ptdp plan: note: %s\n", caveat.c_str());
   if (!a.out.empty()) {
@@ -109,7 +134,7 @@ Status RunPlan(const PlanArgs& a) {
   if (a.format == "json") {
     OrderedJson j = planner::SearchToJson(r, a.tokens);
     if (!a.emit.empty()) {
-      j["megatron_args"] = planner::MegatronArgs(model, r.top.front().layout, &cluster.software);
+      j["megatron_args"] = planner::MegatronArgs(model, megatron, &cluster.software);
     }
     j["software"] = cluster.software.name;
     std::cout << j.dump(1) << "\n";
@@ -117,7 +142,7 @@ Status RunPlan(const PlanArgs& a) {
     std::cout << planner::SearchToTable(model, cluster, r, a.tokens);
     if (!a.emit.empty()) {
       std::cout << "\nMegatron-LM pretrain_gpt.py flags:\n  "
-                << planner::MegatronArgs(model, r.top.front().layout, &cluster.software) << "\n";
+                << planner::MegatronArgs(model, megatron, &cluster.software) << "\n";
     }
     if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   }

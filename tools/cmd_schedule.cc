@@ -19,9 +19,17 @@ namespace ptdp::tools {
 namespace {
 
 // The closed-form bubble per rank of a zero-bubble schedule, in cells of the grid (F = B = W =
-// one cell; Qi et al. 2024, Table 1): ZB-H1 (p - 1)(F + B - W), ZB-H2 (p - 1)(F + B - 2W).
+// one cell; Qi et al. 2024, Table 1): ZB-H1 (p - 1)(F + B - W), ZB-H2 (p - 1)(F + B - 2W); ZB-V
+// none (Qi et al., "Pipeline Parallelism with Controllable Memory", 2024: V-ZB's zero bubble).
 int64_t ZeroBubbleClosedFormCells(const Program& p) {
   return p.kind == ScheduleKind::kZbH1 ? p.pp - 1 : 0;
+}
+const char* ZeroBubbleClosedForm(ScheduleKind k) {
+  if (k == ScheduleKind::kZbV) return "0 (ZB-V)";
+  return k == ScheduleKind::kZbH1 ? "(p-1)(F+B-W)" : "(p-1)(F+B-2W)";
+}
+const char* ZeroBubbleFromM(ScheduleKind k) {
+  return k == ScheduleKind::kZbH1 ? "p" : "2p-1";
 }
 
 // The grid's time unit: a forward takes one per chunk, a backward two (a split backward's BI and
@@ -73,11 +81,13 @@ Result<std::string> Figure4(const Program& p) {
       std::string(ScheduleName(p.kind)) + " schedule, pp=" + std::to_string(p.pp) +
       " microbatches=" + std::to_string(p.microbatches) +
       (chunks ? " vp=" + std::to_string(p.vp) : "") +
-      (split ? "\ntime runs right; a forward takes one cell, a backward's input-gradient half (B) "
-               "one (shown \"N=\"), its weight-gradient half (W) one (shown \"N-\")"
+      (split ? "\ntime runs right; a forward takes one cell per chunk, a backward's input-gradient "
+               "half (B) one (shown \"N=\"), its weight-gradient half (W) one (shown \"N-\")"
              : "\ntime runs right; a forward takes one cell per chunk, a backward two (shown "
                "\"N===\")") +
-      (chunks ? "; letters are chunks (a = chunk 0)" : "") + "; '.' is idle\n";
+      (chunks ? "; letters are chunks (a = chunk 0)" : "") +
+      (VShaped(p.kind) ? " in a V (chunk a of rank r is stage r, chunk b stage 2p-1-r)" : "") +
+      "; '.' is idle\n";
   for (int r2 = 0; r2 < p.pp; ++r2) {
     out +=
         "rank " + std::to_string(r2) + (r2 < 10 && p.pp > 10 ? " " : "") + " |" + grid[r2] + "\n";
@@ -98,10 +108,8 @@ Result<std::string> Figure4(const Program& p) {
   std::snprintf(buf, sizeof buf,
                 "bubble: %lld cells idle per rank at most, first forward to last W "
                 "(closed form %s = %lld with F = B = W = 1 cell, from m >= %s)\n",
-                static_cast<long long>(span_idle / unit),
-                p.kind == ScheduleKind::kZbH1 ? "(p-1)(F+B-W)" : "(p-1)(F+B-2W)",
-                static_cast<long long>(ZeroBubbleClosedFormCells(p)),
-                p.kind == ScheduleKind::kZbH1 ? "p" : "2p-1");
+                static_cast<long long>(span_idle / unit), ZeroBubbleClosedForm(p.kind),
+                static_cast<long long>(ZeroBubbleClosedFormCells(p)), ZeroBubbleFromM(p.kind));
   out += buf;
   return out;
 }
@@ -193,12 +201,12 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
                   "With --plan: write the plan again, with its layout's Program, to this file")
       ->needs(plan);
   for (auto* o :
-       {cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved | zb-h1 | zb-h2")
+       {cmd->add_option("--kind", args->kind, "gpipe | 1f1b | interleaved | zb-h1 | zb-h2 | zb-v")
             ->capture_default_str(),
         cmd->add_option("--pp", args->pp, "pipeline ranks p")->capture_default_str(),
         cmd->add_option("--microbatches,-m", args->microbatches, "microbatches m")
             ->capture_default_str(),
-        cmd->add_option("--vp", args->vp, "model chunks per rank v (interleaved)")
+        cmd->add_option("--vp", args->vp, "model chunks per rank v (interleaved; zb-v: 2)")
             ->capture_default_str()}) {
     o->excludes(plan);
   }
@@ -226,10 +234,11 @@ void RegisterSchedule(CLI::App& app, int* exit_code) {
     }
     auto kind = ParseSchedule(args->kind);
     if (!kind.ok()) return fail(kind.status().WithPrefix("--kind"));
-    if (args->vp > 1 && *kind != ScheduleKind::kInterleaved) {
+    if (VShaped(*kind) && args->vp == 1) args->vp = 2;  // the V's two chunks, unless told
+    if (args->vp > 1 && *kind != ScheduleKind::kInterleaved && !VShaped(*kind)) {
       return fail(
-          Status::Invalid("--vp: only the interleaved schedule has several chunks per rank; add "
-                          "--kind interleaved"));
+          Status::Invalid("--vp: only the interleaved and zb-v schedules have several chunks per "
+                          "rank; add --kind interleaved"));
     }
     if (args->format != "grid" && args->format != "order" && args->format != "text" &&
         args->format != "json") {

@@ -104,7 +104,7 @@ Status Trainer::RecvBoundary(const Instr& in, TensorRef full) {
   const int tag = static_cast<int>(schedule::MessageKey(program_, coord_.pp, in));
   char* base = static_cast<char*>(full.data);
   void* mine = sg ? base + int64_t(coord_.tp) * count * DTypeBytes(types_.act) : base;
-  PTDP_RETURN_IF_ERROR(pipe_->Recv(mine, count, types_.act, in.peer, tag));
+  PTDP_RETURN_IF_ERROR(PipeFor(in.op)->Recv(mine, count, types_.act, in.peer, tag));
   if (sg) PTDP_RETURN_IF_ERROR(tp_->AllGather(mine, full.data, count, types_.act));
   return Status::Ok();
 }
@@ -118,7 +118,7 @@ Status Trainer::SendBoundary(const Instr& in, Tensor buf) {
   const char* base = static_cast<const char*>(buf.data());
   const void* mine = sg ? base + int64_t(coord_.tp) * count * DTypeBytes(types_.act) : base;
   auto p = std::make_unique<Pending>();
-  PTDP_ASSIGN_OR_RETURN(p->req, pipe_->ISend(mine, count, types_.act, in.peer, tag));
+  PTDP_ASSIGN_OR_RETURN(p->req, PipeFor(in.op)->ISend(mine, count, types_.act, in.peer, tag));
   p->buf = std::move(buf);
   pending_.push_back(std::move(p));
   return Status::Ok();

@@ -46,6 +46,8 @@ int Trainer::OutputIndex(int chunk) const {
     const int i = params_->Find(chunk, n);
     if (i >= 0) return i;
   }
+  // In a V the head shares rank 0 with the embedding (chunk 0), whose matrix it multiplies by.
+  if (const int i = params_->Find(0, "embedding.word"); i >= 0) return i;
   PTDP_CHECK_MSG(false, "the last chunk holds no output matrix");
   return -1;
 }
@@ -54,6 +56,14 @@ HeadWeights Trainer::HeadW(int chunk) const {
   return {params_->weight(params_->Find(chunk, "final_ln.weight")),
           params_->weight(params_->Find(chunk, "final_ln.bias")),
           params_->weight(OutputIndex(chunk))};
+}
+
+// The local chunk holding virtual stage `stage`, or -1 when another rank holds it (or there is
+// no such stage): the other side of the turn of a V (schedule::LocalBoundary).
+int Trainer::LocalChunkOfStage(int stage) const {
+  if (stage < 0 || stage >= cfg_.VirtualStages()) return -1;
+  const StageHolder h = HolderOfStage(cfg_.schedule, cfg_.pp, stage);
+  return h.pp_rank == coord_.pp ? h.chunk : -1;
 }
 
 // The chunk's layers, each writing the next one's input (or the head's input, or the outgoing
@@ -95,6 +105,16 @@ Status Trainer::Forward(int mb, int chunk, int64_t step) {
               wpe = params_->Find(0, "embedding.position");
     PTDP_RETURN_IF_ERROR(EmbeddingForwardTp(c, params_->weight(wte), params_->weight(wpe),
                                             &st->embedding, st->layers[0].x.ref()));
+  } else if (const int below = LocalChunkOfStage(vs - 1); below >= 0) {
+    // The turn of a V: the previous stage's output on this rank is the input, no message.
+    MbState* from = FindState(mb, below);
+    if (from == nullptr || from->out.empty()) {
+      return Status::Internal("forward of (" + std::to_string(mb) + ", " + std::to_string(chunk) +
+                              ") before the forward of its local previous stage");
+    }
+    PTDP_RETURN_IF_ERROR(AllocLayerInput(c, &st->layers[0]));
+    dev_->Copy(st->layers[0].x.data(), from->out.data(), from->out.bytes());
+    from->out.Reset();
   } else if (st->layers[0].x.empty()) {
     return Status::Internal("forward of (" + std::to_string(mb) + ", " + std::to_string(chunk) +
                             ") before its input arrived");
@@ -152,6 +172,15 @@ Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step, bool s
     const double dloss = scaler_->scale() / (double(cfg_.global_batch) * double(model_.seq_len));
     const HeadGrads g{params_->grad(lw), params_->grad(lb), params_->grad(wo)};
     PTDP_RETURN_IF_ERROR(HeadBackward(c, HeadW(chunk), g, dloss, &st->head, dy.ref()));
+  } else if (const int above = LocalChunkOfStage(vs + 1); above >= 0) {
+    // The turn of a V: the next stage's input gradient on this rank, no message.
+    MbState* from = FindState(mb, above);
+    if (from == nullptr || from->dgrad.empty()) {
+      return Status::Internal("backward of (" + std::to_string(mb) + ", " + std::to_string(chunk) +
+                              ") before its local next stage's");
+    }
+    dy = std::move(from->dgrad);
+    if (!from->weight_half_pending) live_.erase(Key(mb, above));
   } else {
     if (st->dout.empty()) return Status::Internal("backward before its output gradient arrived");
     dy = std::move(st->dout);

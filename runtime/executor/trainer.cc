@@ -143,8 +143,14 @@ Status Trainer::Build() {
   PTDP_ASSIGN_OR_RETURN(tp_, split(grid.AllTensorGroups()));
   PTDP_ASSIGN_OR_RETURN(dp_, split(grid.AllDataGroups()));
   PTDP_ASSIGN_OR_RETURN(pipe_, split(grid.AllPipelineGroups()));
+  // A V carries one chunk's activations and the other's gradients between the same neighbours,
+  // each in its own order: a second channel for the gradients (schedule/validate.cc checks the
+  // order per channel), which an order-matching transport (NCCL) needs.
+  if (VShaped(cfg_.schedule)) {
+    PTDP_ASSIGN_OR_RETURN(pipe_grad_, split(grid.AllPipelineGroups()));
+  }
   std::vector<std::vector<int>> emb_groups;
-  if (cfg_.pp > 1) {
+  if (InTiedEmbeddingGroup(model_, cfg_, 0)) {  // the head on another rank than the embedding
     for (const auto& g : grid.AllPipelineGroups()) emb_groups.push_back({g.front(), g.back()});
   }
   PTDP_ASSIGN_OR_RETURN(emb_, split(emb_groups));
@@ -192,6 +198,7 @@ void Trainer::GuardCommunicators() {
   tp_ = GuardCommunicator(std::move(tp_), guard->state());
   dp_ = GuardCommunicator(std::move(dp_), guard->state());
   pipe_ = GuardCommunicator(std::move(pipe_), guard->state());
+  if (pipe_grad_ != nullptr) pipe_grad_ = GuardCommunicator(std::move(pipe_grad_), guard->state());
   emb_ = GuardCommunicator(std::move(emb_), guard->state());
   guarded_world_ = GuardCommunicatorView(world_, guard->state());
   world_ = guarded_world_.get();
@@ -239,8 +246,8 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   PTDP_RETURN_IF_ERROR(dev_->StartTimer());
   PTDP_RETURN_IF_ERROR(RunProgram(step));
   PTDP_ASSIGN_OR_RETURN(const double iter_s, dev_->ElapsedSeconds());
-  // Only tensor rank 0 of a last stage reports its loss (every tensor rank holds the same).
-  const bool reports = coord_.pp == cfg_.pp - 1 && coord_.tp == 0;
+  // Only tensor rank 0 of the head's rank reports its loss (every tensor rank holds the same).
+  const bool reports = coord_.pp == HeadRank(cfg_) && coord_.tp == 0;
   double loss_sum = 0;
   dev_->Copy(&loss_sum, loss_sum_.data(), sizeof(double));
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all,

@@ -204,6 +204,7 @@ class Trainer {
   Status UploadTokens(int mb, int64_t step, bool inputs, Tensor* out);
   LayerCtx Ctx(int mb, int64_t step);
   int OutputIndex(int chunk) const;  // the output matrix the head multiplies by
+  int LocalChunkOfStage(int stage) const;
   HeadWeights HeadW(int chunk) const;
   int64_t Key(int mb, int chunk) const { return int64_t(mb) * cfg_.vp + chunk; }
   // optimizer_step.cc
@@ -222,6 +223,11 @@ class Trainer {
   Communicator* given_world_ = nullptr;  // what Create got (world_ may be the guard's view of it)
   std::unique_ptr<Communicator> guarded_world_;  // the guard device's view of the world
   std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_;
+  std::unique_ptr<Communicator> pipe_grad_;  // a V's gradient channel (nullptr: pipe_ carries all)
+  Communicator* PipeFor(Op op) const {
+    const bool grad = op == Op::kSendGrad || op == Op::kRecvGrad;
+    return grad && pipe_grad_ != nullptr ? pipe_grad_.get() : pipe_.get();
+  }
   ModelSpec model_;
   ParallelConfig cfg_;
   RankCoord coord_;

@@ -355,11 +355,13 @@ TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
     for (int v : {1, 2, 3, 4}) {
       for (ScheduleKind kind :
            {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kInterleaved,
-            ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
-        if ((kind == ScheduleKind::kInterleaved) != (v > 1)) continue;
+            ScheduleKind::kZbH1, ScheduleKind::kZbH2, ScheduleKind::kZbV}) {
+        const bool chunked = kind == ScheduleKind::kInterleaved || kind == ScheduleKind::kZbV;
+        if (chunked != (v > 1) || (kind == ScheduleKind::kZbV && v != 2)) continue;
         if (kind == ScheduleKind::kInterleaved && p == 1) continue;
         for (int64_t micro = 1; micro <= 3 * p * v; ++micro) {
           if (kind == ScheduleKind::kInterleaved && micro < p) continue;
+          if (kind == ScheduleKind::kZbV && micro < 2 * p - 1) continue;
           for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
             for (int variant = 0; variant < 4; ++variant) {
               const double dropout = variant % 2 ? 0.1 : 0.0;

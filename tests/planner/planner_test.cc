@@ -2,10 +2,12 @@
 
 #include "core/cluster.h"
 #include "core/json.h"
+#include "core/ledger.h"
 #include "planner/fix.h"
 #include "planner/paper_table.h"
 #include "planner/report.h"
 #include "planner/search.h"
+#include "schedule/schedule.h"
 
 namespace ptdp::planner {
 namespace {
@@ -312,6 +314,33 @@ TEST(Search, KeepsTheBestInterleavedAndZeroBubbleLayouts) {
   }
   EXPECT_NE(SearchToTable(*m, *cluster, *r, 0).find("zero-bubble vs interleaved"),
             std::string::npos);
+}
+
+// ZB-V is in the enumeration (vp = 2, the V), its memory the ledger's replay of its order, equal to
+// the walk of the Program the layout builds, rank by rank.
+TEST(Search, EnumeratesZbVWithTheLedgersMemory) {
+  auto m = LoadModel("gpt-1.7b");
+  ASSERT_TRUE(m.ok());
+  auto cluster = LoadCluster("selene", 8);
+  ASSERT_TRUE(cluster.ok());
+  SearchOptions o;
+  o.global_batch = 64;
+  o.fix.schedule = ScheduleKind::kZbV;
+  auto r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->top.empty());
+  ASSERT_TRUE(r->best_zero_bubble);
+  EXPECT_EQ(r->best_zero_bubble->layout.schedule, ScheduleKind::kZbV);
+  for (const Candidate& c : r->top) {
+    ASSERT_EQ(c.layout.schedule, ScheduleKind::kZbV);
+    EXPECT_EQ(c.layout.vp, 2);
+    auto program = schedule::BuildProgram(*m, c.layout);
+    ASSERT_TRUE(program.ok()) << program.status().ToString();
+    for (const costmodel::StageMemory& sm : c.prediction.memory) {
+      EXPECT_EQ(sm.activations, PeakActivationBytes(*m, c.layout, *program, sm.pp_rank))
+          << c.layout.ToString() << " rank " << sm.pp_rank;
+    }
+  }
 }
 
 // --fix evaluates a layout the search would not propose (a tensor group across nodes).

@@ -8,6 +8,8 @@
 #   reshard_tpd         A's step-4 checkpoint loaded by t1 p1 d4: losses within 1e-5 (relative)
 #   reshard_interleaved A's checkpoint loaded by t1 p2 d2 interleaved (v2); that layout's own
 #                       checkpoint loaded by t2 p1 d2 1F1B: losses within 1e-5
+#   reshard_zbv         A's step-4 checkpoint loaded by t1 p2 d2 ZB-V (the V placement, head on
+#                       rank 0); that layout's step-6 checkpoint loaded by A: losses within 1e-5
 #   reshard_padding     vocabulary 300, padded to 384 rows at t1 and 512 at t2: t1 d2 -> t2 d1 (rows
 #                       the writer lacks keep their initial values) and back, losses within 1e-5
 #   reshard_uneven      A's step-3 checkpoint (layers 2/2) loaded by t1 p2 d2 with uneven stages
@@ -96,6 +98,17 @@ case "$case" in
     train D --load ck2/step-00000006 --expect-losses ref.jsonl --loss-tol 1e-5 \
       || { cat D.out; fail "1f1b from interleaved"; }
     grep "losses vs reference" D.out ;;
+  reshard_zbv)
+    # ZB-V's V: rank 0 holds layers 0 and 3 with the embedding and the head (no tied copy), rank 1
+    # layers 1 and 2; checkpoints are by global name, so A's loads into it and its into A.
+    train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
+    plan V 1 2 2 2 zb-v
+    train V --stop-at 6 --load ck --save ck2 --expect-losses ref.jsonl --loss-tol 1e-5 \
+      || { cat V.out; fail "zb-v resumed"; }
+    grep "losses vs reference" V.out
+    train A --load ck2/step-00000006 --expect-losses ref.jsonl --loss-tol 1e-5 \
+      || { cat A.out; fail "1f1b from zb-v"; }
+    grep "losses vs reference" A.out ;;
   reshard_padding)
     plan E 1 1 2 1 1f1b 4 fp32 300
     plan F 2 1 1 1 1f1b 4 fp32 300

@@ -25,7 +25,7 @@ echo "$out"
 echo "$out" | grep -q "plan's prediction" || { echo "FAIL: plan prediction not printed"; exit 1; }
 # The backward is whole, or (zero-bubble schedules) its two halves.
 backward=backward
-case "$fix" in *schedule=zb-h*) backward="backward_input backward_weight" ;; esac
+case "$fix" in *schedule=zb-*) backward="backward_input backward_weight" ;; esac
 for op in forward $backward reduce_grads optimizer_step; do
   grep -q "\"$op\"" "$dir/trace.json" || { echo "FAIL: trace lacks $op"; exit 1; }
 done

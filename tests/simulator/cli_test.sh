@@ -33,6 +33,16 @@ echo "$out" | grep -q "bubble: 0 cells idle per rank at most.* = 0 with" || fail
   || fail "zb-h1 lowered text"
 "$PTDP" schedule --kind zb-h2 --pp 4 --microbatches 8 --vp 2 2>"$W/err" && fail "zb-h2 with vp 2 accepted"
 [ $? -eq 2 ] || fail "zb-h2 vp 2: exit code not 2"
+# ZB-V: two chunks per rank in a V (chunk b of rank 3 right after its chunk a: the turn), no bubble
+# with equal costs (the published V-ZB figure), and fewer than 2p - 1 microbatches refused.
+out=$("$PTDP" schedule --kind zb-v --pp 4 --microbatches 8 --svg "$W/zbv.svg") || fail "zb-v exit $?"
+echo "$out" | grep -q "^rank 3 |  \.  \.  \.0a 0b 1a 1b " || fail "zb-v grid: $out"
+echo "$out" | grep -q "bubble: 0 cells idle per rank at most.*0 (ZB-V) = 0 with" || fail "zb-v bubble: $out"
+grep -q "<title>W7.1 " "$W/zbv.svg" || fail "zb-v svg has no W box of chunk 1"
+"$PTDP" schedule --kind zb-v --pp 4 --microbatches 6 2>"$W/err" && fail "zb-v m=6 accepted"
+[ $? -eq 2 ] || fail "zb-v m=6: exit code not 2"
+grep -q "microbatches: the zb-v schedule needs at least 2 pp - 1 = 7" "$W/err" \
+  || fail "zb-v m=6: reason missing: $(cat "$W/err")"
 
 # simulate with the plan flags: JSON summary with the required keys, trace and SVG written.
 "$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \

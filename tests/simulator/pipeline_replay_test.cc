@@ -53,7 +53,8 @@ TEST(PipelineReplay, EqualsTheEventDrivenReplayOnAGrid) {
   Grid grid;
   const std::pair<ScheduleKind, int> kinds[] = {
       {ScheduleKind::kGPipe, 1}, {ScheduleKind::k1F1B, 1},        {ScheduleKind::kZbH1, 1},
-      {ScheduleKind::kZbH2, 1},  {ScheduleKind::kInterleaved, 2}, {ScheduleKind::kInterleaved, 3}};
+      {ScheduleKind::kZbH2, 1},  {ScheduleKind::kInterleaved, 2}, {ScheduleKind::kInterleaved, 3},
+      {ScheduleKind::kZbV, 2}};
   for (auto [kind, vp] : kinds) {
     for (int pp : {2, 4, 8}) {
       for (int mbs : {1, 4}) {
