@@ -2,12 +2,52 @@
 // the zero-bubble ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024).
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "schedule/schedule.h"
 
 namespace ptdp::schedule {
 
-Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
+int64_t DefaultMicrobatchGroup(int64_t m, int pp) {
+  for (int64_t g = pp; g < m; ++g) {
+    if (m % g == 0 || m % g >= pp) return g;
+  }
+  return std::max<int64_t>(m, pp);
+}
+
+namespace {
+
+// Megatron-Core's own checks on the group size: pp <= group <= m, and a last group that is empty
+// or at least pp (a smaller one leaves its later chunks waiting on the pipeline, the
+// "dependency bubbles" its error names).
+Status CheckMicrobatchGroup(int pp, int64_t m, int64_t group) {
+  if (pp == 2 && group > pp) {
+    return Status::Invalid(
+        "microbatch group: pp = 2 takes groups of 2 only, got " + std::to_string(group) +
+        " (a larger group sends activations and gradients between the two ranks in an order a "
+        "receive just before its use cannot follow; docs/design-notes.md)");
+  }
+  if (group < pp || group > m) {
+    return Status::Invalid("microbatch group: must be between pp = " + std::to_string(pp) +
+                           " and the " + std::to_string(m) + " microbatches, got " +
+                           std::to_string(group));
+  }
+  const int64_t last = m % group;
+  if (last != 0 && last < pp && pp != 2) {
+    return Status::Invalid("microbatch group: " + std::to_string(m) +
+                           " microbatches in groups of " + std::to_string(group) +
+                           " leave a last group of " + std::to_string(last) +
+                           ", fewer than pp = " + std::to_string(pp) +
+                           " (Megatron-Core refuses it); the smallest group size that fits is " +
+                           std::to_string(DefaultMicrobatchGroup(m, pp)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp, int64_t group) {
   if (pp < 1) return Status::Invalid("pp: must be >= 1, got " + std::to_string(pp));
   if (m < 1) return Status::Invalid("microbatches: must be >= 1, got " + std::to_string(m));
   if (m > INT32_MAX / 4)
@@ -24,6 +64,11 @@ Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
                            " pipeline cells a program may hold");
   }
   if (kind != ScheduleKind::kInterleaved) {
+    if (group != 0) {
+      return Status::Invalid(std::string("microbatch group: only the interleaved schedule takes "
+                                         "microbatches in groups, not ") +
+                             ScheduleName(kind));
+    }
     if (vp != 1) {
       return Status::Invalid(std::string("vp: the ") + ScheduleName(kind) +
                              " schedule runs one model chunk per rank (vp = 1), got vp = " +
@@ -44,7 +89,7 @@ Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
         "microbatches: the interleaved schedule needs at least pp = " + std::to_string(pp) +
         " microbatches (as Megatron-Core), got " + std::to_string(m));
   }
-  return Status::Ok();
+  return group == 0 ? Status::Ok() : CheckMicrobatchGroup(pp, m, group);
 }
 
 namespace {
@@ -125,33 +170,32 @@ void ZbH2(int pp, int r, int64_t m, std::vector<Instr>* out) {
   while (w < m) out->push_back(Compute(Op::kBackwardWeight, w++, 0));
 }
 
-// Megatron-LM's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving)
-// for m' = m rounded up to a multiple of pp: the k-th forward of a rank is microbatch
-// (k / (pp vp)) pp + k % pp of chunk (k / pp) % vp; the k-th backward the same microbatch of chunk
-// vp - 1 - (k / pp) % vp. Rank r runs (pp - r - 1) * 2 + (vp - 1) * pp warm-up forwards (all of
-// them when m' == pp), then alternates. When m % pp != 0, the instructions of the m' - m padding
-// microbatches are then dropped: what remains takes the microbatches in Megatron-Core's groups of
-// pp (the last group smaller, each group through every chunk), and it stays deadlock-free and in
-// per-pair message order, because removing a whole microbatch from every rank removes only
-// dependencies (docs/design-notes.md). Megatron-Core refuses a last group smaller than pp (it
-// needs a larger group size instead); its warm-up count applied to such a table deadlocks under
-// the execution model of schedule.h for some shapes (e.g. pp 4, vp 3, m 5).
-void Interleaved(int pp, int r, int vp, int64_t m, std::vector<Instr>* out) {
-  const int64_t padded = (m + pp - 1) / pp * pp;
-  const int64_t total = padded * vp;
-  const int64_t group = int64_t(pp) * vp;
-  auto mb_of = [&](int64_t k) { return (k / group) * pp + k % pp; };
-  auto fchunk = [&](int64_t k) { return static_cast<int>((k % group) / pp); };
-  auto bchunk = [&](int64_t k) { return vp - 1 - static_cast<int>((k % group) / pp); };
+// Megatron-Core's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving,
+// at the commit docs/design-notes.md names). Its schedule table takes the microbatches in groups of
+// `group` (the last one smaller when group does not divide m) and, within each group, every chunk
+// in turn over the group's microbatches; the k-th forward of a rank is table entry k, the k-th
+// backward the same microbatch with the chunks reversed (vp - 1 - chunk). Rank r runs
+// 2 (pp - r - 1) + (vp - 1) group warm-up forwards (all of them when that is at least m vp), then
+// alternates one forward and one backward, then drains the backwards. With group = pp and m a
+// multiple of pp this is the paper's order (Narayanan et al. 2021, Figure 4 bottom).
+void Interleaved(int pp, int r, int vp, int64_t m, int64_t group, std::vector<Instr>* out) {
+  std::vector<std::pair<int64_t, int>> table;  // virtual microbatch -> (microbatch, chunk)
+  table.reserve(static_cast<size_t>(m * vp));
+  for (int64_t first = 0; first < m; first += group) {
+    const int64_t end = std::min(first + group, m);
+    for (int c = 0; c < vp; ++c) {
+      for (int64_t mb = first; mb < end; ++mb) table.push_back({mb, c});
+    }
+  }
+  const int64_t total = m * vp;
   auto forward = [&](int64_t k) {
-    if (mb_of(k) < m) out->push_back(Compute(Op::kForward, mb_of(k), fchunk(k)));
+    out->push_back(Compute(Op::kForward, table[k].first, table[k].second));
   };
   auto backward = [&](int64_t k) {
-    if (mb_of(k) < m) out->push_back(Compute(Op::kBackward, mb_of(k), bchunk(k)));
+    out->push_back(Compute(Op::kBackward, table[k].first, vp - 1 - table[k].second));
   };
-  int64_t warmup = (padded == pp)
-                       ? total
-                       : std::min<int64_t>(total, int64_t(pp - r - 1) * 2 + int64_t(vp - 1) * pp);
+  const int64_t warmup =
+      std::min<int64_t>(total, int64_t(pp - r - 1) * 2 + int64_t(vp - 1) * group);
   int64_t f = 0, b = 0;
   for (; f < warmup; ++f) forward(f);
   while (f < total) {
@@ -161,10 +205,24 @@ void Interleaved(int pp, int r, int vp, int64_t m, std::vector<Instr>* out) {
   for (; b < total; ++b) backward(b);
 }
 
+// The order for pp = 2 and odd m, the one case Megatron-Core's order (any G > 2) does not fit the
+// IR (docs/design-notes.md): the table with groups of 2 for m + 1 microbatches and its warm-up
+// count, with the padding microbatch's instructions dropped. Removing a whole microbatch from
+// every rank removes only dependencies, so it stays deadlock-free and in per-pair order.
+void PaddedInterleaved(int pp, int r, int vp, int64_t m, std::vector<Instr>* out) {
+  std::vector<Instr> padded;
+  Interleaved(pp, r, vp, (m + pp - 1) / pp * pp, pp, &padded);
+  for (const Instr& in : padded) {
+    if (in.microbatch < m) out->push_back(in);
+  }
+}
+
 }  // namespace
 
-Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp) {
-  PTDP_RETURN_IF_ERROR(CheckScheduleShape(kind, pp, m, vp));
+Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp, int64_t group) {
+  PTDP_RETURN_IF_ERROR(CheckScheduleShape(kind, pp, m, vp, group));
+  const bool padded = kind == ScheduleKind::kInterleaved && pp == 2 && m % 2 != 0;
+  if (group == 0 && kind == ScheduleKind::kInterleaved) group = DefaultMicrobatchGroup(m, pp);
   Program p;
   p.kind = kind;
   p.pp = pp;
@@ -183,7 +241,11 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp) {
         OneFOneB(pp, r, m, &out);
         break;
       case ScheduleKind::kInterleaved:
-        Interleaved(pp, r, vp, m, &out);
+        if (padded) {
+          PaddedInterleaved(pp, r, vp, m, &out);
+        } else {
+          Interleaved(pp, r, vp, m, group, &out);
+        }
         break;
       case ScheduleKind::kZbH1:
         ZbH1(pp, r, m, &out);
