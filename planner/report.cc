@@ -283,7 +283,7 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
     o << " --num-layers-per-virtual-pipeline-stage " << m.layers / (c.pp * c.vp);
     // The group size the plan's Program was generated with, so Megatron-Core runs that order
     // (its default, pp, is left unsaid).
-    const int64_t group = schedule::DefaultMicrobatchGroup(c.Microbatches(), c.pp);
+    const int64_t group = DefaultMicrobatchGroup(c.Microbatches(), c.pp);
     if (group != c.pp) o << " --microbatch-group-size-per-virtual-pipeline-stage " << group;
   }
   // Uneven stages: Megatron-LM splits the layers it is not told about evenly over the other

@@ -2,19 +2,12 @@
 // the zero-bubble ZB-H1 and ZB-H2 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024).
 #include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
+#include "core/interleaved_order.h"
 #include "schedule/schedule.h"
 
 namespace ptdp::schedule {
-
-int64_t DefaultMicrobatchGroup(int64_t m, int pp) {
-  for (int64_t g = pp; g < m; ++g) {
-    if (m % g == 0 || m % g >= pp) return g;
-  }
-  return std::max<int64_t>(m, pp);
-}
 
 namespace {
 
@@ -171,58 +164,33 @@ void ZbH2(int pp, int r, int64_t m, std::vector<Instr>* out) {
 }
 
 // Megatron-Core's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving,
-// at the commit docs/design-notes.md names). Its schedule table takes the microbatches in groups of
-// `group` (the last one smaller when group does not divide m) and, within each group, every chunk
-// in turn over the group's microbatches; the k-th forward of a rank is table entry k, the k-th
-// backward the same microbatch with the chunks reversed (vp - 1 - chunk). Rank r runs
-// 2 (pp - r - 1) + (vp - 1) group warm-up forwards (all of them when that is at least m vp), then
-// alternates one forward and one backward, then drains the backwards. With group = pp and m a
-// multiple of pp this is the paper's order (Narayanan et al. 2021, Figure 4 bottom).
-void Interleaved(int pp, int r, int vp, int64_t m, int64_t group, std::vector<Instr>* out) {
-  std::vector<std::pair<int64_t, int>> table;  // virtual microbatch -> (microbatch, chunk)
-  table.reserve(static_cast<size_t>(m * vp));
-  for (int64_t first = 0; first < m; first += group) {
-    const int64_t end = std::min(first + group, m);
-    for (int c = 0; c < vp; ++c) {
-      for (int64_t mb = first; mb < end; ++mb) table.push_back({mb, c});
-    }
-  }
-  const int64_t total = m * vp;
-  auto forward = [&](int64_t k) {
-    out->push_back(Compute(Op::kForward, table[k].first, table[k].second));
+// at the commit docs/design-notes.md names) in the order core/interleaved_order.h states; with
+// groups of pp and m a multiple of pp this is the paper's order (Narayanan et al. 2021, Figure 4
+// bottom). Slots of microbatches >= m (pp = 2 with odd m) are skipped: removing a whole
+// microbatch from every rank removes only dependencies, so the order stays deadlock-free and in
+// per-pair message order.
+void Interleaved(int pp, int r, const InterleavedOrder& order, std::vector<Instr>* out) {
+  auto run = [&](Op op, int64_t k) {
+    const InterleavedSlot s = order.Slot(k);
+    if (s.microbatch >= order.microbatches) return;
+    out->push_back(
+        Compute(op, s.microbatch, op == Op::kForward ? s.chunk : order.vp - 1 - s.chunk));
   };
-  auto backward = [&](int64_t k) {
-    out->push_back(Compute(Op::kBackward, table[k].first, vp - 1 - table[k].second));
-  };
-  const int64_t warmup =
-      std::min<int64_t>(total, int64_t(pp - r - 1) * 2 + int64_t(vp - 1) * group);
+  const int64_t total = order.Slots(), warmup = order.Warmup(pp, r);
   int64_t f = 0, b = 0;
-  for (; f < warmup; ++f) forward(f);
+  for (; f < warmup; ++f) run(Op::kForward, f);
   while (f < total) {
-    forward(f++);
-    backward(b++);
+    run(Op::kForward, f++);
+    run(Op::kBackward, b++);
   }
-  for (; b < total; ++b) backward(b);
-}
-
-// The order for pp = 2 and odd m, the one case Megatron-Core's order (any G > 2) does not fit the
-// IR (docs/design-notes.md): the table with groups of 2 for m + 1 microbatches and its warm-up
-// count, with the padding microbatch's instructions dropped. Removing a whole microbatch from
-// every rank removes only dependencies, so it stays deadlock-free and in per-pair order.
-void PaddedInterleaved(int pp, int r, int vp, int64_t m, std::vector<Instr>* out) {
-  std::vector<Instr> padded;
-  Interleaved(pp, r, vp, (m + pp - 1) / pp * pp, pp, &padded);
-  for (const Instr& in : padded) {
-    if (in.microbatch < m) out->push_back(in);
-  }
+  for (; b < total; ++b) run(Op::kBackward, b);
 }
 
 }  // namespace
 
 Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp, int64_t group) {
   PTDP_RETURN_IF_ERROR(CheckScheduleShape(kind, pp, m, vp, group));
-  const bool padded = kind == ScheduleKind::kInterleaved && pp == 2 && m % 2 != 0;
-  if (group == 0 && kind == ScheduleKind::kInterleaved) group = DefaultMicrobatchGroup(m, pp);
+  const InterleavedOrder order = InterleavedOrderOf(pp, m, vp, group);
   Program p;
   p.kind = kind;
   p.pp = pp;
@@ -241,11 +209,7 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp, i
         OneFOneB(pp, r, m, &out);
         break;
       case ScheduleKind::kInterleaved:
-        if (padded) {
-          PaddedInterleaved(pp, r, vp, m, &out);
-        } else {
-          Interleaved(pp, r, vp, m, group, &out);
-        }
+        Interleaved(pp, r, order, &out);
         break;
       case ScheduleKind::kZbH1:
         ZbH1(pp, r, m, &out);

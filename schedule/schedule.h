@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/interleaved_order.h"
 #include "core/model.h"
 #include "core/parallel.h"
 #include "core/program.h"
@@ -37,8 +38,9 @@ namespace ptdp::schedule {
 //                 m >= p for ZB-H1 and m >= 2p - 1 for ZB-H2; fewer microbatches still give a
 //                 valid, deadlock-free Program)
 //   interleaved:  pp >= 2, vp >= 2, m >= pp; microbatches go through the chunks in groups of
-//                 `microbatch_group` (0: DefaultMicrobatchGroup), which must lie in [pp, m] and
-//                 leave a last group that is empty or at least pp, as Megatron-Core requires of
+//                 `microbatch_group` (0: DefaultMicrobatchGroup, core/interleaved_order.h), which
+//                 must lie in [pp, m] and leave a last group that is empty or at least pp, as
+//                 Megatron-Core requires of
 //                 --microbatch-group-size-per-virtual-pipeline-stage; the order is then
 //                 Megatron-Core's. pp = 2 takes groups of 2 only: for odd m its Program is the
 //                 order for m + 1 with the extra microbatch dropped (docs/design-notes.md)
@@ -47,12 +49,6 @@ namespace ptdp::schedule {
 Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp,
                           int64_t microbatch_group = 0);
 inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;
-
-// The interleaved schedule's microbatch group size when none is given: the smallest G >= pp whose
-// last group (m % G) is empty or at least pp, so pp when pp divides m. --emit megatron passes the
-// same G to Megatron-Core, so the order ptdp plans and simulates is the one Megatron-LM runs
-// (except pp = 2 with odd m, see CheckScheduleShape).
-int64_t DefaultMicrobatchGroup(int64_t microbatches, int pp);
 
 // Compute order only (kForward / kBackward, or kBackwardInput / kBackwardWeight for the
 // zero-bubble kinds; recompute = false), per pipeline rank.

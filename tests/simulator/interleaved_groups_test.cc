@@ -67,7 +67,7 @@ TEST(InterleavedGroups, PpTwoWithOddMLiesBetweenItsEvenNeighbours) {
 // The example: p 4, v 2, m 5 runs in one group of 5 (G = 5) with bubble 3/10, where the
 // order with groups of p and a last group of 1 (ptdp's order before) had 0.50.
 TEST(InterleavedGroups, FourStagesTwoChunksFiveMicrobatches) {
-  ASSERT_EQ(schedule::DefaultMicrobatchGroup(5, 4), 5);
+  ASSERT_EQ(DefaultMicrobatchGroup(5, 4), 5);
   auto r = SimulateInterleaved(4, 5, 2, 0, 12000, 24000);
   ASSERT_TRUE(r.ok());
   EXPECT_DOUBLE_EQ(r->bubble_fraction, 0.3);
