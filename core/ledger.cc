@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/interleaved_order.h"
 #include "core/zbv_order.h"
 
 namespace ptdp {
@@ -95,8 +96,8 @@ int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
       return m;
     case ScheduleKind::k1F1B:
       return std::min(m, p - r);
-    case ScheduleKind::kInterleaved:
-      return std::min(m * v, 2 * (p - r - 1) + (v - 1) * p + 1);
+    case ScheduleKind::kInterleaved:  // the warm-up, then the steady state's first forward
+      return std::min(m * v, InterleavedOrderOf(c.pp, m, c.vp).Warmup(c.pp, pp_rank) + 1);
     case ScheduleKind::kZbH1:  // forward done, W not yet: 1F1B's warm-up plus r pending W passes
       return std::min(m, p);
     case ScheduleKind::kZbH2:  // the schedule's cap (Qi et al. 2024, section 3.1)
@@ -126,7 +127,7 @@ RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
     case ScheduleKind::k1F1B:
       return {m, std::min(m, p - r - 1)};
     case ScheduleKind::kInterleaved:
-      return {m * v, m == p ? m * v : std::min(m * v, 2 * (p - r - 1) + (v - 1) * p)};
+      return {m * v, InterleavedOrderOf(c.pp, m, c.vp).Warmup(c.pp, pp_rank)};
     case ScheduleKind::kZbH1:  // SplitBackwardPeak replays their orders instead
     case ScheduleKind::kZbH2:
     case ScheduleKind::kZbV:
@@ -214,25 +215,25 @@ Bytes SplitBackwardPeak(const StashPrices& prices, const ModelSpec& m, const Par
   return peak;  // the trailing W passes only free
 }
 
-// Interleaved with m % p != 0: schedule/generators.cc's order for m rounded up to a multiple of
-// p with the padding microbatches left out, replayed on byte counts (the Program walk's
-// candidates), O(m v) per rank: the periodic argument of the closed form below does not hold once
-// the last group of microbatches is smaller than p. tests/core prove the two equal.
-Bytes PartialGroupInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
-                                  const ParallelConfig& c, int pp_rank) {
-  const int64_t mb = c.Microbatches(), p = c.pp, v = c.vp, r = pp_rank;
-  const int64_t total = (mb + p - 1) / p * p * v, period = p * v;
-  const int64_t warmup = std::min(total, 2 * (p - r - 1) + (v - 1) * p);
-  auto real = [&](int64_t k) { return (k / period) * p + k % p < mb; };
+// Interleaved with m % p != 0: the order of core/interleaved_order.h (groups of G > p, or for
+// p = 2 the order of m + 1 with the last microbatch left out) replayed on byte counts (the Program
+// walk's candidates), O(m v) per rank: the periodic argument of the closed form below does not
+// hold once the groups are not all p microbatches. tests/core prove the two equal.
+Bytes GroupTableInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
+                                const ParallelConfig& c, int pp_rank) {
+  const InterleavedOrder order = InterleavedOrderOf(c.pp, c.Microbatches(), c.vp);
+  const int64_t total = order.Slots(), warmup = order.Warmup(c.pp, pp_rank);
   Bytes live = 0, peak = 0;
   auto forward = [&](int64_t k) {
-    if (!real(k)) return;
-    live += ChunkStashBytes(prices, m, c, pp_rank, int((k % period) / p));
+    const InterleavedSlot s = order.Slot(k);
+    if (s.microbatch >= order.microbatches) return;
+    live += ChunkStashBytes(prices, m, c, pp_rank, s.chunk);
     peak = std::max(peak, live);
   };
   auto backward = [&](int64_t k) {
-    if (!real(k)) return;
-    const int chunk = int(v - 1 - (k % period) / p);
+    const InterleavedSlot s = order.Slot(k);
+    if (s.microbatch >= order.microbatches) return;
+    const int chunk = c.vp - 1 - s.chunk;
     if (c.recompute != Recompute::kNone) {
       peak = std::max(peak, live - HeadStashBytes(prices, c, pp_rank, chunk) + prices.working_set);
     }
@@ -241,7 +242,7 @@ Bytes PartialGroupInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
   int64_t f = 0, b = 0;
   for (; f < warmup; ++f) forward(f);
   for (; f < total; ++f, ++b) forward(f), backward(b);
-  if (b < total) backward(b);  // the cool-down only frees after its first backward
+  for (; b < total; ++b) backward(b);
   return peak;
 }
 
@@ -252,7 +253,7 @@ Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const P
   if (c.schedule == ScheduleKind::kZbV) return ZbVPeak(prices, m, c, pp_rank);
   if (SplitsBackward(c.schedule)) return SplitBackwardPeak(prices, m, c, pp_rank);
   if (c.schedule == ScheduleKind::kInterleaved && c.Microbatches() % c.pp != 0) {
-    return PartialGroupInterleavedPeak(prices, m, c, pp_rank);
+    return GroupTableInterleavedPeak(prices, m, c, pp_rank);
   }
   // The walk's two candidates (see the Program overload): after each forward, the live stash;
   // during each backward's last layer with recomputation, the live stash less the head's plus the

@@ -103,10 +103,11 @@ Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const Paral
 // What one layer's backward holds on top of the stash (RecomputeWorkingSet).
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c);
 // Chunk-microbatches in flight on `pp_rank` at the end of the warm-up (+1 in 1F1B's steady state):
-//   GPipe m; 1F1B min(m, p - r); interleaved min(m v, 2 (p - r - 1) + (v - 1) p + 1); and the
-//   zero-bubble schedules' most (forward done, weight half not yet) on any rank: ZB-H1 min(m, p),
-//   ZB-H2 min(m, 2p - 1) (Qi et al. 2024). Interleaved with m % p != 0: an upper bound (the
-//   padding microbatches schedule/generators.cc drops would have been in flight too).
+//   GPipe m; 1F1B min(m, p - r); interleaved min(m v, 2 (p - r - 1) + (v - 1) G + 1) with G the
+//   microbatch group (core/interleaved_order.h; p when p divides m, so (v - 1)(G - p) more
+//   otherwise); and the zero-bubble schedules' most (forward done, weight half not yet) on any
+//   rank: ZB-H1 min(m, p), ZB-H2 min(m, 2p - 1) (Qi et al. 2024). Interleaved with p = 2 and odd
+//   m: an upper bound (the extra microbatch the generator drops would have been in flight too).
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank);
 // Peak activation bytes of `pp_rank`: the closed form (for the search, which scores hundreds of
 // thousands of layouts; O(p v), no Program built; O(m) for the zero-bubble orders, replayed on

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/checked.h"
+#include "core/interleaved_order.h"
 
 namespace ptdp {
 
@@ -190,6 +191,18 @@ std::string ParallelConfig::ToString() const {
   return os.str();
 }
 
+namespace {
+
+// DefaultMicrobatchGroup for an interleaved layout with a valid microbatch count whose group is
+// not pp; 0 otherwise.
+int64_t MicrobatchGroupToState(const ParallelConfig& c) {
+  if (c.schedule != ScheduleKind::kInterleaved || c.mbs < 1 || c.dp < 1 || c.pp < 1) return 0;
+  const int64_t m = c.Microbatches(), g = m >= c.pp ? DefaultMicrobatchGroup(m, c.pp) : c.pp;
+  return g == c.pp ? 0 : g;
+}
+
+}  // namespace
+
 OrderedJson LayoutToJson(const ParallelConfig& c) {
   OrderedJson j;
   j["tp"] = c.tp;
@@ -207,6 +220,9 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["precision"] = PrecisionName(c.precision);
   j["first_stage_layers"] = c.first_stage_layers;
   j["last_stage_layers"] = c.last_stage_layers;
+  // Interleaving with m % p != 0: the microbatch group Megatron-Core is told to use (its default,
+  // p, is left unsaid), a function of the layout written out so the plan states it.
+  if (const int64_t g = MicrobatchGroupToState(c); g != 0) j["microbatch_group"] = g;
   return j;
 }
 
@@ -231,6 +247,8 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("precision", &precision);
   r.Optional("first_stage_layers", &c.first_stage_layers);
   r.Optional("last_stage_layers", &c.last_stage_layers);
+  int64_t group = -1;
+  r.Optional("microbatch_group", &group);
   PTDP_RETURN_IF_ERROR(r.Finish());
   auto pr = ParsePrecision(precision, path + ".precision");
   if (!pr.ok()) return pr.status();
@@ -241,6 +259,15 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   auto rc = ParseRecompute(recompute);
   if (!rc.ok()) return rc.status().WithPrefix(path);
   c.recompute = *rc;
+  // The group is not a choice: a stated one must be the one the layout implies.
+  if (group != -1 && group != MicrobatchGroupToState(c)) {
+    const int64_t want = MicrobatchGroupToState(c);
+    return Status::Invalid(path + ".microbatch_group: " + std::to_string(group) +
+                           (want == 0
+                                ? std::string(" stated, but this layout takes its microbatches "
+                                              "in groups of pp (leave the key out)")
+                                : " but this layout's group is " + std::to_string(want)));
+  }
   return c;
 }
 

@@ -277,18 +277,6 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   o << " --make-vocab-size-divisible-by " << m.vocab_divisible_by;
 }
 
-// Megatron-Core's interleaved schedule takes microbatches in groups (default: pp) and refuses a
-// last group of 1 .. pp-1; for m % pp != 0 it needs the group size set. The smallest size >= pp
-// whose last group is empty or at least pp. Megatron then runs its own group order, whose bubble
-// is lower than the padded-group order ptdp simulates (docs/design-notes.md), so the plan's time
-// is an upper bound for it.
-int64_t MegatronMicrobatchGroup(int64_t microbatches, int64_t pp) {
-  for (int64_t g = pp; g < microbatches; ++g) {
-    if (microbatches % g == 0 || microbatches % g >= pp) return g;
-  }
-  return microbatches;
-}
-
 }  // namespace
 
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
@@ -297,7 +285,9 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
   if (c.schedule == ScheduleKind::kInterleaved) {
     o << " --num-layers-per-virtual-pipeline-stage " << m.layers / (c.pp * c.vp);
-    const int64_t group = MegatronMicrobatchGroup(c.Microbatches(), c.pp);
+    // The group size the plan's Program was generated with, so Megatron-Core runs that order
+    // (its default, pp, is left unsaid).
+    const int64_t group = DefaultMicrobatchGroup(c.Microbatches(), c.pp);
     if (group != c.pp) o << " --microbatch-group-size-per-virtual-pipeline-stage " << group;
   }
   // Uneven stages: Megatron-LM splits the layers it is not told about evenly over the other

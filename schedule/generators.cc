@@ -3,13 +3,46 @@
 // (core/zbv_order.h).
 #include <algorithm>
 #include <string>
+#include <vector>
 
+#include "core/interleaved_order.h"
 #include "core/zbv_order.h"
 #include "schedule/schedule.h"
 
 namespace ptdp::schedule {
 
-Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
+namespace {
+
+// Megatron-Core's own checks on the group size: pp <= group <= m, and a last group that is empty
+// or at least pp (a smaller one leaves its later chunks waiting on the pipeline, the
+// "dependency bubbles" its error names).
+Status CheckMicrobatchGroup(int pp, int64_t m, int64_t group) {
+  if (pp == 2 && group > pp) {
+    return Status::Invalid(
+        "microbatch group: pp = 2 takes groups of 2 only, got " + std::to_string(group) +
+        " (a larger group sends activations and gradients between the two ranks in an order a "
+        "receive just before its use cannot follow; docs/design-notes.md)");
+  }
+  if (group < pp || group > m) {
+    return Status::Invalid("microbatch group: must be between pp = " + std::to_string(pp) +
+                           " and the " + std::to_string(m) + " microbatches, got " +
+                           std::to_string(group));
+  }
+  const int64_t last = m % group;
+  if (last != 0 && last < pp && pp != 2) {
+    return Status::Invalid("microbatch group: " + std::to_string(m) +
+                           " microbatches in groups of " + std::to_string(group) +
+                           " leave a last group of " + std::to_string(last) +
+                           ", fewer than pp = " + std::to_string(pp) +
+                           " (Megatron-Core refuses it); the smallest group size that fits is " +
+                           std::to_string(DefaultMicrobatchGroup(m, pp)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp, int64_t group) {
   if (pp < 1) return Status::Invalid("pp: must be >= 1, got " + std::to_string(pp));
   if (m < 1) return Status::Invalid("microbatches: must be >= 1, got " + std::to_string(m));
   if (m > INT32_MAX / 4)
@@ -24,6 +57,11 @@ Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
                            std::to_string(vp) + " x pp " + std::to_string(pp) +
                            " is more than the " + std::to_string(kMaxScheduleCells) +
                            " pipeline cells a program may hold");
+  }
+  if (kind != ScheduleKind::kInterleaved && group != 0) {
+    return Status::Invalid(std::string("microbatch group: only the interleaved schedule takes "
+                                       "microbatches in groups, not ") +
+                           ScheduleName(kind));
   }
   if (kind == ScheduleKind::kZbV) {
     if (vp != 2) {
@@ -62,7 +100,7 @@ Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t m, int vp) {
         "microbatches: the interleaved schedule needs at least pp = " + std::to_string(pp) +
         " microbatches (as Megatron-Core), got " + std::to_string(m));
   }
-  return Status::Ok();
+  return group == 0 ? Status::Ok() : CheckMicrobatchGroup(pp, m, group);
 }
 
 namespace {
@@ -143,46 +181,34 @@ void ZbH2(int pp, int r, int64_t m, std::vector<Instr>* out) {
   while (w < m) out->push_back(Compute(Op::kBackwardWeight, w++, 0));
 }
 
-// Megatron-LM's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving)
-// for m' = m rounded up to a multiple of pp: the k-th forward of a rank is microbatch
-// (k / (pp vp)) pp + k % pp of chunk (k / pp) % vp; the k-th backward the same microbatch of chunk
-// vp - 1 - (k / pp) % vp. Rank r runs (pp - r - 1) * 2 + (vp - 1) * pp warm-up forwards (all of
-// them when m' == pp), then alternates. When m % pp != 0, the instructions of the m' - m padding
-// microbatches are then dropped: what remains takes the microbatches in Megatron-Core's groups of
-// pp (the last group smaller, each group through every chunk), and it stays deadlock-free and in
-// per-pair message order, because removing a whole microbatch from every rank removes only
-// dependencies (docs/design-notes.md). Megatron-Core refuses a last group smaller than pp (it
-// needs a larger group size instead); its warm-up count applied to such a table deadlocks under
-// the execution model of schedule.h for some shapes (e.g. pp 4, vp 3, m 5).
-void Interleaved(int pp, int r, int vp, int64_t m, std::vector<Instr>* out) {
-  const int64_t padded = (m + pp - 1) / pp * pp;
-  const int64_t total = padded * vp;
-  const int64_t group = int64_t(pp) * vp;
-  auto mb_of = [&](int64_t k) { return (k / group) * pp + k % pp; };
-  auto fchunk = [&](int64_t k) { return static_cast<int>((k % group) / pp); };
-  auto bchunk = [&](int64_t k) { return vp - 1 - static_cast<int>((k % group) / pp); };
-  auto forward = [&](int64_t k) {
-    if (mb_of(k) < m) out->push_back(Compute(Op::kForward, mb_of(k), fchunk(k)));
+// Megatron-Core's interleaved 1F1B (schedules.py, forward_backward_pipelining_with_interleaving,
+// at the commit docs/design-notes.md names) in the order core/interleaved_order.h states; with
+// groups of pp and m a multiple of pp this is the paper's order (Narayanan et al. 2021, Figure 4
+// bottom). Slots of microbatches >= m (pp = 2 with odd m) are skipped: removing a whole
+// microbatch from every rank removes only dependencies, so the order stays deadlock-free and in
+// per-pair message order.
+void Interleaved(int pp, int r, const InterleavedOrder& order, std::vector<Instr>* out) {
+  auto run = [&](Op op, int64_t k) {
+    const InterleavedSlot s = order.Slot(k);
+    if (s.microbatch >= order.microbatches) return;
+    out->push_back(
+        Compute(op, s.microbatch, op == Op::kForward ? s.chunk : order.vp - 1 - s.chunk));
   };
-  auto backward = [&](int64_t k) {
-    if (mb_of(k) < m) out->push_back(Compute(Op::kBackward, mb_of(k), bchunk(k)));
-  };
-  int64_t warmup = (padded == pp)
-                       ? total
-                       : std::min<int64_t>(total, int64_t(pp - r - 1) * 2 + int64_t(vp - 1) * pp);
+  const int64_t total = order.Slots(), warmup = order.Warmup(pp, r);
   int64_t f = 0, b = 0;
-  for (; f < warmup; ++f) forward(f);
+  for (; f < warmup; ++f) run(Op::kForward, f);
   while (f < total) {
-    forward(f++);
-    backward(b++);
+    run(Op::kForward, f++);
+    run(Op::kBackward, b++);
   }
-  for (; b < total; ++b) backward(b);
+  for (; b < total; ++b) run(Op::kBackward, b);
 }
 
 }  // namespace
 
-Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp) {
-  PTDP_RETURN_IF_ERROR(CheckScheduleShape(kind, pp, m, vp));
+Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp, int64_t group) {
+  PTDP_RETURN_IF_ERROR(CheckScheduleShape(kind, pp, m, vp, group));
+  const InterleavedOrder order = InterleavedOrderOf(pp, m, vp, group);
   Program p;
   p.kind = kind;
   p.pp = pp;
@@ -201,7 +227,7 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp) {
         OneFOneB(pp, r, m, &out);
         break;
       case ScheduleKind::kInterleaved:
-        Interleaved(pp, r, vp, m, &out);
+        Interleaved(pp, r, order, &out);
         break;
       case ScheduleKind::kZbH1:
         ZbH1(pp, r, m, &out);

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "core/interleaved_order.h"
 #include "core/model.h"
 #include "core/parallel.h"
 #include "core/program.h"
@@ -38,17 +39,26 @@ namespace ptdp::schedule {
 //   gpipe, 1f1b, zb-h1, zb-h2:  pp >= 1, m >= 1, vp == 1 (the zero-bubble closed forms hold from
 //                 m >= p for ZB-H1 and m >= 2p - 1 for ZB-H2; fewer microbatches still give a
 //                 valid, deadlock-free Program)
-//   interleaved:  pp >= 2, vp >= 2, m >= pp (microbatches go through the chunks in groups of pp,
-//                 the last group smaller when m % pp != 0; Megatron-Core refuses such a last
-//                 group and needs a larger group size instead, docs/design-notes.md)
+//   interleaved:  pp >= 2, vp >= 2, m >= pp; microbatches go through the chunks in groups of
+//                 `microbatch_group` (0: DefaultMicrobatchGroup, core/interleaved_order.h), which
+//                 must lie in [pp, m] and leave a last group that is empty or at least pp, as
+//                 Megatron-Core requires of
+//                 --microbatch-group-size-per-virtual-pipeline-stage; the order is then
+//                 Megatron-Core's. pp = 2 takes groups of 2 only: for odd m its Program is the
+//                 order for m + 1 with the extra microbatch dropped (docs/design-notes.md)
 //   zb-v:         pp >= 1, vp == 2 (the V), m >= 2 pp - 1 (rank 0's warm-up, core/zbv_order.h)
+//   other kinds:  microbatch_group == 0
 //   every kind:   microbatches x vp x pp <= kMaxScheduleCells (the program's size)
-Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp);
+Status CheckScheduleShape(ScheduleKind kind, int pp, int64_t microbatches, int vp,
+                          int64_t microbatch_group = 0);
 inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;
 
 // Compute order only (kForward / kBackward, or kBackwardInput / kBackwardWeight for the
 // zero-bubble kinds; recompute = false), per pipeline rank.
-Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches, int vp);
+// The interleaved kind takes its microbatch group (0: DefaultMicrobatchGroup); see
+// CheckScheduleShape.
+Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches, int vp,
+                                 int64_t microbatch_group = 0);
 
 // Lowering: inserts SendAct/RecvAct/SendGrad/RecvGrad around the compute instructions per the
 // ordering contract above (bytes = message_bytes each), sets `recompute` on every kBackward and

@@ -179,6 +179,11 @@ def child(plan_path):
         if g is None or g < p or g > mb or 0 < mb % g < p:
             bad.append(f"--microbatch-group-size-per-virtual-pipeline-stage: {g} with "
                        f"{mb} microbatches and pp {p} is refused by Megatron-Core's schedule")
+        # The group the plan's Program is ordered by (core/parallel.cc; pp when unsaid).
+        want_g = plan["layout"].get("microbatch_group", p)
+        if g != want_g:
+            bad.append(f"--microbatch-group-size-per-virtual-pipeline-stage: Megatron-LM parsed "
+                       f"{g}, the plan's layout says {want_g}")
     if bad:
         print("@@ " + "; ".join(bad))
         return 1

@@ -94,12 +94,13 @@ Result<std::string> Figure4(const Program& p) {
   }
   char buf[256];
   if (!split) {
-    // Narayanan et al.'s (p-1)/(v m) is derived for m a multiple of p; with a smaller last group
-    // of microbatches no closed form is published, so the line says so beside the figure.
-    const bool published = p.kind != ScheduleKind::kInterleaved || p.microbatches % p.pp == 0;
+    // Narayanan et al.'s (p-1)/(v m) holds for Megatron-Core's microbatch groups too, but not for
+    // the padded order pp = 2 keeps for odd m (docs/design-notes.md), so the line says so there.
+    const bool published =
+        p.kind != ScheduleKind::kInterleaved || p.pp != 2 || p.microbatches % 2 == 0;
     std::snprintf(buf, sizeof buf, "bubble: %.4f of the ideal time ((p-1)/(v m) = %.4f%s)\n",
                   r.bubble_fraction, double(p.pp - 1) / double(p.vp * p.microbatches),
-                  published ? "" : ", published for m % p == 0 only");
+                  published ? "" : ", not for pp = 2 with odd m");
     out += buf;
     return out;
   }

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "schedule/schedule.h"
 
@@ -346,8 +348,8 @@ TEST(Ledger, SplitBackwardKeepsTheWeightGradStashUntilW) {
 }
 
 // The closed form and the walk of the Program agree everywhere: GPipe, 1F1B, ZB-H1 and ZB-H2 for p
-// in {1, 2, 3, 4, 8}, interleaved for v in {2, 3, 4}; m from 1 to 3 p v (interleaved: from p, the
-// last group of microbatches smaller than p when m % p != 0); recompute none, full, selective;
+// in {1, 2, 3, 4, 8}, interleaved for v in {2, 3, 4}; m from 1 to 3 p v (interleaved: from p, in
+// Megatron-Core's groups of G > p when m % p != 0); recompute none, full, selective;
 // dropout on and off; fused attention on (but selective) and off; every pipeline rank.
 TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
   int64_t compared = 0;
@@ -390,6 +392,43 @@ TEST(Ledger, ClosedFormPeakEqualsProgramWalk) {
     }
   }
   EXPECT_GT(compared, 5000);
+}
+
+// The in-flight count follows the interleaved order: for every m >= p it is the Program's peak of
+// stashed microbatches (an upper bound for p = 2 with odd m, whose Program drops a microbatch),
+// and with Megatron-Core's groups of G it is (v - 1)(G - p) above the count for groups of p.
+TEST(Ledger, InterleavedInFlightFollowsTheGroupOrder) {
+  int grown = 0;
+  for (int p = 2; p <= 8; ++p) {
+    for (int v = 2; v <= 4; ++v) {
+      for (int64_t micro = p; micro <= 4 * p; ++micro) {
+        ParallelConfig c;
+        c.pp = p;
+        c.vp = v;
+        c.schedule = ScheduleKind::kInterleaved;
+        c.global_batch = micro;
+        auto program = schedule::GenerateSchedule(c.schedule, p, micro, v);
+        ASSERT_TRUE(program.ok());
+        const std::vector<int> peak = schedule::PeakStashedMicrobatches(*program);
+        const int64_t g = DefaultMicrobatchGroup(micro, p);
+        for (int r = 0; r < p; ++r) {
+          const int64_t in_flight = InFlightChunkMicrobatches(c, r);
+          const std::string where = c.ToString() + " rank " + std::to_string(r);
+          if (p == 2 && micro % 2 != 0) {
+            EXPECT_GE(in_flight, peak[r]) << where;
+            continue;
+          }
+          EXPECT_EQ(in_flight, peak[r]) << where;
+          const int64_t groups_of_p = 2 * (p - r - 1) + (v - 1) * p + 1;
+          if (groups_of_p + (v - 1) * (g - p) <= micro * v) {
+            EXPECT_EQ(in_flight - groups_of_p, (v - 1) * (g - p)) << where;
+            grown += g > p;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(grown, 100);
 }
 
 // Uneven stages: each chunk's stash counts its own layers (ChunkLayers), and the closed form

@@ -149,5 +149,26 @@ TEST(Parallel, LayoutJsonRoundTrip) {
   EXPECT_EQ(LayoutFromJson(j, "layout").status().message(), "layout.pipeline: unknown key");
 }
 
+// Interleaving with m % p != 0 states its microbatch group (Megatron-Core's smallest accepted G);
+// read back it must be the layout's, and groups of pp are left unsaid.
+TEST(Parallel, LayoutStatesTheMicrobatchGroup) {
+  ParallelConfig c;
+  c.pp = 4;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  c.global_batch = 22;  // m = 22 = 3 x 6 + 4: groups of 6
+  Json j = Json::parse(LayoutToJson(c).dump());
+  ASSERT_TRUE(j.contains("microbatch_group"));
+  EXPECT_EQ(j["microbatch_group"].get<int64_t>(), 6);
+  EXPECT_TRUE(LayoutFromJson(j, "layout", c).ok());
+  j["microbatch_group"] = 5;
+  EXPECT_EQ(LayoutFromJson(j, "layout", c).status().message(),
+            "layout.microbatch_group: 5 but this layout's group is 6");
+  c.global_batch = 24;
+  EXPECT_FALSE(Json::parse(LayoutToJson(c).dump()).contains("microbatch_group"));
+  EXPECT_NE(LayoutFromJson(j, "layout", c).status().message().find("leave the key out"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ptdp

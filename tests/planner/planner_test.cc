@@ -588,7 +588,7 @@ TEST(Search, LlamaPlanAndMegatronFlags) {
 
 // Interleaving for any m >= p: GPT 1.7B (24 layers) on 8 GPUs with t = 1, p = 4 (so d = 2) and a
 // global batch of 20 has m = 20 / (b d) in {10, 5, 2, 1}: the interleaved layouts it keeps have
-// m = 10 or 5, neither a multiple of p (a smaller last group of microbatches), and m = 2, 1 are
+// m = 10 or 5, neither a multiple of p (Megatron-Core's groups of 5 microbatches), and m = 2, 1 are
 // refused for having fewer microbatches than p.
 TEST(Search, InterleavesMicrobatchCountsThatAreNotMultiplesOfP) {
   auto m = LoadModel("gpt-1.7b");

@@ -14,9 +14,12 @@ echo "$out" | grep -q "bubble: 0.1875" || fail "schedule bubble line: $out"
 "$PTDP" schedule --kind interleaved --pp 4 --microbatches 3 --vp 2 2>"$W/err" && fail "m=3 accepted"
 [ $? -eq 2 ] || fail "m=3: exit code not 2"
 grep -q "at least pp = 4" "$W/err" || fail "m=3: reason missing: $(cat "$W/err")"
-# m = 6 (a last group of 2 microbatches): accepted; the bubble line says the closed form's scope.
+# m = 6 on p = 4 (one group of 6): the closed form holds; p = 2 with m = 3 (the padded order): the
+# bubble line says the closed form's scope.
 out=$("$PTDP" schedule --kind interleaved --pp 4 --microbatches 6 --vp 2) || fail "m=6 exit $?"
-echo "$out" | grep -q "published for m % p == 0 only" || fail "m=6 bubble line: $out"
+echo "$out" | grep -q "bubble: 0.2500 of the ideal time ((p-1)/(v m) = 0.2500)$" || fail "m=6 bubble line: $out"
+out=$("$PTDP" schedule --kind interleaved --pp 2 --microbatches 3 --vp 2) || fail "p=2 m=3 exit $?"
+echo "$out" | grep -q "not for pp = 2 with odd m" || fail "p=2 m=3 bubble line: $out"
 "$PTDP" schedule --kind 1f1b --pp 2 --microbatches 2 --format text --lowered --message-bytes 8 | grep -q "^rank 0: F0 SA0>1:8" \
   || fail "lowered text form"
 
