@@ -120,8 +120,10 @@ std::string ChromeTraceJson(const Timeline& t) {
       out += ",\"peer\":" + std::to_string(in.peer) + ",\"bytes\":" + std::to_string(in.bytes);
     if (ComputesInputGrad(in.op))
       out += std::string(",\"recompute\":") + (in.recompute ? "true" : "false");
-    out += ",\"start_ns\":" + std::to_string(e->start_ns) +
-           ",\"end_ns\":" + std::to_string(e->end_ns) + "}}";
+    out +=
+        ",\"start_ns\":" + std::to_string(e->start_ns) + ",\"end_ns\":" + std::to_string(e->end_ns);
+    if (e->wait_ns > 0) out += ",\"wait_ns\":" + std::to_string(e->wait_ns);
+    out += "}}";
   }
   for (const TimelineCounter& c : t.counters) {
     sep();

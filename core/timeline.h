@@ -38,6 +38,12 @@ struct TimelineEvent {
   Instr instr;               // the instruction as the Program states it
   Nanoseconds start_ns = 0;  // from the start of the iteration
   Nanoseconds end_ns = 0;    // REQUIRES: end_ns >= start_ns
+  // How long the rank stood blocked in this receive waiting for its sender, kept out of the
+  // interval so that both sides time the same thing: the runtime's wait ends at start_ns (the
+  // message's envelope arrived) and the interval is the transfer; the simulator's interval is the
+  // transfer (send issue to arrival) and its wait, the rank's blocked time, ends at end_ns.
+  // `ptdp compare` reports it as blocking, not as the instruction's time. 0 elsewhere.
+  Nanoseconds wait_ns = 0;
   Nanoseconds Duration() const { return end_ns - start_ns; }
 };
 
@@ -69,7 +75,7 @@ struct Timeline {
 //      {"name": "F3.1", "cat": "forward", "ph": "X", "pid": pp_rank, "tid": stream (0..3),
 //       "ts": start in microseconds, "dur": microseconds (both with nanosecond decimals),
 //       "args": {"op", "microbatch", "chunk", and for send/recv "peer", "bytes";
-//                for backward "recompute"; "start_ns", "end_ns" exact}};
+//                for backward "recompute"; "start_ns", "end_ns" exact; "wait_ns" when > 0}};
 //    one counter event "C" per TimelineCounter ]}
 // `name` of an event is InstrToText(instr) (core/program.h). Events are written sorted by
 // (pp_rank, stream, start_ns) so the output is deterministic.

@@ -42,6 +42,13 @@ std::vector<double> Bubbles(const Timeline& t) {
   return b;
 }
 
+// Per rank: seconds stood blocked in receives waiting for the sender (TimelineEvent::wait_ns).
+std::vector<double> ReceiveWaits(const Timeline& t) {
+  std::vector<double> w(t.pp, 0.0);
+  for (const TimelineEvent& e : t.events) w[e.pp_rank] += double(e.wait_ns) * 1e-9;
+  return w;
+}
+
 double RelativeError(Seconds predicted, Seconds measured) {
   return measured > 0 ? (predicted - measured) / measured : 0.0;
 }
@@ -71,6 +78,8 @@ Result<TimelineComparison> CompareTimelines(const Timeline& predicted, const Tim
   c.measured_step_s = ToSeconds(measured.EndNs());
   c.predicted_bubble = Bubbles(predicted);
   c.measured_bubble = Bubbles(measured);
+  c.predicted_wait_s = ReceiveWaits(predicted);
+  c.measured_wait_s = ReceiveWaits(measured);
   const auto pred = ByKey(predicted), meas = ByKey(measured);
   std::map<std::pair<int32_t, Op>, OpKindTimes> kinds;
   std::vector<InstrTimes> all;
@@ -134,6 +143,14 @@ std::string ComparisonText(const TimelineComparison& c) {
   for (size_t r = 0; r < c.predicted_bubble.size(); ++r) {
     std::snprintf(line, sizeof line, "  pp rank %zu: %5.1f%% / %5.1f%%\n", r,
                   100.0 * c.predicted_bubble[r], 100.0 * c.measured_bubble[r]);
+    out += line;
+  }
+  out +=
+      "blocked in receives, waiting for the sender (not in the receives' times), predicted / "
+      "measured:\n";
+  for (size_t r = 0; r < c.predicted_wait_s.size(); ++r) {
+    std::snprintf(line, sizeof line, "  pp rank %zu: %.3f ms / %.3f ms\n", r,
+                  1e3 * c.predicted_wait_s[r], 1e3 * c.measured_wait_s[r]);
     out += line;
   }
   std::snprintf(line, sizeof line, "%-8s %-15s %7s %14s %13s %8s\n", "pp rank", "op", "count",

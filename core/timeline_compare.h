@@ -32,14 +32,16 @@ struct TimelineComparison {
   // Per pipeline rank: idle share of the compute stream between time 0 and the rank's last
   // compute instruction's end (the rank's bubble as a share of its busy span).
   std::vector<double> predicted_bubble, measured_bubble;
+  // Per pipeline rank: seconds stood blocked in receives waiting for the sender (the events'
+  // wait_ns), reported apart from the receives' durations, which are the transfers.
+  std::vector<double> predicted_wait_s, measured_wait_s;
   std::vector<OpKindTimes> by_kind;   // ordered by (rank, op)
   std::vector<InstrTimes> divergent;  // the `top` largest |measured - predicted|, largest first
   int64_t matched = 0, only_predicted = 0, only_measured = 0;
   // Median over matched instructions of |measured - predicted| / measured (0 when none matched).
   double median_relative_error = 0;
   // The same over the compute stream's forward, backward and optimizer-step instructions only,
-  // where both sides time the same work: a measured send is the runtime's non-blocking issue and a
-  // measured receive includes the wait for the sender, while the simulator times the transfer.
+  // the work the cost model's compute figures price (messages are priced by the link figures).
   double median_relative_error_compute = 0;
 };
 

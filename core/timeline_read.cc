@@ -23,7 +23,8 @@ constexpr int64_t kMaxMicrobatches = int64_t(1) << 31;
 Status ReadEvent(const Json& e, const std::string& path, const Timeline& t, TimelineEvent* out) {
   JsonObjectReader r(e, path);
   std::string ph, name, cat, op;
-  int64_t pid = 0, tid = 0, microbatch = 0, chunk = 0, peer = -1, bytes = 0, start = 0, end = 0;
+  int64_t pid = 0, tid = 0, microbatch = 0, chunk = 0, peer = -1, bytes = 0, start = 0, end = 0,
+          wait = 0;
   double ts = 0, dur = 0;
   bool recompute = false;
   r.Required("ph", &ph);
@@ -45,6 +46,7 @@ Status ReadEvent(const Json& e, const std::string& path, const Timeline& t, Time
   a.Optional("recompute", &recompute);
   a.Required("start_ns", &start);
   a.Required("end_ns", &end);
+  a.Optional("wait_ns", &wait);
   PTDP_RETURN_IF_ERROR(a.Finish());
   const auto range = [&](const char* field, int64_t v, int64_t lo, int64_t hi) -> Status {
     if (v >= lo && v <= hi) return Status::Ok();
@@ -59,6 +61,7 @@ Status ReadEvent(const Json& e, const std::string& path, const Timeline& t, Time
   PTDP_RETURN_IF_ERROR(range("args.bytes", bytes, 0, kMaxTraceNs));
   PTDP_RETURN_IF_ERROR(range("args.start_ns", start, 0, kMaxTraceNs));
   PTDP_RETURN_IF_ERROR(range("args.end_ns", end, start, kMaxTraceNs));
+  PTDP_RETURN_IF_ERROR(range("args.wait_ns", wait, 0, kMaxTraceNs));
   Result<Op> parsed_op = ParseOpName(op);
   if (!parsed_op.ok()) return parsed_op.status().WithPrefix(path + ".args.op");
   const Op parsed = *parsed_op;
@@ -72,6 +75,7 @@ Status ReadEvent(const Json& e, const std::string& path, const Timeline& t, Time
                      recompute};
   out->start_ns = start;
   out->end_ns = end;
+  out->wait_ns = wait;
   return Status::Ok();
 }
 

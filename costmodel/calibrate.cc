@@ -267,28 +267,30 @@ int FitCompute(FitContext& f, const std::vector<int>& active, CalibrationParams*
   return steps;
 }
 
-// ---- Links: the scale at which the fastest instance takes its predicted time ----
+// ---- Links: the scale at which a quantile of the instances takes its predicted time ----
 
-// min over samples of measured / predicted under `x`; +inf when nothing is predicted.
-double FastestRatio(FitContext& f, const std::vector<Sample>& s, const CalibrationParams& x) {
+// The `quantile` (0: the smallest) of measured / predicted under `x` over the samples; +inf when
+// nothing is predicted.
+double RatioQuantile(FitContext& f, const std::vector<Sample>& s, const CalibrationParams& x,
+                     double quantile) {
   const CostTable t = f.TableFor(x);
-  double best = HUGE_VAL;
+  std::vector<double> ratios;
   for (const Sample& e : s) {
     const Seconds p = PredictedInstructionTime(t, e.pp_rank, e.instr);
-    if (p > 0) best = std::min(best, e.measured_s / p);
+    if (p > 0) ratios.push_back(e.measured_s / p);
   }
-  return best;
+  return ratios.empty() ? HUGE_VAL : Quantile(ratios, quantile);
 }
 
-// Sets *scale (a multiplier of a bandwidth in `x`) so that the fastest of `s` matches, halving the
-// link's latency while even the largest bandwidth cannot. False when there is nothing to fit.
-bool FitLink(FitContext& f, const std::vector<Sample>& s, CalibrationParams* x, double* scale,
-             double* latency) {
+// Sets *scale (a multiplier of a bandwidth in `x`) so that the `quantile` of `s` matches, halving
+// the link's latency while even the largest bandwidth cannot. False when there is nothing to fit.
+bool FitLink(FitContext& f, const std::vector<Sample>& s, double quantile, CalibrationParams* x,
+             double* scale, double* latency) {
   if (s.empty()) return false;
   const auto ratio_at = [&](double v) {
     const double keep = *scale;
     *scale = v;
-    const double r = FastestRatio(f, s, *x);
+    const double r = RatioQuantile(f, s, *x, quantile);
     *scale = keep;
     return r;
   };
@@ -502,11 +504,17 @@ Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& c
   // Links first: their predictions do not depend on the compute figures, while a forward's
   // tensor-parallel all-reduces depend on theirs. A latency lowered by the receives is shared
   // with the collectives, which are then fitted again.
+  // A measured reduce-grads includes the time its rank stood blocked (another rank's compute, on
+  // the CPU): fitted to its fastest instance. A receive is its transfer alone (the runtime keeps
+  // the wait for the sender apart, TimelineEvent::wait_ns): fitted to the lower quartile, as the
+  // compute classes are.
+  constexpr double kFastest = 0.0, kLowerQuartile = 0.25;
   for (int c = 0; c < 2; ++c) {
-    FitLink(f, f.reduces[c], &x, &x.collective[c], &x.latency[c]);
+    FitLink(f, f.reduces[c], kFastest, &x, &x.collective[c], &x.latency[c]);
     const double latency = x.latency[c];
-    FitLink(f, f.recvs[c], &x, &x.p2p[c], &x.latency[c]);
-    if (x.latency[c] != latency) FitLink(f, f.reduces[c], &x, &x.collective[c], &x.latency[c]);
+    FitLink(f, f.recvs[c], kLowerQuartile, &x, &x.p2p[c], &x.latency[c]);
+    if (x.latency[c] != latency)
+      FitLink(f, f.reduces[c], kFastest, &x, &x.collective[c], &x.latency[c]);
   }
   // Not the launch cost (index 3): see calibrate.h.
   const std::vector<int> active = {0, 1, 2};

@@ -20,12 +20,14 @@
 //   p2p              send_recv_GBps, from the receives
 //   collective       the all-reduce, all-gather and reduce-scatter bus bandwidths, from
 //   reduce-grads
-// A measured receive or reduce-grads includes the time its rank stood blocked waiting for the
-// other side, so these are fitted to the fastest instance of each class (the one that waited
-// least): the scale at which the fastest measured instance takes exactly its predicted time.
-// With one message size per class latency and bandwidth cannot be told apart: latency_us is kept
-// unless the fastest instance is shorter than the latency alone, when the latency is halved until
-// it is not. Send durations (the runtime's non-blocking issue) are not fitted.
+// A measured reduce-grads includes the time its rank stood blocked waiting for the other ranks, so
+// the collectives are fitted to the fastest instance of the class (the one that waited least); a
+// measured receive is its transfer, its wait for the sender kept apart (TimelineEvent::wait_ns), so
+// send_recv is fitted to the receives' lower quartile, as the compute classes are: the scale at
+// which that instance takes exactly its predicted time. With one message size per class latency
+// and bandwidth cannot be told apart: latency_us is kept unless the fitted instance is shorter than
+// the latency alone, when the latency is halved until it is not. Sends (a measured send carries its
+// receive's transfer) are not fitted again.
 #pragma once
 
 #include <string>

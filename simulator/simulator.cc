@@ -285,11 +285,13 @@ void Interpreter::Issue(int r) {
           s.wait_since = now;
           return;
         }
-        if (m.waiter == r) rs.recv_wait_ns += now - s.wait_since;
+        const Nanoseconds waited = m.waiter == r ? now - s.wait_since : 0;
+        rs.recv_wait_ns += waited;
         m.waiter = -1;
         rs.p2p_ns += m.arrive_ns - m.sent_ns;
         if (o_.record_timeline && m.src >= 0) {
           Record(r, Stream::kRecv, in, m.sent_ns, m.arrive_ns);
+          res_.timeline.events.back().wait_ns = waited;
           Instr send = p_.ranks[m.src].instrs[m.send_instr];
           res_.timeline.events.push_back(
               TimelineEvent{m.src, Stream::kSend, send, m.sent_ns, m.arrive_ns});

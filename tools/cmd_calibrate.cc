@@ -87,8 +87,8 @@ void PrintReport(const costmodel::CalibrationResult& r, const std::string& out) 
                 f.unit.c_str(), static_cast<long long>(f.instructions));
   }
   std::printf(
-      "median |error| per instruction, before -> after (receives and reduce-grads "
-      "include waiting):\n");
+      "median |error| per instruction, before -> after (reduce-grads include waiting; "
+      "receives are their transfers):\n");
   for (const auto& o : r.by_op) {
     std::printf("  %-15s %6lld  %7.1f%% -> %7.1f%%\n", OpName(o.op),
                 static_cast<long long>(o.count), 100 * o.before, 100 * o.after);

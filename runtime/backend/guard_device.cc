@@ -209,6 +209,11 @@ class GuardComm final : public Communicator {
     GuardWindow open(state_.get());
     return inner_->Recv(data, count, dtype, peer, tag);
   }
+  // Open too: waiting in MPI may progress a pending send, which reads its tensor.
+  Result<bool> WaitForMessage(int peer, int tag) override {
+    GuardWindow open(state_.get());
+    return inner_->WaitForMessage(peer, tag);
+  }
 
  private:
   std::unique_ptr<Communicator> owned_;

@@ -44,6 +44,11 @@ class Communicator {
   virtual Result<std::unique_ptr<CommRequest>> ISend(const void* data, int64_t count, DType dtype,
                                                      int peer, int tag) = 0;
   virtual Status Recv(void* data, int64_t count, DType dtype, int peer, int tag) = 0;
+  // Blocks until a message from `peer` with `tag` can be received, so that the caller can time its
+  // wait for the sender apart from the transfer (the Recv that follows; the trace's wait_ns).
+  // Returns false at once where the communicator cannot tell (NCCL, whose receive is one device
+  // operation; the staged MPI path): then the Recv's time includes the wait.
+  virtual Result<bool> WaitForMessage(int /*peer*/, int /*tag*/) { return false; }
 };
 
 }  // namespace ptdp::runtime

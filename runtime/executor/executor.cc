@@ -62,14 +62,17 @@ Status Trainer::RunProgram(int64_t step) {
   // a GPU's stream, so an instruction's time is the device's, not the enqueueing's).
   dev_->ClearMarks();
   PTDP_RETURN_IF_ERROR(dev_->Mark());
+  std::vector<Nanoseconds> waits(instrs.size(), 0);
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr& in = instrs[i];
+    recv_wait_ns_ = 0;
     Status st = world_->rank() == opts_.slow_rank ? ExecuteSlowed(in, step) : Execute(in, step);
     if (!st.ok()) {
       return st.WithPrefix("rank " + std::to_string(world_->rank()) + ", step " +
                            std::to_string(step) + ", instruction " + std::to_string(i) + " (" +
                            InstrToText(in) + ")");
     }
+    waits[i] = recv_wait_ns_;
     PTDP_RETURN_IF_ERROR(dev_->Mark());
     activation_bytes_.push_back(dev_->stats().current[static_cast<int>(MemTag::kActivations)]);
     PTDP_RETURN_IF_ERROR(PollSends());
@@ -80,9 +83,13 @@ Status Trainer::RunProgram(int64_t step) {
                             std::to_string(instrs.size()) + " instructions");
   }
   const auto ns = [](double s) { return static_cast<Nanoseconds>(std::llround(s * 1e9)); };
+  // A receive's wait for its sender is not its time (the simulator's receive is the transfer):
+  // the interval starts when the message could be received, the wait goes to wait_ns.
   for (size_t i = 0; i < instrs.size(); ++i) {
-    events_.push_back(TimelineEvent{coord_.pp, StreamOf(instrs[i].op), instrs[i], ns(marks[i]),
-                                    std::max(ns(marks[i]), ns(marks[i + 1]))});
+    const Nanoseconds end = std::max(ns(marks[i]), ns(marks[i + 1]));
+    const Nanoseconds start = std::min(end, ns(marks[i]) + waits[i]);
+    events_.push_back(TimelineEvent{coord_.pp, StreamOf(instrs[i].op), instrs[i], start, end,
+                                    start - ns(marks[i])});
   }
   PTDP_RETURN_IF_ERROR(CheckExecutedOrder(instrs, executed_));
   if (!live_.empty()) {
@@ -104,6 +111,13 @@ Status Trainer::RecvBoundary(const Instr& in, TensorRef full) {
   const int tag = static_cast<int>(schedule::MessageKey(program_, coord_.pp, in));
   char* base = static_cast<char*>(full.data);
   void* mine = sg ? base + int64_t(coord_.tp) * count * DTypeBytes(types_.act) : base;
+  const auto t0 = std::chrono::steady_clock::now();
+  PTDP_ASSIGN_OR_RETURN(const bool waited, PipeFor(in.op)->WaitForMessage(in.peer, tag));
+  if (waited) {
+    recv_wait_ns_ =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count();
+  }
   PTDP_RETURN_IF_ERROR(PipeFor(in.op)->Recv(mine, count, types_.act, in.peer, tag));
   if (sg) PTDP_RETURN_IF_ERROR(tp_->AllGather(mine, full.data, count, types_.act));
   return Status::Ok();

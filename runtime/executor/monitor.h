@@ -17,11 +17,12 @@ namespace ptdp::runtime {
 // One rank's sums over a window of steps. Every instruction's time is its device marks' difference:
 //   stage compute: kForward and kBackward (with t > 1 they hold the tensor-parallel all-reduces);
 //   busy: stage compute and kOptimizerStep (AdamW, and the world's norm gather);
-//   comm: kRecvAct, kRecvGrad, kSendAct, kSendGrad, kReduceGrads. Receives block, so the time a
-//         rank waits for a slower peer is counted here: the monitor cannot tell a slow link from a
-//         late sender, which is why stragglers are found from compute, not from communication;
-//   idle: the job's step time (its slowest rank's) less busy and comm: host work between
-//         instructions and the end of a step this rank finished before the slowest one.
+//   comm: kRecvAct, kRecvGrad, kSendAct, kSendGrad, kReduceGrads. With MPI a receive's wait for
+//         its sender is timed apart (TimelineEvent::wait_ns) and falls to idle; on NCCL and in
+//         kReduceGrads the wait for a slower peer is still counted here: the monitor cannot tell a
+//         slow link from a late sender, which is why stragglers are found from compute;
+//   idle: the job's step time (its slowest rank's) less busy and comm: receives' waits, host work
+//         between instructions and the end of a step this rank finished before the slowest one.
 struct RankWindow {
   int rank = 0;  // world rank
   RankCoord coord;

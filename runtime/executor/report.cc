@@ -1,9 +1,11 @@
 // Memory, timeline and monitor gathering (collective over the world).
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/ledger.h"
 #include "runtime/comm/agree.h"
 #include "runtime/executor/trainer.h"
+#include "schedule/schedule.h"
 
 namespace ptdp::runtime {
 
@@ -26,7 +28,7 @@ Result<std::vector<RankMemory>> Trainer::GatherMemory() {
 
 Result<Timeline> Trainer::GatherTimeline() {
   const bool reports = coord_.tp == 0 && coord_.dp == 0;
-  constexpr size_t kW = 9;
+  constexpr size_t kW = 10;
   PTDP_ASSIGN_OR_RETURN(std::vector<double> counts,
                         AllGatherDoubles(*world_, {reports ? double(events_.size()) : 0.0}));
   size_t most = 0;
@@ -43,7 +45,8 @@ Result<Timeline> Trainer::GatherTimeline() {
                             e.instr.recompute ? 1.0 : 0.0,
                             double(e.start_ns),
                             double(e.end_ns),
-                            double(activation_bytes_[i])};
+                            double(activation_bytes_[i]),
+                            double(e.wait_ns)};
       std::copy(v, v + kW, mine.begin() + static_cast<std::ptrdiff_t>(i * kW));
     }
   }
@@ -66,12 +69,31 @@ Result<Timeline> Trainer::GatherTimeline() {
       e.stream = StreamOf(e.instr.op);
       e.start_ns = static_cast<Nanoseconds>(v[6]);
       e.end_ns = static_cast<Nanoseconds>(v[7]);
+      e.wait_ns = static_cast<Nanoseconds>(v[9]);
       t.events.push_back(e);
       // Activation memory held after each instruction (the simulator emits the same counter).
       t.counters.push_back(TimelineCounter{c.pp, "activation_GiB", e.end_ns, BytesToGiB(v[8])});
     }
   }
+  GiveSendsTheirTransfer(&t);
   return t;
+}
+
+// The simulator's send and receive of a message span one interval, its transfer. The runtime's
+// send is the non-blocking issue (microseconds, whatever the message), so each send gets the
+// transfer its receiver measured, from the send's issue on: like with like in `ptdp compare`.
+// A send whose receive is not in the trace (none, on a complete one) keeps its issue time.
+void Trainer::GiveSendsTheirTransfer(Timeline* t) const {
+  std::unordered_map<int64_t, Nanoseconds> transfer;  // message key -> receive's interval
+  for (const TimelineEvent& e : t->events) {
+    if (e.instr.op == Op::kRecvAct || e.instr.op == Op::kRecvGrad)
+      transfer[schedule::MessageKey(program_, e.pp_rank, e.instr)] = e.Duration();
+  }
+  for (TimelineEvent& e : t->events) {
+    if (e.instr.op != Op::kSendAct && e.instr.op != Op::kSendGrad) continue;
+    auto it = transfer.find(schedule::MessageKey(program_, e.pp_rank, e.instr));
+    if (it != transfer.end()) e.end_ns = e.start_ns + it->second;
+  }
 }
 
 // This step's instructions (events_, from the device marks) into the monitor's window; `step_s`

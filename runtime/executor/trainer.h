@@ -128,6 +128,8 @@ class Trainer {
   // rank 0 of each), on world rank 0 (others get an empty Timeline), with an "activation_GiB"
   // counter sample after every instruction.
   Result<Timeline> GatherTimeline();
+  // On rank 0's gathered timeline: each send's interval becomes its message's transfer.
+  void GiveSendsTheirTransfer(Timeline* t) const;
   // Collective: the monitor's window (runtime/executor/monitor.h) since the last call, every
   // rank's, analysed with `straggler_threshold`; the same report on every rank. Starts a new
   // window.
@@ -255,8 +257,11 @@ class Trainer {
   Timeline timeline_;
   std::vector<TimelineEvent> events_;
   std::vector<Bytes> activation_bytes_;  // after each event
-  RankWindow window_;                    // the monitor's sums since the last GatherMonitor
-  int64_t window_first_step_ = 0;        // 0: no step in the window yet
+  // The running receive's wait for its message (host clock; 0 where the communicator cannot tell
+  // the wait from the transfer), taken out of the instruction's interval by RunProgram.
+  Nanoseconds recv_wait_ns_ = 0;
+  RankWindow window_;              // the monitor's sums since the last GatherMonitor
+  int64_t window_first_step_ = 0;  // 0: no step in the window yet
 };
 
 }  // namespace ptdp::runtime

@@ -44,7 +44,8 @@ Timeline TwoRanks(double scale) {
 }
 
 TEST(TimelineRead, RoundTripsWhatTheWriterWrites) {
-  const Timeline t = TwoRanks(1.0);
+  Timeline t = TwoRanks(1.0);
+  t.events[2].wait_ns = 77;  // the receive's wait for its sender
   auto back = TimelineFromChromeTrace(Json::parse(ChromeTraceJson(t)), "t.json");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->source, "test");
@@ -55,7 +56,7 @@ TEST(TimelineRead, RoundTripsWhatTheWriterWrites) {
     bool found = false;
     for (const TimelineEvent& b : back->events) {
       found |= b.pp_rank == e.pp_rank && b.stream == e.stream && b.instr == e.instr &&
-               b.start_ns == e.start_ns && b.end_ns == e.end_ns;
+               b.start_ns == e.start_ns && b.end_ns == e.end_ns && b.wait_ns == e.wait_ns;
     }
     EXPECT_TRUE(found) << InstrToText(e.instr);
   }
@@ -147,6 +148,20 @@ TEST(TimelineCompare, ComputeMedianLeavesOutPointToPoint) {
   EXPECT_NE(
       ComparisonText(*c).find("compute instructions (forward, backward, optimizer step) 0.0%"),
       std::string::npos);
+}
+
+// A receive's wait for its sender is blocking, reported per rank, not the receive's duration.
+TEST(TimelineCompare, ReportsReceiveWaitApartFromTheTransfer) {
+  Timeline measured = TwoRanks(1.0);
+  measured.events[2].wait_ns = 5000;
+  auto c = CompareTimelines(TwoRanks(1.0), measured, 0);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->median_relative_error, 0.0);
+  ASSERT_EQ(c->measured_wait_s.size(), 2u);
+  EXPECT_EQ(c->measured_wait_s[0], 0.0);
+  EXPECT_NEAR(c->measured_wait_s[1], 5e-6, 1e-15);
+  EXPECT_EQ(c->predicted_wait_s[1], 0.0);
+  EXPECT_NE(ComparisonText(*c).find("pp rank 1: 0.000 ms / 0.005 ms"), std::string::npos);
 }
 
 TEST(TimelineCompare, CountsUnmatchedAndRefusesAnotherLayout) {

@@ -169,6 +169,12 @@ class MpiCommunicator final : public Communicator {
     PTDP_MPI(MPI_Recv(data, Count(count), ToMpi(dtype), peer, tag, comm_, MPI_STATUS_IGNORE));
     return Status::Ok();
   }
+  // MPI_Probe returns once the message's envelope has arrived: for a rendezvous message (above the
+  // eager limit) the data moves in the MPI_Recv after it, for an eager one it is copied there.
+  Result<bool> WaitForMessage(int peer, int tag) override {
+    PTDP_MPI(MPI_Probe(peer, tag, comm_, MPI_STATUS_IGNORE));
+    return true;
+  }
 
  private:
   static int Count(int64_t n) {
