@@ -152,6 +152,16 @@ void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
   }
 }
 
+// True when some rank's data-parallel collectives send bytes through its NICs.
+bool ReductionCrossesNics(const costmodel::CostTable& t) {
+  for (const auto& rank : t.dp_collectives) {
+    for (const costmodel::CollectiveCost& c : rank) {
+      if (c.nic_bytes > 0) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
@@ -185,6 +195,10 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     Compile(*program, &shape->ranks);
     shape_ = std::move(shape);
   }
+  // An overlapped gradient reduction runs its buckets as flows on the NICs beside the last
+  // backwards, sharing them with the pipeline's messages; this replay has no collective streams, so
+  // the Interpreter prices those layouts.
+  if (t.overlap_grad_reduce && ReductionCrossesNics(t)) return fallback();
   costmodel::PipelineTime out;
   if (!Replay(t, lowering.message_bytes, &out)) return fallback();
   return out;
@@ -352,7 +366,8 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
   Scratch& s = *scratch_;
   const int pp = shape_->pp;
   EventQueue queue;
-  Network network(2 * pp, kFlowDone);
+  // The Interpreter's ports: NVLink egress r and ingress pp + r, the NICs 2 pp above them.
+  Network network(4 * pp, kFlowDone);
   s.queue = &queue;
   s.network = &network;
   Reset();
@@ -361,8 +376,10 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
     const Event e = queue.Pop();
     if (e.kind == kFlowStart) {
       const size_t key = size_t(e.a);
-      network.StartFlow(queue, s.sender[key], pp + s.receiver[key],
-                        t.p2p_link[size_t(s.link[key])].bandwidth_Bps, double(bytes), e.a);
+      const costmodel::LinkCost& link = t.p2p_link[size_t(s.link[key])];
+      const int base = link.inter_node ? 2 * pp : 0;
+      network.StartFlow(queue, base + s.sender[key], base + pp + s.receiver[key],
+                        link.bandwidth_Bps, double(bytes), e.a);
     } else if (network.OnFlowEvent(queue, e.a, e.b)) {
       const size_t key = size_t(network.Tag(int(e.a)));
       (s.grad[key] ? s.grad_flows : s.act_flows)[size_t(s.sender[key])][size_t(s.slot[key])].end =

@@ -39,6 +39,11 @@ struct RankState {
   size_t pc = 0;
   Nanoseconds wait_since = 0;
   bool reduce_waiting = false;  // blocked in reduce-grads until its collective stream is idle
+  // Megatron-LM waits for its pipeline sends (p2p requests' wait()) before the schedule returns,
+  // so a reduction that is not overlapped starts once the rank's sends have arrived: it never
+  // shares the NIC with the rank's own last gradient sends.
+  int sends_in_flight = 0;
+  bool reduce_after_sends = false;  // blocked at reduce-grads until sends_in_flight is 0
   Nanoseconds reduce_start = 0;
   Bytes live_bytes = 0;
   int live = 0;
@@ -154,6 +159,7 @@ void Interpreter::SendMessage(int r, const Instr& in, size_t index) {
   m.src = r;
   m.sent_ns = q_.now();
   m.send_instr = static_cast<int32_t>(index);
+  ++st_[r].sends_in_flight;
   const int link = LinkOf(r, in);
   const double bw =
       link < static_cast<int>(c_.p2p_link.size()) ? c_.p2p_link[link].bandwidth_Bps : 0;
@@ -303,6 +309,10 @@ void Interpreter::Issue(int r) {
         // Overlapped: wait for the buckets still queued or in flight; else run the reduction now.
         // The weights' all-gather unless it is overlapped with the next iteration (the optimizer
         // step pays what shows of it). Then the embedding all-reduce.
+        if (!overlap_reduce_ && s.sends_in_flight > 0) {
+          s.reduce_after_sends = true;  // the last arrival issues this rank again
+          return;
+        }
         if (!overlap_reduce_) EnqueueReduction(r, 1.0, now);
         if (!c_.overlap_param_gather) EnqueueGather(r, now);
         s.reduce_waiting = true;
@@ -504,6 +514,11 @@ Result<SimResult> Interpreter::Run() {
         Message& m = msg_[e.a];
         m.arrive_ns = q_.now();
         if (m.waiter >= 0) Issue(m.waiter);
+        RankState& sender = st_[m.src];
+        if (--sender.sends_in_flight == 0 && sender.reduce_after_sends) {
+          sender.reduce_after_sends = false;
+          Issue(m.src);
+        }
         break;
       }
     }

@@ -101,6 +101,34 @@ TEST(PipelineReplay, EqualsTheEventDrivenReplayOnOneTrillion) {
   EXPECT_EQ(replayer.fallbacks(), 0);
 }
 
+// An overlapped gradient reduction whose buckets cross the NICs shares them with the pipeline's
+// messages, which only the Interpreter models: the replay hands such layouts to it, so the
+// result stays equal; a reduction inside the node needs no fallback.
+TEST(PipelineReplay, OverlappedReductionOnTheNicsIsTheInterpreters) {
+  auto model = LoadModel("gpt-1.7b");
+  auto cluster = LoadCluster("selene", 32);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  PipelineReplayer replayer;
+  const ParallelConfig c = Layout(2, 2, 8, 1, 64, ScheduleKind::k1F1B, 1);
+  costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+  t.overlap_grad_reduce = true;
+  ASSERT_GT(t.dp_collectives[0].at(0).nic_bytes, 0.0);
+  auto fast = replayer.Time(*model, *cluster, c, t);
+  auto full = SimulatedPipelineTime(*model, *cluster, c, t);
+  ASSERT_TRUE(fast.ok() && full.ok());
+  EXPECT_EQ(fast->total, full->total);
+  EXPECT_EQ(replayer.fallbacks(), 1);
+  for (auto& rank : t.dp_collectives) {
+    for (auto& one : rank)
+      one = costmodel::CollectiveCost{one.latency, one.Time() - one.latency, 0, 0};
+  }
+  fast = replayer.Time(*model, *cluster, c, t);
+  full = SimulatedPipelineTime(*model, *cluster, c, t);
+  ASSERT_TRUE(fast.ok() && full.ok());
+  EXPECT_EQ(fast->total, full->total);
+  EXPECT_EQ(replayer.fallbacks(), 1);
+}
+
 // Costs Simulate refuses come back as its error.
 TEST(PipelineReplay, GivesSimulatesErrors) {
   auto model = LoadModel("gpt-1.7b");
