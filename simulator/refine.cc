@@ -29,7 +29,7 @@ Result<LayoutSimulation> SimulateLayout(const ModelSpec& m, const ClusterSpec& c
 }
 
 Result<costmodel::PipelineTime> SimulatedPipelineTime(const ModelSpec& m,
-                                                      const ClusterSpec& cluster,
+                                                      const ClusterSpec& /*cluster*/,
                                                       const ParallelConfig& c,
                                                       const costmodel::CostTable& t) {
   PTDP_ASSIGN_OR_RETURN(Program p, schedule::BuildProgram(m, c));

@@ -154,7 +154,9 @@ Status RunPlan(const PlanArgs& a) {
 void RegisterPlan(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<PlanArgs>();
   auto* cmd = app.add_subcommand("plan", "Find the best tensor/pipeline/data-parallel layout");
-  cmd->add_option("--model", a->model, "Preset name, model JSON or HF GPT-2 config.json")
+  cmd->add_option(
+         "--model", a->model,
+         "Preset name, model JSON, or a Hugging Face config.json (GPT-2, Llama, Mistral, Qwen2)")
       ->capture_default_str();
   cmd->add_option("--cluster", a->cluster, "Cluster preset, profile JSON or cluster JSON")
       ->capture_default_str();
@@ -170,8 +172,8 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
                   "schedule=1f1b,scatter_gather=on (also sequence_parallel=on|off, "
                   "distributed_optimizer=on|off, recompute=selective, precision=bf16)");
   cmd->add_option("--precision", a->precision,
-                  "fp32 | bf16 | fp16: the precision of every layout (default: the cluster "
-                  "profile's)");
+                  "fp32 | bf16 | fp16 | fp8: the precision of every layout (default: the cluster "
+                  "profile's; fp8 needs a profile with fp8_peak_tflops)");
   cmd->add_option("--software", a->software,
                   "Training stack: megatron-core | megatron-lm-2021 | ptdp or a software profile "
                   "JSON (overlaps, fusions, and the options searched by default)")

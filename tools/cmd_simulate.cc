@@ -285,7 +285,9 @@ void RegisterSimulate(CLI::App& app, int* exit_code) {
   cmd->add_option("--profile", a->profile,
                   "With --plan: price the plan on this profile or cluster file (a `ptdp "
                   "calibrate` output, say) instead of the plan's cluster, on as many GPUs");
-  cmd->add_option("--model", a->model, "Preset name, model JSON or HF GPT-2 config.json")
+  cmd->add_option(
+         "--model", a->model,
+         "Preset name, model JSON, or a Hugging Face config.json (GPT-2, Llama, Mistral, Qwen2)")
       ->capture_default_str();
   cmd->add_option("--software", a->software,
                   "Without --plan: the training stack (megatron-core, the default | "
@@ -298,7 +300,7 @@ void RegisterSimulate(CLI::App& app, int* exit_code) {
   cmd->add_option("--fix", a->fix,
                   "Fix parts of the layout: tp=8,pp=64,mbs=1,vp=1,schedule=1f1b,...");
   cmd->add_option("--precision", a->precision,
-                  "fp32 | bf16 | fp16 (default: the cluster profile's); not with --plan");
+                  "fp32 | bf16 | fp16 | fp8 (default: the cluster profile's); not with --plan");
   cmd->add_option("--trace", a->trace, "Write a Chrome trace (Perfetto, chrome://tracing)");
   cmd->add_option("--svg", a->svg, "Write an SVG Gantt picture of the schedule");
   cmd->add_option("--format", a->format, "table | json")->capture_default_str();

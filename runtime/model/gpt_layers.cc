@@ -91,7 +91,11 @@ Status AllocAttentionCore(const LayerCtx& c, MemTag tag, LayerStash* st) {
 // kernel regenerates the mask from the key and reads the output in its backward, and the CUDA
 // backend runs its fused kernel also for an unfused layout (the log-sum-exp then sits in probs).
 AttentionStash AttentionStashOf(const LayerCtx& c, int layer, LayerStash* st) {
-  AttentionStash as{st->probs.ref(), st->att_mask.ref(), st->att_dropped.ref(), st->att_lse.ref()};
+  AttentionStash as;
+  as.probs = st->probs.ref();
+  as.mask = st->att_mask.ref();
+  as.dropped = st->att_dropped.ref();
+  as.lse = st->att_lse.ref();
   as.dropout_key = c.drop.Key(Site(layer, "attn"));
   as.out = st->attn_out.cref();
   return as;

@@ -266,7 +266,10 @@ TEST_P(CudaOpsTest, Attention) {
     Pair dropped = Make(p > 0 ? ss : 0, act());
     const DropoutSpec drop{p, 4242, 0};
     auto stash = [&](auto pick) {
-      AttentionStash st{pick(probs).ref(), pick(mask).ref(), pick(dropped).ref(), {}, 0};
+      AttentionStash st;
+      st.probs = pick(probs).ref();
+      st.mask = pick(mask).ref();
+      st.dropped = pick(dropped).ref();
       st.out = pick(out).cref();
       st.dropout_key = drop.key;
       return st;

@@ -145,7 +145,10 @@ TEST(CpuOps, FusedAttentionMatchesUnfusedWithDropout) {
 
   std::vector<float> out_u(n_out), probs(scores), dropped(scores), dqkv_u(n_qkv);
   std::vector<uint8_t> mask(scores);
-  AttentionStash unfused{f32(probs), {mask.data(), DType::kU8, scores}, f32(dropped)};
+  AttentionStash unfused;
+  unfused.probs = f32(probs);
+  unfused.mask = {mask.data(), DType::kU8, scores};
+  unfused.dropped = f32(dropped);
   ASSERT_TRUE(ops.AttentionForward(f32(out_u), &unfused, q, a, drop).ok());
   ASSERT_TRUE(ops.AttentionBackward(f32(dqkv_u), dy, q, unfused, a, drop.p).ok());
 

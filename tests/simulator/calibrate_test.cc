@@ -75,7 +75,9 @@ void ExpectRecovered(const ParallelConfig& layout, bool has_reduce) {
   EXPECT_EQ(x.kernel_launch, 1.0);
   // Links: the simulator's receives take exactly their transfer, so the fit is exact.
   EXPECT_NEAR(x.p2p[0] / a.p2p[0], 1.0, 1e-3) << layout.ToString();
-  if (has_reduce) EXPECT_NEAR(x.collective[0] / a.collective[0], 1.0, 1e-3) << layout.ToString();
+  if (has_reduce) {
+    EXPECT_NEAR(x.collective[0] / a.collective[0], 1.0, 1e-3) << layout.ToString();
+  }
   EXPECT_EQ(x.p2p[1], 1.0);  // one node: the inter-node link is left alone
   EXPECT_GT(fit->median_error_before, 0.3);
   EXPECT_LT(fit->median_error_after, 0.01);

@@ -85,14 +85,20 @@ TEST(ChromeTrace, EveryEventHasItsFields) {
     const std::string cat = e["cat"];
     ++per_cat[cat];
     const int tid = e["tid"];
-    if (cat == "forward" || cat == "backward" || cat == "optimizer_step") EXPECT_EQ(tid, 0);
+    if (cat == "forward" || cat == "backward" || cat == "optimizer_step") {
+      EXPECT_EQ(tid, 0);
+    }
     if (cat == "send_act" || cat == "send_grad") {
       EXPECT_EQ(tid, 1);
       EXPECT_TRUE(a["peer"].is_number_integer());
       EXPECT_EQ(a["bytes"], 4096);
     }
-    if (cat == "recv_act" || cat == "recv_grad") EXPECT_EQ(tid, 2);
-    if (cat == "backward") EXPECT_TRUE(a["recompute"].is_boolean());
+    if (cat == "recv_act" || cat == "recv_grad") {
+      EXPECT_EQ(tid, 2);
+    }
+    if (cat == "backward") {
+      EXPECT_TRUE(a["recompute"].is_boolean());
+    }
     if (cat == "forward") {
       const int mb = a["microbatch"], chunk = a["chunk"];
       EXPECT_EQ(e["name"], "F" + std::to_string(mb) + "." + std::to_string(chunk));
