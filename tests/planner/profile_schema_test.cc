@@ -1,0 +1,174 @@
+// The hardware profiles' schema: the embedded presets, optional keys, strict reading and the
+// precision field (split from planner_test.cc).
+#include <gtest/gtest.h>
+
+#include "core/cluster.h"
+#include "core/json.h"
+
+namespace ptdp::planner {
+namespace {
+
+TEST(Cluster, PresetsLoadAndAreStrict) {
+  for (const auto& e : EmbeddedProfiles()) {
+    auto p = LoadProfile(e.name);
+    ASSERT_TRUE(p.ok()) << e.name << ": " << p.status().message();
+    EXPECT_EQ(p->name, e.name);
+  }
+  auto c = LoadCluster("selene", 3072);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->nodes, 384);
+  EXPECT_EQ(c->gpus_per_node, 8);
+  EXPECT_DOUBLE_EQ(c->profile.peak_tflops.value, 312);
+  EXPECT_FALSE(LoadCluster("selene", 3001).ok());  // not a multiple of 8
+  auto unknown = LoadCluster("no-such-cluster", 8);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotFound);
+  auto partial = LoadCluster("cpu", 4);
+  ASSERT_TRUE(partial.ok());
+  EXPECT_EQ(partial->Gpus(), 4);
+}
+
+// The embedded copy is the file in profiles/.
+TEST(Cluster, EmbeddedProfileEqualsFile) {
+  auto file = LoadProfile(std::string(PTDP_SOURCE_DIR) + "/profiles/selene.json");
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto emb = LoadProfile("selene");
+  ASSERT_TRUE(emb.ok());
+  EXPECT_EQ(HardwareProfileToJson(*file).dump(), HardwareProfileToJson(*emb).dump());
+}
+
+Json SeleneJson() {
+  auto j = ReadJsonFile(std::string(PTDP_SOURCE_DIR) + "/profiles/selene.json");
+  PTDP_CHECK(j.ok());
+  return *j;
+}
+
+// attention_tflops is optional (absent in selene.json: 0), needs a source, and round-trips.
+TEST(ProfileSchema, OptionalAttentionTflops) {
+  EXPECT_EQ(HardwareProfileFromJson(SeleneJson(), "p")->attention_tflops.value, 0.0);
+  Json with = SeleneJson();
+  with["attention_tflops"] = {{"value", 150.0}, {"source", "a test figure"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->attention_tflops.value, 150.0);
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->attention_tflops.source, "a test figure");
+  with["attention_tflops"].erase("source");
+  auto b = HardwareProfileFromJson(with, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.attention_tflops"), std::string::npos)
+      << b.status().message();
+}
+
+// The backward GEMM tables: optional, read with the forward table's checks, round-tripped, and
+// refused in another dtype than the forward table's.
+TEST(ProfileSchema, OptionalBackwardGemmTables) {
+  EXPECT_TRUE(HardwareProfileFromJson(SeleneJson(), "p")->gemm_backward_data.empty());
+  Json with = SeleneJson();
+  with["gemm_backward_data"] = with["gemm"];
+  with["gemm_backward_weight"] = with["gemm"];
+  with["gemm_backward_weight"]["source"] = "a test table";
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->gemm_backward_data.tflops, a->gemm.tflops);
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gemm_backward_weight.source, "a test table");
+  Json other = with;
+  other["gemm_backward_data"]["dtype"] = "fp32";
+  auto b = HardwareProfileFromJson(other, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.gemm_backward_data.dtype"), std::string::npos)
+      << b.status().message();
+  Json shrunk = with;
+  shrunk["gemm_backward_weight"]["tflops"].erase(0);
+  auto c = HardwareProfileFromJson(shrunk, "p");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("p.gemm_backward_weight"), std::string::npos)
+      << c.status().message();
+}
+
+TEST(ProfileSchema, UnknownKeyWrongTypeMissingSource) {
+  ASSERT_TRUE(HardwareProfileFromJson(SeleneJson(), "p").ok());
+  Json unknown = SeleneJson();
+  unknown["hbm_bandwidth"] = 3;
+  auto a = HardwareProfileFromJson(unknown, "p");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("hbm_bandwidth"), std::string::npos) << a.status().message();
+
+  Json wrong = SeleneJson();
+  wrong["intra_node"]["latency_us"]["value"] = "ten";
+  auto b = HardwareProfileFromJson(wrong, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.intra_node.latency_us.value"), std::string::npos)
+      << b.status().message();
+
+  Json nosource = SeleneJson();
+  nosource["peak_tflops"].erase("source");
+  auto c = HardwareProfileFromJson(nosource, "p");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("peak_tflops.source"), std::string::npos)
+      << c.status().message();
+
+  Json bare = SeleneJson();
+  bare["memory_GiB"] = 80;  // a number without its source
+  auto d = HardwareProfileFromJson(bare, "p");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("memory_GiB"), std::string::npos);
+
+  Json grid = SeleneJson();
+  grid["gemm"]["tflops"].erase(0);
+  EXPECT_FALSE(HardwareProfileFromJson(grid, "p").ok());
+
+  // How gradients are accumulated is the software profile's fact now (core/software.h): a
+  // hardware profile that still carries it is refused, naming the key and where it went.
+  Json moved = SeleneJson();
+  moved["grad_accumulate_bytes_per_param"] = {{"value", 6}, {"source", "2021 software"}};
+  auto f = HardwareProfileFromJson(moved, "p");
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("p.grad_accumulate_bytes_per_param: moved to the software"),
+            std::string::npos)
+      << f.status().message();
+}
+
+// The profile's precision: {"value": fp32 | bf16 | fp16, "source"}; the presets' are selene fp16
+// (the paper's runs), dgx-h100 bf16, cpu fp32; the old key is refused with its new name, and a
+// 16-bit profile cannot say fp32 (its GEMM table is 16-bit).
+TEST(ProfileSchema, Precision) {
+  auto sel = HardwareProfileFromJson(SeleneJson(), "p");
+  ASSERT_TRUE(sel.ok());
+  EXPECT_EQ(sel->precision, Precision::kFp16);
+  EXPECT_NE(sel->precision_source.find("--fp16"), std::string::npos);
+  EXPECT_EQ(LoadProfile("dgx-h100")->precision, Precision::kBf16);
+  EXPECT_EQ(LoadProfile("cpu")->precision, Precision::kFp32);
+  Json bf16 = SeleneJson();
+  bf16["precision"]["value"] = "bf16";
+  EXPECT_EQ(HardwareProfileFromJson(bf16, "p")->precision, Precision::kBf16);
+  Json fp32 = SeleneJson();
+  fp32["precision"]["value"] = "fp32";
+  auto a = HardwareProfileFromJson(fp32, "p");
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("p.gemm.dtype"), std::string::npos) << a.status().message();
+  Json fp8 = SeleneJson();
+  fp8["precision"]["value"] = "fp8";
+  auto b = HardwareProfileFromJson(fp8, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.precision.value"), std::string::npos)
+      << b.status().message();
+  Json old = SeleneJson();
+  old.erase("precision");
+  old["training_precision"] = "mixed";
+  auto c = HardwareProfileFromJson(old, "p");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("renamed to \"precision\""), std::string::npos)
+      << c.status().message();
+  // It round-trips.
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*sel).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->precision, Precision::kFp16);
+  EXPECT_EQ(back->precision_source, sel->precision_source);
+}
+
+}  // namespace
+}  // namespace ptdp::planner
