@@ -100,8 +100,9 @@ struct ComputeClass {
   int32_t pp_rank = 0;
   Instr instr;  // a representative
   std::vector<double> measured_s;
-  // What the fit matches: the lower quartile, since the noise of a shared machine (another process
-  // taking the core for a time slice) only ever adds time, and can hit half of a class.
+  // What the fit matches: a quantile of measured_s (Calibrate's `quantile`). The median on a
+  // machine of its own; on a shared one, where another process taking the core for a time slice
+  // only ever adds time and can hit half of a class, a lower one (0.25).
   double typical_s = 0;
 };
 
@@ -311,7 +312,8 @@ bool FitLink(FitContext& f, const std::vector<Sample>& s, double quantile, Calib
 // Checks the run against the Program; fills the fit's samples and `all` (every measured
 // instruction of positive duration).
 Status Gather(const Program& program, const Timeline& measured, const CostTable& start_table,
-              const std::vector<int>& reduce_class, FitContext* f, std::vector<Sample>* all) {
+              const std::vector<int>& reduce_class, double quantile, FitContext* f,
+              std::vector<Sample>* all) {
   if (measured.pp != program.pp || measured.vp != program.vp ||
       measured.microbatches != program.microbatches) {
     return Status::Invalid(
@@ -349,7 +351,7 @@ Status Gather(const Program& program, const Timeline& measured, const CostTable&
     }
   }
   for (auto& [k, c] : classes) {
-    c.typical_s = Quantile(c.measured_s, 0.25);
+    c.typical_s = Quantile(c.measured_s, quantile);
     f->classes.push_back(c);
   }
   if (f->classes.empty()) {
@@ -493,26 +495,30 @@ void ListFigures(const FitContext& f, const CalibrationParams& x, const Hardware
 
 Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& cluster,
                                     const ParallelConfig& layout, const Program& program,
-                                    const Timeline& measured, const std::string& source) {
+                                    const Timeline& measured, const std::string& source,
+                                    double quantile) {
+  if (!(quantile > 0 && quantile <= 1)) {
+    return Status::Invalid("quantile: must be in (0, 1], got " + std::to_string(quantile));
+  }
   FitContext f{&model,          cluster, &layout, StageParameterCounts(model, layout),
                cluster.profile, {},      {},      {}};
   const CostTable start_table = BuildCostTable(model, cluster, layout, &f.param_counts);
   std::vector<Sample> all;
   PTDP_RETURN_IF_ERROR(Gather(program, measured, start_table,
-                              ReduceGradsLinkClass(cluster, layout, model), &f, &all));
+                              ReduceGradsLinkClass(cluster, layout, model), quantile, &f, &all));
   CalibrationParams x;
   // Links first: their predictions do not depend on the compute figures, while a forward's
   // tensor-parallel all-reduces depend on theirs. A latency lowered by the receives is shared
   // with the collectives, which are then fitted again.
   // A measured reduce-grads includes the time its rank stood blocked (another rank's compute, on
   // the CPU): fitted to its fastest instance. A receive is its transfer alone (the runtime keeps
-  // the wait for the sender apart, TimelineEvent::wait_ns): fitted to the lower quartile, as the
-  // compute classes are.
-  constexpr double kFastest = 0.0, kLowerQuartile = 0.25;
+  // the wait for the sender apart, TimelineEvent::wait_ns): fitted to `quantile`, as the compute
+  // classes are.
+  constexpr double kFastest = 0.0;
   for (int c = 0; c < 2; ++c) {
     FitLink(f, f.reduces[c], kFastest, &x, &x.collective[c], &x.latency[c]);
     const double latency = x.latency[c];
-    FitLink(f, f.recvs[c], kLowerQuartile, &x, &x.p2p[c], &x.latency[c]);
+    FitLink(f, f.recvs[c], quantile, &x, &x.p2p[c], &x.latency[c]);
     if (x.latency[c] != latency)
       FitLink(f, f.reduces[c], kFastest, &x, &x.collective[c], &x.latency[c]);
   }

@@ -10,8 +10,9 @@
 //   memory_bound     memory_bound_GBps (elementwise ops and the optimizer step)
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
-// instruction class (pipeline rank, op, chunk, recompute), the log of the class's lower-quartile
-// measured duration (preemption on a shared machine only adds time), weighted by the square root
+// instruction class (pipeline rank, op, chunk, recompute), the log of a quantile of the class's
+// measured durations (`quantile`: the median on a machine of its own; a lower one on a shared
+// machine, where preemption only ever adds time), weighted by the square root
 // of its count, plus a weak pull of each multiplier towards 1 (a figure the run does not pin down
 // stays where it was). kernel_launch_us is kept: within one layout every class mixes kernels and
 // FLOPs in nearly the same ratio, so a launch cost trades against GEMM throughput at the same
@@ -23,7 +24,7 @@
 // A measured reduce-grads includes the time its rank stood blocked waiting for the other ranks, so
 // the collectives are fitted to the fastest instance of the class (the one that waited least); a
 // measured receive is its transfer, its wait for the sender kept apart (TimelineEvent::wait_ns), so
-// send_recv is fitted to the receives' lower quartile, as the compute classes are: the scale at
+// send_recv is fitted to the receives' `quantile`, as the compute classes are: the scale at
 // which that instance takes exactly its predicted time. With one message size per class latency
 // and bandwidth cannot be told apart: latency_us is kept unless the fitted instance is shorter than
 // the latency alone, when the latency is halved until it is not. Sends (a measured send carries its
@@ -93,9 +94,11 @@ struct CalibrationResult {
 
 // Checks that `measured` is a run of `program` (same pp, vp and microbatches; every event an
 // instruction of the Program on its rank) and fits. `source` names the run in the fitted figures'
-// sources. REQUIRES: layout.Validate(model) ok, layout.WorldSize() == cluster.Gpus().
+// sources; `quantile` (in (0, 1]) is the quantile of each class's measured durations the fit
+// matches. REQUIRES: layout.Validate(model) ok, layout.WorldSize() == cluster.Gpus().
 Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& cluster,
                                     const ParallelConfig& layout, const Program& program,
-                                    const Timeline& measured, const std::string& source);
+                                    const Timeline& measured, const std::string& source,
+                                    double quantile = 0.5);
 
 }  // namespace ptdp::costmodel

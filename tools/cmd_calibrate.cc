@@ -22,6 +22,7 @@ namespace {
 
 struct CalibrateArgs {
   std::string plan, measured, out, profile;
+  double quantile = 0.5;  // of each class's measured durations, the one the fit matches
 };
 
 std::string UtcTime(std::time_t t) {
@@ -53,9 +54,12 @@ OrderedJson CalibrationBlock(const CalibrateArgs& a, const PlanFile& plan, const
   j["trace_modified"] = ModifiedTime(a.measured);
   j["start_profile"] = start.name;
   j["method"] =
-      "least squares on log time over forward, backward and optimizer-step classes (GEMM "
-      "throughput forward and backward, memory-bound bandwidth, launch cost); link bandwidths "
-      "from the fastest receive and reduce-grads of each link class (docs/compare.md)";
+      "least squares on log time over the forward, backward and optimizer-step classes' "
+      "quantile " +
+      std::to_string(a.quantile) +
+      " (GEMM throughput forward and backward, memory-bound bandwidth); link bandwidths from "
+      "the receives' quantile and the fastest reduce-grads of each link class (docs/compare.md)";
+  j["quantile"] = a.quantile;
   OrderedJson figures = OrderedJson::array();
   for (const auto& f : r.figures) {
     figures.push_back({{"figure", f.name},
@@ -102,6 +106,9 @@ void PrintReport(const costmodel::CalibrationResult& r, const std::string& out) 
 }
 
 Status RunCalibrate(const CalibrateArgs& a) {
+  if (!(a.quantile > 0 && a.quantile <= 1)) {
+    return Status::Invalid("--quantile: must be in (0, 1], got " + std::to_string(a.quantile));
+  }
   PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", a.plan));
   PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--measured", a.measured));
   Result<PlanFile> plan_or = ReadPlanFile(a.plan);
@@ -130,8 +137,8 @@ Status RunCalibrate(const CalibrateArgs& a) {
                              measured_or->source + " trace of " + ModifiedTime(a.measured) +
                              ") of plan " + a.plan + " (" + plan.model.name + ", " +
                              plan.layout.ToString() + ")";
-  Result<costmodel::CalibrationResult> r_or =
-      costmodel::Calibrate(plan.model, cluster, plan.layout, plan.program, *measured_or, source);
+  Result<costmodel::CalibrationResult> r_or = costmodel::Calibrate(
+      plan.model, cluster, plan.layout, plan.program, *measured_or, source, a.quantile);
   if (!r_or.ok()) return r_or.status().WithPrefix("--measured: " + a.measured);
   costmodel::CalibrationResult& r = *r_or;
   HardwareProfile& p = r.profile;
@@ -162,6 +169,10 @@ void RegisterCalibrate(CLI::App& app, int* exit_code) {
   cmd->add_option("--out", a->out, "The fitted profile to write")->required();
   cmd->add_option("--profile", a->profile,
                   "Profile or cluster file to start from (default: the plan's cluster)");
+  cmd->add_option("--quantile", a->quantile,
+                  "Quantile of each instruction class's measured times the fit matches: 0.5 "
+                  "(default, a machine of its own), 0.25 on a shared machine, whose noise only "
+                  "adds time");
   cmd->callback([a, exit_code] {
     const Status s = RunCalibrate(*a);
     *exit_code = s.ok() ? 0 : Fail("calibrate", s);

@@ -12,6 +12,7 @@
 #   START=measure (or a profile/cluster preset or file to start from instead, e.g. START=cpu)
 #   MODEL=tiny BATCH=32 STEPS=5 RANKS_A=2 FIX_A=tp=1,pp=2,dp=1,mbs=1
 #   LAYOUTS_B="2:tp=1,pp=2,dp=1,mbs=2 2:tp=1,pp=1,dp=2,mbs=1"   (ranks:fix, space-separated)
+#   QUANTILE=0.5 (ptdp calibrate --quantile; 0.25 on a machine shared with other jobs)
 #   NICE=0   (e.g. -10, as root: the training ranks ahead of other work on a shared machine)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -59,7 +60,7 @@ train A "$ranks_a"
 "$ptdp" compare --predicted A.before.json --measured A.measured.json --svg A.before.svg --top 5 \
   | tee A.compare.before.txt
 echo "== calibrate on A's run"
-"$ptdp" calibrate --plan A.json --measured A.measured.json --out calibrated.json
+"$ptdp" calibrate --plan A.json --measured A.measured.json --out calibrated.json --quantile "${QUANTILE:-0.5}"
 "$ptdp" simulate --plan A.json --profile calibrated.json --trace A.after.json > /dev/null
 "$ptdp" compare --predicted A.after.json --measured A.measured.json --svg A.after.svg --top 5 \
   | tee A.compare.after.txt

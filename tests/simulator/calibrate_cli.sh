@@ -53,6 +53,7 @@ refuse malformed "^ptdp calibrate: error: --measured: cut.json" --plan p4.json -
 refuse mismatch "another layout" --plan p4.json --measured other.json
 refuse not_a_plan "^ptdp calibrate: error: --plan" --plan meas.json --measured meas.json
 refuse no_trace "^ptdp calibrate: error: --measured" --plan p4.json --measured missing.json
+refuse bad_quantile "^ptdp calibrate: error: --quantile: must be in (0, 1]" --plan p4.json --measured meas.json --quantile 0
 python3 - fit.json broken.json <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))

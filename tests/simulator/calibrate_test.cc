@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "core/cluster.h"
 #include "core/timeline_compare.h"
@@ -167,6 +169,31 @@ TEST(Calibrate, RefusesARunOfAnotherLayout) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not in the plan's Program"), std::string::npos)
       << r.status().message();
+}
+
+// The quantile the fit matches: half of every compute class's instances stretched threefold (a
+// shared machine's preemption only adds time) move the median, not the lower quartile; a quantile
+// outside (0, 1] is refused.
+TEST(Calibrate, TheQuantileChoosesWhatNoiseItIgnores) {
+  const MeasuredRun run = MakeRun(Layout(4, 1, 32));
+  Timeline noisy = run.measured;
+  std::map<std::tuple<int32_t, Op, int32_t>, int> seen;
+  for (TimelineEvent& e : noisy.events) {
+    if (e.instr.op != Op::kForward && e.instr.op != Op::kBackward) continue;
+    if (seen[{e.pp_rank, e.instr.op, e.instr.chunk}]++ % 2 == 1) e.end_ns += 2 * e.Duration();
+  }
+  auto lower = Calibrate(run.model, run.start, run.layout, run.program, noisy, "q", 0.25);
+  ASSERT_TRUE(lower.ok()) << lower.status().ToString();
+  EXPECT_NEAR(lower->params.gemm_forward / Truth().gemm_forward, 1.0, 0.01);
+  EXPECT_NEAR(lower->params.memory_bound / Truth().memory_bound, 1.0, 0.01);
+  auto median = Calibrate(run.model, run.start, run.layout, run.program, noisy, "q", 0.5);
+  ASSERT_TRUE(median.ok()) << median.status().ToString();
+  EXPECT_LT(median->params.gemm_forward / Truth().gemm_forward, 0.8);
+  for (double q : {0.0, -0.5, 1.5}) {
+    auto bad = Calibrate(run.model, run.start, run.layout, run.program, noisy, "q", q);
+    ASSERT_FALSE(bad.ok()) << q;
+    EXPECT_NE(bad.status().message().find("quantile"), std::string::npos);
+  }
 }
 
 // Absent, the backward efficiency leaves every backward GEMM time bit for bit; 0.5 doubles the
