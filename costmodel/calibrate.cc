@@ -9,17 +9,14 @@
 
 #include "core/rank_grid.h"
 #include "core/shapes.h"
+#include "costmodel/calibrate_fit.h"
 #include "costmodel/collectives.h"
 #include "costmodel/estimate.h"
 
 namespace ptdp::costmodel {
 namespace {
 
-// Multipliers stay within these, so a fitted figure stays inside the profile's ranges for any
-// sane starting profile (core/hardware.h).
-constexpr double kMinScale = 1e-3, kMaxScale = 1e3;
-// A blocking collective on an oversubscribed CPU can take a thousand times its bytes' worth.
-constexpr double kMinLinkScale = 1e-6;
+using namespace calibrate_fit;
 
 std::string Fmt(double x) {
   char b[32];
@@ -75,52 +72,11 @@ double RelativeError(Seconds predicted, Seconds measured) {
   return std::fabs(predicted - measured) / measured;
 }
 
-// The q-quantile (lower element), 0 for none.
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  const size_t k = std::min(v.size() - 1, size_t(q * double(v.size())));
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
-  return v[k];
-}
 double Median(std::vector<double> v) {
   return Quantile(std::move(v), 0.5);
 }
 
-// A measured instruction with its rank.
-struct Sample {
-  int32_t pp_rank = 0;
-  Instr instr;
-  Seconds measured_s = 0;
-};
-
-using ClassKey = std::tuple<int32_t, Op, int32_t, bool>;  // rank, op, chunk, recompute
-
-// The measured durations of one compute instruction class.
-struct ComputeClass {
-  int32_t pp_rank = 0;
-  Instr instr;  // a representative
-  std::vector<double> measured_s;
-  // What the fit matches: a quantile of measured_s (Calibrate's `quantile`). The median on a
-  // machine of its own; on a shared one, where another process taking the core for a time slice
-  // only ever adds time and can hit half of a class, a lower one (0.25).
-  double typical_s = 0;
-};
-
-// What one fit sees: the inputs of BuildCostTable and the measured samples.
-struct FitContext {
-  const ModelSpec* model;
-  ClusterSpec cluster;  // its profile replaced at each evaluation
-  const ParallelConfig* layout;
-  std::vector<int64_t> param_counts;
-  HardwareProfile start;
-  std::vector<ComputeClass> classes;
-  std::vector<Sample> recvs[2], reduces[2];  // by link class: intra, inter
-
-  CostTable TableFor(const CalibrationParams& x) {
-    cluster.profile = ApplyCalibration(start, x, "fit");
-    return BuildCostTable(*model, cluster, *layout, &param_counts);
-  }
-};
+using ClassKey = std::tuple<int, int32_t, Op, int32_t, bool>;  // run, rank, op, chunk, recompute
 
 // ---- Compute: Levenberg-Marquardt on log time ----
 
@@ -144,10 +100,10 @@ constexpr double kPrior = 0.01;
 // multiplier: kPrior log(multiplier).
 std::vector<double> ComputeResiduals(FitContext& f, const CalibrationParams& x,
                                      const std::vector<int>& active) {
-  const CostTable t = f.TableFor(x);
+  const std::vector<CostTable> t = f.TablesFor(x);
   std::vector<double> r;
   for (const ComputeClass& c : f.classes) {
-    const Seconds p = PredictedInstructionTime(t, c.pp_rank, c.instr);
+    const Seconds p = PredictedInstructionTime(t[size_t(c.run)], c.pp_rank, c.instr);
     const double w = std::sqrt(double(c.measured_s.size()));
     r.push_back(w * (std::log(std::max(p, 1e-15)) - std::log(c.typical_s)));
   }
@@ -268,52 +224,13 @@ int FitCompute(FitContext& f, const std::vector<int>& active, CalibrationParams*
   return steps;
 }
 
-// ---- Links: the scale at which a quantile of the instances takes its predicted time ----
-
-// The `quantile` (0: the smallest) of measured / predicted under `x` over the samples; +inf when
-// nothing is predicted.
-double RatioQuantile(FitContext& f, const std::vector<Sample>& s, const CalibrationParams& x,
-                     double quantile) {
-  const CostTable t = f.TableFor(x);
-  std::vector<double> ratios;
-  for (const Sample& e : s) {
-    const Seconds p = PredictedInstructionTime(t, e.pp_rank, e.instr);
-    if (p > 0) ratios.push_back(e.measured_s / p);
-  }
-  return ratios.empty() ? HUGE_VAL : Quantile(ratios, quantile);
-}
-
-// Sets *scale (a multiplier of a bandwidth in `x`) so that the `quantile` of `s` matches, halving
-// the link's latency while even the largest bandwidth cannot. False when there is nothing to fit.
-bool FitLink(FitContext& f, const std::vector<Sample>& s, double quantile, CalibrationParams* x,
-             double* scale, double* latency) {
-  if (s.empty()) return false;
-  const auto ratio_at = [&](double v) {
-    const double keep = *scale;
-    *scale = v;
-    const double r = RatioQuantile(f, s, *x, quantile);
-    *scale = keep;
-    return r;
-  };
-  if (!std::isfinite(ratio_at(1.0))) return false;
-  while (ratio_at(kMaxScale) < 1.0 && *latency > 1e-6) *latency *= 0.5;
-  double lo = std::log(kMinLinkScale), hi = std::log(kMaxScale);
-  // The ratio grows with the bandwidth (predictions shrink): bisect for ratio = 1.
-  for (int i = 0; i < 80; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (ratio_at(std::exp(mid)) < 1.0 ? lo : hi) = mid;
-  }
-  *scale = std::exp(0.5 * (lo + hi));
-  return true;
-}
-
 // ---- Reading the run ----
 
 // Checks the run against the Program; fills the fit's samples and `all` (every measured
 // instruction of positive duration).
-Status Gather(const Program& program, const Timeline& measured, const CostTable& start_table,
-              const std::vector<int>& reduce_class, double quantile, FitContext* f,
-              std::vector<Sample>* all) {
+Status Gather(int run, const Program& program, const Timeline& measured,
+              const CostTable& start_table, const std::vector<int>& reduce_class, double quantile,
+              FitContext* f, std::vector<Sample>* all) {
   if (measured.pp != program.pp || measured.vp != program.vp ||
       measured.microbatches != program.microbatches) {
     return Status::Invalid(
@@ -337,11 +254,11 @@ Status Gather(const Program& program, const Timeline& measured, const CostTable&
     }
     const Seconds d = ToSeconds(e.Duration());
     if (!(d > 0)) continue;  // a zero-length mark says nothing of a rate
-    const Sample s{e.pp_rank, in, d};
+    const Sample s{run, e.pp_rank, in, d};
     all->push_back(s);
     if (IsFittedCompute(in.op)) {
-      ComputeClass& c = classes[{e.pp_rank, in.op, in.chunk, in.recompute}];
-      c.pp_rank = e.pp_rank, c.instr = in;
+      ComputeClass& c = classes[{run, e.pp_rank, in.op, in.chunk, in.recompute}];
+      c.run = run, c.pp_rank = e.pp_rank, c.instr = in;
       c.measured_s.push_back(d);
     } else if (IsRecv(in.op)) {
       const int link = in.op == Op::kRecvAct ? in.peer : e.pp_rank;
@@ -354,7 +271,7 @@ Status Gather(const Program& program, const Timeline& measured, const CostTable&
     c.typical_s = Quantile(c.measured_s, quantile);
     f->classes.push_back(c);
   }
-  if (f->classes.empty()) {
+  if (classes.empty()) {
     return Status::Invalid(
         "the measured trace has no forward, backward or optimizer-step "
         "instruction with a positive duration");
@@ -435,13 +352,13 @@ Seconds PredictedInstructionTime(const CostTable& t, int pp_rank, const Instr& i
 namespace {
 
 // Median error per op kind and over the compute instructions, before and after.
-void ReportErrors(const std::vector<Sample>& all, const CostTable& before, const CostTable& after,
-                  CalibrationResult* res) {
+void ReportErrors(const std::vector<Sample>& all, const std::vector<CostTable>& before,
+                  const std::vector<CostTable>& after, CalibrationResult* res) {
   std::map<Op, std::pair<std::vector<double>, std::vector<double>>> by_op;
   std::vector<double> compute_before, compute_after;
   for (const Sample& s : all) {
-    const Seconds pb = PredictedInstructionTime(before, s.pp_rank, s.instr),
-                  pa = PredictedInstructionTime(after, s.pp_rank, s.instr);
+    const Seconds pb = PredictedInstructionTime(before[size_t(s.run)], s.pp_rank, s.instr),
+                  pa = PredictedInstructionTime(after[size_t(s.run)], s.pp_rank, s.instr);
     if (pb < 0) continue;
     const double eb = RelativeError(pb, s.measured_s), ea = RelativeError(pa, s.measured_s);
     by_op[s.instr.op].first.push_back(eb);
@@ -493,35 +410,34 @@ void ListFigures(const FitContext& f, const CalibrationParams& x, const Hardware
 
 }  // namespace
 
-Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& cluster,
-                                    const ParallelConfig& layout, const Program& program,
-                                    const Timeline& measured, const std::string& source,
+Result<CalibrationResult> Calibrate(const std::vector<CalibrationRun>& runs,
+                                    const HardwareProfile& start, const std::string& source,
                                     double quantile) {
   if (!(quantile > 0 && quantile <= 1)) {
     return Status::Invalid("quantile: must be in (0, 1], got " + std::to_string(quantile));
   }
-  FitContext f{&model,          cluster, &layout, StageParameterCounts(model, layout),
-               cluster.profile, {},      {},      {}};
-  const CostTable start_table = BuildCostTable(model, cluster, layout, &f.param_counts);
+  if (runs.empty()) return Status::Invalid("no measured run to calibrate on");
+  FitContext f;
+  f.start = start;
   std::vector<Sample> all;
-  PTDP_RETURN_IF_ERROR(Gather(program, measured, start_table,
-                              ReduceGradsLinkClass(cluster, layout, model), quantile, &f, &all));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const CalibrationRun& run = runs[i];
+    RunContext rc{run.model, run.cluster, run.layout, StageParameterCounts(*run.model, run.layout)};
+    rc.cluster.profile = start;
+    const CostTable start_table =
+        BuildCostTable(*rc.model, rc.cluster, rc.layout, &rc.param_counts);
+    const std::vector<int> reduce_class = ReduceGradsLinkClass(rc.cluster, rc.layout, *rc.model);
+    f.runs.push_back(std::move(rc));
+    Status s =
+        Gather(int(i), *run.program, *run.measured, start_table, reduce_class, quantile, &f, &all);
+    if (!s.ok()) {
+      return runs.size() == 1 ? s : s.WithPrefix("run " + std::to_string(i + 1));
+    }
+  }
   CalibrationParams x;
   // Links first: their predictions do not depend on the compute figures, while a forward's
-  // tensor-parallel all-reduces depend on theirs. A latency lowered by the receives is shared
-  // with the collectives, which are then fitted again.
-  // A measured reduce-grads includes the time its rank stood blocked (another rank's compute, on
-  // the CPU): fitted to its fastest instance. A receive is its transfer alone (the runtime keeps
-  // the wait for the sender apart, TimelineEvent::wait_ns): fitted to `quantile`, as the compute
-  // classes are.
-  constexpr double kFastest = 0.0;
-  for (int c = 0; c < 2; ++c) {
-    FitLink(f, f.reduces[c], kFastest, &x, &x.collective[c], &x.latency[c]);
-    const double latency = x.latency[c];
-    FitLink(f, f.recvs[c], quantile, &x, &x.p2p[c], &x.latency[c]);
-    if (x.latency[c] != latency)
-      FitLink(f, f.reduces[c], kFastest, &x, &x.collective[c], &x.latency[c]);
-  }
+  // tensor-parallel all-reduces depend on theirs.
+  FitLinks(f, quantile, &x);
   // Not the launch cost (index 3): see calibrate.h.
   const std::vector<int> active = {0, 1, 2};
   CalibrationResult res;
@@ -529,22 +445,30 @@ Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& c
   // A change under 0.1% is below what a trace resolves (nanosecond marks on transfers of a few
   // microseconds): it leaves the figure and its source alone.
   for (double* m : {&x.gemm_forward, &x.gemm_backward, &x.memory_bound, &x.p2p[0], &x.p2p[1],
-                    &x.collective[0], &x.collective[1]}) {
+                    &x.collective[0], &x.collective[1], &x.latency[0], &x.latency[1]}) {
     if (std::fabs(std::log(*m)) < 1e-3) *m = 1.0;
   }
   res.params = x;
   res.profile = ApplyCalibration(f.start, x, source);
-  const CostTable fitted_table = f.TableFor(x);
-  ReportErrors(all, start_table, fitted_table, &res);
+  const std::vector<CostTable> fitted = f.TablesFor(x);
+  ReportErrors(all, f.TablesFor(CalibrationParams{}), fitted, &res);
   double ss = 0;
   for (const ComputeClass& c : f.classes) {
-    const double r = std::log(PredictedInstructionTime(fitted_table, c.pp_rank, c.instr)) -
+    const double r = std::log(PredictedInstructionTime(fitted[size_t(c.run)], c.pp_rank, c.instr)) -
                      std::log(c.typical_s);
     ss += r * r;
   }
   res.rms_log_residual = std::sqrt(ss / double(f.classes.size()));
   ListFigures(f, x, res.profile, &res);
   return res;
+}
+
+Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& cluster,
+                                    const ParallelConfig& layout, const Program& program,
+                                    const Timeline& measured, const std::string& source,
+                                    double quantile) {
+  return Calibrate({CalibrationRun{&model, cluster, layout, &program, &measured}}, cluster.profile,
+                   source, quantile);
 }
 
 }  // namespace ptdp::costmodel

@@ -27,7 +27,8 @@
 // send_recv is fitted to the receives' `quantile`, as the compute classes are: the scale at
 // which that instance takes exactly its predicted time. With one message size per class latency
 // and bandwidth cannot be told apart: latency_us is kept unless the fitted instance is shorter than
-// the latency alone, when the latency is halved until it is not. Sends (a measured send carries its
+// the latency alone, when the latency is halved until it is not (several runs with messages of
+// other sizes fit it: the overload over runs below). Sends (a measured send carries its
 // receive's transfer) are not fitted again.
 #pragma once
 
@@ -96,9 +97,30 @@ struct CalibrationResult {
 // instruction of the Program on its rank) and fits. `source` names the run in the fitted figures'
 // sources; `quantile` (in (0, 1]) is the quantile of each class's measured durations the fit
 // matches. REQUIRES: layout.Validate(model) ok, layout.WorldSize() == cluster.Gpus().
+// One run: Calibrate({run}, cluster.profile, ...).
 Result<CalibrationResult> Calibrate(const ModelSpec& model, const ClusterSpec& cluster,
                                     const ParallelConfig& layout, const Program& program,
                                     const Timeline& measured, const std::string& source,
+                                    double quantile = 0.5);
+
+// One measured run of a plan for the fit over several: what BuildCostTable needs and the trace.
+// Pointers, not copies: they must outlive the call.
+struct CalibrationRun {
+  const ModelSpec* model = nullptr;
+  ClusterSpec cluster;  // its profile is ignored: every run is priced with `start`
+  ParallelConfig layout;
+  const Program* program = nullptr;
+  const Timeline* measured = nullptr;
+};
+
+// The fit over several runs on one machine (layouts, microbatch sizes, models): the compute
+// classes of every run together, each link class's receives and reduce-grads pooled. Messages of
+// sizes that differ by 1.5x or more (another microbatch size, another hidden size) tell a link's
+// latency from its bandwidth, which one size cannot: latency_us is then fitted too. A run that
+// does not match its Program is refused, naming it ("run 2: ..."). REQUIRES: each run as in
+// Calibrate above.
+Result<CalibrationResult> Calibrate(const std::vector<CalibrationRun>& runs,
+                                    const HardwareProfile& start, const std::string& source,
                                     double quantile = 0.5);
 
 }  // namespace ptdp::costmodel

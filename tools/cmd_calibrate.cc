@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <string>
+#include <vector>
 
 #include "core/cluster.h"
 #include "core/hardware.h"
@@ -21,7 +22,8 @@ namespace ptdp::tools {
 namespace {
 
 struct CalibrateArgs {
-  std::string plan, measured, out, profile;
+  std::vector<std::string> plans, measured;  // one trace per plan, in order
+  std::string out, profile;
   double quantile = 0.5;  // of each class's measured durations, the one the fit matches
 };
 
@@ -39,20 +41,42 @@ std::string ModifiedTime(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? UtcTime(st.st_mtime) : "unknown";
 }
 
-OrderedJson CalibrationBlock(const CalibrateArgs& a, const PlanFile& plan, const ClusterSpec& start,
-                             const Timeline& measured, const costmodel::CalibrationResult& r,
+// A measured run as the command line gave it, loaded.
+struct LoadedRun {
+  std::string plan_path, trace_path;
+  PlanFile plan;
+  ClusterSpec cluster;
+  Timeline measured;
+};
+
+// What the calibration block says of one run.
+void DescribeRun(const LoadedRun& r, OrderedJson* j) {
+  (*j)["plan"] = r.plan_path;
+  (*j)["model"] = r.plan.model.name;
+  (*j)["layout"] = r.plan.layout.ToString();
+  (*j)["gpus"] = r.plan.cluster.gpus;
+  (*j)["trace"] = r.trace_path;
+  (*j)["trace_source"] = r.measured.source;
+  (*j)["trace_modified"] = ModifiedTime(r.trace_path);
+}
+
+OrderedJson CalibrationBlock(const CalibrateArgs& a, const std::vector<LoadedRun>& runs,
+                             const std::string& start_name, const costmodel::CalibrationResult& r,
                              const std::string& now) {
   OrderedJson j;
   j["tool"] = "ptdp calibrate";
   j["date"] = now;
-  j["plan"] = a.plan;
-  j["model"] = plan.model.name;
-  j["layout"] = plan.layout.ToString();
-  j["gpus"] = plan.cluster.gpus;
-  j["trace"] = a.measured;
-  j["trace_source"] = measured.source;
-  j["trace_modified"] = ModifiedTime(a.measured);
-  j["start_profile"] = start.name;
+  DescribeRun(runs.front(), &j);  // the first run; "runs" lists them all when there are more
+  if (runs.size() > 1) {
+    OrderedJson list = OrderedJson::array();
+    for (const LoadedRun& run : runs) {
+      OrderedJson one;
+      DescribeRun(run, &one);
+      list.push_back(std::move(one));
+    }
+    j["runs"] = std::move(list);
+  }
+  j["start_profile"] = start_name;
   j["method"] =
       "least squares on log time over the forward, backward and optimizer-step classes' "
       "quantile " +
@@ -105,41 +129,76 @@ void PrintReport(const costmodel::CalibrationResult& r, const std::string& out) 
   std::printf("wrote %s\n", out.c_str());
 }
 
+// Loads the i-th --plan and --measured and the starting profile for the plan's GPUs.
+Status LoadRun(const CalibrateArgs& a, size_t i, const std::string& start_name, LoadedRun* run) {
+  run->plan_path = a.plans[i], run->trace_path = a.measured[i];
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", run->plan_path));
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--measured", run->trace_path));
+  Result<PlanFile> plan_or = ReadPlanFile(run->plan_path);
+  if (!plan_or.ok()) return plan_or.status().WithPrefix("--plan");
+  run->plan = std::move(*plan_or);
+  const PlanFile& plan = run->plan;
+  const std::string& p = run->plan_path;
+  if (a.profile.empty() && plan.cluster.name != start_name) {
+    return Status::Invalid("--plan " + p + ": cluster " + plan.cluster.name +
+                           " is not the first plan's " + start_name +
+                           " (one machine per fit; give --profile)");
+  }
+  Result<ClusterSpec> cluster_or = LoadCluster(start_name, plan.cluster.gpus);
+  if (!cluster_or.ok()) {
+    return cluster_or.status().WithPrefix(a.profile.empty() ? p + ": cluster" : "--profile");
+  }
+  run->cluster = std::move(*cluster_or);
+  PTDP_ASSIGN_OR_RETURN(run->cluster.software, PlanSoftware(plan));
+  PTDP_RETURN_IF_ERROR(plan.layout.Validate(plan.model).WithPrefix(p + ": layout"));
+  if (plan.layout.WorldSize() != run->cluster.Gpus()) {
+    return Status::Invalid(p +
+                           ": layout: tp * pp * dp = " + std::to_string(plan.layout.WorldSize()) +
+                           " GPUs but the cluster has " + std::to_string(run->cluster.Gpus()));
+  }
+  PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(plan.program, plan.model, plan.layout)
+                           .WithPrefix(p + ": program"));
+  Result<Timeline> measured_or = ReadChromeTrace(run->trace_path);
+  if (!measured_or.ok()) return measured_or.status().WithPrefix("--measured");
+  run->measured = std::move(*measured_or);
+  return Status::Ok();
+}
+
 Status RunCalibrate(const CalibrateArgs& a) {
   if (!(a.quantile > 0 && a.quantile <= 1)) {
     return Status::Invalid("--quantile: must be in (0, 1], got " + std::to_string(a.quantile));
   }
-  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", a.plan));
-  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--measured", a.measured));
-  Result<PlanFile> plan_or = ReadPlanFile(a.plan);
-  if (!plan_or.ok()) return plan_or.status().WithPrefix("--plan");
-  const PlanFile& plan = *plan_or;
-  const std::string start_name = a.profile.empty() ? plan.cluster.name : a.profile;
+  if (a.plans.size() != a.measured.size()) {
+    return Status::Invalid("--measured: one trace per --plan, in order (" +
+                           std::to_string(a.plans.size()) + " plans, " +
+                           std::to_string(a.measured.size()) + " traces)");
+  }
   if (!a.profile.empty()) PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--profile", a.profile));
-  Result<ClusterSpec> cluster_or = LoadCluster(start_name, plan.cluster.gpus);
-  if (!cluster_or.ok()) {
-    return cluster_or.status().WithPrefix(a.profile.empty() ? a.plan + ": cluster" : "--profile");
+  std::vector<LoadedRun> runs(a.plans.size());
+  std::string start_name = a.profile;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i == 0 && start_name.empty()) {
+      Result<PlanFile> first = ReadPlanFile(a.plans[0]);
+      if (first.ok()) start_name = first->cluster.name;
+    }
+    PTDP_RETURN_IF_ERROR(LoadRun(a, i, start_name, &runs[i]));
   }
-  ClusterSpec& cluster = *cluster_or;
-  PTDP_ASSIGN_OR_RETURN(cluster.software, PlanSoftware(plan));
-  PTDP_RETURN_IF_ERROR(plan.layout.Validate(plan.model).WithPrefix(a.plan + ": layout"));
-  if (plan.layout.WorldSize() != cluster.Gpus()) {
-    return Status::Invalid(a.plan +
-                           ": layout: tp * pp * dp = " + std::to_string(plan.layout.WorldSize()) +
-                           " GPUs but the cluster has " + std::to_string(cluster.Gpus()));
-  }
-  PTDP_RETURN_IF_ERROR(schedule::CheckProgramMatchesLayout(plan.program, plan.model, plan.layout)
-                           .WithPrefix(a.plan + ": program"));
-  Result<Timeline> measured_or = ReadChromeTrace(a.measured);
-  if (!measured_or.ok()) return measured_or.status().WithPrefix("--measured");
   const std::string now = UtcTime(std::time(nullptr));
-  const std::string source = "ptdp calibrate " + now + ", fitted to " + a.measured + " (" +
-                             measured_or->source + " trace of " + ModifiedTime(a.measured) +
-                             ") of plan " + a.plan + " (" + plan.model.name + ", " +
-                             plan.layout.ToString() + ")";
-  Result<costmodel::CalibrationResult> r_or = costmodel::Calibrate(
-      plan.model, cluster, plan.layout, plan.program, *measured_or, source, a.quantile);
-  if (!r_or.ok()) return r_or.status().WithPrefix("--measured: " + a.measured);
+  std::string source = "ptdp calibrate " + now + ", fitted to ";
+  std::vector<costmodel::CalibrationRun> fit_runs;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const LoadedRun& r = runs[i];
+    source += (i ? " and " : "") + r.trace_path + " (" + r.measured.source + " trace of " +
+              ModifiedTime(r.trace_path) + ") of plan " + r.plan_path + " (" + r.plan.model.name +
+              ", " + r.plan.layout.ToString() + ")";
+    fit_runs.push_back({&r.plan.model, r.cluster, r.plan.layout, &r.plan.program, &r.measured});
+  }
+  Result<costmodel::CalibrationResult> r_or =
+      costmodel::Calibrate(fit_runs, runs.front().cluster.profile, source, a.quantile);
+  if (!r_or.ok()) {
+    return r_or.status().WithPrefix(runs.size() == 1 ? "--measured: " + runs[0].trace_path
+                                                     : std::string("--measured"));
+  }
   costmodel::CalibrationResult& r = *r_or;
   HardwareProfile& p = r.profile;
   const std::string suffix = "-calibrated";
@@ -148,7 +207,7 @@ Status RunCalibrate(const CalibrateArgs& a) {
     p.name += suffix;
   }
   p.about += " Calibrated by ptdp calibrate on " + now + " (see \"calibration\").";
-  p.calibration = Json::parse(CalibrationBlock(a, plan, cluster, *measured_or, r, now).dump());
+  p.calibration = Json::parse(CalibrationBlock(a, runs, runs.front().cluster.name, r, now).dump());
   // The file must read back with the strict reader (a figure fitted outside its range does not).
   const OrderedJson out = HardwareProfileToJson(p);
   const Result<HardwareProfile> back = HardwareProfileFromJson(Json::parse(out.dump()), a.out);
@@ -164,8 +223,12 @@ void RegisterCalibrate(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<CalibrateArgs>();
   auto* cmd = app.add_subcommand("calibrate",
                                  "Fit a profile's effective figures to a measured run of a plan");
-  cmd->add_option("--plan", a->plan, "The plan file the run executed")->required();
-  cmd->add_option("--measured", a->measured, "ptdp train --trace output of that plan")->required();
+  cmd->add_option("--plan", a->plans,
+                  "The plan file the run executed (repeat, with one --measured each, to fit "
+                  "several runs on one machine together)")
+      ->required();
+  cmd->add_option("--measured", a->measured, "ptdp train --trace output of that plan, in order")
+      ->required();
   cmd->add_option("--out", a->out, "The fitted profile to write")->required();
   cmd->add_option("--profile", a->profile,
                   "Profile or cluster file to start from (default: the plan's cluster)");

@@ -91,4 +91,19 @@ for name in $names; do
     printf '%-3s %-10s %12s %12s %10s%% %14s%%\n' "$name" "$profile" "$sp" "$sm" "$ma" "$mc"
   done
 done
-echo "files in $work: *.svg (predicted above measured), calibrated.json, the plans and traces"
+# The fit over A and B1 together (their messages differ in size: the link's latency is fitted too),
+# then every layout predicted from it.
+if [ -f B1.json ]; then
+  echo "== calibrate on A and B1 together"
+  "$ptdp" calibrate --plan A.json --measured A.measured.json --plan B1.json \
+    --measured B1.measured.json --out calibrated2.json --quantile "${QUANTILE:-0.5}" | grep -v "^  "
+  printf '%-3s %-16s %12s %12s %11s %15s\n' "" "profile" "step_pred" "step_meas" "median_all" "median_compute"
+  for name in $names; do
+    "$ptdp" simulate --plan "$name.json" --profile calibrated2.json --trace "$name.joint.json" > /dev/null
+    "$ptdp" compare --predicted "$name.joint.json" --measured "$name.measured.json" --top 0 \
+      > "$name.compare.joint.txt"
+    read -r sp sm ma mc < <(fields "$name.compare.joint.txt")
+    printf '%-3s %-16s %12s %12s %10s%% %14s%%\n' "$name" "calibrated A+B1" "$sp" "$sm" "$ma" "$mc"
+  done
+fi
+echo "files in $work: *.svg (predicted above measured), calibrated.json (A), calibrated2.json (A+B1), the plans and traces"

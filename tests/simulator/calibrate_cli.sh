@@ -53,6 +53,30 @@ refuse malformed "^ptdp calibrate: error: --measured: cut.json" --plan p4.json -
 refuse mismatch "another layout" --plan p4.json --measured other.json
 refuse not_a_plan "^ptdp calibrate: error: --plan" --plan meas.json --measured meas.json
 refuse no_trace "^ptdp calibrate: error: --measured" --plan p4.json --measured missing.json
+# Two runs of other message sizes (microbatch 1 and 4) on a link slower to start: fitted together,
+# the latency is fitted too, and the block lists both runs.
+python3 - slow.json slow_latency.json <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["intra_node"]["latency_us"]["value"] *= 4
+json.dump(p, open(sys.argv[2], "w"))
+PY
+"$ptdp" plan --model tiny --cluster cpu --gpus 4 --global-batch 16 \
+  --fix tp=1,pp=4,dp=1,mbs=4,recompute=none,schedule=1f1b --top 1 --out p4b.json > /dev/null
+"$ptdp" simulate --plan p4.json --profile slow_latency.json --trace lat1.json > /dev/null
+"$ptdp" simulate --plan p4b.json --profile slow_latency.json --trace lat2.json > /dev/null
+"$ptdp" calibrate --plan p4.json --measured lat1.json --plan p4b.json --measured lat2.json \
+  --out fit2.json > out2.txt || { cat out2.txt; fail "two runs"; }
+grep -q "intra_node.latency_us" out2.txt || { cat out2.txt; fail "two runs: latency not fitted"; }
+python3 - fit2.json "$cpu" <<'PY'
+import json, sys
+fit, cpu = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+ratio = fit["intra_node"]["latency_us"]["value"] / cpu["intra_node"]["latency_us"]["value"]
+assert abs(ratio / 4 - 1) < 0.01, ratio
+runs = fit["calibration"]["runs"]
+assert [r["plan"] for r in runs] == ["p4.json", "p4b.json"], runs
+PY
+refuse unpaired "^ptdp calibrate: error: --measured: one trace per --plan" --plan p4.json --plan p4b.json --measured lat1.json
 refuse bad_quantile "^ptdp calibrate: error: --quantile: must be in (0, 1]" --plan p4.json --measured meas.json --quantile 0
 python3 - fit.json broken.json <<'PY'
 import json, sys

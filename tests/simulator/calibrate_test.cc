@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include "core/cluster.h"
 #include "core/timeline_compare.h"
@@ -194,6 +195,50 @@ TEST(Calibrate, TheQuantileChoosesWhatNoiseItIgnores) {
     ASSERT_FALSE(bad.ok()) << q;
     EXPECT_NE(bad.status().message().find("quantile"), std::string::npos);
   }
+}
+
+// Two runs whose messages differ in size (microbatch 1 and 4) tell the link's latency from its
+// bandwidth, which one run cannot: fitted together they recover both, and every compute figure.
+TEST(Calibrate, TwoRunsOfOtherMessageSizesFitTheLatency) {
+  CalibrationParams truth = Truth();
+  truth.latency[0] = 4;  // a link slower to start than the preset says
+  const ModelSpec model = *LoadModel("tiny");
+  ParallelConfig big = Layout(4, 1, 16);
+  big.mbs = 4;
+  std::vector<Program> programs;
+  std::vector<Timeline> timelines;
+  std::vector<ParallelConfig> layouts = {Layout(4, 1, 16), big};
+  const ClusterSpec start = *LoadCluster("cpu", 4);
+  ClusterSpec machine = start;
+  machine.profile = ApplyCalibration(start.profile, truth, "test truth");
+  for (const ParallelConfig& c : layouts) {
+    sim::SimOptions o;
+    o.record_timeline = true;
+    auto s = sim::SimulateLayout(model, machine, c, o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    programs.push_back(s->program);
+    timelines.push_back(s->result.timeline);
+  }
+  std::vector<CalibrationRun> runs;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    runs.push_back({&model, start, layouts[i], &programs[i], &timelines[i]});
+  }
+  auto both = Calibrate(runs, start.profile, "two runs");
+  ASSERT_TRUE(both.ok()) << both.status().ToString();
+  EXPECT_NEAR(both->params.latency[0] / truth.latency[0], 1.0, 0.01);
+  EXPECT_NEAR(both->params.p2p[0] / truth.p2p[0], 1.0, 0.01);
+  EXPECT_NEAR(both->params.gemm_forward / truth.gemm_forward, 1.0, 0.01);
+  EXPECT_NEAR(both->params.memory_bound / truth.memory_bound, 1.0, 0.01);
+  EXPECT_NE(both->profile.intra_node.latency_us.source.find("two runs"), std::string::npos);
+  // One run alone has one message size: the latency is kept, the bandwidth takes it all.
+  auto one = Calibrate({runs[0]}, start.profile, "one run");
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->params.latency[0], 1.0);
+  // A run that is not of its plan is named.
+  runs[1].measured = &timelines[0];
+  auto bad = Calibrate(runs, start.profile, "x");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("run 2", 0), 0u) << bad.status().message();
 }
 
 // Absent, the backward efficiency leaves every backward GEMM time bit for bit; 0.5 doubles the
