@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -33,10 +34,26 @@ void Scale(Sourced* f, double x, const std::string& source) {
       source + ": " + Fmt(before) + " x " + Fmt(x) + " (starting figure: " + f->source + ")";
 }
 
-void ScaleTable(GemmTable* t, double x, const std::string& source) {
-  if (x == 1.0 || t->empty()) return;
-  for (double& v : t->tflops) v *= x;
-  t->source = source + ": every entry x " + Fmt(x) + " (starting table: " + t->source + ")";
+// Every entry times x, and times per_doubling for each doubling of its FLOPs (2 m n k) above the
+// table's geometric mean (fewer below it).
+void ScaleTable(GemmTable* t, double x, double per_doubling, const std::string& source) {
+  if ((x == 1.0 && per_doubling == 1.0) || t->empty()) return;
+  double log2_mean = 0;
+  for (double m : t->m)
+    for (double n : t->n)
+      for (double k : t->k) log2_mean += std::log2(2 * m * n * k);
+  log2_mean /= double(t->tflops.size());
+  size_t i = 0;
+  for (double m : t->m)
+    for (double n : t->n)
+      for (double k : t->k) {
+        t->tflops[i++] *= x * std::pow(per_doubling, std::log2(2 * m * n * k) - log2_mean);
+      }
+  t->source =
+      source + ": every entry x " + Fmt(x) +
+      (per_doubling == 1.0 ? std::string()
+                           : " x " + Fmt(per_doubling) + "^log2(2mnk / 2^" + Fmt(log2_mean) + ")") +
+      " (starting table: " + t->source + ")";
 }
 
 // A busbw curve is a link's figure for its collective: scaled with the constant it replaces.
@@ -80,10 +97,10 @@ using ClassKey = std::tuple<int, int32_t, Op, int32_t, bool>;  // run, rank, op,
 
 // ---- Compute: Levenberg-Marquardt on log time ----
 
-constexpr int kComputeParams = 4;
+constexpr int kComputeParams = 5;
 double* ComputeParam(CalibrationParams& x, int i) {
-  double* p[kComputeParams] = {&x.gemm_forward, &x.gemm_backward, &x.memory_bound,
-                               &x.kernel_launch};
+  double* p[kComputeParams] = {&x.gemm_forward, &x.gemm_backward, &x.memory_bound, &x.kernel_launch,
+                               &x.gemm_size};
   return p[i];
 }
 double ComputeParamValue(CalibrationParams x, int i) {
@@ -301,10 +318,10 @@ std::vector<int> ReduceGradsLinkClass(const ClusterSpec& cluster, const Parallel
 HardwareProfile ApplyCalibration(const HardwareProfile& start, const CalibrationParams& x,
                                  const std::string& source) {
   HardwareProfile p = start;
-  ScaleTable(&p.gemm, x.gemm_forward, source);
+  ScaleTable(&p.gemm, x.gemm_forward, x.gemm_size, source);
   if (!p.gemm_backward_data.empty() && !p.gemm_backward_weight.empty()) {
-    ScaleTable(&p.gemm_backward_data, x.gemm_backward, source);
-    ScaleTable(&p.gemm_backward_weight, x.gemm_backward, source);
+    ScaleTable(&p.gemm_backward_data, x.gemm_backward, x.gemm_size, source);
+    ScaleTable(&p.gemm_backward_weight, x.gemm_backward, x.gemm_size, source);
   }
   // Backward GEMMs priced from the forward table move with its scale; the efficiency makes their
   // throughput gemm_backward times the starting one.
@@ -379,6 +396,10 @@ void ListFigures(const FitContext& f, const CalibrationParams& x, const Hardware
   const int64_t n = res->compute_instructions;
   res->figures.push_back({"gemm (forward throughput, multiple)", 1, x.gemm_forward, "x", n});
   res->figures.push_back({"backward GEMM throughput (multiple)", 1, x.gemm_backward, "x", n});
+  if (x.gemm_size != 1.0) {
+    res->figures.push_back(
+        {"GEMM throughput per doubling of its FLOPs (multiple)", 1, x.gemm_size, "x", n});
+  }
   res->figures.push_back(
       {"memory_bound_GBps", s.memory_bound_GBps.value, p.memory_bound_GBps.value, "GB/s", n});
   if (x.kernel_launch != 1.0) {
@@ -438,14 +459,23 @@ Result<CalibrationResult> Calibrate(const std::vector<CalibrationRun>& runs,
   // Links first: their predictions do not depend on the compute figures, while a forward's
   // tensor-parallel all-reduces depend on theirs.
   FitLinks(f, quantile, &x);
-  // Not the launch cost (index 3): see calibrate.h.
-  const std::vector<int> active = {0, 1, 2};
+  // Not the launch cost (index 3): see calibrate.h. The GEMM size dependence (index 4) only from
+  // runs whose GEMMs differ in size by 1.5x or more (microbatch tokens times hidden over t): within
+  // one run every layer has the same GEMMs, and the fit trades that dependence against the scale.
+  std::vector<int> active = {0, 1, 2};
+  int64_t fewest = INT64_MAX, most = 0;
+  for (const CalibrationRun& run : runs) {
+    const int64_t size = int64_t(run.layout.mbs) * run.model->seq_len * run.model->hidden /
+                         std::max(run.layout.tp, 1);
+    fewest = std::min(fewest, size), most = std::max(most, size);
+  }
+  if (double(most) >= 1.5 * double(fewest)) active.push_back(4);
   CalibrationResult res;
   res.iterations = FitCompute(f, active, &x);
   // A change under 0.1% is below what a trace resolves (nanosecond marks on transfers of a few
   // microseconds): it leaves the figure and its source alone.
-  for (double* m : {&x.gemm_forward, &x.gemm_backward, &x.memory_bound, &x.p2p[0], &x.p2p[1],
-                    &x.collective[0], &x.collective[1], &x.latency[0], &x.latency[1]}) {
+  for (double* m : {&x.gemm_forward, &x.gemm_backward, &x.gemm_size, &x.memory_bound, &x.p2p[0],
+                    &x.p2p[1], &x.collective[0], &x.collective[1], &x.latency[0], &x.latency[1]}) {
     if (std::fabs(std::log(*m)) < 1e-3) *m = 1.0;
   }
   res.params = x;

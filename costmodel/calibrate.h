@@ -7,6 +7,10 @@
 //   gemm_forward     the forward GEMM table's throughput (every entry scaled)
 //   gemm_backward    the backward GEMMs' throughput (the gemm_backward_* tables when the profile
 //                    has them, else gemm_backward_efficiency over the forward table)
+//   gemm_size        the GEMM efficiency by size: each table entry's throughput times this per
+//                    doubling of its FLOPs (a machine whose large GEMMs lose more than the table
+//                    says: caches, clocks); told apart from the scale by the GEMMs of other sizes
+//                    within a run (the logits against the layers) and across runs (microbatches)
 //   memory_bound     memory_bound_GBps (elementwise ops and the optimizer step)
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
@@ -49,6 +53,9 @@ namespace ptdp::costmodel {
 struct CalibrationParams {
   double gemm_forward = 1;
   double gemm_backward = 1;
+  // The GEMM tables' shape dependence: every entry's throughput times this per doubling of its
+  // FLOPs (2 m n k) against the table's geometric mean, so 1 keeps the table's own shape.
+  double gemm_size = 1;
   double memory_bound = 1;
   double kernel_launch = 1;       // applied, never fitted (above)
   double p2p[2] = {1, 1};         // [0] intra-node, [1] inter-node

@@ -198,10 +198,12 @@ TEST(Calibrate, TheQuantileChoosesWhatNoiseItIgnores) {
 }
 
 // Two runs whose messages differ in size (microbatch 1 and 4) tell the link's latency from its
-// bandwidth, which one run cannot: fitted together they recover both, and every compute figure.
+// bandwidth, and GEMMs of other sizes the table's size dependence, which one run cannot: fitted
+// together they recover both, and every compute figure.
 TEST(Calibrate, TwoRunsOfOtherMessageSizesFitTheLatency) {
   CalibrationParams truth = Truth();
-  truth.latency[0] = 4;  // a link slower to start than the preset says
+  truth.latency[0] = 4;   // a link slower to start than the preset says
+  truth.gemm_size = 0.9;  // and large GEMMs slower than the preset's table says
   const ModelSpec model = *LoadModel("tiny");
   ParallelConfig big = Layout(4, 1, 16);
   big.mbs = 4;
@@ -229,11 +231,13 @@ TEST(Calibrate, TwoRunsOfOtherMessageSizesFitTheLatency) {
   EXPECT_NEAR(both->params.p2p[0] / truth.p2p[0], 1.0, 0.01);
   EXPECT_NEAR(both->params.gemm_forward / truth.gemm_forward, 1.0, 0.01);
   EXPECT_NEAR(both->params.memory_bound / truth.memory_bound, 1.0, 0.01);
+  EXPECT_NEAR(both->params.gemm_size / truth.gemm_size, 1.0, 0.01);
   EXPECT_NE(both->profile.intra_node.latency_us.source.find("two runs"), std::string::npos);
   // One run alone has one message size: the latency is kept, the bandwidth takes it all.
   auto one = Calibrate({runs[0]}, start.profile, "one run");
   ASSERT_TRUE(one.ok());
   EXPECT_EQ(one->params.latency[0], 1.0);
+  EXPECT_EQ(one->params.gemm_size, 1.0);  // nor the size dependence: one size of GEMMs
   // A run that is not of its plan is named.
   runs[1].measured = &timelines[0];
   auto bad = Calibrate(runs, start.profile, "x");
