@@ -131,8 +131,12 @@ Result<std::string> SlurmScript(const PlanFile& plan, const LaunchRequest& req,
     << "# Requeue only a run the signal cut short (the last logged step before --steps).\n"
        "done_steps=$(tail -n 1 \"$job/logs/metrics.jsonl\" 2>/dev/null | grep -o '\"step\":[0-9]*' "
        "| cut -d: -f2)\n"
-       "if [ \"$preempted\" = 1 ] && [ \"$rc\" = 0 ] && [ \"${done_steps:-0}\" -lt "
-    << req.steps
+       "# A run that saved for a relaunch (75) as the signal came is requeued too: it starts in\n"
+       "# checkpoints/"
+    << kRelaunchPlanName
+    << ".\n"
+       "if [ \"$preempted\" = 1 ] && { [ \"$rc\" = 0 ] || [ \"$rc\" = "
+    << kRelaunchExitCode << " ]; } && [ \"${done_steps:-0}\" -lt " << req.steps
     << " ]; then\n"
        "  echo \"ptdp job: saved after step ${done_steps:-0}; requeueing $SLURM_JOB_ID\"\n"
        "  scontrol requeue \"$SLURM_JOB_ID\"\nfi\nexit \"$rc\"\n";
