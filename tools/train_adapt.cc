@@ -39,8 +39,10 @@ Result<bool> OfferRelaunch(const AdaptArgs& a, const Replan& rp, int64_t step,
   const double gain = 1 - rp.other_step_s / rp.current_step_s;
   const bool beats_switch = rp.other_step_s < rp.best_step_s;
   if (!rp.other || !beats_switch || !(gain > a.threshold)) return false;
-  char figures[64];
-  std::snprintf(figures, sizeof figures, ", %.4f s, %.1f%% shorter", rp.other_step_s, 100 * gain);
+  char figures[128];
+  std::snprintf(figures, sizeof figures,
+                ", %.4f s, %.1f%% shorter; best with the running t, p, d %.4f s", rp.other_step_s,
+                100 * gain, rp.best_step_s);
   const std::string what = rp.other->ToString() + figures;
   if (a.save_dir.empty()) {
     std::printf(
