@@ -22,6 +22,7 @@
 #include "tools/common.h"
 #include "tools/train_adapt.h"
 #include "tools/train_placement.h"
+#include "tools/train_report.h"
 
 namespace ptdp::tools {
 namespace {
@@ -117,106 +118,6 @@ std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorRep
   return j.dump();
 }
 
-Result<std::vector<double>> ReadLosses(const std::string& path) {
-  PTDP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
-  std::vector<double> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    PTDP_ASSIGN_OR_RETURN(Json j, ParseJson(line, path));
-    if (!j.contains("loss") || !j["loss"].is_number()) {
-      return Status::Invalid(path + ": a line has no numeric \"loss\"");
-    }
-    out.push_back(j["loss"].get<double>());
-  }
-  return out;
-}
-
-// Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger and
-// the plan's prediction; an error when over --memory-tol. Rank 0 only.
-Status ReportMemory(const TrainArgs& a, const PlanFile& plan, runtime::Trainer& trainer,
-                    const std::vector<runtime::RankMemory>& mem) {
-  const ParallelConfig& c = trainer.layout();
-  Status mem_status;
-  const Json& pred = plan.prediction;
-  const bool have_plan =
-      pred.is_object() && pred.contains("memory_per_stage") && pred["memory_per_stage"].is_array();
-  std::printf(
-      "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
-      "ledger (core/ledger.h)%s; measured total with workspace\n",
-      have_plan ? " | plan's prediction" : "");
-  for (int r = 0; r < c.pp; ++r) {
-    Bytes measured = 0, total = 0;
-    for (const auto& m : mem) {
-      if (m.pp_rank != r) continue;
-      Bytes kept = 0;  // per-tag peaks of everything but the transient workspace
-      for (int t = 0; t < runtime::kNumMemTags; ++t) {
-        if (t != static_cast<int>(runtime::MemTag::kWorkspace)) kept += m.peak[t];
-      }
-      measured = std::max(measured, kept);
-      total = std::max(total, m.peak_total);
-    }
-    const MemoryLedger est = MemoryOf(trainer.model(), c, trainer.program(), r);
-    double reference = double(est.Total());
-    char buf[256];
-    std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
-                  est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
-    std::string line = buf;
-    if (have_plan) {
-      for (const auto& s : pred["memory_per_stage"]) {
-        if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
-          const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
-          std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
-                        100.0 * (double(measured) - planned) / planned);
-          line += buf;
-          reference = planned;
-        }
-      }
-    }
-    std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
-    const double rel = std::abs(double(measured) - reference) / reference;
-    if (a.memory_tol >= 0 && rel > a.memory_tol && mem_status.ok()) {
-      mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) + ": measured " +
-                                    std::to_string(measured) +
-                                    " bytes (without workspace) differs from the prediction " +
-                                    std::to_string(static_cast<Bytes>(reference)) + " by " +
-                                    std::to_string(100 * rel) + "% (over --memory-tol)");
-    }
-  }
-  return mem_status;
-}
-
-// Per-step losses against a single-process run's log (--expect-losses). Rank 0 only.
-Status CheckLosses(const TrainArgs& a, int64_t first_step, const std::vector<double>& losses) {
-  Status check;
-  auto ref = ReadLosses(a.expect_losses);
-  if (!ref.ok()) {
-    check = ref.status().WithPrefix("--expect-losses");
-  } else if (ref->size() < losses.size() + size_t(first_step - 1)) {
-    check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
-                            " reference steps, fewer than the " +
-                            std::to_string(losses.size() + size_t(first_step - 1)) + " run");
-  } else {
-    double worst = 0;
-    for (size_t i = 0; i < losses.size(); ++i) {
-      const double r = (*ref)[i + size_t(first_step - 1)];  // a resumed run starts later
-      const double rel = std::abs(losses[i] - r) / std::abs(r);
-      worst = std::max(worst, rel);
-      if (rel > a.loss_tol && check.ok()) {
-        check = Status::Internal("step " + std::to_string(i + size_t(first_step)) + ": loss " +
-                                 std::to_string(losses[i]) + " vs reference " + std::to_string(r) +
-                                 " (relative " + std::to_string(rel) + " over " +
-                                 std::to_string(a.loss_tol) + ")");
-      }
-    }
-    std::printf(
-        "losses vs reference: max relative difference %.3e over %zu steps (tolerance %.1e)\n",
-        worst, losses.size(), a.loss_tol);
-  }
-  return check;
-}
-
 // This rank's checks of the arguments and the plan, and the memory limit (--memory-limit, else the
 // plan's cluster profile, else this host's memory / ranks). Not yet agreed over the ranks.
 Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
@@ -235,8 +136,9 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = Status::Invalid("--straggler-threshold: must be > 0");
   } else if (a.adapt.adapt && a.monitor_every == 0) {
     pre = Status::Invalid("--adapt: needs --monitor-every N (it re-plans at monitor windows)");
-  } else if (!(a.adapt.threshold >= 0)) {
-    pre = Status::Invalid("--adapt-threshold: must be >= 0");
+  } else if (!(a.adapt.threshold >= 0 && a.adapt.threshold < 1)) {
+    // A gain is 1 - best / running, under 1: a threshold of 1 or more would never switch.
+    pre = Status::Invalid("--adapt-threshold: must be in [0, 1) (a fraction of the step time)");
   } else if (!a.adapt.switch_plan.empty() && a.adapt.switch_at < 1) {
     pre = Status::Invalid("--switch-at: must be a step >= 1 with --switch-plan");
   } else if (a.opts.slow_rank < -1 || a.opts.slow_rank >= world_size) {
@@ -275,24 +177,6 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
   return pre;
 }
 
-// --op-times: rank 0's Ops calls per step (steps after the first), largest total first.
-void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
-  const std::vector<runtime::OpTime> rows = timer.Table();
-  const double per = steps > 1 ? double(steps - 1) : 1.0;
-  double total = 0;
-  for (const auto& r : rows) total += r.seconds;
-  std::printf(
-      "op times, rank 0, per step (%s; each op synchronised, so the figures add one launch latency "
-      "each and nothing overlaps)\n%-58s %8s %10s %9s %6s\n",
-      steps > 1 ? "steps after the first" : "one step", "op [shape]", "calls", "ms/step", "us/call",
-      "share");
-  for (const auto& r : rows) {
-    std::printf("%-58s %8.0f %10.3f %9.1f %5.1f%%\n", r.op.c_str(), r.calls / per,
-                r.seconds / per * 1e3, r.seconds / r.calls * 1e6, 100.0 * r.seconds / total);
-  }
-  std::printf("%-58s %8s %10.3f\n", "all ops", "", total / per * 1e3);
-}
-
 // The --log lines of steps up to `last` from an earlier run (a resumed run continues its log).
 std::string KeptLog(const std::string& path, int64_t last) {
   std::string kept;
@@ -311,11 +195,13 @@ std::string KeptLog(const std::string& path, int64_t last) {
 }
 
 // Iterations first_step .. --steps; rank 0 prints each step and rewrites the --log file; --save
-// checkpoints every --save-every steps and after the last. Returns the losses.
+// checkpoints every --save-every steps and after the last. Returns the losses. *relaunch: --adapt
+// chose another t, p or d; the state after the last step run is saved for the relaunch.
 Result<std::vector<double>> TrainSteps(const TrainArgs& a,
                                        std::unique_ptr<runtime::Trainer>& trainer_ptr,
                                        PlanFile* plan, runtime::Communicator& world,
-                                       int64_t first_step, bool root, bool* agreed_failure) {
+                                       int64_t first_step, bool root, bool* agreed_failure,
+                                       bool* relaunch) {
   const int64_t global_batch = trainer_ptr->layout().global_batch;  // a plan switch keeps it
   std::string log = root && !a.log.empty() ? KeptLog(a.log, first_step - 1) : "";
   std::vector<double> losses;
@@ -359,8 +245,8 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
     if (!a.save.empty()) {
       PTDP_ASSIGN_OR_RETURN(stopping, AnyRankStopping(world));
     }
-    if (!a.save.empty() &&
-        ((a.save_every > 0 && step % a.save_every == 0) || step == last || stopping)) {
+    if (!a.save.empty() && ((a.save_every > 0 && step % a.save_every == 0) || step == last ||
+                            stopping || adapt.relaunch)) {
       *agreed_failure = true;  // every rank returns the save's agreed status
       const auto t0 = std::chrono::steady_clock::now();
       PTDP_ASSIGN_OR_RETURN(const Bytes bytes, trainer_ptr->SaveCheckpoint(a.save, step, a.keep));
@@ -372,6 +258,18 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
             a.save.c_str(), static_cast<long long>(step), bytes / kMiB, s, bytes / s / 1e9);
         std::fflush(stdout);
       }
+    }
+    if (adapt.relaunch) {
+      if (root) {
+        std::printf(
+            " adapt after step %lld: relaunch with: ptdp train --plan %s --load latest --save %s "
+            "--data %s --steps %lld (and this run's other flags); every rank exits %d\n",
+            static_cast<long long>(step), adapt.relaunch_plan.c_str(), a.save.c_str(),
+            a.data.c_str(), static_cast<long long>(a.steps), kRelaunchExitCode);
+        std::fflush(stdout);
+      }
+      *relaunch = true;
+      break;
     }
     if (stopping) {
       if (root) {
@@ -406,8 +304,9 @@ Result<int64_t> Resume(const TrainArgs& a, runtime::Trainer& trainer, bool root)
   return done;
 }
 
-// The whole run on this rank. Setup errors come back identical on every rank.
-Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
+// The whole run on this rank. Setup errors come back identical on every rank. *relaunch: --adapt
+// saved for a relaunch in another t, p, d (the losses so far checked, nothing else reported).
+Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, bool* relaunch) {
   const bool root = world.rank() == 0;
   Result<PlanFile> plan = Status::Internal("unread");
   const Status pre = ReadArguments(a, world.size(), &plan);
@@ -443,13 +342,22 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   *agreed_failure = false;
   a.adapt.scratch_dir = a.save.empty() ? "ptdp-switch" : a.save + "/switch";
-  PTDP_ASSIGN_OR_RETURN(const std::vector<double> losses,
-                        TrainSteps(a, trainer, &*plan, world, done + 1, root, agreed_failure));
+  a.adapt.save_dir = a.save;
+  PTDP_ASSIGN_OR_RETURN(
+      const std::vector<double> losses,
+      TrainSteps(a, trainer, &*plan, world, done + 1, root, agreed_failure, relaunch));
+  if (*relaunch) {
+    *agreed_failure = true;
+    return runtime::AgreeStatus(world,
+                                !a.expect_losses.empty() && root
+                                    ? CheckLosses(a.expect_losses, a.loss_tol, done + 1, losses)
+                                    : Status::Ok());
+  }
   if (root && trainer->op_times() != nullptr)
     PrintOpTimes(*trainer->op_times(), int64_t(losses.size()));
   // Memory: measured peak per pipeline rank beside the predictions.
   PTDP_ASSIGN_OR_RETURN(auto mem, trainer->GatherMemory());
-  const Status mem_status = root ? ReportMemory(a, *plan, *trainer, mem) : Status::Ok();
+  const Status mem_status = root ? ReportMemory(a.memory_tol, *plan, *trainer, mem) : Status::Ok();
   *agreed_failure = true;  // the checks below are agreed over all ranks
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, mem_status));
   if (!a.trace.empty()) {
@@ -459,8 +367,9 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure) {
   }
   if (!a.dump_params.empty()) PTDP_RETURN_IF_ERROR(trainer->WriteParamDump(a.dump_params));
   // Equivalence checks against a single-process run.
-  const Status check =
-      !a.expect_losses.empty() && root ? CheckLosses(a, done + 1, losses) : Status::Ok();
+  const Status check = !a.expect_losses.empty() && root
+                           ? CheckLosses(a.expect_losses, a.loss_tol, done + 1, losses)
+                           : Status::Ok();
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, check));
   if (!a.expect_params.empty()) {
     PTDP_ASSIGN_OR_RETURN(double worst, trainer->CompareParams(a.expect_params));
@@ -500,10 +409,12 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
                   "(one line; the \"monitor\" field of --log)");
   cmd->add_option("--straggler-threshold", a.straggler_threshold,
                   "the monitor names ranks slower than the median by more (fraction, 0.2)");
-  cmd->add_flag("--adapt", a.adapt.adapt,
-                "at monitor windows naming stragglers, re-plan for the same GPUs with the measured "
-                "stage compute (microbatch size, schedule, interleaving) and switch at the step "
-                "boundary when the simulator predicts a gain over --adapt-threshold");
+  cmd->add_flag(
+      "--adapt", a.adapt.adapt,
+      "at every monitor window, re-plan for the same GPUs with the measured stage "
+      "compute and switch at the step boundary (microbatch size, schedule, interleaving, "
+      "split) when the simulator predicts a gain over --adapt-threshold; another t, p, d: "
+      "with --save, save, write DIR/relaunch-plan.json and exit 75 (docs/runtime.md)");
   cmd->add_option("--adapt-threshold", a.adapt.threshold,
                   "--adapt switches when the predicted step is this much shorter (fraction, 0.1)");
   cmd->add_option("--switch-plan", a.adapt.switch_plan,
@@ -574,14 +485,14 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
       runtime::FinalizeComm();
       return;
     }
-    bool agreed = false;
+    bool agreed = false, relaunch = false;
     if (!a.save.empty()) CatchStopSignals();
-    st = Run(a, **world, &agreed);
+    st = Run(a, **world, &agreed, &relaunch);
     const bool root = (*world)->rank() == 0;
     world->reset();
     if (st.ok()) {
       runtime::FinalizeComm();
-      *exit_code = 0;
+      *exit_code = relaunch ? kRelaunchExitCode : 0;
     } else if (agreed) {
       // Every rank holds this same error: one line from rank 0, all exit non-zero together.
       *exit_code = root ? Fail("train", st) : st.ExitCode();

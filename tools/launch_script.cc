@@ -3,6 +3,8 @@
 #include <sstream>
 #include <vector>
 
+#include "tools/relaunch.h"
+
 namespace ptdp::tools {
 namespace {
 
@@ -15,11 +17,16 @@ std::vector<std::string> SplitHosts(const std::string& csv) {
   return out;
 }
 
-// The ptdp train line every rank runs: the job's copy of the plan, its log and checkpoint folders,
-// and --load latest so that a requeued or relaunched job resumes where the last one saved.
+// Relaunches of one job in the layouts `ptdp train --adapt` asks for (exit kRelaunchExitCode): a
+// bound, so that a re-planner that changes its mind back and forth cannot hold the nodes forever.
+constexpr int kMaxRelaunches = 3;
+
+// The ptdp train line every rank runs: the plan in $plan (the job's copy, or the layout --adapt
+// chose), its log and checkpoint folders, and --load latest so that a requeued or relaunched job
+// resumes where the last one saved.
 std::string TrainLine(const LaunchRequest& req) {
   std::ostringstream s;
-  s << ShellQuote(req.ptdp) << " train --plan \"$job/plan.json\" --data " << ShellQuote(req.data)
+  s << ShellQuote(req.ptdp) << " train --plan \"$plan\" --data " << ShellQuote(req.data)
     << " --steps " << req.steps << " --backend " << ShellQuote(req.backend)
     << " \\\n    --log \"$job/logs/metrics.jsonl\" --save \"$job/checkpoints\" --save-every "
     << req.save_every << " --load latest";
@@ -57,6 +64,29 @@ constexpr const char* kWaitForStep =
     "  break\n"
     "done\n";
 
+// Before the launch loop: the plan to run, the layout --adapt chose when an earlier run of this job
+// asked for a relaunch (so a requeued job resumes in it), else the job's copy.
+std::string PlanChoice() {
+  std::ostringstream s;
+  s << "# ptdp train --adapt may choose another t, p or d: its ranks then save, write\n"
+       "# checkpoints/"
+    << kRelaunchPlanName << " and exit " << kRelaunchExitCode
+    << "; the loop below relaunches in that layout\n# (--load latest), at most " << kMaxRelaunches
+    << " times.\nplan=\"$job/plan.json\"\nnext=\"$job/checkpoints/" << kRelaunchPlanName
+    << "\"\n[ -f \"$next\" ] && plan=$next\nrelaunches=0\nwhile :; do\n";
+  return s.str();
+}
+
+// After the wait: relaunch on kRelaunchExitCode while the bound allows, else leave the loop.
+std::string RelaunchOrBreak(const std::string& also) {
+  std::ostringstream s;
+  s << "[ \"$rc\" = " << kRelaunchExitCode << " ]" << also << " && [ \"$relaunches\" -lt "
+    << kMaxRelaunches << " ] || break\nrelaunches=$((relaunches + 1))\nplan=$next\n"
+    << "echo \"ptdp job: the ranks saved for another layout; relaunch $relaunches of "
+    << kMaxRelaunches << " with $plan\"\ndone\n";
+  return s.str();
+}
+
 std::string Header(const PlanFile& plan, const JobShape& shape, const std::string& launcher) {
   const ParallelConfig& c = plan.layout;
   std::ostringstream s;
@@ -91,17 +121,22 @@ Result<std::string> SlurmScript(const PlanFile& plan, const LaunchRequest& req,
        "preempted=0\ninterrupted=0\nstep=\n"
        "trap 'preempted=1; interrupted=1; echo \"ptdp job: USR1: the ranks save and stop\"; "
        "kill -USR1 \"$step\" 2>/dev/null' USR1\n"
+    << PlanChoice()
     << "# One task per GPU in rank order (block distribution); every GPU of the node visible to\n"
        "# each task, which takes GPU = its local rank.\n"
     << "srun --mpi=pmix --ntasks-per-node=" << shape.ranks_per_node
     << " --distribution=block:block --gpu-bind=none --kill-on-bad-exit=1 \\\n  " << TrainLine(req)
     << " &\nstep=$!\n"
-    << kWaitForStep
+    << kWaitForStep << RelaunchOrBreak(" && [ \"$preempted\" = 0 ]")
     << "# Requeue only a run the signal cut short (the last logged step before --steps).\n"
        "done_steps=$(tail -n 1 \"$job/logs/metrics.jsonl\" 2>/dev/null | grep -o '\"step\":[0-9]*' "
        "| cut -d: -f2)\n"
-       "if [ \"$preempted\" = 1 ] && [ \"$rc\" = 0 ] && [ \"${done_steps:-0}\" -lt "
-    << req.steps
+       "# A run that saved for a relaunch (75) as the signal came is requeued too: it starts in\n"
+       "# checkpoints/"
+    << kRelaunchPlanName
+    << ".\n"
+       "if [ \"$preempted\" = 1 ] && { [ \"$rc\" = 0 ] || [ \"$rc\" = "
+    << kRelaunchExitCode << " ]; } && [ \"${done_steps:-0}\" -lt " << req.steps
     << " ]; then\n"
        "  echo \"ptdp job: saved after step ${done_steps:-0}; requeueing $SLURM_JOB_ID\"\n"
        "  scontrol requeue \"$SLURM_JOB_ID\"\nfi\nexit \"$rc\"\n";
@@ -120,14 +155,14 @@ Result<std::string> MpirunScript(const PlanFile& plan, const LaunchRequest& req,
        "# they save and exit 0; run this script again to resume (--load latest).\n"
        "interrupted=0\nstep=\n"
        "trap 'interrupted=1; kill -USR1 \"$step\" 2>/dev/null' USR1 TERM\n"
-    << "# ppr:" << shape.ranks_per_node
+    << PlanChoice() << "# ppr:" << shape.ranks_per_node
     << ":node fills each host of the hostfile with consecutive ranks, in its order.\n"
     << "mpirun -np " << shape.ranks
     << " --hostfile \"$job/hostfile\" --map-by ppr:" << shape.ranks_per_node
     << ":node --rank-by slot --bind-to none -x OMP_NUM_THREADS"
     << (req.backend == "cuda" ? " -x NCCL_DEBUG" : "") << " \\\n  " << TrainLine(req)
     << " &\nstep=$!\n"
-    << kWaitForStep << "exit \"$rc\"\n";
+    << kWaitForStep << RelaunchOrBreak("") << "exit \"$rc\"\n";
   return s.str();
 }
 

@@ -6,176 +6,14 @@
 #include <chrono>
 #include <cstdio>
 
-#include "core/cluster.h"
-#include "core/ledger.h"
+#include <filesystem>
+
+#include "core/json.h"
 #include "core/shapes.h"
-#include "costmodel/calibrate.h"
-#include "costmodel/estimate.h"
 #include "runtime/comm/agree.h"
 #include "schedule/schedule.h"
-#include "simulator/simulator.h"
 
 namespace ptdp::tools {
-namespace {
-
-void Scale(costmodel::ComputeBreakdown* b, double f) {
-  b->gemm *= f;
-  b->memory *= f;
-  b->tp_comm *= f;
-}
-
-// The table with each pipeline rank's compute multiplied by its calibration factor
-// (MeasuredOverModelled).
-costmodel::CostTable Calibrated(costmodel::CostTable t, const std::vector<double>& scale) {
-  for (int r = 0; r < t.pp; ++r) {
-    for (int chunk = 0; chunk < t.vp; ++chunk) {
-      costmodel::ChunkCost& c = t.chunks[static_cast<size_t>(r * t.vp + chunk)];
-      Scale(&c.forward, scale[static_cast<size_t>(r)]);
-      Scale(&c.backward, scale[static_cast<size_t>(r)]);
-      Scale(&c.recompute, scale[static_cast<size_t>(r)]);
-    }
-  }
-  return t;
-}
-
-// The simulated iteration of layout `c` with calibrated compute; an error when the layout cannot
-// run here (its Program cannot be built, or a pipeline rank's ledger exceeds the memory limit).
-Result<double> SimulatedStep(const PlanFile& p, const ClusterSpec& cluster, const ParallelConfig& c,
-                             const std::vector<double>& scale, Bytes memory_limit) {
-  PTDP_ASSIGN_OR_RETURN(Program program, schedule::BuildProgram(p.model, c));
-  for (int r = 0; r < c.pp && memory_limit > 0; ++r) {
-    if (MemoryOf(p.model, c, program, r).Total() > memory_limit) {
-      return Status::DoesNotFit("over the memory limit");
-    }
-  }
-  const costmodel::CostTable t = Calibrated(costmodel::BuildCostTable(p.model, cluster, c), scale);
-  PTDP_ASSIGN_OR_RETURN(sim::SimResult res, sim::Simulate(program, t));
-  return double(res.iteration_ns) * 1e-9;
-}
-
-// The stage splits for the same pipeline: the even one, and with vp = 1 every uneven one in
-// Megatron-LM's form (first_stage_layers, last_stage_layers; the stages between share the rest
-// evenly), one representation per distinct split. For pp = 2 that is every split; for pp > 2 the
-// middle stages move together, so a slow middle stage is relieved only by heavier first and last
-// stages, which lightens every middle stage alike.
-std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelConfig& base) {
-  std::vector<std::pair<int, int>> out = {{0, 0}};
-  if (base.pp < 2) return out;
-  std::vector<std::vector<int>> seen = {StageLayerCounts(p.model, base)};
-  for (int first = 0; first <= p.model.layers; ++first) {
-    for (int last = 0; last <= p.model.layers; ++last) {
-      ParallelConfig c = base;
-      c.first_stage_layers = first;
-      c.last_stage_layers = last;
-      if (!c.Uneven() || !c.ValidateStageSplit(p.model).ok()) continue;
-      std::vector<int> counts = StageLayerCounts(p.model, c);
-      if (std::find(seen.begin(), seen.end(), counts) != seen.end()) continue;
-      seen.push_back(std::move(counts));
-      out.emplace_back(first, last);
-    }
-  }
-  return out;
-}
-
-// Layouts for the same GPUs: every microbatch size dividing B/d, with 1F1B, GPipe and each
-// interleaving the model's layers allow, and (1F1B, GPipe) every split of the layers over the
-// stages; t, p, d, recomputation and the rest as running.
-std::vector<ParallelConfig> Candidates(const PlanFile& p) {
-  std::vector<ParallelConfig> out;
-  ParallelConfig base = p.layout;
-  base.vp = 1;
-  base.first_stage_layers = base.last_stage_layers = 0;
-  const std::vector<std::pair<int, int>> splits = StageSplits(p, base);
-  const int64_t per_replica = base.global_batch / base.dp;
-  for (int64_t mbs = 1; mbs <= per_replica; ++mbs) {
-    if (per_replica % mbs != 0) continue;
-    for (int vp = 1; vp <= p.model.layers; ++vp) {
-      for (ScheduleKind kind :
-           {ScheduleKind::k1F1B, ScheduleKind::kGPipe, ScheduleKind::kInterleaved}) {
-        if ((kind == ScheduleKind::kInterleaved) != (vp > 1)) continue;
-        for (const auto& [first, last] : splits) {
-          if (vp > 1 && (first > 0 || last > 0)) continue;
-          ParallelConfig c = base;
-          c.mbs = static_cast<int>(mbs);
-          c.vp = vp;
-          c.schedule = kind;
-          c.first_stage_layers = first;
-          c.last_stage_layers = last;
-          if (c.Validate(p.model).ok()) out.push_back(c);
-        }
-      }
-    }
-  }
-  return out;
-}
-
-// Per pipeline rank, the cost model's stage compute per step of the running layout: what the
-// monitor measures (kForward and kBackward), each instruction priced as the simulator prices it.
-Result<std::vector<double>> ModelledStageCompute(const PlanFile& p, const ClusterSpec& cluster) {
-  PTDP_ASSIGN_OR_RETURN(Program program, schedule::BuildProgram(p.model, p.layout));
-  const costmodel::CostTable t = costmodel::BuildCostTable(p.model, cluster, p.layout);
-  std::vector<double> out(static_cast<size_t>(p.layout.pp), 0.0);
-  for (const RankProgram& rp : program.ranks) {
-    for (const Instr& in : rp.instrs) {
-      if (in.op != Op::kForward && in.op != Op::kBackward) continue;
-      out[static_cast<size_t>(rp.pp_rank)] +=
-          costmodel::PredictedInstructionTime(t, rp.pp_rank, in);
-    }
-  }
-  return out;
-}
-
-// The calibration: per pipeline rank, the measured stage compute per step (its slowest rank's: a
-// straggler in one data-parallel replica paces the whole step, the gradient all-reduce waits for
-// it) over the modelled one. It puts the prediction in this machine's units (the fastest rank's
-// factor: the profile's error, common to every rank) and carries each GPU's own slowness (its
-// factor over the fastest's) to whatever layers a candidate gives it.
-std::vector<double> MeasuredOverModelled(const runtime::MonitorReport& report,
-                                         const std::vector<double>& modelled) {
-  std::vector<double> measured(modelled.size(), 0.0);
-  for (const runtime::RankWindow& w : report.ranks) {
-    if (w.steps <= 0) continue;
-    double& m = measured[static_cast<size_t>(w.coord.pp)];
-    m = std::max(m, w.stage_compute_s / double(w.steps));
-  }
-  std::vector<double> scale(modelled.size(), 0.0);
-  double fastest = 0;
-  for (size_t r = 0; r < scale.size(); ++r) {
-    if (measured[r] > 0 && modelled[r] > 0) scale[r] = measured[r] / modelled[r];
-    if (scale[r] > 0 && (fastest == 0 || scale[r] < fastest)) fastest = scale[r];
-  }
-  for (double& s : scale) s = s > 0 ? s : (fastest > 0 ? fastest : 1.0);  // unmeasured: fastest's
-  return scale;
-}
-
-}  // namespace
-
-Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
-                                      Bytes memory_limit,
-                                      const std::vector<std::string>& rejected) {
-  PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster,
-                        LoadCluster(running.cluster.name, running.layout.WorldSize()));
-  const ParallelConfig& now = running.layout;
-  Replan out;
-  PTDP_ASSIGN_OR_RETURN(const std::vector<double> modelled, ModelledStageCompute(running, cluster));
-  out.scale = MeasuredOverModelled(report, modelled);
-  PTDP_ASSIGN_OR_RETURN(out.current_step_s,
-                        SimulatedStep(running, cluster, now, out.scale, /*memory_limit=*/0));
-  out.layout = now;
-  out.best_step_s = out.current_step_s;
-  for (const ParallelConfig& c : Candidates(running)) {
-    if (std::find(rejected.begin(), rejected.end(), c.ToString()) != rejected.end()) continue;
-    auto step_s = SimulatedStep(running, cluster, c, out.scale, memory_limit);
-    if (!step_s.ok()) continue;
-    ++out.candidates;
-    if (*step_s < out.best_step_s) {
-      out.best_step_s = *step_s;
-      out.layout = c;
-    }
-  }
-  return out;
-}
-
 namespace {
 
 std::string JoinScale(const std::vector<double>& v) {
@@ -194,17 +32,62 @@ std::string JoinCounts(const std::vector<int>& v) {
   return out;
 }
 
-// Rank 0 re-plans and decides; every rank returns rank 0's choice (empty: stay).
+// Rank 0's report of a layout of another t, p or d that beats the running one by more than the
+// threshold; writes its plan under --save. Returns whether to relaunch.
+Result<bool> OfferRelaunch(const AdaptArgs& a, const Replan& rp, int64_t step,
+                           const PlanFile& plan) {
+  const double gain = 1 - rp.other_step_s / rp.current_step_s;
+  const bool beats_switch = rp.other_step_s < rp.best_step_s;
+  if (!rp.other || !beats_switch || !(gain > a.threshold)) return false;
+  char figures[128];
+  std::snprintf(figures, sizeof figures,
+                ", %.4f s, %.1f%% shorter; best with the running t, p, d %.4f s", rp.other_step_s,
+                100 * gain, rp.best_step_s);
+  const std::string what = rp.other->ToString() + figures;
+  if (a.save_dir.empty()) {
+    std::printf(
+        " adapt after step %lld: would relaunch to %s (%d layouts of other t, p, d "
+        "simulated); give --save to allow it\n",
+        static_cast<long long>(step), what.c_str(), rp.other_candidates);
+    return false;
+  }
+  PlanFile next = plan;
+  next.layout = *rp.other;
+  PTDP_ASSIGN_OR_RETURN(next.program, schedule::BuildProgram(next.model, next.layout));
+  next.has_program = true;
+  next.prediction = Json::object();  // the planner's figures and alternatives were the old layout's
+  next.extra = Json::object();
+  std::error_code ec;
+  std::filesystem::create_directories(a.save_dir, ec);
+  const std::string path = a.save_dir + "/" + kRelaunchPlanName;
+  PTDP_RETURN_IF_ERROR(WriteFileAtomic(path, PlanToJson(next).dump(1) + "\n").WithPrefix("--save"));
+  std::printf(
+      " adapt after step %lld: per-rank stage compute measured/modelled %s; %d layouts of "
+      "other t, p, d simulated; running %.4f s, best (%s): relaunching (plan in %s)\n",
+      static_cast<long long>(step), JoinScale(rp.rank_scale).c_str(), rp.other_candidates,
+      rp.current_step_s, what.c_str(), path.c_str());
+  return true;
+}
+
+// Rank 0 re-plans and decides; every rank returns rank 0's choice (empty: stay; *relaunch: the
+// plan of another t, p, d is written, the caller saves and stops).
 Result<std::optional<ParallelConfig>> DecideOnRoot(
     const AdaptArgs& a, const runtime::MonitorReport& report, int64_t step, Bytes memory_limit,
-    runtime::Communicator& world, const PlanFile& plan, const std::vector<std::string>& rejected) {
-  // switch, mbs, schedule, vp, first_stage_layers, last_stage_layers
+    runtime::Communicator& world, const PlanFile& plan, const std::vector<std::string>& rejected,
+    bool* relaunch) {
+  // action (0 stay, 1 switch, 2 relaunch), mbs, schedule, vp, first_stage_layers,
+  // last_stage_layers
   std::vector<double> choice = {0, 0, 0, 0, 0, 0};
   Status st;
   if (world.rank() == 0) {
     auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, rejected);
+    auto go_other = rp.ok() ? OfferRelaunch(a, *rp, step, plan) : Result<bool>(false);
     if (!rp.ok()) {
       st = rp.status().WithPrefix("--adapt");
+    } else if (!go_other.ok()) {
+      st = go_other.status().WithPrefix("--adapt");
+    } else if (*go_other) {
+      choice[0] = 2;
     } else {
       const double gain = 1 - rp->best_step_s / rp->current_step_s;
       const bool go = gain > a.threshold;
@@ -215,7 +98,6 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
           rp->current_step_s, rp->best_step_s, rp->layout.ToString().c_str(),
           JoinCounts(StageLayerCounts(plan.model, rp->layout)).c_str(), 100 * gain,
           go ? "switching" : "staying (under --adapt-threshold)");
-      std::fflush(stdout);
       if (go) {
         choice = {1,
                   double(rp->layout.mbs),
@@ -225,10 +107,12 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
                   double(rp->layout.last_stage_layers)};
       }
     }
+    std::fflush(stdout);
   }
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, st));
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, runtime::AllGatherDoubles(world, choice));
-  if (all[0] == 0) return std::optional<ParallelConfig>();
+  *relaunch = all[0] == 2;
+  if (all[0] != 1) return std::optional<ParallelConfig>();
   ParallelConfig c = plan.layout;
   c.mbs = static_cast<int>(all[1]);
   c.schedule = static_cast<ScheduleKind>(static_cast<int>(all[2]));
@@ -249,7 +133,8 @@ double MeasuredStep(const runtime::MonitorReport& r) {
 }
 
 // --adapt's next plan after a window, if any: undo a switch on trial that measured no gain, else
-// re-plan when the window names stragglers.
+// re-plan (at every window: a slow stage, a straggling GPU and a slow link all lengthen the
+// measured step, and only some of them name stragglers).
 Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
                                               const runtime::MonitorReport& report, int64_t step,
                                               Bytes memory_limit, runtime::Communicator& world,
@@ -271,9 +156,15 @@ Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
       return std::optional<PlanFile>(state->before);
     }
   }
-  if (state->stopped || report.stragglers.empty()) return std::optional<PlanFile>();
-  PTDP_ASSIGN_OR_RETURN(std::optional<ParallelConfig> c,
-                        DecideOnRoot(a, report, step, memory_limit, world, plan, state->rejected));
+  if (state->stopped) return std::optional<PlanFile>();
+  bool relaunch = false;
+  PTDP_ASSIGN_OR_RETURN(
+      std::optional<ParallelConfig> c,
+      DecideOnRoot(a, report, step, memory_limit, world, plan, state->rejected, &relaunch));
+  if (relaunch) {
+    state->relaunch = true;
+    state->relaunch_plan = a.save_dir + "/" + kRelaunchPlanName;
+  }
   if (!c) return std::optional<PlanFile>();
   PlanFile next = plan;
   next.layout = *c;

@@ -2,12 +2,15 @@
 // runtime that decides WHICH plan to run, so that the runtime itself (runtime/, and cmd_train.cc)
 // never sees the planner or the simulator. The runtime measures (Trainer::GatherMonitor) and
 // switches (Trainer::SwitchPlan); train_adapt.cc calibrates the cost model's compute to what the
-// window measured (per pipeline rank: measured over modelled stage compute, so both the machine's
+// window measured (per world rank: measured over modelled stage compute, so both the machine's
 // units and a slow GPU's own slowness), prices candidate layouts with it and replays them in the
-// simulator.
+// simulator (train_replan.cc). A better layout with the running t, p, d is switched to in place;
+// one with another t, p or d is reached through a checkpoint and a relaunch (exit
+// kRelaunchExitCode).
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/plan_file.h"
@@ -15,15 +18,19 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/executor/monitor.h"
 #include "runtime/executor/trainer.h"
+#include "tools/relaunch.h"
 
 namespace ptdp::tools {
 
 struct AdaptArgs {
-  bool adapt = false;       // re-plan at monitor windows that name stragglers
+  bool adapt = false;       // re-plan at every monitor window
   double threshold = 0.1;   // switch when the simulator predicts a step this much shorter
   std::string switch_plan;  // tests: switch to this plan after step switch_at
   int64_t switch_at = 0;
   std::string scratch_dir;  // where the state crosses over (Trainer::SwitchPlan)
+  // --save: where a relaunch writes its plan (kRelaunchPlanName) before every rank saves; empty:
+  // a layout of another t, p or d is reported and not taken.
+  std::string save_dir;
 };
 
 // What --adapt remembers between windows: a switch is on trial until the next window has measured
@@ -36,30 +43,45 @@ struct AdaptState {
   PlanFile before;                    // the plan switched away from
   double before_step_s = 0;           // its measured step time (the window before the switch)
   std::vector<std::string> rejected;  // layouts (ParallelConfig::ToString) tried and undone
+  // Set on every rank when rank 0 chose a layout of another t, p or d and wrote its plan to
+  // relaunch_plan: the caller saves after this step and exits kRelaunchExitCode.
+  bool relaunch = false;
+  std::string relaunch_plan;
 };
 
 // The layout the re-planner picks for the measured costs, and what the simulator predicts.
 struct Replan {
-  ParallelConfig layout;      // the running one when nothing is better
+  ParallelConfig layout;      // the best with the running t, p, d; the running one when none is
   double current_step_s = 0;  // the running layout, simulated with the calibrated costs
-  double best_step_s = 0;     // the picked layout, the same way
-  // Per pipeline rank: measured / modelled stage compute per step (its slowest rank's), the
-  // factor each candidate's compute on that rank is priced with.
-  std::vector<double> scale;
-  int candidates = 0;  // layouts simulated
+  double best_step_s = 0;     // `layout`, the same way
+  // Per world rank: its measured stage compute per step over the modelled one of its pipeline
+  // rank. A candidate's pipeline rank is priced with the largest factor of the world ranks the
+  // candidate places on it (RankGrid's order).
+  std::vector<double> rank_scale;
+  std::vector<double> scale;  // per pipeline rank of the running layout, from rank_scale
+  int candidates = 0;         // layouts with the running t, p, d simulated
+  // The best layout with another t, p or d (same world size, even split), when shorter than the
+  // running one; reached only through a relaunch.
+  std::optional<ParallelConfig> other;
+  double other_step_s = 0;
+  int other_candidates = 0;  // such layouts simulated
 };
 
-// Re-plans for the same GPUs (t, p, d, global batch, precision kept; microbatch size, schedule,
-// interleaving and the split of layers over the stages free). Pure given its inputs (the report is
-// the same on every rank). Layouts named in `rejected` are not candidates.
+// Re-plans for the same GPUs (global batch, precision kept): with the running t, p, d, any
+// microbatch size, schedule, interleaving and split of the layers over the stages; with another
+// t, p, d of the same world size, the even split and any microbatch size and schedule. Pure given
+// its inputs (the report is the same on every rank). Layouts named in `rejected` are not
+// candidates.
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
                                       Bytes memory_limit,
                                       const std::vector<std::string>& rejected = {});
 
 // After step `step` (and its monitor window, `report` when one ended here): with --switch-plan at
-// --switch-at, or with --adapt when the window names stragglers and the re-plan gains more than
-// the threshold, every rank switches `*trainer` and `*plan` together (collective; rank 0 decides
-// and prints); with --adapt, a switch whose next window measured no shorter step is undone.
+// --switch-at, or with --adapt at a window whose re-plan gains more than the threshold, every rank
+// switches `*trainer` and `*plan` together (collective; rank 0 decides and prints); with --adapt,
+// a switch whose next window measured no shorter step is undone. When the best layout has another
+// t, p or d and save_dir is set, rank 0 writes its plan there and every rank returns with
+// state->relaunch set, the trainer untouched.
 Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, int64_t step,
                       Bytes memory_limit, runtime::Communicator& world, AdaptState* state,
                       PlanFile* plan, std::unique_ptr<runtime::Trainer>* trainer);

@@ -14,6 +14,10 @@
 #      line to the script, a missing --data; exit 2 with one line
 #   6. a plan of two nodes of 2: hostfile n1, n2 with 2 slots each, sbatch --nodes=2
 #      --ntasks-per-node=2; one host for it, or 3 GPUs per node for 4 ranks, refused
+#   7. the relaunch loop: a 2-rank t1 p2 d1 job (2 layers, B 2, mbs 1) with --train-args "--adapt
+#      --monitor-every 2", whose run saves after step 2 and exits 75 for another t, p, d
+#      (docs/runtime.md "Re-planning"): job.sh relaunches with checkpoints/relaunch-plan.json and
+#      --load latest, exits 0, and its 6 losses are within 1e-5 of a plain run's
 # usage: launch_mpirun.sh PTDP WORKDIR
 set -uo pipefail
 ptdp=$1 work=$2
@@ -138,4 +142,29 @@ sed 's/"gpus_per_node": *[0-9]*/"gpus_per_node": 3/' plan.json > plan3.json
   > /dev/null 2> data.err
 [ $? = 2 ] && grep -q -- "--data: '.*missing.bin' is not a file here" data.err ||
   { cat data.err; fail "missing --data"; }
+# 7. The relaunch loop of job.sh.
+"$here/../runtime/write_plan.sh" "$ptdp" plan_p2.json 2 0.1 256 2 1 2 1 1 1 1f1b none true ||
+  fail "plan_p2"
+timeout 120 mpirun -np 2 "$ptdp" train --plan plan_p2.json --data data.bin --steps 6 \
+  --backend cpu --log ref_p2.jsonl > ref_p2.out 2>&1 || { cat ref_p2.out; fail "p2 reference"; }
+# The run's decision rests on measured windows (tests/runtime/monitor.sh, case relaunch): a job
+# whose run proposed no relaunch (exit 0, no relaunch line) is started again from scratch, up to 3
+# times.
+for attempt in 1 2 3; do
+  rm -rf jobr
+  "$ptdp" launch --plan plan_p2.json --scheduler mpirun --data data.bin --steps 6 --backend cpu \
+    --train-args "--adapt --monitor-every 2" --out jobr > /dev/null || fail "launch jobr"
+  grep -q '^\[ "\$rc" = 75 \] && \[ "\$relaunches" -lt 3 \] || break$' jobr/job.sh ||
+    { cat jobr/job.sh; fail "job.sh: no relaunch loop"; }
+  timeout 240 bash jobr/job.sh > jobr.out 2>&1 || { cat jobr.out; fail "jobr: exit $?"; }
+  grep -q ": relaunching (plan in" jobr.out && break
+  echo "attempt $attempt: no relaunch proposed"
+done
+grep -q "ptdp job: the ranks saved for another layout; relaunch 1 of 3" jobr.out &&
+  grep -q "resumed from step [0-9]* of latest" jobr.out || { cat jobr.out; fail "jobr: no relaunch"; }
+[ -f jobr/checkpoints/relaunch-plan.json ] || fail "jobr: no relaunch-plan.json"
+paste -d' ' <(fields ref_p2.jsonl | cut -d: -f3) <(fields jobr/logs/metrics.jsonl | cut -d: -f3) |
+  awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > 1e-5) bad = 1; n++ }
+       END { exit !(n == 6 && !bad) }' || fail "jobr: losses differ from the plain run's"
+echo "relaunch loop: job.sh relaunched once in another layout; 6 losses within 1e-5"
 echo "PASS"

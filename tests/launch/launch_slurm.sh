@@ -5,6 +5,10 @@
 #   preempt  a 40-step job gets USR1 mid-run (scancel --signal=USR1 --batch, what --signal=B:USR1@T
 #            sends before the time limit): the ranks save and exit, the script requeues the job,
 #            the relaunch resumes (--load latest), and all 40 losses equal an uninterrupted run's
+#   relaunch a 2-task t1 p2 d1 job (2 layers, B 2) with --train-args "--adapt --monitor-every 2":
+#            its run saves after step 2 and exits 75 for another t, p, d (docs/runtime.md
+#            "Re-planning"); the batch script runs srun again with checkpoints/relaunch-plan.json
+#            and --load latest; the job completes and its 6 losses are within 1e-5 of mpirun's
 # Exit 77 (ctest SKIP) only when Slurm cannot be installed or started here.
 # usage: launch_slurm.sh PTDP WORKDIR CASE
 set -uo pipefail
@@ -24,17 +28,27 @@ start_slurm "$work/slurm" || exit $?
 text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 "$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
-"$here/../runtime/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 2 2 1 2 1 1f1b none true ||
-  fail "plan"
-steps=6
+steps=6 ranks=4 extra=()
 [ "$case" = preempt ] && steps=40
-timeout 300 mpirun -np 4 "$ptdp" train --plan plan.json --data data.bin --steps $steps \
+if [ "$case" = relaunch ]; then
+  "$here/../runtime/write_plan.sh" "$ptdp" plan.json 2 0.1 256 2 1 2 1 1 1 1f1b none true ||
+    fail "plan"
+  ranks=2 extra=(--train-args "--adapt --monitor-every 2")
+else
+  "$here/../runtime/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 2 2 1 2 1 1f1b none true ||
+    fail "plan"
+fi
+timeout 300 mpirun -np $ranks "$ptdp" train --plan plan.json --data data.bin --steps $steps \
   --backend cpu --log ref.jsonl > ref.out 2>&1 || { cat ref.out; fail "reference run"; }
 
-"$ptdp" launch --plan plan.json --scheduler slurm --data data.bin --steps $steps --backend cpu \
-  --out job --time 10:00 --submit > submit.out 2>&1 || { cat submit.out; fail "submit"; }
-id=$(grep -o 'submitted Slurm job [0-9]*' submit.out | grep -o '[0-9]*$')
-[ -n "$id" ] || { cat submit.out; fail "no job id"; }
+submit() {  # the job's id in $id
+  rm -rf job
+  "$ptdp" launch --plan plan.json --scheduler slurm --data data.bin --steps $steps --backend cpu \
+    --out job --time 10:00 "${extra[@]}" --submit > submit.out 2>&1 || { cat submit.out; fail "submit"; }
+  id=$(grep -o 'submitted Slurm job [0-9]*' submit.out | grep -o '[0-9]*$')
+  [ -n "$id" ] || { cat submit.out; fail "no job id"; }
+}
+submit
 
 case "$case" in
   same)
@@ -61,6 +75,25 @@ case "$case" in
     cmp <(fields ref.jsonl) <(fields job/logs/metrics.jsonl) || fail "losses differ after resuming"
     echo "Slurm job $id: stopped after step $stopped on USR1, requeued, resumed; $steps losses" \
       "equal to an uninterrupted run's"
+    ;;
+  relaunch)
+    # The run's decision rests on measured windows (tests/runtime/monitor.sh, case relaunch): a
+    # job whose run proposed no relaunch is submitted again from scratch, up to 3 times.
+    for attempt in 1 2 3; do
+      state=$(wait_job "$id" 240)
+      [ "$state" = COMPLETED ] || fail "job $id: $state"
+      out=job/logs/slurm-$id.out
+      grep -q ": relaunching (plan in" "$out" && break
+      echo "attempt $attempt: no relaunch proposed"
+      [ "$attempt" = 3 ] || submit
+    done
+    grep -q "ptdp job: the ranks saved for another layout; relaunch 1 of 3" "$out" &&
+      grep -q "resumed from step [0-9]* of latest" "$out" || fail "job $id: no relaunch"
+    paste -d' ' <(fields ref.jsonl | cut -d: -f3) <(fields job/logs/metrics.jsonl | cut -d: -f3) |
+      awk '{ d = ($1 - $2) / $1; if (d < 0) d = -d; if (d > 1e-5) bad = 1; n++ }
+           END { exit !(n == 6 && !bad) }' || fail "losses differ from mpirun's"
+    echo "Slurm job $id: relaunched by its batch script in another layout (attempt $attempt); 6 losses" \
+      "within 1e-5 of mpirun's"
     ;;
   *) fail "unknown case $case" ;;
 esac

@@ -5,11 +5,12 @@
 #   kernels -> core; runtime -> core, schedule, kernels (never planner, simulator, costmodel);
 #   profiler -> core, kernels, runtime;
 #   bench/<layer> -> what <layer> may use;
-#   tools/: cmd_train.cc (train_placement.*), cmd_tokenize.cc and cmd_export.cc -> the runtime's layers,
-#     cmd_launch.cc (launch_script.*) -> core only, cmd_profile.cc -> the profiler's,
-#     cmd_schedule.cc -> the simulator's; the other commands (plan, simulate, paper, presets) compose
-#     every layer, and so does train_adapt.cc (`ptdp train --adapt`'s re-planner, reached from
-#     cmd_train.cc only through tools/train_adapt.h, which names core and runtime types);
+#   tools/: cmd_train.cc (train_placement.*, train_report.*), cmd_tokenize.cc and cmd_export.cc ->
+#     the runtime's layers, cmd_launch.cc (launch_script.*, relaunch.h) -> core only,
+#     cmd_profile.cc -> the profiler's, cmd_schedule.cc -> the simulator's; the other commands
+#     (plan, simulate, paper, presets) compose every layer, and so do train_adapt.cc and
+#     train_replan.cc (`ptdp train --adapt`'s re-planner, reached from cmd_train.cc only through
+#     tools/train_adapt.h, which names core and runtime types);
 #   MPI, NCCL and CUDA headers only under runtime/comm/mpi, runtime/cuda, kernels/cuda, kernels/cublas, profiler.
 # The build holds the library rules too (per-target include roots, cmake/PtdpLayer.cmake): this
 # script adds the vendor-header rule, the per-command rules of tools/ and a reading of the source
@@ -57,13 +58,14 @@ for d in bench/*; do
   check "$d" "$d" $(allowed $layer)
 done
 # The runtime's commands do not pull the planner, the simulator or the cost model in.
-for f in cmd_train.cc train_placement.cc train_placement.h cmd_tokenize.cc cmd_export.cc \
-  cmd_profile.cc cmd_schedule.cc cmd_launch.cc launch_script.cc launch_script.h; do
+for f in cmd_train.cc train_placement.cc train_placement.h train_report.cc train_report.h \
+  cmd_tokenize.cc cmd_export.cc cmd_profile.cc cmd_schedule.cc cmd_launch.cc launch_script.cc \
+  launch_script.h relaunch.h; do
   [ -f "tools/$f" ] || continue
   case $f in
     cmd_profile.cc) ok=$(allowed profiler) ;;
     cmd_schedule.cc) ok=$(allowed simulator) ;;
-    cmd_launch.cc | launch_script.*) ok=$(allowed core) ;;
+    cmd_launch.cc | launch_script.* | relaunch.h) ok=$(allowed core) ;;
     *) ok=$(allowed runtime) ;;
   esac
   check "tools/$f" "tools/$f" $ok tools

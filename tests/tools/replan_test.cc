@@ -1,0 +1,81 @@
+// ReplanForMeasuredCosts (tools/train_adapt.h) on synthetic monitor windows of a 2-rank t1 p2 d1
+// run: the factors are per world rank, and a candidate of another t, p, d prices each of its
+// pipeline ranks with the slowest world rank it places there, so one slow GPU slows every layout
+// that uses it.
+#include <gtest/gtest.h>
+
+#include "core/json.h"
+#include "schedule/schedule.h"
+#include "tools/train_adapt.h"
+
+namespace ptdp::tools {
+namespace {
+
+PlanFile TwoRankPipeline() {
+  const char* text = R"({
+    "ptdp_plan_version": 2,
+    "model": {"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32,
+              "vocab": 256, "dropout": 0.0},
+    "cluster": {"name": "cpu", "gpus": 2, "gpus_per_node": 2},
+    "global_batch": 2,
+    "layout": {"tp": 1, "pp": 2, "dp": 1, "mbs": 1, "vp": 1, "schedule": "1f1b",
+               "recompute": "none", "scatter_gather": true}})";
+  auto json = ParseJson(text, "test plan");
+  EXPECT_TRUE(json.ok());
+  auto plan = PlanFromJson(*json, /*require_program=*/false);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  auto program = schedule::BuildProgram(plan->model, plan->layout);
+  EXPECT_TRUE(program.ok());
+  plan->program = *program;
+  plan->has_program = true;
+  return *plan;
+}
+
+// A window of 2 steps in which world rank r (pipeline rank r) computed stage_s[r] per step.
+runtime::MonitorReport Window(const std::vector<double>& stage_s) {
+  runtime::MonitorReport report;
+  for (int r = 0; r < int(stage_s.size()); ++r) {
+    runtime::RankWindow w;
+    w.rank = r;
+    w.coord.pp = r;
+    w.steps = 2;
+    w.wall_s = 2 * (stage_s[0] + stage_s[1]);
+    w.stage_compute_s = 2 * stage_s[static_cast<size_t>(r)];
+    report.ranks.push_back(w);
+  }
+  return report;
+}
+
+TEST(Replan, FactorsArePerWorldRankAndTheRunningStagesTakeThem) {
+  const PlanFile plan = TwoRankPipeline();
+  auto even = ReplanForMeasuredCosts(plan, Window({0.01, 0.01}), /*memory_limit=*/0);
+  auto slow = ReplanForMeasuredCosts(plan, Window({0.01, 0.08}), /*memory_limit=*/0);
+  ASSERT_TRUE(even.ok()) << even.status().ToString();
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  ASSERT_EQ(slow->rank_scale.size(), 2u);
+  EXPECT_DOUBLE_EQ(slow->rank_scale[0], even->rank_scale[0]);
+  EXPECT_NEAR(slow->rank_scale[1] / even->rank_scale[1], 8.0, 1e-9);
+  // t1 p2 d1: world rank r is pipeline rank r, so the running stages' factors are the ranks'.
+  EXPECT_EQ(slow->scale, slow->rank_scale);
+}
+
+TEST(Replan, ASlowRankSlowsEveryOtherShapeThatUsesIt) {
+  const PlanFile plan = TwoRankPipeline();
+  auto even = ReplanForMeasuredCosts(plan, Window({0.01, 0.01}), /*memory_limit=*/0);
+  auto slow = ReplanForMeasuredCosts(plan, Window({0.01, 0.08}), /*memory_limit=*/0);
+  ASSERT_TRUE(even.ok() && slow.ok());
+  // The other shapes of 2 ranks (t2 p1 d1, t1 p1 d2) are found and, with both ranks alike, beat a
+  // pipeline of 2 microbatches over 2 stages.
+  EXPECT_GT(even->other_candidates, 0);
+  ASSERT_TRUE(even->other.has_value());
+  EXPECT_EQ(even->other->pp, 1);
+  EXPECT_LT(even->other_step_s, even->current_step_s);
+  // Each of them puts rank 1 on their only pipeline rank, so all their compute runs at rank 1's
+  // pace (8x): the best is far slower than with rank 1 at speed, whichever it is. Priced with the
+  // running pipeline rank 0's factor (a per-pipeline-rank mapping), it would not have moved.
+  const double other_slow = slow->other ? slow->other_step_s : slow->current_step_s;
+  EXPECT_GT(other_slow, 3 * even->other_step_s);
+}
+
+}  // namespace
+}  // namespace ptdp::tools

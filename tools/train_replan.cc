@@ -1,0 +1,241 @@
+// The re-planner of `ptdp train --adapt` (tools/train_adapt.h ReplanForMeasuredCosts): calibrates
+// the cost model's compute to a monitor window, per world rank, and replays candidate layouts for
+// the same GPUs in the simulator: those with the running t, p, d (any microbatch size, schedule,
+// interleaving and split of the layers), and those with another t, p, d of the same world size
+// (even split), which a run can only reach through a checkpoint and a relaunch.
+#include <algorithm>
+
+#include "core/cluster.h"
+#include "core/ledger.h"
+#include "core/rank_grid.h"
+#include "core/shapes.h"
+#include "costmodel/calibrate.h"
+#include "costmodel/estimate.h"
+#include "schedule/schedule.h"
+#include "simulator/simulator.h"
+#include "tools/train_adapt.h"
+
+namespace ptdp::tools {
+namespace {
+
+void Scale(costmodel::ComputeBreakdown* b, double f) {
+  b->gemm *= f;
+  b->memory *= f;
+  b->tp_comm *= f;
+}
+
+// The table with each pipeline rank's compute multiplied by its calibration factor.
+costmodel::CostTable Calibrated(costmodel::CostTable t, const std::vector<double>& scale) {
+  for (int r = 0; r < t.pp; ++r) {
+    for (int chunk = 0; chunk < t.vp; ++chunk) {
+      costmodel::ChunkCost& c = t.chunks[static_cast<size_t>(r * t.vp + chunk)];
+      Scale(&c.forward, scale[static_cast<size_t>(r)]);
+      Scale(&c.backward, scale[static_cast<size_t>(r)]);
+      Scale(&c.recompute, scale[static_cast<size_t>(r)]);
+    }
+  }
+  return t;
+}
+
+// Per pipeline rank of layout `c`: the largest factor of the world ranks `c` places on it (the
+// runtime's RankGrid order), so a slow GPU keeps its slowness wherever a layout puts it, and a
+// stage runs at its slowest rank's pace (a tensor group waits for it in every all-reduce, a
+// data-parallel replica in the gradient all-reduce).
+Result<std::vector<double>> PipelineFactors(const ParallelConfig& c,
+                                            const std::vector<double>& rank_factor) {
+  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(c.tp, c.dp, c.pp));
+  std::vector<double> out(static_cast<size_t>(c.pp), 0.0);
+  for (int w = 0; w < grid.WorldSize() && w < int(rank_factor.size()); ++w) {
+    double& f = out[static_cast<size_t>(grid.Coord(w).pp)];
+    f = std::max(f, rank_factor[static_cast<size_t>(w)]);
+  }
+  return out;
+}
+
+// The simulated iteration of layout `c` with calibrated compute; an error when the layout cannot
+// run here (its Program cannot be built, or a pipeline rank's ledger exceeds the memory limit).
+Result<double> SimulatedStep(const PlanFile& p, const ClusterSpec& cluster, const ParallelConfig& c,
+                             const std::vector<double>& rank_factor, Bytes memory_limit) {
+  PTDP_ASSIGN_OR_RETURN(Program program, schedule::BuildProgram(p.model, c));
+  for (int r = 0; r < c.pp && memory_limit > 0; ++r) {
+    if (MemoryOf(p.model, c, program, r).Total() > memory_limit) {
+      return Status::DoesNotFit("over the memory limit");
+    }
+  }
+  PTDP_ASSIGN_OR_RETURN(const std::vector<double> scale, PipelineFactors(c, rank_factor));
+  const costmodel::CostTable t = Calibrated(costmodel::BuildCostTable(p.model, cluster, c), scale);
+  PTDP_ASSIGN_OR_RETURN(sim::SimResult res, sim::Simulate(program, t));
+  return double(res.iteration_ns) * 1e-9;
+}
+
+// The stage splits for the same pipeline: the even one, and with vp = 1 every uneven one in
+// Megatron-LM's form (first_stage_layers, last_stage_layers; the stages between share the rest
+// evenly), one representation per distinct split. For pp = 2 that is every split; for pp > 2 the
+// middle stages move together, so a slow middle stage is relieved only by heavier first and last
+// stages, which lightens every middle stage alike.
+std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelConfig& base) {
+  std::vector<std::pair<int, int>> out = {{0, 0}};
+  if (base.pp < 2) return out;
+  std::vector<std::vector<int>> seen = {StageLayerCounts(p.model, base)};
+  for (int first = 0; first <= p.model.layers; ++first) {
+    for (int last = 0; last <= p.model.layers; ++last) {
+      ParallelConfig c = base;
+      c.first_stage_layers = first;
+      c.last_stage_layers = last;
+      if (!c.Uneven() || !c.ValidateStageSplit(p.model).ok()) continue;
+      std::vector<int> counts = StageLayerCounts(p.model, c);
+      if (std::find(seen.begin(), seen.end(), counts) != seen.end()) continue;
+      seen.push_back(std::move(counts));
+      out.emplace_back(first, last);
+    }
+  }
+  return out;
+}
+
+// Layouts with the t, p, d of `shape`: every microbatch size dividing B/d, with 1F1B, GPipe and
+// each interleaving the model's layers allow, and (1F1B, GPipe; with `every_split`) every split of
+// the layers over the stages, else the even split only; recomputation and the rest as running.
+std::vector<ParallelConfig> Candidates(const PlanFile& p, ParallelConfig shape, bool every_split) {
+  std::vector<ParallelConfig> out;
+  shape.vp = 1;
+  shape.first_stage_layers = shape.last_stage_layers = 0;
+  const std::vector<std::pair<int, int>> splits =
+      every_split ? StageSplits(p, shape) : std::vector<std::pair<int, int>>{{0, 0}};
+  const int64_t per_replica = shape.global_batch / shape.dp;
+  for (int64_t mbs = 1; mbs <= per_replica; ++mbs) {
+    if (per_replica % mbs != 0) continue;
+    for (int vp = 1; vp <= p.model.layers; ++vp) {
+      for (ScheduleKind kind :
+           {ScheduleKind::k1F1B, ScheduleKind::kGPipe, ScheduleKind::kInterleaved}) {
+        if ((kind == ScheduleKind::kInterleaved) != (vp > 1)) continue;
+        for (const auto& [first, last] : splits) {
+          if (vp > 1 && (first > 0 || last > 0)) continue;
+          ParallelConfig c = shape;
+          c.mbs = static_cast<int>(mbs);
+          c.vp = vp;
+          c.schedule = kind;
+          c.first_stage_layers = first;
+          c.last_stage_layers = last;
+          if (c.Validate(p.model).ok()) out.push_back(c);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// Every other t, p, d of the same world size whose d divides the global batch and whose tensor
+// groups stay inside a node (what `ptdp train` checks at start), each with its Candidates (even
+// split only: the count stays bounded). Sequence parallelism is kept where t > 1 allows it.
+std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& p) {
+  const ParallelConfig& now = p.layout;
+  const int world = now.WorldSize();
+  std::vector<ParallelConfig> out;
+  for (int tp = 1; tp <= world; ++tp) {
+    if (world % tp != 0 || tp > p.cluster.gpus_per_node) continue;
+    for (int pp = 1; pp <= world / tp; ++pp) {
+      if ((world / tp) % pp != 0) continue;
+      const int dp = world / tp / pp;
+      if ((tp == now.tp && pp == now.pp && dp == now.dp) || now.global_batch % dp != 0) continue;
+      ParallelConfig shape = now;
+      shape.tp = tp;
+      shape.pp = pp;
+      shape.dp = dp;
+      shape.sequence_parallel = now.sequence_parallel && tp > 1;
+      for (ParallelConfig& c : Candidates(p, shape, /*every_split=*/false)) {
+        out.push_back(std::move(c));
+      }
+    }
+  }
+  return out;
+}
+
+// Per pipeline rank, the cost model's stage compute per step of the running layout: what the
+// monitor measures (kForward and kBackward), each instruction priced as the simulator prices it.
+Result<std::vector<double>> ModelledStageCompute(const PlanFile& p, const ClusterSpec& cluster) {
+  PTDP_ASSIGN_OR_RETURN(Program program, schedule::BuildProgram(p.model, p.layout));
+  const costmodel::CostTable t = costmodel::BuildCostTable(p.model, cluster, p.layout);
+  std::vector<double> out(static_cast<size_t>(p.layout.pp), 0.0);
+  for (const RankProgram& rp : program.ranks) {
+    for (const Instr& in : rp.instrs) {
+      if (in.op != Op::kForward && in.op != Op::kBackward) continue;
+      out[static_cast<size_t>(rp.pp_rank)] +=
+          costmodel::PredictedInstructionTime(t, rp.pp_rank, in);
+    }
+  }
+  return out;
+}
+
+// The calibration: per world rank, its measured stage compute per step over the modelled stage
+// compute of its pipeline rank. It puts the prediction in this machine's units (the fastest
+// rank's factor: the profile's error, common to every rank) and carries each GPU's own slowness
+// (its factor over the fastest's) to whatever layers and whatever pipeline rank a candidate gives
+// it (PipelineFactors). A rank the window did not measure gets the fastest rank's factor.
+std::vector<double> RankFactors(const runtime::MonitorReport& report,
+                                const std::vector<double>& modelled, int world_size) {
+  std::vector<double> factor(static_cast<size_t>(world_size), 0.0);
+  double fastest = 0;
+  for (const runtime::RankWindow& w : report.ranks) {
+    if (w.steps <= 0 || w.rank < 0 || w.rank >= world_size) continue;
+    const double m = modelled[static_cast<size_t>(w.coord.pp)];
+    if (!(m > 0)) continue;
+    const double f = w.stage_compute_s / double(w.steps) / m;
+    factor[static_cast<size_t>(w.rank)] = f;
+    if (f > 0 && (fastest == 0 || f < fastest)) fastest = f;
+  }
+  for (double& f : factor) f = f > 0 ? f : (fastest > 0 ? fastest : 1.0);
+  return factor;
+}
+
+// The shortest simulated step among `candidates` (not in `rejected`) into *best / *best_step_s
+// when shorter than *best_step_s; returns how many were simulated.
+int PickShortest(const PlanFile& p, const ClusterSpec& cluster,
+                 const std::vector<ParallelConfig>& candidates, const std::vector<double>& factor,
+                 Bytes memory_limit, const std::vector<std::string>& rejected, ParallelConfig* best,
+                 double* best_step_s) {
+  int simulated = 0;
+  for (const ParallelConfig& c : candidates) {
+    if (std::find(rejected.begin(), rejected.end(), c.ToString()) != rejected.end()) continue;
+    auto step_s = SimulatedStep(p, cluster, c, factor, memory_limit);
+    if (!step_s.ok()) continue;
+    ++simulated;
+    if (*step_s < *best_step_s) {
+      *best_step_s = *step_s;
+      *best = c;
+    }
+  }
+  return simulated;
+}
+
+}  // namespace
+
+Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
+                                      Bytes memory_limit,
+                                      const std::vector<std::string>& rejected) {
+  PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster,
+                        LoadCluster(running.cluster.name, running.layout.WorldSize()));
+  const ParallelConfig& now = running.layout;
+  Replan out;
+  PTDP_ASSIGN_OR_RETURN(const std::vector<double> modelled, ModelledStageCompute(running, cluster));
+  out.rank_scale = RankFactors(report, modelled, now.WorldSize());
+  PTDP_ASSIGN_OR_RETURN(out.scale, PipelineFactors(now, out.rank_scale));
+  PTDP_ASSIGN_OR_RETURN(out.current_step_s,
+                        SimulatedStep(running, cluster, now, out.rank_scale, /*memory_limit=*/0));
+  out.layout = now;
+  out.best_step_s = out.current_step_s;
+  out.candidates =
+      PickShortest(running, cluster, Candidates(running, now, /*every_split=*/true), out.rank_scale,
+                   memory_limit, rejected, &out.layout, &out.best_step_s);
+  ParallelConfig other;
+  double other_step_s = out.current_step_s;  // only a shorter one counts
+  out.other_candidates =
+      PickShortest(running, cluster, OtherShapeCandidates(running), out.rank_scale, memory_limit,
+                   rejected, &other, &other_step_s);
+  if (other_step_s < out.current_step_s) {
+    out.other = other;
+    out.other_step_s = other_step_s;
+  }
+  return out;
+}
+
+}  // namespace ptdp::tools

@@ -1,0 +1,136 @@
+// End-of-run reports of `ptdp train` (tools/train_report.h).
+#include "tools/train_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "core/json.h"
+#include "core/ledger.h"
+#include "tools/common.h"
+
+namespace ptdp::tools {
+namespace {
+
+Result<std::vector<double>> ReadLosses(const std::string& path) {
+  PTDP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path));
+  std::vector<double> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    PTDP_ASSIGN_OR_RETURN(Json j, ParseJson(line, path));
+    if (!j.contains("loss") || !j["loss"].is_number()) {
+      return Status::Invalid(path + ": a line has no numeric \"loss\"");
+    }
+    out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
+// Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger and
+}  // namespace
+
+// the plan's prediction; an error when over --memory-tol. Rank 0 only.
+Status ReportMemory(double memory_tol, const PlanFile& plan, runtime::Trainer& trainer,
+                    const std::vector<runtime::RankMemory>& mem) {
+  const ParallelConfig& c = trainer.layout();
+  Status mem_status;
+  const Json& pred = plan.prediction;
+  const bool have_plan =
+      pred.is_object() && pred.contains("memory_per_stage") && pred["memory_per_stage"].is_array();
+  std::printf(
+      "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
+      "ledger (core/ledger.h)%s; measured total with workspace\n",
+      have_plan ? " | plan's prediction" : "");
+  for (int r = 0; r < c.pp; ++r) {
+    Bytes measured = 0, total = 0;
+    for (const auto& m : mem) {
+      if (m.pp_rank != r) continue;
+      Bytes kept = 0;  // per-tag peaks of everything but the transient workspace
+      for (int t = 0; t < runtime::kNumMemTags; ++t) {
+        if (t != static_cast<int>(runtime::MemTag::kWorkspace)) kept += m.peak[t];
+      }
+      measured = std::max(measured, kept);
+      total = std::max(total, m.peak_total);
+    }
+    const MemoryLedger est = MemoryOf(trainer.model(), c, trainer.program(), r);
+    double reference = double(est.Total());
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), "  pp rank %d: %.4f | %.4f (%+.2f%%)", r, measured / kMiB,
+                  est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
+    std::string line = buf;
+    if (have_plan) {
+      for (const auto& s : pred["memory_per_stage"]) {
+        if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
+          const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
+          std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
+                        100.0 * (double(measured) - planned) / planned);
+          line += buf;
+          reference = planned;
+        }
+      }
+    }
+    std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
+    const double rel = std::abs(double(measured) - reference) / reference;
+    if (memory_tol >= 0 && rel > memory_tol && mem_status.ok()) {
+      mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) + ": measured " +
+                                    std::to_string(measured) +
+                                    " bytes (without workspace) differs from the prediction " +
+                                    std::to_string(static_cast<Bytes>(reference)) + " by " +
+                                    std::to_string(100 * rel) + "% (over --memory-tol)");
+    }
+  }
+  return mem_status;
+}
+
+// Per-step losses against a single-process run's log (--expect-losses). Rank 0 only.
+Status CheckLosses(const std::string& expect_losses, double loss_tol, int64_t first_step,
+                   const std::vector<double>& losses) {
+  Status check;
+  auto ref = ReadLosses(expect_losses);
+  if (!ref.ok()) {
+    check = ref.status().WithPrefix("--expect-losses");
+  } else if (ref->size() < losses.size() + size_t(first_step - 1)) {
+    check = Status::Invalid("--expect-losses: " + std::to_string(ref->size()) +
+                            " reference steps, fewer than the " +
+                            std::to_string(losses.size() + size_t(first_step - 1)) + " run");
+  } else {
+    double worst = 0;
+    for (size_t i = 0; i < losses.size(); ++i) {
+      const double r = (*ref)[i + size_t(first_step - 1)];  // a resumed run starts later
+      const double rel = std::abs(losses[i] - r) / std::abs(r);
+      worst = std::max(worst, rel);
+      if (rel > loss_tol && check.ok()) {
+        check = Status::Internal("step " + std::to_string(i + size_t(first_step)) + ": loss " +
+                                 std::to_string(losses[i]) + " vs reference " + std::to_string(r) +
+                                 " (relative " + std::to_string(rel) + " over " +
+                                 std::to_string(loss_tol) + ")");
+      }
+    }
+    std::printf(
+        "losses vs reference: max relative difference %.3e over %zu steps (tolerance %.1e)\n",
+        worst, losses.size(), loss_tol);
+  }
+  return check;
+}
+
+void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
+  const std::vector<runtime::OpTime> rows = timer.Table();
+  const double per = steps > 1 ? double(steps - 1) : 1.0;
+  double total = 0;
+  for (const auto& r : rows) total += r.seconds;
+  std::printf(
+      "op times, rank 0, per step (%s; each op synchronised, so the figures add one launch latency "
+      "each and nothing overlaps)\n%-58s %8s %10s %9s %6s\n",
+      steps > 1 ? "steps after the first" : "one step", "op [shape]", "calls", "ms/step", "us/call",
+      "share");
+  for (const auto& r : rows) {
+    std::printf("%-58s %8.0f %10.3f %9.1f %5.1f%%\n", r.op.c_str(), r.calls / per,
+                r.seconds / per * 1e3, r.seconds / r.calls * 1e6, 100.0 * r.seconds / total);
+  }
+  std::printf("%-58s %8s %10.3f\n", "all ops", "", total / per * 1e3);
+}
+
+}  // namespace ptdp::tools

@@ -1,0 +1,28 @@
+// What `ptdp train` reports at the end of a run (tools/cmd_train.cc): the measured memory against
+// the ledger and the plan, the per-step losses against a reference log, and the op-time table.
+// Rank 0 only; the callers agree the returned statuses over the ranks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/plan_file.h"
+#include "core/status.h"
+#include "runtime/executor/trainer.h"
+
+namespace ptdp::tools {
+
+// Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger
+// and the plan's prediction; an error when over `memory_tol` (< 0: no check).
+Status ReportMemory(double memory_tol, const PlanFile& plan, runtime::Trainer& trainer,
+                    const std::vector<runtime::RankMemory>& mem);
+
+// Per-step losses of steps first_step.. against the --log file `expect_losses` (--expect-losses),
+// relative tolerance `loss_tol`.
+Status CheckLosses(const std::string& expect_losses, double loss_tol, int64_t first_step,
+                   const std::vector<double>& losses);
+
+// --op-times: rank 0's Ops calls per step (steps after the first), largest total first.
+void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps);
+
+}  // namespace ptdp::tools
