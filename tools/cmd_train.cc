@@ -134,6 +134,8 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = Status::Invalid("--monitor-every: must be >= 0 (0: no monitor)");
   } else if (!(a.straggler_threshold > 0)) {
     pre = Status::Invalid("--straggler-threshold: must be > 0");
+  } else if (a.adapt.calibrate && !a.adapt.adapt) {
+    pre = Status::Invalid("--adapt-calibrate: only with --adapt");
   } else if (a.adapt.adapt && a.monitor_every == 0) {
     pre = Status::Invalid("--adapt: needs --monitor-every N (it re-plans at monitor windows)");
   } else if (!(a.adapt.threshold >= 0 && a.adapt.threshold < 1)) {
@@ -415,6 +417,9 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
       "compute and switch at the step boundary (microbatch size, schedule, interleaving, "
       "split) when the simulator predicts a gain over --adapt-threshold; another t, p, d: "
       "with --save, save, write DIR/relaunch-plan.json and exit 75 (docs/runtime.md)");
+  cmd->add_flag("--adapt-calibrate", a.adapt.calibrate,
+                "--adapt fits the plan's profile to each window's last step (ptdp calibrate's "
+                "fit) before pricing candidates; kept only when it lowers the compute error");
   cmd->add_option("--adapt-threshold", a.adapt.threshold,
                   "--adapt switches when the predicted step is this much shorter (fraction, 0.1)");
   cmd->add_option("--switch-plan", a.adapt.switch_plan,

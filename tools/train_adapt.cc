@@ -74,13 +74,21 @@ Result<bool> OfferRelaunch(const AdaptArgs& a, const Replan& rp, int64_t step,
 Result<std::optional<ParallelConfig>> DecideOnRoot(
     const AdaptArgs& a, const runtime::MonitorReport& report, int64_t step, Bytes memory_limit,
     runtime::Communicator& world, const PlanFile& plan, const std::vector<std::string>& rejected,
-    bool* relaunch) {
+    const Timeline& last_step, bool* relaunch) {
   // action (0 stay, 1 switch, 2 relaunch), mbs, schedule, vp, first_stage_layers,
   // last_stage_layers
   std::vector<double> choice = {0, 0, 0, 0, 0, 0};
   Status st;
   if (world.rank() == 0) {
-    auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, rejected);
+    auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, rejected, &last_step);
+    if (rp.ok() && a.calibrate) {
+      std::printf(
+          " adapt after step %lld: %s the fit of the profile to the step's timeline (compute "
+          "median |error| %.1f%% -> %.1f%%; %s)\n",
+          static_cast<long long>(step), rp->calibrated ? "using" : "not using (no better)",
+          100 * rp->calibrated_error_before, 100 * rp->calibrated_error_after,
+          rp->calibration_summary.c_str());
+    }
     auto go_other = rp.ok() ? OfferRelaunch(a, *rp, step, plan) : Result<bool>(false);
     if (!rp.ok()) {
       st = rp.status().WithPrefix("--adapt");
@@ -138,7 +146,8 @@ double MeasuredStep(const runtime::MonitorReport& r) {
 Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
                                               const runtime::MonitorReport& report, int64_t step,
                                               Bytes memory_limit, runtime::Communicator& world,
-                                              AdaptState* state, const PlanFile& plan) {
+                                              AdaptState* state, const PlanFile& plan,
+                                              runtime::Trainer& trainer) {
   const double measured = MeasuredStep(report);
   if (state->on_trial) {
     state->on_trial = false;
@@ -157,10 +166,17 @@ Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
     }
   }
   if (state->stopped) return std::optional<PlanFile>();
+  // The window's last iteration, every pipeline rank's, on rank 0 (collective): what the re-plan
+  // fits the profile to before pricing candidates.
+  Timeline last_step;
+  if (a.calibrate) {
+    PTDP_ASSIGN_OR_RETURN(last_step, trainer.GatherTimeline());
+    if (world.rank() == 0) trainer.GiveSendsTheirTransfer(&last_step);
+  }
   bool relaunch = false;
-  PTDP_ASSIGN_OR_RETURN(
-      std::optional<ParallelConfig> c,
-      DecideOnRoot(a, report, step, memory_limit, world, plan, state->rejected, &relaunch));
+  PTDP_ASSIGN_OR_RETURN(std::optional<ParallelConfig> c,
+                        DecideOnRoot(a, report, step, memory_limit, world, plan, state->rejected,
+                                     last_step, &relaunch));
   if (relaunch) {
     state->relaunch = true;
     state->relaunch_plan = a.save_dir + "/" + kRelaunchPlanName;
@@ -189,8 +205,8 @@ Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, 
         world, read.ok() ? Status::Ok() : read.status().WithPrefix("--switch-plan")));
     next = std::move(read).value();
   } else if (a.adapt && report != nullptr) {
-    PTDP_ASSIGN_OR_RETURN(std::optional<PlanFile> p,
-                          NextAdaptPlan(a, *report, step, memory_limit, world, state, *plan));
+    PTDP_ASSIGN_OR_RETURN(std::optional<PlanFile> p, NextAdaptPlan(a, *report, step, memory_limit,
+                                                                   world, state, *plan, **trainer));
     if (!p) return Status::Ok();
     next = std::move(*p);
   } else {

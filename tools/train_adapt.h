@@ -23,8 +23,11 @@
 namespace ptdp::tools {
 
 struct AdaptArgs {
-  bool adapt = false;       // re-plan at every monitor window
-  double threshold = 0.1;   // switch when the simulator predicts a step this much shorter
+  bool adapt = false;      // re-plan at every monitor window
+  double threshold = 0.1;  // switch when the simulator predicts a step this much shorter
+  // --adapt-calibrate: fit the plan's profile to each window's last step (ReplanForMeasuredCosts'
+  // last_step) before pricing candidates, instead of one compute factor per rank alone.
+  bool calibrate = false;
   std::string switch_plan;  // tests: switch to this plan after step switch_at
   int64_t switch_at = 0;
   std::string scratch_dir;  // where the state crosses over (Trainer::SwitchPlan)
@@ -65,16 +68,26 @@ struct Replan {
   std::optional<ParallelConfig> other;
   double other_step_s = 0;
   int other_candidates = 0;  // such layouts simulated
+  // The profile the candidates were priced with: the plan's cluster profile, fitted by `ptdp
+  // calibrate`'s own function to the window's last step when a timeline was given.
+  bool calibrated = false;
+  double calibrated_error_before = 0, calibrated_error_after = 0;  // compute median |error|
+  std::string calibration_summary;  // the fitted figures, for the log line
 };
 
 // Re-plans for the same GPUs (global batch, precision kept): with the running t, p, d, any
 // microbatch size, schedule, interleaving and split of the layers over the stages; with another
 // t, p, d of the same world size, the even split and any microbatch size and schedule. Pure given
 // its inputs (the report is the same on every rank). Layouts named in `rejected` are not
-// candidates.
+// candidates. With `last_step` (the window's last iteration, Trainer::GatherTimeline), the plan's
+// cluster profile is first fitted to it (costmodel::Calibrate: GEMM and memory-bound figures, the
+// links its messages crossed), so that candidates of other shapes and messages are priced with
+// this machine's figures; the per-rank factors are then measured over that profile's prices. A fit
+// that fails leaves the profile as it was.
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
                                       Bytes memory_limit,
-                                      const std::vector<std::string>& rejected = {});
+                                      const std::vector<std::string>& rejected = {},
+                                      const Timeline* last_step = nullptr);
 
 // After step `step` (and its monitor window, `report` when one ended here): with --switch-plan at
 // --switch-at, or with --adapt at a window whose re-plan gains more than the threshold, every rank

@@ -4,6 +4,8 @@
 // interleaving and split of the layers), and those with another t, p, d of the same world size
 // (even split), which a run can only reach through a checkpoint and a relaunch.
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "core/cluster.h"
 #include "core/ledger.h"
@@ -17,6 +19,20 @@
 
 namespace ptdp::tools {
 namespace {
+
+// "name before->after" of each fitted figure that moved, for --adapt's log line.
+std::string CalibrationSummary(const std::vector<costmodel::FittedFigure>& figures) {
+  std::string out;
+  char buf[160];
+  for (const costmodel::FittedFigure& f : figures) {
+    if (f.before == f.after) continue;
+    const std::string name = f.name.substr(0, f.name.find(" ("));
+    std::snprintf(buf, sizeof buf, "%s%s %.3g->%.3g", out.empty() ? "" : ", ", name.c_str(),
+                  f.before, f.after);
+    out += buf;
+  }
+  return out;
+}
 
 void Scale(costmodel::ComputeBreakdown* b, double f) {
   b->gemm *= f;
@@ -210,12 +226,41 @@ int PickShortest(const PlanFile& p, const ClusterSpec& cluster,
 }  // namespace
 
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
-                                      Bytes memory_limit,
-                                      const std::vector<std::string>& rejected) {
+                                      Bytes memory_limit, const std::vector<std::string>& rejected,
+                                      const Timeline* last_step) {
   PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster,
                         LoadCluster(running.cluster.name, running.layout.WorldSize()));
   const ParallelConfig& now = running.layout;
   Replan out;
+  if (last_step != nullptr && !last_step->events.empty()) {
+    // The fit is of the machine, not of a slow GPU: each pipeline rank's forwards and backwards
+    // are first brought to the fastest rank's pace (the window's factors under the starting
+    // profile), so that a straggler's slowness stays in its own factor below instead of being
+    // spread over the GEMM and memory figures of every rank.
+    PTDP_ASSIGN_OR_RETURN(const std::vector<double> modelled0,
+                          ModelledStageCompute(running, cluster));
+    PTDP_ASSIGN_OR_RETURN(const std::vector<double> pace,
+                          PipelineFactors(now, RankFactors(report, modelled0, now.WorldSize())));
+    const double fastest = *std::min_element(pace.begin(), pace.end());
+    Timeline steady = *last_step;
+    for (TimelineEvent& e : steady.events) {
+      if (e.instr.op != Op::kForward && e.instr.op != Op::kBackward) continue;
+      const double slow = pace[size_t(e.pp_rank)] / fastest;
+      if (slow > 1) e.end_ns = e.start_ns + Nanoseconds(double(e.Duration()) / slow);
+    }
+    auto fit = costmodel::Calibrate(
+        running.model, cluster, now, running.program, steady,
+        "ptdp train --adapt, fitted to the window's last step of " + now.ToString());
+    // A fit of one noisy step can be worse than the profile: kept only when it lowers the
+    // compute instructions' median error.
+    if (fit.ok()) {
+      out.calibrated = fit->median_error_after < fit->median_error_before;
+      if (out.calibrated) cluster.profile = fit->profile;
+      out.calibrated_error_before = fit->median_error_before;
+      out.calibrated_error_after = fit->median_error_after;
+      out.calibration_summary = CalibrationSummary(fit->figures);
+    }
+  }
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> modelled, ModelledStageCompute(running, cluster));
   out.rank_scale = RankFactors(report, modelled, now.WorldSize());
   PTDP_ASSIGN_OR_RETURN(out.scale, PipelineFactors(now, out.rank_scale));

@@ -16,6 +16,7 @@
 # the rounds; the lost throughput recovered, (adapt - slow) / (base - slow); the monitor line
 # that first names the straggler and the re-plan line; the adapt runs' losses against base.
 # REPORT=1 prints the table of an existing WORKDIR without running anything.
+# ADAPT_FLAGS adds flags to the adapt runs (e.g. --adapt-calibrate).
 # usage: bench/adapt/bench.sh [PTDP] [WORKDIR] [STEPS]  (defaults: build/tools/ptdp, /tmp/ptdp-adapt-bench, 20)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -55,7 +56,7 @@ run() {  # KIND ROUND
     slow) train "slow$i" plan.json --slow-rank 1 --slow-factor "$slow" ;;
     adapt)
       train "adapt$i" plan.json --slow-rank 1 --slow-factor "$slow" --monitor-every "$monitor" \
-        --adapt --expect-losses base1.jsonl
+        --adapt ${ADAPT_FLAGS:-} --expect-losses base1.jsonl
       if [ ! -f split.json ]; then
         local to
         to=$(sed -n 's/^ switched after step [0-9]* to \([^ ]*\) .*/\1/p' "adapt$i.out" | head -1)

@@ -18,6 +18,9 @@
 #       checkpoint; the losses equal an unslowed, unadapted even-split run within 1e-5. (4x, not
 #       3x: at 2 ranks the monitor's median is their mean, so a factor F reads 2F/(1+F), 1.6 here,
 #       and the measured compute ratio stays far above what any even split could absorb.)
+#   adapt_calibrate  as adapt_split with --adapt-calibrate: after step 2 the profile is fitted to
+#       the window's last step (used or, when it does not lower the compute error, not) before the
+#       re-plan; losses within 1e-5 (the decision itself is not asserted: one noisy step)
 #   adapt_split_p4  4 ranks (t1 p4 d1, 8 layers 2/2/2/2), world rank 1 (a middle stage) slowed 4x:
 #       the first re-plan that switches (Megatron's split: only the first and last stages differ, so
 #       it lightens the middle stages by loading the first and last) leaves stage 1 fewer than 2
@@ -130,6 +133,20 @@ case "$case" in
       fail "no switch to last_stage_layers=$on1 after step 2"
     echo "ok: layers moved off the slow stage ($on0/$on1), losses within 1e-5"
     ;;
+  adapt_calibrate)
+    export NP=2
+    "$here/write_plan.sh" "$ptdp" plan.json 8 0.1 256 8 1 2 1 1 1 1f1b none true || fail "plan"
+    train plan.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
+    train plan.json --steps 6 --monitor-every 2 --slow-rank 1 --slow-factor 4 --adapt \
+      --adapt-calibrate --expect-losses ref.jsonl --memory-tol 0.01 ||
+      { cat run.out; fail "adapted run"; }
+    cat run.out
+    grep -q "^ adapt after step 2: \(using\|not using (no better)\) the fit of the profile to the step's timeline (compute median |error| [0-9.]*% -> [0-9.]*%" run.out ||
+      fail "no fit of the profile after step 2"
+    grep -q "^ adapt after step 2: stage compute measured/modelled" run.out ||
+      fail "no re-plan after step 2"
+    echo "ok: the profile fitted to the window's step, re-planned, losses within 1e-5"
+    ;;
   adapt_split_p4)
     "$here/write_plan.sh" "$ptdp" plan.json 8 0.1 256 8 1 4 1 1 1 1f1b none true || fail "plan"
     train plan.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
@@ -199,6 +216,7 @@ case "$case" in
     bad "--adapt: needs --monitor-every" --adapt
     bad "--adapt-threshold: must be in \[0, 1)" --adapt --monitor-every 1 --adapt-threshold 1
     bad "--switch-at" --switch-plan plan.json
+    bad "--adapt-calibrate: only with --adapt" --adapt-calibrate
     echo "ok: bad input refused"
     ;;
   *) fail "unknown case $case" ;;
