@@ -13,6 +13,7 @@ namespace {
 constexpr double kMaxFraction = 1;
 constexpr double kMaxBucketParams = 1e12;
 constexpr double kMaxBytesPerParam = 64;
+constexpr double kMaxCount = 100;
 
 // {"value": true | false, "source": "<non-empty>"}
 Status ReadFlag(JsonObjectReader& parent, const std::string& key, SourcedFlag* out) {
@@ -56,7 +57,56 @@ Status ReadSearch(JsonObjectReader& parent, SoftwareSearchDefaults* out) {
   return r.Finish();
 }
 
+Status ReadDdpVariant(JsonObjectReader& parent, std::optional<DdpVariant>* out) {
+  if (!parent.Has("torch_ddp")) return Status::Ok();
+  const Json* v = parent.Child("torch_ddp", true);
+  PTDP_RETURN_IF_ERROR(parent.status());
+  const std::string path = parent.PathOf("torch_ddp");
+  if (!v->is_object())
+    return Status::Invalid(path + ": expected an object, got " + JsonTypeName(*v));
+  JsonObjectReader r(*v, path);
+  DdpVariant d;
+  r.Optional("about", &d.about);
+  PTDP_RETURN_IF_ERROR(r.status());
+  PTDP_RETURN_IF_ERROR(ReadFlag(r, "overlap_grad_reduce", &d.overlap_grad_reduce));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "grad_bucket_params", &d.grad_bucket_params, kMaxBucketParams));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_bucket_params_per_dp_rank",
+                                   &d.grad_bucket_params_per_dp_rank, kMaxBucketParams, true));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "ddp_grad_copy_bytes_per_param",
+                                   &d.ddp_grad_copy_bytes_per_param, kMaxBytesPerParam, true));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "overlap_compute_slowdown", &d.overlap_compute_slowdown, kMaxFraction, true));
+  PTDP_RETURN_IF_ERROR(r.Finish());
+  *out = std::move(d);
+  return Status::Ok();
+}
+
+OrderedJson DdpVariantJson(const DdpVariant& d) {
+  OrderedJson j;
+  j["about"] = d.about;
+  j["overlap_grad_reduce"] = FlagJson(d.overlap_grad_reduce);
+  j["grad_bucket_params"] = SourcedJson(d.grad_bucket_params);
+  j["grad_bucket_params_per_dp_rank"] = SourcedJson(d.grad_bucket_params_per_dp_rank);
+  j["ddp_grad_copy_bytes_per_param"] = SourcedJson(d.ddp_grad_copy_bytes_per_param);
+  j["overlap_compute_slowdown"] = SourcedJson(d.overlap_compute_slowdown);
+  return j;
+}
+
 }  // namespace
+
+Result<SoftwareProfile> SoftwareProfile::WithTorchDdp() const {
+  if (!torch_ddp) {
+    return Status::Invalid("software profile " + name + ": states no torch_ddp facts");
+  }
+  SoftwareProfile p = *this;
+  p.overlap_grad_reduce = torch_ddp->overlap_grad_reduce;
+  p.grad_bucket_params = torch_ddp->grad_bucket_params;
+  p.grad_bucket_params_per_dp_rank = torch_ddp->grad_bucket_params_per_dp_rank;
+  p.ddp_grad_copy_bytes_per_param = torch_ddp->ddp_grad_copy_bytes_per_param;
+  p.overlap_compute_slowdown = torch_ddp->overlap_compute_slowdown;
+  return p;
+}
 
 double SoftwareProfile::BucketParams(int dp) const {
   return std::max({1.0, grad_bucket_params.value, grad_bucket_params_per_dp_rank.value * dp});
@@ -82,6 +132,15 @@ Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string
                                    &p.grad_bucket_params_per_dp_rank, kMaxBucketParams, true));
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "grad_accumulate_bytes_per_param",
                                    &p.grad_accumulate_bytes_per_param, kMaxBytesPerParam, true));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "ddp_grad_copy_bytes_per_param",
+                                   &p.ddp_grad_copy_bytes_per_param, kMaxBytesPerParam, true));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "host_sync_gaps_per_pass", &p.host_sync_gaps_per_pass, kMaxCount, true));
+  PTDP_RETURN_IF_ERROR(
+      ReadSourced(r, "optimizer_small_allreduces", &p.optimizer_small_allreduces, kMaxCount, true));
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "loss_dp_allreduces_per_microbatch",
+                                   &p.loss_dp_allreduces_per_microbatch, kMaxCount, true));
+  PTDP_RETURN_IF_ERROR(ReadDdpVariant(r, &p.torch_ddp));
   PTDP_RETURN_IF_ERROR(ReadSearch(r, &p.search));
   PTDP_RETURN_IF_ERROR(r.Finish());
   // Megatron-LM gathers parameters only where the distributed optimizer sharded them.
@@ -104,6 +163,11 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
   j["grad_bucket_params"] = SourcedJson(p.grad_bucket_params);
   j["grad_bucket_params_per_dp_rank"] = SourcedJson(p.grad_bucket_params_per_dp_rank);
   j["grad_accumulate_bytes_per_param"] = SourcedJson(p.grad_accumulate_bytes_per_param);
+  j["ddp_grad_copy_bytes_per_param"] = SourcedJson(p.ddp_grad_copy_bytes_per_param);
+  j["host_sync_gaps_per_pass"] = SourcedJson(p.host_sync_gaps_per_pass);
+  j["optimizer_small_allreduces"] = SourcedJson(p.optimizer_small_allreduces);
+  j["loss_dp_allreduces_per_microbatch"] = SourcedJson(p.loss_dp_allreduces_per_microbatch);
+  if (p.torch_ddp) j["torch_ddp"] = DdpVariantJson(*p.torch_ddp);
   SoftwareSearchDefaults search = p.search;
   OrderedJson s;
   for (auto [key, flag] : SearchFlags(search)) s[key] = FlagJson(*flag);

@@ -12,11 +12,19 @@
 //   "grad_bucket_params": {value in [1, 1e12], source},
 //   "grad_bucket_params_per_dp_rank": {value in [0, 1e12], source},
 //   "grad_accumulate_bytes_per_param": {value in [0, 64], source},
+//   "ddp_grad_copy_bytes_per_param": {value in [0, 64], source},
+//   "host_sync_gaps_per_pass": {value in [0, 100], source},
+//   "optimizer_small_allreduces": {value in [0, 100], source},
+//   "loss_dp_allreduces_per_microbatch": {value in [0, 100], source},
+//   optional "torch_ddp": {"about", "overlap_grad_reduce", "grad_bucket_params",
+//     "grad_bucket_params_per_dp_rank", "ddp_grad_copy_bytes_per_param",
+//     "overlap_compute_slowdown"} (the same forms and ranges as above),
 //   "search": {"sequence_parallel", "selective_recompute", "distributed_optimizer",
 //              "fused_attention", "grad_accumulation_fusion": {value: bool, source} each}}
 // Every key is required: a stack states each fact, even "not done".
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +48,17 @@ struct SoftwareSearchDefaults {
   SourcedFlag distributed_optimizer;
   SourcedFlag fused_attention;
   SourcedFlag grad_accumulation_fusion;
+};
+
+// Another data-parallel wrapper some of a stack's runs use instead of its default (the paper's
+// rows up to 18B ran torch DDP, examples/sc21/run_table_1.sh), as the facts it replaces.
+struct DdpVariant {
+  std::string about;
+  SourcedFlag overlap_grad_reduce;
+  Sourced grad_bucket_params;
+  Sourced grad_bucket_params_per_dp_rank;
+  Sourced ddp_grad_copy_bytes_per_param;
+  Sourced overlap_compute_slowdown;
 };
 
 struct SoftwareProfile {
@@ -68,7 +87,29 @@ struct SoftwareProfile {
   // are added to the accumulated ones by a separate elementwise kernel (layouts without
   // grad_accumulation_fusion); 0: nothing charged.
   Sourced grad_accumulate_bytes_per_param;
+  // Bytes moved per parameter element per iteration by the data-parallel wrapper's own gradient
+  // copies around the reduction (2021 local DDP: flatten, divide by d, copy back) for layouts
+  // without grad_accumulation_fusion (whose contiguous main-gradient buffer needs no copies);
+  // 0: nothing charged. One launch per parameter tensor.
+  Sourced ddp_grad_copy_bytes_per_param;
+  // Host synchronisations that leave the GPU idle before each forward and each backward pass of a
+  // chunk (2021 timers' torch.cuda.synchronize()); each gap is charged at the hardware profile's
+  // kernel_launch_us (the first kernel after a sync is not queued behind others).
+  Sourced host_sync_gaps_per_pass;
+  // Small (one float) all-reduces over the model-parallel group (tensor x pipeline ranks) per
+  // optimizer step, each read back by the host (.item()): the inf check and the gradient norm.
+  // Each costs the collective's time plus one host-sync gap.
+  Sourced optimizer_small_allreduces;
+  // One-float all-reduces over the data-parallel group in each microbatch's loss (2021
+  // pretrain_gpt.py averages the loss for logging): on the last stage's forward, blocking.
+  Sourced loss_dp_allreduces_per_microbatch;
   SoftwareSearchDefaults search;
+  // Optional ("torch_ddp"): the facts of torch.nn.parallel.DistributedDataParallel in this stack.
+  std::optional<DdpVariant> torch_ddp;
+
+  // This profile with torch_ddp's facts in place of its own; an error naming the profile when it
+  // states none.
+  Result<SoftwareProfile> WithTorchDdp() const;
 
   // Parameters per data-parallel bucket for data-parallel size d (at least 1).
   double BucketParams(int dp) const;

@@ -35,6 +35,37 @@ Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params) {
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
 
+// The data-parallel wrapper's gradient copies around the reduction (the software profile's
+// ddp_grad_copy_bytes_per_param; 2021 local DDP: flatten, divide, copy back), on the compute
+// stream after the flush, one launch per parameter tensor. None with gradient-accumulation
+// fusion, whose contiguous main-gradient buffer is reduced in place.
+Seconds DataParallelCopyTime(const ClusterSpec& cluster, const ModelSpec& m,
+                             const ParallelConfig& c, int rank, int64_t params) {
+  const double bytes = cluster.software.ddp_grad_copy_bytes_per_param.value;
+  if (c.grad_accumulation_fusion || bytes <= 0) return 0;
+  size_t layers = 0;
+  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, rank, k).size();
+  // One launch per tensor: the layers' plus the embedding's or the head's.
+  const int kernels = int(layers) * LayerParameterCounts(m, c.tp).tensors + 2;
+  return MemoryBoundTime(cluster.profile, double(params) * bytes, kernels);
+}
+
+// The optimizer step's one-float all-reduces over the model-parallel group (every tensor and
+// pipeline rank of one data-parallel replica), each read back by the host (the software profile's
+// optimizer_small_allreduces): the collective's time plus a launch gap after the host sync.
+Seconds OptimizerSmallAllReducesTime(const SoftwareProfile& sw, const HardwareProfile& hw,
+                                     const RankGrid& grid, const ParallelConfig& c, int G) {
+  const double count = sw.optimizer_small_allreduces.value;
+  if (count <= 0 || c.tp * c.pp == 1) return count * hw.kernel_launch_us.value * kUs;
+  std::vector<int> group;
+  for (int r = 0; r < c.pp; ++r) {
+    const std::vector<int> tensor = grid.TensorGroup(grid.Rank({0, 0, r}));
+    group.insert(group.end(), tensor.begin(), tensor.end());
+  }
+  const Seconds one = CollectiveTime(hw, Collective::kAllReduce, 4, SpanOf(group, G), G);
+  return count * (one + hw.kernel_launch_us.value * kUs);
+}
+
 // Megatron-Core's --tp-comm-overlap: `fraction` of a piece's tensor-parallel collectives run
 // beside its GEMMs, never more than the GEMM time there is to hide behind; the GEMMs they run
 // beside are slowed by `slowdown` (SoftwareProfile::overlap_compute_slowdown).
@@ -127,6 +158,19 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const LayerParameters layer_params =
       accumulate_bytes > 0 ? LayerParameterCounts(m, c.tp) : LayerParameters{};
 
+  // The host synchronisations around each pass (and, with a pipeline, around the p2p exchange
+  // after it) each leave the GPU idle for a launch before the next kernel.
+  const double sync_gaps = cluster.software.host_sync_gaps_per_pass.value * (c.pp > 1 ? 2.0 : 1.0);
+  const Seconds sync_gap_s = sync_gaps * hw.kernel_launch_us.value * kUs;
+
+  // The loss averaged over the data-parallel group for logging, a blocking one-float all-reduce
+  // per microbatch on the last stage (the software profile's loss_dp_allreduces_per_microbatch).
+  const double loss_allreduce_count = cluster.software.loss_dp_allreduces_per_microbatch.value;
+  const Seconds loss_allreduces =
+      loss_allreduce_count > 0 && c.dp > 1
+          ? loss_allreduce_count * CollectiveTime(hw, Collective::kAllReduce, 4, dp_span, G)
+          : 0.0;
+
   CostTable t;
   t.pp = c.pp;
   t.vp = c.vp;
@@ -153,10 +197,13 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       }
       if (HoldsHead(c, r, k)) {
         cc.forward = Add(cc.forward, head.forward);
+        cc.forward.tp_comm += loss_allreduces;
         cc.backward = Add(cc.backward, head.backward);
         cc.weight_grad = Add(cc.weight_grad, head.weight_grad);
       }
       cc.stash_bytes = ChunkStashBytes(prices, m, c, r, k);
+      cc.forward.memory += sync_gap_s;
+      cc.backward.memory += sync_gap_s;
       if (accumulate) {
         const bool holds_extra = HoldsEmbedding(c, r, k) || HoldsHead(c, r, k);
         const double elements = n * double(layer_params.elements) + (holds_extra ? extra : 0);
@@ -190,6 +237,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   t.dp_allreduce.assign(c.pp, 0.0);
   t.dp_param_gather.assign(c.pp, 0.0);
   t.dp_collectives.assign(c.pp, {});
+  const Seconds optimizer_small_allreduces =
+      OptimizerSmallAllReducesTime(cluster.software, hw, grid, c, G);
   t.embedding_allreduce.assign(c.pp, 0.0);
   t.optimizer.assign(c.pp, 0.0);
   for (int r = 0; r < c.pp; ++r) {
@@ -212,7 +261,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     }
     // The distributed optimizer updates 1/d of the parameters on each GPU.
     t.optimizer[r] =
-        OptimizerTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params);
+        OptimizerTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params) +
+        optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params);
   }
   t.param_elements = *param_elements;
   t.dp_buckets = 1;

@@ -5,15 +5,21 @@
 namespace ptdp::planner {
 
 const std::vector<PaperRow>& PaperTable1() {
-  // model, t, p, GPUs, B, b, v, published TFLOP/s per GPU
+  // model, t, p, GPUs, B, b, v, published TFLOP/s per GPU, torch DDP
   static const std::vector<PaperRow> kRows = {
-      {"gpt-1.7b", 1, 1, 32, 512, 16, 1, 137},    {"gpt-3.6b", 2, 1, 64, 512, 16, 1, 138},
-      {"gpt-7.5b", 4, 1, 128, 512, 16, 1, 142},   {"gpt-18b", 8, 1, 256, 1024, 8, 1, 135},
-      {"gpt-39b", 8, 2, 512, 1536, 4, 1, 138},    {"gpt-76b", 8, 4, 1024, 1792, 2, 3, 140},
-      {"gpt-145b", 8, 8, 1536, 2304, 2, 2, 148},  {"gpt-310b", 8, 16, 1920, 2160, 1, 2, 155},
-      {"gpt-530b", 8, 35, 2520, 2520, 1, 3, 163}, {"gpt-1t", 8, 64, 3072, 3072, 1, 1, 163},
+      {"gpt-1.7b", 1, 1, 32, 512, 16, 1, 137, true},  {"gpt-3.6b", 2, 1, 64, 512, 16, 1, 138, true},
+      {"gpt-7.5b", 4, 1, 128, 512, 16, 1, 142, true}, {"gpt-18b", 8, 1, 256, 1024, 8, 1, 135, true},
+      {"gpt-39b", 8, 2, 512, 1536, 4, 1, 138},        {"gpt-76b", 8, 4, 1024, 1792, 2, 3, 140},
+      {"gpt-145b", 8, 8, 1536, 2304, 2, 2, 148},      {"gpt-310b", 8, 16, 1920, 2160, 1, 2, 155},
+      {"gpt-530b", 8, 35, 2520, 2520, 1, 3, 163},     {"gpt-1t", 8, 64, 3072, 3072, 1, 1, 163},
   };
   return kRows;
+}
+
+Result<SoftwareProfile> PaperRowSoftware(const PaperRow& row) {
+  PTDP_ASSIGN_OR_RETURN(SoftwareProfile sw, LoadSoftware(kPaperSoftware));
+  if (row.torch_ddp) return sw.WithTorchDdp();
+  return sw;
 }
 
 ParallelConfig PaperLayout(const PaperRow& row) {
@@ -84,7 +90,7 @@ Result<std::vector<PaperComparison>> ComparePaperTable1(const std::string& clust
     pc.row = row;
     PTDP_ASSIGN_OR_RETURN(pc.model, LoadModel(row.model));
     PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster, LoadCluster(cluster_name, row.gpus));
-    PTDP_ASSIGN_OR_RETURN(cluster.software, LoadSoftware(kPaperSoftware));
+    PTDP_ASSIGN_OR_RETURN(cluster.software, PaperRowSoftware(row));
     auto cand = Evaluate(pc.model, cluster, PaperLayout(row));
     if (!cand.ok()) return cand.status().WithPrefix(std::string("Table 1 row ") + row.model);
     pc.predicted = std::move(cand).value();

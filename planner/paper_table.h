@@ -9,6 +9,7 @@
 
 #include "core/model.h"
 #include "core/parallel.h"
+#include "core/software.h"
 #include "planner/search.h"
 
 namespace ptdp::planner {
@@ -19,8 +20,13 @@ struct PaperRow {
   int64_t global_batch;
   int mbs, vp;
   double published_tflops_per_gpu;
+  // run_table_1.sh's DDP=torch (the rows up to 18B) rather than Megatron-LM's local DDP.
+  bool torch_ddp = false;
 };
 const std::vector<PaperRow>& PaperTable1();
+// The software profile a row ran: megatron-lm-2021, with its torch_ddp facts (bucketed overlap of
+// the reduction with the last backward, the bucket copies) on the torch DDP rows.
+Result<SoftwareProfile> PaperRowSoftware(const PaperRow& row);
 
 // The row's layout (interleaved when vp > 1, else 1F1B; full recomputation; scatter/gather on;
 // fp16, as the paper's Megatron-LM ran: examples/sc21/CONFIG.sh passes --fp16).

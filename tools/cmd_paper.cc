@@ -22,7 +22,7 @@ void RegisterPaper(CLI::App& app, int* exit_code) {
     std::printf(
         "Table 1 of Narayanan et al. SC'21 on %s: predicted vs published TFLOP/s per GPU\n"
         "(full recomputation, eq. (3) FLOPs; microbatch and interleaving from run_table_1.sh; "
-        "software %s)\n\n",
+        "software %s, its torch_ddp facts on the rows up to 18B)\n\n",
         cluster->c_str(), kPaperSoftware);
     std::printf("%-9s %3s %3s %5s %5s %3s %3s %9s %9s %8s %7s %8s %8s\n", "model", "t", "p", "GPUs",
                 "B", "b", "v", "published", "predicted", "error", "bubble", "iter_s", "mem_GiB");

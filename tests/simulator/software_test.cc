@@ -66,7 +66,21 @@ TEST(SoftwareProfile, Defaults) {
   EXPECT_EQ(paper->tp_comm_overlap_fraction.value, 0);
   EXPECT_FALSE(paper->overlap_grad_reduce.value || paper->overlap_param_gather.value);
   EXPECT_EQ(paper->grad_accumulate_bytes_per_param.value, 6);
+  EXPECT_EQ(paper->ddp_grad_copy_bytes_per_param.value, 12);
   EXPECT_FALSE(own->overlap_grad_reduce.value);
+  // The paper's rows up to 18B ran torch DDP: its facts replace the local DDP's, nothing else.
+  ASSERT_TRUE(paper->torch_ddp.has_value());
+  auto torch = paper->WithTorchDdp();
+  ASSERT_TRUE(torch.ok()) << torch.status().message();
+  EXPECT_TRUE(torch->overlap_grad_reduce.value);
+  EXPECT_EQ(torch->BucketParams(32), 25.0 * 1024 * 1024 / 2);  // 25 MiB of fp16 gradients
+  EXPECT_EQ(torch->ddp_grad_copy_bytes_per_param.value, 8);
+  EXPECT_EQ(torch->overlap_compute_slowdown.value, core->overlap_compute_slowdown.value);
+  EXPECT_EQ(torch->grad_accumulate_bytes_per_param.value, 6);
+  EXPECT_FALSE(core->torch_ddp.has_value());
+  auto none = core->WithTorchDdp();
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().message(), "software profile megatron-core: states no torch_ddp facts");
   // Megatron-Core's bucket: max(40M, 1M x d) parameters.
   EXPECT_EQ(core->BucketParams(8), 40e6);
   EXPECT_EQ(core->BucketParams(64), 64e6);
@@ -94,6 +108,19 @@ TEST(SoftwareProfile, BadInputNamesTheFieldAndTheReason) {
   j = CoreJson();
   j["search"]["distributed_optimizer"]["value"] = false;
   EXPECT_NE(ErrorOf(j).find("sw.overlap_param_gather: needs search.distributed_optimizer"),
+            std::string::npos)
+      << ErrorOf(j);
+  auto paper = LoadSoftware("megatron-lm-2021");
+  ASSERT_TRUE(paper.ok());
+  j = Json::parse(SoftwareProfileToJson(*paper).dump());
+  j["torch_ddp"]["overlap_compute_slowdown"]["value"] = 1.5;
+  EXPECT_EQ(ErrorOf(j), "sw.torch_ddp.overlap_compute_slowdown.value: 1.5 is outside [0, 1]");
+  j = Json::parse(SoftwareProfileToJson(*paper).dump());
+  j["torch_ddp"].erase("grad_bucket_params");
+  EXPECT_NE(ErrorOf(j).find("sw.torch_ddp.grad_bucket_params"), std::string::npos) << ErrorOf(j);
+  j = CoreJson();
+  j["host_sync_gaps_per_pass"]["value"] = -1;
+  EXPECT_NE(ErrorOf(j).find("sw.host_sync_gaps_per_pass.value: -1 is outside [0, 100]"),
             std::string::npos)
       << ErrorOf(j);
   auto missing = LoadSoftware("megatron-2019");
@@ -199,7 +226,8 @@ TEST(SoftwareOverlap, ClosedFormAndSimulatorAgree) {
 }
 
 // The 2021 stack prices exactly what the cost model priced before software profiles: nothing
-// hidden, the whole data-parallel time after the flush, fp16 gradients added apart.
+// hidden, the whole data-parallel time after the flush, fp16 gradients added apart (and the 2021
+// training loop's bookkeeping, which tests/costmodel/host_overheads_test.cc derives).
 TEST(SoftwareOverlap, PaperStackChangesNothing) {
   auto model = LoadModel("gpt-1.7b");
   ASSERT_TRUE(model.ok());
@@ -207,6 +235,11 @@ TEST(SoftwareOverlap, PaperStackChangesNothing) {
   bare.software.grad_accumulate_bytes_per_param = testing::S(6);
   ClusterSpec paper = RoundCluster(64);
   paper.software = *LoadSoftware("megatron-lm-2021");
+  bare.software.host_sync_gaps_per_pass = paper.software.host_sync_gaps_per_pass;
+  bare.software.loss_dp_allreduces_per_microbatch =
+      paper.software.loss_dp_allreduces_per_microbatch;
+  bare.software.ddp_grad_copy_bytes_per_param = paper.software.ddp_grad_copy_bytes_per_param;
+  bare.software.optimizer_small_allreduces = paper.software.optimizer_small_allreduces;
   ParallelConfig c = Layout(8, 2, 4, 1, 64);
   c.sequence_parallel = c.distributed_optimizer = true;
   const CostTable a = BuildCostTable(*model, paper, c), b = BuildCostTable(*model, bare, c);
