@@ -1,10 +1,13 @@
 #include "core/hardware.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <iterator>
 #include <utility>
 
 #include "core/checked.h"
+#include "core/collective.h"
 
 namespace ptdp {
 
@@ -34,7 +37,8 @@ Status ReadCurve(const Json& j, const std::string& path, BusbwCurve* out) {
   r.Required("busbw_GBps", &out->busbw_GBps);
   PTDP_RETURN_IF_ERROR(r.Finish());
   const std::string& c = out->collective;
-  if (c != "all_reduce" && c != "all_gather" && c != "reduce_scatter" && c != "send_recv") {
+  if (std::none_of(std::begin(kCollectives), std::end(kCollectives),
+                   [&](Collective k) { return c == CollectiveName(k); })) {
     return Status::Invalid(path + ".collective: \"" + c +
                            "\" is not all_reduce, all_gather, reduce_scatter or send_recv");
   }
@@ -190,19 +194,9 @@ OrderedJson LinkJson(const LinkProfile& l) {
 // {"value": <number in (0, hi], or [0, hi] with allow_zero>, "source": "<non-empty>"}
 Status ReadSourced(JsonObjectReader& parent, const std::string& key, Sourced* out, double hi,
                    bool allow_zero) {
-  const Json* v = parent.Child(key, true);
-  PTDP_RETURN_IF_ERROR(parent.status());
+  PTDP_RETURN_IF_ERROR(ReadValueWithSource(parent, key, &out->value, &out->source,
+                                           "{\"value\", \"source\"}", "number"));
   const std::string path = parent.PathOf(key);
-  if (!v->is_object()) {
-    return Status::Invalid(path + ": expected an object {\"value\", \"source\"}, got " +
-                           JsonTypeName(*v));
-  }
-  JsonObjectReader r(*v, path);
-  r.Required("value", &out->value);
-  r.Required("source", &out->source);
-  PTDP_RETURN_IF_ERROR(r.Finish());
-  if (out->source.empty())
-    return Status::Invalid(path + ".source: must name where the number comes from");
   if (!std::isfinite(out->value) || out->value < 0 || (!allow_zero && out->value == 0) ||
       out->value > hi) {
     return Status::Invalid(path + ".value: " + FormatDouble(out->value) + " is outside " +

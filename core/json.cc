@@ -102,7 +102,9 @@ class CheckedDomBuilder {
         // Deeper levels are already appended; the value being read is the next element.
         size_t n = l.node->size();
         size_t idx = i + 1 < stack_.size() ? n - 1 : n;
-        p += "[" + std::to_string(idx) + "]";
+        p += '[';
+        p += std::to_string(idx);
+        p += ']';
       } else if (!l.key.empty() || l.slot != nullptr) {
         if (!p.empty()) p += '.';
         p += l.key;

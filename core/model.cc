@@ -43,7 +43,9 @@ int64_t PaddedVocab(const ModelSpec& m, int tp) {
 std::string ModelSpec::UnexecutedFeatures() const {
   std::string out;
   auto add = [&](bool on, const char* feature) {
-    if (on) out += (out.empty() ? "" : "/") + std::string(feature);
+    if (!on) return;
+    if (!out.empty()) out += '/';
+    out += feature;
   };
   add(rmsnorm, "rmsnorm");
   add(swiglu, "swiglu");

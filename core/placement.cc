@@ -29,7 +29,10 @@ Status CheckTensorGroupsOnOneHost(const RankGrid& grid, int gpus_per_node,
     }
     if (distinct.size() == 1) continue;
     std::string ranks;
-    for (size_t i = 0; i < group.size(); ++i) ranks += (i ? "," : "") + std::to_string(group[i]);
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (i > 0) ranks += ',';
+      ranks += std::to_string(group[i]);
+    }
     return Status::Invalid("placement: tensor group of ranks " + ranks + " spans hosts " +
                            Join(distinct) + "; the plan keeps it inside one node (" +
                            std::to_string(gpus_per_node) +

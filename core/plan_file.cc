@@ -23,7 +23,8 @@ Result<PlanFile> PlanFromJson(const Json& j, bool require_program) {
   const Json* software = r.Child("software", false);
   // These copies recurse over the tree; ParseJson's depth limit has already bounded it.
   if (const Json* pred = r.Child("prediction", false)) p.prediction = *pred;
-  for (const char* k : {"alternatives", "search", "megatron_args", "generated_by"}) {
+  for (const char* k : {"alternatives", "search", "megatron_args", "megatron_env",
+                        "megatron_layout", "megatron_note", "generated_by"}) {
     if (const Json* x = r.Child(k, false)) p.extra[k] = *x;
   }
   PTDP_RETURN_IF_ERROR(r.Finish());

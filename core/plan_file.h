@@ -11,7 +11,8 @@
 //   "program": {Program, as core/program.h ProgramToJson writes it: the layout's schedule with
 //               its message sizes; what `ptdp simulate` and `ptdp train` execute},
 //   "prediction": {...the planner's numbers; kept as JSON here...},
-//   "alternatives": [...], "search": {...}, "megatron_args": "..."   (optional, kept as JSON)
+//   "alternatives": [...], "search": {...}, "megatron_args": "...", "megatron_env": "...",
+//   "megatron_layout": {...}, "megatron_note": "..."   (optional, kept as JSON)
 // }
 // Version 2 added "program"; a version-1 file (no program) is refused where a Program is needed
 // ("plan.program: missing (plan file version 1; re-run ptdp plan)"). The reader checks the
@@ -45,7 +46,7 @@ struct PlanFile {
   bool has_program = false;
   std::optional<SoftwareProfile> software;  // what the plan was priced for
   Json prediction = Json::object();
-  Json extra = Json::object();  // alternatives, search, megatron_args: passed through
+  Json extra = Json::object();  // alternatives, search, megatron_*: passed through
 };
 
 // `require_program`: refuse a plan without "program" (what simulate and train need); false reads

@@ -42,6 +42,11 @@ inline bool IsCompute(Op op) {
   return op == Op::kForward || op == Op::kBackward || op == Op::kBackwardInput ||
          op == Op::kBackwardWeight;
 }
+// IsCompute or the optimizer step: the instructions whose time is the GPU's arithmetic, which
+// timeline comparison (core/timeline_compare.h) and calibration (costmodel/calibrate.h) judge.
+inline bool IsComputeOrOptimizerStep(Op op) {
+  return IsCompute(op) || op == Op::kOptimizerStep;
+}
 
 struct Instr {
   Op op = Op::kForward;

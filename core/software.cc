@@ -17,21 +17,8 @@ constexpr double kMaxCount = 100;
 
 // {"value": true | false, "source": "<non-empty>"}
 Status ReadFlag(JsonObjectReader& parent, const std::string& key, SourcedFlag* out) {
-  const Json* v = parent.Child(key, true);
-  PTDP_RETURN_IF_ERROR(parent.status());
-  const std::string path = parent.PathOf(key);
-  if (!v->is_object()) {
-    return Status::Invalid(path +
-                           ": expected an object {\"value\": true | false, \"source\"}, got " +
-                           JsonTypeName(*v));
-  }
-  JsonObjectReader r(*v, path);
-  r.Required("value", &out->value);
-  r.Required("source", &out->source);
-  PTDP_RETURN_IF_ERROR(r.Finish());
-  if (out->source.empty())
-    return Status::Invalid(path + ".source: must name where the fact comes from");
-  return Status::Ok();
+  return ReadValueWithSource(parent, key, &out->value, &out->source,
+                             "{\"value\": true | false, \"source\"}", "fact");
 }
 
 OrderedJson FlagJson(const SourcedFlag& f) {

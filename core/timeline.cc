@@ -133,7 +133,9 @@ std::string ChromeTraceJson(const Timeline& t) {
     AppendMicros(&out, c.t_ns);
     out += ",\"args\":{";
     AppendEscaped(&out, c.name);
-    out += ":" + OrderedJson(c.value).dump() + "}}";
+    out += ':';
+    out += OrderedJson(c.value).dump();
+    out += "}}";
   }
   out += "\n]}\n";
   return out;

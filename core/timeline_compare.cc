@@ -59,10 +59,6 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-bool IsComputeOp(Op op) {
-  return IsCompute(op) || op == Op::kOptimizerStep;
-}
-
 }  // namespace
 
 Result<TimelineComparison> CompareTimelines(const Timeline& predicted, const Timeline& measured,
@@ -98,7 +94,7 @@ Result<TimelineComparison> CompareTimelines(const Timeline& predicted, const Tim
       if (x.measured_s > 0) {
         const double e = std::fabs(RelativeError(x.predicted_s, x.measured_s));
         errors.push_back(e);
-        if (IsComputeOp(p.instr.op)) compute_errors.push_back(e);
+        if (IsComputeOrOptimizerStep(p.instr.op)) compute_errors.push_back(e);
       }
       all.push_back(x);
     }

@@ -75,11 +75,12 @@ void ScaleLink(LinkProfile* l, double p2p, double collective, double latency,
   Scale(&l->latency_us, latency, source);
 }
 
-// The instructions whose time the compute figures explain (the optimizer step included; the
-// split backward's halves are not fitted: the runtime does not execute them yet, so no measured
-// run holds them).
+// The compute instructions (core/program.h IsComputeOrOptimizerStep) the fit explains: all but the
+// split backward's halves, which PredictedInstructionTime does not price one by one (their
+// classes would have no prediction to scale), so a zero-bubble run's halves are left out of the
+// fit.
 bool IsFittedCompute(Op op) {
-  return op == Op::kForward || op == Op::kBackward || op == Op::kOptimizerStep;
+  return IsComputeOrOptimizerStep(op) && op != Op::kBackwardInput && op != Op::kBackwardWeight;
 }
 bool IsRecv(Op op) {
   return op == Op::kRecvAct || op == Op::kRecvGrad;

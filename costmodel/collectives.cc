@@ -46,27 +46,13 @@ const Sourced& ConstantBusBw(const LinkProfile& l, Collective c) {
   return l.send_recv_GBps;
 }
 
-const char* CurveName(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kAllGather:
-      return "all_gather";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kSendRecv:
-      return "send_recv";
-  }
-  return "";
-}
-
 // The curve for c measured with the group size nearest `ranks` (log scale); one without a size
 // only when none has one. Null when the link has no curve for c.
 const BusbwCurve* CurveFor(const LinkProfile& l, Collective c, int ranks) {
   const BusbwCurve* best = nullptr;
   double best_distance = std::numeric_limits<double>::infinity();
   for (const BusbwCurve& curve : l.busbw_curves) {
-    if (curve.collective != CurveName(c)) continue;
+    if (curve.collective != CollectiveName(c)) continue;
     const double distance =
         curve.ranks > 0 ? std::abs(std::log(double(curve.ranks)) - std::log(std::max(1, ranks)))
                         : std::numeric_limits<double>::max();

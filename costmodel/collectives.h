@@ -29,13 +29,14 @@
 
 #include <vector>
 
+#include "core/collective.h"
 #include "core/hardware.h"
 #include "core/units.h"
 #include "costmodel/cost_table.h"
 
 namespace ptdp::costmodel {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
+using ::ptdp::Collective;  // core/collective.h, with its profile name CollectiveName
 
 // nccl-tests' factor busbw / algbw for n ranks (1 for send/recv; 0 for a group of one).
 double BusBandwidthFactor(Collective c, int n);

@@ -326,6 +326,19 @@ PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& 
   return out;
 }
 
+const char* ClosedFormBubbleName(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::kZbH1:
+      return "(p-1)(T_F+T_B-T_W)/(m T)";
+    case ScheduleKind::kZbH2:
+      return "(p-1)(T_F+T_B-2T_W)/(m T)";
+    case ScheduleKind::kZbV:
+      return "((p-1)(F+B-2W)+(p-2)(F-B))/(m T)";
+    default:
+      return "(p-1)/(v m)";
+  }
+}
+
 Seconds BucketedExposedTime(Seconds comm, Seconds window, int buckets) {
   const double k = std::max(1, buckets);
   return comm / k + std::max(0.0, comm - window) * (k - 1) / k;

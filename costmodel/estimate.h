@@ -53,6 +53,10 @@ class ClosedFormPipeline : public PipelineModel {
  public:
   PipelineTime Time(const CostTable& t, const ParallelConfig& c) const override;
 };
+// ClosedFormPipeline's bubble for the schedule in symbols, as a share of the ideal time m T
+// (T: the slowest stage's microbatch time): Narayanan et al.'s (p-1)/(v m) for GPipe, 1F1B and
+// interleaved, Qi et al.'s forms for the zero-bubble schedules, where (p-1)/(v m) does not hold.
+const char* ClosedFormBubbleName(ScheduleKind k);
 
 // Most buckets per chunk the software profile's bucket size makes (CostTable::dp_buckets).
 inline constexpr int kMaxDataParallelBuckets = 4096;

@@ -31,7 +31,30 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
                          const SoftwareProfile* software = nullptr);
 
-// The plan file of the winner (alternatives, search summary and Megatron flags as extras), with
+// Empty when Megatron-Core runs the layout's schedule, else why not. It has three
+// (megatron/core/pipeline_parallel/schedules.py:53 get_forward_backward_func, NVIDIA/Megatron-LM
+// d98e8a64): no pipelining (pp = 1), 1F1B and interleaved 1F1B; no GPipe, no zero-bubble schedule
+// and no V placement, and pretrain_gpt.py has no flag that asks for one.
+std::string MegatronScheduleGap(const ParallelConfig& c);
+
+// The layout Megatron-LM flags are written for: the best ranked one Megatron-Core runs. `note` is
+// empty when that is the best layout, else one line saying what differs from it (the schedule,
+// the layout, the predicted iteration times). An error naming the reason when no ranked layout
+// has a schedule Megatron-Core runs (e.g. --fix schedule=zb-h1).
+struct MegatronChoice {
+  ParallelConfig layout;
+  std::string note;
+};
+Result<MegatronChoice> ChooseMegatronLayout(const SearchResult& r);
+
+// The environment Megatron-LM needs to run the layout, as NAME=VALUE, or empty:
+// CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism (sequence parallelism and --tp-comm-overlap
+// need tp > 1 too), which validate_args asserts before Blackwell.
+std::string MegatronEnvironment(const ParallelConfig& c);
+
+// The plan file of the winner (alternatives, search summary and Megatron flags as extras: the
+// flags and environment of ChooseMegatronLayout's layout, with "megatron_layout" and
+// "megatron_note" when that is not the winner, or only the note when no layout qualifies), with
 // the winner's Program (schedule::BuildProgram, messages of the profile's activation bytes).
 Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
                               double tokens);

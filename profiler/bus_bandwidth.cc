@@ -4,20 +4,6 @@
 
 namespace ptdp::profiler {
 
-const char* CollectiveName(Collective c) {
-  switch (c) {
-    case Collective::kAllReduce:
-      return "all_reduce";
-    case Collective::kAllGather:
-      return "all_gather";
-    case Collective::kReduceScatter:
-      return "reduce_scatter";
-    case Collective::kSendRecv:
-      return "send_recv";
-  }
-  return "?";
-}
-
 double BusBandwidthFactor(Collective c, int n) {
   PTDP_CHECK(n >= 1);
   switch (c) {

@@ -12,12 +12,13 @@
 
 #include <string>
 
+#include "core/collective.h"
 #include "core/units.h"
 
 namespace ptdp::profiler {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
-const char* CollectiveName(Collective c);  // "all_reduce" | "all_gather" | ...
+using ::ptdp::Collective;  // core/collective.h
+using ::ptdp::CollectiveName;
 
 // REQUIRES: n >= 1 (for send/recv, n is ignored).
 double BusBandwidthFactor(Collective c, int n);

@@ -142,7 +142,10 @@ namespace {
 
 std::string LayerListText(const std::vector<int>& layers) {
   std::string s;
-  for (int n : layers) s += (s.empty() ? "" : ",") + std::to_string(n);
+  for (int n : layers) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(n);
+  }
   return "'" + s + "'";
 }
 
@@ -183,7 +186,8 @@ Status CheckProgramMatchesLayout(const Program& p, const ModelSpec& model,
     for (size_t i = 0; i < std::max(have.size(), need.size()); ++i) {
       if (i < have.size() && i < need.size() && have[i] == need[i]) continue;
       auto text = [&](const std::vector<Instr>& v, const char* none) {
-        return i < v.size() ? "'" + InstrToText(v[i], wc) + "'" : std::string(none);
+        return i < v.size() ? std::string("'").append(InstrToText(v[i], wc)).append("'")
+                            : std::string(none);
       };
       return Status::Invalid(where + std::to_string(i) + " is " + text(have, "missing") + " but " +
                              layout + " gives " + text(need, "nothing more"));
@@ -213,7 +217,8 @@ std::string ScheduleDiagram(const Program& p) {
     s += "rank " + std::string(width - label.size(), ' ') + label + " |";
     for (const Instr& in : r.instrs) {
       if (!IsCompute(in.op)) continue;
-      s += " " + InstrToText(in, p.vp > 1);
+      s += ' ';
+      s += InstrToText(in, p.vp > 1);
     }
     s += "\n";
   }

@@ -37,9 +37,16 @@ NON_LAYOUT_ARGS = [
 GPU_ARCH = {"selene": 8, "dgx-h100": 9, "h200-measured": 9}
 
 
+def flags_layout(plan):
+    """The layout the flags are for: the plan's, or when Megatron-Core has no schedule for its
+    winner (zero-bubble, GPipe) the best ranked one it runs, which ptdp writes as
+    "megatron_layout" beside a "megatron_note" (planner/report.h ChooseMegatronLayout)."""
+    return plan.get("megatron_layout", plan["layout"])
+
+
 def expected_values(plan):
     """(flag, namespace attribute, expected value) triples the plan decides."""
-    m, lay = plan["model"], plan["layout"]
+    m, lay = plan["model"], flags_layout(plan)
     tp, pp, vp = lay["tp"], lay["pp"], lay.get("vp", 1)
     interleaved = lay.get("schedule") == "interleaved"
     precision = lay.get("precision", "fp32")
@@ -153,8 +160,8 @@ def child(plan_path):
     # core/model.h PaddedVocab's rule: the next multiple of vocab_divisible_by * tp.
     try:
         from megatron.training.vocab_utils import calculate_padded_vocab_size
-        v, mult = plan["model"]["vocab"], plan["model"].get("vocab_divisible_by", 128) * plan[
-            "layout"]["tp"]
+        v, mult = plan["model"]["vocab"], plan["model"].get("vocab_divisible_by", 128) * flags_layout(
+            plan)["tp"]
         got = calculate_padded_vocab_size(v, args.make_vocab_size_divisible_by,
                                           args.tensor_model_parallel_size, False)
         if got != -(-v // mult) * mult:
@@ -164,7 +171,7 @@ def child(plan_path):
     except ImportError as e:  # older checkouts: the parsed divisor above is still compared
         print(f"note: padded vocabulary not compared ({e})")
     # The attention the plan priced (core/parallel.cc: fused_attention, false when absent).
-    want_backend = "flash" if plan["layout"].get("fused_attention", False) else "unfused"
+    want_backend = "flash" if flags_layout(plan).get("fused_attention", False) else "unfused"
     if backend != want_backend:
         bad.append(f"--attention-backend: Megatron-LM parsed {backend!r}, the plan says "
                    f"{want_backend!r}")
@@ -180,7 +187,7 @@ def child(plan_path):
             bad.append(f"--microbatch-group-size-per-virtual-pipeline-stage: {g} with "
                        f"{mb} microbatches and pp {p} is refused by Megatron-Core's schedule")
         # The group the plan's Program is ordered by (core/parallel.cc; pp when unsaid).
-        want_g = plan["layout"].get("microbatch_group", p)
+        want_g = flags_layout(plan).get("microbatch_group", p)
         if g != want_g:
             bad.append(f"--microbatch-group-size-per-virtual-pipeline-stage: Megatron-LM parsed "
                        f"{g}, the plan's layout says {want_g}")
@@ -220,16 +227,22 @@ def main():
             with open(path) as f:
                 plan = json.load(f)
             world = plan["cluster"]["gpus"]
+            if "megatron_args" not in plan:  # refused: no ranked layout runs on Megatron-Core
+                raise KeyError(plan.get("megatron_note", "megatron_args"))
         except (OSError, ValueError, KeyError) as e:
             print(f"FAIL {name}: {path}: not a plan file ({e})")
             failed = True
             continue
-        # WORLD_SIZE and RANK as torchrun sets them for the plan's GPUs, and
-        # CUDA_DEVICE_MAX_CONNECTIONS=1 as Megatron-LM's example launch scripts export it
-        # (validate_args requires it with tensor parallelism before Blackwell): launch
-        # environment, not flags.
-        env = dict(os.environ, WORLD_SIZE=str(world), RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1",
+        # WORLD_SIZE and RANK as torchrun sets them for the plan's GPUs, and the environment the
+        # plan says Megatron-LM needs ("megatron_env": CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor
+        # parallelism, which validate_args asserts before Blackwell), nothing inherited: a
+        # missing one fails the check.
+        env = dict(os.environ, WORLD_SIZE=str(world), RANK="0",
                    PYTHONPATH=os.pathsep.join([a.megatron_lm, os.environ.get("PYTHONPATH", "")]))
+        env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
+        if plan.get("megatron_env"):
+            name, _, value = plan["megatron_env"].partition("=")
+            env[name] = value
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path], env=env,
                            capture_output=True, text=True, cwd=a.megatron_lm)
         lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]

@@ -45,24 +45,15 @@ struct PlanArgs {
   bool threads_given = false;
 };
 
-// `--emit megatron` writes flags for a schedule Megatron-Core runs. It has no ZB-V (nor any V
-// placement of chunks): when the best layout runs ZB-V the flags are those of the best ranked
-// layout that does not, said on stderr; when every ranked layout runs ZB-V (--fix schedule=zb-v) it
-// is refused rather than mislabelled.
-Result<ParallelConfig> MegatronLayout(const planner::SearchResult& r) {
-  const ParallelConfig& best = r.top.front().layout;
-  if (best.schedule != ScheduleKind::kZbV) return best;
-  for (const auto& c : r.top) {
-    if (c.layout.schedule == ScheduleKind::kZbV) continue;
-    std::fprintf(stderr,
-                 "ptdp plan: note: the best layout runs zb-v, which Megatron-Core has no schedule "
-                 "for; the flags are those of the best one it runs (%s)\n",
-                 c.layout.ToString().c_str());
-    return c.layout;
-  }
-  return Status::Invalid("--emit: megatron: the best layout (" + best.ToString() +
-                         ") runs zb-v, which Megatron-Core has no schedule for (no V placement of "
-                         "chunks); fix another one, e.g. --fix schedule=interleaved");
+// `--emit megatron` as a shell would take it: a comment line when the flags are not the best
+// layout's, the environment Megatron-LM asserts, then pretrain_gpt.py's flags.
+void PrintMegatron(const ModelSpec& model, const ClusterSpec& cluster,
+                   const planner::MegatronChoice& megatron) {
+  std::cout << "\nMegatron-LM pretrain_gpt.py flags:\n";
+  if (!megatron.note.empty()) std::cout << "  # note: " << megatron.note << "\n";
+  const std::string env = planner::MegatronEnvironment(megatron.layout);
+  if (!env.empty()) std::cout << "  export " << env << "\n";
+  std::cout << "  " << planner::MegatronArgs(model, megatron.layout, &cluster.software) << "\n";
 }
 
 Status RunPlan(const PlanArgs& a) {
@@ -121,9 +112,13 @@ Status RunPlan(const PlanArgs& a) {
   };
   PTDP_ASSIGN_OR_RETURN(planner::SearchResult r, planner::Search(model, cluster, o));
   // Before anything is written: a refused --emit leaves no plan file behind.
-  ParallelConfig megatron = r.top.front().layout;
+  // The flags are for a schedule Megatron-Core runs (planner::ChooseMegatronLayout): the best
+  // layout's, or the best ranked one it runs with a note saying what differs, or a refusal.
+  planner::MegatronChoice megatron;
   if (!a.emit.empty()) {
-    PTDP_ASSIGN_OR_RETURN(megatron, MegatronLayout(r));
+    Result<planner::MegatronChoice> choice = planner::ChooseMegatronLayout(r);
+    if (!choice.ok()) return choice.status().WithPrefix("--emit");
+    megatron = *choice;
   }
   const std::string caveat = planner::PrecisionCaveat(cluster, r.top.front().layout.precision);
   if (!caveat.empty()) std::fprintf(stderr, "ptdp plan: note: %s\n", caveat.c_str());
@@ -134,16 +129,19 @@ Status RunPlan(const PlanArgs& a) {
   if (a.format == "json") {
     OrderedJson j = planner::SearchToJson(r, a.tokens);
     if (!a.emit.empty()) {
-      j["megatron_args"] = planner::MegatronArgs(model, megatron, &cluster.software);
+      j["megatron_args"] = planner::MegatronArgs(model, megatron.layout, &cluster.software);
+      const std::string env = planner::MegatronEnvironment(megatron.layout);
+      if (!env.empty()) j["megatron_env"] = env;
+      if (!megatron.note.empty()) {
+        j["megatron_layout"] = LayoutToJson(megatron.layout);
+        j["megatron_note"] = megatron.note;
+      }
     }
     j["software"] = cluster.software.name;
     std::cout << j.dump(1) << "\n";
   } else {
     std::cout << planner::SearchToTable(model, cluster, r, a.tokens);
-    if (!a.emit.empty()) {
-      std::cout << "\nMegatron-LM pretrain_gpt.py flags:\n  "
-                << planner::MegatronArgs(model, megatron, &cluster.software) << "\n";
-    }
+    if (!a.emit.empty()) PrintMegatron(model, cluster, megatron);
     if (!a.out.empty()) std::cout << "wrote " << a.out << "\n";
   }
   return Status::Ok();

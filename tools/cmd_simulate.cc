@@ -169,7 +169,18 @@ Status RunSimulate(const SimulateArgs& a) {
   // Layers per rank (core/shapes.h's placement; they differ with uneven stages).
   const std::vector<int> layers = StageLayerCounts(model, layout);
   const int64_t m = layout.Microbatches();
-  const double formula = double(layout.pp - 1) / double(layout.vp * m);
+  // The closed form the planner prices this schedule's bubble with, on the costs simulated, as a
+  // share of the ideal compute m T: (p-1)/(v m) for GPipe, 1F1B and interleaved, the zero-bubble
+  // paper's forms for ZB-H1/H2/V (for which (p-1)/(v m) does not hold).
+  const costmodel::PipelineTime closed = costmodel::ClosedFormPipeline().Time(s.costs, layout);
+  const double formula =
+      closed.total > closed.bubble ? closed.bubble / (closed.total - closed.bubble) : 0;
+  const char* formula_name = costmodel::ClosedFormBubbleName(layout.schedule);
+  const char* formula_scope = layout.schedule == ScheduleKind::kInterleaved && m % layout.pp != 0
+                                  ? ", published for m % p == 0 only"
+                              : layout.schedule == ScheduleKind::kZbV
+                                  ? ", exact for W < B <= F, B <= 2W only"
+                                  : "";
 
   if (!a.trace.empty()) PTDP_RETURN_IF_ERROR(WriteChromeTrace(r.timeline, a.trace));
   if (!a.svg.empty()) {
@@ -196,6 +207,7 @@ Status RunSimulate(const SimulateArgs& a) {
     j["bubble_fraction"] = r.bubble_fraction;
     j["bubble_fraction_of_total"] = r.bubble_fraction_of_total;
     j["bubble_fraction_formula"] = formula;
+    j["bubble_formula"] = formula_name;
     j["tflops_per_gpu"] = pred.tflops_per_gpu;
     j["model_tflops_per_gpu"] = pred.model_tflops_per_gpu;
     j["percent_of_peak"] = pred.percent_of_peak;
@@ -247,13 +259,9 @@ Status RunSimulate(const SimulateArgs& a) {
               ToSeconds(r.iteration_ns), closed_form_s);
   std::printf("pipeline flush   %10.4f s\n", ToSeconds(r.pipeline_ns));
   std::printf(
-      "bubble           %10.4f of ideal compute (closed form (p-1)/(v m) = %.4f%s); %.4f of the "
+      "bubble           %10.4f of ideal compute (closed form %s = %.4f%s); %.4f of the "
       "pipeline time\n",
-      r.bubble_fraction, formula,
-      layout.schedule == ScheduleKind::kInterleaved && m % layout.pp != 0
-          ? ", published for m % p == 0 only"
-          : "",
-      r.bubble_fraction_of_total);
+      r.bubble_fraction, formula_name, formula, formula_scope, r.bubble_fraction_of_total);
   std::printf(
       "throughput       %10.1f TFLOP/s per GPU (%.1f%% of peak; MFU %.1f%%), %.0f tokens/s\n",
       pred.tflops_per_gpu, pred.percent_of_peak, pred.model_flops_utilization, pred.tokens_per_s);

@@ -79,7 +79,7 @@ import json, sys
 w = sys.argv[1]
 gpt = json.load(open(f"{w}/gpt3-175b.json"))
 llama = json.load(open(f"{w}/llama3-8b.json"))
-tp = gpt["layout"]["tp"]
+tp = gpt.get("megatron_layout", gpt["layout"])["tp"]  # the layout the flags are for
 other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
         ("unknown-flag", gpt, " --bf16", " --bf16 --no-scatter-gather-tensors-in-pipeline"),

@@ -28,7 +28,10 @@ std::string JoinScale(const std::vector<double>& v) {
 
 std::string JoinCounts(const std::vector<int>& v) {
   std::string out;
-  for (int x : v) out += (out.empty() ? "" : "/") + std::to_string(x);
+  for (int x : v) {
+    if (!out.empty()) out += '/';
+    out += std::to_string(x);
+  }
   return out;
 }
 

@@ -10,7 +10,10 @@ namespace {
 
 std::string Dims(std::initializer_list<int64_t> dims) {
   std::string s;
-  for (int64_t d : dims) s += (s.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : dims) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
   return s;
 }
 
@@ -53,8 +56,9 @@ Status TimedOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, Con
 
 Status TimedOps::LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w,
                                ConstRef bias, int64_t n, int64_t c, int64_t oc) {
-  return Timed(std::string(gelu_out.empty() ? "LinearForward " : "LinearForward+GeLU ") + Dims({n, c, oc}),
-               [&] { return inner_->LinearForward(out, gelu_out, x, w, bias, n, c, oc); });
+  return Timed(
+      std::string(gelu_out.empty() ? "LinearForward " : "LinearForward+GeLU ") + Dims({n, c, oc}),
+      [&] { return inner_->LinearForward(out, gelu_out, x, w, bias, n, c, oc); });
 }
 
 Status TimedOps::LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,

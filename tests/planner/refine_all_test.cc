@@ -44,7 +44,9 @@ TEST(RefineAll, EveryFeasibleLayoutIsSimulatedAndRankedByIt) {
   ASSERT_EQ(int64_t(r->top.size()), r->feasible);
   for (size_t i = 0; i < r->top.size(); ++i) {
     EXPECT_TRUE(r->top[i].refined) << r->top[i].layout.ToString();
-    if (i > 0) EXPECT_LE(r->top[i - 1].prediction.iteration_s, r->top[i].prediction.iteration_s);
+    if (i > 0) {
+      EXPECT_LE(r->top[i - 1].prediction.iteration_s, r->top[i].prediction.iteration_s);
+    }
   }
   // The best layout as `ptdp simulate` replays it (SimulateLayout: its Program, its CostTable,
   // the event queue), priced as the plan prices a pipeline time.

@@ -5,8 +5,7 @@
 set -uo pipefail
 ptdp=$1 work=$2 case=$3
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 dir="$work/bad-$case"
 mkdir -p "$dir"
 printf 'the quick brown fox jumps over the lazy dog; %.0s' $(seq 40) > "$dir/text.txt"

@@ -8,8 +8,7 @@ ptdp=$1 work=$2 ref=$3 name=$4 layers=$5 dropout=$6 tp=$7 pp=$8 dp=$9 mbs=${10} 
 sched=${12} rec=${13} sg=${14}
 shift 14
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 "$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" \
   "$vp" "$sched" "$rec" "$sg"
 np=$((tp * pp * dp))

@@ -7,8 +7,7 @@
 set -euo pipefail
 ptdp=$1 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 "$here/write_plan.sh" "$ptdp" "$work/overflow.plan.json" 4 0.1 256 16 2 2 2 2 1 1f1b none true fp16
 timeout 200 mpirun -np 8 --oversubscribe "$ptdp" train --plan "$work/overflow.plan.json" \
   --data "$work/data.bin" --steps 8 --log "$work/overflow.jsonl" --inject-overflow-step 3 \

@@ -8,8 +8,7 @@ set -euo pipefail
 ptdp=$1 work=$2 name=$3 prec=$4 layers=$5 dropout=$6 tp=$7 pp=$8 dp=$9 mbs=${10} vp=${11}
 sched=${12} rec=${13} sg=${14}
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy_mechanism=none
 plan="$work/guard-$name-$prec.plan.json"
 "$here/write_plan.sh" "$ptdp" "$plan" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" "$vp" "$sched" \

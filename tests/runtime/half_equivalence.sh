@@ -23,8 +23,7 @@ ptdp=$1 work=$2 prec=$3 ref=$4 fref=$5 name=$6 layers=$7 dropout=$8 tp=$9 pp=${1
 mbs=${12} vp=${13} sched=${14} rec=${15} sg=${16}
 shift 16
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 "$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" \
   "$vp" "$sched" "$rec" "$sg" "$prec"
 np=$((tp * pp * dp))

@@ -5,8 +5,7 @@
 # usage: memory_vs_plan.sh PTDP WORKDIR NAME NP FIX
 set -euo pipefail
 ptdp=$1 work=$2 name=$3 np=$4 fix=$5
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 mkdir -p "$work"
 dir=$(mktemp -d "$work/mem-$name.XXXX")
 printf 'memory agreement between the planner and the runtime; %.0s' $(seq 100) > "$dir/text.txt"

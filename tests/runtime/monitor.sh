@@ -41,13 +41,11 @@
 set -uo pipefail
 ptdp=$1 work=$2 case=$3
 here=$(cd "$(dirname "$0")" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 dir="$work/monitor-$case"
 rm -rf "$dir"
 mkdir -p "$dir"
 cd "$dir" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
 text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 "$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"

@@ -88,7 +88,7 @@ TEST(ValidatePairOrder, EveryBuiltProgramKeepsPairOrder) {
 class MatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    m_.name = "t";
+    m_.name = "tiny";
     m_.layers = 4;
     m_.hidden = 64;
     m_.heads = 4;

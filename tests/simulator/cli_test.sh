@@ -68,6 +68,21 @@ grep -q '"precision": "bf16"' "$W/p.json" || fail "simulate --precision bf16 not
   --fix tp=2,pp=4,mbs=1,vp=1,schedule=1f1b --ideal --format json >"$W/i.json" || fail "ideal exit"
 grep -q '"bubble_fraction": 0.1875' "$W/i.json" || fail "ideal bubble not (p-1)/m = 3/16: $(grep bubble "$W/i.json")"
 
+# Zero-bubble schedules: (p-1)/(v m) does not hold for them; the closed form printed is the
+# planner's (Qi et al.'s), which the measured bubble equals with --ideal costs.
+for k in zb-h1 zb-h2; do
+  "$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
+    --fix tp=2,pp=4,mbs=1,vp=1,schedule=$k --ideal --format json >"$W/$k.json" || fail "$k ideal exit"
+  num() { sed -n "s/^ *\"$1\": \([0-9.e-]*\),*$/\1/p" "$W/$k.json" | head -n 1; }  # the summary's, before the ranks
+  awk -v a="$(num bubble_fraction)" -v b="$(num bubble_fraction_formula)" \
+    'BEGIN { d = a - b; exit !(a > 0 && d < 1e-4 && d > -1e-4 && (b - 0.1875 > 1e-3 || 0.1875 - b > 1e-3)) }' ||
+    fail "$k: measured bubble $(num bubble_fraction) is not the closed form $(num bubble_fraction_formula), or that is (p-1)/m"
+done
+grep -q '"bubble_formula": "(p-1)(T_F+T_B-2T_W)/(m T)"' "$W/zb-h2.json" || fail "zb-h2 formula name"
+out=$("$PTDP" simulate --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 \
+  --fix tp=2,pp=4,mbs=1,vp=1,schedule=zb-h1) || fail "zb-h1 exit"
+echo "$out" | grep -q "closed form (p-1)(T_F+T_B-T_W)/(m T) = " || fail "zb-h1 bubble line: $out"
+
 # A plan file round trip, and a corrupt one rejected with exit 2 and no trace written.
 "$PTDP" plan --model gpt-1.7b --cluster selene --gpus 8 --global-batch 16 --out "$W/plan.json" >/dev/null || fail "plan"
 "$PTDP" simulate --plan "$W/plan.json" | grep -q "^iteration" || fail "simulate --plan"

@@ -1,0 +1,10 @@
+# Sourced by the MPI shell tests of tests/runtime (`. "$(dirname "$0")/lib.sh"`, before any cd):
+# what every mpirun there needs, in one place.
+# OpenMPI refuses root without both variables (the test machines run as root); the tests start
+# more ranks than the machine has cores (8 on 2), which OpenMPI refuses unless oversubscription
+# is allowed, and ranks that yield the core while they wait let the oversubscribed ones progress.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+# One line naming what failed, exit 1.
+fail() { echo "FAIL: $*"; exit 1; }
