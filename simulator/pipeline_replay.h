@@ -68,8 +68,11 @@ class PipelineReplayer {
   bool Replay(const costmodel::CostTable& t, Bytes bytes, costmodel::PipelineTime* out);
   bool ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
                     costmodel::PipelineTime* out);
+  bool ReplayWithBuckets(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
+                         costmodel::PipelineTime* out);
   bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
   bool MarkShared();
+  bool MarkTouching();
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
   void Deliver(int64_t key, Nanoseconds arrival);
