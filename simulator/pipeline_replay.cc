@@ -9,38 +9,14 @@
 #include "simulator/collective_stream.h"
 #include "simulator/engine.h"
 #include "simulator/network.h"
+#include "simulator/pipeline_replay_state.h"
 #include "simulator/refine.h"
 
 namespace ptdp::sim {
 
+using namespace replay_internal;
+
 namespace {
-
-// A lowered instruction as the walk needs it. Compute: `cc` = rank * vp + chunk. Messages: `key`
-// (schedule::MessageKey); a send's `cc` is the link it crosses (Interpreter::LinkOf).
-enum class StepOp : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight, kSend, kRecv };
-struct Step {
-  int32_t key = 0;
-  int32_t cc = 0;
-  int32_t peer = 0;  // a send's receiving rank
-  StepOp op = StepOp::kForward;
-  bool recompute = false;
-  bool grad = false;  // a send of a gradient (the rank's second egress stream)
-  // The chunk's last backward that frees a stash (whole or W): its gradients become final, and an
-  // overlapped reduction queues the chunk's buckets (the Interpreter's backwards_left reaching 0).
-  bool reduces = false;
-};
-
-// ReplayShared's events: Network's flow ends (a = flow, b = version), flow starts (a = key), and
-// the collective streams' (collective_stream.h, a = rank).
-enum : uint32_t { kFlowDone = 0, kFlowStart = 1, kCollWake = 2, kCollLatency = 3, kCollIntra = 4 };
-
-// One flow's time on its ports, [start, end] in ns; `network`: run on the network model.
-struct Interval {
-  Nanoseconds start = 0, end = 0;
-  bool network = false;
-};
-
-constexpr Nanoseconds kNever = std::numeric_limits<Nanoseconds>::max();
 
 // True when no two intervals of a stream touch; a stream is one rank's activation or gradient
 // sends, one link's latency after monotone issue times, so sorted by start when disjoint.
@@ -67,56 +43,6 @@ bool Disjoint(const std::vector<Interval>& a, const std::vector<Interval>& b) {
 }
 
 }  // namespace
-
-// A lowered schedule, compiled: what every layout of one (kind, pp, vp, microbatches, recompute)
-// shape replays.
-struct PipelineReplayer::Shape {
-  ScheduleKind kind = ScheduleKind::k1F1B;
-  int pp = 0, vp = 0;
-  int64_t microbatches = 0;
-  bool recompute = false;
-  std::vector<std::vector<Step>> ranks;
-  int64_t keys = 0;          // 2 * microbatches * pp * vp message keys
-  int64_t instructions = 0;  // of the whole lowered Program (the Interpreter's range bound)
-  // The ports on which flows of this shape's earlier layouts shared (empty: none did). Layouts of
-  // one shape differ in costs only and usually share alike: ReplayShared starts from these.
-  std::vector<char> suspect;
-  bool Matches(const ParallelConfig& c, bool rc) const {
-    return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
-           recompute == rc;
-  }
-};
-
-// Per-replay state, kept between replays for its capacity.
-struct PipelineReplayer::Scratch {
-  std::vector<Nanoseconds> fwd, bwd, wgt, rc;  // per rank * vp + chunk
-  std::vector<Nanoseconds> latency, flow;      // per link; flow < 0: no flow (free link)
-  // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
-  std::vector<Nanoseconds> arrive;
-  std::vector<size_t> pc;
-  std::vector<Nanoseconds> now, compute, flush;
-  std::vector<int> ready;
-  std::vector<std::vector<Interval>> act_flows, grad_flows;  // per sending rank
-  // Set while ReplayShared runs: the flows that touch a suspect port (egress r: r, ingress r:
-  // pp + r, as the Interpreter numbers them) go through the simulator's own network model.
-  EventQueue* queue = nullptr;
-  Network* network = nullptr;
-  // Set while ReplayShared runs a table whose overlapped reduction crosses the NICs: each rank's
-  // collective stream, which runs its buckets as flows on the same Network.
-  CollectiveStreams* collectives = nullptr;
-  const costmodel::CostTable* table = nullptr;
-  std::vector<char> suspect;  // per port
-  // Per port: flows that start on it at or after this time run on the network model (kNever:
-  // none). What a replay with collective streams narrows instead of `suspect`: the buckets share
-  // the NICs near the flush only, so the flows before stay alone.
-  std::vector<Nanoseconds> from;
-  std::vector<std::vector<Interval>> bucket_flows;    // per rank: its collective stream's flows
-  std::vector<int32_t> sender, receiver, link, slot;  // per message key; slot: in its stream
-  std::vector<char> grad;                             // per message key: in grad_flows
-};
-
-PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
-PipelineReplayer::~PipelineReplayer() = default;
 
 namespace {
 
@@ -368,6 +294,7 @@ bool PipelineReplayer::Replay(const costmodel::CostTable& t, Bytes bytes,
     return ReplayWithBuckets(t, bytes, gather, out);
   }
   s.from.assign(size_t(2 * shape_->pp), kNever);
+  s.cut_act.clear(), s.cut_grad.clear();
   if (shape_->suspect.empty()) {
     Reset();
     WalkReady(gather);
@@ -417,12 +344,31 @@ bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes by
   const size_t keys = size_t(shape_->keys);
   s.sender.resize(keys), s.receiver.resize(keys), s.link.resize(keys), s.slot.resize(keys);
   s.grad.resize(keys);
+  s.cut_act = shape_->cut_act, s.cut_grad = shape_->cut_grad;
   for (int round = 1;; ++round) {
     ++rounds_;
     if (!ReplayRound(t, bytes, gather)) return false;
-    if (!MarkTouching()) return Outcome(out);
+    if (!MarkTouching()) break;
     if (round == kRounds) std::fill(s.from.begin(), s.from.end(), Nanoseconds(0));
   }
+  // The slots from which each port's flows ran on the network model, for the shape's next layout.
+  const int pp = shape_->pp;
+  shape_->cut_act.assign(size_t(2 * pp), 0);
+  shape_->cut_grad.assign(size_t(2 * pp), 0);
+  auto first_joined = [](const std::vector<Interval>& v) {
+    int32_t i = 0;
+    while (i < int32_t(v.size()) && !v[size_t(i)].network) ++i;
+    return i;
+  };
+  for (int port = 0; port < 2 * pp; ++port) {
+    const int r = port % pp;
+    const bool egress = port < pp;
+    shape_->cut_act[size_t(port)] =
+        first_joined(s.act_flows[size_t(egress ? r : (r + pp - 1) % pp)]);
+    shape_->cut_grad[size_t(port)] = first_joined(s.grad_flows[size_t(egress ? r : (r + 1) % pp)]);
+  }
+  s.cut_act.clear(), s.cut_grad.clear();
+  return Outcome(out);
 }
 
 // Lowers each port's `from` to the start of the earliest flow in a touching pair of which one ran
@@ -523,6 +469,15 @@ void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
   if (waiting <= -2) s.ready.push_back(int(-2 - waiting));
 }
 
+// True when a send from rank r to `peer`, the `slot`th of its stream, comes at or after the cut
+// of one of its ports (ReplayWithBuckets' start, from the shape's last such layout).
+bool PipelineReplayer::FromSlot(bool grad, int r, int peer, int32_t slot) const {
+  const Scratch& s = *scratch_;
+  if (s.cut_act.empty()) return false;
+  const auto& cut = grad ? s.cut_grad : s.cut_act;
+  return slot >= cut[size_t(r)] || slot >= cut[size_t(shape_->pp + peer)];
+}
+
 // Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
 void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   Scratch& s = *scratch_;
@@ -554,7 +509,8 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
           Deliver(st.key, start + gather);
         } else if (s.queue &&
                    (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
-                    start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)])) {
+                    start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
+                    FromSlot(st.grad, r, st.peer, int32_t(stream.size())))) {
           s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
           s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
           stream.push_back({start, start, true});  // its end when the network says

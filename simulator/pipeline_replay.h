@@ -73,6 +73,7 @@ class PipelineReplayer {
   bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
   bool MarkShared();
   bool MarkTouching();
+  bool FromSlot(bool grad, int r, int peer, int32_t slot) const;
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
   void Deliver(int64_t key, Nanoseconds arrival);
