@@ -31,6 +31,37 @@ void CollectiveStreams::EnqueueDelay(EventQueue& q, Network& net, int r, Nanosec
   Pump(q, net, r);
 }
 
+void CollectiveStreams::EnqueueReduction(EventQueue& q, Network& net, const costmodel::CostTable& c,
+                                         int r, double fraction, Nanoseconds ready) {
+  if (r < static_cast<int>(c.dp_collectives.size()) && !c.dp_collectives[r].empty()) {
+    Enqueue(q, net, r, {c.dp_collectives[r].front()}, fraction, ready);
+    return;
+  }
+  const Nanoseconds total = ReduceNs(c, r);
+  if (total > 0) EnqueueDelay(q, net, r, ToNanoseconds(double(total) * 1e-9 * fraction), ready);
+}
+
+void CollectiveStreams::EnqueueGather(EventQueue& q, Network& net, const costmodel::CostTable& c,
+                                      int r, Nanoseconds ready) {
+  if (r < static_cast<int>(c.dp_collectives.size()) && c.dp_collectives[r].size() > 1) {
+    Enqueue(q, net, r, {c.dp_collectives[r].back()}, 1.0, ready);
+    return;
+  }
+  if (r < static_cast<int>(c.dp_collectives.size()) && !c.dp_collectives[r].empty()) return;
+  if (GatherNs(c, r) > 0) EnqueueDelay(q, net, r, GatherNs(c, r), ready);
+}
+
+void CollectiveStreams::EnqueueChunkReduction(EventQueue& q, Network& net,
+                                              const costmodel::CostTable& c, int r, int vp,
+                                              Nanoseconds start, Nanoseconds dur) {
+  const int k = std::max(1, c.dp_buckets);
+  for (int b = 0; b < k; ++b) {
+    // dur / k first: dur * (b + 1) could leave int64 for a long backward.
+    const Nanoseconds ready = start + dur / k * (b + 1) + dur % k * (b + 1) / k;
+    EnqueueReduction(q, net, c, r, 1.0 / (double(vp) * k), ready);
+  }
+}
+
 void CollectiveStreams::Pump(EventQueue& q, Network& net, int r) {
   (void)net;
   Stream& s = st_[r];

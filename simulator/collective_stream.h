@@ -19,6 +19,19 @@
 
 namespace ptdp::sim {
 
+// Per-rank times of a cost table in ns (0 past the end of `v`).
+inline Nanoseconds RankNs(const std::vector<Seconds>& v, int r) {
+  return r < static_cast<int>(v.size()) ? ToNanoseconds(v[size_t(r)]) : 0;
+}
+// The data-parallel time of rank r split into the distributed optimizer's all-gather of the
+// weights and the gradient reduction (the rest).
+inline Nanoseconds GatherNs(const costmodel::CostTable& c, int r) {
+  return RankNs(c.dp_param_gather, r);
+}
+inline Nanoseconds ReduceNs(const costmodel::CostTable& c, int r) {
+  return RankNs(c.dp_allreduce, r) - GatherNs(c, r);
+}
+
 class CollectiveStreams {
  public:
   // Event kinds this class schedules (a = rank) and hands back through OnEvent(); flows it starts
@@ -40,6 +53,20 @@ class CollectiveStreams {
                Nanoseconds ready);
   // Queues a plain delay of `ns` (a table without collective costs), ready at `ready`.
   void EnqueueDelay(EventQueue& q, Network& net, int r, Nanoseconds ns, Nanoseconds ready);
+  // Queues `fraction` of rank r's gradient reduction (the all-reduce, or the distributed
+  // optimizer's reduce-scatter: c.dp_collectives[r].front(); a table without collective costs, its
+  // reduction time as a delay), ready at `ready`.
+  void EnqueueReduction(EventQueue& q, Network& net, const costmodel::CostTable& c, int r,
+                        double fraction, Nanoseconds ready);
+  // Queues the distributed optimizer's all-gather of rank r's weights, ready at `ready`.
+  void EnqueueGather(EventQueue& q, Network& net, const costmodel::CostTable& c, int r,
+                     Nanoseconds ready);
+  // The overlapped reduction's share of one of the rank's `vp` chunks, as the chunk's last
+  // backward (from `start`, `dur` ns) makes its gradients final: c.dp_buckets buckets, each ready
+  // as the backward gets through its part. The simulator and the planner's replay
+  // (pipeline_replay.h) both queue them here.
+  void EnqueueChunkReduction(EventQueue& q, Network& net, const costmodel::CostTable& c, int r,
+                             int vp, Nanoseconds start, Nanoseconds dur);
   // One of Kinds' events, or the end of a flow tagged FlowTag(r). Returns the rank.
   int OnEvent(EventQueue& q, Network& net, const Event& e);
   int OnFlowDone(EventQueue& q, Network& net, int64_t tag);

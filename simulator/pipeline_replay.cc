@@ -6,33 +6,17 @@
 #include <limits>
 
 #include "schedule/schedule.h"
+#include "simulator/collective_stream.h"
 #include "simulator/engine.h"
 #include "simulator/network.h"
+#include "simulator/pipeline_replay_state.h"
 #include "simulator/refine.h"
 
 namespace ptdp::sim {
 
+using namespace replay_internal;
+
 namespace {
-
-// A lowered instruction as the walk needs it. Compute: `cc` = rank * vp + chunk. Messages: `key`
-// (schedule::MessageKey); a send's `cc` is the link it crosses (Interpreter::LinkOf).
-enum class StepOp : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight, kSend, kRecv };
-struct Step {
-  int32_t key = 0;
-  int32_t cc = 0;
-  int32_t peer = 0;  // a send's receiving rank
-  StepOp op = StepOp::kForward;
-  bool recompute = false;
-  bool grad = false;  // a send of a gradient (the rank's second egress stream)
-};
-
-// ReplayShared's events: Network's flow ends (a = flow, b = version) and flow starts (a = key).
-enum : uint32_t { kFlowDone = 0, kFlowStart = 1 };
-
-// One flow's time on its ports, [start, end] in ns.
-struct Interval {
-  Nanoseconds start = 0, end = 0;
-};
 
 // True when no two intervals of a stream touch; a stream is one rank's activation or gradient
 // sends, one link's latency after monotone issue times, so sorted by start when disjoint.
@@ -60,47 +44,6 @@ bool Disjoint(const std::vector<Interval>& a, const std::vector<Interval>& b) {
 
 }  // namespace
 
-// A lowered schedule, compiled: what every layout of one (kind, pp, vp, microbatches, recompute)
-// shape replays.
-struct PipelineReplayer::Shape {
-  ScheduleKind kind = ScheduleKind::k1F1B;
-  int pp = 0, vp = 0;
-  int64_t microbatches = 0;
-  bool recompute = false;
-  std::vector<std::vector<Step>> ranks;
-  int64_t keys = 0;          // 2 * microbatches * pp * vp message keys
-  int64_t instructions = 0;  // of the whole lowered Program (the Interpreter's range bound)
-  // The ports on which flows of this shape's earlier layouts shared (empty: none did). Layouts of
-  // one shape differ in costs only and usually share alike: ReplayShared starts from these.
-  std::vector<char> suspect;
-  bool Matches(const ParallelConfig& c, bool rc) const {
-    return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
-           recompute == rc;
-  }
-};
-
-// Per-replay state, kept between replays for its capacity.
-struct PipelineReplayer::Scratch {
-  std::vector<Nanoseconds> fwd, bwd, wgt, rc;  // per rank * vp + chunk
-  std::vector<Nanoseconds> latency, flow;      // per link; flow < 0: no flow (free link)
-  // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
-  std::vector<Nanoseconds> arrive;
-  std::vector<size_t> pc;
-  std::vector<Nanoseconds> now, compute, flush;
-  std::vector<int> ready;
-  std::vector<std::vector<Interval>> act_flows, grad_flows;  // per sending rank
-  // Set while ReplayShared runs: the flows that touch a suspect port (egress r: r, ingress r:
-  // pp + r, as the Interpreter numbers them) go through the simulator's own network model.
-  EventQueue* queue = nullptr;
-  Network* network = nullptr;
-  std::vector<char> suspect;                          // per port
-  std::vector<int32_t> sender, receiver, link, slot;  // per message key; slot: in its stream
-  std::vector<char> grad;                             // per message key: in grad_flows
-};
-
-PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
-PipelineReplayer::~PipelineReplayer() = default;
-
 namespace {
 
 // The lowered Program of a shape, compiled into Steps; reduce-grads and the optimizer step run
@@ -111,10 +54,14 @@ void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
     const int rank = static_cast<int>(r);
     auto& steps = (*out)[r];
     steps.reserve(p.ranks[r].instrs.size());
+    std::vector<int64_t> frees(size_t(p.vp), 0);  // per chunk: stash-freeing backwards so far
     for (const Instr& in : p.ranks[r].instrs) {
       Step s;
       s.cc = rank * p.vp + in.chunk;
       s.recompute = in.recompute;
+      if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) {
+        s.reduces = ++frees[size_t(in.chunk)] == p.microbatches;
+      }
       switch (in.op) {
         case Op::kForward:
           s.op = StepOp::kForward;
@@ -152,12 +99,19 @@ void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
   }
 }
 
+// True when rank r's data-parallel collectives send bytes through its NICs.
+bool NicFlows(const costmodel::CostTable& t, int r) {
+  if (r >= int(t.dp_collectives.size())) return false;
+  for (const costmodel::CollectiveCost& c : t.dp_collectives[size_t(r)]) {
+    if (c.nic_bytes > 0) return true;
+  }
+  return false;
+}
+
 // True when some rank's data-parallel collectives send bytes through its NICs.
 bool ReductionCrossesNics(const costmodel::CostTable& t) {
-  for (const auto& rank : t.dp_collectives) {
-    for (const costmodel::CollectiveCost& c : rank) {
-      if (c.nic_bytes > 0) return true;
-    }
+  for (int r = 0; r < int(t.dp_collectives.size()); ++r) {
+    if (NicFlows(t, r)) return true;
   }
   return false;
 }
@@ -195,10 +149,6 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     Compile(*program, &shape->ranks);
     shape_ = std::move(shape);
   }
-  // An overlapped gradient reduction runs its buckets as flows on the NICs beside the last
-  // backwards, sharing them with the pipeline's messages; this replay has no collective streams, so
-  // the Interpreter prices those layouts.
-  if (t.overlap_grad_reduce && ReductionCrossesNics(t)) return fallback();
   costmodel::PipelineTime out;
   if (!Replay(t, lowering.message_bytes, &out)) return fallback();
   return out;
@@ -228,8 +178,17 @@ bool PipelineReplayer::Convert(const costmodel::CostTable& t, Bytes bytes) {
     s.rc[i] = ns(t.chunks[i].recompute.Total());
     if (s.wgt[i] > s.bwd[i]) return false;
   }
-  for (const auto* v : {&t.dp_allreduce, &t.embedding_allreduce, &t.optimizer}) {
+  for (const auto* v :
+       {&t.dp_allreduce, &t.dp_param_gather, &t.embedding_allreduce, &t.optimizer}) {
     for (Seconds x : *v) ns(x);
+  }
+  // The collectives the Interpreter checks before it runs (its errors are Simulate's to give).
+  if (!t.dp_collectives.empty() && int(t.dp_collectives.size()) != sh.pp) return false;
+  for (const auto& rank : t.dp_collectives) {
+    for (const costmodel::CollectiveCost& c : rank) {
+      if (c.nic_bytes > 0 && !(c.nic_Bps > 0)) return false;
+      for (Seconds x : {c.latency, c.intra, c.NicTime()}) ns(x);
+    }
   }
   ns(t.p2p_allgather);
   s.latency.resize(t.p2p_link.size());
@@ -260,7 +219,10 @@ void PipelineReplayer::Reset() {
   s.flush.assign(pp, 0);
   s.act_flows.resize(pp);
   s.grad_flows.resize(pp);
-  for (int r = 0; r < pp; ++r) s.act_flows[r].clear(), s.grad_flows[r].clear();
+  s.bucket_flows.resize(pp);
+  for (int r = 0; r < pp; ++r) {
+    s.act_flows[r].clear(), s.grad_flows[r].clear(), s.bucket_flows[r].clear();
+  }
   s.ready.clear();
   for (int r = pp - 1; r >= 0; --r) s.ready.push_back(r);
 }
@@ -323,6 +285,16 @@ bool PipelineReplayer::Replay(const costmodel::CostTable& t, Bytes bytes,
   if (!Convert(t, bytes)) return false;
   const Nanoseconds gather = bytes > 0 ? ToNanoseconds(t.p2p_allgather) : 0;
   Scratch& s = *scratch_;
+  if (t.overlap_grad_reduce && ReductionCrossesNics(t)) {
+    // The reduction's buckets run as flows on the ranks' NICs beside the last backwards: those
+    // ranks' ports are suspect from the start, and ReplayShared runs the collective streams.
+    s.suspect.assign(size_t(2 * shape_->pp), 0);
+    s.from.assign(size_t(2 * shape_->pp), kNever);
+    ++shared_;
+    return ReplayWithBuckets(t, bytes, gather, out);
+  }
+  s.from.assign(size_t(2 * shape_->pp), kNever);
+  s.cut_act.clear(), s.cut_grad.clear();
   if (shape_->suspect.empty()) {
     Reset();
     WalkReady(gather);
@@ -361,6 +333,87 @@ bool PipelineReplayer::ReplayShared(const costmodel::CostTable& t, Bytes bytes, 
   }
 }
 
+// ReplayShared for a table whose overlapped reduction crosses the NICs: the collective streams run
+// on the network model, the pipeline's flows alone until a check shows one touched another flow
+// on one of its ports (MarkTouching), from which time on that port's flows join the network model.
+// After kRounds every flow does, as in the Interpreter.
+bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes bytes,
+                                         Nanoseconds gather, costmodel::PipelineTime* out) {
+  constexpr int kRounds = 6;
+  Scratch& s = *scratch_;
+  const size_t keys = size_t(shape_->keys);
+  s.sender.resize(keys), s.receiver.resize(keys), s.link.resize(keys), s.slot.resize(keys);
+  s.grad.resize(keys);
+  s.cut_act = shape_->cut_act, s.cut_grad = shape_->cut_grad;
+  for (int round = 1;; ++round) {
+    ++rounds_;
+    if (!ReplayRound(t, bytes, gather)) return false;
+    if (!MarkTouching()) break;
+    if (round == kRounds) std::fill(s.from.begin(), s.from.end(), Nanoseconds(0));
+  }
+  // The slots from which each port's flows ran on the network model, for the shape's next layout.
+  const int pp = shape_->pp;
+  shape_->cut_act.assign(size_t(2 * pp), 0);
+  shape_->cut_grad.assign(size_t(2 * pp), 0);
+  auto first_joined = [](const std::vector<Interval>& v) {
+    int32_t i = 0;
+    while (i < int32_t(v.size()) && !v[size_t(i)].network) ++i;
+    return i;
+  };
+  for (int port = 0; port < 2 * pp; ++port) {
+    const int r = port % pp;
+    const bool egress = port < pp;
+    shape_->cut_act[size_t(port)] =
+        first_joined(s.act_flows[size_t(egress ? r : (r + pp - 1) % pp)]);
+    shape_->cut_grad[size_t(port)] = first_joined(s.grad_flows[size_t(egress ? r : (r + 1) % pp)]);
+  }
+  s.cut_act.clear(), s.cut_grad.clear();
+  return Outcome(out);
+}
+
+// Lowers each port's `from` to the start of the earliest flow in a touching pair of which one ran
+// alone (its price assumed no other flow on its ports). Egress r carries rank r's activations,
+// gradients and buckets; ingress r rank r - 1's activations, rank r + 1's gradients and rank r's
+// buckets (in a V, other flows too: every port joins from 0). True when it lowered one.
+bool PipelineReplayer::MarkTouching() {
+  Scratch& s = *scratch_;
+  const int pp = shape_->pp;
+  bool marked = false;
+  if (VShaped(shape_->kind)) {
+    for (Nanoseconds& f : s.from) marked = marked || f != 0, f = 0;
+    return marked;
+  }
+  for (int port = 0; port < 2 * pp; ++port) {
+    const int r = port % pp;
+    const bool egress = port < pp;
+    const std::vector<Interval>* lists[3] = {&s.act_flows[size_t(egress ? r : (r + pp - 1) % pp)],
+                                             &s.grad_flows[size_t(egress ? r : (r + 1) % pp)],
+                                             &s.bucket_flows[size_t(r)]};
+    // Each list is sorted by start (one stream on one link, issued in order): merge them by start
+    // and compare each flow with the ones before that end latest, alone and on the network.
+    size_t at[3] = {0, 0, 0};
+    Interval last_alone{-1, -1}, last_any{-1, -1};
+    Nanoseconds lowest = kNever;
+    for (;;) {
+      int next = -1;
+      for (int l = 0; l < 3; ++l) {
+        if (at[l] < lists[l]->size() &&
+            (next < 0 || (*lists[l])[at[l]].start < (*lists[next])[at[next]].start)) {
+          next = l;
+        }
+      }
+      if (next < 0) break;
+      const Interval& f = (*lists[next])[at[next]++];
+      const Interval& before = f.network ? last_alone : last_any;
+      if (f.start <= before.end) lowest = std::min(lowest, before.start);
+      if (f.end > last_any.end) last_any = f;
+      if (!f.network && f.end > last_alone.end) last_alone = f;
+    }
+    if (lowest < s.from[size_t(port)]) s.from[size_t(port)] = lowest, marked = true;
+  }
+  return marked;
+}
+
 // One round of ReplayShared; false when a rank is stuck.
 bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather) {
   Scratch& s = *scratch_;
@@ -368,19 +421,30 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
   EventQueue queue;
   // The Interpreter's ports: NVLink egress r and ingress pp + r, the NICs 2 pp above them.
   Network network(4 * pp, kFlowDone);
+  CollectiveStreams collectives(pp, 2 * pp, 3 * pp, {kCollWake, kCollLatency, kCollIntra});
   s.queue = &queue;
   s.network = &network;
+  const bool overlapped = t.overlap_grad_reduce && ReductionCrossesNics(t);
+  s.collectives = overlapped ? &collectives : nullptr;
+  s.table = &t;
   Reset();
   WalkReady(gather);
   while (!queue.Empty()) {
     const Event e = queue.Pop();
-    if (e.kind == kFlowStart) {
+    if (e.kind == kCollWake || e.kind == kCollLatency || e.kind == kCollIntra) {
+      collectives.OnEvent(queue, network, e);
+    } else if (e.kind == kFlowStart) {
       const size_t key = size_t(e.a);
       const costmodel::LinkCost& link = t.p2p_link[size_t(s.link[key])];
       const int base = link.inter_node ? 2 * pp : 0;
       network.StartFlow(queue, base + s.sender[key], base + pp + s.receiver[key],
                         link.bandwidth_Bps, double(bytes), e.a);
     } else if (network.OnFlowEvent(queue, e.a, e.b)) {
+      if (network.Tag(int(e.a)) < 0) {  // a bucket's flow: its stream runs the next one
+        const int r = collectives.OnFlowDone(queue, network, network.Tag(int(e.a)));
+        s.bucket_flows[size_t(r)].push_back({network.StartNs(int(e.a)), queue.now(), true});
+        continue;
+      }
       const size_t key = size_t(network.Tag(int(e.a)));
       (s.grad[key] ? s.grad_flows : s.act_flows)[size_t(s.sender[key])][size_t(s.slot[key])].end =
           queue.now();
@@ -390,6 +454,8 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
   }
   s.queue = nullptr;
   s.network = nullptr;
+  s.collectives = nullptr;
+  s.table = nullptr;
   for (int r = 0; r < pp; ++r) {
     if (s.pc[r] != shape_->ranks[r].size()) return false;
   }
@@ -401,6 +467,15 @@ void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
   const Nanoseconds waiting = s.arrive[size_t(key)];
   s.arrive[size_t(key)] = arrival;
   if (waiting <= -2) s.ready.push_back(int(-2 - waiting));
+}
+
+// True when a send from rank r to `peer`, the `slot`th of its stream, comes at or after the cut
+// of one of its ports (ReplayWithBuckets' start, from the shape's last such layout).
+bool PipelineReplayer::FromSlot(bool grad, int r, int peer, int32_t slot) const {
+  const Scratch& s = *scratch_;
+  if (s.cut_act.empty()) return false;
+  const auto& cut = grad ? s.cut_grad : s.cut_act;
+  return slot >= cut[size_t(r)] || slot >= cut[size_t(shape_->pp + peer)];
 }
 
 // Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
@@ -432,10 +507,13 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
         auto& stream = (st.grad ? s.grad_flows : s.act_flows)[r];
         if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
           Deliver(st.key, start + gather);
-        } else if (s.queue && (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)])) {
+        } else if (s.queue &&
+                   (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
+                    start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
+                    FromSlot(st.grad, r, st.peer, int32_t(stream.size())))) {
           s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
           s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
-          stream.push_back({start, start});  // its end when the network says
+          stream.push_back({start, start, true});  // its end when the network says
           s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
         } else {
           stream.push_back({start, start + flow});
@@ -455,9 +533,18 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
       }
     }
     if (st.recompute && st.op != StepOp::kForward) dur += s.rc[st.cc];
+    if (st.reduces && s.collectives) {
+      s.collectives->EnqueueChunkReduction(*s.queue, *s.network, *s.table, r, shape_->vp, now, dur);
+    }
     now += dur;
     compute += dur;
     if (st.op != StepOp::kForward) flush = std::max(flush, now);
+  }
+  // Reduce-grads, where the list ends: the weights' all-gather, unless it is overlapped with the
+  // next iteration, queues behind the buckets and may still share the NIC with the rank's last
+  // sends.
+  if (s.collectives && !s.table->overlap_param_gather) {
+    s.collectives->EnqueueGather(*s.queue, *s.network, *s.table, r, now);
   }
   s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;
 }

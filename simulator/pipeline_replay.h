@@ -11,7 +11,11 @@
 // egress and the receiver's ingress (touching counts as sharing). The ports where two flows did
 // share become suspect, and the walk runs again with the flows that touch a suspect port on the
 // simulator's own Network (an EventQueue of their starts and ends only) and the others alone, then
-// checks the ports not suspect again (ReplayShared). When a cost is outside the range the
+// checks the ports not suspect again (ReplayShared). An overlapped gradient reduction whose buckets
+// cross the NICs runs as in the Interpreter: the ranks' collective streams (collective_stream.h,
+// queued by the same functions) on that Network, the pipeline's flows alone until one touches
+// another flow on its port, from which time on that port's flows join the network model
+// (ReplayWithBuckets, docs/simulator.md). When a cost is outside the range the
 // Interpreter accepts, or the walk gets stuck, it hands the layout to Simulate itself, whose answer
 // (or error) it returns. tests/simulator/pipeline_replay_test.cc holds both to the same numbers
 // over a grid of layouts, the contended ones included.
@@ -53,7 +57,7 @@ class PipelineReplayer {
 
   int64_t replays() const { return replays_; }
   // Replays run with the network model on some ports (flows shared a port in them, or in an
-  // earlier layout of their shape).
+  // earlier layout of their shape, or an overlapped reduction's buckets cross the NICs).
   int64_t shared() const { return shared_; }
   // Walks of shared-port replays, each with the network model on the ports suspect so far.
   int64_t shared_rounds() const { return rounds_; }
@@ -68,8 +72,12 @@ class PipelineReplayer {
   bool Replay(const costmodel::CostTable& t, Bytes bytes, costmodel::PipelineTime* out);
   bool ReplayShared(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
                     costmodel::PipelineTime* out);
+  bool ReplayWithBuckets(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather,
+                         costmodel::PipelineTime* out);
   bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
   bool MarkShared();
+  bool MarkTouching();
+  bool FromSlot(bool grad, int r, int peer, int32_t slot) const;
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
   void Deliver(int64_t key, Nanoseconds arrival);

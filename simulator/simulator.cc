@@ -76,10 +76,6 @@ class Interpreter {
   void SendMessage(int r, const Instr& in, size_t index);
   // A pipeline message enters its link: NVLink ports, or the NICs for a link between nodes.
   void StartTransfer(int64_t key);
-  // Queues `fraction` of the rank's gradient reduction (the all-reduce, or the distributed
-  // optimizer's reduce-scatter), ready at `ready`; and the distributed optimizer's all-gather.
-  void EnqueueReduction(int r, double fraction, Nanoseconds ready);
-  void EnqueueGather(int r, Nanoseconds ready);
   // Reduce-grads ends once the rank's collective stream is idle: then the embedding all-reduce.
   void FinishReduce(int r);
   // schedule::MessageKey, inline.
@@ -105,13 +101,9 @@ class Interpreter {
           TimelineCounter{r, "activation_GiB", t, BytesToGiB(double(live))});
     }
   }
-  Nanoseconds At(const std::vector<Seconds>& v, int r) const {
-    return r < static_cast<int>(v.size()) ? ToNanoseconds(v[r]) : 0;
-  }
-  // The data-parallel time of rank r split into the distributed optimizer's all-gather of the
-  // weights and the gradient reduction (the rest).
-  Nanoseconds GatherNs(int r) const { return At(c_.dp_param_gather, r); }
-  Nanoseconds ReduceNs(int r) const { return At(c_.dp_allreduce, r) - GatherNs(r); }
+  Nanoseconds At(const std::vector<Seconds>& v, int r) const { return RankNs(v, r); }
+  Nanoseconds GatherNs(int r) const { return sim::GatherNs(c_, r); }
+  Nanoseconds ReduceNs(int r) const { return sim::ReduceNs(c_, r); }
   Nanoseconds ExposedGatherNs(int r) const;
   // What `hidden` ns of overlapped data-parallel communication cost the compute beside it.
   Nanoseconds SlowdownNs(Nanoseconds hidden) const {
@@ -180,26 +172,6 @@ void Interpreter::StartTransfer(int64_t key) {
                  key);
 }
 
-void Interpreter::EnqueueReduction(int r, double fraction, Nanoseconds ready) {
-  if (r < static_cast<int>(c_.dp_collectives.size()) && !c_.dp_collectives[r].empty()) {
-    coll_.Enqueue(q_, net_, r, {c_.dp_collectives[r].front()}, fraction, ready);
-    return;
-  }
-  // A table without collective costs: its reduction time as a delay.
-  const Nanoseconds total = ReduceNs(r);
-  if (total > 0)
-    coll_.EnqueueDelay(q_, net_, r, ToNanoseconds(double(total) * 1e-9 * fraction), ready);
-}
-
-void Interpreter::EnqueueGather(int r, Nanoseconds ready) {
-  if (r < static_cast<int>(c_.dp_collectives.size()) && c_.dp_collectives[r].size() > 1) {
-    coll_.Enqueue(q_, net_, r, {c_.dp_collectives[r].back()}, 1.0, ready);
-    return;
-  }
-  if (r < static_cast<int>(c_.dp_collectives.size()) && !c_.dp_collectives[r].empty()) return;
-  if (GatherNs(r) > 0) coll_.EnqueueDelay(q_, net_, r, GatherNs(r), ready);
-}
-
 void Interpreter::FinishReduce(int r) {
   RankState& s = st_[r];
   s.reduce_waiting = false;
@@ -265,13 +237,8 @@ void Interpreter::Issue(int r) {
         }
         if (frees && overlap_reduce_ && --s.backwards_left[in.chunk] == 0) {
           // The chunk's gradients are final as its last backward progresses: its share of the
-          // reduction goes out in dp_buckets buckets, serialized on the collective stream.
-          const int k = std::max(1, c_.dp_buckets);
-          for (int b = 0; b < k; ++b) {
-            // dur / k first: dur * (b + 1) could leave int64 for a long backward.
-            const Nanoseconds ready = now + dur / k * (b + 1) + dur % k * (b + 1) / k;
-            EnqueueReduction(r, 1.0 / (double(p_.vp) * k), ready);
-          }
+          // reduction goes out in buckets, serialized on the collective stream.
+          coll_.EnqueueChunkReduction(q_, net_, c_, r, p_.vp, now, dur);
         }
         ++s.pc;
         Prefetch(ins, s.pc);
@@ -313,8 +280,8 @@ void Interpreter::Issue(int r) {
           s.reduce_after_sends = true;  // the last arrival issues this rank again
           return;
         }
-        if (!overlap_reduce_) EnqueueReduction(r, 1.0, now);
-        if (!c_.overlap_param_gather) EnqueueGather(r, now);
+        if (!overlap_reduce_) coll_.EnqueueReduction(q_, net_, c_, r, 1.0, now);
+        if (!c_.overlap_param_gather) coll_.EnqueueGather(q_, net_, c_, r, now);
         s.reduce_waiting = true;
         s.reduce_start = now;
         if (coll_.Idle(r)) FinishReduce(r);

@@ -1,16 +1,20 @@
 // Speed of the layout search. Targets: BM_Search1T under 1 s on one core (issue 2); the search with
 // every option and every feasible layout simulated, BM_Search1TAllOptionsEverySimulated/1, under
-// 1 s on one core (issue 15).
+// 1 s on one core (issue 15); BM_Search1TAllOptionsEverySimulatedDefaultStack/1 is the same with
+// the default software profile (megatron-core), as `ptdp plan` runs it.
 //   build-*/bench/planner/bench_planner
 #include <benchmark/benchmark.h>
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/cluster.h"
 #include "core/model.h"
+#include "core/software.h"
 #include "planner/search.h"
+#include "planner/software_search.h"
 #include "simulator/pipeline_replay.h"
 #include "simulator/refine.h"
 
@@ -101,8 +105,10 @@ BENCHMARK(BM_Search1TAllOptionsClosedForm)->Unit(benchmark::kMillisecond);
 // parallelism, the distributed optimizer, gradient-accumulation fusion, fused attention; the
 // interleaved and zero-bubble schedules and the uneven splits are always searched), and every
 // layout that fits replayed by the simulator (sim::PipelineReplayer) and ranked by it, as
-// `ptdp plan` does, on state.range(0) threads. Target (issue 15): under 1 s on one thread.
-void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
+// `ptdp plan` does, on state.range(0) threads, for a cluster that runs `software` (empty: the
+// default-constructed profile, no stack facts: nothing overlapped). Target (issue 15): under 1 s
+// on one thread.
+void SearchEverySimulated(benchmark::State& state, const std::string& software) {
   auto m = LoadModel("gpt-1t");
   auto c = LoadCluster("selene", 3072);
   if (!m.ok() || !c.ok()) {
@@ -110,6 +116,16 @@ void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
     return;
   }
   SearchOptions o = EveryOption1T();
+  if (!software.empty()) {
+    // As `ptdp plan --software` sets the stack and its search defaults.
+    auto sw = LoadSoftware(software);
+    if (!sw.ok()) {
+      state.SkipWithError(sw.status().message().c_str());
+      return;
+    }
+    c->software = *sw;
+    ApplySoftwareSearchDefaults(c->software, &o);
+  }
   o.threads = int(state.range(0));
   std::mutex mu;
   std::vector<std::shared_ptr<sim::PipelineReplayer>> replayers;  // this iteration's, to count
@@ -122,7 +138,7 @@ void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
     return [r](const ModelSpec& mm, const ClusterSpec& cc, const ParallelConfig& l,
                const costmodel::CostTable& t) { return r->Time(mm, cc, l, t); };
   };
-  int64_t feasible = 0, replays = 0, shared = 0, fallbacks = 0;
+  int64_t feasible = 0, replays = 0, shared = 0, rounds = 0, fallbacks = 0;
   for (auto _ : state) {
     replayers.clear();
     auto r = Search(*m, *c, o);
@@ -131,18 +147,35 @@ void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
       return;
     }
     feasible = r->feasible;
-    replays = shared = fallbacks = 0;
+    replays = shared = rounds = fallbacks = 0;
     for (const auto& rp : replayers) {
       replays += rp->replays(), shared += rp->shared(), fallbacks += rp->fallbacks();
+      rounds += rp->shared_rounds();
     }
     benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
   }
   state.counters["feasible"] = double(feasible);
   state.counters["simulated"] = double(replays);
-  state.counters["shared_ports"] = double(shared);  // the network model on some ports
+  state.counters["shared_ports"] = double(shared);   // the network model on some ports
+  state.counters["shared_rounds"] = double(rounds);  // walks of those replays
   state.counters["full_simulator"] = double(fallbacks);
 }
+
+void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
+  SearchEverySimulated(state, "");
+}
 BENCHMARK(BM_Search1TAllOptionsEverySimulated)
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The same with the stack `ptdp plan` assumes by default (kDefaultSoftware, megatron-core): its
+// overlapped, bucketed gradient reduce-scatter shares the NICs with the pipeline's messages.
+void BM_Search1TAllOptionsEverySimulatedDefaultStack(benchmark::State& state) {
+  SearchEverySimulated(state, kDefaultSoftware);
+}
+BENCHMARK(BM_Search1TAllOptionsEverySimulatedDefaultStack)
     ->Arg(1)
     ->Arg(2)
     ->UseRealTime()

@@ -1,0 +1,106 @@
+// The fast replay's compiled shape and per-replay state (simulator/pipeline_replay.h), shared by
+// its source files. Internal to the simulator.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "core/parallel.h"
+#include "core/units.h"
+#include "costmodel/cost_table.h"
+#include "simulator/collective_stream.h"
+#include "simulator/engine.h"
+#include "simulator/network.h"
+#include "simulator/pipeline_replay.h"
+
+namespace ptdp::sim {
+namespace replay_internal {
+
+// A lowered instruction as the walk needs it. Compute: `cc` = rank * vp + chunk. Messages: `key`
+// (schedule::MessageKey); a send's `cc` is the link it crosses (Interpreter::LinkOf).
+enum class StepOp : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight, kSend, kRecv };
+struct Step {
+  int32_t key = 0;
+  int32_t cc = 0;
+  int32_t peer = 0;  // a send's receiving rank
+  StepOp op = StepOp::kForward;
+  bool recompute = false;
+  bool grad = false;  // a send of a gradient (the rank's second egress stream)
+  // The chunk's last backward that frees a stash (whole or W): its gradients become final, and an
+  // overlapped reduction queues the chunk's buckets (the Interpreter's backwards_left reaching 0).
+  bool reduces = false;
+};
+
+// ReplayShared's events: Network's flow ends (a = flow, b = version), flow starts (a = key), and
+// the collective streams' (collective_stream.h, a = rank).
+enum : uint32_t { kFlowDone = 0, kFlowStart = 1, kCollWake = 2, kCollLatency = 3, kCollIntra = 4 };
+
+// One flow's time on its ports, [start, end] in ns; `network`: run on the network model.
+struct Interval {
+  Nanoseconds start = 0, end = 0;
+  bool network = false;
+};
+
+constexpr Nanoseconds kNever = std::numeric_limits<Nanoseconds>::max();
+
+}  // namespace replay_internal
+
+// A lowered schedule, compiled: what every layout of one (kind, pp, vp, microbatches, recompute)
+// shape replays.
+struct PipelineReplayer::Shape {
+  ScheduleKind kind = ScheduleKind::k1F1B;
+  int pp = 0, vp = 0;
+  int64_t microbatches = 0;
+  bool recompute = false;
+  std::vector<std::vector<replay_internal::Step>> ranks;
+  int64_t keys = 0;          // 2 * microbatches * pp * vp message keys
+  int64_t instructions = 0;  // of the whole lowered Program (the Interpreter's range bound)
+  // The ports on which flows of this shape's earlier layouts shared (empty: none did). Layouts of
+  // one shape differ in costs only and usually share alike: ReplayShared starts from these.
+  std::vector<char> suspect;
+  // For a table with buckets on the NICs (ReplayWithBuckets): per port, the first slot of the
+  // activation and of the gradient stream on it whose flow ran on the network model in the last
+  // such layout of this shape (empty: none yet). The next one starts from them: its buckets meet
+  // the same messages, near the flush.
+  std::vector<int32_t> cut_act, cut_grad;
+  bool Matches(const ParallelConfig& c, bool rc) const {
+    return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
+           recompute == rc;
+  }
+};
+
+// Per-replay state, kept between replays for its capacity.
+struct PipelineReplayer::Scratch {
+  std::vector<Nanoseconds> fwd, bwd, wgt, rc;  // per rank * vp + chunk
+  std::vector<Nanoseconds> latency, flow;      // per link; flow < 0: no flow (free link)
+  // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
+  std::vector<Nanoseconds> arrive;
+  std::vector<size_t> pc;
+  std::vector<Nanoseconds> now, compute, flush;
+  std::vector<int> ready;
+  std::vector<std::vector<replay_internal::Interval>> act_flows, grad_flows;  // per sending rank
+  // Set while ReplayShared runs: the flows that touch a suspect port (egress r: r, ingress r:
+  // pp + r, as the Interpreter numbers them) go through the simulator's own network model.
+  EventQueue* queue = nullptr;
+  Network* network = nullptr;
+  // Set while ReplayShared runs a table whose overlapped reduction crosses the NICs: each rank's
+  // collective stream, which runs its buckets as flows on the same Network.
+  CollectiveStreams* collectives = nullptr;
+  const costmodel::CostTable* table = nullptr;
+  std::vector<char> suspect;  // per port
+  // Per port: flows that start on it at or after this time run on the network model (kNever:
+  // none). What a replay with collective streams narrows instead of `suspect`: the buckets share
+  // the NICs near the flush only, so the flows before stay alone.
+  std::vector<Nanoseconds> from;
+  std::vector<int32_t> cut_act, cut_grad;  // per port, as Shape's: slots from which flows join
+  std::vector<std::vector<replay_internal::Interval>>
+      bucket_flows;                                   // per rank: its collective stream's flows
+  std::vector<int32_t> sender, receiver, link, slot;  // per message key; slot: in its stream
+  std::vector<char> grad;                             // per message key: in grad_flows
+};
+
+PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
+PipelineReplayer::~PipelineReplayer() = default;
+
+}  // namespace ptdp::sim
