@@ -73,17 +73,6 @@ TEST(Pipeline, P2PCountsTwoTransfersPerChunk) {
   EXPECT_NEAR(per[0], 3.002, 1e-12);
 }
 
-ModelSpec Tiny() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 8;
-  m.hidden = 64;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.vocab = 256;
-  return m;
-}
-
 // Throughput follows the iteration time: eq. (3) FLOPs / (iteration x GPUs), with B = 16, s = 32,
 // l = 8, h = 64, V = 256: 96 B s l h^2 (1 + s/6h + V/16lh). The iteration is the closed form's
 // (1 + (p - 1)/m) m max_r T_r plus the slowest rank's tail (m = 16 / (2 x 2) = 4, p = 2).
@@ -97,8 +86,8 @@ TEST(Predict, ThroughputFromIterationTime) {
   c.mbs = 2;
   c.global_batch = 16;
   c.recompute = Recompute::kFull;
-  const CostTable t = BuildCostTable(Tiny(), cl, c);
-  const Prediction p = Predict(Tiny(), cl, c, t);
+  const CostTable t = BuildCostTable(testing::TinyModel(), cl, c);
+  const Prediction p = Predict(testing::TinyModel(), cl, c, t);
   const double B = 16, s = 32, l = 8, h = 64, V = 256;
   const double eq3 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
   EXPECT_NEAR(p.tflops_per_gpu, eq3 / p.iteration_s / 8 / 1e12, 1e-9);
@@ -130,12 +119,12 @@ TEST(Predict, MemoryIsTheLedgersPlusWorkspace) {
       c.schedule = kind;
       c.vp = kind == ScheduleKind::kInterleaved ? 2 : 1;
       c.recompute = Recompute::kFull;
-      const CostTable t = BuildCostTable(Tiny(), cl, c);
-      const Prediction p = Predict(Tiny(), cl, c, t);
+      const CostTable t = BuildCostTable(testing::TinyModel(), cl, c);
+      const Prediction p = Predict(testing::TinyModel(), cl, c, t);
       ASSERT_EQ(p.memory.size(), 2u);
       const int per_param = precision == Precision::kFp16 ? 16 : 18;
       for (int r = 0; r < 2; ++r) {
-        const MemoryLedger l = MemoryOf(Tiny(), c, r);
+        const MemoryLedger l = MemoryOf(testing::TinyModel(), c, r);
         const StageMemory& s = p.memory[size_t(r)];
         EXPECT_EQ(s.weights, l.weights);
         EXPECT_EQ(s.grads, l.grads);
@@ -170,8 +159,8 @@ TEST(CostTableTest, UnfusedGradientAccumulation) {
   c.global_batch = 8;  // m = 8 / (1 * 2) = 4
   c.schedule = ScheduleKind::kInterleaved;
   ASSERT_EQ(c.Microbatches(), 4);
-  const CostTable a = BuildCostTable(Tiny(), plain, c);
-  const CostTable b = BuildCostTable(Tiny(), unfused, c);
+  const CostTable a = BuildCostTable(testing::TinyModel(), plain, c);
+  const CostTable b = BuildCostTable(testing::TinyModel(), unfused, c);
   // tiny, t = 2: a layer holds 3*32*64 + 96 + 64*32 + 64 + 256 + 128*64 + 128 + 64*128 + 64
   // elements.
   const double layer = 3 * 32 * 64 + 96 + 64 * 32 + 64 + 256 + 128 * 64 + 128 + 64 * 128 + 64;
@@ -192,7 +181,8 @@ TEST(CostTableTest, UnfusedGradientAccumulation) {
   c.vp = 1;
   c.schedule = ScheduleKind::k1F1B;
   ASSERT_EQ(c.Microbatches(), 1);
-  const CostTable a1 = BuildCostTable(Tiny(), plain, c), b1 = BuildCostTable(Tiny(), unfused, c);
+  const CostTable a1 = BuildCostTable(testing::TinyModel(), plain, c),
+                  b1 = BuildCostTable(testing::TinyModel(), unfused, c);
   for (int r = 0; r < 2; ++r)
     EXPECT_EQ(b1.Chunk(r, 0).backward.memory, a1.Chunk(r, 0).backward.memory);
 }
@@ -213,9 +203,9 @@ TEST(CostTableTest, UnfusedGradientAccumulationUnevenStages) {
   c.global_batch = 8;  // m = 4
   c.first_stage_layers = 3;
   c.last_stage_layers = 5;
-  ASSERT_TRUE(c.Validate(Tiny()).ok());
-  const CostTable a = BuildCostTable(Tiny(), plain, c);
-  const CostTable b = BuildCostTable(Tiny(), unfused, c);
+  ASSERT_TRUE(c.Validate(testing::TinyModel()).ok());
+  const CostTable a = BuildCostTable(testing::TinyModel(), plain, c);
+  const CostTable b = BuildCostTable(testing::TinyModel(), unfused, c);
   const double layer = 3 * 32 * 64 + 96 + 64 * 32 + 64 + 256 + 128 * 64 + 128 + 64 * 128 + 64;
   const double word = 256.0 / 2 * 64, pos = 32.0 * 64;
   auto accumulated = [&](int r) {
@@ -238,10 +228,10 @@ TEST(Predict, UnevenPeakMayBeOnAMiddleStage) {
   c.global_batch = 8;
   c.first_stage_layers = 1;
   c.last_stage_layers = 1;  // tiny's 8 layers as 1 / 3 / 3 / 1
-  ASSERT_TRUE(c.Validate(Tiny()).ok());
-  const CostTable t = BuildCostTable(Tiny(), cl, c);
-  const Prediction all = Predict(Tiny(), cl, c, t, nullptr, /*all_stages=*/true);
-  const Prediction some = Predict(Tiny(), cl, c, t, nullptr, /*all_stages=*/false);
+  ASSERT_TRUE(c.Validate(testing::TinyModel()).ok());
+  const CostTable t = BuildCostTable(testing::TinyModel(), cl, c);
+  const Prediction all = Predict(testing::TinyModel(), cl, c, t, nullptr, /*all_stages=*/true);
+  const Prediction some = Predict(testing::TinyModel(), cl, c, t, nullptr, /*all_stages=*/false);
   EXPECT_EQ(all.peak_memory_stage, 1);
   EXPECT_EQ(some.peak_memory, all.peak_memory);
   EXPECT_EQ(some.peak_memory_stage, 1);
@@ -256,7 +246,7 @@ TEST(CostTableTest, TensorGroupAcrossNodesIsSlower) {
   c.pp = 1;
   c.dp = 2;
   c.global_batch = 2;
-  ModelSpec m = Tiny();
+  ModelSpec m = testing::TinyModel();
   const CostTable in_node = BuildCostTable(m, testing::RoundCluster(8, 8), c);
   const CostTable across = BuildCostTable(m, testing::RoundCluster(8, 2), c);
   EXPECT_GT(across.Chunk(0, 0).forward.tp_comm, in_node.Chunk(0, 0).forward.tp_comm);
@@ -272,11 +262,11 @@ TEST(CostTableTest, ScatterGatherShrinksMessages) {
   c.dp = 2;
   c.mbs = 2;
   c.global_batch = 4;
-  const CostTable sg = BuildCostTable(Tiny(), testing::RoundCluster(8), c);
+  const CostTable sg = BuildCostTable(testing::TinyModel(), testing::RoundCluster(8), c);
   EXPECT_EQ(sg.p2p_bytes, 2 * 32 * 64 / 2 * 2);
   EXPECT_GT(sg.p2p_allgather, 0.0);
   c.scatter_gather = false;
-  const CostTable full = BuildCostTable(Tiny(), testing::RoundCluster(8), c);
+  const CostTable full = BuildCostTable(testing::TinyModel(), testing::RoundCluster(8), c);
   EXPECT_EQ(full.p2p_bytes, 2 * 32 * 64 * 2);
   EXPECT_EQ(full.p2p_allgather, 0.0);
   ASSERT_EQ(full.embedding_allreduce.size(), 2u);
@@ -297,9 +287,9 @@ TEST(CostTableTest, SequenceParallel) {
   c.dp = 1;
   c.mbs = 2;
   c.global_batch = 4;
-  const CostTable off = BuildCostTable(Tiny(), cl, c);
+  const CostTable off = BuildCostTable(testing::TinyModel(), cl, c);
   c.sequence_parallel = true;
-  const CostTable on = BuildCostTable(Tiny(), cl, c);
+  const CostTable on = BuildCostTable(testing::TinyModel(), cl, c);
   // b s h = 2*32*64 elements of 2 bytes on NVSwitch (200 GB/s busbw, 10 us latency), t = 4.
   const double bytes = 2 * 32 * 64 * 2;
   const double ar = 10e-6 + bytes * 2 * 3 / 4 / 200e9, half = 10e-6 + bytes * 3 / 4 / 200e9;
@@ -327,9 +317,9 @@ TEST(CostTableTest, SelectiveRecomputeIsTheAttentionCore) {
   c.mbs = 2;
   c.global_batch = 4;
   c.recompute = Recompute::kSelective;
-  const CostTable t = BuildCostTable(Tiny(), cl, c);
+  const CostTable t = BuildCostTable(testing::TinyModel(), cl, c);
   const ComputeBreakdown core =
-      AttentionCoreForwardCost(Tiny(), cl.profile, Precision::kFp16, 2, 2);
+      AttentionCoreForwardCost(testing::TinyModel(), cl.profile, Precision::kFp16, 2, 2);
   // 100 TFLOP/s flat: the two GEMMs are 4 b s^2 h / t FLOPs; softmax and dropout (4 + 5) bytes per
   // score at 1000 GB/s.
   EXPECT_NEAR(core.gemm, 4.0 * 2 * 32 * 32 * 64 / 2 / 100e12, 1e-18);
@@ -350,11 +340,11 @@ TEST(CostTableTest, DistributedOptimizer) {
   c.dp = 4;
   c.mbs = 1;
   c.global_batch = 8;
-  const CostTable a = BuildCostTable(Tiny(), cl, c);
-  const Prediction pa = Predict(Tiny(), cl, c, a);
+  const CostTable a = BuildCostTable(testing::TinyModel(), cl, c);
+  const Prediction pa = Predict(testing::TinyModel(), cl, c, a);
   c.distributed_optimizer = true;
-  const CostTable b = BuildCostTable(Tiny(), cl, c);
-  const Prediction pb = Predict(Tiny(), cl, c, b);
+  const CostTable b = BuildCostTable(testing::TinyModel(), cl, c);
+  const Prediction pb = Predict(testing::TinyModel(), cl, c, b);
   for (int r = 0; r < 2; ++r) {
     const int64_t n = a.param_elements[r];
     EXPECT_EQ(pa.memory[r].optimizer - pb.memory[r].optimizer, 12 * n - (12 * n + 3) / 4) << r;
@@ -379,9 +369,9 @@ TEST(CostTableTest, PrecisionSetsElementSizes) {
   c.global_batch = 8;
   c.scatter_gather = false;
   c.precision = Precision::kFp16;
-  const CostTable half = BuildCostTable(Tiny(), cl, c);
+  const CostTable half = BuildCostTable(testing::TinyModel(), cl, c);
   c.precision = Precision::kBf16;
-  const CostTable bf16 = BuildCostTable(Tiny(), cl, c);
+  const CostTable bf16 = BuildCostTable(testing::TinyModel(), cl, c);
   EXPECT_EQ(half.p2p_bytes, 2 * 32 * 64 * 2);
   EXPECT_EQ(bf16.p2p_bytes, 2 * 32 * 64 * 2);
   for (int r = 0; r < 2; ++r) {
@@ -392,7 +382,7 @@ TEST(CostTableTest, PrecisionSetsElementSizes) {
   }
   cl.profile = testing::RoundProfile(Precision::kFp32);
   c.precision = Precision::kFp32;
-  const CostTable fp32 = BuildCostTable(Tiny(), cl, c);
+  const CostTable fp32 = BuildCostTable(testing::TinyModel(), cl, c);
   EXPECT_EQ(fp32.p2p_bytes, 2 * 32 * 64 * 4);
   EXPECT_NEAR(fp32.optimizer[0], 32 * double(fp32.param_elements[0]) / 1e12, 1e-15);
 }

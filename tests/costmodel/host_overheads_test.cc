@@ -13,17 +13,6 @@
 namespace ptdp::costmodel {
 namespace {
 
-ModelSpec Tiny() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 8;
-  m.hidden = 64;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.vocab = 256;
-  return m;
-}
-
 // t = 2, p = 2, d = 4 on 16 GPUs (8 per node), m = 2: ranks are tensor-innermost, then data, then
 // pipeline, so stage 0 is ranks 0..7 (node 0) and stage 1 ranks 8..15 (node 1).
 ParallelConfig Layout() {
@@ -54,7 +43,8 @@ TEST(HostOverheads, SyncGapPerPass) {
   Clusters k = Pair();
   k.with.software.host_sync_gaps_per_pass = testing::S(1);
   ParallelConfig c = Layout();
-  const CostTable a = BuildCostTable(Tiny(), k.plain, c), b = BuildCostTable(Tiny(), k.with, c);
+  const CostTable a = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b = BuildCostTable(testing::TinyModel(), k.with, c);
   for (int r = 0; r < 2; ++r) {
     EXPECT_NEAR(b.Chunk(r, 0).forward.memory - a.Chunk(r, 0).forward.memory, 4e-6, 1e-15);
     EXPECT_NEAR(b.Chunk(r, 0).backward.memory - a.Chunk(r, 0).backward.memory, 4e-6, 1e-15);
@@ -63,7 +53,8 @@ TEST(HostOverheads, SyncGapPerPass) {
   c.pp = 1;
   c.dp = 8;
   c.global_batch = 16;
-  const CostTable a1 = BuildCostTable(Tiny(), k.plain, c), b1 = BuildCostTable(Tiny(), k.with, c);
+  const CostTable a1 = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b1 = BuildCostTable(testing::TinyModel(), k.with, c);
   EXPECT_NEAR(b1.Chunk(0, 0).forward.memory - a1.Chunk(0, 0).forward.memory, 2e-6, 1e-15);
 }
 
@@ -75,14 +66,16 @@ TEST(HostOverheads, LocalDdpGradientCopies) {
   Clusters k = Pair();
   k.with.software.ddp_grad_copy_bytes_per_param = testing::S(12);
   ParallelConfig c = Layout();
-  const CostTable a = BuildCostTable(Tiny(), k.plain, c), b = BuildCostTable(Tiny(), k.with, c);
+  const CostTable a = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b = BuildCostTable(testing::TinyModel(), k.with, c);
   for (int r = 0; r < 2; ++r) {
     const double want = double(a.param_elements[r]) * 12 / 1e12 + (4 * 12 + 2) * 2e-6;
     EXPECT_NEAR(b.optimizer[r] - a.optimizer[r], want, 1e-15) << r;
     EXPECT_EQ(b.Chunk(r, 0).BackwardTime(), a.Chunk(r, 0).BackwardTime());
   }
   c.grad_accumulation_fusion = true;
-  const CostTable af = BuildCostTable(Tiny(), k.plain, c), bf = BuildCostTable(Tiny(), k.with, c);
+  const CostTable af = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  bf = BuildCostTable(testing::TinyModel(), k.with, c);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(bf.optimizer[r], af.optimizer[r]);
 }
 
@@ -93,7 +86,8 @@ TEST(HostOverheads, OptimizerModelParallelAllReduces) {
   Clusters k = Pair();
   k.with.software.optimizer_small_allreduces = testing::S(2);
   const ParallelConfig c = Layout();
-  const CostTable a = BuildCostTable(Tiny(), k.plain, c), b = BuildCostTable(Tiny(), k.with, c);
+  const CostTable a = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b = BuildCostTable(testing::TinyModel(), k.with, c);
   const Seconds one =
       CollectiveTime(k.with.profile, Collective::kAllReduce, 4, SpanOf({0, 1, 8, 9}, 8), 8);
   EXPECT_GT(one, 20e-6);  // crosses nodes: at least the inter-node latency
@@ -106,7 +100,8 @@ TEST(HostOverheads, LossAllReducePerMicrobatch) {
   Clusters k = Pair();
   k.with.software.loss_dp_allreduces_per_microbatch = testing::S(1);
   ParallelConfig c = Layout();
-  const CostTable a = BuildCostTable(Tiny(), k.plain, c), b = BuildCostTable(Tiny(), k.with, c);
+  const CostTable a = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b = BuildCostTable(testing::TinyModel(), k.with, c);
   const Seconds one =
       CollectiveTime(k.with.profile, Collective::kAllReduce, 4, SpanOf({0, 2, 4, 6}, 8), 8);
   EXPECT_GT(one, 0);
@@ -115,7 +110,8 @@ TEST(HostOverheads, LossAllReducePerMicrobatch) {
   EXPECT_EQ(b.Chunk(1, 0).backward.Total(), a.Chunk(1, 0).backward.Total());
   c.dp = 1;
   c.global_batch = 2;
-  const CostTable a1 = BuildCostTable(Tiny(), k.plain, c), b1 = BuildCostTable(Tiny(), k.with, c);
+  const CostTable a1 = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b1 = BuildCostTable(testing::TinyModel(), k.with, c);
   EXPECT_EQ(b1.Chunk(1, 0).forward.tp_comm, a1.Chunk(1, 0).forward.tp_comm);
 }
 

@@ -5,8 +5,21 @@
 #pragma once
 
 #include "core/hardware.h"
+#include "core/model.h"
 
 namespace ptdp::testing {
+
+// An 8-layer GPT small enough for hand derivations (h 64, 4 heads, s 32, V 256).
+inline ModelSpec TinyModel() {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 8;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 32;
+  m.vocab = 256;
+  return m;
+}
 
 inline Sourced S(double v) {
   return Sourced{v, "test"};

@@ -30,13 +30,7 @@ set -uo pipefail
 ptdp=$1 work=$2 case=$3
 here=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
-dir="$work/ckpt-$case"
-rm -rf "$dir"
-mkdir -p "$dir"
-cd "$dir" || exit 1
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || text="$here/CMakeLists.txt"
-"$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
+fresh_dir_with_data "ckpt-$case"
 declare -A ranks
 plan() {  # NAME TP PP DP VP SCHEDULE [LAYERS [PRECISION [VOCAB]]]
   ranks[$1]=$(($2 * $3 * $4))

@@ -17,13 +17,7 @@ set -uo pipefail
 ptdp=$1 work=$2 case=$3
 . "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 here=$(cd "$(dirname "$0")" && pwd)
-dir="$work/hf-$case"
-rm -rf "$dir"
-mkdir -p "$dir"
-cd "$dir" || exit 1
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || text="$here/CMakeLists.txt"
-"$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
+fresh_dir_with_data "hf-$case"
 plan() {  # NAME TP PP DP [LAYERS]; $untied: tie_word_embeddings false and ffn_hidden 96
   local g=$(($2 * $3 * $4))
   cat > "$1.json" <<JSON

@@ -8,3 +8,15 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 
 # One line naming what failed, exit 1.
 fail() { echo "FAIL: $*"; exit 1; }
+
+# Makes $work/NAME afresh, enters it (as $dir) and tokenizes a text into data.bin there: the GPL-3
+# the Debian base image ships, else this folder's CMakeLists.txt. Needs $ptdp, $work and $here.
+fresh_dir_with_data() {  # NAME
+  dir="$work/$1"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cd "$dir" || exit 1
+  local text=/usr/share/common-licenses/GPL-3
+  [ -f "$text" ] || text="$here/CMakeLists.txt"
+  "$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
+}

@@ -42,13 +42,7 @@ set -uo pipefail
 ptdp=$1 work=$2 case=$3
 here=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
-dir="$work/monitor-$case"
-rm -rf "$dir"
-mkdir -p "$dir"
-cd "$dir" || exit 1
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || text="$here/CMakeLists.txt"
-"$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
+fresh_dir_with_data "monitor-$case"
 train() {  # PLAN [flags]: NP ranks (default 4), output in run.out
   local plan=$1
   shift

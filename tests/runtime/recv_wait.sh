@@ -13,13 +13,7 @@ set -uo pipefail
 ptdp=$1 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
-dir="$work/recv-wait"
-rm -rf "$dir"
-mkdir -p "$dir"
-cd "$dir" || exit 1
-text=/usr/share/common-licenses/GPL-3
-[ -f "$text" ] || text="$here/CMakeLists.txt"
-"$ptdp" tokenize --in "$text" --out data.bin > /dev/null || fail "tokenize"
+fresh_dir_with_data "recv-wait"
 "$here/write_plan.sh" "$ptdp" plan.json 4 0.1 256 8 1 2 1 1 1 1f1b none true || fail "plan"
 timeout 120 mpirun -np 2 --oversubscribe "$ptdp" train --plan plan.json --data data.bin --steps 2 \
   --slow-rank 0 --slow-factor 10 --trace trace.json > run.out 2>&1 || { cat run.out; fail "train"; }
