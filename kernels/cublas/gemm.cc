@@ -42,6 +42,7 @@ struct LtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  std::vector<cublasLtMatmulAlgo_t> candidates;  // still to be timed (empty once chosen)
   ~Plan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -70,11 +71,11 @@ LtGemm::~LtGemm() {
   if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
-const LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key, const void* bias) {
+LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key, const void* bias, const void* aux) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   const auto [trans_a, trans_b, m, n, k, lda, ldb, ldd, out_type, has_bias, align_a, align_b,
-              align_d] = key;
+              align_d, epilogue] = key;
   auto plan = std::make_unique<Plan>();
   PTDP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -83,10 +84,26 @@ const LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key, const void* bias) {
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   PTDP_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  if (has_bias) {
-    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  if (epilogue != Epilogue::kNone) {
+    PTDP_CHECK_MSG(!(epilogue == Epilogue::kDGelu && has_bias), "DGELU takes no bias");
+    const cublasLtEpilogue_t lt_epilogue =
+        epilogue == Epilogue::kDGelu
+            ? CUBLASLT_EPILOGUE_DGELU
+            : (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &epilogue, sizeof(epilogue)));
+                                                     &lt_epilogue, sizeof(lt_epilogue)));
+    const int64_t aux_ld = ldd;
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  }
+  if (has_bias) {
+    if (epilogue == Epilogue::kNone) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                       &epilogue, sizeof(epilogue)));
+    }
     // The heuristic reads the bias pointer's alignment.
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &bias, sizeof(bias)));
@@ -112,23 +129,76 @@ const LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key, const void* bias) {
     PTDP_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, align_attrs[i], &aligns[i], sizeof(uint32_t)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->d, plan->d, pref,
+                                     tune_ ? kCandidates : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   PTDP_CUBLAS_CHECK(st);
-  PTDP_CHECK_MSG(found > 0, "cuBLASLt has no algorithm for m=" + std::to_string(m) +
-                                " n=" + std::to_string(n) + " k=" + std::to_string(k));
-  plan->algo = result.algo;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) plan->candidates.push_back(results[i].algo);
+  }
+  PTDP_CHECK_MSG(!plan->candidates.empty(), "cuBLASLt has no algorithm for m=" + std::to_string(m) +
+                                                " n=" + std::to_string(n) +
+                                                " k=" + std::to_string(k));
+  plan->algo = plan->candidates.front();
+  if (plan->candidates.size() == 1) plan->candidates.clear();
   return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+void LtGemm::Tune(Plan& plan, const void* alpha, const void* a, const void* b, const void* beta,
+                  void* d, size_t d_bytes, cudaStream_t stream) {
+  std::vector<cublasLtMatmulAlgo_t> candidates;
+  candidates.swap(plan.candidates);
+  // An accumulating call reads D: keep its contents aside and put them back after the timing.
+  void* saved = nullptr;
+  if (*static_cast<const float*>(beta) != 0.0f) {
+    if (cudaMalloc(&saved, d_bytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // no room to save D: keep the heuristic's pick
+      return;
+    }
+    PTDP_CUDA_CHECK(cudaMemcpyAsync(saved, d, d_bytes, cudaMemcpyDeviceToDevice, stream));
+  }
+  cudaEvent_t start = nullptr, stop = nullptr;
+  PTDP_CUDA_CHECK(cudaEventCreate(&start));
+  PTDP_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = -1.0f;
+  for (const cublasLtMatmulAlgo_t& algo : candidates) {
+    auto run = [&] {
+      return cublasLtMatmul(handle_, plan.desc, alpha, a, plan.a, b, plan.b, beta, d, plan.d, d,
+                            plan.d, &algo, workspace_, workspace_bytes_, stream);
+    };
+    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a refusal drops the candidate
+    PTDP_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int r = 0; r < kTuneRuns; ++r) PTDP_CUBLAS_CHECK(run());
+    PTDP_CUDA_CHECK(cudaEventRecord(stop, stream));
+    PTDP_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    PTDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (best_ms < 0.0f || ms < best_ms) {
+      best_ms = ms;
+      plan.algo = algo;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (saved != nullptr) {
+    PTDP_CUDA_CHECK(cudaMemcpyAsync(d, saved, d_bytes, cudaMemcpyDeviceToDevice, stream));
+    PTDP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    PTDP_CUDA_CHECK(cudaFree(saved));
+  }
 }
 
 template <typename OutT>
 void LtGemm::Matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                     const bf16* a, int64_t lda, const bf16* b, int64_t ldb, float beta, OutT* d,
-                    int64_t ldd, const OutT* bias, cudaStream_t stream) {
+                    int64_t ldd, const OutT* bias, cudaStream_t stream, Epilogue epilogue,
+                    const void* aux) {
   if (m == 0 || n == 0) return;
+  PTDP_CHECK_MSG(
+      epilogue == Epilogue::kNone || (aux != nullptr && ldd % 8 == 0 && Alignment(aux) >= 16),
+      "cuBLASLt GeLU epilogue needs ldd % 8 == 0 and a 16-byte aligned pre-activation");
   const PlanKey key{trans_a,
                     trans_b,
                     m,
@@ -141,11 +211,20 @@ void LtGemm::Matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                     bias != nullptr,
                     Alignment(a),
                     Alignment(b),
-                    std::min(Alignment(d), bias ? Alignment(bias) : 256u)};
-  const Plan& plan = GetPlan(key, bias);
+                    std::min(Alignment(d), bias ? Alignment(bias) : 256u),
+                    epilogue};
+  Plan& plan = GetPlan(key, bias, aux);
   if (bias != nullptr) {
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &bias, sizeof(bias)));
+  }
+  if (epilogue != Epilogue::kNone) {
+    PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+        plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+  }
+  if (!plan.candidates.empty()) {
+    const size_t d_bytes = static_cast<size_t>((n - 1) * ldd + m) * sizeof(OutT);
+    Tune(plan, &alpha, a, b, &beta, d, d_bytes, stream);
   }
   PTDP_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, d,
                                    plan.d, d, plan.d, &plan.algo, workspace_, workspace_bytes_,
@@ -157,6 +236,20 @@ void LtGemm::LinearForward(OutT* out, const bf16* x, const bf16* w, const OutT* 
                            int64_t c, int64_t oc, cudaStream_t stream) {
   // out^T (OC x N) = W (stored C x OC, transposed) * x^T (stored C x N).
   Matmul<OutT>(true, false, oc, n, c, 1.0f, w, c, x, c, 0.0f, out, oc, bias, stream);
+}
+
+void LtGemm::LinearForwardGelu(bf16* gelu_out, bf16* pre, const bf16* x, const bf16* w,
+                               const bf16* bias, int64_t n, int64_t c, int64_t oc,
+                               cudaStream_t stream) {
+  Matmul<bf16>(true, false, oc, n, c, 1.0f, w, c, x, c, 0.0f, gelu_out, oc, bias, stream,
+               Epilogue::kGeluAux, pre);
+}
+
+void LtGemm::LinearBackwardDataGelu(bf16* dpre, const bf16* dout, const bf16* w, const bf16* pre,
+                                    int64_t n, int64_t c, int64_t oc, cudaStream_t stream) {
+  // dpre^T (C x N) = (W^T (stored C x OC) * dout^T (stored OC x N)) * GeLU'(pre^T).
+  Matmul<bf16>(false, false, c, n, oc, 1.0f, w, c, dout, oc, 0.0f, dpre, c, nullptr, stream,
+               Epilogue::kDGelu, pre);
 }
 
 void LtGemm::LinearBackwardData(bf16* dx, const bf16* dout, const bf16* w, int64_t n, int64_t c,
@@ -174,10 +267,10 @@ void LtGemm::LinearBackwardWeight(float* dw, const bf16* dout, const bf16* x, in
 
 template void LtGemm::Matmul<float>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*,
                                     int64_t, const bf16*, int64_t, float, float*, int64_t,
-                                    const float*, cudaStream_t);
+                                    const float*, cudaStream_t, Epilogue, const void*);
 template void LtGemm::Matmul<bf16>(bool, bool, int64_t, int64_t, int64_t, float, const bf16*,
                                    int64_t, const bf16*, int64_t, float, bf16*, int64_t,
-                                   const bf16*, cudaStream_t);
+                                   const bf16*, cudaStream_t, Epilogue, const void*);
 template void LtGemm::LinearForward<float>(float*, const bf16*, const bf16*, const float*, int64_t,
                                            int64_t, int64_t, cudaStream_t);
 template void LtGemm::LinearForward<bf16>(bf16*, const bf16*, const bf16*, const bf16*, int64_t,

@@ -49,22 +49,26 @@ __global__ void CeLoss(float* loss, const float* row_max, const float* row_sum,
   if (r < n) loss[r] = logf(row_sum[r]) + row_max[r] - target_logit[r];
 }
 
-// Grid-stride over all n * v_local elements (in place allowed: each element read, then written).
-template <typename T>
-__global__ void CeBackward(T* dlogits, const T* logits, const float* row_max, const float* row_sum,
-                           const int32_t* targets, const float* dloss, int64_t n, int64_t v_local,
-                           int64_t vocab_begin, int64_t real) {
-  const int64_t total = n * v_local;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = idx / v_local, j = idx % v_local;
-    if (j >= real) {
-      dlogits[idx] = FromFloat<T>(0.0f);
-      continue;
+// One block per row (grid-stride over rows): the row's max, sum and target are read once, and
+// no element pays a 64-bit division to find its row (the flat grid-stride form it replaces ran at
+// a third of HBM speed on an H200). In place allowed: each element is read, then written.
+template <typename T, typename TOut>
+__global__ void CeBackward(TOut* dlogits, const T* logits, const float* row_max,
+                           const float* row_sum, const int32_t* targets, const float* dloss,
+                           int64_t n, int64_t v_local, int64_t vocab_begin, int64_t real) {
+  for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+    const T* l = logits + r * v_local;
+    TOut* d = dlogits + r * v_local;
+    const float m = row_max[r], inv_sum = 1.0f / row_sum[r], scale = dloss[r];
+    const int64_t t = static_cast<int64_t>(targets[r]) - vocab_begin;
+    for (int64_t j = threadIdx.x; j < v_local; j += blockDim.x) {
+      if (j >= real) {
+        d[j] = FromFloat<TOut>(0.0f);
+        continue;
+      }
+      const float p = expf(ToFloat(l[j]) - m) * inv_sum;
+      d[j] = FromFloat<TOut>((p - (j == t ? 1.0f : 0.0f)) * scale);
     }
-    const float p = expf(ToFloat(logits[idx]) - row_max[r]) / row_sum[r];
-    const float onehot = (static_cast<int64_t>(targets[r]) - vocab_begin == j) ? 1.0f : 0.0f;
-    dlogits[idx] = FromFloat<T>((p - onehot) * dloss[r]);
   }
 }
 
@@ -98,12 +102,14 @@ void CrossEntropyLoss(float* loss, const float* row_max, const float* row_sum,
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
-template <typename T>
-void CrossEntropyBackward(T* dlogits, const T* logits, const float* row_max, const float* row_sum,
-                          const int32_t* targets, const float* dloss, int64_t n, int64_t v_local,
-                          int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream) {
+template <typename T, typename TOut>
+void CrossEntropyBackward(TOut* dlogits, const T* logits, const float* row_max,
+                          const float* row_sum, const int32_t* targets, const float* dloss,
+                          int64_t n, int64_t v_local, int64_t vocab_begin, int64_t vocab_real,
+                          cudaStream_t stream) {
   if (n * v_local == 0) return;
-  CeBackward<T><<<GridFor(n * v_local, 256), 256, 0, stream>>>(
+  const unsigned blocks = static_cast<unsigned>(n < 65535 ? n : 65535);
+  CeBackward<T, TOut><<<blocks, kThreads, 0, stream>>>(
       dlogits, logits, row_max, row_sum, targets, dloss, n, v_local, vocab_begin,
       RealColumns(v_local, vocab_begin, vocab_real));
   PTDP_CUDA_CHECK(cudaGetLastError());
@@ -114,11 +120,14 @@ void CrossEntropyBackward(T* dlogits, const T* logits, const float* row_max, con
                                         cudaStream_t);                                            \
   template void CrossEntropyLocalSums<T>(float*, float*, const T*, const float*, const int32_t*,  \
                                          int64_t, int64_t, int64_t, int64_t, cudaStream_t);       \
-  template void CrossEntropyBackward<T>(T*, const T*, const float*, const float*, const int32_t*, \
-                                        const float*, int64_t, int64_t, int64_t, int64_t,         \
-                                        cudaStream_t);
+  template void CrossEntropyBackward<T, T>(T*, const T*, const float*, const float*,              \
+                                           const int32_t*, const float*, int64_t, int64_t, int64_t, \
+                                           int64_t, cudaStream_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(bf16)
 #undef PTDP_INSTANTIATE
+template void CrossEntropyBackward<float, bf16>(bf16*, const float*, const float*, const float*,
+                                                const int32_t*, const float*, int64_t, int64_t,
+                                                int64_t, int64_t, cudaStream_t);
 
 }  // namespace ptdp::cuda_kernels

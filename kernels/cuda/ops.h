@@ -110,9 +110,11 @@ void CrossEntropyLocalSums(float* row_sum, float* target_logit, const T* logits,
                            int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
 void CrossEntropyLoss(float* loss, const float* row_max, const float* row_sum,
                       const float* target_logit, int64_t n, cudaStream_t stream);
-// dlogits = (softmax - onehot) * dloss[n], 0 on padding columns. dlogits may alias logits.
-template <typename T>
-void CrossEntropyBackward(T* dlogits, const T* logits, const float* row_max, const float* row_sum,
+// dlogits = (softmax - onehot) * dloss[n], 0 on padding columns, each element computed in fp32 and
+// rounded once to TOut (fp32 logits with bf16 dlogits: no fp32 gradient pass in between). dlogits
+// may alias logits when TOut is T.
+template <typename T, typename TOut = T>
+void CrossEntropyBackward(TOut* dlogits, const T* logits, const float* row_max, const float* row_sum,
                           const int32_t* targets, const float* dloss, int64_t n, int64_t v_local,
                           int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
 

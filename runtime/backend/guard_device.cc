@@ -50,6 +50,14 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->GeluBackward(dpre, pre, dgelu, count);
   }
+  bool FusesLinearGeluBackward(DType t) const override {
+    return inner_->FusesLinearGeluBackward(t);
+  }
+  Status LinearBackwardDataGelu(TensorRef dpre, ConstRef dout, ConstRef w, ConstRef pre, int64_t n,
+                                int64_t c, int64_t oc) override {
+    GuardWindow open(state_.get());
+    return inner_->LinearBackwardDataGelu(dpre, dout, w, pre, n, c, oc);
+  }
   Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
                              ConstRef residual, int64_t n, int64_t c,
                              const DropoutSpec& drop) override {

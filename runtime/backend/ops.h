@@ -119,6 +119,15 @@ class Ops {
                                       int64_t n, int64_t c, int64_t oc) = 0;
   // dpre = GeLU'(pre) * dgelu (the backward of the bias-GeLU epilogue).
   virtual Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) = 0;
+  // dpre[n][c] = GeLU'(pre) * (dout W): LinearBackwardData and GeluBackward in one call (on CUDA,
+  // cuBLASLt's dGeLU epilogue), for a backend whose FusesLinearGeluBackward(dtype) is true; the
+  // layers call the two ops otherwise, so backends without it need nothing.
+  virtual bool FusesLinearGeluBackward(DType) const { return false; }
+  virtual Status LinearBackwardDataGelu(TensorRef /*dpre*/, ConstRef /*dout*/, ConstRef /*w*/,
+                                        ConstRef /*pre*/, int64_t /*n*/, int64_t /*c*/,
+                                        int64_t /*oc*/) {
+    return Status::Internal(std::string(name()) + " ops: LinearBackwardDataGelu is not fused here");
+  }
 
   // ---- out[n][c] = residual + dropout(x + bias). mask (u8 [n][c]) is written when drop.p > 0.
   virtual Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,

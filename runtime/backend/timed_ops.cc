@@ -73,6 +73,12 @@ Status TimedOps::LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef do
                [&] { return inner_->LinearBackwardWeight(dw, dbias, dout, x, n, c, oc); });
 }
 
+Status TimedOps::LinearBackwardDataGelu(TensorRef dpre, ConstRef dout, ConstRef w, ConstRef pre,
+                                        int64_t n, int64_t c, int64_t oc) {
+  return Timed(std::string("LinearBackwardData+dGeLU ") + Dims({n, c, oc}),
+               [&] { return inner_->LinearBackwardDataGelu(dpre, dout, w, pre, n, c, oc); });
+}
+
 Status TimedOps::GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) {
   return Timed(std::string("GeluBackward ") + Dims({count}),
                [&] { return inner_->GeluBackward(dpre, pre, dgelu, count); });

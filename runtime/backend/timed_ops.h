@@ -46,6 +46,11 @@ class TimedOps final : public Ops {
   Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x, int64_t n,
                               int64_t c, int64_t oc) override;
   Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override;
+  bool FusesLinearGeluBackward(DType t) const override {
+    return inner_->FusesLinearGeluBackward(t);
+  }
+  Status LinearBackwardDataGelu(TensorRef dpre, ConstRef dout, ConstRef w, ConstRef pre, int64_t n,
+                                int64_t c, int64_t oc) override;
   Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
                              ConstRef residual, int64_t n, int64_t c,
                              const DropoutSpec& drop) override;

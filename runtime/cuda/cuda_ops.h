@@ -52,6 +52,9 @@ class CudaOps final : public Ops {
   const char* name() const override { return "cuda"; }
   void set_attention_path(AttentionPath p) { attention_path_ = p; }
   AttentionPath attention_path() const { return attention_path_; }
+  // bf16 GeLU in cuBLASLt's epilogues (default): LinearForward's GELU_AUX_BIAS, and the fused
+  // LinearBackwardDataGelu's DGELU; off: a GEMM and a packed GeLU pass each. Tests run both.
+  void set_gelu_epilogue(bool on) { gelu_epilogue_ = on; }
   // Whether the latest attention call (forward or backward) ran cuDNN; for tests and the profile.
   bool last_attention_used_cudnn() const { return last_attention_cudnn_; }
   Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
@@ -66,6 +69,11 @@ class CudaOps final : public Ops {
   Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x, int64_t n,
                               int64_t c, int64_t oc) override;
   Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override;
+  bool FusesLinearGeluBackward(DType t) const override {
+    return t == DType::kBf16 && gelu_epilogue_;
+  }
+  Status LinearBackwardDataGelu(TensorRef dpre, ConstRef dout, ConstRef w, ConstRef pre, int64_t n,
+                                int64_t c, int64_t oc) override;
   Status BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
                              ConstRef residual, int64_t n, int64_t c,
                              const DropoutSpec& drop) override;
@@ -118,6 +126,8 @@ class CudaOps final : public Ops {
   int64_t scratch_bytes_ = 0;
   AttentionPath attention_path_ = AttentionPath::kCudnn;
   bool layernorm_packs_ = true;            // runtime/cuda/layernorm_kernels.h when they apply
+  bool gemm_tune_ = true;                  // kernels/cublas times its candidates per shape
+  bool gelu_epilogue_ = true;              // LinearForward's GeLU in the GEMM epilogue
   std::unique_ptr<CudnnAttention> cudnn_;  // started at the first bf16 attention
   bool cudnn_tried_ = false;
   bool last_attention_cudnn_ = false;

@@ -188,18 +188,26 @@ Status CudaOps::CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRe
                                      ConstRef row_sum, ConstRef targets, double dloss,
                                      const VocabShard& v) {
   if (logits.dtype != DType::kFp32) return NotImplemented("CrossEntropyBackward", logits.dtype);
-  // Scratch: dloss per row, then (when dlogits is narrower than the fp32 logits) fp32 dlogits.
-  const bool narrow = dlogits.dtype != DType::kFp32;
-  const int64_t floats = v.rows + (narrow ? v.rows * v.v_local : 0);
+  // Scratch: dloss per row, then (when dlogits is neither fp32 nor bf16) fp32 dlogits to cast.
+  // bf16 dlogits are written by the kernel itself, one rounding per element as in CpuOps.
+  const bool direct = dlogits.dtype == DType::kFp32 || dlogits.dtype == DType::kBf16;
+  const int64_t floats = v.rows + (direct ? 0 : v.rows * v.v_local);
   PTDP_ASSIGN_OR_RETURN(void* scratch, Scratch(floats * static_cast<int64_t>(sizeof(float))));
   auto* dl = static_cast<float*>(scratch);
-  float* wide = narrow ? dl + v.rows : P<float>(dlogits);
   return Guarded([&]() -> Status {
     PTDP_CUDA_RETURN(opk::FillValue<float>(dl, v.rows, dloss, stream_));
-    ck::CrossEntropyBackward<float>(wide, P<float>(logits), P<float>(row_max), P<float>(row_sum),
-                                    P<int32_t>(targets), dl, v.rows, v.v_local, v.begin, v.real,
-                                    stream_);
-    if (!narrow) return Status::Ok();
+    auto run = [&](auto* out) {
+      ck::CrossEntropyBackward(out, P<float>(logits), P<float>(row_max), P<float>(row_sum),
+                               P<int32_t>(targets), dl, v.rows, v.v_local, v.begin, v.real,
+                               stream_);
+    };
+    if (dlogits.dtype == DType::kBf16) {
+      run(P<bf16>(dlogits));
+      return Status::Ok();
+    }
+    float* wide = direct ? P<float>(dlogits) : dl + v.rows;
+    run(wide);
+    if (direct) return Status::Ok();
     return Cast(dlogits, ConstRef(wide, DType::kFp32, v.rows * v.v_local));
   });
 }

@@ -105,6 +105,16 @@ PTDP_HOST_DEVICE inline void Keeps(bool (&keep)[V], uint64_t key, uint64_t g0, f
   }
 }
 
+// out = a + b (the residual sums of the backward; out may alias a or b: each pack is read whole
+// before it is written).
+template <typename T, int V>
+PTDP_HOST_DEVICE inline void AddPack(T* out, const T* a, const T* b, int64_t i) {
+  const Pack<T, V> x = Load<T, V>(a, i), y = Load<T, V>(b, i);
+  Pack<T, V> o;
+  for (int j = 0; j < V; ++j) o.e[j] = Narrow<T>(Wide(x.e[j]) + Wide(y.e[j]));
+  Store<T, V>(out, i, o);
+}
+
 // dpre = GeLU'(pre) * dgelu.
 template <typename T, int V>
 PTDP_HOST_DEVICE inline void GeluBackwardPack(T* dpre, const T* pre, const T* dgelu, int64_t i) {

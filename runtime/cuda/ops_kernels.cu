@@ -71,6 +71,11 @@ __global__ void DropoutBwdPacks(T* dx, const T* dy, const uint8_t* mask, float k
 }
 
 template <typename T, int V>
+__global__ void AddPacks(T* out, const T* a, const T* b, int64_t begin, int64_t packs) {
+  PTDP_GRID_LOOP(q, packs) packs::AddPack<T, V>(out, a, b, begin + q * V);
+}
+
+template <typename T, int V>
 __global__ void GeluFwdPacks(T* out, const T* pre, int64_t begin, int64_t packs) {
   PTDP_GRID_LOOP(q, packs) packs::GeluForwardPack<T, V>(out, pre, begin + q * V);
 }
@@ -195,6 +200,21 @@ cudaError_t MaskedDropoutBackward(T* dx, const T* dy, const uint8_t* mask, int64
 }
 
 template <typename T>
+cudaError_t Add(T* out, const T* a, const T* b, int64_t count, cudaStream_t stream) {
+  constexpr int V = packs::kWidth<T>;
+  int64_t done = 0;
+  if (AlignedTo(16, out, a, b)) {
+    const int64_t vecs = count / V;
+    if (vecs > 0) AddPacks<T, V><<<Blocks(vecs), kThreads, 0, stream>>>(out, a, b, 0, vecs);
+    done = vecs * V;
+  }
+  if (count > done) {
+    AddPacks<T, 1><<<Blocks(count - done), kThreads, 0, stream>>>(out, a, b, done, count - done);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T>
 cudaError_t GeluForward(T* out, const T* pre, int64_t count, cudaStream_t stream) {
   constexpr int V = packs::kWidth<T>;
   int64_t done = 0;
@@ -273,7 +293,8 @@ cudaError_t BroadcastRows(float* out, const float* bias, int64_t n, int64_t c,
   template cudaError_t MaskedDropoutBackward<T>(T*, const T*, const uint8_t*, int64_t, double,  \
                                                 cudaStream_t);                                  \
   template cudaError_t GeluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);          \
-  template cudaError_t GeluForward<T>(T*, const T*, int64_t, cudaStream_t);
+  template cudaError_t GeluForward<T>(T*, const T*, int64_t, cudaStream_t);                     \
+  template cudaError_t Add<T>(T*, const T*, const T*, int64_t, cudaStream_t);
 #define PTDP_INSTANTIATE_ANY(T)                                                                 \
   template cudaError_t FillValue<T>(T*, int64_t, double, cudaStream_t);                         \
   template cudaError_t FillNormal<T>(T*, int64_t, uint64_t, int64_t, int64_t, int64_t, int64_t, \

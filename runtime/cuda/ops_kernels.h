@@ -20,6 +20,9 @@ cudaError_t BiasDropoutResidualMask(T* out, uint8_t* mask, const T* x, const T* 
 template <typename T>
 cudaError_t MaskedDropoutBackward(T* dx, const T* dy, const uint8_t* mask, int64_t count, double p,
                                   cudaStream_t stream);
+// out = a + b, 16-byte packs (elementwise_packs.h); out may alias a or b.
+template <typename T>
+cudaError_t Add(T* out, const T* a, const T* b, int64_t count, cudaStream_t stream);
 // out = GeLU(pre) (the tanh approximation), 16-byte packs.
 template <typename T>
 cudaError_t GeluForward(T* out, const T* pre, int64_t count, cudaStream_t stream);

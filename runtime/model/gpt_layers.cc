@@ -172,13 +172,24 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, N * h));
   PTDP_RETURN_IF_ERROR(
       ops->DropoutBackward(dbranch.ref(), g.fc2_b, dy, st->mlp_res_mask.cref(), N, h, c.drop.p));
-  PTDP_ASSIGN_OR_RETURN(Tensor dgelu, Tmp(c, N * f, a));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dgelu.ref(), dbranch.cref(), w.fc2_w, N, f, h));
-  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc2_w, {}, &dbranch, st->gelu_out.cref(), N, f, h));
-  dbranch.Reset();
-  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, OutputGrad(c, N * f));
-  PTDP_RETURN_IF_ERROR(ops->GeluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
-  dgelu.Reset();
+  Tensor dfc1;
+  if (ops->FusesLinearGeluBackward(a)) {
+    // fc2's data gradient and GeLU' in one GEMM: no dgelu buffer (N f); dbranch (N h, h <= f)
+    // lives until dfc1 is written, so this never holds more than the two-op order below. The
+    // weight gradient comes after (WeightGrad may move dbranch into the deferred W pass).
+    PTDP_ASSIGN_OR_RETURN(dfc1, OutputGrad(c, N * f));
+    PTDP_RETURN_IF_ERROR(ops->LinearBackwardDataGelu(dfc1.ref(), dbranch.cref(), w.fc2_w,
+                                                     st->fc1_out.cref(), N, f, h));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc2_w, {}, &dbranch, st->gelu_out.cref(), N, f, h));
+    dbranch.Reset();
+  } else {
+    PTDP_ASSIGN_OR_RETURN(Tensor dgelu, Tmp(c, N * f, a));
+    PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dgelu.ref(), dbranch.cref(), w.fc2_w, N, f, h));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc2_w, {}, &dbranch, st->gelu_out.cref(), N, f, h));
+    dbranch.Reset();
+    PTDP_ASSIGN_OR_RETURN(dfc1, OutputGrad(c, N * f));
+    PTDP_RETURN_IF_ERROR(ops->GeluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
+  }
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dfc1.cref(), w.fc1_w, N, h, f));
   PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, st->ln2_out.cref(), N, h, f));

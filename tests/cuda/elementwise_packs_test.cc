@@ -127,6 +127,28 @@ TYPED_TEST(PacksTest, DropoutBackwardEqualsCpuOps) {
   }
 }
 
+TYPED_TEST(PacksTest, AddEqualsCpuOpsAlsoInPlace) {
+  using T = TypeParam;
+  const int64_t count = 300 * packs::kWidth<T> + 5;  // packs, then a tail
+  Buf<T> a(count), b(count), got(count), want(count);
+  FillRandom(&a, 11, 1.0f);
+  FillRandom(&b, 12, 3.0f);
+  ForPacks<T>(
+      count, [&](auto v, int64_t i) { packs::AddPack<T, decltype(v)::value>(got.p, a.p, b.p, i); });
+  CpuOps cpu;
+  const DType d = DTypeOf<T>();
+  ASSERT_TRUE(cpu.Add({want.p, d, count}, {a.p, d, count}, {b.p, d, count}).ok());
+  for (int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(packs::Wide(got.p[i]), packs::Wide(want.p[i])) << "element " << i;
+  }
+  // In place (out == a), as the backward's residual sums run it.
+  ForPacks<T>(count,
+              [&](auto v, int64_t i) { packs::AddPack<T, decltype(v)::value>(a.p, a.p, b.p, i); });
+  for (int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(packs::Wide(a.p[i]), packs::Wide(want.p[i])) << "in place, element " << i;
+  }
+}
+
 TYPED_TEST(PacksTest, BiasDropoutResidualEqualsCpuOpsMaskAndValues) {
   using T = TypeParam;
   // c a multiple of V (the launcher's condition for packs); `first` not a multiple of 4, so packs

@@ -179,20 +179,28 @@ void CudaOpsTest::LayerNormCase(int64_t c) {
 }
 
 TEST_P(CudaOpsTest, Linear) {
-  const int64_t n = 48, c = 64, oc = 80;
+  const int64_t n = 48, c = 64, oc = 80;  // oc % 8 == 0: bf16 can take the GeLU epilogue
   Pair x = Rand(n * c, act()), w = Rand(oc * c, act()), bias = Rand(oc, act());
   Pair out = Make(n * oc, act()), gelu = Make(n * oc, act()), logits = Make(n * oc, DType::kFp32);
-  Run([&](Ops* o, auto pick) {
-    PTDP_RETURN_IF_ERROR(o->LinearForward(pick(out).ref(), pick(gelu).ref(), pick(x).cref(),
-                                          pick(w).cref(), pick(bias).cref(), n, c, oc));
-    // The output layer: 16-bit inputs, fp32 logits, no bias.
-    return o->LinearForward(pick(logits).ref(), {}, pick(x).cref(), pick(w).cref(), {}, n, c, oc);
-  });
-  Expect(out, c, "linear out");
-  // The GPU's GeLU reads the rounded pre-activation (the CPU's its fp32 value): |GeLU'| <= 1.13
-  // times 2^-9 |out|.
-  Expect(gelu, c, "linear gelu", 0, bf16() ? 1.13 * 0x1p-9 * MaxAbs(out) : 0);
-  Expect(logits, c, "linear logits");
+  auto* cuda_ops = dynamic_cast<CudaOps*>(gpu_->ops());
+  ASSERT_NE(cuda_ops, nullptr);
+  // bf16: cuBLASLt's GELU_AUX_BIAS epilogue, then the GEMM and a packed GeLU pass (fp32 has one).
+  for (const bool epilogue : {true, false}) {
+    SCOPED_TRACE(epilogue ? "GeLU epilogue" : "GeLU pass");
+    cuda_ops->set_gelu_epilogue(epilogue);
+    Run([&](Ops* o, auto pick) {
+      PTDP_RETURN_IF_ERROR(o->LinearForward(pick(out).ref(), pick(gelu).ref(), pick(x).cref(),
+                                            pick(w).cref(), pick(bias).cref(), n, c, oc));
+      // The output layer: 16-bit inputs, fp32 logits, no bias.
+      return o->LinearForward(pick(logits).ref(), {}, pick(x).cref(), pick(w).cref(), {}, n, c, oc);
+    });
+    Expect(out, c, "linear out");
+    // The GPU's GeLU pass reads the rounded pre-activation (the CPU's its fp32 value, as the
+    // epilogue does): |GeLU'| <= 1.13 times 2^-9 |out|.
+    Expect(gelu, c, "linear gelu", 0, bf16() ? 1.13 * 0x1p-9 * MaxAbs(out) : 0);
+    Expect(logits, c, "linear logits");
+  }
+  cuda_ops->set_gelu_epilogue(true);
   Pair dout = Rand(n * oc, act()), dx = Make(n * c, act());
   Pair dw = Rand(oc * c, DType::kFp32), db = Rand(oc, DType::kFp32);
   Pair dpre = Make(n * oc, act());
@@ -218,6 +226,35 @@ TEST_P(CudaOpsTest, Linear) {
                                       (1.0 + 0.7978845608 * std::fabs(x) * (1 + 0.134145 * x * x)));
   }
   Expect(dpre, 1, "gelu backward", 0, gelu_abs);
+
+  // dpre2 = GeLU'(x) * (dout W), fused where the backend says so (bf16 on the GPU: the DGELU
+  // epilogue), else the two ops. The fused form applies GeLU' to the fp32 product, the CPU to its
+  // bf16 rounding: 2^-9 of |dpre2| more, relative; GeLU' itself as above.
+  Pair tmp = Make(n * c, act()), dpre2 = Make(n * c, act());
+  for (const bool epilogue : {true, false}) {
+    SCOPED_TRACE(epilogue ? "dGeLU epilogue" : "dGeLU pass");
+    cuda_ops->set_gelu_epilogue(epilogue);
+    if (bf16()) EXPECT_EQ(cuda_ops->FusesLinearGeluBackward(DType::kBf16), epilogue);
+    Run([&](Ops* o, auto pick) {
+      if (o->FusesLinearGeluBackward(act())) {
+        return o->LinearBackwardDataGelu(pick(dpre2).ref(), pick(dout).cref(), pick(w).cref(),
+                                         pick(x).cref(), n, c, oc);
+      }
+      PTDP_RETURN_IF_ERROR(
+          o->LinearBackwardData(pick(tmp).ref(), pick(dout).cref(), pick(w).cref(), n, c, oc));
+      return o->GeluBackward(pick(dpre2).ref(), pick(x).cref(), pick(tmp).cref(), n * c);
+    });
+    double fused_abs = 0;
+    const std::vector<double> x_v = Get(&cpu_, x.c), dg_v = Get(&cpu_, tmp.c);
+    for (size_t i = 0; i < x_v.size(); ++i) {
+      const double xi = x_v[i];
+      fused_abs =
+          std::max(fused_abs, 16 * 0x1p-24 * std::fabs(dg_v[i]) *
+                                  (1.0 + 0.7978845608 * std::fabs(xi) * (1 + 0.134145 * xi * xi)));
+    }
+    Expect(dpre2, oc, "linear dx + gelu backward", bf16() ? 0x1p-9 : 0, fused_abs);
+  }
+  cuda_ops->set_gelu_epilogue(true);
 }
 
 TEST_P(CudaOpsTest, DropoutResidualAndAdd) {
