@@ -218,10 +218,17 @@ if bad: print("skipped on a GPU machine:", ", ".join(bad)); sys.exit(1)' "$out/c
 
 static_tests() { cd "$build" && with_libs ctest -L gpu_static --output-on-failure --output-junit "$out/ctest-gpu-static.xml"; }
 
-memcheck() {  # the kernel tests under compute-sanitizer memcheck (out-of-bounds, misaligned, leaks)
+memcheck() {  # the GPU unit tests under compute-sanitizer memcheck (out-of-bounds, misaligned, leaks)
   [ -n "$sanitizer" ] || { echo "compute-sanitizer not found"; return 1; }
-  with_libs "$sanitizer" --tool memcheck --error-exitcode 3 --leak-check full \
-    "$build/tests/kernels/kernels_cuda_test" --gtest_brief=1
+  local t rc=0
+  # kernels/cuda's kernels, then CudaOps (the packed element-wise and LayerNorm kernels, the
+  # cuBLASLt GEMMs with their tuning, cross-entropy, optimizer) and CudaDevice's allocator.
+  for t in tests/kernels/kernels_cuda_test tests/cuda/cuda_ops_test tests/cuda/cuda_device_test; do
+    echo "== memcheck $t"
+    with_libs "$sanitizer" --tool memcheck --error-exitcode 3 --leak-check full \
+      "$build/$t" --gtest_brief=1 || rc=1
+  done
+  return $rc
 }
 
 models_check() {  # bench/gpu/models/*.json (PyTorch's shapes) still equal ptdp's presets
@@ -304,10 +311,15 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
   echo "plan: $plan"
   with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" --data "$out/tokens.bin" --steps 3 \
     --op-times | tee "$out/kernels.txt"
-  # Side by side in the same run: kernels/cuda's scalar LayerNorm against the 16-byte packs above.
-  PTDP_LAYERNORM=scalar with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" \
-    --data "$out/tokens.bin" --steps 3 --op-times > "$out/kernels-layernorm-scalar.txt"
-  grep -i layernorm "$out/kernels-layernorm-scalar.txt" | sed 's/^/scalar LayerNorm: /'
+  # Side by side in the same run: cuBLASLt's first-ranked algorithm per GEMM shape against the one
+  # kernels/cublas times as fastest (PTDP_GEMM_TUNE=0 turns the timing off).
+  PTDP_GEMM_TUNE=0 with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" \
+    --data "$out/tokens.bin" --steps 3 --op-times > "$out/kernels-gemm-untuned.txt"
+  grep -E "^Linear|iteration +3/" "$out/kernels-gemm-untuned.txt" | sed 's/^/untuned GEMMs: /'
+  # And GeLU in cuBLASLt's epilogues (GELU_AUX_BIAS, DGELU) against GEMMs plus packed GeLU passes.
+  PTDP_GELU_EPILOGUE=0 with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" \
+    --data "$out/tokens.bin" --steps 3 --op-times > "$out/kernels-gelu-pass.txt"
+  grep -E "Gelu|GeLU|iteration +3/" "$out/kernels-gelu-pass.txt" | sed 's/^/GeLU passes: /'
 }
 
 # Stages run in a child bash (stage above): it needs these functions and settings.
@@ -361,7 +373,7 @@ if passed build; then
     else skip kernels "ptdp-$m did not pass"; fi
   done
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
-  if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 120 memcheck; fi
+  if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck; fi
 else
   for s in libs static gpu-tests memcheck models tokens profile kernels; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
