@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cublas/tune_pick.h"
 #include "kernels/cuda/check.h"
 
 #define PTDP_CUBLAS_CHECK(expr)                                                                 \
@@ -160,29 +161,34 @@ void LtGemm::Tune(Plan& plan, const void* alpha, const void* a, const void* b, c
     }
     PTDP_CUDA_CHECK(cudaMemcpyAsync(saved, d, d_bytes, cudaMemcpyDeviceToDevice, stream));
   }
+  auto run = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle_, plan.desc, alpha, a, plan.a, b, plan.b, beta, d, plan.d, d,
+                          plan.d, &algo, workspace_, workspace_bytes_, stream);
+  };
+  // Warm the GPU up on the first pick, then time every candidate in turn, kTuneRounds times
+  // (tune_pick.h says why); a candidate that refuses its first run is marked failed (-1).
+  for (int r = 0; r < kTuneWarmRuns; ++r) (void)run(candidates.front());
+  std::vector<bool> refused(candidates.size(), false);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    refused[i] = run(candidates[i]) != CUBLAS_STATUS_SUCCESS;
+  }
   cudaEvent_t start = nullptr, stop = nullptr;
   PTDP_CUDA_CHECK(cudaEventCreate(&start));
   PTDP_CUDA_CHECK(cudaEventCreate(&stop));
-  float best_ms = -1.0f;
-  for (const cublasLtMatmulAlgo_t& algo : candidates) {
-    auto run = [&] {
-      return cublasLtMatmul(handle_, plan.desc, alpha, a, plan.a, b, plan.b, beta, d, plan.d, d,
-                            plan.d, &algo, workspace_, workspace_bytes_, stream);
-    };
-    if (run() != CUBLAS_STATUS_SUCCESS) continue;  // warm-up; a refusal drops the candidate
-    PTDP_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int r = 0; r < kTuneRuns; ++r) PTDP_CUBLAS_CHECK(run());
-    PTDP_CUDA_CHECK(cudaEventRecord(stop, stream));
-    PTDP_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    PTDP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    if (best_ms < 0.0f || ms < best_ms) {
-      best_ms = ms;
-      plan.algo = algo;
+  std::vector<std::vector<float>> times(kTuneRounds, std::vector<float>(candidates.size(), -1.0f));
+  for (int round = 0; round < kTuneRounds; ++round) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (refused[i]) continue;
+      PTDP_CUDA_CHECK(cudaEventRecord(start, stream));
+      for (int r = 0; r < kTuneRuns; ++r) PTDP_CUBLAS_CHECK(run(candidates[i]));
+      PTDP_CUDA_CHECK(cudaEventRecord(stop, stream));
+      PTDP_CUDA_CHECK(cudaEventSynchronize(stop));
+      PTDP_CUDA_CHECK(cudaEventElapsedTime(&times[round][i], start, stop));
     }
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+  plan.algo = candidates[PickFastest(times, kTuneMargin)];
   if (saved != nullptr) {
     PTDP_CUDA_CHECK(cudaMemcpyAsync(d, saved, d_bytes, cudaMemcpyDeviceToDevice, stream));
     PTDP_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -8,12 +8,14 @@
 //   LinearBackwardWeight dw[OC][C]  += dout^T x, fp32 main grads     (m = C,  n = OC, k = N)
 //
 // Algorithm choice: cuBLASLt's heuristic ranks up to kCandidates algorithms per shape; the first
-// call of each shape times every candidate on its own operands (a warm-up run, then kTuneRuns
-// runs between CUDA events) and keeps the fastest. Why: on an H200 the heuristic's first pick for
-// the weight gradient of gpt-1.3b's fc1 and QKV GEMMs ran at ~550 TFLOP/s while the same FLOPs in
-// the fc2 layout ran at ~740 (docs/cuda.md). A call that accumulates (beta != 0) has its output
-// saved first and restored after the timing runs, so tuning never changes a result's inputs.
-// set_tuning(false) keeps the heuristic's first pick (CudaOps: PTDP_GEMM_TUNE=0).
+// call of each shape times every candidate on its own operands (kTuneRounds rounds over all of
+// them after a warm-up) and keeps the first pick unless another is kTuneMargin faster
+// (kernels/cublas/tune_pick.h). Why: on an H200 the heuristic's first pick for the weight gradient
+// of gpt-1.3b's fc1 and QKV GEMMs ran at ~550 TFLOP/s while the same FLOPs in the fc2 layout ran
+// at ~740, and its picks for the GeLU epilogues were 8-10% slower than a timed one (docs/cuda.md).
+// A call that accumulates (beta != 0) has its output saved first and restored after the timing
+// runs, so tuning never changes a result's inputs. set_tuning(false) keeps the heuristic's first
+// pick (CudaOps: PTDP_GEMM_TUNE=0).
 //
 // Thread safety: an LtGemm is used from one host thread at a time (it caches a plan per shape).
 // The workspace is shared by every GEMM of the context, so GEMMs of one context must be ordered
@@ -78,7 +80,10 @@ class LtGemm {
   void set_tuning(bool on) { tune_ = on; }
 
   static constexpr int kCandidates = 8;
-  static constexpr int kTuneRuns = 3;
+  static constexpr int kTuneWarmRuns = 5;      // runs of the first pick before any timing
+  static constexpr int kTuneRounds = 3;        // rounds over every candidate (tune_pick.h)
+  static constexpr int kTuneRuns = 2;          // runs per candidate per round
+  static constexpr double kTuneMargin = 0.02;  // another candidate must beat the first by 2%
 
  private:
   struct Plan;

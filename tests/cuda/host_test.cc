@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "kernels/cublas/tune_pick.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/staged_mpi_communicator.h"
 
@@ -34,6 +35,32 @@ TEST(StagedConversionHostTest, Bf16WidenNarrowIsExactForRepresentableValues) {
   NarrowFromFp32(half.data(), &odd, 1, DType::kBf16);
   WidenToFp32(back.data(), half.data(), 1, DType::kBf16);
   EXPECT_EQ(back[0], 1.0f);
+}
+
+// kernels/cublas's choice among cuBLASLt's candidates (rounds x candidates, milliseconds).
+TEST(GemmTunePick, KeepsTheFirstPickUnlessAnotherBeatsItByTheMargin) {
+  using cublas::PickFastest;
+  EXPECT_EQ(PickFastest({}, 0.02), 0u);
+  // 1% faster is within the margin: the heuristic's pick stays.
+  EXPECT_EQ(PickFastest({{1.00f, 0.99f, 1.20f}}, 0.02), 0u);
+  // 5% faster in its best round: taken; then the fastest of the rest without a margin.
+  EXPECT_EQ(PickFastest({{1.00f, 0.95f, 0.96f}}, 0.02), 1u);
+  EXPECT_EQ(PickFastest({{1.00f, 0.95f, 0.94f}}, 0.02), 2u);
+}
+
+TEST(GemmTunePick, EachCandidatesBestRoundCountsSoADriftingClockFavoursNone) {
+  using cublas::PickFastest;
+  // Round 1 ran while the clock ramped up (the first candidate looked slowest); the best rounds
+  // show the first pick is fastest.
+  EXPECT_EQ(
+      PickFastest({{2.00f, 1.10f, 1.05f}, {1.00f, 1.04f, 1.03f}, {1.00f, 1.04f, 1.03f}}, 0.02), 0u);
+}
+
+TEST(GemmTunePick, AFailedCandidateIsNeverPicked) {
+  using cublas::PickFastest;
+  EXPECT_EQ(PickFastest({{1.00f, -1.0f}, {1.00f, -1.0f}}, 0.02), 0u);
+  EXPECT_EQ(PickFastest({{-1.0f, 1.50f, 1.40f}}, 0.02), 2u);
+  EXPECT_EQ(PickFastest({{-1.0f, -1.0f}}, 0.02), 0u);  // nothing timed: the heuristic's pick
 }
 
 }  // namespace
