@@ -436,8 +436,15 @@ Status CpuOps::AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, Ten
     using T = decltype(tag);
     In<T> gi(grad);
     Out<T> po(param, true), mo(m, true), vo(v, true);
-    k::AdamWUpdate(po.get(), gi.get(), mo.get(), vo.get(), param.count, h.lr, h.beta1, h.beta2,
-                   h.eps, h.weight_decay, h.step);
+    const T* g = gi.get();
+    std::vector<T> scaled;  // as Scale then AdamW: the same roundings
+    if (h.grad_scale != 1.0) {
+      scaled.assign(g, g + grad.count);
+      k::Scale(scaled.data(), h.grad_scale, grad.count);
+      g = scaled.data();
+    }
+    k::AdamWUpdate(po.get(), g, mo.get(), vo.get(), param.count, h.lr, h.beta1, h.beta2, h.eps,
+                   h.weight_decay, h.step);
     if constexpr (std::is_same_v<T, float>) {
       if (!compute_copy.empty())
         half::Narrow(compute_copy.data, po.get(), param.count, compute_copy.dtype);

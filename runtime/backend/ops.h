@@ -92,6 +92,9 @@ struct VocabShard {
 struct AdamWHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0;
   int64_t step = 1;  // 1-based
+  // The update reads grad * grad_scale (the clipping coefficient), rounded as Scale would round
+  // it, and leaves grad as it is: one pass over the gradients fewer than Scale, then AdamW.
+  double grad_scale = 1.0;
 };
 
 class Ops {

@@ -218,7 +218,8 @@ Status CudaOps::AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, Te
   return Guarded([&]() -> Status {
     auto run = [&](auto copy) {
       ck::AdamWUpdate(P<float>(param), copy, P<float>(grad), P<float>(m), P<float>(v), param.count,
-                      h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step, 1.0f, stream_);
+                      h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.step,
+                      static_cast<float>(h.grad_scale), stream_);  // as Scale<float> rounds
     };
     switch (compute_copy.empty() ? DType::kFp32 : compute_copy.dtype) {
       case DType::kBf16:

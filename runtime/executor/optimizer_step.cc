@@ -77,9 +77,9 @@ Result<double> Trainer::GradNormSquared() {
 
 Status Trainer::ApplyAdamW(int64_t step, double clip_coef) {
   Ops* ops = dev_->ops();
-  if (clip_coef != 1.0) PTDP_RETURN_IF_ERROR(ops->Scale(params_->all_grads(), clip_coef));
   const OptimizerConfig& o = opts_.optim;
   AdamWHyper h;
+  h.grad_scale = clip_coef;  // clipping inside the update (one pass over the gradients fewer)
   h.lr = last_lr_;
   h.beta1 = o.beta1;
   h.beta2 = o.beta2;

@@ -105,6 +105,34 @@ TEST(CpuOps, LinearRoundsOnlyTheOutput) {
   }
 }
 
+// grad_scale (the clipping coefficient) inside AdamW equals Scale then AdamW, bit for bit, and
+// leaves the gradient as it was.
+TEST(CpuOps, AdamWGradScaleEqualsScaleThenUpdate) {
+  CpuOps ops;
+  const int64_t n = 257;
+  std::mt19937 g(5);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> param(n), grad(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    param[i] = nd(g), grad[i] = nd(g), m[i] = 0.1f * nd(g), v[i] = std::abs(nd(g));
+  }
+  AdamWHyper h;
+  h.lr = 3e-3, h.weight_decay = 0.1, h.step = 4;
+  std::vector<float> p1 = param, m1 = m, v1 = v, g1 = grad;  // fused
+  std::vector<float> p2 = param, m2 = m, v2 = v, g2 = grad;  // Scale, then AdamW
+  auto ref = [n](std::vector<float>& x) { return TensorRef{x.data(), DType::kFp32, n}; };
+  h.grad_scale = 0.37;
+  ASSERT_TRUE(ops.AdamW(ref(p1), {}, ref(g1), ref(m1), ref(v1), h).ok());
+  ASSERT_TRUE(ops.Scale(ref(g2), 0.37).ok());
+  h.grad_scale = 1.0;
+  ASSERT_TRUE(ops.AdamW(ref(p2), {}, ref(g2), ref(m2), ref(v2), h).ok());
+  EXPECT_EQ(p1, p2);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(v1, v2);
+  EXPECT_EQ(g1, grad);
+  EXPECT_NE(p1, param);
+}
+
 // The stored u8 mask is the reference generator's decision at the global index.
 TEST(CpuOps, DropoutMaskIsTheGlobalElementsDraw) {
   CpuOps ops;
