@@ -22,6 +22,10 @@
 #   --torch-box S     seconds for each PyTorch model (default 60, gpt-1.3b 90)
 #   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the op table (ptdp train --op-times)
 #               (for a short run when only ptdp changed)
+#   --lean      speed only, for the last minutes of a lease: build ptdp alone and leave out the static
+#               checks, the GPU tests, memcheck and the op table (a run that tests nothing: say so)
+#   --profile FILE  take the profile from FILE (e.g. profiles/h200-measured.json) instead of
+#               measuring it (the profile stage then copies it)
 #
 # Every stage runs under `timeout`, bounded also by what is left of --budget; a failing stage does
 # not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
@@ -40,7 +44,7 @@ models=""
 ptdp_steps=10
 ptdp_min_mbs=1 ptdp_max_mbs=64
 torch_models="" torch_batch="" torch_box=""
-no_torch=0 no_memcheck=0 no_kernels=0
+no_torch=0 no_memcheck=0 no_kernels=0 lean=0 profile_file=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
@@ -57,6 +61,8 @@ while [ $# -gt 0 ]; do
     --no-torch) no_torch=1; shift ;;
     --no-memcheck) no_memcheck=1; shift ;;
     --no-kernels) no_kernels=1; shift ;;
+    --lean) lean=1; no_memcheck=1; no_kernels=1; shift ;;
+    --profile) profile_file=$2; shift 2 ;;
     *) echo "run_all.sh: unknown argument $1; $usage" >&2; exit 2 ;;
   esac
 done
@@ -66,6 +72,8 @@ cd "$root"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 case "$carry" in /*) ;; *) carry=$root/$carry ;; esac
+case "$profile_file" in /* | "") ;; *) profile_file=$root/$profile_file ;; esac
+[ -z "$profile_file" ] || [ -f "$profile_file" ] || { echo "run_all.sh: --profile $profile_file: no such file" >&2; exit 2; }
 build=${build:-$([ $dry = 1 ] && echo build-gpu-dry || echo build-gpu)}
 case "$build" in /*) ;; *) build=$root/$build ;; esac
 start=$(date +%s)
@@ -183,14 +191,15 @@ configure() {
 
 build_all() {
   local targets=(ptdp kernels_cuda_test cuda_device_test cuda_comm_test cuda_ops_test
-                 cudnn_attention_test)
+                 cudnn_attention_test gpu_static_objects)
+  [ "$lean" = 1 ] && targets=(ptdp)
   local jobs
   jobs=$(nproc)
   # PyTorch runs beside the build on a GPU machine: leave it two cores.
   [ $dry = 0 ] && [ "$jobs" -gt 4 ] && jobs=$((jobs - 2))
   # gpu_static_objects: the static kernel checks' ptxas logs and SASS (cuobjdump is on the GPU
   # image, so there the tensor-core check reads SASS), compiled beside the rest.
-  with_libs cmake --build "$build" -j "$jobs" --target "${targets[@]}" gpu_static_objects
+  with_libs cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 }
 
 libs_check() {  # every library ptdp needs resolves with what is here and carried
@@ -250,6 +259,11 @@ tokens() { with_libs "$build/tools/ptdp" tokenize --in "$root/README.md" --out "
 
 peak=989 peak_source="NVIDIA H100 SXM datasheet, dense BF16 989.4 TFLOP/s (the H200 has the same compute)"
 profile() {
+  if [ -n "$profile_file" ]; then
+    echo "profile: $profile_file (not measured in this run)"
+    cp "$profile_file" "$out/profile.json"
+    return
+  fi
   local a=(profile --backend cuda --out "$out/profile.json" --raw "$out/profile.raw.json"
            --peak-tflops "$peak" --peak-source "$peak_source" --links-from "$root/profiles/dgx-h100.json")
   [ $dry = 1 ] && a=(profile --backend cpu --quick --out "$out/profile.json" --raw "$out/profile.raw.json")
@@ -325,7 +339,7 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model kernels with_libs wheel_dir
-export out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+export lean profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------
@@ -349,7 +363,7 @@ build_box=300
 if passed configure; then stage build $build_box build_all; else skip build "configure failed"; fi
 if passed build; then
   stage libs 20 libs_check
-  stage static 60 static_tests
+  if [ $lean = 1 ]; then skip static "--lean"; else stage static 60 static_tests; fi
   # PyTorch has the GPU to itself while we only compile; our GPU stages wait for it, so that no
   # measurement shares the GPU.
   [ -n "$torch_pid" ] && { log "waiting for PyTorch"; wait "$torch_pid" || true; torch_pid=""; }
@@ -357,6 +371,8 @@ if passed build; then
   if [ $dry = 1 ]; then
     skip gpu-tests "dry run: no GPU (ctest -L gpu would only report SKIPPED)"
     skip memcheck "dry run: no GPU"
+  elif [ $lean = 1 ]; then
+    skip gpu-tests "--lean: nothing tested in this run"
   else
     stage gpu-tests 100 gpu_tests
   fi
@@ -373,7 +389,8 @@ if passed build; then
     else skip kernels "ptdp-$m did not pass"; fi
   done
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
-  if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck; fi
+  if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
+  elif [ $dry = 0 ]; then skip memcheck "$([ $lean = 1 ] && echo --lean || echo --no-memcheck)"; fi
 else
   for s in libs static gpu-tests memcheck models tokens profile kernels; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
