@@ -13,6 +13,15 @@
 #include "schedule/schedule.h"
 
 namespace ptdp::runtime {
+namespace {
+
+// Host nanoseconds since t0.
+Nanoseconds SinceNs(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+}  // namespace
 
 Status CheckExecutedOrder(const std::vector<Instr>& program, const std::vector<ExecRecord>& done) {
   const size_t n = std::min(program.size(), done.size());
@@ -62,10 +71,11 @@ Status Trainer::RunProgram(int64_t step) {
   // a GPU's stream, so an instruction's time is the device's, not the enqueueing's).
   dev_->ClearMarks();
   PTDP_RETURN_IF_ERROR(dev_->Mark());
-  std::vector<Nanoseconds> waits(instrs.size(), 0);
+  std::vector<Nanoseconds> waits(instrs.size(), 0), preps(instrs.size(), 0);
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instr& in = instrs[i];
     recv_wait_ns_ = 0;
+    recv_prep_ns_ = 0;
     Status st = world_->rank() == opts_.slow_rank ? ExecuteSlowed(in, step) : Execute(in, step);
     if (!st.ok()) {
       return st.WithPrefix("rank " + std::to_string(world_->rank()) + ", step " +
@@ -73,6 +83,7 @@ Status Trainer::RunProgram(int64_t step) {
                            InstrToText(in) + ")");
     }
     waits[i] = recv_wait_ns_;
+    preps[i] = recv_prep_ns_;
     PTDP_RETURN_IF_ERROR(dev_->Mark());
     activation_bytes_.push_back(dev_->stats().current[static_cast<int>(MemTag::kActivations)]);
     PTDP_RETURN_IF_ERROR(PollSends());
@@ -84,12 +95,15 @@ Status Trainer::RunProgram(int64_t step) {
   }
   const auto ns = [](double s) { return static_cast<Nanoseconds>(std::llround(s * 1e9)); };
   // A receive's wait for its sender is not its time (the simulator's receive is the transfer):
-  // the interval starts when the message could be received, the wait goes to wait_ns.
+  // the interval starts when the message could be received, the wait goes to wait_ns. Nor is the
+  // host bookkeeping before it (the microbatch's state and input buffer for recv_act, the gradient
+  // buffer for recv_grad): that is left as a gap before the interval, in neither.
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Nanoseconds end = std::max(ns(marks[i]), ns(marks[i + 1]));
-    const Nanoseconds start = std::min(end, ns(marks[i]) + waits[i]);
-    events_.push_back(TimelineEvent{coord_.pp, StreamOf(instrs[i].op), instrs[i], start, end,
-                                    start - ns(marks[i])});
+    const Nanoseconds start = std::min(end, ns(marks[i]) + preps[i] + waits[i]);
+    const Nanoseconds wait = std::min(waits[i], start - ns(marks[i]));
+    events_.push_back(
+        TimelineEvent{coord_.pp, StreamOf(instrs[i].op), instrs[i], start, end, wait});
   }
   PTDP_RETURN_IF_ERROR(CheckExecutedOrder(instrs, executed_));
   if (!live_.empty()) {
@@ -113,11 +127,7 @@ Status Trainer::RecvBoundary(const Instr& in, TensorRef full) {
   void* mine = sg ? base + int64_t(coord_.tp) * count * DTypeBytes(types_.act) : base;
   const auto t0 = std::chrono::steady_clock::now();
   PTDP_ASSIGN_OR_RETURN(const bool waited, PipeFor(in.op)->WaitForMessage(in.peer, tag));
-  if (waited) {
-    recv_wait_ns_ =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count();
-  }
+  if (waited) recv_wait_ns_ = SinceNs(t0);
   PTDP_RETURN_IF_ERROR(PipeFor(in.op)->Recv(mine, count, types_.act, in.peer, tag));
   if (sg) PTDP_RETURN_IF_ERROR(tp_->AllGather(mine, full.data, count, types_.act));
   return Status::Ok();
@@ -174,8 +184,10 @@ Status Trainer::Execute(const Instr& in, int64_t step) {
   const int mb = in.microbatch, chunk = in.chunk;
   switch (in.op) {
     case Op::kRecvAct: {
+      const auto t0 = std::chrono::steady_clock::now();
       MbState* st = NewState(mb, chunk);
       PTDP_RETURN_IF_ERROR(AllocLayerInput(Ctx(mb, step), &st->layers[0]));
+      recv_prep_ns_ = SinceNs(t0);
       PTDP_RETURN_IF_ERROR(RecvBoundary(in, st->layers[0].x.ref()));
       Record(in.op, *st);
       return Status::Ok();
@@ -194,8 +206,10 @@ Status Trainer::Execute(const Instr& in, int64_t step) {
     case Op::kRecvGrad: {
       MbState* st = FindState(mb, chunk);
       if (st == nullptr) return Status::Internal("recv_grad for a microbatch with no forward");
+      const auto t0 = std::chrono::steady_clock::now();
       PTDP_ASSIGN_OR_RETURN(
           st->dout, Tensor::Make(dev_.get(), dims_.N() * dims_.h, types_.act, MemTag::kWorkspace));
+      recv_prep_ns_ = SinceNs(t0);
       PTDP_RETURN_IF_ERROR(RecvBoundary(in, st->dout.ref()));
       Record(in.op, *st);
       return Status::Ok();

@@ -260,6 +260,8 @@ class Trainer {
   // The running receive's wait for its message (host clock; 0 where the communicator cannot tell
   // the wait from the transfer), taken out of the instruction's interval by RunProgram.
   Nanoseconds recv_wait_ns_ = 0;
+  // The running receive's host bookkeeping before it (allocations), also kept out of its interval.
+  Nanoseconds recv_prep_ns_ = 0;
   RankWindow window_;              // the monitor's sums since the last GatherMonitor
   int64_t window_first_step_ = 0;  // 0: no step in the window yet
 };
