@@ -5,7 +5,8 @@
 namespace ptdp {
 namespace {
 
-ModelSpec Tiny() {
+// Field by field, not the "tiny" preset, so that the expected shapes below do not move with it.
+ModelSpec HandMadeTiny() {
   ModelSpec m;
   m.name = "tiny";
   m.layers = 4;
@@ -19,7 +20,7 @@ ModelSpec Tiny() {
 TEST(Shapes, ShardsSumToTheWholeModel) {
   // Over every tensor rank and pipeline rank, the local shards add up to the unsharded model,
   // except the tied copy of the word embedding on the last stage and tp-replicated tensors.
-  ModelSpec m = Tiny();
+  ModelSpec m = HandMadeTiny();
   for (int tp : {1, 2, 4}) {
     for (int pp : {1, 2, 4}) {
       ParallelConfig c;
@@ -40,7 +41,7 @@ TEST(Shapes, ShardsSumToTheWholeModel) {
 // One layer on one tensor rank: 12 tensors; QKV (3h/t x h + 3h/t), projection (h x h/t + h), two
 // LayerNorms (4h), fc1 (f/t x h + f/t), fc2 (h x f/t + h). The same list ChunkParameters uses.
 TEST(Shapes, LayerParameterCounts) {
-  ModelSpec m = Tiny();
+  ModelSpec m = HandMadeTiny();
   const int64_t h = 64, f = 256;
   for (int t : {1, 2, 4}) {
     const LayerParameters lp = LayerParameterCounts(m, t);
@@ -58,7 +59,7 @@ TEST(Shapes, LayerParameterCounts) {
 }
 
 TEST(Shapes, InterleavedPlacement) {
-  ModelSpec m = Tiny();
+  ModelSpec m = HandMadeTiny();
   m.layers = 8;
   ParallelConfig c;
   c.pp = 2;
@@ -76,7 +77,7 @@ TEST(Shapes, InterleavedPlacement) {
 // counts, the ones between share the rest evenly, every global layer is placed exactly once and
 // in order, and the parameters still add up to the whole model.
 TEST(Shapes, UnevenPlacement) {
-  ModelSpec m = Tiny();
+  ModelSpec m = HandMadeTiny();
   m.layers = 8;
   ParallelConfig c;
   c.pp = 3;
@@ -133,7 +134,7 @@ TEST(Shapes, UnevenPlacement) {
 // 16-bit with dropout: Korthikanti's s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, plus what
 // the formula leaves out: the mean and 1/std of both LayerNorms, fp32 per token, 4 x 4 s b bytes.
 TEST(Shapes, KorthikantiActivationFormula) {
-  ModelSpec m = Tiny();
+  ModelSpec m = HandMadeTiny();
   for (int t : {1, 2, 4}) {
     ParallelConfig c;
     c.tp = t;
@@ -156,7 +157,7 @@ TEST(Shapes, KorthikantiActivationFormula) {
 // rebuilds: the attention core 5 a s^2 b / t, or the whole layer but its input (the checkpoint,
 // 2 s b h): s b h (8 + 24/t + 5 a s / (h t)) + 16 s b.
 TEST(Shapes, KorthikantiSequenceParallelAndSelective) {
-  ModelSpec m = Tiny();
+  ModelSpec m = HandMadeTiny();
   for (int t : {2, 4}) {
     ParallelConfig c;
     c.tp = t;

@@ -15,13 +15,12 @@
 #include "core/parallel.h"
 #include "schedule/schedule.h"
 #include "simulator/simulator.h"
+#include "tests/simulator/zero_bubble_costs.h"
 
 namespace ptdp::sim {
 namespace {
 
-struct Costs {
-  Nanoseconds f, b_input, w;
-};
+using Costs = ZeroBubbleCosts;
 
 Result<SimResult> SimulateZbV(int pp, int64_t m, const Costs& c, Bytes stash = 0) {
   PTDP_ASSIGN_OR_RETURN(Program compute, schedule::GenerateSchedule(ScheduleKind::kZbV, pp, m, 2));

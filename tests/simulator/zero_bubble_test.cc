@@ -20,13 +20,12 @@
 
 #include "schedule/schedule.h"
 #include "simulator/simulator.h"
+#include "tests/simulator/zero_bubble_costs.h"
 
 namespace ptdp::sim {
 namespace {
 
-struct Costs {
-  Nanoseconds f, b_input, w;  // T_F, T_B, T_W of the paper
-};
+using Costs = ZeroBubbleCosts;
 // Equal costs, then unequal ones with T_W <= T_B <= T_F, in whole nanoseconds.
 const Costs kCosts[] = {{1000, 1000, 1000}, {3000, 2000, 1000}, {2000, 2000, 1000},
                         {4000, 3000, 2000}, {3000, 3000, 1000}, {7, 5, 3}};
