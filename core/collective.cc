@@ -16,4 +16,18 @@ const char* CollectiveName(Collective c) {
   return "?";
 }
 
+double BusBandwidthFactor(Collective c, int n) {
+  if (n <= 1) return 0.0;
+  switch (c) {
+    case Collective::kAllReduce:
+      return 2.0 * (n - 1) / n;
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      return static_cast<double>(n - 1) / n;
+    case Collective::kSendRecv:
+      return 1.0;
+  }
+  return 0.0;
+}
+
 }  // namespace ptdp

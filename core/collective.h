@@ -12,4 +12,11 @@ inline constexpr Collective kCollectives[] = {Collective::kAllReduce, Collective
 // "all_reduce" | "all_gather" | "reduce_scatter" | "send_recv".
 const char* CollectiveName(Collective c);
 
+// nccl-tests' bus-bandwidth factor busbw / algbw for n ranks (doc/PERFORMANCE.md): the share of
+// the operation's size S each rank's link carries in a bandwidth-optimal algorithm. All-reduce
+// 2 (n - 1) / n, all-gather and reduce-scatter (n - 1) / n, send/recv 1; a group of one (n <= 1)
+// moves nothing: 0, for every collective. The one definition for the cost model's transfer times
+// and the profiler's measured bus bandwidths.
+double BusBandwidthFactor(Collective c, int n);
+
 }  // namespace ptdp

@@ -8,20 +8,6 @@
 
 namespace ptdp::costmodel {
 
-double BusBandwidthFactor(Collective c, int n) {
-  if (n <= 1) return 0.0;
-  switch (c) {
-    case Collective::kAllReduce:
-      return 2.0 * (n - 1) / n;
-    case Collective::kAllGather:
-    case Collective::kReduceScatter:
-      return double(n - 1) / n;
-    case Collective::kSendRecv:
-      return 1.0;
-  }
-  return 0.0;
-}
-
 GroupSpan SpanOf(const std::vector<int>& group, int gpus_per_node) {
   GroupSpan s;
   s.ranks = int(group.size());

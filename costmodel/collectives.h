@@ -36,10 +36,8 @@
 
 namespace ptdp::costmodel {
 
-using ::ptdp::Collective;  // core/collective.h, with its profile name CollectiveName
-
-// nccl-tests' factor busbw / algbw for n ranks (1 for send/recv; 0 for a group of one).
-double BusBandwidthFactor(Collective c, int n);
+using ::ptdp::BusBandwidthFactor;  // core/collective.h: the one definition
+using ::ptdp::Collective;          // core/collective.h, with its profile name CollectiveName
 
 // Where a group's traffic goes.
 struct GroupSpan {

@@ -17,11 +17,10 @@
 
 namespace ptdp::profiler {
 
-using ::ptdp::Collective;  // core/collective.h
+using ::ptdp::BusBandwidthFactor;  // core/collective.h: the one definition (0 for n <= 1)
+using ::ptdp::Collective;          // core/collective.h
 using ::ptdp::CollectiveName;
 
-// REQUIRES: n >= 1 (for send/recv, n is ignored).
-double BusBandwidthFactor(Collective c, int n);
 // Bytes per second; REQUIRES: seconds > 0.
 double AlgorithmBandwidth(Bytes size, Seconds seconds);
 double BusBandwidth(Collective c, int n, Bytes size, Seconds seconds);

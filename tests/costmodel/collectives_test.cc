@@ -14,6 +14,7 @@ TEST(Collectives, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kReduceScatter, 4), 0.75);
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kSendRecv, 2), 1.0);
   EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kAllReduce, 1), 0.0);
+  EXPECT_DOUBLE_EQ(BusBandwidthFactor(Collective::kSendRecv, 1), 0.0);  // a group of one: nothing
 }
 
 TEST(Collectives, SpanOfGroups) {
