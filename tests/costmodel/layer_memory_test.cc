@@ -8,13 +8,7 @@ namespace ptdp::costmodel {
 namespace {
 
 ModelSpec Tiny(double dropout = 0.1) {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 8;
-  m.hidden = 64;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.vocab = 256;
+  ModelSpec m = testing::TinyModel();
   m.dropout = dropout;
   return m;
 }

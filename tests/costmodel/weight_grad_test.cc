@@ -11,13 +11,8 @@ namespace ptdp::costmodel {
 namespace {
 
 ModelSpec Small() {
-  ModelSpec m;
+  ModelSpec m = testing::TinyModel();
   m.name = "small";
-  m.layers = 8;
-  m.hidden = 64;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.vocab = 256;
   return m;
 }
 
