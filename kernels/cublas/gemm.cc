@@ -85,14 +85,20 @@ LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key, const void* bias, const void* 
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   PTDP_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
-  if (epilogue != Epilogue::kNone) {
-    PTDP_CHECK_MSG(!(epilogue == Epilogue::kDGelu && has_bias), "DGELU takes no bias");
-    const cublasLtEpilogue_t lt_epilogue =
-        epilogue == Epilogue::kDGelu
-            ? CUBLASLT_EPILOGUE_DGELU
-            : (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX);
+  // One epilogue: the bias alone, GeLU (with or without the bias, writing the pre-activation to
+  // aux), or dGeLU (reading it from aux).
+  PTDP_CHECK_MSG(!(epilogue == Epilogue::kDGelu && has_bias), "DGELU takes no bias");
+  cublasLtEpilogue_t lt_epilogue = has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  if (epilogue == Epilogue::kGeluAux) {
+    lt_epilogue = has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+  } else if (epilogue == Epilogue::kDGelu) {
+    lt_epilogue = CUBLASLT_EPILOGUE_DGELU;
+  }
+  if (lt_epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                      &lt_epilogue, sizeof(lt_epilogue)));
+  }
+  if (epilogue != Epilogue::kNone) {
     const int64_t aux_ld = ldd;
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
@@ -100,11 +106,6 @@ LtGemm::Plan& LtGemm::GetPlan(const PlanKey& key, const void* bias, const void* 
         plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
   }
   if (has_bias) {
-    if (epilogue == Epilogue::kNone) {
-      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-      PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                       &epilogue, sizeof(epilogue)));
-    }
     // The heuristic reads the bias pointer's alignment.
     PTDP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &bias, sizeof(bias)));
