@@ -46,6 +46,12 @@ class DeviceArray {
   void* p_ = nullptr;
 };
 
+// Operand values (profiler/normal_fill.h says why not constants): activations and gradients
+// standard normal, weights at the runtime's initialisation scale (GPT-2's 0.02,
+// runtime/model/params.cc); a key per operand so that no two operands are the same tensor.
+constexpr float kWeightStd = 0.02f;
+constexpr uint64_t kKeyInput = 1, kKeyWeight = 2, kKeyGrad = 3, kKeyQkv = 4;
+
 // One attention problem (bf16 qkv, out, dout, dqkv; fp32 lse) run through CudaOps.
 struct Attention {
   runtime::AttentionShape a;
@@ -61,8 +67,8 @@ struct Attention {
     PTDP_RETURN_IF_ERROR(p->out.Allocate(size_t(rows * hd) * 2));
     PTDP_RETURN_IF_ERROR(p->dout.Allocate(size_t(rows * hd) * 2));
     PTDP_RETURN_IF_ERROR(p->lse.Allocate(size_t(b * heads * s) * 4));
-    PTDP_CUDA_RETURN(LaunchFill(p->qkv.bf16(), 0.01f, rows * 3 * hd, stream));
-    PTDP_CUDA_RETURN(LaunchFill(p->dout.bf16(), 0.01f, rows * hd, stream));
+    PTDP_CUDA_RETURN(LaunchFillNormal(p->qkv.bf16(), 1.0f, kKeyQkv, rows * 3 * hd, stream));
+    PTDP_CUDA_RETURN(LaunchFillNormal(p->dout.bf16(), 1.0f, kKeyGrad, rows * hd, stream));
     return p;
   }
   runtime::AttentionStash Stash() {
@@ -135,8 +141,8 @@ class CudaBackend final : public ProfileBackend {
     PTDP_RETURN_IF_ERROR(x.Allocate(size_t(m) * k * 2));
     PTDP_RETURN_IF_ERROR(w.Allocate(size_t(n) * k * 2));
     PTDP_RETURN_IF_ERROR(out.Allocate(size_t(m) * n * 2));
-    PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.5f, m * k, stream_));
-    PTDP_CUDA_RETURN(LaunchFill(w.bf16(), 0.25f, n * k, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(x.bf16(), 1.0f, kKeyInput, m * k, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(w.bf16(), kWeightStd, kKeyWeight, n * k, stream_));
     // out[m][n] = x[m][k] W[n][k]^T: the runtime's nn.Linear forward.
     return MedianSeconds(
         [&] {
@@ -155,8 +161,8 @@ class CudaBackend final : public ProfileBackend {
     PTDP_RETURN_IF_ERROR(dy.Allocate(size_t(m) * n * 2));
     PTDP_RETURN_IF_ERROR(w.Allocate(size_t(n) * k * 2));
     PTDP_RETURN_IF_ERROR(dx.Allocate(size_t(m) * k * 2));
-    PTDP_CUDA_RETURN(LaunchFill(dy.bf16(), 0.5f, m * n, stream_));
-    PTDP_CUDA_RETURN(LaunchFill(w.bf16(), 0.25f, n * k, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(dy.bf16(), 1.0f, kKeyGrad, m * n, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(w.bf16(), kWeightStd, kKeyWeight, n * k, stream_));
     return MedianSeconds(
         [&] {
           return ops_->LinearBackwardData({dx.bf16(), DType::kBf16, m * k},
@@ -171,8 +177,8 @@ class CudaBackend final : public ProfileBackend {
     PTDP_RETURN_IF_ERROR(dy.Allocate(size_t(m) * n * 2));
     PTDP_RETURN_IF_ERROR(x.Allocate(size_t(m) * k * 2));
     PTDP_RETURN_IF_ERROR(dw.Allocate(size_t(n) * k * 4));
-    PTDP_CUDA_RETURN(LaunchFill(dy.bf16(), 0.5f, m * n, stream_));
-    PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.25f, m * k, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(dy.bf16(), 1.0f, kKeyGrad, m * n, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(x.bf16(), 1.0f, kKeyInput, m * k, stream_));
     PTDP_CUDA_RETURN(cudaMemsetAsync(dw.get(), 0, size_t(n) * k * 4, stream_));
     return MedianSeconds(
         [&] {
@@ -189,8 +195,8 @@ class CudaBackend final : public ProfileBackend {
     PTDP_RETURN_IF_ERROR(a.Allocate(size_t(bytes)));
     PTDP_RETURN_IF_ERROR(b.Allocate(size_t(bytes)));
     PTDP_RETURN_IF_ERROR(c.Allocate(size_t(bytes)));
-    PTDP_CUDA_RETURN(LaunchFill(a.bf16(), 1.0f, count, stream_));
-    PTDP_CUDA_RETURN(LaunchFill(b.bf16(), 2.0f, count, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(a.bf16(), 1.0f, kKeyInput, count, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(b.bf16(), 1.0f, kKeyWeight, count, stream_));
     PTDP_ASSIGN_OR_RETURN(Seconds s, MedianSeconds(
                                          [&]() -> Status {
                                            PTDP_CUDA_RETURN(LaunchStreamAdd(
@@ -208,7 +214,7 @@ class CudaBackend final : public ProfileBackend {
     DeviceArray x, y;
     PTDP_RETURN_IF_ERROR(x.Allocate(size_t(rows * cols) * 2));
     PTDP_RETURN_IF_ERROR(y.Allocate(size_t(rows * cols) * 2));
-    PTDP_CUDA_RETURN(LaunchFill(x.bf16(), 0.5f, rows * cols, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(x.bf16(), 1.0f, kKeyInput, rows * cols, stream_));
     PTDP_ASSIGN_OR_RETURN(Seconds s, MedianSeconds(
                                          [&]() -> Status {
                                            PTDP_CUDA_RETURN(runtime::cuda::opk::GeluForward(

@@ -1,5 +1,7 @@
 #include "profiler/cuda_kernels.h"
 
+#include "profiler/normal_fill.h"
+
 namespace ptdp::profiler {
 namespace {
 
@@ -18,10 +20,10 @@ __global__ void StreamAddKernel(__nv_bfloat16* c, const __nv_bfloat16* a, const 
 
 __global__ void EmptyKernel() {}
 
-__global__ void FillKernel(__nv_bfloat16* x, float value, int64_t count) {
+__global__ void FillNormalKernel(__nv_bfloat16* x, float scale, uint64_t key, int64_t count) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += stride) {
-    x[i] = __float2bfloat16_rn(value);
+    x[i] = __float2bfloat16_rn(scale * StandardNormal(key, uint64_t(i)));
   }
 }
 
@@ -48,8 +50,9 @@ cudaError_t LaunchEmpty(cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t LaunchFill(__nv_bfloat16* x, float value, int64_t count, cudaStream_t stream) {
-  FillKernel<<<Blocks(count), kThreads, 0, stream>>>(x, value, count);
+cudaError_t LaunchFillNormal(__nv_bfloat16* x, float scale, uint64_t key, int64_t count,
+                             cudaStream_t stream) {
+  FillNormalKernel<<<Blocks(count), kThreads, 0, stream>>>(x, scale, key, count);
   return cudaGetLastError();
 }
 

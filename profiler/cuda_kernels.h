@@ -1,5 +1,5 @@
 // The profiler's own CUDA kernels: a bf16 streaming add (memory bandwidth), an empty kernel
-// (launch cost) and a fill; the model's kernels come from kernels/cuda. Only
+// (launch cost) and a normal fill; the model's kernels come from kernels/cuda. Only
 // profiler sources built with CUDA include this header.
 #pragma once
 
@@ -18,7 +18,9 @@ cudaError_t LaunchGelu(__nv_bfloat16* y, const __nv_bfloat16* x, int64_t count,
                        cudaStream_t stream);
 // An empty kernel of one block: the fixed cost of a launch.
 cudaError_t LaunchEmpty(cudaStream_t stream);
-// x[i] = value.
-cudaError_t LaunchFill(__nv_bfloat16* x, float value, int64_t count, cudaStream_t stream);
+// x[i] = scale * StandardNormal(key, i) (profiler/normal_fill.h): operands a training step's
+// GEMMs would see, not constants (why: normal_fill.h).
+cudaError_t LaunchFillNormal(__nv_bfloat16* x, float scale, uint64_t key, int64_t count,
+                             cudaStream_t stream);
 
 }  // namespace ptdp::profiler
