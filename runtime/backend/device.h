@@ -47,6 +47,11 @@ class Device {
   // Any direction between host and device memory; returns once the data are at dst when either
   // side is host memory (the only way results reach the host).
   virtual void Copy(void* dst, const void* src, Bytes bytes) = 0;
+  // Host memory `src` to device memory `dst`, ordered on the stream before the work queued after
+  // it, without waiting for the stream: `src` may be freed or reused once this returns (a GPU
+  // stages it through page-locked memory). For the per-microbatch token upload, which through Copy
+  // would drain the stream mid-step. The host devices copy at once.
+  virtual void Upload(void* dst, const void* src, Bytes bytes) { Copy(dst, src, bytes); }
   virtual void Fill(void* dst, int value, Bytes bytes) = 0;
   // The device's compute, ordered on its stream: the backend's Ops, or the timing decorator over
   // them after EnableOpTimes.

@@ -1,5 +1,7 @@
 #include "runtime/cuda/cuda_device.h"
 
+#include <cstring>
+
 #include "runtime/cuda/check.h"
 
 namespace ptdp::runtime::cuda {
@@ -60,6 +62,8 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::Create(int ordinal, Bytes memory
 }
 
 CudaDevice::~CudaDevice() {
+  ReclaimUploads(/*wait=*/true);  // the staging buffers outlive their copies
+  for (cudaEvent_t e : spare_events_) cudaEventDestroy(e);
   ops_.reset();  // its scratch is freed on the stream
   if (timer_start_ != nullptr) cudaEventDestroy(timer_start_);
   if (timer_stop_ != nullptr) cudaEventDestroy(timer_stop_);
@@ -84,6 +88,48 @@ void CudaDevice::Free(void* p, Bytes bytes, MemTag tag) {
 
 void CudaDevice::Copy(void* dst, const void* src, Bytes bytes) {
   CheckOrThrow(CopyImpl(stream_, dst, src, bytes));
+}
+
+void CudaDevice::Upload(void* dst, const void* src, Bytes bytes) {
+  CheckOrThrow(UploadImpl(dst, src, bytes));
+}
+
+Status CudaDevice::UploadImpl(void* dst, const void* src, Bytes bytes) {
+  if (bytes <= 0) return Status::Ok();
+  ReclaimUploads(/*wait=*/false);
+  PTDP_ASSIGN_OR_RETURN(void* staging, pinned_.Acquire(bytes));
+  std::memcpy(staging, src, static_cast<size_t>(bytes));
+  cudaEvent_t done = nullptr;
+  if (!spare_events_.empty()) {
+    done = spare_events_.back();
+    spare_events_.pop_back();
+  } else {
+    PTDP_CUDA_RETURN(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  }
+  // Listed before the calls that can fail, so the buffer and event are reclaimed either way.
+  uploads_.push_back({staging, done});
+  PTDP_CUDA_RETURN(
+      cudaMemcpyAsync(dst, staging, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+  PTDP_CUDA_RETURN(cudaEventRecord(done, stream_));
+  return Status::Ok();
+}
+
+// Gives back the staging buffers whose copies have completed (all of them with `wait`). Uploads
+// complete in stream order, so the scan stops at the first one still running.
+void CudaDevice::ReclaimUploads(bool wait) {
+  size_t done = 0;
+  for (; done < uploads_.size(); ++done) {
+    cudaEvent_t e = uploads_[done].done;
+    if (wait) {
+      cudaEventSynchronize(e);
+    } else if (cudaEventQuery(e) != cudaSuccess) {
+      (void)cudaGetLastError();  // cudaErrorNotReady is not an error to keep
+      break;
+    }
+    pinned_.Release(uploads_[done].staging);
+    spare_events_.push_back(e);
+  }
+  uploads_.erase(uploads_.begin(), uploads_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
 void CudaDevice::Fill(void* dst, int value, Bytes bytes) {

@@ -19,6 +19,7 @@
 #include "runtime/backend/device.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/pinned_pool.h"
 
 namespace ptdp::runtime::cuda {
 
@@ -36,6 +37,12 @@ class CudaDevice final : public Device {
   // memory; device-to-device copies are stream-ordered.
   void Copy(void* dst, const void* src, Bytes bytes) override;
   void Fill(void* dst, int value, Bytes bytes) override;
+  // Through a page-locked staging buffer (from the pinned pool) and cudaMemcpyAsync on the
+  // compute stream, without a stream synchronisation; the buffer is reused once its copy's event
+  // has completed.
+  void Upload(void* dst, const void* src, Bytes bytes) override;
+  // Staging buffers still held by uploads the stream has not finished (tests).
+  size_t uploads_in_flight() const { return uploads_.size(); }
 
   // CudaOps on the compute stream.
   Ops* backend_ops() override { return ops_.get(); }
@@ -59,6 +66,15 @@ class CudaDevice final : public Device {
   cudaEvent_t timer_start_ = nullptr, timer_stop_ = nullptr;
   std::vector<cudaEvent_t> marks_;  // created on first use, destroyed with the device
   size_t marks_used_ = 0;
+  struct InFlightUpload {
+    void* staging;
+    cudaEvent_t done;
+  };
+  Status UploadImpl(void* dst, const void* src, Bytes bytes);
+  void ReclaimUploads(bool wait);
+  PinnedPool pinned_;
+  std::vector<InFlightUpload> uploads_;  // oldest first
+  std::vector<cudaEvent_t> spare_events_;
   CachingAllocator allocator_;
   std::unique_ptr<CudaOps> ops_;  // destroyed before the stream (declared after it)
 };

@@ -37,7 +37,7 @@ Status Trainer::UploadTokens(int mb, int64_t step, bool inputs, Tensor* out) {
     }
   }
   PTDP_ASSIGN_OR_RETURN(*out, Tensor::Make(dev_.get(), b * s, DType::kI32, MemTag::kActivations));
-  dev_->Copy(out->data(), host.data(), out->bytes());
+  dev_->Upload(out->data(), host.data(), out->bytes());
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -96,6 +97,37 @@ TEST(CudaDeviceTest, AllocCopyRoundTripAndTags) {
   buf->Reset();
   EXPECT_EQ((*dev)->stats().current_total, 0);
   EXPECT_EQ((*dev)->stats().peak_total, 4000);
+}
+
+// Upload returns before the copy has run (no stream synchronisation) and the host buffer may be
+// overwritten at once: each upload lands what the host held when it was called, in stream order
+// with the kernels around it, and the staging buffers are given back as their copies complete.
+TEST(CudaDeviceTest, UploadIsStreamOrderedAndCopiesTheHostDataAtOnce) {
+  PTDP_REQUIRE_GPU();
+  auto dev = CudaDevice::Create(0);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  constexpr int kCount = 1 << 20, kUploads = 6;
+  std::vector<Tensor> dst;
+  std::vector<int32_t> host(kCount);
+  for (int u = 0; u < kUploads; ++u) {
+    auto t = Tensor::Make(dev->get(), kCount, DType::kI32, MemTag::kActivations);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    // A fill queued before the upload must not overwrite it (stream order).
+    ASSERT_TRUE((*dev)->ops()->Fill(t->ref(), -1.0).ok());
+    for (int i = 0; i < kCount; ++i) host[i] = u * 7 + i % 1000;
+    (*dev)->Upload(t->data(), host.data(), int64_t(kCount) * 4);
+    std::fill(host.begin(), host.end(), 123456);  // reused at once
+    dst.push_back(std::move(*t));
+  }
+  ASSERT_TRUE((*dev)->Synchronize().ok());
+  std::vector<int32_t> back(kCount);
+  for (int u = 0; u < kUploads; ++u) {
+    (*dev)->Copy(back.data(), dst[u].data(), int64_t(kCount) * 4);
+    for (int i = 0; i < kCount; i += 4099) ASSERT_EQ(back[i], u * 7 + i % 1000) << u << " " << i;
+  }
+  // Everything has completed: the next upload gives every earlier staging buffer back.
+  (*dev)->Upload(dst[0].data(), host.data(), 4);
+  EXPECT_LE((*dev)->uploads_in_flight(), 1u);
 }
 
 TEST(CudaDeviceTest, MissingDeviceIsNotFound) {
