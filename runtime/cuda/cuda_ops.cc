@@ -196,7 +196,9 @@ Status CudaOps::LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dou
     } else {
       lt_->LinearBackwardWeight(P<float>(dw), P<T>(dout), P<T>(x), n, c, oc, stream_);
     }
-    if (!dbias.empty()) ck::BiasGradAccumulate<T>(P<float>(dbias), P<T>(dout), n, oc, stream_);
+    if (!dbias.empty()) {
+      PTDP_CUDA_RETURN(opk::BiasGradAccumulate<T>(P<float>(dbias), P<T>(dout), n, oc, stream_));
+    }
     return Status::Ok();
   });
 }
@@ -245,7 +247,9 @@ Status CudaOps::DropoutBackward(TensorRef dx, TensorRef dbias, ConstRef dy, Cons
     using T = decltype(tag);
     PTDP_CUDA_RETURN(
         opk::MaskedDropoutBackward<T>(P<T>(dx), P<T>(dy), P<uint8_t>(mask), n * c, p, stream_));
-    if (!dbias.empty()) ck::BiasGradAccumulate<T>(P<float>(dbias), P<T>(dx), n, c, stream_);
+    if (!dbias.empty()) {
+      PTDP_CUDA_RETURN(opk::BiasGradAccumulate<T>(P<float>(dbias), P<T>(dx), n, c, stream_));
+    }
     return Status::Ok();
   });
 }

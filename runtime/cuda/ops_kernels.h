@@ -43,6 +43,11 @@ cudaError_t FlagNonFinite(double* flag, const T* x, int64_t count, cudaStream_t 
 // row_sum[r] = sums[r]; *loss_sum += sum_r log(sums[r]) + row_max[r] - sums[rows + r] (fp64).
 cudaError_t CrossEntropyLossSum(float* row_sum, double* loss_sum, const float* sums,
                                 const float* row_max, int64_t rows, cudaStream_t stream);
+// dbias[j] += sum_r dout[r][j] for n rows of c columns, fp32 (bias_grad.cu: 16-byte packs, or
+// kernels/cuda's ColumnSums where a pack does not fit). T is float or __nv_bfloat16.
+template <typename T>
+cudaError_t BiasGradAccumulate(float* dbias, const T* dout, int64_t n, int64_t c,
+                               cudaStream_t stream);
 // out[r][c] = bias[c] (the fp32 GEMM's bias, added with beta = 1).
 cudaError_t BroadcastRows(float* out, const float* bias, int64_t n, int64_t c, cudaStream_t stream);
 

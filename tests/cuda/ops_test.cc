@@ -178,6 +178,24 @@ void CudaOpsTest::LayerNormCase(int64_t c) {
   }
 }
 
+// The bias gradient (bias_grad.cu) at a training-sized row count: 16-byte packs where the width
+// divides the columns (2056 bf16 and fp32; 20 fp32), kernels/cuda's ColumnSums where it does not
+// (20 bf16), each accumulating into a non-zero fp32 gradient, against CpuOps.
+TEST_P(CudaOpsTest, BiasGradientPacksAndFallback) {
+  const int64_t n = 3001, c = 8;
+  for (const int64_t oc : {int64_t(2056), int64_t(20)}) {
+    SCOPED_TRACE(testing::Message() << "oc " << oc);
+    Pair x = Rand(n * c, act()), dout = Rand(n * oc, act());
+    Pair dw = Rand(oc * c, DType::kFp32), db = Rand(oc, DType::kFp32);
+    Run([&](Ops* o, auto pick) {
+      return o->LinearBackwardWeight(pick(dw).ref(), pick(db).ref(), pick(dout).cref(),
+                                     pick(x).cref(), n, c, oc);
+    });
+    Expect(db, n, "bias gradient");
+    Expect(dw, n, "weight gradient");
+  }
+}
+
 TEST_P(CudaOpsTest, Linear) {
   const int64_t n = 48, c = 64, oc = 80;  // oc % 8 == 0: bf16 can take the GeLU epilogue
   Pair x = Rand(n * c, act()), w = Rand(oc * c, act()), bias = Rand(oc, act());
