@@ -23,7 +23,8 @@ constexpr double kMaxMicroseconds = 1e6;
 constexpr double kMaxCount = 1e5;  // SMs, tile sizes
 constexpr double kMaxGpusPerNode = 1024;
 constexpr double kMaxGemmDim = 1e9;
-constexpr double kMaxEfficiency = 100;  // a multiple of a table's throughput
+constexpr double kMaxEfficiency = 100;     // a multiple of a table's throughput
+constexpr double kMaxFp8GemmSpeedup = 10;  // FP8 against bf16 at one shape
 
 constexpr double kMaxCurveBytes = 1e15;
 
@@ -299,6 +300,14 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   if (r.Has("fp8_peak_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "fp8_peak_tflops", &p.fp8_peak_tflops, kMaxTflops));
   }
+  if (r.Has("fp8_gemm_speedup")) {
+    if (!r.Has("fp8_peak_tflops")) {
+      return Status::Invalid(r.PathOf("fp8_gemm_speedup") +
+                             ": needs fp8_peak_tflops (a profile without it refuses fp8)");
+    }
+    PTDP_RETURN_IF_ERROR(
+        ReadSourced(r, "fp8_gemm_speedup", &p.fp8_gemm_speedup, kMaxFp8GemmSpeedup));
+  }
   if (r.Has("gemm_backward_efficiency")) {
     PTDP_RETURN_IF_ERROR(
         ReadSourced(r, "gemm_backward_efficiency", &p.gemm_backward_efficiency, kMaxEfficiency));
@@ -367,6 +376,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   if (!p.gemm_backward_weight.empty()) j["gemm_backward_weight"] = GemmJson(p.gemm_backward_weight);
   if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
   if (!p.fp8_peak_tflops.source.empty()) j["fp8_peak_tflops"] = SourcedJson(p.fp8_peak_tflops);
+  if (!p.fp8_gemm_speedup.source.empty()) j["fp8_gemm_speedup"] = SourcedJson(p.fp8_gemm_speedup);
   if (!p.gemm_backward_efficiency.source.empty()) {
     j["gemm_backward_efficiency"] = SourcedJson(p.gemm_backward_efficiency);
   }

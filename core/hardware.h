@@ -105,8 +105,14 @@ struct HardwareProfile {
   Sourced attention_tflops;
   // Optional: dense FP8 peak per device (tensor cores, E4M3/E5M2 inputs, fp32 accumulation), what
   // fp8 training's Linear GEMMs run at: the `gemm` table's time scaled by peak_tflops /
-  // fp8_peak_tflops (costmodel/layer_cost.h). Absent: the profile refuses fp8 (CheckPrecision).
+  // fp8_peak_tflops, or by 1 / fp8_gemm_speedup where the profile has it (costmodel/layer_cost.h).
+  // Absent: the profile refuses fp8 (CheckPrecision).
   Sourced fp8_peak_tflops;
+  // Optional (0 when absent): how many times faster an FP8 Linear GEMM runs than the bf16 `gemm`
+  // table says at the same shape, from a measurement of both (a published best-shape benchmark of
+  // each, or a ptdp run); it replaces the assumption peak_tflops / fp8_peak_tflops (the same
+  // fraction of peak in both precisions). Range (0, 10].
+  Sourced fp8_gemm_speedup;
   // Optional (absent: 1): throughput of the backward GEMMs that the forward table prices (every
   // backward GEMM of a profile without gemm_backward_* tables; attention's batched products always)
   // as a multiple of that table's throughput at the transposed shapes. `ptdp calibrate` fits it

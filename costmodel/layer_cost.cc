@@ -75,7 +75,8 @@ PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int 
 
 double LinearGemmScale(const HardwareProfile& hw, Precision precision) {
   if (precision != Precision::kFp8) return 1.0;
-  return hw.peak_tflops.value / hw.fp8_peak_tflops.value;
+  if (hw.fp8_gemm_speedup.value > 0) return 1.0 / hw.fp8_gemm_speedup.value;  // measured
+  return hw.peak_tflops.value / hw.fp8_peak_tflops.value;  // same fraction of peak (assumed)
 }
 
 Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs) {

@@ -67,8 +67,9 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
 
 // FP8 training (Precision::kFp8), as Transformer Engine runs a layer (docs/cost_model.md, "FP8"):
 // the four Linears' GEMMs (forward, input and weight gradients) at the profile's FP8 rate, their
-// time the `gemm` table's scaled by LinearGemmScale = peak_tflops / fp8_peak_tflops (1 otherwise;
-// the table is the bf16 one: an assumption, no FP8 table is measured). Attention and the output
+// time the `gemm` table's scaled by LinearGemmScale = 1 / fp8_gemm_speedup where the profile has
+// a measured one, else peak_tflops / fp8_peak_tflops (the same fraction of peak as bf16: an
+// assumption); 1 for other precisions. Attention and the output
 // layer stay in bf16. Memory-bound additions: the cast-transposes into FP8 (read 2 bytes, write
 // the copy and its transpose, 1 + 1) of the four inputs and the four weights forward, per
 // microbatch, and of the four output gradients backward; one amax-and-scale update launch per
