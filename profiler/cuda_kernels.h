@@ -1,6 +1,6 @@
-// The profiler's own CUDA kernels: a bf16 streaming add (memory bandwidth), an empty kernel
-// (launch cost) and a normal fill; the model's kernels come from kernels/cuda. Only
-// profiler sources built with CUDA include this header.
+// The profiler's own CUDA kernels: a bf16 streaming add in 16-byte packs (memory bandwidth), an
+// empty kernel (launch cost) and a normal fill; the model's kernels come from kernels/cuda and
+// runtime/cuda. Only profiler sources built with CUDA include this header.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -13,9 +13,6 @@ namespace ptdp::profiler {
 // c[i] = a[i] + b[i].
 cudaError_t LaunchStreamAdd(__nv_bfloat16* c, const __nv_bfloat16* a, const __nv_bfloat16* b,
                             int64_t count, cudaStream_t stream);
-// y = GeLU(x), tanh approximation.
-cudaError_t LaunchGelu(__nv_bfloat16* y, const __nv_bfloat16* x, int64_t count,
-                       cudaStream_t stream);
 // An empty kernel of one block: the fixed cost of a launch.
 cudaError_t LaunchEmpty(cudaStream_t stream);
 // x[i] = scale * StandardNormal(key, i) (profiler/normal_fill.h): operands a training step's
