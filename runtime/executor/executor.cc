@@ -115,6 +115,10 @@ Status Trainer::RunProgram(int64_t step) {
     return Status::Internal(std::to_string(live_.size()) +
                             " microbatch states left at the end of the iteration");
   }
+  if (!grad_buckets_.empty()) {
+    return Status::Internal(std::to_string(grad_buckets_.size()) +
+                            " gradient buckets still in flight at the end of the iteration");
+  }
   return Status::Ok();
 }
 

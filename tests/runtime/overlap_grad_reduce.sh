@@ -8,9 +8,13 @@
 # in flight (counter dp_grad_reduce_in_flight_MiB) are above zero after some instruction before
 # every rank's reduce_grads when d > 1 (the reduction started under the backward), and zero
 # throughout when d = 1 (no data-parallel peer: nothing started).
-# usage: overlap_grad_reduce.sh PTDP WORKDIR NAME LAYERS TP PP DP MBS VP SCHEDULE
+# Extra arguments go to both runs (--backend cpu-guard: the buckets in flight reach the tensors only
+# inside the communicator's calls).
+# usage: overlap_grad_reduce.sh PTDP WORKDIR NAME LAYERS TP PP DP MBS VP SCHEDULE [train flags]
 set -uo pipefail
 ptdp=$1 work=$2 name=$3 layers=$4 tp=$5 pp=$6 dp=$7 mbs=$8 vp=$9 sched=${10}
+shift 10
+extra=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 fresh_dir_with_data "overlap-$name"
@@ -22,7 +26,7 @@ train() {  # TAG [flags]
   shift
   timeout 300 mpirun -np "$np" --oversubscribe "$ptdp" train --plan plan.json --data data.bin \
     --steps 4 --bucket-elements 10000 --log "$tag.jsonl" --save "ck-$tag" --trace "$tag.trace.json" \
-    "$@" > "$tag.out" 2>&1 || { cat "$tag.out"; fail "train $tag"; }
+    "${extra[@]}" "$@" > "$tag.out" 2>&1 || { cat "$tag.out"; fail "train $tag"; }
 }
 train off
 train on --overlap-grad-reduce --expect-losses off.jsonl --loss-tol 0
