@@ -441,6 +441,9 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--clip-grad", a.opts.optim.clip_grad, "global gradient-norm clip (0: off)");
   cmd->add_option("--seed", a.opts.data_seed, "data sampling seed");
   cmd->add_option("--bucket-elements", a.opts.bucket_elements, "data-parallel all-reduce bucket");
+  cmd->add_flag("--overlap-grad-reduce", a.opts.overlap_grad_reduce,
+                "start each model chunk's data-parallel all-reduce as soon as its gradients are "
+                "final, under the rest of the backward (default off; docs/runtime.md)");
   cmd->add_option("--memory-limit", a.memory_limit,
                   "bytes per rank (e.g. 512MiB); default: physical memory / ranks");
   cmd->add_option("--memory-tol", a.memory_tol,

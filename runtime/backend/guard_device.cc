@@ -187,6 +187,12 @@ class GuardComm final : public Communicator {
     GuardWindow open(state_.get());
     return inner_->AllReduceSum(data, count, dtype);
   }
+  Result<std::unique_ptr<CommRequest>> AllReduceSumAsync(void* data, int64_t count,
+                                                         DType dtype) override {
+    GuardWindow open(state_.get());
+    PTDP_ASSIGN_OR_RETURN(auto r, inner_->AllReduceSumAsync(data, count, dtype));
+    return std::unique_ptr<CommRequest>(std::make_unique<GuardRequest>(std::move(r), state_));
+  }
   Status AllReduceMax(void* data, int64_t count, DType dtype) override {
     GuardWindow open(state_.get());
     return inner_->AllReduceMax(data, count, dtype);

@@ -1,7 +1,7 @@
 // Communicator: the collectives and point-to-point operations the runtime needs, over one group of
-// ranks. Implementations: MPI (runtime/comm/mpi), NCCL later (runtime/comm/nccl). Buffers are
-// host pointers for the CPU backend and device pointers for the CUDA backend.
-// Thread-safety: one thread uses a communicator at a time.
+// ranks. Implementations: MPI (runtime/comm/mpi), NCCL (runtime/cuda/nccl_communicator.h). Buffers
+// are host pointers for the CPU backend and device pointers for the CUDA backend. Thread-safety:
+// one thread uses a communicator at a time.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +24,13 @@ class CommRequest {
   virtual Result<bool> Test() { return false; }
 };
 
+// A request that completed when it was made (the default AllReduceSumAsync's).
+class CompletedRequest final : public CommRequest {
+ public:
+  Status Wait() override { return Status::Ok(); }
+  Result<bool> Test() override { return true; }
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -34,6 +41,17 @@ class Communicator {
 
   virtual Status AllReduceSum(void* data, int64_t count, DType dtype) = 0;
   virtual Status AllReduceMax(void* data, int64_t count, DType dtype) = 0;
+  // Starts an in-place sum and returns its request; `data` must stay untouched until the request
+  // completes (Wait, or Test true). Every member must start the group's collectives in the same
+  // order. The default runs the blocking AllReduceSum and returns a completed request, so every
+  // communicator has one (the staged MPI path keeps it); MPI overrides it with MPI_Iallreduce
+  // (which progresses only inside MPI calls: the caller Tests it now and then), NCCL with an
+  // all-reduce on its own stream.
+  virtual Result<std::unique_ptr<CommRequest>> AllReduceSumAsync(void* data, int64_t count,
+                                                                 DType dtype) {
+    PTDP_RETURN_IF_ERROR(AllReduceSum(data, count, dtype));
+    return std::unique_ptr<CommRequest>(std::make_unique<CompletedRequest>());
+  }
   // recv holds size() * count elements, rank i's contribution at i * count.
   virtual Status AllGather(const void* send, void* recv, int64_t count, DType dtype) = 0;
   // send holds size() * count elements; recv gets this rank's reduced block of count elements.

@@ -63,7 +63,8 @@ class NcclCommunicator final : public Communicator {
   Status Recv(void* data, int64_t count, DType dtype, int peer, int tag) override;
 
   // Overlappable collectives: the compute stream waits only at the request's Wait().
-  Result<std::unique_ptr<CommRequest>> AllReduceSumAsync(void* data, int64_t count, DType dtype);
+  Result<std::unique_ptr<CommRequest>> AllReduceSumAsync(void* data, int64_t count,
+                                                         DType dtype) override;
   Result<std::unique_ptr<CommRequest>> ReduceScatterSumAsync(const void* send, void* recv,
                                                              int64_t count, DType dtype);
 

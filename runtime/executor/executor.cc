@@ -84,9 +84,14 @@ Status Trainer::RunProgram(int64_t step) {
     }
     waits[i] = recv_wait_ns_;
     preps[i] = recv_prep_ns_;
+    // Issued inside the instruction's interval, like a send's issue (grad_reduce.cc).
+    PTDP_RETURN_IF_ERROR(StartChunkGradReduce(i));
     PTDP_RETURN_IF_ERROR(dev_->Mark());
     activation_bytes_.push_back(dev_->stats().current[static_cast<int>(MemTag::kActivations)]);
+    // Sampled before this boundary's Test: what was in flight when the instruction ended.
+    grad_reduce_bytes_.push_back(GradElementsInFlight() * Bytes(sizeof(float)));
     PTDP_RETURN_IF_ERROR(PollSends());
+    PTDP_RETURN_IF_ERROR(PollGradReduce());
   }
   PTDP_ASSIGN_OR_RETURN(const std::vector<double> marks, dev_->MarkSeconds());
   if (marks.size() != instrs.size() + 1) {
@@ -109,6 +114,10 @@ Status Trainer::RunProgram(int64_t step) {
   if (!live_.empty()) {
     return Status::Internal(std::to_string(live_.size()) +
                             " microbatch states left at the end of the iteration");
+  }
+  if (!grad_buckets_.empty()) {
+    return Status::Internal(std::to_string(grad_buckets_.size()) +
+                            " gradient buckets still in flight at the end of the iteration");
   }
   return Status::Ok();
 }

@@ -1,7 +1,7 @@
-// Gradient reduction and the optimizer step, on the device through Ops: the tied embedding's and
-// the data-parallel all-reduces over the flat fp32 gradient arena, fp16's non-finite check and
-// unscaling, the global norm (each tensor counted once), clipping and AdamW (which refreshes the
-// 16-bit compute copy). Only scalars (sum of squares, non-finite flag) reach the host.
+// The optimizer step, on the device through Ops (the gradient reductions before it:
+// grad_reduce.cc): fp16's non-finite check and unscaling, the global norm (each tensor counted
+// once), clipping and AdamW (which refreshes the 16-bit compute copy). Only scalars (sum of
+// squares, non-finite flag) reach the host.
 #include <cmath>
 #include <limits>
 
@@ -9,29 +9,6 @@
 #include "runtime/executor/trainer.h"
 
 namespace ptdp::runtime {
-
-Status Trainer::ReduceGrads() {
-  PTDP_RETURN_IF_ERROR(WaitSends());
-  // The tied word embedding: its first-stage and last-stage copies get the sum of both gradients.
-  if (emb_ != nullptr && model_.tied_embeddings) {
-    int i = params_->Find(0, "embedding.word");
-    if (i < 0) i = params_->Find(cfg_.vp - 1, "output.word_copy");
-    PTDP_CHECK(i >= 0);
-    const TensorRef g = params_->grad(i);
-    PTDP_RETURN_IF_ERROR(emb_->AllReduceSum(g.data, g.count, g.dtype));
-  }
-  // Data parallelism: sum (the loss is already normalised by the global batch) in buckets over the
-  // flat gradient arena.
-  if (dp_->size() > 1) {
-    TensorRef all = params_->all_grads();
-    const int64_t total = all.count, bucket = std::max<int64_t>(1, opts_.bucket_elements);
-    for (int64_t off = 0; off < total; off += bucket) {
-      float* p = static_cast<float*>(all.data) + off;  // pointer arithmetic only
-      PTDP_RETURN_IF_ERROR(dp_->AllReduceSum(p, std::min(bucket, total - off), DType::kFp32));
-    }
-  }
-  return Status::Ok();
-}
 
 // Whether every gradient on every rank is finite (fp16's overflow check, agreed over the world).
 Result<bool> Trainer::GradientsFinite() {

@@ -28,7 +28,7 @@ Result<std::vector<RankMemory>> Trainer::GatherMemory() {
 
 Result<Timeline> Trainer::GatherTimeline() {
   const bool reports = coord_.tp == 0 && coord_.dp == 0;
-  constexpr size_t kW = 10;
+  constexpr size_t kW = 11;
   PTDP_ASSIGN_OR_RETURN(std::vector<double> counts,
                         AllGatherDoubles(*world_, {reports ? double(events_.size()) : 0.0}));
   size_t most = 0;
@@ -46,7 +46,8 @@ Result<Timeline> Trainer::GatherTimeline() {
                             double(e.start_ns),
                             double(e.end_ns),
                             double(activation_bytes_[i]),
-                            double(e.wait_ns)};
+                            double(e.wait_ns),
+                            double(grad_reduce_bytes_[i])};
       std::copy(v, v + kW, mine.begin() + static_cast<std::ptrdiff_t>(i * kW));
     }
   }
@@ -73,6 +74,15 @@ Result<Timeline> Trainer::GatherTimeline() {
       t.events.push_back(e);
       // Activation memory held after each instruction (the simulator emits the same counter).
       t.counters.push_back(TimelineCounter{c.pp, "activation_GiB", e.end_ns, BytesToGiB(v[8])});
+      // With the overlapped reduction: the data-parallel buckets started and not yet seen complete
+      // at each instruction's end (completion is seen at the boundary Tests, so this bounds each
+      // bucket's end from above; on NCCL, whose requests report no completion, it is kReduceGrads's
+      // end). The trace format has instruction intervals only; a counter leaves `ptdp compare`
+      // and `ptdp calibrate` as they were (they read the instructions).
+      if (opts_.overlap_grad_reduce) {
+        t.counters.push_back(
+            TimelineCounter{c.pp, "dp_grad_reduce_in_flight_MiB", e.end_ns, v[10] / (1 << 20)});
+      }
     }
   }
   GiveSendsTheirTransfer(&t);

@@ -183,6 +183,7 @@ Status Trainer::Build() {
   dims_.vocab_real = model_.vocab;
 
   WireLayers();
+  PlanGradReduce();
   timeline_.source = "runtime";
   timeline_.pp = cfg_.pp;
   timeline_.vp = cfg_.vp;
@@ -242,6 +243,7 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(loss_sum_.ref(), 0.0));
   events_.clear();
   activation_bytes_.clear();
+  grad_reduce_bytes_.clear();
   PTDP_RETURN_IF_ERROR(dev_->Synchronize());
   PTDP_RETURN_IF_ERROR(dev_->StartTimer());
   PTDP_RETURN_IF_ERROR(RunProgram(step));

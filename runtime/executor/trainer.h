@@ -6,7 +6,9 @@
 //   executor.cc         the Program interpreter: one handler per instruction, pipeline sends and
 //                       receives, the record of what was executed (checked against the Program)
 //   stage.cc            the model wiring: chunks, layers, the per-microbatch stash, token upload
-//   optimizer_step.cc   gradient reduction, global norm, clipping, loss scaling, AdamW
+//   grad_reduce.cc      the tied-embedding and data-parallel gradient reductions (overlapped with
+//                       the backward per chunk with TrainOptions::overlap_grad_reduce)
+//   optimizer_step.cc   global norm, clipping, loss scaling, AdamW
 //   report.cc           memory and timeline gathering
 // Instructions:
 //   kRecvAct/kRecvGrad   blocking receive from the pipeline peer (with scatter/gather, 1/t of the
@@ -22,6 +24,8 @@
 //   kSendAct/kSendGrad   non-blocking send (1/t of the tensor with scatter/gather)
 //   kReduceGrads         waits for the sends, all-reduces the tied embedding's gradient between the
 //                        first and last stage, then the gradients over the data group in buckets
+//                        (with overlap_grad_reduce: waits for the buckets each chunk started after
+//                        the instruction that completed its gradients; grad_reduce.cc)
 //   kOptimizerStep       global gradient norm (each parameter counted once), clipping, AdamW
 // Every tensor lives on the Device and is computed by its Ops (runtime/backend/ops.h); the host
 // sees only scalars (loss, norm, non-finite flag) copied back through Device::Copy.
@@ -30,6 +34,7 @@
 // 1 / (B s)), so every layout computes the same number.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -44,6 +49,7 @@
 #include "runtime/backend/timed_ops.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/data/token_file.h"
+#include "runtime/executor/grad_reduce.h"
 #include "runtime/executor/monitor.h"
 #include "runtime/model/gpt_layers.h"
 #include "runtime/model/params.h"
@@ -61,6 +67,10 @@ struct TrainOptions {
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
+  // Start each chunk's data-parallel all-reduce (non-blocking, in buckets) right after the
+  // instruction that completes its gradients, and wait at kReduceGrads (Megatron-LM's
+  // --overlap-grad-reduce). Off by default: on the CPU it did not pay (docs/runtime.md).
+  bool overlap_grad_reduce = false;
   std::string backend = "cpu";        // runtime/backend/registry.h
   int64_t inject_overflow_step = 0;   // tests: an inf in one gradient at this step (fp16)
   int64_t kill_in_save_step = 0;      // tests: the last rank is killed inside this step's save
@@ -178,6 +188,7 @@ class Trainer {
  private:
   struct MbState;
   struct Pending;
+  struct GradBucket;
   Trainer();
   Status Setup(const PlanFile& plan, const TrainOptions& opts);
   Status Build();  // collective: groups, parameters
@@ -209,8 +220,17 @@ class Trainer {
   int LocalChunkOfStage(int stage) const;
   HeadWeights HeadW(int chunk) const;
   int64_t Key(int mb, int chunk) const { return int64_t(mb) * cfg_.vp + chunk; }
-  // optimizer_step.cc
+  // grad_reduce.cc
   Status ReduceGrads();
+  void PlanGradReduce();  // chunk_grads_final_at_ from the Program
+  Status StartChunkGradReduce(size_t instr_index);
+  Status PollGradReduce();
+  int64_t GradElementsInFlight() const;
+  int TiedGradIndex() const;  // the gradient the embedding all-reduce sums, or -1
+  ElementRange EntryRange(int entry) const;
+  ElementRange ChunkGradRange(int chunk) const;
+  int64_t BucketElements() const { return std::max<int64_t>(1, opts_.bucket_elements); }
+  // optimizer_step.cc
   Status OptimizerStep(int64_t step);
   Result<double> GradNormSquared();
   Result<bool> GradientsFinite();
@@ -246,6 +266,10 @@ class Trainer {
   std::vector<std::vector<LayerGrads>> grads_;
   std::map<int64_t, std::unique_ptr<MbState>> live_;
   std::vector<std::unique_ptr<Pending>> pending_;
+  // Per instruction of this rank's Program: the chunk whose gradients it completes when its
+  // data-parallel all-reduce starts there (overlap_grad_reduce), else -1.
+  std::vector<int> chunk_grads_final_at_;
+  std::vector<std::unique_ptr<GradBucket>> grad_buckets_;  // started, not yet seen complete
   std::vector<ExecRecord> executed_;  // appended by the handlers as they complete
   Tensor loss_sum_;                   // fp64 device scalar: this iteration's summed token losses
   Tensor scratch_scalar_;             // fp64 device scalar: norms and non-finite flags
@@ -256,7 +280,8 @@ class Trainer {
   int64_t last_step_ = 0;
   Timeline timeline_;
   std::vector<TimelineEvent> events_;
-  std::vector<Bytes> activation_bytes_;  // after each event
+  std::vector<Bytes> activation_bytes_;   // after each event
+  std::vector<Bytes> grad_reduce_bytes_;  // data-parallel buckets in flight after each event
   // The running receive's wait for its message (host clock; 0 where the communicator cannot tell
   // the wait from the transfer), taken out of the instruction's interval by RunProgram.
   Nanoseconds recv_wait_ns_ = 0;

@@ -1,5 +1,5 @@
 // Private to the Trainer's files: what one (microbatch, chunk) keeps between its instructions, and
-// a posted send.
+// a posted send, a gradient bucket in flight.
 #pragma once
 
 #include <memory>
@@ -27,6 +27,12 @@ struct Trainer::MbState {
 struct Trainer::Pending {
   std::unique_ptr<CommRequest> req;
   Tensor buf;
+};
+
+// A data-parallel gradient bucket started during the backward (grad_reduce.cc).
+struct Trainer::GradBucket {
+  std::unique_ptr<CommRequest> req;
+  int64_t elements = 0;
 };
 
 }  // namespace ptdp::runtime

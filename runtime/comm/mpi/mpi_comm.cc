@@ -133,6 +133,18 @@ class MpiCommunicator final : public Communicator {
     PTDP_MPI(MPI_Allreduce(MPI_IN_PLACE, data, Count(count), ToMpi(dtype), SumOp(dtype), comm_));
     return Status::Ok();
   }
+  // MPI_Iallreduce: a non-blocking collective progresses only inside MPI calls (Open MPI has no
+  // progress thread by default), so the caller Tests the request at points it passes anyway.
+  Result<std::unique_ptr<CommRequest>> AllReduceSumAsync(void* data, int64_t count,
+                                                         DType dtype) override {
+    PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
+    auto r = std::make_unique<MpiRequest>();  // MPI_REQUEST_NULL: complete (one member)
+    if (size_ > 1) {
+      PTDP_MPI(MPI_Iallreduce(MPI_IN_PLACE, data, Count(count), ToMpi(dtype), SumOp(dtype), comm_,
+                              &r->req_));
+    }
+    return std::unique_ptr<CommRequest>(std::move(r));
+  }
   Status AllReduceMax(void* data, int64_t count, DType dtype) override {
     PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
     if (size_ == 1) return Status::Ok();
