@@ -20,6 +20,9 @@ using kernels::testing::RandomVector;
 using testing::DeviceBuffer;
 
 // ---- The partition (host only) ------------------------------------------------------------------
+// Compiled into the emulation binary (label unit) only: a test of the gpu-labelled binary passes
+// only on a GPU.
+#ifdef PTDP_CUDA_EMULATION
 
 TEST(MultiTensorPlan, EveryElementOnceWithAlignedVectorsAndTailsLast) {
   const std::vector<int64_t> counts = {0, 1, 7, 8, 4099, 64, 65, 0, 200003};
@@ -78,6 +81,8 @@ TEST(MultiTensorPlan, VectorAlignment) {
   EXPECT_FALSE(VectorAligned({f}, h + 2));
   EXPECT_FALSE(VectorAligned({f}, h + 1));
 }
+
+#endif  // PTDP_CUDA_EMULATION
 
 // ---- The kernels ----------------------------------------------------------------------------
 
