@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/reference/counter_rng.h"
 #include "kernels/reference/ops.h"
 #include "runtime/backend/cpu_ops.h"
+#include "runtime/backend/device.h"
 #include "runtime/backend/half.h"
+#include "runtime/backend/timed_ops.h"
 
 namespace ptdp::runtime {
 namespace {
@@ -196,6 +200,41 @@ TEST(CpuOps, MultiTensorOpsEqualTheSingleTensorLoop) {
   }
   EXPECT_EQ(sum_many, sum_loop);
   EXPECT_GT(sum_many, 0.5);
+}
+
+// TimedOps times a multi-tensor call as one entry when the backend fuses it, and otherwise lets
+// Ops' loop time each tensor under the single-tensor op's name (the CPU op table as before).
+TEST(TimedOps, MultiTensorEntriesFollowTheBackend) {
+  class FusingCpuOps final : public CpuOps {
+   public:
+    bool FusesMultiTensor() const override { return true; }
+  };
+  CpuDevice dev;
+  CpuOps plain;
+  FusingCpuOps fusing;
+  std::vector<float> p(8, 1.0f), g(8, 0.5f), m(8, 0.0f), v(8, 0.0f);
+  auto ref = [](std::vector<float>& x) {
+    return TensorRef{x.data(), DType::kFp32, int64_t(x.size())};
+  };
+  const std::vector<AdamWTensor> tensors(3, {ref(p), {}, ref(g), ref(m), ref(v), 0.1});
+  const std::vector<ConstRef> grads(3, ref(g));
+  double sum = 0;
+  AdamWHyper h;
+  h.lr = 1e-3;
+  for (Ops* inner : {static_cast<Ops*>(&plain), static_cast<Ops*>(&fusing)}) {
+    TimedOps timed(inner, &dev);
+    ASSERT_TRUE(timed.AdamWMany(tensors, h).ok());
+    ASSERT_TRUE(timed.SumSquaresMany(TensorRef{&sum, DType::kFp64, 1}, grads).ok());
+    std::vector<std::pair<std::string, int64_t>> rows;
+    for (const OpTime& t : timed.Table()) rows.emplace_back(t.op, t.calls);
+    std::sort(rows.begin(), rows.end());
+    using Rows = std::vector<std::pair<std::string, int64_t>>;
+    if (inner == &plain) {
+      EXPECT_EQ(rows, (Rows{{"AdamW", 3}, {"SumSquares", 3}}));
+    } else {
+      EXPECT_EQ(rows, (Rows{{"AdamW (multi-tensor)", 1}, {"SumSquares (multi-tensor)", 1}}));
+    }
+  }
 }
 
 // The stored u8 mask is the reference generator's decision at the global index.
