@@ -334,6 +334,12 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
   PTDP_GELU_EPILOGUE=0 with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" \
     --data "$out/tokens.bin" --steps 3 --op-times > "$out/kernels-gelu-pass.txt"
   grep -E "Gelu|GeLU|iteration +3/" "$out/kernels-gelu-pass.txt" | sed 's/^/GeLU passes: /'
+  # And the optimizer step as one launch for every tensor (AdamW, SumSquares "(multi-tensor)")
+  # against one launch per tensor (PTDP_MULTI_TENSOR=0).
+  PTDP_MULTI_TENSOR=0 with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" \
+    --data "$out/tokens.bin" --steps 3 --op-times > "$out/kernels-per-tensor-optim.txt"
+  grep -E "^(AdamW|SumSquares)|iteration +3/" "$out/kernels-per-tensor-optim.txt" |
+    sed 's/^/per-tensor optimizer: /'
 }
 
 # Stages run in a child bash (stage above): it needs these functions and settings.

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/multi_tensor.h"
+
 namespace ptdp::cuda_kernels {
 
 using bf16 = __nv_bfloat16;
@@ -114,9 +116,10 @@ void CrossEntropyLoss(float* loss, const float* row_max, const float* row_sum,
 // rounded once to TOut (fp32 logits with bf16 dlogits: no fp32 gradient pass in between). dlogits
 // may alias logits when TOut is T.
 template <typename T, typename TOut = T>
-void CrossEntropyBackward(TOut* dlogits, const T* logits, const float* row_max, const float* row_sum,
-                          const int32_t* targets, const float* dloss, int64_t n, int64_t v_local,
-                          int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
+void CrossEntropyBackward(TOut* dlogits, const T* logits, const float* row_max,
+                          const float* row_sum, const int32_t* targets, const float* dloss,
+                          int64_t n, int64_t v_local, int64_t vocab_begin, int64_t vocab_real,
+                          cudaStream_t stream);
 
 // ---- Optimizer over a flat fp32 parameter buffer ---------------------------------------------
 // AdamW as reference AdamWUpdate on g = grad * grad_scale (grad_scale folds in 1/loss_scale and
@@ -129,6 +132,41 @@ void AdamWUpdate(float* param, CopyT* param_copy, const float* grad, float* m, f
 // *sum += sum of x^2 (double accumulator on the device; zero it first).
 template <typename T>
 void SumSquaresAccumulate(double* sum, const T* x, int64_t count, cudaStream_t stream);
+
+// ---- Multi-tensor optimizer: one launch over many tensors (multi_tensor.h) -------------------
+// The device tables: one segment per tensor and the work items of PlanWorkItems over their counts
+// with chunk_size (kChunkElements in training; tests take small chunks), both in device memory
+// (the caller uploads and keeps them).
+struct AdamWSegment {
+  float* param = nullptr;
+  void* copy = nullptr;  // the 16-bit compute copy (CopyT of the launch), or nullptr
+  const float* grad = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  int64_t count = 0;
+  float weight_decay = 0;  // this tensor's, rounded to float as AdamWUpdate rounds it
+  int32_t vector = 0;      // 1: VectorAligned (16-byte accesses)
+};
+struct SquaresSegment {
+  const float* x = nullptr;
+  int64_t count = 0;
+  int32_t vector = 0;
+};
+// AdamWUpdate on every segment (its own weight decay), one launch: per element the same float
+// arithmetic as AdamWUpdate, so the parameters, m, v and copies are bit-identical to a loop of
+// AdamWUpdate calls. CopyT (bf16 or fp16) is every segment's copy type.
+template <typename CopyT>
+void AdamWMultiUpdate(const AdamWSegment* segments, const WorkItem* items, int64_t item_count,
+                      int64_t chunk_size, double lr, double beta1, double beta2, double eps,
+                      int64_t step, float grad_scale, cudaStream_t stream);
+// *sum += the sum of x^2 over every segment, deterministic (no atomics; the same tables give the
+// same bits): each thread adds exact fp64 squares of its elements in fp64, each block's sum (a
+// fixed tree in fp64) goes to partials[block], and one block adds the partials in a fixed order.
+// partials holds SumSquaresMultiBlocks(item_count) doubles of device memory.
+int SumSquaresMultiBlocks(int64_t item_count);
+void SumSquaresMulti(double* sum, double* partials, const SquaresSegment* segments,
+                     const WorkItem* items, int64_t item_count, int64_t chunk_size,
+                     cudaStream_t stream);
 // *found |= 1 when any x is inf or nan (dynamic loss scaling); *found untouched otherwise.
 template <typename T>
 void FlagNonFinite(int* found, const T* x, int64_t count, cudaStream_t stream);

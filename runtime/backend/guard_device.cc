@@ -127,6 +127,15 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->SumSquares(acc, x);
   }
+  bool FusesMultiTensor() const override { return inner_->FusesMultiTensor(); }
+  Status AdamWMany(std::span<const AdamWTensor> tensors, const AdamWHyper& h) override {
+    GuardWindow open(state_.get());
+    return inner_->AdamWMany(tensors, h);
+  }
+  Status SumSquaresMany(TensorRef acc, std::span<const ConstRef> xs) override {
+    GuardWindow open(state_.get());
+    return inner_->SumSquaresMany(acc, xs);
+  }
   Status Scale(TensorRef x, double factor) override {
     GuardWindow open(state_.get());
     return inner_->Scale(x, factor);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -95,6 +96,15 @@ struct AdamWHyper {
   // The update reads grad * grad_scale (the clipping coefficient), rounded as Scale would round
   // it, and leaves grad as it is: one pass over the gradients fewer than Scale, then AdamW.
   double grad_scale = 1.0;
+};
+
+// One tensor of a multi-tensor AdamW step (Ops::AdamWMany): AdamW's arguments, with the tensor's
+// own weight decay (the trainer decays 2-D tensors only).
+struct AdamWTensor {
+  TensorRef param, compute_copy;
+  ConstRef grad;
+  TensorRef m, v;
+  double weight_decay = 0;
 };
 
 class Ops {
@@ -181,6 +191,24 @@ class Ops {
                        TensorRef v, const AdamWHyper& h) = 0;
   // acc (fp64 device scalar) += sum of x^2.
   virtual Status SumSquares(TensorRef acc, ConstRef x) = 0;
+  // The optimizer step over many tensors in one call: AdamW on each tensor in order, each with
+  // h and its own weight_decay (h.weight_decay is not read), and acc += the sum of squares of
+  // every x. These defaults loop over the single-tensor ops in the same order, so a backend
+  // without a multi-tensor kernel (CpuOps) gives exactly the single-tensor results. A backend
+  // whose FusesMultiTensor() is true runs each as one launch (CudaOps, docs/cuda.md).
+  virtual bool FusesMultiTensor() const { return false; }
+  virtual Status AdamWMany(std::span<const AdamWTensor> tensors, const AdamWHyper& h) {
+    AdamWHyper each = h;
+    for (const AdamWTensor& t : tensors) {
+      each.weight_decay = t.weight_decay;
+      PTDP_RETURN_IF_ERROR(AdamW(t.param, t.compute_copy, t.grad, t.m, t.v, each));
+    }
+    return Status::Ok();
+  }
+  virtual Status SumSquaresMany(TensorRef acc, std::span<const ConstRef> xs) {
+    for (const ConstRef& x : xs) PTDP_RETURN_IF_ERROR(SumSquares(acc, x));
+    return Status::Ok();
+  }
   // x *= factor.
   virtual Status Scale(TensorRef x, double factor) = 0;
   // flag (fp64 device scalar) := 1 when x holds an inf or NaN (left as is otherwise).

@@ -171,6 +171,16 @@ Status TimedOps::SumSquares(TensorRef acc, ConstRef x) {
   return Timed("SumSquares", [&] { return inner_->SumSquares(acc, x); });
 }
 
+Status TimedOps::AdamWMany(std::span<const AdamWTensor> tensors, const AdamWHyper& h) {
+  if (!inner_->FusesMultiTensor()) return Ops::AdamWMany(tensors, h);
+  return Timed("AdamW (multi-tensor)", [&] { return inner_->AdamWMany(tensors, h); });
+}
+
+Status TimedOps::SumSquaresMany(TensorRef acc, std::span<const ConstRef> xs) {
+  if (!inner_->FusesMultiTensor()) return Ops::SumSquaresMany(acc, xs);
+  return Timed("SumSquares (multi-tensor)", [&] { return inner_->SumSquaresMany(acc, xs); });
+}
+
 Status TimedOps::Scale(TensorRef x, double factor) {
   return Timed("Scale", [&] { return inner_->Scale(x, factor); });
 }

@@ -78,6 +78,11 @@ class TimedOps final : public Ops {
   Status AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m, TensorRef v,
                const AdamWHyper& h) override;
   Status SumSquares(TensorRef acc, ConstRef x) override;
+  // One entry per call ("AdamW (multi-tensor)") when the inner backend fuses them; otherwise
+  // Ops' loop, which times each single-tensor call as before.
+  bool FusesMultiTensor() const override { return inner_->FusesMultiTensor(); }
+  Status AdamWMany(std::span<const AdamWTensor> tensors, const AdamWHyper& h) override;
+  Status SumSquaresMany(TensorRef acc, std::span<const ConstRef> xs) override;
   Status Scale(TensorRef x, double factor) override;
   Status FlagNonFinite(TensorRef flag, ConstRef x) override;
   Status Cast(TensorRef dst, ConstRef src) override;

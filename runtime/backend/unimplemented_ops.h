@@ -79,6 +79,12 @@ class UnimplementedOps final : public Ops {
     return Fail("AdamW");
   }
   Status SumSquares(TensorRef, ConstRef) override { return Fail("SumSquares"); }
+  Status AdamWMany(std::span<const AdamWTensor>, const AdamWHyper&) override {
+    return Fail("AdamWMany");
+  }
+  Status SumSquaresMany(TensorRef, std::span<const ConstRef>) override {
+    return Fail("SumSquaresMany");
+  }
   Status Scale(TensorRef, double) override { return Fail("Scale"); }
   Status FlagNonFinite(TensorRef, ConstRef) override { return Fail("FlagNonFinite"); }
   Status Cast(TensorRef, ConstRef) override { return Fail("Cast"); }

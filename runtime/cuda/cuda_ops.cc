@@ -12,6 +12,7 @@
 #include "runtime/cuda/cuda_ops_util.h"
 #include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/layernorm_kernels.h"
+#include "runtime/cuda/multi_tensor_table.h"
 #include "runtime/cuda/ops_kernels.h"
 
 namespace ptdp::runtime::cuda {
@@ -42,10 +43,12 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(cudaStream_t stream) {
   }
   PTDP_ASSIGN_OR_RETURN(ops->lt_, cublas::LtGemm::Create());
   // Side-by-side switches of the GPU script's op table (bench/gpu/run_all.sh): PTDP_GEMM_TUNE=0
-  // keeps cuBLASLt's first-ranked algorithm per shape, PTDP_GELU_EPILOGUE=0 the separate GeLU pass.
+  // keeps cuBLASLt's first-ranked algorithm per shape, PTDP_GELU_EPILOGUE=0 the separate GeLU pass,
+  // PTDP_MULTI_TENSOR=0 one optimizer launch per tensor.
   for (const auto& [name, flag] :
        {std::pair<const char*, bool*>{"PTDP_GEMM_TUNE", &ops->gemm_tune_},
-        {"PTDP_GELU_EPILOGUE", &ops->gelu_epilogue_}}) {
+        {"PTDP_GELU_EPILOGUE", &ops->gelu_epilogue_},
+        {"PTDP_MULTI_TENSOR", &ops->multi_tensor_}}) {
     const char* env = std::getenv(name);
     if (env == nullptr || *env == '\0') continue;
     const std::string v = env;
@@ -63,6 +66,7 @@ Result<std::unique_ptr<CudaOps>> CudaOps::Create(cudaStream_t stream) {
 
 CudaOps::~CudaOps() {
   cudnn_.reset();  // its handle and seed buffer, before the stream's scratch
+  multi_.reset();
   if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_);
   if (blas_ != nullptr) cublasDestroy(blas_);
 }

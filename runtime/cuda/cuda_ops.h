@@ -37,6 +37,7 @@
 namespace ptdp::runtime::cuda {
 
 class CudnnAttention;
+struct MultiTensorTables;  // multi_tensor_table.h
 
 // Which attention bf16 runs: cuDNN's (kernels/cuda where cuDNN refuses) or kernels/cuda's always.
 enum class AttentionPath { kCudnn, kReference };
@@ -55,6 +56,13 @@ class CudaOps final : public Ops {
   // bf16 GeLU in cuBLASLt's epilogues (default): LinearForward's GELU_AUX_BIAS, and the fused
   // LinearBackwardDataGelu's DGELU; off: a GEMM and a packed GeLU pass each. Tests run both.
   void set_gelu_epilogue(bool on) { gelu_epilogue_ = on; }
+  // AdamWMany and SumSquaresMany as one launch each over device tables cached while the tensors
+  // are unchanged (default); off: Ops' loop over the single-tensor kernels. PTDP_MULTI_TENSOR=0
+  // turns it off (the GPU script's op table measures both).
+  void set_multi_tensor(bool on) { multi_tensor_ = on; }
+  // Uploads of the AdamW and sum-of-squares tables so far (tests: the cache holds and
+  // invalidates).
+  int64_t multi_tensor_uploads() const;
   // Whether the latest attention call (forward or backward) ran cuDNN; for tests and the profile.
   bool last_attention_used_cudnn() const { return last_attention_cudnn_; }
   Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
@@ -101,6 +109,9 @@ class CudaOps final : public Ops {
   Status AdamW(TensorRef param, TensorRef compute_copy, ConstRef grad, TensorRef m, TensorRef v,
                const AdamWHyper& h) override;
   Status SumSquares(TensorRef acc, ConstRef x) override;
+  bool FusesMultiTensor() const override { return multi_tensor_; }
+  Status AdamWMany(std::span<const AdamWTensor> tensors, const AdamWHyper& h) override;
+  Status SumSquaresMany(TensorRef acc, std::span<const ConstRef> xs) override;
   Status Scale(TensorRef x, double factor) override;
   Status FlagNonFinite(TensorRef flag, ConstRef x) override;
   Status Cast(TensorRef dst, ConstRef src) override;
@@ -125,9 +136,11 @@ class CudaOps final : public Ops {
   void* scratch_ = nullptr;
   int64_t scratch_bytes_ = 0;
   AttentionPath attention_path_ = AttentionPath::kCudnn;
-  bool layernorm_packs_ = true;            // runtime/cuda/layernorm_kernels.h when they apply
-  bool gemm_tune_ = true;                  // kernels/cublas times its candidates per shape
-  bool gelu_epilogue_ = true;              // LinearForward's GeLU in the GEMM epilogue
+  bool layernorm_packs_ = true;  // runtime/cuda/layernorm_kernels.h when they apply
+  bool gemm_tune_ = true;        // kernels/cublas times its candidates per shape
+  bool gelu_epilogue_ = true;    // LinearForward's GeLU in the GEMM epilogue
+  bool multi_tensor_ = true;     // AdamWMany, SumSquaresMany in one launch each
+  std::unique_ptr<MultiTensorTables> multi_;
   std::unique_ptr<CudnnAttention> cudnn_;  // started at the first bf16 attention
   bool cudnn_tried_ = false;
   bool last_attention_cudnn_ = false;

@@ -4,6 +4,7 @@
 // squares, non-finite flag) reach the host.
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "runtime/comm/agree.h"
 #include "runtime/executor/trainer.h"
@@ -37,12 +38,14 @@ Result<double> Trainer::GradNormSquared() {
   Ops* ops = dev_->ops();
   PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
   if (coord_.dp == 0) {
+    std::vector<ConstRef> counted;  // one multi-tensor call (one launch on CUDA)
     for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
       const ParamTensor& p = params_->entries()[i].spec;
       if (p.tied_copy) continue;
       if (p.sharding == Sharding::kReplicated && coord_.tp != 0) continue;
-      PTDP_RETURN_IF_ERROR(ops->SumSquares(scratch_scalar_.ref(), params_->grad(i)));
+      counted.push_back(params_->grad(i));
     }
+    PTDP_RETURN_IF_ERROR(ops->SumSquaresMany(scratch_scalar_.ref(), counted));
   }
   double local = 0;
   dev_->Copy(&local, scratch_scalar_.data(), sizeof(double));
@@ -62,13 +65,15 @@ Status Trainer::ApplyAdamW(int64_t step, double clip_coef) {
   h.beta2 = o.beta2;
   h.eps = o.eps;
   h.step = step - scaler_->skipped_steps();  // Adam's bias correction counts the steps taken
+  std::vector<AdamWTensor> tensors;          // every tensor in one multi-tensor call
+  tensors.reserve(params_->entries().size());
   for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
     const ParamTensor& p = params_->entries()[i].spec;
-    h.weight_decay = p.global_shape.size() == 2 ? o.weight_decay : 0.0;
-    PTDP_RETURN_IF_ERROR(ops->AdamW(params_->master(i), params_->compute_copy(i), params_->grad(i),
-                                    params_->adam_m(i), params_->adam_v(i), h));
+    tensors.push_back({params_->master(i), params_->compute_copy(i), params_->grad(i),
+                       params_->adam_m(i), params_->adam_v(i),
+                       p.global_shape.size() == 2 ? o.weight_decay : 0.0});
   }
-  return Status::Ok();
+  return ops->AdamWMany(tensors, h);
 }
 
 Status Trainer::OptimizerStep(int64_t step) {

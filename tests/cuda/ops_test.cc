@@ -436,6 +436,79 @@ TEST_P(CudaOpsTest, OptimizerReductionsCastsFills) {
   Expect(normal, 1, "fill normal", 1e-6);
 }
 
+// AdamWMany and SumSquaresMany in one launch each against CudaOps' per-tensor loop
+// (set_multi_tensor(false)) on the same values: AdamW bit for bit over three steps with the cached
+// tables (one upload), then after the tensor set changes (uploaded again); the sum of squares
+// within 1e-6 (the per-tensor kernel's fp32 rounding; tests/kernels/cuda_multi_tensor_test.cc).
+TEST_P(CudaOpsTest, MultiTensorOptimizerMatchesPerTensor) {
+  auto* cuda_ops = dynamic_cast<CudaOps*>(gpu_->ops());
+  ASSERT_NE(cuda_ops, nullptr);
+  const std::vector<int64_t> counts = {1, 7, 8, 4099, 301, 65541};
+  const int64_t misaligned = 4;  // this tensor's views start one element into their buffers
+  std::vector<Pair> state[2];    // [path][5 k + {param, grad, m, v, copy}], GPU sides used
+  std::vector<AdamWTensor> tensors[2];
+  for (size_t k = 0; k < counts.size(); ++k) {
+    const int64_t shift = k == misaligned ? 1 : 0, n = counts[k] + shift;
+    std::vector<std::vector<double>> values(4);
+    for (auto& x : values) {
+      std::uniform_real_distribution<double> u(-1, 1);
+      for (int64_t i = 0; i < n; ++i) x.push_back(u(rng_));
+    }
+    for (double& x : values[3]) x *= x;  // v >= 0
+    for (int path = 0; path < 2; ++path) {
+      for (const auto& x : values) state[path].push_back(Put(x, DType::kFp32));
+      state[path].push_back(Zeros(n, act()));
+      auto view = [&](int i) {
+        Tensor& t = state[path][5 * k + i].g;
+        return TensorRef{static_cast<char*>(t.data()) + shift * DTypeBytes(t.dtype()), t.dtype(),
+                         counts[k]};
+      };
+      tensors[path].push_back({view(0), bf16() ? view(4) : TensorRef{}, view(1), view(2), view(3),
+                               k % 2 == 0 ? 0.1 : 0.0});
+    }
+  }
+  AdamWHyper h;
+  h.lr = 1e-3;
+  h.grad_scale = 0.37;
+  auto step = [&](int64_t s) {
+    h.step = s;
+    cuda_ops->set_multi_tensor(true);
+    const Status a = gpu_->ops()->AdamWMany(tensors[0], h);
+    cuda_ops->set_multi_tensor(false);
+    const Status b = gpu_->ops()->AdamWMany(tensors[1], h);
+    cuda_ops->set_multi_tensor(true);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.ToString() << " " << b.ToString();
+    ASSERT_TRUE(gpu_->Synchronize().ok());
+  };
+  auto expect_identical = [&] {
+    for (size_t i = 0; i < state[0].size(); ++i) {
+      EXPECT_EQ(Get(gpu_.get(), state[0][i].g), Get(gpu_.get(), state[1][i].g))
+          << "tensor " << i / 5 << " array " << i % 5;
+    }
+  };
+  const int64_t uploads = cuda_ops->multi_tensor_uploads();
+  for (int64_t s = 1; s <= 3; ++s) step(s);
+  EXPECT_EQ(cuda_ops->multi_tensor_uploads(), uploads + 1) << "the table is cached";
+  expect_identical();
+  tensors[0].pop_back();  // a changed tensor set: uploaded again
+  tensors[1].pop_back();
+  step(4);
+  EXPECT_EQ(cuda_ops->multi_tensor_uploads(), uploads + 2) << "the table is rebuilt";
+  expect_identical();
+
+  std::vector<ConstRef> grads;
+  for (const AdamWTensor& t : tensors[0]) grads.push_back(t.grad);
+  Pair sums[2] = {Put({0.0}, DType::kFp64), Put({0.0}, DType::kFp64)};
+  cuda_ops->set_multi_tensor(false);
+  ASSERT_TRUE(gpu_->ops()->SumSquaresMany(sums[1].g.ref(), grads).ok());
+  cuda_ops->set_multi_tensor(true);
+  ASSERT_TRUE(gpu_->ops()->SumSquaresMany(sums[0].g.ref(), grads).ok());
+  const double multi = Get(gpu_.get(), sums[0].g)[0], loop = Get(gpu_.get(), sums[1].g)[0];
+  EXPECT_GT(multi, 0.0);
+  EXPECT_LE(std::fabs(multi - loop), 1e-6 * multi);
+  EXPECT_EQ(cuda_ops->multi_tensor_uploads(), uploads + 3);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOpsTest, ::testing::Values(DType::kFp32, DType::kBf16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 

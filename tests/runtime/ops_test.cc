@@ -6,12 +6,16 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/reference/counter_rng.h"
 #include "kernels/reference/ops.h"
 #include "runtime/backend/cpu_ops.h"
+#include "runtime/backend/device.h"
 #include "runtime/backend/half.h"
+#include "runtime/backend/timed_ops.h"
 
 namespace ptdp::runtime {
 namespace {
@@ -131,6 +135,106 @@ TEST(CpuOps, AdamWGradScaleEqualsScaleThenUpdate) {
   EXPECT_EQ(v1, v2);
   EXPECT_EQ(g1, grad);
   EXPECT_NE(p1, param);
+}
+
+// The multi-tensor ops of a backend without a multi-tensor kernel (Ops' defaults, which CpuOps
+// keeps) are the single-tensor loop, bit for bit: each tensor's own weight decay (h.weight_decay
+// not read), the bf16 copies, and the sum of squares accumulated in the same order.
+TEST(CpuOps, MultiTensorOpsEqualTheSingleTensorLoop) {
+  CpuOps ops;
+  EXPECT_FALSE(ops.FusesMultiTensor());
+  const std::vector<int64_t> counts = {1, 7, 8, 257};
+  const std::vector<double> decay = {0.1, 0.0, 0.05, 0.1};
+  std::mt19937 g(6);
+  std::normal_distribution<float> nd(0, 1);
+  struct State {
+    std::vector<float> param, grad, m, v;
+    std::vector<uint16_t> copy;
+  };
+  std::vector<State> many, loop;
+  for (int64_t n : counts) {
+    State s{std::vector<float>(n), std::vector<float>(n), std::vector<float>(n),
+            std::vector<float>(n), std::vector<uint16_t>(n, 0)};
+    for (int64_t i = 0; i < n; ++i) {
+      s.param[i] = nd(g), s.grad[i] = nd(g), s.m[i] = 0.1f * nd(g), s.v[i] = std::abs(nd(g));
+    }
+    many.push_back(s);
+    loop.push_back(s);
+  }
+  auto ref = [](std::vector<float>& x) {
+    return TensorRef{x.data(), DType::kFp32, int64_t(x.size())};
+  };
+  auto copy_ref = [](std::vector<uint16_t>& x) {
+    return TensorRef{x.data(), DType::kBf16, int64_t(x.size())};
+  };
+  AdamWHyper h;
+  h.lr = 3e-3, h.grad_scale = 0.37;
+  std::vector<AdamWTensor> tensors;
+  std::vector<ConstRef> grads;
+  for (size_t k = 0; k < counts.size(); ++k) {
+    State& s = many[k];
+    tensors.push_back({ref(s.param), copy_ref(s.copy), ref(s.grad), ref(s.m), ref(s.v), decay[k]});
+    grads.push_back(ref(s.grad));
+  }
+  double sum_many = 0.5, sum_loop = 0.5;
+  for (int64_t step = 1; step <= 2; ++step) {
+    h.step = step;
+    h.weight_decay = 0.9;  // not read by AdamWMany
+    ASSERT_TRUE(ops.AdamWMany(tensors, h).ok());
+    for (size_t k = 0; k < counts.size(); ++k) {
+      State& s = loop[k];
+      h.weight_decay = decay[k];
+      ASSERT_TRUE(
+          ops.AdamW(ref(s.param), copy_ref(s.copy), ref(s.grad), ref(s.m), ref(s.v), h).ok());
+    }
+  }
+  ASSERT_TRUE(ops.SumSquaresMany(TensorRef{&sum_many, DType::kFp64, 1}, grads).ok());
+  for (State& s : loop) {
+    ASSERT_TRUE(ops.SumSquares(TensorRef{&sum_loop, DType::kFp64, 1}, ref(s.grad)).ok());
+  }
+  for (size_t k = 0; k < counts.size(); ++k) {
+    EXPECT_EQ(many[k].param, loop[k].param) << k;
+    EXPECT_EQ(many[k].m, loop[k].m) << k;
+    EXPECT_EQ(many[k].v, loop[k].v) << k;
+    EXPECT_EQ(many[k].copy, loop[k].copy) << k;
+  }
+  EXPECT_EQ(sum_many, sum_loop);
+  EXPECT_GT(sum_many, 0.5);
+}
+
+// TimedOps times a multi-tensor call as one entry when the backend fuses it, and otherwise lets
+// Ops' loop time each tensor under the single-tensor op's name (the CPU op table as before).
+TEST(TimedOps, MultiTensorEntriesFollowTheBackend) {
+  class FusingCpuOps final : public CpuOps {
+   public:
+    bool FusesMultiTensor() const override { return true; }
+  };
+  CpuDevice dev;
+  CpuOps plain;
+  FusingCpuOps fusing;
+  std::vector<float> p(8, 1.0f), g(8, 0.5f), m(8, 0.0f), v(8, 0.0f);
+  auto ref = [](std::vector<float>& x) {
+    return TensorRef{x.data(), DType::kFp32, int64_t(x.size())};
+  };
+  const std::vector<AdamWTensor> tensors(3, {ref(p), {}, ref(g), ref(m), ref(v), 0.1});
+  const std::vector<ConstRef> grads(3, ref(g));
+  double sum = 0;
+  AdamWHyper h;
+  h.lr = 1e-3;
+  for (Ops* inner : {static_cast<Ops*>(&plain), static_cast<Ops*>(&fusing)}) {
+    TimedOps timed(inner, &dev);
+    ASSERT_TRUE(timed.AdamWMany(tensors, h).ok());
+    ASSERT_TRUE(timed.SumSquaresMany(TensorRef{&sum, DType::kFp64, 1}, grads).ok());
+    std::vector<std::pair<std::string, int64_t>> rows;
+    for (const OpTime& t : timed.Table()) rows.emplace_back(t.op, t.calls);
+    std::sort(rows.begin(), rows.end());
+    using Rows = std::vector<std::pair<std::string, int64_t>>;
+    if (inner == &plain) {
+      EXPECT_EQ(rows, (Rows{{"AdamW", 3}, {"SumSquares", 3}}));
+    } else {
+      EXPECT_EQ(rows, (Rows{{"AdamW (multi-tensor)", 1}, {"SumSquares (multi-tensor)", 1}}));
+    }
+  }
 }
 
 // The stored u8 mask is the reference generator's decision at the global index.
