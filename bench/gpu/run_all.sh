@@ -25,7 +25,7 @@
 #   --no-calibrate  leave out the calibrate stage: the first model's fastest run again with a
 #               measured trace (ptdp train --trace), ptdp compare and ptdp calibrate on it, and every
 #               ptdp run's step predicted from the measured and the calibrated profile
-#               (calibration.json; bench/gpu/close_loop.py)
+#               (calibration.json; bench/gpu/close_loop.py); --lean keeps it (it tests no code)
 #   --lean      speed only, for the last minutes of a lease: build ptdp alone and leave out the static
 #               checks, the GPU tests, memcheck and the op table (a run that tests nothing: say so)
 #   --profile FILE  take the profile from FILE (e.g. profiles/h200-measured.json) instead of
@@ -430,7 +430,7 @@ if passed build; then
   # ptdp compare and calibrate on the first model's fastest run, then every run predicted from the
   # measured and the calibrated profile (after all the ptdp stages: it predicts their runs).
   if [ $no_calibrate = 1 ]; then skip calibrate "--no-calibrate"
-  elif passed "ptdp-$first"; then stage calibrate 60 calibrate_loop "$first"
+  elif passed "ptdp-$first"; then stage calibrate 90 calibrate_loop "$first"
   else skip calibrate "ptdp-$first did not pass"; fi
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
   if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
