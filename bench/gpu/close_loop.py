@@ -6,6 +6,8 @@ the profile `ptdp calibrate` fitted to the traced run.
 usage: close_loop.py fastest WORKDIR MODEL
            the microbatch of MODEL's fastest run in WORKDIR (bench/gpu/compare.sh's
            MODEL.mbsB.jsonl logs, tokens/s = B x seq_len / measured step)
+       close_loop.py fix PLAN
+           the plan's layout as a `ptdp plan --fix` string
        close_loop.py table OUT_DIR TRACED_MODEL TRACED_MBS
            reads OUT_DIR/close-loop/*.{start,calibrated}.json (ptdp simulate --format json of each
            run's plan with either profile), each run's log in OUT_DIR/ptdp-MODEL/, and the traced
@@ -56,6 +58,14 @@ def fastest(workdir, model):
     return 0
 
 
+def fix_of(plan_path):
+    """The plan's layout as a `ptdp plan --fix` string (every key, so that a plan made from it has
+    the same layout)."""
+    layout = json.load(open(plan_path))["layout"]
+    return ",".join("%s=%s" % (k, ("on" if v else "off") if isinstance(v, bool) else v)
+                    for k, v in layout.items())
+
+
 def compare_medians(path):
     """(step error, median |error| over all instructions, over the compute ones) of a ptdp compare
     report, in percent; None for what it does not hold."""
@@ -96,11 +106,17 @@ def table(out, traced_model, traced_mbs):
             os.path.join(out, "compare.%s.%s.txt" % (traced_model, when)))
         traced[when] = {"step_error_pct": step, "median_error_pct": every,
                         "median_error_compute_pct": compute}
-    # The traced run is a run of its own (the stage trains it again): its step beside the ptdp
-    # stage's run of the same plan shows how much two runs of one plan differ.
+    # The traced run is a run of its own (the stage trains the same layout again, several
+    # microbatches a step): its step is in the header, not in the rows.
     rerun_log = os.path.join(out, "trace.%s.jsonl" % traced_model)
     rerun_ms = measured_step_s(rerun_log) * 1e3 if os.path.exists(rerun_log) else None
+    traced_plan = os.path.join(out, "traced.%s.plan.json" % traced_model)
+    microbatches = None
+    if os.path.exists(traced_plan):
+        p = json.load(open(traced_plan))
+        microbatches = p["global_batch"] // p["layout"]["mbs"]
     result = {"traced": {"model": traced_model, "microbatch": traced_mbs, "step_ms": rerun_ms,
+                         "microbatches": microbatches, "plan": traced_plan,
                          "trace": os.path.join(out, "trace.%s.json" % traced_model),
                          "calibrated_profile": os.path.join(out, "profile.calibrated.json"),
                          "compare": traced},
@@ -119,9 +135,9 @@ def format_table(result):
     """The text summarize.py prints too (one source for both)."""
     t = result["traced"]
     c = t["compare"]
-    lines = ["calibrated on %s mbs %d (trace %s, a run of its own: step %s ms); that run's traced "
+    lines = ["calibrated on %s mbs %d at %s microbatches a step (trace %s, step %s ms); that run's "
              "step error %s -> %s, median |error| per instruction %s -> %s (compute %s -> %s)" % (
-                 t["model"], t["microbatch"], os.path.basename(t["trace"]),
+                 t["model"], t["microbatch"], t.get("microbatches", "?"), os.path.basename(t["trace"]),
                  "%.2f" % t["step_ms"] if t.get("step_ms") is not None else "-",
                  fmt_pct(c["before"]["step_error_pct"], True), fmt_pct(c["after"]["step_error_pct"], True),
                  fmt_pct(c["before"]["median_error_pct"]), fmt_pct(c["after"]["median_error_pct"]),
@@ -135,7 +151,7 @@ def format_table(result):
             "%.2f" % r["predicted_before_ms"] if "predicted_before_ms" in r else "-",
             "%.2f" % r["predicted_after_ms"] if "predicted_after_ms" in r else "-",
             pct(r.get("error_before")), pct(r.get("error_after")),
-            "  (calibrated on)" if r["traced"] else ""))
+            "  (the traced shapes)" if r["traced"] else ""))
     return "\n".join(lines)
 
 
@@ -146,10 +162,13 @@ def fmt_pct(x, signed=False):
 def main(argv):
     if len(argv) == 3 and argv[0] == "fastest":
         return fastest(argv[1], argv[2])
+    if len(argv) == 2 and argv[0] == "fix":
+        print(fix_of(argv[1]))
+        return 0
     if len(argv) == 4 and argv[0] == "table" and argv[3].isdigit():
         return table(argv[1], argv[2], int(argv[3]))
-    print("close_loop.py: expected `fastest WORKDIR MODEL` or `table OUT_DIR MODEL MICROBATCH` "
-          "(a whole number), got: %s" % " ".join(argv), file=sys.stderr)
+    print("close_loop.py: expected `fastest WORKDIR MODEL`, `fix PLAN` or `table OUT_DIR MODEL "
+          "MICROBATCH` (a whole number), got: %s" % " ".join(argv), file=sys.stderr)
     return 2
 
 

@@ -341,16 +341,23 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
   grep -E "Gelu|GeLU|iteration +3/" "$out/kernels-gelu-pass.txt" | sed 's/^/GeLU passes: /'
 }
 
-# Closing the loop on this machine (issue 13, docs/compare.md): MODEL's fastest run trained again
-# with a measured trace, its prediction from the measured profile put beside it (ptdp compare:
-# table and SVG), the profile calibrated on it (ptdp calibrate), then every run the ptdp stages
-# trained (each model and microbatch) predicted from both profiles against its measured step.
+# Closing the loop on this machine (issue 13, docs/compare.md): MODEL's fastest layout trained
+# again, 4 microbatches a step, with a measured trace; its prediction from the measured profile put
+# beside it (ptdp compare: table and SVG), the profile calibrated on it (ptdp calibrate), then every
+# run the ptdp stages trained (each model and microbatch) predicted from both profiles against its
+# measured step. 4 microbatches: each compute class then has 4 instances, so the fit matches their
+# median rather than one sample, and the run's own error after the fit is not the fit's residual
+# over as many classes as figures (forward, backward, optimizer step).
 calibrate_loop() {  # MODEL
-  local m=$1 w=$out/ptdp-$1 b plan backend=cuda steps=$ptdp_steps f name p
-  [ $dry = 1 ] && backend=cpu steps=3  # as ptdp_model's dry run
+  local m=$1 w=$out/ptdp-$1 b plan fix backend=cuda steps=4 f name p microbatches=4
+  [ $dry = 1 ] && backend=cpu
   b=$("$python" "$root/bench/gpu/close_loop.py" fastest "$w" "$m")
-  plan=$w/$m.mbs$b.plan.json
-  echo "traced run: $m mbs $b ($plan), $steps steps, the last traced"
+  fix=$("$python" "$root/bench/gpu/close_loop.py" fix "$w/$m.mbs$b.plan.json")
+  plan=$out/traced.$m.plan.json
+  with_libs "$build/tools/ptdp" plan --model "$m" --cluster "$out/profile.json" --gpus 1 \
+    --global-batch $((microbatches * b)) --fix "$fix" --software ptdp --top 1 --out "$plan" > /dev/null
+  # 3 warm-up steps (compare.sh's count), the 4th traced.
+  echo "traced run: $m, $fix, $microbatches microbatches a step ($plan), $steps steps, the last traced"
   with_libs "$build/tools/ptdp" train --backend "$backend" --plan "$plan" --data "$out/tokens.bin" \
     --steps "$steps" --log "$out/trace.$m.jsonl" --trace "$out/trace.$m.json" > "$out/trace.$m.train.txt"
   compare_to() {  # PROFILE WHEN: that profile's prediction of the traced run, beside the trace
@@ -430,7 +437,7 @@ if passed build; then
   # ptdp compare and calibrate on the first model's fastest run, then every run predicted from the
   # measured and the calibrated profile (after all the ptdp stages: it predicts their runs).
   if [ $no_calibrate = 1 ]; then skip calibrate "--no-calibrate"
-  elif passed "ptdp-$first"; then stage calibrate 90 calibrate_loop "$first"
+  elif passed "ptdp-$first"; then stage calibrate "$([ $dry = 1 ] && echo 300 || echo 90)" calibrate_loop "$first"
   else skip calibrate "ptdp-$first did not pass"; fi
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
   if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
