@@ -64,6 +64,12 @@ echo "== calibrate on A's run"
 "$ptdp" simulate --plan A.json --profile calibrated.json --trace A.after.json > /dev/null
 "$ptdp" compare --predicted A.after.json --measured A.measured.json --svg A.after.svg --top 5 \
   | tee A.compare.after.txt
+# Every instruction of A after calibration, and the receives' errors by group (docs/compare.md,
+# "Where the receives' error comes from").
+if command -v python3 > /dev/null; then
+  python3 "$root/bench/calibrate/instr_errors.py" A.after.json A.measured.json --dump A.instr.tsv \
+    > A.instr.txt
+fi
 
 names="A"
 i=0
@@ -106,4 +112,4 @@ if [ -f B1.json ]; then
     printf '%-3s %-16s %12s %12s %10s%% %14s%%\n' "$name" "calibrated A+B1" "$sp" "$sm" "$ma" "$mc"
   done
 fi
-echo "files in $work: *.svg (predicted above measured), calibrated.json (A), calibrated2.json (A+B1), the plans and traces"
+echo "files in $work: *.svg (predicted above measured), calibrated.json (A), calibrated2.json (A+B1), the plans and traces, A.instr.txt/.tsv (A's instructions after calibration)"

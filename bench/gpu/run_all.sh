@@ -22,6 +22,10 @@
 #   --torch-box S     seconds for each PyTorch model (default 60, gpt-1.3b 90)
 #   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the op table (ptdp train --op-times)
 #               (for a short run when only ptdp changed)
+#   --no-calibrate  leave out the calibrate stage: the first model's fastest run again with a
+#               measured trace (ptdp train --trace), ptdp compare and ptdp calibrate on it, and every
+#               ptdp run's step predicted from the measured and the calibrated profile
+#               (calibration.json; bench/gpu/close_loop.py); --lean keeps it (it tests no code)
 #   --lean      speed only, for the last minutes of a lease: build ptdp alone and leave out the static
 #               checks, the GPU tests, memcheck and the op table (a run that tests nothing: say so)
 #   --profile FILE  take the profile from FILE (e.g. profiles/h200-measured.json) instead of
@@ -31,7 +35,7 @@
 # not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
 # when every stage passed, 1 otherwise (the summary names the failed ones).
 set -euo pipefail
-usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels]"
+usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels] [--no-calibrate]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 case "$1" in -*) echo "$usage" >&2; exit 2 ;; esac
 out=$1; shift
@@ -44,7 +48,7 @@ models=""
 ptdp_steps=10
 ptdp_min_mbs=1 ptdp_max_mbs=64
 torch_models="" torch_batch="" torch_box=""
-no_torch=0 no_memcheck=0 no_kernels=0 lean=0 profile_file=""
+no_torch=0 no_memcheck=0 no_kernels=0 no_calibrate=0 lean=0 profile_file=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
@@ -61,6 +65,7 @@ while [ $# -gt 0 ]; do
     --no-torch) no_torch=1; shift ;;
     --no-memcheck) no_memcheck=1; shift ;;
     --no-kernels) no_kernels=1; shift ;;
+    --no-calibrate) no_calibrate=1; shift ;;
     --lean) lean=1; no_memcheck=1; no_kernels=1; shift ;;
     --profile) profile_file=$2; shift 2 ;;
     *) echo "run_all.sh: unknown argument $1; $usage" >&2; exit 2 ;;
@@ -342,9 +347,50 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
     sed 's/^/per-tensor optimizer: /'
 }
 
+# Closing the loop on this machine (issue 13, docs/compare.md): MODEL's fastest layout trained
+# again, 4 microbatches a step, with a measured trace; its prediction from the measured profile put
+# beside it (ptdp compare: table and SVG), the profile calibrated on it (ptdp calibrate), then every
+# run the ptdp stages trained (each model and microbatch) predicted from both profiles against its
+# measured step. 4 microbatches: each compute class then has 4 instances, so the fit matches their
+# median rather than one sample, and the run's own error after the fit is not the fit's residual
+# over as many classes as figures (forward, backward, optimizer step).
+calibrate_loop() {  # MODEL
+  local m=$1 w=$out/ptdp-$1 b plan fix backend=cuda steps=4 f name p microbatches=4
+  [ $dry = 1 ] && backend=cpu
+  b=$("$python" "$root/bench/gpu/close_loop.py" fastest "$w" "$m")
+  fix=$("$python" "$root/bench/gpu/close_loop.py" fix "$w/$m.mbs$b.plan.json")
+  plan=$out/traced.$m.plan.json
+  with_libs "$build/tools/ptdp" plan --model "$m" --cluster "$out/profile.json" --gpus 1 \
+    --global-batch $((microbatches * b)) --fix "$fix" --software ptdp --top 1 --out "$plan" > /dev/null
+  # 3 warm-up steps (compare.sh's count), the 4th traced.
+  echo "traced run: $m, $fix, $microbatches microbatches a step ($plan), $steps steps, the last traced"
+  with_libs "$build/tools/ptdp" train --backend "$backend" --plan "$plan" --data "$out/tokens.bin" \
+    --steps "$steps" --log "$out/trace.$m.jsonl" --trace "$out/trace.$m.json" > "$out/trace.$m.train.txt"
+  compare_to() {  # PROFILE WHEN: that profile's prediction of the traced run, beside the trace
+    with_libs "$build/tools/ptdp" simulate --plan "$plan" --profile "$1" --trace "$out/predicted.$m.$2.json" > /dev/null
+    with_libs "$build/tools/ptdp" compare --predicted "$out/predicted.$m.$2.json" --measured "$out/trace.$m.json" \
+      --svg "$out/compare.$m.$2.svg" --top 5 | tee "$out/compare.$m.$2.txt"
+  }
+  compare_to "$out/profile.json" before
+  with_libs "$build/tools/ptdp" calibrate --plan "$plan" --measured "$out/trace.$m.json" \
+    --profile "$out/profile.json" --out "$out/profile.calibrated.json"
+  compare_to "$out/profile.calibrated.json" after
+  mkdir -p "$out/close-loop"
+  for f in "$out"/ptdp-*/*.mbs*.plan.json; do
+    name=$(basename "$f" .plan.json)
+    [ -s "$(dirname "$f")/$name.jsonl" ] || continue  # planned, not trained (did not fit)
+    for p in start calibrated; do
+      with_libs "$build/tools/ptdp" simulate --plan "$f" --format json \
+        --profile "$out/$([ $p = start ] && echo profile || echo profile.calibrated).json" \
+        > "$out/close-loop/$name.$p.json"
+    done
+  done
+  "$python" "$root/bench/gpu/close_loop.py" table "$out" "$m" "$b"
+}
+
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
-  profile torch_model ptdp_model kernels with_libs wheel_dir
+  profile torch_model ptdp_model kernels calibrate_loop with_libs wheel_dir
 export lean profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
@@ -394,11 +440,16 @@ if passed build; then
     elif passed "ptdp-$m"; then stage kernels 75 kernels "$m"
     else skip kernels "ptdp-$m did not pass"; fi
   done
+  # ptdp compare and calibrate on the first model's fastest run, then every run predicted from the
+  # measured and the calibrated profile (after all the ptdp stages: it predicts their runs).
+  if [ $no_calibrate = 1 ]; then skip calibrate "--no-calibrate"
+  elif passed "ptdp-$first"; then stage calibrate "$([ $dry = 1 ] && echo 300 || echo 90)" calibrate_loop "$first"
+  else skip calibrate "ptdp-$first did not pass"; fi
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
   if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
   elif [ $dry = 0 ]; then skip memcheck "$([ $lean = 1 ] && echo --lean || echo --no-memcheck)"; fi
 else
-  for s in libs static gpu-tests memcheck models tokens profile kernels; do skip "$s" "build failed"; done
+  for s in libs static gpu-tests memcheck models tokens profile kernels calibrate; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
 fi
 [ -n "$torch_pid" ] && { wait "$torch_pid" || true; }

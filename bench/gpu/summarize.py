@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """The summary of bench/gpu/run_all.sh: stages (ok / FAILED / TIMEOUT / SKIPPED), then tokens/s, MFU
-and step time of ptdp and PyTorch per model, with ptdp's predicted step time beside its measured one.
-Writes OUT_DIR/summary.json; prints the text table (run_all.sh saves it as summary.txt).
+and step time of ptdp and PyTorch per model, with ptdp's predicted step time beside its measured one,
+then the calibrate stage's table (calibration.json: every ptdp run's step predicted from the measured
+and from the calibrated profile, bench/gpu/close_loop.py). Writes OUT_DIR/summary.json; prints the text table (run_all.sh saves it as summary.txt).
 
 usage: summarize.py OUT_DIR PEAK_TFLOPS MODEL...
 """
 import json
 import os
 import sys
+
+from close_loop import format_table
 
 
 def read_json_lines(path):
@@ -74,9 +77,19 @@ def main(argv):
         print("%-10s %-16s %5d %12.1f %6.1f%% %10.2f %22s" % (
             r.get("model", "?"), impl, r.get("microbatch", 0), r.get("tokens_per_s", 0),
             100 * (r.get("mfu") or 0), r.get("step_ms", 0), err))
+    print()
+    calibration = None
+    path = os.path.join(out, "calibration.json")
+    if os.path.exists(path):
+        calibration = json.load(open(path))
+        print("ptdp compare / calibrate (stage calibrate): step time predicted from the measured "
+              "profile (before) and the calibrated one (after)")
+        print(format_table(calibration))
+    else:
+        print("ptdp compare / calibrate: %s" % why("calibrate"))
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"peak_tflops": float(peak), "stages": stages, "failed": failed, "skipped": skipped,
-                   "results": rows}, f, indent=1)
+                   "results": rows, "calibration": calibration}, f, indent=1)
     return 0
 
 

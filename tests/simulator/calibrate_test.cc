@@ -106,6 +106,34 @@ TEST(Calibrate, RecoversTheProfileOfASimulatedRunPp2Dp2) {
   ExpectRecovered(Layout(2, 2, 8), true);
 }
 
+// One GPU (bench/gpu/run_all.sh's calibrate stage): no receive and no reduce-grads, so the compute
+// figures are fitted and every link figure stays the starting one, source and all; with one
+// microbatch (three instructions: forward, backward, optimizer step) as with several.
+TEST(Calibrate, OneRankFitsTheComputeAndLeavesTheLinks) {
+  for (int64_t microbatches : {1, 4}) {
+    const MeasuredRun run = MakeRun(Layout(1, 1, microbatches));
+    auto fit = Calibrate(run.model, run.start, run.layout, run.program, run.measured, "one");
+    ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+    const CalibrationParams& x = fit->params;
+    const CalibrationParams a = Truth();
+    EXPECT_NEAR(x.gemm_forward / a.gemm_forward, 1.0, 0.01) << microbatches;
+    EXPECT_NEAR(x.gemm_backward / a.gemm_backward, 1.0, 0.01) << microbatches;
+    EXPECT_NEAR(x.memory_bound / a.memory_bound, 1.0, 0.01) << microbatches;
+    for (int c = 0; c < 2; ++c) {
+      EXPECT_EQ(x.p2p[c], 1.0);
+      EXPECT_EQ(x.collective[c], 1.0);
+      EXPECT_EQ(x.latency[c], 1.0);
+    }
+    EXPECT_EQ(HardwareProfileToJson(fit->profile)["intra_node"].dump(),
+              HardwareProfileToJson(run.start.profile)["intra_node"].dump());
+    for (const FittedFigure& f : fit->figures) {
+      EXPECT_EQ(f.name.find("node."), std::string::npos) << f.name;
+    }
+    EXPECT_GT(fit->median_error_before, 0.3);
+    EXPECT_LT(fit->median_error_after, 0.01) << microbatches;
+  }
+}
+
 TEST(Calibrate, FittedFiguresNameTheirSource) {
   const MeasuredRun run = MakeRun(Layout(4, 1, 8));
   auto fit = Calibrate(run.model, run.start, run.layout, run.program, run.measured, "RUN-X");
