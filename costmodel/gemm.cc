@@ -25,6 +25,20 @@ AxisPos Locate(const std::vector<double>& axis, double x) {
   return {lo, w};
 }
 
+// One backward GEMM [m,n] = [m,k] [k,n] priced from the forward table: its FLOP time divided by
+// the profile's backward efficiency (fitted by `ptdp calibrate`), its launch not; absent or 1, the
+// forward table's time as it is, bit for bit. GemmBackwardTime's two GEMMs and
+// GemmBackwardWeightTime's one are this term, so a weight gradient never costs more than the
+// backward that holds it.
+Seconds BackwardFromForwardTable(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
+                                 int64_t batch) {
+  const Seconds forward_priced = GemmTime(hw, m, n, k, batch);
+  const double efficiency = hw.gemm_backward_efficiency.value;
+  if (!(efficiency > 0) || efficiency == 1.0) return forward_priced;
+  const Seconds launch = hw.kernel_launch_us.value * kUs;
+  return (forward_priced - launch) / efficiency + launch;
+}
+
 }  // namespace
 
 double GemmTflops(const GemmTable& t, double m, double n, double k) {
@@ -83,13 +97,8 @@ Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_
     };
     return time(hw.gemm_backward_data) + time(hw.gemm_backward_weight);
   }
-  const Seconds forward_priced = GemmTime(hw, m, k, n, batch) + GemmTime(hw, k, n, m, batch);
-  // The profile's backward efficiency (fitted by `ptdp calibrate`) divides the FLOP time, not the
-  // two launches; absent, the sum stands as it is, bit for bit.
-  const double efficiency = hw.gemm_backward_efficiency.value;
-  if (!(efficiency > 0) || efficiency == 1.0) return forward_priced;
-  const Seconds launches = 2 * hw.kernel_launch_us.value * kUs;
-  return (forward_priced - launches) / efficiency + launches;
+  return BackwardFromForwardTable(hw, m, k, n, batch) +
+         BackwardFromForwardTable(hw, k, n, m, batch);
 }
 
 Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
@@ -98,7 +107,10 @@ Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, 
     return flops / (GemmTflops(hw.gemm_backward_weight, double(m), double(n), double(k)) * kTera) +
            hw.kernel_launch_us.value * kUs;
   }
-  return GemmTime(hw, k, n, m);
+  // The same term GemmBackwardTime adds for the weight gradient, so W <= B holds by construction
+  // whatever the efficiency (priced at the forward rate while B was divided by an efficiency of
+  // 3, W came out more than the whole backward, and the simulator refused the table).
+  return BackwardFromForwardTable(hw, k, n, m, 1);
 }
 
 }  // namespace ptdp::costmodel

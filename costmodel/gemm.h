@@ -34,9 +34,9 @@ Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int
 // gemm_backward_efficiency divides when it has one.
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
                          int64_t batch = 1);
-// The weight-gradient GEMM alone ([k,n] = A^T dC), from the same table GemmBackwardTime uses for
-// it: what a split backward's W runs (core/program.h kBackwardWeight). Never more than
-// GemmBackwardTime at the same shape.
+// The weight-gradient GEMM alone ([k,n] = A^T dC), the very term GemmBackwardTime adds for it
+// (same table, same gemm_backward_efficiency): what a split backward's W runs (core/program.h
+// kBackwardWeight). Never more than GemmBackwardTime at the same shape.
 Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k);
 
 }  // namespace ptdp::costmodel

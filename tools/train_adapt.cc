@@ -94,7 +94,10 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
     }
     auto go_other = rp.ok() ? OfferRelaunch(a, *rp, step, plan) : Result<bool>(false);
     if (!rp.ok()) {
-      st = rp.status().WithPrefix("--adapt");
+      // A window the re-planner cannot price (a fitted profile or factors that make the table
+      // inconsistent) is a window without a re-plan: the monitor must not end the training run.
+      std::printf(" adapt after step %lld: no re-plan this window: %s\n",
+                  static_cast<long long>(step), rp.status().ToString().c_str());
     } else if (!go_other.ok()) {
       st = go_other.status().WithPrefix("--adapt");
     } else if (*go_other) {

@@ -47,6 +47,9 @@ costmodel::CostTable Calibrated(costmodel::CostTable t, const std::vector<double
       costmodel::ChunkCost& c = t.chunks[static_cast<size_t>(r * t.vp + chunk)];
       Scale(&c.forward, scale[static_cast<size_t>(r)]);
       Scale(&c.backward, scale[static_cast<size_t>(r)]);
+      // W is part of the backward, so it runs at the same pace (left unscaled, a factor under
+      // W/B made it more than its whole backward and the simulator refused the table).
+      Scale(&c.weight_grad, scale[static_cast<size_t>(r)]);
       Scale(&c.recompute, scale[static_cast<size_t>(r)]);
     }
   }

@@ -3,6 +3,7 @@
 // the layers' four Linears and the logits, and the accumulation of the weight gradients.
 #include <gtest/gtest.h>
 
+#include "costmodel/calibrate.h"
 #include "costmodel/estimate.h"
 #include "costmodel/gemm.h"
 #include "tests/costmodel/test_profile.h"
@@ -72,6 +73,48 @@ TEST(WeightGradient, HoldsTheUnfusedAccumulation) {
     EXPECT_GT(b.Chunk(r, 0).weight_grad.memory, 0.0);
     EXPECT_NEAR(b.Chunk(r, 0).weight_grad.memory,
                 b.Chunk(r, 0).backward.memory - a.Chunk(r, 0).backward.memory, 1e-15);
+  }
+}
+
+// `ptdp calibrate` and `ptdp train --adapt-calibrate` fit gemm_forward and gemm_backward apart;
+// on a profile without backward tables (the `cpu` placeholder) their ratio becomes
+// gemm_backward_efficiency, which the reader accepts up to 100. W is the backward's
+// weight-gradient GEMM, so it takes the same efficiency: never more than the whole backward,
+// which the simulator refuses ("weight-gradient time is more than its whole backward time"; a
+// noisy step under load fitted the backward GEMMs 3x faster than the forward ones).
+TEST(WeightGradient, TakesTheBackwardEfficiencyTheFitReturns) {
+  HardwareProfile start = testing::RoundProfile();
+  start.kernel_launch_us = testing::S(5);  // a launch term that the efficiency does not divide
+  const Seconds launch = 5e-6;
+  for (double ratio : {0.25, 1.0, 2.5, 4.0, 100.0}) {
+    CalibrationParams x;
+    x.gemm_forward = 0.5;
+    x.gemm_backward = 0.5 * ratio;
+    const HardwareProfile hw = ApplyCalibration(start, x, "test fit");
+    // Both GEMM directions at the forward's fitted rate: efficiency 1.
+    const HardwareProfile forward_rate =
+        ApplyCalibration(start, {.gemm_forward = 0.5, .gemm_backward = 0.5}, "test fit");
+    for (auto [m, n, k] :
+         {std::tuple<int64_t, int64_t, int64_t>{64, 96, 32}, {2048, 4096, 1024}, {512, 64, 8192}}) {
+      const Seconds w = GemmBackwardWeightTime(hw, m, n, k);
+      EXPECT_LE(w, GemmBackwardTime(hw, m, n, k)) << "ratio " << ratio;
+      // The FLOP time moves with the efficiency, the launch does not.
+      const Seconds w_forward_rate = GemmBackwardWeightTime(forward_rate, m, n, k);
+      EXPECT_NEAR(w - launch, (w_forward_rate - launch) / ratio, 1e-12 * w_forward_rate)
+          << "ratio " << ratio;
+    }
+    ClusterSpec cl = testing::RoundCluster(8);
+    cl.profile = hw;
+    ParallelConfig c;
+    c.precision = Precision::kFp16;
+    c.tp = 2;
+    c.pp = 2;
+    c.dp = 2;
+    c.mbs = 1;
+    c.global_batch = 8;
+    for (const ChunkCost& cc : BuildCostTable(Small(), cl, c).chunks) {
+      EXPECT_LE(cc.weight_grad.Total(), cc.backward.Total()) << "ratio " << ratio;
+    }
   }
 }
 

@@ -77,5 +77,24 @@ TEST(Replan, ASlowRankSlowsEveryOtherShapeThatUsesIt) {
   EXPECT_GT(other_slow, 3 * even->other_step_s);
 }
 
+// A machine faster than its profile (factors under 1, as the fitted profile of
+// --adapt-calibrate gives a rank that ran faster in the window than in the fitted step): every
+// part of a rank's compute takes its factor, the weight-gradient part of the backward too, so the
+// calibrated table stays one the simulator accepts (with W left at the profile's price, a factor
+// under W/B made W more than its whole backward and the re-plan failed the training run).
+TEST(Replan, AMachineFasterThanItsProfileReplans) {
+  const PlanFile plan = TwoRankPipeline();
+  auto unit = ReplanForMeasuredCosts(plan, Window({0.01, 0.01}), /*memory_limit=*/0);
+  ASSERT_TRUE(unit.ok()) << unit.status().ToString();
+  // Each rank measured a tenth of what the profile prices its stage at.
+  const double modelled0 = 0.01 / unit->rank_scale[0], modelled1 = 0.01 / unit->rank_scale[1];
+  auto fast = ReplanForMeasuredCosts(plan, Window({0.1 * modelled0, 0.1 * modelled1}),
+                                     /*memory_limit=*/0);
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  EXPECT_NEAR(fast->rank_scale[0], 0.1, 1e-9);
+  EXPECT_NEAR(fast->rank_scale[1], 0.1, 1e-9);
+  EXPECT_LT(fast->current_step_s, unit->current_step_s);
+}
+
 }  // namespace
 }  // namespace ptdp::tools
