@@ -3,7 +3,8 @@
 # of make test): a 4-layer GPT of hidden 512 (12.6M parameters, 50 MB of fp32 gradients) on a short
 # sequence, so that the data-parallel all-reduce is a visible share of the step, in three layouts:
 # t1 p1 d2 and t1 p2 d2 with 1F1B, and t1 p2 d2 interleaved (v 2), the one where a chunk's
-# gradients are final before the rank's last backward. Each layout runs ROUNDS times without and
+# gradients are final before the rank's last backward (in all three the buckets of a chunk's upper
+# layers start during its last backward, under the lower layers' backward). Each layout runs ROUNDS times without and
 # with the option, alternating (so both see the same load); the figure is the median of the
 # per-step iteration_s (--log; the slowest rank) over steps 2..STEPS of all rounds, and beside it the
 # median over rounds of the last step's kReduceGrads interval (--trace; the longest over the

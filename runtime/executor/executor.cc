@@ -76,6 +76,7 @@ Status Trainer::RunProgram(int64_t step) {
     const Instr& in = instrs[i];
     recv_wait_ns_ = 0;
     recv_prep_ns_ = 0;
+    BeginChunkGradReduce(i);
     Status st = world_->rank() == opts_.slow_rank ? ExecuteSlowed(in, step) : Execute(in, step);
     if (!st.ok()) {
       return st.WithPrefix("rank " + std::to_string(world_->rank()) + ", step " +
@@ -90,6 +91,7 @@ Status Trainer::RunProgram(int64_t step) {
     activation_bytes_.push_back(dev_->stats().current[static_cast<int>(MemTag::kActivations)]);
     // Sampled before this boundary's Test: what was in flight when the instruction ended.
     grad_reduce_bytes_.push_back(GradElementsInFlight() * Bytes(sizeof(float)));
+    grad_early_starts_.push_back(buckets_started_early_);
     PTDP_RETURN_IF_ERROR(PollSends());
     PTDP_RETURN_IF_ERROR(PollGradReduce());
   }

@@ -1,9 +1,11 @@
 // The gradient reductions of kReduceGrads: the tied embedding's all-reduce between the first and
 // last stage, and the data-parallel sum over the flat fp32 gradient arena in buckets, either all at
-// kReduceGrads (blocking) or, with TrainOptions::overlap_grad_reduce, started per chunk as soon as
-// the instruction that completes the chunk's gradients has run, so that the reduction runs under
-// the rest of the rank's backward (Megatron-LM's --overlap-grad-reduce), and waited for at
-// kReduceGrads.
+// kReduceGrads (blocking) or, with TrainOptions::overlap_grad_reduce, started during the backward
+// and waited for at kReduceGrads (Megatron-LM's --overlap-grad-reduce): inside the instruction that
+// completes a chunk's gradients for the step, each bucket starts as soon as every parameter it
+// covers has its final gradient (after the head's and each layer's backward, or each deferred
+// weight GEMM of a split backward), so the last layers' buckets run under the earlier layers'
+// backward; what is left starts when the instruction ends.
 //
 // The same arithmetic either way: every element is summed by one data-parallel all-reduce of the
 // same values. The tied embedding's gradient is first summed with its other copy (as without
@@ -107,23 +109,108 @@ void Trainer::PlanGradReduce() {
   }
 }
 
-// Called after instruction `i` of the rank's Program: starts the data-parallel all-reduce of the
-// chunk whose gradients it completed, if any. The Program is the same on every data-parallel rank
-// of a pipeline rank, so every member of dp_ starts the same buckets in the same order (NCCL
+// Before instruction `i` of the rank's Program: if it completes a chunk's gradients for the step,
+// the chunk's buckets, for the backward to start as the pieces it writes become final. The Program
+// is the same on every data-parallel rank of a pipeline rank, and so are the layer loop and the
+// weight-gradient queue, so every member of dp_ starts the same buckets in the same order (NCCL
 // requires it; MPI's non-blocking collectives too).
-Status Trainer::StartChunkGradReduce(size_t i) {
-  if (i >= chunk_grads_final_at_.size() || chunk_grads_final_at_[i] < 0) return Status::Ok();
-  const int chunk = chunk_grads_final_at_[i];
+void Trainer::BeginChunkGradReduce(size_t i) {
+  early_chunk_ = -1;
+  unstarted_grad_buckets_.clear();
+  buckets_started_early_ = 0;
+  if (i >= chunk_grads_final_at_.size() || chunk_grads_final_at_[i] < 0) return;
+  early_chunk_ = chunk_grads_final_at_[i];
   std::vector<ElementRange> held;
   if (const int tied = TiedGradIndex(); tied >= 0) held.push_back(EntryRange(tied));
+  unstarted_grad_buckets_ = GradBuckets(ChunkGradRange(early_chunk_), BucketElements(), held);
+}
+
+// Starts, the highest first (Megatron-LM's reverse parameter order: the backward's order), every
+// bucket not yet started that overlaps none of the `pending` arena ranges (gradients the
+// instruction has still to write), then Tests the buckets in flight: a boundary inside the
+// instruction.
+Status Trainer::StartReadyGradBuckets(const std::vector<ElementRange>& pending) {
+  if (early_chunk_ < 0) return Status::Ok();
+  const bool early = std::any_of(pending.begin(), pending.end(),
+                                 [](const ElementRange& r) { return r.count() > 0; });
   float* arena = static_cast<float*>(params_->all_grads().data);
-  for (const ElementRange& b : GradBuckets(ChunkGradRange(chunk), BucketElements(), held)) {
+  std::vector<ElementRange> waiting;
+  for (auto b = unstarted_grad_buckets_.rbegin(); b != unstarted_grad_buckets_.rend(); ++b) {
+    const bool written = std::any_of(pending.begin(), pending.end(), [&](const ElementRange& p) {
+      return p.begin < b->end && b->begin < p.end;
+    });
+    if (written) {
+      waiting.insert(waiting.begin(), *b);
+      continue;
+    }
     auto gb = std::make_unique<GradBucket>();
     PTDP_ASSIGN_OR_RETURN(gb->req,
-                          dp_->AllReduceSumAsync(arena + b.begin, b.count(), DType::kFp32));
-    gb->elements = b.count();
+                          dp_->AllReduceSumAsync(arena + b->begin, b->count(), DType::kFp32));
+    gb->elements = b->count();
     grad_buckets_.push_back(std::move(gb));
+    if (early) ++buckets_started_early_;
   }
+  unstarted_grad_buckets_ = std::move(waiting);
+  return early ? PollGradReduce() : Status::Ok();
+}
+
+// Called by the backward of `chunk` when the parameters whose names start with `piece_prefix` (the
+// head's "final_ln.", a layer's "layerN.") have their gradients for the microbatch written. In the
+// chunk's last gradient instruction of the step (a whole backward) those are final, and so is
+// everything after them in the arena: the arena holds a chunk's embedding, its layers in order and
+// its head (runtime/model/params.cc), the reverse of the order the backward writes them in. What
+// lies before the piece is still to be written.
+Status Trainer::ChunkGradsFinalFrom(int chunk, const std::string& piece_prefix) {
+  if (chunk != early_chunk_) return Status::Ok();
+  const ElementRange whole = ChunkGradRange(chunk);
+  int64_t begin = whole.end;
+  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+    const ParamEntry& e = params_->entries()[static_cast<size_t>(i)];
+    if (e.chunk == chunk && e.spec.name.rfind(piece_prefix, 0) == 0) {
+      begin = std::min(begin, e.offset);
+    }
+  }
+  PTDP_CHECK_MSG(begin < whole.end,
+                 "no parameter " + piece_prefix + "* in chunk " + std::to_string(chunk));
+  return StartReadyGradBuckets({{whole.begin, begin}});
+}
+
+// The weight half of a split backward. In the chunk's last gradient instruction of the step every
+// other gradient of the chunk is final already (each input half precedes its weight half), so
+// what is still to be written is what the queued GEMMs write: they run one at a time, each
+// followed by the start of the buckets no GEMM left in the queue writes. The same GEMMs in the same
+// order either way.
+Status Trainer::RunWeightGrads(const LayerCtx& c, int chunk, WeightGradQueue* queue) {
+  if (chunk != early_chunk_) return RunDeferredWeightGrads(c, queue);
+  const float* arena = static_cast<const float*>(params_->all_grads().data);
+  const auto range = [&](TensorRef r) {
+    const int64_t begin = static_cast<const float*>(r.data) - arena;
+    return ElementRange{begin, begin + r.count};
+  };
+  for (size_t k = 0; k < queue->size(); ++k) {
+    WeightGradQueue one;
+    one.push_back(std::move((*queue)[k]));
+    PTDP_RETURN_IF_ERROR(RunDeferredWeightGrads(c, &one));
+    std::vector<ElementRange> pending;
+    for (size_t j = k + 1; j < queue->size(); ++j) {
+      for (TensorRef r : {(*queue)[j].dw, (*queue)[j].dbias}) {
+        if (!r.empty()) pending.push_back(range(r));
+      }
+    }
+    PTDP_RETURN_IF_ERROR(StartReadyGradBuckets(pending));
+  }
+  queue->clear();
+  return Status::Ok();
+}
+
+// After instruction `i`: the buckets of its chunk not started inside it (those that hold the
+// pieces it wrote last, and all of them for an instruction that reports no pieces).
+Status Trainer::StartChunkGradReduce(size_t i) {
+  if (i >= chunk_grads_final_at_.size() || chunk_grads_final_at_[i] < 0) return Status::Ok();
+  PTDP_CHECK(early_chunk_ == chunk_grads_final_at_[i]);
+  PTDP_RETURN_IF_ERROR(StartReadyGradBuckets({}));
+  PTDP_CHECK(unstarted_grad_buckets_.empty());
+  early_chunk_ = -1;
   return Status::Ok();
 }
 

@@ -28,7 +28,7 @@ Result<std::vector<RankMemory>> Trainer::GatherMemory() {
 
 Result<Timeline> Trainer::GatherTimeline() {
   const bool reports = coord_.tp == 0 && coord_.dp == 0;
-  constexpr size_t kW = 11;
+  constexpr size_t kW = 12;
   PTDP_ASSIGN_OR_RETURN(std::vector<double> counts,
                         AllGatherDoubles(*world_, {reports ? double(events_.size()) : 0.0}));
   size_t most = 0;
@@ -47,7 +47,8 @@ Result<Timeline> Trainer::GatherTimeline() {
                             double(e.end_ns),
                             double(activation_bytes_[i]),
                             double(e.wait_ns),
-                            double(grad_reduce_bytes_[i])};
+                            double(grad_reduce_bytes_[i]),
+                            double(grad_early_starts_[i])};
       std::copy(v, v + kW, mine.begin() + static_cast<std::ptrdiff_t>(i * kW));
     }
   }
@@ -82,6 +83,10 @@ Result<Timeline> Trainer::GatherTimeline() {
       if (opts_.overlap_grad_reduce) {
         t.counters.push_back(
             TimelineCounter{c.pp, "dp_grad_reduce_in_flight_MiB", e.end_ns, v[10] / (1 << 20)});
+        // The buckets the instruction started while some of its chunk's gradients were still to
+        // be written (after a layer's or the head's backward, not at the instruction's end).
+        t.counters.push_back(
+            TimelineCounter{c.pp, "dp_grad_buckets_started_early", e.end_ns, v[11]});
       }
     }
   }

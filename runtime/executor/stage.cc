@@ -128,7 +128,9 @@ Status Trainer::Forward(int mb, int chunk, int64_t step) {
   return Status::Ok();
 }
 
-// Layer by layer from the last: rebuild (recompute), backward, free the layer's stash.
+// Layer by layer from the last: rebuild (recompute), backward, free the layer's stash, and tell the
+// gradient reduction the layer's gradients are written (grad_reduce.cc: in the chunk's last
+// backward of the step, its buckets start).
 Status Trainer::BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool recompute,
                                Tensor* dy) {
   const int64_t nh = dims_.N() * dims_.h;
@@ -144,6 +146,10 @@ Status Trainer::BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool r
                                        &st.layers[li], dy->cref(), dx.ref()));
     st.layers[li].x.Reset();
     *dy = std::move(dx);
+    // The input half of a split backward defers the weight gradients: nothing final yet.
+    if (c.defer_weight_grads == nullptr) {
+      PTDP_RETURN_IF_ERROR(ChunkGradsFinalFrom(chunk, "layer" + std::to_string(layer) + "."));
+    }
   }
   return Status::Ok();
 }
@@ -172,6 +178,7 @@ Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step, bool s
     const double dloss = scaler_->scale() / (double(cfg_.global_batch) * double(model_.seq_len));
     const HeadGrads g{params_->grad(lw), params_->grad(lb), params_->grad(wo)};
     PTDP_RETURN_IF_ERROR(HeadBackward(c, HeadW(chunk), g, dloss, &st->head, dy.ref()));
+    if (!split) PTDP_RETURN_IF_ERROR(ChunkGradsFinalFrom(chunk, "final_ln."));
   } else if (const int above = LocalChunkOfStage(vs + 1); above >= 0) {
     // The turn of a V: the next stage's input gradient on this rank, no message.
     MbState* from = FindState(mb, above);
@@ -207,7 +214,7 @@ Status Trainer::BackwardWeight(int mb, int chunk, int64_t step) {
     return Status::Internal("backward_weight of (" + std::to_string(mb) + ", " +
                             std::to_string(chunk) + ") without its backward_input");
   }
-  PTDP_RETURN_IF_ERROR(RunDeferredWeightGrads(Ctx(mb, step), &st->weight_grads));
+  PTDP_RETURN_IF_ERROR(RunWeightGrads(Ctx(mb, step), chunk, &st->weight_grads));
   for (LayerStash& l : st->layers) DropLayerActivations(&l);
   st->head.ln_out.Reset();
   st->weight_half_pending = false;

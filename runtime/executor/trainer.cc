@@ -244,6 +244,7 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   events_.clear();
   activation_bytes_.clear();
   grad_reduce_bytes_.clear();
+  grad_early_starts_.clear();
   PTDP_RETURN_IF_ERROR(dev_->Synchronize());
   PTDP_RETURN_IF_ERROR(dev_->StartTimer());
   PTDP_RETURN_IF_ERROR(RunProgram(step));

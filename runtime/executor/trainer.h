@@ -223,6 +223,10 @@ class Trainer {
   // grad_reduce.cc
   Status ReduceGrads();
   void PlanGradReduce();  // chunk_grads_final_at_ from the Program
+  void BeginChunkGradReduce(size_t instr_index);
+  Status ChunkGradsFinalFrom(int chunk, const std::string& piece_prefix);
+  Status RunWeightGrads(const LayerCtx& c, int chunk, WeightGradQueue* queue);
+  Status StartReadyGradBuckets(const std::vector<ElementRange>& pending);
   Status StartChunkGradReduce(size_t instr_index);
   Status PollGradReduce();
   int64_t GradElementsInFlight() const;
@@ -270,6 +274,12 @@ class Trainer {
   // data-parallel all-reduce starts there (overlap_grad_reduce), else -1.
   std::vector<int> chunk_grads_final_at_;
   std::vector<std::unique_ptr<GradBucket>> grad_buckets_;  // started, not yet seen complete
+  // While the instruction that completes a chunk's gradients runs: the chunk (else -1), its buckets
+  // not yet started (ascending), and how many it started while some of the chunk's gradients were
+  // still to be written (the per-layer start; the trace's dp_grad_buckets_started_early).
+  int early_chunk_ = -1;
+  std::vector<ElementRange> unstarted_grad_buckets_;
+  int64_t buckets_started_early_ = 0;
   std::vector<ExecRecord> executed_;  // appended by the handlers as they complete
   Tensor loss_sum_;                   // fp64 device scalar: this iteration's summed token losses
   Tensor scratch_scalar_;             // fp64 device scalar: norms and non-finite flags
@@ -280,8 +290,9 @@ class Trainer {
   int64_t last_step_ = 0;
   Timeline timeline_;
   std::vector<TimelineEvent> events_;
-  std::vector<Bytes> activation_bytes_;   // after each event
-  std::vector<Bytes> grad_reduce_bytes_;  // data-parallel buckets in flight after each event
+  std::vector<Bytes> activation_bytes_;     // after each event
+  std::vector<Bytes> grad_reduce_bytes_;    // data-parallel buckets in flight after each event
+  std::vector<int64_t> grad_early_starts_;  // buckets_started_early_ of each event
   // The running receive's wait for its message (host clock; 0 where the communicator cannot tell
   // the wait from the transfer), taken out of the instruction's interval by RunProgram.
   Nanoseconds recv_wait_ns_ = 0;

@@ -7,7 +7,11 @@
 # state (weights, Adam m and v), equal bit for bit; in the last step's measured trace, the buckets
 # in flight (counter dp_grad_reduce_in_flight_MiB) are above zero after some instruction before
 # every rank's reduce_grads when d > 1 (the reduction started under the backward), and zero
-# throughout when d = 1 (no data-parallel peer: nothing started).
+# throughout when d = 1 (no data-parallel peer: nothing started). With d > 1 and at least two
+# layers per chunk, every rank's counter dp_grad_buckets_started_early is above zero in the last
+# step: a layer's gradient (about 49k elements at hidden 64, t = 1; half at t = 2) holds whole
+# 10000-element buckets, which start after that layer's backward while the chunk's lower layers are
+# still to run (the per-layer start); with d = 1 it is zero.
 # Extra arguments go to both runs (--backend cpu-guard: the buckets in flight reach the tensors only
 # inside the communicator's calls).
 # usage: overlap_grad_reduce.sh PTDP WORKDIR NAME LAYERS TP PP DP MBS VP SCHEDULE [train flags]
@@ -39,15 +43,17 @@ for f in ck-off/step-00000004/*.safetensors; do
   n=$((n + 1))
 done
 [ "$n" -gt 0 ] || fail "no saved shards"
-python3 - off.trace.json on.trace.json "$dp" "$pp" <<'PY' || exit 1
+python3 - off.trace.json on.trace.json "$dp" "$pp" "$((layers / (pp * vp)))" <<'PY' || exit 1
 import json, sys
 name = "dp_grad_reduce_in_flight_MiB"
-def load(path):
+early_name = "dp_grad_buckets_started_early"
+def load(path, counter=name):
     ev = json.load(open(path))["traceEvents"]
-    return [e for e in ev if e.get("ph") == "X"], [e for e in ev if e.get("ph") == "C" and e["name"] == name]
+    return [e for e in ev if e.get("ph") == "X"], [e for e in ev if e.get("ph") == "C" and e["name"] == counter]
 _, off = load(sys.argv[1])
 instrs, on = load(sys.argv[2])
-dp, pp = int(sys.argv[3]), int(sys.argv[4])
+_, on_early = load(sys.argv[2], early_name)
+dp, pp, chunk_layers = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 if off:
     sys.exit("FAIL: the blocking run's trace has the overlap counter")
 for rank in range(pp):
@@ -62,5 +68,11 @@ for rank in range(pp):
         sys.exit(f"FAIL: rank {rank}: no bucket in flight before reduce_grads")
     if dp == 1 and any(c["args"][name] != 0 for c in samples):
         sys.exit(f"FAIL: rank {rank}: a bucket started with no data-parallel peer")
+    early = sum(c["args"][early_name] for c in on_early if c["pid"] == rank)
+    print(f"pp rank {rank}: buckets started before their chunk's backward ended: {early:g}")
+    if dp > 1 and chunk_layers >= 2 and early <= 0:
+        sys.exit(f"FAIL: rank {rank}: no bucket started during a chunk's last backward")
+    if dp == 1 and early != 0:
+        sys.exit(f"FAIL: rank {rank}: {early:g} buckets started early with no data-parallel peer")
 PY
 echo "overlapped and blocking reductions bit-identical (losses, gradient norms, final state)"
