@@ -136,6 +136,26 @@ class CpuBackend final : public ProfileBackend {
         },
         NoSync, t);
   }
+  Result<double> TimeCrossEntropy(int64_t n, int64_t v, const TimingOptions& t) override {
+    std::vector<float> logits(n * v), dlogits(n * v), row_max(n), row_sum(n), target_logit(n),
+        loss(n), dloss(n, 1.0f / float(n));
+    std::vector<int32_t> targets(n);
+    FillPattern(logits);
+    for (int64_t i = 0; i < n; ++i) targets[i] = int32_t((i * 7919) % v);
+    return MedianSeconds(
+        [&] {
+          kernels::CrossEntropyLocalMax<float>(row_max.data(), logits.data(), n, v, 0, v);
+          kernels::CrossEntropyLocalSums<float>(row_sum.data(), target_logit.data(), logits.data(),
+                                                row_max.data(), targets.data(), n, v, 0, v);
+          kernels::CrossEntropyLoss<float>(loss.data(), row_max.data(), row_sum.data(),
+                                           target_logit.data(), n);
+          kernels::CrossEntropyBackward<float>(dlogits.data(), logits.data(), row_max.data(),
+                                               row_sum.data(), targets.data(), dloss.data(), n, v,
+                                               0, v);
+          return Status::Ok();
+        },
+        NoSync, t);
+  }
   std::string attention_kind() const override {
     return "reference causal attention (materialised s x s probabilities), fp32";
   }

@@ -230,6 +230,9 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
                          (r.att_seconds + r.att_backward_seconds) / kTera;
   }
   r.attention_kind = backend.attention_kind();
+  // 1 MiB of fp32 logits: the exponentials, not the bytes, bound it on a CPU.
+  r.ce_rows = 64, r.ce_vocab = 4096;
+  PTDP_ASSIGN_OR_RETURN(r.ce_seconds, backend.TimeCrossEntropy(r.ce_rows, r.ce_vocab, g.timing));
   PTDP_ASSIGN_OR_RETURN(Seconds launch, backend.KernelLaunchSeconds(g.timing));
   r.launch_us = launch / kUs;
   PTDP_ASSIGN_OR_RETURN(r.memory_bytes, backend.MemoryCapacityBytes(r.ranks));

@@ -66,6 +66,9 @@ struct ProfileReport {
   Seconds att_backward_seconds = 0;
   double att_train_tflops = 0;
   std::string attention_kind;
+  // The cross-entropy over ce_rows x ce_vocab logits, forward and backward (0: not measured).
+  int64_t ce_rows = 0, ce_vocab = 0;
+  Seconds ce_seconds = 0;
   double launch_us = 0;
   double memory_bytes = 0;
   double workspace_bytes = 0;

@@ -70,6 +70,13 @@ TEST(ProfileTest, CpuProfileRoundTripsThroughTheStrictReader) {
   for (const auto& g : report->gemm) best = std::max(best, g.tflops);
   EXPECT_DOUBLE_EQ(back->peak_tflops.value, best);
   EXPECT_NE(back->peak_tflops.source.find("not a datasheet peak"), std::string::npos);
+  // The cross-entropy's rate: its logits over its measured time, written with what was timed.
+  ASSERT_GT(report->ce_seconds, 0);
+  EXPECT_NEAR(back->cross_entropy_Glogits_per_s.value,
+              double(report->ce_rows) * report->ce_vocab / report->ce_seconds / 1e9,
+              1e-9 * back->cross_entropy_Glogits_per_s.value);
+  EXPECT_NE(back->cross_entropy_Glogits_per_s.source.find("cross-entropy forward"),
+            std::string::npos);
 }
 
 TEST(ProfileTest, RejectsABadGrid) {
