@@ -27,8 +27,12 @@ struct ProfileOptions {
   bool quick = false;                          // a small grid that runs in seconds (CI)
   std::vector<double> gemm_m, gemm_n, gemm_k;  // empty: the backend's default grid
   Bytes max_message_bytes = 0;                 // 0: the default for the backend
-  std::string host;                            // host name, for sources
-  std::string date;                            // "YYYY-MM-DD", for sources
+  // The attention shape to time (b, s, heads, head dim); empty: the backend's default. Attention
+  // at a short sequence is bound by per-head overhead, not FLOPs, so a rate measured at s = 512
+  // does not carry to s = 32.
+  std::vector<int64_t> attention;
+  std::string host;  // host name, for sources
+  std::string date;  // "YYYY-MM-DD", for sources
 };
 
 struct GemmSample {
