@@ -23,8 +23,9 @@ constexpr double kMaxMicroseconds = 1e6;
 constexpr double kMaxCount = 1e5;  // SMs, tile sizes
 constexpr double kMaxGpusPerNode = 1024;
 constexpr double kMaxGemmDim = 1e9;
-constexpr double kMaxEfficiency = 100;     // a multiple of a table's throughput
-constexpr double kMaxFp8GemmSpeedup = 10;  // FP8 against bf16 at one shape
+constexpr double kMaxEfficiency = 100;        // a multiple of a table's throughput
+constexpr double kMaxFp8GemmSpeedup = 10;     // FP8 against bf16 at one shape
+constexpr double kMaxGlogitsPerSecond = 1e5;  // cross-entropy throughput, 1e9 logits/s
 
 constexpr double kMaxCurveBytes = 1e15;
 
@@ -297,6 +298,10 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   if (r.Has("attention_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops, kMaxTflops));
   }
+  if (r.Has("cross_entropy_Glogits_per_s")) {
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "cross_entropy_Glogits_per_s",
+                                     &p.cross_entropy_Glogits_per_s, kMaxGlogitsPerSecond));
+  }
   if (r.Has("fp8_peak_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "fp8_peak_tflops", &p.fp8_peak_tflops, kMaxTflops));
   }
@@ -375,6 +380,9 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   if (!p.gemm_backward_data.empty()) j["gemm_backward_data"] = GemmJson(p.gemm_backward_data);
   if (!p.gemm_backward_weight.empty()) j["gemm_backward_weight"] = GemmJson(p.gemm_backward_weight);
   if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
+  if (!p.cross_entropy_Glogits_per_s.source.empty()) {
+    j["cross_entropy_Glogits_per_s"] = SourcedJson(p.cross_entropy_Glogits_per_s);
+  }
   if (!p.fp8_peak_tflops.source.empty()) j["fp8_peak_tflops"] = SourcedJson(p.fp8_peak_tflops);
   if (!p.fp8_gemm_speedup.source.empty()) j["fp8_gemm_speedup"] = SourcedJson(p.fp8_gemm_speedup);
   if (!p.gemm_backward_efficiency.source.empty()) {

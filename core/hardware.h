@@ -103,6 +103,13 @@ struct HardwareProfile {
   // model prices the fused kernel at the GEMM table's throughput for the unfused batched GEMMs of
   // the same shapes (costmodel/layer_cost.h FusedAttentionCost).
   Sourced attention_tflops;
+  // Optional (0 when absent): logits per second, in billions, through the backend's
+  // vocabulary-parallel cross-entropy, forward (row max, sum of exponentials, loss) and backward
+  // (exponential again, scaled by the loss gradient) together; each direction is charged half.
+  // On a CPU these passes are bound by the exponential, not by their bytes, so the memory-bound
+  // figure (a GeLU kernel) prices them wrongly. Absent: the cross-entropy's bytes at
+  // memory_bound_GBps (costmodel/layer_cost.h HeadCost).
+  Sourced cross_entropy_Glogits_per_s;
   // Optional: dense FP8 peak per device (tensor cores, E4M3/E5M2 inputs, fp32 accumulation), what
   // fp8 training's Linear GEMMs run at: the `gemm` table's time scaled by peak_tflops /
   // fp8_peak_tflops, or by 1 / fp8_gemm_speedup where the profile has it (costmodel/layer_cost.h).

@@ -179,18 +179,27 @@ PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision prec
                Th = sequence_parallel ? double(T) * h / tp : double(T) * h;
   PieceCost c;
   c.forward.gemm = GemmTime(hw, T, v, h);
-  // Final LayerNorm; cross-entropy: read the logits, write and re-read them in fp32 (max, sum).
   const double cast = IsHalf(precision) ? e + 4 : 0.0;  // logits.float() (none in fp32 training)
-  c.forward.memory =
-      MemoryBoundTime(hw, 2 * e * Th + (cast + 4 + 8 + 8 + 4 + 8) * logits, cast > 0 ? 7 : 6);
+  if (hw.cross_entropy_Glogits_per_s.value > 0) {
+    // A measured cross-entropy rate (a CPU, where the exponentials bound it): half of the logits'
+    // time each way, beside the final LayerNorm and the casts as bytes.
+    const Seconds half = 0.5 * logits / (hw.cross_entropy_Glogits_per_s.value * 1e9);
+    c.forward.memory = MemoryBoundTime(hw, 2 * e * Th + cast * logits, cast > 0 ? 2 : 1) + half;
+    c.backward.memory =
+        MemoryBoundTime(hw, (cast > 0 ? 4 + e : 0) * logits + 5 * e * Th, cast > 0 ? 2 : 1) + half;
+  } else {
+    // Final LayerNorm; cross-entropy: read the logits, write and re-read them in fp32 (max, sum).
+    c.forward.memory =
+        MemoryBoundTime(hw, 2 * e * Th + (cast + 4 + 8 + 8 + 4 + 8) * logits, cast > 0 ? 7 : 6);
+    // Softmax gradient (read fp32, write e), LayerNorm backward.
+    c.backward.memory =
+        MemoryBoundTime(hw, (8 + (cast > 0 ? 4 + e : 0)) * logits + 5 * e * Th, cast > 0 ? 4 : 3);
+  }
   // With sequence parallelism the final LayerNorm's output is all-gathered before the logits.
   c.forward.tp_comm =
       tp > 1 ? 3 * tp_small_allreduce_s + (sequence_parallel ? tp_allgather_s : 0) : 0.0;
   c.backward.gemm = GemmBackwardTime(hw, T, v, h);
   c.weight_grad.gemm = GemmBackwardWeightTime(hw, T, v, h);
-  // Softmax gradient (read fp32, write e), LayerNorm backward.
-  c.backward.memory =
-      MemoryBoundTime(hw, (8 + (cast > 0 ? 4 + e : 0)) * logits + 5 * e * Th, cast > 0 ? 4 : 3);
   c.backward.tp_comm = tp > 1 ? tp_allreduce_s : 0.0;
   return c;
 }

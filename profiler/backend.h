@@ -53,6 +53,10 @@ class ProfileBackend {
                                                const TimingOptions&) {
     return 0.0;
   }
+  // Seconds of the vocabulary-parallel cross-entropy over n rows of v logits, forward (row max,
+  // sum of exponentials, loss) and backward together, as the runtime's Ops run it (0: this backend
+  // does not measure it).
+  virtual Result<double> TimeCrossEntropy(int64_t, int64_t, const TimingOptions&) { return 0.0; }
   // Which attention implementation TimeAttention measures, for the report.
   virtual std::string attention_kind() const = 0;
   // Seconds of one tiny kernel (launch + completion, back to back), the fixed cost per op.

@@ -124,22 +124,63 @@ class CpuBackend final : public ProfileBackend {
     return 2.0 * count * 4 / s;
   }
 
+  Result<double> TimeCrossEntropy(int64_t n, int64_t v, const TimingOptions& t) override {
+    std::vector<float> logits(n * v), dlogits(n * v), row_max(n), row_sum(n), target_logit(n),
+        loss(n), dloss(n, 1.0f / float(n));
+    std::vector<int32_t> targets(n);
+    FillPattern(logits);
+    for (int64_t i = 0; i < n; ++i) targets[i] = int32_t((i * 7919) % v);
+    return MedianSeconds(
+        [&] {
+          kernels::CrossEntropyLocalMax<float>(row_max.data(), logits.data(), n, v, 0, v);
+          kernels::CrossEntropyLocalSums<float>(row_sum.data(), target_logit.data(), logits.data(),
+                                                row_max.data(), targets.data(), n, v, 0, v);
+          kernels::CrossEntropyLoss<float>(loss.data(), row_max.data(), row_sum.data(),
+                                           target_logit.data(), n);
+          kernels::CrossEntropyBackward<float>(dlogits.data(), logits.data(), row_max.data(),
+                                               row_sum.data(), targets.data(), dloss.data(), n, v,
+                                               0, v);
+          return Status::Ok();
+        },
+        NoSync, t);
+  }
+  // Attention as CpuOps runs the fused form (AttentionStash::fused, the layouts' default): the
+  // forward writes the output and the softmax's log-sum-exp; the backward rebuilds the
+  // probabilities from it and runs the reference backward. No dropout (p = 0).
   Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
                                const TimingOptions& t) override {
-    std::vector<float> qkv(b * s * heads * 3 * d), out(b * s * heads * d), att(b * heads * s * s);
+    std::vector<float> qkv(b * s * heads * 3 * d), out(b * s * heads * d), att(b * heads * s * s),
+        lse(b * heads * s);
     FillPattern(qkv);
     return MedianSeconds(
         [&] {
           kernels::AttentionForward<float>(out.data(), att.data(), qkv.data(), nullptr, b, s, heads,
                                            d);
+          kernels::AttentionLogSumExp<float>(lse.data(), qkv.data(), b, s, heads, d);
+          return Status::Ok();
+        },
+        NoSync, t);
+  }
+  Result<double> TimeAttentionBackward(int64_t b, int64_t s, int64_t heads, int64_t d,
+                                       const TimingOptions& t) override {
+    std::vector<float> qkv(b * s * heads * 3 * d), dout(b * s * heads * d),
+        dqkv(b * s * heads * 3 * d), att(b * heads * s * s), lse(b * heads * s);
+    FillPattern(qkv);
+    FillPattern(dout);
+    kernels::AttentionLogSumExp<float>(lse.data(), qkv.data(), b, s, heads, d);
+    return MedianSeconds(
+        [&] {
+          kernels::AttentionProbsFromLse<float>(att.data(), qkv.data(), lse.data(), b, s, heads, d);
+          kernels::AttentionBackward<float>(dqkv.data(), dout.data(), qkv.data(), att.data(),
+                                            nullptr, b, s, heads, d);
           return Status::Ok();
         },
         NoSync, t);
   }
   std::string attention_kind() const override {
-    return "reference causal attention (materialised s x s probabilities), fp32";
+    return "reference causal attention as CpuOps' fused form (s x s probabilities as scratch, "
+           "log-sum-exp kept; backward rebuilds them), fp32, no dropout";
   }
-
   Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
     float a = 1, b = 2, c = 0;
     TimingOptions tiny = t;

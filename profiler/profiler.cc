@@ -189,6 +189,15 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   PTDP_RETURN_IF_ERROR(CheckAxis(g.n, "--gemm-n"));
   PTDP_RETURN_IF_ERROR(CheckAxis(g.k, "--gemm-k"));
   if (opts.max_message_bytes < 0) return Status::Invalid("--max-message-bytes: must be positive");
+  if (!opts.attention.empty()) {
+    const auto& a = opts.attention;
+    if (a.size() != 4 || *std::min_element(a.begin(), a.end()) < 1) {
+      return Status::Invalid(
+          "--attention: needs 4 positive integers: batch, sequence, heads, "
+          "head dim");
+    }
+    g.att_b = a[0], g.att_s = a[1], g.att_heads = a[2], g.att_d = a[3];
+  }
   if (opts.max_message_bytes > 0) g.max_message = std::max<Bytes>(opts.max_message_bytes, 4096);
 
   ProfileReport r;
@@ -230,6 +239,9 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
                          (r.att_seconds + r.att_backward_seconds) / kTera;
   }
   r.attention_kind = backend.attention_kind();
+  // 1 MiB of fp32 logits: the exponentials, not the bytes, bound it on a CPU.
+  r.ce_rows = 64, r.ce_vocab = 4096;
+  PTDP_ASSIGN_OR_RETURN(r.ce_seconds, backend.TimeCrossEntropy(r.ce_rows, r.ce_vocab, g.timing));
   PTDP_ASSIGN_OR_RETURN(Seconds launch, backend.KernelLaunchSeconds(g.timing));
   r.launch_us = launch / kUs;
   PTDP_ASSIGN_OR_RETURN(r.memory_bytes, backend.MemoryCapacityBytes(r.ranks));

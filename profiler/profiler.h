@@ -27,8 +27,12 @@ struct ProfileOptions {
   bool quick = false;                          // a small grid that runs in seconds (CI)
   std::vector<double> gemm_m, gemm_n, gemm_k;  // empty: the backend's default grid
   Bytes max_message_bytes = 0;                 // 0: the default for the backend
-  std::string host;                            // host name, for sources
-  std::string date;                            // "YYYY-MM-DD", for sources
+  // The attention shape to time (b, s, heads, head dim); empty: the backend's default. Attention
+  // at a short sequence is bound by per-head overhead, not FLOPs, so a rate measured at s = 512
+  // does not carry to s = 32.
+  std::vector<int64_t> attention;
+  std::string host;  // host name, for sources
+  std::string date;  // "YYYY-MM-DD", for sources
 };
 
 struct GemmSample {
@@ -66,6 +70,9 @@ struct ProfileReport {
   Seconds att_backward_seconds = 0;
   double att_train_tflops = 0;
   std::string attention_kind;
+  // The cross-entropy over ce_rows x ce_vocab logits, forward and backward (0: not measured).
+  int64_t ce_rows = 0, ce_vocab = 0;
+  Seconds ce_seconds = 0;
   double launch_us = 0;
   double memory_bytes = 0;
   double workspace_bytes = 0;

@@ -141,6 +141,14 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
                      " s=" + std::to_string(r.att_s) + " heads=" + std::to_string(r.att_heads) +
                      " d=" + std::to_string(r.att_d) + "): " + r.attention_kind);
   }
+  if (r.ce_seconds > 0) {
+    const double logits = double(r.ce_rows) * double(r.ce_vocab);
+    p.cross_entropy_Glogits_per_s =
+        Measured(r, logits / r.ce_seconds / 1e9,
+                 "cross-entropy forward (row max, sum of exponentials, loss) + backward over " +
+                     std::to_string(r.ce_rows) + " x " + std::to_string(r.ce_vocab) +
+                     " fp32 logits, median of repeats");
+  }
   p.gemm.dtype = r.gemm_dtype;
   p.gemm.source =
       RunSource(r) + ": " + r.gemm_dtype + " GEMM, median of repeats" +
@@ -248,6 +256,11 @@ OrderedJson ReportToJson(const ProfileReport& r) {
     j["attention"]["backward_time_us"] = r.att_backward_seconds / kUs;
     j["attention"]["forward_backward_causal_tflops"] = r.att_train_tflops;
   }
+  if (r.ce_seconds > 0) {
+    j["cross_entropy"] = {{"rows", r.ce_rows},
+                          {"vocab", r.ce_vocab},
+                          {"forward_backward_time_us", r.ce_seconds / kUs}};
+  }
   j["kernel_launch_us"] = r.launch_us;
   j["memory_bytes"] = r.memory_bytes;
   j["workspace_bytes"] = r.workspace_bytes;
@@ -299,6 +312,14 @@ std::string ReportToText(const ProfileReport& r) {
     std::snprintf(line, sizeof(line),
                   "# attention backward %.1f us; forward + backward %.3f TFLOP/s causal\n",
                   r.att_backward_seconds / kUs, r.att_train_tflops);
+    out += line;
+  }
+  if (r.ce_seconds > 0) {
+    std::snprintf(line, sizeof(line),
+                  "# cross-entropy forward + backward (%lld x %lld logits) %.1f us = %.3f "
+                  "Glogits/s\n",
+                  static_cast<long long>(r.ce_rows), static_cast<long long>(r.ce_vocab),
+                  r.ce_seconds / kUs, double(r.ce_rows) * double(r.ce_vocab) / r.ce_seconds / 1e9);
     out += line;
   }
   if (!r.collectives.empty()) {

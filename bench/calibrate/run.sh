@@ -10,6 +10,7 @@
 # usage: bench/calibrate/run.sh [PTDP] [WORKDIR]   (defaults: build/tools/ptdp, /tmp/ptdp-calibrate)
 # Layouts (--fix strings of `ptdp plan`; ranks = tp * pp * dp) and the model may be overridden:
 #   START=measure (or a profile/cluster preset or file to start from instead, e.g. START=cpu)
+#   ATTENTION="1 32 4 16" (b s heads d of the measured attention; the default is tiny's at mbs 1)
 #   MODEL=tiny BATCH=32 STEPS=5 RANKS_A=2 FIX_A=tp=1,pp=2,dp=1,mbs=1
 #   LAYOUTS_B="2:tp=1,pp=2,dp=1,mbs=2 2:tp=1,pp=1,dp=2,mbs=1"   (ranks:fix, space-separated)
 #   QUANTILE=0.5 (ptdp calibrate --quantile; 0.25 on a machine shared with other jobs)
@@ -30,8 +31,11 @@ export OMPI_MCA_mpi_yield_when_idle=1
 if [ "$start" = measure ]; then
   # The tiny model's GEMMs have 32 to 128 rows and 16 to 256 columns: the grid covers them (the
   # cpu preset's starts at 128 rows, below which a GEMM is priced as one of 128).
+  # Attention is timed at the tiny model's shape (b=1 s=32, 4 heads of 16): at so short a
+  # sequence it is bound by per-head overhead, and the default shape (s=512) gives 2.5x its rate.
+  # shellcheck disable=SC2086
   "$ptdp" profile --backend cpu --gemm-m 32 64 128 256 --gemm-n 16 64 256 1024 \
-    --gemm-k 16 64 256 --out measured.json > profile.txt
+    --gemm-k 16 64 256 --attention ${ATTENTION:-1 32 4 16} --out measured.json > profile.txt
   # One node of 8 processes, so the ranks' messages take the intra-node link.
   echo "{\"profile\": \"$PWD/measured.json\", \"gpus_per_node\": 8}" > cluster.json
   start=$PWD/cluster.json

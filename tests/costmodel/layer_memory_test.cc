@@ -121,5 +121,26 @@ TEST(LayerCost, HeadLogitsGemm) {
   EXPECT_NEAR(f.backward.memory, (20 * Th + 8 * L) / 1e12, 1e-15);
 }
 
+// A measured cross-entropy rate (2e9 logits/s) replaces the cross-entropy's bytes: L / 2e9 s,
+// half forward and half backward; the final LayerNorm and (16-bit training) the casts stay bytes:
+// forward the cast's 2 + 4 bytes per logit, backward the cast back's 4 + 2.
+TEST(LayerCost, HeadCrossEntropyAtAMeasuredRate) {
+  const double L = 64.0 * 256, Th = 64.0 * 64, half = 0.5 * L / 2e9;
+  HardwareProfile fp32 = testing::RoundProfile(Precision::kFp32);
+  fp32.cross_entropy_Glogits_per_s = {2.0, "test"};
+  const PieceCost f = HeadCost(Tiny(), fp32, Precision::kFp32, 1, 2, 0, 0);
+  EXPECT_NEAR(f.forward.memory, 8 * Th / 1e12 + half, 1e-15);
+  EXPECT_NEAR(f.backward.memory, 20 * Th / 1e12 + half, 1e-15);
+  HardwareProfile fp16 = testing::RoundProfile();
+  fp16.cross_entropy_Glogits_per_s = {2.0, "test"};
+  const PieceCost c = HeadCost(Tiny(), fp16, Precision::kFp16, 1, 2, 0, 0);
+  EXPECT_NEAR(c.forward.memory, (4 * Th + 6 * L) / 1e12 + half, 1e-15);
+  EXPECT_NEAR(c.backward.memory, (10 * Th + 6 * L) / 1e12 + half, 1e-15);
+  // The GEMMs do not move.
+  EXPECT_DOUBLE_EQ(
+      c.forward.gemm,
+      HeadCost(Tiny(), testing::RoundProfile(), Precision::kFp16, 1, 2, 0, 0).forward.gemm);
+}
+
 }  // namespace
 }  // namespace ptdp::costmodel

@@ -61,6 +61,26 @@ TEST(ProfileSchema, OptionalAttentionTflops) {
       << b.status().message();
 }
 
+// cross_entropy_Glogits_per_s: optional (0 when absent), round-trips, and a value out of
+// (0, 1e5] is refused naming the field.
+TEST(ProfileSchema, OptionalCrossEntropyRate) {
+  EXPECT_EQ(HardwareProfileFromJson(SeleneJson(), "p")->cross_entropy_Glogits_per_s.value, 0.0);
+  Json with = SeleneJson();
+  with["cross_entropy_Glogits_per_s"] = {{"value", 0.09}, {"source", "a test figure"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->cross_entropy_Glogits_per_s.value, 0.09);
+  EXPECT_EQ(back->cross_entropy_Glogits_per_s.source, "a test figure");
+  with["cross_entropy_Glogits_per_s"]["value"] = 0;
+  auto b = HardwareProfileFromJson(with, "p");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("p.cross_entropy_Glogits_per_s.value: 0 is outside (0,"),
+            std::string::npos)
+      << b.status().message();
+}
+
 // The backward GEMM tables: optional, read with the forward table's checks, round-tripped, and
 // refused in another dtype than the forward table's.
 TEST(ProfileSchema, OptionalBackwardGemmTables) {

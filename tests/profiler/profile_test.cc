@@ -70,6 +70,17 @@ TEST(ProfileTest, CpuProfileRoundTripsThroughTheStrictReader) {
   for (const auto& g : report->gemm) best = std::max(best, g.tflops);
   EXPECT_DOUBLE_EQ(back->peak_tflops.value, best);
   EXPECT_NE(back->peak_tflops.source.find("not a datasheet peak"), std::string::npos);
+  // Attention forward and backward as CpuOps' fused form, written as the fused-attention rate.
+  ASSERT_GT(report->att_backward_seconds, 0);
+  EXPECT_DOUBLE_EQ(back->attention_tflops.value, report->att_train_tflops);
+  EXPECT_NE(back->attention_tflops.source.find("fused form"), std::string::npos);
+  // The cross-entropy's rate: its logits over its measured time, written with what was timed.
+  ASSERT_GT(report->ce_seconds, 0);
+  EXPECT_NEAR(back->cross_entropy_Glogits_per_s.value,
+              double(report->ce_rows) * report->ce_vocab / report->ce_seconds / 1e9,
+              1e-9 * back->cross_entropy_Glogits_per_s.value);
+  EXPECT_NE(back->cross_entropy_Glogits_per_s.source.find("cross-entropy forward"),
+            std::string::npos);
 }
 
 TEST(ProfileTest, RejectsABadGrid) {
@@ -82,6 +93,26 @@ TEST(ProfileTest, RejectsABadGrid) {
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(report.status().message().find("--gemm-k"), std::string::npos);
+}
+
+// --attention picks the timed shape; anything but 4 positive sizes is bad input naming the flag.
+TEST(ProfileTest, AttentionAtAGivenShape) {
+  auto backend = MakeBackend("cpu");
+  ASSERT_TRUE(backend.ok());
+  auto self = runtime::SelfComm(0);
+  ProfileOptions o = TinyOptions();
+  o.attention = {1, 32, 0, 16};
+  auto bad = RunProfile(**backend, *self, *self, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--attention"), std::string::npos);
+  o.attention = {2, 32, 4, 16};
+  auto report = RunProfile(**backend, *self, *self, o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->att_b, 2);
+  EXPECT_EQ(report->att_s, 32);
+  EXPECT_EQ(report->att_heads, 4);
+  EXPECT_EQ(report->att_d, 16);
 }
 
 TEST(ProfileTest, UnknownBackendIsBadInput) {
