@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "schedule/schedule.h"
+#include "tests/costmodel/test_profile.h"
 
 namespace ptdp::runtime {
 namespace {
@@ -44,12 +45,8 @@ TEST(LastGradientInstr, ChunkWithoutBackwardHasNone) {
 }
 
 TEST(LastGradientInstr, ZeroBubbleProgramEndsEveryRankAtAWeightHalf) {
-  ModelSpec m;
+  ModelSpec m = testing::TinyModel();
   m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.seq_len = 32;
-  m.vocab = 256;
   ParallelConfig c;
   c.pp = 2;
   c.mbs = 1;
