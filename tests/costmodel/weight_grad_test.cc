@@ -17,6 +17,18 @@ ModelSpec Small() {
   return m;
 }
 
+// The layout the cost-table tests build: fp16, t 2, p 2, d 2, microbatches of 1, global batch 8.
+ParallelConfig Fp16T2P2D2() {
+  ParallelConfig c;
+  c.precision = Precision::kFp16;
+  c.tp = 2;
+  c.pp = 2;
+  c.dp = 2;
+  c.mbs = 1;
+  c.global_batch = 8;
+  return c;
+}
+
 TEST(WeightGradient, IsTheBackwardsWeightGemm) {
   const HardwareProfile hw = testing::RoundProfile();
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 96, 32}, {2048, 4096, 1024}}) {
@@ -30,13 +42,7 @@ TEST(WeightGradient, IsTheBackwardsWeightGemm) {
 TEST(WeightGradient, ChunksCarryTheLinearsWeightGemms) {
   const ClusterSpec cl = testing::RoundCluster(8);
   const ModelSpec m = Small();
-  ParallelConfig c;
-  c.precision = Precision::kFp16;
-  c.tp = 2;
-  c.pp = 2;
-  c.dp = 2;
-  c.mbs = 1;
-  c.global_batch = 8;
+  const ParallelConfig c = Fp16T2P2D2();
   const CostTable t = BuildCostTable(m, cl, c);
   const HardwareProfile& hw = cl.profile;
   const int64_t T = m.seq_len, h = m.hidden, f = m.FfnHidden(), tp = c.tp;
@@ -60,13 +66,7 @@ TEST(WeightGradient, HoldsTheUnfusedAccumulation) {
   ClusterSpec plain = testing::RoundCluster(8);
   ClusterSpec unfused = plain;
   unfused.software.grad_accumulate_bytes_per_param = testing::S(6);
-  ParallelConfig c;
-  c.precision = Precision::kFp16;
-  c.tp = 2;
-  c.pp = 2;
-  c.dp = 2;
-  c.mbs = 1;
-  c.global_batch = 8;
+  const ParallelConfig c = Fp16T2P2D2();
   const CostTable a = BuildCostTable(Small(), plain, c), b = BuildCostTable(Small(), unfused, c);
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(a.Chunk(r, 0).weight_grad.memory, 0.0);
@@ -105,13 +105,7 @@ TEST(WeightGradient, TakesTheBackwardEfficiencyTheFitReturns) {
     }
     ClusterSpec cl = testing::RoundCluster(8);
     cl.profile = hw;
-    ParallelConfig c;
-    c.precision = Precision::kFp16;
-    c.tp = 2;
-    c.pp = 2;
-    c.dp = 2;
-    c.mbs = 1;
-    c.global_batch = 8;
+    const ParallelConfig c = Fp16T2P2D2();
     for (const ChunkCost& cc : BuildCostTable(Small(), cl, c).chunks) {
       EXPECT_LE(cc.weight_grad.Total(), cc.backward.Total()) << "ratio " << ratio;
     }
