@@ -87,18 +87,22 @@ Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int
 
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
                          int64_t batch) {
-  // A Linear's backward (batch 1) from the tables measured for it, when the profile has them;
-  // the batched products of unfused attention, and profiles without them, from the forward table.
-  if (batch == 1 && !hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty()) {
-    const double flops = 2.0 * double(m) * double(n) * double(k);
-    const auto time = [&](const GemmTable& t) {
-      return flops / (GemmTflops(t, double(m), double(n), double(k)) * kTera) +
-             hw.kernel_launch_us.value * kUs;
-    };
-    return time(hw.gemm_backward_data) + time(hw.gemm_backward_weight);
-  }
+  // A Linear's backward (batch 1) is its two GEMMs as priced alone; the batched products of
+  // unfused attention come from the forward table at the transposed shapes.
+  if (batch == 1) return GemmBackwardDataTime(hw, m, n, k) + GemmBackwardWeightTime(hw, m, n, k);
   return BackwardFromForwardTable(hw, m, k, n, batch) +
          BackwardFromForwardTable(hw, k, n, m, batch);
+}
+
+Seconds GemmBackwardDataTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
+  // From the table measured for it, when the profile has both backward tables (as
+  // GemmBackwardWeightTime decides, so a backward is priced from one source or the other).
+  if (!hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty()) {
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    return flops / (GemmTflops(hw.gemm_backward_data, double(m), double(n), double(k)) * kTera) +
+           hw.kernel_launch_us.value * kUs;
+  }
+  return BackwardFromForwardTable(hw, m, k, n, 1);
 }
 
 Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {

@@ -34,6 +34,9 @@ Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int
 // gemm_backward_efficiency divides when it has one.
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
                          int64_t batch = 1);
+// The input-gradient GEMM alone (C'[m,k] = dC[m,n] B^T) of a Linear (batch 1), the very term
+// GemmBackwardTime adds for it: what `ptdp compare --op-times` prices a LinearBackwardData with.
+Seconds GemmBackwardDataTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k);
 // The weight-gradient GEMM alone ([k,n] = A^T dC), the very term GemmBackwardTime adds for it
 // (same table, same gemm_backward_efficiency): what a split backward's W runs (core/program.h
 // kBackwardWeight). Never more than GemmBackwardTime at the same shape.

@@ -1,0 +1,54 @@
+#include "costmodel/op_price.h"
+
+#include "costmodel/gemm.h"
+#include "costmodel/layer_cost.h"
+
+namespace ptdp::costmodel {
+
+namespace {
+
+// The attention op's shape as a model: b sequences of s tokens, `heads` local heads of dim d,
+// everything else (the dropout, which picks the rate) as the plan's model has it.
+ModelSpec AttentionModel(const ModelSpec& model, int64_t s, int64_t heads, int64_t d) {
+  ModelSpec m = model;
+  m.seq_len = s;
+  m.heads = int(heads);
+  m.kv_heads = 0;
+  m.hidden = heads * d;
+  return m;
+}
+
+}  // namespace
+
+std::optional<OpPrice> PriceOp(const std::string& op, const std::vector<int64_t>& dims,
+                               const ModelSpec& model, const HardwareProfile& hw) {
+  for (const int64_t d : dims) {
+    if (d <= 0) return std::nullopt;
+  }
+  // The Linear's forward is C[n, oc] = X[n, c] W^T: the GEMM (m, n, k) = (n, oc, c), at the
+  // table's rate as the layers price it in the precisions the runtime trains in (no FP8).
+  const bool linear = op.rfind("Linear", 0) == 0;
+  if (linear && dims.size() == 3) {
+    const int64_t n = dims[0], c = dims[1], oc = dims[2];
+    if (op == "LinearForward") return OpPrice{GemmTime(hw, n, oc, c), false};
+    if (op == "LinearForward+GeLU") return OpPrice{GemmTime(hw, n, oc, c), true};
+    if (op == "LinearBackwardData") return OpPrice{GemmBackwardDataTime(hw, n, oc, c), false};
+    if (op == "LinearBackwardData+dGeLU") {
+      return OpPrice{GemmBackwardDataTime(hw, n, oc, c), true};
+    }
+    // The weight gradient's op also sums the bias gradient when the Linear has a bias.
+    if (op == "LinearBackwardWeight") {
+      return OpPrice{GemmBackwardWeightTime(hw, n, oc, c), model.linear_bias};
+    }
+    return std::nullopt;
+  }
+  const bool attention = op == "AttentionForward" || op == "AttentionBackward";
+  if (attention && dims.size() == 4) {
+    const ModelSpec m = AttentionModel(model, dims[1], dims[2], dims[3]);
+    const PieceCost c = FusedAttentionCost(m, hw, /*tp=*/1, int(dims[0]));
+    return OpPrice{op == "AttentionForward" ? c.forward.gemm : c.backward.gemm, false};
+  }
+  return std::nullopt;
+}
+
+}  // namespace ptdp::costmodel

@@ -1,0 +1,33 @@
+// What the cost model charges for one op of `ptdp train --op-times` (runtime/backend/timed_ops.h
+// names them: "LinearForward 32768x2048x6144" is n x c x oc, tokens by input by output features;
+// "AttentionForward 16x2048x16x128" is b x s x local heads x head dim), so that an op table
+// measured on a device can be laid beside the prices its profile gives, GEMM by GEMM. Only the
+// ops the cost model prices as one term are priced: the Linears' GEMMs (a fused GeLU epilogue or
+// bias gradient rides along unpriced) and fused attention; the memory-bound ops are charged per
+// layer, not per op, and are not priced here.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/model.h"
+#include "core/units.h"
+
+namespace ptdp::costmodel {
+
+struct OpPrice {
+  Seconds seconds = 0;
+  // True when the op does more than the priced term (a GeLU epilogue, a bias gradient).
+  bool partial = false;
+};
+
+// The price of one call of `op` with `dims` (as the op table spells them) for `model` (its
+// dropout and the attention rate it selects) on `hw`; nullopt when the cost model
+// has no per-op price for it. Dimensions that do not fit the op are nullopt too.
+std::optional<OpPrice> PriceOp(const std::string& op, const std::vector<int64_t>& dims,
+                               const ModelSpec& model, const HardwareProfile& hw);
+
+}  // namespace ptdp::costmodel
