@@ -1,14 +1,19 @@
 // `ptdp compare --predicted A.trace.json --measured B.trace.json`: a prediction (ptdp simulate
 // --trace) beside a measurement (ptdp train --trace) of the same Program, instruction by
 // instruction (core/timeline_compare.h); `--svg` draws both on one time axis, predicted above.
+// `ptdp compare --op-times OPS.txt --plan P.json [--cluster C]`: a `ptdp train --op-times` table
+// beside the cost model's price of each GEMM and attention op (tools/op_times_compare.h).
 #include <cstdio>
 #include <string>
 
+#include "core/cluster.h"
 #include "core/json.h"
+#include "core/plan_file.h"
 #include "core/timeline.h"
 #include "core/timeline_compare.h"
 #include "simulator/gantt.h"
 #include "tools/common.h"
+#include "tools/op_times_compare.h"
 
 namespace ptdp::tools {
 namespace {
@@ -16,6 +21,7 @@ namespace {
 struct CompareArgs {
   std::string predicted, measured, svg;
   int top = 10;
+  std::string op_times, plan, cluster;  // the op-table mode
 };
 
 // The value of the first height="..." attribute of an SVG document (GanttSvg writes it on its
@@ -48,7 +54,42 @@ std::string PairSvg(const Timeline& predicted, const Timeline& measured) {
          NestedAt(bottom, h1) + "</svg>\n";
 }
 
+// The op-table mode: the plan gives the model (and, without --cluster, the profile).
+Status RunCompareOpTimes(const CompareArgs& a) {
+  if (a.plan.empty()) return Status::Invalid("--op-times: needs --plan (the run's plan file)");
+  Result<PlanFile> plan_or = ReadPlanFile(a.plan, /*require_program=*/false);
+  if (!plan_or.ok()) return plan_or.status().WithPrefix("--plan");
+  const PlanFile& plan = *plan_or;
+  const std::string profile_name = a.cluster.empty() ? plan.cluster.name : a.cluster;
+  Result<ClusterSpec> cluster_or = LoadCluster(profile_name);
+  if (!cluster_or.ok()) {
+    return cluster_or.status().WithPrefix(a.cluster.empty() ? a.plan + ": cluster" : "--cluster");
+  }
+  Result<std::string> text_or = ReadTextFile(a.op_times);
+  if (!text_or.ok()) return text_or.status().WithPrefix("--op-times");
+  Result<std::vector<MeasuredOp>> ops_or = ParseOpTimes(*text_or);
+  if (!ops_or.ok()) return ops_or.status().WithPrefix("--op-times " + a.op_times);
+  std::printf("ptdp compare: op times %s against the cost model on profile %s (model %s of %s)\n%s",
+              a.op_times.c_str(), cluster_or->profile.name.c_str(), plan.model.name.c_str(),
+              a.plan.c_str(),
+              OpTimesComparisonText(*ops_or, plan.model, cluster_or->profile).c_str());
+  return Status::Ok();
+}
+
 Status RunCompare(const CompareArgs& a) {
+  const bool traces = !a.predicted.empty() || !a.measured.empty();
+  if (!a.op_times.empty()) {
+    if (traces) return Status::Invalid("--op-times: not with --predicted/--measured (one mode)");
+    return RunCompareOpTimes(a);
+  }
+  if (!a.plan.empty() || !a.cluster.empty()) {
+    return Status::Invalid(std::string(a.plan.empty() ? "--cluster" : "--plan") +
+                           ": only with --op-times");
+  }
+  if (a.predicted.empty() || a.measured.empty()) {
+    return Status::Invalid(std::string(a.predicted.empty() ? "--predicted" : "--measured") +
+                           ": required (or --op-times with --plan)");
+  }
   if (a.top < 0 || a.top > 100000) {
     return Status::Invalid("--top: " + std::to_string(a.top) + " is outside 0..100000");
   }
@@ -74,11 +115,16 @@ void RegisterCompare(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<CompareArgs>();
   auto* cmd = app.add_subcommand(
       "compare", "A predicted and a measured trace of one Program, instruction by instruction");
-  cmd->add_option("--predicted", a->predicted, "ptdp simulate --trace output")->required();
-  cmd->add_option("--measured", a->measured, "ptdp train --trace output")->required();
+  cmd->add_option("--predicted", a->predicted, "ptdp simulate --trace output");
+  cmd->add_option("--measured", a->measured, "ptdp train --trace output");
   cmd->add_option("--svg", a->svg, "Write both Gantt charts on one time axis, predicted above");
   cmd->add_option("--top", a->top, "How many divergent instructions to list")
       ->capture_default_str();
+  cmd->add_option("--op-times", a->op_times,
+                  "A `ptdp train --op-times` output: each GEMM and attention op against its price");
+  cmd->add_option("--plan", a->plan, "With --op-times: the plan the run trained (its model)");
+  cmd->add_option("--cluster", a->cluster,
+                  "With --op-times: price on this profile or cluster (default: the plan's)");
   cmd->callback([a, exit_code] {
     const Status s = RunCompare(*a);
     *exit_code = s.ok() ? 0 : Fail("compare", s);

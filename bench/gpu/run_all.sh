@@ -330,6 +330,13 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
   echo "plan: $plan"
   with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" --data "$out/tokens.bin" --steps 3 \
     --op-times | tee "$out/kernels.txt"
+  # The same table beside the cost model's price of each GEMM and attention op (ptdp compare
+  # --op-times): on this call's measured profile (the plan's cluster) and on the shipped dgx-h100.
+  for c in "" dgx-h100; do
+    with_libs "$build/tools/ptdp" compare --op-times "$out/kernels.txt" --plan "$plan" \
+      ${c:+--cluster "$c"} > "$out/kernels-priced${c:+-$c}.txt" || echo "compare --op-times ${c:-measured} failed"
+    tail -n 6 "$out/kernels-priced${c:+-$c}.txt" | sed "s/^/priced on ${c:-the measured profile}: /"
+  done
   # Side by side in the same run: cuBLASLt's first-ranked algorithm per GEMM shape against the one
   # kernels/cublas times as fastest (PTDP_GEMM_TUNE=0 turns the timing off).
   PTDP_GEMM_TUNE=0 with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" \

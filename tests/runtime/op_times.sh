@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ptdp train --op-times: the table lists every op by shape with its calls per step (LayerNorm runs
 # 2 per layer plus the final one per microbatch), and timing changes nothing the run computes
-# (the per-step losses equal those of the same run without it).
+# (the per-step losses equal those of the same run without it). `ptdp compare --op-times` lays
+# the table beside the cost model's prices and refuses a cut table or a missing plan in one line.
 # usage: op_times.sh PTDP WORKDIR
 set -euo pipefail
 ptdp=$1 work=$2/op_times
@@ -29,3 +30,13 @@ timed = [json.loads(l)["loss"] for l in open(f"{w}/timed.jsonl")]
 assert plain == timed, (plain, timed)
 print(f"op table: {len(rows)} ops; LayerNormForward {ln[0]:.0f} calls/step; losses equal: {timed}")
 PY
+"$ptdp" compare --op-times "$work/timed.txt" --plan "$work/plan.json" > "$work/priced.txt"
+grep -q "^  Linear GEMMs  *[0-9.]*  *[0-9.]*  *[0-9.]*$" "$work/priced.txt" || { cat "$work/priced.txt"; exit 1; }
+grep -q "^AttentionBackward [0-9x]* .*[0-9]$" "$work/priced.txt" || { cat "$work/priced.txt"; exit 1; }
+sed "/^all ops/,\$d" "$work/timed.txt" > "$work/cut.txt"
+rc=0; "$ptdp" compare --op-times "$work/cut.txt" --plan "$work/plan.json" > "$work/bad.txt" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "^ptdp compare: error: --op-times .*cut.txt: the op table has no 'all ops' line" "$work/bad.txt" \
+  && [ "$(wc -l < "$work/bad.txt")" = 1 ] || { echo "cut table: rc $rc"; cat "$work/bad.txt"; exit 1; }
+rc=0; "$ptdp" compare --op-times "$work/timed.txt" > "$work/bad2.txt" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "needs --plan" "$work/bad2.txt" || { echo "no plan: rc $rc"; cat "$work/bad2.txt"; exit 1; }
+echo "compare --op-times: $(grep -c . "$work/priced.txt") lines; cut table and missing plan refused"

@@ -1,0 +1,33 @@
+// `ptdp compare --op-times OPS.txt --plan P.json`: an op table measured by `ptdp train --op-times`
+// beside what the cost model charges for each op under a profile (the plan's cluster, or
+// --cluster), GEMM by GEMM and for fused attention (costmodel/op_price.h). This is how a measured
+// step's GEMMs are checked against a profile's tables without a throwaway script: the in-step
+// rate of each shape against the table's, one source of prices (the cost model's own functions).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/hardware.h"
+#include "core/model.h"
+#include "core/status.h"
+
+namespace ptdp::tools {
+
+struct MeasuredOp {
+  std::string op;             // "LinearForward"
+  std::vector<int64_t> dims;  // {32768, 2048, 6144}; empty for an op without a shape
+  double calls_per_step = 0;
+  double us_per_call = 0;
+};
+
+// The rows of the op table in `text` (the lines between the "op [shape]" header and "all ops";
+// anything before the header, such as the training log, is skipped). Errors name the line.
+Result<std::vector<MeasuredOp>> ParseOpTimes(const std::string& text);
+
+// The table of measured against priced times (one line per op, then totals for the priced GEMMs,
+// the attention and the ops with no per-op price).
+std::string OpTimesComparisonText(const std::vector<MeasuredOp>& ops, const ModelSpec& model,
+                                  const HardwareProfile& hw);
+
+}  // namespace ptdp::tools
