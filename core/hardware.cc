@@ -298,6 +298,14 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
   if (r.Has("attention_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "attention_tflops", &p.attention_tflops, kMaxTflops));
   }
+  if (r.Has("attention_dropout_tflops")) {
+    if (!r.Has("attention_tflops")) {
+      return Status::Invalid(r.PathOf("attention_dropout_tflops") +
+                             ": needs attention_tflops (the rate of models without dropout)");
+    }
+    PTDP_RETURN_IF_ERROR(
+        ReadSourced(r, "attention_dropout_tflops", &p.attention_dropout_tflops, kMaxTflops));
+  }
   if (r.Has("cross_entropy_Glogits_per_s")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "cross_entropy_Glogits_per_s",
                                      &p.cross_entropy_Glogits_per_s, kMaxGlogitsPerSecond));
@@ -380,6 +388,9 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   if (!p.gemm_backward_data.empty()) j["gemm_backward_data"] = GemmJson(p.gemm_backward_data);
   if (!p.gemm_backward_weight.empty()) j["gemm_backward_weight"] = GemmJson(p.gemm_backward_weight);
   if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
+  if (!p.attention_dropout_tflops.source.empty()) {
+    j["attention_dropout_tflops"] = SourcedJson(p.attention_dropout_tflops);
+  }
   if (!p.cross_entropy_Glogits_per_s.source.empty()) {
     j["cross_entropy_Glogits_per_s"] = SourcedJson(p.cross_entropy_Glogits_per_s);
   }

@@ -103,6 +103,12 @@ struct HardwareProfile {
   // model prices the fused kernel at the GEMM table's throughput for the unfused batched GEMMs of
   // the same shapes (costmodel/layer_cost.h FusedAttentionCost).
   Sourced attention_tflops;
+  // Optional (0 when absent; needs attention_tflops): the same kernel and count with attention
+  // dropout (p = 0.1 as `ptdp profile` times it), which draws a random number per score element
+  // inside the kernel and runs measurably slower. Models with dropout > 0 are priced at this rate
+  // where the profile has it (costmodel/layer_cost.h FusedAttentionTflops), else at
+  // attention_tflops.
+  Sourced attention_dropout_tflops;
   // Optional (0 when absent): logits per second, in billions, through the backend's
   // vocabulary-parallel cross-entropy, forward (row max, sum of exponentials, loss) and backward
   // (exponential again, scaled by the loss gradient) together; each direction is charged half.

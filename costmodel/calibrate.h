@@ -12,6 +12,8 @@
 //                    says: caches, clocks); told apart from the scale by the GEMMs of other sizes
 //                    within a run (the logits against the layers) and across runs (microbatches)
 //   memory_bound     memory_bound_GBps (elementwise ops and the optimizer step)
+// (The fused-attention rates, attention_tflops and attention_dropout_tflops, are not fitted: both
+// stay as measured, so models with and without dropout keep their ratio.)
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
 // instruction class (pipeline rank, op, chunk, recompute), the log of a quantile of the class's

@@ -54,14 +54,22 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   return b;
 }
 
+double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
+  if (m.dropout > 0 && hw.attention_dropout_tflops.value > 0) {
+    return hw.attention_dropout_tflops.value;
+  }
+  return hw.attention_tflops.value;
+}
+
 PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
   const int64_t s = m.seq_len, dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
   PieceCost c;
-  if (hw.attention_tflops.value > 0) {
+  const double tflops = FusedAttentionTflops(m, hw);
+  if (tflops > 0) {
     // Q K^T and P V: 2 GEMMs of 2 s^2 dh FLOPs per head forward, 5 backward (Dao 2023); a causal
     // kernel runs half of them, which is how attention_tflops counts.
     const double per_gemm = 2.0 * double(heads_batch) * double(s) * double(s) * double(dh);
-    const double rate = hw.attention_tflops.value * 1e12;
+    const double rate = tflops * 1e12;
     c.forward.gemm = 0.5 * 2 * per_gemm / rate;
     c.backward.gemm = 0.5 * 5 * per_gemm / rate;
     return c;

@@ -93,7 +93,13 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
 // attention_tflops: those FLOPs, halved for causality as that figure counts them, at that rate.
 // Without it: the GEMM table's times of the unfused batched GEMMs (forward as unfused; backward
 // the unfused backward plus one more Q K^T), with no s^2 memory-bound pass either way.
+// The attention FLOPs are the same with or without dropout, but a kernel with dropout draws a
+// random number per score element and runs slower: the rate is FusedAttentionTflops's.
 PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
+// The one place that picks the fused-attention rate (TFLOP/s, causal count) for a model:
+// attention_dropout_tflops when the model has dropout > 0 and the profile has that key, else
+// attention_tflops (0 when the profile has neither: the unfused GEMMs' times price the kernel).
+double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw);
 // The attention core's forward (scores and scores.V GEMMs, softmax, dropout): what selective
 // recomputation redoes in each layer's backward (Megatron-LM recomputes the whole core).
 ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw,

@@ -45,11 +45,13 @@ class ProfileBackend {
   virtual Result<double> StreamAddBandwidth(Bytes bytes, const TimingOptions& t) = 0;
   // Bytes per second of the GeLU forward kernel over `bytes` of input (read + write counted).
   virtual Result<double> GeluBandwidth(Bytes bytes, const TimingOptions& t) = 0;
-  // Seconds of one causal attention forward, batch b, sequence s, `heads` heads of dim d.
+  // Seconds of one causal attention forward, batch b, sequence s, `heads` heads of dim d, with
+  // attention dropout of probability `dropout` drawn inside the op as training draws it (0: none).
   virtual Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
-                                       const TimingOptions& t) = 0;
-  // Seconds of that attention's backward (0: this backend does not measure it).
-  virtual Result<double> TimeAttentionBackward(int64_t, int64_t, int64_t, int64_t,
+                                       double dropout, const TimingOptions& t) = 0;
+  // Seconds of that attention's backward (0: this backend does not measure it, or, with dropout,
+  // its dropout attention ran another kernel than the one without, whose rate it would not be).
+  virtual Result<double> TimeAttentionBackward(int64_t, int64_t, int64_t, int64_t, double,
                                                const TimingOptions&) {
     return 0.0;
   }
@@ -57,8 +59,8 @@ class ProfileBackend {
   // sum of exponentials, loss) and backward together, as the runtime's Ops run it (0: this backend
   // does not measure it).
   virtual Result<double> TimeCrossEntropy(int64_t, int64_t, const TimingOptions&) { return 0.0; }
-  // Which attention implementation TimeAttention measures, for the report.
-  virtual std::string attention_kind() const = 0;
+  // Which attention implementation TimeAttention measured with that dropout, for the report.
+  virtual std::string attention_kind(double dropout) const = 0;
   // Seconds of one tiny kernel (launch + completion, back to back), the fixed cost per op.
   virtual Result<double> KernelLaunchSeconds(const TimingOptions& t) = 0;
 

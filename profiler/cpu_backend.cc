@@ -1,8 +1,9 @@
 // The CPU backend of `ptdp profile`: it times the reference kernels the CPU runtime runs
-// (kernels/reference: Eigen fp32 GEMM through MatmulForward, GeLU, Add, naive causal attention)
-// on host memory.
+// (kernels/reference: Eigen fp32 GEMM through MatmulForward, GeLU, Add; causal attention through
+// CpuOps' fused form) on host memory.
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "kernels/reference/ops.h"
 #include "profiler/backend.h"
+#include "runtime/backend/cpu_ops.h"
 
 namespace ptdp::profiler {
 namespace {
@@ -38,6 +40,56 @@ Status NoSync() {
 void FillPattern(std::vector<float>& v) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = 0.25f + 0.001f * static_cast<float>(i % 997);
 }
+
+// Any fixed key: what the mask costs does not depend on which elements it drops.
+constexpr uint64_t kAttentionDropoutKey = 5;
+
+// One fp32 causal attention problem through CpuOps' fused form (AttentionStash::fused, the
+// layouts' default), as training runs it: the forward writes the output and the softmax's
+// log-sum-exp, the backward rebuilds the probabilities from it, and with dropout both regenerate
+// the mask from the counter generator under the same key.
+class CpuAttention {
+ public:
+  CpuAttention(int64_t b, int64_t s, int64_t heads, int64_t d, double dropout)
+      : qkv_(b * s * heads * 3 * d),
+        out_(b * s * heads * d),
+        dout_(out_.size()),
+        dqkv_(qkv_.size()),
+        lse_(b * heads * s) {
+    shape_.b = b, shape_.s = s, shape_.heads_local = heads, shape_.heads_total = heads;
+    shape_.head_dim = d;
+    drop_ = {dropout, dropout > 0 ? kAttentionDropoutKey : 0, 0};
+    FillPattern(qkv_);
+    FillPattern(dout_);
+  }
+  Status Forward() {
+    runtime::AttentionStash st = Stash();
+    return ops_.AttentionForward(Ref(out_), &st, Const(qkv_), shape_, drop_);
+  }
+  Status Backward() {
+    return ops_.AttentionBackward(Ref(dqkv_), Const(dout_), Const(qkv_), Stash(), shape_, drop_.p);
+  }
+
+ private:
+  static runtime::TensorRef Ref(std::vector<float>& v) {
+    return {v.data(), DType::kFp32, int64_t(v.size())};
+  }
+  static runtime::ConstRef Const(const std::vector<float>& v) {
+    return {v.data(), DType::kFp32, int64_t(v.size())};
+  }
+  runtime::AttentionStash Stash() {
+    runtime::AttentionStash st;
+    st.lse = Ref(lse_);
+    st.dropout_key = drop_.key;
+    st.out = Const(out_);
+    return st;
+  }
+
+  runtime::CpuOps ops_;
+  runtime::AttentionShape shape_;
+  runtime::DropoutSpec drop_;
+  std::vector<float> qkv_, out_, dout_, dqkv_, lse_;
+};
 
 class CpuBackend final : public ProfileBackend {
  public:
@@ -144,42 +196,26 @@ class CpuBackend final : public ProfileBackend {
         },
         NoSync, t);
   }
-  // Attention as CpuOps runs the fused form (AttentionStash::fused, the layouts' default): the
-  // forward writes the output and the softmax's log-sum-exp; the backward rebuilds the
-  // probabilities from it and runs the reference backward. No dropout (p = 0).
-  Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
+  // Attention as CpuOps runs the fused form (CpuAttention above).
+  Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d, double dropout,
                                const TimingOptions& t) override {
-    std::vector<float> qkv(b * s * heads * 3 * d), out(b * s * heads * d), att(b * heads * s * s),
-        lse(b * heads * s);
-    FillPattern(qkv);
-    return MedianSeconds(
-        [&] {
-          kernels::AttentionForward<float>(out.data(), att.data(), qkv.data(), nullptr, b, s, heads,
-                                           d);
-          kernels::AttentionLogSumExp<float>(lse.data(), qkv.data(), b, s, heads, d);
-          return Status::Ok();
-        },
-        NoSync, t);
+    CpuAttention att(b, s, heads, d, dropout);
+    return MedianSeconds([&] { return att.Forward(); }, NoSync, t);
   }
   Result<double> TimeAttentionBackward(int64_t b, int64_t s, int64_t heads, int64_t d,
-                                       const TimingOptions& t) override {
-    std::vector<float> qkv(b * s * heads * 3 * d), dout(b * s * heads * d),
-        dqkv(b * s * heads * 3 * d), att(b * heads * s * s), lse(b * heads * s);
-    FillPattern(qkv);
-    FillPattern(dout);
-    kernels::AttentionLogSumExp<float>(lse.data(), qkv.data(), b, s, heads, d);
-    return MedianSeconds(
-        [&] {
-          kernels::AttentionProbsFromLse<float>(att.data(), qkv.data(), lse.data(), b, s, heads, d);
-          kernels::AttentionBackward<float>(dqkv.data(), dout.data(), qkv.data(), att.data(),
-                                            nullptr, b, s, heads, d);
-          return Status::Ok();
-        },
-        NoSync, t);
+                                       double dropout, const TimingOptions& t) override {
+    CpuAttention att(b, s, heads, d, dropout);
+    PTDP_RETURN_IF_ERROR(att.Forward());  // the log-sum-exp the backward reads
+    return MedianSeconds([&] { return att.Backward(); }, NoSync, t);
   }
-  std::string attention_kind() const override {
+  std::string attention_kind(double dropout) const override {
+    char p[32];
+    std::snprintf(p, sizeof(p), "%g", dropout);
     return "reference causal attention as CpuOps' fused form (s x s probabilities as scratch, "
-           "log-sum-exp kept; backward rebuilds them), fp32, no dropout";
+           "log-sum-exp kept; backward rebuilds them), fp32, " +
+           (dropout > 0 ? "attention dropout " + std::string(p) +
+                              " (mask regenerated from the counter generator, forward and backward)"
+                        : std::string("no dropout"));
   }
   Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
     float a = 1, b = 2, c = 0;

@@ -1,14 +1,17 @@
 // The CUDA backend of `ptdp profile` (built only with PTDP_WITH_CUDA). It times what the CUDA
 // runtime runs: bf16 GEMMs through the cuBLASLt wrapper (kernels/cublas LtGemm::LinearForward,
 // fp32 accumulation, out = x W^T), the fused bias+GeLU of kernels/cuda and the causal attention
-// forward and backward of CudaOps (cuDNN's fused SDPA for bf16); plus a bf16 streaming add and an
+// forward and backward of CudaOps (cuDNN's fused SDPA for bf16), without and with attention
+// dropout; plus a bf16 streaming add and an
 // empty kernel (profiler/cuda_kernels.cu) for the memory bandwidth and the launch cost, and NCCL
 // for the collectives. One GPU per rank: rank i on its node uses device i % count.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/cublas/gemm.h"
@@ -51,16 +54,21 @@ class DeviceArray {
 // runtime/model/params.cc); a key per operand so that no two operands are the same tensor.
 constexpr float kWeightStd = 0.02f;
 constexpr uint64_t kKeyInput = 1, kKeyWeight = 2, kKeyGrad = 3, kKeyQkv = 4;
+// The attention dropout's key (any fixed one: what the mask costs does not depend on it).
+constexpr uint64_t kKeyDropout = 5;
 
-// One attention problem (bf16 qkv, out, dout, dqkv; fp32 lse) run through CudaOps.
+// One attention problem (bf16 qkv, out, dout, dqkv; fp32 lse) run through CudaOps, with attention
+// dropout `drop.p` (0: none) drawn inside the kernel as training draws it.
 struct Attention {
   runtime::AttentionShape a;
+  runtime::DropoutSpec drop;
   DeviceArray qkv, out, lse, dout, dqkv;
 
   static Result<std::unique_ptr<Attention>> Make(int64_t b, int64_t s, int64_t heads, int64_t d,
-                                                 cudaStream_t stream) {
+                                                 double dropout, cudaStream_t stream) {
     auto p = std::make_unique<Attention>();
     p->a.b = b, p->a.s = s, p->a.heads_local = heads, p->a.heads_total = heads, p->a.head_dim = d;
+    p->drop = {dropout, dropout > 0 ? kKeyDropout : 0, 0};
     const int64_t rows = b * s, hd = heads * d;
     PTDP_RETURN_IF_ERROR(p->qkv.Allocate(size_t(rows * 3 * hd) * 2));
     PTDP_RETURN_IF_ERROR(p->dqkv.Allocate(size_t(rows * 3 * hd) * 2));
@@ -75,19 +83,20 @@ struct Attention {
     runtime::AttentionStash st;
     st.lse = {lse.get(), DType::kFp32, a.b * a.heads_local * a.s};
     st.out = runtime::ConstRef(out.get(), DType::kBf16, a.b * a.s * a.heads_local * a.head_dim);
+    st.dropout_key = drop.key;
     return st;
   }
   Status Forward(runtime::Ops* ops) {
     runtime::AttentionStash st = Stash();
     const int64_t n = a.b * a.s * a.heads_local * a.head_dim;
     return ops->AttentionForward({out.get(), DType::kBf16, n}, &st,
-                                 runtime::ConstRef(qkv.get(), DType::kBf16, 3 * n), a, {});
+                                 runtime::ConstRef(qkv.get(), DType::kBf16, 3 * n), a, drop);
   }
   Status Backward(runtime::Ops* ops) {
     const int64_t n = a.b * a.s * a.heads_local * a.head_dim;
-    return ops->AttentionBackward({dqkv.get(), DType::kBf16, 3 * n},
-                                  runtime::ConstRef(dout.get(), DType::kBf16, n),
-                                  runtime::ConstRef(qkv.get(), DType::kBf16, 3 * n), Stash(), a, 0);
+    return ops->AttentionBackward(
+        {dqkv.get(), DType::kBf16, 3 * n}, runtime::ConstRef(dout.get(), DType::kBf16, n),
+        runtime::ConstRef(qkv.get(), DType::kBf16, 3 * n), Stash(), a, drop.p);
   }
 };
 
@@ -227,10 +236,11 @@ class CudaBackend final : public ProfileBackend {
 
   // The causal attention training runs, through CudaOps itself: bf16 on cuDNN's fused SDPA, or
   // kernels/cuda's kernel where the build has no cuDNN or cuDNN refuses the shape (CudaOps says
-  // so on stderr, and attention_kind() names the path that ran). No dropout.
-  Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d,
+  // so on stderr, and attention_kind() names the path that ran); with `dropout`, the mask drawn
+  // inside the kernel.
+  Result<double> TimeAttention(int64_t b, int64_t s, int64_t heads, int64_t d, double dropout,
                                const TimingOptions& t) override {
-    PTDP_ASSIGN_OR_RETURN(auto buf, Attention::Make(b, s, heads, d, stream_));
+    PTDP_ASSIGN_OR_RETURN(auto buf, Attention::Make(b, s, heads, d, dropout, stream_));
     // Once untimed: cuDNN builds its graphs (seconds) at the first call, and MedianSeconds sizes
     // its samples by its own first call.
     PTDP_RETURN_IF_ERROR(buf->Forward(ops_.get()));
@@ -238,19 +248,40 @@ class CudaBackend final : public ProfileBackend {
     return MedianSeconds([&] { return buf->Forward(ops_.get()); }, [&] { return Sync(); }, t);
   }
   Result<double> TimeAttentionBackward(int64_t b, int64_t s, int64_t heads, int64_t d,
-                                       const TimingOptions& t) override {
-    PTDP_ASSIGN_OR_RETURN(auto buf, Attention::Make(b, s, heads, d, stream_));
+                                       double dropout, const TimingOptions& t) override {
+    PTDP_ASSIGN_OR_RETURN(auto buf, Attention::Make(b, s, heads, d, dropout, stream_));
     PTDP_RETURN_IF_ERROR(buf->Forward(ops_.get()));  // the out and lse the backward reads
     PTDP_ASSIGN_OR_RETURN(Seconds sec, MedianSeconds([&] { return buf->Backward(ops_.get()); },
                                                      [&] { return Sync(); }, t));
-    attention_kind_ = ops_->last_attention_used_cudnn()
-                          ? "cuDNN fused SDPA (flash attention, tensor cores) through CudaOps, "
-                            "bf16, no dropout"
-                          : "kernels/cuda fused causal attention (online softmax) through CudaOps "
-                            "(cuDNN absent or refused), bf16, no dropout";
+    const bool cudnn = ops_->last_attention_used_cudnn();
+    const std::string path =
+        cudnn ? "cuDNN fused SDPA (flash attention, tensor cores) through CudaOps, bf16"
+              : "kernels/cuda fused causal attention (online softmax) through CudaOps (cuDNN "
+                "absent or refused), bf16";
+    if (dropout == 0) {
+      attention_kind_ = path + ", no dropout";
+      no_dropout_cudnn_ = cudnn;
+      return sec;
+    }
+    if (no_dropout_cudnn_.has_value() && cudnn != *no_dropout_cudnn_) {
+      // Another kernel than the one without dropout: its rate says nothing of what dropout costs
+      // that kernel, and the cost model would price cuDNN's attention with it.
+      std::fprintf(stderr,
+                   "ptdp profile: attention with dropout %g ran %s, without dropout %s (b=%lld "
+                   "s=%lld heads=%lld d=%lld); attention_dropout_tflops not written\n",
+                   dropout, cudnn ? "cuDNN" : "kernels/cuda", cudnn ? "kernels/cuda" : "cuDNN",
+                   static_cast<long long>(b), static_cast<long long>(s),
+                   static_cast<long long>(heads), static_cast<long long>(d));
+      return 0.0;
+    }
+    char p[32];
+    std::snprintf(p, sizeof(p), "%g", dropout);
+    dropout_attention_kind_ = path + ", attention dropout " + p + " (mask drawn in the kernel)";
     return sec;
   }
-  std::string attention_kind() const override { return attention_kind_; }
+  std::string attention_kind(double dropout) const override {
+    return dropout > 0 ? dropout_attention_kind_ : attention_kind_;
+  }
 
   Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
     TimingOptions many = t;
@@ -298,6 +329,8 @@ class CudaBackend final : public ProfileBackend {
   std::unique_ptr<cublas::LtGemm> lt_;
   std::unique_ptr<runtime::cuda::CudaOps> ops_;  // the attention, as training runs it
   std::string attention_kind_ = "not measured";
+  std::string dropout_attention_kind_ = "not measured";
+  std::optional<bool> no_dropout_cudnn_;  // the path the attention without dropout ran
 };
 
 }  // namespace

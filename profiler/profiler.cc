@@ -177,6 +177,39 @@ Status SweepGemms(const Grid& g, std::vector<GemmSample>* out, Time&& time) {
   return Status::Ok();
 }
 
+// Forward + backward of a causal attention at the causal count: half of 14 b s^2 heads d FLOPs
+// (QK^T and PV forward, 5 GEMMs backward, Dao 2023), the rate the cost model applies to both.
+double CausalTrainTflops(const ProfileReport& r, Seconds forward, Seconds backward) {
+  return 7.0 * r.att_b * double(r.att_s) * r.att_s * r.att_heads * r.att_d / (forward + backward) /
+         kTera;
+}
+
+// The attention at r's shape, without dropout and then, where the backend times the backward,
+// with kProfileAttentionDropout: the same op at the same shape, so the two rates differ by what
+// drawing the mask inside the kernel costs.
+Status MeasureAttention(ProfileBackend& backend, const Grid& g, ProfileReport* r) {
+  const int64_t b = r->att_b, s = r->att_s, heads = r->att_heads, d = r->att_d;
+  PTDP_ASSIGN_OR_RETURN(r->att_seconds, backend.TimeAttention(b, s, heads, d, 0.0, g.timing));
+  // QK^T and PV are 2 b s^2 heads d FLOPs each; causal masking halves the useful part.
+  r->att_tflops = 2.0 * b * double(s) * s * heads * d / r->att_seconds / kTera;
+  PTDP_ASSIGN_OR_RETURN(r->att_backward_seconds,
+                        backend.TimeAttentionBackward(b, s, heads, d, 0.0, g.timing));
+  r->attention_kind = backend.attention_kind(0.0);
+  if (r->att_backward_seconds <= 0) return Status::Ok();
+  r->att_train_tflops = CausalTrainTflops(*r, r->att_seconds, r->att_backward_seconds);
+  const double p = kProfileAttentionDropout;
+  PTDP_ASSIGN_OR_RETURN(const Seconds forward, backend.TimeAttention(b, s, heads, d, p, g.timing));
+  PTDP_ASSIGN_OR_RETURN(const Seconds backward,
+                        backend.TimeAttentionBackward(b, s, heads, d, p, g.timing));
+  if (backward <= 0) return Status::Ok();  // not comparable: the backend said why on stderr
+  r->att_dropout_p = p;
+  r->att_dropout_seconds = forward;
+  r->att_dropout_backward_seconds = backward;
+  r->att_dropout_train_tflops = CausalTrainTflops(*r, forward, backward);
+  r->attention_dropout_kind = backend.attention_kind(p);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator& data_comm,
@@ -226,19 +259,7 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   r.stream_add_GBps = add_Bps / kGB;
   r.gelu_GBps = gelu_Bps / kGB;
   r.att_b = g.att_b, r.att_s = g.att_s, r.att_heads = g.att_heads, r.att_d = g.att_d;
-  PTDP_ASSIGN_OR_RETURN(r.att_seconds,
-                        backend.TimeAttention(g.att_b, g.att_s, g.att_heads, g.att_d, g.timing));
-  // QK^T and PV are 2 b s^2 heads d FLOPs each; causal masking halves the useful part.
-  r.att_tflops =
-      2.0 * g.att_b * double(g.att_s) * g.att_s * g.att_heads * g.att_d / r.att_seconds / kTera;
-  PTDP_ASSIGN_OR_RETURN(
-      r.att_backward_seconds,
-      backend.TimeAttentionBackward(g.att_b, g.att_s, g.att_heads, g.att_d, g.timing));
-  if (r.att_backward_seconds > 0) {
-    r.att_train_tflops = 7.0 * g.att_b * double(g.att_s) * g.att_s * g.att_heads * g.att_d /
-                         (r.att_seconds + r.att_backward_seconds) / kTera;
-  }
-  r.attention_kind = backend.attention_kind();
+  PTDP_RETURN_IF_ERROR(MeasureAttention(backend, g, &r));
   // 1 MiB of fp32 logits: the exponentials, not the bytes, bound it on a CPU.
   r.ce_rows = 64, r.ce_vocab = 4096;
   PTDP_ASSIGN_OR_RETURN(r.ce_seconds, backend.TimeCrossEntropy(r.ce_rows, r.ce_vocab, g.timing));

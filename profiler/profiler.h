@@ -23,6 +23,10 @@
 
 namespace ptdp::profiler {
 
+// The attention dropout `ptdp profile` times attention with a second time: Megatron-LM's default
+// --attention-dropout, which the GPT presets and the published GPT runs train with.
+inline constexpr double kProfileAttentionDropout = 0.1;
+
 struct ProfileOptions {
   bool quick = false;                          // a small grid that runs in seconds (CI)
   std::vector<double> gemm_m, gemm_n, gemm_k;  // empty: the backend's default grid
@@ -70,6 +74,12 @@ struct ProfileReport {
   Seconds att_backward_seconds = 0;
   double att_train_tflops = 0;
   std::string attention_kind;
+  // The same attention with dropout att_dropout_p (kProfileAttentionDropout; 0: not measured),
+  // forward, backward and their rate counted as att_train_tflops.
+  double att_dropout_p = 0;
+  Seconds att_dropout_seconds = 0, att_dropout_backward_seconds = 0;
+  double att_dropout_train_tflops = 0;
+  std::string attention_dropout_kind;
   // The cross-entropy over ce_rows x ce_vocab logits, forward and backward (0: not measured).
   int64_t ce_rows = 0, ce_vocab = 0;
   Seconds ce_seconds = 0;

@@ -45,6 +45,16 @@ std::string SizeText(Bytes b) {
   return buf;
 }
 
+std::string AttentionShapeText(const ProfileReport& r) {
+  return "b=" + std::to_string(r.att_b) + " s=" + std::to_string(r.att_s) +
+         " heads=" + std::to_string(r.att_heads) + " d=" + std::to_string(r.att_d);
+}
+std::string DropoutText(const ProfileReport& r) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", r.att_dropout_p);
+  return buf;
+}
+
 LinkProfile MeasuredLink(const ProfileReport& r) {
   LinkProfile l;
   l.name = "measured " + std::string(r.backend == "cuda" ? "NCCL" : "MPI") + " among " +
@@ -135,11 +145,15 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
       Measured(r, r.launch_us, "one tiny kernel back to back (launch + completion)");
   if (r.att_train_tflops > 0) {
     // The fused-attention cost (costmodel/layer_cost.cc) takes one rate for forward and backward.
-    p.attention_tflops =
-        Measured(r, r.att_train_tflops,
-                 "causal attention forward + backward (b=" + std::to_string(r.att_b) +
-                     " s=" + std::to_string(r.att_s) + " heads=" + std::to_string(r.att_heads) +
-                     " d=" + std::to_string(r.att_d) + "): " + r.attention_kind);
+    p.attention_tflops = Measured(
+        r, r.att_train_tflops,
+        "causal attention forward + backward (" + AttentionShapeText(r) + "): " + r.attention_kind);
+  }
+  if (r.att_dropout_train_tflops > 0) {  // the rate of models with dropout (FusedAttentionTflops)
+    p.attention_dropout_tflops =
+        Measured(r, r.att_dropout_train_tflops,
+                 "causal attention forward + backward with dropout " + DropoutText(r) + " (" +
+                     AttentionShapeText(r) + "): " + r.attention_dropout_kind);
   }
   if (r.ce_seconds > 0) {
     const double logits = double(r.ce_rows) * double(r.ce_vocab);
@@ -256,6 +270,13 @@ OrderedJson ReportToJson(const ProfileReport& r) {
     j["attention"]["backward_time_us"] = r.att_backward_seconds / kUs;
     j["attention"]["forward_backward_causal_tflops"] = r.att_train_tflops;
   }
+  if (r.att_dropout_train_tflops > 0) {
+    j["attention"]["dropout"] = {{"p", r.att_dropout_p},
+                                 {"kind", r.attention_dropout_kind},
+                                 {"time_us", r.att_dropout_seconds / kUs},
+                                 {"backward_time_us", r.att_dropout_backward_seconds / kUs},
+                                 {"forward_backward_causal_tflops", r.att_dropout_train_tflops}};
+  }
   if (r.ce_seconds > 0) {
     j["cross_entropy"] = {{"rows", r.ce_rows},
                           {"vocab", r.ce_vocab},
@@ -312,6 +333,14 @@ std::string ReportToText(const ProfileReport& r) {
     std::snprintf(line, sizeof(line),
                   "# attention backward %.1f us; forward + backward %.3f TFLOP/s causal\n",
                   r.att_backward_seconds / kUs, r.att_train_tflops);
+    out += line;
+  }
+  if (r.att_dropout_train_tflops > 0) {
+    std::snprintf(line, sizeof(line),
+                  "# attention with dropout %s: forward %.1f us, backward %.1f us; forward + "
+                  "backward %.3f TFLOP/s causal\n",
+                  DropoutText(r).c_str(), r.att_dropout_seconds / kUs,
+                  r.att_dropout_backward_seconds / kUs, r.att_dropout_train_tflops);
     out += line;
   }
   if (r.ce_seconds > 0) {

@@ -143,7 +143,8 @@ void RegisterProfile(CLI::App& app, int* exit_code) {
   cmd->add_option("--gemm-n", a.opts.gemm_n, "GEMM grid output features, increasing");
   cmd->add_option("--gemm-k", a.opts.gemm_k, "GEMM grid input features, increasing");
   cmd->add_option("--attention", a.opts.attention,
-                  "attention shape to time: B S HEADS D (default: the backend's)")
+                  "attention shape to time, without and with dropout 0.1: B S HEADS D "
+                  "(default: the backend's)")
       ->expected(4);
   cmd->add_option("--max-message-bytes", a.opts.max_message_bytes,
                   "largest collective message (default: backend's)");

@@ -102,6 +102,36 @@ TEST(LayerCost, FusedAttentionTimeByHand) {
   EXPECT_NEAR(f.backward.gemm, 0.5 * 2.5 * 524288.0 / 40e12, 1e-15);
 }
 
+// The fused-attention rate follows the model's dropout: with attention_dropout_tflops = 25 a model
+// with dropout 0.1 runs the kernel at 25 TFLOP/s and one without at attention_tflops (40); a
+// profile without the key prices both at 40, and one with neither at the GEMM table (100).
+TEST(LayerCost, FusedAttentionRateFollowsDropout) {
+  HardwareProfile hw = testing::RoundProfile();
+  const ModelSpec dropout = Tiny(0.1), none = Tiny(0.0);
+  const double causal_forward = 0.5 * 524288.0;  // half of 4 b s^2 h FLOPs at b = 2, t = 1
+  EXPECT_EQ(FusedAttentionTflops(dropout, hw), 0.0);
+  EXPECT_NEAR(FusedAttentionCost(dropout, hw, 1, 2).forward.gemm, 524288.0 / 100e12, 1e-15);
+  hw.attention_tflops = {40.0, "test"};
+  EXPECT_EQ(FusedAttentionTflops(dropout, hw), 40.0);
+  EXPECT_EQ(FusedAttentionTflops(none, hw), 40.0);
+  EXPECT_NEAR(FusedAttentionCost(dropout, hw, 1, 2).forward.gemm, causal_forward / 40e12, 1e-15);
+  hw.attention_dropout_tflops = {25.0, "test with dropout"};
+  EXPECT_EQ(FusedAttentionTflops(dropout, hw), 25.0);
+  EXPECT_EQ(FusedAttentionTflops(none, hw), 40.0);
+  const PieceCost with = FusedAttentionCost(dropout, hw, 1, 2);
+  EXPECT_NEAR(with.forward.gemm, causal_forward / 25e12, 1e-15);
+  EXPECT_NEAR(with.backward.gemm, 2.5 * causal_forward / 25e12, 1e-15);
+  const PieceCost without = FusedAttentionCost(none, hw, 1, 2);
+  EXPECT_NEAR(without.forward.gemm, causal_forward / 40e12, 1e-15);
+  EXPECT_NEAR(without.backward.gemm, 2.5 * causal_forward / 40e12, 1e-15);
+  // The layer charges it: the dropout model's fused layer is slower by exactly the kernel's time.
+  const PieceCost layer = TransformerLayerCost(dropout, hw, Precision::kFp16, 1, 2, 0, false, true);
+  hw.attention_dropout_tflops = {};
+  const PieceCost plain = TransformerLayerCost(dropout, hw, Precision::kFp16, 1, 2, 0, false, true);
+  EXPECT_NEAR(layer.forward.gemm - plain.forward.gemm,
+              causal_forward / 25e12 - causal_forward / 40e12, 1e-15);
+}
+
 // Logits: 2 T h V/t FLOPs forward (T = b s = 64, h = 64, V = 256 padded to 256 at t = 1).
 TEST(LayerCost, HeadLogitsGemm) {
   const HardwareProfile hw = testing::RoundProfile();

@@ -61,6 +61,46 @@ TEST(ProfileSchema, OptionalAttentionTflops) {
       << b.status().message();
 }
 
+// attention_dropout_tflops: optional (0 when absent), read and round-tripped with its source,
+// refused without a source, outside (0, 1e5], or without attention_tflops, each naming the field.
+TEST(ProfileSchema, OptionalAttentionDropoutTflops) {
+  EXPECT_EQ(HardwareProfileFromJson(SeleneJson(), "p")->attention_dropout_tflops.value, 0.0);
+  Json with = SeleneJson();
+  with["attention_tflops"] = {{"value", 150.0}, {"source", "a test figure"}};
+  with["attention_dropout_tflops"] = {{"value", 120.0}, {"source", "a dropout figure"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->attention_dropout_tflops.value, 120.0);
+  EXPECT_EQ(a->attention_tflops.value, 150.0);
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->attention_dropout_tflops.value, 120.0);
+  EXPECT_EQ(back->attention_dropout_tflops.source, "a dropout figure");
+  // A profile without the key writes none.
+  EXPECT_FALSE(HardwareProfileToJson(*HardwareProfileFromJson(SeleneJson(), "p"))
+                   .contains("attention_dropout_tflops"));
+  const auto refused = [](const Json& j, const std::string& want) {
+    auto b = HardwareProfileFromJson(j, "p");
+    ASSERT_FALSE(b.ok());
+    EXPECT_NE(b.status().message().find(want), std::string::npos) << b.status().message();
+  };
+  Json no_source = with;
+  no_source["attention_dropout_tflops"].erase("source");
+  refused(no_source, "p.attention_dropout_tflops");
+  Json empty_source = with;
+  empty_source["attention_dropout_tflops"]["source"] = "";
+  refused(empty_source, "p.attention_dropout_tflops");
+  Json zero = with;
+  zero["attention_dropout_tflops"]["value"] = 0;
+  refused(zero, "p.attention_dropout_tflops.value: 0 is outside (0,");
+  Json huge = with;
+  huge["attention_dropout_tflops"]["value"] = 2e5;
+  refused(huge, "p.attention_dropout_tflops.value: ");
+  Json alone = with;
+  alone.erase("attention_tflops");
+  refused(alone, "p.attention_dropout_tflops: needs attention_tflops");
+}
+
 // cross_entropy_Glogits_per_s: optional (0 when absent), round-trips, and a value out of
 // (0, 1e5] is refused naming the field.
 TEST(ProfileSchema, OptionalCrossEntropyRate) {

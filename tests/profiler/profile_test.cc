@@ -115,6 +115,115 @@ TEST(ProfileTest, AttentionAtAGivenShape) {
   EXPECT_EQ(report->att_d, 16);
 }
 
+// The attention is timed a second time with dropout 0.1 at the same shape, through CpuOps' fused
+// form with the mask regenerated, and written as attention_dropout_tflops with its run and shape;
+// the raw JSON and the text print both rates.
+TEST(ProfileTest, AttentionWithDropoutAtTheSameShape) {
+  auto backend = MakeBackend("cpu");
+  ASSERT_TRUE(backend.ok());
+  auto self = runtime::SelfComm(0);
+  ProfileOptions o = TinyOptions();
+  o.attention = {2, 32, 4, 16};
+  auto report = RunProfile(**backend, *self, *self, o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->att_dropout_p, 0.1);
+  ASSERT_GT(report->att_dropout_seconds, 0);
+  ASSERT_GT(report->att_dropout_backward_seconds, 0);
+  const double causal_train_flops = 7.0 * 2 * 32 * 32 * 4 * 16;
+  EXPECT_NEAR(report->att_dropout_train_tflops,
+              causal_train_flops /
+                  (report->att_dropout_seconds + report->att_dropout_backward_seconds) / 1e12,
+              1e-9 * report->att_dropout_train_tflops);
+  EXPECT_NE(report->attention_dropout_kind.find("attention dropout 0.1"), std::string::npos);
+  EXPECT_NE(report->attention_kind.find("no dropout"), std::string::npos);
+
+  auto profile = ToHardwareProfile(*report, "test-cpu", std::nullopt, LinkFallback{});
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*profile).dump()), "x");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->attention_dropout_tflops.value, report->att_dropout_train_tflops);
+  EXPECT_DOUBLE_EQ(back->attention_tflops.value, report->att_train_tflops);
+  const std::string& src = back->attention_dropout_tflops.source;
+  EXPECT_NE(src.find("ptdp profile run on "), std::string::npos) << src;
+  EXPECT_NE(
+      src.find("causal attention forward + backward with dropout 0.1 (b=2 s=32 heads=4 d=16)"),
+      std::string::npos)
+      << src;
+  EXPECT_NE(src.find("fused form"), std::string::npos) << src;
+
+  const OrderedJson raw = ReportToJson(*report);
+  EXPECT_EQ(raw["attention"]["forward_backward_causal_tflops"].get<double>(),
+            report->att_train_tflops);
+  EXPECT_EQ(raw["attention"]["dropout"]["p"].get<double>(), 0.1);
+  EXPECT_EQ(raw["attention"]["dropout"]["forward_backward_causal_tflops"].get<double>(),
+            report->att_dropout_train_tflops);
+  const std::string text = ReportToText(*report);
+  EXPECT_NE(text.find("# attention backward"), std::string::npos) << text;
+  EXPECT_NE(text.find("# attention with dropout 0.1: forward"), std::string::npos) << text;
+}
+
+// A backend whose attention with dropout ran another kernel than without (cuDNN refusing the
+// dropout graph) answers 0 for its backward: the profile then has no attention_dropout_tflops,
+// and the raw report no dropout figures, rather than another kernel's rate.
+class DropoutRefusedBackend final : public ProfileBackend {
+ public:
+  DropoutRefusedBackend() : cpu_(MakeCpuBackend()) {}
+  std::string kind() const override { return cpu_->kind(); }
+  std::string device_name() const override { return cpu_->device_name(); }
+  std::string gemm_dtype() const override { return cpu_->gemm_dtype(); }
+  Precision precision() const override { return cpu_->precision(); }
+  Result<double> MemoryCapacityBytes(int r) override { return cpu_->MemoryCapacityBytes(r); }
+  Result<double> WorkspaceBytes() override { return cpu_->WorkspaceBytes(); }
+  Result<double> TimeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions& t) override {
+    return cpu_->TimeGemm(m, n, k, t);
+  }
+  Result<double> StreamAddBandwidth(Bytes b, const TimingOptions& t) override {
+    return cpu_->StreamAddBandwidth(b, t);
+  }
+  Result<double> GeluBandwidth(Bytes b, const TimingOptions& t) override {
+    return cpu_->GeluBandwidth(b, t);
+  }
+  Result<double> TimeAttention(int64_t b, int64_t s, int64_t h, int64_t d, double p,
+                               const TimingOptions& t) override {
+    return cpu_->TimeAttention(b, s, h, d, p, t);
+  }
+  Result<double> TimeAttentionBackward(int64_t b, int64_t s, int64_t h, int64_t d, double p,
+                                       const TimingOptions& t) override {
+    if (p > 0) return 0.0;
+    return cpu_->TimeAttentionBackward(b, s, h, d, p, t);
+  }
+  std::string attention_kind(double p) const override { return cpu_->attention_kind(p); }
+  Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
+    return cpu_->KernelLaunchSeconds(t);
+  }
+  Result<void*> Alloc(Bytes b) override { return cpu_->Alloc(b); }
+  void Free(void* p) override { cpu_->Free(p); }
+  Status Synchronize() override { return cpu_->Synchronize(); }
+  Result<std::unique_ptr<runtime::Communicator>> MakeDataComm(const std::vector<int>& r) override {
+    return cpu_->MakeDataComm(r);
+  }
+
+ private:
+  std::unique_ptr<ProfileBackend> cpu_;
+};
+
+TEST(ProfileTest, ADropoutAttentionOnAnotherKernelIsNotWritten) {
+  DropoutRefusedBackend backend;
+  auto self = runtime::SelfComm(0);
+  auto report = RunProfile(backend, *self, *self, TinyOptions());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_GT(report->att_train_tflops, 0);
+  EXPECT_EQ(report->att_dropout_train_tflops, 0);
+  EXPECT_EQ(report->att_dropout_seconds, 0);
+  auto profile = ToHardwareProfile(*report, "x", std::nullopt, LinkFallback{});
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  const OrderedJson j = HardwareProfileToJson(*profile);
+  EXPECT_TRUE(j.contains("attention_tflops"));
+  EXPECT_FALSE(j.contains("attention_dropout_tflops"));
+  EXPECT_FALSE(ReportToJson(*report)["attention"].contains("dropout"));
+  EXPECT_EQ(ReportToText(*report).find("attention with dropout"), std::string::npos);
+}
+
 TEST(ProfileTest, UnknownBackendIsBadInput) {
   auto b = MakeBackend("tpu");
   ASSERT_FALSE(b.ok());

@@ -185,6 +185,21 @@ TEST(Calibrate, ScalesBusbwCurvesWithTheirConstants) {
   EXPECT_EQ(fitted.intra_node.busbw_curves.size(), 0u);
 }
 
+// The fused-attention rates are not fitted (no multiplier of CalibrationParams prices them), and
+// the two move together: a model with dropout and one without keep the ratio of their rates.
+TEST(Calibrate, KeepsTheTwoAttentionRatesConsistent) {
+  HardwareProfile start = LoadCluster("selene", 8)->profile;
+  start.attention_tflops = {400, "test"};
+  start.attention_dropout_tflops = {260, "test with dropout"};
+  CalibrationParams x;
+  x.gemm_forward = 0.5, x.gemm_backward = 0.7, x.gemm_size = 0.9, x.memory_bound = 2;
+  const HardwareProfile fitted = ApplyCalibration(start, x, "fit");
+  EXPECT_EQ(fitted.attention_dropout_tflops.value / start.attention_dropout_tflops.value,
+            fitted.attention_tflops.value / start.attention_tflops.value);
+  EXPECT_EQ(fitted.attention_dropout_tflops.source.find("fit") != std::string::npos,
+            fitted.attention_tflops.source.find("fit") != std::string::npos);
+}
+
 TEST(Calibrate, RefusesARunOfAnotherLayout) {
   const MeasuredRun pp4 = MakeRun(Layout(4, 1, 8));
   const MeasuredRun pp2 = MakeRun(Layout(2, 2, 8));
