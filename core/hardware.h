@@ -114,10 +114,10 @@ struct HardwareProfile {
   // Optional, both or neither (0 when absent): elements per second, in billions, through the
   // backend's GeLU forward (y = GeLU(x)) and backward (dx = dy GeLU'(x)), as `ptdp profile
   // --backend cpu` times the reference kernels. On a CPU the tanh bounds them, not their bytes
-  // (0.07 to 0.08 G elements/s, 0.6 GB/s of the bytes counted for them against 16 GB/s streamed),
-  // so a layer's GeLU pass costs its T f/t elements at these rates in place of its bytes at
-  // memory_bound_GBps (costmodel/layer_cost.h GeluPassTime; SwiGLU keeps its bytes). Absent
-  // (every shipped profile; a cuda profile, whose GeLU kernel is byte-bound): the bytes.
+  // (0.086 forward, 0.066 backward G elements/s; 0.7 GB/s of the forward's bytes against 16 to 24
+  // GB/s streamed), so a layer's GeLU pass costs its T f/t elements at these rates in place of its
+  // bytes at memory_bound_GBps (costmodel/layer_cost.h GeluPassTime; SwiGLU keeps its bytes).
+  // Absent (every shipped profile; a cuda profile, whose GeLU kernel is byte-bound): the bytes.
   Sourced gelu_forward_Gelems_per_s;
   Sourced gelu_backward_Gelems_per_s;
   // Optional: dense FP8 peak per device (tensor cores, E4M3/E5M2 inputs, fp32 accumulation), what
