@@ -26,6 +26,7 @@ constexpr double kMaxGemmDim = 1e9;
 constexpr double kMaxEfficiency = 100;        // a multiple of a table's throughput
 constexpr double kMaxFp8GemmSpeedup = 10;     // FP8 against bf16 at one shape
 constexpr double kMaxGlogitsPerSecond = 1e5;  // cross-entropy throughput, 1e9 logits/s
+constexpr double kMaxGelemsPerSecond = 1e5;   // GeLU throughput, 1e9 elements/s
 
 constexpr double kMaxCurveBytes = 1e15;
 
@@ -240,6 +241,24 @@ Status ValidateGemmTable(const GemmTable& g, const std::string& path) {
 
 namespace {
 
+// The GeLU's two rates: a layer's GeLU is priced by its elements only with both (one direction's
+// bytes at memory_bound_GBps beside the other's measured rate would mix two methods in one pass).
+Status ReadGeluRates(JsonObjectReader& r, HardwareProfile* p) {
+  const bool forward = r.Has("gelu_forward_Gelems_per_s"),
+             backward = r.Has("gelu_backward_Gelems_per_s");
+  if (forward != backward) {
+    return Status::Invalid(
+        r.PathOf(forward ? "gelu_forward_Gelems_per_s" : "gelu_backward_Gelems_per_s") +
+        ": needs " + (forward ? "gelu_backward_Gelems_per_s" : "gelu_forward_Gelems_per_s") +
+        " too (the GeLU is priced by its elements in both directions or neither)");
+  }
+  if (!forward) return Status::Ok();
+  PTDP_RETURN_IF_ERROR(ReadSourced(r, "gelu_forward_Gelems_per_s", &p->gelu_forward_Gelems_per_s,
+                                   kMaxGelemsPerSecond));
+  return ReadSourced(r, "gelu_backward_Gelems_per_s", &p->gelu_backward_Gelems_per_s,
+                     kMaxGelemsPerSecond);
+}
+
 // The calibration block is provenance, kept as written; it must say what was fitted to what.
 Status ReadCalibration(JsonObjectReader& parent, Json* out) {
   const Json* v = parent.Child("calibration", false);
@@ -310,6 +329,7 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "cross_entropy_Glogits_per_s",
                                      &p.cross_entropy_Glogits_per_s, kMaxGlogitsPerSecond));
   }
+  PTDP_RETURN_IF_ERROR(ReadGeluRates(r, &p));
   if (r.Has("fp8_peak_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "fp8_peak_tflops", &p.fp8_peak_tflops, kMaxTflops));
   }
@@ -393,6 +413,10 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   }
   if (!p.cross_entropy_Glogits_per_s.source.empty()) {
     j["cross_entropy_Glogits_per_s"] = SourcedJson(p.cross_entropy_Glogits_per_s);
+  }
+  if (!p.gelu_forward_Gelems_per_s.source.empty()) {
+    j["gelu_forward_Gelems_per_s"] = SourcedJson(p.gelu_forward_Gelems_per_s);
+    j["gelu_backward_Gelems_per_s"] = SourcedJson(p.gelu_backward_Gelems_per_s);
   }
   if (!p.fp8_peak_tflops.source.empty()) j["fp8_peak_tflops"] = SourcedJson(p.fp8_peak_tflops);
   if (!p.fp8_gemm_speedup.source.empty()) j["fp8_gemm_speedup"] = SourcedJson(p.fp8_gemm_speedup);

@@ -5,9 +5,10 @@
 // Ranges (finite numbers only): TFLOP/s figures (peak, attention, GEMM table entries) (0, 1e5];
 // bandwidths in GB/s (0, 1e5]; memory and workspace in GiB (0, 1e5] / [0, 1e5]; latencies and
 // kernel launch in us [0, 1e6]; gpus_per_node an integer in (0, 1024]; SM count and tile sizes
-// (0, 1e5]; gemm_backward_efficiency (0, 100]; GEMM grid sizes (0, 1e9]; busbw curve sizes
-// (0, 1e15] bytes, their busbw (0, 1e5] GB/s, ranks [0, 2^20]. What the training software does
-// (overlaps, fusions, gradient accumulation) is a software profile's (core/software.h).
+// (0, 1e5]; gemm_backward_efficiency (0, 100]; cross-entropy and GeLU rates (0, 1e5]; GEMM grid
+// sizes (0, 1e9]; busbw curve sizes (0, 1e15] bytes, their busbw (0, 1e5] GB/s, ranks [0, 2^20].
+// What the training software does (overlaps, fusions, gradient accumulation) is a software
+// profile's (core/software.h).
 #pragma once
 
 #include <cstdint>
@@ -116,6 +117,15 @@ struct HardwareProfile {
   // figure (a GeLU kernel) prices them wrongly. Absent: the cross-entropy's bytes at
   // memory_bound_GBps (costmodel/layer_cost.h HeadCost).
   Sourced cross_entropy_Glogits_per_s;
+  // Optional, both or neither (0 when absent): elements per second, in billions, through the
+  // backend's GeLU forward (y = GeLU(x)) and backward (dx = dy GeLU'(x)), as `ptdp profile
+  // --backend cpu` times the reference kernels. On a CPU the tanh bounds them, not their bytes
+  // (0.086 forward, 0.066 backward G elements/s; 0.7 GB/s of the forward's bytes against 16 to 24
+  // GB/s streamed), so a layer's GeLU pass costs its T f/t elements at these rates in place of its
+  // bytes at memory_bound_GBps (costmodel/layer_cost.h GeluPassTime; SwiGLU keeps its bytes).
+  // Absent (every shipped profile; a cuda profile, whose GeLU kernel is byte-bound): the bytes.
+  Sourced gelu_forward_Gelems_per_s;
+  Sourced gelu_backward_Gelems_per_s;
   // Optional: dense FP8 peak per device (tensor cores, E4M3/E5M2 inputs, fp32 accumulation), what
   // fp8 training's Linear GEMMs run at: the `gemm` table's time scaled by peak_tflops /
   // fp8_peak_tflops, or by 1 / fp8_gemm_speedup where the profile has it (costmodel/layer_cost.h).

@@ -12,8 +12,15 @@
 //                    says: caches, clocks); told apart from the scale by the GEMMs of other sizes
 //                    within a run (the logits against the layers) and across runs (microbatches)
 //   memory_bound     memory_bound_GBps (elementwise ops and the optimizer step)
-// (The fused-attention rates, attention_tflops and attention_dropout_tflops, are not fitted: both
-// stay as measured, so models with and without dropout keep their ratio.)
+// Kept as measured, with no multiple of their own: attention_tflops and attention_dropout_tflops
+// (so models with and without dropout keep their ratio), cross_entropy_Glogits_per_s and
+// the GeLU's rates (gelu_forward/backward_Gelems_per_s). The GeLU's are the rates of a kernel its
+// tanh bounds, not a bandwidth: scaled with memory_bound they would tie the GeLU back to the bytes
+// the profile now keeps apart (on a CPU that multiple is pinned by the optimizer step's 32 bytes
+// per parameter, which fits it at 4 GB/s against 16 to 24 streamed); fitted on their own they
+// could not be told from the GEMM multiples, since within one layout every layer class holds its
+// GEMMs and its GeLU elements in one ratio (the launch cost's trade, below). The cost of keeping
+// them: a slowdown the GeLU shares with the GEMMs (load) is taken by the GEMM multiples alone.
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
 // instruction class (pipeline rank, op, chunk, recompute), the log of a quantile of the class's

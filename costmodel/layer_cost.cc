@@ -11,7 +11,8 @@ Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
 }
 
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
-                                    bool sequence_parallel, bool fused_attention) {
+                                    bool sequence_parallel, bool fused_attention,
+                                    bool gelu_by_elements) {
   const double e = act_bytes, T = double(mbs) * double(m.seq_len), h = double(m.hidden),
                f = double(m.FfnHidden()), s = double(m.seq_len);
   // LayerNorm, dropout and residual act on all T h, or on T h / t with sequence parallelism.
@@ -24,7 +25,13 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   const double qkv_bias_fwd = m.HasQkvBias() ? 2 * e * T * qkv / tp : 0.0;
   const double qkv_bias_bwd = m.HasQkvBias() ? e * T * qkv / tp : 0.0;
   const double residual = m.IsGpt() ? 3 * e + 1 : 3 * e;  // bias-dropout-add or a plain add
-  const double act_fwd = m.swiglu ? 3 : 2, act_bwd = m.swiglu ? 5 : 4;
+  // The GeLU priced by its elements (GeluPassTime) moves no bytes here: 0 adds exactly.
+  const double act_fwd = gelu_by_elements ? 0
+                         : m.swiglu       ? 3
+                                          : 2,
+               act_bwd = gelu_by_elements ? 0
+                         : m.swiglu       ? 5
+                                          : 4;
   const double rotary = m.rotary ? 2 * e * T * (h + kv) / tp : 0.0;
   LayerMemoryBytes b;
   b.forward = 2 * (2 * e * Th_seq)        // LayerNorm x2: read x, write y
@@ -59,6 +66,17 @@ double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
     return hw.attention_dropout_tflops.value;
   }
   return hw.attention_tflops.value;
+}
+
+bool GeluPricedByElements(const ModelSpec& m, const HardwareProfile& hw) {
+  return !m.swiglu && hw.gelu_forward_Gelems_per_s.value > 0 &&
+         hw.gelu_backward_Gelems_per_s.value > 0;
+}
+
+GeluPass GeluPassTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
+  const double elements = double(mbs) * double(m.seq_len) * double(m.FfnHidden()) / tp;
+  return {elements / (hw.gelu_forward_Gelems_per_s.value * 1e9),
+          elements / (hw.gelu_backward_Gelems_per_s.value * 1e9)};
 }
 
 PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
@@ -135,10 +153,16 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
                        lin * GemmBackwardWeightTime(hw, T, h, h / tp) +
                        lin * GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
                        lin * GemmBackwardWeightTime(hw, T, h, f / tp);
-  const LayerMemoryBytes mb =
-      LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention);
+  const bool gelu_by_elements = GeluPricedByElements(m, hw);
+  const LayerMemoryBytes mb = LayerMemoryBytesOf(
+      m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention, gelu_by_elements);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
   c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
+  if (gelu_by_elements) {
+    const GeluPass gelu = GeluPassTime(m, hw, tp, mbs);
+    c.forward.memory += gelu.forward;
+    c.backward.memory += gelu.backward;
+  }
   if (precision == Precision::kFp8) {
     // Transformer Engine's casts (4 inputs and 4 weights forward, 4 output gradients backward)
     // and one amax-and-scale update per layer forward (a launch; its bytes are negligible).

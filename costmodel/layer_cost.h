@@ -28,6 +28,8 @@
 //   bias-GeLU             2e T f/t                4e T f/t     (dy, x in, dx out; bias grad sum)
 // 9 kernels forward, 13 backward. The head's cross-entropy (vocabulary-parallel, fp32): see
 // HeadCost.
+// With measured GeLU rates (a CPU profile) the bias-GeLU's time is its T f/t elements at those
+// rates instead of its bytes (GeluPassTime).
 // Tensor-parallel communication: 2 all-reduces of b s h elements forward (after the projection and
 // fc2) and 2 backward (the input gradients of QKV and fc1), on the tensor group's link.
 #pragma once
@@ -61,9 +63,26 @@ struct LayerMemoryBytes {
   int forward_kernels = 0, backward_kernels = 0;
 };
 // With fused_attention the scale-mask-softmax and attention-dropout passes over S are gone
-// (forward 7 kernels, backward 11).
+// (forward 7 kernels, backward 11). With gelu_by_elements (GeluPricedByElements) the bias-GeLU's
+// bytes are left out (exactly: the term is 0, the rest summed in the same order); its kernel
+// stays counted.
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
-                                    bool sequence_parallel = false, bool fused_attention = false);
+                                    bool sequence_parallel = false, bool fused_attention = false,
+                                    bool gelu_by_elements = false);
+
+// The one test of whether a layer's activation pass is priced by its elements: a GeLU MLP on a
+// profile with both measured GeLU rates (gelu_forward_Gelems_per_s, gelu_backward_Gelems_per_s: a
+// CPU's `ptdp profile`, where the tanh, not the bytes, bounds it). SwiGLU has no measured rate and
+// keeps its bytes at memory_bound_GBps; so does every profile without the rates (each shipped
+// one, a cuda profile).
+bool GeluPricedByElements(const ModelSpec& m, const HardwareProfile& hw);
+// The GeLU pass of one layer over its T f/t fc1 outputs (T = mbs s tokens) at the measured rates,
+// forward and backward, in place of the bias-GeLU bytes of LayerMemoryBytesOf (the bias add and
+// its gradient run inside the Linear's GEMM ops on the CPU). REQUIRES GeluPricedByElements.
+struct GeluPass {
+  Seconds forward = 0, backward = 0;
+};
+GeluPass GeluPassTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
 
 // FP8 training (Precision::kFp8), as Transformer Engine runs a layer (docs/cost_model.md, "FP8"):
 // the four Linears' GEMMs (forward, input and weight gradients) at the profile's FP8 rate, their

@@ -59,6 +59,13 @@ class ProfileBackend {
   // sum of exponentials, loss) and backward together, as the runtime's Ops run it (0: this backend
   // does not measure it).
   virtual Result<double> TimeCrossEntropy(int64_t, int64_t, const TimingOptions&) { return 0.0; }
+  // Seconds of the GeLU forward (y = GeLU(x)) or, with `backward`, of its backward (dx = dy
+  // GeLU'(x)) over `count` elements, as the runtime's Ops run them (0: this backend does not time
+  // them). The switch of memory_bound_GBps is per backend and follows it (report.cc): a backend
+  // that answers (the cpu, whose GeLU the tanh bounds) gets memory_bound_GBps from the streaming
+  // add and its GeLU priced by elements at these rates; one that does not (cuda, whose GeLU kernel
+  // is byte-bound) keeps memory_bound_GBps from GeluBandwidth, so its profiles stay comparable.
+  virtual Result<double> TimeGelu(int64_t, bool /*backward*/, const TimingOptions&) { return 0.0; }
   // Which attention implementation TimeAttention measured with that dropout, for the report.
   virtual std::string attention_kind(double dropout) const = 0;
   // Seconds of one tiny kernel (launch + completion, back to back), the fixed cost per op.

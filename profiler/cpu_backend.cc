@@ -176,6 +176,24 @@ class CpuBackend final : public ProfileBackend {
     return 2.0 * count * 4 / s;
   }
 
+  // CpuOps' GeLU: kernels::GeluForward on the fc1 output (LinearForward with a GeLU output), and
+  // kernels::GeluBackward (CpuOps::GeluBackward; the CPU does not fuse it into fc2's GEMM).
+  Result<double> TimeGelu(int64_t count, bool backward, const TimingOptions& t) override {
+    std::vector<float> x(count), dy(count), out(count);
+    FillPattern(x);
+    FillPattern(dy);
+    return MedianSeconds(
+        [&] {
+          if (backward) {
+            kernels::GeluBackward<float>(out.data(), x.data(), dy.data(), count);
+          } else {
+            kernels::GeluForward<float>(out.data(), x.data(), count);
+          }
+          return Status::Ok();
+        },
+        NoSync, t);
+  }
+
   Result<double> TimeCrossEntropy(int64_t n, int64_t v, const TimingOptions& t) override {
     std::vector<float> logits(n * v), dlogits(n * v), row_max(n), row_sum(n), target_logit(n),
         loss(n), dloss(n, 1.0f / float(n));

@@ -263,6 +263,12 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   // 1 MiB of fp32 logits: the exponentials, not the bytes, bound it on a CPU.
   r.ce_rows = 64, r.ce_vocab = 4096;
   PTDP_ASSIGN_OR_RETURN(r.ce_seconds, backend.TimeCrossEntropy(r.ce_rows, r.ce_vocab, g.timing));
+  // 1 MiB of fp32 inputs, as for the cross-entropy: the tanh, not the bytes, bounds it on a CPU.
+  r.gelu_elements = 262144;
+  PTDP_ASSIGN_OR_RETURN(r.gelu_forward_seconds,
+                        backend.TimeGelu(r.gelu_elements, /*backward=*/false, g.timing));
+  PTDP_ASSIGN_OR_RETURN(r.gelu_backward_seconds,
+                        backend.TimeGelu(r.gelu_elements, /*backward=*/true, g.timing));
   PTDP_ASSIGN_OR_RETURN(Seconds launch, backend.KernelLaunchSeconds(g.timing));
   r.launch_us = launch / kUs;
   PTDP_ASSIGN_OR_RETURN(r.memory_bytes, backend.MemoryCapacityBytes(r.ranks));

@@ -83,6 +83,9 @@ struct ProfileReport {
   // The cross-entropy over ce_rows x ce_vocab logits, forward and backward (0: not measured).
   int64_t ce_rows = 0, ce_vocab = 0;
   Seconds ce_seconds = 0;
+  // The GeLU forward and backward over gelu_elements elements (0: not timed, the cuda backend).
+  int64_t gelu_elements = 0;
+  Seconds gelu_forward_seconds = 0, gelu_backward_seconds = 0;
   double launch_us = 0;
   double memory_bytes = 0;
   double workspace_bytes = 0;

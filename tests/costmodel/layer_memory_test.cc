@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "core/model.h"
 #include "core/shapes.h"
 #include "costmodel/layer_cost.h"
 #include "tests/costmodel/test_profile.h"
@@ -170,6 +171,57 @@ TEST(LayerCost, HeadCrossEntropyAtAMeasuredRate) {
   EXPECT_DOUBLE_EQ(
       c.forward.gemm,
       HeadCost(Tiny(), testing::RoundProfile(), Precision::kFp16, 1, 2, 0, 0).forward.gemm);
+}
+
+// Measured GeLU rates (2e9 elements/s forward, 1e9 backward) replace the bias-GeLU's bytes: tiny's
+// layer at b = 2, t = 1 or 2 runs the GeLU over T f/t = 64 * 256 / t elements, 2e T f/t bytes
+// forward and 4e T f/t backward (e = 2) leave the bytes, the elements' time joins them, and the
+// GEMMs, the communication and every other byte stay as they were. Without the rates (every
+// shipped profile) the layer is priced by bytes, bit for bit what it was.
+TEST(LayerCost, GeluPricedByItsElementsWithMeasuredRates) {
+  const ModelSpec m = Tiny();
+  const HardwareProfile bytes_hw = testing::RoundProfile();
+  HardwareProfile hw = bytes_hw;
+  hw.gelu_forward_Gelems_per_s = {2.0, "test"};
+  hw.gelu_backward_Gelems_per_s = {1.0, "test"};
+  EXPECT_FALSE(GeluPricedByElements(m, bytes_hw));
+  ASSERT_TRUE(GeluPricedByElements(m, hw));
+  for (int t : {1, 2}) {
+    const double elements = 64.0 * 256 / t;
+    const GeluPass g = GeluPassTime(m, hw, t, 2);
+    EXPECT_DOUBLE_EQ(g.forward, elements / 2e9) << t;
+    EXPECT_DOUBLE_EQ(g.backward, elements / 1e9) << t;
+    const LayerMemoryBytes all = LayerMemoryBytesOf(m, t, 2, 2);
+    const LayerMemoryBytes rest = LayerMemoryBytesOf(m, t, 2, 2, false, false, true);
+    EXPECT_DOUBLE_EQ(all.forward - rest.forward, 2 * 2 * elements) << t;
+    EXPECT_DOUBLE_EQ(all.backward - rest.backward, 4 * 2 * elements) << t;
+    EXPECT_EQ(rest.forward_kernels, all.forward_kernels);  // the GeLU is still a kernel
+    const PieceCost by_bytes = TransformerLayerCost(m, bytes_hw, Precision::kFp16, t, 2, 1e-3);
+    const PieceCost by_elements = TransformerLayerCost(m, hw, Precision::kFp16, t, 2, 1e-3);
+    EXPECT_EQ(by_bytes.forward.memory, MemoryBoundTime(bytes_hw, all.forward, 9)) << t;
+    EXPECT_EQ(by_bytes.backward.memory, MemoryBoundTime(bytes_hw, all.backward, 13)) << t;
+    EXPECT_NEAR(by_elements.forward.memory, rest.forward / 1e12 + elements / 2e9, 1e-18) << t;
+    EXPECT_NEAR(by_elements.backward.memory, rest.backward / 1e12 + elements / 1e9, 1e-18) << t;
+    EXPECT_EQ(by_elements.forward.gemm, by_bytes.forward.gemm);
+    EXPECT_EQ(by_elements.backward.gemm, by_bytes.backward.gemm);
+    EXPECT_EQ(by_elements.forward.tp_comm, by_bytes.forward.tp_comm);
+  }
+}
+
+// SwiGLU has no measured rate: a Llama-style layer keeps its activation bytes (3e T f/t forward,
+// 5e T f/t backward) at memory_bound_GBps with the GeLU rates in the profile, to the bit.
+TEST(LayerCost, SwigluKeepsItsBytesWithGeluRates) {
+  ModelSpec m = *LoadModel("llama3-8b");
+  HardwareProfile hw = testing::RoundProfile(Precision::kBf16);
+  const PieceCost by_bytes = TransformerLayerCost(m, hw, Precision::kBf16, 8, 1, 1e-3);
+  hw.gelu_forward_Gelems_per_s = {2.0, "test"};
+  hw.gelu_backward_Gelems_per_s = {1.0, "test"};
+  EXPECT_FALSE(GeluPricedByElements(m, hw));
+  const PieceCost with_rates = TransformerLayerCost(m, hw, Precision::kBf16, 8, 1, 1e-3);
+  EXPECT_EQ(with_rates.forward.memory, by_bytes.forward.memory);
+  EXPECT_EQ(with_rates.backward.memory, by_bytes.backward.memory);
+  const LayerMemoryBytes b = LayerMemoryBytesOf(m, 8, 1, 2);
+  EXPECT_EQ(by_bytes.forward.memory, MemoryBoundTime(hw, b.forward, b.forward_kernels));
 }
 
 }  // namespace

@@ -121,6 +121,43 @@ TEST(ProfileSchema, OptionalCrossEntropyRate) {
       << b.status().message();
 }
 
+// The GeLU's rates: optional (0 when absent), both or neither, round-trip with their sources, and
+// refused without a source or out of (0, 1e5], naming the field.
+TEST(ProfileSchema, OptionalGeluRates) {
+  const auto none = HardwareProfileFromJson(SeleneJson(), "p");
+  EXPECT_EQ(none->gelu_forward_Gelems_per_s.value, 0.0);
+  EXPECT_EQ(none->gelu_backward_Gelems_per_s.value, 0.0);
+  EXPECT_FALSE(HardwareProfileToJson(*none).contains("gelu_forward_Gelems_per_s"));
+  Json with = SeleneJson();
+  with["gelu_forward_Gelems_per_s"] = {{"value", 0.086}, {"source", "a forward figure"}};
+  with["gelu_backward_Gelems_per_s"] = {{"value", 0.066}, {"source", "a backward figure"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gelu_forward_Gelems_per_s.value, 0.086);
+  EXPECT_EQ(back->gelu_forward_Gelems_per_s.source, "a forward figure");
+  EXPECT_EQ(back->gelu_backward_Gelems_per_s.value, 0.066);
+  EXPECT_EQ(back->gelu_backward_Gelems_per_s.source, "a backward figure");
+  const auto refused = [](const Json& j, const std::string& what) {
+    auto r = HardwareProfileFromJson(j, "p");
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  Json one = with;
+  one.erase("gelu_backward_Gelems_per_s");
+  refused(one, "p.gelu_forward_Gelems_per_s: needs gelu_backward_Gelems_per_s too");
+  Json sourceless = with;
+  sourceless["gelu_backward_Gelems_per_s"].erase("source");
+  refused(sourceless, "p.gelu_backward_Gelems_per_s");
+  Json zero = with;
+  zero["gelu_forward_Gelems_per_s"]["value"] = 0;
+  refused(zero, "p.gelu_forward_Gelems_per_s.value: 0 is outside (0,");
+  Json huge = with;
+  huge["gelu_backward_Gelems_per_s"]["value"] = 2e5;
+  refused(huge, "p.gelu_backward_Gelems_per_s.value: 200000 is outside (0,");
+}
+
 // The backward GEMM tables: optional, read with the forward table's checks, round-tripped, and
 // refused in another dtype than the forward table's.
 TEST(ProfileSchema, OptionalBackwardGemmTables) {

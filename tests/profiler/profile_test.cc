@@ -81,6 +81,16 @@ TEST(ProfileTest, CpuProfileRoundTripsThroughTheStrictReader) {
               1e-9 * back->cross_entropy_Glogits_per_s.value);
   EXPECT_NE(back->cross_entropy_Glogits_per_s.source.find("cross-entropy forward"),
             std::string::npos);
+  // The GeLU timed by its elements both ways; the elementwise bytes then at the streaming rate.
+  ASSERT_GT(report->gelu_forward_seconds, 0);
+  ASSERT_GT(report->gelu_backward_seconds, 0);
+  EXPECT_DOUBLE_EQ(back->gelu_forward_Gelems_per_s.value,
+                   double(report->gelu_elements) / report->gelu_forward_seconds / 1e9);
+  EXPECT_DOUBLE_EQ(back->gelu_backward_Gelems_per_s.value,
+                   double(report->gelu_elements) / report->gelu_backward_seconds / 1e9);
+  EXPECT_NE(back->gelu_backward_Gelems_per_s.source.find("GeluBackward"), std::string::npos);
+  EXPECT_DOUBLE_EQ(back->memory_bound_GBps.value, report->stream_add_GBps);
+  EXPECT_NE(back->memory_bound_GBps.source.find("streaming"), std::string::npos);
 }
 
 TEST(ProfileTest, RejectsABadGrid) {
@@ -294,6 +304,17 @@ TEST(ProfileTest, MeasuredLinksUseLargestMessageAndSmallestLatency) {
                    p->intra_node.all_reduce_busbw_GBps.value);
   EXPECT_NE(p->inter_node.all_reduce_busbw_GBps.source.find("not measured (one node)"),
             std::string::npos);
+}
+
+// A backend that does not time the GeLU by its elements (cuda) keeps memory_bound_GBps from its
+// GeLU kernel's bytes, as GPU profiles always had it, and writes no GeLU rates.
+TEST(ProfileTest, CudaKeepsTheGeluBandwidthAsMemoryBound) {
+  auto p = ToHardwareProfile(SyntheticReport("cuda", 8), "x", std::nullopt, LinkFallback{});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(p->memory_bound_GBps.value, 80);
+  EXPECT_NE(p->memory_bound_GBps.source.find("GeLU forward kernel"), std::string::npos);
+  EXPECT_EQ(p->gelu_forward_Gelems_per_s.value, 0.0);
+  EXPECT_FALSE(HardwareProfileToJson(*p).contains("gelu_forward_Gelems_per_s"));
 }
 
 TEST(ProfileTest, OneGpuNeedsLinksFromAnotherProfile) {

@@ -288,6 +288,45 @@ TEST(Calibrate, TwoRunsOfOtherMessageSizesFitTheLatency) {
   EXPECT_EQ(bad.status().message().rfind("run 2", 0), 0u) << bad.status().message();
 }
 
+// Measured GeLU rates are kept by the fit (costmodel/calibrate.h): a run simulated under A with
+// the rates of a CPU profile (the GeLU then a large share of each layer) is fitted from the start
+// with the same rates, recovering A's multiples as without them; the fitted profile carries the
+// rates with their sources unchanged and reads back; and a run of the starting profile moves
+// nothing.
+TEST(Calibrate, KeepsTheMeasuredGeluRates) {
+  const ModelSpec model = *LoadModel("tiny");
+  const ParallelConfig layout = Layout(2, 1, 8);
+  ClusterSpec start = *LoadCluster("cpu", 2);
+  start.profile.gelu_forward_Gelems_per_s = {0.086, "a test forward rate"};
+  start.profile.gelu_backward_Gelems_per_s = {0.066, "a test backward rate"};
+  ClusterSpec machine = start;
+  machine.profile = ApplyCalibration(start.profile, Truth(), "test truth");
+  EXPECT_EQ(machine.profile.gelu_forward_Gelems_per_s.source, "a test forward rate");
+  EXPECT_EQ(machine.profile.gelu_backward_Gelems_per_s.value, 0.066);
+  sim::SimOptions o;
+  o.record_timeline = true;
+  auto s = sim::SimulateLayout(model, machine, layout, o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto fit = Calibrate(model, start, layout, s->program, s->result.timeline, "gelu");
+  ASSERT_TRUE(fit.ok()) << fit.status().ToString();
+  EXPECT_NEAR(fit->params.gemm_forward / Truth().gemm_forward, 1.0, 0.01);
+  EXPECT_NEAR(fit->params.gemm_backward / Truth().gemm_backward, 1.0, 0.01);
+  EXPECT_NEAR(fit->params.memory_bound / Truth().memory_bound, 1.0, 0.01);
+  EXPECT_LT(fit->median_error_after, 0.01);
+  auto back =
+      HardwareProfileFromJson(Json::parse(HardwareProfileToJson(fit->profile).dump()), "fitted");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->gelu_forward_Gelems_per_s.value, 0.086);
+  EXPECT_EQ(back->gelu_forward_Gelems_per_s.source, "a test forward rate");
+  EXPECT_EQ(back->gelu_backward_Gelems_per_s.source, "a test backward rate");
+  auto self = sim::SimulateLayout(model, start, layout, o);
+  ASSERT_TRUE(self.ok());
+  auto same = Calibrate(model, start, layout, self->program, self->result.timeline, "self");
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(HardwareProfileToJson(same->profile).dump(),
+            HardwareProfileToJson(start.profile).dump());
+}
+
 // Absent, the backward efficiency leaves every backward GEMM time bit for bit; 0.5 doubles the
 // FLOP time and keeps the launches.
 TEST(Calibrate, BackwardEfficiencyDividesTheFlopTime) {
