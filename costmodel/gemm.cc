@@ -39,6 +39,21 @@ Seconds BackwardFromForwardTable(const HardwareProfile& hw, int64_t m, int64_t n
   return (forward_priced - launch) / efficiency + launch;
 }
 
+// A profile with both backward tables prices a Linear's backward GEMMs from them (never one from a
+// table and the other from the forward's).
+bool HasBackwardTables(const HardwareProfile& hw) {
+  return !hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty();
+}
+
+// One backward GEMM of the Linear whose forward is (m, n, k), from `table` (measured at the
+// forward's coordinates).
+Seconds FromBackwardTable(const HardwareProfile& hw, const GemmTable& table, int64_t m, int64_t n,
+                          int64_t k) {
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  return flops / (GemmTflops(table, double(m), double(n), double(k)) * kTera) +
+         hw.kernel_launch_us.value * kUs;
+}
+
 }  // namespace
 
 double GemmTflops(const GemmTable& t, double m, double n, double k) {
@@ -97,20 +112,12 @@ Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_
 Seconds GemmBackwardDataTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
   // From the table measured for it, when the profile has both backward tables (as
   // GemmBackwardWeightTime decides, so a backward is priced from one source or the other).
-  if (!hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty()) {
-    const double flops = 2.0 * double(m) * double(n) * double(k);
-    return flops / (GemmTflops(hw.gemm_backward_data, double(m), double(n), double(k)) * kTera) +
-           hw.kernel_launch_us.value * kUs;
-  }
+  if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_data, m, n, k);
   return BackwardFromForwardTable(hw, m, k, n, 1);
 }
 
 Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
-  if (!hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty()) {
-    const double flops = 2.0 * double(m) * double(n) * double(k);
-    return flops / (GemmTflops(hw.gemm_backward_weight, double(m), double(n), double(k)) * kTera) +
-           hw.kernel_launch_us.value * kUs;
-  }
+  if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_weight, m, n, k);
   // The same term GemmBackwardTime adds for the weight gradient, so W <= B holds by construction
   // whatever the efficiency (priced at the forward rate while B was divided by an efficiency of
   // 3, W came out more than the whole backward, and the simulator refused the table).
