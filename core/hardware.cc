@@ -325,6 +325,11 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
     PTDP_RETURN_IF_ERROR(
         ReadSourced(r, "attention_dropout_tflops", &p.attention_dropout_tflops, kMaxTflops));
   }
+  if (r.Has("attention_table")) {
+    PTDP_ASSIGN_OR_RETURN(
+        p.attention_table,
+        AttentionTableFromJson(*r.Child("attention_table", true), r.PathOf("attention_table")));
+  }
   if (r.Has("cross_entropy_Glogits_per_s")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "cross_entropy_Glogits_per_s",
                                      &p.cross_entropy_Glogits_per_s, kMaxGlogitsPerSecond));
@@ -411,6 +416,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   if (!p.attention_dropout_tflops.source.empty()) {
     j["attention_dropout_tflops"] = SourcedJson(p.attention_dropout_tflops);
   }
+  if (!p.attention_table.empty()) j["attention_table"] = AttentionTableToJson(p.attention_table);
   if (!p.cross_entropy_Glogits_per_s.source.empty()) {
     j["cross_entropy_Glogits_per_s"] = SourcedJson(p.cross_entropy_Glogits_per_s);
   }

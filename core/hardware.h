@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_table.h"
 #include "core/json.h"
 #include "core/precision.h"
 #include "core/software.h"
@@ -110,6 +111,10 @@ struct HardwareProfile {
   // where the profile has it (costmodel/layer_cost.h FusedAttentionTflops), else at
   // attention_tflops.
   Sourced attention_dropout_tflops;
+  // Optional (empty when absent): the same kernel's rates on a grid of sequence length and head
+  // dimension (core/attention_table.h), which FusedAttentionTflops prefers to the two figures above
+  // (costmodel/layer_cost.h); `ptdp profile --attention-grid` measures it.
+  AttentionTable attention_table;
   // Optional (0 when absent): logits per second, in billions, through the backend's
   // vocabulary-parallel cross-entropy, forward (row max, sum of exponentials, loss) and backward
   // (exponential again, scaled by the loss gradient) together; each direction is charged half.

@@ -4,26 +4,11 @@
 #include <cmath>
 
 #include "core/status.h"
+#include "costmodel/log_axis.h"
 
 namespace ptdp::costmodel {
 
 namespace {
-
-// Position of x on an increasing axis as (lower index, weight of the upper point) in log2 space,
-// clamped to the axis ends.
-struct AxisPos {
-  size_t lo = 0;
-  double w = 0;
-};
-AxisPos Locate(const std::vector<double>& axis, double x) {
-  if (axis.size() == 1 || x <= axis.front()) return {0, 0.0};
-  if (x >= axis.back()) return {axis.size() - 2, 1.0};
-  const size_t hi = size_t(std::upper_bound(axis.begin(), axis.end(), x) - axis.begin());
-  const size_t lo = hi - 1;
-  const double w =
-      (std::log2(x) - std::log2(axis[lo])) / (std::log2(axis[hi]) - std::log2(axis[lo]));
-  return {lo, w};
-}
 
 // One backward GEMM [m,n] = [m,k] [k,n] priced from the forward table: its FLOP time divided by
 // the profile's backward efficiency (fitted by `ptdp calibrate`), its launch not; absent or 1, the

@@ -1,6 +1,7 @@
 #include "costmodel/layer_cost.h"
 
 #include "core/shapes.h"
+#include "costmodel/attention_rate.h"
 #include "costmodel/gemm.h"
 
 namespace ptdp::costmodel {
@@ -62,6 +63,19 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
 }
 
 double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
+  const AttentionTable& table = hw.attention_table;
+  if (!table.empty()) {
+    // The rate at the model's own shape. With dropout: the table's dropout rates where every
+    // point has one, else the one-shape dropout figure (a rate without dropout would leave out
+    // what the mask costs: 257 against 417.5 TFLOP/s on our H200, docs/validation-h100.md), else
+    // the table's rates without dropout.
+    const double s = double(m.seq_len), d = double(m.HeadDim());
+    if (m.dropout > 0 && table.HasDropout()) return AttentionTableTflops(table, s, d, true);
+    if (m.dropout > 0 && hw.attention_dropout_tflops.value > 0) {
+      return hw.attention_dropout_tflops.value;
+    }
+    return AttentionTableTflops(table, s, d, false);
+  }
   if (m.dropout > 0 && hw.attention_dropout_tflops.value > 0) {
     return hw.attention_dropout_tflops.value;
   }

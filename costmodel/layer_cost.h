@@ -115,9 +115,14 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
 // The attention FLOPs are the same with or without dropout, but a kernel with dropout draws a
 // random number per score element and runs slower: the rate is FusedAttentionTflops's.
 PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
-// The one place that picks the fused-attention rate (TFLOP/s, causal count) for a model:
-// attention_dropout_tflops when the model has dropout > 0 and the profile has that key, else
-// attention_tflops (0 when the profile has neither: the unfused GEMMs' times price the kernel).
+// The one place that picks the fused-attention rate (TFLOP/s, causal count) for a model.
+// With an attention_table: the table at the model's sequence length and head dimension
+// (costmodel/attention_rate.h: bilinear in log2 s and log2 d, the edge rate outside the grid),
+// its dropout rates for a model with dropout > 0 when every point has one; else, for such a
+// model, attention_dropout_tflops where the profile has it; else the table's rates without
+// dropout. Without a table: attention_dropout_tflops when the model has dropout > 0 and the
+// profile has that key, else attention_tflops (0 when the profile has neither: the unfused GEMMs'
+// times price the kernel).
 double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw);
 // The attention core's forward (scores and scores.V GEMMs, softmax, dropout): what selective
 // recomputation redoes in each layer's backward (Megatron-LM recomputes the whole core).

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "profiler/attention_grid.h"
+
 namespace ptdp::profiler {
 namespace {
 
@@ -177,11 +179,9 @@ Status SweepGemms(const Grid& g, std::vector<GemmSample>* out, Time&& time) {
   return Status::Ok();
 }
 
-// Forward + backward of a causal attention at the causal count: half of 14 b s^2 heads d FLOPs
-// (QK^T and PV forward, 5 GEMMs backward, Dao 2023), the rate the cost model applies to both.
-double CausalTrainTflops(const ProfileReport& r, Seconds forward, Seconds backward) {
-  return 7.0 * r.att_b * double(r.att_s) * r.att_s * r.att_heads * r.att_d / (forward + backward) /
-         kTera;
+// Forward + backward of r's attention at the causal count (profiler/attention_grid.h).
+double ReportTrainTflops(const ProfileReport& r, Seconds forward, Seconds backward) {
+  return CausalTrainTflops(r.att_b, r.att_s, r.att_heads, r.att_d, forward + backward);
 }
 
 // The attention at r's shape, without dropout and then, where the backend times the backward,
@@ -196,7 +196,7 @@ Status MeasureAttention(ProfileBackend& backend, const Grid& g, ProfileReport* r
                         backend.TimeAttentionBackward(b, s, heads, d, 0.0, g.timing));
   r->attention_kind = backend.attention_kind(0.0);
   if (r->att_backward_seconds <= 0) return Status::Ok();
-  r->att_train_tflops = CausalTrainTflops(*r, r->att_seconds, r->att_backward_seconds);
+  r->att_train_tflops = ReportTrainTflops(*r, r->att_seconds, r->att_backward_seconds);
   const double p = kProfileAttentionDropout;
   PTDP_ASSIGN_OR_RETURN(const Seconds forward, backend.TimeAttention(b, s, heads, d, p, g.timing));
   PTDP_ASSIGN_OR_RETURN(const Seconds backward,
@@ -205,7 +205,7 @@ Status MeasureAttention(ProfileBackend& backend, const Grid& g, ProfileReport* r
   r->att_dropout_p = p;
   r->att_dropout_seconds = forward;
   r->att_dropout_backward_seconds = backward;
-  r->att_dropout_train_tflops = CausalTrainTflops(*r, forward, backward);
+  r->att_dropout_train_tflops = ReportTrainTflops(*r, forward, backward);
   r->attention_dropout_kind = backend.attention_kind(p);
   return Status::Ok();
 }
@@ -231,6 +231,7 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
     }
     g.att_b = a[0], g.att_s = a[1], g.att_heads = a[2], g.att_d = a[3];
   }
+  PTDP_RETURN_IF_ERROR(CheckAttentionGrid(opts));
   if (opts.max_message_bytes > 0) g.max_message = std::max<Bytes>(opts.max_message_bytes, 4096);
 
   ProfileReport r;
@@ -260,6 +261,7 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   r.gelu_GBps = gelu_Bps / kGB;
   r.att_b = g.att_b, r.att_s = g.att_s, r.att_heads = g.att_heads, r.att_d = g.att_d;
   PTDP_RETURN_IF_ERROR(MeasureAttention(backend, g, &r));
+  PTDP_RETURN_IF_ERROR(MeasureAttentionGrid(backend, g.timing, opts, &r));
   // 1 MiB of fp32 logits: the exponentials, not the bytes, bound it on a CPU.
   r.ce_rows = 64, r.ce_vocab = 4096;
   PTDP_ASSIGN_OR_RETURN(r.ce_seconds, backend.TimeCrossEntropy(r.ce_rows, r.ce_vocab, g.timing));

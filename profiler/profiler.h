@@ -35,6 +35,10 @@ struct ProfileOptions {
   // at a short sequence is bound by per-head overhead, not FLOPs, so a rate measured at s = 512
   // does not carry to s = 32.
   std::vector<int64_t> attention;
+  // --attention-grid: sequence lengths and head dimensions (each increasing; both empty: no
+  // grid) at which attention is timed again, every s with every d, for the profile's
+  // attention_table (profiler/attention_grid.h says how each point's batch and heads are chosen).
+  std::vector<int64_t> attention_grid_s, attention_grid_d;
   std::string host;  // host name, for sources
   std::string date;  // "YYYY-MM-DD", for sources
 };
@@ -52,6 +56,17 @@ struct CollectiveSample {
   Seconds seconds = 0;  // max over ranks
   double algbw_GBps = 0;
   double busbw_GBps = 0;
+};
+
+// One point of --attention-grid: attention at (b, s, heads, d) forward + backward, without and
+// with dropout, each rate at the causal count of attention_tflops.
+struct AttentionGridSample {
+  int64_t b = 0, s = 0, heads = 0, d = 0;
+  Seconds forward = 0, backward = 0;
+  double tflops = 0;  // 0: left out (why in `note`)
+  Seconds dropout_forward = 0, dropout_backward = 0;
+  double dropout_tflops = 0;  // 0: not measured (why in `dropout_note`)
+  std::string note, dropout_note;
 };
 
 struct ProfileReport {
@@ -80,6 +95,11 @@ struct ProfileReport {
   Seconds att_dropout_seconds = 0, att_dropout_backward_seconds = 0;
   double att_dropout_train_tflops = 0;
   std::string attention_dropout_kind;
+  // --attention-grid's points, s-major (empty: no grid asked for); each call holds about
+  // att_grid_tokens tokens (b s) and att_grid_width (heads d), those of the shape above.
+  std::vector<AttentionGridSample> att_grid;
+  int64_t att_grid_tokens = 0, att_grid_width = 0;
+  std::string att_grid_dropout_kind;  // the dropout kernel of every point's dropout rate
   // The cross-entropy over ce_rows x ce_vocab logits, forward and backward (0: not measured).
   int64_t ce_rows = 0, ce_vocab = 0;
   Seconds ce_seconds = 0;

@@ -55,6 +55,33 @@ std::string DropoutText(const ProfileReport& r) {
   return buf;
 }
 
+// --attention-grid's points as the profile's attention_table: the measured points, which must
+// still form a grid (every s with every d); when one left out breaks it, no table (a line on
+// stderr), never a table with a figure of another kernel or shape.
+void AddAttentionTable(const ProfileReport& r, HardwareProfile* p) {
+  if (r.att_grid.empty()) return;
+  std::vector<AttentionPoint> points;
+  for (const AttentionGridSample& x : r.att_grid) {
+    if (x.tflops > 0) points.push_back({double(x.s), double(x.d), x.tflops, x.dropout_tflops});
+  }
+  const bool dropout = std::any_of(points.begin(), points.end(),
+                                   [](const AttentionPoint& x) { return x.dropout_tflops > 0; });
+  const std::string source =
+      RunSource(r) + ": causal attention forward + backward at each (s, d), median of repeats; " +
+      "each call b = round(" + std::to_string(r.att_grid_tokens) +
+      " / s) sequences and heads = " + "round(" + std::to_string(r.att_grid_width) +
+      " / d), the tokens (b s) and width (heads d) " + "of " + AttentionShapeText(r) +
+      ", so that the points differ by s and d, not by the work " + "per call: " + r.attention_kind +
+      (dropout ? "; dropout_tflops: " + r.att_grid_dropout_kind : "");
+  auto table = AttentionTableFromPoints(source, points, "profile.attention_table");
+  if (table.ok()) {
+    p->attention_table = std::move(*table);
+  } else {
+    std::fprintf(stderr, "ptdp profile: %s; attention_table not written\n",
+                 table.status().message().c_str());
+  }
+}
+
 LinkProfile MeasuredLink(const ProfileReport& r) {
   LinkProfile l;
   l.name = "measured " + std::string(r.backend == "cuda" ? "NCCL" : "MPI") + " among " +
@@ -107,6 +134,43 @@ LinkProfile CopiedLink(const LinkProfile& from, const std::string& why) {
   l.algorithm.clear();  // a multi-node algorithm is no figure of the link it is copied to
   l.algorithm_source.clear();
   return l;
+}
+
+OrderedJson AttentionGridJson(const ProfileReport& r) {
+  OrderedJson grid = OrderedJson::array();
+  for (const AttentionGridSample& x : r.att_grid) {
+    OrderedJson j = {{"s", x.s}, {"d", x.d}, {"b", x.b}, {"heads", x.heads}};
+    if (x.tflops > 0) {
+      j["time_us"] = x.forward / kUs;
+      j["backward_time_us"] = x.backward / kUs;
+      j["forward_backward_causal_tflops"] = x.tflops;
+    } else {
+      j["left_out"] = x.note;
+    }
+    if (x.dropout_tflops > 0) {
+      j["dropout"] = {{"time_us", x.dropout_forward / kUs},
+                      {"backward_time_us", x.dropout_backward / kUs},
+                      {"forward_backward_causal_tflops", x.dropout_tflops}};
+    } else if (x.tflops > 0) {
+      j["dropout_left_out"] = x.dropout_note;
+    }
+    grid.push_back(std::move(j));
+  }
+  return grid;
+}
+
+std::string AttentionGridText(const ProfileReport& r) {
+  std::string out = "# attention grid (forward + backward, causal TFLOP/s): " +
+                    std::string("s, d, b, heads, without dropout, with dropout\n");
+  char line[256];
+  for (const AttentionGridSample& x : r.att_grid) {
+    std::snprintf(line, sizeof(line), "  attention %8lld %5lld %5lld %6lld %12.3f %12.3f%s\n",
+                  static_cast<long long>(x.s), static_cast<long long>(x.d),
+                  static_cast<long long>(x.b), static_cast<long long>(x.heads), x.tflops,
+                  x.dropout_tflops, x.tflops > 0 ? "" : "  (left out)");
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace
@@ -165,6 +229,7 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
                  "causal attention forward + backward with dropout " + DropoutText(r) + " (" +
                      AttentionShapeText(r) + "): " + r.attention_dropout_kind);
   }
+  AddAttentionTable(r, &p);
   if (r.ce_seconds > 0) {
     const double logits = double(r.ce_rows) * double(r.ce_vocab);
     p.cross_entropy_Glogits_per_s =
@@ -297,6 +362,7 @@ OrderedJson ReportToJson(const ProfileReport& r) {
                                  {"backward_time_us", r.att_dropout_backward_seconds / kUs},
                                  {"forward_backward_causal_tflops", r.att_dropout_train_tflops}};
   }
+  if (!r.att_grid.empty()) j["attention"]["grid"] = AttentionGridJson(r);
   if (r.ce_seconds > 0) {
     j["cross_entropy"] = {{"rows", r.ce_rows},
                           {"vocab", r.ce_vocab},
@@ -368,6 +434,7 @@ std::string ReportToText(const ProfileReport& r) {
                   r.att_dropout_backward_seconds / kUs, r.att_dropout_train_tflops);
     out += line;
   }
+  if (!r.att_grid.empty()) out += AttentionGridText(r);
   if (r.ce_seconds > 0) {
     std::snprintf(line, sizeof(line),
                   "# cross-entropy forward + backward (%lld x %lld logits) %.1f us = %.3f "

@@ -10,6 +10,7 @@
 
 #include "core/hardware.h"
 #include "core/json.h"
+#include "profiler/attention_grid.h"
 #include "profiler/profiler.h"
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
@@ -27,6 +28,7 @@ struct ProfileArgs {
   double peak_tflops = 0;
   std::string peak_source;
   profiler::ProfileOptions opts;
+  std::vector<std::string> attention_grid;  // --attention-grid S1,S2,... D1,D2,...
 };
 
 std::string Today() {
@@ -70,6 +72,8 @@ Status CheckArgs(const ProfileArgs& a) {
 
 Status Run(ProfileArgs& a, runtime::Communicator& world) {
   Status local = CheckArgs(a);
+  if (local.ok()) local = profiler::ParseAttentionGrid(a.attention_grid, &a.opts);
+  if (local.ok()) local = profiler::CheckAttentionGrid(a.opts);
   std::optional<HardwareProfile> links;
   if (local.ok() && !a.links_from.empty()) {
     auto l = ReadLinksFrom(a.links_from);
@@ -146,6 +150,11 @@ void RegisterProfile(CLI::App& app, int* exit_code) {
                   "attention shape to time, without and with dropout 0.1: B S HEADS D "
                   "(default: the backend's)")
       ->expected(4);
+  cmd->add_option("--attention-grid", a.attention_grid,
+                  "also time attention at every sequence length S with every head dimension D "
+                  "(S1,S2,... D1,D2,...; each call keeps the tokens b S and the width heads D of "
+                  "--attention's shape), without and with dropout 0.1, into attention_table")
+      ->expected(2);
   cmd->add_option("--max-message-bytes", a.opts.max_message_bytes,
                   "largest collective message (default: backend's)");
   cmd->callback([exit_code] {

@@ -79,6 +79,8 @@ text=/usr/share/common-licenses/GPL-3
 "$ptdp" tokenize --in "$text" --out "$work/tokens.bin" >&2
 profile_args=(--backend "$backend" --out "$work/profile.json" --raw "$work/profile.raw.json")
 [ "$backend" = cpu ] && profile_args+=(--quick)
+# Attention at the models' shapes (s 1024 and 2048, d 64 and 128; docs/profile.md).
+[ "$backend" = cuda ] && profile_args+=(--attention-grid 1024,2048,4096 64,128)
 [ -n "$peak" ] && profile_args+=(--peak-tflops "$peak" --peak-source "$peak_source")
 [ -n "$links_from" ] && profile_args+=(--links-from "$links_from")
 if [ -n "$profile" ]; then

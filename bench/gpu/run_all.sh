@@ -269,9 +269,14 @@ profile() {
     cp "$profile_file" "$out/profile.json"
     return
   fi
+  # --attention-grid: attention at every s with every d (docs/profile.md) covering the models'
+  # shapes (gpt2-124m/350m: s 1024, d 64; gpt-1.3b: s 2048, d 128), so that each is priced at its
+  # own (attention_table); 5 points beyond --attention's, about 5-15 s (docs/cuda.md).
   local a=(profile --backend cuda --out "$out/profile.json" --raw "$out/profile.raw.json"
-           --peak-tflops "$peak" --peak-source "$peak_source" --links-from "$root/profiles/dgx-h100.json")
-  [ $dry = 1 ] && a=(profile --backend cpu --quick --out "$out/profile.json" --raw "$out/profile.raw.json")
+           --peak-tflops "$peak" --peak-source "$peak_source" --links-from "$root/profiles/dgx-h100.json"
+           --attention-grid 1024,2048,4096 64,128)
+  [ $dry = 1 ] && a=(profile --backend cpu --quick --out "$out/profile.json" --raw "$out/profile.raw.json"
+                     --attention-grid 32,64 8,16)
   with_libs "$build/tools/ptdp" "${a[@]}"
 }
 
@@ -437,7 +442,7 @@ if passed build; then
   fi
   stage models 20 models_check
   stage tokens 10 tokens
-  stage profile 90 profile
+  stage profile 105 profile
   first=${models%% *}
   for m in $models; do
     if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi

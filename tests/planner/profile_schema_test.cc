@@ -2,6 +2,8 @@
 // precision field (split from planner_test.cc).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "core/cluster.h"
 #include "core/json.h"
 
@@ -99,6 +101,73 @@ TEST(ProfileSchema, OptionalAttentionDropoutTflops) {
   Json alone = with;
   alone.erase("attention_tflops");
   refused(alone, "p.attention_dropout_tflops: needs attention_tflops");
+}
+
+// attention_table: optional (empty when absent), points in any order read into a grid, written
+// s-major and round-tripped with the source; each bad table refused with one line naming the field.
+Json AttentionTableJson() {
+  return {{"source", "a test grid"},
+          {"points",
+           {{{"s", 2048}, {"d", 128}, {"tflops", 420.0}, {"dropout_tflops", 260.0}},
+            {{"s", 1024}, {"d", 64}, {"tflops", 200.0}},
+            {{"s", 1024}, {"d", 128}, {"tflops", 300.0}, {"dropout_tflops", 180.0}},
+            {{"s", 2048}, {"d", 64}, {"tflops", 280.0}, {"dropout_tflops", 170.0}}}}};
+}
+
+TEST(ProfileSchema, OptionalAttentionTable) {
+  EXPECT_TRUE(HardwareProfileFromJson(SeleneJson(), "p")->attention_table.empty());
+  EXPECT_FALSE(HardwareProfileToJson(*HardwareProfileFromJson(SeleneJson(), "p"))
+                   .contains("attention_table"));
+  Json with = SeleneJson();
+  with["attention_table"] = AttentionTableJson();
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  const AttentionTable& t = a->attention_table;
+  EXPECT_EQ(t.source, "a test grid");
+  EXPECT_EQ(t.s, (std::vector<double>{1024, 2048}));
+  EXPECT_EQ(t.d, (std::vector<double>{64, 128}));
+  EXPECT_EQ(t.tflops, (std::vector<double>{200, 300, 280, 420}));
+  EXPECT_EQ(t.dropout_tflops, (std::vector<double>{0, 180, 170, 260}));
+  EXPECT_FALSE(t.HasDropout());  // (1024, 64) has none
+  const OrderedJson written = HardwareProfileToJson(*a);
+  EXPECT_FALSE(written["attention_table"]["points"][0].contains("dropout_tflops"));
+  EXPECT_EQ(written["attention_table"]["points"][3]["s"].get<double>(), 2048);
+  auto back = HardwareProfileFromJson(Json::parse(written.dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(HardwareProfileToJson(*back).dump(), written.dump());
+  EXPECT_EQ(back->attention_table.tflops, t.tflops);
+  EXPECT_EQ(back->attention_table.dropout_tflops, t.dropout_tflops);
+  EXPECT_EQ(back->attention_table.source, "a test grid");
+}
+
+TEST(ProfileSchema, AttentionTableRefusals) {
+  const auto refused = [](const std::function<void(Json&)>& edit, const std::string& want) {
+    Json j = SeleneJson();
+    j["attention_table"] = AttentionTableJson();
+    edit(j["attention_table"]);
+    auto b = HardwareProfileFromJson(j, "p");
+    ASSERT_FALSE(b.ok()) << want;
+    EXPECT_NE(b.status().message().find(want), std::string::npos) << b.status().message();
+    EXPECT_EQ(b.status().message().find('\n'), std::string::npos) << b.status().message();
+  };
+  refused([](Json& t) { t.erase("source"); }, "p.attention_table.source");
+  refused([](Json& t) { t["source"] = ""; }, "p.attention_table.source: must name");
+  refused([](Json& t) { t["extra"] = 1; }, "p.attention_table");
+  refused([](Json& t) { t["points"] = 5; }, "p.attention_table.points: expected a list");
+  refused([](Json& t) { t["points"] = Json::array(); }, "p.attention_table.points: needs at least");
+  refused([](Json& t) { t["points"][1].erase("tflops"); }, "p.attention_table.points[1]");
+  refused([](Json& t) { t["points"][1]["heads"] = 16; }, "p.attention_table.points[1]");
+  refused([](Json& t) { t["points"][1]["s"] = 0; },
+          "p.attention_table.points[1].s: 0 is outside (0,");
+  refused([](Json& t) { t["points"][1]["d"] = -64; }, "p.attention_table.points[1].d: -64");
+  refused([](Json& t) { t["points"][2]["tflops"] = 2e5; },
+          "p.attention_table.points[2].tflops: 200000 is outside (0, 100000]");
+  refused([](Json& t) { t["points"][2]["dropout_tflops"] = 0; },
+          "p.attention_table.points[2].dropout_tflops: 0 is outside");
+  refused([](Json& t) { t["points"][3]["d"] = 128; },
+          "p.attention_table.points[3]: (s, d) = (2048, 128) again (points[0] has it)");
+  refused([](Json& t) { t["points"].erase(3); },
+          "p.attention_table.points: no point at (s, d) = (2048, 64): every s needs every d");
 }
 
 // cross_entropy_Glogits_per_s: optional (0 when absent), round-trips, and a value out of

@@ -17,9 +17,15 @@ if [ "${4:-}" = mpi ]; then
   grep -q '"op": "all_reduce"' "$work/raw.json"
   exit 0
 fi
-timeout 60 "$ptdp" profile --backend cpu --quick --out "$out" --raw "$work/raw.json"
+timeout 60 "$ptdp" profile --backend cpu --quick --out "$out" --raw "$work/raw.json" \
+  --attention-grid 32,64 8,16
 "$check" "$out" 1 estimated
 grep -q '"gemm"' "$work/raw.json"
+# --attention-grid: four points timed (quick's --attention shape 1 64 2 16 among them), written
+# as the profile's attention_table beside the scalar rate.
+grep -q '"grid"' "$work/raw.json"
+grep -q '"attention_table"' "$out"
+grep -q '"attention_tflops"' "$out"
 # Bad input: exit 2, one line naming the flag, no file written.
 bad="$work/bad.json"
 rm -f "$bad"
@@ -33,5 +39,12 @@ set +e
 msg=$("$ptdp" profile --backend cpu --quick --out "$bad" --peak-tflops 5 2>&1); rc=$?
 set -e
 [ $rc = 2 ] || { echo "expected exit 2 for --peak-tflops without a source, got $rc: $msg"; exit 1; }
+[ ! -e "$bad" ] || { echo "a file was written on bad input"; exit 1; }
+set +e
+msg=$("$ptdp" profile --backend cpu --quick --out "$bad" --attention-grid 64,32 8,16 2>&1); rc=$?
+set -e
+[ $rc = 2 ] || { echo "expected exit 2 for a decreasing --attention-grid, got $rc: $msg"; exit 1; }
+grep -q -- "--attention-grid" <<<"$msg" || { echo "message does not name --attention-grid: $msg"; exit 1; }
+[ "$(wc -l <<<"$msg")" = 1 ] || { echo "more than one line: $msg"; exit 1; }
 [ ! -e "$bad" ] || { echo "a file was written on bad input"; exit 1; }
 echo "cli_test: ok"
