@@ -11,6 +11,7 @@
 #include "profiler/attention_grid.h"
 #include "profiler/profiler.h"
 #include "runtime/comm/world.h"
+#include "tests/profiler/cpu_delegate.h"
 
 namespace ptdp::profiler {
 namespace {
@@ -86,51 +87,26 @@ TEST(AttentionGrid, CpuGridBecomesTheProfilesTable) {
 
 // The cpu backend, but attention at some shapes runs "another kernel" (as cuDNN refusing a shape
 // makes CudaOps fall back to kernels/cuda), fails, or refuses its dropout graph.
-class ShapeQuirkBackend final : public ProfileBackend {
+class ShapeQuirkBackend final : public testing::CpuDelegate {
  public:
   std::set<std::pair<int64_t, int64_t>> other_kernel, fails, no_dropout;
 
-  std::string kind() const override { return cpu_->kind(); }
-  std::string device_name() const override { return cpu_->device_name(); }
-  std::string gemm_dtype() const override { return cpu_->gemm_dtype(); }
-  Precision precision() const override { return cpu_->precision(); }
-  Result<double> MemoryCapacityBytes(int r) override { return cpu_->MemoryCapacityBytes(r); }
-  Result<double> WorkspaceBytes() override { return cpu_->WorkspaceBytes(); }
-  Result<double> TimeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions& t) override {
-    return cpu_->TimeGemm(m, n, k, t);
-  }
-  Result<double> StreamAddBandwidth(Bytes b, const TimingOptions& t) override {
-    return cpu_->StreamAddBandwidth(b, t);
-  }
-  Result<double> GeluBandwidth(Bytes b, const TimingOptions& t) override {
-    return cpu_->GeluBandwidth(b, t);
-  }
   Result<double> TimeAttention(int64_t b, int64_t s, int64_t h, int64_t d, double p,
                                const TimingOptions& t) override {
     if (fails.count({s, d})) return Status::Internal("attention at this shape failed");
-    return cpu_->TimeAttention(b, s, h, d, p, t);
+    return cpu().TimeAttention(b, s, h, d, p, t);
   }
   Result<double> TimeAttentionBackward(int64_t b, int64_t s, int64_t h, int64_t d, double p,
                                        const TimingOptions& t) override {
     last_ = {s, d};
     if (p > 0 && no_dropout.count({s, d})) return 0.0;
-    return cpu_->TimeAttentionBackward(b, s, h, d, p, t);
+    return cpu().TimeAttentionBackward(b, s, h, d, p, t);
   }
   std::string attention_kind(double p) const override {
-    return other_kernel.count(last_) ? "another kernel" : cpu_->attention_kind(p);
-  }
-  Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
-    return cpu_->KernelLaunchSeconds(t);
-  }
-  Result<void*> Alloc(Bytes b) override { return cpu_->Alloc(b); }
-  void Free(void* p) override { cpu_->Free(p); }
-  Status Synchronize() override { return cpu_->Synchronize(); }
-  Result<std::unique_ptr<runtime::Communicator>> MakeDataComm(const std::vector<int>& r) override {
-    return cpu_->MakeDataComm(r);
+    return other_kernel.count(last_) ? "another kernel" : cpu().attention_kind(p);
   }
 
  private:
-  std::unique_ptr<ProfileBackend> cpu_ = MakeCpuBackend();
   std::pair<int64_t, int64_t> last_;
 };
 

@@ -5,6 +5,7 @@
 #include "core/hardware.h"
 #include "profiler/profiler.h"
 #include "runtime/comm/world.h"
+#include "tests/profiler/cpu_delegate.h"
 
 namespace ptdp::profiler {
 namespace {
@@ -175,46 +176,13 @@ TEST(ProfileTest, AttentionWithDropoutAtTheSameShape) {
 // A backend whose attention with dropout ran another kernel than without (cuDNN refusing the
 // dropout graph) answers 0 for its backward: the profile then has no attention_dropout_tflops,
 // and the raw report no dropout figures, rather than another kernel's rate.
-class DropoutRefusedBackend final : public ProfileBackend {
+class DropoutRefusedBackend final : public testing::CpuDelegate {
  public:
-  DropoutRefusedBackend() : cpu_(MakeCpuBackend()) {}
-  std::string kind() const override { return cpu_->kind(); }
-  std::string device_name() const override { return cpu_->device_name(); }
-  std::string gemm_dtype() const override { return cpu_->gemm_dtype(); }
-  Precision precision() const override { return cpu_->precision(); }
-  Result<double> MemoryCapacityBytes(int r) override { return cpu_->MemoryCapacityBytes(r); }
-  Result<double> WorkspaceBytes() override { return cpu_->WorkspaceBytes(); }
-  Result<double> TimeGemm(int64_t m, int64_t n, int64_t k, const TimingOptions& t) override {
-    return cpu_->TimeGemm(m, n, k, t);
-  }
-  Result<double> StreamAddBandwidth(Bytes b, const TimingOptions& t) override {
-    return cpu_->StreamAddBandwidth(b, t);
-  }
-  Result<double> GeluBandwidth(Bytes b, const TimingOptions& t) override {
-    return cpu_->GeluBandwidth(b, t);
-  }
-  Result<double> TimeAttention(int64_t b, int64_t s, int64_t h, int64_t d, double p,
-                               const TimingOptions& t) override {
-    return cpu_->TimeAttention(b, s, h, d, p, t);
-  }
   Result<double> TimeAttentionBackward(int64_t b, int64_t s, int64_t h, int64_t d, double p,
                                        const TimingOptions& t) override {
     if (p > 0) return 0.0;
-    return cpu_->TimeAttentionBackward(b, s, h, d, p, t);
+    return cpu().TimeAttentionBackward(b, s, h, d, p, t);
   }
-  std::string attention_kind(double p) const override { return cpu_->attention_kind(p); }
-  Result<double> KernelLaunchSeconds(const TimingOptions& t) override {
-    return cpu_->KernelLaunchSeconds(t);
-  }
-  Result<void*> Alloc(Bytes b) override { return cpu_->Alloc(b); }
-  void Free(void* p) override { cpu_->Free(p); }
-  Status Synchronize() override { return cpu_->Synchronize(); }
-  Result<std::unique_ptr<runtime::Communicator>> MakeDataComm(const std::vector<int>& r) override {
-    return cpu_->MakeDataComm(r);
-  }
-
- private:
-  std::unique_ptr<ProfileBackend> cpu_;
 };
 
 TEST(ProfileTest, ADropoutAttentionOnAnotherKernelIsNotWritten) {
