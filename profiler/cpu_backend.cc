@@ -1,6 +1,7 @@
 // The CPU backend of `ptdp profile`: it times the reference kernels the CPU runtime runs
 // (kernels/reference: Eigen fp32 GEMM through MatmulForward, GeLU, Add; causal attention through
-// CpuOps' fused form) on host memory.
+// CpuOps' fused form; the optimizer step through CpuOps' SumSquaresMany and AdamWMany) on host
+// memory.
 #include <unistd.h>
 
 #include <cstdio>
