@@ -27,6 +27,7 @@ constexpr double kMaxEfficiency = 100;        // a multiple of a table's through
 constexpr double kMaxFp8GemmSpeedup = 10;     // FP8 against bf16 at one shape
 constexpr double kMaxGlogitsPerSecond = 1e5;  // cross-entropy throughput, 1e9 logits/s
 constexpr double kMaxGelemsPerSecond = 1e5;   // GeLU throughput, 1e9 elements/s
+constexpr double kMaxGparamsPerSecond = 1e5;  // optimizer step, 1e9 parameters/s
 
 constexpr double kMaxCurveBytes = 1e15;
 
@@ -335,6 +336,10 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
                                      &p.cross_entropy_Glogits_per_s, kMaxGlogitsPerSecond));
   }
   PTDP_RETURN_IF_ERROR(ReadGeluRates(r, &p));
+  if (r.Has("optimizer_Gparams_per_s")) {
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "optimizer_Gparams_per_s", &p.optimizer_Gparams_per_s,
+                                     kMaxGparamsPerSecond));
+  }
   if (r.Has("fp8_peak_tflops")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "fp8_peak_tflops", &p.fp8_peak_tflops, kMaxTflops));
   }
@@ -423,6 +428,9 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   if (!p.gelu_forward_Gelems_per_s.source.empty()) {
     j["gelu_forward_Gelems_per_s"] = SourcedJson(p.gelu_forward_Gelems_per_s);
     j["gelu_backward_Gelems_per_s"] = SourcedJson(p.gelu_backward_Gelems_per_s);
+  }
+  if (!p.optimizer_Gparams_per_s.source.empty()) {
+    j["optimizer_Gparams_per_s"] = SourcedJson(p.optimizer_Gparams_per_s);
   }
   if (!p.fp8_peak_tflops.source.empty()) j["fp8_peak_tflops"] = SourcedJson(p.fp8_peak_tflops);
   if (!p.fp8_gemm_speedup.source.empty()) j["fp8_gemm_speedup"] = SourcedJson(p.fp8_gemm_speedup);

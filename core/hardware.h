@@ -131,6 +131,16 @@ struct HardwareProfile {
   // Absent (every shipped profile; a cuda profile, whose GeLU kernel is byte-bound): the bytes.
   Sourced gelu_forward_Gelems_per_s;
   Sourced gelu_backward_Gelems_per_s;
+  // Optional (0 when absent): parameters per second, in billions, through the backend's whole
+  // optimizer step as its runtime runs it per parameter (on the cpu: CpuOps' gradient sum of
+  // squares for the global norm, then AdamW over weight, gradient, m and v), as `ptdp profile
+  // --backend cpu` times it over parameters that leave the cache. On a CPU AdamW's square root and
+  // division bound it, not its bytes (0.13 G parameters/s, about 4 GB/s of its 32 bytes per
+  // parameter against 16 to 24 GB/s streamed), so the step costs its parameters at this rate in
+  // place of OptimizerBytesPerParam at memory_bound_GBps (costmodel/estimate.cc
+  // OptimizerStepTime). Absent (every shipped profile; a cuda profile, whose step is byte-bound):
+  // the bytes.
+  Sourced optimizer_Gparams_per_s;
   // Optional: dense FP8 peak per device (tensor cores, E4M3/E5M2 inputs, fp32 accumulation), what
   // fp8 training's Linear GEMMs run at: the `gemm` table's time scaled by peak_tflops /
   // fp8_peak_tflops, or by 1 / fp8_gemm_speedup where the profile has it (costmodel/layer_cost.h).

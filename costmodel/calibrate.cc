@@ -98,10 +98,11 @@ using ClassKey = std::tuple<int, int32_t, Op, int32_t, bool>;  // run, rank, op,
 
 // ---- Compute: Levenberg-Marquardt on log time ----
 
-constexpr int kComputeParams = 5;
+constexpr int kComputeParams = 6;
+constexpr int kOptimizerParam = 5;  // fitted only when the profile has the step's rate
 double* ComputeParam(CalibrationParams& x, int i) {
-  double* p[kComputeParams] = {&x.gemm_forward, &x.gemm_backward, &x.memory_bound, &x.kernel_launch,
-                               &x.gemm_size};
+  double* p[kComputeParams] = {&x.gemm_forward,  &x.gemm_backward, &x.memory_bound,
+                               &x.kernel_launch, &x.gemm_size,     &x.optimizer};
   return p[i];
 }
 double ComputeParamValue(CalibrationParams x, int i) {
@@ -334,6 +335,7 @@ HardwareProfile ApplyCalibration(const HardwareProfile& start, const Calibration
     Scale(&p.gemm_backward_efficiency, efficiency, source);
   }
   Scale(&p.memory_bound_GBps, x.memory_bound, source);
+  Scale(&p.optimizer_Gparams_per_s, x.optimizer, source);
   Scale(&p.kernel_launch_us, x.kernel_launch, source);
   ScaleLink(&p.intra_node, x.p2p[0], x.collective[0], x.latency[0], source);
   ScaleLink(&p.inter_node, x.p2p[1], x.collective[1], x.latency[1], source);
@@ -403,6 +405,10 @@ void ListFigures(const FitContext& f, const CalibrationParams& x, const Hardware
   }
   res->figures.push_back(
       {"memory_bound_GBps", s.memory_bound_GBps.value, p.memory_bound_GBps.value, "GB/s", n});
+  if (s.optimizer_Gparams_per_s.value > 0) {
+    res->figures.push_back({"optimizer_Gparams_per_s", s.optimizer_Gparams_per_s.value,
+                            p.optimizer_Gparams_per_s.value, "G params/s", n});
+  }
   if (x.kernel_launch != 1.0) {
     res->figures.push_back(
         {"kernel_launch_us", s.kernel_launch_us.value, p.kernel_launch_us.value, "us", n});
@@ -471,12 +477,15 @@ Result<CalibrationResult> Calibrate(const std::vector<CalibrationRun>& runs,
     fewest = std::min(fewest, size), most = std::max(most, size);
   }
   if (double(most) >= 1.5 * double(fewest)) active.push_back(4);
+  // The optimizer step's own rate where the profile prices the step by it (calibrate.h).
+  if (start.optimizer_Gparams_per_s.value > 0) active.push_back(kOptimizerParam);
   CalibrationResult res;
   res.iterations = FitCompute(f, active, &x);
   // A change under 0.1% is below what a trace resolves (nanosecond marks on transfers of a few
   // microseconds): it leaves the figure and its source alone.
-  for (double* m : {&x.gemm_forward, &x.gemm_backward, &x.gemm_size, &x.memory_bound, &x.p2p[0],
-                    &x.p2p[1], &x.collective[0], &x.collective[1], &x.latency[0], &x.latency[1]}) {
+  for (double* m :
+       {&x.gemm_forward, &x.gemm_backward, &x.gemm_size, &x.memory_bound, &x.optimizer, &x.p2p[0],
+        &x.p2p[1], &x.collective[0], &x.collective[1], &x.latency[0], &x.latency[1]}) {
     if (std::fabs(std::log(*m)) < 1e-3) *m = 1.0;
   }
   res.params = x;

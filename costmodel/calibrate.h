@@ -11,13 +11,22 @@
 //                    doubling of its FLOPs (a machine whose large GEMMs lose more than the table
 //                    says: caches, clocks); told apart from the scale by the GEMMs of other sizes
 //                    within a run (the logits against the layers) and across runs (microbatches)
-//   memory_bound     memory_bound_GBps (elementwise ops and the optimizer step)
+//   memory_bound     memory_bound_GBps (elementwise ops, and the optimizer step when the profile
+//                    has no optimizer_Gparams_per_s)
+//   optimizer        optimizer_Gparams_per_s, only when the profile has it (a cpu profile: the
+//                    step priced by its parameters, costmodel/estimate.cc OptimizerStepTime).
+//                    Unlike the GeLU's rates (below) it is identified: the optimizer-step
+//                    instructions are classes of their own (one per pipeline rank) whose time,
+//                    the data-parallel copies and small all-reduces aside, only this multiple
+//                    prices, and it prices nothing else: it cannot trade against the GEMMs or
+//                    memory_bound. Kept as measured, the step's share of a run's
+//                    slowdown (load, the trace's cache state) would stay in its residual instead;
+//                    fitted, it is the run's own step rate and nothing else moves with it.
 // Kept as measured, with no multiple of their own: attention_tflops and attention_dropout_tflops
 // (so models with and without dropout keep their ratio), cross_entropy_Glogits_per_s and
 // the GeLU's rates (gelu_forward/backward_Gelems_per_s). The GeLU's are the rates of a kernel its
 // tanh bounds, not a bandwidth: scaled with memory_bound they would tie the GeLU back to the bytes
-// the profile now keeps apart (on a CPU that multiple is pinned by the optimizer step's 32 bytes
-// per parameter, which fits it at 4 GB/s against 16 to 24 streamed); fitted on their own they
+// the profile now keeps apart; fitted on their own they
 // could not be told from the GEMM multiples, since within one layout every layer class holds its
 // GEMMs and its GeLU elements in one ratio (the launch cost's trade, below). The cost of keeping
 // them: a slowdown the GeLU shares with the GEMMs (load) is taken by the GEMM multiples alone.
@@ -66,6 +75,7 @@ struct CalibrationParams {
   // FLOPs (2 m n k) against the table's geometric mean, so 1 keeps the table's own shape.
   double gemm_size = 1;
   double memory_bound = 1;
+  double optimizer = 1;           // optimizer_Gparams_per_s, fitted only when the profile has it
   double kernel_launch = 1;       // applied, never fitted (above)
   double p2p[2] = {1, 1};         // [0] intra-node, [1] inter-node
   double collective[2] = {1, 1};  // [0] intra-node, [1] inter-node

@@ -34,6 +34,13 @@ Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params) {
   return double(params) * OptimizerBytesPerParam(p) /
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
+// The step as priced: by its parameters at the profile's measured rate of the whole step where it
+// has one (optimizer_Gparams_per_s: a CPU, whose AdamW its square root and division bound, not its
+// bytes), else by its bytes (OptimizerTime).
+Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params) {
+  const double rate = hw.optimizer_Gparams_per_s.value;
+  return rate > 0 ? double(params) / (rate * 1e9) : OptimizerTime(hw, p, params);
+}
 
 // The data-parallel wrapper's gradient copies around the reduction (the software profile's
 // ddp_grad_copy_bytes_per_param; 2021 local DDP: flatten, divide, copy back), on the compute
@@ -261,7 +268,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     }
     // The distributed optimizer updates 1/d of the parameters on each GPU.
     t.optimizer[r] =
-        OptimizerTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params) +
+        OptimizerStepTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params) +
         optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params);
   }
   t.param_elements = *param_elements;

@@ -66,6 +66,12 @@ class ProfileBackend {
   // add and its GeLU priced by elements at these rates; one that does not (cuda, whose GeLU kernel
   // is byte-bound) keeps memory_bound_GBps from GeluBandwidth, so its profiles stay comparable.
   virtual Result<double> TimeGelu(int64_t, bool /*backward*/, const TimingOptions&) { return 0.0; }
+  // Seconds of the whole optimizer step over `params` parameters in one tensor, as the runtime's
+  // Ops run it per parameter (0: this backend does not time it). The cpu answers (CpuOps' sum of
+  // squares for the gradient norm, then AdamW: bound by AdamW's square root and division, not by
+  // its bytes), and its profile prices the step by parameters; cuda does not (its fused step is
+  // byte-bound), so its step keeps its bytes at memory_bound_GBps and its profiles stay comparable.
+  virtual Result<double> TimeOptimizerStep(int64_t, const TimingOptions&) { return 0.0; }
   // Which attention implementation TimeAttention measured with that dropout, for the report.
   virtual std::string attention_kind(double dropout) const = 0;
   // Seconds of one tiny kernel (launch + completion, back to back), the fixed cost per op.

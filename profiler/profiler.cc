@@ -271,6 +271,11 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
                         backend.TimeGelu(r.gelu_elements, /*backward=*/false, g.timing));
   PTDP_ASSIGN_OR_RETURN(r.gelu_backward_seconds,
                         backend.TimeGelu(r.gelu_elements, /*backward=*/true, g.timing));
+  // Weight, gradient and AdamW's two moments together span the streaming add's bytes: out of the
+  // cache, as a model's step is.
+  r.optimizer_params = int64_t(g.stream_bytes / (4 * sizeof(float)));
+  PTDP_ASSIGN_OR_RETURN(r.optimizer_seconds,
+                        backend.TimeOptimizerStep(r.optimizer_params, g.timing));
   PTDP_ASSIGN_OR_RETURN(Seconds launch, backend.KernelLaunchSeconds(g.timing));
   r.launch_us = launch / kUs;
   PTDP_ASSIGN_OR_RETURN(r.memory_bytes, backend.MemoryCapacityBytes(r.ranks));

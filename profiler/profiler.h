@@ -106,6 +106,9 @@ struct ProfileReport {
   // The GeLU forward and backward over gelu_elements elements (0: not timed, the cuda backend).
   int64_t gelu_elements = 0;
   Seconds gelu_forward_seconds = 0, gelu_backward_seconds = 0;
+  // The whole optimizer step over optimizer_params parameters (0: not timed, the cuda backend).
+  int64_t optimizer_params = 0;
+  Seconds optimizer_seconds = 0;
   double launch_us = 0;
   double memory_bytes = 0;
   double workspace_bytes = 0;

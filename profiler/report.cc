@@ -248,6 +248,13 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
     p.gelu_backward_Gelems_per_s =
         Measured(r, elements / r.gelu_backward_seconds / 1e9, "GeLU backward" + over + "Backward)");
   }
+  if (r.optimizer_seconds > 0) {
+    p.optimizer_Gparams_per_s =
+        Measured(r, double(r.optimizer_params) / r.optimizer_seconds / 1e9,
+                 "the optimizer step over " + std::to_string(r.optimizer_params) +
+                     " fp32 parameters in one tensor, median of repeats (the runtime's "
+                     "SumSquaresMany for the gradient norm, then AdamWMany with weight decay, clipped)");
+  }
   p.gemm.dtype = r.gemm_dtype;
   p.gemm.source =
       RunSource(r) + ": " + r.gemm_dtype + " GEMM, median of repeats" +
@@ -373,6 +380,9 @@ OrderedJson ReportToJson(const ProfileReport& r) {
                  {"forward_time_us", r.gelu_forward_seconds / kUs},
                  {"backward_time_us", r.gelu_backward_seconds / kUs}};
   }
+  if (r.optimizer_seconds > 0) {
+    j["optimizer_step"] = {{"params", r.optimizer_params}, {"time_us", r.optimizer_seconds / kUs}};
+  }
   j["kernel_launch_us"] = r.launch_us;
   j["memory_bytes"] = r.memory_bytes;
   j["workspace_bytes"] = r.workspace_bytes;
@@ -451,6 +461,14 @@ std::string ReportToText(const ProfileReport& r) {
                   static_cast<long long>(r.gelu_elements), r.gelu_forward_seconds / kUs,
                   n / r.gelu_forward_seconds / 1e9, r.gelu_backward_seconds / kUs,
                   n / r.gelu_backward_seconds / 1e9);
+    out += line;
+  }
+  if (r.optimizer_seconds > 0) {
+    std::snprintf(line, sizeof(line),
+                  "# optimizer step (sum of squares + AdamW) over %lld parameters: %.1f us = "
+                  "%.4f Gparams/s\n",
+                  static_cast<long long>(r.optimizer_params), r.optimizer_seconds / kUs,
+                  double(r.optimizer_params) / r.optimizer_seconds / 1e9);
     out += line;
   }
   if (!r.collectives.empty()) {

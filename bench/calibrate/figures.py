@@ -6,7 +6,8 @@ usage: figures.py DIR VARIANT
   A.measured.json, and N.cmp.VARIANT.txt (ptdp compare) for N in A, B1, B2. Prints A's median
   |error| over every instruction and over the compute ones, the fitted forward GEMM multiple and
   memory_bound_GBps, the median error of rank 0's and rank 1's forwards, and B1's and B2's step
-  errors ((predicted - measured) / measured) and compute medians.
+  errors ((predicted - measured) / measured) and compute medians; with a fitted
+  optimizer_Gparams_per_s (opt_split.sh), that rate and each rank's optimizer-step error.
 """
 import json
 import os
@@ -45,7 +46,15 @@ def main():
           f"{fitted['gemm (forward throughput, multiple)']:.3f} | memory_bound "
           f"{fitted['memory_bound_GBps']:.3g} GB/s | fwd r0/r1 {forward_error(pred, meas, 0):+.1f}/"
           f"{forward_error(pred, meas, 1):+.1f}% | B1 step {b1[0]:+.1f}% comp {b1[2]}% | B2 step "
-          f"{b2[0]:+.1f}% comp {b2[2]}%")
+          f"{b2[0]:+.1f}% comp {b2[2]}%" + optimizer(fitted, pred, meas))
+
+
+def optimizer(fitted, pred, meas):
+    if "optimizer_Gparams_per_s" not in fitted:
+        return ""
+    err = [(pred[k] - meas[k]) / meas[k] * 100 for k in sorted(meas) if k[1] == "OPT" and k in pred]
+    return (f" | optimizer {fitted['optimizer_Gparams_per_s']:.4f} Gparams/s, step r0/r1 " +
+            "/".join(f"{e:+.1f}" for e in err) + "%")
 
 
 if __name__ == "__main__":

@@ -387,5 +387,34 @@ TEST(CostTableTest, PrecisionSetsElementSizes) {
   EXPECT_NEAR(fp32.optimizer[0], 32 * double(fp32.param_elements[0]) / 1e12, 1e-15);
 }
 
+// A profile with the optimizer step's measured rate (optimizer_Gparams_per_s) prices the step by
+// its parameters, whatever memory_bound_GBps and the precision's bytes per parameter; the
+// distributed optimizer's step covers a d-th of them. Without the key: the bytes (above).
+TEST(CostTableTest, OptimizerStepByParametersWithMeasuredRate) {
+  ClusterSpec cl = testing::RoundCluster(8);
+  cl.profile = testing::RoundProfile(Precision::kFp32);
+  cl.profile.optimizer_Gparams_per_s = {0.125, "test: 0.125 G parameters/s"};
+  ParallelConfig c;
+  c.tp = 1;
+  c.pp = 2;
+  c.dp = 4;
+  c.mbs = 2;
+  c.global_batch = 8;
+  c.precision = Precision::kFp32;
+  const CostTable rate = BuildCostTable(testing::TinyModel(), cl, c);
+  cl.profile.memory_bound_GBps.value *= 7;  // the bytes' rate no longer enters the step
+  const CostTable faster_bytes = BuildCostTable(testing::TinyModel(), cl, c);
+  c.distributed_optimizer = true;
+  const CostTable sharded = BuildCostTable(testing::TinyModel(), cl, c);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t n = rate.param_elements[r];
+    EXPECT_NEAR(rate.optimizer[r], double(n) / 0.125e9, 1e-15) << r;
+    EXPECT_EQ(faster_bytes.optimizer[r], rate.optimizer[r]) << r;
+    EXPECT_NEAR(sharded.optimizer[r], double((n + 3) / 4) / 0.125e9, 1e-15) << r;
+    // The layers' elementwise bytes still move at memory_bound_GBps.
+    EXPECT_LT(faster_bytes.Chunk(r, 0).forward.memory, rate.Chunk(r, 0).forward.memory) << r;
+  }
+}
+
 }  // namespace
 }  // namespace ptdp::costmodel

@@ -227,6 +227,37 @@ TEST(ProfileSchema, OptionalGeluRates) {
   refused(huge, "p.gelu_backward_Gelems_per_s.value: 200000 is outside (0,");
 }
 
+// The optimizer step's rate: optional (0 when absent, not written), round-trips with its source,
+// and is refused without a source or out of (0, 1e5], naming the field.
+TEST(ProfileSchema, OptionalOptimizerRate) {
+  const auto none = HardwareProfileFromJson(SeleneJson(), "p");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->optimizer_Gparams_per_s.value, 0.0);
+  EXPECT_FALSE(HardwareProfileToJson(*none).contains("optimizer_Gparams_per_s"));
+  Json with = SeleneJson();
+  with["optimizer_Gparams_per_s"] = {{"value", 0.13}, {"source", "an optimizer figure"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->optimizer_Gparams_per_s.value, 0.13);
+  EXPECT_EQ(back->optimizer_Gparams_per_s.source, "an optimizer figure");
+  const auto refused = [](const Json& j, const std::string& what) {
+    auto r = HardwareProfileFromJson(j, "p");
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  Json sourceless = with;
+  sourceless["optimizer_Gparams_per_s"].erase("source");
+  refused(sourceless, "p.optimizer_Gparams_per_s");
+  Json zero = with;
+  zero["optimizer_Gparams_per_s"]["value"] = 0;
+  refused(zero, "p.optimizer_Gparams_per_s.value: 0 is outside (0,");
+  Json huge = with;
+  huge["optimizer_Gparams_per_s"]["value"] = 2e5;
+  refused(huge, "p.optimizer_Gparams_per_s.value: 200000 is outside (0,");
+}
+
 // The backward GEMM tables: optional, read with the forward table's checks, round-tripped, and
 // refused in another dtype than the forward table's.
 TEST(ProfileSchema, OptionalBackwardGemmTables) {

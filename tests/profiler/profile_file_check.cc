@@ -34,9 +34,11 @@ int main(int argc, char** argv) {
   // The cpu backend times the GeLU by its elements (memory_bound_GBps is then the streaming add's).
   if (!(p->gelu_forward_Gelems_per_s.value > 0) || !(p->gelu_backward_Gelems_per_s.value > 0))
     return fail("cpu profile has no GeLU rates");
-  for (const Sourced* s :
-       {&p->peak_tflops, &p->memory_GiB, &p->hbm_GBps, &p->memory_bound_GBps, &p->kernel_launch_us,
-        &p->gpus_per_node, &p->gelu_forward_Gelems_per_s, &p->gelu_backward_Gelems_per_s}) {
+  // And the optimizer step by its parameters.
+  if (!(p->optimizer_Gparams_per_s.value > 0)) return fail("cpu profile has no optimizer rate");
+  for (const Sourced* s : {&p->peak_tflops, &p->memory_GiB, &p->hbm_GBps, &p->memory_bound_GBps,
+                           &p->kernel_launch_us, &p->gpus_per_node, &p->gelu_forward_Gelems_per_s,
+                           &p->gelu_backward_Gelems_per_s, &p->optimizer_Gparams_per_s}) {
     if (s->source.rfind("ptdp profile run on ", 0) != 0)
       return fail("source not a profile run: " + s->source);
   }

@@ -92,6 +92,13 @@ TEST(ProfileTest, CpuProfileRoundTripsThroughTheStrictReader) {
   EXPECT_NE(back->gelu_backward_Gelems_per_s.source.find("GeluBackward"), std::string::npos);
   EXPECT_DOUBLE_EQ(back->memory_bound_GBps.value, report->stream_add_GBps);
   EXPECT_NE(back->memory_bound_GBps.source.find("streaming"), std::string::npos);
+  // The whole optimizer step timed by its parameters (weight, gradient, m and v spanning the
+  // streaming add's bytes), written as the step's rate with what was timed.
+  ASSERT_GT(report->optimizer_seconds, 0);
+  EXPECT_EQ(report->optimizer_params, int64_t(report->stream_bytes / 16));
+  EXPECT_DOUBLE_EQ(back->optimizer_Gparams_per_s.value,
+                   double(report->optimizer_params) / report->optimizer_seconds / 1e9);
+  EXPECT_NE(back->optimizer_Gparams_per_s.source.find("AdamWMany"), std::string::npos);
 }
 
 TEST(ProfileTest, RejectsABadGrid) {
@@ -283,6 +290,9 @@ TEST(ProfileTest, CudaKeepsTheGeluBandwidthAsMemoryBound) {
   EXPECT_NE(p->memory_bound_GBps.source.find("GeLU forward kernel"), std::string::npos);
   EXPECT_EQ(p->gelu_forward_Gelems_per_s.value, 0.0);
   EXPECT_FALSE(HardwareProfileToJson(*p).contains("gelu_forward_Gelems_per_s"));
+  // Nor an optimizer rate: its step keeps its bytes at memory_bound_GBps.
+  EXPECT_EQ(p->optimizer_Gparams_per_s.value, 0.0);
+  EXPECT_FALSE(HardwareProfileToJson(*p).contains("optimizer_Gparams_per_s"));
 }
 
 TEST(ProfileTest, OneGpuNeedsLinksFromAnotherProfile) {
