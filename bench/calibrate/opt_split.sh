@@ -30,12 +30,5 @@ if "optimizer_Gparams_per_s" not in opt:
 json.dump(bytes_, open("bytes.json", "w"), indent=1)
 json.dump(opt, open("opt.json", "w"), indent=1)
 PY
-for v in bytes opt; do
-  "$ptdp" calibrate --plan A.json --measured A.measured.json --profile $v.json --out cal.$v.json \
-    > cal.$v.txt
-  for n in A B1 B2; do
-    "$ptdp" simulate --plan $n.json --profile cal.$v.json --trace $n.$v.json > /dev/null
-    "$ptdp" compare --predicted $n.$v.json --measured $n.measured.json --top 0 > $n.cmp.$v.txt
-  done
-  python3 "$here/figures.py" . $v
-done
+. "$here/recalibrate.sh"
+recalibrate_variants "$ptdp" "$here" bytes opt
