@@ -90,9 +90,24 @@ Status Validate(const Program& p) {
                            " rank lists for pp = " + std::to_string(p.pp));
   }
   const bool wc = p.vp > 1;
-  const int V = p.pp * p.vp;
   const int64_t m = p.microbatches;
   const int64_t slots = m * p.vp;  // (mb, chunk) pairs per rank
+  // Each rank runs a forward and a backward of every (mb, chunk) pair, so a rank list shorter than
+  // 2 * slots is refused here, before the per-slot and per-message tables below are sized by m:
+  // those stay within a small multiple of the instructions the program actually holds.
+  for (int rank = 0; rank < p.pp; ++rank) {
+    const size_t held = p.ranks[rank].instrs.size();
+    if (static_cast<int64_t>(held) < 2 * slots) {
+      return Status::Invalid("program: rank " + std::to_string(rank) + " holds " +
+                             std::to_string(held) +
+                             " instructions, fewer than the forward and "
+                             "backward of its " +
+                             std::to_string(m) + " microbatches x vp = " + std::to_string(p.vp) +
+                             " chunks (" + std::to_string(2 * slots) + ")");
+    }
+  }
+  // Bounded by the instructions now (each rank holds at least 2 * vp of them): no int overflow.
+  const int V = p.pp * p.vp;
   const int64_t keys = 2 * m * V;
   bool lowered = false;
   for (const RankProgram& r : p.ranks) {

@@ -246,6 +246,20 @@ TEST(Validate, MissingBackwardIsNamed) {
       << s.message();
 }
 
+TEST(Validate, HugeMicrobatchCountIsRefusedBeforeItsTablesAreSized) {
+  // 2^28 microbatches x 8 chunks in a two-instruction rank: the per-slot table alone would be 2 GiB
+  // (the program fuzzer's out-of-memory input); refused from the instruction count instead.
+  Program p = Broken(
+      "program kind=1f1b pp=1 vp=8 microbatches=268435456\n"
+      "rank 0: F0 B0\n");
+  Status s = Validate(p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 0 holds 2 instructions, fewer than the forward and backward of "
+                             "its 268435456 microbatches x vp = 8 chunks (4294967296)"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(Stash, PeaksOfTheThreeSchedules) {
   // GPipe keeps all m; 1F1B keeps p - r on rank r (m >= p).
   auto g = GenerateSchedule(ScheduleKind::kGPipe, 4, 8, 1);
