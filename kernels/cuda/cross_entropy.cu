@@ -20,9 +20,10 @@ inline int64_t RealColumns(int64_t v_local, int64_t vocab_begin, int64_t vocab_r
 }
 
 // Combine the stats of all threads of the block (a multiple of 32, at most 1024); thread 0 gets
-// the row's. `scratch` holds 32 pairs of shared memory.
-__device__ __forceinline__ ce::SoftmaxStats BlockStats(ce::SoftmaxStats v,
-                                                       ce::SoftmaxStats* scratch) {
+// the row's. `scratch_max` and `scratch_sum` hold 32 floats of shared memory each (plain floats:
+// a __shared__ array of a class with member initializers would ask for dynamic initialisation).
+__device__ __forceinline__ ce::SoftmaxStats BlockStats(ce::SoftmaxStats v, float* scratch_max,
+                                                       float* scratch_sum) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   for (int o = 16; o > 0; o >>= 1) {
     ce::SoftmaxStats other;
@@ -30,10 +31,17 @@ __device__ __forceinline__ ce::SoftmaxStats BlockStats(ce::SoftmaxStats v,
     other.sum = __shfl_xor_sync(kFullMask, v.sum, o);
     v = ce::Combine(v, other);
   }
-  if (lane == 0) scratch[warp] = v;
+  if (lane == 0) {
+    scratch_max[warp] = v.max;
+    scratch_sum[warp] = v.sum;
+  }
   __syncthreads();
   if (warp == 0) {
-    v = lane < warps ? scratch[lane] : ce::SoftmaxStats{};
+    v = ce::SoftmaxStats{};
+    if (lane < warps) {
+      v.max = scratch_max[lane];
+      v.sum = scratch_sum[lane];
+    }
     for (int o = 16; o > 0; o >>= 1) {
       ce::SoftmaxStats other;
       other.max = __shfl_xor_sync(kFullMask, v.max, o);
@@ -50,11 +58,11 @@ template <typename T, int V>
 __global__ void CeStatsPacks(float* row_max, float* row_sum, float* target_logit, const T* logits,
                              const int32_t* targets, int64_t v_local, int64_t vocab_begin,
                              int64_t real) {
-  __shared__ ce::SoftmaxStats scratch[32];
+  __shared__ float scratch_max[32], scratch_sum[32];
   const int64_t row = blockIdx.x;
   const T* l = logits + row * v_local;
   const ce::SoftmaxStats mine = ce::ThreadStats<T, V>(l, real, threadIdx.x, blockDim.x);
-  const ce::SoftmaxStats all = BlockStats(mine, scratch);
+  const ce::SoftmaxStats all = BlockStats(mine, scratch_max, scratch_sum);
   if (threadIdx.x == 0) {
     row_max[row] = all.max;
     row_sum[row] = all.sum;
