@@ -234,9 +234,9 @@ class CpuBackend final : public ProfileBackend {
     for (int64_t i = 0; i < n; ++i) targets[i] = int32_t((i * 7919) % v);
     return MedianSeconds(
         [&] {
-          kernels::CrossEntropyLocalMax<float>(row_max.data(), logits.data(), n, v, 0, v);
-          kernels::CrossEntropyLocalSums<float>(row_sum.data(), target_logit.data(), logits.data(),
-                                                row_max.data(), targets.data(), n, v, 0, v);
+          kernels::CrossEntropyLocalStats<float>(row_max.data(), row_sum.data(),
+                                                 target_logit.data(), logits.data(), targets.data(),
+                                                 n, v, 0, v);
           kernels::CrossEntropyLoss<float>(loss.data(), row_max.data(), row_sum.data(),
                                            target_logit.data(), n);
           kernels::CrossEntropyBackward<float>(dlogits.data(), logits.data(), row_max.data(),

@@ -103,13 +103,17 @@ void EmbeddingBackward(float* dwte, float* dwpe, const T* dout, const int32_t* t
                        cudaStream_t stream);
 
 // ---- Vocabulary-parallel cross-entropy (the protocol of reference/ops.h) ---------------------
+// One read of the logits: row_max = the local max over real columns (-inf when none), row_sum =
+// sum exp(logit - row_max) (0 when none), target_logit (0 outside the shard); 16-byte loads when
+// logits is 16-byte aligned and v_local a multiple of 16 / sizeof(T) (cross_entropy_stats.h).
 template <typename T>
-void CrossEntropyLocalMax(float* row_max, const T* logits, int64_t n, int64_t v_local,
-                          int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
-template <typename T>
-void CrossEntropyLocalSums(float* row_sum, float* target_logit, const T* logits,
-                           const float* row_max, const int32_t* targets, int64_t n, int64_t v_local,
-                           int64_t vocab_begin, int64_t vocab_real, cudaStream_t stream);
+void CrossEntropyLocalStats(float* row_max, float* row_sum, float* target_logit, const T* logits,
+                            const int32_t* targets, int64_t n, int64_t v_local, int64_t vocab_begin,
+                            int64_t vocab_real, cudaStream_t stream);
+// row_sum *= exp(local_max - global_max), a 0 sum left 0 (more than one shard, after the max
+// all-reduce).
+void CrossEntropyRescaleSums(float* row_sum, const float* local_max, const float* global_max,
+                             int64_t n, cudaStream_t stream);
 void CrossEntropyLoss(float* loss, const float* row_max, const float* row_sum,
                       const float* target_logit, int64_t n, cudaStream_t stream);
 // dlogits = (softmax - onehot) * dloss[n], 0 on padding columns, each element computed in fp32 and

@@ -77,21 +77,25 @@ template <typename T>
 void EmbeddingBackward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t b, int64_t s,
                        int64_t c, int64_t vocab_begin, int64_t vocab_end);
 
-// Vocabulary-parallel cross-entropy, in three local steps around two collectives (max and sum
-// over the tensor group), on logits [N][V_local] of the shard [vocab_begin, vocab_end). Columns
-// whose global id >= vocab_real (padding) are excluded from the softmax (as -inf).
-//  1. CrossEntropyLocalMax: row_max[N] = max over real columns (-inf when none); all-reduce max.
-//  2. CrossEntropyLocalSums: row_sum[N] = sum exp(logit - row_max); target_logit[N] = the target's
-//     logit when the target is in this shard, else 0; all-reduce both with sum.
-//  3. loss[n] = log(row_sum) + row_max - target_logit (caller); CrossEntropyBackward writes
-//     dlogits = (softmax - onehot) * dloss[n], with 0 for padding columns.
+// Vocabulary-parallel cross-entropy on logits [N][V_local] of the shard [vocab_begin, vocab_end),
+// reading the logits twice (once forward, once backward). Columns whose global id >= vocab_real
+// (padding) are excluded from the softmax (as -inf).
+//  1. CrossEntropyLocalStats, one pass over the logits: row_max[N] = the local max over real
+//     columns (-inf when none), row_sum[N] = sum exp(logit - local max) (0 when none),
+//     target_logit[N] = the target's logit when the target is in this shard, else 0.
+//     All-reduce max of row_max over the tensor group.
+//  2. With more than one shard, CrossEntropyRescaleSums moves each row sum to the global max:
+//     row_sum *= exp(local max - global max) (an empty shard's 0 stays 0). All-reduce sum of
+//     row_sum and target_logit. (With one shard the local max is the global one: nothing to do.)
+//  3. loss[n] = log(row_sum) + row_max - target_logit (CrossEntropyLoss); CrossEntropyBackward
+//     writes dlogits = (softmax - onehot) * dloss[n], with 0 for padding columns.
+// The CPU computes the max, then the sum relative to it (two loops over a row in one call).
 template <typename T>
-void CrossEntropyLocalMax(T* row_max, const T* logits, int64_t n, int64_t v_local,
-                          int64_t vocab_begin, int64_t vocab_real);
+void CrossEntropyLocalStats(T* row_max, T* row_sum, T* target_logit, const T* logits,
+                            const int32_t* targets, int64_t n, int64_t v_local, int64_t vocab_begin,
+                            int64_t vocab_real);
 template <typename T>
-void CrossEntropyLocalSums(T* row_sum, T* target_logit, const T* logits, const T* row_max,
-                           const int32_t* targets, int64_t n, int64_t v_local, int64_t vocab_begin,
-                           int64_t vocab_real);
+void CrossEntropyRescaleSums(T* row_sum, const T* local_max, const T* global_max, int64_t n);
 template <typename T>
 void CrossEntropyBackward(T* dlogits, const T* logits, const T* row_max, const T* row_sum,
                           const int32_t* targets, const T* dloss, int64_t n, int64_t v_local,

@@ -377,24 +377,25 @@ Status CpuOps::Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) {
   });
 }
 
-Status CpuOps::CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) {
+Status CpuOps::CrossEntropyLocalStats(TensorRef row_max, TensorRef sums, ConstRef logits,
+                                      ConstRef targets, const VocabShard& v) {
   return Dispatch(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> li(logits);
-    Out<T> mo(row_max, false);
-    k::CrossEntropyLocalMax(mo.get(), li.get(), v.rows, v.v_local, v.begin, v.real);
+    Out<T> mo(row_max, false), so(sums, false);
+    k::CrossEntropyLocalStats(mo.get(), so.get(), so.get() + v.rows, li.get(), I32(targets), v.rows,
+                              v.v_local, v.begin, v.real);
     return Status::Ok();
   });
 }
 
-Status CpuOps::CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max,
-                                     ConstRef targets, const VocabShard& v) {
-  return Dispatch(logits.dtype, [&](auto tag) {
+Status CpuOps::CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
+                                       const VocabShard& v) {
+  return Dispatch(sums.dtype, [&](auto tag) {
     using T = decltype(tag);
-    In<T> li(logits), mi(row_max);
-    Out<T> so(sums, false);
-    k::CrossEntropyLocalSums(so.get(), so.get() + v.rows, li.get(), mi.get(), I32(targets), v.rows,
-                             v.v_local, v.begin, v.real);
+    In<T> li(local_max), gi(global_max);
+    Out<T> so(sums, true);
+    k::CrossEntropyRescaleSums(so.get(), li.get(), gi.get(), v.rows);
     return Status::Ok();
   });
 }

@@ -98,14 +98,15 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->Dropout(x, mask, drop);
   }
-  Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) override {
+  Status CrossEntropyLocalStats(TensorRef row_max, TensorRef sums, ConstRef logits,
+                                ConstRef targets, const VocabShard& v) override {
     GuardWindow open(state_.get());
-    return inner_->CrossEntropyLocalMax(row_max, logits, v);
+    return inner_->CrossEntropyLocalStats(row_max, sums, logits, targets, v);
   }
-  Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max, ConstRef targets,
-                               const VocabShard& v) override {
+  Status CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
+                                 const VocabShard& v) override {
     GuardWindow open(state_.get());
-    return inner_->CrossEntropyLocalSums(sums, logits, row_max, targets, v);
+    return inner_->CrossEntropyRescaleSums(sums, local_max, global_max, v);
   }
   Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
                           const VocabShard& v) override {

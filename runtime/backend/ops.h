@@ -170,12 +170,18 @@ class Ops {
   // Dropout in place: x = x * mask / (1-p), writing the mask (u8).
   virtual Status Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) = 0;
 
-  // ---- Vocabulary-parallel cross-entropy (kernels/reference/ops.h), local steps; the layer runs
-  // the max and sum all-reduces between them. logits, row_max, row_sum, sums wide.
-  virtual Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) = 0;
-  // sums [2][rows]: row sums of exp(logit - max), then the target's logit (0 outside the shard).
-  virtual Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max,
-                                       ConstRef targets, const VocabShard& v) = 0;
+  // ---- Vocabulary-parallel cross-entropy (kernels/reference/ops.h): the logits are read once
+  // forward (LocalStats) and once backward; the layer runs the max and sum all-reduces between
+  // the steps. logits, row_max, row_sum, sums wide.
+  // row_max [rows] := the local max over the shard's real columns (-inf when none); sums [2][rows]
+  // := the row sums of exp(logit - local max) (0 when none), then the target's logit (0 outside
+  // the shard).
+  virtual Status CrossEntropyLocalStats(TensorRef row_max, TensorRef sums, ConstRef logits,
+                                        ConstRef targets, const VocabShard& v) = 0;
+  // Tensor groups of more than one rank, after the max all-reduce: sums[0][n] *= exp(local_max[n]
+  // - global_max[n]) (a 0 sum stays 0), so the sums all-reduce adds terms of one global max.
+  virtual Status CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
+                                         const VocabShard& v) = 0;
   // After the all-reduce: row_sum = sums[0]; loss_sum (fp64 device scalar) += sum over rows of
   // log(row_sum) + row_max - target_logit.
   virtual Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,

@@ -137,15 +137,16 @@ Status TimedOps::Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) {
   return Timed("Dropout", [&] { return inner_->Dropout(x, mask, drop); });
 }
 
-Status TimedOps::CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) {
-  return Timed(std::string("CrossEntropyLocalMax ") + Dims({v.rows, v.v_local}),
-               [&] { return inner_->CrossEntropyLocalMax(row_max, logits, v); });
+Status TimedOps::CrossEntropyLocalStats(TensorRef row_max, TensorRef sums, ConstRef logits,
+                                        ConstRef targets, const VocabShard& v) {
+  return Timed(std::string("CrossEntropyLocalStats ") + Dims({v.rows, v.v_local}),
+               [&] { return inner_->CrossEntropyLocalStats(row_max, sums, logits, targets, v); });
 }
 
-Status TimedOps::CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max,
-                                       ConstRef targets, const VocabShard& v) {
-  return Timed(std::string("CrossEntropyLocalSums ") + Dims({v.rows, v.v_local}),
-               [&] { return inner_->CrossEntropyLocalSums(sums, logits, row_max, targets, v); });
+Status TimedOps::CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
+                                         const VocabShard& v) {
+  return Timed(std::string("CrossEntropyRescaleSums ") + Dims({v.rows}),
+               [&] { return inner_->CrossEntropyRescaleSums(sums, local_max, global_max, v); });
 }
 
 Status TimedOps::CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,

@@ -67,9 +67,10 @@ class TimedOps final : public Ops {
                            int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
                            int64_t vocab_end) override;
   Status Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) override;
-  Status CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) override;
-  Status CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max, ConstRef targets,
-                               const VocabShard& v) override;
+  Status CrossEntropyLocalStats(TensorRef row_max, TensorRef sums, ConstRef logits,
+                                ConstRef targets, const VocabShard& v) override;
+  Status CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
+                                 const VocabShard& v) override;
   Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
                           const VocabShard& v) override;
   Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,

@@ -61,12 +61,12 @@ class UnimplementedOps final : public Ops {
     return Fail("EmbeddingBackward");
   }
   Status Dropout(TensorRef, TensorRef, const DropoutSpec&) override { return Fail("Dropout"); }
-  Status CrossEntropyLocalMax(TensorRef, ConstRef, const VocabShard&) override {
-    return Fail("CrossEntropyLocalMax");
+  Status CrossEntropyLocalStats(TensorRef, TensorRef, ConstRef, ConstRef,
+                                const VocabShard&) override {
+    return Fail("CrossEntropyLocalStats");
   }
-  Status CrossEntropyLocalSums(TensorRef, ConstRef, ConstRef, ConstRef,
-                               const VocabShard&) override {
-    return Fail("CrossEntropyLocalSums");
+  Status CrossEntropyRescaleSums(TensorRef, ConstRef, ConstRef, const VocabShard&) override {
+    return Fail("CrossEntropyRescaleSums");
   }
   Status CrossEntropyLoss(TensorRef, TensorRef, ConstRef, ConstRef, const VocabShard&) override {
     return Fail("CrossEntropyLoss");

@@ -155,22 +155,23 @@ Status CudaOps::EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout,
   });
 }
 
-Status CudaOps::CrossEntropyLocalMax(TensorRef row_max, ConstRef logits, const VocabShard& v) {
-  return ForCompute(logits.dtype, "CrossEntropyLocalMax", [&](auto tag) {
+Status CudaOps::CrossEntropyLocalStats(TensorRef row_max, TensorRef sums, ConstRef logits,
+                                       ConstRef targets, const VocabShard& v) {
+  return ForCompute(logits.dtype, "CrossEntropyLocalStats", [&](auto tag) {
     using T = decltype(tag);
-    ck::CrossEntropyLocalMax<T>(P<float>(row_max), P<T>(logits), v.rows, v.v_local, v.begin, v.real,
-                                stream_);
+    float* s = P<float>(sums);
+    ck::CrossEntropyLocalStats<T>(P<float>(row_max), s, s + v.rows, P<T>(logits),
+                                  P<int32_t>(targets), v.rows, v.v_local, v.begin, v.real, stream_);
     return Status::Ok();
   });
 }
 
-Status CudaOps::CrossEntropyLocalSums(TensorRef sums, ConstRef logits, ConstRef row_max,
-                                      ConstRef targets, const VocabShard& v) {
-  return ForCompute(logits.dtype, "CrossEntropyLocalSums", [&](auto tag) {
-    using T = decltype(tag);
-    float* s = P<float>(sums);
-    ck::CrossEntropyLocalSums<T>(s, s + v.rows, P<T>(logits), P<float>(row_max),
-                                 P<int32_t>(targets), v.rows, v.v_local, v.begin, v.real, stream_);
+Status CudaOps::CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
+                                        const VocabShard& v) {
+  if (sums.dtype != DType::kFp32) return NotImplemented("CrossEntropyRescaleSums", sums.dtype);
+  return Guarded([&]() -> Status {
+    ck::CrossEntropyRescaleSums(P<float>(sums), P<float>(local_max), P<float>(global_max), v.rows,
+                                stream_);
     return Status::Ok();
   });
 }

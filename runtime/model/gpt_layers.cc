@@ -334,12 +334,19 @@ Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, Tenso
   PTDP_ASSIGN_OR_RETURN(st->row_max, Alloc(c, N, wide, tag));
   PTDP_ASSIGN_OR_RETURN(st->row_sum, Alloc(c, N, wide, tag));
   const VocabShard shard = Shard(d);
-  PTDP_RETURN_IF_ERROR(ops->CrossEntropyLocalMax(st->row_max.ref(), st->logits.cref(), shard));
-  PTDP_RETURN_IF_ERROR(TpAllReduceMax(c.tp, st->row_max.ref()));
+  // One read of the logits: local max, sum of exponentials relative to it, target logit.
   PTDP_ASSIGN_OR_RETURN(Tensor sums, Tmp(c, 2 * N, wide));  // row sums, then target logits
-  PTDP_RETURN_IF_ERROR(ops->CrossEntropyLocalSums(sums.ref(), st->logits.cref(), st->row_max.cref(),
-                                                  st->targets.cref(), shard));
-  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, sums.ref()));
+  PTDP_RETURN_IF_ERROR(ops->CrossEntropyLocalStats(st->row_max.ref(), sums.ref(), st->logits.cref(),
+                                                   st->targets.cref(), shard));
+  if (c.tp != nullptr && c.tp->size() > 1) {
+    // Each rank's sum is relative to its own max: keep it, take the group's, and rescale.
+    PTDP_ASSIGN_OR_RETURN(Tensor local_max, Tmp(c, N, wide));
+    PTDP_RETURN_IF_ERROR(ops->Cast(local_max.ref(), st->row_max.cref()));
+    PTDP_RETURN_IF_ERROR(TpAllReduceMax(c.tp, st->row_max.ref()));
+    PTDP_RETURN_IF_ERROR(
+        ops->CrossEntropyRescaleSums(sums.ref(), local_max.cref(), st->row_max.cref(), shard));
+    PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, sums.ref()));
+  }
   return ops->CrossEntropyLoss(st->row_sum.ref(), loss_sum, sums.cref(), st->row_max.cref(), shard);
 }
 

@@ -367,29 +367,48 @@ TEST_P(CudaOpsTest, Embedding) {
   Expect(dwpe, b, "embedding dwpe");
 }
 
+// The cross-entropy's steps on one shard: the one-pass stats, the rescale to a group max (here
+// values above the local one, as another rank's logits would give), the loss and the gradient.
 TEST_P(CudaOpsTest, CrossEntropy) {
-  VocabShard v;
-  v.rows = 24, v.v_local = 64, v.begin = 64, v.real = 100;  // the last 28 columns are padding
-  std::vector<double> tg(size_t(v.rows));
-  for (size_t i = 0; i < tg.size(); ++i) tg[i] = double((i * 13) % 100);
-  Pair targets = Put(tg, DType::kI32), logits = Rand(v.rows * v.v_local, DType::kFp32, -4, 4);
-  Pair row_max = Make(v.rows, DType::kFp32), sums = Make(2 * v.rows, DType::kFp32);
-  Pair row_sum = Make(v.rows, DType::kFp32), loss = Put({0.5}, DType::kFp64);
-  Pair dlogits = Make(v.rows * v.v_local, act());
-  Run([&](Ops* o, auto pick) {
-    PTDP_RETURN_IF_ERROR(o->CrossEntropyLocalMax(pick(row_max).ref(), pick(logits).cref(), v));
-    PTDP_RETURN_IF_ERROR(o->CrossEntropyLocalSums(pick(sums).ref(), pick(logits).cref(),
-                                                  pick(row_max).cref(), pick(targets).cref(), v));
-    PTDP_RETURN_IF_ERROR(o->CrossEntropyLoss(pick(row_sum).ref(), pick(loss).ref(),
-                                             pick(sums).cref(), pick(row_max).cref(), v));
-    return o->CrossEntropyBackward(pick(dlogits).ref(), pick(logits).cref(), pick(row_max).cref(),
-                                   pick(row_sum).cref(), pick(targets).cref(), 0.125, v);
-  });
-  ExpectEqual(row_max, "ce row max");
-  Expect(sums, v.v_local, "ce sums");
-  Expect(row_sum, v.v_local, "ce row sum");
-  Expect(loss, v.rows * v.v_local, "ce loss sum");
-  Expect(dlogits, v.v_local, "ce dlogits");
+  // {v_local, begin, real}: 64 columns at 64 of 100 real (the last 28 padding; 16-byte packs, no
+  // tail); 1000 columns at 0 of 997 (packs and a partial one); 333 at 333 of 1000 (rows off
+  // 16-byte boundaries: one logit at a time); 256 at 1024 of 1000 (padding only: max -inf, sum 0).
+  const int64_t cases[][3] = {{64, 64, 100}, {1000, 0, 997}, {333, 333, 1000}, {256, 1024, 1000}};
+  for (const auto& [v_local, begin, real] : cases) {
+    SCOPED_TRACE("v_local " + std::to_string(v_local) + " begin " + std::to_string(begin));
+    VocabShard v;
+    v.rows = 24, v.v_local = v_local, v.begin = begin, v.real = real;
+    std::vector<double> tg(size_t(v.rows));
+    for (size_t i = 0; i < tg.size(); ++i) tg[i] = double((i * 13) % real);
+    Pair targets = Put(tg, DType::kI32), logits = Rand(v.rows * v.v_local, DType::kFp32, -4, 4);
+    Pair row_max = Make(v.rows, DType::kFp32), sums = Make(2 * v.rows, DType::kFp32);
+    Pair group_max = Rand(v.rows, DType::kFp32, 4, 5);
+    Pair row_sum = Make(v.rows, DType::kFp32), loss = Put({0.5}, DType::kFp64);
+    Pair dlogits = Make(v.rows * v.v_local, act());
+    Pair local_sums = Make(2 * v.rows, DType::kFp32);
+    Run([&](Ops* o, auto pick) {
+      PTDP_RETURN_IF_ERROR(o->CrossEntropyLocalStats(pick(row_max).ref(), pick(sums).ref(),
+                                                     pick(logits).cref(), pick(targets).cref(), v));
+      PTDP_RETURN_IF_ERROR(o->Cast(pick(local_sums).ref(), pick(sums).cref()));
+      PTDP_RETURN_IF_ERROR(o->CrossEntropyRescaleSums(pick(sums).ref(), pick(row_max).cref(),
+                                                      pick(group_max).cref(), v));
+      if (begin >= real) return Status::Ok();  // no real column: no softmax to take
+      PTDP_RETURN_IF_ERROR(o->CrossEntropyLoss(pick(row_sum).ref(), pick(loss).ref(),
+                                               pick(local_sums).cref(), pick(row_max).cref(), v));
+      return o->CrossEntropyBackward(pick(dlogits).ref(), pick(logits).cref(), pick(row_max).cref(),
+                                     pick(row_sum).cref(), pick(targets).cref(), 0.125, v);
+    });
+    ExpectEqual(row_max, "ce row max");
+    Expect(local_sums, v.v_local, "ce local sums");
+    Expect(sums, v.v_local, "ce rescaled sums");
+    if (begin >= real) {
+      for (double x : Get(gpu_.get(), sums.g)) EXPECT_EQ(x, 0.0) << "padding-only shard";
+      continue;
+    }
+    Expect(row_sum, v.v_local, "ce row sum");
+    Expect(loss, v.rows * v.v_local, "ce loss sum");
+    Expect(dlogits, v.v_local, "ce dlogits");
+  }
 }
 
 TEST_P(CudaOpsTest, OptimizerReductionsCastsFills) {

@@ -8,6 +8,9 @@
                                                    FILE is SASS (cuobjdump -sass) or PTX (nvcc -ptx)
   check_kernels.py vector-access PTX              every 2/4/8-wide pack kernel of runtime/cuda
                                                    loads and stores 16 bytes at a time
+  check_kernels.py vector-access PTX --loads-only  the same for loads alone: row reductions whose
+                                                   outputs are a few scalars per row (the
+                                                   cross-entropy's statistics)
 
 A budget is today's register count plus 10%, rounded up to the allocation unit of 8 registers
 (at most 255): a kernel may grow a little, but not by a step that costs occupancy unnoticed.
@@ -125,10 +128,11 @@ def tensor_cores(path, expect):
     return 0
 
 
-def vector_access(path):
+def vector_access(path, loads_only=False):
     """Every pack kernel of V > 1 (runtime/cuda/elementwise_packs.h, layernorm_packs.h: a mangled
     name with Packs and a template argument Li2E, Li4E or Li8E) reads and writes its tensors in
-    16-byte accesses (a kernel that stores only through atomics: reads)."""
+    16-byte accesses (a kernel that stores only through atomics: reads). loads_only: reads only
+    (a row reduction writes a few scalars per row, never a pack)."""
     text = open(path, errors="replace").read()
     entries = re.split(r"\n(?=\.(?:visible\s+)?\.?entry\s)", text)
     wide_ld = re.compile(r"ld\.global(?:\.nc)?(?:\.L1::\w+)?\.v4\.(?:f32|u32|b32)|ld\.global(?:\.nc)?\.v2\.(?:u64|b64|f64)")
@@ -140,11 +144,11 @@ def vector_access(path):
             continue
         checked += 1
         # A reduction that writes only through atomics (LnBwdParamPacks) has no st.global at all.
-        stores_ok = bool(wide_st.search(e)) or not re.search(r"\bst\.global", e)
+        stores_ok = loads_only or bool(wide_st.search(e)) or not re.search(r"\bst\.global", e)
         ok = bool(wide_ld.search(e)) and stores_ok
         bad += not ok
         print("%-4s %s" % ("ok" if ok else "NO 16-BYTE ACCESS", m.group(1)))
-    print("%d pack kernels, %d without 16-byte loads and stores" % (checked, bad))
+    print("%d pack kernels, %d without 16-byte loads%s" % (checked, bad, "" if loads_only else " and stores"))
     return 0 if checked > 0 and bad == 0 else 1
 
 
@@ -155,6 +159,8 @@ def main(argv):
         return write_budgets(argv[1], argv[2:])
     if len(argv) == 2 and argv[0] == "vector-access":
         return vector_access(argv[1])
+    if len(argv) == 3 and argv[0] == "vector-access" and argv[2] == "--loads-only":
+        return vector_access(argv[1], loads_only=True)
     if len(argv) == 4 and argv[0] == "tensor-cores" and argv[2] == "--expect" and argv[3] in ("absent", "present"):
         return tensor_cores(argv[1], argv[3])
     print(__doc__, file=sys.stderr)

@@ -25,70 +25,84 @@ class CudaLoss : public testing::CudaTest {};
 using ElementTypes = ::testing::Types<float, bf16>;
 TYPED_TEST_SUITE(CudaLoss, ElementTypes);
 
-TYPED_TEST(CudaLoss, CrossEntropyTwoShards) {
-  using T = TypeParam;
-  // 1000 padded columns (999 real) split in two shards of 500; one row targets the last real id.
-  const int64_t n = testing::SizeFor(19, 5), v = 1000, v_real = 999, half = 500;
+// The vocabulary-parallel cross-entropy over `shards` equal shards of v padded columns (v_real
+// real) against the reference on the unsplit logits: each shard's one-pass stats, the max
+// all-reduce, the rescale and the sum all-reduce (the collectives on the host), the loss, and each
+// shard's gradient.
+template <typename T>
+void CrossEntropyShards(int64_t v, int64_t v_real, int64_t shards) {
+  const int64_t n = testing::SizeFor(19, 5), w = v / shards;
   const auto logits = Store<T>(RandomVector(n * v, 7, 3.0));
   const auto logitsd = AsDouble(logits);
   std::vector<int32_t> targets(n);
   for (int64_t r = 0; r < n; ++r) targets[r] = static_cast<int32_t>((r * 97) % v_real);
-  targets[0] = v_real - 1;
+  targets[0] = static_cast<int32_t>(v_real - 1);  // the last real id
   std::vector<double> dloss(n);
   for (int64_t r = 0; r < n; ++r) dloss[r] = 1.0 / n;
   // Reference on the unsplit logits.
   std::vector<double> mx(n), sum(n), tl(n), loss(n), dl(n * v);
-  kernels::CrossEntropyLocalMax(mx.data(), logitsd.data(), n, v, 0, v_real);
-  kernels::CrossEntropyLocalSums(sum.data(), tl.data(), logitsd.data(), mx.data(), targets.data(),
-                                 n, v, 0, v_real);
+  kernels::CrossEntropyLocalStats(mx.data(), sum.data(), tl.data(), logitsd.data(), targets.data(),
+                                  n, v, 0, v_real);
   kernels::CrossEntropyLoss(loss.data(), mx.data(), sum.data(), tl.data(), n);
   kernels::CrossEntropyBackward(dl.data(), logitsd.data(), mx.data(), sum.data(), targets.data(),
                                 dloss.data(), n, v, 0, v_real);
 
-  // Device: each shard's slice, with the all-reduces (max, then sum) done on the host.
   DeviceBuffer<int32_t> gtargets(targets);
   DeviceBuffer<float> gdloss(std::vector<float>(dloss.begin(), dloss.end()));
-  std::vector<float> smax[2], ssum[2], stl[2];
   std::vector<std::unique_ptr<DeviceBuffer<T>>> shard;
-  for (int k = 0; k < 2; ++k) {
-    std::vector<T> slice(n * half);
+  std::vector<std::unique_ptr<DeviceBuffer<float>>> lmax, lsum;
+  std::vector<std::vector<float>> ltl;
+  std::vector<float> gm(n, -INFINITY);
+  for (int64_t k = 0; k < shards; ++k) {
+    std::vector<T> slice(n * w);
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t j = 0; j < half; ++j) slice[r * half + j] = logits[r * v + k * half + j];
+      for (int64_t j = 0; j < w; ++j) slice[r * w + j] = logits[r * v + k * w + j];
     shard.push_back(std::make_unique<DeviceBuffer<T>>(slice));
-    DeviceBuffer<float> gmax(n);
-    CrossEntropyLocalMax<T>(gmax.get(), shard[k]->get(), n, half, k * half, v_real, nullptr);
-    smax[k] = gmax.Download();
+    lmax.push_back(std::make_unique<DeviceBuffer<float>>(n));
+    lsum.push_back(std::make_unique<DeviceBuffer<float>>(n));
+    DeviceBuffer<float> gtl(n);
+    CrossEntropyLocalStats<T>(lmax[k]->get(), lsum[k]->get(), gtl.get(), shard[k]->get(),
+                              gtargets.get(), n, w, k * w, v_real, nullptr);
+    ltl.push_back(gtl.Download());
+    const auto m = lmax[k]->Download();
+    for (int64_t r = 0; r < n; ++r) gm[r] = std::max(gm[r], m[r]);  // all-reduce max
   }
-  std::vector<float> gm(n);
-  for (int64_t r = 0; r < n; ++r) gm[r] = std::max(smax[0][r], smax[1][r]);
   DeviceBuffer<float> gmax(gm);
-  for (int k = 0; k < 2; ++k) {
-    DeviceBuffer<float> gsum(n), gtl(n);
-    CrossEntropyLocalSums<T>(gsum.get(), gtl.get(), shard[k]->get(), gmax.get(), gtargets.get(), n,
-                             half, k * half, v_real, nullptr);
-    ssum[k] = gsum.Download();
-    stl[k] = gtl.Download();
-  }
-  std::vector<float> total_sum(n), total_tl(n);
-  for (int64_t r = 0; r < n; ++r) {
-    total_sum[r] = ssum[0][r] + ssum[1][r];
-    total_tl[r] = stl[0][r] + stl[1][r];
+  std::vector<float> total_sum(n, 0.0f), total_tl(n, 0.0f);
+  for (int64_t k = 0; k < shards; ++k) {
+    CrossEntropyRescaleSums(lsum[k]->get(), lmax[k]->get(), gmax.get(), n, nullptr);
+    const auto s = lsum[k]->Download();
+    for (int64_t r = 0; r < n; ++r) {  // all-reduce sum
+      ASSERT_TRUE(std::isfinite(s[r])) << "shard " << k << " row " << r;
+      total_sum[r] += s[r];
+      total_tl[r] += ltl[k][r];
+    }
   }
   DeviceBuffer<float> gsum(total_sum), gtl(total_tl), gloss(n);
   CrossEntropyLoss(gloss.get(), gmax.get(), gsum.get(), gtl.get(), n, nullptr);
   std::vector<double> got_dl(n * v);
-  for (int k = 0; k < 2; ++k) {
+  for (int64_t k = 0; k < shards; ++k) {
     // In place: the gradient overwrites the shard's logits.
     CrossEntropyBackward<T>(shard[k]->get(), shard[k]->get(), gmax.get(), gsum.get(),
-                            gtargets.get(), gdloss.get(), n, half, k * half, v_real, nullptr);
+                            gtargets.get(), gdloss.get(), n, w, k * w, v_real, nullptr);
     const auto g = AsDouble(shard[k]->Download());
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t j = 0; j < half; ++j) got_dl[r * v + k * half + j] = g[r * half + j];
+      for (int64_t j = 0; j < w; ++j) got_dl[r * v + k * w + j] = g[r * w + j];
   }
   PTDP_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_LT(Nmse(AsDouble(gloss.Download()), loss), 1e-10);
   EXPECT_LT(Nmse(got_dl, dl), testing::kTolOnce<T>);
   for (int64_t r = 0; r < n; ++r) EXPECT_EQ(got_dl[r * v + v - 1], 0.0);  // padding column
+}
+
+// Four shards of 256 (16-byte packs in fp32 and bf16; shard 2 ends in a partial pack, shard 3 is
+// padding only: local max -inf, sum 0).
+TYPED_TEST(CudaLoss, CrossEntropyFourShardsOneOfPadding) {
+  CrossEntropyShards<TypeParam>(1024, 700, 4);
+}
+// Three shards of 333 columns: rows not on 16-byte boundaries, one logit at a time.
+TYPED_TEST(CudaLoss, CrossEntropyThreeUnalignedShards) {
+  CrossEntropyShards<TypeParam>(999, 998, 3);
 }
 
 class CudaOptim : public testing::CudaTest {};

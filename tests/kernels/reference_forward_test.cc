@@ -121,9 +121,8 @@ TEST(ReferenceForward, CrossEntropyUniformIgnoresPadding) {
   for (int64_t r = 0; r < n; ++r) logits[r * v + 10] = logits[r * v + 11] = 100.0;
   const std::vector<int32_t> targets = {3, 9};
   std::vector<double> mx(n), sum(n), tl(n), loss(n);
-  CrossEntropyLocalMax(mx.data(), logits.data(), n, v, 0, v_real);
-  CrossEntropyLocalSums(sum.data(), tl.data(), logits.data(), mx.data(), targets.data(), n, v, 0,
-                        v_real);
+  CrossEntropyLocalStats(mx.data(), sum.data(), tl.data(), logits.data(), targets.data(), n, v, 0,
+                         v_real);
   CrossEntropyLoss(loss.data(), mx.data(), sum.data(), tl.data(), n);
   for (int64_t r = 0; r < n; ++r) EXPECT_NEAR(loss[r], std::log(10.0), 1e-14);
 }
@@ -135,9 +134,8 @@ TEST(ReferenceForward, CrossEntropyTwoShardsEqualUnsplit) {
   const std::vector<int32_t> targets = {0, 4, 5, 8};
   const std::vector<double> dloss = {1.0, 0.25, 2.0, 1.0};
   std::vector<double> mx(n), sum(n), tl(n), loss(n), dl(n * v);
-  CrossEntropyLocalMax(mx.data(), logits.data(), n, v, 0, v_real);
-  CrossEntropyLocalSums(sum.data(), tl.data(), logits.data(), mx.data(), targets.data(), n, v, 0,
-                        v_real);
+  CrossEntropyLocalStats(mx.data(), sum.data(), tl.data(), logits.data(), targets.data(), n, v, 0,
+                         v_real);
   CrossEntropyLoss(loss.data(), mx.data(), sum.data(), tl.data(), n);
   CrossEntropyBackward(dl.data(), logits.data(), mx.data(), sum.data(), targets.data(),
                        dloss.data(), n, v, 0, v_real);
@@ -149,14 +147,16 @@ TEST(ReferenceForward, CrossEntropyTwoShardsEqualUnsplit) {
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = 0; j < half; ++j) shard[k][r * half + j] = logits[r * v + k * half + j];
   }
+  // Each shard's stats are relative to its own max; the sums move to the global max before the
+  // sum all-reduce.
   std::vector<double> m0(n), m1(n), gmax(n), s0(n), s1(n), t0(n), t1(n);
-  CrossEntropyLocalMax(m0.data(), shard[0].data(), n, half, 0, v_real);
-  CrossEntropyLocalMax(m1.data(), shard[1].data(), n, half, half, v_real);
+  CrossEntropyLocalStats(m0.data(), s0.data(), t0.data(), shard[0].data(), targets.data(), n, half,
+                         0, v_real);
+  CrossEntropyLocalStats(m1.data(), s1.data(), t1.data(), shard[1].data(), targets.data(), n, half,
+                         half, v_real);
   for (int64_t r = 0; r < n; ++r) gmax[r] = std::max(m0[r], m1[r]);  // all-reduce max
-  CrossEntropyLocalSums(s0.data(), t0.data(), shard[0].data(), gmax.data(), targets.data(), n, half,
-                        0, v_real);
-  CrossEntropyLocalSums(s1.data(), t1.data(), shard[1].data(), gmax.data(), targets.data(), n, half,
-                        half, v_real);
+  CrossEntropyRescaleSums(s0.data(), m0.data(), gmax.data(), n);
+  CrossEntropyRescaleSums(s1.data(), m1.data(), gmax.data(), n);
   std::vector<double> gsum(n), gt(n), gloss(n);
   for (int64_t r = 0; r < n; ++r) {  // all-reduce sum
     gsum[r] = s0[r] + s1[r];
@@ -172,10 +172,17 @@ TEST(ReferenceForward, CrossEntropyTwoShardsEqualUnsplit) {
       for (int64_t j = 0; j < half; ++j)
         EXPECT_NEAR(dk[r * half + j], dl[r * v + k * half + j], 1e-15);
   }
-  // A shard of padding only has no real column: its local max is -inf.
-  std::vector<double> pad_max(n);
-  CrossEntropyLocalMax(pad_max.data(), shard[1].data(), n, half, 9, v_real);
-  EXPECT_TRUE(std::isinf(pad_max[0]) && pad_max[0] < 0);
+  // A shard of padding only has no real column: its local max is -inf, its sum and target 0, and
+  // rescaled to any global max (even -inf) its sum stays 0, not NaN.
+  std::vector<double> pad_max(n), pad_sum(n), pad_t(n), any_max = {-INFINITY, 0.0, 3.0, 1e300};
+  CrossEntropyLocalStats(pad_max.data(), pad_sum.data(), pad_t.data(), shard[1].data(),
+                         targets.data(), n, half, 9, v_real);
+  CrossEntropyRescaleSums(pad_sum.data(), pad_max.data(), any_max.data(), n);
+  for (int64_t r = 0; r < n; ++r) {
+    EXPECT_TRUE(std::isinf(pad_max[r]) && pad_max[r] < 0);
+    EXPECT_EQ(pad_sum[r], 0.0);
+    EXPECT_EQ(pad_t[r], 0.0);
+  }
 }
 
 TEST(ReferenceForward, Elementwise) {

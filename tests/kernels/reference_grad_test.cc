@@ -132,9 +132,8 @@ TEST(ReferenceGrad, CrossEntropyWithPadding) {
   const std::vector<double> dloss = {1.0, 0.5, -2.0};
   std::vector<double> mx(n), sum(n), tl(n), loss_rows(n);
   auto loss = [&] {
-    CrossEntropyLocalMax(mx.data(), logits.data(), n, v, 0, v_real);
-    CrossEntropyLocalSums(sum.data(), tl.data(), logits.data(), mx.data(), targets.data(), n, v, 0,
-                          v_real);
+    CrossEntropyLocalStats(mx.data(), sum.data(), tl.data(), logits.data(), targets.data(), n, v, 0,
+                           v_real);
     CrossEntropyLoss(loss_rows.data(), mx.data(), sum.data(), tl.data(), n);
     return Dot(loss_rows, dloss);
   };
