@@ -6,7 +6,8 @@
 // epilogue and bias gradient at the layers' prices (costmodel/layer_cost.h GeluEpilogueSeconds,
 // BiasGradSeconds) where the profile measured them (else these ride along unpriced: partial), and
 // fused attention; the memory-bound ops are charged per layer, not per op, and are not priced
-// here.
+// here. Of the weight-gradient ops only QKV's and fc1's sum a bias (the projection's and fc2's
+// biases are DropoutBackward's, the logits have none), as the runtime's layers run them.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,8 @@
 // (PriceOp) as per layer.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "core/model.h"
 #include "costmodel/estimate.h"
 #include "costmodel/gemm.h"
@@ -183,6 +185,33 @@ TEST(EpilogueCost, PriceOpPricesTheFusedOpsFully) {
   EXPECT_TRUE(unpriced->partial);
   EXPECT_EQ(unpriced->seconds, GemmTime(plain, 4096, 3072, 768));
   EXPECT_TRUE(PriceOp("LinearBackwardWeight", {4096, 768, 3072}, model, plain)->partial);
+}
+
+// Which weight-gradient ops sum a bias (runtime/model/gpt_layers.cc), on gpt-1.3b's op table
+// (n x c x oc): QKV's and fc1's; not the projection's or fc2's (output features h: DropoutBackward
+// sums their biases) nor the logits' (no bias). Those are priced whole, key or not.
+TEST(EpilogueCost, OnlyQkvAndFc1WeightGradientsSumABias) {
+  const ModelSpec m = *LoadModel("gpt-1.3b");
+  const HardwareProfile plain = testing::RoundProfile(Precision::kBf16);
+  HardwareProfile hw = plain;
+  hw.bias_grad_Gelems_per_s = {0.5, "test"};
+  const HardwareProfile& rated = hw;
+  for (const std::vector<int64_t>& dims :
+       {std::vector<int64_t>{32768, 2048, 6144}, {32768, 2048, 8192}}) {
+    EXPECT_TRUE(PriceOp("LinearBackwardWeight", dims, m, plain)->partial) << dims[2];
+    const auto priced = PriceOp("LinearBackwardWeight", dims, m, hw);
+    EXPECT_FALSE(priced->partial);
+    EXPECT_EQ(priced->seconds,
+              GemmBackwardWeightTime(hw, dims[0], dims[2], dims[1]) + 32768.0 * dims[2] / 0.5e9);
+  }
+  for (const std::vector<int64_t>& dims :
+       {std::vector<int64_t>{32768, 2048, 2048}, {32768, 8192, 2048}, {32768, 2048, 50304}}) {
+    for (const HardwareProfile* p : {&plain, &rated}) {
+      const auto priced = PriceOp("LinearBackwardWeight", dims, m, *p);
+      EXPECT_FALSE(priced->partial) << dims[1] << "x" << dims[2];
+      EXPECT_EQ(priced->seconds, GemmBackwardWeightTime(*p, dims[0], dims[2], dims[1]));
+    }
+  }
 }
 
 }  // namespace
