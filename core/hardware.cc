@@ -260,6 +260,27 @@ Status ReadGeluRates(JsonObjectReader& r, HardwareProfile* p) {
                      kMaxGelemsPerSecond);
 }
 
+// The GeLU epilogues' two rates, both or neither: the cost model replaces the whole bias-GeLU pass
+// (forward and backward) by them, so one alone would leave a direction without a price.
+Status ReadEpilogueRates(JsonObjectReader& r, HardwareProfile* p) {
+  const bool forward = r.Has("gelu_epilogue_Gelems_per_s"),
+             backward = r.Has("dgelu_epilogue_Gelems_per_s");
+  if (forward != backward) {
+    return Status::Invalid(
+        r.PathOf(forward ? "gelu_epilogue_Gelems_per_s" : "dgelu_epilogue_Gelems_per_s") +
+        ": needs " + (forward ? "dgelu_epilogue_Gelems_per_s" : "gelu_epilogue_Gelems_per_s") +
+        " too (the GeLU runs in the GEMMs' epilogues in both directions or neither)");
+  }
+  if (forward) {
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "gelu_epilogue_Gelems_per_s",
+                                     &p->gelu_epilogue_Gelems_per_s, kMaxEpilogueGelemsPerSecond));
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "dgelu_epilogue_Gelems_per_s",
+                                     &p->dgelu_epilogue_Gelems_per_s, kMaxEpilogueGelemsPerSecond));
+  }
+  if (!r.Has("bias_grad_Gelems_per_s")) return Status::Ok();
+  return ReadSourced(r, "bias_grad_Gelems_per_s", &p->bias_grad_Gelems_per_s, kMaxGelemsPerSecond);
+}
+
 // The calibration block is provenance, kept as written; it must say what was fitted to what.
 Status ReadCalibration(JsonObjectReader& parent, Json* out) {
   const Json* v = parent.Child("calibration", false);
@@ -336,6 +357,7 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
                                      &p.cross_entropy_Glogits_per_s, kMaxGlogitsPerSecond));
   }
   PTDP_RETURN_IF_ERROR(ReadGeluRates(r, &p));
+  PTDP_RETURN_IF_ERROR(ReadEpilogueRates(r, &p));
   if (r.Has("optimizer_Gparams_per_s")) {
     PTDP_RETURN_IF_ERROR(ReadSourced(r, "optimizer_Gparams_per_s", &p.optimizer_Gparams_per_s,
                                      kMaxGparamsPerSecond));
@@ -431,6 +453,13 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   }
   if (!p.optimizer_Gparams_per_s.source.empty()) {
     j["optimizer_Gparams_per_s"] = SourcedJson(p.optimizer_Gparams_per_s);
+  }
+  if (!p.gelu_epilogue_Gelems_per_s.source.empty()) {
+    j["gelu_epilogue_Gelems_per_s"] = SourcedJson(p.gelu_epilogue_Gelems_per_s);
+    j["dgelu_epilogue_Gelems_per_s"] = SourcedJson(p.dgelu_epilogue_Gelems_per_s);
+  }
+  if (!p.bias_grad_Gelems_per_s.source.empty()) {
+    j["bias_grad_Gelems_per_s"] = SourcedJson(p.bias_grad_Gelems_per_s);
   }
   if (!p.fp8_peak_tflops.source.empty()) j["fp8_peak_tflops"] = SourcedJson(p.fp8_peak_tflops);
   if (!p.fp8_gemm_speedup.source.empty()) j["fp8_gemm_speedup"] = SourcedJson(p.fp8_gemm_speedup);

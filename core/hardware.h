@@ -5,7 +5,8 @@
 // Ranges (finite numbers only): TFLOP/s figures (peak, attention, GEMM table entries) (0, 1e5];
 // bandwidths in GB/s (0, 1e5]; memory and workspace in GiB (0, 1e5] / [0, 1e5]; latencies and
 // kernel launch in us [0, 1e6]; gpus_per_node an integer in (0, 1024]; SM count and tile sizes
-// (0, 1e5]; gemm_backward_efficiency (0, 100]; cross-entropy and GeLU rates (0, 1e5]; GEMM grid
+// (0, 1e5]; gemm_backward_efficiency (0, 100]; cross-entropy and GeLU rates (0, 1e5]; the GeLU
+// epilogues' (0, 1e7] and the bias gradient's (0, 1e5] 1e9 elements/s; GEMM grid
 // sizes (0, 1e9]; busbw curve sizes (0, 1e15] bytes, their busbw (0, 1e5] GB/s, ranks [0, 2^20].
 // What the training software does (overlaps, fusions, gradient accumulation) is a software
 // profile's (core/software.h).
@@ -141,6 +142,23 @@ struct HardwareProfile {
   // OptimizerStepTime). Absent (every shipped profile; a cuda profile, whose step is byte-bound):
   // the bytes.
   Sourced optimizer_Gparams_per_s;
+  // Optional, the first two both or neither (0 when absent): what the Linears' fused elementwise
+  // work adds to their GEMMs, as `ptdp profile --backend cuda` times the runtime's ops at a fc1 and
+  // fc2 shape: 1e9 output elements per second of the time LinearForward with the GeLU epilogue
+  // (cuBLASLt GELU_AUX_BIAS: the pre-activation and its GeLU written) takes beyond the same
+  // LinearForward with its bias alone (gelu_epilogue), and of the time LinearBackwardDataGelu (the
+  // DGELU epilogue) takes beyond LinearBackwardData (dgelu_epilogue), per element of the GeLU's
+  // input; and 1e9 output-gradient elements per second summed by the Linear's bias gradient
+  // (runtime/cuda/bias_grad.cu; bias_grad). Where a software profile runs the GeLU in the GEMMs'
+  // epilogues (SoftwareProfile::gelu_gemm_epilogue) a GeLU layer's activation pass costs its
+  // T f/t elements at the epilogue rates in place of the bias-GeLU bytes, and with bias_grad every
+  // Linear's bias gradient costs its elements at that rate in place of its bytes at
+  // memory_bound_GBps (costmodel/layer_cost.h). Absent (every shipped profile): the bytes.
+  // Range (0, kMaxEpilogueGelemsPerSecond] for the epilogues (an added time per element can be
+  // tiny), (0, 1e5] for the bias gradient.
+  Sourced gelu_epilogue_Gelems_per_s;
+  Sourced dgelu_epilogue_Gelems_per_s;
+  Sourced bias_grad_Gelems_per_s;
   // Optional: dense FP8 peak per device (tensor cores, E4M3/E5M2 inputs, fp32 accumulation), what
   // fp8 training's Linear GEMMs run at: the `gemm` table's time scaled by peak_tflops /
   // fp8_peak_tflops, or by 1 / fp8_gemm_speedup where the profile has it (costmodel/layer_cost.h).
@@ -168,6 +186,10 @@ struct HardwareProfile {
   // object with at least the strings "tool", "date", "plan" and "trace" (docs/profiles.md).
   Json calibration;
 };
+
+// The largest GeLU-epilogue rate a profile may state, 1e9 elements/s: an epilogue that adds under
+// 0.1 fs per element is noise, not a rate (`ptdp profile` then writes none).
+inline constexpr double kMaxEpilogueGelemsPerSecond = 1e7;
 
 // A profile and how many nodes of it.
 // OK when `profile` can price `precision`; fp8 needs fp8_peak_tflops. The error names both.

@@ -127,6 +127,9 @@ Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string
       ReadSourced(r, "optimizer_small_allreduces", &p.optimizer_small_allreduces, kMaxCount, true));
   PTDP_RETURN_IF_ERROR(ReadSourced(r, "loss_dp_allreduces_per_microbatch",
                                    &p.loss_dp_allreduces_per_microbatch, kMaxCount, true));
+  if (r.Has("gelu_gemm_epilogue")) {
+    PTDP_RETURN_IF_ERROR(ReadFlag(r, "gelu_gemm_epilogue", &p.gelu_gemm_epilogue));
+  }
   PTDP_RETURN_IF_ERROR(ReadDdpVariant(r, &p.torch_ddp));
   PTDP_RETURN_IF_ERROR(ReadSearch(r, &p.search));
   PTDP_RETURN_IF_ERROR(r.Finish());
@@ -154,6 +157,9 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
   j["host_sync_gaps_per_pass"] = SourcedJson(p.host_sync_gaps_per_pass);
   j["optimizer_small_allreduces"] = SourcedJson(p.optimizer_small_allreduces);
   j["loss_dp_allreduces_per_microbatch"] = SourcedJson(p.loss_dp_allreduces_per_microbatch);
+  if (!p.gelu_gemm_epilogue.source.empty()) {
+    j["gelu_gemm_epilogue"] = FlagJson(p.gelu_gemm_epilogue);
+  }
   if (p.torch_ddp) j["torch_ddp"] = DdpVariantJson(*p.torch_ddp);
   SoftwareSearchDefaults search = p.search;
   OrderedJson s;

@@ -16,12 +16,13 @@
 //   "host_sync_gaps_per_pass": {value in [0, 100], source},
 //   "optimizer_small_allreduces": {value in [0, 100], source},
 //   "loss_dp_allreduces_per_microbatch": {value in [0, 100], source},
+//   optional "gelu_gemm_epilogue": {value: bool, source} (absent: false),
 //   optional "torch_ddp": {"about", "overlap_grad_reduce", "grad_bucket_params",
 //     "grad_bucket_params_per_dp_rank", "ddp_grad_copy_bytes_per_param",
 //     "overlap_compute_slowdown"} (the same forms and ranges as above),
 //   "search": {"sequence_parallel", "selective_recompute", "distributed_optimizer",
 //              "fused_attention", "grad_accumulation_fusion": {value: bool, source} each}}
-// Every key is required: a stack states each fact, even "not done".
+// Every key but the optional ones is required: a stack states each fact, even "not done".
 #pragma once
 
 #include <optional>
@@ -103,6 +104,11 @@ struct SoftwareProfile {
   // One-float all-reduces over the data-parallel group in each microbatch's loss (2021
   // pretrain_gpt.py averages the loss for logging): on the last stage's forward, blocking.
   Sourced loss_dp_allreduces_per_microbatch;
+  // Optional (absent: false, not written): the stack runs a GeLU MLP's bias-GeLU in fc1's GEMM
+  // epilogue and its backward in fc2's input-gradient GEMM epilogue (ptdp's CUDA runtime:
+  // cuBLASLt GELU_AUX_BIAS and DGELU), so that no separate GeLU pass runs. Priced only where the
+  // hardware profile measured those epilogues (HardwareProfile::gelu_epilogue_Gelems_per_s).
+  SourcedFlag gelu_gemm_epilogue;
   SoftwareSearchDefaults search;
   // Optional ("torch_ddp"): the facts of torch.nn.parallel.DistributedDataParallel in this stack.
   std::optional<DdpVariant> torch_ddp;

@@ -133,7 +133,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
 
   const Precision pr = c.precision;
-  PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention);
+  PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
+                                         cluster.software.gelu_gemm_epilogue.value);
   const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
   if (tp_hidden > 0) {
     const double slowdown = cluster.software.overlap_compute_slowdown.value;

@@ -13,7 +13,8 @@ Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
 
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
                                     bool sequence_parallel, bool fused_attention,
-                                    bool gelu_by_elements) {
+                                    bool gelu_by_elements, bool gelu_epilogue,
+                                    bool bias_grad_by_rate) {
   const double e = act_bytes, T = double(mbs) * double(m.seq_len), h = double(m.hidden),
                f = double(m.FfnHidden()), s = double(m.seq_len);
   // LayerNorm, dropout and residual act on all T h, or on T h / t with sequence parallelism.
@@ -24,15 +25,20 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   // gradients) and the rotation of Q and K both ways. Each is the GPT term for a GPT.
   const double qkv = double(m.QkvOut()), kv = double(m.KvHeads()) * double(m.HeadDim());
   const double qkv_bias_fwd = m.HasQkvBias() ? 2 * e * T * qkv / tp : 0.0;
-  const double qkv_bias_bwd = m.HasQkvBias() ? e * T * qkv / tp : 0.0;
+  // A bias gradient priced at its measured rate (BiasGradSeconds) moves no bytes here.
+  const double qkv_bias_bwd = m.HasQkvBias() && !bias_grad_by_rate ? e * T * qkv / tp : 0.0;
   const double residual = m.IsGpt() ? 3 * e + 1 : 3 * e;  // bias-dropout-add or a plain add
-  // The GeLU priced by its elements (GeluPassTime) moves no bytes here: 0 adds exactly.
-  const double act_fwd = gelu_by_elements ? 0
-                         : m.swiglu       ? 3
-                                          : 2,
+  const double residual_bwd = m.IsGpt() && bias_grad_by_rate ? 2 * e + 1 : residual;
+  // The GeLU priced by its elements (GeluPassTime) moves no bytes here: 0 adds exactly; run in the
+  // GEMMs' epilogues (GeluEpilogueTime), only the fc1 bias gradient's e per element is left.
+  const double fc1_bias_bwd = bias_grad_by_rate ? 0 : 1;
+  const double act_fwd = gelu_by_elements || gelu_epilogue ? 0
+                         : m.swiglu                        ? 3
+                                                           : 2,
                act_bwd = gelu_by_elements ? 0
+                         : gelu_epilogue  ? fc1_bias_bwd
                          : m.swiglu       ? 5
-                                          : 4;
+                                          : 3 + fc1_bias_bwd;
   const double rotary = m.rotary ? 2 * e * T * (h + kv) / tp : 0.0;
   LayerMemoryBytes b;
   b.forward = 2 * (2 * e * Th_seq)        // LayerNorm x2: read x, write y
@@ -43,14 +49,14 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
               + 2 * residual * Th_seq     // bias-dropout-add x2: x, residual in; out, mask
               + act_fwd * e * T * f / tp  // bias-GeLU (SwiGLU)
               + rotary;                   // RoPE on Q and K
-  b.forward_kernels = 9 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0);
-  b.backward = 2 * (5 * e * Th_seq)     // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
-               + qkv_bias_bwd           // QKV bias gradient (reduce over tokens)
-               + 3 * e * S              // softmax: dy, y in; dx out
-               + (2 * e + 1) * S        // dropout: dy, mask in; dx out
-               + 2 * residual * Th_seq  // bias-dropout-add x2: dx = dy mask; bias grad reduce
-               + act_bwd * e * T * f / tp  // bias-GeLU: dy, x in, dx out; bias grad reduce
-               + rotary;                   // RoPE's backward on dQ and dK
+  b.forward_kernels = 9 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0) - (gelu_epilogue ? 1 : 0);
+  b.backward = 2 * (5 * e * Th_seq)  // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
+               + qkv_bias_bwd        // QKV bias gradient (reduce over tokens)
+               + 3 * e * S           // softmax: dy, y in; dx out
+               + (2 * e + 1) * S     // dropout: dy, mask in; dx out
+               + 2 * residual_bwd * Th_seq  // bias-dropout-add x2: dx = dy mask; bias grad
+               + act_bwd * e * T * f / tp   // bias-GeLU: dy, x in, dx out; bias grad reduce
+               + rotary;                    // RoPE's backward on dQ and dK
   b.backward_kernels = 13 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0);
   if (fused_attention) {
     // The fused kernel keeps the scores on chip: no softmax or dropout pass over S.
@@ -91,6 +97,39 @@ GeluPass GeluPassTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int
   const double elements = double(mbs) * double(m.seq_len) * double(m.FfnHidden()) / tp;
   return {elements / (hw.gelu_forward_Gelems_per_s.value * 1e9),
           elements / (hw.gelu_backward_Gelems_per_s.value * 1e9)};
+}
+
+bool GeluPricedByEpilogue(const ModelSpec& m, const HardwareProfile& hw, bool gelu_gemm_epilogue) {
+  return gelu_gemm_epilogue && !m.swiglu && hw.gelu_epilogue_Gelems_per_s.value > 0 &&
+         hw.dgelu_epilogue_Gelems_per_s.value > 0;
+}
+
+Seconds GeluEpilogueSeconds(const HardwareProfile& hw, double elements, bool backward) {
+  const double rate =
+      backward ? hw.dgelu_epilogue_Gelems_per_s.value : hw.gelu_epilogue_Gelems_per_s.value;
+  return rate > 0 ? elements / (rate * 1e9) : 0.0;
+}
+
+GeluPass GeluEpilogueTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
+  const double elements = double(mbs) * double(m.seq_len) * double(m.FfnHidden()) / tp;
+  return {GeluEpilogueSeconds(hw, elements, false), GeluEpilogueSeconds(hw, elements, true)};
+}
+
+bool BiasGradPricedByRate(const HardwareProfile& hw) {
+  return hw.bias_grad_Gelems_per_s.value > 0;
+}
+
+Seconds BiasGradSeconds(const HardwareProfile& hw, double elements) {
+  const double rate = hw.bias_grad_Gelems_per_s.value;
+  return rate > 0 ? elements / (rate * 1e9) : 0.0;
+}
+
+double LayerBiasGradElements(const ModelSpec& m, int tp, int mbs, bool sequence_parallel) {
+  const double T = double(mbs) * double(m.seq_len), h = double(m.hidden);
+  const double qkv = m.HasQkvBias() ? T * double(m.QkvOut()) / tp : 0.0;
+  const double proj_fc2 = m.IsGpt() ? 2 * (sequence_parallel ? T * h / tp : T * h) : 0.0;
+  const double fc1 = m.swiglu ? 0.0 : T * double(m.FfnHidden()) / tp;
+  return qkv + proj_fc2 + fc1;
 }
 
 PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
@@ -134,7 +173,7 @@ Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs) {
 
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
                                int tp, int mbs, Seconds tp_allreduce_s, bool sequence_parallel,
-                               bool fused_attention) {
+                               bool fused_attention, bool gelu_gemm_epilogue) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, f = m.FfnHidden(), s = m.seq_len;
   const int64_t dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
   // QKV's and fc1's output features: 3h and f for a GPT; with grouped-query attention h + 2 kv dh,
@@ -167,15 +206,28 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
                        lin * GemmBackwardWeightTime(hw, T, h, h / tp) +
                        lin * GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
                        lin * GemmBackwardWeightTime(hw, T, h, f / tp);
-  const bool gelu_by_elements = GeluPricedByElements(m, hw);
-  const LayerMemoryBytes mb = LayerMemoryBytesOf(
-      m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention, gelu_by_elements);
+  // The GeLU in the GEMMs' epilogues, where the stack runs it there and they were measured, else
+  // by its elements where the profile has the pass's rates, else by its bytes.
+  const bool gelu_epilogue = GeluPricedByEpilogue(m, hw, gelu_gemm_epilogue);
+  const bool gelu_by_elements = !gelu_epilogue && GeluPricedByElements(m, hw);
+  const bool bias_grad_by_rate = BiasGradPricedByRate(hw);
+  const LayerMemoryBytes mb =
+      LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention,
+                         gelu_by_elements, gelu_epilogue, bias_grad_by_rate);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
   c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
   if (gelu_by_elements) {
     const GeluPass gelu = GeluPassTime(m, hw, tp, mbs);
     c.forward.memory += gelu.forward;
     c.backward.memory += gelu.backward;
+  }
+  if (gelu_epilogue) {
+    const GeluPass gelu = GeluEpilogueTime(m, hw, tp, mbs);
+    c.forward.memory += gelu.forward;
+    c.backward.memory += gelu.backward;
+  }
+  if (bias_grad_by_rate) {
+    c.backward.memory += BiasGradSeconds(hw, LayerBiasGradElements(m, tp, mbs, sequence_parallel));
   }
   if (precision == Precision::kFp8) {
     // Transformer Engine's casts (4 inputs and 4 weights forward, 4 output gradients backward)

@@ -29,7 +29,10 @@
 // 9 kernels forward, 13 backward. The head's cross-entropy (vocabulary-parallel, fp32): see
 // HeadCost.
 // With measured GeLU rates (a CPU profile) the bias-GeLU's time is its T f/t elements at those
-// rates instead of its bytes (GeluPassTime).
+// rates instead of its bytes (GeluPassTime). For a stack that runs the GeLU in the GEMMs'
+// epilogues, on a profile that measured them, it is the epilogues' added time instead
+// (GeluEpilogueTime), and with a measured bias-gradient rate each Linear's bias gradient costs its
+// elements at that rate instead of its bytes (LayerBiasGradElements, BiasGradSeconds).
 // Tensor-parallel communication: 2 all-reduces of b s h elements forward (after the projection and
 // fc2) and 2 backward (the input gradients of QKV and fc1), on the tensor group's link.
 #pragma once
@@ -65,10 +68,15 @@ struct LayerMemoryBytes {
 // With fused_attention the scale-mask-softmax and attention-dropout passes over S are gone
 // (forward 7 kernels, backward 11). With gelu_by_elements (GeluPricedByElements) the bias-GeLU's
 // bytes are left out (exactly: the term is 0, the rest summed in the same order); its kernel
-// stays counted.
+// stays counted. With gelu_epilogue (GeluPricedByEpilogue) the GeLU's bytes are left out both
+// ways and its forward kernel with them (it runs in fc1's GEMM); the fc1 bias gradient's e T f/t
+// stays (its own kernel, runtime/cuda/bias_grad.cu). With bias_grad_by_rate (BiasGradPricedByRate)
+// each bias gradient's e bytes per element are left out (the QKV bias's, the two bias-dropout-
+// adds' and the bias-GeLU's); the kernels stay counted.
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
                                     bool sequence_parallel = false, bool fused_attention = false,
-                                    bool gelu_by_elements = false);
+                                    bool gelu_by_elements = false, bool gelu_epilogue = false,
+                                    bool bias_grad_by_rate = false);
 
 // The one test of whether a layer's activation pass is priced by its elements: a GeLU MLP on a
 // profile with both measured GeLU rates (gelu_forward_Gelems_per_s, gelu_backward_Gelems_per_s: a
@@ -83,6 +91,29 @@ struct GeluPass {
   Seconds forward = 0, backward = 0;
 };
 GeluPass GeluPassTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
+
+// The one test of whether a layer's GeLU is priced as the GEMM epilogues it runs in: a GeLU MLP,
+// a stack that runs it there (`gelu_gemm_epilogue`, SoftwareProfile::gelu_gemm_epilogue) and a
+// profile that measured both epilogues (gelu_epilogue_Gelems_per_s, dgelu_epilogue_Gelems_per_s:
+// `ptdp profile --backend cuda`). Takes the place of GeluPricedByElements where both hold.
+bool GeluPricedByEpilogue(const ModelSpec& m, const HardwareProfile& hw, bool gelu_gemm_epilogue);
+// What the GeLU-aux epilogue (forward: LinearForward+GeLU) or the dGeLU epilogue (backward:
+// LinearBackwardData+dGeLU) adds to its GEMM over `elements` GeLU elements, at the measured
+// rate; 0 where the profile has none.
+Seconds GeluEpilogueSeconds(const HardwareProfile& hw, double elements, bool backward);
+// The epilogues of one layer over its T f/t fc1 outputs, forward and backward, in place of the
+// bias-GeLU bytes of LayerMemoryBytesOf. REQUIRES GeluPricedByEpilogue.
+GeluPass GeluEpilogueTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
+// True where the profile measured the bias gradient's rate (bias_grad_Gelems_per_s).
+bool BiasGradPricedByRate(const HardwareProfile& hw);
+// One bias gradient (the column sums of a Linear's output gradient) over `elements` gradient
+// elements at the measured rate; 0 where the profile has none.
+Seconds BiasGradSeconds(const HardwareProfile& hw, double elements);
+// Output-gradient elements the bias gradients of one layer sum, those whose bytes
+// LayerMemoryBytesOf charges: QKV's T qkv/t (a model with a QKV bias), the projection's and fc2's
+// (a GPT: the bias-dropout-adds, on T h, or T h / t with sequence parallelism) and fc1's T f/t (a
+// GeLU MLP).
+double LayerBiasGradElements(const ModelSpec& m, int tp, int mbs, bool sequence_parallel);
 
 // FP8 training (Precision::kFp8), as Transformer Engine runs a layer (docs/cost_model.md, "FP8"):
 // the four Linears' GEMMs (forward, input and weight gradients) at the profile's FP8 rate, their
@@ -102,9 +133,12 @@ Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs);
 // `tp_allreduce_s` is the time of one all-reduce of b s h activation elements on the tensor
 // group's link (0 when tp == 1); with sequence parallelism pass the time of a reduce-scatter plus
 // an all-gather of b s h, which replace it, and LayerNorm, dropout and residual act on T h / t.
+// `gelu_gemm_epilogue`: the stack runs the GeLU in the GEMMs' epilogues (the software profile's
+// fact; priced so only where GeluPricedByEpilogue).
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
                                int tp, int mbs, Seconds tp_allreduce_s,
-                               bool sequence_parallel = false, bool fused_attention = false);
+                               bool sequence_parallel = false, bool fused_attention = false,
+                               bool gelu_gemm_epilogue = false);
 // A fused (FlashAttention-class) causal attention kernel in place of the scores and scores.V
 // GEMMs, the softmax and the dropout; its time is charged as GEMM time. FLOPs (FlashAttention-2,
 // Dao 2023, section 3): forward Q K^T and P V, 2 x 2 s^2 (h/a) per head; backward recomputes

@@ -18,6 +18,20 @@ ModelSpec AttentionModel(const ModelSpec& model, int64_t s, int64_t heads, int64
   return m;
 }
 
+// Whether the runtime's LinearBackwardWeight of n x c x oc also sums the Linear's bias gradient
+// (runtime/model/gpt_layers.cc): for a model with biases, every Linear's but those of the
+// projection and fc2, whose output features are the hidden size (DropoutBackward sums their
+// biases), and the logits', which have none (input the hidden size, output a t-th of the padded
+// vocabulary for a t that divides the heads).
+bool WeightGradSumsBias(const ModelSpec& m, int64_t c, int64_t oc) {
+  if (!m.linear_bias || oc == m.hidden) return false;
+  if (c != m.hidden) return true;
+  for (int t = 1; t <= m.heads; ++t) {
+    if (m.heads % t == 0 && PaddedVocab(m, t) / t == oc) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::optional<OpPrice> PriceOp(const std::string& op, const std::vector<int64_t>& dims,
@@ -30,15 +44,29 @@ std::optional<OpPrice> PriceOp(const std::string& op, const std::vector<int64_t>
   const bool linear = op.rfind("Linear", 0) == 0;
   if (linear && dims.size() == 3) {
     const int64_t n = dims[0], c = dims[1], oc = dims[2];
+    // The GeLU epilogues and the bias gradient at the layers' own prices (layer_cost.h) where the
+    // profile measured them; without, the op carries more than its priced GEMM (partial).
+    const bool epilogues = hw.gelu_epilogue_Gelems_per_s.value > 0;
     if (op == "LinearForward") return OpPrice{GemmTime(hw, n, oc, c), false};
-    if (op == "LinearForward+GeLU") return OpPrice{GemmTime(hw, n, oc, c), true};
+    if (op == "LinearForward+GeLU") {
+      // The GeLU over the n x oc outputs (fc1's).
+      return OpPrice{GemmTime(hw, n, oc, c) + GeluEpilogueSeconds(hw, double(n) * oc, false),
+                     !epilogues};
+    }
     if (op == "LinearBackwardData") return OpPrice{GemmBackwardDataTime(hw, n, oc, c), false};
     if (op == "LinearBackwardData+dGeLU") {
-      return OpPrice{GemmBackwardDataTime(hw, n, oc, c), true};
+      // GeLU' over the n x c input gradient (fc2's, the GeLU's output).
+      return OpPrice{
+          GemmBackwardDataTime(hw, n, oc, c) + GeluEpilogueSeconds(hw, double(n) * c, true),
+          !epilogues};
     }
-    // The weight gradient's op also sums the bias gradient when the Linear has a bias.
+    // The weight gradient's op also sums the bias gradient (n x oc) of QKV and fc1.
     if (op == "LinearBackwardWeight") {
-      return OpPrice{GemmBackwardWeightTime(hw, n, oc, c), model.linear_bias};
+      if (!WeightGradSumsBias(model, c, oc)) {
+        return OpPrice{GemmBackwardWeightTime(hw, n, oc, c), false};
+      }
+      return OpPrice{GemmBackwardWeightTime(hw, n, oc, c) + BiasGradSeconds(hw, double(n) * oc),
+                     !BiasGradPricedByRate(hw)};
     }
     return std::nullopt;
   }

@@ -2,9 +2,12 @@
 // names them: "LinearForward 32768x2048x6144" is n x c x oc, tokens by input by output features;
 // "AttentionForward 16x2048x16x128" is b x s x local heads x head dim), so that an op table
 // measured on a device can be laid beside the prices its profile gives, GEMM by GEMM. Only the
-// ops the cost model prices as one term are priced: the Linears' GEMMs (a fused GeLU epilogue or
-// bias gradient rides along unpriced) and fused attention; the memory-bound ops are charged per
-// layer, not per op, and are not priced here.
+// ops the cost model prices as one term are priced: the Linears' GEMMs, with their fused GeLU
+// epilogue and bias gradient at the layers' prices (costmodel/layer_cost.h GeluEpilogueSeconds,
+// BiasGradSeconds) where the profile measured them (else these ride along unpriced: partial), and
+// fused attention; the memory-bound ops are charged per layer, not per op, and are not priced
+// here. Of the weight-gradient ops only QKV's and fc1's sum a bias (the projection's and fc2's
+// biases are DropoutBackward's, the logits have none), as the runtime's layers run them.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +23,8 @@ namespace ptdp::costmodel {
 
 struct OpPrice {
   Seconds seconds = 0;
-  // True when the op does more than the priced term (a GeLU epilogue, a bias gradient).
+  // True when the op does more than the priced term (a GeLU epilogue, a bias gradient, where the
+  // profile has no measured rate for it).
   bool partial = false;
 };
 

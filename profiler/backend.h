@@ -19,6 +19,11 @@
 
 namespace ptdp::profiler {
 
+// A Linear's op with the GeLU in its GEMM's epilogue (fused) and the same op without (plain).
+struct EpilogueTimes {
+  Seconds fused = 0, plain = 0;
+};
+
 class ProfileBackend {
  public:
   virtual ~ProfileBackend() = default;
@@ -72,6 +77,20 @@ class ProfileBackend {
   // its bytes), and its profile prices the step by parameters; cuda does not (its fused step is
   // byte-bound), so its step keeps its bytes at memory_bound_GBps and its profiles stay comparable.
   virtual Result<double> TimeOptimizerStep(int64_t, const TimingOptions&) { return 0.0; }
+  // Seconds of a Linear's op at n tokens, c input and oc output features as the layers run it,
+  // with the GeLU in its GEMM's epilogue and without: forward, LinearForward with its bias writing
+  // the pre-activation and its GeLU (cuBLASLt GELU_AUX_BIAS) against the same LinearForward
+  // without the GeLU output; backward, LinearBackwardDataGelu (the DGELU epilogue) against
+  // LinearBackwardData. {0, 0}: this backend runs no GeLU epilogue (the cpu: CpuOps runs the GeLU
+  // as a pass after its GEMM, timed by TimeGelu, and fuses no backward).
+  virtual Result<EpilogueTimes> TimeGeluEpilogue(int64_t, int64_t, int64_t, bool /*backward*/,
+                                                 const TimingOptions&) {
+    return EpilogueTimes{};
+  }
+  // Seconds of a Linear's bias gradient, dbias[oc] (fp32) += the column sums of dout[n][oc], as
+  // the runtime runs it (0: not timed: the cpu, whose bias sum runs inside its weight-gradient
+  // GEMM's kernel, kernels::MatmulBackward, with no time of its own).
+  virtual Result<double> TimeBiasGrad(int64_t, int64_t, const TimingOptions&) { return 0.0; }
   // Which attention implementation TimeAttention measured with that dropout, for the report.
   virtual std::string attention_kind(double dropout) const = 0;
   // Seconds of one tiny kernel (launch + completion, back to back), the fixed cost per op.

@@ -2,9 +2,10 @@
 // runtime runs: bf16 GEMMs through the cuBLASLt wrapper (kernels/cublas LtGemm::LinearForward,
 // fp32 accumulation, out = x W^T), the fused bias+GeLU of kernels/cuda and the causal attention
 // forward and backward of CudaOps (cuDNN's fused SDPA for bf16), without and with attention
-// dropout; plus a bf16 streaming add and an
-// empty kernel (profiler/cuda_kernels.cu) for the memory bandwidth and the launch cost, and NCCL
-// for the collectives. One GPU per rank: rank i on its node uses device i % count.
+// dropout, and CudaOps' GeLU epilogues and bias gradient (profiler/epilogues.h); plus a bf16
+// streaming add and an empty kernel (profiler/cuda_kernels.cu) for the memory bandwidth and the
+// launch cost, and NCCL for the collectives. One GPU per rank: rank i on its node uses device i %
+// count.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -56,6 +57,7 @@ constexpr float kWeightStd = 0.02f;
 constexpr uint64_t kKeyInput = 1, kKeyWeight = 2, kKeyGrad = 3, kKeyQkv = 4;
 // The attention dropout's key (any fixed one: what the mask costs does not depend on it).
 constexpr uint64_t kKeyDropout = 5;
+constexpr uint64_t kKeyBias = 6;
 
 // One attention problem (bf16 qkv, out, dout, dqkv; fp32 lse) run through CudaOps, with attention
 // dropout `drop.p` (0: none) drawn inside the kernel as training draws it.
@@ -194,6 +196,60 @@ class CudaBackend final : public ProfileBackend {
           return ops_->LinearBackwardWeight({dw.get(), DType::kFp32, n * k}, {},
                                             {dy.bf16(), DType::kBf16, m * n},
                                             {x.bf16(), DType::kBf16, m * k}, m, k, n);
+        },
+        [&] { return Sync(); }, t);
+  }
+
+  // The GeLU epilogues through CudaOps, as the layers run them (bf16; CudaOps's own conditions
+  // pick the epilogue, PTDP_GELU_EPILOGUE=0 the separate pass): forward, fc1's LinearForward with
+  // its bias, writing the GeLU too and not; backward, fc2's LinearBackwardDataGelu and
+  // LinearBackwardData. Each op is timed at the same shape on the same buffers.
+  Result<EpilogueTimes> TimeGeluEpilogue(int64_t n, int64_t c, int64_t oc, bool backward,
+                                         const TimingOptions& t) override {
+    DeviceArray x, w, bias, out, gelu;  // backward: x is dout [n][oc], out dpre and gelu pre [n][c]
+    const int64_t in = backward ? n * oc : n * c, outs = backward ? n * c : n * oc;
+    PTDP_RETURN_IF_ERROR(x.Allocate(size_t(in) * 2));
+    PTDP_RETURN_IF_ERROR(w.Allocate(size_t(oc) * c * 2));
+    PTDP_RETURN_IF_ERROR(bias.Allocate(size_t(oc) * 2));
+    PTDP_RETURN_IF_ERROR(out.Allocate(size_t(outs) * 2));
+    PTDP_RETURN_IF_ERROR(gelu.Allocate(size_t(outs) * 2));
+    PTDP_CUDA_RETURN(
+        LaunchFillNormal(x.bf16(), 1.0f, backward ? kKeyGrad : kKeyInput, in, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(w.bf16(), kWeightStd, kKeyWeight, oc * c, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(bias.bf16(), kWeightStd, kKeyBias, oc, stream_));
+    PTDP_CUDA_RETURN(LaunchFillNormal(gelu.bf16(), 1.0f, kKeyInput, outs, stream_));
+    const runtime::ConstRef xr(x.get(), DType::kBf16, in), wr(w.get(), DType::kBf16, oc * c),
+        br(bias.get(), DType::kBf16, oc), pre(gelu.get(), DType::kBf16, outs);
+    const runtime::TensorRef outr{out.get(), DType::kBf16, outs},
+        gelur{gelu.get(), DType::kBf16, outs};
+    const auto op = [&](bool fused) -> Status {
+      if (backward) {
+        return fused ? ops_->LinearBackwardDataGelu(outr, xr, wr, pre, n, c, oc)
+                     : ops_->LinearBackwardData(outr, xr, wr, n, c, oc);
+      }
+      return ops_->LinearForward(outr, fused ? gelur : runtime::TensorRef{}, xr, wr, br, n, c, oc);
+    };
+    EpilogueTimes times;
+    PTDP_ASSIGN_OR_RETURN(times.fused,
+                          MedianSeconds([&] { return op(true); }, [&] { return Sync(); }, t));
+    PTDP_ASSIGN_OR_RETURN(times.plain,
+                          MedianSeconds([&] { return op(false); }, [&] { return Sync(); }, t));
+    return times;
+  }
+
+  // The bias gradient LinearBackwardWeight adds (runtime/cuda/bias_grad.cu), alone: bf16 dout
+  // [n][oc] summed by column into an fp32 dbias.
+  Result<double> TimeBiasGrad(int64_t n, int64_t oc, const TimingOptions& t) override {
+    DeviceArray dout, dbias;
+    PTDP_RETURN_IF_ERROR(dout.Allocate(size_t(n) * oc * 2));
+    PTDP_RETURN_IF_ERROR(dbias.Allocate(size_t(oc) * 4));
+    PTDP_CUDA_RETURN(LaunchFillNormal(dout.bf16(), 1.0f, kKeyGrad, n * oc, stream_));
+    PTDP_CUDA_RETURN(cudaMemsetAsync(dbias.get(), 0, size_t(oc) * 4, stream_));
+    return MedianSeconds(
+        [&]() -> Status {
+          PTDP_CUDA_RETURN(runtime::cuda::opk::BiasGradAccumulate(static_cast<float*>(dbias.get()),
+                                                                  dout.bf16(), n, oc, stream_));
+          return Status::Ok();
         },
         [&] { return Sync(); }, t);
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "profiler/attention_grid.h"
+#include "profiler/epilogues.h"
 
 namespace ptdp::profiler {
 namespace {
@@ -262,6 +263,7 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   r.att_b = g.att_b, r.att_s = g.att_s, r.att_heads = g.att_heads, r.att_d = g.att_d;
   PTDP_RETURN_IF_ERROR(MeasureAttention(backend, g, &r));
   PTDP_RETURN_IF_ERROR(MeasureAttentionGrid(backend, g.timing, opts, &r));
+  PTDP_RETURN_IF_ERROR(MeasureEpilogues(backend, g.timing, &r));
   // 1 MiB of fp32 logits: the exponentials, not the bytes, bound it on a CPU.
   r.ce_rows = 64, r.ce_vocab = 4096;
   PTDP_ASSIGN_OR_RETURN(r.ce_seconds, backend.TimeCrossEntropy(r.ce_rows, r.ce_vocab, g.timing));

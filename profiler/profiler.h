@@ -109,6 +109,13 @@ struct ProfileReport {
   // The whole optimizer step over optimizer_params parameters (0: not timed, the cuda backend).
   int64_t optimizer_params = 0;
   Seconds optimizer_seconds = 0;
+  // The GeLU epilogues and the bias gradient at the fc1 and fc2 shapes of the attention shape's
+  // model: epi_tokens T = att_b att_s, epi_hidden h = att_heads att_d, epi_ffn f = 4h
+  // (profiler/epilogues.h; all 0: not timed, the cpu backend).
+  int64_t epi_tokens = 0, epi_hidden = 0, epi_ffn = 0;
+  EpilogueTimes gelu_epilogue;    // fc1's LinearForward (T x h -> f), with and without the GeLU
+  EpilogueTimes dgelu_epilogue;   // fc2's LinearBackwardData (T x h -> f), with and without GeLU'
+  Seconds bias_grad_seconds = 0;  // fc1's bias gradient over T x f
   double launch_us = 0;
   double memory_bytes = 0;
   double workspace_bytes = 0;

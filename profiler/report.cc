@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "profiler/epilogues.h"
 #include "profiler/profiler.h"
 
 namespace ptdp::profiler {
@@ -249,12 +250,13 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
         Measured(r, elements / r.gelu_backward_seconds / 1e9, "GeLU backward" + over + "Backward)");
   }
   if (r.optimizer_seconds > 0) {
-    p.optimizer_Gparams_per_s =
-        Measured(r, double(r.optimizer_params) / r.optimizer_seconds / 1e9,
-                 "the optimizer step over " + std::to_string(r.optimizer_params) +
-                     " fp32 parameters in one tensor, median of repeats (the runtime's "
-                     "SumSquaresMany for the gradient norm, then AdamWMany with weight decay, clipped)");
+    p.optimizer_Gparams_per_s = Measured(
+        r, double(r.optimizer_params) / r.optimizer_seconds / 1e9,
+        "the optimizer step over " + std::to_string(r.optimizer_params) +
+            " fp32 parameters in one tensor, median of repeats (the runtime's "
+            "SumSquaresMany for the gradient norm, then AdamWMany with weight decay, clipped)");
   }
+  AddEpilogueKeys(r, RunSource(r), &p);
   p.gemm.dtype = r.gemm_dtype;
   p.gemm.source =
       RunSource(r) + ": " + r.gemm_dtype + " GEMM, median of repeats" +
@@ -383,6 +385,7 @@ OrderedJson ReportToJson(const ProfileReport& r) {
   if (r.optimizer_seconds > 0) {
     j["optimizer_step"] = {{"params", r.optimizer_params}, {"time_us", r.optimizer_seconds / kUs}};
   }
+  if (r.epi_tokens > 0) j["epilogues"] = EpiloguesJson(r);
   j["kernel_launch_us"] = r.launch_us;
   j["memory_bytes"] = r.memory_bytes;
   j["workspace_bytes"] = r.workspace_bytes;
@@ -471,6 +474,7 @@ std::string ReportToText(const ProfileReport& r) {
                   double(r.optimizer_params) / r.optimizer_seconds / 1e9);
     out += line;
   }
+  out += EpiloguesText(r);
   if (!r.collectives.empty()) {
     std::snprintf(line, sizeof(line), "# %-15s %6s %12s %12s %12s %12s\n", "collective", "ranks",
                   "size_B", "time_us", "algbw_GB/s", "busbw_GB/s");

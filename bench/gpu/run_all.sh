@@ -271,7 +271,10 @@ profile() {
   fi
   # --attention-grid: attention at every s with every d (docs/profile.md) covering the models'
   # shapes (gpt2-124m/350m: s 1024, d 64; gpt-1.3b: s 2048, d 128), so that each is priced at its
-  # own (attention_table); 5 points beyond --attention's, about 5-15 s (docs/cuda.md).
+  # own (attention_table); 5 points beyond --attention's, about 5-15 s (docs/cuda.md). The cuda
+  # profile also times the GeLU epilogues and the bias gradient at --attention's fc1 and fc2 shapes
+  # (gelu_epilogue/dgelu_epilogue/bias_grad_Gelems_per_s, profiler/epilogues.h; estimated under
+  # 1 s), which the kernels stage's `compare --op-times` on this profile then prices.
   local a=(profile --backend cuda --out "$out/profile.json" --raw "$out/profile.raw.json"
            --peak-tflops "$peak" --peak-source "$peak_source" --links-from "$root/profiles/dgx-h100.json"
            --attention-grid 1024,2048,4096 64,128)

@@ -258,6 +258,58 @@ TEST(ProfileSchema, OptionalOptimizerRate) {
   refused(huge, "p.optimizer_Gparams_per_s.value: 200000 is outside (0,");
 }
 
+// The GeLU epilogues' rates (both or neither) and the bias gradient's: optional (0 when absent,
+// not written), round-tripped with their sources, refused without a source, alone (an epilogue)
+// or out of range, naming the field.
+TEST(ProfileSchema, OptionalEpilogueAndBiasGradRates) {
+  const auto none = HardwareProfileFromJson(SeleneJson(), "p");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->gelu_epilogue_Gelems_per_s.value, 0.0);
+  EXPECT_EQ(none->bias_grad_Gelems_per_s.value, 0.0);
+  const OrderedJson written = HardwareProfileToJson(*none);
+  for (const char* key :
+       {"gelu_epilogue_Gelems_per_s", "dgelu_epilogue_Gelems_per_s", "bias_grad_Gelems_per_s"}) {
+    EXPECT_FALSE(written.contains(key)) << key;
+  }
+  Json with = SeleneJson();
+  with["gelu_epilogue_Gelems_per_s"] = {{"value", 2556.0}, {"source", "a forward epilogue"}};
+  with["dgelu_epilogue_Gelems_per_s"] = {{"value", 2049.0}, {"source", "a backward epilogue"}};
+  with["bias_grad_Gelems_per_s"] = {{"value", 1500.0}, {"source", "a bias gradient"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->gelu_epilogue_Gelems_per_s.value, 2556.0);
+  EXPECT_EQ(back->gelu_epilogue_Gelems_per_s.source, "a forward epilogue");
+  EXPECT_EQ(back->dgelu_epilogue_Gelems_per_s.value, 2049.0);
+  EXPECT_EQ(back->dgelu_epilogue_Gelems_per_s.source, "a backward epilogue");
+  EXPECT_EQ(back->bias_grad_Gelems_per_s.value, 1500.0);
+  EXPECT_EQ(back->bias_grad_Gelems_per_s.source, "a bias gradient");
+  const auto refused = [](const Json& j, const std::string& what) {
+    auto r = HardwareProfileFromJson(j, "p");
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  Json one = with;
+  one.erase("gelu_epilogue_Gelems_per_s");
+  refused(one, "p.dgelu_epilogue_Gelems_per_s: needs gelu_epilogue_Gelems_per_s too");
+  Json bias_alone = SeleneJson();  // the bias gradient stands alone
+  bias_alone["bias_grad_Gelems_per_s"] = with["bias_grad_Gelems_per_s"];
+  EXPECT_TRUE(HardwareProfileFromJson(bias_alone, "p").ok());
+  Json sourceless = with;
+  sourceless["bias_grad_Gelems_per_s"].erase("source");
+  refused(sourceless, "p.bias_grad_Gelems_per_s");
+  Json zero = with;
+  zero["gelu_epilogue_Gelems_per_s"]["value"] = 0;
+  refused(zero, "p.gelu_epilogue_Gelems_per_s.value: 0 is outside (0,");
+  Json huge = with;
+  huge["dgelu_epilogue_Gelems_per_s"]["value"] = 2e7;
+  refused(huge, "p.dgelu_epilogue_Gelems_per_s.value: 2e+07 is outside (0, 1e+07]");
+  Json huge_bias = with;
+  huge_bias["bias_grad_Gelems_per_s"]["value"] = 2e5;
+  refused(huge_bias, "p.bias_grad_Gelems_per_s.value: 200000 is outside (0,");
+}
+
 // The backward GEMM tables: optional, read with the forward table's checks, round-tripped, and
 // refused in another dtype than the forward table's.
 TEST(ProfileSchema, OptionalBackwardGemmTables) {

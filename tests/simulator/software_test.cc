@@ -129,6 +129,29 @@ TEST(SoftwareProfile, BadInputNamesTheFieldAndTheReason) {
             std::string::npos);
 }
 
+// gelu_gemm_epilogue is optional: absent it is false and not written; present it round-trips
+// with its source, and a bare value or an empty source is refused naming the key.
+TEST(SoftwareProfile, OptionalGeluEpilogueFact) {
+  Json j = CoreJson();
+  j.erase("gelu_gemm_epilogue");
+  auto absent = SoftwareProfileFromJson(j, "sw");
+  ASSERT_TRUE(absent.ok()) << absent.status().message();
+  EXPECT_FALSE(absent->gelu_gemm_epilogue.value);
+  EXPECT_FALSE(SoftwareProfileToJson(*absent).contains("gelu_gemm_epilogue"));
+  j["gelu_gemm_epilogue"] = {{"value", true}, {"source", "runtime/cuda/cuda_ops.cc"}};
+  auto with = SoftwareProfileFromJson(j, "sw");
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  auto back = SoftwareProfileFromJson(Json::parse(SoftwareProfileToJson(*with).dump()), "sw");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->gelu_gemm_epilogue.value);
+  EXPECT_EQ(back->gelu_gemm_epilogue.source, "runtime/cuda/cuda_ops.cc");
+  j["gelu_gemm_epilogue"] = true;
+  EXPECT_NE(ErrorOf(j).find("sw.gelu_gemm_epilogue: expected an object"), std::string::npos)
+      << ErrorOf(j);
+  j["gelu_gemm_epilogue"] = {{"value", true}, {"source", ""}};
+  EXPECT_NE(ErrorOf(j).find("sw.gelu_gemm_epilogue.source"), std::string::npos) << ErrorOf(j);
+}
+
 ParallelConfig Layout(int tp, int pp, int dp, int mbs, int64_t batch) {
   ParallelConfig c;
   c.tp = tp, c.pp = pp, c.dp = dp, c.mbs = mbs, c.global_batch = batch;

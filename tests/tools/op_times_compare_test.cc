@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "tests/costmodel/test_profile.h"
 
 namespace ptdp::tools {
@@ -54,6 +56,34 @@ TEST(OpTimes, ComparisonTotals) {
   EXPECT_NE(text.find("ops with no per-op price                                  0.500"),
             std::string::npos)
       << text;
+}
+
+// The fused ops: unpriced work (*) on a profile without the epilogue and bias-gradient rates,
+// priced whole on one with them (costmodel/op_price.h), the footnote gone.
+TEST(OpTimes, FusedOpsPricedWholeWithMeasuredRates) {
+  const auto ops = ParseOpTimes(
+      "op [shape]                                   calls    ms/step   us/call  share\n"
+      "LinearForward+GeLU 4096x768x3072                 2      1.000     500.0  50.0%\n"
+      "LinearBackwardWeight 4096x768x3072               2      1.000     500.0  50.0%\n"
+      "all ops                                                 2.000\n");
+  ASSERT_TRUE(ops.ok()) << ops.status().ToString();
+  const char* footnote = "* the op also runs work the price leaves out";
+  HardwareProfile hw = testing::RoundProfile();
+  const std::string partial = OpTimesComparisonText(*ops, testing::TinyModel(), hw);
+  EXPECT_NE(partial.find(footnote), std::string::npos) << partial;
+  hw.gelu_epilogue_Gelems_per_s = {4.0, "test"};
+  hw.dgelu_epilogue_Gelems_per_s = {2.0, "test"};
+  hw.bias_grad_Gelems_per_s = {0.5, "test"};
+  const std::string whole = OpTimesComparisonText(*ops, testing::TinyModel(), hw);
+  EXPECT_EQ(whole.find(footnote), std::string::npos) << whole;
+  // Both ops now count among those priced whole: their 2 ms a step (none without the rates).
+  const auto whole_ms = [](const std::string& text) {
+    const std::string label = "of which the ops priced whole (no *)";
+    const size_t at = text.find(label);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + label.size()));
+  };
+  EXPECT_DOUBLE_EQ(whole_ms(whole), 2.0) << whole;
+  EXPECT_DOUBLE_EQ(whole_ms(partial), 0.0) << partial;
 }
 
 }  // namespace
