@@ -45,8 +45,9 @@ std::optional<OpPrice> PriceOp(const std::string& op, const std::vector<int64_t>
   if (linear && dims.size() == 3) {
     const int64_t n = dims[0], c = dims[1], oc = dims[2];
     // The GeLU epilogues and the bias gradient at the layers' own prices (layer_cost.h) where the
-    // profile measured them; without, the op carries more than its priced GEMM (partial).
-    const bool epilogues = hw.gelu_epilogue_Gelems_per_s.value > 0;
+    // profile measured them; without, the op carries more than its priced GEMM (partial). An op
+    // table with a "+GeLU" op comes from a runtime that fuses the GeLU: the software fact is true.
+    const bool epilogues = GeluPricedByEpilogue(model, hw, /*gelu_gemm_epilogue=*/true);
     if (op == "LinearForward") return OpPrice{GemmTime(hw, n, oc, c), false};
     if (op == "LinearForward+GeLU") {
       // The GeLU over the n x oc outputs (fc1's).
