@@ -130,6 +130,11 @@ Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string
   if (r.Has("gelu_gemm_epilogue")) {
     PTDP_RETURN_IF_ERROR(ReadFlag(r, "gelu_gemm_epilogue", &p.gelu_gemm_epilogue));
   }
+  if (r.Has("te_layer")) PTDP_RETURN_IF_ERROR(ReadFlag(r, "te_layer", &p.te_layer));
+  for (auto [key, fact] : {std::pair{"grad_buffer_passes", &p.grad_buffer_passes},
+                           std::pair{"grad_scale_passes", &p.grad_scale_passes}}) {
+    if (r.Has(key)) PTDP_RETURN_IF_ERROR(ReadSourced(r, key, fact, kMaxCount, true));
+  }
   PTDP_RETURN_IF_ERROR(ReadDdpVariant(r, &p.torch_ddp));
   PTDP_RETURN_IF_ERROR(ReadSearch(r, &p.search));
   PTDP_RETURN_IF_ERROR(r.Finish());
@@ -160,6 +165,12 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
   if (!p.gelu_gemm_epilogue.source.empty()) {
     j["gelu_gemm_epilogue"] = FlagJson(p.gelu_gemm_epilogue);
   }
+  if (!p.te_layer.source.empty()) j["te_layer"] = FlagJson(p.te_layer);
+  if (!p.grad_buffer_passes.source.empty()) {
+    j["grad_buffer_passes"] = SourcedJson(p.grad_buffer_passes);
+  }
+  if (!p.grad_scale_passes.source.empty())
+    j["grad_scale_passes"] = SourcedJson(p.grad_scale_passes);
   if (p.torch_ddp) j["torch_ddp"] = DdpVariantJson(*p.torch_ddp);
   SoftwareSearchDefaults search = p.search;
   OrderedJson s;

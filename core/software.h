@@ -17,6 +17,8 @@
 //   "optimizer_small_allreduces": {value in [0, 100], source},
 //   "loss_dp_allreduces_per_microbatch": {value in [0, 100], source},
 //   optional "gelu_gemm_epilogue": {value: bool, source} (absent: false),
+//   optional "te_layer": {value: bool, source} (absent: false),
+//   optional "grad_buffer_passes", "grad_scale_passes": {value in [0, 100], source} (absent: 0),
 //   optional "torch_ddp": {"about", "overlap_grad_reduce", "grad_bucket_params",
 //     "grad_bucket_params_per_dp_rank", "ddp_grad_copy_bytes_per_param",
 //     "overlap_compute_slowdown"} (the same forms and ranges as above),
@@ -109,6 +111,18 @@ struct SoftwareProfile {
   // cuBLASLt GELU_AUX_BIAS and DGELU), so that no separate GeLU pass runs. Priced only where the
   // hardware profile measured those epilogues (HardwareProfile::gelu_epilogue_Gelems_per_s).
   SourcedFlag gelu_gemm_epilogue;
+  // Optional (absent: false, not written): the stack runs the transformer layer on Transformer
+  // Engine (Megatron-Core's TE layer spec): QKV bias in the GEMM epilogues, one-pass LayerNorm
+  // backward, autograd's residual-gradient adds, and fused attention's bshd copies
+  // (costmodel::LayerMemoryBytesOf).
+  SourcedFlag te_layer;
+  // Optional (absent: 0, not written): element passes the data-parallel wrapper makes over the
+  // rank's whole gradient buffer once per iteration (Megatron-Core: the zero_ before the first
+  // microbatch and the NaN check's norm), and the passes of its scaling by 1/d before the
+  // reduction, made only where d > 1 (read and write: 2). Each moves the gradient's bytes
+  // (core/ledger.h) per parameter, charged with the optimizer step.
+  Sourced grad_buffer_passes;
+  Sourced grad_scale_passes;
   SoftwareSearchDefaults search;
   // Optional ("torch_ddp"): the facts of torch.nn.parallel.DistributedDataParallel in this stack.
   std::optional<DdpVariant> torch_ddp;

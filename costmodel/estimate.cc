@@ -57,6 +57,21 @@ Seconds DataParallelCopyTime(const ClusterSpec& cluster, const ModelSpec& m,
   return MemoryBoundTime(cluster.profile, double(params) * bytes, kernels);
 }
 
+// The data-parallel wrapper's own passes over the rank's whole gradient buffer, once per iteration
+// (the software profile's grad_buffer_passes: Megatron-Core zeroes the buffer and takes its norm
+// to check for NaN; grad_scale_passes where d > 1: it scales the buffer by 1/d, read and write,
+// before the reduction), each over `params` elements of the gradient's type. The norm and the
+// scaling run bucket by bucket in the backward, on the compute stream; charged with the step, as
+// the iteration's total is the same. One launch per pass (per bucket in fact; launches are small
+// against these bytes).
+Seconds GradBufferPassTime(const SoftwareProfile& sw, const HardwareProfile& hw,
+                           const ParallelConfig& c, int64_t params) {
+  const double passes = sw.grad_buffer_passes.value + (c.dp > 1 ? sw.grad_scale_passes.value : 0.0);
+  if (passes <= 0) return 0;
+  const double bytes = double(params) * BytesPerParameter(c).grad * passes;
+  return MemoryBoundTime(hw, bytes, int(std::ceil(passes)));
+}
+
 // The optimizer step's one-float all-reduces over the model-parallel group (every tensor and
 // pipeline rank of one data-parallel replica), each read back by the host (the software profile's
 // optimizer_small_allreduces): the collective's time plus a launch gap after the host sync.
@@ -134,7 +149,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
 
   const Precision pr = c.precision;
   PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
-                                         cluster.software.gelu_gemm_epilogue.value);
+                                         cluster.software.gelu_gemm_epilogue.value,
+                                         cluster.software.te_layer.value);
   const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
   if (tp_hidden > 0) {
     const double slowdown = cluster.software.overlap_compute_slowdown.value;
@@ -270,7 +286,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     // The distributed optimizer updates 1/d of the parameters on each GPU.
     t.optimizer[r] =
         OptimizerStepTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params) +
-        optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params);
+        optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params) +
+        GradBufferPassTime(cluster.software, hw, c, params);
   }
   t.param_elements = *param_elements;
   t.dp_buckets = 1;

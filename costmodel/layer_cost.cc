@@ -11,10 +11,54 @@ Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
          kernels * hw.kernel_launch_us.value * kUs;
 }
 
+namespace {
+
+// The layer as Megatron-Core runs it on Transformer Engine (SoftwareProfile::te_layer; TE v1.8,
+// the NGC 24.07 release beside Megatron-Core r0.8.0), against the 2021 terms above:
+// - the QKV bias runs in the GEMMs' epilogues: forward `tex.gemm(..., bias=bias, use_bias=...)`
+//   and the bias gradient from the weight-gradient GEMM (`grad=True, use_bias=ctx.use_bias`),
+//   TransformerEngine v1.8 transformer_engine/pytorch/module/layernorm_linear.py lines 269-279
+//   and 636-646 (Megatron-Core's linear_qkv has skip_bias_add=False, megatron/core/transformer/
+//   attention.py line 387 at core_r0.8.0): no bias pass either way;
+// - each LayerNorm's backward is one `tex.layernorm_bwd` (layernorm_linear.py line 673: dx, dgamma
+//   and dbeta from one read of dy and x, the weight gradients as per-block partial sums): 3e per
+//   element, not apex's 5e;
+// - autograd adds the two gradients that meet at each LayerNorm's input (the residual's and the
+//   LayerNorm's; layernorm_linear.py lines 668-670 fuse that add only with
+//   return_layernorm_output, which Megatron-Core leaves False): read 2e, write e, once per
+//   LayerNorm (the 2021 stack runs the same add; docs/cost_model.md);
+// - fused attention runs in the bshd format: --no-rope-fusion is opt-out (megatron/training/
+//   arguments.py lines 1130-1133), and with apply_rope_fusion TEDotProductAttention sets
+//   qkv_format 'bshd' whatever the position embedding (megatron/core/transformer/custom_layers/
+//   transformer_engine.py lines 515-516), copies Q, K and V transposed (lines 526-527: 2e per
+//   element of the T qkv/t, 3 kernels) and returns the output transposed (line 564), which the
+//   projection's prepare_forward copies (TE module/base.py line 606: the 2021 context copy's
+//   bytes). Backward: the output gradient made contiguous (TE attention.py line 3719: 2e T h/t)
+//   and dQ, dK, dV joined by torch.split's backward, a cat (attention.py line 519: 2e T qkv/t).
+void AdjustForTransformerEngine(const ModelSpec& m, double e, double T, double Th_seq, int tp,
+                                bool fused_attention, LayerMemoryBytes* b) {
+  if (m.HasQkvBias()) {  // its bytes are left out in LayerMemoryBytesOf (qkv_bias_pass)
+    b->forward_kernels -= 1;
+    b->backward_kernels -= 1;
+  }
+  b->backward -= 2 * (2 * e * Th_seq);  // LayerNorm backward: 3e per element, not 5e
+  b->backward += 2 * (3 * e * Th_seq);  // the residual gradient added to the LayerNorm's
+  b->backward_kernels += 2;
+  if (fused_attention) {
+    const double qkv = T * double(m.QkvOut()) / tp, context = T * double(m.hidden) / tp;
+    b->forward += 2 * e * qkv;  // Q, K, V transposed to bshd
+    b->forward_kernels += 3;
+    b->backward += 2 * e * context + 2 * e * qkv;  // dO made contiguous; split's cat
+    b->backward_kernels += 2;
+  }
+}
+
+}  // namespace
+
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
                                     bool sequence_parallel, bool fused_attention,
                                     bool gelu_by_elements, bool gelu_epilogue,
-                                    bool bias_grad_by_rate) {
+                                    bool bias_grad_by_rate, bool te_layer) {
   const double e = act_bytes, T = double(mbs) * double(m.seq_len), h = double(m.hidden),
                f = double(m.FfnHidden()), s = double(m.seq_len);
   // LayerNorm, dropout and residual act on all T h, or on T h / t with sequence parallelism.
@@ -24,9 +68,11 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   // SwiGLU (forward reads gate and up, writes f; backward reads dy, gate, up, writes their two
   // gradients) and the rotation of Q and K both ways. Each is the GPT term for a GPT.
   const double qkv = double(m.QkvOut()), kv = double(m.KvHeads()) * double(m.HeadDim());
-  const double qkv_bias_fwd = m.HasQkvBias() ? 2 * e * T * qkv / tp : 0.0;
+  // On Transformer Engine the QKV bias runs in the GEMMs' epilogues (AdjustForTransformerEngine).
+  const bool qkv_bias_pass = m.HasQkvBias() && !te_layer;
+  const double qkv_bias_fwd = qkv_bias_pass ? 2 * e * T * qkv / tp : 0.0;
   // A bias gradient priced at its measured rate (BiasGradSeconds) moves no bytes here.
-  const double qkv_bias_bwd = m.HasQkvBias() && !bias_grad_by_rate ? e * T * qkv / tp : 0.0;
+  const double qkv_bias_bwd = qkv_bias_pass && !bias_grad_by_rate ? e * T * qkv / tp : 0.0;
   const double residual = m.IsGpt() ? 3 * e + 1 : 3 * e;  // bias-dropout-add or a plain add
   const double residual_bwd = m.IsGpt() && bias_grad_by_rate ? 2 * e + 1 : residual;
   // The GeLU priced by its elements (GeluPassTime) moves no bytes here: 0 adds exactly; run in the
@@ -65,6 +111,7 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
     b.forward_kernels -= 2;
     b.backward_kernels -= 2;
   }
+  if (te_layer) AdjustForTransformerEngine(m, e, T, Th_seq, tp, fused_attention, &b);
   return b;
 }
 
@@ -124,9 +171,10 @@ Seconds BiasGradSeconds(const HardwareProfile& hw, double elements) {
   return rate > 0 ? elements / (rate * 1e9) : 0.0;
 }
 
-double LayerBiasGradElements(const ModelSpec& m, int tp, int mbs, bool sequence_parallel) {
+double LayerBiasGradElements(const ModelSpec& m, int tp, int mbs, bool sequence_parallel,
+                             bool te_layer) {
   const double T = double(mbs) * double(m.seq_len), h = double(m.hidden);
-  const double qkv = m.HasQkvBias() ? T * double(m.QkvOut()) / tp : 0.0;
+  const double qkv = m.HasQkvBias() && !te_layer ? T * double(m.QkvOut()) / tp : 0.0;
   const double proj_fc2 = m.IsGpt() ? 2 * (sequence_parallel ? T * h / tp : T * h) : 0.0;
   const double fc1 = m.swiglu ? 0.0 : T * double(m.FfnHidden()) / tp;
   return qkv + proj_fc2 + fc1;
@@ -173,7 +221,7 @@ Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs) {
 
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
                                int tp, int mbs, Seconds tp_allreduce_s, bool sequence_parallel,
-                               bool fused_attention, bool gelu_gemm_epilogue) {
+                               bool fused_attention, bool gelu_gemm_epilogue, bool te_layer) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, f = m.FfnHidden(), s = m.seq_len;
   const int64_t dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
   // QKV's and fc1's output features: 3h and f for a GPT; with grouped-query attention h + 2 kv dh,
@@ -213,7 +261,7 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
   const bool bias_grad_by_rate = BiasGradPricedByRate(hw);
   const LayerMemoryBytes mb =
       LayerMemoryBytesOf(m, tp, mbs, ComputeBytes(precision), sequence_parallel, fused_attention,
-                         gelu_by_elements, gelu_epilogue, bias_grad_by_rate);
+                         gelu_by_elements, gelu_epilogue, bias_grad_by_rate, te_layer);
   c.forward.memory = MemoryBoundTime(hw, mb.forward, mb.forward_kernels);
   c.backward.memory = MemoryBoundTime(hw, mb.backward, mb.backward_kernels);
   if (gelu_by_elements) {
@@ -227,7 +275,8 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
     c.backward.memory += gelu.backward;
   }
   if (bias_grad_by_rate) {
-    c.backward.memory += BiasGradSeconds(hw, LayerBiasGradElements(m, tp, mbs, sequence_parallel));
+    c.backward.memory +=
+        BiasGradSeconds(hw, LayerBiasGradElements(m, tp, mbs, sequence_parallel, te_layer));
   }
   if (precision == Precision::kFp8) {
     // Transformer Engine's casts (4 inputs and 4 weights forward, 4 output gradients backward)

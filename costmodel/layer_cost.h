@@ -72,11 +72,18 @@ struct LayerMemoryBytes {
 // ways and its forward kernel with them (it runs in fc1's GEMM); the fc1 bias gradient's e T f/t
 // stays (its own kernel, runtime/cuda/bias_grad.cu). With bias_grad_by_rate (BiasGradPricedByRate)
 // each bias gradient's e bytes per element are left out (the QKV bias's, the two bias-dropout-
-// adds' and the bias-GeLU's); the kernels stay counted.
+// adds' and the bias-GeLU's); the kernels stay counted. With te_layer (SoftwareProfile::te_layer:
+// Megatron-Core on Transformer Engine) the QKV bias runs in the GEMMs' epilogues (no bytes, one
+// kernel fewer each way), each LayerNorm's backward is one 3e pass instead of 5e, autograd's add
+// of the residual gradient to each LayerNorm's input gradient is charged (2 x 3e T h, or T h / t
+// with sequence parallelism, 2 kernels backward), and fused attention in TE's bshd format adds
+// Q, K, V's transposed copies forward (2e T qkv/t, 3 kernels), the output gradient's copy and
+// split's cat backward (2e T h/t + 2e T qkv/t, 2 kernels); AdjustForTransformerEngine in
+// layer_cost.cc has the sources.
 LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act_bytes,
                                     bool sequence_parallel = false, bool fused_attention = false,
                                     bool gelu_by_elements = false, bool gelu_epilogue = false,
-                                    bool bias_grad_by_rate = false);
+                                    bool bias_grad_by_rate = false, bool te_layer = false);
 
 // The one test of whether a layer's activation pass is priced by its elements: a GeLU MLP on a
 // profile with both measured GeLU rates (gelu_forward_Gelems_per_s, gelu_backward_Gelems_per_s: a
@@ -112,8 +119,9 @@ Seconds BiasGradSeconds(const HardwareProfile& hw, double elements);
 // Output-gradient elements the bias gradients of one layer sum, those whose bytes
 // LayerMemoryBytesOf charges: QKV's T qkv/t (a model with a QKV bias), the projection's and fc2's
 // (a GPT: the bias-dropout-adds, on T h, or T h / t with sequence parallelism) and fc1's T f/t (a
-// GeLU MLP).
-double LayerBiasGradElements(const ModelSpec& m, int tp, int mbs, bool sequence_parallel);
+// GeLU MLP). With te_layer the QKV bias gradient is the weight-gradient GEMM's epilogue: not here.
+double LayerBiasGradElements(const ModelSpec& m, int tp, int mbs, bool sequence_parallel,
+                             bool te_layer = false);
 
 // FP8 training (Precision::kFp8), as Transformer Engine runs a layer (docs/cost_model.md, "FP8"):
 // the four Linears' GEMMs (forward, input and weight gradients) at the profile's FP8 rate, their
@@ -134,11 +142,12 @@ Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs);
 // group's link (0 when tp == 1); with sequence parallelism pass the time of a reduce-scatter plus
 // an all-gather of b s h, which replace it, and LayerNorm, dropout and residual act on T h / t.
 // `gelu_gemm_epilogue`: the stack runs the GeLU in the GEMMs' epilogues (the software profile's
-// fact; priced so only where GeluPricedByEpilogue).
+// fact; priced so only where GeluPricedByEpilogue). `te_layer`: the stack runs the layer on
+// Transformer Engine (SoftwareProfile::te_layer; LayerMemoryBytesOf says what changes).
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
                                int tp, int mbs, Seconds tp_allreduce_s,
                                bool sequence_parallel = false, bool fused_attention = false,
-                               bool gelu_gemm_epilogue = false);
+                               bool gelu_gemm_epilogue = false, bool te_layer = false);
 // A fused (FlashAttention-class) causal attention kernel in place of the scores and scores.V
 // GEMMs, the softmax and the dropout; its time is charged as GEMM time. FLOPs (FlashAttention-2,
 // Dao 2023, section 3): forward Q K^T and P V, 2 x 2 s^2 (h/a) per head; backward recomputes

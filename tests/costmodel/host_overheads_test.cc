@@ -115,5 +115,30 @@ TEST(HostOverheads, LossAllReducePerMicrobatch) {
   EXPECT_EQ(b1.Chunk(1, 0).forward.tp_comm, a1.Chunk(1, 0).forward.tp_comm);
 }
 
+// Megatron-Core's passes over the whole gradient buffer (zero_, the NaN check's norm: 2) and its
+// scaling by 1/d (read and write: 2): fp16 with fused accumulation keeps fp32 main gradients, so
+// 4 passes x 4 bytes per parameter of the rank at 1000 GB/s plus a launch (2 us) per pass, with
+// the step. With d = 1 there is no scaling (Megatron-Core's factor is 1): 2 passes.
+TEST(HostOverheads, GradientBufferPasses) {
+  Clusters k = Pair();
+  k.with.software.grad_buffer_passes = testing::S(2);
+  k.with.software.grad_scale_passes = testing::S(2);
+  ParallelConfig c = Layout();
+  c.grad_accumulation_fusion = true;
+  const CostTable a = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b = BuildCostTable(testing::TinyModel(), k.with, c);
+  for (int r = 0; r < 2; ++r) {
+    const double want = double(a.param_elements[r]) * 4 * 4 / 1e12 + 4 * 2e-6;
+    EXPECT_NEAR(b.optimizer[r] - a.optimizer[r], want, 1e-15) << r;
+    EXPECT_EQ(b.Chunk(r, 0).BackwardTime(), a.Chunk(r, 0).BackwardTime());
+  }
+  c.dp = 1;
+  c.global_batch = 2;
+  const CostTable a1 = BuildCostTable(testing::TinyModel(), k.plain, c),
+                  b1 = BuildCostTable(testing::TinyModel(), k.with, c);
+  const double want1 = double(a1.param_elements[0]) * 2 * 4 / 1e12 + 2 * 2e-6;
+  EXPECT_NEAR(b1.optimizer[0] - a1.optimizer[0], want1, 1e-15);
+}
+
 }  // namespace
 }  // namespace ptdp::costmodel

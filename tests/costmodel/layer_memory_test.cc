@@ -42,6 +42,44 @@ TEST(LayerCost, MemoryBoundBytesByHand) {
   EXPECT_DOUBLE_EQ(sp.backward, 320 + 96 + 96 + 80 + 224 + 512);
 }
 
+// The same layer on Transformer Engine (te_layer), from the hand sums above: forward without the
+// QKV bias add (384; 8 kernels); backward without the QKV bias gradient (192), each LayerNorm's
+// backward 3e not 5e (-2*2*2*32 = -256), and autograd's two residual-gradient adds (+2*3*2*32 =
+// 384): 2592 bytes, 13 - 1 + 2 = 14 kernels. With fused attention (the fused 1728 / 2304 bytes,
+// 7 / 11 kernels) TE's bshd format adds Q, K, V's transposed copies forward (2*2*4*24 = 384, 3
+// kernels: 1728 again, 9 kernels) and the output gradient's copy (2*2*4*8 = 128) and split's cat
+// (384) backward: 2304 - 192 - 256 + 384 + 128 + 384 = 2752, 11 - 1 + 2 + 2 = 14 kernels. With
+// sequence parallelism at t = 2 the LayerNorm and residual terms act on T h / t = 16.
+TEST(LayerCost, TransformerEngineBytesByHand) {
+  ModelSpec m;
+  m.layers = 1;
+  m.hidden = 8;
+  m.heads = 2;
+  m.seq_len = 4;
+  m.vocab = 16;
+  const LayerMemoryBytes te =
+      LayerMemoryBytesOf(m, 1, 1, 2, false, false, false, false, false, true);
+  EXPECT_DOUBLE_EQ(te.forward, 1632.0);
+  EXPECT_DOUBLE_EQ(te.backward, 2592.0);
+  EXPECT_EQ(te.forward_kernels, 8);
+  EXPECT_EQ(te.backward_kernels, 14);
+  const LayerMemoryBytes fused =
+      LayerMemoryBytesOf(m, 1, 1, 2, false, true, false, false, false, true);
+  EXPECT_DOUBLE_EQ(fused.forward, 1728.0);
+  EXPECT_DOUBLE_EQ(fused.backward, 2752.0);
+  EXPECT_EQ(fused.forward_kernels, 9);
+  EXPECT_EQ(fused.backward_kernels, 14);
+  const LayerMemoryBytes sp =
+      LayerMemoryBytesOf(m, 2, 1, 2, true, false, false, false, false, true);
+  EXPECT_DOUBLE_EQ(sp.forward, 128 + 64 + 80 + 64 + 224 + 256);
+  EXPECT_DOUBLE_EQ(sp.backward, 320 - 128 + 192 + 96 + 80 + 224 + 512);
+  // The layer's cost charges those bytes (the round profile: 1000 GB/s, no launch cost).
+  const PieceCost c = TransformerLayerCost(m, testing::RoundProfile(), Precision::kFp16, 1, 1, 0,
+                                           false, true, false, true);
+  EXPECT_NEAR(c.forward.memory, 1728.0 / 1e12, 1e-18);
+  EXPECT_NEAR(c.backward.memory, 2752.0 / 1e12, 1e-18);
+}
+
 // Flat 100 TFLOP/s and no launch cost: the forward GEMM time is the layer's forward FLOPs per
 // tensor rank / 100e12, the backward twice that; 1000 GB/s for the memory-bound bytes; 2
 // all-reduces each way. Tiny's layer forward for b = 2 sequences (s = 32, h = 64, f = 4h):

@@ -152,6 +152,33 @@ TEST(SoftwareProfile, OptionalGeluEpilogueFact) {
   EXPECT_NE(ErrorOf(j).find("sw.gelu_gemm_epilogue.source"), std::string::npos) << ErrorOf(j);
 }
 
+// te_layer, grad_buffer_passes and grad_scale_passes are optional: megatron-core states them
+// (2 and 2 passes, TE on), the 2021 stack does not (false, 0, and none written); a count out of
+// [0, 100] is refused naming the key.
+TEST(SoftwareProfile, OptionalTransformerEngineAndGradientBufferFacts) {
+  auto core = LoadSoftware("megatron-core");
+  auto paper = LoadSoftware("megatron-lm-2021");
+  ASSERT_TRUE(core.ok() && paper.ok());
+  EXPECT_TRUE(core->te_layer.value);
+  EXPECT_EQ(core->grad_buffer_passes.value, 2);
+  EXPECT_EQ(core->grad_scale_passes.value, 2);
+  EXPECT_FALSE(paper->te_layer.value);
+  EXPECT_EQ(paper->grad_buffer_passes.value + paper->grad_scale_passes.value, 0);
+  const OrderedJson written = SoftwareProfileToJson(*paper);
+  for (const char* key : {"te_layer", "grad_buffer_passes", "grad_scale_passes"}) {
+    EXPECT_FALSE(written.contains(key)) << key;
+  }
+  Json j = CoreJson();
+  j["grad_scale_passes"] = {{"value", -1}, {"source", "test"}};
+  EXPECT_NE(ErrorOf(j).find("sw.grad_scale_passes"), std::string::npos) << ErrorOf(j);
+  j = CoreJson();
+  j["grad_buffer_passes"] = {{"value", 101}, {"source", "test"}};
+  EXPECT_NE(ErrorOf(j).find("sw.grad_buffer_passes"), std::string::npos) << ErrorOf(j);
+  j = CoreJson();
+  j["te_layer"] = 1;
+  EXPECT_NE(ErrorOf(j).find("sw.te_layer"), std::string::npos) << ErrorOf(j);
+}
+
 ParallelConfig Layout(int tp, int pp, int dp, int mbs, int64_t batch) {
   ParallelConfig c;
   c.tp = tp, c.pp = pp, c.dp = dp, c.mbs = mbs, c.global_batch = batch;
