@@ -10,6 +10,13 @@ namespace ptdp::sim {
 
 Network::Network(int num_ports, uint32_t done_kind) : ports_(num_ports), done_kind_(done_kind) {}
 
+void Network::Reset(int num_ports) {
+  flows_.clear();
+  free_.clear();
+  ports_.resize(size_t(num_ports));
+  for (std::vector<int>& port : ports_) port.clear();
+}
+
 void Network::Update(EventQueue& q, int id) {
   Flow& f = flows_[id];
   const Nanoseconds now = q.now();

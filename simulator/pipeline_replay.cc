@@ -148,6 +148,7 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     shape->instructions = InstructionCount(*program);
     Compile(*program, &shape->ranks);
     shape_ = std::move(shape);
+    StartFromTailCut();
   }
   costmodel::PipelineTime out;
   if (!Replay(t, lowering.message_bytes, &out)) return fallback();
@@ -368,7 +369,62 @@ bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes by
     shape_->cut_grad[size_t(port)] = first_joined(s.grad_flows[size_t(egress ? r : (r + 1) % pp)]);
   }
   s.cut_act.clear(), s.cut_grad.clear();
+  KeepTailCut();
   return Outcome(out);
+}
+
+// The rank whose activations (or gradients) cross `port` (egress r, ingress pp + r), outside a V.
+static int SenderOf(int port, int pp, bool grad) {
+  const int r = port % pp;
+  if (port < pp) return r;
+  return grad ? (r + 1) % pp : (r + pp - 1) % pp;
+}
+
+// Records how many of each port's last flows the new shape's cut let join (Scratch::TailCut).
+void PipelineReplayer::KeepTailCut() {
+  Scratch& s = *scratch_;
+  const Shape& sh = *shape_;
+  auto it = std::find_if(s.tail_cuts.begin(), s.tail_cuts.end(), [&](const Scratch::TailCut& c) {
+    return c.kind == sh.kind && c.pp == sh.pp && c.vp == sh.vp;
+  });
+  if (it == s.tail_cuts.end()) {
+    s.tail_cuts.push_back({sh.kind, sh.pp, sh.vp, {}, {}});
+    it = s.tail_cuts.end() - 1;
+  }
+  it->act.assign(size_t(2 * sh.pp), 0);
+  it->grad.assign(size_t(2 * sh.pp), 0);
+  for (int port = 0; port < 2 * sh.pp; ++port) {
+    const size_t acts = s.act_flows[size_t(SenderOf(port, sh.pp, false))].size();
+    const size_t grads = s.grad_flows[size_t(SenderOf(port, sh.pp, true))].size();
+    it->act[size_t(port)] = int32_t(acts) - sh.cut_act[size_t(port)];
+    it->grad[size_t(port)] = int32_t(grads) - sh.cut_grad[size_t(port)];
+  }
+}
+
+// A new shape's cut, from the last one of its pipeline (kind, pp, vp): as many last flows per
+// port join the network model as did there.
+void PipelineReplayer::StartFromTailCut() {
+  const Scratch& s = *scratch_;
+  Shape& sh = *shape_;
+  for (const Scratch::TailCut& c : s.tail_cuts) {
+    if (c.kind != sh.kind || c.pp != sh.pp || c.vp != sh.vp) continue;
+    std::vector<int32_t> act_sends(size_t(sh.pp), 0), grad_sends(size_t(sh.pp), 0);
+    for (int r = 0; r < sh.pp; ++r) {
+      for (const Step& st : sh.ranks[size_t(r)]) {
+        if (st.op == StepOp::kSend) ++(st.grad ? grad_sends : act_sends)[size_t(r)];
+      }
+    }
+    sh.cut_act.assign(size_t(2 * sh.pp), 0);
+    sh.cut_grad.assign(size_t(2 * sh.pp), 0);
+    for (int port = 0; port < 2 * sh.pp; ++port) {
+      const int32_t acts = act_sends[size_t(SenderOf(port, sh.pp, false))];
+      const int32_t grads = grad_sends[size_t(SenderOf(port, sh.pp, true))];
+      sh.cut_act[size_t(port)] = std::max(0, acts - c.act[size_t(port)]);
+      sh.cut_grad[size_t(port)] = std::max(0, grads - c.grad[size_t(port)]);
+    }
+    ++tail_cut_starts_;
+    return;
+  }
 }
 
 // Lowers each port's `from` to the start of the earliest flow in a touching pair of which one ran
@@ -418,10 +474,13 @@ bool PipelineReplayer::MarkTouching() {
 bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather) {
   Scratch& s = *scratch_;
   const int pp = shape_->pp;
-  EventQueue queue;
+  EventQueue& queue = s.round_queue;
+  queue.Reset();
   // The Interpreter's ports: NVLink egress r and ingress pp + r, the NICs 2 pp above them.
-  Network network(4 * pp, kFlowDone);
-  CollectiveStreams collectives(pp, 2 * pp, 3 * pp, {kCollWake, kCollLatency, kCollIntra});
+  Network& network = s.round_network;
+  network.Reset(4 * pp);
+  CollectiveStreams& collectives = s.round_collectives;
+  collectives.Reset(pp, 2 * pp, 3 * pp);
   s.queue = &queue;
   s.network = &network;
   const bool overlapped = t.overlap_grad_reduce && ReductionCrossesNics(t);
@@ -452,6 +511,7 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
       WalkReady(gather);
     }
   }
+  events_ += queue.processed();
   s.queue = nullptr;
   s.network = nullptr;
   s.collectives = nullptr;
