@@ -119,7 +119,4 @@ struct PipelineReplayer::Scratch {
   std::vector<char> grad;                             // per message key: in grad_flows
 };
 
-PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
-PipelineReplayer::~PipelineReplayer() = default;
-
 }  // namespace ptdp::sim
