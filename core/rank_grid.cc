@@ -98,6 +98,17 @@ bool RankGrid::CrossesNodes(const std::vector<int>& group, int gpus_per_node) {
 }
 
 int RankGrid::NodesSpanned(const std::vector<int>& group, int gpus_per_node) {
+  // The grid's groups are sorted by rank, so their node ids never decrease and each new one
+  // is a new node: counted without a set (the planner asks this for every layout it prices).
+  if (std::is_sorted(group.begin(), group.end())) {
+    int nodes = 0;
+    for (size_t i = 0; i < group.size(); ++i) {
+      if (i == 0 || NodeOf(group[i], gpus_per_node) != NodeOf(group[i - 1], gpus_per_node)) {
+        ++nodes;
+      }
+    }
+    return nodes;
+  }
   std::set<int> nodes;
   for (int r : group) nodes.insert(NodeOf(r, gpus_per_node));
   return int(nodes.size());

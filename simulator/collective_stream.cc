@@ -7,18 +7,30 @@ namespace ptdp::sim {
 CollectiveStreams::CollectiveStreams(int ranks, int nic_egress, int nic_ingress, Kinds kinds)
     : st_(ranks), nic_egress_(nic_egress), nic_ingress_(nic_ingress), kinds_(kinds) {}
 
+void CollectiveStreams::Reset(int ranks, int nic_egress, int nic_ingress) {
+  st_.resize(size_t(ranks));
+  for (Stream& s : st_) {
+    s.jobs.clear(), s.next = 0, s.wake_at = -1, s.running = false, s.parts_left = 0;
+  }
+  nic_egress_ = nic_egress;
+  nic_ingress_ = nic_ingress;
+}
+
+void CollectiveStreams::Push(int r, const costmodel::CollectiveCost& c, double fraction,
+                             Nanoseconds ready) {
+  Job j;
+  j.ready = ready;
+  j.latency = ToNanoseconds(c.latency * fraction);
+  j.intra = ToNanoseconds(c.intra * fraction);
+  j.nic_bytes = c.nic_bytes * fraction;
+  j.nic_Bps = c.nic_Bps;
+  st_[r].jobs.push_back(j);
+}
+
 void CollectiveStreams::Enqueue(EventQueue& q, Network& net, int r,
                                 const std::vector<costmodel::CollectiveCost>& list, double fraction,
                                 Nanoseconds ready) {
-  for (const costmodel::CollectiveCost& c : list) {
-    Job j;
-    j.ready = ready;
-    j.latency = ToNanoseconds(c.latency * fraction);
-    j.intra = ToNanoseconds(c.intra * fraction);
-    j.nic_bytes = c.nic_bytes * fraction;
-    j.nic_Bps = c.nic_Bps;
-    st_[r].jobs.push_back(j);
-  }
+  for (const costmodel::CollectiveCost& c : list) Push(r, c, fraction, ready);
   Pump(q, net, r);
 }
 
@@ -34,7 +46,8 @@ void CollectiveStreams::EnqueueDelay(EventQueue& q, Network& net, int r, Nanosec
 void CollectiveStreams::EnqueueReduction(EventQueue& q, Network& net, const costmodel::CostTable& c,
                                          int r, double fraction, Nanoseconds ready) {
   if (r < static_cast<int>(c.dp_collectives.size()) && !c.dp_collectives[r].empty()) {
-    Enqueue(q, net, r, {c.dp_collectives[r].front()}, fraction, ready);
+    Push(r, c.dp_collectives[r].front(), fraction, ready);  // no list built per bucket
+    Pump(q, net, r);
     return;
   }
   const Nanoseconds total = ReduceNs(c, r);
@@ -44,7 +57,8 @@ void CollectiveStreams::EnqueueReduction(EventQueue& q, Network& net, const cost
 void CollectiveStreams::EnqueueGather(EventQueue& q, Network& net, const costmodel::CostTable& c,
                                       int r, Nanoseconds ready) {
   if (r < static_cast<int>(c.dp_collectives.size()) && c.dp_collectives[r].size() > 1) {
-    Enqueue(q, net, r, {c.dp_collectives[r].back()}, 1.0, ready);
+    Push(r, c.dp_collectives[r].back(), 1.0, ready);
+    Pump(q, net, r);
     return;
   }
   if (r < static_cast<int>(c.dp_collectives.size()) && !c.dp_collectives[r].empty()) return;
@@ -65,14 +79,16 @@ void CollectiveStreams::EnqueueChunkReduction(EventQueue& q, Network& net,
 void CollectiveStreams::Pump(EventQueue& q, Network& net, int r) {
   (void)net;
   Stream& s = st_[r];
-  if (s.running || s.jobs.empty()) return;
-  if (s.jobs.front().ready > q.now()) {
-    // Several wakes may be pending for one job; a wake that finds it running does nothing.
-    q.Schedule(s.jobs.front().ready, Priority::kTransfer, kinds_.wake, r);
+  if (s.running || s.next == s.jobs.size()) return;
+  if (s.jobs[s.next].ready > q.now()) {
+    // A wake that finds a job running does nothing; one is enough per ready time.
+    if (s.wake_at != s.jobs[s.next].ready) {
+      s.wake_at = s.jobs[s.next].ready;
+      q.Schedule(s.wake_at, Priority::kTransfer, kinds_.wake, r);
+    }
     return;
   }
-  s.current = s.jobs.front();
-  s.jobs.pop_front();
+  s.current = s.jobs[s.next++];
   s.running = true;
   q.Schedule(q.now() + s.current.latency, Priority::kTransfer, kinds_.latency, r);
 }
@@ -88,6 +104,7 @@ int CollectiveStreams::OnEvent(EventQueue& q, Network& net, const Event& e) {
   const int r = static_cast<int>(e.a);
   Stream& s = st_[r];
   if (e.kind == kinds_.wake) {
+    if (s.wake_at == q.now()) s.wake_at = -1;
     Pump(q, net, r);
   } else if (e.kind == kinds_.latency) {
     const bool flows = s.current.nic_bytes > 0 && s.current.nic_Bps > 0;

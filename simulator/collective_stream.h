@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "costmodel/cost_table.h"
@@ -43,6 +42,9 @@ class CollectiveStreams {
   };
   // Rank r's NIC ports on `net` are nic_egress + r and nic_ingress + r.
   CollectiveStreams(int ranks, int nic_egress, int nic_ingress, Kinds kinds);
+  // As constructed with `ranks` and these ports, keeping the queues' capacity (a replay reuses
+  // its streams).
+  void Reset(int ranks, int nic_egress, int nic_ingress);
 
   static int64_t FlowTag(int rank) { return -int64_t(rank) - 1; }
   static int RankOfTag(int64_t tag) { return static_cast<int>(-tag - 1); }
@@ -71,7 +73,7 @@ class CollectiveStreams {
   int OnEvent(EventQueue& q, Network& net, const Event& e);
   int OnFlowDone(EventQueue& q, Network& net, int64_t tag);
   // Nothing running or queued on rank r's stream.
-  bool Idle(int r) const { return !st_[r].running && st_[r].jobs.empty(); }
+  bool Idle(int r) const { return !st_[r].running && st_[r].next == st_[r].jobs.size(); }
 
  private:
   struct Job {
@@ -79,11 +81,18 @@ class CollectiveStreams {
     double nic_bytes = 0, nic_Bps = 0;
   };
   struct Stream {
-    std::deque<Job> jobs;
+    std::vector<Job> jobs;  // queued from `next` on; the ones before have run
+    size_t next = 0;
+    // The time of a wake this stream has pending (-1: none), so that enqueueing a chunk's buckets
+    // one by one schedules one wake for the job in front, not one per bucket (extra wakes did
+    // nothing but fill the queue).
+    Nanoseconds wake_at = -1;
     bool running = false;
     int parts_left = 0;  // of the running job: its intra-node time and its flow
     Job current;
   };
+  // Queues `fraction` of `c` without starting it (Enqueue's step per collective).
+  void Push(int r, const costmodel::CollectiveCost& c, double fraction, Nanoseconds ready);
   void Pump(EventQueue& q, Network& net, int r);
   void PartDone(EventQueue& q, Network& net, int r);
 

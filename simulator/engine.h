@@ -1,6 +1,8 @@
 // A deterministic discrete-event queue: integer-nanosecond time, events ordered by
-// (time, priority, insertion sequence) in a binary heap. Events are plain values (a kind and two
-// integer arguments) that the owner dispatches with a switch: no allocation per event.
+// (time, priority, insertion sequence) in a 4-ary heap (shallower than a binary one: fewer cache
+// lines per pop; the order is total, so the pops come in the same order either way). Events are
+// plain values (a kind and two integer arguments) that the owner dispatches with a switch: no
+// allocation per event.
 //
 // Thread-safety: none; one queue per simulation.
 #pragma once
@@ -36,18 +38,49 @@ struct Event {
 class EventQueue {
  public:
   void Reserve(size_t n) { heap_.reserve(n); }
+  // Empty at time 0, as constructed, keeping the heap's capacity (a replay reuses its queue).
+  void Reset() {
+    heap_.clear();
+    now_ = 0;
+    seq_ = 0;
+    processed_ = 0;
+  }
   // REQUIRES: t >= now() (no event in the past).
   void Schedule(Nanoseconds t, Priority p, uint32_t kind, int64_t a, int32_t b = 0) {
     PTDP_CHECK_MSG(t >= now_, "event scheduled in the past");
-    heap_.push_back(Event{t, (uint64_t(static_cast<uint32_t>(p)) << 48) | seq_++, a, b, kind});
-    std::push_heap(heap_.begin(), heap_.end(), Later());
+    const Event e{t, (uint64_t(static_cast<uint32_t>(p)) << 48) | seq_++, a, b, kind};
+    size_t i = heap_.size();
+    heap_.push_back(e);
+    while (i > 0) {
+      const size_t parent = (i - 1) / kArity;
+      if (!Before(e, heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = e;
   }
   bool Empty() const { return heap_.empty(); }
   // Removes the earliest event and advances now() to its time. REQUIRES: !Empty().
   Event Pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), Later());
-    Event e = heap_.back();
+    const Event e = heap_.front();
+    const Event last = heap_.back();
     heap_.pop_back();
+    const size_t n = heap_.size();
+    // Sift `last` down from the root into the hole the earliest event left.
+    size_t i = 0;
+    for (;;) {
+      const size_t first = kArity * i + 1;
+      if (first >= n) break;
+      size_t least = first;
+      const size_t end = std::min(first + kArity, n);
+      for (size_t c = first + 1; c < end; ++c) {
+        if (Before(heap_[c], heap_[least])) least = c;
+      }
+      if (!Before(heap_[least], last)) break;
+      heap_[i] = heap_[least];
+      i = least;
+    }
+    if (n > 0) heap_[i] = last;
     now_ = e.time;
     ++processed_;
     return e;
@@ -56,11 +89,10 @@ class EventQueue {
   int64_t processed() const { return processed_; }
 
  private:
-  struct Later {  // a functor, so the heap operations inline it
-    bool operator()(const Event& x, const Event& y) const {
-      return x.time != y.time ? x.time > y.time : x.order > y.order;
-    }
-  };
+  static constexpr size_t kArity = 4;
+  static bool Before(const Event& x, const Event& y) {
+    return x.time != y.time ? x.time < y.time : x.order < y.order;
+  }
   std::vector<Event> heap_;
   Nanoseconds now_ = 0;
   uint64_t seq_ = 0;

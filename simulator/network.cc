@@ -10,13 +10,25 @@ namespace ptdp::sim {
 
 Network::Network(int num_ports, uint32_t done_kind) : ports_(num_ports), done_kind_(done_kind) {}
 
+void Network::Reset(int num_ports) {
+  flows_.clear();
+  free_.clear();
+  ports_.resize(size_t(num_ports));
+  for (std::vector<int>& port : ports_) port.clear();
+}
+
 void Network::Update(EventQueue& q, int id) {
   Flow& f = flows_[id];
   const Nanoseconds now = q.now();
+  const int share = std::max(ActiveFlows(f.egress), ActiveFlows(f.ingress));
+  const double rate = f.bandwidth_Bpns / std::max(1, share);
+  // A flow whose rate stays (the other port decides its share) keeps its end event: a new one at
+  // the same rate would only add a stale event, and re-round the end from the bytes left. A new
+  // flow has rate 0 and is always scheduled.
+  if (rate == f.rate) return;
   f.remaining = std::max(0.0, f.remaining - f.rate * static_cast<double>(now - f.last_ns));
   f.last_ns = now;
-  const int share = std::max(ActiveFlows(f.egress), ActiveFlows(f.ingress));
-  f.rate = f.bandwidth_Bpns / std::max(1, share);
+  f.rate = rate;
   ++f.version;
   // The end enters the integer clock through core/checked.h's conversion, like every simulator
   // time: the simulator bounds each message's time on its link alone before it runs (a shared port

@@ -28,6 +28,8 @@ class Network {
   // `done_kind` is the event kind this network schedules for its flows' ends (a = flow id,
   // b = version); the owner hands such events back through OnFlowEvent().
   Network(int num_ports, uint32_t done_kind);
+  // As constructed with `num_ports`, keeping the buffers' capacity (a replay reuses its network).
+  void Reset(int num_ports);
 
   // Starts a flow of `bytes` at q.now() from port `egress` to port `ingress` on a link of
   // `bandwidth_Bps`; `tag` is the owner's (returned by Tag()). Returns the flow id.

@@ -118,6 +118,9 @@ bool ReductionCrossesNics(const costmodel::CostTable& t) {
 
 }  // namespace
 
+PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
+PipelineReplayer::~PipelineReplayer() = default;
+
 Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
                                                        const ClusterSpec& cluster,
                                                        const ParallelConfig& c,
@@ -148,6 +151,7 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     shape->instructions = InstructionCount(*program);
     Compile(*program, &shape->ranks);
     shape_ = std::move(shape);
+    StartFromTailCut();
   }
   costmodel::PipelineTime out;
   if (!Replay(t, lowering.message_bytes, &out)) return fallback();
@@ -368,60 +372,21 @@ bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes by
     shape_->cut_grad[size_t(port)] = first_joined(s.grad_flows[size_t(egress ? r : (r + 1) % pp)]);
   }
   s.cut_act.clear(), s.cut_grad.clear();
+  KeepTailCut();
   return Outcome(out);
-}
-
-// Lowers each port's `from` to the start of the earliest flow in a touching pair of which one ran
-// alone (its price assumed no other flow on its ports). Egress r carries rank r's activations,
-// gradients and buckets; ingress r rank r - 1's activations, rank r + 1's gradients and rank r's
-// buckets (in a V, other flows too: every port joins from 0). True when it lowered one.
-bool PipelineReplayer::MarkTouching() {
-  Scratch& s = *scratch_;
-  const int pp = shape_->pp;
-  bool marked = false;
-  if (VShaped(shape_->kind)) {
-    for (Nanoseconds& f : s.from) marked = marked || f != 0, f = 0;
-    return marked;
-  }
-  for (int port = 0; port < 2 * pp; ++port) {
-    const int r = port % pp;
-    const bool egress = port < pp;
-    const std::vector<Interval>* lists[3] = {&s.act_flows[size_t(egress ? r : (r + pp - 1) % pp)],
-                                             &s.grad_flows[size_t(egress ? r : (r + 1) % pp)],
-                                             &s.bucket_flows[size_t(r)]};
-    // Each list is sorted by start (one stream on one link, issued in order): merge them by start
-    // and compare each flow with the ones before that end latest, alone and on the network.
-    size_t at[3] = {0, 0, 0};
-    Interval last_alone{-1, -1}, last_any{-1, -1};
-    Nanoseconds lowest = kNever;
-    for (;;) {
-      int next = -1;
-      for (int l = 0; l < 3; ++l) {
-        if (at[l] < lists[l]->size() &&
-            (next < 0 || (*lists[l])[at[l]].start < (*lists[next])[at[next]].start)) {
-          next = l;
-        }
-      }
-      if (next < 0) break;
-      const Interval& f = (*lists[next])[at[next]++];
-      const Interval& before = f.network ? last_alone : last_any;
-      if (f.start <= before.end) lowest = std::min(lowest, before.start);
-      if (f.end > last_any.end) last_any = f;
-      if (!f.network && f.end > last_alone.end) last_alone = f;
-    }
-    if (lowest < s.from[size_t(port)]) s.from[size_t(port)] = lowest, marked = true;
-  }
-  return marked;
 }
 
 // One round of ReplayShared; false when a rank is stuck.
 bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather) {
   Scratch& s = *scratch_;
   const int pp = shape_->pp;
-  EventQueue queue;
+  EventQueue& queue = s.round_queue;
+  queue.Reset();
   // The Interpreter's ports: NVLink egress r and ingress pp + r, the NICs 2 pp above them.
-  Network network(4 * pp, kFlowDone);
-  CollectiveStreams collectives(pp, 2 * pp, 3 * pp, {kCollWake, kCollLatency, kCollIntra});
+  Network& network = s.round_network;
+  network.Reset(4 * pp);
+  CollectiveStreams& collectives = s.round_collectives;
+  collectives.Reset(pp, 2 * pp, 3 * pp);
   s.queue = &queue;
   s.network = &network;
   const bool overlapped = t.overlap_grad_reduce && ReductionCrossesNics(t);
@@ -452,6 +417,7 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
       WalkReady(gather);
     }
   }
+  events_ += queue.processed();
   s.queue = nullptr;
   s.network = nullptr;
   s.collectives = nullptr;

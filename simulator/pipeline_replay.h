@@ -63,6 +63,10 @@ class PipelineReplayer {
   int64_t shared_rounds() const { return rounds_; }
   // Replays handed to Simulate: a cost out of range, or a stuck walk.
   int64_t fallbacks() const { return fallbacks_; }
+  // Events the shared-port walks processed (flow starts and ends, the collective streams').
+  int64_t events() const { return events_; }
+  // New shapes that started from another shape's tail cut (pipeline_replay_state.h, TailCut).
+  int64_t tail_cut_starts() const { return tail_cut_starts_; }
 
  private:
   struct Shape;
@@ -77,6 +81,8 @@ class PipelineReplayer {
   bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
   bool MarkShared();
   bool MarkTouching();
+  void StartFromTailCut();
+  void KeepTailCut();
   bool FromSlot(bool grad, int r, int peer, int32_t slot) const;
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
@@ -84,7 +90,8 @@ class PipelineReplayer {
   bool Outcome(costmodel::PipelineTime* out) const;
   std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
   std::unique_ptr<Scratch> scratch_;
-  int64_t replays_ = 0, shared_ = 0, rounds_ = 0, fallbacks_ = 0;
+  int64_t replays_ = 0, shared_ = 0, rounds_ = 0, fallbacks_ = 0, events_ = 0;
+  int64_t tail_cut_starts_ = 0;
 };
 
 // A planner::Refiner factory (planner/search.h SearchOptions::make_refiner): each call returns a

@@ -84,6 +84,14 @@ struct PipelineReplayer::Scratch {
   // pp + r, as the Interpreter numbers them) go through the simulator's own network model.
   EventQueue* queue = nullptr;
   Network* network = nullptr;
+  // What those point to, kept from one round to the next for their buffers' capacity.
+  EventQueue round_queue;
+  Network round_network{0, replay_internal::kFlowDone};
+  CollectiveStreams round_collectives{
+      0,
+      0,
+      0,
+      {replay_internal::kCollWake, replay_internal::kCollLatency, replay_internal::kCollIntra}};
   // Set while ReplayShared runs a table whose overlapped reduction crosses the NICs: each rank's
   // collective stream, which runs its buckets as flows on the same Network.
   CollectiveStreams* collectives = nullptr;
@@ -94,13 +102,21 @@ struct PipelineReplayer::Scratch {
   // the NICs near the flush only, so the flows before stay alone.
   std::vector<Nanoseconds> from;
   std::vector<int32_t> cut_act, cut_grad;  // per port, as Shape's: slots from which flows join
+  // Per (kind, pp, vp): how many of each port's last flows ran on the network model in the last
+  // such layout with buckets on the NICs. A new shape of the same pipeline (other microbatch
+  // count or recomputation) starts from there: its buckets meet as many messages before the
+  // flush, so its first walk is usually its last (a wrong start costs a walk, never exactness:
+  // more flows on the network model than needed run as they would alone).
+  struct TailCut {
+    ScheduleKind kind = ScheduleKind::k1F1B;
+    int pp = 0, vp = 0;
+    std::vector<int32_t> act, grad;  // per port
+  };
+  std::vector<TailCut> tail_cuts;
   std::vector<std::vector<replay_internal::Interval>>
       bucket_flows;                                   // per rank: its collective stream's flows
   std::vector<int32_t> sender, receiver, link, slot;  // per message key; slot: in its stream
   std::vector<char> grad;                             // per message key: in grad_flows
 };
-
-PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
-PipelineReplayer::~PipelineReplayer() = default;
 
 }  // namespace ptdp::sim

@@ -138,7 +138,8 @@ void SearchEverySimulated(benchmark::State& state, const std::string& software) 
     return [r](const ModelSpec& mm, const ClusterSpec& cc, const ParallelConfig& l,
                const costmodel::CostTable& t) { return r->Time(mm, cc, l, t); };
   };
-  int64_t feasible = 0, replays = 0, shared = 0, rounds = 0, fallbacks = 0;
+  int64_t feasible = 0, replays = 0, shared = 0, rounds = 0, fallbacks = 0, events = 0,
+          tail_starts = 0;
   for (auto _ : state) {
     replayers.clear();
     auto r = Search(*m, *c, o);
@@ -147,10 +148,11 @@ void SearchEverySimulated(benchmark::State& state, const std::string& software) 
       return;
     }
     feasible = r->feasible;
-    replays = shared = rounds = fallbacks = 0;
+    replays = shared = rounds = fallbacks = events = tail_starts = 0;
     for (const auto& rp : replayers) {
       replays += rp->replays(), shared += rp->shared(), fallbacks += rp->fallbacks();
-      rounds += rp->shared_rounds();
+      rounds += rp->shared_rounds(), events += rp->events();
+      tail_starts += rp->tail_cut_starts();
     }
     benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
   }
@@ -159,6 +161,8 @@ void SearchEverySimulated(benchmark::State& state, const std::string& software) 
   state.counters["shared_ports"] = double(shared);   // the network model on some ports
   state.counters["shared_rounds"] = double(rounds);  // walks of those replays
   state.counters["full_simulator"] = double(fallbacks);
+  state.counters["events"] = double(events);                // the shared-port walks' events
+  state.counters["tail_cut_starts"] = double(tail_starts);  // new shapes started from a like one
 }
 
 void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {

@@ -42,6 +42,15 @@ TEST(RankGrid, NodesOfGroups) {
   EXPECT_EQ(RankGrid::NodesSpanned(g.PipelineGroup(0), 8), 64);
 }
 
+TEST(RankGrid, NodesSpannedSortedOrNot) {
+  // Sorted (counted by node changes) and the same ranks shuffled (counted with a set) agree.
+  EXPECT_EQ(RankGrid::NodesSpanned({0, 1, 7, 8, 9, 23}, 8), 3);
+  EXPECT_EQ(RankGrid::NodesSpanned({23, 0, 9, 1, 8, 7}, 8), 3);
+  EXPECT_EQ(RankGrid::NodesSpanned({16, 40}, 8), 2);
+  EXPECT_EQ(RankGrid::NodesSpanned({5}, 8), 1);
+  EXPECT_EQ(RankGrid::NodesSpanned({}, 8), 0);
+}
+
 TEST(RankGrid, RejectsBadOrder) {
   EXPECT_FALSE(RankGrid::Create(2, 2, 2, "tp-tp-pp").ok());
   EXPECT_FALSE(RankGrid::Create(0, 2, 2).ok());

@@ -173,6 +173,41 @@ TEST(PipelineReplay, OverlappedReductionOnTheNicsEqualsTheInterpreter) {
   EXPECT_EQ(replayer.fallbacks(), 0);
 }
 
+// One replayer through shapes of one pipeline (kind, pp, vp) with other microbatch counts, longer
+// and shorter, buckets on the NICs: each new shape starts from the last one's tail cut
+// (Scratch::TailCut), and the times stay the Interpreter's, however well that start guesses.
+TEST(PipelineReplay, TailCutFromAnotherShapeStaysExact) {
+  auto model = LoadModel("gpt-1.7b");
+  auto cluster = LoadCluster("selene", 64);
+  auto software = LoadSoftware(kDefaultSoftware);
+  ASSERT_TRUE(model.ok() && cluster.ok() && software.ok());
+  cluster->software = *software;
+  PipelineReplayer replayer;
+  int compared = 0;
+  for (auto [kind, vp] :
+       {std::pair{ScheduleKind::k1F1B, 1}, std::pair{ScheduleKind::kInterleaved, 2},
+        std::pair{ScheduleKind::kZbH1, 1}}) {
+    for (int64_t batch : {64, 512, 32, 256, 128, 1024}) {
+      for (double nic_scale : {1.0, 0.05}) {
+        ParallelConfig c = Layout(8, 4, 2, 1, batch, kind, vp);
+        c.distributed_optimizer = true;
+        if (!c.Validate(*model).ok()) continue;
+        costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+        ScaleCollectiveNics(&t, nic_scale);
+        auto fast = replayer.Time(*model, *cluster, c, t);
+        auto full = SimulatedPipelineTime(*model, *cluster, c, t);
+        ASSERT_TRUE(fast.ok() && full.ok()) << c.ToString();
+        EXPECT_EQ(fast->total, full->total) << c.ToString() << " NICs x" << nic_scale;
+        EXPECT_EQ(fast->bubble, full->bubble) << c.ToString() << " NICs x" << nic_scale;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 36);
+  EXPECT_GE(replayer.tail_cut_starts(), 15);  // every new shape but each pipeline's first
+  EXPECT_EQ(replayer.fallbacks(), 0);
+}
+
 // A reduction inside the node puts no flow on the NICs: the replay alone, no collective streams.
 TEST(PipelineReplay, OverlappedReductionInsideTheNodeNeedsNoStreams) {
   auto model = LoadModel("gpt-1.7b");
