@@ -397,10 +397,8 @@ void ListFigures(const FitContext& f, const CalibrationParams& x, const Hardware
                  CalibrationResult* res) {
   const HardwareProfile& s = f.start;
   const int64_t n = res->compute_instructions;
-  if (f.fit_gemms) {  // else the op table's (costmodel/calibrate_ops.h)
-    res->figures.push_back({"gemm (forward throughput, multiple)", 1, x.gemm_forward, "x", n});
-    res->figures.push_back({"backward GEMM throughput (multiple)", 1, x.gemm_backward, "x", n});
-  }
+  res->figures.push_back({"gemm (forward throughput, multiple)", 1, x.gemm_forward, "x", n});
+  res->figures.push_back({"backward GEMM throughput (multiple)", 1, x.gemm_backward, "x", n});
   if (x.gemm_size != 1.0) {
     res->figures.push_back(
         {"GEMM throughput per doubling of its FLOPs (multiple)", 1, x.gemm_size, "x", n});
@@ -442,14 +440,13 @@ void ListFigures(const FitContext& f, const CalibrationParams& x, const Hardware
 
 Result<CalibrationResult> Calibrate(const std::vector<CalibrationRun>& runs,
                                     const HardwareProfile& start, const std::string& source,
-                                    double quantile, bool fit_gemms) {
+                                    double quantile) {
   if (!(quantile > 0 && quantile <= 1)) {
     return Status::Invalid("quantile: must be in (0, 1], got " + std::to_string(quantile));
   }
   if (runs.empty()) return Status::Invalid("no measured run to calibrate on");
   FitContext f;
   f.start = start;
-  f.fit_gemms = fit_gemms;
   std::vector<Sample> all;
   for (size_t i = 0; i < runs.size(); ++i) {
     const CalibrationRun& run = runs[i];
@@ -472,14 +469,14 @@ Result<CalibrationResult> Calibrate(const std::vector<CalibrationRun>& runs,
   // Not the launch cost (index 3): see calibrate.h. The GEMM size dependence (index 4) only from
   // runs whose GEMMs differ in size by 1.5x or more (microbatch tokens times hidden over t): within
   // one run every layer has the same GEMMs, and the fit trades that dependence against the scale.
-  std::vector<int> active = fit_gemms ? std::vector<int>{0, 1, 2} : std::vector<int>{2};
+  std::vector<int> active = {0, 1, 2};
   int64_t fewest = INT64_MAX, most = 0;
   for (const CalibrationRun& run : runs) {
     const int64_t size = int64_t(run.layout.mbs) * run.model->seq_len * run.model->hidden /
                          std::max(run.layout.tp, 1);
     fewest = std::min(fewest, size), most = std::max(most, size);
   }
-  if (fit_gemms && double(most) >= 1.5 * double(fewest)) active.push_back(4);
+  if (double(most) >= 1.5 * double(fewest)) active.push_back(4);
   // The optimizer step's own rate where the profile prices the step by it (calibrate.h).
   if (start.optimizer_Gparams_per_s.value > 0) active.push_back(kOptimizerParam);
   CalibrationResult res;

@@ -31,7 +31,7 @@
 // GEMMs and its GeLU elements in one ratio (the launch cost's trade, below). The cost of keeping
 // them: a slowdown the GeLU shares with the GEMMs (load) is taken by the GEMM multiples alone.
 // An op table (`ptdp calibrate --op-times`, costmodel/calibrate_ops.h) times each op alone and
-// fits the attention and epilogue rates and the GEMM multiples; the fit here then holds the GEMMs.
+// fits the attention and epilogue rates, and GEMM multiples this fit then starts from.
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
 // instruction class (pipeline rank, op, chunk, recompute), the log of a quantile of the class's
@@ -145,12 +145,10 @@ struct CalibrationRun {
 // classes of every run together, each link class's receives and reduce-grads pooled. Messages of
 // sizes that differ by 1.5x or more (another microbatch size, another hidden size) tell a link's
 // latency from its bandwidth, which one size cannot: latency_us is then fitted too. A run that
-// does not match its Program is refused, naming it ("run 2: ..."). `fit_gemms` false holds the
-// GEMM tables as `start` has them (gemm_forward, gemm_backward, gemm_size stay 1): an op table
-// fitted them already (costmodel/calibrate_ops.h), the more direct measurement, and the trace
-// then fits the rest. REQUIRES: each run as in Calibrate above.
+// does not match its Program is refused, naming it ("run 2: ..."). REQUIRES: each run as in
+// Calibrate above.
 Result<CalibrationResult> Calibrate(const std::vector<CalibrationRun>& runs,
                                     const HardwareProfile& start, const std::string& source,
-                                    double quantile = 0.5, bool fit_gemms = true);
+                                    double quantile = 0.5);
 
 }  // namespace ptdp::costmodel

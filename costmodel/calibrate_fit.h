@@ -57,7 +57,6 @@ struct RunContext {
 struct FitContext {
   std::vector<RunContext> runs;
   HardwareProfile start;
-  bool fit_gemms = true;  // false: the GEMM multiples stay 1 (an op table fitted them)
   std::vector<ComputeClass> classes;
   std::vector<Sample> recvs[2], reduces[2];  // by link class: intra, inter
 

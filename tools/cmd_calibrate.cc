@@ -123,7 +123,7 @@ OrderedJson CalibrationBlock(const CalibrateArgs& a, const std::vector<LoadedRun
       std::to_string(a.quantile) +
       " (GEMM throughput forward and backward, memory-bound bandwidth); link bandwidths from "
       "the receives' quantile and the fastest reduce-grads of each link class (docs/compare.md)" +
-      std::string(op_fit ? "; the GEMM multiples held at the op table's" : "");
+      std::string(op_fit ? "; the GEMM multiples from the op table's fit" : "");
   j["quantile"] = a.quantile;
   j["fitted"] = FiguresJson(r.figures, "instructions");
   j["compute_instructions"] = r.compute_instructions;
@@ -247,11 +247,11 @@ Result<costmodel::OpTimesFit> FitOpTimes(const CalibrateArgs& a, const LoadedRun
   return fit_or;
 }
 
-// The trace fit of every run on `start`; the GEMMs held where an op table fitted them.
+// The trace fit of every run on `start`.
 Result<costmodel::CalibrationResult> FitTraces(const CalibrateArgs& a,
                                                const std::vector<LoadedRun>& runs,
-                                               const HardwareProfile& start, const std::string& now,
-                                               bool fit_gemms) {
+                                               const HardwareProfile& start,
+                                               const std::string& now) {
   std::string source = "ptdp calibrate " + now + ", fitted to ";
   std::vector<costmodel::CalibrationRun> fit_runs;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -262,7 +262,7 @@ Result<costmodel::CalibrationResult> FitTraces(const CalibrateArgs& a,
     fit_runs.push_back({&r.plan.model, r.cluster, r.plan.layout, &r.plan.program, &r.measured});
   }
   Result<costmodel::CalibrationResult> r_or =
-      costmodel::Calibrate(fit_runs, start, source, a.quantile, fit_gemms);
+      costmodel::Calibrate(fit_runs, start, source, a.quantile);
   if (!r_or.ok()) {
     return r_or.status().WithPrefix(runs.size() == 1 ? "--measured: " + runs[0].trace_path
                                                      : std::string("--measured"));
@@ -282,8 +282,10 @@ Status RunCalibrate(const CalibrateArgs& a) {
     PTDP_RETURN_IF_ERROR(LoadRun(a, i, start_name, &runs[i]));
   }
   const std::string now = UtcTime(std::time(nullptr));
-  // The op table first: it fits the GEMMs more directly than a trace can (each op timed alone),
-  // and the trace then fits what is left (memory-bound, optimizer, links) with them held.
+  // The op table first: the rates a trace cannot separate (attention, the epilogues), and GEMM
+  // multiples. A trace then fits the GEMMs again from the table's: the traced run is the one to
+  // predict, and an op table's run (each op synchronised, another run) need not share its
+  // conditions (docs/op_times.md: held at the table's, a dry run's memory-bound hit its limit).
   std::optional<costmodel::OpTimesFit> op_fit;
   HardwareProfile p = runs.front().cluster.profile;
   if (!a.op_times.empty()) {
@@ -292,7 +294,7 @@ Status RunCalibrate(const CalibrateArgs& a) {
   }
   std::optional<costmodel::CalibrationResult> trace_fit;
   if (!a.measured.empty()) {
-    PTDP_ASSIGN_OR_RETURN(trace_fit, FitTraces(a, runs, p, now, !op_fit));
+    PTDP_ASSIGN_OR_RETURN(trace_fit, FitTraces(a, runs, p, now));
     p = trace_fit->profile;
   }
   const std::string suffix = "-calibrated";
@@ -328,10 +330,11 @@ void RegisterCalibrate(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--measured", a->measured,
                   "ptdp train --trace output of that plan, in order (optional with --op-times)");
-  cmd->add_option("--op-times", a->op_times,
-                  "ptdp train --op-times table of a run of the (first) plan's model: fits the "
-                  "attention, GeLU-epilogue and bias-gradient rates and the GEMM multiples, which "
-                  "the trace fit then holds");
+  cmd->add_option(
+      "--op-times", a->op_times,
+      "ptdp train --op-times table of a run of the (first) plan's model: fits the "
+      "attention, GeLU-epilogue and bias-gradient rates and the GEMM multiples (a trace "
+      "fit then starts from these)");
   cmd->add_option("--out", a->out, "The fitted profile to write")->required();
   cmd->add_option("--profile", a->profile,
                   "Profile or cluster file to start from (default: the plan's cluster)");
