@@ -287,11 +287,17 @@ Status ReadCalibration(JsonObjectReader& parent, Json* out) {
   const std::string path = parent.PathOf("calibration");
   if (!v->is_object())
     return Status::Invalid(path + ": expected an object, got " + JsonTypeName(*v));
-  for (const char* key : {"tool", "date", "plan", "trace"}) {
+  const auto text = [&](const char* key) {
     const auto it = v->find(key);
-    if (it == v->end() || !it->is_string() || it->get<std::string>().empty()) {
+    return it != v->end() && it->is_string() && !it->get<std::string>().empty();
+  };
+  for (const char* key : {"tool", "date", "plan"}) {
+    if (!text(key))
       return Status::Invalid(path + "." + key + ": missing or not a non-empty string");
-    }
+  }
+  // What it was fitted to: a trace, an op table (`ptdp calibrate --op-times`), or both.
+  if (!text("trace") && !text("op_times")) {
+    return Status::Invalid(path + ".trace: missing or not a non-empty string (nor op_times)");
   }
   *out = *v;
   return Status::Ok();

@@ -30,6 +30,8 @@
 // could not be told from the GEMM multiples, since within one layout every layer class holds its
 // GEMMs and its GeLU elements in one ratio (the launch cost's trade, below). The cost of keeping
 // them: a slowdown the GeLU shares with the GEMMs (load) is taken by the GEMM multiples alone.
+// An op table (`ptdp calibrate --op-times`, costmodel/calibrate_ops.h) times each op alone and
+// fits the attention and epilogue rates, and GEMM multiples this fit then starts from.
 // from the forward, backward and optimizer-step instructions (the compute stream, where a rank
 // never waits for another), by Levenberg-Marquardt least squares on log time: one residual per
 // instruction class (pipeline rank, op, chunk, recompute), the log of a quantile of the class's

@@ -48,26 +48,34 @@ std::optional<OpPrice> PriceOp(const std::string& op, const std::vector<int64_t>
     // profile measured them; without, the op carries more than its priced GEMM (partial). An op
     // table with a "+GeLU" op comes from a runtime that fuses the GeLU: the software fact is true.
     const bool epilogues = GeluPricedByEpilogue(model, hw, /*gelu_gemm_epilogue=*/true);
-    if (op == "LinearForward") return OpPrice{GemmTime(hw, n, oc, c), false};
-    if (op == "LinearForward+GeLU") {
-      // The GeLU over the n x oc outputs (fc1's).
-      return OpPrice{GemmTime(hw, n, oc, c) + GeluEpilogueSeconds(hw, double(n) * oc, false),
-                     !epilogues};
+    // The GEMM, then what the op adds beside it over `elements` at that extra's price.
+    const auto priced = [](Seconds gemm, bool backward, OpExtra extra, double elements,
+                           Seconds extra_s, bool partial) {
+      return OpPrice{gemm + extra_s, partial, gemm, backward, extra, elements};
+    };
+    const double outputs = double(n) * double(oc), inputs = double(n) * double(c);
+    if (op == "LinearForward") {
+      return priced(GemmTime(hw, n, oc, c), false, OpExtra::kNone, 0, 0, false);
     }
-    if (op == "LinearBackwardData") return OpPrice{GemmBackwardDataTime(hw, n, oc, c), false};
-    if (op == "LinearBackwardData+dGeLU") {
-      // GeLU' over the n x c input gradient (fc2's, the GeLU's output).
-      return OpPrice{
-          GemmBackwardDataTime(hw, n, oc, c) + GeluEpilogueSeconds(hw, double(n) * c, true),
-          !epilogues};
+    if (op == "LinearForward+GeLU") {  // the GeLU over the n x oc outputs (fc1's)
+      return priced(GemmTime(hw, n, oc, c), false, OpExtra::kGeluEpilogue, outputs,
+                    GeluEpilogueSeconds(hw, outputs, false), !epilogues);
+    }
+    if (op == "LinearBackwardData") {
+      return priced(GemmBackwardDataTime(hw, n, oc, c), true, OpExtra::kNone, 0, 0, false);
+    }
+    if (op == "LinearBackwardData+dGeLU") {  // GeLU' over the n x c input gradient (fc2's)
+      return priced(GemmBackwardDataTime(hw, n, oc, c), true, OpExtra::kDgeluEpilogue, inputs,
+                    GeluEpilogueSeconds(hw, inputs, true), !epilogues);
     }
     // The weight gradient's op also sums the bias gradient (n x oc) of QKV and fc1.
     if (op == "LinearBackwardWeight") {
+      const Seconds gemm = GemmBackwardWeightTime(hw, n, oc, c);
       if (!WeightGradSumsBias(model, c, oc)) {
-        return OpPrice{GemmBackwardWeightTime(hw, n, oc, c), false};
+        return priced(gemm, true, OpExtra::kNone, 0, 0, false);
       }
-      return OpPrice{GemmBackwardWeightTime(hw, n, oc, c) + BiasGradSeconds(hw, double(n) * oc),
-                     !BiasGradPricedByRate(hw)};
+      return priced(gemm, true, OpExtra::kBiasGrad, outputs, BiasGradSeconds(hw, outputs),
+                    !BiasGradPricedByRate(hw));
     }
     return std::nullopt;
   }

@@ -21,11 +21,29 @@
 
 namespace ptdp::costmodel {
 
+// One row of a `ptdp train --op-times` table (tools/op_times_compare.h reads it).
+struct MeasuredOp {
+  std::string op;             // "LinearForward"
+  std::vector<int64_t> dims;  // {32768, 2048, 6144}; empty for an op without a shape
+  double calls_per_step = 0;
+  double us_per_call = 0;
+};
+
+// What a Linear op runs beside its GEMM, priced at a rate of its own (layer_cost.h).
+enum class OpExtra { kNone, kGeluEpilogue, kDgeluEpilogue, kBiasGrad };
+
 struct OpPrice {
   Seconds seconds = 0;
   // True when the op does more than the priced term (a GeLU epilogue, a bias gradient, where the
   // profile has no measured rate for it).
   bool partial = false;
+  // The parts, for `ptdp calibrate --op-times` (costmodel/calibrate_ops.h): a Linear's GEMM
+  // (its launch included; 0 for attention), which direction's table priced it, and the extra
+  // work beside it over how many elements (seconds = gemm + the extra at its rate).
+  Seconds gemm = 0;
+  bool backward = false;
+  OpExtra extra = OpExtra::kNone;
+  double extra_elements = 0;
 };
 
 // The price of one call of `op` with `dims` (as the op table spells them) for `model` (its

@@ -11,15 +11,11 @@
 #include "core/hardware.h"
 #include "core/model.h"
 #include "core/status.h"
+#include "costmodel/op_price.h"
 
 namespace ptdp::tools {
 
-struct MeasuredOp {
-  std::string op;             // "LinearForward"
-  std::vector<int64_t> dims;  // {32768, 2048, 6144}; empty for an op without a shape
-  double calls_per_step = 0;
-  double us_per_call = 0;
-};
+using costmodel::MeasuredOp;  // one row of the table (costmodel/op_price.h)
 
 // The rows of the op table in `text` (the lines between the "op [shape]" header and "all ops";
 // anything before the header, such as the training log, is skipped). Errors name the line.

@@ -23,7 +23,8 @@
 #   --no-torch, --no-memcheck, --no-kernels   leave out PyTorch, memcheck, or the op table (ptdp train --op-times)
 #               (for a short run when only ptdp changed)
 #   --no-calibrate  leave out the calibrate stage: the first model's fastest run again with a
-#               measured trace (ptdp train --trace), ptdp compare and ptdp calibrate on it, and every
+#               measured trace (ptdp train --trace), ptdp compare and ptdp calibrate on it (with the
+#               kernels stage's op table, --op-times, when it is of that model), and every
 #               ptdp run's step predicted from the measured and the calibrated profile
 #               (calibration.json; bench/gpu/close_loop.py); --lean keeps it (it tests no code)
 #   --lean      speed only, for the last minutes of a lease: build ptdp alone and leave out the static
@@ -336,6 +337,7 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
     plan=$out/ptdp-$1/$1.mbs$("$python" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["microbatch"])' "$out/ptdp-$1/results.jsonl").plan.json
   [ -n "$plan" ] || { echo "no measured microbatch for $1"; return 1; }
   echo "plan: $plan"
+  cp "$plan" "$out/kernels.plan.json"  # the calibrate stage checks the table's model against it
   with_libs "$build/tools/ptdp" train --backend cuda --plan "$plan" --data "$out/tokens.bin" --steps 3 \
     --op-times | tee "$out/kernels.txt"
   # The same table beside the cost model's price of each GEMM and attention op (ptdp compare
@@ -369,8 +371,12 @@ kernels() {  # MODEL: where one step's time goes, op by op and shape (ptdp train
 # measured step. 4 microbatches: each compute class then has 4 instances, so the fit matches their
 # median rather than one sample, and the run's own error after the fit is not the fit's residual
 # over as many classes as figures (forward, backward, optimizer step).
+# The kernels stage's op table, when it is of MODEL (its plan's model), goes to calibrate too
+# (--op-times): the attention, GeLU-epilogue and bias-gradient rates and the GEMM multiples, which
+# a trace cannot tell apart (docs/op_times.md). A dry run has no kernels stage: it times the
+# traced plan's ops on the CPU itself, so that this path runs there too.
 calibrate_loop() {  # MODEL
-  local m=$1 w=$out/ptdp-$1 b plan fix backend=cuda steps=4 f name p microbatches=4
+  local m=$1 w=$out/ptdp-$1 b plan fix backend=cuda steps=4 f name p microbatches=4 ops=()
   [ $dry = 1 ] && backend=cpu
   b=$("$python" "$root/bench/gpu/close_loop.py" fastest "$w" "$m")
   fix=$("$python" "$root/bench/gpu/close_loop.py" fix "$w/$m.mbs$b.plan.json")
@@ -387,8 +393,20 @@ calibrate_loop() {  # MODEL
       --svg "$out/compare.$m.$2.svg" --top 5 | tee "$out/compare.$m.$2.txt"
   }
   compare_to "$out/profile.json" before
+  if [ $dry = 1 ]; then
+    with_libs "$build/tools/ptdp" train --backend cpu --plan "$plan" --data "$out/tokens.bin" --steps 3 \
+      --op-times > "$out/kernels.txt"
+    cp "$plan" "$out/kernels.plan.json"
+  fi
+  if [ -s "$out/kernels.txt" ] && [ -f "$out/kernels.plan.json" ] &&
+    [ "$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["name"])' "$out/kernels.plan.json")" = "$m" ]; then
+    ops=(--op-times "$out/kernels.txt")
+    echo "op table: $out/kernels.txt (plan $out/kernels.plan.json, $m)"
+  else
+    echo "no op table of $m (kernels stage): the attention and epilogue rates stay as measured"
+  fi
   with_libs "$build/tools/ptdp" calibrate --plan "$plan" --measured "$out/trace.$m.json" \
-    --profile "$out/profile.json" --out "$out/profile.calibrated.json"
+    --profile "$out/profile.json" --out "$out/profile.calibrated.json" ${ops[@]+"${ops[@]}"}
   compare_to "$out/profile.calibrated.json" after
   mkdir -p "$out/close-loop"
   for f in "$out"/ptdp-*/*.mbs*.plan.json; do

@@ -40,3 +40,38 @@ rc=0; "$ptdp" compare --op-times "$work/cut.txt" --plan "$work/plan.json" > "$wo
 rc=0; "$ptdp" compare --op-times "$work/timed.txt" > "$work/bad2.txt" 2>&1 || rc=$?
 [ $rc = 2 ] && grep -q "needs --plan" "$work/bad2.txt" || { echo "no plan: rc $rc"; cat "$work/bad2.txt"; exit 1; }
 echo "compare --op-times: $(grep -c . "$work/priced.txt") lines; cut table and missing plan refused"
+# ptdp calibrate --op-times: the table alone and beside a trace of the same plan (the trace fit then
+# starts from the table's fit); the written profile's sources and calibration block name the
+# table; a cut table is refused in one line, writing nothing.
+"$ptdp" calibrate --plan "$work/plan.json" --op-times "$work/timed.txt" --out "$work/fit.json" \
+  > "$work/cal.txt"
+grep -q "^from the op table .*timed.txt:" "$work/cal.txt" || { cat "$work/cal.txt"; exit 1; }
+"$ptdp" train --plan "$work/plan.json" --data "$work/tokens.bin" --steps 3 --trace "$work/trace.json" > /dev/null
+"$ptdp" calibrate --plan "$work/plan.json" --measured "$work/trace.json" --op-times "$work/timed.txt" \
+  --out "$work/fit2.json" > "$work/cal2.txt" || { cat "$work/cal2.txt"; exit 1; }
+python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+for name, traced in (("fit.json", False), ("fit2.json", True)):
+    p = json.load(open(f"{w}/{name}"))
+    c = p["calibration"]
+    assert c["op_times"] == f"{w}/timed.txt", c
+    assert ("trace" in c) == traced, c
+    fitted = [f["figure"] for f in c["op_times_fitted"]]
+    assert fitted and len(fitted) + len(c["op_times_kept"]) >= 6, c
+    def source(f):  # a profile key's, or a GEMM multiple's (the table or efficiency it scaled)
+        if f in p: return p[f]["source"]
+        if not f.startswith("backward"): return p["gemm"]["source"]
+        return p["gemm_backward_data" if "gemm_backward_data" in p else "gemm_backward_efficiency"]["source"]
+    for f in fitted:
+        src = source(f)
+        assert f"the op table {w}/timed.txt" in src, (f, src)
+    if traced:  # the trace fit refits the GEMM multiples, starting from the table's
+        assert any(f["figure"].startswith("gemm (forward") for f in c["fitted"]), c["fitted"]
+    print(f"{name}: from the op table {fitted}; kept {len(c['op_times_kept'])}")
+PY
+rc=0; "$ptdp" calibrate --plan "$work/plan.json" --op-times "$work/cut.txt" --out "$work/bad.json" \
+  > "$work/bad3.txt" 2>&1 || rc=$?
+[ $rc = 2 ] && grep -q "^ptdp calibrate: error: --op-times .*cut.txt: the op table has no 'all ops' line" "$work/bad3.txt" \
+  && [ "$(wc -l < "$work/bad3.txt")" = 1 ] && [ ! -e "$work/bad.json" ] || { echo "calibrate cut table: rc $rc"; cat "$work/bad3.txt"; exit 1; }
+echo "calibrate --op-times: alone and with a trace; cut table refused"
