@@ -2,12 +2,11 @@
 
 #include <cstdio>
 
+#include "core/units.h"
 #include "costmodel/layer_cost.h"
 
 namespace ptdp::costmodel {
 namespace {
-
-constexpr double kUs = 1e-6;
 
 std::string Fmt(double x) {
   char b[32];
