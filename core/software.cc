@@ -131,6 +131,10 @@ Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string
     PTDP_RETURN_IF_ERROR(ReadFlag(r, "gelu_gemm_epilogue", &p.gelu_gemm_epilogue));
   }
   if (r.Has("te_layer")) PTDP_RETURN_IF_ERROR(ReadFlag(r, "te_layer", &p.te_layer));
+  for (auto [key, flag] : {std::pair{"fused_cross_entropy", &p.fused_cross_entropy},
+                           std::pair{"fused_optimizer_step", &p.fused_optimizer_step}}) {
+    if (r.Has(key)) PTDP_RETURN_IF_ERROR(ReadFlag(r, key, flag));
+  }
   for (auto [key, fact] : {std::pair{"grad_buffer_passes", &p.grad_buffer_passes},
                            std::pair{"grad_scale_passes", &p.grad_scale_passes}}) {
     if (r.Has(key)) PTDP_RETURN_IF_ERROR(ReadSourced(r, key, fact, kMaxCount, true));
@@ -171,6 +175,12 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
   }
   if (!p.grad_scale_passes.source.empty())
     j["grad_scale_passes"] = SourcedJson(p.grad_scale_passes);
+  if (!p.fused_cross_entropy.source.empty()) {
+    j["fused_cross_entropy"] = FlagJson(p.fused_cross_entropy);
+  }
+  if (!p.fused_optimizer_step.source.empty()) {
+    j["fused_optimizer_step"] = FlagJson(p.fused_optimizer_step);
+  }
   if (p.torch_ddp) j["torch_ddp"] = DdpVariantJson(*p.torch_ddp);
   SoftwareSearchDefaults search = p.search;
   OrderedJson s;

@@ -19,6 +19,7 @@
 //   optional "gelu_gemm_epilogue": {value: bool, source} (absent: false),
 //   optional "te_layer": {value: bool, source} (absent: false),
 //   optional "grad_buffer_passes", "grad_scale_passes": {value in [0, 100], source} (absent: 0),
+//   optional "fused_cross_entropy", "fused_optimizer_step": {value: bool, source} (absent: false),
 //   optional "torch_ddp": {"about", "overlap_grad_reduce", "grad_bucket_params",
 //     "grad_bucket_params_per_dp_rank", "ddp_grad_copy_bytes_per_param",
 //     "overlap_compute_slowdown"} (the same forms and ranges as above),
@@ -123,6 +124,17 @@ struct SoftwareProfile {
   // (core/ledger.h) per parameter, charged with the optimizer step.
   Sourced grad_buffer_passes;
   Sourced grad_scale_passes;
+  // Optional (absent: false, not written): the stack's cross-entropy reads the logits once forward
+  // (row max, sum of exponentials and target logit in one pass) and once backward (writing their
+  // gradient), in the type the logits GEMM wrote them, fp32 (ptdp's runtime: runtime/model/
+  // gpt_layers.cc HeadForward): none of Megatron-LM's logits.float() copy and in-place fp32
+  // passes (costmodel::HeadCost).
+  SourcedFlag fused_cross_entropy;
+  // Optional (absent: false, not written): the stack's optimizer step reads the fp32 main
+  // gradients directly for the norm and in AdamW, scales them (clipping) inside AdamW, and writes
+  // the 16-bit weight copy in AdamW's pass (ptdp's runtime: kernels/cuda/optimizer.cu): none of
+  // Megatron-LM's gradient copy, unscale pass and separate cast (costmodel OptimizerBytesPerParam).
+  SourcedFlag fused_optimizer_step;
   SoftwareSearchDefaults search;
   // Optional ("torch_ddp"): the facts of torch.nn.parallel.DistributedDataParallel in this stack.
   std::optional<DdpVariant> torch_ddp;

@@ -25,21 +25,24 @@ ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times
 // fp32 main gradient (read e, write 4), unscale and check for inf/nan (read 4, write 4), gradient
 // norm (read 4), fused Adam (read weight, gradient, m, v: 16; write weight, m, v: 12), copy the
 // fp32 weight to the 16-bit model weight (read 4, write e): 52 bytes in 16 bits. fp32 training:
-// gradient norm 4 + Adam 28 = 32 bytes.
-double OptimizerBytesPerParam(Precision p) {
+// gradient norm 4 + Adam 28 = 32 bytes. A fused step (SoftwareProfile::fused_optimizer_step, ptdp's
+// runtime) reads the fp32 main gradient for the norm (4) and in Adam, which also writes the 16-bit
+// copy (28 + e): 34 bytes in 16 bits, the same 32 in fp32.
+double OptimizerBytesPerParam(Precision p, bool fused) {
   const double e = ComputeBytes(p);
-  return IsHalf(p) ? (e + 4) + 8 + 4 + 28 + (4 + e) : 4 + 28;
+  if (!IsHalf(p)) return 4 + 28;
+  return fused ? 4 + 28 + e : (e + 4) + 8 + 4 + 28 + (4 + e);
 }
-Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params) {
-  return double(params) * OptimizerBytesPerParam(p) /
+Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params, bool fused) {
+  return double(params) * OptimizerBytesPerParam(p, fused) /
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
 // The step as priced: by its parameters at the profile's measured rate of the whole step where it
 // has one (optimizer_Gparams_per_s: a CPU, whose AdamW its square root and division bound, not its
 // bytes), else by its bytes (OptimizerTime).
-Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params) {
+Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params, bool fused) {
   const double rate = hw.optimizer_Gparams_per_s.value;
-  return rate > 0 ? double(params) / (rate * 1e9) : OptimizerTime(hw, p, params);
+  return rate > 0 ? double(params) / (rate * 1e9) : OptimizerTime(hw, p, params, fused);
 }
 
 // The data-parallel wrapper's gradient copies around the reduction (the software profile's
@@ -158,8 +161,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     HideTensorParallelComm(&layer.backward, tp_hidden, slowdown);
   }
   const PieceCost embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
-  const PieceCost head =
-      HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag);
+  const PieceCost head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp,
+                                  tp_ag, cluster.software.fused_cross_entropy.value);
   const ComputeBreakdown core = c.recompute == Recompute::kSelective
                                     ? AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs)
                                     : ComputeBreakdown{};
@@ -285,7 +288,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     }
     // The distributed optimizer updates 1/d of the parameters on each GPU.
     t.optimizer[r] =
-        OptimizerStepTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params) +
+        OptimizerStepTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params,
+                          cluster.software.fused_optimizer_step.value) +
         optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params) +
         GradBufferPassTime(cluster.software, hw, c, params);
   }

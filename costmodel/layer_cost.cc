@@ -320,13 +320,14 @@ PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, Precision
 
 PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision, int tp,
                    int mbs, Seconds tp_allreduce_s, Seconds tp_small_allreduce_s,
-                   bool sequence_parallel, Seconds tp_allgather_s) {
+                   bool sequence_parallel, Seconds tp_allgather_s, bool fused_cross_entropy) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, v = PaddedVocab(m, tp) / tp;
   const double e = ComputeBytes(precision), logits = double(T) * double(v),
                Th = sequence_parallel ? double(T) * h / tp : double(T) * h;
   PieceCost c;
   c.forward.gemm = GemmTime(hw, T, v, h);
-  const double cast = IsHalf(precision) ? e + 4 : 0.0;  // logits.float() (none in fp32 training)
+  // logits.float() (none in fp32 training, nor in a fused cross-entropy, which reads fp32 logits)
+  const double cast = IsHalf(precision) && !fused_cross_entropy ? e + 4 : 0.0;
   if (hw.cross_entropy_Glogits_per_s.value > 0) {
     // A measured cross-entropy rate (a CPU, where the exponentials bound it): half of the logits'
     // time each way, beside the final LayerNorm and the casts as bytes.
@@ -334,6 +335,11 @@ PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision prec
     c.forward.memory = MemoryBoundTime(hw, 2 * e * Th + cast * logits, cast > 0 ? 2 : 1) + half;
     c.backward.memory =
         MemoryBoundTime(hw, (cast > 0 ? 4 + e : 0) * logits + 5 * e * Th, cast > 0 ? 2 : 1) + half;
+  } else if (fused_cross_entropy) {
+    // Final LayerNorm, then one read of the fp32 logits (row statistics) and the loss from them;
+    // backward: read the logits, write their gradient (4 + e), LayerNorm backward.
+    c.forward.memory = MemoryBoundTime(hw, 2 * e * Th + 4 * logits, 3);
+    c.backward.memory = MemoryBoundTime(hw, (4 + e) * logits + 5 * e * Th, 2);
   } else {
     // Final LayerNorm; cross-entropy: read the logits, write and re-read them in fp32 (max, sum).
     c.forward.memory =

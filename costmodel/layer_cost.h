@@ -187,8 +187,12 @@ PieceCost EmbeddingCost(const ModelSpec& m, const HardwareProfile& hw, Precision
 // With sequence parallelism the final LayerNorm acts on T h / t, its output is all-gathered
 // (`tp_allgather_s`) before the logits, and `tp_allreduce_s` should be the backward's
 // reduce-scatter.
+// `fused_cross_entropy` (SoftwareProfile::fused_cross_entropy, ptdp's runtime): the logits stay
+// fp32 as the GEMM wrote them and are read once forward (4 bytes each) and once backward, the
+// gradient written in the compute type (4 + e); no cast either way, with or without the rate.
 PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision, int tp,
                    int mbs, Seconds tp_allreduce_s, Seconds tp_small_allreduce_s,
-                   bool sequence_parallel = false, Seconds tp_allgather_s = 0);
+                   bool sequence_parallel = false, Seconds tp_allgather_s = 0,
+                   bool fused_cross_entropy = false);
 
 }  // namespace ptdp::costmodel
