@@ -385,6 +385,17 @@ TEST(CostTableTest, PrecisionSetsElementSizes) {
   const CostTable fp32 = BuildCostTable(testing::TinyModel(), cl, c);
   EXPECT_EQ(fp32.p2p_bytes, 2 * 32 * 64 * 4);
   EXPECT_NEAR(fp32.optimizer[0], 32 * double(fp32.param_elements[0]) / 1e12, 1e-15);
+  // A fused step (the ptdp stack's fused_optimizer_step): norm 4 + Adam 28 + the 16-bit copy 2 =
+  // 34 bytes in 16 bits, the same 32 in fp32.
+  cl.software.fused_optimizer_step = {true, "test"};
+  const CostTable fused32 = BuildCostTable(testing::TinyModel(), cl, c);
+  EXPECT_EQ(fused32.optimizer[0], fp32.optimizer[0]);
+  cl.profile = testing::RoundProfile();
+  c.precision = Precision::kBf16;
+  const CostTable fused = BuildCostTable(testing::TinyModel(), cl, c);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NEAR(fused.optimizer[r], 34 * double(fused.param_elements[r]) / 1e12, 1e-15) << r;
+  }
 }
 
 // A profile with the optimizer step's measured rate (optimizer_Gparams_per_s) prices the step by

@@ -211,6 +211,29 @@ TEST(LayerCost, HeadCrossEntropyAtAMeasuredRate) {
       HeadCost(Tiny(), testing::RoundProfile(), Precision::kFp16, 1, 2, 0, 0).forward.gemm);
 }
 
+// A fused cross-entropy (the ptdp stack's, SoftwareProfile::fused_cross_entropy) reads the fp32
+// logits once each way: 4 bytes per logit forward, 4 + e backward, no cast in 16-bit training;
+// with a measured rate the casts' bytes are gone too and the rate's halves stay.
+TEST(LayerCost, HeadFusedCrossEntropyReadsTheLogitsOnceEachWay) {
+  const double L = 64.0 * 256, Th = 64.0 * 64;
+  const HardwareProfile hw = testing::RoundProfile();
+  const PieceCost c = HeadCost(Tiny(), hw, Precision::kFp16, 1, 2, 0, 0, false, 0, true);
+  EXPECT_NEAR(c.forward.memory, (4 * Th + 4 * L) / 1e12, 1e-15);
+  EXPECT_NEAR(c.backward.memory, (10 * Th + 6 * L) / 1e12, 1e-15);
+  const PieceCost f = HeadCost(Tiny(), testing::RoundProfile(Precision::kFp32), Precision::kFp32, 1,
+                               2, 0, 0, false, 0, true);
+  EXPECT_NEAR(f.forward.memory, (8 * Th + 4 * L) / 1e12, 1e-15);
+  EXPECT_NEAR(f.backward.memory, (20 * Th + 8 * L) / 1e12, 1e-15);
+  HardwareProfile rated = hw;
+  rated.cross_entropy_Glogits_per_s = {2.0, "test"};
+  const double half = 0.5 * L / 2e9;
+  const PieceCost r = HeadCost(Tiny(), rated, Precision::kFp16, 1, 2, 0, 0, false, 0, true);
+  EXPECT_NEAR(r.forward.memory, 4 * Th / 1e12 + half, 1e-15);
+  EXPECT_NEAR(r.backward.memory, 10 * Th / 1e12 + half, 1e-15);
+  // The logits' GEMMs are the same either way.
+  EXPECT_DOUBLE_EQ(c.forward.gemm, HeadCost(Tiny(), hw, Precision::kFp16, 1, 2, 0, 0).forward.gemm);
+}
+
 // Measured GeLU rates (2e9 elements/s forward, 1e9 backward) replace the bias-GeLU's bytes: tiny's
 // layer at b = 2, t = 1 or 2 runs the GeLU over T f/t = 64 * 256 / t elements, 2e T f/t bytes
 // forward and 4e T f/t backward (e = 2) leave the bytes, the elements' time joins them, and the

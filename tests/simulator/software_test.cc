@@ -179,6 +179,28 @@ TEST(SoftwareProfile, OptionalTransformerEngineAndGradientBufferFacts) {
   EXPECT_NE(ErrorOf(j).find("sw.te_layer"), std::string::npos) << ErrorOf(j);
 }
 
+// fused_cross_entropy and fused_optimizer_step are optional: ptdp states both (and its one
+// gradient-zeroing pass), megatron-core neither (false, not written); a non-object is refused.
+TEST(SoftwareProfile, OptionalFusedHeadAndOptimizerFacts) {
+  auto ptdp = LoadSoftware("ptdp");
+  auto core = LoadSoftware("megatron-core");
+  ASSERT_TRUE(ptdp.ok() && core.ok());
+  EXPECT_TRUE(ptdp->fused_cross_entropy.value);
+  EXPECT_TRUE(ptdp->fused_optimizer_step.value);
+  EXPECT_EQ(ptdp->grad_buffer_passes.value, 1);
+  EXPECT_FALSE(core->fused_cross_entropy.value);
+  EXPECT_FALSE(core->fused_optimizer_step.value);
+  const OrderedJson written = SoftwareProfileToJson(*core);
+  EXPECT_FALSE(written.contains("fused_cross_entropy"));
+  EXPECT_FALSE(written.contains("fused_optimizer_step"));
+  const OrderedJson round = SoftwareProfileToJson(*ptdp);
+  ASSERT_TRUE(round.contains("fused_cross_entropy"));
+  EXPECT_TRUE(round["fused_optimizer_step"]["value"].get<bool>());
+  Json j = CoreJson();
+  j["fused_cross_entropy"] = true;
+  EXPECT_NE(ErrorOf(j).find("sw.fused_cross_entropy"), std::string::npos) << ErrorOf(j);
+}
+
 ParallelConfig Layout(int tp, int pp, int dp, int mbs, int64_t batch) {
   ParallelConfig c;
   c.tp = tp, c.pp = pp, c.dp = dp, c.mbs = mbs, c.global_batch = batch;
