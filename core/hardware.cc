@@ -336,6 +336,17 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
                              " differs from gemm.dtype " + p.gemm.dtype);
     }
   }
+  if (r.Has("gemm_points")) {
+    // Priced in place of the backward tables' rates too, so it needs them: a profile prices a
+    // Linear's backward from measured kernels or from the forward table, never a mix by shape.
+    if (p.gemm_backward_data.empty() || p.gemm_backward_weight.empty()) {
+      return Status::Invalid(r.PathOf("gemm_points") +
+                             ": needs gemm_backward_data and gemm_backward_weight (the grid of "
+                             "the same kernels)");
+    }
+    PTDP_ASSIGN_OR_RETURN(
+        p.gemm_points, GemmPointsFromJson(*r.Child("gemm_points", true), r.PathOf("gemm_points")));
+  }
   // How gradients are accumulated is a fact of the training software, not of the machine.
   if (r.Has("grad_accumulate_bytes_per_param")) {
     return Status::Invalid(r.PathOf("grad_accumulate_bytes_per_param") +
@@ -445,6 +456,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   j["gemm"] = GemmJson(p.gemm);
   if (!p.gemm_backward_data.empty()) j["gemm_backward_data"] = GemmJson(p.gemm_backward_data);
   if (!p.gemm_backward_weight.empty()) j["gemm_backward_weight"] = GemmJson(p.gemm_backward_weight);
+  if (!p.gemm_points.empty()) j["gemm_points"] = GemmPointsToJson(p.gemm_points);
   if (!p.attention_tflops.source.empty()) j["attention_tflops"] = SourcedJson(p.attention_tflops);
   if (!p.attention_dropout_tflops.source.empty()) {
     j["attention_dropout_tflops"] = SourcedJson(p.attention_dropout_tflops);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/attention_table.h"
+#include "core/gemm_points.h"
 #include "core/json.h"
 #include "core/precision.h"
 #include "core/software.h"
@@ -100,6 +101,10 @@ struct HardwareProfile {
   // Absent: the forward table at the transposed shapes prices them (costmodel/gemm.h).
   GemmTable gemm_backward_data;
   GemmTable gemm_backward_weight;
+  // Optional (empty when absent; needs both backward tables, measured by the same kernels): the
+  // three GEMMs at exact shapes (core/gemm_points.h), which price a Linear GEMM at such a shape
+  // in place of the tables (costmodel/gemm.h); `ptdp profile --gemm-shapes-of` measures them.
+  GemmPoints gemm_points;
   // Optional (0 when absent): achieved TFLOP/s of a fused (FlashAttention-class) causal attention
   // kernel per device, counted as FlashAttention's benchmarks count a causal kernel (half the
   // s^2 FLOPs of the full score matrix), used for layouts with fused_attention. Absent: the cost

@@ -34,26 +34,64 @@ void Scale(Sourced* f, double x, const std::string& source) {
       source + ": " + Fmt(before) + " x " + Fmt(x) + " (starting figure: " + f->source + ")";
 }
 
+// The mean of log2(2 m n k) over a table's entries: where gemm_size's per-doubling factor is 1.
+double Log2MeanFlops(const GemmTable& t) {
+  double log2_mean = 0;
+  for (double m : t.m)
+    for (double n : t.n)
+      for (double k : t.k) log2_mean += std::log2(2 * m * n * k);
+  return log2_mean / double(t.tflops.size());
+}
+
+// What a GEMM of (m, n, k) is multiplied by: x, and per_doubling for each doubling of its FLOPs
+// above the table's mean.
+double SizeScale(double m, double n, double k, double x, double per_doubling, double log2_mean) {
+  return x * std::pow(per_doubling, std::log2(2 * m * n * k) - log2_mean);
+}
+
+std::string ScaleNote(double x, double per_doubling, double log2_mean) {
+  return "x " + Fmt(x) +
+         (per_doubling == 1.0
+              ? std::string()
+              : " x " + Fmt(per_doubling) + "^log2(2mnk / 2^" + Fmt(log2_mean) + ")");
+}
+
 // Every entry times x, and times per_doubling for each doubling of its FLOPs (2 m n k) above the
 // table's geometric mean (fewer below it).
 void ScaleTable(GemmTable* t, double x, double per_doubling, const std::string& source) {
   if ((x == 1.0 && per_doubling == 1.0) || t->empty()) return;
-  double log2_mean = 0;
-  for (double m : t->m)
-    for (double n : t->n)
-      for (double k : t->k) log2_mean += std::log2(2 * m * n * k);
-  log2_mean /= double(t->tflops.size());
+  const double log2_mean = Log2MeanFlops(*t);
   size_t i = 0;
   for (double m : t->m)
     for (double n : t->n)
-      for (double k : t->k) {
-        t->tflops[i++] *= x * std::pow(per_doubling, std::log2(2 * m * n * k) - log2_mean);
-      }
-  t->source =
-      source + ": every entry x " + Fmt(x) +
-      (per_doubling == 1.0 ? std::string()
-                           : " x " + Fmt(per_doubling) + "^log2(2mnk / 2^" + Fmt(log2_mean) + ")") +
-      " (starting table: " + t->source + ")";
+      for (double k : t->k) t->tflops[i++] *= SizeScale(m, n, k, x, per_doubling, log2_mean);
+  t->source = source + ": every entry " + ScaleNote(x, per_doubling, log2_mean) +
+              " (starting table: " + t->source + ")";
+}
+
+// The exact points priced in place of the tables move as the tables do: each rate by its kind's
+// multiple and gemm_size about the mean of its own table, so a shape priced from a point and one
+// priced from the grid beside it keep their ratio (the means: ScaleTable's, from the axes alone).
+void ScalePoints(const HardwareProfile& start, const CalibrationParams& x,
+                 const std::string& source, GemmPoints* points) {
+  const bool unit = x.gemm_forward == 1.0 && x.gemm_backward == 1.0 && x.gemm_size == 1.0;
+  if (points->empty() || unit) return;
+  const double fwd_mean = Log2MeanFlops(start.gemm);
+  // A profile read from JSON has both backward tables beside its points (core/hardware.cc).
+  const auto mean_of = [&](const GemmTable& t) { return t.empty() ? fwd_mean : Log2MeanFlops(t); };
+  const double data_mean = mean_of(start.gemm_backward_data);
+  const double weight_mean = mean_of(start.gemm_backward_weight);
+  for (GemmPoint& p : points->points) {
+    const double m = double(p.m), n = double(p.n), k = double(p.k);
+    p.forward_tflops *= SizeScale(m, n, k, x.gemm_forward, x.gemm_size, fwd_mean);
+    p.backward_data_tflops *= SizeScale(m, n, k, x.gemm_backward, x.gemm_size, data_mean);
+    p.backward_weight_tflops *= SizeScale(m, n, k, x.gemm_backward, x.gemm_size, weight_mean);
+  }
+  points->source = source + ": forward_tflops " + ScaleNote(x.gemm_forward, x.gemm_size, fwd_mean) +
+                   ", backward_data_tflops " + ScaleNote(x.gemm_backward, x.gemm_size, data_mean) +
+                   ", backward_weight_tflops " +
+                   ScaleNote(x.gemm_backward, x.gemm_size, weight_mean) +
+                   " (starting points: " + points->source + ")";
 }
 
 // A busbw curve is a link's figure for its collective: scaled with the constant it replaces.
@@ -320,6 +358,7 @@ std::vector<int> ReduceGradsLinkClass(const ClusterSpec& cluster, const Parallel
 HardwareProfile ApplyCalibration(const HardwareProfile& start, const CalibrationParams& x,
                                  const std::string& source) {
   HardwareProfile p = start;
+  ScalePoints(start, x, source, &p.gemm_points);
   ScaleTable(&p.gemm, x.gemm_forward, x.gemm_size, source);
   if (!p.gemm_backward_data.empty() && !p.gemm_backward_weight.empty()) {
     ScaleTable(&p.gemm_backward_data, x.gemm_backward, x.gemm_size, source);

@@ -7,6 +7,9 @@
 //   gemm_forward     the forward GEMM table's throughput (every entry scaled)
 //   gemm_backward    the backward GEMMs' throughput (the gemm_backward_* tables when the profile
 //                    has them, else gemm_backward_efficiency over the forward table)
+//                    (a profile's gemm_points move with their kind's table: forward_tflops by
+//                    gemm_forward, the backward rates by gemm_backward, each by gemm_size about
+//                    the mean of its own table, costmodel/calibrate.cc ScalePoints)
 //   gemm_size        the GEMM efficiency by size: each table entry's throughput times this per
 //                    doubling of its FLOPs (a machine whose large GEMMs lose more than the table
 //                    says: caches, clocks); told apart from the scale by the GEMMs of other sizes

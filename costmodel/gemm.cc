@@ -30,13 +30,18 @@ bool HasBackwardTables(const HardwareProfile& hw) {
   return !hw.gemm_backward_data.empty() && !hw.gemm_backward_weight.empty();
 }
 
+// One GEMM of 2 m n k FLOPs at a measured rate (a backward table's or an exact point's), with the
+// profile's launch cost and no wave quantisation (the rate was timed at the Linear's layout).
+Seconds AtRate(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, double tflops) {
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  return flops / (tflops * kTera) + hw.kernel_launch_us.value * kUs;
+}
+
 // One backward GEMM of the Linear whose forward is (m, n, k), from `table` (measured at the
 // forward's coordinates).
 Seconds FromBackwardTable(const HardwareProfile& hw, const GemmTable& table, int64_t m, int64_t n,
                           int64_t k) {
-  const double flops = 2.0 * double(m) * double(n) * double(k);
-  return flops / (GemmTflops(table, double(m), double(n), double(k)) * kTera) +
-         hw.kernel_launch_us.value * kUs;
+  return AtRate(hw, m, n, k, GemmTflops(table, double(m), double(n), double(k)));
 }
 
 }  // namespace
@@ -79,6 +84,12 @@ double WaveEfficiency(const HardwareProfile& hw, int64_t m, int64_t n, int64_t b
 }
 
 Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  // A Linear's GEMM at an exact point: timed at that very shape, its last wave included.
+  if (batch == 1) {
+    if (const GemmPoint* p = hw.gemm_points.Find(m, n, k)) {
+      return AtRate(hw, m, n, k, p->forward_tflops);
+    }
+  }
   const double flops = 2.0 * double(m) * double(n) * double(k) * double(batch);
   const double tflops = GemmTflops(hw.gemm, double(m) * double(batch), double(n), double(k)) *
                         WaveEfficiency(hw, m, n, batch);
@@ -97,11 +108,18 @@ Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_
 Seconds GemmBackwardDataTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
   // From the table measured for it, when the profile has both backward tables (as
   // GemmBackwardWeightTime decides, so a backward is priced from one source or the other).
+  // A point exists only beside both backward tables (core/hardware.cc), so it too is measured.
+  if (const GemmPoint* p = hw.gemm_points.Find(m, n, k)) {
+    return AtRate(hw, m, n, k, p->backward_data_tflops);
+  }
   if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_data, m, n, k);
   return BackwardFromForwardTable(hw, m, k, n, 1);
 }
 
 Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
+  if (const GemmPoint* p = hw.gemm_points.Find(m, n, k)) {
+    return AtRate(hw, m, n, k, p->backward_weight_tflops);
+  }
   if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_weight, m, n, k);
   // The same term GemmBackwardTime adds for the weight gradient, so W <= B holds by construction
   // whatever the efficiency (priced at the forward rate while B was divided by an efficiency of

@@ -4,6 +4,10 @@
 // Outside the grid: above the largest size the edge throughput holds; below the smallest size the
 // time of the smallest measured size holds (a GEMM smaller than the smallest measured one is not
 // faster than it: throughput scales down with the size).
+// A Linear GEMM (batch 1) whose (m, n, k) is one of the profile's gemm_points (core/gemm_points.h)
+// is priced from that point instead, forward and both backward kinds, with the launch cost and
+// without wave quantisation (the point was timed at that very shape); every other GEMM from the
+// tables exactly as without points.
 #pragma once
 
 #include <cstdint>

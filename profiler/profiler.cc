@@ -6,6 +6,7 @@
 
 #include "profiler/attention_grid.h"
 #include "profiler/epilogues.h"
+#include "profiler/gemm_shapes.h"
 
 namespace ptdp::profiler {
 namespace {
@@ -255,6 +256,7 @@ Result<ProfileReport> RunProfile(ProfileBackend& backend, runtime::Communicator&
   PTDP_RETURN_IF_ERROR(SweepGemms(g, &r.gemm_backward_weight, [&](int64_t m, int64_t n, int64_t k) {
     return backend.TimeGemmBackwardWeight(m, n, k, g.timing);
   }));
+  PTDP_RETURN_IF_ERROR(MeasureGemmPoints(backend, g.timing, opts, &r));
   r.stream_bytes = g.stream_bytes;
   PTDP_ASSIGN_OR_RETURN(double add_Bps, backend.StreamAddBandwidth(g.stream_bytes, g.timing));
   PTDP_ASSIGN_OR_RETURN(double gelu_Bps, backend.GeluBandwidth(g.stream_bytes, g.timing));

@@ -39,6 +39,11 @@ struct ProfileOptions {
   // grid) at which attention is timed again, every s with every d, for the profile's
   // attention_table (profiler/attention_grid.h says how each point's batch and heads are chosen).
   std::vector<int64_t> attention_grid_s, attention_grid_d;
+  // --gemm-shapes-of: Linear GEMM shapes (m, n, k) timed exactly, beside the grid, by the grid's
+  // three kernels and timing, for the profile's gemm_points (profiler/gemm_shapes.h); empty: none.
+  // gemm_shapes_of says whose shapes they are, for the points' source.
+  std::vector<GemmShape> gemm_shapes;
+  std::string gemm_shapes_of;
   std::string host;  // host name, for sources
   std::string date;  // "YYYY-MM-DD", for sources
 };
@@ -47,6 +52,13 @@ struct GemmSample {
   int64_t m = 0, n = 0, k = 0;
   Seconds seconds = 0;
   double tflops = 0;
+};
+
+// One exact shape of --gemm-shapes-of: the forward, input-gradient and weight-gradient GEMMs,
+// keyed by the forward's (m, n, k) as the backward grid tables are.
+struct GemmPointSample {
+  int64_t m = 0, n = 0, k = 0;
+  Seconds forward = 0, backward_data = 0, backward_weight = 0;
 };
 
 struct CollectiveSample {
@@ -78,6 +90,9 @@ struct ProfileReport {
   // The backward GEMMs on the same grid, keyed by the forward's (m, n, k); empty when the backend
   // does not measure them.
   std::vector<GemmSample> gemm_backward_data, gemm_backward_weight;
+  // --gemm-shapes-of's shapes in the order asked for (empty: none asked for), and whose they are.
+  std::vector<GemmPointSample> gemm_points;
+  std::string gemm_points_of;
   Bytes stream_bytes = 0;
   double stream_add_GBps = 0;
   double gelu_GBps = 0;

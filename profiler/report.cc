@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "profiler/epilogues.h"
+#include "profiler/gemm_shapes.h"
 #include "profiler/profiler.h"
 
 namespace ptdp::profiler {
@@ -288,6 +289,7 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
                                 "weight-gradient GEMM (Ops::LinearBackwardWeight, dW += dy^T x in "
                                 "fp32)",
                                 &p.gemm_backward_weight));
+  PTDP_RETURN_IF_ERROR(AddGemmPoints(r, RunSource(r), &p));
 
   if (r.ranks > 1) {
     p.intra_node = MeasuredLink(r);
@@ -372,6 +374,7 @@ OrderedJson ReportToJson(const ProfileReport& r) {
                                  {"forward_backward_causal_tflops", r.att_dropout_train_tflops}};
   }
   if (!r.att_grid.empty()) j["attention"]["grid"] = AttentionGridJson(r);
+  if (!r.gemm_points.empty()) j["gemm_points"] = GemmPointsRawJson(r);
   if (r.ce_seconds > 0) {
     j["cross_entropy"] = {{"rows", r.ce_rows},
                           {"vocab", r.ce_vocab},
@@ -448,6 +451,7 @@ std::string ReportToText(const ProfileReport& r) {
     out += line;
   }
   if (!r.att_grid.empty()) out += AttentionGridText(r);
+  if (!r.gemm_points.empty()) out += GemmPointsText(r);
   if (r.ce_seconds > 0) {
     std::snprintf(line, sizeof(line),
                   "# cross-entropy forward + backward (%lld x %lld logits) %.1f us = %.3f "

@@ -11,6 +11,7 @@
 #include "core/hardware.h"
 #include "core/json.h"
 #include "profiler/attention_grid.h"
+#include "profiler/gemm_shapes.h"
 #include "profiler/profiler.h"
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
@@ -29,6 +30,8 @@ struct ProfileArgs {
   std::string peak_source;
   profiler::ProfileOptions opts;
   std::vector<std::string> attention_grid;  // --attention-grid S1,S2,... D1,D2,...
+  // --gemm-shapes-of MODELS, --gemm-shapes-mbs B1,B2,..., --gemm-shapes-tp T1,T2,...
+  std::string gemm_shapes_of, gemm_shapes_mbs, gemm_shapes_tp;
 };
 
 std::string Today() {
@@ -74,6 +77,10 @@ Status Run(ProfileArgs& a, runtime::Communicator& world) {
   Status local = CheckArgs(a);
   if (local.ok()) local = profiler::ParseAttentionGrid(a.attention_grid, &a.opts);
   if (local.ok()) local = profiler::CheckAttentionGrid(a.opts);
+  if (local.ok()) {
+    local =
+        profiler::ParseGemmShapes(a.gemm_shapes_of, a.gemm_shapes_mbs, a.gemm_shapes_tp, &a.opts);
+  }
   std::optional<HardwareProfile> links;
   if (local.ok() && !a.links_from.empty()) {
     auto l = ReadLinksFrom(a.links_from);
@@ -155,6 +162,14 @@ void RegisterProfile(CLI::App& app, int* exit_code) {
                   "(S1,S2,... D1,D2,...; each call keeps the tokens b S and the width heads D of "
                   "--attention's shape), without and with dropout 0.1, into attention_table")
       ->expected(2);
+  cmd->add_option("--gemm-shapes-of", a.gemm_shapes_of,
+                  "also time every Linear GEMM (QKV, projection, fc1, fc2, logits; forward and "
+                  "both backward) of these models (presets or model JSON, comma-separated) at "
+                  "their exact shapes, into gemm_points");
+  cmd->add_option("--gemm-shapes-mbs", a.gemm_shapes_mbs,
+                  "the microbatch sizes of --gemm-shapes-of, comma-separated (required with it)");
+  cmd->add_option("--gemm-shapes-tp", a.gemm_shapes_tp,
+                  "the tensor-parallel degrees of --gemm-shapes-of, comma-separated (default 1)");
   cmd->add_option("--max-message-bytes", a.opts.max_message_bytes,
                   "largest collective message (default: backend's)");
   cmd->callback([exit_code] {

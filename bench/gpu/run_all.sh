@@ -276,11 +276,21 @@ profile() {
   # profile also times the GeLU epilogues and the bias gradient at --attention's fc1 and fc2 shapes
   # (gelu_epilogue/dgelu_epilogue/bias_grad_Gelems_per_s, profiler/epilogues.h; estimated under
   # 1 s), which the kernels stage's `compare --op-times` on this profile then prices.
+  # --gemm-shapes-of: every Linear GEMM (QKV, projection, fc1, fc2, logits) of the benchmark models
+  # at each microbatch the ptdp stages may train (--ptdp-mbs doubling; the dry run's 1 and 2),
+  # timed at its exact shape into gemm_points (docs/profile.md), which price those runs' GEMMs in
+  # place of the grid's interpolation (gpt2-124m's h 768 lies between its powers of two). About
+  # 0.25 s a shape on the H200 (docs/cuda.md): 30 shapes at --ptdp-mbs 16:32, 105 at 1:64.
+  local mbs=() b of
+  for ((b = ptdp_min_mbs; b <= ptdp_max_mbs; b *= 2)); do mbs+=("$b"); done
+  [ $dry = 1 ] && mbs=(1 2)
+  of=$(printf '%s,' $models)
+  local shapes=(--gemm-shapes-of "${of%,}" --gemm-shapes-mbs "$(IFS=,; echo "${mbs[*]}")")
   local a=(profile --backend cuda --out "$out/profile.json" --raw "$out/profile.raw.json"
            --peak-tflops "$peak" --peak-source "$peak_source" --links-from "$root/profiles/dgx-h100.json"
-           --attention-grid 1024,2048,4096 64,128)
+           --attention-grid 1024,2048,4096 64,128 "${shapes[@]}")
   [ $dry = 1 ] && a=(profile --backend cpu --quick --out "$out/profile.json" --raw "$out/profile.raw.json"
-                     --attention-grid 32,64 8,16)
+                     --attention-grid 32,64 8,16 "${shapes[@]}")
   with_libs "$build/tools/ptdp" "${a[@]}"
 }
 
@@ -424,7 +434,7 @@ calibrate_loop() {  # MODEL
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model kernels calibrate_loop with_libs wheel_dir
-export lean profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+export lean profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs models torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------
