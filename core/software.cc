@@ -131,8 +131,10 @@ Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string
     PTDP_RETURN_IF_ERROR(ReadFlag(r, "gelu_gemm_epilogue", &p.gelu_gemm_epilogue));
   }
   if (r.Has("te_layer")) PTDP_RETURN_IF_ERROR(ReadFlag(r, "te_layer", &p.te_layer));
-  for (auto [key, flag] : {std::pair{"fused_cross_entropy", &p.fused_cross_entropy},
-                           std::pair{"fused_optimizer_step", &p.fused_optimizer_step}}) {
+  for (auto [key, flag] :
+       {std::pair{"fused_cross_entropy", &p.fused_cross_entropy},
+        std::pair{"fused_optimizer_step", &p.fused_optimizer_step},
+        std::pair{"optimizer_main_grads_in_place", &p.optimizer_main_grads_in_place}}) {
     if (r.Has(key)) PTDP_RETURN_IF_ERROR(ReadFlag(r, key, flag));
   }
   for (auto [key, fact] : {std::pair{"grad_buffer_passes", &p.grad_buffer_passes},
@@ -180,6 +182,9 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
   }
   if (!p.fused_optimizer_step.source.empty()) {
     j["fused_optimizer_step"] = FlagJson(p.fused_optimizer_step);
+  }
+  if (!p.optimizer_main_grads_in_place.source.empty()) {
+    j["optimizer_main_grads_in_place"] = FlagJson(p.optimizer_main_grads_in_place);
   }
   if (p.torch_ddp) j["torch_ddp"] = DdpVariantJson(*p.torch_ddp);
   SoftwareSearchDefaults search = p.search;

@@ -19,7 +19,8 @@
 //   optional "gelu_gemm_epilogue": {value: bool, source} (absent: false),
 //   optional "te_layer": {value: bool, source} (absent: false),
 //   optional "grad_buffer_passes", "grad_scale_passes": {value in [0, 100], source} (absent: 0),
-//   optional "fused_cross_entropy", "fused_optimizer_step": {value: bool, source} (absent: false),
+//   optional "fused_cross_entropy", "fused_optimizer_step", "optimizer_main_grads_in_place":
+//     {value: bool, source} (absent: false),
 //   optional "torch_ddp": {"about", "overlap_grad_reduce", "grad_bucket_params",
 //     "grad_bucket_params_per_dp_rank", "ddp_grad_copy_bytes_per_param",
 //     "overlap_compute_slowdown"} (the same forms and ranges as above),
@@ -135,6 +136,11 @@ struct SoftwareProfile {
   // the 16-bit weight copy in AdamW's pass (ptdp's runtime: kernels/cuda/optimizer.cu): none of
   // Megatron-LM's gradient copy, unscale pass and separate cast (costmodel OptimizerBytesPerParam).
   SourcedFlag fused_optimizer_step;
+  // Optional (absent: false, not written): the optimizer takes the fp32 main gradients where the
+  // data-parallel buffer holds them (no copy from 16-bit gradients) and, in bf16 and fp8, has no
+  // loss scaler (no unscale and inf-check pass; fp16 keeps it); the gradient norm, Adam and the
+  // copy back to the 16-bit weights remain (Megatron-Core: 38 bytes a parameter in bf16).
+  SourcedFlag optimizer_main_grads_in_place;
   SoftwareSearchDefaults search;
   // Optional ("torch_ddp"): the facts of torch.nn.parallel.DistributedDataParallel in this stack.
   std::optional<DdpVariant> torch_ddp;

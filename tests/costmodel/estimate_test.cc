@@ -396,6 +396,18 @@ TEST(CostTableTest, PrecisionSetsElementSizes) {
   for (int r = 0; r < 2; ++r) {
     EXPECT_NEAR(fused.optimizer[r], 34 * double(fused.param_elements[r]) / 1e12, 1e-15) << r;
   }
+  // Main gradients taken in place (megatron-core's optimizer_main_grads_in_place): norm 4, Adam
+  // 28, the copy back 4 + 2: 38 bytes in bf16; fp16 keeps the unscale pass's 8: 46.
+  cl.software.fused_optimizer_step = {false, "test"};
+  cl.software.optimizer_main_grads_in_place = {true, "test"};
+  const CostTable in_place = BuildCostTable(testing::TinyModel(), cl, c);
+  c.precision = Precision::kFp16;
+  const CostTable in_place16 = BuildCostTable(testing::TinyModel(), cl, c);
+  for (int r = 0; r < 2; ++r) {
+    const double n = double(in_place.param_elements[r]);
+    EXPECT_NEAR(in_place.optimizer[r], 38 * n / 1e12, 1e-15) << r;
+    EXPECT_NEAR(in_place16.optimizer[r], 46 * n / 1e12, 1e-15) << r;
+  }
 }
 
 // A profile with the optimizer step's measured rate (optimizer_Gparams_per_s) prices the step by

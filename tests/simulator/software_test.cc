@@ -190,7 +190,15 @@ TEST(SoftwareProfile, OptionalFusedHeadAndOptimizerFacts) {
   EXPECT_EQ(ptdp->grad_buffer_passes.value, 1);
   EXPECT_FALSE(core->fused_cross_entropy.value);
   EXPECT_FALSE(core->fused_optimizer_step.value);
+  // Megatron-Core's optimizer takes the fp32 main gradients in place (core_r0.8.0).
+  EXPECT_TRUE(core->optimizer_main_grads_in_place.value);
+  EXPECT_FALSE(ptdp->optimizer_main_grads_in_place.value);
+  auto paper = LoadSoftware("megatron-lm-2021");
+  ASSERT_TRUE(paper.ok());
+  EXPECT_FALSE(paper->optimizer_main_grads_in_place.value);
+  EXPECT_FALSE(SoftwareProfileToJson(*paper).contains("optimizer_main_grads_in_place"));
   const OrderedJson written = SoftwareProfileToJson(*core);
+  EXPECT_TRUE(written.contains("optimizer_main_grads_in_place"));
   EXPECT_FALSE(written.contains("fused_cross_entropy"));
   EXPECT_FALSE(written.contains("fused_optimizer_step"));
   const OrderedJson round = SoftwareProfileToJson(*ptdp);
