@@ -110,33 +110,24 @@ Result<AttentionTable> AttentionTableFromJson(const Json& j, const std::string& 
   r.Required("source", &source);
   const Json* list = r.Child("points", true);
   PTDP_RETURN_IF_ERROR(r.Finish());
-  const std::string lpath = path + ".points";
-  if (!list->is_array()) {
-    return Status::Invalid(lpath + ": expected a list, got " + JsonTypeName(*list));
-  }
   std::vector<AttentionPoint> points;
-  for (size_t i = 0; i < list->size(); ++i) {
-    const Json& e = (*list)[i];
-    const std::string epath = lpath + "[" + std::to_string(i) + "]";
-    if (!e.is_object()) {
-      return Status::Invalid(epath + ": expected an object, got " + JsonTypeName(e));
-    }
-    JsonObjectReader pr(e, epath);
-    AttentionPoint p;
-    pr.Required("s", &p.s);
-    pr.Required("d", &p.d);
-    pr.Required("tflops", &p.tflops);
-    if (pr.Has("dropout_tflops")) {
-      pr.Required("dropout_tflops", &p.dropout_tflops);
-      // Present means measured: 0 is no rate, refused like any other value out of range.
-      if (pr.status().ok() && p.dropout_tflops == 0) {
-        return Status::Invalid(epath + ".dropout_tflops: 0 is outside (0, " +
-                               FormatDouble(kMaxTflops) + "] (leave the key out instead)");
-      }
-    }
-    PTDP_RETURN_IF_ERROR(pr.Finish());
-    points.push_back(p);
-  }
+  PTDP_RETURN_IF_ERROR(
+      ReadObjectList(*list, path + ".points", [&](JsonObjectReader& pr, const std::string& epath) {
+        AttentionPoint p;
+        pr.Required("s", &p.s);
+        pr.Required("d", &p.d);
+        pr.Required("tflops", &p.tflops);
+        if (pr.Has("dropout_tflops")) {
+          pr.Required("dropout_tflops", &p.dropout_tflops);
+          // Present means measured: 0 is no rate, refused like any other value out of range.
+          if (pr.status().ok() && p.dropout_tflops == 0) {
+            return Status::Invalid(epath + ".dropout_tflops: 0 is outside (0, " +
+                                   FormatDouble(kMaxTflops) + "] (leave the key out instead)");
+          }
+        }
+        points.push_back(p);
+        return pr.status();
+      }));
   return AttentionTableFromPoints(source, points, path);
 }
 

@@ -82,27 +82,18 @@ Result<GemmPoints> GemmPointsFromJson(const Json& j, const std::string& path) {
   r.Required("source", &out.source);
   const Json* list = r.Child("points", true);
   PTDP_RETURN_IF_ERROR(r.Finish());
-  const std::string lpath = path + ".points";
-  if (!list->is_array()) {
-    return Status::Invalid(lpath + ": expected a list, got " + JsonTypeName(*list));
-  }
-  for (size_t i = 0; i < list->size(); ++i) {
-    const Json& e = (*list)[i];
-    const std::string epath = lpath + "[" + std::to_string(i) + "]";
-    if (!e.is_object()) {
-      return Status::Invalid(epath + ": expected an object, got " + JsonTypeName(e));
-    }
-    JsonObjectReader pr(e, epath);
-    GemmPoint p;
-    pr.Required("m", &p.m);
-    pr.Required("n", &p.n);
-    pr.Required("k", &p.k);
-    pr.Required("forward_tflops", &p.forward_tflops);
-    pr.Required("backward_data_tflops", &p.backward_data_tflops);
-    pr.Required("backward_weight_tflops", &p.backward_weight_tflops);
-    PTDP_RETURN_IF_ERROR(pr.Finish());
-    out.points.push_back(p);
-  }
+  PTDP_RETURN_IF_ERROR(
+      ReadObjectList(*list, path + ".points", [&](JsonObjectReader& pr, const std::string&) {
+        GemmPoint p;
+        pr.Required("m", &p.m);
+        pr.Required("n", &p.n);
+        pr.Required("k", &p.k);
+        pr.Required("forward_tflops", &p.forward_tflops);
+        pr.Required("backward_data_tflops", &p.backward_data_tflops);
+        pr.Required("backward_weight_tflops", &p.backward_weight_tflops);
+        out.points.push_back(p);
+        return pr.status();
+      }));
   PTDP_RETURN_IF_ERROR(ValidateGemmPoints(out, path));
   return out;
 }

@@ -382,4 +382,23 @@ Status JsonObjectReader::Finish() {
   return Status::Ok();
 }
 
+Status ReadObjectList(
+    const Json& list, const std::string& path,
+    const std::function<Status(JsonObjectReader& element, const std::string& element_path)>& read) {
+  if (!list.is_array()) {
+    return Status::Invalid(path + ": expected a list, got " + JsonTypeName(list));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Json& e = list[i];
+    const std::string epath = path + "[" + std::to_string(i) + "]";
+    if (!e.is_object()) {
+      return Status::Invalid(epath + ": expected an object, got " + JsonTypeName(e));
+    }
+    JsonObjectReader element(e, epath);
+    PTDP_RETURN_IF_ERROR(read(element, epath));
+    PTDP_RETURN_IF_ERROR(element.Finish());
+  }
+  return Status::Ok();
+}
+
 }  // namespace ptdp

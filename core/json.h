@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -88,5 +89,12 @@ class JsonObjectReader {
   std::set<std::string> seen_;
   Status status_;
 };
+
+// A list of objects at `path` (a profile's points, say): `read` reads each element through its
+// own reader at "path[i]", then the reader's Finish() refuses unknown keys. The first error wins:
+// `list` not a list, an element not an object, `read`'s, or Finish()'s.
+Status ReadObjectList(
+    const Json& list, const std::string& path,
+    const std::function<Status(JsonObjectReader& element, const std::string& element_path)>& read);
 
 }  // namespace ptdp
