@@ -30,7 +30,8 @@
 #   --no-adapt  leave out the adapt stage (issue 13 on the GPU, bench/gpu/adapt_stage.sh): 2 ranks
 #               sharing the GPU train a 12-layer GPT-2-small-shaped model without a straggler, with
 #               rank 1 slowed 3x, and slowed with --monitor-every 4 --adapt (about 30 s of runs; the
-#               dry run: --backend cpu on an 8-layer model of h 128); adapt.txt, adapt.json, summary
+#               dry run: --backend cpu on an 8-layer model of h 128); its report: adapt.txt,
+#               adapt.json and the end of summary.txt
 #   --skip-build  use --build-dir as it is (configure and build not run; the build stage only checks
 #               that its ptdp is there): to rehearse the stages after the build on a CPU machine
 #               with a build made apart (e.g. a CPU build, --dry-run --build-dir build-cpu)
