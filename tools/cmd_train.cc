@@ -238,7 +238,8 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
       }
     }
     *agreed_failure = true;  // a plan switch's errors are agreed
-    if (step < last) {       // nothing to gain after the last step
+    if (a.adapt.adapt) adapt.window_step_s.push_back(m.iteration_s);  // the trial's measure
+    if (step < last) {  // nothing to gain after the last step
       PTDP_RETURN_IF_ERROR(AdaptAfterStep(a.adapt, monitor ? &*monitor : nullptr, step,
                                           a.opts.memory_limit, world, &adapt, plan, &trainer_ptr));
     }

@@ -140,12 +140,6 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
 
 namespace {
 
-// The job's mean step time over the window (every rank's wall_s is the job's).
-double MeasuredStep(const runtime::MonitorReport& r) {
-  if (r.ranks.empty() || r.ranks[0].steps == 0) return 0;
-  return r.ranks[0].wall_s / double(r.ranks[0].steps);
-}
-
 // --adapt's next plan after a window, if any: undo a switch on trial that measured no gain, else
 // re-plan (at every window: a slow stage, a straggling GPU and a slow link all lengthen the
 // measured step, and only some of them name stragglers).
@@ -153,14 +147,13 @@ Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
                                               const runtime::MonitorReport& report, int64_t step,
                                               Bytes memory_limit, runtime::Communicator& world,
                                               AdaptState* state, const PlanFile& plan,
-                                              runtime::Trainer& trainer) {
-  const double measured = MeasuredStep(report);
+                                              runtime::Trainer& trainer, double measured) {
   if (state->on_trial) {
     state->on_trial = false;
     if (!(measured < state->before_step_s)) {  // the same on every rank (gathered doubles)
       if (world.rank() == 0) {
         std::printf(
-            " adapt after step %lld: %s measured %.4f s per step against %.4f s before: "
+            " adapt after step %lld: %s measured a median step of %.4f s against %.4f s before: "
             "undoing the switch; no more re-plans in this run (the profile mispredicts it: ptdp "
             "calibrate)\n",
             static_cast<long long>(step), plan.layout.ToString().c_str(), measured,
@@ -211,8 +204,11 @@ Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, 
         world, read.ok() ? Status::Ok() : read.status().WithPrefix("--switch-plan")));
     next = std::move(read).value();
   } else if (a.adapt && report != nullptr) {
-    PTDP_ASSIGN_OR_RETURN(std::optional<PlanFile> p, NextAdaptPlan(a, *report, step, memory_limit,
-                                                                   world, state, *plan, **trainer));
+    const double measured = WindowStepSeconds(std::move(state->window_step_s));
+    state->window_step_s.clear();
+    PTDP_ASSIGN_OR_RETURN(
+        std::optional<PlanFile> p,
+        NextAdaptPlan(a, *report, step, memory_limit, world, state, *plan, **trainer, measured));
     if (!p) return Status::Ok();
     next = std::move(*p);
   } else {

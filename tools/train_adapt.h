@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/plan_file.h"
 #include "core/status.h"
@@ -42,9 +43,12 @@ struct AdaptArgs {
 // that was wrong would be wrong again, each trial costing a window in a slower layout.
 struct AdaptState {
   bool on_trial = false;
-  bool stopped = false;               // a switch was undone
-  PlanFile before;                    // the plan switched away from
-  double before_step_s = 0;           // its measured step time (the window before the switch)
+  bool stopped = false;      // a switch was undone
+  PlanFile before;           // the plan switched away from
+  double before_step_s = 0;  // its measured step time (the window before the switch)
+  // The job's step times (StepMetrics::iteration_s, the same on every rank) since the last monitor
+  // window; the caller appends each step's before AdaptAfterStep, which empties it at a window.
+  std::vector<double> window_step_s;
   std::vector<std::string> rejected;  // layouts (ParallelConfig::ToString) tried and undone
   // Set on every rank when rank 0 chose a layout of another t, p or d and wrote its plan to
   // relaunch_plan: the caller saves after this step and exits kRelaunchExitCode.
@@ -88,6 +92,12 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
                                       Bytes memory_limit,
                                       const std::vector<std::string>& rejected = {},
                                       const Timeline* last_step = nullptr);
+
+// A window's measured step time for --adapt's trial: the median of its steps' times. Not the mean:
+// the first step of a trainer (the run's, and the one after a switch) pays one-off costs on a GPU
+// (cuBLASLt's timing of each GEMM shape, cuDNN's plans, the allocator's first cudaMallocs) that
+// would weigh on the window it falls in, and one noisy step would decide the trial. 0: no steps.
+double WindowStepSeconds(std::vector<double> step_s);
 
 // After step `step` (and its monitor window, `report` when one ended here): with --switch-plan at
 // --switch-at, or with --adapt at a window whose re-plan gains more than the threshold, every rank

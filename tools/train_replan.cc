@@ -228,6 +228,13 @@ int PickShortest(const PlanFile& p, const ClusterSpec& cluster,
 
 }  // namespace
 
+double WindowStepSeconds(std::vector<double> step_s) {
+  if (step_s.empty()) return 0;
+  std::sort(step_s.begin(), step_s.end());
+  const size_t n = step_s.size();
+  return n % 2 == 1 ? step_s[n / 2] : 0.5 * (step_s[n / 2 - 1] + step_s[n / 2]);
+}
+
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
                                       Bytes memory_limit, const std::vector<std::string>& rejected,
                                       const Timeline* last_step) {

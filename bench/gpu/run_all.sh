@@ -27,6 +27,14 @@
 #               kernels stage's op table, --op-times, when it is of that model), and every
 #               ptdp run's step predicted from the measured and the calibrated profile
 #               (calibration.json; bench/gpu/close_loop.py); --lean keeps it (it tests no code)
+#   --no-adapt  leave out the adapt stage (issue 13 on the GPU, bench/gpu/adapt_stage.sh): 2 ranks
+#               sharing the GPU train a 12-layer GPT-2-small-shaped model without a straggler, with
+#               rank 1 slowed 3x, and slowed with --monitor-every 4 --adapt (about 30 s of runs; the
+#               dry run: --backend cpu on an 8-layer model of h 128); its report: adapt.txt,
+#               adapt.json and the end of summary.txt
+#   --skip-build  use --build-dir as it is (configure and build not run; the build stage only checks
+#               that its ptdp is there): to rehearse the stages after the build on a CPU machine
+#               with a build made apart (e.g. a CPU build, --dry-run --build-dir build-cpu)
 #   --lean      speed only, for the last minutes of a lease: build ptdp alone and leave out the static
 #               checks, the GPU tests, memcheck and the op table (a run that tests nothing: say so)
 #   --profile FILE  take the profile from FILE (e.g. profiles/h200-measured.json) instead of
@@ -36,7 +44,7 @@
 # not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
 # when every stage passed, 1 otherwise (the summary names the failed ones).
 set -euo pipefail
-usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels] [--no-calibrate]"
+usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels] [--no-calibrate] [--no-adapt] [--skip-build]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 case "$1" in -*) echo "$usage" >&2; exit 2 ;; esac
 out=$1; shift
@@ -49,7 +57,7 @@ models=""
 ptdp_steps=10
 ptdp_min_mbs=1 ptdp_max_mbs=64
 torch_models="" torch_batch="" torch_box=""
-no_torch=0 no_memcheck=0 no_kernels=0 no_calibrate=0 lean=0 profile_file=""
+no_torch=0 no_memcheck=0 no_kernels=0 no_calibrate=0 no_adapt=0 skip_build=0 lean=0 profile_file=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
@@ -67,6 +75,8 @@ while [ $# -gt 0 ]; do
     --no-memcheck) no_memcheck=1; shift ;;
     --no-kernels) no_kernels=1; shift ;;
     --no-calibrate) no_calibrate=1; shift ;;
+    --no-adapt) no_adapt=1; shift ;;
+    --skip-build) skip_build=1; shift ;;
     --lean) lean=1; no_memcheck=1; no_kernels=1; shift ;;
     --profile) profile_file=$2; shift 2 ;;
     *) echo "run_all.sh: unknown argument $1; $usage" >&2; exit 2 ;;
@@ -431,9 +441,19 @@ calibrate_loop() {  # MODEL
   "$python" "$root/bench/gpu/close_loop.py" table "$out" "$m" "$b"
 }
 
+# Issue 13's monitor, injected straggler and --adapt on this machine (bench/gpu/adapt_stage.sh: on
+# the GPU both ranks share it through the staged communicator): the measured profile when the
+# profile stage made one, else the script's default (profiles/h200-measured.json; cpu when dry).
+adapt_runs() {
+  local a=(--backend "$([ $dry = 1 ] && echo cpu || echo cuda)")
+  [ -s "$out/tokens.bin" ] && a+=(--data "$out/tokens.bin")
+  [ $dry = 0 ] && [ -s "$out/profile.json" ] && a+=(--cluster "$out/profile.json")
+  with_libs "$root/bench/gpu/adapt_stage.sh" "$build/tools/ptdp" "$out" "${a[@]}"
+}
+
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
-  profile torch_model ptdp_model kernels calibrate_loop with_libs wheel_dir
+  profile torch_model ptdp_model kernels calibrate_loop adapt_runs with_libs wheel_dir
 export lean profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs models torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
@@ -452,10 +472,16 @@ elif [ -z "$python" ] || ! "$python" -c 'import torch' 2> /dev/null; then
 else
   torch_all & torch_pid=$!
 fi
-stage configure 120 configure
 build_box=300
 [ $dry = 1 ] && build_box=3000  # 2 shared cores here, 16 there
-if passed configure; then stage build $build_box build_all; else skip build "configure failed"; fi
+if [ $skip_build = 1 ]; then
+  skip configure "--skip-build"
+  # A build that is there stands for this stage (the stages after it test whether it runs).
+  stage build 5 test -x "$build/tools/ptdp"
+else
+  stage configure 120 configure
+  if passed configure; then stage build $build_box build_all; else skip build "configure failed"; fi
+fi
 if passed build; then
   stage libs 20 libs_check
   if [ $lean = 1 ]; then skip static "--lean"; else stage static 60 static_tests; fi
@@ -488,11 +514,14 @@ if passed build; then
   if [ $no_calibrate = 1 ]; then skip calibrate "--no-calibrate"
   elif passed "ptdp-$first"; then stage calibrate "$([ $dry = 1 ] && echo 300 || echo 90)" calibrate_loop "$first"
   else skip calibrate "ptdp-$first did not pass"; fi
+  # The monitor, a straggler and --adapt (issue 13): three short 2-rank runs, about 30 s on the GPU.
+  if [ $no_adapt = 1 ]; then skip adapt "--no-adapt"
+  else stage adapt "$([ $dry = 1 ] && echo 400 || echo 90)" adapt_runs; fi
   # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
   if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
   elif [ $dry = 0 ]; then skip memcheck "$([ $lean = 1 ] && echo --lean || echo --no-memcheck)"; fi
 else
-  for s in libs static gpu-tests memcheck models tokens profile kernels calibrate; do skip "$s" "build failed"; done
+  for s in libs static gpu-tests memcheck models tokens profile kernels calibrate adapt; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
 fi
 [ -n "$torch_pid" ] && { wait "$torch_pid" || true; }

@@ -2,7 +2,8 @@
 """The summary of bench/gpu/run_all.sh: stages (ok / FAILED / TIMEOUT / SKIPPED), then tokens/s, MFU
 and step time of ptdp and PyTorch per model, with ptdp's predicted step time beside its measured one,
 then the calibrate stage's table (calibration.json: every ptdp run's step predicted from the measured
-and from the calibrated profile, bench/gpu/close_loop.py). Writes OUT_DIR/summary.json; prints the text table (run_all.sh saves it as summary.txt).
+and from the calibrated profile, bench/gpu/close_loop.py), then the adapt stage's report and PASS/FAIL
+(adapt.json, bench/gpu/adapt_report.py). Writes OUT_DIR/summary.json; prints the text table (run_all.sh saves it as summary.txt).
 
 usage: summarize.py OUT_DIR PEAK_TFLOPS MODEL...
 """
@@ -10,6 +11,7 @@ import json
 import os
 import sys
 
+from adapt_report import format_report
 from close_loop import format_table
 
 
@@ -87,9 +89,18 @@ def main(argv):
         print(format_table(calibration))
     else:
         print("ptdp compare / calibrate: %s" % why("calibrate"))
+    # Issue 13's monitor, straggler and --adapt (stage adapt, bench/gpu/adapt_stage.sh).
+    print()
+    adapt = None
+    path = os.path.join(out, "adapt.json")
+    if os.path.exists(path):
+        adapt = json.load(open(path))
+        print("\n".join(format_report(adapt)))
+    else:
+        print("adapt (issue 13): %s" % why("adapt"))
     with open(os.path.join(out, "summary.json"), "w") as f:
         json.dump({"peak_tflops": float(peak), "stages": stages, "failed": failed, "skipped": skipped,
-                   "results": rows, "calibration": calibration}, f, indent=1)
+                   "results": rows, "calibration": calibration, "adapt": adapt}, f, indent=1)
     return 0
 
 

@@ -18,6 +18,10 @@
 #       checkpoint; the losses equal an unslowed, unadapted even-split run within 1e-5. (4x, not
 #       3x: at 2 ranks the monitor's median is their mean, so a factor F reads 2F/(1+F), 1.6 here,
 #       and the measured compute ratio stays far above what any even split could absorb.)
+#   adapt_split_guard  adapt_split's adapted run on the guard device (--backend cpu-guard, whose
+#       tensors fault on host access outside an Ops or communicator call, as a GPU's are out of the
+#       host's reach): the slowed rank's timing, the monitor and the switch's checkpoint save and
+#       load touch tensors only through the device, as --backend cuda needs
 #   adapt_calibrate  as adapt_split with --adapt-calibrate: after step 2 the profile is fitted to
 #       the window's last step (used or, when it does not lower the compute error, not) before the
 #       re-plan; losses within 1e-5 (the decision itself is not asserted: one noisy step)
@@ -109,12 +113,20 @@ case "$case" in
     grep -q "^ switched after step 2 to " run.out || fail "no switch after step 2"
     echo "ok: re-planned and switched, losses within 1e-5"
     ;;
-  adapt_split)
+  adapt_split | adapt_split_guard)
     export NP=2
+    guard=()
+    if [ "$case" = adapt_split_guard ]; then
+      # The guard device (guard_step.sh): no host access to a tensor outside an Ops or communicator
+      # call anywhere on this path: the timed slow rank, the monitor, and the switch's checkpoint.
+      guard=(--backend cpu-guard)
+      export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy_mechanism=none
+    fi
     "$here/write_plan.sh" "$ptdp" plan.json 8 0.1 256 8 1 2 1 1 1 1f1b none true || fail "plan"
     train plan.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
     train plan.json --steps 6 --monitor-every 2 --slow-rank 1 --slow-factor 4 --adapt \
-      --expect-losses ref.jsonl --memory-tol 0.01 || { cat run.out; fail "adapted run"; }
+      --expect-losses ref.jsonl --memory-tol 0.01 ${guard[@]+"${guard[@]}"} ||
+      { cat run.out; fail "adapted run"; }
     cat run.out
     line=$(grep "^ adapt after step 2: " run.out) || fail "no re-plan after step 2"
     [[ $line == *": switching" ]] || fail "the re-plan after step 2 did not switch"

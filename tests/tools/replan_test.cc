@@ -98,3 +98,20 @@ TEST(Replan, AMachineFasterThanItsProfileReplans) {
 
 }  // namespace
 }  // namespace ptdp::tools
+
+// --adapt's trial measure of a window: the median step, so that a trainer's first step (on a GPU:
+// GEMM timing, cuDNN plans, the first cudaMallocs) cannot decide the trial alone.
+namespace ptdp::tools {
+namespace {
+
+TEST(AdaptTrial, AWindowsStepIsItsMedianNotItsMean) {
+  EXPECT_EQ(WindowStepSeconds({}), 0.0);
+  EXPECT_DOUBLE_EQ(WindowStepSeconds({0.3}), 0.3);
+  // A warm-up step 20x the others: the mean would be 0.625, the median is the steady 0.1.
+  EXPECT_DOUBLE_EQ(WindowStepSeconds({2.0, 0.1, 0.1, 0.1}), 0.1);
+  EXPECT_DOUBLE_EQ(WindowStepSeconds({0.4, 0.1, 0.2}), 0.2);
+  EXPECT_DOUBLE_EQ(WindowStepSeconds({0.1, 0.2, 0.3, 0.9}), 0.25);
+}
+
+}  // namespace
+}  // namespace ptdp::tools
