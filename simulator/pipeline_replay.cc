@@ -246,6 +246,7 @@ void PipelineReplayer::Reset() {
   s.now.assign(pp, 0);
   s.compute.assign(pp, 0);
   s.flush.assign(pp, 0);
+  s.buckets_from.assign(pp, kNever);
   s.act_flows.resize(pp);
   s.grad_flows.resize(pp);
   s.bucket_flows.resize(pp);
@@ -474,6 +475,18 @@ bool PipelineReplayer::FromSlot(bool grad, int r, int peer, int32_t slot) const 
   return slot >= cut[size_t(r)] || slot >= cut[size_t(shape_->pp + peer)];
 }
 
+// True when a flow from rank r to `peer` that ends at `end` may meet a collective either rank's
+// walk has queued already (it ends at or after the first one's ready time): it joins the network
+// model now, where the check would otherwise find it touching a bucket and cost another walk.
+// Joining is never wrong, only slower (a flow on the network model that meets no other flow runs
+// as it would alone), and an earlier walk cannot tell: the check after the walk still decides.
+bool PipelineReplayer::MeetsQueuedBuckets(int r, int peer, Nanoseconds end) {
+  const Scratch& s = *scratch_;
+  if (end < s.buckets_from[size_t(r)] && end < s.buckets_from[size_t(peer)]) return false;
+  ++bucket_joins_;
+  return true;
+}
+
 // Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
 void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   Scratch& s = *scratch_;
@@ -506,7 +519,8 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
         } else if (s.queue &&
                    (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
                     start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
-                    FromSlot(st.grad, r, st.peer, int32_t(stream.size())))) {
+                    FromSlot(st.grad, r, st.peer, int32_t(stream.size())) ||
+                    MeetsQueuedBuckets(r, st.peer, start + flow))) {
           s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
           s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
           stream.push_back({start, start, true});  // its end when the network says
@@ -530,6 +544,7 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
     }
     if (st.recompute && st.op != StepOp::kForward) dur += s.rc[st.cc];
     if (st.reduces && s.collectives) {
+      s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);
       s.collectives->EnqueueChunkReduction(*s.queue, *s.network, *s.table, r, shape_->vp, now, dur);
     }
     now += dur;
@@ -540,6 +555,7 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   // next iteration, queues behind the buckets and may still share the NIC with the rank's last
   // sends.
   if (s.collectives && !s.table->overlap_param_gather) {
+    s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);
     s.collectives->EnqueueGather(*s.queue, *s.network, *s.table, r, now);
   }
   s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;

@@ -67,6 +67,9 @@ class PipelineReplayer {
   int64_t events() const { return events_; }
   // New shapes that started from another shape's tail cut (pipeline_replay_state.h, TailCut).
   int64_t tail_cut_starts() const { return tail_cut_starts_; }
+  // Flows that joined the network model during a walk because they end after a collective their
+  // sender or receiver had queued (MeetsQueuedBuckets), not from an earlier check.
+  int64_t bucket_joins() const { return bucket_joins_; }
 
  private:
   struct Shape;
@@ -84,6 +87,7 @@ class PipelineReplayer {
   void StartFromTailCut();
   void KeepTailCut();
   bool FromSlot(bool grad, int r, int peer, int32_t slot) const;
+  bool MeetsQueuedBuckets(int r, int peer, Nanoseconds end);
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
   void Deliver(int64_t key, Nanoseconds arrival);
@@ -91,7 +95,7 @@ class PipelineReplayer {
   std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
   std::unique_ptr<Scratch> scratch_;
   int64_t replays_ = 0, shared_ = 0, rounds_ = 0, fallbacks_ = 0, events_ = 0;
-  int64_t tail_cut_starts_ = 0;
+  int64_t tail_cut_starts_ = 0, bucket_joins_ = 0;
 };
 
 // A planner::Refiner factory (planner/search.h SearchOptions::make_refiner): each call returns a

@@ -78,6 +78,9 @@ struct PipelineReplayer::Scratch {
   std::vector<Nanoseconds> arrive;
   std::vector<size_t> pc;
   std::vector<Nanoseconds> now, compute, flush;
+  // Per rank: the earliest ready time of the collectives its walk has queued so far (kNever:
+  // none). A flow that ends at or after it on one of the rank's ports may meet one of them.
+  std::vector<Nanoseconds> buckets_from;
   std::vector<int> ready;
   std::vector<std::vector<replay_internal::Interval>> act_flows, grad_flows;  // per sending rank
   // Set while ReplayShared runs: the flows that touch a suspect port (egress r: r, ingress r:

@@ -170,6 +170,8 @@ TEST(PipelineReplay, OverlappedReductionOnTheNicsEqualsTheInterpreter) {
   }
   EXPECT_GT(compared, 100);
   EXPECT_GT(slowed, 10);  // the sweep does exercise the sharing
+  // Flows joined the network model at a queued bucket (MeetsQueuedBuckets), and stayed exact.
+  EXPECT_GT(replayer.bucket_joins(), 0);
   EXPECT_EQ(replayer.fallbacks(), 0);
 }
 
@@ -205,6 +207,7 @@ TEST(PipelineReplay, TailCutFromAnotherShapeStaysExact) {
   }
   EXPECT_EQ(compared, 36);
   EXPECT_GE(replayer.tail_cut_starts(), 15);  // every new shape but each pipeline's first
+  EXPECT_GT(replayer.bucket_joins(), 0);
   EXPECT_EQ(replayer.fallbacks(), 0);
 }
 
