@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "schedule/schedule.h"
@@ -145,6 +147,10 @@ bool ReductionCrossesNics(const costmodel::CostTable& t) {
 
 PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
 PipelineReplayer::~PipelineReplayer() = default;
+
+int64_t PipelineReplayer::buckets_alone() const {
+  return scratch_->round_collectives.jobs_alone();
+}
 
 Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
                                                        const ClusterSpec& cluster,
@@ -375,14 +381,26 @@ bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes by
   s.sender.resize(keys), s.receiver.resize(keys), s.link.resize(keys), s.slot.resize(keys);
   s.grad.resize(keys);
   s.cut_act = shape_->cut_act, s.cut_grad = shape_->cut_grad;
+  const int pp = shape_->pp;
+  if (shape_->net_jobs_first.empty()) {  // no layout of this shape yet: every bucket joins
+    s.net_jobs_first.assign(size_t(pp), 0);
+    s.net_jobs_last.assign(size_t(pp), std::numeric_limits<int32_t>::max());
+  } else {
+    s.net_jobs_first = shape_->net_jobs_first, s.net_jobs_last = shape_->net_jobs_last;
+  }
+  s.bucket_from.assign(size_t(pp), kNever);
   for (int round = 1;; ++round) {
     ++rounds_;
     if (!ReplayRound(t, bytes, gather)) return false;
     if (!MarkTouching()) break;
-    if (round == kRounds) std::fill(s.from.begin(), s.from.end(), Nanoseconds(0));
+    if (round == kRounds) {
+      std::fill(s.from.begin(), s.from.end(), Nanoseconds(0));
+      std::fill(s.bucket_from.begin(), s.bucket_from.end(), Nanoseconds(0));
+    }
   }
-  // The slots from which each port's flows ran on the network model, for the shape's next layout.
-  const int pp = shape_->pp;
+  // The buckets that met a pipeline flow, and the slots from which each port's flows ran on the
+  // network model, for the shape's next layout.
+  shape_->net_jobs_first = s.need_first, shape_->net_jobs_last = s.need_last;
   shape_->cut_act.assign(size_t(2 * pp), 0);
   shape_->cut_grad.assign(size_t(2 * pp), 0);
   auto first_joined = [](const std::vector<Interval>& v) {
@@ -417,6 +435,10 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
   s.network = &network;
   const bool overlapped = t.overlap_grad_reduce && ReductionCrossesNics(t);
   s.collectives = overlapped ? &collectives : nullptr;
+  for (int r = 0; overlapped && r < pp; ++r) {
+    collectives.RunAloneExcept(r, s.net_jobs_first[size_t(r)], s.net_jobs_last[size_t(r)],
+                               s.bucket_from[size_t(r)], &MeetsMessages, this);
+  }
   s.table = &t;
   Reset();
   WalkReady(gather);
@@ -432,8 +454,7 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
                         link.bandwidth_Bps, double(bytes), e.a);
     } else if (network.OnFlowEvent(queue, e.a, e.b)) {
       if (network.Tag(int(e.a)) < 0) {  // a bucket's flow: its stream runs the next one
-        const int r = collectives.OnFlowDone(queue, network, network.Tag(int(e.a)));
-        s.bucket_flows[size_t(r)].push_back({network.StartNs(int(e.a)), queue.now(), true});
+        collectives.OnFlowDone(queue, network, network.Tag(int(e.a)));
         continue;
       }
       const size_t key = size_t(network.Tag(int(e.a)));
@@ -444,6 +465,12 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
     }
   }
   events_ += queue.processed();
+  for (int r = 0; overlapped && r < pp; ++r) {
+    std::vector<Interval>& buckets = s.bucket_flows[size_t(r)];
+    for (const CollectiveStreams::FlowSpan& f : collectives.Flows(r)) {
+      buckets.push_back({f.start, f.end, f.network, f.job});
+    }
+  }
   s.queue = nullptr;
   s.network = nullptr;
   s.collectives = nullptr;
@@ -473,18 +500,6 @@ bool PipelineReplayer::FromSlot(bool grad, int r, int peer, int32_t slot) const 
   if (s.cut_act.empty()) return false;
   const auto& cut = grad ? s.cut_grad : s.cut_act;
   return slot >= cut[size_t(r)] || slot >= cut[size_t(shape_->pp + peer)];
-}
-
-// True when a flow from rank r to `peer` that ends at `end` may meet a collective either rank's
-// walk has queued already (it ends at or after the first one's ready time): it joins the network
-// model now, where the check would otherwise find it touching a bucket and cost another walk.
-// Joining is never wrong, only slower (a flow on the network model that meets no other flow runs
-// as it would alone), and an earlier walk cannot tell: the check after the walk still decides.
-bool PipelineReplayer::MeetsQueuedBuckets(int r, int peer, Nanoseconds end) {
-  const Scratch& s = *scratch_;
-  if (end < s.buckets_from[size_t(r)] && end < s.buckets_from[size_t(peer)]) return false;
-  ++bucket_joins_;
-  return true;
 }
 
 // Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
@@ -517,7 +532,10 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
         if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
           Deliver(st.key, start + gather);
         } else if (s.queue &&
-                   (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
+                   ((s.collectives &&
+                     (s.collectives->MayMeet(r, start) || s.collectives->MayMeet(st.peer, start)) &&
+                     MeetsBuckets(r, st.peer, start, start + flow)) ||
+                    s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
                     start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
                     FromSlot(st.grad, r, st.peer, int32_t(stream.size())) ||
                     MeetsQueuedBuckets(r, st.peer, start + flow))) {

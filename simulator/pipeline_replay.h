@@ -43,6 +43,9 @@
 #include "costmodel/estimate.h"
 
 namespace ptdp::sim {
+namespace replay_internal {
+struct Interval;
+}
 
 class PipelineReplayer {
  public:
@@ -70,6 +73,9 @@ class PipelineReplayer {
   // Flows that joined the network model during a walk because they end after a collective their
   // sender or receiver had queued (MeetsQueuedBuckets), not from an earlier check.
   int64_t bucket_joins() const { return bucket_joins_; }
+  // Jobs of the overlapped reduction's collective streams run without events, their flows alone
+  // on the NICs (CollectiveStreams::RunAloneExcept; the check holds them to it).
+  int64_t buckets_alone() const;
 
  private:
   struct Shape;
@@ -84,6 +90,9 @@ class PipelineReplayer {
   bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
   bool MarkShared();
   bool MarkTouching();
+  bool JoinPair(int port, const replay_internal::Interval& before,
+                const replay_internal::Interval& f);
+  void NoteNeed(int r, int32_t job);
   void StartFromTailCut();
   void KeepTailCut();
   bool FromSlot(bool grad, int r, int peer, int32_t slot) const;
@@ -91,6 +100,8 @@ class PipelineReplayer {
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
   void Deliver(int64_t key, Nanoseconds arrival);
+  bool MeetsBuckets(int r, int peer, Nanoseconds start, Nanoseconds end);
+  static bool MeetsMessages(const void* self, int r, Nanoseconds start, Nanoseconds end);
   bool Outcome(costmodel::PipelineTime* out) const;
   std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
   std::unique_ptr<Scratch> scratch_;
