@@ -389,6 +389,11 @@ bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes by
     s.net_jobs_first = shape_->net_jobs_first, s.net_jobs_last = shape_->net_jobs_last;
   }
   s.bucket_from.assign(size_t(pp), kNever);
+  s.pipe_shared = shape_->pipe_shared;
+  s.pipe_shared.resize(size_t(2 * pp), 0);
+  for (int port = 0; port < 2 * pp; ++port) {
+    if (s.pipe_shared[size_t(port)]) s.from[size_t(port)] = 0, ++pipe_shared_starts_;
+  }
   for (int round = 1;; ++round) {
     ++rounds_;
     if (!ReplayRound(t, bytes, gather)) return false;
@@ -401,6 +406,7 @@ bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes by
   // The buckets that met a pipeline flow, and the slots from which each port's flows ran on the
   // network model, for the shape's next layout.
   shape_->net_jobs_first = s.need_first, shape_->net_jobs_last = s.need_last;
+  shape_->pipe_shared = s.pipe_shared;  // the ports this layout started with, and the new ones
   shape_->cut_act.assign(size_t(2 * pp), 0);
   shape_->cut_grad.assign(size_t(2 * pp), 0);
   auto first_joined = [](const std::vector<Interval>& v) {

@@ -73,6 +73,9 @@ class PipelineReplayer {
   // Flows that joined the network model during a walk because they end after a collective their
   // sender or receiver had queued (MeetsQueuedBuckets), not from an earlier check.
   int64_t bucket_joins() const { return bucket_joins_; }
+  // Ports whose flows all ran on the network model from a layout's first walk, because two
+  // pipeline flows touched on them in an earlier layout of the shape (Shape::pipe_shared).
+  int64_t pipe_shared_starts() const { return pipe_shared_starts_; }
   // Jobs of the overlapped reduction's collective streams run without events, their flows alone
   // on the NICs (CollectiveStreams::RunAloneExcept; the check holds them to it).
   int64_t buckets_alone() const;
@@ -106,7 +109,7 @@ class PipelineReplayer {
   std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
   std::unique_ptr<Scratch> scratch_;
   int64_t replays_ = 0, shared_ = 0, rounds_ = 0, fallbacks_ = 0, events_ = 0;
-  int64_t tail_cut_starts_ = 0, bucket_joins_ = 0;
+  int64_t tail_cut_starts_ = 0, bucket_joins_ = 0, pipe_shared_starts_ = 0;
 };
 
 // A planner::Refiner factory (planner/search.h SearchOptions::make_refiner): each call returns a

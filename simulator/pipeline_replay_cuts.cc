@@ -31,10 +31,11 @@ void PipelineReplayer::KeepTailCut() {
     return c.kind == sh.kind && c.pp == sh.pp && c.vp == sh.vp;
   });
   if (it == s.tail_cuts.end()) {
-    s.tail_cuts.push_back({sh.kind, sh.pp, sh.vp, {}, {}, {}, {}});
+    s.tail_cuts.push_back({sh.kind, sh.pp, sh.vp, {}, {}, {}, {}, {}});
     it = s.tail_cuts.end() - 1;
   }
   it->net_jobs_first = sh.net_jobs_first, it->net_jobs_last = sh.net_jobs_last;
+  it->pipe_shared = sh.pipe_shared;
   it->act.assign(size_t(2 * sh.pp), 0);
   it->grad.assign(size_t(2 * sh.pp), 0);
   for (int port = 0; port < 2 * sh.pp; ++port) {
@@ -60,6 +61,8 @@ void PipelineReplayer::StartFromTailCut() {
     }
     // The stream's jobs do not depend on the microbatch count: the same buckets meet messages.
     sh.net_jobs_first = c.net_jobs_first, sh.net_jobs_last = c.net_jobs_last;
+    // Two messages that touch on a port do so in the steady state, whatever its length.
+    sh.pipe_shared = c.pipe_shared;
     sh.cut_act.assign(size_t(2 * sh.pp), 0);
     sh.cut_grad.assign(size_t(2 * sh.pp), 0);
     for (int port = 0; port < 2 * sh.pp; ++port) {
@@ -90,6 +93,7 @@ bool PipelineReplayer::JoinPair(int port, const Interval& before, const Interval
     if (b.start < s.bucket_from[r]) s.bucket_from[r] = b.start, marked = true;
   };
   if (before.job < 0 && f.job < 0) {
+    s.pipe_shared[size_t(port)] = 1;
     join_pipeline(before.start);
     return marked;
   }

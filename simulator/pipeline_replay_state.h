@@ -71,6 +71,12 @@ struct PipelineReplayer::Shape {
   // yet, every job runs on the network model). The next layout runs them on the network model
   // and the others alone (CollectiveStreams::RunAloneExcept).
   std::vector<int32_t> net_jobs_first, net_jobs_last;
+  // Per port, for the same tables: two pipeline flows on it touched in one of this shape's
+  // layouts (empty: none yet). An interleaved pipeline's ingress takes the activation from the
+  // rank before and the gradient from the rank after at nearly the same time, anywhere in the
+  // steady state, where the tail cut does not reach: the next layouts run every flow of those
+  // ports on the network model from the start, not find the sharing again after a walk.
+  std::vector<char> pipe_shared;
   bool Matches(const ParallelConfig& c, bool rc) const {
     return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
            recompute == rc;
@@ -118,6 +124,7 @@ struct PipelineReplayer::Scratch {
   // pipeline flow in the last round (need_first > need_last: none).
   std::vector<int32_t> net_jobs_first, net_jobs_last, need_first, need_last;
   std::vector<Nanoseconds> bucket_from;
+  std::vector<char> pipe_shared;  // per port: the check joined two pipeline flows (as Shape's)
   // Per (kind, pp, vp): how many of each port's last flows ran on the network model in the last
   // such layout with buckets on the NICs. A new shape of the same pipeline (other microbatch
   // count or recomputation) starts from there: its buckets meet as many messages before the
@@ -128,6 +135,7 @@ struct PipelineReplayer::Scratch {
     int pp = 0, vp = 0;
     std::vector<int32_t> act, grad;                      // per port
     std::vector<int32_t> net_jobs_first, net_jobs_last;  // per rank, as Shape's
+    std::vector<char> pipe_shared;                       // per port, as Shape's
   };
   std::vector<TailCut> tail_cuts;
   std::vector<std::vector<replay_internal::Interval>>
