@@ -48,30 +48,6 @@ bool Disjoint(const std::vector<Interval>& a, const std::vector<Interval>& b) {
 
 namespace {
 
-// Renumbers the message keys (0 .. keys - 1) in the order their senders send them: rank 0's sends
-// first, each rank's in list order, then any key no rank sends. The walk writes a message's
-// arrival when its sender sends it and reads it at the receiver, which takes a stream's messages
-// in the order they were sent: with these numbers both run along the array, a cache line every 8
-// messages, where the schedule's own keys (microbatch-major) scatter them. Only the replay's own
-// arrays are indexed by key, and the event queue orders by time and insertion, never by key.
-void NumberKeysBySender(std::vector<std::vector<Step>>* ranks, int64_t keys) {
-  std::vector<int32_t> number(size_t(keys), -1);
-  int32_t next = 0;
-  for (auto& steps : *ranks) {
-    for (Step& s : steps) {
-      if (s.op == StepOp::kSend && number[size_t(s.key)] < 0) number[size_t(s.key)] = next++;
-    }
-  }
-  for (int32_t& n : number) {
-    if (n < 0) n = next++;
-  }
-  for (auto& steps : *ranks) {
-    for (Step& s : steps) {
-      if (s.op == StepOp::kSend || s.op == StepOp::kRecv) s.key = number[size_t(s.key)];
-    }
-  }
-}
-
 // The lowered Program of a shape, compiled into Steps; reduce-grads and the optimizer step run
 // after the rank's last backward and are left out.
 void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
@@ -123,7 +99,6 @@ void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
       steps.push_back(s);
     }
   }
-  NumberKeysBySender(out, 2 * p.microbatches * int64_t(p.ranks.size()) * p.vp);
 }
 
 // True when rank r's data-parallel collectives send bytes through its NICs.
