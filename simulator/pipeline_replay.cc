@@ -462,7 +462,7 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
   return true;
 }
 
-void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
+[[gnu::always_inline]] inline void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
   Scratch& s = *scratch_;
   const Nanoseconds waiting = s.arrive[size_t(key)];
   s.arrive[size_t(key)] = arrival;
