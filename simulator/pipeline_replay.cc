@@ -51,7 +51,10 @@ namespace {
 // The lowered Program of a shape, compiled into Steps; reduce-grads and the optimizer step run
 // after the rank's last backward and are left out.
 void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
-  out->assign(p.ranks.size(), {});
+  // The ranks' lists are refilled, not rebuilt: a shape's several megabytes of steps reuse the
+  // last shape's buffers (fresh ones cost a page fault every 4 KiB).
+  out->resize(p.ranks.size());
+  for (auto& steps : *out) steps.clear();
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     const int rank = static_cast<int>(r);
     auto& steps = (*out)[r];
@@ -148,6 +151,7 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
       return fallback();
     }
     auto shape = std::make_unique<Shape>();
+    if (shape_) shape->ranks = std::move(shape_->ranks);
     shape->kind = c.schedule;
     shape->pp = c.pp;
     shape->vp = c.vp;
