@@ -48,60 +48,70 @@ bool Disjoint(const std::vector<Interval>& a, const std::vector<Interval>& b) {
 
 namespace {
 
-// The lowered Program of a shape, compiled into Steps; reduce-grads and the optimizer step run
-// after the rank's last backward and are left out.
-void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
+// A shape's schedule (`compute`, compute instructions only), lowered as schedule::Lower lowers it
+// and compiled into Steps as each lowered instruction comes (schedule::LowerEach: no Program of
+// the lowered instructions is built); reduce-grads and the optimizer step run after the rank's
+// last backward and are left out. Sets `instructions` to the lowered Program's count. False when
+// Lower would fail.
+bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Step>>* out,
+             int64_t* instructions) {
+  const Program& p = compute;  // kind, pp, vp and microbatches: the lowered Program's
   // The ranks' lists are refilled, not rebuilt: a shape's several megabytes of steps reuse the
   // last shape's buffers (fresh ones cost a page fault every 4 KiB).
   out->resize(p.ranks.size());
-  for (auto& steps : *out) steps.clear();
   for (size_t r = 0; r < p.ranks.size(); ++r) {
-    const int rank = static_cast<int>(r);
-    auto& steps = (*out)[r];
-    steps.reserve(p.ranks[r].instrs.size());
-    std::vector<int64_t> frees(size_t(p.vp), 0);  // per chunk: stash-freeing backwards so far
-    for (const Instr& in : p.ranks[r].instrs) {
-      Step s;
-      s.cc = rank * p.vp + in.chunk;
-      s.recompute = in.recompute;
-      if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) {
-        s.reduces = ++frees[size_t(in.chunk)] == p.microbatches;
-      }
-      switch (in.op) {
-        case Op::kForward:
-          s.op = StepOp::kForward;
-          break;
-        case Op::kBackward:
-          s.op = StepOp::kBackward;
-          break;
-        case Op::kBackwardInput:
-          s.op = StepOp::kBackwardInput;
-          break;
-        case Op::kBackwardWeight:
-          s.op = StepOp::kBackwardWeight;
-          break;
-        case Op::kSendAct:
-        case Op::kSendGrad:
-          s.op = StepOp::kSend;
-          s.grad = in.op == Op::kSendGrad;
-          // Interpreter::LinkOf: in a V chunk 1's messages cross between the same neighbours
-          // the other way round.
-          s.cc = VShaped(p.kind) ? std::min(rank, int(in.peer)) : s.grad ? in.peer : rank;
-          s.peer = in.peer;
-          s.key = int32_t(schedule::MessageKey(p, rank, in));
-          break;
-        case Op::kRecvAct:
-        case Op::kRecvGrad:
-          s.op = StepOp::kRecv;
-          s.key = int32_t(schedule::MessageKey(p, rank, in));
-          break;
-        case Op::kReduceGrads:
-        case Op::kOptimizerStep:
-          continue;
-      }
-      steps.push_back(s);
-    }
+    (*out)[r].clear();
+    (*out)[r].reserve(2 * p.ranks[r].instrs.size());
   }
+  // Per rank * vp + chunk: stash-freeing backwards so far.
+  std::vector<int64_t> frees(p.ranks.size() * size_t(p.vp), 0);
+  int64_t count = 0;
+  auto compile = [&](int rank, const Instr& in) {
+    ++count;
+    Step s;
+    s.cc = rank * p.vp + in.chunk;
+    s.recompute = in.recompute;
+    if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) {
+      s.reduces = ++frees[size_t(s.cc)] == p.microbatches;
+    }
+    switch (in.op) {
+      case Op::kForward:
+        s.op = StepOp::kForward;
+        break;
+      case Op::kBackward:
+        s.op = StepOp::kBackward;
+        break;
+      case Op::kBackwardInput:
+        s.op = StepOp::kBackwardInput;
+        break;
+      case Op::kBackwardWeight:
+        s.op = StepOp::kBackwardWeight;
+        break;
+      case Op::kSendAct:
+      case Op::kSendGrad:
+        s.op = StepOp::kSend;
+        s.grad = in.op == Op::kSendGrad;
+        // Interpreter::LinkOf: in a V chunk 1's messages cross between the same neighbours the
+        // other way round.
+        s.cc = VShaped(p.kind) ? std::min(rank, int(in.peer)) : s.grad ? in.peer : rank;
+        s.peer = in.peer;
+        s.key = int32_t(schedule::MessageKey(p, rank, in));
+        break;
+      case Op::kRecvAct:
+      case Op::kRecvGrad:
+        s.op = StepOp::kRecv;
+        s.key = int32_t(schedule::MessageKey(p, rank, in));
+        break;
+      case Op::kReduceGrads:
+      case Op::kOptimizerStep:
+        return;
+    }
+    (*out)[size_t(rank)].push_back(s);
+  };
+  // Bytes of 1 stand in: a layout's own bytes are lowering.message_bytes, uniform per message.
+  const bool ok = schedule::LowerEach(compute, 1, recompute, compile).ok();
+  *instructions = count;
+  return ok;
 }
 
 // True when rank r's data-parallel collectives send bytes through its NICs.
@@ -143,11 +153,8 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
   const schedule::Lowering lowering = schedule::LoweringOf(m, c);
   if (!shape_ || !shape_->Matches(c, lowering.recompute)) {
     auto compute = schedule::GenerateSchedule(c.schedule, c.pp, c.Microbatches(), c.vp);
-    if (!compute.ok()) return fallback();
-    // Bytes of 1 stand in: a layout's own bytes are lowering.message_bytes, uniform per message.
-    auto program = schedule::Lower(*compute, 1, lowering.recompute);
-    if (!program.ok() ||
-        2 * program->microbatches * c.pp * c.vp > std::numeric_limits<int32_t>::max()) {
+    if (!compute.ok() ||
+        2 * compute->microbatches * c.pp * c.vp > std::numeric_limits<int32_t>::max()) {
       return fallback();
     }
     auto shape = std::make_unique<Shape>();
@@ -157,9 +164,11 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     shape->vp = c.vp;
     shape->microbatches = c.Microbatches();
     shape->recompute = lowering.recompute;
-    shape->keys = 2 * program->microbatches * c.pp * c.vp;
-    shape->instructions = InstructionCount(*program);
-    Compile(*program, &shape->ranks);
+    shape->keys = 2 * compute->microbatches * c.pp * c.vp;
+    if (!Compile(*compute, lowering.recompute, &shape->ranks, &shape->instructions)) {
+      shape_.reset();  // its lists were refilled: the next layout compiles its shape afresh
+      return fallback();
+    }
     shape_ = std::move(shape);
     StartFromTailCut();
   }
