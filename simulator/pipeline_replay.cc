@@ -61,7 +61,7 @@ bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Ste
   out->resize(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
     (*out)[r].clear();
-    (*out)[r].reserve(2 * p.ranks[r].instrs.size());
+    (*out)[r].reserve(3 * p.ranks[r].instrs.size());  // a receive and a send beside each
   }
   // Per rank * vp + chunk: stash-freeing backwards so far.
   std::vector<int64_t> frees(p.ranks.size() * size_t(p.vp), 0);
@@ -193,13 +193,18 @@ bool PipelineReplayer::Convert(const costmodel::CostTable& t, Bytes bytes) {
     in_range = in_range && x >= 0 && x * 1e9 <= max_ns;
     return in_range ? ToNanoseconds(x) : 0;
   };
-  s.fwd.resize(n), s.bwd.resize(n), s.wgt.resize(n), s.rc.resize(n);
+  s.dur.resize(size_t(4 * n)), s.rc.resize(n);
   for (int i = 0; i < n; ++i) {
-    s.fwd[i] = ns(t.chunks[i].forward.Total());
-    s.bwd[i] = ns(t.chunks[i].backward.Total());
-    s.wgt[i] = ns(t.chunks[i].weight_grad.Total());
+    const Nanoseconds forward = ns(t.chunks[i].forward.Total());
+    const Nanoseconds backward = ns(t.chunks[i].backward.Total());
+    const Nanoseconds weight = ns(t.chunks[i].weight_grad.Total());
     s.rc[i] = ns(t.chunks[i].recompute.Total());
-    if (s.wgt[i] > s.bwd[i]) return false;
+    if (weight > backward) return false;
+    // Indexed by StepOp: a backward's input half is the backward less its weight half.
+    s.dur[size_t(int(StepOp::kForward) * n + i)] = forward;
+    s.dur[size_t(int(StepOp::kBackward) * n + i)] = backward;
+    s.dur[size_t(int(StepOp::kBackwardInput) * n + i)] = backward - weight;
+    s.dur[size_t(int(StepOp::kBackwardWeight) * n + i)] = weight;
   }
   for (const auto* v :
        {&t.dp_allreduce, &t.dp_param_gather, &t.embedding_allreduce, &t.optimizer}) {
@@ -501,59 +506,47 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   Scratch& s = *scratch_;
   const int pp = shape_->pp;
   const std::vector<Step>& steps = shape_->ranks[r];
+  const int n = pp * shape_->vp;
   size_t pc = s.pc[r];
   Nanoseconds now = s.now[r], compute = s.compute[r], flush = s.flush[r];
   for (; pc < steps.size(); ++pc) {
     const Step& st = steps[pc];
-    Nanoseconds dur = 0;
-    switch (st.op) {
-      case StepOp::kForward:
-        dur = s.fwd[st.cc];
-        break;
-      case StepOp::kBackward:
-        dur = s.bwd[st.cc];
-        break;
-      case StepOp::kBackwardInput:
-        dur = s.bwd[st.cc] - s.wgt[st.cc];
-        break;
-      case StepOp::kBackwardWeight:
-        dur = s.wgt[st.cc];
-        break;
-      case StepOp::kSend: {
-        const Nanoseconds start = now + s.latency[st.cc];
-        const Nanoseconds flow = s.flow[st.cc];
-        auto& stream = (st.grad ? s.grad_flows : s.act_flows)[r];
-        if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
-          Deliver(st.key, start + gather);
-        } else if (s.queue &&
-                   ((s.collectives &&
-                     (s.collectives->MayMeet(r, start) || s.collectives->MayMeet(st.peer, start)) &&
-                     MeetsBuckets(r, st.peer, start, start + flow)) ||
-                    s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
-                    start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
-                    FromSlot(st.grad, r, st.peer, int32_t(stream.size())) ||
-                    MeetsQueuedBuckets(r, st.peer, start + flow))) {
-          s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
-          s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
-          stream.push_back({start, start, true});  // its end when the network says
-          s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
-        } else {
-          stream.push_back({start, start + flow});
-          Deliver(st.key, start + flow + gather);
-        }
-        continue;
+    // Messages first, then compute: a branch each, not a jump table (the walk runs every step).
+    if (st.op == StepOp::kRecv) {
+      const Nanoseconds arrival = s.arrive[st.key];
+      if (arrival < 0) {
+        s.arrive[st.key] = -2 - r;
+        s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;
+        return;
       }
-      case StepOp::kRecv: {
-        const Nanoseconds arrival = s.arrive[st.key];
-        if (arrival < 0) {
-          s.arrive[st.key] = -2 - r;
-          s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;
-          return;
-        }
-        now = std::max(now, arrival);
-        continue;
-      }
+      now = std::max(now, arrival);
+      continue;
     }
+    if (st.op == StepOp::kSend) {
+      const Nanoseconds start = now + s.latency[st.cc];
+      const Nanoseconds flow = s.flow[st.cc];
+      auto& stream = (st.grad ? s.grad_flows : s.act_flows)[r];
+      if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
+        Deliver(st.key, start + gather);
+      } else if (s.queue &&
+                 ((s.collectives &&
+                   (s.collectives->MayMeet(r, start) || s.collectives->MayMeet(st.peer, start)) &&
+                   MeetsBuckets(r, st.peer, start, start + flow)) ||
+                  s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
+                  start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
+                  FromSlot(st.grad, r, st.peer, int32_t(stream.size())) ||
+                  MeetsQueuedBuckets(r, st.peer, start + flow))) {
+        s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
+        s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
+        stream.push_back({start, start, true});  // its end when the network says
+        s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
+      } else {
+        stream.push_back({start, start + flow});
+        Deliver(st.key, start + flow + gather);
+      }
+      continue;
+    }
+    Nanoseconds dur = s.dur[size_t(int(st.op) * n + st.cc)];
     if (st.recompute && st.op != StepOp::kForward) dur += s.rc[st.cc];
     if (st.reduces && s.collectives) {
       s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);

@@ -85,8 +85,9 @@ struct PipelineReplayer::Shape {
 
 // Per-replay state, kept between replays for its capacity.
 struct PipelineReplayer::Scratch {
-  std::vector<Nanoseconds> fwd, bwd, wgt, rc;  // per rank * vp + chunk
-  std::vector<Nanoseconds> latency, flow;      // per link; flow < 0: no flow (free link)
+  // Per compute StepOp * pp * vp + rank * vp + chunk: the step's time; rc per rank * vp + chunk.
+  std::vector<Nanoseconds> dur, rc;
+  std::vector<Nanoseconds> latency, flow;  // per link; flow < 0: no flow (free link)
   // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
   std::vector<Nanoseconds> arrive;
   std::vector<size_t> pc;
