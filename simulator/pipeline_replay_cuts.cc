@@ -143,6 +143,26 @@ bool PipelineReplayer::MarkTouching() {
     // The flows before that end latest: [a bucket][alone only].
     const Interval none{-1, -1};
     const Interval* latest[2][2] = {{&none, &none}, {&none, &none}};
+    // Most of a port's flows are the steady state's messages, alone, before its first bucket: while
+    // the next flow is such, the loop below comes down to comparing it with the latest-ending
+    // message before it (no bucket yet, every message alone: latest[0][0] and [0][1] are one). This
+    // runs that part as a merge of the two message lists only, then hands over where it stopped.
+    const Nanoseconds first_bucket = lists[2]->empty() ? kNever : lists[2]->front().start;
+    for (const Interval* pipeline = &none;;) {
+      const bool act = at[0] < lists[0]->size();
+      const bool grad = at[1] < lists[1]->size();
+      const int next = act && (!grad || (*lists[0])[at[0]].start <= (*lists[1])[at[1]].start) ? 0
+                       : grad                                                                 ? 1
+                                                                                              : -1;
+      const Interval* f = next < 0 ? nullptr : &(*lists[next])[at[next]];
+      if (f == nullptr || f->network || f->start >= first_bucket) {
+        latest[0][0] = latest[0][1] = pipeline;
+        break;
+      }
+      ++at[next];
+      if (f->start <= pipeline->end && JoinPair(port, *pipeline, *f)) marked = true;
+      if (f->end > pipeline->end) pipeline = f;
+    }
     for (;;) {
       int next = -1;
       for (int l = 0; l < 3; ++l) {
