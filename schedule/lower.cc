@@ -48,76 +48,27 @@ int64_t MessageKey(const Program& p, int pp_rank, const Instr& in) {
 }
 
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute) {
-  if (message_bytes < 0) return Status::Invalid("message bytes: must be >= 0");
   Program out;
   out.kind = compute.kind;
   out.pp = compute.pp;
   out.vp = compute.vp;
   out.microbatches = compute.microbatches;
   out.ranks.resize(compute.ranks.size());
-  const int last_vs = compute.pp * compute.vp - 1;
   for (size_t r = 0; r < compute.ranks.size(); ++r) {
-    const int rank = static_cast<int>(r);
-    const auto& src = compute.ranks[r].instrs;
     out.ranks[r].pp_rank = compute.ranks[r].pp_rank;
-    auto& dst = out.ranks[r].instrs;
-    dst.reserve(src.size() * 2 + 2);
-    for (size_t i = 0; i < src.size(); ++i) {
-      Instr c = src[i];
-      if (!IsCompute(c.op)) {
-        return Status::Invalid("lower: rank " + std::to_string(rank) + ", instruction " +
-                               std::to_string(i) + " (" + InstrToText(c) +
-                               "): only forward/backward may be lowered");
-      }
-      if (c.op == Op::kBackwardWeight) {  // no message: the weight gradient stays on the rank
-        dst.push_back(c);
-        continue;
-      }
-      // A neighbouring stage on the same rank (the turn of a V) hands over without a message.
-      const int vs = VirtualStageOf(compute, rank, c.chunk);
-      const int below = vs > 0 ? RankOfStage(compute, vs - 1) : rank;
-      const int above = vs < last_vs ? RankOfStage(compute, vs + 1) : rank;
-      Instr msg;
-      msg.microbatch = c.microbatch;
-      msg.chunk = c.chunk;
-      msg.bytes = message_bytes;
-      if (c.op == Op::kForward) {
-        if (below != rank) {
-          msg.op = Op::kRecvAct;
-          msg.peer = below;
-          dst.push_back(msg);
-        }
-        dst.push_back(c);
-        if (above != rank) {
-          msg.op = Op::kSendAct;
-          msg.peer = above;
-          dst.push_back(msg);
-        }
-      } else {
-        c.recompute = recompute;
-        if (above != rank) {
-          msg.op = Op::kRecvGrad;
-          msg.peer = above;
-          dst.push_back(msg);
-        }
-        dst.push_back(c);
-        if (below != rank) {
-          msg.op = Op::kSendGrad;
-          msg.peer = below;
-          dst.push_back(msg);
-        }
-      }
-    }
-    Instr reduce;
-    reduce.op = Op::kReduceGrads;
-    reduce.microbatch = -1;
-    dst.push_back(reduce);
-    Instr step;
-    step.op = Op::kOptimizerStep;
-    step.microbatch = -1;
-    dst.push_back(step);
+    out.ranks[r].instrs.reserve(compute.ranks[r].instrs.size() * 2 + 2);
   }
+  PTDP_RETURN_IF_ERROR(LowerEach(compute, message_bytes, recompute, [&](int rank, const Instr& in) {
+    out.ranks[size_t(rank)].instrs.push_back(in);
+  }));
   return out;
+}
+
+Status LowerError(const Program& compute, int rank, size_t i) {
+  return Status::Invalid("lower: rank " + std::to_string(rank) + ", instruction " +
+                         std::to_string(i) + " (" +
+                         InstrToText(compute.ranks[size_t(rank)].instrs[i]) +
+                         "): only forward/backward may be lowered");
 }
 
 Lowering LoweringOf(const ModelSpec& model, const ParallelConfig& cfg) {

@@ -65,6 +65,13 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches
 // kBackwardInput when asked, and appends kReduceGrads and kOptimizerStep to every rank.
 // REQUIRES: `compute` holds only compute instructions (IsCompute).
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
+// The same lowering one instruction at a time: emit(rank, instr) for each instruction of Lower's
+// program, rank by rank, each rank's in order, without building it (the planner's replay compiles
+// them as they come). Lower's error when `compute` holds a non-compute instruction.
+template <typename Emit>
+Status LowerEach(const Program& compute, Bytes message_bytes, bool recompute, Emit&& emit);
+// LowerEach's error for instruction i of `rank`.
+Status LowerError(const Program& compute, int rank, size_t i);
 
 // What BuildProgram lowers a layout's compute order with: PipelineMessageBytes(model, cfg) per
 // message and recomputation when cfg.recompute is full or selective. (The simulator's cached
@@ -122,5 +129,50 @@ std::vector<int> PeakStashedMicrobatches(const Program& p);
 // The Figure-4 style picture: one line per rank, the compute order with microbatch numbers
 // (chunks shown as mb.chunk), forwards and backwards told apart by F/B (BI/W when split).
 std::string ScheduleDiagram(const Program& p);
+
+template <typename Emit>
+Status LowerEach(const Program& compute, Bytes message_bytes, bool recompute, Emit&& emit) {
+  if (message_bytes < 0) return Status::Invalid("message bytes: must be >= 0");
+  const int last_vs = compute.pp * compute.vp - 1;
+  for (size_t r = 0; r < compute.ranks.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    const auto& src = compute.ranks[r].instrs;
+    for (size_t i = 0; i < src.size(); ++i) {
+      Instr c = src[i];
+      if (!IsCompute(c.op)) return LowerError(compute, rank, i);
+      if (c.op == Op::kBackwardWeight) {  // no message: the weight gradient stays on the rank
+        emit(rank, c);
+        continue;
+      }
+      // A neighbouring stage on the same rank (the turn of a V) hands over without a message.
+      const int vs = VirtualStageOf(compute, rank, c.chunk);
+      const int below = vs > 0 ? RankOfStage(compute, vs - 1) : rank;
+      const int above = vs < last_vs ? RankOfStage(compute, vs + 1) : rank;
+      Instr msg;
+      msg.microbatch = c.microbatch;
+      msg.chunk = c.chunk;
+      msg.bytes = message_bytes;
+      if (c.op == Op::kForward) {
+        if (below != rank) msg.op = Op::kRecvAct, msg.peer = below, emit(rank, msg);
+        emit(rank, c);
+        if (above != rank) msg.op = Op::kSendAct, msg.peer = above, emit(rank, msg);
+      } else {
+        c.recompute = recompute;
+        if (above != rank) msg.op = Op::kRecvGrad, msg.peer = above, emit(rank, msg);
+        emit(rank, c);
+        if (below != rank) msg.op = Op::kSendGrad, msg.peer = below, emit(rank, msg);
+      }
+    }
+    Instr reduce;
+    reduce.op = Op::kReduceGrads;
+    reduce.microbatch = -1;
+    emit(rank, reduce);
+    Instr step;
+    step.op = Op::kOptimizerStep;
+    step.microbatch = -1;
+    emit(rank, step);
+  }
+  return Status::Ok();
+}
 
 }  // namespace ptdp::schedule

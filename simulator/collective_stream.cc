@@ -11,6 +11,7 @@ void CollectiveStreams::Reset(int ranks, int nic_egress, int nic_ingress) {
   st_.resize(size_t(ranks));
   for (Stream& s : st_) {
     s.jobs.clear(), s.next = 0, s.wake_at = -1, s.running = false, s.parts_left = 0;
+    s.alone = false, s.free_at = 0, s.flows.clear();
   }
   nic_egress_ = nic_egress;
   nic_ingress_ = nic_ingress;
@@ -76,9 +77,77 @@ void CollectiveStreams::EnqueueChunkReduction(EventQueue& q, Network& net,
   }
 }
 
+void CollectiveStreams::RunAloneExcept(int r, int32_t net_first, int32_t net_last,
+                                       Nanoseconds net_from, Veto veto, const void* veto_ctx) {
+  Stream& s = st_[r];
+  s.alone = true;
+  s.net_first = net_first, s.net_last = net_last, s.net_from = net_from;
+  s.veto = veto, s.veto_ctx = veto_ctx;
+}
+
+bool CollectiveStreams::Rejoin(EventQueue& q, Network& net, int r, Nanoseconds start,
+                               Nanoseconds end) {
+  Stream& s = st_[r];
+  if (!s.alone) return false;
+  // The flows are in the stream's order, one after another: their ends are sorted too.
+  size_t i = s.flows.size();
+  while (i > 0 && s.flows[i - 1].start > end) --i;
+  // Of the flows that start by `end`, the ones that end at or after `start` (or run still, end
+  // -1: the last one) meet it.
+  size_t first = i;
+  while (first > 0 && (s.flows[first - 1].end >= start || s.flows[first - 1].end < 0)) --first;
+  if (first == i) return false;
+  while (first < i && s.flows[first].network) ++first;
+  if (first == i) return true;  // it meets flows on the Network only
+  const int32_t job = s.flows[first].job;
+  const Nanoseconds free_at = job > 0 ? s.jobs[size_t(job - 1)].done : 0;
+  if (s.running || std::max(s.jobs[size_t(job)].ready, free_at) < q.now()) return true;
+  for (size_t k = first; k < s.flows.size(); ++k) {
+    if (s.flows[k].network) return true;  // not reached: alone jobs follow the last network one
+  }
+  s.flows.resize(first);
+  jobs_alone_ -= int64_t(s.next) - job;
+  s.next = size_t(job);
+  s.free_at = free_at;
+  s.net_first = std::min(s.net_first, job), s.net_last = std::max(s.net_last, job);
+  Pump(q, net, r);
+  return true;
+}
+
+bool CollectiveStreams::RunNextAlone(int r) {
+  Stream& s = st_[r];
+  Job& j = s.jobs[s.next];
+  const int32_t index = int32_t(s.next);
+  const Nanoseconds start = std::max(j.ready, s.free_at);
+  const Nanoseconds flow_start = start + j.latency;
+  const bool flows = j.nic_bytes > 0 && j.nic_Bps > 0;
+  // Network::StartFlow and Update for a flow alone on its ports: rate = bandwidth.
+  const Nanoseconds flow_end =
+      flows ? flow_start + Nanoseconds(FlowNanoseconds(j.nic_bytes, j.nic_Bps * 1e-9 / 1)) : 0;
+  if (flows && ((index >= s.net_first && index <= s.net_last) || flow_start >= s.net_from ||
+                (s.veto && s.veto(s.veto_ctx, r, flow_start, flow_end)))) {
+    j.ready = start;  // Pump starts it then, as it would when the job before ends
+    return false;
+  }
+  Nanoseconds end = flow_start + j.intra;
+  if (flows) {
+    s.flows.push_back({flow_start, flow_end, index, false});
+    end = std::max(end, flow_end);
+  }
+  j.done = end;
+  s.free_at = end;
+  ++s.next;
+  ++jobs_alone_;
+  return true;
+}
+
 void CollectiveStreams::Pump(EventQueue& q, Network& net, int r) {
   (void)net;
   Stream& s = st_[r];
+  if (s.alone) {
+    while (!s.running && s.next < s.jobs.size() && RunNextAlone(r)) {
+    }
+  }
   if (s.running || s.next == s.jobs.size()) return;
   if (s.jobs[s.next].ready > q.now()) {
     // A wake that finds a job running does nothing; one is enough per ready time.
@@ -97,6 +166,8 @@ void CollectiveStreams::PartDone(EventQueue& q, Network& net, int r) {
   Stream& s = st_[r];
   if (--s.parts_left > 0) return;
   s.running = false;
+  s.free_at = q.now();
+  s.jobs[s.next - 1].done = q.now();
   Pump(q, net, r);
 }
 
@@ -112,6 +183,7 @@ int CollectiveStreams::OnEvent(EventQueue& q, Network& net, const Event& e) {
     if (flows) {
       net.StartFlow(q, nic_egress_ + r, nic_ingress_ + r, s.current.nic_Bps, s.current.nic_bytes,
                     FlowTag(r));
+      if (s.alone) s.flows.push_back({q.now(), -1, int32_t(s.next) - 1, true});
     }
     q.Schedule(q.now() + s.current.intra, Priority::kTransfer, kinds_.intra, r);
   } else if (e.kind == kinds_.intra) {
@@ -122,6 +194,7 @@ int CollectiveStreams::OnEvent(EventQueue& q, Network& net, const Event& e) {
 
 int CollectiveStreams::OnFlowDone(EventQueue& q, Network& net, int64_t tag) {
   const int r = RankOfTag(tag);
+  if (st_[r].alone) st_[r].flows.back().end = q.now();
   PartDone(q, net, r);
   return r;
 }

@@ -75,10 +75,44 @@ class CollectiveStreams {
   // Nothing running or queued on rank r's stream.
   bool Idle(int r) const { return !st_[r].running && st_[r].next == st_[r].jobs.size(); }
 
+  // The planner's replay (pipeline_replay.h): rank r's jobs run without events, their flows priced
+  // as if alone on the rank's NIC ports (FlowNanoseconds, the Network's rule for a lone flow),
+  // except the jobs whose index in the stream is in [net_first, net_last] or whose flow starts at
+  // or after net_from: those run on the Network as above. A job starts at the later of its
+  // ready time and the end of the job before, in either mode, so this is exact for every job whose
+  // flow met no other flow; the replay checks that from Flows(r). Reset() turns it off (the
+  // Interpreter never turns it on).
+  // `veto(ctx, r, start, end)`, when set, runs a job on the Network too when it returns true for
+  // the job's flow priced alone (the replay: the flow would meet a pipeline flow it knows of).
+  using Veto = bool (*)(const void* ctx, int r, Nanoseconds start, Nanoseconds end);
+  void RunAloneExcept(int r, int32_t net_first, int32_t net_last, Nanoseconds net_from,
+                      Veto veto = nullptr, const void* veto_ctx = nullptr);
+  // In that mode, true when a flow on rank r's NIC ports over [start, end] would meet one of the
+  // stream's jobs run alone. The earliest such job and the ones after it are then run again, the
+  // job on the Network, when it has not started by q.now() (they changed nothing outside the
+  // stream): the replay calls this as it prices a pipeline message.
+  bool Rejoin(EventQueue& q, Network& net, int r, Nanoseconds start, Nanoseconds end);
+  // False when no flow of rank r's stream ends at or after `start` (Rejoin would be false): the
+  // flows end in order, and a running one (end -1) is the last.
+  bool MayMeet(int r, Nanoseconds start) const {
+    const std::vector<FlowSpan>& f = st_[r].flows;
+    return !f.empty() && (f.back().end < 0 || f.back().end >= start);
+  }
+  // In that mode, the NIC flow of each of rank r's jobs so far, in the stream's order (an
+  // unfinished flow on the Network has end -1).
+  struct FlowSpan {
+    Nanoseconds start = 0, end = 0;
+    int32_t job = 0;  // its index in the stream
+    bool network = false;
+  };
+  const std::vector<FlowSpan>& Flows(int r) const { return st_[r].flows; }
+  int64_t jobs_alone() const { return jobs_alone_; }
+
  private:
   struct Job {
     Nanoseconds ready = 0, latency = 0, intra = 0;
     double nic_bytes = 0, nic_Bps = 0;
+    Nanoseconds done = 0;  // when it ended (alone mode)
   };
   struct Stream {
     std::vector<Job> jobs;  // queued from `next` on; the ones before have run
@@ -90,15 +124,27 @@ class CollectiveStreams {
     bool running = false;
     int parts_left = 0;  // of the running job: its intra-node time and its flow
     Job current;
+    // RunAloneExcept's mode: off for the Interpreter.
+    bool alone = false;
+    int32_t net_first = 0, net_last = -1;
+    Nanoseconds net_from = 0;
+    Veto veto = nullptr;
+    const void* veto_ctx = nullptr;
+    Nanoseconds free_at = 0;  // when the last job (alone or not) ended
+    std::vector<FlowSpan> flows;
   };
   // Queues `fraction` of `c` without starting it (Enqueue's step per collective).
   void Push(int r, const costmodel::CollectiveCost& c, double fraction, Nanoseconds ready);
   void Pump(EventQueue& q, Network& net, int r);
   void PartDone(EventQueue& q, Network& net, int r);
+  // In alone mode: runs the next job without events when RunAloneExcept allows; false when the
+  // job is to run on the Network (its ready time moved to when the stream is free).
+  bool RunNextAlone(int r);
 
   std::vector<Stream> st_;
   int nic_egress_, nic_ingress_;
   Kinds kinds_;
+  int64_t jobs_alone_ = 0;
 };
 
 }  // namespace ptdp::sim

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 #include "schedule/schedule.h"
@@ -46,57 +48,70 @@ bool Disjoint(const std::vector<Interval>& a, const std::vector<Interval>& b) {
 
 namespace {
 
-// The lowered Program of a shape, compiled into Steps; reduce-grads and the optimizer step run
-// after the rank's last backward and are left out.
-void Compile(const Program& p, std::vector<std::vector<Step>>* out) {
-  out->assign(p.ranks.size(), {});
+// A shape's schedule (`compute`, compute instructions only), lowered as schedule::Lower lowers it
+// and compiled into Steps as each lowered instruction comes (schedule::LowerEach: no Program of
+// the lowered instructions is built); reduce-grads and the optimizer step run after the rank's
+// last backward and are left out. Sets `instructions` to the lowered Program's count. False when
+// Lower would fail.
+bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Step>>* out,
+             int64_t* instructions) {
+  const Program& p = compute;  // kind, pp, vp and microbatches: the lowered Program's
+  // The ranks' lists are refilled, not rebuilt: a shape's several megabytes of steps reuse the
+  // last shape's buffers (fresh ones cost a page fault every 4 KiB).
+  out->resize(p.ranks.size());
   for (size_t r = 0; r < p.ranks.size(); ++r) {
-    const int rank = static_cast<int>(r);
-    auto& steps = (*out)[r];
-    steps.reserve(p.ranks[r].instrs.size());
-    std::vector<int64_t> frees(size_t(p.vp), 0);  // per chunk: stash-freeing backwards so far
-    for (const Instr& in : p.ranks[r].instrs) {
-      Step s;
-      s.cc = rank * p.vp + in.chunk;
-      s.recompute = in.recompute;
-      if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) {
-        s.reduces = ++frees[size_t(in.chunk)] == p.microbatches;
-      }
-      switch (in.op) {
-        case Op::kForward:
-          s.op = StepOp::kForward;
-          break;
-        case Op::kBackward:
-          s.op = StepOp::kBackward;
-          break;
-        case Op::kBackwardInput:
-          s.op = StepOp::kBackwardInput;
-          break;
-        case Op::kBackwardWeight:
-          s.op = StepOp::kBackwardWeight;
-          break;
-        case Op::kSendAct:
-        case Op::kSendGrad:
-          s.op = StepOp::kSend;
-          s.grad = in.op == Op::kSendGrad;
-          // Interpreter::LinkOf: in a V chunk 1's messages cross between the same neighbours
-          // the other way round.
-          s.cc = VShaped(p.kind) ? std::min(rank, int(in.peer)) : s.grad ? in.peer : rank;
-          s.peer = in.peer;
-          s.key = int32_t(schedule::MessageKey(p, rank, in));
-          break;
-        case Op::kRecvAct:
-        case Op::kRecvGrad:
-          s.op = StepOp::kRecv;
-          s.key = int32_t(schedule::MessageKey(p, rank, in));
-          break;
-        case Op::kReduceGrads:
-        case Op::kOptimizerStep:
-          continue;
-      }
-      steps.push_back(s);
-    }
+    (*out)[r].clear();
+    (*out)[r].reserve(3 * p.ranks[r].instrs.size());  // a receive and a send beside each
   }
+  // Per rank * vp + chunk: stash-freeing backwards so far.
+  std::vector<int64_t> frees(p.ranks.size() * size_t(p.vp), 0);
+  int64_t count = 0;
+  auto compile = [&](int rank, const Instr& in) {
+    ++count;
+    Step s;
+    s.cc = rank * p.vp + in.chunk;
+    s.recompute = in.recompute;
+    if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) {
+      s.reduces = ++frees[size_t(s.cc)] == p.microbatches;
+    }
+    switch (in.op) {
+      case Op::kForward:
+        s.op = StepOp::kForward;
+        break;
+      case Op::kBackward:
+        s.op = StepOp::kBackward;
+        break;
+      case Op::kBackwardInput:
+        s.op = StepOp::kBackwardInput;
+        break;
+      case Op::kBackwardWeight:
+        s.op = StepOp::kBackwardWeight;
+        break;
+      case Op::kSendAct:
+      case Op::kSendGrad:
+        s.op = StepOp::kSend;
+        s.grad = in.op == Op::kSendGrad;
+        // Interpreter::LinkOf: in a V chunk 1's messages cross between the same neighbours the
+        // other way round.
+        s.cc = VShaped(p.kind) ? std::min(rank, int(in.peer)) : s.grad ? in.peer : rank;
+        s.peer = in.peer;
+        s.key = int32_t(schedule::MessageKey(p, rank, in));
+        break;
+      case Op::kRecvAct:
+      case Op::kRecvGrad:
+        s.op = StepOp::kRecv;
+        s.key = int32_t(schedule::MessageKey(p, rank, in));
+        break;
+      case Op::kReduceGrads:
+      case Op::kOptimizerStep:
+        return;
+    }
+    (*out)[size_t(rank)].push_back(s);
+  };
+  // Bytes of 1 stand in: a layout's own bytes are lowering.message_bytes, uniform per message.
+  const bool ok = schedule::LowerEach(compute, 1, recompute, compile).ok();
+  *instructions = count;
+  return ok;
 }
 
 // True when rank r's data-parallel collectives send bytes through its NICs.
@@ -121,6 +136,10 @@ bool ReductionCrossesNics(const costmodel::CostTable& t) {
 PipelineReplayer::PipelineReplayer() : scratch_(std::make_unique<Scratch>()) {}
 PipelineReplayer::~PipelineReplayer() = default;
 
+int64_t PipelineReplayer::buckets_alone() const {
+  return scratch_->round_collectives.jobs_alone();
+}
+
 Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
                                                        const ClusterSpec& cluster,
                                                        const ParallelConfig& c,
@@ -134,22 +153,22 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
   const schedule::Lowering lowering = schedule::LoweringOf(m, c);
   if (!shape_ || !shape_->Matches(c, lowering.recompute)) {
     auto compute = schedule::GenerateSchedule(c.schedule, c.pp, c.Microbatches(), c.vp);
-    if (!compute.ok()) return fallback();
-    // Bytes of 1 stand in: a layout's own bytes are lowering.message_bytes, uniform per message.
-    auto program = schedule::Lower(*compute, 1, lowering.recompute);
-    if (!program.ok() ||
-        2 * program->microbatches * c.pp * c.vp > std::numeric_limits<int32_t>::max()) {
+    if (!compute.ok() ||
+        2 * compute->microbatches * c.pp * c.vp > std::numeric_limits<int32_t>::max()) {
       return fallback();
     }
     auto shape = std::make_unique<Shape>();
+    if (shape_) shape->ranks = std::move(shape_->ranks);
     shape->kind = c.schedule;
     shape->pp = c.pp;
     shape->vp = c.vp;
     shape->microbatches = c.Microbatches();
     shape->recompute = lowering.recompute;
-    shape->keys = 2 * program->microbatches * c.pp * c.vp;
-    shape->instructions = InstructionCount(*program);
-    Compile(*program, &shape->ranks);
+    shape->keys = 2 * compute->microbatches * c.pp * c.vp;
+    if (!Compile(*compute, lowering.recompute, &shape->ranks, &shape->instructions)) {
+      shape_.reset();  // its lists were refilled: the next layout compiles its shape afresh
+      return fallback();
+    }
     shape_ = std::move(shape);
     StartFromTailCut();
   }
@@ -174,13 +193,18 @@ bool PipelineReplayer::Convert(const costmodel::CostTable& t, Bytes bytes) {
     in_range = in_range && x >= 0 && x * 1e9 <= max_ns;
     return in_range ? ToNanoseconds(x) : 0;
   };
-  s.fwd.resize(n), s.bwd.resize(n), s.wgt.resize(n), s.rc.resize(n);
+  s.dur.resize(size_t(4 * n)), s.rc.resize(n);
   for (int i = 0; i < n; ++i) {
-    s.fwd[i] = ns(t.chunks[i].forward.Total());
-    s.bwd[i] = ns(t.chunks[i].backward.Total());
-    s.wgt[i] = ns(t.chunks[i].weight_grad.Total());
+    const Nanoseconds forward = ns(t.chunks[i].forward.Total());
+    const Nanoseconds backward = ns(t.chunks[i].backward.Total());
+    const Nanoseconds weight = ns(t.chunks[i].weight_grad.Total());
     s.rc[i] = ns(t.chunks[i].recompute.Total());
-    if (s.wgt[i] > s.bwd[i]) return false;
+    if (weight > backward) return false;
+    // Indexed by StepOp: a backward's input half is the backward less its weight half.
+    s.dur[size_t(int(StepOp::kForward) * n + i)] = forward;
+    s.dur[size_t(int(StepOp::kBackward) * n + i)] = backward;
+    s.dur[size_t(int(StepOp::kBackwardInput) * n + i)] = backward - weight;
+    s.dur[size_t(int(StepOp::kBackwardWeight) * n + i)] = weight;
   }
   for (const auto* v :
        {&t.dp_allreduce, &t.dp_param_gather, &t.embedding_allreduce, &t.optimizer}) {
@@ -221,6 +245,7 @@ void PipelineReplayer::Reset() {
   s.now.assign(pp, 0);
   s.compute.assign(pp, 0);
   s.flush.assign(pp, 0);
+  s.buckets_from.assign(pp, kNever);
   s.act_flows.resize(pp);
   s.grad_flows.resize(pp);
   s.bucket_flows.resize(pp);
@@ -349,14 +374,32 @@ bool PipelineReplayer::ReplayWithBuckets(const costmodel::CostTable& t, Bytes by
   s.sender.resize(keys), s.receiver.resize(keys), s.link.resize(keys), s.slot.resize(keys);
   s.grad.resize(keys);
   s.cut_act = shape_->cut_act, s.cut_grad = shape_->cut_grad;
+  const int pp = shape_->pp;
+  if (shape_->net_jobs_first.empty()) {  // no layout of this shape yet: every bucket joins
+    s.net_jobs_first.assign(size_t(pp), 0);
+    s.net_jobs_last.assign(size_t(pp), std::numeric_limits<int32_t>::max());
+  } else {
+    s.net_jobs_first = shape_->net_jobs_first, s.net_jobs_last = shape_->net_jobs_last;
+  }
+  s.bucket_from.assign(size_t(pp), kNever);
+  s.pipe_shared = shape_->pipe_shared;
+  s.pipe_shared.resize(size_t(2 * pp), 0);
+  for (int port = 0; port < 2 * pp; ++port) {
+    if (s.pipe_shared[size_t(port)]) s.from[size_t(port)] = 0, ++pipe_shared_starts_;
+  }
   for (int round = 1;; ++round) {
     ++rounds_;
     if (!ReplayRound(t, bytes, gather)) return false;
     if (!MarkTouching()) break;
-    if (round == kRounds) std::fill(s.from.begin(), s.from.end(), Nanoseconds(0));
+    if (round == kRounds) {
+      std::fill(s.from.begin(), s.from.end(), Nanoseconds(0));
+      std::fill(s.bucket_from.begin(), s.bucket_from.end(), Nanoseconds(0));
+    }
   }
-  // The slots from which each port's flows ran on the network model, for the shape's next layout.
-  const int pp = shape_->pp;
+  // The buckets that met a pipeline flow, and the slots from which each port's flows ran on the
+  // network model, for the shape's next layout.
+  shape_->net_jobs_first = s.need_first, shape_->net_jobs_last = s.need_last;
+  shape_->pipe_shared = s.pipe_shared;  // the ports this layout started with, and the new ones
   shape_->cut_act.assign(size_t(2 * pp), 0);
   shape_->cut_grad.assign(size_t(2 * pp), 0);
   auto first_joined = [](const std::vector<Interval>& v) {
@@ -391,6 +434,10 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
   s.network = &network;
   const bool overlapped = t.overlap_grad_reduce && ReductionCrossesNics(t);
   s.collectives = overlapped ? &collectives : nullptr;
+  for (int r = 0; overlapped && r < pp; ++r) {
+    collectives.RunAloneExcept(r, s.net_jobs_first[size_t(r)], s.net_jobs_last[size_t(r)],
+                               s.bucket_from[size_t(r)], &MeetsMessages, this);
+  }
   s.table = &t;
   Reset();
   WalkReady(gather);
@@ -406,8 +453,7 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
                         link.bandwidth_Bps, double(bytes), e.a);
     } else if (network.OnFlowEvent(queue, e.a, e.b)) {
       if (network.Tag(int(e.a)) < 0) {  // a bucket's flow: its stream runs the next one
-        const int r = collectives.OnFlowDone(queue, network, network.Tag(int(e.a)));
-        s.bucket_flows[size_t(r)].push_back({network.StartNs(int(e.a)), queue.now(), true});
+        collectives.OnFlowDone(queue, network, network.Tag(int(e.a)));
         continue;
       }
       const size_t key = size_t(network.Tag(int(e.a)));
@@ -418,6 +464,12 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
     }
   }
   events_ += queue.processed();
+  for (int r = 0; overlapped && r < pp; ++r) {
+    std::vector<Interval>& buckets = s.bucket_flows[size_t(r)];
+    for (const CollectiveStreams::FlowSpan& f : collectives.Flows(r)) {
+      buckets.push_back({f.start, f.end, f.network, f.job});
+    }
+  }
   s.queue = nullptr;
   s.network = nullptr;
   s.collectives = nullptr;
@@ -428,11 +480,16 @@ bool PipelineReplayer::ReplayRound(const costmodel::CostTable& t, Bytes bytes, N
   return true;
 }
 
-void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
+[[gnu::always_inline]] inline void PipelineReplayer::Deliver(int64_t key, Nanoseconds arrival) {
   Scratch& s = *scratch_;
   const Nanoseconds waiting = s.arrive[size_t(key)];
   s.arrive[size_t(key)] = arrival;
-  if (waiting <= -2) s.ready.push_back(int(-2 - waiting));
+  if (waiting <= -2) {
+    const int r = int(-2 - waiting);
+    s.ready.push_back(r);
+    // The rank resumes at this receive soon; its step was last read long ago (64 ranks take turns).
+    __builtin_prefetch(&shape_->ranks[size_t(r)][s.pc[size_t(r)]]);
+  }
 }
 
 // True when a send from rank r to `peer`, the `slot`th of its stream, comes at or after the cut
@@ -449,57 +506,50 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   Scratch& s = *scratch_;
   const int pp = shape_->pp;
   const std::vector<Step>& steps = shape_->ranks[r];
+  const int n = pp * shape_->vp;
   size_t pc = s.pc[r];
   Nanoseconds now = s.now[r], compute = s.compute[r], flush = s.flush[r];
   for (; pc < steps.size(); ++pc) {
     const Step& st = steps[pc];
-    Nanoseconds dur = 0;
-    switch (st.op) {
-      case StepOp::kForward:
-        dur = s.fwd[st.cc];
-        break;
-      case StepOp::kBackward:
-        dur = s.bwd[st.cc];
-        break;
-      case StepOp::kBackwardInput:
-        dur = s.bwd[st.cc] - s.wgt[st.cc];
-        break;
-      case StepOp::kBackwardWeight:
-        dur = s.wgt[st.cc];
-        break;
-      case StepOp::kSend: {
-        const Nanoseconds start = now + s.latency[st.cc];
-        const Nanoseconds flow = s.flow[st.cc];
-        auto& stream = (st.grad ? s.grad_flows : s.act_flows)[r];
-        if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
-          Deliver(st.key, start + gather);
-        } else if (s.queue &&
-                   (s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
-                    start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
-                    FromSlot(st.grad, r, st.peer, int32_t(stream.size())))) {
-          s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
-          s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
-          stream.push_back({start, start, true});  // its end when the network says
-          s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
-        } else {
-          stream.push_back({start, start + flow});
-          Deliver(st.key, start + flow + gather);
-        }
-        continue;
+    // Messages first, then compute: a branch each, not a jump table (the walk runs every step).
+    if (st.op == StepOp::kRecv) {
+      const Nanoseconds arrival = s.arrive[st.key];
+      if (arrival < 0) {
+        s.arrive[st.key] = -2 - r;
+        s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;
+        return;
       }
-      case StepOp::kRecv: {
-        const Nanoseconds arrival = s.arrive[st.key];
-        if (arrival < 0) {
-          s.arrive[st.key] = -2 - r;
-          s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;
-          return;
-        }
-        now = std::max(now, arrival);
-        continue;
-      }
+      now = std::max(now, arrival);
+      continue;
     }
+    if (st.op == StepOp::kSend) {
+      const Nanoseconds start = now + s.latency[st.cc];
+      const Nanoseconds flow = s.flow[st.cc];
+      auto& stream = (st.grad ? s.grad_flows : s.act_flows)[r];
+      if (flow < 0) {  // a free link: no flow, the Interpreter's arrival
+        Deliver(st.key, start + gather);
+      } else if (s.queue &&
+                 ((s.collectives &&
+                   (s.collectives->MayMeet(r, start) || s.collectives->MayMeet(st.peer, start)) &&
+                   MeetsBuckets(r, st.peer, start, start + flow)) ||
+                  s.suspect[size_t(r)] || s.suspect[size_t(pp + st.peer)] ||
+                  start >= s.from[size_t(r)] || start >= s.from[size_t(pp + st.peer)] ||
+                  FromSlot(st.grad, r, st.peer, int32_t(stream.size())) ||
+                  MeetsQueuedBuckets(r, st.peer, start + flow))) {
+        s.sender[st.key] = r, s.receiver[st.key] = st.peer, s.link[st.key] = st.cc;
+        s.grad[st.key] = st.grad, s.slot[st.key] = int32_t(stream.size());
+        stream.push_back({start, start, true});  // its end when the network says
+        s.queue->Schedule(start, Priority::kTransfer, kFlowStart, st.key);
+      } else {
+        stream.push_back({start, start + flow});
+        Deliver(st.key, start + flow + gather);
+      }
+      continue;
+    }
+    Nanoseconds dur = s.dur[size_t(int(st.op) * n + st.cc)];
     if (st.recompute && st.op != StepOp::kForward) dur += s.rc[st.cc];
     if (st.reduces && s.collectives) {
+      s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);
       s.collectives->EnqueueChunkReduction(*s.queue, *s.network, *s.table, r, shape_->vp, now, dur);
     }
     now += dur;
@@ -510,6 +560,7 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   // next iteration, queues behind the buckets and may still share the NIC with the rank's last
   // sends.
   if (s.collectives && !s.table->overlap_param_gather) {
+    s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);
     s.collectives->EnqueueGather(*s.queue, *s.network, *s.table, r, now);
   }
   s.pc[r] = pc, s.now[r] = now, s.compute[r] = compute, s.flush[r] = flush;

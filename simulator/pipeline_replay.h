@@ -43,6 +43,9 @@
 #include "costmodel/estimate.h"
 
 namespace ptdp::sim {
+namespace replay_internal {
+struct Interval;
+}
 
 class PipelineReplayer {
  public:
@@ -67,6 +70,15 @@ class PipelineReplayer {
   int64_t events() const { return events_; }
   // New shapes that started from another shape's tail cut (pipeline_replay_state.h, TailCut).
   int64_t tail_cut_starts() const { return tail_cut_starts_; }
+  // Flows that joined the network model during a walk because they end after a collective their
+  // sender or receiver had queued (MeetsQueuedBuckets), not from an earlier check.
+  int64_t bucket_joins() const { return bucket_joins_; }
+  // Ports whose flows all ran on the network model from a layout's first walk, because two
+  // pipeline flows touched on them in an earlier layout of the shape (Shape::pipe_shared).
+  int64_t pipe_shared_starts() const { return pipe_shared_starts_; }
+  // Jobs of the overlapped reduction's collective streams run without events, their flows alone
+  // on the NICs (CollectiveStreams::RunAloneExcept; the check holds them to it).
+  int64_t buckets_alone() const;
 
  private:
   struct Shape;
@@ -81,17 +93,23 @@ class PipelineReplayer {
   bool ReplayRound(const costmodel::CostTable& t, Bytes bytes, Nanoseconds gather);
   bool MarkShared();
   bool MarkTouching();
+  bool JoinPair(int port, const replay_internal::Interval& before,
+                const replay_internal::Interval& f);
+  void NoteNeed(int r, int32_t job);
   void StartFromTailCut();
   void KeepTailCut();
   bool FromSlot(bool grad, int r, int peer, int32_t slot) const;
+  bool MeetsQueuedBuckets(int r, int peer, Nanoseconds end);
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
   void Deliver(int64_t key, Nanoseconds arrival);
+  bool MeetsBuckets(int r, int peer, Nanoseconds start, Nanoseconds end);
+  static bool MeetsMessages(const void* self, int r, Nanoseconds start, Nanoseconds end);
   bool Outcome(costmodel::PipelineTime* out) const;
   std::unique_ptr<Shape> shape_;  // the last shape's lowered, compiled schedule
   std::unique_ptr<Scratch> scratch_;
   int64_t replays_ = 0, shared_ = 0, rounds_ = 0, fallbacks_ = 0, events_ = 0;
-  int64_t tail_cut_starts_ = 0;
+  int64_t tail_cut_starts_ = 0, bucket_joins_ = 0, pipe_shared_starts_ = 0;
 };
 
 // A planner::Refiner factory (planner/search.h SearchOptions::make_refiner): each call returns a

@@ -36,10 +36,12 @@ struct Step {
 // the collective streams' (collective_stream.h, a = rank).
 enum : uint32_t { kFlowDone = 0, kFlowStart = 1, kCollWake = 2, kCollLatency = 3, kCollIntra = 4 };
 
-// One flow's time on its ports, [start, end] in ns; `network`: run on the network model.
+// One flow's time on its ports, [start, end] in ns; `network`: run on the network model; `job`:
+// a bucket's index in its rank's collective stream (-1: a pipeline message).
 struct Interval {
   Nanoseconds start = 0, end = 0;
   bool network = false;
+  int32_t job = -1;
 };
 
 constexpr Nanoseconds kNever = std::numeric_limits<Nanoseconds>::max();
@@ -64,6 +66,17 @@ struct PipelineReplayer::Shape {
   // such layout of this shape (empty: none yet). The next one starts from them: its buckets meet
   // the same messages, near the flush.
   std::vector<int32_t> cut_act, cut_grad;
+  // Per rank, for the same tables: the jobs of its collective stream, [first, last] by index,
+  // whose flows met a pipeline flow in the last such layout (first > last: none; empty: no layout
+  // yet, every job runs on the network model). The next layout runs them on the network model
+  // and the others alone (CollectiveStreams::RunAloneExcept).
+  std::vector<int32_t> net_jobs_first, net_jobs_last;
+  // Per port, for the same tables: two pipeline flows on it touched in one of this shape's
+  // layouts (empty: none yet). An interleaved pipeline's ingress takes the activation from the
+  // rank before and the gradient from the rank after at nearly the same time, anywhere in the
+  // steady state, where the tail cut does not reach: the next layouts run every flow of those
+  // ports on the network model from the start, not find the sharing again after a walk.
+  std::vector<char> pipe_shared;
   bool Matches(const ParallelConfig& c, bool rc) const {
     return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
            recompute == rc;
@@ -72,12 +85,16 @@ struct PipelineReplayer::Shape {
 
 // Per-replay state, kept between replays for its capacity.
 struct PipelineReplayer::Scratch {
-  std::vector<Nanoseconds> fwd, bwd, wgt, rc;  // per rank * vp + chunk
-  std::vector<Nanoseconds> latency, flow;      // per link; flow < 0: no flow (free link)
+  // Per compute StepOp * pp * vp + rank * vp + chunk: the step's time; rc per rank * vp + chunk.
+  std::vector<Nanoseconds> dur, rc;
+  std::vector<Nanoseconds> latency, flow;  // per link; flow < 0: no flow (free link)
   // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
   std::vector<Nanoseconds> arrive;
   std::vector<size_t> pc;
   std::vector<Nanoseconds> now, compute, flush;
+  // Per rank: the earliest ready time of the collectives its walk has queued so far (kNever:
+  // none). A flow that ends at or after it on one of the rank's ports may meet one of them.
+  std::vector<Nanoseconds> buckets_from;
   std::vector<int> ready;
   std::vector<std::vector<replay_internal::Interval>> act_flows, grad_flows;  // per sending rank
   // Set while ReplayShared runs: the flows that touch a suspect port (egress r: r, ingress r:
@@ -102,6 +119,13 @@ struct PipelineReplayer::Scratch {
   // the NICs near the flush only, so the flows before stay alone.
   std::vector<Nanoseconds> from;
   std::vector<int32_t> cut_act, cut_grad;  // per port, as Shape's: slots from which flows join
+  // Per rank, the bucket jobs this layout runs on the network model: by index (as Shape's) and
+  // those whose flow starts at or after bucket_from (what the check adds, as `from` for a port's
+  // pipeline flows: a delayed bucket delays the ones after it); and the jobs whose flows met a
+  // pipeline flow in the last round (need_first > need_last: none).
+  std::vector<int32_t> net_jobs_first, net_jobs_last, need_first, need_last;
+  std::vector<Nanoseconds> bucket_from;
+  std::vector<char> pipe_shared;  // per port: the check joined two pipeline flows (as Shape's)
   // Per (kind, pp, vp): how many of each port's last flows ran on the network model in the last
   // such layout with buckets on the NICs. A new shape of the same pipeline (other microbatch
   // count or recomputation) starts from there: its buckets meet as many messages before the
@@ -110,7 +134,9 @@ struct PipelineReplayer::Scratch {
   struct TailCut {
     ScheduleKind kind = ScheduleKind::k1F1B;
     int pp = 0, vp = 0;
-    std::vector<int32_t> act, grad;  // per port
+    std::vector<int32_t> act, grad;                      // per port
+    std::vector<int32_t> net_jobs_first, net_jobs_last;  // per rank, as Shape's
+    std::vector<char> pipe_shared;                       // per port, as Shape's
   };
   std::vector<TailCut> tail_cuts;
   std::vector<std::vector<replay_internal::Interval>>

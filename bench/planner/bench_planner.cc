@@ -139,7 +139,7 @@ void SearchEverySimulated(benchmark::State& state, const std::string& software) 
                const costmodel::CostTable& t) { return r->Time(mm, cc, l, t); };
   };
   int64_t feasible = 0, replays = 0, shared = 0, rounds = 0, fallbacks = 0, events = 0,
-          tail_starts = 0;
+          tail_starts = 0, bucket_joins = 0, buckets_alone = 0, pipe_starts = 0;
   for (auto _ : state) {
     replayers.clear();
     auto r = Search(*m, *c, o);
@@ -148,11 +148,13 @@ void SearchEverySimulated(benchmark::State& state, const std::string& software) 
       return;
     }
     feasible = r->feasible;
-    replays = shared = rounds = fallbacks = events = tail_starts = 0;
+    replays = shared = rounds = fallbacks = events = tail_starts = bucket_joins = buckets_alone =
+        pipe_starts = 0;
     for (const auto& rp : replayers) {
       replays += rp->replays(), shared += rp->shared(), fallbacks += rp->fallbacks();
       rounds += rp->shared_rounds(), events += rp->events();
-      tail_starts += rp->tail_cut_starts();
+      tail_starts += rp->tail_cut_starts(), bucket_joins += rp->bucket_joins();
+      buckets_alone += rp->buckets_alone(), pipe_starts += rp->pipe_shared_starts();
     }
     benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
   }
@@ -161,8 +163,11 @@ void SearchEverySimulated(benchmark::State& state, const std::string& software) 
   state.counters["shared_ports"] = double(shared);   // the network model on some ports
   state.counters["shared_rounds"] = double(rounds);  // walks of those replays
   state.counters["full_simulator"] = double(fallbacks);
-  state.counters["events"] = double(events);                // the shared-port walks' events
-  state.counters["tail_cut_starts"] = double(tail_starts);  // new shapes started from a like one
+  state.counters["events"] = double(events);                   // the shared-port walks' events
+  state.counters["tail_cut_starts"] = double(tail_starts);     // new shapes started from a like one
+  state.counters["bucket_joins"] = double(bucket_joins);       // flows joined at a queued bucket
+  state.counters["buckets_alone"] = double(buckets_alone);     // reduction jobs run without events
+  state.counters["pipe_shared_starts"] = double(pipe_starts);  // ports on the network from walk 1
 }
 
 void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {

@@ -170,6 +170,59 @@ TEST(PipelineReplay, OverlappedReductionOnTheNicsEqualsTheInterpreter) {
   }
   EXPECT_GT(compared, 100);
   EXPECT_GT(slowed, 10);  // the sweep does exercise the sharing
+  // Flows joined the network model at a queued bucket (MeetsQueuedBuckets), and stayed exact.
+  EXPECT_GT(replayer.bucket_joins(), 0);
+  EXPECT_GT(replayer.buckets_alone(), 0);  // and buckets run without events beside it
+  // Ports where two messages touched in a layout ran on the network model from the next one's
+  // first walk (Shape::pipe_shared), and stayed exact.
+  EXPECT_GT(replayer.pipe_shared_starts(), 0);
+  EXPECT_EQ(replayer.fallbacks(), 0);
+}
+
+// Many microbatches and many buckets, the NICs slowed step by step: one replayer runs the layouts
+// of one shape in a row, so each starts from the buckets the last one found meeting messages
+// (Shape::net_jobs_first/last), which move as the NICs slow; the others run alone, without events
+// (CollectiveStreams::RunAloneExcept), and a message that meets one sends it back to the network
+// model (Rejoin). The times stay the Interpreter's whichever guess was wrong.
+TEST(PipelineReplay, BucketsRunAloneStayExact) {
+  auto model = LoadModel("gpt-1.7b");
+  auto cluster = LoadCluster("selene", 64);
+  auto software = LoadSoftware(kDefaultSoftware);
+  ASSERT_TRUE(model.ok() && cluster.ok() && software.ok());
+  cluster->software = *software;
+  PipelineReplayer replayer;
+  int compared = 0, slowed = 0;
+  for (auto [kind, vp] :
+       {std::pair{ScheduleKind::k1F1B, 1}, std::pair{ScheduleKind::kInterleaved, 2},
+        std::pair{ScheduleKind::kZbH1, 1}}) {
+    for (int buckets : {4, 40}) {
+      for (double nic_scale : {1.0, 0.5, 0.2, 0.1, 0.05, 0.02, 0.01}) {
+        ParallelConfig c = Layout(8, 4, 2, 1, 512, kind, vp);
+        c.distributed_optimizer = true;
+        ASSERT_TRUE(c.Validate(*model).ok());
+        costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+        ScaleCollectiveNics(&t, nic_scale);
+        t.dp_buckets = buckets;
+        auto fast = replayer.Time(*model, *cluster, c, t);
+        auto full = SimulatedPipelineTime(*model, *cluster, c, t);
+        ASSERT_TRUE(fast.ok() && full.ok()) << c.ToString();
+        const std::string what = c.ToString() + " NICs x" + std::to_string(nic_scale) +
+                                 " buckets " + std::to_string(buckets);
+        EXPECT_EQ(fast->total, full->total) << what;
+        EXPECT_EQ(fast->bubble, full->bubble) << what;
+        ++compared;
+        for (auto& rank : t.dp_collectives) {
+          for (auto& one : rank) one.nic_bytes = 0;
+        }
+        auto apart = SimulatedPipelineTime(*model, *cluster, c, t);
+        ASSERT_TRUE(apart.ok());
+        slowed += apart->total != full->total;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 42);
+  EXPECT_GT(slowed, 5);  // the buckets do slow the pipeline in some
+  EXPECT_GT(replayer.buckets_alone(), 1000);
   EXPECT_EQ(replayer.fallbacks(), 0);
 }
 
@@ -188,23 +241,30 @@ TEST(PipelineReplay, TailCutFromAnotherShapeStaysExact) {
        {std::pair{ScheduleKind::k1F1B, 1}, std::pair{ScheduleKind::kInterleaved, 2},
         std::pair{ScheduleKind::kZbH1, 1}}) {
     for (int64_t batch : {64, 512, 32, 256, 128, 1024}) {
-      for (double nic_scale : {1.0, 0.05}) {
+      // Slow NICs, and slow links too: two messages touch (Shape::pipe_shared).
+      for (auto [nic_scale, link_scale] :
+           {std::pair{1.0, 1.0}, std::pair{0.05, 1.0}, std::pair{0.05, 0.05}}) {
         ParallelConfig c = Layout(8, 4, 2, 1, batch, kind, vp);
         c.distributed_optimizer = true;
         if (!c.Validate(*model).ok()) continue;
         costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
         ScaleCollectiveNics(&t, nic_scale);
+        for (auto& link : t.p2p_link) link.bandwidth_Bps *= link_scale;
         auto fast = replayer.Time(*model, *cluster, c, t);
         auto full = SimulatedPipelineTime(*model, *cluster, c, t);
         ASSERT_TRUE(fast.ok() && full.ok()) << c.ToString();
-        EXPECT_EQ(fast->total, full->total) << c.ToString() << " NICs x" << nic_scale;
-        EXPECT_EQ(fast->bubble, full->bubble) << c.ToString() << " NICs x" << nic_scale;
+        const std::string what = c.ToString() + " NICs x" + std::to_string(nic_scale) + " links x" +
+                                 std::to_string(link_scale);
+        EXPECT_EQ(fast->total, full->total) << what;
+        EXPECT_EQ(fast->bubble, full->bubble) << what;
         ++compared;
       }
     }
   }
-  EXPECT_EQ(compared, 36);
+  EXPECT_EQ(compared, 54);
   EXPECT_GE(replayer.tail_cut_starts(), 15);  // every new shape but each pipeline's first
+  EXPECT_GT(replayer.bucket_joins(), 0);
+  EXPECT_GT(replayer.pipe_shared_starts(), 0);
   EXPECT_EQ(replayer.fallbacks(), 0);
 }
 
