@@ -137,7 +137,7 @@ std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConf
 }
 
 CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                         const std::vector<int64_t>* param_elements) {
+                         const std::vector<int64_t>* param_elements, const StashPrices* prices_in) {
   const HardwareProfile& hw = cluster.profile;
   const int G = cluster.gpus_per_node;
   auto grid_or = RankGrid::Create(c.tp, c.dp, c.pp);
@@ -175,7 +175,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                                     ? AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs)
                                     : ComputeBreakdown{};
   // What one microbatch keeps on each chunk (the ledger's), for the simulator's memory counters.
-  const StashPrices prices = StashPricesOf(m, c);
+  const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
 
   // After the first microbatch, each backward adds its weight gradients to the accumulated ones;
   // with an unfused accumulation that is an elementwise kernel per parameter tensor. Charged as
@@ -413,7 +413,8 @@ void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
 }
 
 Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                   const CostTable& t, const PipelineModel* pipeline, bool all_stages) {
+                   const CostTable& t, const PipelineModel* pipeline, bool all_stages,
+                   const StashPrices* prices_in) {
   static const ClosedFormPipeline kClosedForm;
   if (pipeline == nullptr) pipeline = &kClosedForm;
   Prediction p;
@@ -468,7 +469,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
   // rank (for reports), otherwise just those two. With uneven stages rank 1 too: it may hold more
   // layers than rank 0, and it has the most in flight of the ranks between.
-  const StashPrices prices = StashPricesOf(m, c);
+  const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
   for (int r = 0; r < c.pp; ++r) {
     if (!all_stages && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;

@@ -206,10 +206,12 @@ namespace {
 // A checked layout's prediction, memory not yet compared with the GPU's.
 Candidate Score(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                 const std::vector<int64_t>* param_elements, bool all_stages) {
-  const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c, param_elements);
+  const StashPrices prices = StashPricesOf(m, c);  // once for both (a tenth of the time, twice)
+  const costmodel::CostTable table =
+      costmodel::BuildCostTable(m, cluster, c, param_elements, &prices);
   Candidate cand;
   cand.layout = c;
-  cand.prediction = costmodel::Predict(m, cluster, c, table, nullptr, all_stages);
+  cand.prediction = costmodel::Predict(m, cluster, c, table, nullptr, all_stages, &prices);
   return cand;
 }
 
