@@ -276,8 +276,24 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       OptimizerSmallAllReducesTime(cluster.software, hw, grid, c, G);
   t.embedding_allreduce.assign(c.pp, 0.0);
   t.optimizer.assign(c.pp, 0.0);
+  // A rank like the one before it (the same parameters and layers, neither in the embedding group)
+  // has the same reductions and optimizer step: copied, not planned again (the ranks between the
+  // first and the last, up to a hundred per layout, for every layout the search scores).
+  auto rank_layers = [&](int r) {
+    int n = 0;
+    for (int k = 0; k < c.vp; ++k) n += ChunkLayers(m, c, r, k).size();
+    return n;
+  };
   for (int r = 0; r < c.pp; ++r) {
     const int64_t params = (*param_elements)[r];
+    if (r > 0 && params == (*param_elements)[r - 1] && !InTiedEmbeddingGroup(m, c, r) &&
+        !InTiedEmbeddingGroup(m, c, r - 1) && rank_layers(r) == rank_layers(r - 1)) {
+      t.dp_collectives[r] = t.dp_collectives[r - 1];
+      t.dp_param_gather[r] = t.dp_param_gather[r - 1];
+      t.dp_allreduce[r] = t.dp_allreduce[r - 1];
+      t.optimizer[r] = t.optimizer[r - 1];
+      continue;
+    }
     // The distributed optimizer reduce-scatters the gradients and all-gathers the updated weights.
     std::vector<CollectiveCost>& dp = t.dp_collectives[r];
     if (c.distributed_optimizer) {
