@@ -136,8 +136,44 @@ std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConf
   return n;
 }
 
+namespace {
+
+// A layer's (its tensor-parallel communication partly hidden under sequence parallelism, as the
+// stack says), the embedding's and the head's prices, and the attention core a selective
+// recomputation redoes: what PieceCostMemo keeps.
+PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster,
+                                  const ParallelConfig& c, Seconds tp_ar, Seconds tp_ag,
+                                  Seconds tp_rs, Seconds tp_small_ar) {
+  const HardwareProfile& hw = cluster.profile;
+  const Precision pr = c.precision;
+  // Sequence parallelism turns each all-reduce in a layer into a reduce-scatter and an all-gather.
+  const bool sp = c.sequence_parallel;
+  const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
+  PieceCostMemo::Pieces p;
+  p.layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
+                                 cluster.software.gelu_gemm_epilogue.value,
+                                 cluster.software.te_layer.value);
+  const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
+  if (tp_hidden > 0) {
+    const double slowdown = cluster.software.overlap_compute_slowdown.value;
+    HideTensorParallelComm(&p.layer.forward, tp_hidden, slowdown);
+    HideTensorParallelComm(&p.layer.backward, tp_hidden, slowdown);
+  }
+  p.embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
+  p.head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag,
+                    cluster.software.fused_cross_entropy.value);
+  if (c.recompute == Recompute::kSelective) {
+    p.core = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
+  }
+  return p;
+}
+
+}  // namespace
+
 CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                         const std::vector<int64_t>* param_elements, const StashPrices* prices_in) {
+                         const std::vector<int64_t>* param_elements, const StashPrices* prices_in,
+                         PieceCostMemo* memo) {
+  PieceCostMemo local_memo;
   const HardwareProfile& hw = cluster.profile;
   const int G = cluster.gpus_per_node;
   auto grid_or = RankGrid::Create(c.tp, c.dp, c.pp);
@@ -154,26 +190,22 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Seconds tp_rs = CollectiveTime(hw, Collective::kReduceScatter, bsh_bytes, tp_span, G);
   const Seconds tp_small_ar =
       CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * m.seq_len * 4, tp_span, G);
-  // Sequence parallelism turns each all-reduce in a layer into a reduce-scatter and an all-gather.
   const bool sp = c.sequence_parallel;
-  const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
 
   const Precision pr = c.precision;
-  PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
-                                         cluster.software.gelu_gemm_epilogue.value,
-                                         cluster.software.te_layer.value);
-  const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
-  if (tp_hidden > 0) {
-    const double slowdown = cluster.software.overlap_compute_slowdown.value;
-    HideTensorParallelComm(&layer.forward, tp_hidden, slowdown);
-    HideTensorParallelComm(&layer.backward, tp_hidden, slowdown);
+  const PieceCostMemo::Key key{
+      c.tp,  c.mbs, pr,    sp,         c.fused_attention, c.recompute == Recompute::kSelective,
+      tp_ar, tp_ag, tp_rs, tp_small_ar};
+  auto memo_it = memo ? memo->pieces.find(key) : decltype(memo->pieces.end()){};
+  if (!memo || memo_it == memo->pieces.end()) {
+    PieceCostMemo::Pieces priced = PricePieces(m, cluster, c, tp_ar, tp_ag, tp_rs, tp_small_ar);
+    if (!memo) memo = &local_memo;
+    memo_it = memo->pieces.emplace(key, priced).first;
   }
-  const PieceCost embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
-  const PieceCost head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp,
-                                  tp_ag, cluster.software.fused_cross_entropy.value);
-  const ComputeBreakdown core = c.recompute == Recompute::kSelective
-                                    ? AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs)
-                                    : ComputeBreakdown{};
+  const PieceCost& layer = memo_it->second.layer;
+  const PieceCost& embed = memo_it->second.embed;
+  const PieceCost& head = memo_it->second.head;
+  const ComputeBreakdown& core = memo_it->second.core;
   // What one microbatch keeps on each chunk (the ledger's), for the simulator's memory counters.
   const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
 

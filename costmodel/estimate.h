@@ -15,7 +15,9 @@
 // CostTable itself, so the closed form and the simulator see the same chunk times.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core/hardware.h"
@@ -23,6 +25,7 @@
 #include "core/model.h"
 #include "core/parallel.h"
 #include "costmodel/cost_table.h"
+#include "costmodel/layer_cost.h"
 
 namespace ptdp::costmodel {
 
@@ -36,7 +39,20 @@ std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConf
 // layout.Validate(model) is ok and layout.WorldSize() == cluster.Gpus().
 CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                          const std::vector<int64_t>* param_elements = nullptr,
-                         const StashPrices* prices = nullptr);
+                         const StashPrices* prices = nullptr, struct PieceCostMemo* memo = nullptr);
+
+// A layer's, the embedding's and the head's prices, which depend on a layout only through the
+// key below (its tp, mbs, precision, sequence parallelism, fused attention, selective
+// recomputation and tensor-parallel collectives' times): the search prices thousands of layouts
+// on a few hundred keys. REQUIRES: one memo serves one model on one cluster.
+struct PieceCostMemo {
+  using Key = std::tuple<int, int, Precision, bool, bool, bool, Seconds, Seconds, Seconds, Seconds>;
+  struct Pieces {
+    PieceCost layer, embed, head;
+    ComputeBreakdown core;
+  };
+  std::map<Key, Pieces> pieces;
+};
 
 // Per-microbatch time of each pipeline rank, p2p included (T_r above).
 std::vector<Seconds> StageMicrobatchTimes(const CostTable& t);

@@ -204,11 +204,14 @@ Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOption
 namespace {
 
 // A checked layout's prediction, memory not yet compared with the GPU's.
+// `memo`: the search's, or null.
 Candidate Score(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                const std::vector<int64_t>* param_elements, bool all_stages) {
-  const StashPrices prices = StashPricesOf(m, c);  // once for both (a tenth of the time, twice)
+                const std::vector<int64_t>* param_elements, bool all_stages,
+                costmodel::PieceCostMemo* memo) {
+  // Once for both: computed twice, the prices were a tenth of the closed-form search.
+  const StashPrices prices = StashPricesOf(m, c);
   const costmodel::CostTable table =
-      costmodel::BuildCostTable(m, cluster, c, param_elements, &prices);
+      costmodel::BuildCostTable(m, cluster, c, param_elements, &prices, memo);
   Candidate cand;
   cand.layout = c;
   cand.prediction = costmodel::Predict(m, cluster, c, table, nullptr, all_stages, &prices);
@@ -235,7 +238,7 @@ Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const
     return Status::Invalid("layout: tp*pp*dp = " + std::to_string(c.WorldSize()) +
                            " but the cluster has " + std::to_string(cluster.Gpus()) + " GPUs");
   }
-  Candidate cand = Score(m, cluster, c, param_elements, all_stages);
+  Candidate cand = Score(m, cluster, c, param_elements, all_stages, nullptr);
   if (cand.prediction.peak_memory > MemoryCap(cluster)) {
     return Status::DoesNotFit(OutOfMemory(cluster, cand));
   }
@@ -280,6 +283,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   // Parameters per rank by (t, p, v, first, last, V placement): ZB-V's V puts the head on rank 0,
   // interleaving on rank p - 1, so the two must not share an entry.
   std::map<std::tuple<int, int, int, int, int, bool>, std::vector<int64_t>> param_cache;
+  costmodel::PieceCostMemo piece_memo;  // the layer's, embedding's and head's prices per key
 
   // Counted per reason in an array, and each reason's example message built only the first time:
   // most of the enumerated layouts are rejected (over a million with every option on gpt-1t).
@@ -419,7 +423,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               // Evaluate's checks hold here: c is valid (above), its precision was checked
               // (SearchPrecision) and tp*pp*dp = N; the message of a layout that does not fit is
               // built only for the first.
-              Candidate cand = Score(m, cluster, c, &it->second, /*all_stages=*/false);
+              Candidate cand = Score(m, cluster, c, &it->second, /*all_stages=*/false, &piece_memo);
               const bool fits = cand.prediction.peak_memory <= cap;
               if (SplitsBackward(sched)) {
                 ++res.zero_bubble_evaluated;
