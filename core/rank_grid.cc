@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
+#include <string_view>
 
 namespace ptdp {
 
@@ -11,12 +11,17 @@ Result<RankGrid> RankGrid::Create(int tp, int dp, int pp, const std::string& ord
   RankGrid g;
   g.size_ = {tp, dp, pp};
   g.order_ = order;
-  std::vector<std::string> names;
-  std::stringstream ss(order);
-  std::string part;
-  while (std::getline(ss, part, '-')) names.push_back(part);
-  std::set<std::string> uniq(names.begin(), names.end());
-  if (names.size() != 3 || uniq != std::set<std::string>{"tp", "dp", "pp"}) {
+  // The names between '-'s (as std::getline splits them: a trailing '-' ends the last name), read
+  // without a stream: the planner builds a grid for every layout it prices.
+  std::vector<std::string_view> names;
+  const std::string_view text(order);
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t end = std::min(text.find('-', begin), text.size());
+    names.push_back(text.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  auto count = [&](std::string_view name) { return std::count(names.begin(), names.end(), name); };
+  if (names.size() != 3 || count("tp") != 1 || count("dp") != 1 || count("pp") != 1) {
     return Status::Invalid("order: '" + order + "' is not a permutation of tp-dp-pp");
   }
   int stride = 1;

@@ -96,30 +96,38 @@ void AppendLayer(const ModelSpec& m, int t, const std::string& p, std::vector<Pa
   bias("mlp.fc2.bias", h, Sharding::kReplicated);
 }
 
+// The embedding's parameters on one tensor rank, when the chunk holds the embedding.
+void AppendEmbedding(const ModelSpec& m, int t, std::vector<ParamTensor>* ps) {
+  const int64_t h = m.hidden, v = PaddedVocab(m, t), s = m.seq_len;
+  ps->push_back(Make("embedding.word", {v, h}, Sharding::kRows, t));  // vocab-parallel
+  if (!m.rotary) ps->push_back(Make("embedding.position", {s, h}, Sharding::kReplicated, t));
+}
+
+// The head's parameters (final norm, output matrix or its tied copy) on one tensor rank.
+void AppendHead(const ModelSpec& m, int t, int pp_rank, std::vector<ParamTensor>* ps) {
+  const int64_t h = m.hidden, v = PaddedVocab(m, t);
+  ps->push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
+  if (!m.rmsnorm) ps->push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
+  if (!m.tied_embeddings) {
+    ps->push_back(Make("output.weight", {v, h}, Sharding::kRows, t));
+  } else if (pp_rank != 0) {  // the rank holds no embedding to share the matrix with
+    ParamTensor copy = Make("output.word_copy", {v, h}, Sharding::kRows, t);
+    copy.tied_copy = true;
+    ps->push_back(copy);
+  }
+}
+
 }  // namespace
 
 std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                                          int chunk) {
-  const int t = c.tp;
-  const int64_t h = m.hidden, v = PaddedVocab(m, t), s = m.seq_len;
   std::vector<ParamTensor> ps;
-  if (HoldsEmbedding(c, pp_rank, chunk)) {
-    ps.push_back(Make("embedding.word", {v, h}, Sharding::kRows, t));  // vocab-parallel
-    if (!m.rotary) ps.push_back(Make("embedding.position", {s, h}, Sharding::kReplicated, t));
-  }
+  if (HoldsEmbedding(c, pp_rank, chunk)) AppendEmbedding(m, c.tp, &ps);
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
-  for (int l = lr.begin; l < lr.end; ++l) AppendLayer(m, t, "layer" + std::to_string(l) + ".", &ps);
-  if (HoldsHead(c, pp_rank, chunk)) {
-    ps.push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
-    if (!m.rmsnorm) ps.push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
-    if (!m.tied_embeddings) {
-      ps.push_back(Make("output.weight", {v, h}, Sharding::kRows, t));
-    } else if (pp_rank != 0) {  // the rank holds no embedding to share the matrix with
-      ParamTensor copy = Make("output.word_copy", {v, h}, Sharding::kRows, t);
-      copy.tied_copy = true;
-      ps.push_back(copy);
-    }
+  for (int l = lr.begin; l < lr.end; ++l) {
+    AppendLayer(m, c.tp, "layer" + std::to_string(l) + ".", &ps);
   }
+  if (HoldsHead(c, pp_rank, chunk)) AppendHead(m, c.tp, pp_rank, &ps);
   return ps;
 }
 
@@ -144,9 +152,22 @@ LayerParameters LayerParameterCounts(const ModelSpec& m, int tp) {
   return out;
 }
 
+// The same sum as over StageParameters' tensors, without building a named tensor per layer (the
+// planner counts a stage for every pipeline shape it scores): every layer holds the same shapes.
 int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  auto elements = [](const std::vector<ParamTensor>& ps) {
+    int64_t n = 0;
+    for (const auto& p : ps) n += p.LocalElements();
+    return n;
+  };
+  const int64_t per_layer = LayerParameterCounts(m, c.tp).elements;
   int64_t n = 0;
-  for (const auto& p : StageParameters(m, c, pp_rank)) n += p.LocalElements();
+  for (int k = 0; k < c.vp; ++k) {
+    std::vector<ParamTensor> ends;
+    if (HoldsEmbedding(c, pp_rank, k)) AppendEmbedding(m, c.tp, &ends);
+    if (HoldsHead(c, pp_rank, k)) AppendHead(m, c.tp, pp_rank, &ends);
+    n += elements(ends) + int64_t(ChunkLayers(m, c, pp_rank, k).size()) * per_layer;
+  }
   return n;
 }
 

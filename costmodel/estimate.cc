@@ -136,8 +136,44 @@ std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConf
   return n;
 }
 
+namespace {
+
+// A layer's (its tensor-parallel communication partly hidden under sequence parallelism, as the
+// stack says), the embedding's and the head's prices, and the attention core a selective
+// recomputation redoes: what PieceCostMemo keeps.
+PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster,
+                                  const ParallelConfig& c, Seconds tp_ar, Seconds tp_ag,
+                                  Seconds tp_rs, Seconds tp_small_ar) {
+  const HardwareProfile& hw = cluster.profile;
+  const Precision pr = c.precision;
+  // Sequence parallelism turns each all-reduce in a layer into a reduce-scatter and an all-gather.
+  const bool sp = c.sequence_parallel;
+  const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
+  PieceCostMemo::Pieces p;
+  p.layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
+                                 cluster.software.gelu_gemm_epilogue.value,
+                                 cluster.software.te_layer.value);
+  const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
+  if (tp_hidden > 0) {
+    const double slowdown = cluster.software.overlap_compute_slowdown.value;
+    HideTensorParallelComm(&p.layer.forward, tp_hidden, slowdown);
+    HideTensorParallelComm(&p.layer.backward, tp_hidden, slowdown);
+  }
+  p.embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
+  p.head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag,
+                    cluster.software.fused_cross_entropy.value);
+  if (c.recompute == Recompute::kSelective) {
+    p.core = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
+  }
+  return p;
+}
+
+}  // namespace
+
 CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                         const std::vector<int64_t>* param_elements) {
+                         const std::vector<int64_t>* param_elements, const StashPrices* prices_in,
+                         PieceCostMemo* memo) {
+  PieceCostMemo local_memo;
   const HardwareProfile& hw = cluster.profile;
   const int G = cluster.gpus_per_node;
   auto grid_or = RankGrid::Create(c.tp, c.dp, c.pp);
@@ -154,28 +190,24 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Seconds tp_rs = CollectiveTime(hw, Collective::kReduceScatter, bsh_bytes, tp_span, G);
   const Seconds tp_small_ar =
       CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * m.seq_len * 4, tp_span, G);
-  // Sequence parallelism turns each all-reduce in a layer into a reduce-scatter and an all-gather.
   const bool sp = c.sequence_parallel;
-  const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
 
   const Precision pr = c.precision;
-  PieceCost layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
-                                         cluster.software.gelu_gemm_epilogue.value,
-                                         cluster.software.te_layer.value);
-  const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
-  if (tp_hidden > 0) {
-    const double slowdown = cluster.software.overlap_compute_slowdown.value;
-    HideTensorParallelComm(&layer.forward, tp_hidden, slowdown);
-    HideTensorParallelComm(&layer.backward, tp_hidden, slowdown);
+  const PieceCostMemo::Key key{
+      c.tp,  c.mbs, pr,    sp,         c.fused_attention, c.recompute == Recompute::kSelective,
+      tp_ar, tp_ag, tp_rs, tp_small_ar};
+  auto memo_it = memo ? memo->pieces.find(key) : decltype(memo->pieces.end()){};
+  if (!memo || memo_it == memo->pieces.end()) {
+    PieceCostMemo::Pieces priced = PricePieces(m, cluster, c, tp_ar, tp_ag, tp_rs, tp_small_ar);
+    if (!memo) memo = &local_memo;
+    memo_it = memo->pieces.emplace(key, priced).first;
   }
-  const PieceCost embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
-  const PieceCost head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp,
-                                  tp_ag, cluster.software.fused_cross_entropy.value);
-  const ComputeBreakdown core = c.recompute == Recompute::kSelective
-                                    ? AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs)
-                                    : ComputeBreakdown{};
+  const PieceCost& layer = memo_it->second.layer;
+  const PieceCost& embed = memo_it->second.embed;
+  const PieceCost& head = memo_it->second.head;
+  const ComputeBreakdown& core = memo_it->second.core;
   // What one microbatch keeps on each chunk (the ledger's), for the simulator's memory counters.
-  const StashPrices prices = StashPricesOf(m, c);
+  const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
 
   // After the first microbatch, each backward adds its weight gradients to the accumulated ones;
   // with an unfused accumulation that is an elementwise kernel per parameter tensor. Charged as
@@ -276,8 +308,24 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       OptimizerSmallAllReducesTime(cluster.software, hw, grid, c, G);
   t.embedding_allreduce.assign(c.pp, 0.0);
   t.optimizer.assign(c.pp, 0.0);
+  // A rank like the one before it (the same parameters and layers, neither in the embedding group)
+  // has the same reductions and optimizer step: copied, not planned again (the ranks between the
+  // first and the last, up to a hundred per layout, for every layout the search scores).
+  auto rank_layers = [&](int r) {
+    int n = 0;
+    for (int k = 0; k < c.vp; ++k) n += ChunkLayers(m, c, r, k).size();
+    return n;
+  };
   for (int r = 0; r < c.pp; ++r) {
     const int64_t params = (*param_elements)[r];
+    if (r > 0 && params == (*param_elements)[r - 1] && !InTiedEmbeddingGroup(m, c, r) &&
+        !InTiedEmbeddingGroup(m, c, r - 1) && rank_layers(r) == rank_layers(r - 1)) {
+      t.dp_collectives[r] = t.dp_collectives[r - 1];
+      t.dp_param_gather[r] = t.dp_param_gather[r - 1];
+      t.dp_allreduce[r] = t.dp_allreduce[r - 1];
+      t.optimizer[r] = t.optimizer[r - 1];
+      continue;
+    }
     // The distributed optimizer reduce-scatters the gradients and all-gathers the updated weights.
     std::vector<CollectiveCost>& dp = t.dp_collectives[r];
     if (c.distributed_optimizer) {
@@ -413,7 +461,8 @@ void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
 }
 
 Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                   const CostTable& t, const PipelineModel* pipeline, bool all_stages) {
+                   const CostTable& t, const PipelineModel* pipeline, bool all_stages,
+                   const StashPrices* prices_in) {
   static const ClosedFormPipeline kClosedForm;
   if (pipeline == nullptr) pipeline = &kClosedForm;
   Prediction p;
@@ -468,7 +517,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
   // rank (for reports), otherwise just those two. With uneven stages rank 1 too: it may hold more
   // layers than rank 0, and it has the most in flight of the ranks between.
-  const StashPrices prices = StashPricesOf(m, c);
+  const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
   for (int r = 0; r < c.pp; ++r) {
     if (!all_stages && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;

@@ -15,13 +15,17 @@
 // CostTable itself, so the closed form and the simulator see the same chunk times.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "core/hardware.h"
+#include "core/ledger.h"
 #include "core/model.h"
 #include "core/parallel.h"
 #include "costmodel/cost_table.h"
+#include "costmodel/layer_cost.h"
 
 namespace ptdp::costmodel {
 
@@ -30,10 +34,25 @@ namespace ptdp::costmodel {
 std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConfig& c);
 
 // Builds the simulator's CostTable. `param_elements` (StageParameterCounts) may be passed in by a
-// caller that caches it; when null it is computed. REQUIRES: layout.Validate(model) is ok and
-// layout.WorldSize() == cluster.Gpus().
+// caller that caches it; when null it is computed; so are `prices` (StashPricesOf(m, c)), which a
+// caller scoring the layout with Predict too can compute once for both. REQUIRES:
+// layout.Validate(model) is ok and layout.WorldSize() == cluster.Gpus().
 CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                         const std::vector<int64_t>* param_elements = nullptr);
+                         const std::vector<int64_t>* param_elements = nullptr,
+                         const StashPrices* prices = nullptr, struct PieceCostMemo* memo = nullptr);
+
+// A layer's, the embedding's and the head's prices, which depend on a layout only through the
+// key below (its tp, mbs, precision, sequence parallelism, fused attention, selective
+// recomputation and tensor-parallel collectives' times): the search prices thousands of layouts
+// on a few hundred keys. REQUIRES: one memo serves one model on one cluster.
+struct PieceCostMemo {
+  using Key = std::tuple<int, int, Precision, bool, bool, bool, Seconds, Seconds, Seconds, Seconds>;
+  struct Pieces {
+    PieceCost layer, embed, head;
+    ComputeBreakdown core;
+  };
+  std::map<Key, Pieces> pieces;
+};
 
 // Per-microbatch time of each pipeline rank, p2p included (T_r above).
 std::vector<Seconds> StageMicrobatchTimes(const CostTable& t);
@@ -113,10 +132,10 @@ struct Prediction {
 // Scores a layout. Element sizes and bytes per parameter follow c.precision (the layout's, not the
 // profile's default). `pipeline` defaults to the closed form. `all_stages`: list the memory of
 // every pipeline rank in Prediction::memory (otherwise only the first and the last, where the peak
-// is).
+// is). `prices`: StashPricesOf(m, c), computed when null.
 Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                    const CostTable& table, const PipelineModel* pipeline = nullptr,
-                   bool all_stages = true);
+                   bool all_stages = true, const StashPrices* prices = nullptr);
 // Fills throughput fields from an iteration time (used after a refined iteration time too).
 void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                    Prediction* p);

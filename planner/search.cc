@@ -201,6 +201,35 @@ Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOption
   return p;
 }
 
+namespace {
+
+// A checked layout's prediction, memory not yet compared with the GPU's.
+// `memo`: the search's, or null.
+Candidate Score(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                const std::vector<int64_t>* param_elements, bool all_stages,
+                costmodel::PieceCostMemo* memo) {
+  // Once for both: computed twice, the prices were a tenth of the closed-form search.
+  const StashPrices prices = StashPricesOf(m, c);
+  const costmodel::CostTable table =
+      costmodel::BuildCostTable(m, cluster, c, param_elements, &prices, memo);
+  Candidate cand;
+  cand.layout = c;
+  cand.prediction = costmodel::Predict(m, cluster, c, table, nullptr, all_stages, &prices);
+  return cand;
+}
+
+Bytes MemoryCap(const ClusterSpec& cluster) {
+  return Bytes(cluster.profile.memory_GiB.value * kGiB);
+}
+
+std::string OutOfMemory(const ClusterSpec& cluster, const Candidate& cand) {
+  return "pipeline stage " + std::to_string(cand.prediction.peak_memory_stage) + " needs " +
+         GiB(cand.prediction.peak_memory) + " per GPU, more than the " + GiB(MemoryCap(cluster)) +
+         " of " + cluster.profile.name;
+}
+
+}  // namespace
+
 Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                            const std::vector<int64_t>* param_elements, bool all_stages) {
   PTDP_RETURN_IF_ERROR(c.Validate(m));
@@ -209,16 +238,9 @@ Result<Candidate> Evaluate(const ModelSpec& m, const ClusterSpec& cluster, const
     return Status::Invalid("layout: tp*pp*dp = " + std::to_string(c.WorldSize()) +
                            " but the cluster has " + std::to_string(cluster.Gpus()) + " GPUs");
   }
-  const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c, param_elements);
-  Candidate cand;
-  cand.layout = c;
-  cand.prediction = costmodel::Predict(m, cluster, c, table, nullptr, all_stages);
-  const Bytes cap = Bytes(cluster.profile.memory_GiB.value * kGiB);
-  if (cand.prediction.peak_memory > cap) {
-    return Status::DoesNotFit("pipeline stage " +
-                              std::to_string(cand.prediction.peak_memory_stage) + " needs " +
-                              GiB(cand.prediction.peak_memory) + " per GPU, more than the " +
-                              GiB(cap) + " of " + cluster.profile.name);
+  Candidate cand = Score(m, cluster, c, param_elements, all_stages, nullptr);
+  if (cand.prediction.peak_memory > MemoryCap(cluster)) {
+    return Status::DoesNotFit(OutOfMemory(cluster, cand));
   }
   return cand;
 }
@@ -261,6 +283,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   // Parameters per rank by (t, p, v, first, last, V placement): ZB-V's V puts the head on rank 0,
   // interleaving on rank p - 1, so the two must not share an entry.
   std::map<std::tuple<int, int, int, int, int, bool>, std::vector<int64_t>> param_cache;
+  costmodel::PieceCostMemo piece_memo;  // the layer's, embedding's and head's prices per key
 
   // Counted per reason in an array, and each reason's example message built only the first time:
   // most of the enumerated layouts are rejected (over a million with every option on gpt-1t).
@@ -283,6 +306,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   }
   int64_t done = 0;
   auto last_report = start;
+  const Bytes cap = MemoryCap(cluster);
 
   for (int t : Divisors(N)) {
     if (fx.tp && *fx.tp != t) continue;
@@ -396,21 +420,21 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               if (it == param_cache.end()) {
                 it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
               }
-              auto cand = Evaluate(m, cluster, c, &it->second, /*all_stages=*/false);
+              // Evaluate's checks hold here: c is valid (above), its precision was checked
+              // (SearchPrecision) and tp*pp*dp = N; the message of a layout that does not fit is
+              // built only for the first.
+              Candidate cand = Score(m, cluster, c, &it->second, /*all_stages=*/false, &piece_memo);
+              const bool fits = cand.prediction.peak_memory <= cap;
               if (SplitsBackward(sched)) {
                 ++res.zero_bubble_evaluated;
-                if (!cand.ok() && cand.status().code() == StatusCode::kDoesNotFit) {
-                  ++res.zero_bubble_out_of_memory;
-                }
+                if (!fits) ++res.zero_bubble_out_of_memory;
               }
-              if (!cand.ok()) {
-                reject(cand.status().code() == StatusCode::kDoesNotFit ? Reason::kOutOfMemory
-                                                                       : Reason::kInvalid,
-                       [&] { return cand.status().message(); });
+              if (!fits) {
+                reject(Reason::kOutOfMemory, [&] { return OutOfMemory(cluster, cand); });
                 continue;
               }
-              Keep(*cand, &res);
-              ok.push_back(std::move(cand).value());
+              Keep(cand, &res);
+              ok.push_back(std::move(cand));
             }
           }
         }

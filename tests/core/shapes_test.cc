@@ -58,6 +58,45 @@ TEST(Shapes, LayerParameterCounts) {
   }
 }
 
+// StageParameterElements counts a stage without listing its tensors; it must equal the sum over
+// StageParameters' list for tied and untied heads (the tied copy on the last rank), rotary models
+// (no position table), and every placement: one stage, even, uneven, interleaved, ZB-V's V.
+TEST(Shapes, StageParameterElementsIsTheListsSum) {
+  ModelSpec tied = HandMadeTiny();
+  tied.layers = 12;
+  ModelSpec untied = tied;
+  untied.tied_embeddings = false;
+  untied.rotary = true;
+  untied.rmsnorm = true;
+  untied.linear_bias = false;
+  struct Placement {
+    int pp, vp, first, last;
+    ScheduleKind schedule;
+  };
+  const std::vector<Placement> placements = {{1, 1, 0, 0, ScheduleKind::k1F1B},
+                                             {4, 1, 0, 0, ScheduleKind::k1F1B},
+                                             {4, 1, 2, 4, ScheduleKind::k1F1B},
+                                             {3, 2, 0, 0, ScheduleKind::kInterleaved},
+                                             {3, 2, 0, 0, ScheduleKind::kZbV}};
+  for (const ModelSpec& m : {tied, untied}) {
+    for (const Placement& pl : placements) {
+      ParallelConfig c;
+      c.tp = 2;
+      c.pp = pl.pp;
+      c.vp = pl.vp;
+      c.first_stage_layers = pl.first;
+      c.last_stage_layers = pl.last;
+      c.schedule = pl.schedule;
+      for (int r = 0; r < c.pp; ++r) {
+        int64_t listed = 0;
+        for (const auto& p : StageParameters(m, c, r)) listed += p.LocalElements();
+        EXPECT_EQ(StageParameterElements(m, c, r), listed)
+            << "tied=" << m.tied_embeddings << " " << c.ToString() << " rank " << r;
+      }
+    }
+  }
+}
+
 TEST(Shapes, InterleavedPlacement) {
   ModelSpec m = HandMadeTiny();
   m.layers = 8;

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cluster.h"
 #include "core/ledger.h"
+#include "core/software.h"
 #include "costmodel/layer_cost.h"
 #include "tests/costmodel/test_profile.h"
 
@@ -437,6 +439,53 @@ TEST(CostTableTest, OptimizerStepByParametersWithMeasuredRate) {
     // The layers' elementwise bytes still move at memory_bound_GBps.
     EXPECT_LT(faster_bytes.Chunk(r, 0).forward.memory, rate.Chunk(r, 0).forward.memory) << r;
   }
+}
+
+// A memo shared by layouts of several keys gives every layout the table it gets without one: the
+// key holds all that the layer, embedding and head prices read (megatron-core's stack, so that
+// the hidden tensor-parallel share is exercised too).
+TEST(CostTable, PieceCostMemoGivesTheSameTables) {
+  auto m = LoadModel("gpt-1t");
+  auto cluster = LoadCluster("selene", 3072);
+  auto sw = LoadSoftware(kDefaultSoftware);
+  ASSERT_TRUE(m.ok() && cluster.ok() && sw.ok());
+  cluster->software = *sw;
+  PieceCostMemo memo;
+  int layouts = 0;
+  for (int tp : {4, 8}) {
+    for (int mbs : {1, 2}) {
+      for (int combo = 0; combo < 4; ++combo) {
+        for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+          ParallelConfig c;
+          c.tp = tp;
+          c.pp = 16;
+          c.dp = 3072 / (tp * 16);
+          c.mbs = mbs;
+          c.global_batch = 3072;
+          c.precision = cluster->profile.precision;
+          c.sequence_parallel = (combo & 1) != 0;
+          c.fused_attention = (combo & 2) != 0;
+          c.recompute = rc;
+          if (!c.Validate(*m).ok()) continue;
+          ++layouts;
+          const CostTable with = BuildCostTable(*m, *cluster, c, nullptr, nullptr, &memo);
+          const CostTable without = BuildCostTable(*m, *cluster, c);
+          ASSERT_EQ(with.chunks.size(), without.chunks.size());
+          for (size_t i = 0; i < with.chunks.size(); ++i) {
+            const ChunkCost &a = with.chunks[i], &b = without.chunks[i];
+            EXPECT_EQ(a.forward.Total(), b.forward.Total()) << c.ToString() << " chunk " << i;
+            EXPECT_EQ(a.forward.tp_comm, b.forward.tp_comm) << c.ToString();
+            EXPECT_EQ(a.backward.Total(), b.backward.Total()) << c.ToString();
+            EXPECT_EQ(a.weight_grad.Total(), b.weight_grad.Total()) << c.ToString();
+            EXPECT_EQ(a.recompute.Total(), b.recompute.Total()) << c.ToString();
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(layouts, 20);
+  // No recomputation and full recomputation share a key: most layouts above were memo hits.
+  EXPECT_LT(memo.pieces.size(), size_t(layouts));
 }
 
 }  // namespace
