@@ -499,7 +499,7 @@ if passed build; then
   fi
   stage models 20 models_check
   stage tokens 10 tokens
-  stage profile 105 profile
+  stage profile 170 profile
   first=${models%% *}
   for m in $models; do
     if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
