@@ -10,11 +10,23 @@
 namespace ptdp::planner {
 namespace {
 
-// The H200 profile: it has both backward tables, which points need.
+// The H200 profile without its own points: it has both backward tables, which points need.
 Json H200Json() {
   auto j = ReadJsonFile(std::string(PTDP_SOURCE_DIR) + "/profiles/h200-measured.json");
   PTDP_CHECK(j.ok());
+  j->erase("gemm_points");
   return *j;
+}
+
+// The shipped profile's own points (ptdp profile --gemm-shapes-of) read as they are.
+TEST(ProfileSchema, ShippedH200GemmPointsRead) {
+  auto j = ReadJsonFile(std::string(PTDP_SOURCE_DIR) + "/profiles/h200-measured.json");
+  ASSERT_TRUE(j.ok());
+  ASSERT_TRUE(j->contains("gemm_points"));
+  auto profile = HardwareProfileFromJson(*j, "h200-measured");
+  ASSERT_TRUE(profile.ok()) << profile.status().message();
+  EXPECT_EQ(profile->gemm_points.points.size(), (*j)["gemm_points"]["points"].size());
+  EXPECT_FALSE(profile->gemm_points.empty());
 }
 
 Json PointsJson() {
