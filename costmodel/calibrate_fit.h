@@ -21,7 +21,7 @@ constexpr double kMinScale = 1e-3, kMaxScale = 1e3;
 // A blocking collective on an oversubscribed CPU can take a thousand times its bytes' worth.
 constexpr double kMinLinkScale = 1e-6;
 
-// The q-quantile (lower element) of `v`, 0 for none.
+// The q-quantile of `v`, interpolated between its two nearest elements; 0 for none.
 double Quantile(std::vector<double> v, double q);
 
 // A measured instruction of run `run`, with its rank.
