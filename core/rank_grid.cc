@@ -11,8 +11,8 @@ Result<RankGrid> RankGrid::Create(int tp, int dp, int pp, const std::string& ord
   RankGrid g;
   g.size_ = {tp, dp, pp};
   g.order_ = order;
-  // The names between '-'s (as std::getline splits them: a trailing '-' ends the last name), read
-  // without a stream: the planner builds a grid for every layout it prices.
+  // The names between '-'s, read without a stream: the planner builds a grid for every layout it
+  // prices. A trailing '-' leaves an empty last name, refused like any other empty one.
   std::vector<std::string_view> names;
   const std::string_view text(order);
   for (size_t begin = 0; begin < text.size();) {
@@ -20,6 +20,7 @@ Result<RankGrid> RankGrid::Create(int tp, int dp, int pp, const std::string& ord
     names.push_back(text.substr(begin, end - begin));
     begin = end + 1;
   }
+  if (!text.empty() && text.back() == '-') names.push_back({});
   auto count = [&](std::string_view name) { return std::count(names.begin(), names.end(), name); };
   if (names.size() != 3 || count("tp") != 1 || count("dp") != 1 || count("pp") != 1) {
     return Status::Invalid("order: '" + order + "' is not a permutation of tp-dp-pp");
