@@ -56,6 +56,43 @@ Result<Recompute> ParseRecompute(const std::string& s) {
   return Status::Invalid("recompute: '" + s + "' is not one of none, full, selective");
 }
 
+// Megatron-LM's --account-for-embedding/loss-in-pipeline-split form (core/parallel.h): with e
+// and o the ends set, (l + e + o) % (pp vp) == 0 and each set end is one layer short of q = (l +
+// e + o) / pp, the layers of each rank between.
+Status ParallelConfig::ValidateInterleavedEnds(const ModelSpec& m, const std::string& field) const {
+  auto bad = [](const std::string& s) { return Status::Invalid(s); };
+  if (schedule != ScheduleKind::kInterleaved) {
+    return bad(field + ": uneven stages with vp > 1 need schedule=interleaved (" +
+               ScheduleName(schedule) + " keeps the even split)");
+  }
+  const int ends = (first_stage_layers > 0) + (last_stage_layers > 0);
+  const int64_t units = int64_t(m.layers) + ends;  // the embedding and the loss as layers
+  const int64_t virtual_stages = int64_t(pp) * vp;
+  if (units % virtual_stages != 0) {
+    return bad(field + ": with vp = " + std::to_string(vp) + " the " + std::to_string(m.layers) +
+               " layers plus " + std::to_string(ends) +
+               " (the embedding and/or the loss counted as a layer) do not divide into pp*vp = " +
+               std::to_string(virtual_stages) + " virtual stages");
+  }
+  const int64_t per_virtual = units / virtual_stages;
+  if (per_virtual < 2) {
+    return bad(field + ": with vp = " + std::to_string(vp) + " each virtual stage holds " +
+               std::to_string(per_virtual) + " layer, so the end one fewer would hold none");
+  }
+  const int64_t short_rank = per_virtual * vp - 1;  // one layer fewer than a rank between
+  for (const auto& [name, value] :
+       {std::pair<std::string, int>{"first_stage_layers", first_stage_layers},
+        {"last_stage_layers", last_stage_layers}}) {
+    if (value > 0 && value != short_rank) {
+      return bad(name + ": with vp = " + std::to_string(vp) +
+                 " the end stage holds one layer fewer than each rank between (" +
+                 std::to_string(short_rank + 1) + "), so it must be " + std::to_string(short_rank) +
+                 ", got " + std::to_string(value));
+    }
+  }
+  return Status::Ok();
+}
+
 Status ParallelConfig::ValidateStageSplit(const ModelSpec& m) const {
   auto bad = [](const std::string& s) { return Status::Invalid(s); };
   PTDP_RETURN_IF_ERROR(
@@ -71,9 +108,7 @@ Status ParallelConfig::ValidateStageSplit(const ModelSpec& m) const {
   // Errors name the field that was set (the first one when both are).
   const std::string field = first_stage_layers > 0 ? "first_stage_layers" : "last_stage_layers";
   if (pp < 2) return bad(field + ": uneven stages need pp >= 2");
-  if (vp != 1) {
-    return bad(field + ": uneven stages need vp = 1 (interleaved chunks split layers evenly)");
-  }
+  if (vp != 1) return ValidateInterleavedEnds(m, field);
   const int64_t given = int64_t(first_stage_layers) + last_stage_layers;
   const int64_t middle_stages = pp - (first_stage_layers > 0) - (last_stage_layers > 0);
   const int64_t middle_layers = m.layers - given;

@@ -107,11 +107,16 @@ struct ParallelConfig {
   // recomputes the probabilities (and regenerates the dropout mask from the counter generator).
   // Selective recomputation then has nothing left to drop, so Validate refuses the pair.
   bool fused_attention = false;
-  // Uneven pipeline stages, in Megatron-LM's form (--decoder-first-pipeline-num-layers,
-  // --decoder-last-pipeline-num-layers): the layers of the first and of the last pipeline stage,
-  // 0 for the even share. The other layers are split evenly over the stages between. Lighter
-  // first and last stages offset the embedding and the output layer they also hold. vp = 1 only
-  // (interleaving keeps the even split); the placement itself is core/shapes.h's ChunkLayers.
+  // Uneven pipeline stages: the layers of the first and of the last pipeline rank, 0 for the
+  // even share. Lighter first and last stages offset the embedding and the output layer they also
+  // hold. The placement itself is core/shapes.h's ChunkLayers; two of Megatron-LM's forms:
+  //   vp = 1 (--decoder-first/last-pipeline-num-layers): any counts; the ranks between share the
+  //     other layers evenly.
+  //   vp > 1, interleaved (--account-for-embedding/loss-in-pipeline-split): the embedding (first
+  //     set) and the loss (last set) count as one layer each, so with q = (l + e + o) / pp the
+  //     layers per rank between, first = q - 1 and last = q - 1: virtual stage 0 (rank 0, chunk
+  //     0) and the last (rank pp-1, chunk vp-1) hold one layer fewer than the others' q / vp.
+  //     Every virtual stage keeps at least one layer (q / vp >= 2). Not ZB-V's V.
   int first_stage_layers = 0;
   int last_stage_layers = 0;
   int64_t global_batch = 1;  // B: sequences per iteration
@@ -126,14 +131,15 @@ struct ParallelConfig {
   bool Uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
 
   // Checks the layout against the model: positive sizes, heads % tp, kv_heads % tp, layers % (pp
-  // vp) (uneven stages: pp >= 2, vp = 1, at least one layer per stage and the middle layers an
-  // equal share of the middle stages), B % (b d), the schedule's needs (interleaved: vp >= 2, pp >=
-  // 2 and m >= pp;
-  // others vp == 1), fused_attention without selective recomputation. The message names the
-  // field and the reason.
+  // vp) (uneven stages: pp >= 2, at least one layer per stage and the middle layers an equal
+  // share of the middle stages; vp > 1 the form above), B % (b d), the schedule's needs
+  // (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1), fused_attention without selective
+  // recomputation. The message names the field and the reason.
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
   Status ValidateStageSplit(const ModelSpec& m) const;
+  // ValidateStageSplit's vp > 1 form; `field` names the end that is set.
+  Status ValidateInterleavedEnds(const ModelSpec& m, const std::string& field) const;
   std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
 };
 

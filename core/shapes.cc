@@ -22,8 +22,20 @@ LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
     const int k = VirtualStage(c, pp_rank, chunk);
     return LayerRange{k * per, (k + 1) * per};
   }
-  // Uneven (ParallelConfig::ValidateStageSplit holds vp = 1 and the middle share exact).
-  PTDP_CHECK(c.vp == 1 && chunk == 0 && c.pp >= 2);
+  if (c.vp > 1) {
+    // Interleaved with short ends (ParallelConfig::ValidateInterleavedEnds): virtual stage k
+    // holds `per` layers but the first (e) and the last (o) one fewer, in order.
+    const int e = c.first_stage_layers > 0, o = c.last_stage_layers > 0;
+    PTDP_CHECK(c.schedule == ScheduleKind::kInterleaved &&
+               (m.layers + e + o) % c.VirtualStages() == 0);
+    const int per = (m.layers + e + o) / c.VirtualStages();
+    const int k = VirtualStage(c, pp_rank, chunk);
+    const int begin = k == 0 ? 0 : k * per - e;
+    const int end = k == c.VirtualStages() - 1 ? m.layers : (k + 1) * per - e;
+    return LayerRange{begin, end};
+  }
+  // Uneven (ParallelConfig::ValidateStageSplit holds the middle share exact).
+  PTDP_CHECK(chunk == 0 && c.pp >= 2);
   const int first = c.first_stage_layers, last = c.last_stage_layers;
   const int middle_stages = c.pp - (first > 0) - (last > 0);
   const int middle = middle_stages > 0 ? (m.layers - first - last) / middle_stages : 0;

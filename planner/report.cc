@@ -283,8 +283,15 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
                          const SoftwareProfile* software) {
   std::ostringstream o;
   o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
+  // Interleaved with short ends (core/parallel.h): Megatron-LM counts the embedding and the loss
+  // as a layer each when told to, and then places the layers as core/shapes.h does.
+  const bool short_ends = c.vp > 1 && c.Uneven();
+  const int ends = (c.first_stage_layers > 0) + (c.last_stage_layers > 0);
   if (c.schedule == ScheduleKind::kInterleaved) {
-    o << " --num-layers-per-virtual-pipeline-stage " << m.layers / (c.pp * c.vp);
+    o << " --num-layers-per-virtual-pipeline-stage "
+      << (m.layers + (short_ends ? ends : 0)) / (c.pp * c.vp);
+    if (short_ends && c.first_stage_layers > 0) o << " --account-for-embedding-in-pipeline-split";
+    if (short_ends && c.last_stage_layers > 0) o << " --account-for-loss-in-pipeline-split";
     // The group size the plan's Program was generated with, so Megatron-Core runs that order
     // (its default, pp, is left unsaid).
     const int64_t group = DefaultMicrobatchGroup(c.Microbatches(), c.pp);
@@ -292,10 +299,12 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   }
   // Uneven stages: Megatron-LM splits the layers it is not told about evenly over the other
   // stages, as core/shapes.h does.
-  if (c.first_stage_layers > 0) {
+  if (!short_ends && c.first_stage_layers > 0) {
     o << " --decoder-first-pipeline-num-layers " << c.first_stage_layers;
   }
-  if (c.last_stage_layers > 0) o << " --decoder-last-pipeline-num-layers " << c.last_stage_layers;
+  if (!short_ends && c.last_stage_layers > 0) {
+    o << " --decoder-last-pipeline-num-layers " << c.last_stage_layers;
+  }
   o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch;
   AppendModelArgs(m, o);
   if (c.recompute == Recompute::kFull) {

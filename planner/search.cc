@@ -64,9 +64,25 @@ std::vector<std::pair<int, int>> UnevenSplits(const ModelSpec& m, int p) {
   return {splits.begin(), splits.end()};
 }
 
+// The short-end splits of p stages with v chunks each (core/parallel.h, Megatron-LM's
+// --account-for-embedding/loss-in-pipeline-split): the embedding, the loss or both counted as a
+// layer, where that makes l + e + o divide into p v virtual stages of two layers at least. The
+// first and the last rank then hold q - 1 layers, q = (l + e + o) / p; an end not set is 0.
+std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int p, int v) {
+  std::vector<std::pair<int, int>> splits;
+  for (const auto& [e, o] : {std::pair{1, 1}, std::pair{1, 0}, std::pair{0, 1}}) {
+    const int64_t units = int64_t(m.layers) + e + o;
+    if (units % (int64_t(p) * v) != 0 || units / (int64_t(p) * v) < 2) continue;
+    const int short_rank = int(units / p) - 1;
+    splits.push_back({e ? short_rank : 0, o ? short_rank : 0});
+  }
+  return splits;
+}
+
 // What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
 // 1F1B with the even split and UnevenSplits (only the --fix split when one is fixed), ZB-H1 and
-// ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that p v | l.
+// ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that p v | l, and
+// with InterleavedShortEnds (or the fixed split).
 std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
   std::vector<PipelineShape> shapes;
   // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).
@@ -92,7 +108,7 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
     for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
       for (const auto& [first, last] : splits) shapes.push_back({kind, 1, first, last});
     }
-    const auto& [first, last] = splits.front();  // interleaving: even, or the fixed (refused)
+    const auto& [first, last] = splits.front();  // the even or the fixed split
     // The zero-bubble schedules (split backward), with the even (or the fixed) split.
     for (ScheduleKind kind : {ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
       shapes.push_back({kind, 1, first, last});
@@ -100,6 +116,10 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
     shapes.push_back({ScheduleKind::kZbV, 2, first, last});  // two chunks per rank in a V
     for (int v = 2; v * p <= m.layers; ++v) {
       shapes.push_back({ScheduleKind::kInterleaved, v, first, last});
+      if (fixed) continue;
+      for (const auto& [f, l] : InterleavedShortEnds(m, p, v)) {
+        shapes.push_back({ScheduleKind::kInterleaved, v, f, l});
+      }
     }
   }
   return shapes;

@@ -55,6 +55,9 @@ def expected_values(plan):
     ffn = m.get("ffn_hidden", 0) or 4 * m["hidden"]
     first = lay.get("first_stage_layers", 0)
     last = lay.get("last_stage_layers", 0)
+    # Interleaved with short ends (core/parallel.h): Megatron-LM's account-for flags, not the
+    # first/last stage layer counts.
+    short_ends = interleaved and vp > 1 and (first or last)
     out = [
         ("--tensor-model-parallel-size", "tensor_model_parallel_size", tp),
         ("--pipeline-model-parallel-size", "pipeline_model_parallel_size", pp),
@@ -64,8 +67,13 @@ def expected_values(plan):
         ("--micro-batch-size", "micro_batch_size", lay["mbs"]),
         ("--global-batch-size", "global_batch_size", plan["global_batch"]),
         ("--decoder-first-pipeline-num-layers", "decoder_first_pipeline_num_layers",
-         first or None),
-        ("--decoder-last-pipeline-num-layers", "decoder_last_pipeline_num_layers", last or None),
+         None if short_ends else first or None),
+        ("--decoder-last-pipeline-num-layers", "decoder_last_pipeline_num_layers",
+         None if short_ends else last or None),
+        ("--account-for-embedding-in-pipeline-split", "account_for_embedding_in_pipeline_split",
+         bool(short_ends and first)),
+        ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split",
+         bool(short_ends and last)),
         ("--num-layers", "num_layers", m["layers"]),
         ("--hidden-size", "hidden_size", m["hidden"]),
         ("--num-attention-heads", "num_attention_heads", m["heads"]),

@@ -55,7 +55,7 @@ TEST(Parallel, RejectionsNameTheField) {
 }
 
 // Uneven stages: Megatron-LM's rules (the stages between share the rest evenly, one layer at
-// least each), and vp = 1 only; each refusal names the field that was set.
+// least each); each refusal names the field that was set.
 TEST(Parallel, UnevenStagesValidity) {
   ModelSpec m = LoadModel("tiny").value();  // 4 layers
   ParallelConfig c;
@@ -89,9 +89,46 @@ TEST(Parallel, UnevenStagesValidity) {
   c.vp = 2;
   c.schedule = ScheduleKind::kInterleaved;
   c.global_batch = 4;
-  EXPECT_EQ(c.Validate(m).message().rfind("first_stage_layers: uneven stages need vp = 1", 0), 0u);
+  EXPECT_EQ(c.Validate(m).message().rfind("first_stage_layers: with vp = 2 the 8 layers plus 1", 0),
+            0u);  // 8 + 1 units over 4 virtual stages
   c.first_stage_layers = -1;
   EXPECT_EQ(c.Validate(m).message().rfind("first_stage_layers: -1 is outside", 0), 0u);
+}
+
+// Interleaved with short ends (core/parallel.h): the embedding and the loss count as a layer, the
+// set end holds one layer fewer than a rank between, each virtual stage keeps one layer at least,
+// and only the interleaved schedule; each refusal names the field and the reason.
+TEST(Parallel, InterleavedShortEndsValidity) {
+  ModelSpec m = LoadModel("tiny").value();
+  m.layers = 6;
+  ParallelConfig c;
+  c.pp = 2;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  c.global_batch = 4;
+  c.first_stage_layers = 3;  // (6 + 2) / 2 = 4 per rank between: ends 3
+  c.last_stage_layers = 3;
+  EXPECT_TRUE(c.Validate(m).ok()) << c.Validate(m).message();
+  c.first_stage_layers = 2;
+  EXPECT_EQ(c.Validate(m).message(),
+            "first_stage_layers: with vp = 2 the end stage holds one layer fewer than each rank "
+            "between (4), so it must be 3, got 2");
+  c.first_stage_layers = 0;  // 6 + 1 over 4 virtual stages
+  EXPECT_EQ(c.Validate(m).message().rfind("last_stage_layers: with vp = 2 the 6 layers plus 1", 0),
+            0u);
+  m.layers = 7;  // (7 + 1) / 2 = 4: the last rank 3
+  EXPECT_TRUE(c.Validate(m).ok()) << c.Validate(m).message();
+  m.layers = 6;
+  c.vp = 4;  // 8 units over 8 virtual stages: the ends would hold no layer
+  c.first_stage_layers = 3;
+  EXPECT_EQ(c.Validate(m).message(),
+            "first_stage_layers: with vp = 4 each virtual stage holds 1 layer, so the end one "
+            "fewer would hold none");
+  c.vp = 2;
+  c.schedule = ScheduleKind::kZbV;
+  EXPECT_EQ(c.Validate(m).message(),
+            "first_stage_layers: uneven stages with vp > 1 need schedule=interleaved (zb-v keeps "
+            "the even split)");
 }
 
 TEST(Parallel, RecomputeNamesRoundTrip) {

@@ -170,6 +170,67 @@ TEST(Shapes, UnevenPlacement) {
   }
 }
 
+// Interleaved with short ends (Megatron-LM's --account-for-embedding/loss-in-pipeline-split):
+// walking the virtual stages in order places every layer exactly once and in order, each virtual
+// stage holds (l + e + o) / (pp vp) layers but the first (e) and the last (o) one fewer, rank 0
+// and rank pp-1 hold one layer fewer than the ranks between, and the parameters add up.
+TEST(Shapes, InterleavedShortEndsPlacement) {
+  ModelSpec m = HandMadeTiny();
+  int checked = 0;
+  for (int pp : {2, 3, 4}) {
+    for (int vp : {2, 3, 4}) {
+      for (int layers = 4; layers <= 40; ++layers) {
+        for (const auto& [e, o] : {std::pair{1, 0}, std::pair{0, 1}, std::pair{1, 1}}) {
+          m.layers = layers;
+          ParallelConfig c;
+          c.pp = pp;
+          c.vp = vp;
+          c.tp = 2;
+          c.schedule = ScheduleKind::kInterleaved;
+          c.global_batch = pp;
+          if ((layers + e + o) % pp != 0) continue;
+          const int q = (layers + e + o) / pp;  // layers of each rank between
+          c.first_stage_layers = e ? q - 1 : 0;
+          c.last_stage_layers = o ? q - 1 : 0;
+          if (!c.Validate(m).ok()) continue;
+          ++checked;
+          const int per = q / vp;
+          int next = 0;
+          for (int k = 0; k < c.VirtualStages(); ++k) {
+            const StageHolder h = HolderOfStage(c.schedule, pp, k);
+            const LayerRange lr = ChunkLayers(m, c, h.pp_rank, h.chunk);
+            EXPECT_EQ(lr.begin, next) << c.ToString() << " stage " << k;
+            const int shorter = (k == 0 ? e : 0) + (k == c.VirtualStages() - 1 ? o : 0);
+            EXPECT_EQ(lr.size(), per - shorter) << c.ToString() << " stage " << k;
+            next = lr.end;
+          }
+          EXPECT_EQ(next, layers) << c.ToString();
+          const std::vector<int> counts = StageLayerCounts(m, c);
+          EXPECT_EQ(counts.front(), e ? q - 1 : q) << c.ToString();
+          EXPECT_EQ(counts.back(), o ? q - 1 : q) << c.ToString();
+          int64_t total = 0;
+          for (int r = 0; r < pp; ++r) {
+            for (const auto& p : StageParameters(m, c, r)) {
+              if (p.tied_copy) continue;
+              total +=
+                  p.sharding == Sharding::kReplicated ? p.LocalElements() : p.LocalElements() * 2;
+            }
+            EXPECT_EQ(StageParameterElements(m, c, r),
+                      [&] {
+                        int64_t n = 0;
+                        for (const auto& p : StageParameters(m, c, r)) n += p.LocalElements();
+                        return n;
+                      }())
+                << c.ToString() << " rank " << r;
+          }
+          EXPECT_EQ(total, ParameterCount(m, 2)) << c.ToString();
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 30);  // the loops reach many valid layouts, not none
+}
+
 // 16-bit with dropout: Korthikanti's s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, plus what
 // the formula leaves out: the mean and 1/std of both LayerNorms, fp32 per token, 4 x 4 s b bytes.
 TEST(Shapes, KorthikantiActivationFormula) {

@@ -60,7 +60,53 @@ TEST(Uneven, PlannerChoosesUnevenStagesTheSimulatorConfirms) {
   EXPECT_EQ(MegatronArgs(*m, even).find("--decoder-"), std::string::npos);
 }
 
-// A split given with --fix is the one searched; with interleaving it is refused naming the field.
+// Interleaving where the layers do not divide into p v virtual stages but l + 2 does (46 layers on
+// p = 4: Llama 3 405B's case, 126 on 16): the planner interleaves with the first and the last
+// stage one layer short (Megatron-LM's account-for flags), the simulator replays it faster than
+// the best 1F1B layout of the same t and p, the closed form's pipeline time agrees with the
+// replay's, and --emit megatron says it with the account-for flags.
+TEST(Uneven, InterleavedShortEndsWhereTheLayersDoNotDivide) {
+  auto m = LargeVocab();
+  auto cluster = LoadCluster("selene", 64);
+  ASSERT_TRUE(m.ok() && cluster.ok());
+  m->layers = 46;
+  SearchOptions o;
+  o.global_batch = 64;
+  o.make_refiner = sim::MakeReplayRefiner;
+  o.fix = ParseFix("tp=4,pp=4").value();
+  auto r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ParallelConfig best = r->top.front().layout;
+  ASSERT_EQ(best.schedule, ScheduleKind::kInterleaved) << best.ToString();
+  ASSERT_TRUE(best.Uneven()) << best.ToString();
+  const std::vector<int> counts = StageLayerCounts(*m, best);
+  EXPECT_EQ(counts.front() + counts.back(), 2 * counts[1] - 2) << best.ToString();
+
+  o.fix = ParseFix("tp=4,pp=4,schedule=1f1b").value();
+  auto flat = Search(*m, *cluster, o);
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  const ParallelConfig one_f_one_b = flat->top.front().layout;
+  auto interleaved_sim = sim::SimulateLayout(*m, *cluster, best);
+  auto flat_sim = sim::SimulateLayout(*m, *cluster, one_f_one_b);
+  ASSERT_TRUE(interleaved_sim.ok() && flat_sim.ok());
+  EXPECT_LT(interleaved_sim->result.iteration_ns, flat_sim->result.iteration_ns)
+      << best.ToString() << " vs " << one_f_one_b.ToString();
+
+  const double closed = costmodel::ClosedFormPipeline().Time(interleaved_sim->costs, best).total;
+  const double replayed = ToSeconds(interleaved_sim->result.pipeline_ns);
+  EXPECT_NEAR(closed / replayed, 1.0, 0.05) << best.ToString();
+
+  const std::string args = MegatronArgs(*m, best);
+  EXPECT_NE(args.find("--account-for-embedding-in-pipeline-split"), std::string::npos) << args;
+  EXPECT_NE(args.find("--account-for-loss-in-pipeline-split"), std::string::npos) << args;
+  EXPECT_EQ(args.find("--decoder-"), std::string::npos) << args;
+  const int per_virtual = (m->layers + 2) / (best.pp * best.vp);
+  EXPECT_NE(args.find("--num-layers-per-virtual-pipeline-stage " + std::to_string(per_virtual)),
+            std::string::npos)
+      << args;
+}
+
+// A split given with --fix is the one searched; with interleaving only Megatron-LM's short ends.
 TEST(Uneven, FixedSplitIsKeptAndRefusedWithInterleaving) {
   auto m = LargeVocab();
   auto cluster = LoadCluster("selene", 64);
@@ -77,14 +123,26 @@ TEST(Uneven, FixedSplitIsKeptAndRefusedWithInterleaving) {
     EXPECT_EQ(c.layout.last_stage_layers, 9);
     EXPECT_EQ(StageLayerCounts(*m, c.layout), (std::vector<int>{11, 14, 14, 9}));
   }
+  // Interleaved: 48 + 1 layers (the embedding counted) do not divide into 8 virtual stages.
   fix = ParseFix("tp=4,pp=4,vp=2,schedule=interleaved,first_stage_layers=11");
   ASSERT_TRUE(fix.ok());
   o.fix = *fix;
   r = Search(*m, *cluster, o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("first_stage_layers: uneven stages need vp = 1"),
+  EXPECT_NE(r.status().message().find("first_stage_layers: with vp = 2 the 48 layers plus 1"),
             std::string::npos)
       << r.status().message();
+  // 46 + 2 do: the fixed short ends are kept.
+  m->layers = 46;
+  fix = ParseFix("tp=4,pp=4,vp=2,schedule=interleaved,first_stage_layers=11,last_stage_layers=11");
+  ASSERT_TRUE(fix.ok());
+  o.fix = *fix;
+  r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (const Candidate& c : r->top) {
+    EXPECT_EQ(StageLayerCounts(*m, c.layout), (std::vector<int>{11, 12, 12, 11}));
+  }
+  m->layers = 48;
   // Fixed on a search where p = 1 would win (tiny on the CPU): no layout ignores it.
   auto tiny = LoadModel(std::string(PTDP_SOURCE_DIR) + "/tests/planner/data/tiny.json");
   auto cpu = LoadCluster(std::string(PTDP_SOURCE_DIR) + "/tests/planner/data/cpu_cluster.json");

@@ -16,6 +16,9 @@
 #   reshard_uneven      A's step-3 checkpoint (layers 2/2) loaded by t1 p2 d2 with uneven stages
 #                       1/3; its step-5 checkpoint by t1 p3 d1 with 1/2/1; its step-7 one by A
 #                       again: losses within 1e-5 at every hop
+#   reshard_uneven_interleaved  6 layers: t2 p2 d1 (3/3) saves at step 3, t1 p2 d2 interleaved vp 2
+#                       with short ends (chunks 1+2 / 2+1) loads it and saves at step 5, t2 p2 d1
+#                       loads that: losses within 1e-5 of t2 p2 d1's uninterrupted run at every hop
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -47,7 +50,7 @@ train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }  # step and loss, exactly as logged
 plan A 2 2 1 1 1f1b
 case "$case" in
-  resume_fp16 | reshard_padding | preempt | flip | truncate | missing | model) ;;
+  resume_fp16 | reshard_padding | reshard_uneven_interleaved | preempt | flip | truncate | missing | model) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
 
@@ -130,6 +133,17 @@ case "$case" in
     train A --load ck3 --expect-losses ref.jsonl --loss-tol 1e-5 \
       || { cat A.out; fail "even from uneven 1/2/1"; }
     grep "losses vs reference" A.out ;;
+  reshard_uneven_interleaved)
+    plan A6 2 2 1 1 1f1b 6
+    train A6 --log ref6.jsonl || { cat A6.out; fail "6-layer reference run"; }
+    train A6 --stop-at 3 --save ck || { cat A6.out; fail "first part"; }
+    PTDP_TEST_FIRST_LAYERS=3 PTDP_TEST_LAST_LAYERS=3 plan I 1 2 2 2 interleaved 6
+    train I --stop-at 5 --load ck --save ck2 --expect-losses ref6.jsonl --loss-tol 1e-5 \
+      || { cat I.out; fail "interleaved short ends from even"; }
+    grep "losses vs reference" I.out
+    train A6 --load ck2 --expect-losses ref6.jsonl --loss-tol 1e-5 \
+      || { cat A6.out; fail "even from interleaved short ends"; }
+    grep "losses vs reference" A6.out ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.

@@ -220,5 +220,36 @@ TEST(ProgramLayers, StatedCheckedAndRoundTripped) {
                    .ok());
 }
 
+// Interleaved with short ends (core/parallel.h): 6 layers + the embedding and the loss over 2 x 2
+// virtual stages of 2, the first and the last holding 1: rank 0 runs chunks of 1 and 2 layers,
+// rank 1 of 2 and 1; the even 8-layer layout's Program (2 and 2) does not match it.
+TEST(ProgramLayers, InterleavedShortEnds) {
+  ModelSpec m;
+  m.name = "t";
+  m.layers = 6;
+  m.hidden = 64;
+  m.heads = 4;
+  m.seq_len = 16;
+  m.vocab = 128;
+  ParallelConfig c;
+  c.pp = 2;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  c.global_batch = 4;
+  c.first_stage_layers = c.last_stage_layers = 3;
+  auto built = BuildProgram(m, c);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_EQ(built->ranks[0].layers, (std::vector<int>{1, 2}));
+  EXPECT_EQ(built->ranks[1].layers, (std::vector<int>{2, 1}));
+  EXPECT_TRUE(CheckProgramMatchesLayout(*built, m, c).ok());
+  ModelSpec eight = m;
+  eight.layers = 8;
+  ParallelConfig even = c;
+  even.first_stage_layers = even.last_stage_layers = 0;
+  auto even_built = BuildProgram(eight, even);
+  ASSERT_TRUE(even_built.ok());
+  EXPECT_FALSE(CheckProgramMatchesLayout(*even_built, m, c).ok());
+}
+
 }  // namespace
 }  // namespace ptdp::schedule

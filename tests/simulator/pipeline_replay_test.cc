@@ -87,6 +87,35 @@ TEST(PipelineReplay, EqualsTheEventDrivenReplayOnAGrid) {
   EXPECT_GT(replayer.shared_rounds(), replayer.shared());
 }
 
+// Interleaved with short ends (core/parallel.h): 22 layers, the embedding and the loss counted as a
+// layer each, so chunks of one rank differ (rank 0: q / v - 1 then q / v); fast and equal.
+TEST(PipelineReplay, EqualsTheEventDrivenReplayWithShortEnds) {
+  auto model = LoadModel("gpt-1.7b");
+  auto cluster = LoadCluster("selene", 32);
+  ASSERT_TRUE(model.ok() && cluster.ok());
+  model->layers = 22;
+  PipelineReplayer replayer;
+  Grid grid;
+  for (int vp : {2, 3}) {
+    for (int pp : {2, 4}) {
+      for (int mbs : {1, 4}) {
+        for (Recompute rc : {Recompute::kNone, Recompute::kFull}) {
+          for (double link_scale : {1.0, 1e-3}) {
+            ParallelConfig c =
+                Layout(32 / (pp * 2), pp, 2, mbs, 64, ScheduleKind::kInterleaved, vp);
+            c.recompute = rc;
+            c.first_stage_layers = c.last_stage_layers = (22 + 2) / pp - 1;
+            ASSERT_TRUE(c.Validate(*model).ok()) << c.Validate(*model).ToString();
+            Compare(replayer, *model, *cluster, c, link_scale, &grid);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(grid.compared, 32);
+  EXPECT_EQ(replayer.fallbacks(), 0);
+}
+
 // The paper's 1T layouts, whose replays the planner does most: fast and equal.
 TEST(PipelineReplay, EqualsTheEventDrivenReplayOnOneTrillion) {
   auto model = LoadModel("gpt-1t");
