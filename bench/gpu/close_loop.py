@@ -8,6 +8,9 @@ usage: close_loop.py fastest WORKDIR MODEL
            MODEL.mbsB.jsonl logs, tokens/s = B x seq_len / measured step)
        close_loop.py fix PLAN
            the plan's layout as a `ptdp plan --fix` string
+       close_loop.py clocks CSV
+           one line of the SM clock, power and temperature nvidia-smi sampled while the traced
+           run trained (run_all.sh writes OUT_DIR/clocks.MODEL.csv)
        close_loop.py table OUT_DIR TRACED_MODEL TRACED_MBS
            reads OUT_DIR/close-loop/*.{start,calibrated}.json (ptdp simulate --format json of each
            run's plan with either profile), each run's log in OUT_DIR/ptdp-MODEL/, and the traced
@@ -159,7 +162,31 @@ def fmt_pct(x, signed=False):
     return ("%+.1f%%" if signed else "%.1f%%") % x if x is not None else "-"
 
 
+def clocks(path):
+    """One line from nvidia-smi's samples (timestamp, SM MHz, power W, temperature C, no header, no
+    units) of the traced run: the SM clock's range, the highest power and temperature. Lines that
+    do not parse (an error message, a row cut by the kill) are left out."""
+    rows = []
+    for line in open(path):
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            rows.append((float(parts[1]), float(parts[2]), float(parts[3])))
+        except (IndexError, ValueError):
+            continue
+    if not rows:
+        print("clocks: no sample in %s" % path)
+        return 1
+    sm = [r[0] for r in rows]
+    print("clocks during the traced run (%d samples, 50 ms apart): SM %.0f-%.0f MHz (median %.0f), "
+          "power up to %.0f W, temperature up to %.0f C" % (
+              len(rows), min(sm), max(sm), statistics.median(sm), max(r[1] for r in rows),
+              max(r[2] for r in rows)))
+    return 0
+
+
 def main(argv):
+    if len(argv) == 2 and argv[0] == "clocks":
+        return clocks(argv[1])
     if len(argv) == 3 and argv[0] == "fastest":
         return fastest(argv[1], argv[2])
     if len(argv) == 2 and argv[0] == "fix":
@@ -167,8 +194,8 @@ def main(argv):
         return 0
     if len(argv) == 4 and argv[0] == "table" and argv[3].isdigit():
         return table(argv[1], argv[2], int(argv[3]))
-    print("close_loop.py: expected `fastest WORKDIR MODEL`, `fix PLAN` or `table OUT_DIR MODEL "
-          "MICROBATCH` (a whole number), got: %s" % " ".join(argv), file=sys.stderr)
+    print("close_loop.py: expected `fastest WORKDIR MODEL`, `fix PLAN`, `clocks CSV` or `table "
+          "OUT_DIR MODEL MICROBATCH` (a whole number), got: %s" % " ".join(argv), file=sys.stderr)
     return 2
 
 

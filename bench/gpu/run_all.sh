@@ -405,8 +405,24 @@ calibrate_loop() {  # MODEL
     --global-batch $((microbatches * b)) --fix "$fix" --software ptdp --top 1 --out "$plan" > /dev/null
   # 3 warm-up steps (compare.sh's count), the 4th traced.
   echo "traced run: $m, $fix, $microbatches microbatches a step ($plan), $steps steps, the last traced"
+  # The SM clock, power and temperature every 50 ms while it trains (clocks.MODEL.csv): on
+  # 2026-11-27 the traced run's later microbatches ran up to 14% slower than its first, which a
+  # clock drop under sustained load would explain and the untraced one-microbatch steps not see.
+  local sampler=""
+  if [ $dry = 0 ] && command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits \
+      -lms 50 > "$out/clocks.$m.csv" 2>&1 &
+    sampler=$!
+  fi
+  local rc=0  # the sampler is stopped whether or not the run fails
   with_libs "$build/tools/ptdp" train --backend "$backend" --plan "$plan" --data "$out/tokens.bin" \
-    --steps "$steps" --log "$out/trace.$m.jsonl" --trace "$out/trace.$m.json" > "$out/trace.$m.train.txt"
+    --steps "$steps" --log "$out/trace.$m.jsonl" --trace "$out/trace.$m.json" > "$out/trace.$m.train.txt" || rc=$?
+  if [ -n "$sampler" ]; then
+    kill "$sampler" 2> /dev/null || true
+    wait "$sampler" 2> /dev/null || true
+    "$python" "$root/bench/gpu/close_loop.py" clocks "$out/clocks.$m.csv" || true
+  fi
+  [ $rc = 0 ] || return $rc
   compare_to() {  # PROFILE WHEN: that profile's prediction of the traced run, beside the trace
     with_libs "$build/tools/ptdp" simulate --plan "$plan" --profile "$1" --trace "$out/predicted.$m.$2.json" > /dev/null
     with_libs "$build/tools/ptdp" compare --predicted "$out/predicted.$m.$2.json" --measured "$out/trace.$m.json" \
