@@ -56,30 +56,39 @@ Result<Recompute> ParseRecompute(const std::string& s) {
   return Status::Invalid("recompute: '" + s + "' is not one of none, full, selective");
 }
 
-// Megatron-LM's --account-for-embedding/loss-in-pipeline-split form (core/parallel.h): with e
-// and o the ends set, (l + e + o) % (pp vp) == 0 and each set end is one layer short of q = (l +
-// e + o) / pp, the layers of each rank between.
+Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool embedding,
+                                        bool loss, const std::string& field) {
+  const int ends = int(embedding) + int(loss);
+  const int64_t units = int64_t(m.layers) + ends;  // the embedding and the loss as layers
+  const int64_t virtual_stages = int64_t(pp) * vp;
+  if (virtual_stages < 1 || units % virtual_stages != 0) {
+    return Status::Invalid(
+        field + ": with vp = " + std::to_string(vp) + " the " + std::to_string(m.layers) +
+        " layers plus " + std::to_string(ends) +
+        " (the embedding and/or the loss counted as a layer) do not divide into pp*vp = " +
+        std::to_string(virtual_stages) + " virtual stages");
+  }
+  const int64_t per_virtual = units / virtual_stages;
+  if (per_virtual < 2) {
+    return Status::Invalid(field + ": with vp = " + std::to_string(vp) +
+                           " each virtual stage holds " + std::to_string(per_virtual) +
+                           " layer, so the end one fewer would hold none");
+  }
+  return int(per_virtual);
+}
+
+// Megatron-LM's --account-for-embedding/loss-in-pipeline-split form (core/parallel.h): each set
+// end is one layer short of q = (l + e + o) / pp, the layers of each rank between.
 Status ParallelConfig::ValidateInterleavedEnds(const ModelSpec& m, const std::string& field) const {
   auto bad = [](const std::string& s) { return Status::Invalid(s); };
   if (schedule != ScheduleKind::kInterleaved) {
     return bad(field + ": uneven stages with vp > 1 need schedule=interleaved (" +
                ScheduleName(schedule) + " keeps the even split)");
   }
-  const int ends = (first_stage_layers > 0) + (last_stage_layers > 0);
-  const int64_t units = int64_t(m.layers) + ends;  // the embedding and the loss as layers
-  const int64_t virtual_stages = int64_t(pp) * vp;
-  if (units % virtual_stages != 0) {
-    return bad(field + ": with vp = " + std::to_string(vp) + " the " + std::to_string(m.layers) +
-               " layers plus " + std::to_string(ends) +
-               " (the embedding and/or the loss counted as a layer) do not divide into pp*vp = " +
-               std::to_string(virtual_stages) + " virtual stages");
-  }
-  const int64_t per_virtual = units / virtual_stages;
-  if (per_virtual < 2) {
-    return bad(field + ": with vp = " + std::to_string(vp) + " each virtual stage holds " +
-               std::to_string(per_virtual) + " layer, so the end one fewer would hold none");
-  }
-  const int64_t short_rank = per_virtual * vp - 1;  // one layer fewer than a rank between
+  PTDP_ASSIGN_OR_RETURN(
+      const int per_virtual,
+      ShortEndsVirtualStageLayers(m, pp, vp, first_stage_layers > 0, last_stage_layers > 0, field));
+  const int64_t short_rank = int64_t(per_virtual) * vp - 1;  // one fewer than a rank between
   for (const auto& [name, value] :
        {std::pair<std::string, int>{"first_stage_layers", first_stage_layers},
         {"last_stage_layers", last_stage_layers}}) {

@@ -148,6 +148,15 @@ struct ParallelConfig {
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default).
 OrderedJson LayoutToJson(const ParallelConfig& c);
+
+// Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >
+// 1 form above), the embedding counted as a layer when `embedding`, the loss when `loss`: the
+// layers of a virtual stage between the two ends (each set end holds one fewer), or an error
+// naming `field` when l + e + o does not divide into pp vp virtual stages or a short end would
+// hold none. The one statement of the rule: Validate, the planner's enumeration, the placement
+// (core/shapes.h ChunkLayers) and --emit megatron ask it.
+Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool embedding,
+                                        bool loss, const std::string& field);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
                                       const ParallelConfig& base = ParallelConfig());

@@ -26,9 +26,9 @@ LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
     // Interleaved with short ends (ParallelConfig::ValidateInterleavedEnds): virtual stage k
     // holds `per` layers but the first (e) and the last (o) one fewer, in order.
     const int e = c.first_stage_layers > 0, o = c.last_stage_layers > 0;
-    PTDP_CHECK(c.schedule == ScheduleKind::kInterleaved &&
-               (m.layers + e + o) % c.VirtualStages() == 0);
-    const int per = (m.layers + e + o) / c.VirtualStages();
+    const Result<int> per_or = ShortEndsVirtualStageLayers(m, c.pp, c.vp, e, o, "layout");
+    PTDP_CHECK(c.schedule == ScheduleKind::kInterleaved && per_or.ok());
+    const int per = *per_or;
     const int k = VirtualStage(c, pp_rank, chunk);
     const int begin = k == 0 ? 0 : k * per - e;
     const int end = k == c.VirtualStages() - 1 ? m.layers : (k + 1) * per - e;

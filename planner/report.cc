@@ -286,10 +286,15 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   // Interleaved with short ends (core/parallel.h): Megatron-LM counts the embedding and the loss
   // as a layer each when told to, and then places the layers as core/shapes.h does.
   const bool short_ends = c.vp > 1 && c.Uneven();
-  const int ends = (c.first_stage_layers > 0) + (c.last_stage_layers > 0);
   if (c.schedule == ScheduleKind::kInterleaved) {
-    o << " --num-layers-per-virtual-pipeline-stage "
-      << (m.layers + (short_ends ? ends : 0)) / (c.pp * c.vp);
+    int per_virtual_stage = m.layers / (c.pp * c.vp);
+    if (short_ends) {
+      const Result<int> per = ShortEndsVirtualStageLayers(m, c.pp, c.vp, c.first_stage_layers > 0,
+                                                          c.last_stage_layers > 0, "layout");
+      PTDP_CHECK(per.ok());  // the plan's layout was validated
+      per_virtual_stage = *per;
+    }
+    o << " --num-layers-per-virtual-pipeline-stage " << per_virtual_stage;
     if (short_ends && c.first_stage_layers > 0) o << " --account-for-embedding-in-pipeline-split";
     if (short_ends && c.last_stage_layers > 0) o << " --account-for-loss-in-pipeline-split";
     // The group size the plan's Program was generated with, so Megatron-Core runs that order

@@ -70,10 +70,11 @@ std::vector<std::pair<int, int>> UnevenSplits(const ModelSpec& m, int p) {
 // first and the last rank then hold q - 1 layers, q = (l + e + o) / p; an end not set is 0.
 std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int p, int v) {
   std::vector<std::pair<int, int>> splits;
-  for (const auto& [e, o] : {std::pair{1, 1}, std::pair{1, 0}, std::pair{0, 1}}) {
-    const int64_t units = int64_t(m.layers) + e + o;
-    if (units % (int64_t(p) * v) != 0 || units / (int64_t(p) * v) < 2) continue;
-    const int short_rank = int(units / p) - 1;
+  for (const auto& [e, o] :
+       {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    const Result<int> per = ShortEndsVirtualStageLayers(m, p, v, e, o, "");
+    if (!per.ok()) continue;
+    const int short_rank = *per * v - 1;
     splits.push_back({e ? short_rank : 0, o ? short_rank : 0});
   }
   return splits;
