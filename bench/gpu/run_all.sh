@@ -37,6 +37,9 @@
 #               with a build made apart (e.g. a CPU build, --dry-run --build-dir build-cpu)
 #   --lean      speed only, for the last minutes of a lease: build ptdp alone and leave out the static
 #               checks, the GPU tests, memcheck and the op table (a run that tests nothing: say so)
+#   --tests REGEX  the build and the GPU tests whose names match REGEX (ctest -L gpu -R REGEX), nothing
+#               else (no PyTorch, profile, ptdp runs or memcheck): a test added since the last GPU
+#               session, in the few minutes a lease has left
 #   --profile FILE  take the profile from FILE (e.g. profiles/h200-measured.json) instead of
 #               measuring it (the profile stage then copies it)
 #
@@ -44,7 +47,7 @@
 # not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
 # when every stage passed, 1 otherwise (the summary names the failed ones).
 set -euo pipefail
-usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels] [--no-calibrate] [--no-adapt] [--skip-build]"
+usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels] [--no-calibrate] [--no-adapt] [--skip-build] [--lean] [--tests REGEX] [--profile FILE]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 case "$1" in -*) echo "$usage" >&2; exit 2 ;; esac
 out=$1; shift
@@ -58,6 +61,7 @@ ptdp_steps=10
 ptdp_min_mbs=1 ptdp_max_mbs=64
 torch_models="" torch_batch="" torch_box=""
 no_torch=0 no_memcheck=0 no_kernels=0 no_calibrate=0 no_adapt=0 skip_build=0 lean=0 profile_file=""
+tests_regex=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
@@ -79,6 +83,7 @@ while [ $# -gt 0 ]; do
     --skip-build) skip_build=1; shift ;;
     --lean) lean=1; no_memcheck=1; no_kernels=1; shift ;;
     --profile) profile_file=$2; shift 2 ;;
+    --tests) tests_regex=$2; no_torch=1; shift 2 ;;
     *) echo "run_all.sh: unknown argument $1; $usage" >&2; exit 2 ;;
   esac
 done
@@ -229,7 +234,8 @@ libs_check() {  # every library ptdp needs resolves with what is here and carrie
 gpu_tests() {  # label gpu: the kernel tests, CudaDevice, the NCCL and staged communicators
   cd "$build"
   local rc=0
-  with_libs ctest -L '^gpu$' --output-on-failure --timeout 45 --output-junit "$out/ctest-gpu.xml" || rc=$?
+  with_libs ctest -L '^gpu$' ${tests_regex:+-R "$tests_regex"} --output-on-failure --timeout 45 \
+    --output-junit "$out/ctest-gpu.xml" || rc=$?
   # SKIPPED is not passed: on a GPU only the 2-GPU NCCL entry may skip (one GPU here); any other
   # skip fails the stage, so a GPU that the tests could not use cannot look green.
   "$python" -c 'import sys, xml.etree.ElementTree as E; c = {}; bad = []
@@ -470,7 +476,7 @@ adapt_runs() {
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model kernels calibrate_loop adapt_runs with_libs wheel_dir
-export lean profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs models torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+export lean tests_regex profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs models torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------
@@ -513,29 +519,35 @@ if passed build; then
   else
     stage gpu-tests 100 gpu_tests
   fi
-  stage models 20 models_check
-  stage tokens 10 tokens
-  stage profile 170 profile
-  first=${models%% *}
-  for m in $models; do
-    if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
-    # Right after the first model: where its step's GPU time goes, op by op (ptdp train --op-times).
-    [ "$m" = "$first" ] || continue
-    if [ $dry = 1 ] || [ $no_kernels = 1 ]; then skip kernels "$([ $dry = 1 ] && echo 'dry run: no GPU' || echo --no-kernels)"
-    elif passed "ptdp-$m"; then stage kernels 75 kernels "$m"
-    else skip kernels "ptdp-$m did not pass"; fi
-  done
-  # ptdp compare and calibrate on the first model's fastest run, then every run predicted from the
-  # measured and the calibrated profile (after all the ptdp stages: it predicts their runs).
-  if [ $no_calibrate = 1 ]; then skip calibrate "--no-calibrate"
-  elif passed "ptdp-$first"; then stage calibrate "$([ $dry = 1 ] && echo 300 || echo 90)" calibrate_loop "$first"
-  else skip calibrate "ptdp-$first did not pass"; fi
-  # The monitor, a straggler and --adapt (issue 13): three short 2-rank runs, about 30 s on the GPU.
-  if [ $no_adapt = 1 ]; then skip adapt "--no-adapt"
-  else stage adapt "$([ $dry = 1 ] && echo 400 || echo 90)" adapt_runs; fi
-  # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
-  if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
-  elif [ $dry = 0 ]; then skip memcheck "$([ $lean = 1 ] && echo --lean || echo --no-memcheck)"; fi
+  if [ -n "$tests_regex" ]; then
+    for s in models tokens profile kernels calibrate adapt; do skip "$s" "--tests"; done
+    [ $dry = 1 ] || skip memcheck "--tests"
+    for m in $models; do skip "ptdp-$m" "--tests"; done
+  else
+    stage models 20 models_check
+    stage tokens 10 tokens
+    stage profile 170 profile
+    first=${models%% *}
+    for m in $models; do
+      if passed profile; then stage "ptdp-$m" 60 ptdp_model "$m"; else skip "ptdp-$m" "no profile"; fi
+      # Right after the first model: where its step's GPU time goes, op by op (ptdp train --op-times).
+      [ "$m" = "$first" ] || continue
+      if [ $dry = 1 ] || [ $no_kernels = 1 ]; then skip kernels "$([ $dry = 1 ] && echo 'dry run: no GPU' || echo --no-kernels)"
+      elif passed "ptdp-$m"; then stage kernels 75 kernels "$m"
+      else skip kernels "ptdp-$m did not pass"; fi
+    done
+    # ptdp compare and calibrate on the first model's fastest run, then every run predicted from the
+    # measured and the calibrated profile (after all the ptdp stages: it predicts their runs).
+    if [ $no_calibrate = 1 ]; then skip calibrate "--no-calibrate"
+    elif passed "ptdp-$first"; then stage calibrate "$([ $dry = 1 ] && echo 300 || echo 90)" calibrate_loop "$first"
+    else skip calibrate "ptdp-$first did not pass"; fi
+    # The monitor, a straggler and --adapt (issue 13): three short 2-rank runs, about 30 s on the GPU.
+    if [ $no_adapt = 1 ]; then skip adapt "--no-adapt"
+    else stage adapt "$([ $dry = 1 ] && echo 400 || echo 90)" adapt_runs; fi
+    # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
+    if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
+    elif [ $dry = 0 ]; then skip memcheck "$([ $lean = 1 ] && echo --lean || echo --no-memcheck)"; fi
+  fi
 else
   for s in libs static gpu-tests memcheck models tokens profile kernels calibrate adapt; do skip "$s" "build failed"; done
   for m in $models; do skip "ptdp-$m" "build failed"; done
