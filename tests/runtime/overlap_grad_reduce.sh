@@ -13,12 +13,16 @@
 # 10000-element buckets, which start after that layer's backward while the chunk's lower layers are
 # still to run (the per-layer start); with d = 1 it is zero.
 # Extra arguments go to both runs (--backend cpu-guard: the buckets in flight reach the tensors only
-# inside the communicator's calls).
+# inside the communicator's calls). OVERLAP_LOSS_TOL (default 0: bit for bit) bounds the relative
+# loss difference instead, and the logged fields and the saved state are then not compared bit for
+# bit: on --backend cuda two runs of one binary differ in the last bits (LayerNorm's and the bias
+# gradients' column sums and attention's dq add with atomics, in no fixed order).
 # usage: overlap_grad_reduce.sh PTDP WORKDIR NAME LAYERS TP PP DP MBS VP SCHEDULE [train flags]
 set -uo pipefail
 ptdp=$1 work=$2 name=$3 layers=$4 tp=$5 pp=$6 dp=$7 mbs=$8 vp=$9 sched=${10}
 shift 10
 extra=("$@")
+tol=${OVERLAP_LOSS_TOL:-0}
 here=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 fresh_dir_with_data "overlap-$name"
@@ -33,16 +37,18 @@ train() {  # TAG [flags]
     "${extra[@]}" "$@" > "$tag.out" 2>&1 || { cat "$tag.out"; fail "train $tag"; }
 }
 train off
-train on --overlap-grad-reduce --expect-losses off.jsonl --loss-tol 0
+train on --overlap-grad-reduce --expect-losses off.jsonl --loss-tol "$tol"
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*,"grad_norm":[^,]*' "$1"; }
 [ "$(fields off.jsonl | wc -l)" = 4 ] || fail "the log has no 4 steps of loss and grad_norm"
-cmp <(fields off.jsonl) <(fields on.jsonl) || fail "losses or gradient norms differ"
-n=0
-for f in ck-off/step-00000004/*.safetensors; do
-  cmp "$f" "ck-on/step-00000004/$(basename "$f")" || fail "final state differs: $(basename "$f")"
-  n=$((n + 1))
-done
-[ "$n" -gt 0 ] || fail "no saved shards"
+if [ "$tol" = 0 ]; then
+  cmp <(fields off.jsonl) <(fields on.jsonl) || fail "losses or gradient norms differ"
+  n=0
+  for f in ck-off/step-00000004/*.safetensors; do
+    cmp "$f" "ck-on/step-00000004/$(basename "$f")" || fail "final state differs: $(basename "$f")"
+    n=$((n + 1))
+  done
+  [ "$n" -gt 0 ] || fail "no saved shards"
+fi
 python3 - off.trace.json on.trace.json "$dp" "$pp" "$((layers / (pp * vp)))" <<'PY' || exit 1
 import json, sys
 name = "dp_grad_reduce_in_flight_MiB"
@@ -75,4 +81,8 @@ for rank in range(pp):
     if dp == 1 and early != 0:
         sys.exit(f"FAIL: rank {rank}: {early:g} buckets started early with no data-parallel peer")
 PY
-echo "overlapped and blocking reductions bit-identical (losses, gradient norms, final state)"
+if [ "$tol" = 0 ]; then
+  echo "overlapped and blocking reductions bit-identical (losses, gradient norms, final state)"
+else
+  echo "overlapped and blocking reductions: losses within $tol relative"
+fi
