@@ -215,13 +215,16 @@ Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, 
     return Status::Ok();
   }
   const auto t0 = std::chrono::steady_clock::now();
-  PTDP_ASSIGN_OR_RETURN(
-      *trainer, runtime::Trainer::SwitchPlan(std::move(*trainer), next, step, a.scratch_dir));
+  runtime::Trainer::SwitchTimes parts;
+  PTDP_ASSIGN_OR_RETURN(*trainer, runtime::Trainer::SwitchPlan(std::move(*trainer), next, step,
+                                                               a.scratch_dir, &parts));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (world.rank() == 0) {
-    std::printf(" switched after step %lld to %s (state moved through %s in %.3f s)\n",
-                static_cast<long long>(step), next.layout.ToString().c_str(), a.scratch_dir.c_str(),
-                s);
+    std::printf(
+        " switched after step %lld to %s (state moved through %s in %.3f s; rank 0: save %.3f, "
+        "new trainer %.3f, load %.3f s)\n",
+        static_cast<long long>(step), next.layout.ToString().c_str(), a.scratch_dir.c_str(), s,
+        parts.save_s, parts.create_s, parts.load_s);
     std::fflush(stdout);
   }
   *plan = std::move(next);

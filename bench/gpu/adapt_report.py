@@ -79,11 +79,14 @@ def analyse(out, slow_factor, monitor, backend):
     r["replan_line"] = first_line(lines, " adapt after step")
     r["switch_line"] = first_line(lines, " switched after step")
     r["undone_line"] = next((l.rstrip("\n") for l in lines if "undoing the switch" in l), "")
-    moved = re.search(r"^ switched after step (\d+) .* in ([0-9.]+) s\)", r["switch_line"])
+    moved = re.search(r"^ switched after step (\d+) .* in ([0-9.]+) s[;)]", r["switch_line"])
     if moved:
         after = int(moved.group(1)) + 1
         r["switch_s"] = float(moved.group(2))
         r["first_step_after_switch_s"] = logs["adapt"].get(after, {}).get("iteration_s")
+        parts = re.search(r"save ([0-9.]+), new trainer ([0-9.]+), load ([0-9.]+) s\)", r["switch_line"])
+        if parts:
+            r["switch_parts_s"] = dict(zip(("save", "new_trainer", "load"), map(float, parts.groups())))
     # Tokens/s after the first window (bench.sh's), and after the switch's trial window too.
     for when, first in (("tokens_per_s", monitor + 1), ("tokens_per_s_after_trial", 2 * monitor + 1)):
         r[when] = {k: mean_tps(logs[k], first) for k in logs}
@@ -134,8 +137,12 @@ def format_report(r):
     if r["undone_line"]:
         out.append("  undone:  %s" % r["undone_line"].strip()[:200])
     if "switch_s" in r:
-        out.append("  the switch: state moved in %.3f s; the first step after it took %s s" % (
-            r["switch_s"], "n/a" if r["first_step_after_switch_s"] is None
+        parts = r.get("switch_parts_s")
+        out.append("  the switch: state moved in %.3f s%s; the first step after it took %s s" % (
+            r["switch_s"], "" if parts is None else
+            " (rank 0: save %.3f, new trainer %.3f, load %.3f)" % (
+                parts["save"], parts["new_trainer"], parts["load"]),
+            "n/a" if r["first_step_after_switch_s"] is None
             else "%.4f" % r["first_step_after_switch_s"]))
     runs = r["runs"]
     for k, label in (("base", "no straggler"), ("slow", "rank 1 slowed"), ("adapt", "slowed, --adapt")):

@@ -5,6 +5,7 @@
 // file is complete. The load: world rank 0 picks and verifies the checkpoint, then every rank
 // assembles its own blocks from whichever pieces overlap them (any writing layout). --init-from:
 // every rank reads its tensors from a Hugging Face GPT-2 folder (runtime/checkpoint/param_io.h).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -229,15 +230,26 @@ Status CheckSwitchable(const ParallelConfig& from, const ParallelConfig& to) {
 
 Result<std::unique_ptr<Trainer>> Trainer::SwitchPlan(std::unique_ptr<Trainer> current,
                                                      const PlanFile& next, int64_t step,
-                                                     const std::string& scratch_dir) {
+                                                     const std::string& scratch_dir,
+                                                     SwitchTimes* times) {
   Communicator* world = current->given_world_;
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world, CheckSwitchable(current->cfg_, next.layout)));
   const TrainOptions opts = current->opts_;  // a different model is refused by the loader
+  SwitchTimes local;
+  auto lap = [last = std::chrono::steady_clock::now()](double* part) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    *part = std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
   PTDP_RETURN_IF_ERROR(current->SaveCheckpoint(scratch_dir, step, /*keep=*/1).status());
   current.reset();  // its memory goes before the new layout's is allocated
+  lap(&local.save_s);
   PTDP_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Create(world, next, opts));
+  lap(&local.create_s);
   const std::string ckpt = scratch_dir + "/" + StepDirName(step);
   PTDP_ASSIGN_OR_RETURN(const int64_t loaded, t->LoadCheckpoint(ckpt, /*allow_none=*/false));
+  lap(&local.load_s);
+  if (times != nullptr) *times = local;
   if (loaded != step) {
     return Status::Internal("plan switch: loaded step " + std::to_string(loaded) + ", not " +
                             std::to_string(step));

@@ -173,10 +173,18 @@ class Trainer {
   // a checkpoint (runtime/checkpoint: master weights, Adam m and v, Adam's step count, the
   // loss-scale state) saved in `scratch_dir` and loaded by the resharding loader, then removed;
   // the maths is unchanged (the losses follow the unswitched run within the layout equivalence
-  // bounds). Every rank must see `scratch_dir` (one host, or a shared file system).
+  // bounds). Every rank must see `scratch_dir` (one host, or a shared file system). `times`, when
+  // given, receives this rank's seconds in each part (the save, building the new Trainer, the
+  // load), to tell where a slow switch goes.
+  struct SwitchTimes {
+    double save_s = 0;
+    double create_s = 0;
+    double load_s = 0;
+  };
   static Result<std::unique_ptr<Trainer>> SwitchPlan(std::unique_ptr<Trainer> current,
                                                      const PlanFile& next, int64_t step,
-                                                     const std::string& scratch_dir);
+                                                     const std::string& scratch_dir,
+                                                     SwitchTimes* times = nullptr);
 
   const Program& program() const { return program_; }
   const ParallelConfig& layout() const { return cfg_; }

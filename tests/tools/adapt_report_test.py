@@ -58,7 +58,7 @@ def fixture(name, adapt_tps=800.0, monitor_line=None, loss_shift=None, adapt_rc=
                 "simulated; running 5.0404 s, best 2.3515 s (tp=1,pp=2, layers 7/1, 53.3% shorter): "
                 "switching\n")
         f.write(" switched after step 4 to tp=1,pp=2,last_stage_layers=1 (state moved through "
-                "ptdp-switch in 0.776 s)\n")
+                "ptdp-switch in 0.776 s; rank 0: save 0.301, new trainer 0.125, load 0.340 s)\n")
     with open(os.path.join(d, "adapt.runs.tsv"), "w") as f:
         f.write("run\trc\tseconds\nbase\t0\t30.5\nslow\t0\t60.1\nadapt\t%d\t40.2\n" % adapt_rc)
     return d
@@ -79,6 +79,8 @@ check(r["straggler_named_first_window"], "pass: rank 1 named in steps 1-4")
 check(r["losses_compared"] == STEPS and r["loss_worst"]["relative"] == 0, "pass: 12 equal losses")
 check(abs(r["switch_s"] - 0.776) < 1e-12 and abs(r["first_step_after_switch_s"] - 1.28) < 1e-12,
       "pass: the switch's seconds and the step after it")
+check(r["switch_parts_s"] == {"save": 0.301, "new_trainer": 0.125, "load": 0.340} and
+      "(rank 0: save 0.301, new trainer 0.125, load 0.340)" in text, "pass: the switch's parts")
 check("66.7%" in text, "pass: the recovered share printed")
 # --loss-tol: the loosest per-step bound, 2u (TV_k / L_k + 1 / sqrt(B s)), at the last step.
 tol = float(subprocess.run([sys.executable, REPORT, "--loss-tol", os.path.join(WORK, "pass")],
