@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/json.h"
 #include "core/model.h"
@@ -157,6 +159,11 @@ OrderedJson LayoutToJson(const ParallelConfig& c);
 // (core/shapes.h ChunkLayers) and --emit megatron ask it.
 Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool embedding,
                                         bool loss, const std::string& field);
+// The short-end splits the rule above allows on pp ranks of vp chunks, as (first_stage_layers,
+// last_stage_layers): the embedding, the loss or both counted as a layer, where
+// ShortEndsVirtualStageLayers accepts it; a set end holds q - 1 layers, an end not set is 0. What
+// the planner's search and `ptdp train --adapt`'s re-planner enumerate.
+std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int pp, int vp);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
                                       const ParallelConfig& base = ParallelConfig());
