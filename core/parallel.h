@@ -155,7 +155,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c);
 // 1 form above), the embedding counted as a layer when `embedding`, the loss when `loss`: the
 // layers of a virtual stage between the two ends (each set end holds one fewer), or an error
 // naming `field` when l + e + o does not divide into pp vp virtual stages or a short end would
-// hold none. The one statement of the rule: Validate, the planner's enumeration, the placement
+// hold none. The one statement of the rule: Validate, InterleavedShortEnds, the placement
 // (core/shapes.h ChunkLayers) and --emit megatron ask it.
 Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool embedding,
                                         bool loss, const std::string& field);
