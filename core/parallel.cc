@@ -77,6 +77,18 @@ Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool
   return int(per_virtual);
 }
 
+std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int pp, int vp) {
+  std::vector<std::pair<int, int>> splits;
+  for (const auto& [e, o] :
+       {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+    const Result<int> per = ShortEndsVirtualStageLayers(m, pp, vp, e, o, "");
+    if (!per.ok()) continue;
+    const int short_rank = *per * vp - 1;
+    splits.push_back({e ? short_rank : 0, o ? short_rank : 0});
+  }
+  return splits;
+}
+
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split form (core/parallel.h): each set
 // end is one layer short of q = (l + e + o) / pp, the layers of each rank between.
 Status ParallelConfig::ValidateInterleavedEnds(const ModelSpec& m, const std::string& field) const {

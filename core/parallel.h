@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/json.h"
 #include "core/model.h"
@@ -153,10 +155,15 @@ OrderedJson LayoutToJson(const ParallelConfig& c);
 // 1 form above), the embedding counted as a layer when `embedding`, the loss when `loss`: the
 // layers of a virtual stage between the two ends (each set end holds one fewer), or an error
 // naming `field` when l + e + o does not divide into pp vp virtual stages or a short end would
-// hold none. The one statement of the rule: Validate, the planner's enumeration, the placement
+// hold none. The one statement of the rule: Validate, InterleavedShortEnds, the placement
 // (core/shapes.h ChunkLayers) and --emit megatron ask it.
 Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool embedding,
                                         bool loss, const std::string& field);
+// The short-end splits the rule above allows on pp ranks of vp chunks, as (first_stage_layers,
+// last_stage_layers): the embedding, the loss or both counted as a layer, where
+// ShortEndsVirtualStageLayers accepts it; a set end holds q - 1 layers, an end not set is 0. What
+// the planner's search and `ptdp train --adapt`'s re-planner enumerate.
+std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int pp, int vp);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
                                       const ParallelConfig& base = ParallelConfig());

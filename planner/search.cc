@@ -64,26 +64,10 @@ std::vector<std::pair<int, int>> UnevenSplits(const ModelSpec& m, int p) {
   return {splits.begin(), splits.end()};
 }
 
-// The short-end splits of p stages with v chunks each (core/parallel.h, Megatron-LM's
-// --account-for-embedding/loss-in-pipeline-split): the embedding, the loss or both counted as a
-// layer, where that makes l + e + o divide into p v virtual stages of two layers at least. The
-// first and the last rank then hold q - 1 layers, q = (l + e + o) / p; an end not set is 0.
-std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int p, int v) {
-  std::vector<std::pair<int, int>> splits;
-  for (const auto& [e, o] :
-       {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
-    const Result<int> per = ShortEndsVirtualStageLayers(m, p, v, e, o, "");
-    if (!per.ok()) continue;
-    const int short_rank = *per * v - 1;
-    splits.push_back({e ? short_rank : 0, o ? short_rank : 0});
-  }
-  return splits;
-}
-
 // What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
 // 1F1B with the even split and UnevenSplits (only the --fix split when one is fixed), ZB-H1 and
 // ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that p v | l, and
-// with InterleavedShortEnds (or the fixed split).
+// with core's InterleavedShortEnds (or the fixed split).
 std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
   std::vector<PipelineShape> shapes;
   // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).

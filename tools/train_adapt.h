@@ -93,6 +93,12 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
                                       const std::vector<std::string>& rejected = {},
                                       const Timeline* last_step = nullptr);
 
+// The layouts with the running t, p, d that ReplanForMeasuredCosts prices (before the memory
+// limit and `rejected`): every microbatch size, 1F1B and GPipe with every split of the layers,
+// and each interleaving with the even split and the short ends core's rule allows
+// (core/parallel.h InterleavedShortEnds).
+std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running);
+
 // A window's measured step time for --adapt's trial: the median of its steps' times. Not the mean:
 // the first step of a trainer (the run's, and the one after a switch) pays one-off costs on a GPU
 // (cuBLASLt's timing of each GEMM shape, cuDNN's plans, the allocator's first cudaMallocs) that

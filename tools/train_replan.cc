@@ -1,8 +1,9 @@
 // The re-planner of `ptdp train --adapt` (tools/train_adapt.h ReplanForMeasuredCosts): calibrates
 // the cost model's compute to a monitor window, per world rank, and replays candidate layouts for
 // the same GPUs in the simulator: those with the running t, p, d (any microbatch size, schedule,
-// interleaving and split of the layers), and those with another t, p, d of the same world size
-// (even split), which a run can only reach through a checkpoint and a relaunch.
+// interleaving and split of the layers, interleaved ones with short ends too), and those with
+// another t, p, d of the same world size (even split), which a run can only reach through a
+// checkpoint and a relaunch.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -95,7 +96,10 @@ Result<double> SimulatedStep(const PlanFile& p, const ClusterSpec& cluster, cons
 std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelConfig& base) {
   std::vector<std::pair<int, int>> out = {{0, 0}};
   if (base.pp < 2) return out;
-  std::vector<std::vector<int>> seen = {StageLayerCounts(p.model, base)};
+  // No even split when pp does not divide the layers (a run that started uneven): nothing to seed
+  // `seen` with (StageLayerCounts refuses it), and Candidates' Validate drops the {0, 0}.
+  std::vector<std::vector<int>> seen;
+  if (base.ValidateStageSplit(p.model).ok()) seen.push_back(StageLayerCounts(p.model, base));
   for (int first = 0; first <= p.model.layers; ++first) {
     for (int last = 0; last <= p.model.layers; ++last) {
       ParallelConfig c = base;
@@ -111,24 +115,38 @@ std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelCo
   return out;
 }
 
+// The splits to try with vp chunks per rank: vp = 1, `flat` (the even one, or StageSplits'); vp >
+// 1, the even one and (with `every_split`) each short-end split core's interleaved rule allows
+// (core/parallel.h InterleavedShortEnds: the embedding, the loss or both counted as a layer; at
+// most 3 per vp, so the count stays bounded).
+std::vector<std::pair<int, int>> SplitsForVp(const PlanFile& p, const ParallelConfig& shape, int vp,
+                                             const std::vector<std::pair<int, int>>& flat,
+                                             bool every_split) {
+  if (vp == 1) return flat;
+  std::vector<std::pair<int, int>> out = {{0, 0}};
+  if (!every_split) return out;
+  for (const auto& s : InterleavedShortEnds(p.model, shape.pp, vp)) out.push_back(s);
+  return out;
+}
+
 // Layouts with the t, p, d of `shape`: every microbatch size dividing B/d, with 1F1B, GPipe and
-// each interleaving the model's layers allow, and (1F1B, GPipe; with `every_split`) every split of
-// the layers over the stages, else the even split only; recomputation and the rest as running.
+// each interleaving the model's layers allow, and (with `every_split`) every split of the layers
+// over the stages (SplitsForVp), else the even split only; recomputation and the rest as running.
 std::vector<ParallelConfig> Candidates(const PlanFile& p, ParallelConfig shape, bool every_split) {
   std::vector<ParallelConfig> out;
   shape.vp = 1;
   shape.first_stage_layers = shape.last_stage_layers = 0;
-  const std::vector<std::pair<int, int>> splits =
+  const std::vector<std::pair<int, int>> flat =
       every_split ? StageSplits(p, shape) : std::vector<std::pair<int, int>>{{0, 0}};
   const int64_t per_replica = shape.global_batch / shape.dp;
   for (int64_t mbs = 1; mbs <= per_replica; ++mbs) {
     if (per_replica % mbs != 0) continue;
     for (int vp = 1; vp <= p.model.layers; ++vp) {
+      const std::vector<std::pair<int, int>> splits = SplitsForVp(p, shape, vp, flat, every_split);
       for (ScheduleKind kind :
            {ScheduleKind::k1F1B, ScheduleKind::kGPipe, ScheduleKind::kInterleaved}) {
         if ((kind == ScheduleKind::kInterleaved) != (vp > 1)) continue;
         for (const auto& [first, last] : splits) {
-          if (vp > 1 && (first > 0 || last > 0)) continue;
           ParallelConfig c = shape;
           c.mbs = static_cast<int>(mbs);
           c.vp = vp;
@@ -228,6 +246,10 @@ int PickShortest(const PlanFile& p, const ClusterSpec& cluster,
 
 }  // namespace
 
+std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running) {
+  return Candidates(running, running.layout, /*every_split=*/true);
+}
+
 double WindowStepSeconds(std::vector<double> step_s) {
   if (step_s.empty()) return 0;
   std::sort(step_s.begin(), step_s.end());
@@ -278,9 +300,8 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
                         SimulatedStep(running, cluster, now, out.rank_scale, /*memory_limit=*/0));
   out.layout = now;
   out.best_step_s = out.current_step_s;
-  out.candidates =
-      PickShortest(running, cluster, Candidates(running, now, /*every_split=*/true), out.rank_scale,
-                   memory_limit, rejected, &out.layout, &out.best_step_s);
+  out.candidates = PickShortest(running, cluster, RunningShapeCandidates(running), out.rank_scale,
+                                memory_limit, rejected, &out.layout, &out.best_step_s);
   ParallelConfig other;
   double other_step_s = out.current_step_s;  // only a shorter one counts
   out.other_candidates =

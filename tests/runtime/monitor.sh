@@ -29,6 +29,15 @@
 #       the first re-plan that switches (Megatron's split: only the first and last stages differ, so
 #       it lightens the middle stages by loading the first and last) leaves stage 1 fewer than 2
 #       layers; losses within 1e-5 of the unslowed, unadapted run
+#   adapt_short_ends  2 ranks (t1 p2 d1, 7 layers: no even split, so the run starts in 1F1B 4/3),
+#       B 8, --monitor-every 4 --adapt --adapt-threshold 0: the re-plan after step 4 switches into
+#       an interleaved layout with a short end (vp 2, first_stage_layers=3 or last_stage_layers=3:
+#       the embedding or the loss counted as a layer), which the cost model prices ~55% under the
+#       running one (an m = 2 bubble halved); the losses equal the unadapted run's within 1e-5. An
+#       attempt whose noisy window ranked another layout first is retried (3 attempts).
+#   switch_short_ends  the way out: the same 7 layers started interleaved with the short loss end
+#       (vp 2, last_stage_layers=3), switched after step 3 to 1F1B 4/3 (--switch-plan); losses
+#       within 1e-5 of the unswitched 1F1B run
 #   relaunch    2 ranks in t1 p2 d1 (2 layers, B 2: one layer per stage, so no split can hand a
 #       slower rank less work), which the calibrated cost model prices well behind another t, p, d
 #       of the same 2 ranks (no pipeline fill and drain); --adapt --monitor-every 2: without --save
@@ -162,6 +171,45 @@ case "$case" in
     IFS=/ read -r on0 on1 on2 on3 <<< "$split"
     [ -n "$on3" ] && [ "$on1" -lt 2 ] || fail "the split '$split' does not lighten stage 1"
     echo "ok: layers moved off the slow middle stage ($split), losses within 1e-5"
+    ;;
+  adapt_short_ends)
+    export NP=2
+    PTDP_TEST_FIRST_LAYERS=4 PTDP_TEST_LAST_LAYERS=3 \
+      "$here/write_plan.sh" "$ptdp" plan.json 7 0.1 256 8 1 2 1 1 1 1f1b none true || fail "plan"
+    train plan.json --steps 8 --log ref.jsonl || { cat run.out; fail "reference run"; }
+    for attempt in 1 2 3; do
+      train plan.json --steps 8 --monitor-every 4 --adapt --adapt-threshold 0 \
+        --expect-losses ref.jsonl --memory-tol 0.01 || { cat run.out; fail "adapted run"; }
+      line=$(grep "^ adapt after step 4: stage compute" run.out) ||
+        { cat run.out; fail "no re-plan after step 4"; }
+      [[ $line == *"vp=2,schedule=interleaved"* ]] && break
+      echo "attempt $attempt: the window ranked another layout first: $line"
+    done
+    cat run.out
+    [[ $line == *": switching" ]] || fail "the re-plan after step 4 did not switch"
+    want="vp=2,schedule=interleaved,recompute=none,scatter_gather=on,\(first\|last\)_stage_layers=3"
+    grep -q "^ switched after step 4 to tp=1,pp=2,dp=1,mbs=[0-9]*,$want (state moved" run.out ||
+      fail "no switch into an interleaved short-end layout after step 4"
+    echo "ok: switched into $(sed -n 's/^ switched after step 4 to \([^ ]*\) .*/\1/p' run.out)" \
+      "(attempt $attempt), losses within 1e-5"
+    ;;
+  switch_short_ends)
+    export NP=2
+    PTDP_TEST_FIRST_LAYERS=4 PTDP_TEST_LAST_LAYERS=3 \
+      "$here/write_plan.sh" "$ptdp" flat.json 7 0.1 256 8 1 2 1 1 1 1f1b none true || fail "plan"
+    PTDP_TEST_LAST_LAYERS=3 \
+      "$here/write_plan.sh" "$ptdp" short.json 7 0.1 256 8 1 2 1 1 2 interleaved none true ||
+      fail "plan"
+    train flat.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
+    train short.json --steps 6 --switch-plan flat.json --switch-at 3 --expect-losses ref.jsonl \
+      --memory-tol 0.01 || { cat run.out; fail "switched run"; }
+    cat run.out
+    grep -q "^ptdp train: .*vp=2,schedule=interleaved,.*last_stage_layers=3)" run.out ||
+      fail "the run did not start interleaved with the short loss end"
+    grep -q "^ switched after step 3 to .*vp=1,schedule=1f1b,.*first_stage_layers=4," run.out ||
+      fail "no switch to 1F1B 4/3 after step 3"
+    [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
+    echo "ok: switched out of the short-end interleaving, losses within 1e-5"
     ;;
   relaunch)
     export NP=2

@@ -4,6 +4,10 @@
 // that uses it.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <tuple>
+
 #include "core/json.h"
 #include "schedule/schedule.h"
 #include "tools/train_adapt.h"
@@ -11,15 +15,22 @@
 namespace ptdp::tools {
 namespace {
 
-PlanFile TwoRankPipeline() {
-  const char* text = R"({
+// A t1 p2 d1 plan of `layers` layers (the first stage holding `first`, the last `last`; 0 the even
+// share) and B sequences.
+PlanFile TwoRankPipeline(int layers = 2, int global_batch = 2, int first = 0, int last = 0) {
+  const std::string text = R"({
     "ptdp_plan_version": 2,
-    "model": {"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "seq_len": 32,
+    "model": {"name": "tiny", "layers": )" +
+                           std::to_string(layers) +
+                           R"(, "hidden": 64, "heads": 4, "seq_len": 32,
               "vocab": 256, "dropout": 0.0},
     "cluster": {"name": "cpu", "gpus": 2, "gpus_per_node": 2},
-    "global_batch": 2,
+    "global_batch": )" + std::to_string(global_batch) +
+                           R"(,
     "layout": {"tp": 1, "pp": 2, "dp": 1, "mbs": 1, "vp": 1, "schedule": "1f1b",
-               "recompute": "none", "scatter_gather": true}})";
+               "recompute": "none", "scatter_gather": true, "first_stage_layers": )" +
+                           std::to_string(first) + R"(, "last_stage_layers": )" +
+                           std::to_string(last) + "}}";
   auto json = ParseJson(text, "test plan");
   EXPECT_TRUE(json.ok());
   auto plan = PlanFromJson(*json, /*require_program=*/false);
@@ -94,6 +105,56 @@ TEST(Replan, AMachineFasterThanItsProfileReplans) {
   EXPECT_NEAR(fast->rank_scale[0], 0.1, 1e-9);
   EXPECT_NEAR(fast->rank_scale[1], 0.1, 1e-9);
   EXPECT_LT(fast->current_step_s, unit->current_step_s);
+}
+
+// The interleaved layouts with short ends among the candidates, as (vp, first, last), each once.
+std::set<std::tuple<int, int, int>> ShortEndInterleaved(const PlanFile& plan) {
+  std::set<std::tuple<int, int, int>> out;
+  for (const ParallelConfig& c : RunningShapeCandidates(plan)) {
+    EXPECT_TRUE(c.Validate(plan.model).ok()) << c.ToString();
+    if (c.vp > 1 && c.Uneven()) out.insert({c.vp, c.first_stage_layers, c.last_stage_layers});
+  }
+  return out;
+}
+
+// Megatron-LM's short ends counted by hand: 6 layers on 2 ranks take both ends as layers (8 units,
+// 2 virtual stages of 2 per rank with v = 2: ranks of 3 layers); 7 layers take one end (8 units:
+// 3 layers on the short rank, 4 on the other). 4 layers allow none (6 units make v = 3 stages of
+// one layer, with nothing left for a short end), nor does 2.
+TEST(Replan, CandidatesIncludeTheInterleavedShortEndsCoreAllows) {
+  using Set = std::set<std::tuple<int, int, int>>;
+  EXPECT_EQ(ShortEndInterleaved(TwoRankPipeline(6, 4)), (Set{{2, 3, 3}}));
+  EXPECT_EQ(ShortEndInterleaved(TwoRankPipeline(7, 4, 4, 3)), (Set{{2, 3, 0}, {2, 0, 3}}));
+  EXPECT_EQ(ShortEndInterleaved(TwoRankPipeline(4, 4)), Set{});
+  EXPECT_EQ(ShortEndInterleaved(TwoRankPipeline(2, 2)), Set{});
+  // Interleaving needs as many microbatches as ranks: with B = 1 there is none at all.
+  EXPECT_EQ(ShortEndInterleaved(TwoRankPipeline(6, 1)), Set{});
+  // Each vp's short ends are exactly core's (InterleavedShortEnds): for 10 layers both ends
+  // counted, 12 units, with v = 2 (3 a stage) and v = 3 (2 a stage): 6 units a rank, 5 layers.
+  const PlanFile ten = TwoRankPipeline(10, 4);
+  Set want;
+  for (int vp = 2; vp <= 10; ++vp) {
+    for (const auto& [f, l] : InterleavedShortEnds(ten.model, 2, vp)) want.insert({vp, f, l});
+  }
+  EXPECT_EQ(want, (Set{{2, 5, 5}, {3, 5, 5}}));
+  EXPECT_EQ(ShortEndInterleaved(ten), want);
+}
+
+// 7 layers on 2 ranks have no even split, so the run starts uneven (1F1B 4/3); before the short
+// ends were candidates, the re-planner asked for the even split's stage counts and failed a
+// PTDP_CHECK. With B = 8 and both ranks at the profile's pace, an interleaving with a short end
+// (halving the bubble) is priced under every 1F1B and GPipe split, and picked.
+TEST(Replan, AnUnevenOnlyModelReplansIntoAShortEndInterleaving) {
+  const PlanFile plan = TwoRankPipeline(7, 8, 4, 3);
+  auto unit = ReplanForMeasuredCosts(plan, Window({0.01, 0.01}), /*memory_limit=*/0);
+  ASSERT_TRUE(unit.ok()) << unit.status().ToString();
+  const double modelled0 = 0.01 / unit->rank_scale[0], modelled1 = 0.01 / unit->rank_scale[1];
+  auto rp = ReplanForMeasuredCosts(plan, Window({modelled0, modelled1}), /*memory_limit=*/0);
+  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
+  EXPECT_EQ(rp->layout.schedule, ScheduleKind::kInterleaved) << rp->layout.ToString();
+  EXPECT_EQ(rp->layout.vp, 2);
+  EXPECT_TRUE(rp->layout.Uneven()) << rp->layout.ToString();
+  EXPECT_LT(rp->best_step_s, rp->current_step_s);
 }
 
 }  // namespace
