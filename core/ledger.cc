@@ -331,9 +331,90 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
   return peak;
 }
 
+namespace {
+
+// What the rank's chunks hold: layers, the embedding, the head, a chunk sending its output on; and
+// whether every chunk with layers (and the embedding's) holds the head too.
+struct RankRoles {
+  bool layers = false, embedding = false, head = false, sends_output = false;
+  bool only_head_chunks = true;
+};
+
+RankRoles RolesOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  RankRoles r;
+  for (int k = 0; k < c.vp; ++k) {
+    const bool has_layers = ChunkLayers(m, c, pp_rank, k).size() > 0;
+    const bool head = HoldsHead(c, pp_rank, k), embedding = HoldsEmbedding(c, pp_rank, k);
+    r.layers = r.layers || has_layers;
+    r.embedding = r.embedding || embedding;
+    r.head = r.head || head;
+    r.sends_output = r.sends_output || (has_layers && !head);
+    if ((has_layers || embedding) && !head) r.only_head_chunks = false;
+  }
+  return r;
+}
+
+}  // namespace
+
+Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                         int pp_rank) {
+  const RankRoles roles = RolesOf(m, c, pp_rank);
+  const int64_t N = int64_t(m.seq_len) * c.mbs;
+  const Bytes a = ComputeBytes(c.precision), wide = 4;
+  const Bytes nh = N * m.hidden * a, nhd = N * (m.hidden / c.tp) * a;
+  const Bytes nf = N * (m.FfnHidden() / c.tp) * a;
+  const bool split = SplitsBackward(c.schedule);
+  const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
+  // A head chunk's layers and embedding run their backward after the head's freed its stash (the
+  // split backward: traded it for its weight-gradient stash), holding at most the working set and
+  // the output gradients in its place: the ledger's live bytes are at least this below its peak.
+  const Bytes head_freed = split ? prices.head - prices.head_wgrad : prices.head;
+  const Bytes relief =
+      roles.only_head_chunks
+          ? std::max<Bytes>(0, head_freed - working_set - (split ? prices.layer_output_grads : 0))
+          : 0;
+  Bytes forward = 0, head = 0, layer = 0, embedding = 0;
+  if (roles.layers) {
+    forward = nh + (roles.sends_output ? nh : 0);
+    // Full recomputation's forward holds the layer's stash but its input as workspace, at most
+    // the ledger's peak after a forward; the backward that follows that state holds the working set
+    // on it less the head's freed stash, within the ledger's peak: the forward's excess is at most
+    // what the head freed.
+    if (c.recompute == Recompute::kFull) {
+      forward += std::min(RecomputeWorkingSetBytes(m, c), roles.head ? head_freed : 0);
+    }
+    // The block's gradients in the order runtime/model/gpt_layers.cc allocates and frees them
+    // (the unfused GeLU order; the fused one never holds more).
+    const Bytes mlp = split ? std::max(nf, 2 * nh) : std::max({nh + nf, 2 * nf, 2 * nh});
+    const Bytes attention =
+        nh + (split ? std::max(nhd, nh) : std::max({nh + nhd, 4 * nhd, 3 * nhd + nh}));
+    layer = 2 * nh + std::max(mlp, attention) - relief;
+  }
+  if (roles.head) {
+    forward = std::max(forward, 2 * N * wide + (c.tp > 1 ? N * wide : 0));
+    head = 2 * nh + (split ? 0 : N * (PaddedVocab(m, c.tp) / c.tp) * a);
+  }
+  if (roles.embedding) embedding = 2 * nh - relief;
+  const Bytes loss_accumulators = 2 * 8;
+  // Boundary messages held beside a phase: a received gradient or an output not yet sent, or a
+  // send the peer has not yet received (runtime/executor/executor.cc frees a send's buffer at the
+  // first poll after it completes). One with one chunk per rank; with several, three: a rank runs
+  // up to two forwards ahead of the next (the interleaved warm-ups differ by two), whose sends wait
+  // for it, beside a received gradient (measured on the CPU runtime: interleaved p 2 v 2 holds
+  // three at its peak; not derived for every v).
+  const int64_t held_messages = c.VirtualStages() == 1 ? 0 : c.vp == 1 ? 1 : 3;
+  return loss_accumulators + held_messages * nh +
+         std::max({forward, head, layer, embedding, Bytes{0}});
+}
+
+Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  return PeakWorkspaceBytes(StashPricesOf(m, c), m, c, pp_rank);
+}
+
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   MemoryLedger l = ParameterMemory(m, c, pp_rank);
   l.activations = PeakActivationBytes(m, c, pp_rank);
+  l.workspace = PeakWorkspaceBytes(m, c, pp_rank);
   return l;
 }
 
@@ -341,6 +422,7 @@ MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, const Program
                       int pp_rank) {
   MemoryLedger l = ParameterMemory(m, c, pp_rank);
   l.activations = PeakActivationBytes(m, c, program, pp_rank);
+  l.workspace = PeakWorkspaceBytes(m, c, pp_rank);
   return l;
 }
 

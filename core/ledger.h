@@ -32,8 +32,11 @@
 //                        working set) and then frees all but LayerWeightGradStash; the embedding's
 //                        stash is freed;
 //   kBackwardWeight      frees the chunk's weight-gradient stash.
-// Transient buffers (gradients in flight between layers, received or outgoing messages,
-// collectives' scratch) are workspace: neither side counts them.
+// Transient buffers (gradients in flight between layers, received or outgoing messages, the
+// logits' gradient) are the runtime's workspace (MemTag::kWorkspace): not in MemoryLedger's Total
+// (which the runtime's measured peak without workspace equals), but PeakWorkspaceBytes states
+// them, and the planner's fit test and `ptdp train`'s report add them (TotalWithWorkspace).
+// Collectives' scratch is the communicator's (host or library memory), in neither.
 #pragma once
 
 #include <cstdint>
@@ -64,7 +67,10 @@ struct MemoryLedger {
   Bytes grads = 0;
   Bytes optimizer = 0;
   Bytes activations = 0;  // the peak of the in-flight stash plus the recompute working set
+  Bytes workspace = 0;  // what the runtime's transient buffers add at its peak (PeakWorkspaceBytes)
   Bytes Total() const { return weights + grads + optimizer + activations; }
+  // An upper bound on the peak of everything the runtime holds (see PeakWorkspaceBytes).
+  Bytes TotalWithWorkspace() const { return Total() + workspace; }
 };
 
 // Bytes of an activation list in the layout's precision.
@@ -119,6 +125,40 @@ Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const P
                           int pp_rank);
 Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Program& program,
                           int pp_rank);
+// The runtime's transient workspace (runtime/model/gpt_layers.cc, runtime/executor/stage.cc and
+// executor.cc: every MemTag::kWorkspace allocation), as what its peak adds to the ledger's, in the
+// compute dtype (a) and fp32 (wide), with N = mbs s tokens, hd = h/t, f = ffn/t, V = padded
+// vocab/t:
+//   head forward      the row sums and target logits, 2 N wide (+ N wide, the local max, t > 1);
+//   layer forward     the projection's or fc2's partial sum, N h a; the outgoing message N h a
+//                     (a chunk that is not the last virtual stage); with full recomputation the
+//                     layer's whole stash but its input (RecomputeWorkingSet), transient there,
+//                     no more above the ledger's peak than a head's stash (see ledger.cc);
+//   head backward     dy + the logits' gradient N V a + the final norm's input gradient N h a
+//                     (the split backward keeps the logits' gradient as stash: not workspace);
+//   layer backward    dy + dx (2 N h a) + the largest set of the block's gradients in its order:
+//                     MLP max(N h + N f, 2 N f, 2 N h), attention N h + max(N h + N hd, 4 N hd,
+//                     3 N hd + N h) (the split backward keeps the Linears' output gradients as
+//                     stash: MLP max(N f, 2 N h), attention N h + max(N hd, N h));
+//   embedding backward  dy + the dropout's gradient, 2 N h a;
+// the largest of these, plus the loss's two fp64 accumulators for the whole run and, with more
+// than one virtual stage, boundary messages N h a held beside them (a received gradient, or a sent
+// message the peer has not yet received): one with one chunk per rank, three with several (an
+// observed count, the CPU runtime's interleaved p 2 v 2 holding three; a causal walk of the
+// Program would derive it). Where every chunk of the
+// rank with layers or the embedding holds the head (one virtual stage, or the last stage without
+// interleaving), their backward runs after the head's freed its stash: less what a layer's phase
+// holds in its place (working set; the split backward's weight-gradient stash and output
+// gradients), that much is taken off them, the ledger's live bytes being at least that below its
+// peak then. MemoryLedger's TotalWithWorkspace bounds the peak of everything the runtime holds
+// (each phase's live ledger bytes are at most its peak, or that much below it); it is equal to it
+// where the largest phase runs at the ledger's peak: one virtual stage without recomputation,
+// where the head's backward runs with every microbatch's stash live, and the last stage of a
+// pipeline (less the held message). Sequence parallelism (planned, not executed by the runtime)
+// is priced as without it.
+Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                         int pp_rank);
+Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, const Program& program,
                       int pp_rank);

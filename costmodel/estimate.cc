@@ -512,7 +512,9 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   p.bubble_fraction = pt.bubble / p.iteration_s;
   SetThroughput(m, cluster, c, &p);
 
-  // Memory: the ledger's per rank (core/ledger.h) plus the profile's workspace. The peak is on the
+  // Memory: the ledger's per rank (core/ledger.h), the runtime's transient buffers at their peak
+  // (PeakWorkspaceBytes: the logits' gradient, layers' gradients, messages) and the profile's
+  // workspace. The peak is on the
   // first rank (most in flight, the embedding) or the last (the head), since the ranks between hold
   // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
   // rank (for reports), otherwise just those two. With uneven stages rank 1 too: it may hold more
@@ -528,6 +530,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
     sm.grads = l.grads;
     sm.optimizer = l.optimizer;
     sm.activations = PeakActivationBytes(prices, m, c, r);
+    sm.transient = PeakWorkspaceBytes(prices, m, c, r);
     sm.workspace = workspace;
     if (sm.Total() > p.peak_memory) {
       p.peak_memory = sm.Total();

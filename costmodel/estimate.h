@@ -107,8 +107,9 @@ struct StageMemory {
   Bytes grads = 0;
   Bytes optimizer = 0;
   Bytes activations = 0;
-  Bytes workspace = 0;
-  Bytes Total() const { return weights + grads + optimizer + activations + workspace; }
+  Bytes transient = 0;  // the runtime's transient buffers at their peak (core PeakWorkspaceBytes)
+  Bytes workspace = 0;  // the profile's: library workspaces and handles, outside the allocator
+  Bytes Total() const { return weights + grads + optimizer + activations + transient + workspace; }
 };
 
 struct Prediction {

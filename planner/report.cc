@@ -46,6 +46,7 @@ OrderedJson PredictionToJson(const costmodel::Prediction& p, double tokens, bool
                      {"grads_bytes", s.grads},
                      {"optimizer_bytes", s.optimizer},
                      {"activations_bytes", s.activations},
+                     {"transient_bytes", s.transient},
                      {"workspace_bytes", s.workspace},
                      {"total_bytes", s.Total()}});
     }

@@ -33,7 +33,7 @@ struct RankMemory {
   MemoryLedger ledger;
   Bytes workspace = 0;
   Bytes Static() const { return ledger.weights + ledger.grads + ledger.optimizer + workspace; }
-  Bytes Total() const { return ledger.Total() + workspace; }
+  Bytes Total() const { return ledger.TotalWithWorkspace() + workspace; }
 };
 
 struct SimulateArgs {
@@ -160,7 +160,8 @@ Status RunSimulate(const SimulateArgs& a) {
   const Seconds closed_form_s = pred.iteration_s;
   pred.iteration_s = ToSeconds(r.iteration_ns);
   costmodel::SetThroughput(model, cluster, layout, &pred);
-  // Memory per rank: the ledger's walk of the Program (core/ledger.h) plus the profile's workspace.
+  // Memory per rank: the ledger's walk of the Program (core/ledger.h) with the runtime's transient
+  // buffers (PeakWorkspaceBytes), plus the profile's workspace.
   std::vector<RankMemory> memory;
   for (int r = 0; r < layout.pp; ++r) {
     memory.push_back(RankMemory{MemoryOf(model, layout, s.program, r),
@@ -235,6 +236,7 @@ Status RunSimulate(const SimulateArgs& a) {
       rj["grads_bytes"] = mem.ledger.grads;
       rj["optimizer_bytes"] = mem.ledger.optimizer;
       rj["activations_bytes"] = mem.ledger.activations;
+      rj["transient_bytes"] = mem.ledger.workspace;
       rj["workspace_bytes"] = mem.workspace;
       rj["total_bytes"] = mem.Total();
       ranks.push_back(std::move(rj));

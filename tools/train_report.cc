@@ -29,10 +29,12 @@ Result<std::vector<double>> ReadLosses(const std::string& path) {
   return out;
 }
 
-// Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger and
 }  // namespace
 
-// the plan's prediction; an error when over --memory-tol. Rank 0 only.
+// Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger and
+// the plan's prediction, and the measured peak of everything beside the ledger's bound with the
+// transient workspace (core/ledger.h PeakWorkspaceBytes); an error when the first is over
+// --memory-tol or the second is above its bound by more than it. Rank 0 only.
 Status ReportMemory(double memory_tol, const PlanFile& plan, runtime::Trainer& trainer,
                     const std::vector<runtime::RankMemory>& mem) {
   const ParallelConfig& c = trainer.layout();
@@ -42,7 +44,8 @@ Status ReportMemory(double memory_tol, const PlanFile& plan, runtime::Trainer& t
       pred.is_object() && pred.contains("memory_per_stage") && pred["memory_per_stage"].is_array();
   std::printf(
       "memory per pipeline rank, MiB (max over its ranks). Without workspace: measured | "
-      "ledger (core/ledger.h)%s; measured total with workspace\n",
+      "ledger (core/ledger.h)%s; measured total with workspace | ledger with workspace (its "
+      "bound)\n",
       have_plan ? " | plan's prediction" : "");
   for (int r = 0; r < c.pp; ++r) {
     Bytes measured = 0, total = 0;
@@ -64,7 +67,8 @@ Status ReportMemory(double memory_tol, const PlanFile& plan, runtime::Trainer& t
     if (have_plan) {
       for (const auto& s : pred["memory_per_stage"]) {
         if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
-          const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0);
+          const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0) -
+                                 s.value("transient_bytes", 0.0);
           std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
                         100.0 * (double(measured) - planned) / planned);
           line += buf;
@@ -72,7 +76,15 @@ Status ReportMemory(double memory_tol, const PlanFile& plan, runtime::Trainer& t
         }
       }
     }
-    std::printf("%s; total %.4f\n", line.c_str(), total / kMiB);
+    const double bound = double(est.TotalWithWorkspace());
+    std::printf("%s; total %.4f | %.4f (%+.2f%%)\n", line.c_str(), total / kMiB, bound / kMiB,
+                100.0 * (double(total) - bound) / bound);
+    if (memory_tol >= 0 && double(total) > bound * (1 + memory_tol) && mem_status.ok()) {
+      mem_status = Status::Internal(
+          "memory of pipeline rank " + std::to_string(r) + ": measured total " +
+          std::to_string(total) + " bytes exceeds the ledger's bound with workspace " +
+          std::to_string(static_cast<Bytes>(bound)) + " by over --memory-tol");
+    }
     const double rel = std::abs(double(measured) - reference) / reference;
     if (memory_tol >= 0 && rel > memory_tol && mem_status.ok()) {
       mem_status = Status::Internal("memory of pipeline rank " + std::to_string(r) + ": measured " +

@@ -50,16 +50,17 @@ Status Trainer::CheckMemoryLimit() const {
   if (opts_.memory_limit <= 0) return Status::Ok();
   for (int r = 0; r < cfg_.pp; ++r) {
     const MemoryLedger e = MemoryOf(model_, cfg_, program_, r);
-    if (e.Total() > opts_.memory_limit) {
-      return Status::DoesNotFit("model does not fit: pipeline rank " + std::to_string(r) +
-                                " needs " + std::to_string(e.Total()) + " bytes (weights " +
-                                std::to_string(e.weights) + ", grads " + std::to_string(e.grads) +
-                                ", optimizer " + std::to_string(e.optimizer) + ", activations " +
-                                std::to_string(e.activations) + ") over the memory limit of " +
-                                std::to_string(opts_.memory_limit) + " bytes per rank (" +
-                                (opts_.memory_limit_source.empty() ? std::string("--memory-limit")
-                                                                   : opts_.memory_limit_source) +
-                                ")");
+    if (e.TotalWithWorkspace() > opts_.memory_limit) {
+      return Status::DoesNotFit(
+          "model does not fit: pipeline rank " + std::to_string(r) + " needs " +
+          std::to_string(e.TotalWithWorkspace()) + " bytes (weights " + std::to_string(e.weights) +
+          ", grads " + std::to_string(e.grads) + ", optimizer " + std::to_string(e.optimizer) +
+          ", activations " + std::to_string(e.activations) + ", transient workspace " +
+          std::to_string(e.workspace) + ") over the memory limit of " +
+          std::to_string(opts_.memory_limit) + " bytes per rank (" +
+          (opts_.memory_limit_source.empty() ? std::string("--memory-limit")
+                                             : opts_.memory_limit_source) +
+          ")");
     }
   }
   return Status::Ok();

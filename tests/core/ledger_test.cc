@@ -468,5 +468,41 @@ TEST(Ledger, UnevenStagesStashAndPeak) {
   EXPECT_GT(compared, 100);
 }
 
+// The runtime's transient workspace, by hand from runtime/model/gpt_layers.cc's order (s = 4, b =
+// 1: N = 4 tokens; h = 8, f = 32; plus the loss's two fp64 accumulators, 16 bytes). fp32, one
+// stage: N h = 128, N f = 512 bytes. A layer's backward holds dy, dx and then the GeLU input
+// gradient with fc1's output gradient, 2 x 128 + 2 x 512 = 1280, but after the head freed its stash
+// (x 128, mean and rstd 16 each, ln_out 128, logits N V 4 = 256 at V = 16, row max and sum 16 each,
+// targets 16: 592): 688 above the ledger's peak. The head's dy, logits' gradient (N V 4 = 256) and
+// norm's input gradient, 512: the layer's phase is the peak. At V = 512 the logits' gradient is
+// 8192: 8448.
+TEST(Ledger, WorkspaceByHand) {
+  ModelSpec m = Small(2);
+  ParallelConfig c;
+  c.precision = Precision::kFp32;
+  c.global_batch = 1;
+  EXPECT_EQ(ListBytes(HeadActivations(m, c), c), 592);
+  EXPECT_EQ(PeakWorkspaceBytes(m, c, 0), 16 + 1280 - 592);
+  m.vocab = 512;
+  EXPECT_EQ(PeakWorkspaceBytes(m, c, 0), 16 + 8448);
+  EXPECT_EQ(MemoryOf(m, c, 0).TotalWithWorkspace(), MemoryOf(m, c, 0).Total() + 16 + 8448);
+  // bf16, two stages, 1F1B: N h = 64, N f = 256, plus one boundary message (64) held. The head's
+  // rank: 2 x 64 + N V 2 = 4096, 4224. Rank 0 (no head): a layer's 2 x 64 + 2 x 256 = 640 (its
+  // forward holds the partial sum and the outgoing message, 128; the embedding's backward 128).
+  c.precision = Precision::kBf16;
+  c.pp = 2;
+  c.global_batch = 2;
+  EXPECT_EQ(PeakWorkspaceBytes(m, c, 1), 16 + 64 + 4224);
+  EXPECT_EQ(PeakWorkspaceBytes(m, c, 0), 16 + 64 + 640);
+  // ZB-H1 keeps the Linears' output gradients and the logits' as stash: the head's dy and norm
+  // gradient, 2 x 64; a layer's dy, dx and the GeLU input gradient (fc1's is stash), 2 x 64 + 256 =
+  // 384, on rank 1 after the head traded its stash (8400 in bf16 with the fp32 logits) for its
+  // weight-gradient stash (ln_out 64 and the logits' gradient 4096), less the layer's output
+  // gradients (576): nothing above the peak there, so the head's 128.
+  c.schedule = ScheduleKind::kZbH1;
+  EXPECT_EQ(PeakWorkspaceBytes(m, c, 1), 16 + 64 + 128);
+  EXPECT_EQ(PeakWorkspaceBytes(m, c, 0), 16 + 64 + 384);
+}
+
 }  // namespace
 }  // namespace ptdp

@@ -105,8 +105,9 @@ TEST(Predict, ThroughputFromIterationTime) {
   ASSERT_EQ(p.memory.size(), 2u);
 }
 
-// The planner's memory per rank is the ledger's MemoryOf plus the profile's workspace (1 GiB on the
-// round profile): fp16 without fusion, 2 + 2 + 12 = 16 bytes per parameter; bf16, 2 + 4 + 12.
+// The planner's memory per rank is the ledger's MemoryOf with the runtime's transient workspace
+// plus the profile's workspace (1 GiB on the round profile): fp16 without fusion, 2 + 2 + 12 = 16
+// bytes per parameter; bf16, 2 + 4 + 12.
 TEST(Predict, MemoryIsTheLedgersPlusWorkspace) {
   const ClusterSpec cl = testing::RoundCluster(8);
   for (Precision precision : {Precision::kFp16, Precision::kBf16}) {
@@ -132,8 +133,10 @@ TEST(Predict, MemoryIsTheLedgersPlusWorkspace) {
         EXPECT_EQ(s.grads, l.grads);
         EXPECT_EQ(s.optimizer, l.optimizer);
         EXPECT_EQ(s.activations, l.activations);
+        EXPECT_EQ(s.transient, l.workspace);
+        EXPECT_GT(s.transient, 0);
         EXPECT_EQ(s.workspace, Bytes(1) << 30);
-        EXPECT_EQ(s.Total(), l.Total() + (Bytes(1) << 30));
+        EXPECT_EQ(s.Total(), l.TotalWithWorkspace() + (Bytes(1) << 30));
         EXPECT_EQ(s.weights + s.grads + s.optimizer, per_param * t.param_elements[size_t(r)]);
       }
     }

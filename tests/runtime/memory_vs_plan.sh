@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The planner's memory_per_stage (ptdp plan --cluster cpu --fix ...) against the runtime's measured
-# peak per pipeline rank (without transient workspace on both sides): within 1% (--memory-tol).
+# peak per pipeline rank (without transient workspace on both sides): within 1% (--memory-tol); and
+# the measured peak with workspace at most the ledger's bound with it (core/ledger.h
+# PeakWorkspaceBytes, --memory-tol over it fails), equal to it on one stage without recomputation.
 # Also checks the measured Chrome trace of the last iteration is written with every instruction kind.
 # usage: memory_vs_plan.sh PTDP WORKDIR NAME NP FIX
 set -euo pipefail
@@ -22,6 +24,13 @@ out=$(timeout 200 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$dir/pl
       --data "$dir/data.bin" --steps 2 --memory-tol 0.01 --trace "$dir/trace.json" 2>&1)
 echo "$out"
 echo "$out" | grep -q "plan's prediction" || { echo "FAIL: plan prediction not printed"; exit 1; }
+# One stage without recomputation: the head's backward runs at the ledger's peak, the bound is the
+# measured total to the report's 0.01%.
+case "$fix" in *pp=1,*recompute=none*)
+  lines=$(echo "$out" | grep "pp rank .*; total") || { echo "FAIL: no total line"; exit 1; }
+  echo "$lines" | grep -v "; total [0-9.]* | [0-9.]* ([+-]0.00%)" &&
+    { echo "FAIL: the total with workspace is not the ledger's"; exit 1; } ;;
+esac
 # The backward is whole, or (zero-bubble schedules) its two halves.
 backward=backward
 case "$fix" in *schedule=zb-*) backward="backward_input backward_weight" ;; esac
