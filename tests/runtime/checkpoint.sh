@@ -26,6 +26,9 @@
 #   preempt             SIGTERM to every rank of a 40-step run: it finishes its step, saves and
 #                       exits 0; relaunched with --load latest it ends bit-identical to the
 #                       uninterrupted 40 steps
+#   legacy_fnv          A's step-4 checkpoint with its manifest rewritten as the code before CRC32C
+#                       wrote it (each file's "fnv1a64", FNV-1a 64 computed here in Python, in place
+#                       of "crc32c"): --load latest resumes from it exactly
 #   flip | truncate | missing | model: a flipped byte, a truncated shard, a missing shard, a plan
 #                       whose model differs: exit 2 on every rank, one error line naming the file
 #                       and the reason, the checkpoint's files unchanged
@@ -182,6 +185,25 @@ case "$case" in
     STEPS=40 train A --save "$dir/ckp" --load latest --log run.jsonl --expect-losses ref40.jsonl \
       --loss-tol 0 || { cat A.out; fail "relaunch"; }
     cmp <(fields ref40.jsonl) <(fields run.jsonl) || fail "logs differ" ;;
+  legacy_fnv)
+    train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
+    python3 - ck/step-00000004 << 'PY' || fail "rewriting the manifest"
+import json, sys
+d = sys.argv[1]
+m = json.load(open(d + "/manifest.json"))
+for f in m["files"]:
+    h = 0xCBF29CE484222325
+    for b in open(d + "/" + f["name"], "rb").read():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    del f["crc32c"]
+    f["fnv1a64"] = "%016x" % h
+json.dump(m, open(d + "/manifest.json", "w"), indent=1)
+PY
+    grep -q '"fnv1a64"' ck/step-00000004/manifest.json || fail "manifest not rewritten"
+    train A --save ck --load latest --log run.jsonl --expect-losses ref.jsonl --loss-tol 0 ||
+      { cat A.out; fail "resumed run"; }
+    grep -q "resumed from step 4" A.out || fail "did not resume from step 4"
+    echo "an FNV-1a 64 manifest resumes exactly" ;;
   flip|truncate|missing|model)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     f=ck/step-00000004/pp1-tp0.safetensors
