@@ -266,6 +266,22 @@ TEST(Pieces, AssemblesAcrossLayouts) {
   ShardCache partial(dir, &m);
   const Status st = AssembleLocal(m, partial, p, 2, 4, out);
   EXPECT_NE(st.message().find("do not cover element (2, 2)"), std::string::npos) << st.message();
+  // The whole tensor on one rank from both pieces (whole rows copied); then without the first
+  // piece, whose rows come first: element (0, 0) is the first one uncovered.
+  ParamTensor whole = p;
+  whole.local_shape = {4, 3};
+  whole.sharding = Sharding::kReplicated;
+  m.tensors["w"].pieces.push_back({"p1.safetensors", {2, 0}, {2, 3}});
+  ShardCache both(dir, &m);
+  for (auto& o : out) o.assign(12, -1);
+  ASSERT_TRUE(AssembleLocal(m, both, whole, 0, 4, out).ok());
+  for (int k = 0; k < kStateKinds; ++k) {
+    for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(out[k][i], value(k, i / 3, i % 3)) << k << " " << i;
+  }
+  m.tensors["w"].pieces.erase(m.tensors["w"].pieces.begin());
+  ShardCache second(dir, &m);
+  const Status gap = AssembleLocal(m, second, whole, 0, 4, out);
+  EXPECT_NE(gap.message().find("do not cover element (0, 0)"), std::string::npos) << gap.message();
   std::filesystem::remove_all(dir);
 }
 
