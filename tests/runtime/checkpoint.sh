@@ -32,6 +32,8 @@
 #   flip | truncate | missing | model: a flipped byte, a truncated shard, a missing shard, a plan
 #                       whose model differs: exit 2 on every rank, one error line naming the file
 #                       and the reason, the checkpoint's files unchanged
+#   unread              the same for a damaged file that the manifest lists but no piece names (so
+#                       no rank reads it for its blocks): one rank checksums it anyway
 # usage: checkpoint.sh PTDP WORKDIR CASE
 set -uo pipefail
 ptdp=$1 work=$2 case=$3
@@ -53,7 +55,7 @@ train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }  # step and loss, exactly as logged
 plan A 2 2 1 1 1f1b
 case "$case" in
-  resume_fp16 | reshard_padding | reshard_uneven_interleaved | preempt | flip | truncate | missing | model) ;;
+  resume_fp16 | reshard_padding | reshard_uneven_interleaved | preempt | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
 
@@ -204,7 +206,7 @@ PY
       { cat A.out; fail "resumed run"; }
     grep -q "resumed from step 4" A.out || fail "did not resume from step 4"
     echo "an FNV-1a 64 manifest resumes exactly" ;;
-  flip|truncate|missing|model)
+  flip|truncate|missing|model|unread)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     f=ck/step-00000004/pp1-tp0.safetensors
     case "$case" in
@@ -212,6 +214,17 @@ PY
                 expect="pp1-tp0.safetensors: checksum mismatch" ;;
       truncate) truncate -s 4000 "$f"; expect="pp1-tp0.safetensors: 4000 bytes, the manifest says" ;;
       missing)  rm "$f"; expect="pp1-tp0.safetensors: missing" ;;
+      unread)   python3 - ck/step-00000004 << 'PY' || fail "adding the file"
+import json, shutil, sys
+d = sys.argv[1]
+m = json.load(open(d + "/manifest.json"))
+shutil.copy(d + "/pp1-tp0.safetensors", d + "/extra.safetensors")
+m["files"].append(dict(next(f for f in m["files"] if f["name"] == "pp1-tp0.safetensors"),
+                       name="extra.safetensors"))
+json.dump(m, open(d + "/manifest.json", "w"), indent=1)
+PY
+                printf '\x55' | dd of=ck/step-00000004/extra.safetensors bs=1 seek=5000 conv=notrunc status=none
+                expect="extra.safetensors: checksum mismatch" ;;
       model)    plan A 2 2 1 1 1f1b 8
                 expect="step-00000004/manifest.json: model.layers is 4 in the checkpoint but 8" ;;
     esac
