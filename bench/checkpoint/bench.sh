@@ -38,3 +38,16 @@ dd if=/dev/zero of=disk.bin bs=1M count="$mib" conv=fsync status=none
 t1=$(date +%s.%N)
 row "disk: dd write + fsync" "$mib" "$(python3 -c "print($t1 - $t0)")"
 rm -f disk.bin
+# The plan switch: the whole and rank 0's save, new-trainer and load seconds.
+cat > small.json << 'J'
+{"name": "gpt2-small-shape", "layers": 12, "hidden": 768, "heads": 12, "seq_len": 64, "vocab": 50257}
+J
+for sched in "1f1b 1" "gpipe 2"; do
+  set -- $sched
+  "$ptdp" plan --model small.json --cluster cpu --gpus 2 --global-batch 2 \
+    --fix "tp=1,pp=2,dp=1,mbs=$2,schedule=$1,recompute=none" --software ptdp --top 1 \
+    --out "switch-$1.json" > /dev/null
+done
+mpirun -np 2 "$ptdp" train --plan switch-1f1b.json --data tokens.bin --steps 2 \
+  --switch-plan switch-gpipe.json --switch-at 1 > switch.txt
+sed -n 's/.* in \([0-9.]*\) s; rank 0: save \([0-9.]*\), new trainer \([0-9.]*\), load \([0-9.]*\) s.*/plan switch, 2 ranks: \1 s (save \2, new trainer \3, load \4 s)/p' switch.txt

@@ -1,5 +1,7 @@
 #include "runtime/checkpoint/manifest.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "core/checked.h"
@@ -38,17 +40,22 @@ Result<CkptFile> ReadFileEntry(const Json& j, const std::string& path) {
   std::string hex;
   r.Required("name", &f.name);
   r.Required("bytes", &f.bytes);
-  r.Required("fnv1a64", &hex);
+  // Checkpoints written before CRC32C carry "fnv1a64"; one of the two, never both (Finish refuses
+  // the other as an unknown key).
+  f.checksum_kind = r.Has("fnv1a64") ? ChecksumKind::kFnv1a64 : ChecksumKind::kCrc32c;
+  const std::string key = ChecksumKeyName(f.checksum_kind);
+  r.Required(key, &hex);
   PTDP_RETURN_IF_ERROR(r.Finish());
   if (f.name.empty() || f.name.find('/') != std::string::npos || f.name[0] == '.') {
     return Status::Invalid(path + ".name: '" + f.name + "' is not a plain file name");
   }
   PTDP_RETURN_IF_ERROR(CheckRange(path + ".bytes", f.bytes, 0, int64_t(1) << 62));
-  char* end = nullptr;
-  f.fnv1a64 = std::strtoull(hex.c_str(), &end, 16);
-  if (hex.size() != 16 || end != hex.c_str() + hex.size()) {
-    return Status::Invalid(path + ".fnv1a64: '" + hex + "' is not 16 hex digits");
+  const size_t digits = ChecksumHexDigits(f.checksum_kind);
+  if (hex.size() != digits || !std::all_of(hex.begin(), hex.end(), ::isxdigit)) {
+    return Status::Invalid(path + "." + key + ": '" + hex + "' is not " + std::to_string(digits) +
+                           " hex digits");
   }
+  f.checksum = std::strtoull(hex.c_str(), nullptr, 16);
   return f;
 }
 
@@ -159,7 +166,10 @@ OrderedJson ManifestToJson(const Manifest& m) {
       {"scale", m.loss_scale}, {"clean_steps", m.clean_steps}, {"skipped_steps", m.skipped_steps}};
   j["files"] = OrderedJson::array();
   for (const auto& f : m.files) {
-    j["files"].push_back({{"name", f.name}, {"bytes", f.bytes}, {"fnv1a64", Hex64(f.fnv1a64)}});
+    j["files"].push_back(
+        {{"name", f.name},
+         {"bytes", f.bytes},
+         {ChecksumKeyName(f.checksum_kind), ChecksumHex(f.checksum_kind, f.checksum)}});
   }
   j["tensors"] = OrderedJson::object();
   for (const auto& [name, t] : m.tensors) {

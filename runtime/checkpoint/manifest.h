@@ -12,6 +12,7 @@
 #include "core/json.h"
 #include "core/model.h"
 #include "core/parallel.h"
+#include "runtime/checkpoint/checksum.h"
 #include "runtime/optim/optimizer.h"
 
 namespace ptdp::runtime {
@@ -20,11 +21,13 @@ inline constexpr int kCheckpointVersion = 1;
 inline constexpr char kCheckpointFormat[] = "ptdp-checkpoint";
 inline constexpr int64_t kMaxManifestBytes = int64_t(64) << 20;
 
-// One file of the checkpoint with its size and FNV-1a 64 checksum (safetensors.h).
+// One file of the checkpoint with its size and checksum (checksum.h): CRC32C under the key
+// "crc32c" (8 hex digits) since 2026-11-27, FNV-1a 64 under "fnv1a64" (16) before; both are read.
 struct CkptFile {
   std::string name;  // relative to the checkpoint folder, no '/'
   int64_t bytes = 0;
-  uint64_t fnv1a64 = 0;
+  ChecksumKind checksum_kind = ChecksumKind::kCrc32c;
+  uint64_t checksum = 0;
 };
 
 // A block of a global tensor held by one file: rows/cols starting at `offset` (1-D tensors have

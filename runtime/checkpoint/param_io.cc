@@ -179,7 +179,7 @@ Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f) {
 }
 
 Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& dir,
-                            const Manifest& m, int64_t vocab) {
+                            const Manifest& m, int64_t vocab, std::vector<bool>* verified) {
   ShardCache cache(dir, &m);
   std::array<std::vector<float>, kStateKinds> host;
   for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {
@@ -193,6 +193,10 @@ Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& 
     }
     PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, params->tp_rank(), vocab, host));
     for (int k = 0; k < kStateKinds; ++k) dev->Copy(refs[k].data, host[k].data(), bytes);
+  }
+  if (verified != nullptr) {
+    verified->clear();
+    for (const auto& f : m.files) verified->push_back(cache.Verified(f.name));
   }
   return params->RefreshComputeCopy();
 }

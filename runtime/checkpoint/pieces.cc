@@ -24,22 +24,54 @@ Dims2 View(const std::vector<int64_t>& offset, const std::vector<int64_t>& shape
   return d;
 }
 
-// Copies the intersection of piece `src` (data at `from`) into block `dst` (data at `to`),
-// marking what it wrote in `covered`.
-void CopyIntersection(const Dims2& src, const char* from, const Dims2& dst, float* to,
-                      std::vector<char>& covered) {
-  const int64_t r_lo = std::max(src.r0, dst.r0),
-                r_hi = std::min(src.r0 + src.rows, dst.r0 + dst.rows);
-  const int64_t c_lo = std::max(src.c0, dst.c0),
-                c_hi = std::min(src.c0 + src.cols, dst.c0 + dst.cols);
-  if (r_lo >= r_hi || c_lo >= c_hi) return;
-  const int64_t n = c_hi - c_lo;
-  for (int64_t r = r_lo; r < r_hi; ++r) {
-    const int64_t s = (r - src.r0) * src.cols + (c_lo - src.c0);
-    const int64_t d = (r - dst.r0) * dst.cols + (c_lo - dst.c0);
-    std::memcpy(to + d, from + s * 4, static_cast<size_t>(n) * 4);
-    std::fill(covered.begin() + d, covered.begin() + d + n, 1);
+// The intersection of two blocks in global coordinates (rows or cols 0 when they do not meet).
+Dims2 Intersect(const Dims2& a, const Dims2& b) {
+  Dims2 x;
+  x.r0 = std::max(a.r0, b.r0);
+  x.c0 = std::max(a.c0, b.c0);
+  x.rows = std::max<int64_t>(0, std::min(a.r0 + a.rows, b.r0 + b.rows) - x.r0);
+  x.cols = std::max<int64_t>(0, std::min(a.c0 + a.cols, b.c0 + b.cols) - x.c0);
+  return x;
+}
+
+// Copies block `x` (inside both) from piece `src` (data at `from`) into block `dst` (data at `to`),
+// one memcpy per row.
+void CopyRows(const Dims2& x, const Dims2& src, const char* from, const Dims2& dst, float* to) {
+  for (int64_t r = x.r0; r < x.r0 + x.rows; ++r) {
+    const int64_t s = (r - src.r0) * src.cols + (x.c0 - src.c0);
+    const int64_t d = (r - dst.r0) * dst.cols + (x.c0 - dst.c0);
+    std::memcpy(to + d, from + s * 4, static_cast<size_t>(x.cols) * 4);
   }
+}
+
+// The first element (row-major) of rows [dst.r0, row_end) of `dst` that no block of `parts` covers,
+// or {-1, -1}. Bands of rows between the blocks' edges are covered alike, so each band is checked
+// once by sweeping its blocks' column ranges (a few pieces: no per-element marks).
+std::pair<int64_t, int64_t> FirstUncovered(const Dims2& dst, int64_t row_end,
+                                           const std::vector<Dims2>& parts) {
+  if (row_end <= dst.r0) return {-1, -1};  // the block is all vocabulary padding
+  std::vector<int64_t> edges = {dst.r0, row_end};
+  for (const Dims2& p : parts) {
+    if (p.r0 > dst.r0 && p.r0 < row_end) edges.push_back(p.r0);
+    if (p.r0 + p.rows > dst.r0 && p.r0 + p.rows < row_end) edges.push_back(p.r0 + p.rows);
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  for (size_t e = 0; e + 1 < edges.size(); ++e) {
+    const int64_t row = edges[e];
+    std::vector<std::pair<int64_t, int64_t>> cols;
+    for (const Dims2& p : parts) {
+      if (p.r0 <= row && row < p.r0 + p.rows) cols.push_back({p.c0, p.c0 + p.cols});
+    }
+    std::sort(cols.begin(), cols.end());
+    int64_t reach = dst.c0;
+    for (const auto& [lo, hi] : cols) {
+      if (lo > reach) break;
+      reach = std::max(reach, hi);
+    }
+    if (reach < dst.c0 + dst.cols) return {row, reach};
+  }
+  return {-1, -1};
 }
 
 // The tensor names whose stored rows may differ from the loader's by vocabulary padding.
@@ -101,8 +133,18 @@ Result<const ShardCache::Shard*> ShardCache::Get(const std::string& file) {
   }
   if (f == nullptr) return Status::Invalid(dir_ + "/manifest.json: no file '" + file + "'");
   auto s = std::make_unique<Shard>();
-  PTDP_ASSIGN_OR_RETURN(s->bytes, ReadVerifiedFile(dir_, *f));
-  PTDP_ASSIGN_OR_RETURN(s->header, ParseSafetensorsHeader(s->bytes, f->bytes, dir_ + "/" + file));
+  PTDP_ASSIGN_OR_RETURN(s->file, MapVerifiedFile(dir_, *f));
+  // The parser takes the 8-byte length and the header it announces (or less, which it refuses).
+  const char* data = s->file->data();
+  const size_t size = static_cast<size_t>(s->file->size());
+  size_t prefix = std::min<size_t>(size, 8);
+  if (prefix == 8) {
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(data[i])) << (8 * i);
+    if (n <= uint64_t(kMaxSafetensorsHeader) && n <= size - 8) prefix = size_t(8 + n);
+  }
+  PTDP_ASSIGN_OR_RETURN(
+      s->header, ParseSafetensorsHeader(std::string(data, prefix), f->bytes, dir_ + "/" + file));
   const Shard* out = s.get();
   shards_[file] = std::move(s);
   return out;
@@ -117,9 +159,11 @@ Status AssembleLocal(const Manifest& m, ShardCache& cache, const ParamTensor& p,
   if (!VocabRows(key)) real_rows = p.global_shape[0];
   PTDP_RETURN_IF_ERROR(CheckGlobalShape(key, t, p, real_rows));
   const Dims2 dst = View(BlockOffset(p, tp_rank), p.local_shape);
-  std::vector<char> covered(static_cast<size_t>(dst.rows * dst.cols), 0);
+  std::vector<Dims2> parts;  // what the pieces wrote
   for (const CkptPiece& piece : t.pieces) {
     const Dims2 src = View(piece.offset, piece.shape);
+    const Dims2 x = Intersect(src, dst);
+    if (x.rows == 0 || x.cols == 0) continue;  // another rank's block: its file is not read here
     PTDP_ASSIGN_OR_RETURN(const ShardCache::Shard* shard, cache.Get(piece.file));
     for (int k = 0; k < kStateKinds; ++k) {
       const std::string name = key + kStateSuffix[k];
@@ -128,20 +172,15 @@ Status AssembleLocal(const Manifest& m, ShardCache& cache, const ParamTensor& p,
         return Status::Invalid(piece.file + ": no F32 tensor '" + name +
                                "' of the shape the manifest gives");
       }
-      std::vector<char> mark(covered.size(), 0);
-      CopyIntersection(src, shard->bytes.data() + shard->header.data_start + st->begin, dst,
-                       out[k].data(), k == 0 ? covered : mark);
+      CopyRows(x, src, shard->file->data() + shard->header.data_start + st->begin, dst,
+               out[k].data());
     }
+    parts.push_back(x);
   }
-  for (int64_t r = 0; r < dst.rows; ++r) {
-    if (dst.r0 + r >= real_rows) break;
-    for (int64_t c = 0; c < dst.cols; ++c) {
-      if (!covered[static_cast<size_t>(r * dst.cols + c)]) {
-        return Status::Invalid("the checkpoint's pieces of '" + key + "' do not cover element (" +
-                               std::to_string(dst.r0 + r) + ", " + std::to_string(dst.c0 + c) +
-                               ")");
-      }
-    }
+  const auto [row, col] = FirstUncovered(dst, std::min(dst.r0 + dst.rows, real_rows), parts);
+  if (row >= 0) {
+    return Status::Invalid("the checkpoint's pieces of '" + key + "' do not cover element (" +
+                           std::to_string(row) + ", " + std::to_string(col) + ")");
   }
   return Status::Ok();
 }

@@ -14,6 +14,7 @@
 #include "core/shapes.h"
 #include "runtime/checkpoint/manifest.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "runtime/checkpoint/store.h"
 
 namespace ptdp::runtime {
 
@@ -32,15 +33,17 @@ std::vector<int64_t> BlockOffset(const ParamTensor& p, int tp_rank);
 // Adds the pieces that (pp, tp) writes to m->tensors (file ShardFileName(pp, tp)).
 void AddPiecesOf(const ModelSpec& model, const ParallelConfig& c, int pp, int tp, Manifest* m);
 
-// The verified files of one checkpoint, read (and checksummed) on first use.
+// The verified files of one checkpoint, mapped (and checksummed) on first use.
 class ShardCache {
  public:
   ShardCache(std::string dir, const Manifest* m) : dir_(std::move(dir)), m_(m) {}
   struct Shard {
-    std::string bytes;
+    std::unique_ptr<MappedFile> file;
     StHeader header;
   };
   Result<const Shard*> Get(const std::string& file);
+  // Whether Get has read and verified `file`.
+  bool Verified(const std::string& file) const { return shards_.count(file) > 0; }
 
  private:
   std::string dir_;
@@ -48,7 +51,8 @@ class ShardCache {
   std::map<std::string, std::unique_ptr<Shard>> shards_;
 };
 
-// Fills out[k] (the local block of `p` on tensor rank `tp_rank`, kind k) from the checkpoint.
+// Fills out[k] (the local block of `p` on tensor rank `tp_rank`, kind k) from the checkpoint,
+// reading only the files whose pieces overlap the block.
 // Rows at or beyond `real_rows` (vocabulary padding, which depends on t) may be absent and are then
 // left as they were; any other element not covered by a piece is an error.
 Status AssembleLocal(const Manifest& m, ShardCache& cache, const ParamTensor& p, int tp_rank,

@@ -155,19 +155,4 @@ Result<StHeader> ParseSafetensorsHeader(const std::string& prefix, int64_t file_
   return h;
 }
 
-uint64_t Fnv1a64(uint64_t h, const void* data, size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-std::string Hex64(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 }  // namespace ptdp::runtime

@@ -48,9 +48,4 @@ std::string EncodeSafetensorsHeader(std::vector<StTensor>* tensors,
 Result<StHeader> ParseSafetensorsHeader(const std::string& prefix, int64_t file_size,
                                         const std::string& source);
 
-// FNV-1a, 64 bits: the checkpoint's file checksum (cheap, no table, catches any flipped byte).
-inline constexpr uint64_t kFnv1a64Init = 0xcbf29ce484222325ull;
-uint64_t Fnv1a64(uint64_t h, const void* data, size_t n);
-std::string Hex64(uint64_t v);
-
 }  // namespace ptdp::runtime

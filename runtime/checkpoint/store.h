@@ -6,10 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "runtime/checkpoint/checksum.h"
 #include "runtime/checkpoint/manifest.h"
 
 namespace ptdp::runtime {
@@ -28,13 +30,31 @@ class SyncedFile {
   Status Write(const void* data, size_t n);
   Status Close();
   int64_t bytes() const { return bytes_; }
-  uint64_t checksum() const { return fnv_; }
+  ChecksumKind checksum_kind() const { return sum_.kind(); }
+  uint64_t checksum() const { return sum_.value(); }
 
  private:
   std::string path_;
   int fd_ = -1;
   int64_t bytes_ = 0;
-  uint64_t fnv_ = 0;
+  StreamChecksum sum_{ChecksumKind::kCrc32c};
+};
+
+// A checkpoint file mapped read-only (the page cache's pages themselves: no copy, no zeroed
+// buffer), its size and checksum checked against the manifest.
+class MappedFile {
+ public:
+  MappedFile() = default;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+  const char* data() const { return static_cast<const char*>(addr_); }
+  int64_t size() const { return size_; }
+
+ private:
+  friend Result<std::unique_ptr<MappedFile>> MapVerifiedFile(const std::string&, const CkptFile&);
+  void* addr_ = nullptr;
+  int64_t size_ = 0;
 };
 
 Status MakeDirs(const std::string& path);
@@ -48,9 +68,11 @@ Result<std::vector<int64_t>> ListCheckpointSteps(const std::string& dir);
 
 // Reads and checks ckpt_dir/manifest.json.
 Result<Manifest> ReadManifest(const std::string& ckpt_dir);
-// The whole of ckpt_dir/f.name, refused unless its size and checksum are the manifest's; errors
-// name the file.
-Result<std::string> ReadVerifiedFile(const std::string& ckpt_dir, const CkptFile& f);
+// ckpt_dir/f.name mapped whole, refused unless its size and checksum are the manifest's; errors
+// name the file. The file must not change while mapped (published checkpoints never do).
+Result<std::unique_ptr<MappedFile>> MapVerifiedFile(const std::string& ckpt_dir, const CkptFile& f);
+// Whether ckpt_dir/f.name has the manifest's size and checksum, read in blocks.
+Status VerifyFile(const std::string& ckpt_dir, const CkptFile& f);
 // Whether every file of the manifest is there with its size and checksum (reads them all).
 Status VerifyCheckpoint(const std::string& ckpt_dir, const Manifest& m);
 

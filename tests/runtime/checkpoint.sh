@@ -26,9 +26,14 @@
 #   preempt             SIGTERM to every rank of a 40-step run: it finishes its step, saves and
 #                       exits 0; relaunched with --load latest it ends bit-identical to the
 #                       uninterrupted 40 steps
+#   legacy_fnv          A's step-4 checkpoint with its manifest rewritten as the code before CRC32C
+#                       wrote it (each file's "fnv1a64", FNV-1a 64 computed here in Python, in place
+#                       of "crc32c"): --load latest resumes from it exactly
 #   flip | truncate | missing | model: a flipped byte, a truncated shard, a missing shard, a plan
 #                       whose model differs: exit 2 on every rank, one error line naming the file
 #                       and the reason, the checkpoint's files unchanged
+#   unread              the same for a damaged file that the manifest lists but no piece names (so
+#                       no rank reads it for its blocks): one rank checksums it anyway
 # usage: checkpoint.sh PTDP WORKDIR CASE
 set -uo pipefail
 ptdp=$1 work=$2 case=$3
@@ -50,7 +55,7 @@ train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }  # step and loss, exactly as logged
 plan A 2 2 1 1 1f1b
 case "$case" in
-  resume_fp16 | reshard_padding | reshard_uneven_interleaved | preempt | flip | truncate | missing | model) ;;
+  resume_fp16 | reshard_padding | reshard_uneven_interleaved | preempt | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
 
@@ -182,7 +187,26 @@ case "$case" in
     STEPS=40 train A --save "$dir/ckp" --load latest --log run.jsonl --expect-losses ref40.jsonl \
       --loss-tol 0 || { cat A.out; fail "relaunch"; }
     cmp <(fields ref40.jsonl) <(fields run.jsonl) || fail "logs differ" ;;
-  flip|truncate|missing|model)
+  legacy_fnv)
+    train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
+    python3 - ck/step-00000004 << 'PY' || fail "rewriting the manifest"
+import json, sys
+d = sys.argv[1]
+m = json.load(open(d + "/manifest.json"))
+for f in m["files"]:
+    h = 0xCBF29CE484222325
+    for b in open(d + "/" + f["name"], "rb").read():
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    del f["crc32c"]
+    f["fnv1a64"] = "%016x" % h
+json.dump(m, open(d + "/manifest.json", "w"), indent=1)
+PY
+    grep -q '"fnv1a64"' ck/step-00000004/manifest.json || fail "manifest not rewritten"
+    train A --save ck --load latest --log run.jsonl --expect-losses ref.jsonl --loss-tol 0 ||
+      { cat A.out; fail "resumed run"; }
+    grep -q "resumed from step 4" A.out || fail "did not resume from step 4"
+    echo "an FNV-1a 64 manifest resumes exactly" ;;
+  flip|truncate|missing|model|unread)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     f=ck/step-00000004/pp1-tp0.safetensors
     case "$case" in
@@ -190,6 +214,17 @@ case "$case" in
                 expect="pp1-tp0.safetensors: checksum mismatch" ;;
       truncate) truncate -s 4000 "$f"; expect="pp1-tp0.safetensors: 4000 bytes, the manifest says" ;;
       missing)  rm "$f"; expect="pp1-tp0.safetensors: missing" ;;
+      unread)   python3 - ck/step-00000004 << 'PY' || fail "adding the file"
+import json, shutil, sys
+d = sys.argv[1]
+m = json.load(open(d + "/manifest.json"))
+shutil.copy(d + "/pp1-tp0.safetensors", d + "/extra.safetensors")
+m["files"].append(dict(next(f for f in m["files"] if f["name"] == "pp1-tp0.safetensors"),
+                       name="extra.safetensors"))
+json.dump(m, open(d + "/manifest.json", "w"), indent=1)
+PY
+                printf '\x55' | dd of=ck/step-00000004/extra.safetensors bs=1 seek=5000 conv=notrunc status=none
+                expect="extra.safetensors: checksum mismatch" ;;
       model)    plan A 2 2 1 1 1f1b 8
                 expect="step-00000004/manifest.json: model.layers is 4 in the checkpoint but 8" ;;
     esac

@@ -73,12 +73,6 @@ TEST(Safetensors, RefusesMalformedHeaders) {
   EXPECT_NE(ParseError(LengthPrefixed("[1]")).find("not a JSON object"), std::string::npos);
 }
 
-TEST(Safetensors, Fnv1a64KnownValues) {
-  EXPECT_EQ(Fnv1a64(kFnv1a64Init, "", 0), 0xcbf29ce484222325ull);
-  EXPECT_EQ(Fnv1a64(kFnv1a64Init, "a", 1), 0xaf63dc4c8601ec8cull);
-  EXPECT_EQ(Hex64(0xaf63dc4c8601ec8cull), "af63dc4c8601ec8c");
-}
-
 Manifest TinyManifest() {
   Manifest m;
   m.step = 4;
@@ -95,7 +89,9 @@ Manifest TinyManifest() {
   m.adam_steps = 3;
   m.skipped_steps = 1;
   m.loss_scale = 1024;
-  m.files = {{"x.safetensors", 100, 0x0123456789abcdefull}};
+  // One file of each checksum kind: FNV-1a 64 as checkpoints before 2026-11-27 carry it.
+  m.files = {{"x.safetensors", 100, ChecksumKind::kFnv1a64, 0x0123456789abcdefull},
+             {"z.safetensors", 7, ChecksumKind::kCrc32c, 0xe3069283u}};
   m.tensors["w"] = {{4, 3}, {{"x.safetensors", {0, 0}, {2, 3}}}};
   return m;
 }
@@ -113,7 +109,10 @@ TEST(Manifest, RoundTrip) {
   EXPECT_EQ(m->data_seed, 18446744073709551615ull);
   EXPECT_EQ(m->layout.tp, 2);
   EXPECT_EQ(m->layout.global_batch, 16);
-  EXPECT_EQ(m->files[0].fnv1a64, 0x0123456789abcdefull);
+  EXPECT_EQ(m->files[0].checksum_kind, ChecksumKind::kFnv1a64);
+  EXPECT_EQ(m->files[0].checksum, 0x0123456789abcdefull);
+  EXPECT_EQ(m->files[1].checksum_kind, ChecksumKind::kCrc32c);
+  EXPECT_EQ(m->files[1].checksum, 0xe3069283u);
   EXPECT_EQ(m->tensors.at("w").pieces[0].shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(m->loss_scale, 1024);
   EXPECT_EQ(m->skipped_steps, 1);
@@ -135,7 +134,16 @@ TEST(Manifest, RefusesOutOfBounds) {
   EXPECT_NE(error(j).find("which files does not list"), std::string::npos);
   j = ManifestToJson(TinyManifest());
   j["files"][0]["fnv1a64"] = "xyz";
-  EXPECT_NE(error(j).find("16 hex digits"), std::string::npos);
+  EXPECT_NE(error(j).find("files[0].fnv1a64: 'xyz' is not 16 hex digits"), std::string::npos);
+  j = ManifestToJson(TinyManifest());
+  j["files"][1]["crc32c"] = "-1234567";  // strtoull would take the sign: refused
+  EXPECT_NE(error(j).find("files[1].crc32c: '-1234567' is not 8 hex digits"), std::string::npos);
+  j = ManifestToJson(TinyManifest());
+  j["files"][1]["fnv1a64"] = "0123456789abcdef";  // both kinds: the second is unknown
+  EXPECT_NE(error(j).find("crc32c"), std::string::npos) << error(j);
+  j = ManifestToJson(TinyManifest());
+  j["files"][1].erase("crc32c");
+  EXPECT_NE(error(j).find("files[1].crc32c"), std::string::npos) << error(j);
   j = ManifestToJson(TinyManifest());
   j["tensors"]["w"]["shape"] = {1e300, 3};
   EXPECT_NE(error(j).find("is not an integer in"), std::string::npos);
@@ -237,7 +245,7 @@ TEST(Pieces, AssemblesAcrossLayouts) {
       }
     }
     ASSERT_TRUE(f.Close().ok());
-    m.files.push_back({name, f.bytes(), f.checksum()});
+    m.files.push_back({name, f.bytes(), f.checksum_kind(), f.checksum()});
     m.tensors["w"].shape = {4, 3};
     m.tensors["w"].pieces.push_back({name, {2 * part, 0}, {2, 3}});
   }
@@ -258,6 +266,22 @@ TEST(Pieces, AssemblesAcrossLayouts) {
   ShardCache partial(dir, &m);
   const Status st = AssembleLocal(m, partial, p, 2, 4, out);
   EXPECT_NE(st.message().find("do not cover element (2, 2)"), std::string::npos) << st.message();
+  // The whole tensor on one rank from both pieces (whole rows copied); then without the first
+  // piece, whose rows come first: element (0, 0) is the first one uncovered.
+  ParamTensor whole = p;
+  whole.local_shape = {4, 3};
+  whole.sharding = Sharding::kReplicated;
+  m.tensors["w"].pieces.push_back({"p1.safetensors", {2, 0}, {2, 3}});
+  ShardCache both(dir, &m);
+  for (auto& o : out) o.assign(12, -1);
+  ASSERT_TRUE(AssembleLocal(m, both, whole, 0, 4, out).ok());
+  for (int k = 0; k < kStateKinds; ++k) {
+    for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(out[k][i], value(k, i / 3, i % 3)) << k << " " << i;
+  }
+  m.tensors["w"].pieces.erase(m.tensors["w"].pieces.begin());
+  ShardCache second(dir, &m);
+  const Status gap = AssembleLocal(m, second, whole, 0, 4, out);
+  EXPECT_NE(gap.message().find("do not cover element (0, 0)"), std::string::npos) << gap.message();
   std::filesystem::remove_all(dir);
 }
 
