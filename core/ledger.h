@@ -151,7 +151,9 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
 // holds in its place (working set; the split backward's weight-gradient stash and output
 // gradients), that much is taken off them, the ledger's live bytes being at least that below its
 // peak then. MemoryLedger's TotalWithWorkspace bounds the peak of everything the runtime holds
-// (each phase's live ledger bytes are at most its peak, or that much below it); it is equal to it
+// (each phase's live ledger bytes are at most its peak, or that much below it) on one virtual
+// stage; with more, only while sends complete in time (a lagging receiver leaves more sends held
+// than the count above, since a send's buffer lives until the peer receives it); it is equal to it
 // where the largest phase runs at the ledger's peak: one virtual stage without recomputation,
 // where the head's backward runs with every microbatch's stash live, and the last stage of a
 // pipeline (less the held message). Sequence parallelism (planned, not executed by the runtime)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The planner's memory_per_stage (ptdp plan --cluster cpu --fix ...) against the runtime's measured
 # peak per pipeline rank (without transient workspace on both sides): within 1% (--memory-tol); and
-# the measured peak with workspace at most the ledger's bound with it (core/ledger.h
-# PeakWorkspaceBytes, --memory-tol over it fails), equal to it on one stage without recomputation.
+# the measured peak with workspace at most the ledger's bound with it on one stage (core/ledger.h
+# PeakWorkspaceBytes, --memory-tol over it fails; printed only with p > 1, where a lagging receiver
+# can leave more sends held than the bound counts), equal to it on one stage without recomputation.
 # Also checks the measured Chrome trace of the last iteration is written with every instruction kind.
 # usage: memory_vs_plan.sh PTDP WORKDIR NAME NP FIX
 set -euo pipefail
