@@ -412,9 +412,10 @@ Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_ran
 }
 
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  const StashPrices prices = StashPricesOf(m, c);
   MemoryLedger l = ParameterMemory(m, c, pp_rank);
-  l.activations = PeakActivationBytes(m, c, pp_rank);
-  l.workspace = PeakWorkspaceBytes(m, c, pp_rank);
+  l.activations = PeakActivationBytes(prices, m, c, pp_rank);
+  l.workspace = PeakWorkspaceBytes(prices, m, c, pp_rank);
   return l;
 }
 

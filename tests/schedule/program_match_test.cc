@@ -167,17 +167,23 @@ TEST_F(MatchTest, HeaderLengthAndRecomputeAreNamed) {
 namespace ptdp::schedule {
 namespace {
 
-// Each rank of a built Program states the layers its chunks run (core/shapes.h ChunkLayers); the
-// statement survives the text and JSON forms, and a plan whose Program states other layers than
-// its layout places is refused naming the rank, while one that states none (written before) runs.
-TEST(ProgramLayers, StatedCheckedAndRoundTripped) {
+// The small GPT of the ProgramLayers tests, with `layers` layers.
+ModelSpec LayersModel(int layers) {
   ModelSpec m;
   m.name = "t";
-  m.layers = 8;
+  m.layers = layers;
   m.hidden = 64;
   m.heads = 4;
   m.seq_len = 16;
   m.vocab = 128;
+  return m;
+}
+
+// Each rank of a built Program states the layers its chunks run (core/shapes.h ChunkLayers); the
+// statement survives the text and JSON forms, and a plan whose Program states other layers than
+// its layout places is refused naming the rank, while one that states none (written before) runs.
+TEST(ProgramLayers, StatedCheckedAndRoundTripped) {
+  ModelSpec m = LayersModel(8);
   ParallelConfig c;
   c.pp = 3;
   c.global_batch = 6;
@@ -224,13 +230,7 @@ TEST(ProgramLayers, StatedCheckedAndRoundTripped) {
 // virtual stages of 2, the first and the last holding 1: rank 0 runs chunks of 1 and 2 layers,
 // rank 1 of 2 and 1; the even 8-layer layout's Program (2 and 2) does not match it.
 TEST(ProgramLayers, InterleavedShortEnds) {
-  ModelSpec m;
-  m.name = "t";
-  m.layers = 6;
-  m.hidden = 64;
-  m.heads = 4;
-  m.seq_len = 16;
-  m.vocab = 128;
+  ModelSpec m = LayersModel(6);
   ParallelConfig c;
   c.pp = 2;
   c.vp = 2;
