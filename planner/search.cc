@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -294,6 +295,9 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   // most of the enumerated layouts are rejected (over a million with every option on gpt-1t).
   std::array<int64_t, kReasons> rejected_count{};
   std::array<std::string, kReasons> rejected_example;
+  // Of the layouts that do not fit, the one that needs the least memory: the example an
+  // out-of-memory refusal quotes, as it says how far the closest layout is from fitting.
+  std::optional<Candidate> least_memory;
   auto reject = [&](Reason reason, auto&& why) {
     const auto i = size_t(reason);
     if (rejected_count[i]++ == 0) rejected_example[i] = why();
@@ -426,8 +430,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
               }
               // Evaluate's checks hold here: c is valid (above), its precision was checked
-              // (SearchPrecision) and tp*pp*dp = N; the message of a layout that does not fit is
-              // built only for the first.
+              // (SearchPrecision) and tp*pp*dp = N.
               Candidate cand = Score(m, cluster, c, &it->second, /*all_stages=*/false, &piece_memo);
               const bool fits = cand.prediction.peak_memory <= cap;
               if (SplitsBackward(sched)) {
@@ -435,7 +438,11 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 if (!fits) ++res.zero_bubble_out_of_memory;
               }
               if (!fits) {
-                reject(Reason::kOutOfMemory, [&] { return OutOfMemory(cluster, cand); });
+                ++rejected_count[size_t(Reason::kOutOfMemory)];
+                if (!least_memory ||
+                    cand.prediction.peak_memory < least_memory->prediction.peak_memory) {
+                  least_memory = std::move(cand);
+                }
                 continue;
               }
               Keep(cand, &res);
@@ -453,6 +460,11 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
         }
       }
     }
+  }
+  if (least_memory) {
+    rejected_example[size_t(Reason::kOutOfMemory)] =
+        OutOfMemory(cluster, *least_memory) + " (" + least_memory->layout.ToString() +
+        ": the least memory of the layouts that do not fit)";
   }
   for (size_t i = 0; i < kReasons; ++i) {
     if (rejected_count[i] == 0) continue;

@@ -123,6 +123,46 @@ TEST(Search, OneTrillionBestKeepsTensorParallelismInANode) {
   EXPECT_LE(r.top.front().prediction.peak_memory, Bytes(80) << 30);
 }
 
+// The GiB an out-of-memory refusal quotes ("needs X GiB per GPU"), or -1.
+double QuotedGiB(const std::string& message) {
+  const size_t at = message.find(" needs ");
+  return at == std::string::npos ? -1 : std::stod(message.substr(at + 7));
+}
+
+// When nothing fits, the refusal quotes the layout that needs the least memory (it says how far
+// the closest layout is), not the first one enumerated: gpt-1t on 64 H100s. Searching that layout
+// alone quotes the same figure; a search kept to other layouts quotes no less.
+TEST(Search, OutOfMemoryQuotesTheLayoutClosestToFitting) {
+  auto m = LoadModel("gpt-1t");
+  auto cluster = LoadCluster("dgx-h100", 64);
+  ASSERT_TRUE(m.ok() && cluster.ok());
+  SearchOptions o;
+  o.global_batch = 64;
+  auto all = Search(*m, *cluster, o);
+  ASSERT_FALSE(all.ok());
+  EXPECT_EQ(all.status().code(), StatusCode::kDoesNotFit);
+  const std::string msg = all.status().message();
+  const size_t open = msg.find(" (tp="), close = msg.find(": the least memory");
+  ASSERT_NE(open, std::string::npos) << msg;
+  ASSERT_NE(close, std::string::npos) << msg;
+  const double least = QuotedGiB(msg);
+  ASSERT_GT(least, 80.0) << msg;
+  auto fix = ParseFix(msg.substr(open + 2, close - open - 2));
+  ASSERT_TRUE(fix.ok()) << fix.status().ToString();
+  o.fix = *fix;
+  auto alone = Search(*m, *cluster, o);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_DOUBLE_EQ(QuotedGiB(alone.status().message()), least) << alone.status().message();
+  for (const char* other : {"tp=8,pp=8,recompute=none", "tp=4,pp=16", "tp=1"}) {
+    auto f = ParseFix(other);
+    ASSERT_TRUE(f.ok()) << other;
+    o.fix = *f;
+    auto r = Search(*m, *cluster, o);
+    ASSERT_FALSE(r.ok()) << other;
+    EXPECT_GE(QuotedGiB(r.status().message()), least) << other << ": " << r.status().message();
+  }
+}
+
 // The search scores the zero-bubble schedules beside the others and keeps the best of each family:
 // GPT-3 175B on 1024 H100s (global batch 1536). Each family's best is the fastest scored layout of
 // that family (no scored layout of it is faster), it fits, and the overall best is no slower.
