@@ -27,11 +27,13 @@
 #               kernels stage's op table, --op-times, when it is of that model), and every
 #               ptdp run's step predicted from the measured and the calibrated profile
 #               (calibration.json; bench/gpu/close_loop.py); --lean keeps it (it tests no code)
-#   --no-adapt  leave out the adapt stage (issue 13 on the GPU, bench/gpu/adapt_stage.sh): 2 ranks
-#               sharing the GPU train a 12-layer GPT-2-small-shaped model without a straggler, with
-#               rank 1 slowed 3x, and slowed with --monitor-every 4 --adapt (about 30 s of runs; the
-#               dry run: --backend cpu on an 8-layer model of h 128); its report: adapt.txt,
-#               adapt.json and the end of summary.txt
+#   --no-adapt  leave out the adapt stage (issue 13 on the GPU, bench/gpu/adapt_stage.sh): 4 ranks
+#               (pipeline stages) sharing the GPU as MPS clients of 25% of the SMs each (time-sliced
+#               when MPS does not start) train a 24-layer GPT-2-small-wide model without a
+#               straggler, with rank 1 slowed 3x, and slowed with --monitor-every 4 --adapt (not yet
+#               timed on a GPU; 2 ranks of a 12-layer model took about 30 s; the dry run: 2 ranks,
+#               --backend cpu on an 8-layer model of h 128); its report: adapt.txt, adapt.json,
+#               adapt.mps.txt and the end of summary.txt
 #   --skip-build  use --build-dir as it is (configure and build not run; the build stage only checks
 #               that its ptdp is there): to rehearse the stages after the build on a CPU machine
 #               with a build made apart (e.g. a CPU build, --dry-run --build-dir build-cpu)
@@ -464,8 +466,9 @@ calibrate_loop() {  # MODEL
 }
 
 # Issue 13's monitor, injected straggler and --adapt on this machine (bench/gpu/adapt_stage.sh: on
-# the GPU both ranks share it through the staged communicator): the measured profile when the
-# profile stage made one, else the script's default (profiles/h200-measured.json; cpu when dry).
+# the GPU its ranks share it through the staged communicator, as MPS clients when MPS starts): the
+# measured profile when the profile stage made one, else the script's default
+# (profiles/h200-measured.json; cpu when dry).
 adapt_runs() {
   local a=(--backend "$([ $dry = 1 ] && echo cpu || echo cuda)")
   [ -s "$out/tokens.bin" ] && a+=(--data "$out/tokens.bin")
@@ -541,9 +544,9 @@ if passed build; then
     if [ $no_calibrate = 1 ]; then skip calibrate "--no-calibrate"
     elif passed "ptdp-$first"; then stage calibrate "$([ $dry = 1 ] && echo 300 || echo 90)" calibrate_loop "$first"
     else skip calibrate "ptdp-$first did not pass"; fi
-    # The monitor, a straggler and --adapt (issue 13): three short 2-rank runs, about 30 s on the GPU.
+    # The monitor, a straggler and --adapt (issue 13): three short 4-rank runs (2 when dry).
     if [ $no_adapt = 1 ]; then skip adapt "--no-adapt"
-    else stage adapt "$([ $dry = 1 ] && echo 400 || echo 90)" adapt_runs; fi
+    else stage adapt "$([ $dry = 1 ] && echo 400 || echo 150)" adapt_runs; fi
     # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
     if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
     elif [ $dry = 0 ]; then skip memcheck "$([ $lean = 1 ] && echo --lean || echo --no-memcheck)"; fi
