@@ -111,7 +111,7 @@ sharing="one process per rank on the host"
 [ "$backend" = cuda ] && sharing="time-sliced: the ranks share the whole GPU (no MPS)"
 mps_up=""
 stop_mps() {
-  [ -n "$mps_up" ] && { echo quit | nvidia-cuda-mps-control > /dev/null 2>&1 || true; }
+  [ -n "$mps_up" ] && { echo quit | timeout 10 nvidia-cuda-mps-control > /dev/null 2>&1 || true; }
   mps_up=""
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
 }
@@ -127,7 +127,7 @@ start_mps() {
   if python3 -c 'import torch' 2> /dev/null; then
     timeout --kill-after=5 60 python3 -c 'import torch; print("probe:", torch.ones(4, device="cuda").sum().item())' ||
       { echo "an MPS client (PyTorch) failed or hung: exit $?"; stop_mps; return 1; }
-    echo "servers: $(echo get_server_list | nvidia-cuda-mps-control 2>&1 | tr '\n' ' ')"
+    echo "servers: $(echo get_server_list | timeout 10 nvidia-cuda-mps-control 2>&1 | tr '\n' ' ')"
   fi
   sharing="MPS: each rank a client of ${CUDA_MPS_ACTIVE_THREAD_PERCENTAGE}% of the SMs"
 }
