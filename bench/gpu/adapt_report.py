@@ -175,6 +175,9 @@ def format_report(r):
 def main(argv):
     if len(argv) == 2 and argv[0] == "--loss-tol":
         bounds = loss_bounds(argv[1])
+        if not bounds:
+            print("adapt_report.py --loss-tol: base's log has no steps", file=sys.stderr)
+            return 1
         print("%.6e" % max(bounds.values()))
         return 0
     if not argv or argv[0].startswith("-"):

@@ -141,6 +141,9 @@ echo "adapt stage: $backend, cluster $cluster, $ranks ranks ($sharing), $steps s
 "$ptdp" plan --model adapt.model.json --cluster "$cluster" --gpus "$ranks" --global-batch "$batch" \
   --fix "$fix" --software ptdp --top 1 --out adapt.plan.json > adapt.plan.txt
 printf 'run\trc\tseconds\n' > adapt.runs.tsv
+gist() {  # FILE: a run's first error line, else its last line that is not mpirun's rule or blank
+  { grep -m 1 'error:' "$1" || grep -v -e '^-*$' -e '^\s*$' "$1" | tail -n 1; } | cut -c1-160
+}
 train() {  # NAME [flags]: one P-rank run, its stdout and stderr in adapt.NAME.out
   local name=$1 t0 rc=0
   shift
@@ -149,14 +152,14 @@ train() {  # NAME [flags]: one P-rank run, its stdout and stderr in adapt.NAME.o
     --data "$data" --steps "$steps" --log "adapt.$name.jsonl" ${extra[@]+"${extra[@]}"} "$@" \
     > "adapt.$name.out" 2>&1 || rc=$?
   printf '%s\t%s\t%s\n' "$name" "$rc" "$(( ($(date +%s%N) - t0) / 1000000 ))e-3" >> adapt.runs.tsv
-  echo "$name: exit $rc ($(tail -n 1 "adapt.$name.out" | cut -c1-160))"
+  echo "$name: exit $rc ($(gist "adapt.$name.out"))"
   return "$rc"
 }
 if ! train base && [ -n "$mps_up" ] && [ "$mps" = auto ]; then
   # The ranks did not run as MPS clients here: once more, time-sliced (the failed run's output is
   # kept beside the report).
   mv adapt.base.out adapt.base.mps-failed.out
-  echo "base under MPS failed: $(tail -n 1 adapt.base.mps-failed.out | cut -c1-200)" >> adapt.mps.txt
+  echo "base under MPS failed: $(gist adapt.base.mps-failed.out)" >> adapt.mps.txt
   stop_mps
   sharing="time-sliced: the ranks share the whole GPU (MPS started, but the base run failed under it)"
   printf 'run\trc\tseconds\n' > adapt.runs.tsv
