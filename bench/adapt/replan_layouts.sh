@@ -5,12 +5,12 @@
 # configured tree in which `ninja tools_replan_test` has run), and the two run in turn, ROUNDS
 # re-plans per case each (the median wall time is printed). Not part of make test: it times.
 # usage: bench/adapt/replan_layouts.sh [BUILD] [REV] [ROUNDS]
-#   (defaults: build-cpu, the parent of the commit that let other shapes split unevenly, 20)
+#   (defaults: build-cpu; the parent of the commit that added this script, where other shapes got
+#   the even split only; 20)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build-cpu}" && pwd)
-rev=${2:-$(git -C "$root" log -1 --format=%H --grep='candidates of another t, p, d' -- \
-  tools/train_replan.cc)~1}
+rev=${2:-$(git -C "$root" log --diff-filter=A -1 --format=%H -- bench/adapt/replan_layouts.sh)~1}
 rounds=${3:-20}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
