@@ -1,6 +1,7 @@
 #include "core/parallel.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "core/checked.h"
@@ -87,6 +88,24 @@ std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int pp
     splits.push_back({e ? short_rank : 0, o ? short_rank : 0});
   }
   return splits;
+}
+
+std::vector<std::pair<int, int>> UnevenStageSplits(const ModelSpec& m, int pp) {
+  if (pp < 2) return {};
+  const int64_t head_layers = (m.vocab + 12 * m.hidden - 1) / (12 * m.hidden);
+  const int k = int(std::clamp<int64_t>(head_layers, 2, 8));
+  std::set<std::pair<int, int>> splits;
+  for (int first_off = 0; first_off <= k; ++first_off) {
+    for (int last_off = 0; last_off <= k; ++last_off) {
+      if ((m.layers + first_off + last_off) % pp != 0) continue;
+      const int q = (m.layers + first_off + last_off) / pp;
+      const int first = q - first_off, last = q - last_off;
+      if (first < 1 || last < 1) continue;
+      if (m.layers % pp == 0 && first == m.layers / pp && last == m.layers / pp) continue;
+      splits.insert({first, last});
+    }
+  }
+  return {splits.begin(), splits.end()};
 }
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split form (core/parallel.h): each set

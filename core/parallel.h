@@ -164,6 +164,14 @@ Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool
 // ShortEndsVirtualStageLayers accepts it; a set end holds q - 1 layers, an end not set is 0. What
 // the planner's search and `ptdp train --adapt`'s re-planner enumerate.
 std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int pp, int vp);
+// The uneven vp = 1 splits worth trying on pp > 1 ranks, as (first_stage_layers,
+// last_stage_layers): the first and the last stage lighter than the q layers of each stage between
+// by 0..K layers each (l = pp q - the two offsets), K the output layer's weight in layers, about
+// V / (12 h) (its logit GEMMs per token, 2 h V forward, against a layer's 24 h^2), clamped to
+// [2, 8]: a lighter last stage pays for the head, a lighter first one for the embedding. The even
+// split is left out; at most (K+1)^2 / pp splits. The one statement of the rule: the planner's
+// search and `ptdp train --adapt`'s candidates of another t, p, d enumerate it.
+std::vector<std::pair<int, int>> UnevenStageSplits(const ModelSpec& m, int pp);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
                                       const ParallelConfig& base = ParallelConfig());

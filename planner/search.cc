@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include "planner/refinement.h"
@@ -42,33 +41,10 @@ struct PipelineShape {
   int last = 0;
 };
 
-// Uneven splits worth scoring on p > 1 stages without interleaving: the first and the last stage
-// lighter than the q layers of each stage between by 0..K layers each (l = p q - offsets). K is
-// the output layer's weight in layers, about V / (12 h) (its logit GEMMs per token, 2 h V forward,
-// against a layer's 24 h^2), clamped to [2, 8]: a lighter last stage pays for the head, a lighter
-// first one for the embedding. A split that is the even one is left out (scored as even). At most
-// (K+1)^2 / p splits, so the search stays fast.
-std::vector<std::pair<int, int>> UnevenSplits(const ModelSpec& m, int p) {
-  const int64_t head_layers = (m.vocab + 12 * m.hidden - 1) / (12 * m.hidden);
-  const int k = int(std::clamp<int64_t>(head_layers, 2, 8));
-  std::set<std::pair<int, int>> splits;
-  for (int first_off = 0; first_off <= k; ++first_off) {
-    for (int last_off = 0; last_off <= k; ++last_off) {
-      if ((m.layers + first_off + last_off) % p != 0) continue;
-      const int q = (m.layers + first_off + last_off) / p;
-      const int first = q - first_off, last = q - last_off;
-      if (first < 1 || last < 1) continue;
-      if (m.layers % p == 0 && first == m.layers / p && last == m.layers / p) continue;
-      splits.insert({first, last});
-    }
-  }
-  return {splits.begin(), splits.end()};
-}
-
 // What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
-// 1F1B with the even split and UnevenSplits (only the --fix split when one is fixed), ZB-H1 and
-// ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that p v | l, and
-// with core's InterleavedShortEnds (or the fixed split).
+// 1F1B with the even split and core's UnevenStageSplits (only the --fix split when one is fixed),
+// ZB-H1 and ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that
+// p v | l, and with core's InterleavedShortEnds (or the fixed split).
 std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
   std::vector<PipelineShape> shapes;
   // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).
@@ -89,7 +65,7 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
   } else {
     std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
     if (!fixed) {
-      for (const auto& s : UnevenSplits(m, p)) splits.push_back(s);
+      for (const auto& s : UnevenStageSplits(m, p)) splits.push_back(s);
     }
     for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
       for (const auto& [first, last] : splits) shapes.push_back({kind, 1, first, last});

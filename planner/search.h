@@ -5,8 +5,8 @@
 //
 // Enumerated: t | GPUs, p | GPUs/t, d = GPUs/(t p); b | B; schedules (p = 1: 1F1B only; p > 1:
 // GPipe, 1F1B, and interleaved with every v >= 2 such that p v | l); for GPipe and 1F1B the even
-// split and uneven ones with the first and the last stage lighter by a few layers (search.cc,
-// UnevenSplits); interleaved also with the first and/or the last stage one layer short where
+// split and uneven ones with the first and the last stage lighter by a few layers (core/parallel.h
+// UnevenStageSplits); interleaved also with the first and/or the last stage one layer short where
 // l + 1 or l + 2 divides into p v virtual stages (InterleavedShortEnds); recompute none/full;
 // scatter/gather on/off where it matters (t > 1 and p > 1). Rejected, by reason:
 //   tp_exceeds_node           t > GPUs per node (unless allowed, or t is fixed by --fix)

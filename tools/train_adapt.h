@@ -67,8 +67,9 @@ struct Replan {
   std::vector<double> rank_scale;
   std::vector<double> scale;  // per pipeline rank of the running layout, from rank_scale
   int candidates = 0;         // layouts with the running t, p, d simulated
-  // The best layout with another t, p or d (same world size, even split), when shorter than the
-  // running one; reached only through a relaunch.
+  // The best layout with another t, p or d (same world size; OtherShapeCandidates: the even split
+  // and the planner's uneven ones), when shorter than the running one; reached only through a
+  // relaunch.
   std::optional<ParallelConfig> other;
   double other_step_s = 0;
   int other_candidates = 0;  // such layouts simulated
@@ -81,7 +82,8 @@ struct Replan {
 
 // Re-plans for the same GPUs (global batch, precision kept): with the running t, p, d, any
 // microbatch size, schedule, interleaving and split of the layers over the stages; with another
-// t, p, d of the same world size, the even split and any microbatch size and schedule. Pure given
+// t, p, d of the same world size, any microbatch size and schedule with the even split and the
+// uneven ones the planner searches (OtherShapeCandidates). Pure given
 // its inputs (the report is the same on every rank). Layouts named in `rejected` are not
 // candidates. With `last_step` (the window's last iteration, Trainer::GatherTimeline), the plan's
 // cluster profile is first fitted to it (costmodel::Calibrate: GEMM and memory-bound figures, the
@@ -98,6 +100,14 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
 // and each interleaving with the even split and the short ends core's rule allows
 // (core/parallel.h InterleavedShortEnds).
 std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running);
+
+// The layouts with another t, p, d of the same world size that ReplanForMeasuredCosts prices
+// (before the memory limit and `rejected`): each t, p, d whose d divides B and whose t is at most
+// the plan's GPUs per node, every microbatch size, 1F1B and GPipe with the even split and the
+// uneven ones the planner searches for that p (core/parallel.h UnevenStageSplits), each
+// interleaving with the even split and InterleavedShortEnds'. Not every split, as for the running
+// t, p, d, so that the count stays bounded.
+std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& running);
 
 // A window's measured step time for --adapt's trial: the median of its steps' times. Not the mean:
 // the first step of a trainer (the run's, and the one after a switch) pays one-off costs on a GPU

@@ -2,8 +2,8 @@
 // the cost model's compute to a monitor window, per world rank, and replays candidate layouts for
 // the same GPUs in the simulator: those with the running t, p, d (any microbatch size, schedule,
 // interleaving and split of the layers, interleaved ones with short ends too), and those with
-// another t, p, d of the same world size (even split), which a run can only reach through a
-// checkpoint and a relaunch.
+// another t, p, d of the same world size (the even split and the uneven ones the planner searches
+// for that shape), which a run can only reach through a checkpoint and a relaunch.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -93,8 +93,11 @@ Result<double> SimulatedStep(const PlanFile& p, const ClusterSpec& cluster, cons
 // evenly), one representation per distinct split. For pp = 2 that is every split; for pp > 2 the
 // middle stages move together, so a slow middle stage is relieved only by heavier first and last
 // stages, which lightens every middle stage alike.
-std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelConfig& base) {
+std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelConfig& shape) {
   std::vector<std::pair<int, int>> out = {{0, 0}};
+  ParallelConfig base = shape;  // the vp = 1 form, whatever the running layout's
+  base.vp = 1;
+  base.first_stage_layers = base.last_stage_layers = 0;
   if (base.pp < 2) return out;
   // No even split when pp does not divide the layers (a run that started uneven): nothing to seed
   // `seen` with (StageLayerCounts refuses it), and Candidates' Validate drops the {0, 0}.
@@ -115,34 +118,41 @@ std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelCo
   return out;
 }
 
-// The splits to try with vp chunks per rank: vp = 1, `flat` (the even one, or StageSplits'); vp >
-// 1, the even one and (with `every_split`) each short-end split core's interleaved rule allows
-// (core/parallel.h InterleavedShortEnds: the embedding, the loss or both counted as a layer; at
-// most 3 per vp, so the count stays bounded).
+// The vp = 1 splits the planner searches for `shape`: the even one and core's UnevenStageSplits
+// (short first and/or last stages, as many as the head's weight in layers asks for), not
+// StageSplits' every split: for a shape a relaunch reaches, the count stays bounded.
+std::vector<std::pair<int, int>> PlannerStageSplits(const PlanFile& p,
+                                                    const ParallelConfig& shape) {
+  std::vector<std::pair<int, int>> out = {{0, 0}};
+  for (const auto& s : UnevenStageSplits(p.model, shape.pp)) out.push_back(s);
+  return out;
+}
+
+// The splits to try with vp chunks per rank: vp = 1, `flat`; vp > 1, the even one and each
+// short-end split core's interleaved rule allows (core/parallel.h InterleavedShortEnds: the
+// embedding, the loss or both counted as a layer; at most 3 per vp, so the count stays bounded).
 std::vector<std::pair<int, int>> SplitsForVp(const PlanFile& p, const ParallelConfig& shape, int vp,
-                                             const std::vector<std::pair<int, int>>& flat,
-                                             bool every_split) {
+                                             const std::vector<std::pair<int, int>>& flat) {
   if (vp == 1) return flat;
   std::vector<std::pair<int, int>> out = {{0, 0}};
-  if (!every_split) return out;
   for (const auto& s : InterleavedShortEnds(p.model, shape.pp, vp)) out.push_back(s);
   return out;
 }
 
 // Layouts with the t, p, d of `shape`: every microbatch size dividing B/d, with 1F1B, GPipe and
-// each interleaving the model's layers allow, and (with `every_split`) every split of the layers
-// over the stages (SplitsForVp), else the even split only; recomputation and the rest as running.
-std::vector<ParallelConfig> Candidates(const PlanFile& p, ParallelConfig shape, bool every_split) {
+// each interleaving the model's layers allow, 1F1B and GPipe with each of the `flat` splits of the
+// layers over the stages (first_stage_layers, last_stage_layers), interleaved ones with
+// SplitsForVp's; recomputation and the rest as running.
+std::vector<ParallelConfig> Candidates(const PlanFile& p, ParallelConfig shape,
+                                       const std::vector<std::pair<int, int>>& flat) {
   std::vector<ParallelConfig> out;
   shape.vp = 1;
   shape.first_stage_layers = shape.last_stage_layers = 0;
-  const std::vector<std::pair<int, int>> flat =
-      every_split ? StageSplits(p, shape) : std::vector<std::pair<int, int>>{{0, 0}};
   const int64_t per_replica = shape.global_batch / shape.dp;
   for (int64_t mbs = 1; mbs <= per_replica; ++mbs) {
     if (per_replica % mbs != 0) continue;
     for (int vp = 1; vp <= p.model.layers; ++vp) {
-      const std::vector<std::pair<int, int>> splits = SplitsForVp(p, shape, vp, flat, every_split);
+      const std::vector<std::pair<int, int>> splits = SplitsForVp(p, shape, vp, flat);
       for (ScheduleKind kind :
            {ScheduleKind::k1F1B, ScheduleKind::kGPipe, ScheduleKind::kInterleaved}) {
         if ((kind == ScheduleKind::kInterleaved) != (vp > 1)) continue;
@@ -155,32 +165,6 @@ std::vector<ParallelConfig> Candidates(const PlanFile& p, ParallelConfig shape, 
           c.last_stage_layers = last;
           if (c.Validate(p.model).ok()) out.push_back(c);
         }
-      }
-    }
-  }
-  return out;
-}
-
-// Every other t, p, d of the same world size whose d divides the global batch and whose tensor
-// groups stay inside a node (what `ptdp train` checks at start), each with its Candidates (even
-// split only: the count stays bounded). Sequence parallelism is kept where t > 1 allows it.
-std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& p) {
-  const ParallelConfig& now = p.layout;
-  const int world = now.WorldSize();
-  std::vector<ParallelConfig> out;
-  for (int tp = 1; tp <= world; ++tp) {
-    if (world % tp != 0 || tp > p.cluster.gpus_per_node) continue;
-    for (int pp = 1; pp <= world / tp; ++pp) {
-      if ((world / tp) % pp != 0) continue;
-      const int dp = world / tp / pp;
-      if ((tp == now.tp && pp == now.pp && dp == now.dp) || now.global_batch % dp != 0) continue;
-      ParallelConfig shape = now;
-      shape.tp = tp;
-      shape.pp = pp;
-      shape.dp = dp;
-      shape.sequence_parallel = now.sequence_parallel && tp > 1;
-      for (ParallelConfig& c : Candidates(p, shape, /*every_split=*/false)) {
-        out.push_back(std::move(c));
       }
     }
   }
@@ -247,7 +231,31 @@ int PickShortest(const PlanFile& p, const ClusterSpec& cluster,
 }  // namespace
 
 std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running) {
-  return Candidates(running, running.layout, /*every_split=*/true);
+  return Candidates(running, running.layout, StageSplits(running, running.layout));
+}
+
+// The shapes are those `ptdp train` accepts at start: d divides B, a tensor group within a node.
+std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& p) {
+  const ParallelConfig& now = p.layout;
+  const int world = now.WorldSize();
+  std::vector<ParallelConfig> out;
+  for (int tp = 1; tp <= world; ++tp) {
+    if (world % tp != 0 || tp > p.cluster.gpus_per_node) continue;
+    for (int pp = 1; pp <= world / tp; ++pp) {
+      if ((world / tp) % pp != 0) continue;
+      const int dp = world / tp / pp;
+      if ((tp == now.tp && pp == now.pp && dp == now.dp) || now.global_batch % dp != 0) continue;
+      ParallelConfig shape = now;
+      shape.tp = tp;
+      shape.pp = pp;
+      shape.dp = dp;
+      shape.sequence_parallel = now.sequence_parallel && tp > 1;  // it needs t > 1
+      for (ParallelConfig& c : Candidates(p, shape, PlannerStageSplits(p, shape))) {
+        out.push_back(std::move(c));
+      }
+    }
+  }
+  return out;
 }
 
 double WindowStepSeconds(std::vector<double> step_s) {

@@ -131,6 +131,30 @@ TEST(Parallel, InterleavedShortEndsValidity) {
             "the even split)");
 }
 
+// The planner's uneven splits (UnevenStageSplits), counted by hand: the first and the last stage
+// each q - a and q - b layers, the stages between q, a and b at most K = clamp(V / 12h, 2, 8).
+TEST(Parallel, UnevenStageSplitsFollowTheHeadsWeight) {
+  ModelSpec m = LoadModel("tiny").value();  // V 256 on h 64: K = 2
+  m.layers = 8;
+  using Splits = std::vector<std::pair<int, int>>;
+  EXPECT_EQ(UnevenStageSplits(m, 1), Splits{});
+  // pp 2: first + last = 8 with a, b <= 2 (the even 4/4 left out).
+  EXPECT_EQ(UnevenStageSplits(m, 2), (Splits{{3, 5}, {5, 3}}));
+  // pp 4: 8 + a + b divisible by 4 with a, b <= 2: a = b = 2, q = 3, the ends 1 each.
+  EXPECT_EQ(UnevenStageSplits(m, 4), (Splits{{1, 1}}));
+  m.vocab = 64 * 12 * 20;  // a head of 20 layers: K clamps to 8, so 7/1 and 1/7 on 2 ranks
+  EXPECT_EQ(UnevenStageSplits(m, 2), (Splits{{1, 7}, {2, 6}, {3, 5}, {5, 3}, {6, 2}, {7, 1}}));
+  for (int pp : {2, 3, 4}) {
+    for (const auto& [first, last] : UnevenStageSplits(m, pp)) {
+      ParallelConfig c;
+      c.pp = pp;
+      c.first_stage_layers = first;
+      c.last_stage_layers = last;
+      EXPECT_TRUE(c.ValidateStageSplit(m).ok()) << pp << ": " << first << "/" << last;
+    }
+  }
+}
+
 TEST(Parallel, RecomputeNamesRoundTrip) {
   for (Recompute r : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
     EXPECT_EQ(ParseRecompute(RecomputeName(r)).value(), r);

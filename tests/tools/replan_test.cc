@@ -4,11 +4,16 @@
 // that uses it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
 
 #include "core/json.h"
+#include "core/ledger.h"
+#include "core/rank_grid.h"
+#include "core/shapes.h"
 #include "schedule/schedule.h"
 #include "tools/train_adapt.h"
 
@@ -172,6 +177,165 @@ TEST(AdaptTrial, AWindowsStepIsItsMedianNotItsMean) {
   EXPECT_DOUBLE_EQ(WindowStepSeconds({2.0, 0.1, 0.1, 0.1}), 0.1);
   EXPECT_DOUBLE_EQ(WindowStepSeconds({0.4, 0.1, 0.2}), 0.2);
   EXPECT_DOUBLE_EQ(WindowStepSeconds({0.1, 0.2, 0.3, 0.9}), 0.25);
+}
+
+}  // namespace
+}  // namespace ptdp::tools
+
+// Candidates of another t, p, d with uneven stages (the planner's rule, core/parallel.h
+// UnevenStageSplits): a 4-rank t1 p4 d1 run of a model whose output layer outweighs a
+// transformer layer many times over (V 32768 on h 256: about 11 layers' logit GEMMs), one GPU per
+// node (no tensor parallelism) and B 6 (no d 4), so the only other shape is t1 p2 d2.
+namespace ptdp::tools {
+namespace {
+
+PlanFile HeavyHeadPlan(const std::string& cluster = "cpu") {
+  const std::string text = R"({"ptdp_plan_version": 2,
+    "model": {"name": "heavy-head", "layers": 8, "hidden": 256, "heads": 4, "seq_len": 128,
+              "vocab": 32768, "dropout": 0.0},
+    "cluster": {"name": ")" +
+                           cluster + R"(", "gpus": 4, "gpus_per_node": 1},
+    "global_batch": 6,
+    "layout": {"tp": 1, "pp": 4, "dp": 1, "mbs": 1, "vp": 1, "schedule": "1f1b",
+               "recompute": "none", "scatter_gather": true}})";
+  auto plan = PlanFromJson(ParseJson(text, "test plan").value(), /*require_program=*/false);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  plan->program = schedule::BuildProgram(plan->model, plan->layout).value();
+  plan->has_program = true;
+  return *plan;
+}
+
+// A window in which every world rank ran its stage at the cost model's price (factor 1: GPUs
+// alike), from the factors a first re-plan measures for a window of 10 ms per rank.
+runtime::MonitorReport AlikeGpusWindow(const PlanFile& plan) {
+  const RankGrid grid = RankGrid::Create(plan.layout.tp, plan.layout.dp, plan.layout.pp).value();
+  runtime::MonitorReport report;
+  for (int r = 0; r < grid.WorldSize(); ++r) {
+    runtime::RankWindow w;
+    w.rank = r;
+    w.coord = grid.Coord(r);
+    w.steps = 2;
+    w.stage_compute_s = 0.02;
+    report.ranks.push_back(w);
+  }
+  auto first = ReplanForMeasuredCosts(plan, report, /*memory_limit=*/0);
+  EXPECT_TRUE(first.ok()) << first.status().ToString();
+  for (runtime::RankWindow& w : report.ranks) {
+    w.stage_compute_s = 2 * 0.01 / first->rank_scale[static_cast<size_t>(w.rank)];
+  }
+  return report;
+}
+
+// The most memory any pipeline rank of `c` holds (the ledger the re-planner checks).
+Bytes PeakMemory(const PlanFile& plan, const ParallelConfig& c) {
+  const Program program = schedule::BuildProgram(plan.model, c).value();
+  Bytes peak = 0;
+  for (int r = 0; r < c.pp; ++r) {
+    peak = std::max(peak, MemoryOf(plan.model, c, program, r).Total());
+  }
+  return peak;
+}
+
+// The other shapes' 1F1B and GPipe splits are exactly the even one and core's UnevenStageSplits
+// for their p, each microbatch size alike; interleaved ones take InterleavedShortEnds'.
+TEST(Replan, OtherShapesTakeThePlannersUnevenSplits) {
+  const PlanFile plan = HeavyHeadPlan();
+  using Splits = std::set<std::pair<int, int>>;
+  Splits want = {{0, 0}};
+  for (const auto& s : UnevenStageSplits(plan.model, 2)) want.insert(s);
+  // K = 8 (the head's 11 layers, clamped): first q - a and last q - b with a, b <= 8; on 2 ranks
+  // no stage lies between, so they sum to the 8 layers, each at least 1, the even 4/4 left out.
+  EXPECT_EQ(want, (Splits{{0, 0}, {1, 7}, {2, 6}, {3, 5}, {5, 3}, {6, 2}, {7, 1}}));
+  std::map<std::pair<int, ScheduleKind>, Splits> flat;  // per (mbs, schedule)
+  int interleaved = 0;
+  for (const ParallelConfig& c : OtherShapeCandidates(plan)) {
+    ASSERT_TRUE(c.Validate(plan.model).ok()) << c.ToString();
+    ASSERT_EQ(std::make_tuple(c.tp, c.pp, c.dp), std::make_tuple(1, 2, 2)) << c.ToString();
+    if (c.vp > 1) {
+      ++interleaved;
+      continue;
+    }
+    flat[{c.mbs, c.schedule}].insert({c.first_stage_layers, c.last_stage_layers});
+  }
+  ASSERT_EQ(flat.size(), 4u);  // mbs 1 and 3, 1F1B and GPipe
+  for (const auto& [key, splits] : flat) EXPECT_EQ(splits, want);
+  // Interleaving on 2 ranks needs m >= 2 (mbs 1): v = 2 (4 layers a rank) and v = 4, even only (8
+  // layers + 1 or 2 do not divide into 4 or 8 virtual stages).
+  EXPECT_EQ(interleaved, 2);
+}
+
+// The running p4 with its best split is priced far behind p2 d2, whose best split gives the head's
+// stage 1 layer of 8: the re-plan proposes that uneven layout, shorter than every layout with the
+// running t, p, d and than the even p2 d2 (the best once every uneven one is rejected).
+TEST(Replan, TheBestOtherShapeIsUnevenWithTheHeadsStageLighter) {
+  const PlanFile plan = HeavyHeadPlan();
+  const runtime::MonitorReport window = AlikeGpusWindow(plan);
+  auto rp = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/0);
+  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
+  ASSERT_TRUE(rp->other.has_value());
+  const ParallelConfig& other = *rp->other;
+  EXPECT_EQ(std::make_tuple(other.tp, other.pp, other.dp), std::make_tuple(1, 2, 2));
+  ASSERT_TRUE(other.Uneven()) << other.ToString();
+  const std::vector<int> counts = StageLayerCounts(plan.model, other);
+  EXPECT_LT(counts.back(), counts.front()) << other.ToString();
+  EXPECT_LT(rp->other_step_s, rp->best_step_s);  // a relaunch, not a switch, is proposed
+
+  std::vector<std::string> uneven;
+  for (const ParallelConfig& c : OtherShapeCandidates(plan)) {
+    if (c.Uneven()) uneven.push_back(c.ToString());
+  }
+  auto even = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/0, uneven);
+  ASSERT_TRUE(even.ok()) << even.status().ToString();
+  ASSERT_TRUE(even->other.has_value());
+  EXPECT_FALSE(even->other->Uneven()) << even->other->ToString();
+  EXPECT_LT(even->other_candidates, rp->other_candidates);
+  // 0.4386 s (7/1) against 0.4765 s (the even split interleaved, v = 4) with the cpu profile.
+  EXPECT_LT(rp->other_step_s, 0.95 * even->other_step_s) << even->other->ToString();
+}
+
+// The memory limit still holds for the uneven candidates: a limit one byte under the chosen
+// layout's peak picks another that fits, and a limit nothing fits leaves no other shape.
+TEST(Replan, UnevenOtherShapesKeepTheMemoryLimit) {
+  const PlanFile plan = HeavyHeadPlan();
+  const runtime::MonitorReport window = AlikeGpusWindow(plan);
+  auto free = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/0);
+  ASSERT_TRUE(free.ok() && free->other.has_value());
+  const Bytes limit = PeakMemory(plan, *free->other) - 1;
+  auto tight = ReplanForMeasuredCosts(plan, window, limit);
+  ASSERT_TRUE(tight.ok()) << tight.status().ToString();
+  EXPECT_LT(tight->other_candidates, free->other_candidates);
+  if (tight->other) {
+    EXPECT_NE(tight->other->ToString(), free->other->ToString());
+    EXPECT_LE(PeakMemory(plan, *tight->other), limit) << tight->other->ToString();
+  }
+  auto none = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/1);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->other_candidates, 0);
+  EXPECT_EQ(none->candidates, 0);
+  EXPECT_FALSE(none->other.has_value());
+}
+
+// Bad input: a plan whose cluster is no preset or file fails the re-plan with one line naming
+// it; a window's rank outside the world is ignored (it takes the fastest rank's factor), not read.
+TEST(Replan, BadInputFailsWithOneLineOrIsIgnored) {
+  const PlanFile bad = HeavyHeadPlan("no-such-cluster");
+  auto rp = ReplanForMeasuredCosts(bad, runtime::MonitorReport(), /*memory_limit=*/0);
+  ASSERT_FALSE(rp.ok());
+  EXPECT_NE(rp.status().message().find("no-such-cluster"), std::string::npos)
+      << rp.status().message();
+  EXPECT_EQ(rp.status().message().find('\n'), std::string::npos) << rp.status().message();
+
+  const PlanFile plan = HeavyHeadPlan();
+  runtime::MonitorReport window = AlikeGpusWindow(plan);
+  auto good = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/0);
+  runtime::RankWindow stray = window.ranks.back();
+  stray.rank = 7;  // the world has 4
+  stray.stage_compute_s *= 100;
+  window.ranks.push_back(stray);
+  auto with_stray = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/0);
+  ASSERT_TRUE(good.ok() && with_stray.ok());
+  EXPECT_EQ(with_stray->rank_scale, good->rank_scale);
+  EXPECT_EQ(with_stray->other->ToString(), good->other->ToString());
 }
 
 }  // namespace
