@@ -270,6 +270,9 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
                                       const Timeline* last_step) {
   PTDP_ASSIGN_OR_RETURN(ClusterSpec cluster,
                         LoadCluster(running.cluster.name, running.layout.WorldSize()));
+  // Candidates are priced for the stack the plan was (its overlaps, fusions and optimizer bytes),
+  // as `ptdp simulate --plan` prices it; LoadCluster's empty profile is what unit tests get.
+  PTDP_ASSIGN_OR_RETURN(cluster.software, PlanSoftware(running));
   const ParallelConfig& now = running.layout;
   Replan out;
   if (last_step != nullptr && !last_step->events.empty()) {

@@ -14,6 +14,7 @@
 #include "core/ledger.h"
 #include "core/rank_grid.h"
 #include "core/shapes.h"
+#include "core/software.h"
 #include "schedule/schedule.h"
 #include "tools/train_adapt.h"
 
@@ -60,6 +61,27 @@ runtime::MonitorReport Window(const std::vector<double>& stage_s) {
     report.ranks.push_back(w);
   }
   return report;
+}
+
+// The re-planner prices for the stack the plan names (PlanSoftware, as `ptdp simulate --plan`):
+// the same window measured against the 2021 stack's and ptdp's own prices gives other factors
+// (ptdp's stack fuses the gradient accumulation and the cross-entropy, so its modelled stages are
+// shorter and the same measured time is a larger factor of them).
+TEST(Replan, PricesWithThePlansSoftwareProfile) {
+  PlanFile plan2021 = TwoRankPipeline(4, 4);
+  PlanFile plan_ptdp = plan2021;
+  auto sw_2021 = LoadSoftware("megatron-lm-2021");
+  auto sw_ptdp = LoadSoftware("ptdp");
+  ASSERT_TRUE(sw_2021.ok() && sw_ptdp.ok());
+  plan2021.software = *sw_2021;
+  plan_ptdp.software = *sw_ptdp;
+  auto a = ReplanForMeasuredCosts(plan2021, Window({0.01, 0.01}), /*memory_limit=*/0);
+  auto b = ReplanForMeasuredCosts(plan_ptdp, Window({0.01, 0.01}), /*memory_limit=*/0);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_GT(b->rank_scale[size_t(r)], a->rank_scale[size_t(r)] * 1.001) << "rank " << r;
+  }
 }
 
 TEST(Replan, FactorsArePerWorldRankAndTheRunningStagesTakeThem) {
