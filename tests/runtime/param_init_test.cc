@@ -6,6 +6,7 @@
 // store equals, bit for bit, a kRandom store loaded from the same checkpoint (weights, Adam's
 // moments, gradients, the bf16 compute copy). A checkpoint without one of the tensors is refused.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -140,7 +141,8 @@ void CheckLoadFollows(const ModelSpec& model, const std::string& dir, const Mani
 }
 
 TEST(ParamInit, LoadFollowsEqualsRandomOnceLoaded) {
-  const std::string dir = ::testing::TempDir() + "/ptdp_param_init";
+  // Per process: other builds' test runs share the temporary folder.
+  const std::string dir = ::testing::TempDir() + "/ptdp_param_init_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(MakeDirs(dir).ok());
   const ModelSpec model = TinyModel();
