@@ -300,6 +300,7 @@ Result<int64_t> Resume(const TrainArgs& a, runtime::Trainer& trainer, bool root)
     std::printf("--load latest: no checkpoint under %s yet, starting from step 1\n",
                 a.save.c_str());
   }
+  if (done == 0) PTDP_RETURN_IF_ERROR(trainer.InitialiseParams());  // agreed
   if (root && done >= a.steps) {
     std::printf("the checkpoint's step %lld already reaches --steps %lld: nothing to train\n",
                 static_cast<long long>(done), static_cast<long long>(a.steps));
@@ -321,7 +322,11 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
   a.opts.steps = a.steps;
   a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
-  PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts));
+  // With --load the checkpoint's parameters replace the initial ones: they are drawn only when
+  // there is none to load (Resume).
+  const runtime::ParamInit init =
+      a.load.empty() ? runtime::ParamInit::kRandom : runtime::ParamInit::kLoadFollows;
+  PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts, init));
   const ParallelConfig& c = trainer->layout();
   if (root) {
     std::printf("ptdp train: %s on %d ranks (%s), %lld microbatches of %d per iteration\n",

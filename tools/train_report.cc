@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 #include "core/json.h"
@@ -117,7 +118,10 @@ Status CheckLosses(const std::string& expect_losses, double loss_tol, int64_t fi
     double worst = 0;
     for (size_t i = 0; i < losses.size(); ++i) {
       const double r = (*ref)[i + size_t(first_step - 1)];  // a resumed run starts later
-      const double rel = std::abs(losses[i] - r) / std::abs(r);
+      double rel = std::abs(losses[i] - r) / std::abs(r);
+      // A NaN loss (a parameter never written, an overflow) compares false with any tolerance:
+      // it counts as infinitely far, not as a match.
+      if (std::isnan(rel)) rel = std::numeric_limits<double>::infinity();
       worst = std::max(worst, rel);
       if (rel > loss_tol && check.ok()) {
         check = Status::Internal("step " + std::to_string(i + size_t(first_step)) + ": loss " +

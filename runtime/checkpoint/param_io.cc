@@ -186,10 +186,13 @@ Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& 
     const ParamTensor& p = params->entries()[i].spec;
     const TensorRef refs[kStateKinds] = {params->master(i), params->adam_m(i), params->adam_v(i)};
     const Bytes bytes = refs[0].count * Bytes(sizeof(float));
-    // Start from the current values: vocabulary padding rows the writer lacked keep them.
+    // A block with vocabulary padding rows starts from the current values (rows the writer lacked
+    // keep them); every other element comes from the checkpoint (AssembleLocal refuses a gap), so
+    // other blocks are not copied out first.
+    const bool keeps_rows = FirstPaddingRow(p, params->tp_rank(), vocab) >= 0;
     for (int k = 0; k < kStateKinds; ++k) {
       host[k].resize(static_cast<size_t>(refs[k].count));
-      dev->Copy(host[k].data(), refs[k].data, bytes);
+      if (keeps_rows) dev->Copy(host[k].data(), refs[k].data, bytes);
     }
     PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, params->tp_rank(), vocab, host));
     for (int k = 0; k < kStateKinds; ++k) dev->Copy(refs[k].data, host[k].data(), bytes);

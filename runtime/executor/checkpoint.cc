@@ -269,7 +269,9 @@ Result<std::unique_ptr<Trainer>> Trainer::SwitchPlan(std::unique_ptr<Trainer> cu
   PTDP_RETURN_IF_ERROR(current->SaveCheckpoint(scratch_dir, step, /*keep=*/1).status());
   current.reset();  // its memory goes before the new layout's is allocated
   lap(&local.save_s);
-  PTDP_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Create(world, next, opts));
+  // The load below writes every parameter and moment: the new trainer does not draw them first.
+  PTDP_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t,
+                        Create(world, next, opts, ParamInit::kLoadFollows));
   lap(&local.create_s);
   const std::string ckpt = scratch_dir + "/" + StepDirName(step);
   PTDP_ASSIGN_OR_RETURN(const int64_t loaded, t->LoadCheckpoint(ckpt, /*allow_none=*/false));

@@ -35,14 +35,18 @@ Result<Program> TrainerProgram(const PlanFile& plan) {
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::Create(Communicator* world, const PlanFile& plan,
-                                                 const TrainOptions& opts) {
+                                                 const TrainOptions& opts, ParamInit init) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->world_ = world;
   t->given_world_ = world;
   Status local = t->Setup(plan, opts);
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world, local));
-  PTDP_RETURN_IF_ERROR(AgreeStatus(*world, t->Build()));
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world, t->Build(init)));
   return t;
+}
+
+Status Trainer::InitialiseParams() {
+  return AgreeStatus(*world_, params_->InitialiseRandom(model_));
 }
 
 // The ledger of every pipeline rank (before anything is allocated) against the memory limit.
@@ -127,7 +131,7 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   return Status::Ok();
 }
 
-Status Trainer::Build() {
+Status Trainer::Build(ParamInit init) {
   PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.dp, cfg_.pp));
   const int me = world_->rank();
   // The device first: the cuda backend's communicators are ordered against its compute stream.
@@ -164,7 +168,7 @@ Status Trainer::Build() {
   types_.act = ComputeDType(cfg_.precision);
   types_.wide = DType::kFp32;
   PTDP_ASSIGN_OR_RETURN(ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp,
-                                                          coord_.tp, types_.act));
+                                                          coord_.tp, types_.act, init));
   params_ = std::make_unique<ParamStore>(std::move(ps));
   PTDP_ASSIGN_OR_RETURN(loss_sum_, Tensor::Make(dev_.get(), 1, DType::kFp64, MemTag::kWorkspace));
   PTDP_ASSIGN_OR_RETURN(scratch_scalar_,

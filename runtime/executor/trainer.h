@@ -126,9 +126,15 @@ Result<Program> TrainerProgram(const PlanFile& plan);
 class Trainer {
  public:
   // Collective over `world` (every rank calls it): any rank's setup error is returned on every
-  // rank. Checks the plan against the world size, the data file and the memory limit.
+  // rank. Checks the plan against the world size, the data file and the memory limit. With
+  // ParamInit::kLoadFollows the parameters are left for a LoadCheckpoint that must come next
+  // (runtime/model/params.h; everything else is as with kRandom), or for InitialiseParams.
   static Result<std::unique_ptr<Trainer>> Create(Communicator* world, const PlanFile& plan,
-                                                 const TrainOptions& opts);
+                                                 const TrainOptions& opts,
+                                                 ParamInit init = ParamInit::kRandom);
+  // The initial model (ParamInit::kRandom's values), after a kLoadFollows Create whose
+  // LoadCheckpoint found no checkpoint (--load latest before the first save). Collective.
+  Status InitialiseParams();
   ~Trainer();
   // Runs iteration `step` (1-based). Collective.
   Result<StepMetrics> Step(int64_t step);
@@ -199,7 +205,7 @@ class Trainer {
   struct GradBucket;
   Trainer();
   Status Setup(const PlanFile& plan, const TrainOptions& opts);
-  Status Build();  // collective: groups, parameters
+  Status Build(ParamInit init);  // collective: groups, parameters
   Status CheckMemoryLimit() const;
   void WireLayers();
   void GuardCommunicators();

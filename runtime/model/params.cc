@@ -1,5 +1,6 @@
 #include "runtime/model/params.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/reference/ops.h"
@@ -18,6 +19,15 @@ std::string InitKeyName(const std::string& name) {
   return name == "output.word_copy" ? "embedding.word" : name;
 }
 
+int64_t FirstPaddingRow(const ParamTensor& p, int tp_rank, int64_t vocab) {
+  const std::string key = InitKeyName(p.name);
+  if (key != "embedding.word" && key != "output.weight") return -1;
+  const int64_t rows = p.local_shape[0];
+  const int64_t row0 = p.sharding == Sharding::kRows ? int64_t(tp_rank) * rows : 0;
+  const int64_t first = std::max<int64_t>(0, vocab - row0);
+  return first < rows ? first : -1;
+}
+
 int64_t ParamStore::GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i) {
   switch (p.sharding) {
     case Sharding::kReplicated:
@@ -33,7 +43,7 @@ int64_t ParamStore::GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i) {
 }
 
 Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
-                                      int pp_rank, int tp_rank, DType compute) {
+                                      int pp_rank, int tp_rank, DType compute, ParamInit init) {
   ParamStore s;
   s.dev_ = dev;
   s.tp_rank_ = tp_rank;
@@ -57,43 +67,49 @@ Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const Par
   PTDP_ASSIGN_OR_RETURN(s.grads_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kGrads));
   PTDP_ASSIGN_OR_RETURN(s.m_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kOptimizer));
   PTDP_ASSIGN_OR_RETURN(s.v_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kOptimizer));
-  PTDP_RETURN_IF_ERROR(s.Initialise(m));
+  PTDP_RETURN_IF_ERROR(s.Initialise(m, init));
   return s;
 }
 
-Status ParamStore::Initialise(const ModelSpec& m) {
-  Ops* ops = dev_->ops();
+Status ParamStore::Initialise(const ModelSpec& m, ParamInit init) {
   for (int i = 0; i < static_cast<int>(entries_.size()); ++i) {
-    const ParamTensor& p = entries_[i].spec;
-    const std::string& name = p.name;
-    if (EndsWith(name, ".bias")) {
-      PTDP_RETURN_IF_ERROR(ops->Fill(master(i), 0.0));
-    } else if (EndsWith(name, "ln1.weight") || EndsWith(name, "ln2.weight") ||
-               name == "final_ln.weight") {
-      PTDP_RETURN_IF_ERROR(ops->Fill(master(i), 1.0));
-    } else {
-      double std = 0.02;
-      if (EndsWith(name, "attn.proj.weight") || EndsWith(name, "mlp.fc2.weight")) {
-        std /= std::sqrt(2.0 * m.layers);
-      }
-      // Local element j sits at global (row0 + j / cols) * global_cols + col0 + j % cols.
-      const int64_t cols = p.local_shape.size() == 2 ? p.local_shape[1] : p.LocalElements();
-      int64_t global_cols = cols, col0 = 0, row0 = 0;
-      if (p.sharding == Sharding::kRows) row0 = int64_t(tp_rank_) * (p.LocalElements() / cols);
-      if (p.sharding == Sharding::kCols) {
-        global_cols = p.global_shape[1];
-        col0 = int64_t(tp_rank_) * cols;
-      }
-      const uint64_t key = kernels::HashKey(InitKeyName(name).c_str());
-      PTDP_RETURN_IF_ERROR(
-          ops->FillNormal(master(i), key, cols, global_cols, col0, row0, 0.0, std));
-    }
+    const int64_t first_row =
+        init == ParamInit::kRandom ? 0 : FirstPaddingRow(entries_[i].spec, tp_rank_, m.vocab);
+    if (first_row >= 0) PTDP_RETURN_IF_ERROR(InitialiseRows(m, i, first_row));
   }
-  if (!copy_.empty()) PTDP_RETURN_IF_ERROR(ops->Cast(copy_.ref(), master_.cref()));
-  // Adam's moments start at zero; Device::Alloc leaves memory unset.
-  PTDP_RETURN_IF_ERROR(ops->Fill(m_.ref(), 0.0));
-  PTDP_RETURN_IF_ERROR(ops->Fill(v_.ref(), 0.0));
-  return ZeroGrads();
+  if (init == ParamInit::kRandom) PTDP_RETURN_IF_ERROR(RefreshComputeCopy());
+  return ZeroGrads();  // Device::Alloc leaves memory unset
+}
+
+Status ParamStore::InitialiseRows(const ModelSpec& m, int i, int64_t first_row) {
+  Ops* ops = dev_->ops();
+  const ParamTensor& p = entries_[i].spec;
+  const std::string& name = p.name;
+  // 1-D tensors are one row of `cols`.
+  const int64_t cols = p.local_shape.size() == 2 ? p.local_shape[1] : p.LocalElements();
+  const int64_t begin = first_row * cols, count = Count(i) - begin;
+  auto rows = [&](Tensor& arena) { return arena.slice(entries_[i].offset + begin, count); };
+  const TensorRef w = rows(master_);
+  // Adam's moments start at zero.
+  PTDP_RETURN_IF_ERROR(ops->Fill(rows(m_), 0.0));
+  PTDP_RETURN_IF_ERROR(ops->Fill(rows(v_), 0.0));
+  if (EndsWith(name, ".bias")) return ops->Fill(w, 0.0);
+  if (EndsWith(name, "ln1.weight") || EndsWith(name, "ln2.weight") || name == "final_ln.weight") {
+    return ops->Fill(w, 1.0);
+  }
+  double std = 0.02;
+  if (EndsWith(name, "attn.proj.weight") || EndsWith(name, "mlp.fc2.weight")) {
+    std /= std::sqrt(2.0 * m.layers);
+  }
+  // Local element j sits at global (row0 + j / cols) * global_cols + col0 + j % cols.
+  int64_t global_cols = cols, col0 = 0, row0 = first_row;
+  if (p.sharding == Sharding::kRows) row0 += int64_t(tp_rank_) * (p.LocalElements() / cols);
+  if (p.sharding == Sharding::kCols) {
+    global_cols = p.global_shape[1];
+    col0 = int64_t(tp_rank_) * cols;
+  }
+  const uint64_t key = kernels::HashKey(InitKeyName(name).c_str());
+  return ops->FillNormal(w, key, cols, global_cols, col0, row0, 0.0, std);
 }
 
 ConstRef ParamStore::weight(int i) const {

@@ -12,6 +12,9 @@
 // the unsharded tensor), so every layout (t, p, d, v) starts from the same model. Weights
 // N(0, 0.02), attn.proj and mlp.fc2 weights N(0, 0.02 / sqrt(2 l)); LayerNorm weights 1; biases
 // 0. The tied copy of the word embedding on the last stage draws from the key of "embedding.word".
+// With ParamInit::kLoadFollows (a checkpoint load follows: a plan switch, --load) only what a load
+// may leave unwritten is initialised so: drawing the normals is most of a new trainer's build
+// (docs/checkpoints.md "Speed").
 #pragma once
 
 #include <string>
@@ -24,6 +27,17 @@
 
 namespace ptdp::runtime {
 
+// What ParamStore::Create writes into the new arenas.
+enum class ParamInit {
+  kRandom,  // the initial model above, Adam's moments and the gradients zero
+  // A checkpoint load follows and writes every element of the real vocabulary rows (the loader
+  // refuses a checkpoint that leaves one uncovered: pieces.h AssembleLocal). Initialised as
+  // kRandom does: the vocabulary padding rows (weights and moments; a checkpoint of a smaller t
+  // lacks some) and the gradients. The rest keeps the device's fresh memory (NaN on the host
+  // devices) until the load; the compute copy is the load's (RefreshComputeCopy).
+  kLoadFollows,
+};
+
 struct ParamEntry {
   ParamTensor spec;
   int chunk = 0;       // local model chunk
@@ -32,9 +46,12 @@ struct ParamEntry {
 
 class ParamStore {
  public:
-  // Allocates the arenas for `compute` (fp32, bf16 or fp16) and initialises the parameters.
+  // Allocates the arenas for `compute` (fp32, bf16 or fp16) and initialises them as `init` says.
   static Result<ParamStore> Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
-                                   int pp_rank, int tp_rank, DType compute);
+                                   int pp_rank, int tp_rank, DType compute,
+                                   ParamInit init = ParamInit::kRandom);
+  // The kRandom initialisation of every element (a kLoadFollows store whose load found nothing).
+  Status InitialiseRandom(const ModelSpec& m) { return Initialise(m, ParamInit::kRandom); }
   const std::vector<ParamEntry>& entries() const { return entries_; }
   int64_t size() const { return total_; }
   DType compute_dtype() const { return compute_; }
@@ -60,7 +77,9 @@ class ParamStore {
 
  private:
   int64_t Count(int i) const { return entries_[i].spec.LocalElements(); }
-  Status Initialise(const ModelSpec& m);
+  Status Initialise(const ModelSpec& m, ParamInit init);
+  // Entry i's local rows from `first_row` on: its initial weights, Adam's moments zero.
+  Status InitialiseRows(const ModelSpec& m, int i, int64_t first_row);
   Device* dev_ = nullptr;
   std::vector<ParamEntry> entries_;
   int64_t total_ = 0;
@@ -71,5 +90,9 @@ class ParamStore {
 
 // The name whose generator initialises `name` (the tied copy uses the embedding's).
 std::string InitKeyName(const std::string& name);
+// The first local row of `p` (on tensor rank `tp_rank`) that is vocabulary padding (global row at
+// or beyond `vocab`), or -1 when it holds none (every tensor but the word embedding, its tied copy
+// and the output layer).
+int64_t FirstPaddingRow(const ParamTensor& p, int tp_rank, int64_t vocab);
 
 }  // namespace ptdp::runtime

@@ -60,6 +60,12 @@ case "$case" in
                extra=(--backend cuda --memory-limit 1MiB)
                expect="backend: 'cuda' is not available in this build\|backend cuda: no CUDA device is visible\|model does not fit" ;;
   no_fit)      extra=(--memory-limit 1MiB); expect="model does not fit: pipeline rank 0 needs" ;;
+  nan_loss)    # --expect-losses must fail a NaN loss (here from a learning rate of 1e30), which
+               # compares false with every tolerance (it once passed as "difference 0")
+               timeout 60 mpirun -np 2 --oversubscribe "$ptdp" train --plan "$dir/plan.json" \
+                 --data "$data" --steps 2 --log "$dir/ref.jsonl" > /dev/null 2>&1 || exit 1
+               extra=(--lr 1e30 --expect-losses "$dir/ref.jsonl")
+               expect="step 2: loss -\?nan vs reference .* (relative inf over" ;;
   no_fit_profile)  # hidden 16384: 12.9 G parameters, 16 bytes each, over the cpu profile's 16 GiB
                sed -i 's/"hidden": 64,/"hidden": 16384,/; s/"heads": 4,/"heads": 128,/' "$dir/plan.json"
                grep -q '"heads": 128,' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

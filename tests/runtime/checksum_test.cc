@@ -3,6 +3,7 @@
 // on random buffers of odd lengths and alignments, and a damaged byte caught in files of both
 // kinds, the old FNV-1a 64 manifests included.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -95,7 +96,11 @@ TEST(Checksum, StreamEqualsWholeWhateverTheSplits) {
 class ChecksumFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/ptdp_checksum_files";
+    // One folder per test and process: ctest runs this fixture's tests in parallel (-j), and
+    // other builds' runs share the temporary folder.
+    dir_ = ::testing::TempDir() + "/ptdp_checksum_files_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+           std::to_string(::getpid());
     std::filesystem::remove_all(dir_);
     ASSERT_TRUE(MakeDirs(dir_).ok());
     bytes_ = RandomBytes(50000, 5);

@@ -7,6 +7,9 @@
 #   switch      t1 p2 d2 1F1B mbs 1 switched after step 3 to GPipe mbs 2 (--switch-plan): the state
 #       moves through a checkpoint in the scratch folder (removed after), the losses equal the
 #       unswitched run's within 1e-5 (relative), the memory the new layout's ledger
+#   switch_same the same run switched after step 3 to its own plan: every step's loss equals the
+#       unswitched run's bit for bit, so the new trainer (whose parameters are not drawn but left
+#       NaN for the load: ParamInit::kLoadFollows) trains on exactly the state the load gave it
 #   switch_tp   a plan of another t refused: exit 2, one line naming layout.tp
 #   adapt       rank 2 slowed 3x with --adapt --adapt-threshold 0 (switch to whatever the simulator
 #       ranks first): a re-plan after the first window, a switch, losses within 1e-5 of an unslowed,
@@ -95,7 +98,7 @@ bad() {  # EXPECTED-TEXT [flags]
 }
 
 case "$case" in
-  switch | switch_tp | adapt)
+  switch | switch_same | switch_tp | adapt)
     "$here/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 1 2 2 1 1 1f1b none true || fail "plan"
     "$here/write_plan.sh" "$ptdp" gpipe.json 4 0.1 256 16 1 2 2 2 1 gpipe none true || fail "plan"
     "$here/write_plan.sh" "$ptdp" tp2.json 4 0.1 256 16 2 2 1 1 1 1f1b none true || fail "plan"
@@ -109,6 +112,16 @@ case "$case" in
       fail "no switch"
     [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
     echo "ok: switched, losses within 1e-5"
+    ;;
+  switch_same)
+    train plan.json --steps 6 --switch-plan plan.json --switch-at 3 --expect-losses ref.jsonl \
+      --loss-tol 0 || { cat run.out; fail "run switched to its own plan"; }
+    cat run.out
+    grep -q "switched after step 3 to tp=1,pp=2,dp=2,mbs=1,vp=1,schedule=1f1b" run.out ||
+      fail "no switch"
+    grep -q "losses vs reference: max relative difference 0.000e+00" run.out ||
+      fail "the losses after the switch differ from the unswitched run's"
+    echo "ok: switched to the same plan, losses equal bit for bit"
     ;;
   switch_tp)
     bad "layout.tp 2 differs from the running 1" --switch-plan tp2.json --switch-at 1
