@@ -351,6 +351,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
   *agreed_failure = false;
   a.adapt.scratch_dir = a.save.empty() ? "ptdp-switch" : a.save + "/switch";
   a.adapt.save_dir = a.save;
+  a.adapt.steps = a.steps;
   PTDP_ASSIGN_OR_RETURN(
       const std::vector<double> losses,
       TrainSteps(a, trainer, &*plan, world, done + 1, root, agreed_failure, relaunch));

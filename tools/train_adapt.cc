@@ -37,9 +37,9 @@ std::string JoinCounts(const std::vector<int>& v) {
 
 // Rank 0's report of a layout of another t, p or d that beats the running one by more than the
 // threshold; writes its plan under --save. Returns whether to relaunch.
-Result<bool> OfferRelaunch(const AdaptArgs& a, const Replan& rp, int64_t step,
-                           const PlanFile& plan) {
-  const double gain = 1 - rp.other_step_s / rp.current_step_s;
+Result<bool> OfferRelaunch(const AdaptArgs& a, const Replan& rp, int64_t step, const PlanFile& plan,
+                           double trust) {
+  const double gain = (1 - rp.other_step_s / rp.current_step_s) * trust;
   const bool beats_switch = rp.other_step_s < rp.best_step_s;
   if (!rp.other || !beats_switch || !(gain > a.threshold)) return false;
   char figures[128];
@@ -76,14 +76,14 @@ Result<bool> OfferRelaunch(const AdaptArgs& a, const Replan& rp, int64_t step,
 // plan of another t, p, d is written, the caller saves and stops).
 Result<std::optional<ParallelConfig>> DecideOnRoot(
     const AdaptArgs& a, const runtime::MonitorReport& report, int64_t step, Bytes memory_limit,
-    runtime::Communicator& world, const PlanFile& plan, const std::vector<std::string>& rejected,
-    const Timeline& last_step, bool* relaunch) {
+    runtime::Communicator& world, const PlanFile& plan, const AdaptState& state, double measured,
+    const Timeline& last_step, bool* relaunch, double* predicted_gain) {
   // action (0 stay, 1 switch, 2 relaunch), mbs, schedule, vp, first_stage_layers,
-  // last_stage_layers
-  std::vector<double> choice = {0, 0, 0, 0, 0, 0};
+  // last_stage_layers, the predicted gain (AdaptState's trial, the same on every rank)
+  std::vector<double> choice = {0, 0, 0, 0, 0, 0, 0};
   Status st;
   if (world.rank() == 0) {
-    auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, rejected, &last_step);
+    auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, state.rejected, &last_step);
     if (rp.ok() && a.calibrate) {
       std::printf(
           " adapt after step %lld: %s the fit of the profile to the step's timeline (compute "
@@ -92,7 +92,7 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
           100 * rp->calibrated_error_before, 100 * rp->calibrated_error_after,
           rp->calibration_summary.c_str());
     }
-    auto go_other = rp.ok() ? OfferRelaunch(a, *rp, step, plan) : Result<bool>(false);
+    auto go_other = rp.ok() ? OfferRelaunch(a, *rp, step, plan, state.trust) : Result<bool>(false);
     if (!rp.ok()) {
       // A window the re-planner cannot price (a fitted profile or factors that make the table
       // inconsistent) is a window without a re-plan: the monitor must not end the training run.
@@ -104,21 +104,28 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
       choice[0] = 2;
     } else {
       const double gain = 1 - rp->best_step_s / rp->current_step_s;
-      const bool go = gain > a.threshold;
+      const SwitchVerdict v = JudgeSwitch(gain, a.threshold, state.trust, state.switch_cost_s,
+                                          measured, a.steps - step);
+      char discounted[96] = "";
+      if (state.trust < 1) {
+        std::snprintf(discounted, sizeof discounted, "; %.1f%% at the measured trust %.2f",
+                      100 * v.discounted_gain, state.trust);
+      }
       std::printf(
           " adapt after step %lld: stage compute measured/modelled %s; %d layouts simulated; "
-          "running %.4f s, best %.4f s (%s, layers %s, %.1f%% shorter): %s\n",
+          "running %.4f s, best %.4f s (%s, layers %s, %.1f%% shorter%s): %s\n",
           static_cast<long long>(step), JoinScale(rp->scale).c_str(), rp->candidates,
           rp->current_step_s, rp->best_step_s, rp->layout.ToString().c_str(),
-          JoinCounts(StageLayerCounts(plan.model, rp->layout)).c_str(), 100 * gain,
-          go ? "switching" : "staying (under --adapt-threshold)");
-      if (go) {
+          JoinCounts(StageLayerCounts(plan.model, rp->layout)).c_str(), 100 * gain, discounted,
+          v.why.c_str());
+      if (v.go) {
         choice = {1,
                   double(rp->layout.mbs),
                   double(static_cast<int>(rp->layout.schedule)),
                   double(rp->layout.vp),
                   double(rp->layout.first_stage_layers),
-                  double(rp->layout.last_stage_layers)};
+                  double(rp->layout.last_stage_layers),
+                  gain};
       }
     }
     std::fflush(stdout);
@@ -127,6 +134,7 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, runtime::AllGatherDoubles(world, choice));
   *relaunch = all[0] == 2;
   if (all[0] != 1) return std::optional<ParallelConfig>();
+  *predicted_gain = all[6];
   ParallelConfig c = plan.layout;
   c.mbs = static_cast<int>(all[1]);
   c.schedule = static_cast<ScheduleKind>(static_cast<int>(all[2]));
@@ -147,10 +155,25 @@ Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
                                               const runtime::MonitorReport& report, int64_t step,
                                               Bytes memory_limit, runtime::Communicator& world,
                                               AdaptState* state, const PlanFile& plan,
-                                              runtime::Trainer& trainer, double measured) {
+                                              runtime::Trainer& trainer, double measured,
+                                              double first_step_s) {
   if (state->on_trial) {
     state->on_trial = false;
-    if (!(measured < state->before_step_s)) {  // the same on every rank (gathered doubles)
+    if (measured < state->before_step_s) {
+      const TrialLesson l = LearnFromTrial(state->trial_predicted_gain, state->before_step_s,
+                                           measured, state->trial_move_s, first_step_s);
+      state->trust = l.trust;
+      state->switch_cost_s = l.cost_s;
+      if (world.rank() == 0) {
+        std::printf(
+            " adapt after step %lld: the switch after step %lld realised %.1f%% of a predicted "
+            "%.1f%% (trust %.2f) and cost %.3f s (state move %.3f s, its first step %.3f s over "
+            "the window's median)\n",
+            static_cast<long long>(step), static_cast<long long>(state->trial_step),
+            100 * l.realised_gain, 100 * state->trial_predicted_gain, l.trust, l.cost_s,
+            state->trial_move_s, l.first_step_excess_s);
+      }
+    } else {  // the same on every rank (gathered doubles)
       if (world.rank() == 0) {
         std::printf(
             " adapt after step %lld: %s measured a median step of %.4f s against %.4f s before: "
@@ -173,9 +196,10 @@ Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
     if (world.rank() == 0) trainer.GiveSendsTheirTransfer(&last_step);
   }
   bool relaunch = false;
+  double predicted_gain = 0;
   PTDP_ASSIGN_OR_RETURN(std::optional<ParallelConfig> c,
-                        DecideOnRoot(a, report, step, memory_limit, world, plan, state->rejected,
-                                     last_step, &relaunch));
+                        DecideOnRoot(a, report, step, memory_limit, world, plan, *state, measured,
+                                     last_step, &relaunch, &predicted_gain));
   if (relaunch) {
     state->relaunch = true;
     state->relaunch_plan = a.save_dir + "/" + kRelaunchPlanName;
@@ -189,6 +213,8 @@ Result<std::optional<PlanFile>> NextAdaptPlan(const AdaptArgs& a,
   state->on_trial = true;
   state->before = plan;
   state->before_step_s = measured;
+  state->trial_predicted_gain = predicted_gain;
+  state->trial_step = step;
   return std::optional<PlanFile>(std::move(next));
 }
 
@@ -204,11 +230,13 @@ Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, 
         world, read.ok() ? Status::Ok() : read.status().WithPrefix("--switch-plan")));
     next = std::move(read).value();
   } else if (a.adapt && report != nullptr) {
-    const double measured = WindowStepSeconds(std::move(state->window_step_s));
+    std::vector<double> window = std::move(state->window_step_s);
     state->window_step_s.clear();
-    PTDP_ASSIGN_OR_RETURN(
-        std::optional<PlanFile> p,
-        NextAdaptPlan(a, *report, step, memory_limit, world, state, *plan, **trainer, measured));
+    const double first_step_s = window.empty() ? 0 : window.front();
+    const double measured = WindowStepSeconds(std::move(window));
+    PTDP_ASSIGN_OR_RETURN(std::optional<PlanFile> p,
+                          NextAdaptPlan(a, *report, step, memory_limit, world, state, *plan,
+                                        **trainer, measured, first_step_s));
     if (!p) return Status::Ok();
     next = std::move(*p);
   } else {
@@ -219,6 +247,7 @@ Status AdaptAfterStep(const AdaptArgs& a, const runtime::MonitorReport* report, 
   PTDP_ASSIGN_OR_RETURN(*trainer, runtime::Trainer::SwitchPlan(std::move(*trainer), next, step,
                                                                a.scratch_dir, &parts));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  state->trial_move_s = s;
   if (world.rank() == 0) {
     std::printf(
         " switched after step %lld to %s (state moved through %s in %.3f s; rank 0: save %.3f, "

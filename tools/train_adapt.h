@@ -35,6 +35,7 @@ struct AdaptArgs {
   // --save: where a relaunch writes its plan (kRelaunchPlanName) before every rank saves; empty:
   // a layout of another t, p or d is reported and not taken.
   std::string save_dir;
+  int64_t steps = 0;  // the run's last step (--steps): what a switch has left to repay its cost
 };
 
 // What --adapt remembers between windows: a switch is on trial until the next window has measured
@@ -50,6 +51,13 @@ struct AdaptState {
   // window; the caller appends each step's before AdaptAfterStep, which empties it at a window.
   std::vector<double> window_step_s;
   std::vector<std::string> rejected;  // layouts (ParallelConfig::ToString) tried and undone
+  // What the switches so far taught (LearnFromTrial, JudgeSwitch): the share of its predicted gain
+  // that the last switch to end its trial realised, and what it cost.
+  double trust = 1;
+  double trial_predicted_gain = 0;  // the switch on trial: its predicted 1 - best / running
+  double trial_move_s = 0;          // its state move (Trainer::SwitchPlan), seconds
+  int64_t trial_step = 0;           // the step after which it switched
+  double switch_cost_s = -1;        // the last measured switch's cost; < 0: none measured yet
   // Set on every rank when rank 0 chose a layout of another t, p or d and wrote its plan to
   // relaunch_plan: the caller saves after this step and exits kRelaunchExitCode.
   bool relaunch = false;
@@ -108,6 +116,34 @@ std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running);
 // interleaving with the even split and InterleavedShortEnds'. Not every split, as for the running
 // t, p, d, so that the count stays bounded.
 std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& running);
+
+// A switch's trial, measured by the window after it. realised_gain: 1 - after / before;
+// trust: realised over predicted, in [0, 1] (the re-planner's own accuracy, measured, which
+// discounts its next predictions); cost_s: the state move plus the first step's excess over the
+// window's median (the new trainer's one-off costs on a GPU: cuBLASLt's timing of new GEMM shapes,
+// cuDNN's plans, the allocator).
+struct TrialLesson {
+  double realised_gain = 0;
+  double trust = 1;
+  double first_step_excess_s = 0;
+  double cost_s = 0;
+};
+TrialLesson LearnFromTrial(double predicted_gain, double before_step_s, double after_step_s,
+                           double move_s, double first_step_s);
+
+// Whether --adapt switches for a predicted gain (1 - best / running, the simulator's): the gain
+// times the trust must pass the threshold and, once a switch has been measured, the saving it
+// implies (the discounted gain times the measured step) over the steps left must repay that
+// switch's cost. Before the first switch its cost is unknown and the threshold alone decides.
+struct SwitchVerdict {
+  double discounted_gain = 0;  // predicted gain x trust
+  double saving_s = 0;         // per step, in measured seconds
+  double repaid_s = 0;         // saving_s x steps left
+  bool go = false;
+  std::string why;  // "switching", or why not, for the log line
+};
+SwitchVerdict JudgeSwitch(double predicted_gain, double threshold, double trust,
+                          double switch_cost_s, double measured_step_s, int64_t steps_left);
 
 // A window's measured step time for --adapt's trial: the median of its steps' times. Not the mean:
 // the first step of a trainer (the run's, and the one after a switch) pays one-off costs on a GPU

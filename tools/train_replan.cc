@@ -265,6 +265,38 @@ double WindowStepSeconds(std::vector<double> step_s) {
   return n % 2 == 1 ? step_s[n / 2] : 0.5 * (step_s[n / 2 - 1] + step_s[n / 2]);
 }
 
+TrialLesson LearnFromTrial(double predicted_gain, double before_step_s, double after_step_s,
+                           double move_s, double first_step_s) {
+  TrialLesson l;
+  l.realised_gain = before_step_s > 0 ? 1 - after_step_s / before_step_s : 0;
+  l.trust = predicted_gain > 0 ? std::clamp(l.realised_gain / predicted_gain, 0.0, 1.0) : 0.0;
+  l.first_step_excess_s = std::max(0.0, first_step_s - after_step_s);
+  l.cost_s = move_s + l.first_step_excess_s;
+  return l;
+}
+
+SwitchVerdict JudgeSwitch(double predicted_gain, double threshold, double trust,
+                          double switch_cost_s, double measured_step_s, int64_t steps_left) {
+  SwitchVerdict v;
+  v.discounted_gain = predicted_gain * trust;
+  v.saving_s = v.discounted_gain * measured_step_s;
+  v.repaid_s = v.saving_s * double(std::max<int64_t>(steps_left, 0));
+  char buf[200];
+  if (!(v.discounted_gain > threshold)) {
+    v.why = "staying (under --adapt-threshold)";
+  } else if (switch_cost_s >= 0 && measured_step_s > 0 && !(v.repaid_s > switch_cost_s)) {
+    std::snprintf(buf, sizeof buf,
+                  "staying (a saving of %.4f s a step repays %.3f s over the %lld steps left, "
+                  "under the last switch's cost of %.3f s)",
+                  v.saving_s, v.repaid_s, static_cast<long long>(steps_left), switch_cost_s);
+    v.why = buf;
+  } else {
+    v.go = true;
+    v.why = "switching";
+  }
+  return v;
+}
+
 Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::MonitorReport& report,
                                       Bytes memory_limit, const std::vector<std::string>& rejected,
                                       const Timeline* last_step) {

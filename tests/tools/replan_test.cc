@@ -360,5 +360,43 @@ TEST(Replan, BadInputFailsWithOneLineOrIsIgnored) {
   EXPECT_EQ(with_stray->other->ToString(), good->other->ToString());
 }
 
+// A switch's trial, from the H200 call of 2026-11-27, late evening (bench/gpu/adapt_stage.sh, 4 MPS
+// ranks): the re-plan predicted 61.5% shorter; the window before measured a median step of 0.449 s,
+// the one after 0.335 s, whose first step took 2.6507 s; the state move took 3.505 s.
+TEST(AdaptDecision, ATrialMeasuresTheRealisedShareAndTheCost) {
+  const TrialLesson l = LearnFromTrial(0.615, 0.449, 0.335, 3.505, 2.6507);
+  EXPECT_NEAR(l.realised_gain, 1 - 0.335 / 0.449, 1e-12);
+  EXPECT_NEAR(l.trust, (1 - 0.335 / 0.449) / 0.615, 1e-12);
+  EXPECT_NEAR(l.first_step_excess_s, 2.6507 - 0.335, 1e-12);
+  EXPECT_NEAR(l.cost_s, 3.505 + 2.6507 - 0.335, 1e-12);
+  // A switch that did better than predicted earns no more than full trust; a first step faster
+  // than the median costs nothing; a prediction of no gain earns none.
+  EXPECT_EQ(LearnFromTrial(0.1, 1.0, 0.5, 0.2, 0.4).trust, 1.0);
+  EXPECT_EQ(LearnFromTrial(0.1, 1.0, 0.5, 0.2, 0.4).cost_s, 0.2);
+  EXPECT_EQ(LearnFromTrial(0.0, 1.0, 0.5, 0.2, 0.4).trust, 0.0);
+}
+
+// That run's next re-plan predicted 28.1% with the trust it had earned (0.41): over the threshold,
+// but 16 steps cannot repay the 5.8 s the first switch cost; a long run can. Before any switch
+// has been measured the threshold alone decides.
+TEST(AdaptDecision, ASwitchMustPassTheThresholdAndRepayItsCost) {
+  const TrialLesson l = LearnFromTrial(0.615, 0.449, 0.335, 3.505, 2.6507);
+  const SwitchVerdict short_run = JudgeSwitch(0.281, 0.1, l.trust, l.cost_s, 0.335, 16);
+  EXPECT_NEAR(short_run.discounted_gain, 0.281 * l.trust, 1e-12);
+  EXPECT_NEAR(short_run.repaid_s, 0.281 * l.trust * 0.335 * 16, 1e-12);
+  EXPECT_GT(short_run.discounted_gain, 0.1);
+  EXPECT_FALSE(short_run.go);
+  EXPECT_NE(short_run.why.find("under the last switch's cost of 5.821 s"), std::string::npos)
+      << short_run.why;
+  EXPECT_TRUE(JudgeSwitch(0.281, 0.1, l.trust, l.cost_s, 0.335, 1000).go);
+  const SwitchVerdict low = JudgeSwitch(0.2, 0.1, l.trust, -1, 0.335, 1000);
+  EXPECT_FALSE(low.go);  // 0.2 x 0.41 = 8%
+  EXPECT_EQ(low.why, "staying (under --adapt-threshold)");
+  const SwitchVerdict first = JudgeSwitch(0.615, 0.1, 1.0, -1, 0.449, 1);
+  EXPECT_TRUE(first.go);
+  EXPECT_EQ(first.why, "switching");
+  EXPECT_FALSE(JudgeSwitch(0.615, 0.1, 1.0, 0.5, 0.449, 0).go);  // no step left to repay it
+}
+
 }  // namespace
 }  // namespace ptdp::tools
