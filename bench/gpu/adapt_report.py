@@ -5,8 +5,11 @@ OUT/adapt.json and prints the report; exit 1 unless the acceptance (issue 13) pa
   every run exited 0;
   the first monitor window names the slowed rank (1) its slowest straggler;
   the lost throughput recovered, (adapt - slow) / (base - slow), is at least 50%; tokens/s is the
-    mean of --log's tokens_per_s over the steps after the first window (bench/adapt/bench.sh's);
-  every step's loss of the adapted run is within the equivalence bound of base's:
+    mean of --log's tokens_per_s over the steps after the first window (bench/adapt/bench.sh's),
+    with adapt_stage.sh --rounds R the mean of that over the R rounds (the rounds runs.tsv names:
+    base, slow, adapt, then base.r2 ... with logs adapt.base.r2.jsonl ...; each round's own figure
+    is printed too);
+  every step's loss of every adapted run is within the equivalence bound of base's (round 1's):
     |L' - L| / L <= 2u (TV_k / L + 1 / sqrt(B s))   (tests/cuda/train_vs_cpu.sh's bound; TV_k: base's
     loss variation up to step k; B s: a step's tokens; u = 2^-8 in bf16, 2^-11 in fp16, 256 x 2^-24
     in fp32, as there).
@@ -57,6 +60,24 @@ def mean_tps(log, first):
     return sum(v) / len(v) if v else None
 
 
+KINDS = ("base", "slow", "adapt")
+
+
+def round_suffixes(runs):
+    """The log suffix of each round runs.tsv lists: '' for round 1, then '.r2', '.r3', ..."""
+    later = sorted({int(m.group(1)) for n in runs for m in [re.match(r"^\w+\.r(\d+)$", n)] if m})
+    return [""] + [".r%d" % k for k in later]
+
+
+def recovered(t):
+    b, s, a = (t[k] for k in KINDS)
+    return (a - s) / (b - s) if None not in (a, s, b) and b > s else None
+
+
+def mean_over(values):
+    return None if not values or None in values else sum(values) / len(values)
+
+
 def first_line(lines, prefix):
     return next((l.rstrip("\n") for l in lines if l.startswith(prefix)), "")
 
@@ -68,7 +89,7 @@ def analyse(out, slow_factor, monitor, backend, ranks=2, sharing=""):
         for line in list(open(path))[1:]:
             name, rc, seconds = line.rstrip("\n").split("\t")
             runs[name] = {"rc": int(rc), "seconds": float(seconds)}
-    logs = {k: read_log(os.path.join(out, "adapt.%s.jsonl" % k)) for k in ("base", "slow", "adapt")}
+    logs = {k: read_log(os.path.join(out, "adapt.%s.jsonl" % k)) for k in KINDS}
     path = os.path.join(out, "adapt.adapt.out")
     lines = open(path).readlines() if os.path.exists(path) else []
     r = {"backend": backend, "ranks": ranks, "sharing": sharing, "slow_rank": SLOW_RANK,
@@ -78,7 +99,7 @@ def analyse(out, slow_factor, monitor, backend, ranks=2, sharing=""):
     # the others (docs/cuda.md), so the recovery measures the sharing, not the re-planner.
     r["meaningful"] = not (backend == "cuda" and sharing.startswith("time-sliced"))
     r["monitor_line"] = first_line(lines, " monitor steps")
-    named = re.search(r"^ monitor steps 1-%d .*stragglers: rank (\d+) \(" % monitor, r["monitor_line"])
+    named = re.search(r"^ monitor steps \d+-%d .*stragglers: rank (\d+) \(" % monitor, r["monitor_line"])
     r["straggler_named_first_window"] = bool(named) and int(named.group(1)) == SLOW_RANK
     r["replan_line"] = first_line(lines, " adapt after step")
     r["switch_line"] = first_line(lines, " switched after step")
@@ -91,29 +112,46 @@ def analyse(out, slow_factor, monitor, backend, ranks=2, sharing=""):
         parts = re.search(r"save ([0-9.]+), new trainer ([0-9.]+), load ([0-9.]+) s\)", r["switch_line"])
         if parts:
             r["switch_parts_s"] = dict(zip(("save", "new_trainer", "load"), map(float, parts.groups())))
-    # Tokens/s after the first window (bench.sh's), and after the switch's trial window too.
-    for when, first in (("tokens_per_s", monitor + 1), ("tokens_per_s_after_trial", 2 * monitor + 1)):
-        r[when] = {k: mean_tps(logs[k], first) for k in logs}
-    b, s, a = (r["tokens_per_s"][k] for k in ("base", "slow", "adapt"))
-    r["recovered"] = (a - s) / (b - s) if None not in (a, s, b) and b > s else None
-    bt, st, at = (r["tokens_per_s_after_trial"][k] for k in ("base", "slow", "adapt"))
-    r["recovered_after_trial"] = (at - st) / (bt - st) if None not in (at, st, bt) and bt > st else None
-    # Losses: every step of the adapted run against base's, each within its bound.
+    # Tokens/s after the first window (bench.sh's), and after the switch's trial window too; per
+    # round, and their mean over the rounds (the figure the acceptance reads).
+    suffixes = round_suffixes(runs)
+    r["rounds"] = []
+    adapt_logs = []
+    for sfx in suffixes:
+        lg = logs if not sfx else {
+            k: read_log(os.path.join(out, "adapt.%s%s.jsonl" % (k, sfx))) for k in KINDS}
+        adapt_logs.append(lg["adapt"])
+        one = {w: {k: mean_tps(lg[k], first) for k in KINDS}
+               for w, first in (("tokens_per_s", monitor + 1),
+                                ("tokens_per_s_after_trial", 2 * monitor + 1))}
+        one["recovered"] = recovered(one["tokens_per_s"])
+        one["recovered_after_trial"] = recovered(one["tokens_per_s_after_trial"])
+        r["rounds"].append(one)
+    for w in ("tokens_per_s", "tokens_per_s_after_trial"):
+        r[w] = {k: mean_over([one[w][k] for one in r["rounds"]]) for k in KINDS}
+    r["recovered"] = recovered(r["tokens_per_s"])
+    r["recovered_after_trial"] = recovered(r["tokens_per_s_after_trial"])
+    # Losses: every step of every adapted run against base's (round 1's), each within its bound.
     bounds = loss_bounds(out) if logs["base"] else {}
     worst = None
-    for k, bound in bounds.items():
-        if k not in logs["adapt"]:
-            continue
-        ref = logs["base"][k]["loss"]
-        d = abs(logs["adapt"][k]["loss"] - ref) / ref
-        if worst is None or d / bound > worst["ratio"]:
-            worst = {"step": k, "relative": d, "bound": bound, "ratio": d / bound}
-    r["losses_compared"] = sum(1 for k in bounds if k in logs["adapt"])
+    compared = 0
+    complete = bool(bounds)
+    for lg in adapt_logs:
+        complete = complete and len(lg) == len(bounds) and all(k in lg for k in bounds)
+        for k, bound in bounds.items():
+            if k not in lg:
+                continue
+            compared += 1
+            ref = logs["base"][k]["loss"]
+            d = abs(lg[k]["loss"] - ref) / ref
+            if worst is None or d / bound > worst["ratio"]:
+                worst = {"step": k, "relative": d, "bound": bound, "ratio": d / bound}
+    r["losses_compared"] = compared
     r["loss_worst"] = worst
-    r["losses_within_bound"] = (worst is not None and worst["ratio"] <= 1 and
-                                r["losses_compared"] == len(bounds) == len(logs["adapt"]))
+    r["losses_within_bound"] = worst is not None and worst["ratio"] <= 1 and complete
     checks = {
-        "every run exited 0": len(runs) == 3 and all(v["rc"] == 0 for v in runs.values()),
+        "every run exited 0": (len(runs) == 3 * len(suffixes) and
+                               all(v["rc"] == 0 for v in runs.values())),
         "straggler named in the first window": r["straggler_named_first_window"],
         "recovered >= 50%": r["recovered"] is not None and r["recovered"] >= 0.5,
         "losses within the equivalence bound": r["losses_within_bound"],
@@ -151,12 +189,20 @@ def format_report(r):
             "n/a" if r["first_step_after_switch_s"] is None
             else "%.4f" % r["first_step_after_switch_s"]))
     runs = r["runs"]
+    rounds = r.get("rounds", [])
+    of = "" if len(rounds) < 2 else " (mean of %d rounds)" % len(rounds)
     for k, label in (("base", "no straggler"), ("slow", "rank 1 slowed"), ("adapt", "slowed, --adapt")):
         v = runs.get(k, {})
-        out.append("  %-16s tokens/s %10s (steps >= %d), %10s (steps >= %d)   exit %s, %s s" % (
+        out.append("  %-16s tokens/s %10s (steps >= %d), %10s (steps >= %d)   exit %s, %s s%s" % (
             label, tps(r["tokens_per_s"][k]), r["first_step_measured"],
             tps(r["tokens_per_s_after_trial"][k]), 2 * r["monitor_every"] + 1, v.get("rc", "-"),
-            v.get("seconds", "-")))
+            v.get("seconds", "-"), of))
+    if len(rounds) > 1:
+        for i, one in enumerate(rounds):
+            t = one["tokens_per_s"]
+            out.append("    round %d: base %s, slowed %s, adapt %s: %s recovered (%s after the trial)"
+                       % (i + 1, tps(t["base"]), tps(t["slow"]), tps(t["adapt"]),
+                          pct(one["recovered"]), pct(one["recovered_after_trial"])))
     out.append("  lost throughput recovered (adapt - slow) / (base - slow): %s (steps >= %d); %s "
                "after the trial window" % (pct(r["recovered"]), r["first_step_measured"],
                                           pct(r["recovered_after_trial"])))

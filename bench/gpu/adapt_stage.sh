@@ -22,7 +22,7 @@
 #
 # usage: bench/gpu/adapt_stage.sh PTDP OUT [--backend cpu|cuda] [--cluster NAME|FILE] [--data TOKENS]
 #                                 [--steps S] [--slow-factor F] [--monitor-every N] [--ranks P]
-#                                 [--mps auto|on|off]
+#                                 [--mps auto|on|off] [--rounds R]
 #   --backend cuda (default): a 24-layer GPT-2-small-wide model (h 768, 12 heads, s 1024, vocab
 #       50257, no dropout; 24 layers so that the output layer, about 4.5 layers' work on the last
 #       stage, does not set the pace alone), B 16, mbs 1, 24 steps, cluster
@@ -32,13 +32,17 @@
 #   --backend cpu: bench/adapt/bench.sh's 8-layer model (h 128, s 128, vocab 256), B 8, mbs 1,
 #       20 steps, cluster cpu, P 2, no MPS (the rehearsal on a machine without a GPU).
 # No dropout: the losses are compared across layouts, and cuDNN's attention draws its own masks.
-# Defaults: --slow-factor 3, --monitor-every 4; --data: README.md tokenized into OUT.
+#   --rounds R: R rounds of the three runs, in the order base slow adapt, then reversed, then forward
+#       again (bench/adapt/bench.sh's), so that drift and noise between runs cancel to first order:
+#       one round's baseline on the H200 read 46,018 tokens/s and another call's 52,096 (docs/cuda.md);
+#       round k > 1 writes adapt.{base,slow,adapt}.rK.*; the report's figure is the rounds' mean.
+# Defaults: --slow-factor 3, --monitor-every 4, --rounds 1; --data: README.md tokenized into OUT.
 set -euo pipefail
-usage="usage: bench/gpu/adapt_stage.sh PTDP OUT [--backend cpu|cuda] [--cluster C] [--data TOKENS] [--steps S] [--slow-factor F] [--monitor-every N] [--ranks P] [--mps auto|on|off]"
+usage="usage: bench/gpu/adapt_stage.sh PTDP OUT [--backend cpu|cuda] [--cluster C] [--data TOKENS] [--steps S] [--slow-factor F] [--monitor-every N] [--ranks P] [--mps auto|on|off] [--rounds R]"
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 ptdp=$1 out=$2
 shift 2
-backend=cuda cluster="" data="" steps="" slow=3 monitor=4 ranks="" mps=""
+backend=cuda cluster="" data="" steps="" slow=3 monitor=4 ranks="" mps="" rounds=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --backend) backend=$2; shift 2 ;;
@@ -49,6 +53,7 @@ while [ $# -gt 0 ]; do
     --monitor-every) monitor=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --mps) mps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
     *) echo "adapt_stage.sh: unknown argument $1; $usage" >&2; exit 2 ;;
   esac
 done
@@ -61,7 +66,8 @@ case "$data" in /* | "") ;; *) data=$(pwd)/$data ;; esac
 case "$cluster" in /* | "" | cpu) ;; *) [ -f "$cluster" ] && cluster=$(pwd)/$cluster ;; esac
 cd "$out"  # the switch's scratch checkpoint (ptdp-switch/) goes here
 # This run's files only (run_all.sh's stage log, OUT/adapt.log, is being written beside them).
-rm -f adapt.{base,slow,adapt}.{out,jsonl} adapt.{runs.tsv,json,txt,plan.json,plan.txt,model.json}
+rm -f adapt.{base,slow,adapt}.{out,jsonl} adapt.{base,slow,adapt}.r[0-9].{out,jsonl} \
+  adapt.{runs.tsv,json,txt,plan.json,plan.txt,model.json}
 case "$backend" in
   cuda)
     cat > adapt.model.json <<'J'
@@ -95,6 +101,10 @@ case "$mps" in
   *) echo "adapt_stage.sh: --mps $mps: expected auto, on or off" >&2; exit 2 ;;
 esac
 [ "$backend" = cuda ] || [ "$mps" = off ] || { echo "adapt_stage.sh: --mps needs --backend cuda" >&2; exit 2; }
+case "$rounds" in
+  [1-9]) ;;
+  *) echo "adapt_stage.sh: --rounds $rounds: expected 1 to 9" >&2; exit 2 ;;
+esac
 case "$ranks" in
   [2-8]) ;;
   *) echo "adapt_stage.sh: --ranks $ranks: expected 2 to 8 (pipeline stages)" >&2; exit 2 ;;
@@ -137,7 +147,7 @@ rm -f adapt.mps.txt
 if [ "$mps" != off ] && ! start_mps >> adapt.mps.txt 2>&1; then
   [ "$mps" = on ] && { echo "adapt_stage.sh: --mps on: MPS did not start ($(tail -n 1 adapt.mps.txt))" >&2; exit 1; }
 fi
-echo "adapt stage: $backend, cluster $cluster, $ranks ranks ($sharing), $steps steps, rank 1 slowed ${slow}x, monitor every $monitor"
+echo "adapt stage: $backend, cluster $cluster, $ranks ranks ($sharing), $steps steps, rank 1 slowed ${slow}x, monitor every $monitor, $rounds round(s)"
 "$ptdp" plan --model adapt.model.json --cluster "$cluster" --gpus "$ranks" --global-batch "$batch" \
   --fix "$fix" --software ptdp --top 1 --out adapt.plan.json > adapt.plan.txt
 printf 'run\trc\tseconds\n' > adapt.runs.tsv
@@ -168,7 +178,21 @@ fi
 train slow --slow-rank 1 --slow-factor "$slow" || true
 # --loss-tol: the loosest of the per-step bounds adapt_report.py checks step by step.
 tol=$(python3 "$root/bench/gpu/adapt_report.py" --loss-tol "$out") || tol=1e-5  # no base log
-train adapt --slow-rank 1 --slow-factor "$slow" --monitor-every "$monitor" --adapt \
-  --expect-losses adapt.base.jsonl --loss-tol "$tol" || true
+adapt_run() {  # NAME
+  train "$1" --slow-rank 1 --slow-factor "$slow" --monitor-every "$monitor" --adapt \
+    --expect-losses adapt.base.jsonl --loss-tol "$tol" || true
+}
+adapt_run adapt
+for k in $(seq 2 "$rounds"); do
+  order="base slow adapt"
+  [ $((k % 2)) = 0 ] && order="adapt slow base"
+  for kind in $order; do
+    case $kind in
+      base) train "base.r$k" || true ;;
+      slow) train "slow.r$k" --slow-rank 1 --slow-factor "$slow" || true ;;
+      adapt) adapt_run "adapt.r$k" ;;
+    esac
+  done
+done
 python3 "$root/bench/gpu/adapt_report.py" "$out" --slow-factor "$slow" --monitor-every "$monitor" \
   --backend "$backend" --ranks "$ranks" --sharing "$sharing" | tee adapt.txt

@@ -30,10 +30,13 @@
 #   --no-adapt  leave out the adapt stage (issue 13 on the GPU, bench/gpu/adapt_stage.sh): 4 ranks
 #               (pipeline stages) sharing the GPU as MPS clients of 25% of the SMs each (time-sliced
 #               when MPS does not start) train a 24-layer GPT-2-small-wide model without a
-#               straggler, with rank 1 slowed 3x, and slowed with --monitor-every 4 --adapt (not yet
-#               timed on a GPU; 2 ranks of a 12-layer model took about 30 s; the dry run: 2 ranks,
-#               --backend cpu on an 8-layer model of h 128); its report: adapt.txt, adapt.json,
+#               straggler, with rank 1 slowed 3x, and slowed with --monitor-every 4 --adapt (61-76 s
+#               on an H200, 2026-11-27, MPS included; the dry run: 2 ranks, --backend cpu on an
+#               8-layer model of h 128); its report: adapt.txt, adapt.json,
 #               adapt.mps.txt and the end of summary.txt
+#   --adapt-rounds R  the adapt stage's three runs R times in alternating order, the figure their
+#               mean (adapt_stage.sh --rounds; default 1; about 60 s a round on an H200, so the
+#               stage's time box is 150 + 70 (R - 1) s)
 #   --skip-build  use --build-dir as it is (configure and build not run; the build stage only checks
 #               that its ptdp is there): to rehearse the stages after the build on a CPU machine
 #               with a build made apart (e.g. a CPU build, --dry-run --build-dir build-cpu)
@@ -49,7 +52,7 @@
 # not stop the next (each writes OUT_DIR/<stage>.log and one line of stages.tsv). Exit status: 0
 # when every stage passed, 1 otherwise (the summary names the failed ones).
 set -euo pipefail
-usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels] [--no-calibrate] [--no-adapt] [--skip-build] [--lean] [--tests REGEX] [--profile FILE]"
+usage="usage: bench/gpu/run_all.sh OUT_DIR [--dry-run] [--carry DIR] [--build-dir DIR] [--budget SECONDS] [--pack DIR] [--models LIST] [--no-torch] [--no-memcheck] [--no-kernels] [--no-calibrate] [--no-adapt] [--adapt-rounds R] [--skip-build] [--lean] [--tests REGEX] [--profile FILE]"
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
 case "$1" in -*) echo "$usage" >&2; exit 2 ;; esac
 out=$1; shift
@@ -63,6 +66,7 @@ ptdp_steps=10
 ptdp_min_mbs=1 ptdp_max_mbs=64
 torch_models="" torch_batch="" torch_box=""
 no_torch=0 no_memcheck=0 no_kernels=0 no_calibrate=0 no_adapt=0 skip_build=0 lean=0 profile_file=""
+adapt_rounds=1
 tests_regex=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -82,6 +86,7 @@ while [ $# -gt 0 ]; do
     --no-kernels) no_kernels=1; shift ;;
     --no-calibrate) no_calibrate=1; shift ;;
     --no-adapt) no_adapt=1; shift ;;
+    --adapt-rounds) adapt_rounds=$2; shift 2 ;;
     --skip-build) skip_build=1; shift ;;
     --lean) lean=1; no_memcheck=1; no_kernels=1; shift ;;
     --profile) profile_file=$2; shift 2 ;;
@@ -470,7 +475,7 @@ calibrate_loop() {  # MODEL
 # measured profile when the profile stage made one, else the script's default
 # (profiles/h200-measured.json; cpu when dry).
 adapt_runs() {
-  local a=(--backend "$([ $dry = 1 ] && echo cpu || echo cuda)")
+  local a=(--backend "$([ $dry = 1 ] && echo cpu || echo cuda)" --rounds "$adapt_rounds")
   [ -s "$out/tokens.bin" ] && a+=(--data "$out/tokens.bin")
   [ $dry = 0 ] && [ -s "$out/profile.json" ] && a+=(--cluster "$out/profile.json")
   with_libs "$root/bench/gpu/adapt_stage.sh" "$build/tools/ptdp" "$out" "${a[@]}"
@@ -479,7 +484,7 @@ adapt_runs() {
 # Stages run in a child bash (stage above): it needs these functions and settings.
 export -f probe carry_check configure build_all libs_check gpu_tests static_tests memcheck tokens models_check \
   profile torch_model ptdp_model kernels calibrate_loop adapt_runs with_libs wheel_dir
-export lean tests_regex profile_file out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs models torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
+export lean tests_regex profile_file adapt_rounds out dry carry build budget root ptdp_steps ptdp_min_mbs ptdp_max_mbs models torch_models torch_batch torch_box python nvcc cuda_bin sanitizer cudnn_dir nccl_dir nccl_lib \
   nccl_inc carry_lib run_ld hide peak peak_source
 
 # --- the run ----------------------------------------------------------------------------------
@@ -546,7 +551,7 @@ if passed build; then
     else skip calibrate "ptdp-$first did not pass"; fi
     # The monitor, a straggler and --adapt (issue 13): three short 4-rank runs (2 when dry).
     if [ $no_adapt = 1 ]; then skip adapt "--no-adapt"
-    else stage adapt "$([ $dry = 1 ] && echo 400 || echo 150)" adapt_runs; fi
+    else stage adapt "$([ $dry = 1 ] && echo $((400 * adapt_rounds)) || echo $((150 + 70 * (adapt_rounds - 1))))" adapt_runs; fi
     # memcheck last: it measures nothing, so it takes what the budget has left after the timings.
     if [ $dry = 0 ] && [ $no_memcheck = 0 ]; then stage memcheck 150 memcheck
     elif [ $dry = 0 ]; then skip memcheck "$([ $lean = 1 ] && echo --lean || echo --no-memcheck)"; fi

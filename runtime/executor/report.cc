@@ -111,9 +111,9 @@ void Trainer::GiveSendsTheirTransfer(Timeline* t) const {
   }
 }
 
-// This step's instructions (events_, from the device marks) into the monitor's window; `step_s`
-// is the job's step time (its slowest rank's).
-void Trainer::AddToWindow(double step_s) {
+// This step's instructions (events_, from the device marks) into `w` (the monitor's window, or the
+// warm-up step's); `step_s` is the job's step time (its slowest rank's).
+void Trainer::AddToWindow(double step_s, RankWindow* w) const {
   double first = -1, last = 0;
   for (const TimelineEvent& e : events_) {
     const double s = double(e.end_ns - e.start_ns) * 1e-9;
@@ -122,24 +122,29 @@ void Trainer::AddToWindow(double step_s) {
       case Op::kBackward:
       case Op::kBackwardInput:
       case Op::kBackwardWeight:
-        window_.stage_compute_s += s;
-        window_.busy_s += s;
+        w->stage_compute_s += s;
+        w->busy_s += s;
         if (first < 0) first = double(e.start_ns) * 1e-9;
         last = double(e.end_ns) * 1e-9;
         break;
       case Op::kOptimizerStep:
-        window_.busy_s += s;
+        w->busy_s += s;
         break;
       default:
-        window_.comm_s += s;
+        w->comm_s += s;
     }
   }
-  if (first >= 0) window_.span_s += last - first;
-  window_.wall_s += step_s;
-  ++window_.steps;
+  if (first >= 0) w->span_s += last - first;
+  w->wall_s += step_s;
+  ++w->steps;
 }
 
 Result<MonitorReport> Trainer::GatherMonitor(double straggler_threshold) {
+  if (window_.steps == 0 && warmup_window_.steps > 0) {  // a window of the warm-up step alone
+    window_ = warmup_window_;
+    window_first_step_ = warmup_step_;
+  }
+  warmup_window_ = RankWindow{};
   window_.rank = world_->rank();
   window_.coord = coord_;
   window_.expected_flops = PipelineRankFlops(model_, cfg_, coord_.pp);

@@ -279,8 +279,14 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   m.tokens_per_s = tokens / slowest;
   m.tflops_per_gpu = HardwareIterationFlops(model_, cfg_) / slowest / world_->size() / 1e12;
   m.peak_memory_bytes = static_cast<Bytes>(peak);
-  if (window_first_step_ == 0) window_first_step_ = step;
-  AddToWindow(slowest);
+  if (!warmed_up_) {
+    warmed_up_ = true;
+    warmup_step_ = step;
+    AddToWindow(slowest, &warmup_window_);
+  } else {
+    if (window_first_step_ == 0) window_first_step_ = step;
+    AddToWindow(slowest, &window_);
+  }
   return m;
 }
 

@@ -211,8 +211,8 @@ class Trainer {
   void GuardCommunicators();
   // executor.cc
   Status Execute(const Instr& in, int64_t step);
-  Status ExecuteSlowed(const Instr& in, int64_t step);  // TrainOptions::slow_rank
-  void AddToWindow(double step_s);                      // report.cc: this step's events
+  Status ExecuteSlowed(const Instr& in, int64_t step);   // TrainOptions::slow_rank
+  void AddToWindow(double step_s, RankWindow* w) const;  // report.cc: this step's events
   Status RunProgram(int64_t step);
   Status RecvBoundary(const Instr& in, TensorRef full);
   Status SendBoundary(const Instr& in, Tensor buf);
@@ -314,6 +314,14 @@ class Trainer {
   Nanoseconds recv_prep_ns_ = 0;
   RankWindow window_;              // the monitor's sums since the last GatherMonitor
   int64_t window_first_step_ = 0;  // 0: no step in the window yet
+  // The trainer's first step, kept out of window_: on a GPU it pays one-off costs (cuBLASLt's
+  // timing of each GEMM shape, cuDNN's plans, the allocator's first cudaMallocs; 2-4 s against a
+  // 0.34-0.45 s step in the H200 adapt stage of 2026-11-27) that read as stage compute, and after a
+  // plan switch as a slower new layout. GatherMonitor reports it only when the window has nothing
+  // else (a monitor window of one step).
+  bool warmed_up_ = false;
+  RankWindow warmup_window_;
+  int64_t warmup_step_ = 0;
 };
 
 }  // namespace ptdp::runtime

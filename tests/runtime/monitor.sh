@@ -3,7 +3,8 @@
 #   straggler_p2d2 | straggler_p4   4 ranks (t1 p2 d2, or t1 p4 d1 whose last stage carries the
 #       head), world rank 2 slowed 3x (--slow-rank 2 --slow-factor 3), monitor every 2 steps: one
 #       of the first 3 windows names rank 2 as its slowest straggler (stdout line and the --log
-#       "monitor" record), and the per-step losses equal an unslowed, unmonitored run bit for bit
+#       "monitor" record), and the per-step losses equal an unslowed, unmonitored run bit for bit;
+#       the first window is step 2 alone (a trainer's first step is kept out of the monitor)
 #   switch      t1 p2 d2 1F1B mbs 1 switched after step 3 to GPipe mbs 2 (--switch-plan): the state
 #       moves through a checkpoint in the scratch folder (removed after), the losses equal the
 #       unswitched run's within 1e-5 (relative), the memory the new layout's ledger
@@ -13,7 +14,8 @@
 #   switch_tp   a plan of another t refused: exit 2, one line naming layout.tp
 #   adapt       rank 2 slowed 3x with --adapt --adapt-threshold 0 (switch to whatever the simulator
 #       ranks first): a re-plan after the first window, a switch, losses within 1e-5 of an unslowed,
-#       unadapted run
+#       unadapted run; the window after the switch is step 4 alone (the new trainer's first, step
+#       3, kept out)
 #   adapt_split 2 ranks (t1 p2 d1, 8 layers split 4/4), world rank 1 slowed 4x, --adapt with its
 #       default threshold: after the first window (step 2) the re-plan moves layers off the slow
 #       stage (an uneven split, fewer layers on stage 1, printed "layers a/b" with b < a) and every
@@ -76,6 +78,9 @@ straggler() {  # PP DP
   grep -q "losses vs reference: max relative difference 0.000e+00" run.out ||
     fail "losses of the slowed run differ from the reference"
   [ "$(grep -c '^ monitor steps' run.out)" = 3 ] || fail "expected 3 monitor lines"
+  # The trainer's first step (on a GPU its one-off costs) is kept out: the first window is step 2.
+  grep -q '^ monitor steps 2-2 |' run.out || fail "the first window is not step 2 alone"
+  grep -q '^ monitor steps 3-4 |' run.out || fail "no window of steps 3-4"
   grep '^ monitor steps' run.out | head -3 | grep -q "stragglers: rank 2 (pp " ||
     fail "rank 2 not named the slowest straggler within 3 windows"
   # The --log: every line is still one step's metrics; windows ending at steps 2, 4, 6 carry the
@@ -133,6 +138,7 @@ case "$case" in
     cat run.out
     grep -q "^ adapt after step 2: .*: switching" run.out || fail "no re-plan after step 2"
     grep -q "^ switched after step 2 to " run.out || fail "no switch after step 2"
+    grep -q '^ monitor steps 4-4 |' run.out || fail "the new trainer's first step is in its window"
     echo "ok: re-planned and switched, losses within 1e-5"
     ;;
   adapt_split | adapt_split_guard)

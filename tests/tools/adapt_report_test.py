@@ -2,7 +2,9 @@
 """bench/gpu/adapt_report.py and summarize.py's adapt section on hand-made stage folders: a run that
 meets issue 13's acceptance reads PASS with its figures; each way of missing it (straggler not named
 in the first window, under half the lost throughput recovered, a loss outside its bound, a run that
-failed, a step missing from the adapted log) reads FAIL naming that check.
+failed, a step missing from the adapted log) reads FAIL naming that check. With rounds (adapt_stage.sh
+--rounds), the figure is the rounds' mean and each round's is printed; a later round's failed run or
+off loss fails the checks too.
 
 usage: adapt_report_test.py REPO_ROOT WORKDIR
 """
@@ -106,6 +108,46 @@ fails("under_half", "recovered >= 50%", adapt_tps=690.0)
 fails("loss_off", "losses within the equivalence bound", loss_shift=(7, 1e-3))
 fails("adapt_failed", "every run exited 0", adapt_rc=1)
 fails("step_missing", "losses within the equivalence bound", skip_step=9)
+
+
+
+def add_round(d, k, base_tps, slow_tps, adapt_tps, adapt_rc=0, loss_shift=None):
+    """Round k's three logs (adapt.{kind}.rK.jsonl) and runs.tsv lines, into fixture d."""
+    sfx = ".r%d" % k
+    write_log(os.path.join(d, "adapt.base%s.jsonl" % sfx), BASE_LOSS, [base_tps] * STEPS)
+    write_log(os.path.join(d, "adapt.slow%s.jsonl" % sfx), BASE_LOSS, [slow_tps] * STEPS)
+    losses = list(BASE_LOSS)
+    if loss_shift:
+        losses[loss_shift[0] - 1] *= 1 + loss_shift[1]
+    tps = [slow_tps] * MONITOR + [adapt_tps] * (STEPS - MONITOR)
+    write_log(os.path.join(d, "adapt.adapt%s.jsonl" % sfx), losses, tps)
+    with open(os.path.join(d, "adapt.runs.tsv"), "a") as f:
+        f.write("adapt%s\t%d\t40\nslow%s\t0\t60\nbase%s\t0\t30\n" % (sfx, adapt_rc, sfx, sfx))
+
+
+# Two rounds: round 1 as "pass" (base 1000, slow 400, adapt 800 after the window), round 2 with a
+# higher baseline (base 1400, slow 400, adapt 800): each round's figure and the rounds' mean,
+# (800 - 400) / (1200 - 400) = 50%.
+d = fixture("rounds")
+add_round(d, 2, 1400.0, 400.0, 800.0)
+rc, text, r = report(d)
+check(len(r["rounds"]) == 2 and abs(r["rounds"][1]["recovered"] - 400 / 1000) < 1e-12,
+      "rounds: round 2's own figure, 40%")
+check(abs(r["tokens_per_s"]["base"] - 1200) < 1e-9 and abs(r["recovered"] - 0.5) < 1e-12,
+      "rounds: the mean baseline 1200 and 50% recovered")
+check(rc == 0 and r["acceptance"] == "PASS" and "(mean of 2 rounds)" in text and
+      "round 2: base 1400, slowed 400, adapt 800: 40.0% recovered" in text,
+      "rounds: PASS, each round printed")
+check(r["losses_compared"] == 2 * STEPS, "rounds: both adapted runs' losses compared")
+d = fixture("rounds_failed")
+add_round(d, 2, 1000.0, 400.0, 800.0, adapt_rc=1)
+rc, text, r = report(d)
+check(rc == 1 and r["failed_checks"] == ["every run exited 0"], "rounds: round 2's failed run")
+d = fixture("rounds_loss")
+add_round(d, 2, 1000.0, 400.0, 800.0, loss_shift=(7, 1e-3))
+rc, text, r = report(d)
+check(rc == 1 and r["failed_checks"] == ["losses within the equivalence bound"],
+      "rounds: round 2's loss off")
 
 # summarize.py: the section from adapt.json, and the stage's status when there is none.
 d = os.path.join(WORK, "pass")
