@@ -43,6 +43,12 @@
 #   switch_short_ends  the way out: the same 7 layers started interleaved with the short loss end
 #       (vp 2, last_stage_layers=3), switched after step 3 to 1F1B 4/3 (--switch-plan); losses
 #       within 1e-5 of the unswitched 1F1B run
+#   stage_layers  4 ranks (t1 p4 d1, 8 layers, B 8) with per-stage counts 3/1/2/2
+#       (layout.stage_layers, a split Megatron's first/last form cannot express): the losses equal
+#       the even 2/2/2/2 run's within 1e-5
+#   switch_stage_layers  the even 2/2/2/2 run switched after step 3 to 3/1/2/2 (--switch-plan):
+#       layers move between ranks through the checkpoint (named by global index); losses within
+#       1e-5 of the unswitched run
 #   relaunch    2 ranks in t1 p2 d1 (2 layers, B 2: one layer per stage, so no split can hand a
 #       slower rank less work), which the calibrated cost model prices well behind another t, p, d
 #       of the same 2 ranks (no pipeline fill and drain); --adapt --monitor-every 2: without --save
@@ -229,6 +235,29 @@ case "$case" in
       fail "no switch to 1F1B 4/3 after step 3"
     [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
     echo "ok: switched out of the short-end interleaving, losses within 1e-5"
+    ;;
+  stage_layers | switch_stage_layers)
+    "$here/write_plan.sh" "$ptdp" even.json 8 0.1 256 8 1 4 1 1 1 1f1b none true || fail "plan"
+    PTDP_TEST_STAGE_LAYERS=3/1/2/2 \
+      "$here/write_plan.sh" "$ptdp" split.json 8 0.1 256 8 1 4 1 1 1 1f1b none true || fail "plan"
+    train even.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
+    ;;&
+  stage_layers)
+    train split.json --steps 6 --expect-losses ref.jsonl --memory-tol 0.01 ||
+      { cat run.out; fail "run with stage_layers 3/1/2/2"; }
+    cat run.out
+    grep -q "^ptdp train: .*schedule=1f1b,.*stage_layers=3/1/2/2)" run.out ||
+      fail "the run did not start with stage_layers=3/1/2/2"
+    echo "ok: 3/1/2/2 trains as the even split, losses within 1e-5"
+    ;;
+  switch_stage_layers)
+    train even.json --steps 6 --switch-plan split.json --switch-at 3 --expect-losses ref.jsonl \
+      --memory-tol 0.01 || { cat run.out; fail "switched run"; }
+    cat run.out
+    grep -q "^ switched after step 3 to .*schedule=1f1b,.*stage_layers=3/1/2/2 (state moved" \
+      run.out || fail "no switch to stage_layers=3/1/2/2 after step 3"
+    [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
+    echo "ok: switched from 2/2/2/2 into 3/1/2/2, losses within 1e-5"
     ;;
   relaunch)
     export NP=2
