@@ -31,9 +31,10 @@
 #       the window's last step (used or, when it does not lower the compute error, not) before the
 #       re-plan; losses within 1e-5 (the decision itself is not asserted: one noisy step)
 #   adapt_split_p4  4 ranks (t1 p4 d1, 8 layers 2/2/2/2), world rank 1 (a middle stage) slowed 4x:
-#       the first re-plan that switches (Megatron's split: only the first and last stages differ, so
-#       it lightens the middle stages by loading the first and last) leaves stage 1 fewer than 2
-#       layers; losses within 1e-5 of the unslowed, unadapted run
+#       the first re-plan that switches leaves stage 1 fewer than 2 layers (a per-stage split the
+#       calibrated costs balance, e.g. 3/1/2/2, so the switch broadcast carries the pp counts; or
+#       Megatron's first/last form, which lightens both middle stages); losses within 1e-5 of the
+#       unslowed, unadapted run
 #   adapt_short_ends  2 ranks (t1 p2 d1, 7 layers: no even split, so the run starts in 1F1B 4/3),
 #       B 8, --monitor-every 4 --adapt --adapt-threshold 0: the re-plan after step 4 switches into
 #       an interleaved layout with a short end (vp 2, first_stage_layers=3 or last_stage_layers=3:
