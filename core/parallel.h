@@ -141,9 +141,9 @@ struct ParallelConfig {
 
   // Checks the layout against the model: positive sizes, heads % tp, kv_heads % tp, layers % (pp
   // vp) (uneven stages: pp >= 2, at least one layer per stage and the middle layers an equal
-  // share of the middle stages; vp > 1 the form above), B % (b d), the schedule's needs
-  // (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1), fused_attention without selective
-  // recomputation. The message names the field and the reason.
+  // share of the middle stages; vp > 1 the form above; stage_layers: ValidateStageLayers), B % (b
+  // d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1),
+  // fused_attention without selective recomputation. The message names the field and the reason.
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
   Status ValidateStageSplit(const ModelSpec& m) const;
