@@ -327,6 +327,24 @@ bool Convert(const Json& v, std::vector<double>* out, std::string* why) {
   return true;
 }
 
+bool Convert(const Json& v, std::vector<int>* out, std::string* why) {
+  if (!v.is_array()) {
+    *why = std::string("expected a list of integers, got ") + JsonTypeName(v);
+    return false;
+  }
+  out->clear();
+  for (size_t i = 0; i < v.size(); ++i) {
+    int x = 0;
+    std::string element_why;
+    if (!Convert(v[i], &x, &element_why)) {
+      *why = "element " + std::to_string(i) + ": " + element_why;
+      return false;
+    }
+    out->push_back(x);
+  }
+  return true;
+}
+
 }  // namespace
 
 template <typename T>
@@ -368,6 +386,9 @@ void JsonObjectReader::Optional(const std::string& k, bool* o) {
   Read(k, o, false);
 }
 void JsonObjectReader::Optional(const std::string& k, std::string* o) {
+  Read(k, o, false);
+}
+void JsonObjectReader::Optional(const std::string& k, std::vector<int>* o) {
   Read(k, o, false);
 }
 void JsonObjectReader::Optional(const std::string& k, std::vector<double>* o) {

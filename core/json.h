@@ -64,6 +64,7 @@ class JsonObjectReader {
   // A list of numbers.
   void Optional(const std::string& key, std::vector<double>* out);
   void Required(const std::string& key, std::vector<double>* out);
+  void Optional(const std::string& key, std::vector<int>* out);  // a list of integers
 
   bool Has(const std::string& key) const;
   // Marks `key` as known and returns its value, or nullptr (and an error if `required`).

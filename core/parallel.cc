@@ -78,6 +78,14 @@ Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool
   return int(per_virtual);
 }
 
+std::string StageLayersText(const std::vector<int>& counts) {
+  std::string text;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    text += (r == 0 ? "" : "/") + std::to_string(counts[r]);
+  }
+  return text;
+}
+
 std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int pp, int vp) {
   std::vector<std::pair<int, int>> splits;
   for (const auto& [e, o] :
@@ -133,8 +141,38 @@ Status ParallelConfig::ValidateInterleavedEnds(const ModelSpec& m, const std::st
   return Status::Ok();
 }
 
+Status ParallelConfig::ValidateStageLayers(const ModelSpec& m) const {
+  auto bad = [](const std::string& s) { return Status::Invalid("layout.stage_layers: " + s); };
+  if (first_stage_layers > 0 || last_stage_layers > 0) {
+    return bad("excludes first_stage_layers and last_stage_layers (give one form of the split)");
+  }
+  if (vp != 1) {
+    return bad("per-stage counts need vp = 1, got vp = " + std::to_string(vp) +
+               " (interleaved layouts keep the short-end form)");
+  }
+  if (pp < 2) return bad("per-stage counts need pp >= 2, got pp = " + std::to_string(pp));
+  if (stage_layers.size() != size_t(pp)) {
+    return bad(std::to_string(stage_layers.size()) + " counts for pp = " + std::to_string(pp) +
+               " stages (one per stage)");
+  }
+  int64_t sum = 0;
+  for (size_t r = 0; r < stage_layers.size(); ++r) {
+    if (stage_layers[r] < 1) {
+      return bad("stage " + std::to_string(r) + " holds " + std::to_string(stage_layers[r]) +
+                 " layers (at least 1 each)");
+    }
+    sum += stage_layers[r];
+  }
+  if (sum != m.layers) {
+    return bad("the counts sum to " + std::to_string(sum) + " but the model has " +
+               std::to_string(m.layers) + " layers");
+  }
+  return Status::Ok();
+}
+
 Status ParallelConfig::ValidateStageSplit(const ModelSpec& m) const {
   auto bad = [](const std::string& s) { return Status::Invalid(s); };
+  if (!stage_layers.empty()) return ValidateStageLayers(m);
   PTDP_RETURN_IF_ERROR(
       CheckRange("first_stage_layers", int64_t(first_stage_layers), 0, kMaxLayers));
   PTDP_RETURN_IF_ERROR(CheckRange("last_stage_layers", int64_t(last_stage_layers), 0, kMaxLayers));
@@ -263,6 +301,7 @@ std::string ParallelConfig::ToString() const {
   if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
   if (first_stage_layers > 0) os << ",first_stage_layers=" << first_stage_layers;
   if (last_stage_layers > 0) os << ",last_stage_layers=" << last_stage_layers;
+  if (!stage_layers.empty()) os << ",stage_layers=" << StageLayersText(stage_layers);
   return os.str();
 }
 
@@ -295,6 +334,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["precision"] = PrecisionName(c.precision);
   j["first_stage_layers"] = c.first_stage_layers;
   j["last_stage_layers"] = c.last_stage_layers;
+  if (!c.stage_layers.empty()) j["stage_layers"] = c.stage_layers;  // old plans stay as they were
   // Interleaving with m % p != 0: the microbatch group Megatron-Core is told to use (its default,
   // p, is left unsaid), a function of the layout written out so the plan states it.
   if (const int64_t g = MicrobatchGroupToState(c); g != 0) j["microbatch_group"] = g;
@@ -322,6 +362,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("precision", &precision);
   r.Optional("first_stage_layers", &c.first_stage_layers);
   r.Optional("last_stage_layers", &c.last_stage_layers);
+  r.Optional("stage_layers", &c.stage_layers);
   int64_t group = -1;
   r.Optional("microbatch_group", &group);
   PTDP_RETURN_IF_ERROR(r.Finish());

@@ -121,6 +121,11 @@ struct ParallelConfig {
   //     Every virtual stage keeps at least one layer (q / vp >= 2). Not ZB-V's V.
   int first_stage_layers = 0;
   int last_stage_layers = 0;
+  // Any split with vp = 1 (Megatron-Core's --pipeline-model-parallel-layout): the layers of each
+  // pipeline rank, rank 0 first; empty for none. Exclusive with first/last_stage_layers, and never
+  // normalised into them: a split they could express stays in this form (ToString tells them
+  // apart). The re-planner (tools/train_replan.cc) gives a slow middle rank fewer layers with it.
+  std::vector<int> stage_layers;
   int64_t global_batch = 1;  // B: sequences per iteration
   // How the run stores and computes numbers (core/precision.h); the plan records it and the
   // runtime follows it. The planner's default is the cluster profile's.
@@ -130,16 +135,21 @@ struct ParallelConfig {
   // m = B / (b d): microbatches each pipeline runs per iteration.
   int64_t Microbatches() const { return global_batch / (int64_t(mbs) * dp); }
   int VirtualStages() const { return pp * vp; }
-  bool Uneven() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  bool Uneven() const {
+    return first_stage_layers > 0 || last_stage_layers > 0 || !stage_layers.empty();
+  }
 
   // Checks the layout against the model: positive sizes, heads % tp, kv_heads % tp, layers % (pp
   // vp) (uneven stages: pp >= 2, at least one layer per stage and the middle layers an equal
-  // share of the middle stages; vp > 1 the form above), B % (b d), the schedule's needs
-  // (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1), fused_attention without selective
-  // recomputation. The message names the field and the reason.
+  // share of the middle stages; vp > 1 the form above; stage_layers: ValidateStageLayers), B % (b
+  // d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1),
+  // fused_attention without selective recomputation. The message names the field and the reason.
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
   Status ValidateStageSplit(const ModelSpec& m) const;
+  // ValidateStageSplit's stage_layers form: vp = 1, pp >= 2, pp counts of at least one layer
+  // each that sum to the model's layers, first/last_stage_layers unset.
+  Status ValidateStageLayers(const ModelSpec& m) const;
   // ValidateStageSplit's vp > 1 form; `field` names the end that is set.
   Status ValidateInterleavedEnds(const ModelSpec& m, const std::string& field) const;
   std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
@@ -148,7 +158,8 @@ struct ParallelConfig {
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
-// and precision (optional when read, `base`'s by default).
+// and precision (optional when read, `base`'s by default); stage_layers (a list of integers,
+// written only when set, optional when read).
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >
@@ -172,6 +183,8 @@ std::vector<std::pair<int, int>> InterleavedShortEnds(const ModelSpec& m, int pp
 // split is left out; at most (K+1)^2 / pp splits. The one statement of the rule: the planner's
 // search and `ptdp train --adapt`'s candidates of another t, p, d enumerate it.
 std::vector<std::pair<int, int>> UnevenStageSplits(const ModelSpec& m, int pp);
+// "9/3/8/4": per-stage layer counts as ToString and --fix stage_layers write them.
+std::string StageLayersText(const std::vector<int>& counts);
 // Reads a layout object (global_batch is kept from `base`, which also supplies defaults).
 Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
                                       const ParallelConfig& base = ParallelConfig());

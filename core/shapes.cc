@@ -22,6 +22,14 @@ LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
     const int k = VirtualStage(c, pp_rank, chunk);
     return LayerRange{k * per, (k + 1) * per};
   }
+  if (!c.stage_layers.empty()) {
+    // Per-stage counts (ParallelConfig::ValidateStageLayers: vp = 1, pp of them): rank r starts
+    // after the layers of the ranks before it.
+    PTDP_CHECK(chunk == 0 && c.stage_layers.size() == size_t(c.pp));
+    int begin = 0;
+    for (int r = 0; r < pp_rank; ++r) begin += c.stage_layers[size_t(r)];
+    return LayerRange{begin, begin + c.stage_layers[size_t(pp_rank)]};
+  }
   if (c.vp > 1) {
     // Interleaved with short ends (ParallelConfig::ValidateInterleavedEnds): virtual stage k
     // holds `per` layers but the first (e) and the last (o) one fewer, in order.

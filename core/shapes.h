@@ -10,7 +10,8 @@
 // last_stage_layers) and vp = 1, rank 0 holds the first's count, rank pp-1 the last's, and the
 // ranks between an equal share of the rest, in order; interleaved (vp > 1), every virtual stage
 // holds (l + e + o) / (pp vp) layers but the first (e = 1 when first is set) and the last (o) one
-// fewer, in order. The embedding
+// fewer, in order; with per-stage counts (ParallelConfig::stage_layers, vp = 1), rank r holds the
+// r-th count, in order. The embedding
 // lives on the first virtual stage (rank 0, chunk 0), the final LayerNorm and output layer on the
 // last (rank pp-1, chunk vp-1; in a V rank 0, chunk 1, which then uses the tied embedding's own
 // matrix instead of a copy). ChunkLayers is the one answer to "which layers": parameters,

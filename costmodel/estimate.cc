@@ -518,11 +518,13 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // first rank (most in flight, the embedding) or the last (the head), since the ranks between hold
   // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
   // rank (for reports), otherwise just those two. With uneven stages rank 1 too: it may hold more
-  // layers than rank 0, and it has the most in flight of the ranks between.
+  // layers than rank 0, and it has the most in flight of the ranks between. Per-stage counts
+  // (stage_layers) may put the most layers on any rank, so every rank is priced.
   const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
   for (int r = 0; r < c.pp; ++r) {
-    if (!all_stages && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
+    const bool any_rank = all_stages || !c.stage_layers.empty();
+    if (!any_rank && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
     const MemoryLedger l = ParameterMemory(c, t.param_elements[r]);
     StageMemory sm;
     sm.pp_rank = r;

@@ -17,8 +17,57 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!fused_attention || *fused_attention == c.fused_attention) &&
          (!precision || *precision == c.precision) &&
          (!first_stage_layers || *first_stage_layers == c.first_stage_layers) &&
-         (!last_stage_layers || *last_stage_layers == c.last_stage_layers);
+         (!last_stage_layers || *last_stage_layers == c.last_stage_layers) &&
+         (!stage_layers || *stage_layers == c.stage_layers);
 }
+
+namespace {
+
+// "9/3/8/4": one positive layer count per stage.
+Result<std::vector<int>> ParseStageLayers(const std::string& value) {
+  std::vector<int> counts;
+  std::stringstream ss(value);
+  std::string item;
+  while (std::getline(ss, item, '/')) {
+    int x = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+    if (ec != std::errc() || p != item.data() + item.size() || x < 1) {
+      return Status::Invalid(
+          "--fix: stage_layers: expected positive layer counts joined by '/' (9/3/8/4), got \"" +
+          value + "\"");
+    }
+    counts.push_back(x);
+  }
+  if (counts.size() < 2 || value.back() == '/') {
+    return Status::Invalid(
+        "--fix: stage_layers: expected a count for each of 2 or more stages (9/3/8/4), got \"" +
+        value + "\"");
+  }
+  return counts;
+}
+
+// stage_layers against the other fixed keys: one form of the split, vp = 1, pp its count.
+Status CheckFixedStageLayers(FixedLayout* f) {
+  const std::vector<int>& counts = *f->stage_layers;
+  auto bad = [](const std::string& s) { return Status::Invalid("--fix: stage_layers: " + s); };
+  if (f->first_stage_layers || f->last_stage_layers) {
+    return bad("excludes first_stage_layers and last_stage_layers (give one form of the split)");
+  }
+  if (f->vp && *f->vp != 1)
+    return bad("per-stage counts need vp=1 (vp=" + std::to_string(*f->vp) + " is fixed)");
+  if (f->schedule && (*f->schedule == ScheduleKind::kInterleaved || VShaped(*f->schedule))) {
+    return bad(std::string("per-stage counts need a schedule of one chunk per rank, not ") +
+               ScheduleName(*f->schedule));
+  }
+  if (f->pp && size_t(*f->pp) != counts.size()) {
+    return bad(std::to_string(counts.size()) + " counts but pp=" + std::to_string(*f->pp) +
+               " is fixed (one per stage)");
+  }
+  f->pp = int(counts.size());
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<FixedLayout> ParseFix(const std::string& text) {
   FixedLayout f;
@@ -62,6 +111,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       PTDP_RETURN_IF_ERROR(integer(&f.first_stage_layers, 0));
     } else if (key == "last_stage_layers") {
       PTDP_RETURN_IF_ERROR(integer(&f.last_stage_layers, 0));
+    } else if (key == "stage_layers") {
+      PTDP_ASSIGN_OR_RETURN(f.stage_layers, ParseStageLayers(value));
     } else if (key == "schedule") {
       auto s = ParseSchedule(value);
       if (!s.ok()) return s.status().WithPrefix("--fix");
@@ -91,9 +142,10 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
           "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, fused_attention, "
-          "precision, first_stage_layers, last_stage_layers)");
+          "precision, first_stage_layers, last_stage_layers, stage_layers)");
     }
   }
+  if (f.stage_layers) PTDP_RETURN_IF_ERROR(CheckFixedStageLayers(&f));
   if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {
     return Status::Invalid("--fix: sequence_parallel: needs tp > 1 (tp=1 is fixed)");
   }

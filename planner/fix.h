@@ -3,11 +3,14 @@
 // schedule (gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v), scatter_gather, sequence_parallel,
 // distributed_optimizer, grad_accumulation_fusion, fused_attention (on|off), precision
 // (fp32|bf16|fp16),
-// first_stage_layers, last_stage_layers (integers >= 0; 0: the even share; uneven stages).
+// first_stage_layers, last_stage_layers (integers >= 0; 0: the even share; uneven stages),
+// stage_layers (positive integers joined by '/', one per pipeline stage: "9/3/8/4"; fixes pp to
+// their number; vp = 1 schedules only; exclusive with the first/last form).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/parallel.h"
 #include "core/status.h"
@@ -21,10 +24,11 @@ struct FixedLayout {
   std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
       grad_accumulation_fusion, fused_attention;
   std::optional<Precision> precision;
+  std::optional<std::vector<int>> stage_layers;
   bool Any() const {
     return tp || pp || dp || mbs || vp || schedule || recompute || scatter_gather ||
            sequence_parallel || distributed_optimizer || grad_accumulation_fusion ||
-           fused_attention || precision || first_stage_layers || last_stage_layers;
+           fused_attention || precision || first_stage_layers || last_stage_layers || stage_layers;
   }
   // Whether `c` agrees with every fixed part.
   bool Admits(const ParallelConfig& c) const;

@@ -195,8 +195,9 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
     if (uneven) {
       const std::vector<int> n = StageLayerCounts(m, l);
-      std::string split =
-          l.Uneven() ? std::to_string(n.front()) + "/" + std::to_string(n.back()) : "even";
+      std::string split = !l.stage_layers.empty() ? StageLayersText(n)
+                          : l.Uneven() ? std::to_string(n.front()) + "/" + std::to_string(n.back())
+                                       : "even";
       split.resize(std::max<size_t>(split.size(), 5), ' ');
       extra += " " + split;
     }
@@ -280,6 +281,20 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
 
 }  // namespace
 
+// Megatron-Core's --pipeline-model-parallel-layout for per-stage counts (vp = 1): stages joined
+// by '|', "t*n" for n transformer layers, the embedding (E) on the first stage and the loss (L) on
+// the last: 9/3/8/4 is "Et*9|t*3|t*8|t*4,L" (its parser takes ',' as a cosmetic separator).
+std::string MegatronLayout(const std::vector<int>& stage_layers) {
+  std::string out;
+  for (size_t r = 0; r < stage_layers.size(); ++r) {
+    if (r > 0) out += "|";
+    if (r == 0) out += "E";
+    out += stage_layers[r] == 1 ? "t" : "t*" + std::to_string(stage_layers[r]);
+    if (r + 1 == stage_layers.size()) out += ",L";
+  }
+  return out;
+}
+
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
                          const SoftwareProfile* software) {
   std::ostringstream o;
@@ -310,6 +325,10 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   }
   if (!short_ends && c.last_stage_layers > 0) {
     o << " --decoder-last-pipeline-num-layers " << c.last_stage_layers;
+  }
+  // Per-stage counts: quoted, since '|' and '*' mean something to a shell.
+  if (!c.stage_layers.empty()) {
+    o << " --pipeline-model-parallel-layout \"" << MegatronLayout(c.stage_layers) << "\"";
   }
   o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch;
   AppendModelArgs(m, o);

@@ -39,14 +39,23 @@ struct PipelineShape {
   int vp = 1;
   int first = 0;
   int last = 0;
+  std::vector<int> stages;  // --fix stage_layers: per-stage counts (vp = 1); empty otherwise
 };
 
 // What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
-// 1F1B with the even split and core's UnevenStageSplits (only the --fix split when one is fixed),
+// 1F1B with the even split and core's UnevenStageSplits (only the --fix split when one is fixed;
+// with --fix stage_layers only the vp = 1 schedules, with those counts),
 // ZB-H1 and ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that
 // p v | l, and with core's InterleavedShortEnds (or the fixed split).
 std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
   std::vector<PipelineShape> shapes;
+  if (fx.stage_layers) {  // fixed per-stage counts: the schedules of one chunk per rank
+    for (ScheduleKind kind :
+         {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
+      shapes.push_back({kind, 1, 0, 0, *fx.stage_layers});
+    }
+    return shapes;
+  }
   // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).
   const bool fixed = fx.first_stage_layers || fx.last_stage_layers;
   const int fixed_first = fx.first_stage_layers.value_or(0);
@@ -351,6 +360,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.fused_attention = fused;
               c.first_stage_layers = shape.first;
               c.last_stage_layers = shape.last;
+              c.stage_layers = shape.stages;
               c.global_batch = B;
               c.precision = precision;
               if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {

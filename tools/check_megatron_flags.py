@@ -44,6 +44,14 @@ def flags_layout(plan):
     return plan.get("megatron_layout", plan["layout"])
 
 
+def megatron_layout(stage_layers):
+    """9/3/8/4 -> "Et*9|t*3|t*8|t*4,L", as planner/report.cc MegatronLayout writes it."""
+    stages = ["t" if n == 1 else "t*%d" % n for n in stage_layers]
+    stages[0] = "E" + stages[0]
+    stages[-1] += ",L"
+    return "|".join(stages)
+
+
 def expected_values(plan):
     """(flag, namespace attribute, expected value) triples the plan decides."""
     m, lay = plan["model"], flags_layout(plan)
@@ -74,6 +82,10 @@ def expected_values(plan):
          bool(short_ends and first)),
         ("--account-for-loss-in-pipeline-split", "account_for_loss_in_pipeline_split",
          bool(short_ends and last)),
+        # Per-stage counts (layout.stage_layers, vp = 1): Megatron-Core's layout string, the
+        # embedding on the first stage and the loss on the last (planner/report.h MegatronLayout).
+        ("--pipeline-model-parallel-layout", "pipeline_model_parallel_layout",
+         megatron_layout(lay["stage_layers"]) if lay.get("stage_layers") else None),
         ("--num-layers", "num_layers", m["layers"]),
         ("--hidden-size", "hidden_size", m["hidden"]),
         ("--num-attention-heads", "num_attention_heads", m["heads"]),

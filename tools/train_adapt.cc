@@ -79,8 +79,11 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
     runtime::Communicator& world, const PlanFile& plan, const AdaptState& state, double measured,
     const Timeline& last_step, bool* relaunch, double* predicted_gain) {
   // action (0 stay, 1 switch, 2 relaunch), mbs, schedule, vp, first_stage_layers,
-  // last_stage_layers, the predicted gain (AdaptState's trial, the same on every rank)
-  std::vector<double> choice = {0, 0, 0, 0, 0, 0, 0};
+  // last_stage_layers, the predicted gain (AdaptState's trial, the same on every rank), then pp
+  // per-stage layer counts (stage_layers; all 0 when the choice has none), so that every rank
+  // builds the same layout. The length is the same on every rank (the running pp).
+  constexpr size_t kStageCounts = 7;
+  std::vector<double> choice(kStageCounts + size_t(plan.layout.pp), 0.0);
   Status st;
   if (world.rank() == 0) {
     auto rp = ReplanForMeasuredCosts(plan, report, memory_limit, state.rejected, &last_step);
@@ -119,13 +122,17 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
           JoinCounts(StageLayerCounts(plan.model, rp->layout)).c_str(), 100 * gain, discounted,
           v.why.c_str());
       if (v.go) {
-        choice = {1,
-                  double(rp->layout.mbs),
-                  double(static_cast<int>(rp->layout.schedule)),
-                  double(rp->layout.vp),
-                  double(rp->layout.first_stage_layers),
-                  double(rp->layout.last_stage_layers),
-                  gain};
+        const std::vector<double> fields = {1,
+                                            double(rp->layout.mbs),
+                                            double(static_cast<int>(rp->layout.schedule)),
+                                            double(rp->layout.vp),
+                                            double(rp->layout.first_stage_layers),
+                                            double(rp->layout.last_stage_layers),
+                                            gain};
+        std::copy(fields.begin(), fields.end(), choice.begin());
+        for (size_t r = 0; r < rp->layout.stage_layers.size(); ++r) {
+          choice[kStageCounts + r] = double(rp->layout.stage_layers[r]);
+        }
       }
     }
     std::fflush(stdout);
@@ -141,6 +148,10 @@ Result<std::optional<ParallelConfig>> DecideOnRoot(
   c.vp = static_cast<int>(all[3]);
   c.first_stage_layers = static_cast<int>(all[4]);
   c.last_stage_layers = static_cast<int>(all[5]);
+  c.stage_layers.clear();
+  if (all[kStageCounts] > 0) {
+    for (int r = 0; r < c.pp; ++r) c.stage_layers.push_back(int(all[kStageCounts + size_t(r)]));
+  }
   return std::optional<ParallelConfig>(c);
 }
 

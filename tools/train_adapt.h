@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hardware.h"
 #include "core/plan_file.h"
 #include "core/status.h"
 #include "runtime/comm/communicator.h"
@@ -108,6 +109,14 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
 // and each interleaving with the even split and the short ends core's rule allows
 // (core/parallel.h InterleavedShortEnds).
 std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running);
+// The per-stage splits (ParallelConfig::stage_layers, vp = 1, 1F1B and GPipe, every microbatch
+// size) ReplanForMeasuredCosts also prices for the running t, p, d: per microbatch size the split
+// that minimises the largest stage time, each pipeline rank's layers and fixed work (embedding;
+// head and loss) priced by the cost model times the largest of `rank_factor` on it, and its
+// neighbours (one layer across each boundary); those the first/last form lists are left out.
+std::vector<ParallelConfig> BalancedStageCandidates(const PlanFile& running,
+                                                    const ClusterSpec& cluster,
+                                                    const std::vector<double>& rank_factor);
 
 // The layouts with another t, p, d of the same world size that ReplanForMeasuredCosts prices
 // (before the memory limit and `rejected`): each t, p, d whose d divides B and whose t is at most

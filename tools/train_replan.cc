@@ -3,9 +3,12 @@
 // the same GPUs in the simulator: those with the running t, p, d (any microbatch size, schedule,
 // interleaving and split of the layers, interleaved ones with short ends too), and those with
 // another t, p, d of the same world size (the even split and the uneven ones the planner searches
-// for that shape), which a run can only reach through a checkpoint and a relaunch.
+// for that shape), which a run can only reach through a checkpoint and a relaunch. With vp = 1 the
+// running t, p, d also gets per-stage splits (stage_layers) balanced for the calibrated costs, so a
+// slow middle stage can hold fewer layers than its neighbours.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include "core/cluster.h"
@@ -98,6 +101,7 @@ std::vector<std::pair<int, int>> StageSplits(const PlanFile& p, const ParallelCo
   ParallelConfig base = shape;  // the vp = 1 form, whatever the running layout's
   base.vp = 1;
   base.first_stage_layers = base.last_stage_layers = 0;
+  base.stage_layers.clear();
   if (base.pp < 2) return out;
   // No even split when pp does not divide the layers (a run that started uneven): nothing to seed
   // `seen` with (StageLayerCounts refuses it), and Candidates' Validate drops the {0, 0}.
@@ -148,6 +152,7 @@ std::vector<ParallelConfig> Candidates(const PlanFile& p, ParallelConfig shape,
   std::vector<ParallelConfig> out;
   shape.vp = 1;
   shape.first_stage_layers = shape.last_stage_layers = 0;
+  shape.stage_layers.clear();  // a running per-stage split is not one of another p, nor of `flat`
   const int64_t per_replica = shape.global_batch / shape.dp;
   for (int64_t mbs = 1; mbs <= per_replica; ++mbs) {
     if (per_replica % mbs != 0) continue;
@@ -166,6 +171,95 @@ std::vector<ParallelConfig> Candidates(const PlanFile& p, ParallelConfig shape,
           if (c.Validate(p.model).ok()) out.push_back(c);
         }
       }
+    }
+  }
+  return out;
+}
+
+// The cost model's compute of a vp = 1 layout per microbatch (forward and backward, recomputation
+// included): one transformer layer's, and per pipeline rank its fixed work (rank 0's embedding,
+// the last rank's head and loss; about none between).
+struct StageWork {
+  double layer_s = 0;
+  std::vector<double> fixed_s;  // [pp_rank]
+};
+
+// StageWork of `c` (vp = 1, its mbs): read off the cost tables of two per-stage splits that differ
+// by one layer on one rank (a near-even split, and one layer moved off its fullest rank), so that
+// the layer's price and each rank's fixed work come from the same tables the simulator replays.
+Result<StageWork> LayerAndFixedWork(const PlanFile& p, const ClusterSpec& cluster,
+                                    ParallelConfig c) {
+  const int layers = p.model.layers, pp = c.pp;
+  if (pp < 2 || layers <= pp) return Status::Invalid("no layer to move between the stages");
+  std::vector<int> near_even(size_t(pp), layers / pp);
+  for (int r = 0; r < layers % pp; ++r) ++near_even[size_t(r)];
+  std::vector<int> moved = near_even;  // rank 0 is the fullest (>= 2 since layers > pp)
+  --moved[0];
+  ++moved[1];
+  c.stage_layers = near_even;
+  const costmodel::CostTable a = costmodel::BuildCostTable(p.model, cluster, c);
+  c.stage_layers = moved;
+  const costmodel::CostTable b = costmodel::BuildCostTable(p.model, cluster, c);
+  auto compute = [](const costmodel::CostTable& t, int r) {
+    const costmodel::ChunkCost& k = t.Chunk(r, 0);
+    return k.ForwardTime() + k.BackwardTime();
+  };
+  StageWork w;
+  w.layer_s = compute(a, 0) - compute(b, 0);
+  if (!(w.layer_s > 0)) return Status::Invalid("a layer priced at no time");
+  for (int r = 0; r < pp; ++r) {
+    w.fixed_s.push_back(std::max(0.0, compute(a, r) - near_even[size_t(r)] * w.layer_s));
+  }
+  return w;
+}
+
+// The contiguous split of `layers` over the pipeline ranks (at least one each) that minimises the
+// largest stage time factor[r] * (fixed[r] + n_r * layer): an exact min-max by dynamic
+// programming over (rank, layers placed so far), pp * layers^2 steps; ties keep the first found.
+std::vector<int> BalancedSplit(int layers, const std::vector<double>& factor, const StageWork& w) {
+  const int pp = int(factor.size());
+  auto stage_s = [&](int r, int n) {
+    return factor[size_t(r)] * (w.fixed_s[size_t(r)] + n * w.layer_s);
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  // worst[r][n]: the least largest stage time of n layers on ranks 0..r; take[r][n]: rank r's.
+  std::vector<std::vector<double>> worst(size_t(pp), std::vector<double>(size_t(layers) + 1, inf));
+  std::vector<std::vector<int>> take(size_t(pp), std::vector<int>(size_t(layers) + 1, 0));
+  for (int n = 1; n <= layers; ++n) {
+    worst[0][size_t(n)] = stage_s(0, n);
+    take[0][size_t(n)] = n;
+  }
+  for (int r = 1; r < pp; ++r) {
+    for (int n = r + 1; n <= layers; ++n) {
+      for (int k = 1; k <= n - r; ++k) {
+        const double t = std::max(worst[size_t(r - 1)][size_t(n - k)], stage_s(r, k));
+        if (t < worst[size_t(r)][size_t(n)]) {
+          worst[size_t(r)][size_t(n)] = t;
+          take[size_t(r)][size_t(n)] = k;
+        }
+      }
+    }
+  }
+  std::vector<int> split(size_t(pp), 0);
+  for (int r = pp - 1, n = layers; r >= 0; --r) {
+    split[size_t(r)] = take[size_t(r)][size_t(n)];
+    n -= split[size_t(r)];
+  }
+  return split;
+}
+
+// The balanced split and its neighbours: one layer moved across each boundary, either way (the
+// cost model's layer price is not exact, and a replay sees the bubble and the messages the
+// min-max above does not), those whose stages all keep a layer.
+std::vector<std::vector<int>> SplitAndNeighbours(const std::vector<int>& split) {
+  std::vector<std::vector<int>> out = {split};
+  for (size_t b = 0; b + 1 < split.size(); ++b) {
+    for (const auto& [from, to] : {std::pair{b, b + 1}, std::pair{b + 1, b}}) {
+      if (split[from] < 2) continue;
+      std::vector<int> n = split;
+      --n[from];
+      ++n[to];
+      out.push_back(std::move(n));
     }
   }
   return out;
@@ -229,6 +323,49 @@ int PickShortest(const PlanFile& p, const ClusterSpec& cluster,
 }
 
 }  // namespace
+
+// Not every per-stage split (24 layers on 4 stages have 1771, each to replay per microbatch size
+// and schedule): per microbatch size, the one the calibrated costs balance and its 2 (pp - 1)
+// neighbours, so tens of layouts; those Megatron's first/last form already lists are left out.
+std::vector<ParallelConfig> BalancedStageCandidates(const PlanFile& running,
+                                                    const ClusterSpec& cluster,
+                                                    const std::vector<double>& rank_factor) {
+  ParallelConfig shape = running.layout;
+  shape.vp = 1;
+  shape.first_stage_layers = shape.last_stage_layers = 0;
+  shape.stage_layers.clear();
+  std::vector<ParallelConfig> out;
+  const Result<std::vector<double>> factor = PipelineFactors(shape, rank_factor);
+  if (shape.pp < 2 || !factor.ok()) return out;
+  std::vector<std::vector<int>> seen;  // the first/last splits Candidates already lists
+  for (const auto& [first, last] : StageSplits(running, shape)) {
+    ParallelConfig c = shape;
+    c.first_stage_layers = first;
+    c.last_stage_layers = last;
+    if (c.ValidateStageSplit(running.model).ok())
+      seen.push_back(StageLayerCounts(running.model, c));
+  }
+  const int64_t per_replica = shape.global_batch / shape.dp;
+  for (int64_t mbs = 1; mbs <= per_replica; ++mbs) {
+    if (per_replica % mbs != 0) continue;
+    shape.mbs = static_cast<int>(mbs);
+    const Result<StageWork> work = LayerAndFixedWork(running, cluster, shape);
+    if (!work.ok()) continue;
+    std::vector<std::vector<int>> seen_here = seen;  // each microbatch size its own splits
+    for (std::vector<int>& split :
+         SplitAndNeighbours(BalancedSplit(running.model.layers, *factor, *work))) {
+      if (std::find(seen_here.begin(), seen_here.end(), split) != seen_here.end()) continue;
+      seen_here.push_back(split);
+      for (ScheduleKind kind : {ScheduleKind::k1F1B, ScheduleKind::kGPipe}) {
+        ParallelConfig c = shape;
+        c.schedule = kind;
+        c.stage_layers = split;
+        if (c.Validate(running.model).ok()) out.push_back(std::move(c));
+      }
+    }
+  }
+  return out;
+}
 
 std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running) {
   return Candidates(running, running.layout, StageSplits(running, running.layout));
@@ -345,6 +482,9 @@ Result<Replan> ReplanForMeasuredCosts(const PlanFile& running, const runtime::Mo
   out.best_step_s = out.current_step_s;
   out.candidates = PickShortest(running, cluster, RunningShapeCandidates(running), out.rank_scale,
                                 memory_limit, rejected, &out.layout, &out.best_step_s);
+  out.candidates +=
+      PickShortest(running, cluster, BalancedStageCandidates(running, cluster, out.rank_scale),
+                   out.rank_scale, memory_limit, rejected, &out.layout, &out.best_step_s);
   ParallelConfig other;
   double other_step_s = out.current_step_s;  // only a shorter one counts
   out.other_candidates =

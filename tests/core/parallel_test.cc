@@ -95,6 +95,66 @@ TEST(Parallel, UnevenStagesValidity) {
   EXPECT_EQ(c.Validate(m).message().rfind("first_stage_layers: -1 is outside", 0), 0u);
 }
 
+// Per-stage counts (stage_layers, Megatron-Core's --pipeline-model-parallel-layout with vp = 1):
+// each refusal is one line naming layout.stage_layers and the reason.
+TEST(Parallel, StageLayersValidity) {
+  ModelSpec m = LoadModel("tiny").value();
+  m.layers = 8;
+  ParallelConfig c;
+  c.pp = 4;
+  c.global_batch = 4;
+  c.stage_layers = {3, 1, 2, 2};
+  EXPECT_TRUE(c.Validate(m).ok()) << c.Validate(m).message();
+  EXPECT_TRUE(c.Uneven());
+  auto message = [&] { return c.Validate(m).message(); };
+  c.stage_layers = {3, 1, 2};
+  EXPECT_EQ(message(), "layout.stage_layers: 3 counts for pp = 4 stages (one per stage)");
+  c.stage_layers = {3, 0, 3, 2};
+  EXPECT_EQ(message(), "layout.stage_layers: stage 1 holds 0 layers (at least 1 each)");
+  c.stage_layers = {3, 2, 2, 2};
+  EXPECT_EQ(message(), "layout.stage_layers: the counts sum to 9 but the model has 8 layers");
+  c.stage_layers = {3, 1, 2, 2};
+  c.first_stage_layers = 3;
+  EXPECT_EQ(message().rfind("layout.stage_layers: excludes first_stage_layers", 0), 0u);
+  c.first_stage_layers = 0;
+  c.vp = 2;
+  c.schedule = ScheduleKind::kInterleaved;
+  EXPECT_EQ(message().rfind("layout.stage_layers: per-stage counts need vp = 1, got vp = 2", 0),
+            0u);
+  c = ParallelConfig();
+  c.global_batch = 4;
+  c.stage_layers = {8};
+  EXPECT_EQ(message(), "layout.stage_layers: per-stage counts need pp >= 2, got pp = 1");
+}
+
+// stage_layers in the plan's layout object: written only when set (old plans read and write as
+// before), read back exactly, a malformed list refused in one line naming the key.
+TEST(Parallel, StageLayersJson) {
+  ParallelConfig c;
+  c.pp = 4;
+  EXPECT_FALSE(LayoutToJson(c).contains("stage_layers"));
+  c.stage_layers = {9, 3, 8, 4};
+  const Json j = Json::parse(LayoutToJson(c).dump());
+  EXPECT_EQ(j["stage_layers"], Json::parse("[9, 3, 8, 4]"));
+  const ParallelConfig back = LayoutFromJson(j, "layout").value();
+  EXPECT_EQ(back.stage_layers, (std::vector<int>{9, 3, 8, 4}));
+  EXPECT_EQ(back.ToString(), c.ToString());
+  EXPECT_NE(c.ToString().find(",stage_layers=9/3/8/4"), std::string::npos);
+  // The same split as Megatron's first/last form reads differently: no silent normalisation.
+  ParallelConfig ends;
+  ends.pp = 4;
+  ends.first_stage_layers = 9;
+  ends.last_stage_layers = 4;
+  EXPECT_NE(ends.ToString(), c.ToString());
+  Json bad = j;
+  bad["stage_layers"] = Json::parse(R"([9, "3", 8, 4])");
+  EXPECT_EQ(LayoutFromJson(bad, "layout").status().message(),
+            "layout.stage_layers: element 1: expected an integer, got string");
+  bad["stage_layers"] = 9;
+  EXPECT_EQ(LayoutFromJson(bad, "layout").status().message(),
+            "layout.stage_layers: expected a list of integers, got integer");
+}
+
 // Interleaved with short ends (core/parallel.h): the embedding and the loss count as a layer, the
 // set end holds one layer fewer than a rank between, each virtual stage keeps one layer at least,
 // and only the interleaved schedule; each refusal names the field and the reason.

@@ -170,6 +170,30 @@ TEST(Shapes, UnevenPlacement) {
   }
 }
 
+// Per-stage counts (stage_layers): rank r holds the r-th count, in order, and the parameters still
+// add up to the whole model; a split the first/last form cannot express (a light middle rank).
+TEST(Shapes, StageLayersPlacement) {
+  ModelSpec m = HandMadeTiny();
+  m.layers = 8;
+  ParallelConfig c;
+  c.pp = 4;
+  c.tp = 2;
+  c.stage_layers = {3, 1, 2, 2};
+  ASSERT_TRUE(c.Validate(m).ok()) << c.Validate(m).message();
+  EXPECT_EQ(StageLayerCounts(m, c), (std::vector<int>{3, 1, 2, 2}));
+  const std::vector<std::pair<int, int>> ranges = {{0, 3}, {3, 4}, {4, 6}, {6, 8}};
+  int64_t total = 0;
+  for (int r = 0; r < c.pp; ++r) {
+    const LayerRange lr = ChunkLayers(m, c, r, 0);
+    EXPECT_EQ(std::make_pair(lr.begin, lr.end), ranges[size_t(r)]) << "rank " << r;
+    for (const auto& p : StageParameters(m, c, r)) {
+      if (!p.tied_copy)
+        total += p.sharding == Sharding::kReplicated ? p.LocalElements() : p.LocalElements() * 2;
+    }
+  }
+  EXPECT_EQ(total, ParameterCount(m, 2));
+}
+
 // Interleaved with short ends (Megatron-LM's --account-for-embedding/loss-in-pipeline-split):
 // walking the virtual stages in order places every layer exactly once and in order, each virtual
 // stage holds (l + e + o) / (pp vp) layers but the first (e) and the last (o) one fewer, rank 0

@@ -56,6 +56,8 @@ expect "--format: grid: .* too large" schedule --pp 4000 --microbatches 16
 expect "--fix: tp: given more than once" plan "${tiny[@]}" --global-batch 8 --fix tp=2,tp=4
 expect "--fix: first_stage_layers: expected a non-negative integer" plan "${tiny[@]}" --global-batch 8 --fix first_stage_layers=-1
 expect "first_stage_layers: .* leaves 0 of the 4 layers" plan "${tiny[@]}" --global-batch 8 --fix pp=2,first_stage_layers=4
+expect "--fix: stage_layers: 3 counts but pp=2 is fixed" plan "${tiny[@]}" --global-batch 8 --fix pp=2,stage_layers=1/1/2
+expect "layout.stage_layers: the counts sum to 5 but the model has 4 layers" plan "${tiny[@]}" --global-batch 8 --fix stage_layers=1/2/1/1
 
 # Paths that are not regular files name the flag.
 expect "--model: .* is not a regular file" plan --model "$work/dir" --cluster selene --gpus 8 --global-batch 8

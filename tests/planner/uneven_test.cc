@@ -162,5 +162,60 @@ TEST(Uneven, FixedSplitIsKeptAndRefusedWithInterleaving) {
   EXPECT_TRUE(ParseFix("last_stage_layers=0").ok());
 }
 
+// --fix stage_layers: any per-stage counts (here a light second stage the first/last form cannot
+// express) are the only split searched, with pp their count and the vp = 1 schedules; --emit
+// megatron says them in Megatron-Core's layout syntax; a contradiction with another fixed key is
+// a one-line error naming stage_layers.
+TEST(Uneven, FixedStageLayersAreSearchedAndEmitted) {
+  auto m = LargeVocab();  // 48 layers
+  auto cluster = LoadCluster("selene", 64);
+  ASSERT_TRUE(m.ok() && cluster.ok());
+  auto fix = ParseFix("tp=4,stage_layers=14/8/14/12");
+  ASSERT_TRUE(fix.ok()) << fix.status().ToString();
+  EXPECT_EQ(fix->pp, 4);
+  SearchOptions o;
+  o.global_batch = 512;
+  o.fix = *fix;
+  auto r = Search(*m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_FALSE(r->top.empty());
+  for (const Candidate& c : r->top) {
+    EXPECT_EQ(c.layout.stage_layers, (std::vector<int>{14, 8, 14, 12})) << c.layout.ToString();
+    EXPECT_EQ(c.layout.vp, 1);
+    EXPECT_EQ(StageLayerCounts(*m, c.layout), (std::vector<int>{14, 8, 14, 12}));
+  }
+  ParallelConfig best = r->top.front().layout;
+  best.schedule = ScheduleKind::k1F1B;
+  const std::string args = MegatronArgs(*m, best);
+  EXPECT_NE(args.find(R"( --pipeline-model-parallel-layout "Et*14|t*8|t*14|t*12,L")"),
+            std::string::npos)
+      << args;
+  EXPECT_EQ(args.find("--decoder-"), std::string::npos) << args;
+  EXPECT_EQ(MegatronLayout({1, 2}), "Et|t*2,L");
+  // Counts that do not sum to the model's layers: the search's error names the field.
+  fix = ParseFix("tp=4,stage_layers=14/8/14/13");
+  ASSERT_TRUE(fix.ok());
+  o.fix = *fix;
+  r = Search(*m, *cluster, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("layout.stage_layers: the counts sum to 49 but the model "
+                                      "has 48 layers"),
+            std::string::npos)
+      << r.status().message();
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {"stage_layers=4/x", "--fix: stage_layers: expected positive layer counts"},
+           {"stage_layers=4/0/4", "--fix: stage_layers: expected positive layer counts"},
+           {"stage_layers=8", "--fix: stage_layers: expected a count for each of 2 or more"},
+           {"pp=2,stage_layers=4/4/4", "--fix: stage_layers: 3 counts but pp=2 is fixed"},
+           {"vp=2,stage_layers=4/4", "--fix: stage_layers: per-stage counts need vp=1"},
+           {"schedule=interleaved,stage_layers=4/4", "need a schedule of one chunk per rank"},
+           {"first_stage_layers=3,stage_layers=4/4", "--fix: stage_layers: excludes"}}) {
+    auto bad = ParseFix(text);
+    ASSERT_FALSE(bad.ok()) << text;
+    EXPECT_NE(bad.status().message().find(why), std::string::npos) << bad.status().message();
+    EXPECT_EQ(bad.status().message().find('\n'), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace ptdp::planner

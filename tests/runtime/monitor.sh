@@ -31,9 +31,10 @@
 #       the window's last step (used or, when it does not lower the compute error, not) before the
 #       re-plan; losses within 1e-5 (the decision itself is not asserted: one noisy step)
 #   adapt_split_p4  4 ranks (t1 p4 d1, 8 layers 2/2/2/2), world rank 1 (a middle stage) slowed 4x:
-#       the first re-plan that switches (Megatron's split: only the first and last stages differ, so
-#       it lightens the middle stages by loading the first and last) leaves stage 1 fewer than 2
-#       layers; losses within 1e-5 of the unslowed, unadapted run
+#       the first re-plan that switches leaves stage 1 fewer than 2 layers (a per-stage split the
+#       calibrated costs balance, e.g. 3/1/2/2, so the switch broadcast carries the pp counts; or
+#       Megatron's first/last form, which lightens both middle stages); losses within 1e-5 of the
+#       unslowed, unadapted run
 #   adapt_short_ends  2 ranks (t1 p2 d1, 7 layers: no even split, so the run starts in 1F1B 4/3),
 #       B 8, --monitor-every 4 --adapt --adapt-threshold 0: the re-plan after step 4 switches into
 #       an interleaved layout with a short end (vp 2, first_stage_layers=3 or last_stage_layers=3:
@@ -43,6 +44,12 @@
 #   switch_short_ends  the way out: the same 7 layers started interleaved with the short loss end
 #       (vp 2, last_stage_layers=3), switched after step 3 to 1F1B 4/3 (--switch-plan); losses
 #       within 1e-5 of the unswitched 1F1B run
+#   stage_layers  4 ranks (t1 p4 d1, 8 layers, B 8) with per-stage counts 3/1/2/2
+#       (layout.stage_layers, a split Megatron's first/last form cannot express): the losses equal
+#       the even 2/2/2/2 run's within 1e-5
+#   switch_stage_layers  the even 2/2/2/2 run switched after step 3 to 3/1/2/2 (--switch-plan):
+#       layers move between ranks through the checkpoint (named by global index); losses within
+#       1e-5 of the unswitched run
 #   relaunch    2 ranks in t1 p2 d1 (2 layers, B 2: one layer per stage, so no split can hand a
 #       slower rank less work), which the calibrated cost model prices well behind another t, p, d
 #       of the same 2 ranks (no pipeline fill and drain); --adapt --monitor-every 2: without --save
@@ -229,6 +236,29 @@ case "$case" in
       fail "no switch to 1F1B 4/3 after step 3"
     [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
     echo "ok: switched out of the short-end interleaving, losses within 1e-5"
+    ;;
+  stage_layers | switch_stage_layers)
+    "$here/write_plan.sh" "$ptdp" even.json 8 0.1 256 8 1 4 1 1 1 1f1b none true || fail "plan"
+    PTDP_TEST_STAGE_LAYERS=3/1/2/2 \
+      "$here/write_plan.sh" "$ptdp" split.json 8 0.1 256 8 1 4 1 1 1 1f1b none true || fail "plan"
+    train even.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
+    ;;&
+  stage_layers)
+    train split.json --steps 6 --expect-losses ref.jsonl --memory-tol 0.01 ||
+      { cat run.out; fail "run with stage_layers 3/1/2/2"; }
+    cat run.out
+    grep -q "^ptdp train: .*schedule=1f1b,.*stage_layers=3/1/2/2)" run.out ||
+      fail "the run did not start with stage_layers=3/1/2/2"
+    echo "ok: 3/1/2/2 trains as the even split, losses within 1e-5"
+    ;;
+  switch_stage_layers)
+    train even.json --steps 6 --switch-plan split.json --switch-at 3 --expect-losses ref.jsonl \
+      --memory-tol 0.01 || { cat run.out; fail "switched run"; }
+    cat run.out
+    grep -q "^ switched after step 3 to .*schedule=1f1b,.*stage_layers=3/1/2/2 (state moved" \
+      run.out || fail "no switch to stage_layers=3/1/2/2 after step 3"
+    [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
+    echo "ok: switched from 2/2/2/2 into 3/1/2/2, losses within 1e-5"
     ;;
   relaunch)
     export NP=2

@@ -10,6 +10,8 @@
 # equivalence scripts run fused layouts against the unfused single-process references.
 # PTDP_TEST_FIRST_LAYERS and PTDP_TEST_LAST_LAYERS (default 0: the even share) go into
 # layout.first_stage_layers and layout.last_stage_layers (uneven pipeline stages).
+# PTDP_TEST_STAGE_LAYERS (per-stage counts joined by '/', "3/1/2/2"; default none) goes into
+# layout.stage_layers (any split, vp = 1).
 set -euo pipefail
 ptdp=$1
 shift
@@ -18,6 +20,8 @@ prec=${14:-fp32}
 fusion=false
 fused=${PTDP_TEST_FUSED_ATTENTION:-false}
 first=${PTDP_TEST_FIRST_LAYERS:-0} last=${PTDP_TEST_LAST_LAYERS:-0}
+stages=""
+[ -n "${PTDP_TEST_STAGE_LAYERS:-}" ] && stages=", \"stage_layers\": [${PTDP_TEST_STAGE_LAYERS//\//, }]"
 [ "$prec" = fp16 ] && fusion=true
 gpus=$((tp * pp * dp))
 cat > "$out" <<JSON
@@ -30,7 +34,7 @@ cat > "$out" <<JSON
   "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
              "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
              "grad_accumulation_fusion": $fusion, "fused_attention": $fused,
-             "first_stage_layers": $first, "last_stage_layers": $last}
+             "first_stage_layers": $first, "last_stage_layers": $last$stages}
 }
 JSON
 "$ptdp" schedule --plan "$out" --out "$out" > /dev/null

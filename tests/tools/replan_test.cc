@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
 #include <tuple>
 
+#include "core/cluster.h"
 #include "core/json.h"
 #include "core/ledger.h"
 #include "core/rank_grid.h"
@@ -358,6 +361,66 @@ TEST(Replan, BadInputFailsWithOneLineOrIsIgnored) {
   ASSERT_TRUE(good.ok() && with_stray.ok());
   EXPECT_EQ(with_stray->rank_scale, good->rank_scale);
   EXPECT_EQ(with_stray->other->ToString(), good->other->ToString());
+}
+
+// A t1 p4 d1 1F1B plan of 24 layers on 4 ranks, the shape of the H200 adapt stage; B = 32, so that
+// with a few microbatches in flight the slowest stage sets the pace (with B = 8 and m = 2 the
+// fill and drain dominate, and loading the two end stages wins whatever the middle holds).
+PlanFile FourStagePlan() {
+  const std::string text = R"({"ptdp_plan_version": 2,
+    "model": {"name": "four-stage", "layers": 24, "hidden": 64, "heads": 4, "seq_len": 32,
+              "vocab": 256, "dropout": 0.0},
+    "cluster": {"name": "cpu", "gpus": 4, "gpus_per_node": 4},
+    "global_batch": 32,
+    "layout": {"tp": 1, "pp": 4, "dp": 1, "mbs": 1, "vp": 1, "schedule": "1f1b",
+               "recompute": "none", "scatter_gather": true}})";
+  auto plan = PlanFromJson(ParseJson(text, "test plan").value(), /*require_program=*/false);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  plan->program = schedule::BuildProgram(plan->model, plan->layout).value();
+  plan->has_program = true;
+  return *plan;
+}
+
+// The H200 case of 2026-11-27 (docs/cuda.md): world rank 1, a middle stage, runs 3x slower. The
+// first/last form moves the middle stages together (ranks 1 and 2 alike), so the fast rank 2
+// idled; the balanced per-stage splits give rank 1 fewer layers than rank 2, and the re-plan
+// picks one, shorter than the best first/last split (the same re-plan without them).
+TEST(Replan, ASlowMiddleStageGetsFewerLayersThanItsNeighbour) {
+  const PlanFile plan = FourStagePlan();
+  runtime::MonitorReport window = AlikeGpusWindow(plan);
+  window.ranks[1].stage_compute_s *= 3;
+  const auto start = std::chrono::steady_clock::now();
+  auto rp = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/0);
+  const double took_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
+  std::printf("re-plan of 4 stages with rank 1 slowed 3x: %d layouts simulated in %.3f s\n",
+              rp->candidates, took_s);
+  const std::vector<int> counts = StageLayerCounts(plan.model, rp->layout);
+  std::printf("best: %s (%.4f s against %.4f s running)\n", rp->layout.ToString().c_str(),
+              rp->best_step_s, rp->current_step_s);
+  EXPECT_FALSE(rp->layout.stage_layers.empty()) << rp->layout.ToString();
+  EXPECT_LT(counts[1], counts[2]) << rp->layout.ToString();
+  EXPECT_LT(rp->best_step_s, rp->current_step_s);
+  // The per-stage splits, rejected by name, leave the first/last form's best: ranks 1 and 2 alike,
+  // and longer.
+  std::vector<std::string> balanced;
+  const std::vector<ParallelConfig> per_stage =
+      BalancedStageCandidates(plan, LoadCluster("cpu", 4).value(), rp->rank_scale);
+  for (const ParallelConfig& c : per_stage) {
+    ASSERT_TRUE(c.Validate(plan.model).ok()) << c.ToString();
+    ASSERT_FALSE(c.stage_layers.empty()) << c.ToString();
+    balanced.push_back(c.ToString());
+  }
+  // Tens, not the 1771 compositions of 24 layers on 4 stages per microbatch size and schedule:
+  // 6 microbatch sizes (B 32) x 2 schedules x (the balanced split + 6 neighbours) at most.
+  EXPECT_LE(per_stage.size(), 6u * 2u * 7u);
+  auto only_first_last = ReplanForMeasuredCosts(plan, window, /*memory_limit=*/0, balanced);
+  ASSERT_TRUE(only_first_last.ok()) << only_first_last.status().ToString();
+  const double best_first_last_s = only_first_last->best_step_s;
+  const std::vector<int> fl_counts = StageLayerCounts(plan.model, only_first_last->layout);
+  EXPECT_EQ(fl_counts[1], fl_counts[2]) << only_first_last->layout.ToString();
+  EXPECT_LT(rp->best_step_s, best_first_last_s) << only_first_last->layout.ToString();
 }
 
 // A switch's trial, from the H200 call of 2026-11-27, late evening (bench/gpu/adapt_stage.sh, 4 MPS
