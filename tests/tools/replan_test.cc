@@ -214,6 +214,15 @@ TEST(AdaptTrial, AWindowsStepIsItsMedianNotItsMean) {
 namespace ptdp::tools {
 namespace {
 
+// A plan file's text read as `ptdp plan` writes it, with its layout's Program.
+PlanFile PlanWithProgram(const std::string& text) {
+  auto plan = PlanFromJson(ParseJson(text, "test plan").value(), /*require_program=*/false);
+  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+  plan->program = schedule::BuildProgram(plan->model, plan->layout).value();
+  plan->has_program = true;
+  return *plan;
+}
+
 PlanFile HeavyHeadPlan(const std::string& cluster = "cpu") {
   const std::string text = R"({"ptdp_plan_version": 2,
     "model": {"name": "heavy-head", "layers": 8, "hidden": 256, "heads": 4, "seq_len": 128,
@@ -223,11 +232,7 @@ PlanFile HeavyHeadPlan(const std::string& cluster = "cpu") {
     "global_batch": 6,
     "layout": {"tp": 1, "pp": 4, "dp": 1, "mbs": 1, "vp": 1, "schedule": "1f1b",
                "recompute": "none", "scatter_gather": true}})";
-  auto plan = PlanFromJson(ParseJson(text, "test plan").value(), /*require_program=*/false);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  plan->program = schedule::BuildProgram(plan->model, plan->layout).value();
-  plan->has_program = true;
-  return *plan;
+  return PlanWithProgram(text);
 }
 
 // A window in which every world rank ran its stage at the cost model's price (factor 1: GPUs
@@ -374,11 +379,7 @@ PlanFile FourStagePlan() {
     "global_batch": 32,
     "layout": {"tp": 1, "pp": 4, "dp": 1, "mbs": 1, "vp": 1, "schedule": "1f1b",
                "recompute": "none", "scatter_gather": true}})";
-  auto plan = PlanFromJson(ParseJson(text, "test plan").value(), /*require_program=*/false);
-  EXPECT_TRUE(plan.ok()) << plan.status().ToString();
-  plan->program = schedule::BuildProgram(plan->model, plan->layout).value();
-  plan->has_program = true;
-  return *plan;
+  return PlanWithProgram(text);
 }
 
 // The H200 case of 2026-11-27 (docs/cuda.md): world rank 1, a middle stage, runs 3x slower. The
