@@ -8,6 +8,7 @@
 namespace ptdp {
 
 bool Fp32MainGrads(const ParallelConfig& c) {
+  if (c.grad_reduce_bf16) return false;
   return c.precision != Precision::kFp16 || c.grad_accumulation_fusion;
 }
 

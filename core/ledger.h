@@ -9,6 +9,7 @@
 //                                optimizer 12 (fp32 master + Adam m, v)              = 18
 //   fp16 without fusion:         weight 2, grad 2 (Megatron-LM 2021's fp16 grads), optimizer 12 =
 //   16
+//   bf16 with grad_reduce_bf16:  weight 2, grad 2 (bf16 gradient buffer), optimizer 12 = 16
 // With the distributed optimizer the optimizer bytes are divided over the data-parallel group.
 // fp8 is bf16's 18, plus the FP8 copies of the four Linears' weights in each layer (1 byte, and 1
 // for the transposed copy Transformer Engine keeps for the weight gradient on Hopper), counted
@@ -57,7 +58,8 @@ struct ParamBytes {
   int optimizer = 8;  // Adam m and v, plus the fp32 master weights in 16-bit training
   int Total() const { return weight + grad + optimizer; }
 };
-// fp32 main gradients: fp32 and bf16 always, fp16 with grad_accumulation_fusion.
+// fp32 main gradients: fp32 and bf16 (fp8) unless grad_reduce_bf16, fp16 with
+// grad_accumulation_fusion.
 bool Fp32MainGrads(const ParallelConfig& c);
 ParamBytes BytesPerParameter(const ParallelConfig& c);
 

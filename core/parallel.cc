@@ -258,6 +258,10 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("sequence_parallel: tp = " + std::to_string(tp) + " does not divide seq_len " +
                std::to_string(m.seq_len));
   }
+  if (grad_reduce_bf16 && precision != Precision::kBf16 && precision != Precision::kFp8) {
+    return bad(std::string("grad_reduce_bf16: needs precision bf16 or fp8, not ") +
+               PrecisionName(precision));
+  }
   if (fused_attention && recompute == Recompute::kSelective) {
     return bad(
         "recompute: selective recomputation drops the attention core's s^2 tensors, which "
@@ -297,6 +301,7 @@ std::string ParallelConfig::ToString() const {
   if (sequence_parallel) os << ",sequence_parallel=on";
   if (distributed_optimizer) os << ",distributed_optimizer=on";
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
+  if (grad_reduce_bf16) os << ",grad_reduce_bf16=on";
   if (fused_attention) os << ",fused_attention=on";
   if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
   if (first_stage_layers > 0) os << ",first_stage_layers=" << first_stage_layers;
@@ -335,6 +340,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["first_stage_layers"] = c.first_stage_layers;
   j["last_stage_layers"] = c.last_stage_layers;
   if (!c.stage_layers.empty()) j["stage_layers"] = c.stage_layers;  // old plans stay as they were
+  if (c.grad_reduce_bf16) j["grad_reduce_bf16"] = true;             // likewise
   // Interleaving with m % p != 0: the microbatch group Megatron-Core is told to use (its default,
   // p, is left unsaid), a function of the layout written out so the plan states it.
   if (const int64_t g = MicrobatchGroupToState(c); g != 0) j["microbatch_group"] = g;
@@ -359,6 +365,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("distributed_optimizer", &c.distributed_optimizer);
   r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
   r.Optional("fused_attention", &c.fused_attention);
+  r.Optional("grad_reduce_bf16", &c.grad_reduce_bf16);
   r.Optional("precision", &precision);
   r.Optional("first_stage_layers", &c.first_stage_layers);
   r.Optional("last_stage_layers", &c.last_stage_layers);

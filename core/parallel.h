@@ -104,6 +104,13 @@ struct ParallelConfig {
   // gradient buffer, so the profile's separate per-microbatch add (grad_accumulate_bytes_per_param,
   // what the paper's 2021 code ran) is not paid.
   bool grad_accumulation_fusion = false;
+  // Megatron-LM's --grad-reduce-in-bf16 (NeMo's optim.grad_sync_dtype=bf16): the gradient buffer
+  // holds bf16, not fp32 main gradients, so it takes 2 bytes per parameter in place of 4 and the
+  // data-parallel reduction moves half the bytes; the optimizer casts its shard to fp32 before
+  // the step (core/ledger.h BytesPerParameter; costmodel OptimizerBytesPerParam). A numerics
+  // choice (bf16 accumulation over microbatches and ranks), so the planner never picks it alone:
+  // `ptdp plan --grad-reduce-in-bf16` or --fix. Needs precision bf16 or fp8.
+  bool grad_reduce_bf16 = false;
   // A fused (FlashAttention-class) attention kernel, Megatron-LM's --use-flash-attn: the attention
   // core stores no s^2 tensor, only the fp32 log-sum-exp of each score row, and its backward
   // recomputes the probabilities (and regenerates the dropout mask from the counter generator).
@@ -143,7 +150,8 @@ struct ParallelConfig {
   // vp) (uneven stages: pp >= 2, at least one layer per stage and the middle layers an equal
   // share of the middle stages; vp > 1 the form above; stage_layers: ValidateStageLayers), B % (b
   // d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1),
-  // fused_attention without selective recomputation. The message names the field and the reason.
+  // fused_attention without selective recomputation, grad_reduce_bf16 only in bf16 or fp8. The
+  // message names the field and the reason.
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
   Status ValidateStageSplit(const ModelSpec& m) const;
@@ -158,8 +166,8 @@ struct ParallelConfig {
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
-// and precision (optional when read, `base`'s by default); stage_layers (a list of integers,
-// written only when set, optional when read).
+// and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and
+// grad_reduce_bf16 (true), each written only when set and optional when read.
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >

@@ -29,28 +29,33 @@ ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times
 // runtime) reads the fp32 main gradient for the norm (4) and in Adam, which also writes the 16-bit
 // copy (28 + e): 34 bytes in 16 bits, the same 32 in fp32. Main gradients taken in place
 // (optimizer_main_grads_in_place, Megatron-Core): no gradient copy, and no unscale pass but in
-// fp16, whose loss scaler stays: 4 + 28 + (4 + e), 38 bytes in bf16 and fp8, 46 in fp16.
-double OptimizerBytesPerParam(Precision p, const SoftwareProfile& sw) {
+// fp16, whose loss scaler stays: 4 + 28 + (4 + e), 38 bytes in bf16 and fp8, 46 in fp16. A
+// 16-bit gradient buffer (grad_reduce_bf16, or fp16 without fusion) is not the fp32 main gradient:
+// Megatron-Core's distributed optimizer casts its shard first (_copy_model_grads_to_main_grads,
+// `shard_model_grad.float()`, a copy unless the buffer is fp32): read e, write 4 more.
+double OptimizerBytesPerParam(Precision p, const SoftwareProfile& sw, bool fp32_main_grads) {
   const double e = ComputeBytes(p);
   if (!IsHalf(p)) return 4 + 28;
   if (sw.fused_optimizer_step.value) return 4 + 28 + e;
   if (sw.optimizer_main_grads_in_place.value) {
-    return 4 + 28 + (4 + e) + (p == Precision::kFp16 ? 8 : 0);
+    const double cast = fp32_main_grads ? 0.0 : e + 4;
+    return cast + 4 + 28 + (4 + e) + (p == Precision::kFp16 ? 8 : 0);
   }
   return (e + 4) + 8 + 4 + 28 + (4 + e);
 }
 Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params,
-                      const SoftwareProfile& sw) {
-  return double(params) * OptimizerBytesPerParam(p, sw) /
+                      const SoftwareProfile& sw, bool fp32_main_grads) {
+  return double(params) * OptimizerBytesPerParam(p, sw, fp32_main_grads) /
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
 // The step as priced: by its parameters at the profile's measured rate of the whole step where it
 // has one (optimizer_Gparams_per_s: a CPU, whose AdamW its square root and division bound, not its
 // bytes), else by its bytes (OptimizerTime).
 Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params,
-                          const SoftwareProfile& sw) {
+                          const SoftwareProfile& sw, bool fp32_main_grads) {
   const double rate = hw.optimizer_Gparams_per_s.value;
-  return rate > 0 ? double(params) / (rate * 1e9) : OptimizerTime(hw, p, params, sw);
+  return rate > 0 ? double(params) / (rate * 1e9)
+                  : OptimizerTime(hw, p, params, sw, fp32_main_grads);
 }
 
 // The data-parallel wrapper's gradient copies around the reduction (the software profile's
@@ -345,7 +350,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     // The distributed optimizer updates 1/d of the parameters on each GPU.
     t.optimizer[r] =
         OptimizerStepTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params,
-                          cluster.software) +
+                          cluster.software, Fp32MainGrads(c)) +
         optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params) +
         GradBufferPassTime(cluster.software, hw, c, params);
   }

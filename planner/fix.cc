@@ -14,6 +14,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
          (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
          (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
+         (!grad_reduce_bf16 || *grad_reduce_bf16 == c.grad_reduce_bf16) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
          (!precision || *precision == c.precision) &&
          (!first_stage_layers || *first_stage_layers == c.first_stage_layers) &&
@@ -127,7 +128,7 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       f.precision = *p;
     } else if (key == "scatter_gather" || key == "sequence_parallel" ||
                key == "distributed_optimizer" || key == "grad_accumulation_fusion" ||
-               key == "fused_attention") {
+               key == "grad_reduce_bf16" || key == "fused_attention") {
       if (value != "on" && value != "off") {
         return Status::Invalid("--fix: " + key + ": expected on or off, got \"" + value + "\"");
       }
@@ -135,14 +136,15 @@ Result<FixedLayout> ParseFix(const std::string& text) {
                                   : key == "sequence_parallel"     ? f.sequence_parallel
                                   : key == "distributed_optimizer" ? f.distributed_optimizer
                                   : key == "fused_attention"       ? f.fused_attention
+                                  : key == "grad_reduce_bf16"      ? f.grad_reduce_bf16
                                                                    : f.grad_accumulation_fusion;
       slot = value == "on";
     } else {
       return Status::Invalid(
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
-          "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, fused_attention, "
-          "precision, first_stage_layers, last_stage_layers, stage_layers)");
+          "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, "
+          "fused_attention, precision, first_stage_layers, last_stage_layers, stage_layers)");
     }
   }
   if (f.stage_layers) PTDP_RETURN_IF_ERROR(CheckFixedStageLayers(&f));

@@ -165,18 +165,20 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   char line[256];
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
-  // Fused attention gets its own column (fa) only when a listed layout uses it.
+  // Fused attention gets its own column (fa) only when a listed layout uses it, bf16 gradients
+  // (g16) likewise.
   // Uneven stages get a column (f/l: layers of the first and the last stage) only when a listed
   // layout has them.
-  bool opts = false, fa = false, uneven = false;
+  bool opts = false, fa = false, g16 = false, uneven = false;
   for (const auto& c : r.top) {
     opts = opts || c.layout.sequence_parallel || c.layout.distributed_optimizer ||
            c.layout.grad_accumulation_fusion;
     fa = fa || c.layout.fused_attention;
+    g16 = g16 || c.layout.grad_reduce_bf16;
     uneven = uneven || c.layout.Uneven();
   }
-  const std::string opt_header =
-      std::string(opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") + (uneven ? " f/l  " : "");
+  const std::string opt_header = std::string(opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") +
+                                 (g16 ? " g16" : "") + (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
@@ -193,6 +195,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
               (l.grad_accumulation_fusion ? "on " : "off");
     }
     if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
+    if (g16) extra += std::string(" ") + (l.grad_reduce_bf16 ? "on " : "off");
     if (uneven) {
       const std::vector<int> n = StageLayerCounts(m, l);
       std::string split = !l.stage_layers.empty() ? StageLayersText(n)
@@ -354,6 +357,7 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   o << " --attention-backend " << (c.fused_attention ? "flash" : "unfused");
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
+  if (c.grad_reduce_bf16) o << " --grad-reduce-in-bf16";
   // The overlaps the plan priced (the software profile's, where the layout has what they need).
   if (software != nullptr) {
     if (software->tp_comm_overlap_fraction.value > 0 && c.sequence_parallel) {

@@ -189,6 +189,10 @@ Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOption
   }
   const Precision p = o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
   PTDP_RETURN_IF_ERROR(CheckPrecision(cluster.profile, p));
+  if (o.fix.grad_reduce_bf16.value_or(false) && p != Precision::kBf16 && p != Precision::kFp8) {
+    return Status::Invalid(std::string("--fix grad_reduce_bf16=on: needs precision bf16 or fp8, ") +
+                           "not " + PrecisionName(p));
+  }
   return p;
 }
 
@@ -343,6 +347,10 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                                                              : o.distributed_optimizer && d > 1;
               const bool fusion = fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion
                                                               : o.grad_accumulation_fusion;
+              const bool half_precision =
+                  precision == Precision::kBf16 || precision == Precision::kFp8;
+              const bool bf16_grads =
+                  fx.grad_reduce_bf16 ? *fx.grad_reduce_bf16 : o.grad_reduce_bf16 && half_precision;
               ++res.considered;
               ++done;
               ParallelConfig c;
@@ -357,6 +365,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.sequence_parallel = sp;
               c.distributed_optimizer = dist_opt;
               c.grad_accumulation_fusion = fusion;
+              c.grad_reduce_bf16 = bf16_grads;
               c.fused_attention = fused;
               c.first_stage_layers = shape.first;
               c.last_stage_layers = shape.last;

@@ -54,6 +54,9 @@ struct SearchOptions {
   bool sequence_parallel = false;
   bool distributed_optimizer = false;
   bool grad_accumulation_fusion = false;  // dominates too: used on every layout when allowed
+  // bf16 gradients (ParallelConfig::grad_reduce_bf16), a numerics choice the user makes: used on
+  // every bf16 or fp8 layout when allowed (less memory, half the data-parallel bytes).
+  bool grad_reduce_bf16 = false;
   // Fused attention is searched beside unfused (it needs less memory but its backward recomputes
   // Q K^T, so it does not dominate in time), never with selective recomputation.
   bool fused_attention = false;

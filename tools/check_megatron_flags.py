@@ -108,6 +108,8 @@ def expected_values(plan):
          bool(lay.get("distributed_optimizer", False))),
         ("--no-gradient-accumulation-fusion", "gradient_accumulation_fusion",
          bool(lay.get("grad_accumulation_fusion", False))),
+        # bf16 gradients: validate_args then turns accumulate_allreduce_grads_in_fp32 off.
+        ("--grad-reduce-in-bf16", "grad_reduce_in_bf16", bool(lay.get("grad_reduce_bf16", False))),
         # Architecture: a GPT's plan file leaves these keys out (core/model.h defaults).
         ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
         ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),

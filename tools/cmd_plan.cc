@@ -38,7 +38,7 @@ struct PlanArgs {
   std::string software = kDefaultSoftware;
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
-       grad_accumulation_fusion = false, fused_attention = false;
+       grad_accumulation_fusion = false, grad_reduce_bf16 = false, fused_attention = false;
   double tokens = 0;
   int simulate_top = -1;  // -1: every layout that fits
   int threads = 0;        // 0: not given (the machine's hardware threads)
@@ -95,6 +95,7 @@ Status RunPlan(const PlanArgs& a) {
   o.sequence_parallel = a.sequence_parallel;
   o.distributed_optimizer = a.distributed_optimizer;
   o.grad_accumulation_fusion = a.grad_accumulation_fusion;
+  o.grad_reduce_bf16 = a.grad_reduce_bf16;
   o.fused_attention = a.fused_attention;
   planner::ApplySoftwareSearchDefaults(cluster.software, &o);
   if (!a.precision.empty()) {
@@ -188,6 +189,10 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_flag("--grad-accumulation-fusion", a->grad_accumulation_fusion,
                 "Accumulate weight gradients inside the GEMM (today's Megatron-LM default; the "
                 "paper's 2021 code added them separately)");
+  cmd->add_flag(
+      "--grad-reduce-in-bf16", a->grad_reduce_bf16,
+      "Keep and reduce the gradients in bf16, not fp32 (Megatron-LM --grad-reduce-in-bf16; "
+      "a numerics choice): every bf16 or fp8 layout");
   cmd->add_flag("--fused-attention", a->fused_attention,
                 "Also search a fused (FlashAttention-class) attention kernel that stores no s^2 "
                 "tensor (Megatron-LM --attention-backend flash; not in the paper's runs)");

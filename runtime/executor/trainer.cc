@@ -95,6 +95,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "plan: layout.sequence_parallel: planned but not executed by this runtime (use false; "
         "ptdp plan --software ptdp plans for this runtime)");
   }
+  if (cfg_.grad_reduce_bf16) {
+    return Status::Invalid(
+        "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
+        "fp32 main gradients (use false)");
+  }
   if (cfg_.distributed_optimizer) {
     return Status::Invalid(
         "plan: layout.distributed_optimizer: planned but not executed by this runtime (use false; "

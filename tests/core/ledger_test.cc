@@ -54,6 +54,29 @@ TEST(Ledger, BytesPerParameterByPrecision) {
   EXPECT_EQ(BytesPerParameter(c).Total(), 16);
 }
 
+// --grad-reduce-in-bf16: a bf16 gradient buffer in place of the fp32 main gradients, 2 + 2 + 12 =
+// 16 bytes in bf16 and fp8 (whose FP8 weight copies are counted apart), with or without fusion;
+// the distributed optimizer still shards the 12.
+TEST(Ledger, BytesPerParameterWithBf16Gradients) {
+  ParallelConfig c;
+  c.grad_reduce_bf16 = true;
+  for (Precision p : {Precision::kBf16, Precision::kFp8}) {
+    c.precision = p;
+    for (bool fusion : {false, true}) {
+      c.grad_accumulation_fusion = fusion;
+      EXPECT_FALSE(Fp32MainGrads(c));
+      EXPECT_EQ(BytesPerParameter(c).weight, 2);
+      EXPECT_EQ(BytesPerParameter(c).grad, 2);
+      EXPECT_EQ(BytesPerParameter(c).optimizer, 12);
+    }
+  }
+  c.distributed_optimizer = true;
+  c.dp = 4;
+  const MemoryLedger l = ParameterMemory(c, 1000);
+  EXPECT_EQ(l.grads, 2000);
+  EXPECT_EQ(l.optimizer, 3000);
+}
+
 // The distributed optimizer divides the 12 bytes of state over d = 4, rounding up: 10 elements
 // hold 120 / 4 = 30 bytes, 11 hold ceil(132 / 4) = 33.
 TEST(Ledger, DistributedOptimizerShards) {

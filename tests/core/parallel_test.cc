@@ -52,6 +52,16 @@ TEST(Parallel, RejectionsNameTheField) {
   c.tp = 1;
   c.dp = 48;
   EXPECT_EQ(c.Validate(m).message().rfind("sequence_parallel: needs tp > 1", 0), 0u);
+  // bf16 gradients need 16-bit training with fp32 main gradients to replace: bf16 or fp8.
+  c = Paper1T();
+  c.grad_reduce_bf16 = true;
+  EXPECT_EQ(c.Validate(m).message(), "grad_reduce_bf16: needs precision bf16 or fp8, not fp32");
+  c.precision = Precision::kFp16;
+  EXPECT_EQ(c.Validate(m).message(), "grad_reduce_bf16: needs precision bf16 or fp8, not fp16");
+  c.precision = Precision::kBf16;
+  EXPECT_TRUE(c.Validate(m).ok());
+  c.precision = Precision::kFp8;
+  EXPECT_TRUE(c.Validate(m).ok());
 }
 
 // Uneven stages: Megatron-LM's rules (the stages between share the rest evenly, one layer at
@@ -251,6 +261,16 @@ TEST(Parallel, LayoutJsonRoundTrip) {
             std::string::npos);
   EXPECT_TRUE(back.sequence_parallel && back.distributed_optimizer &&
               back.grad_accumulation_fusion);
+  // bf16 gradients: written only when set (plan files without them stay as they were), read back.
+  EXPECT_FALSE(j.contains("grad_reduce_bf16"));
+  ParallelConfig bf16_grads = c;
+  bf16_grads.precision = Precision::kBf16;
+  bf16_grads.grad_reduce_bf16 = true;
+  const Json g = Json::parse(LayoutToJson(bf16_grads).dump());
+  EXPECT_TRUE(g.at("grad_reduce_bf16").get<bool>());
+  const ParallelConfig g_back = LayoutFromJson(g, "layout").value();
+  EXPECT_TRUE(g_back.grad_reduce_bf16);
+  EXPECT_NE(g_back.ToString().find(",grad_reduce_bf16=on"), std::string::npos);
   // The later options are optional when read (plan files of the first landing lack them).
   Json old = j;
   old.erase("sequence_parallel");

@@ -402,16 +402,25 @@ TEST(CostTableTest, PrecisionSetsElementSizes) {
     EXPECT_NEAR(fused.optimizer[r], 34 * double(fused.param_elements[r]) / 1e12, 1e-15) << r;
   }
   // Main gradients taken in place (megatron-core's optimizer_main_grads_in_place): norm 4, Adam
-  // 28, the copy back 4 + 2: 38 bytes in bf16; fp16 keeps the unscale pass's 8: 46.
+  // 28, the copy back 4 + 2: 38 bytes in bf16; fp16 keeps the unscale pass's 8: 46 (with fused
+  // accumulation, whose main gradients are fp32). A 16-bit gradient buffer is cast to fp32 first
+  // (read 2, write 4): 44 in bf16 with grad_reduce_bf16, 52 in fp16 unfused.
   cl.software.fused_optimizer_step = {false, "test"};
   cl.software.optimizer_main_grads_in_place = {true, "test"};
   const CostTable in_place = BuildCostTable(testing::TinyModel(), cl, c);
+  c.grad_reduce_bf16 = true;
+  const CostTable in_place_bf16_grads = BuildCostTable(testing::TinyModel(), cl, c);
+  c.grad_reduce_bf16 = false;
   c.precision = Precision::kFp16;
   const CostTable in_place16 = BuildCostTable(testing::TinyModel(), cl, c);
+  c.grad_accumulation_fusion = true;
+  const CostTable in_place16_fused = BuildCostTable(testing::TinyModel(), cl, c);
   for (int r = 0; r < 2; ++r) {
     const double n = double(in_place.param_elements[r]);
     EXPECT_NEAR(in_place.optimizer[r], 38 * n / 1e12, 1e-15) << r;
-    EXPECT_NEAR(in_place16.optimizer[r], 46 * n / 1e12, 1e-15) << r;
+    EXPECT_NEAR(in_place_bf16_grads.optimizer[r], 44 * n / 1e12, 1e-15) << r;
+    EXPECT_NEAR(in_place16_fused.optimizer[r], 46 * n / 1e12, 1e-15) << r;
+    EXPECT_NEAR(in_place16.optimizer[r], 52 * n / 1e12, 1e-15) << r;
   }
 }
 

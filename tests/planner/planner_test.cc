@@ -33,6 +33,10 @@ TEST(Fix, ParsesEveryKey) {
   EXPECT_FALSE(*g->distributed_optimizer);
   EXPECT_TRUE(*g->grad_accumulation_fusion);
   EXPECT_TRUE(*ParseFix("fused_attention=on")->fused_attention);
+  EXPECT_TRUE(*ParseFix("grad_reduce_bf16=on")->grad_reduce_bf16);
+  EXPECT_FALSE(*ParseFix("grad_reduce_bf16=off")->grad_reduce_bf16);
+  EXPECT_EQ(ParseFix("grad_reduce_bf16=yes").status().message(),
+            "--fix: grad_reduce_bf16: expected on or off, got \"yes\"");
   EXPECT_TRUE(ParseFix("fused_attention=off")->Any());
   auto one = ParseFix("tp=1,sequence_parallel=on");
   ASSERT_FALSE(one.ok());

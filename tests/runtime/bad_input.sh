@@ -52,6 +52,11 @@ case "$case" in
                sed -i 's/"grad_accumulation_fusion": true/"grad_accumulation_fusion": false/' "$dir/plan.json"
                grep -q '"grad_accumulation_fusion": false' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: layout.grad_accumulation_fusion: fp16 without it keeps 16-bit gradients" ;;
+  bf16_grads)  # bf16 gradients (--grad-reduce-in-bf16) planned: this runtime keeps fp32 main gradients
+               "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true bf16
+               sed -i 's/"fused_attention": false/"fused_attention": false, "grad_reduce_bf16": true/' "$dir/plan.json"
+               grep -q '"grad_reduce_bf16": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: layout.grad_reduce_bf16: planned but not executed by this runtime" ;;
   fp8)         # FP8 planned (ptdp plan --precision fp8), refused by name: no FP8 GEMMs here
                "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true fp8
                grep -q '"precision": "fp8"' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
