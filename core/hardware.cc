@@ -394,6 +394,9 @@ Result<HardwareProfile> HardwareProfileFromJson(const Json& j, const std::string
     PTDP_RETURN_IF_ERROR(
         ReadSourced(r, "gemm_backward_efficiency", &p.gemm_backward_efficiency, kMaxEfficiency));
   }
+  if (r.Has("device_share")) {
+    PTDP_RETURN_IF_ERROR(ReadSourced(r, "device_share", &p.device_share, 1.0));
+  }
   if (r.Has("calibration")) PTDP_RETURN_IF_ERROR(ReadCalibration(r, &p.calibration));
   if (r.Has("wave_quantization")) {
     const Json* w = r.Child("wave_quantization", false);
@@ -484,6 +487,7 @@ OrderedJson HardwareProfileToJson(const HardwareProfile& p) {
   if (!p.gemm_backward_efficiency.source.empty()) {
     j["gemm_backward_efficiency"] = SourcedJson(p.gemm_backward_efficiency);
   }
+  if (!p.device_share.source.empty()) j["device_share"] = SourcedJson(p.device_share);
   if (p.sm_count.value > 0) {
     j["wave_quantization"] = {{"sm_count", SourcedJson(p.sm_count)},
                               {"tile_m", SourcedJson(p.gemm_tile_m)},

@@ -179,6 +179,20 @@ struct HardwareProfile {
   // as a multiple of that table's throughput at the transposed shapes. `ptdp calibrate` fits it
   // when measured backwards run faster or slower than the forward table says. Range (0, 100].
   Sourced gemm_backward_efficiency;
+  // Optional (absent: 1, the whole device): the fraction of the device one rank gets when several
+  // share it, as MPS clients limited to a share of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE) or
+  // MIG slices; every figure above stays the whole device's. A rank's kernel then runs as the
+  // whole device would run 1 / share copies of it side by side (DeviceCopies): a GEMM at the
+  // table's rate for 1 / share times its rows (its output tiles; the weight gradient's columns)
+  // and 1 / share times as long, memory-bound work at share x memory_bound_GBps (the ranks stream
+  // at once), every other rate at share x its value, and %peak and MFU of share x peak_tflops.
+  // So small GEMMs saturate a share sooner than the whole device, which is what a microbatch
+  // change on such ranks gains or not (bench/gpu/adapt_stage.sh). Range (0, 1].
+  Sourced device_share;
+  // 1 / device_share: how many copies of a rank's kernel the whole device runs in its time.
+  double DeviceCopies() const {
+    return device_share.value > 0 && device_share.value < 1 ? 1.0 / device_share.value : 1.0;
+  }
   // Wave quantisation (optional, for derived tables only: a measured table already contains it).
   // A GEMM runs ceil(m/tile_m) ceil(n/tile_n) output tiles on sm_count multiprocessors in whole
   // waves; the last partial wave costs a full one. All zero: off.

@@ -106,7 +106,9 @@ void FitAttention(const std::vector<MeasuredOp>& ops, const ModelSpec& model,
     fit->kept.push_back(key + ": kept, the table has no attention op with a measured time");
     return;
   }
-  const double rate = s.priced / s.measured, before = FusedAttentionTflops(model, p);
+  // Both the whole device's (the unit profile keeps a device_share, so `rate` is too).
+  const double rate = s.priced / s.measured,
+               before = FusedAttentionTflops(model, p) * p.DeviceCopies();
   const std::string how = Fmt(s.priced) + " TFLOP (causal count) a step over " + Fmt(s.measured) +
                           " s, " + std::to_string(s.ops) + " attention ops";
   AttentionTable& t = p.attention_table;

@@ -45,7 +45,7 @@ double OptimizerBytesPerParam(Precision p, const SoftwareProfile& sw, bool fp32_
 }
 Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params,
                       const SoftwareProfile& sw, bool fp32_main_grads) {
-  return double(params) * OptimizerBytesPerParam(p, sw, fp32_main_grads) /
+  return hw.DeviceCopies() * double(params) * OptimizerBytesPerParam(p, sw, fp32_main_grads) /
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
 // The step as priced: by its parameters at the profile's measured rate of the whole step where it
@@ -54,7 +54,7 @@ Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params,
 Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params,
                           const SoftwareProfile& sw, bool fp32_main_grads) {
   const double rate = hw.optimizer_Gparams_per_s.value;
-  return rate > 0 ? double(params) / (rate * 1e9)
+  return rate > 0 ? hw.DeviceCopies() * double(params) / (rate * 1e9)
                   : OptimizerTime(hw, p, params, sw, fp32_main_grads);
 }
 
@@ -460,8 +460,10 @@ void SetThroughput(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   const double n = c.WorldSize();
   p->tflops_per_gpu = HardwareIterationFlops(m, c) / p->iteration_s / n / kTera;
   p->model_tflops_per_gpu = ModelIterationFlops(m, c) / p->iteration_s / n / kTera;
-  p->percent_of_peak = 100.0 * p->tflops_per_gpu / cluster.profile.peak_tflops.value;
-  p->model_flops_utilization = 100.0 * p->model_tflops_per_gpu / cluster.profile.peak_tflops.value;
+  // Of the rank's peak: its share of the device's where ranks share one (device_share).
+  const double peak = cluster.profile.peak_tflops.value / cluster.profile.DeviceCopies();
+  p->percent_of_peak = 100.0 * p->tflops_per_gpu / peak;
+  p->model_flops_utilization = 100.0 * p->model_tflops_per_gpu / peak;
   p->tokens_per_s = double(c.global_batch) * m.seq_len / p->iteration_s;
 }
 

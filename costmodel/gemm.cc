@@ -39,9 +39,21 @@ Seconds AtRate(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, doubl
 
 // One backward GEMM of the Linear whose forward is (m, n, k), from `table` (measured at the
 // forward's coordinates).
+// On a share of the device (HardwareProfile::device_share) the rate is the table's for R =
+// DeviceCopies() copies side by side, each taking the whole time: R times the output tiles, which
+// are the rows m of the input gradient [m,k] and the columns n of the weight gradient [k,n].
 Seconds FromBackwardTable(const HardwareProfile& hw, const GemmTable& table, int64_t m, int64_t n,
                           int64_t k) {
-  return AtRate(hw, m, n, k, GemmTflops(table, double(m), double(n), double(k)));
+  const double copies = hw.DeviceCopies();
+  const bool weight = &table == &hw.gemm_backward_weight;
+  const double rate = GemmTflops(table, double(m) * (weight ? 1.0 : copies),
+                                 double(n) * (weight ? copies : 1.0), double(k));
+  return AtRate(hw, m, n, k, rate / copies);
+}
+
+// An exact point was timed on the whole device at that shape: not a share's rate.
+const GemmPoint* PointFor(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
+  return hw.DeviceCopies() == 1.0 ? hw.gemm_points.Find(m, n, k) : nullptr;
 }
 
 }  // namespace
@@ -76,8 +88,9 @@ double GemmTflops(const GemmTable& t, double m, double n, double k) {
 
 double WaveEfficiency(const HardwareProfile& hw, int64_t m, int64_t n, int64_t batch) {
   if (!(hw.sm_count.value > 0)) return 1.0;
+  // A share of the device runs its waves on its share of the multiprocessors.
   const int64_t tm = int64_t(hw.gemm_tile_m.value), tn = int64_t(hw.gemm_tile_n.value),
-                sms = int64_t(hw.sm_count.value);
+                sms = std::max<int64_t>(1, std::llround(hw.sm_count.value / hw.DeviceCopies()));
   const int64_t tiles = ((m + tm - 1) / tm) * ((n + tn - 1) / tn) * batch;
   const int64_t waves = (tiles + sms - 1) / sms;
   return double(tiles) / double(waves * sms);
@@ -86,14 +99,16 @@ double WaveEfficiency(const HardwareProfile& hw, int64_t m, int64_t n, int64_t b
 Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int64_t batch) {
   // A Linear's GEMM at an exact point: timed at that very shape, its last wave included.
   if (batch == 1) {
-    if (const GemmPoint* p = hw.gemm_points.Find(m, n, k)) {
-      return AtRate(hw, m, n, k, p->forward_tflops);
-    }
+    if (const GemmPoint* p = PointFor(hw, m, n, k)) return AtRate(hw, m, n, k, p->forward_tflops);
   }
+  // On a share of the device: the table's rate for `copies` times the rows, `copies` times as
+  // long (HardwareProfile::device_share); 1 on a whole device, which leaves every product exact.
+  const double copies = hw.DeviceCopies();
   const double flops = 2.0 * double(m) * double(n) * double(k) * double(batch);
-  const double tflops = GemmTflops(hw.gemm, double(m) * double(batch), double(n), double(k)) *
-                        WaveEfficiency(hw, m, n, batch);
-  return flops / (tflops * kTera) + hw.kernel_launch_us.value * kUs;
+  const double tflops =
+      GemmTflops(hw.gemm, double(m) * double(batch) * copies, double(n), double(k)) *
+      WaveEfficiency(hw, m, n, batch);
+  return copies * flops / (tflops * kTera) + hw.kernel_launch_us.value * kUs;
 }
 
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,
@@ -109,7 +124,7 @@ Seconds GemmBackwardDataTime(const HardwareProfile& hw, int64_t m, int64_t n, in
   // From the table measured for it, when the profile has both backward tables (as
   // GemmBackwardWeightTime decides, so a backward is priced from one source or the other).
   // A point exists only beside both backward tables (core/hardware.cc), so it too is measured.
-  if (const GemmPoint* p = hw.gemm_points.Find(m, n, k)) {
+  if (const GemmPoint* p = PointFor(hw, m, n, k)) {
     return AtRate(hw, m, n, k, p->backward_data_tflops);
   }
   if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_data, m, n, k);
@@ -117,7 +132,7 @@ Seconds GemmBackwardDataTime(const HardwareProfile& hw, int64_t m, int64_t n, in
 }
 
 Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k) {
-  if (const GemmPoint* p = hw.gemm_points.Find(m, n, k)) {
+  if (const GemmPoint* p = PointFor(hw, m, n, k)) {
     return AtRate(hw, m, n, k, p->backward_weight_tflops);
   }
   if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_weight, m, n, k);

@@ -7,7 +7,8 @@
 namespace ptdp::costmodel {
 
 Seconds MemoryBoundTime(const HardwareProfile& hw, double bytes, int kernels) {
-  return bytes / GBpsToBytesPerSecond(hw.memory_bound_GBps.value) +
+  // On a share of the device the ranks stream at once: each at its share of the bandwidth.
+  return hw.DeviceCopies() * bytes / GBpsToBytesPerSecond(hw.memory_bound_GBps.value) +
          kernels * hw.kernel_launch_us.value * kUs;
 }
 
@@ -115,7 +116,10 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   return b;
 }
 
-double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
+namespace {
+
+// The whole device's rate (FusedAttentionTflops below takes the rank's share of it).
+double DeviceAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
   const AttentionTable& table = hw.attention_table;
   if (!table.empty()) {
     // The rate at the model's own shape. With dropout: the table's dropout rates where every
@@ -135,6 +139,12 @@ double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
   return hw.attention_tflops.value;
 }
 
+}  // namespace
+
+double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
+  return DeviceAttentionTflops(m, hw) / hw.DeviceCopies();
+}
+
 bool GeluPricedByElements(const ModelSpec& m, const HardwareProfile& hw) {
   return !m.swiglu && hw.gelu_forward_Gelems_per_s.value > 0 &&
          hw.gelu_backward_Gelems_per_s.value > 0;
@@ -142,8 +152,9 @@ bool GeluPricedByElements(const ModelSpec& m, const HardwareProfile& hw) {
 
 GeluPass GeluPassTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
   const double elements = double(mbs) * double(m.seq_len) * double(m.FfnHidden()) / tp;
-  return {elements / (hw.gelu_forward_Gelems_per_s.value * 1e9),
-          elements / (hw.gelu_backward_Gelems_per_s.value * 1e9)};
+  const double copies = hw.DeviceCopies();  // a share of the device: its share of the rate
+  return {copies * elements / (hw.gelu_forward_Gelems_per_s.value * 1e9),
+          copies * elements / (hw.gelu_backward_Gelems_per_s.value * 1e9)};
 }
 
 bool GeluPricedByEpilogue(const ModelSpec& m, const HardwareProfile& hw, bool gelu_gemm_epilogue) {
@@ -154,7 +165,7 @@ bool GeluPricedByEpilogue(const ModelSpec& m, const HardwareProfile& hw, bool ge
 Seconds GeluEpilogueSeconds(const HardwareProfile& hw, double elements, bool backward) {
   const double rate =
       backward ? hw.dgelu_epilogue_Gelems_per_s.value : hw.gelu_epilogue_Gelems_per_s.value;
-  return rate > 0 ? elements / (rate * 1e9) : 0.0;
+  return rate > 0 ? hw.DeviceCopies() * elements / (rate * 1e9) : 0.0;
 }
 
 GeluPass GeluEpilogueTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs) {
@@ -168,7 +179,7 @@ bool BiasGradPricedByRate(const HardwareProfile& hw) {
 
 Seconds BiasGradSeconds(const HardwareProfile& hw, double elements) {
   const double rate = hw.bias_grad_Gelems_per_s.value;
-  return rate > 0 ? elements / (rate * 1e9) : 0.0;
+  return rate > 0 ? hw.DeviceCopies() * elements / (rate * 1e9) : 0.0;
 }
 
 double LayerBiasGradElements(const ModelSpec& m, int tp, int mbs, bool sequence_parallel,
@@ -331,7 +342,8 @@ PieceCost HeadCost(const ModelSpec& m, const HardwareProfile& hw, Precision prec
   if (hw.cross_entropy_Glogits_per_s.value > 0) {
     // A measured cross-entropy rate (a CPU, where the exponentials bound it): half of the logits'
     // time each way, beside the final LayerNorm and the casts as bytes.
-    const Seconds half = 0.5 * logits / (hw.cross_entropy_Glogits_per_s.value * 1e9);
+    const Seconds half =
+        0.5 * hw.DeviceCopies() * logits / (hw.cross_entropy_Glogits_per_s.value * 1e9);
     c.forward.memory = MemoryBoundTime(hw, 2 * e * Th + cast * logits, cast > 0 ? 2 : 1) + half;
     c.backward.memory =
         MemoryBoundTime(hw, (cast > 0 ? 4 + e : 0) * logits + 5 * e * Th, cast > 0 ? 2 : 1) + half;

@@ -67,7 +67,7 @@ case "$cluster" in /* | "" | cpu) ;; *) [ -f "$cluster" ] && cluster=$(pwd)/$clu
 cd "$out"  # the switch's scratch checkpoint (ptdp-switch/) goes here
 # This run's files only (run_all.sh's stage log, OUT/adapt.log, is being written beside them).
 rm -f adapt.{base,slow,adapt}.{out,jsonl} adapt.{base,slow,adapt}.r[0-9].{out,jsonl} \
-  adapt.{runs.tsv,json,txt,plan.json,plan.txt,model.json}
+  adapt.{runs.tsv,json,txt,plan.json,plan.txt,model.json,cluster.json}
 case "$backend" in
   cuda)
     cat > adapt.model.json <<'J'
@@ -147,9 +147,30 @@ rm -f adapt.mps.txt
 if [ "$mps" != off ] && ! start_mps >> adapt.mps.txt 2>&1; then
   [ "$mps" = on ] && { echo "adapt_stage.sh: --mps on: MPS did not start ($(tail -n 1 adapt.mps.txt))" >&2; exit 1; }
 fi
+make_plan() {  # CLUSTER: the plan every run starts from (its cluster is what the re-planner prices)
+  "$ptdp" plan --model adapt.model.json --cluster "$1" --gpus "$ranks" --global-batch "$batch" \
+    --fix "$fix" --software ptdp --top 1 --out adapt.plan.json > adapt.plan.txt
+}
+# MPS clients of 100/P percent of the SMs: the profile states it (device_share, core/hardware.h),
+# so that the plan and the re-planner price each rank's kernels on its share of the GPU, where a
+# larger microbatch gains far less than on the whole GPU (call 1 of 2026-11-27: predicted 61.5%,
+# realised 25%). A copy of the profile with the key, beside the stage's outputs.
+whole_cluster=$cluster
+if [ -n "$mps_up" ] && [ -f "$cluster" ] &&
+  python3 - "$cluster" "$ranks" "$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" adapt.cluster.json <<'PY'
+import json, sys
+profile = json.load(open(sys.argv[1]))
+profile["device_share"] = {"value": int(sys.argv[3]) / 100.0, "source": "bench/gpu/adapt_stage.sh: "
+                           "each of the " + sys.argv[2] + " ranks an MPS client with "
+                           "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" + sys.argv[3]}
+json.dump(profile, open(sys.argv[4], "w"), indent=1)
+PY
+then
+  cluster=$out/adapt.cluster.json
+  sharing="$sharing; priced on a share of $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE% (device_share)"
+fi
+make_plan "$cluster"
 echo "adapt stage: $backend, cluster $cluster, $ranks ranks ($sharing), $steps steps, rank 1 slowed ${slow}x, monitor every $monitor, $rounds round(s)"
-"$ptdp" plan --model adapt.model.json --cluster "$cluster" --gpus "$ranks" --global-batch "$batch" \
-  --fix "$fix" --software ptdp --top 1 --out adapt.plan.json > adapt.plan.txt
 printf 'run\trc\tseconds\n' > adapt.runs.tsv
 gist() {  # FILE: a run's first error line, else its last line that is not mpirun's rule or blank
   { grep -m 1 'error:' "$1" || grep -v -e '^-*$' -e '^\s*$' "$1" | tail -n 1; } | cut -c1-160
@@ -172,6 +193,8 @@ if ! train base && [ -n "$mps_up" ] && [ "$mps" = auto ]; then
   echo "base under MPS failed: $(gist adapt.base.mps-failed.out)" >> adapt.mps.txt
   stop_mps
   sharing="time-sliced: the ranks share the whole GPU (MPS started, but the base run failed under it)"
+  cluster=$whole_cluster
+  make_plan "$cluster"  # time slices give a rank the whole GPU: no device_share
   printf 'run\trc\tseconds\n' > adapt.runs.tsv
   train base || true
 fi

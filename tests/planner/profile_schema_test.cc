@@ -190,6 +190,31 @@ TEST(ProfileSchema, OptionalCrossEntropyRate) {
       << b.status().message();
 }
 
+// device_share: optional (absent: the whole device), round-trips with its source, and a value out
+// of (0, 1] is refused naming the field.
+TEST(ProfileSchema, OptionalDeviceShare) {
+  auto whole = HardwareProfileFromJson(SeleneJson(), "p");
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->DeviceCopies(), 1.0);
+  EXPECT_FALSE(HardwareProfileToJson(*whole).contains("device_share"));
+  Json with = SeleneJson();
+  with["device_share"] = {{"value", 0.25}, {"source", "four MPS clients"}};
+  auto a = HardwareProfileFromJson(with, "p");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->DeviceCopies(), 4.0);
+  auto back = HardwareProfileFromJson(Json::parse(HardwareProfileToJson(*a).dump()), "p");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->device_share.value, 0.25);
+  EXPECT_EQ(back->device_share.source, "four MPS clients");
+  for (double bad : {0.0, 1.5}) {
+    with["device_share"]["value"] = bad;
+    auto b = HardwareProfileFromJson(with, "p");
+    ASSERT_FALSE(b.ok());
+    EXPECT_NE(b.status().message().find("p.device_share.value: "), std::string::npos)
+        << b.status().message();
+  }
+}
+
 // The GeLU's rates: optional (0 when absent), both or neither, round-trip with their sources, and
 // refused without a source or out of (0, 1e5], naming the field.
 TEST(ProfileSchema, OptionalGeluRates) {
