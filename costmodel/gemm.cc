@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/status.h"
+#include "core/units.h"
 #include "costmodel/log_axis.h"
 
 namespace ptdp::costmodel {
@@ -49,6 +50,19 @@ Seconds FromBackwardTable(const HardwareProfile& hw, const GemmTable& table, int
   const double rate = GemmTflops(table, double(m) * (weight ? 1.0 : copies),
                                  double(n) * (weight ? copies : 1.0), double(k));
   return AtRate(hw, m, n, k, rate / copies);
+}
+
+// A derived table (one with wave quantisation, core/hardware.h: a measured table holds both its
+// last wave and its memory traffic) knows nothing of the bytes a GEMM moves: its time is at least
+// A, B and C once each at memory_bound_GBps (the roofline), in the table's element width. What
+// binds are the attention products of the unfused 2021 kernels, k = d_head, which write or read
+// a b a s^2 score matrix for 2 s^2 d_head FLOPs a head.
+Seconds MemoryFloor(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  if (!(hw.sm_count.value > 0)) return 0.0;
+  const double element = hw.gemm.dtype == "fp32" ? 4.0 : 2.0;
+  const double bytes = element * double(batch) *
+                       (double(m) * double(k) + double(k) * double(n) + double(m) * double(n));
+  return hw.DeviceCopies() * bytes / GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
 
 // An exact point was timed on the whole device at that shape: not a share's rate.
@@ -108,7 +122,8 @@ Seconds GemmTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, int
   const double tflops =
       GemmTflops(hw.gemm, double(m) * double(batch) * copies, double(n), double(k)) *
       WaveEfficiency(hw, m, n, batch);
-  return copies * flops / (tflops * kTera) + hw.kernel_launch_us.value * kUs;
+  return std::max(copies * flops / (tflops * kTera), MemoryFloor(hw, m, n, k, batch)) +
+         hw.kernel_launch_us.value * kUs;
 }
 
 Seconds GemmBackwardTime(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k,

@@ -75,5 +75,22 @@ TEST(Gemm, WaveQuantisation) {
               1e-12);
 }
 
+// A derived table (wave quantisation on) has no memory traffic in it: a GEMM takes at least A, B
+// and C once at memory_bound_GBps. Attention's scores, m = n = 2048, k = 16, 8 heads: 2 x 2048^2 x
+// 16 x 8 FLOPs in 21.5 us at the flat 100 TFLOP/s (every wave full: 8 x 16 x 8 = 1024 tiles on
+// 128 SMs), but 2 bytes x 8 x (2 x 2048 x 16 + 2048^2) = 68.2 MB, 68.2 us at 1000 GB/s. A GEMM
+// of high intensity keeps its FLOP time; a measured table (no wave quantisation) has no floor.
+TEST(Gemm, ADerivedTableHasAMemoryFloor) {
+  HardwareProfile hw = testing::RoundProfile();
+  const double flop_s = 2.0 * 2048 * 2048 * 16 * 8 / 100e12;
+  EXPECT_NEAR(GemmTime(hw, 2048, 2048, 16, 8), flop_s, 1e-15);
+  hw.sm_count = testing::S(128);
+  hw.gemm_tile_m = testing::S(256);
+  hw.gemm_tile_n = testing::S(128);
+  EXPECT_NEAR(GemmTime(hw, 2048, 2048, 16, 8), 2.0 * 8 * (2 * 2048 * 16 + 2048.0 * 2048) / 1000e9,
+              1e-15);
+  EXPECT_NEAR(GemmTime(hw, 2048, 2048, 4096), 2.0 * 2048 * 2048 * 4096 / 100e12, 1e-15);
+}
+
 }  // namespace
 }  // namespace ptdp::costmodel
