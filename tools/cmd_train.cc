@@ -323,9 +323,11 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
   a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
   // With --load the checkpoint's parameters replace the initial ones: they are drawn only when
-  // there is none to load (Resume).
-  const runtime::ParamInit init =
-      a.load.empty() ? runtime::ParamInit::kRandom : runtime::ParamInit::kLoadFollows;
+  // there is none to load (Resume). With --init-from alone the folder's weights do, and only the
+  // vocabulary padding rows are drawn (the folder has none of them, nor Adam's moments).
+  const runtime::ParamInit init = !a.load.empty()        ? runtime::ParamInit::kLoadFollows
+                                  : !a.init_from.empty() ? runtime::ParamInit::kWeightsLoadFollows
+                                                         : runtime::ParamInit::kRandom;
   PTDP_ASSIGN_OR_RETURN(auto trainer, runtime::Trainer::Create(&world, *plan, a.opts, init));
   const ParallelConfig& c = trainer->layout();
   if (root) {

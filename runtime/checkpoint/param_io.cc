@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "core/shapes.h"
 #include "runtime/checkpoint/pieces.h"
@@ -167,8 +168,14 @@ Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f) {
   for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {
     const ParamTensor& p = params->entries()[i].spec;
     PTDP_ASSIGN_OR_RETURN(std::vector<float> rt, f.Read(p.name));
-    // Start from the current values: vocabulary padding rows keep them.
-    host = params->HostMaster(i);
+    // A block with vocabulary padding rows starts from the current values (the rows keep them);
+    // any other is written whole by the folder, and an element it left would stay NaN.
+    if (FirstPaddingRow(p, params->tp_rank(), f.config().model.vocab) >= 0) {
+      host = params->HostMaster(i);
+    } else {
+      host.assign(static_cast<size_t>(params->master(i).count),
+                  std::numeric_limits<float>::quiet_NaN());
+    }
     for (int64_t j = 0; j < int64_t(host.size()); ++j) {
       const int64_t g = ParamStore::GlobalIndex(p, params->tp_rank(), j);
       if (g < int64_t(rt.size())) host[size_t(j)] = rt[size_t(g)];

@@ -46,8 +46,9 @@ class HfGpt2Folder {
 Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan, const std::string& source);
 
 // Sets the fp32 master weights (and the compute copy) of every tensor `params` holds from the
-// folder. Adam's moments are left as they are (zero in a new store); vocabulary padding rows keep
-// their initial values. Reads only the tensors this rank holds.
+// folder. Adam's moments are left as they are (zero in a new store, kRandom or
+// kWeightsLoadFollows); vocabulary padding rows keep their initial values. Reads only the tensors
+// this rank holds.
 Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f);
 
 // Sets the master weights and Adam moments of every tensor `params` holds from checkpoint `dir`

@@ -78,6 +78,10 @@ Status ParamStore::Initialise(const ModelSpec& m, ParamInit init) {
     if (first_row >= 0) PTDP_RETURN_IF_ERROR(InitialiseRows(m, i, first_row));
   }
   if (init == ParamInit::kRandom) PTDP_RETURN_IF_ERROR(RefreshComputeCopy());
+  if (init == ParamInit::kWeightsLoadFollows) {
+    PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(m_.ref(), 0.0));
+    PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(v_.ref(), 0.0));
+  }
   return ZeroGrads();  // Device::Alloc leaves memory unset
 }
 

@@ -36,6 +36,11 @@ enum class ParamInit {
   // lacks some) and the gradients. The rest keeps the device's fresh memory (NaN on the host
   // devices) until the load; the compute copy is the load's (RefreshComputeCopy).
   kLoadFollows,
+  // A load of the weights alone follows (a Hugging Face folder, `ptdp train --init-from`): as
+  // kLoadFollows, and Adam's moments zero everywhere (the folder has none). The loader writes
+  // every element of the real vocabulary rows (LoadHfParams; one it missed stays NaN on the host
+  // devices, which the first loss shows).
+  kWeightsLoadFollows,
 };
 
 struct ParamEntry {
