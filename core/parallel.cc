@@ -258,7 +258,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("sequence_parallel: tp = " + std::to_string(tp) + " does not divide seq_len " +
                std::to_string(m.seq_len));
   }
-  if (grad_reduce_bf16 && precision != Precision::kBf16 && precision != Precision::kFp8) {
+  if (grad_reduce_bf16 && !Bf16GradsAllowed(precision)) {
     return bad(std::string("grad_reduce_bf16: needs precision bf16 or fp8, not ") +
                PrecisionName(precision));
   }

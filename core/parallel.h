@@ -111,6 +111,11 @@ struct ParallelConfig {
   // choice (bf16 accumulation over microbatches and ranks), so the planner never picks it alone:
   // `ptdp plan --grad-reduce-in-bf16` or --fix. Needs precision bf16 or fp8.
   bool grad_reduce_bf16 = false;
+  // The precisions grad_reduce_bf16 is for: bf16 and fp8 (16-bit parameters with fp32 main
+  // gradients to replace). Validate, the search and --fix ask this one rule.
+  static bool Bf16GradsAllowed(Precision p) {
+    return p == Precision::kBf16 || p == Precision::kFp8;
+  }
   // A fused (FlashAttention-class) attention kernel, Megatron-LM's --use-flash-attn: the attention
   // core stores no s^2 tensor, only the fp32 log-sum-exp of each score row, and its backward
   // recomputes the probabilities (and regenerates the dropout mask from the counter generator).

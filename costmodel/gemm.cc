@@ -38,15 +38,17 @@ Seconds AtRate(const HardwareProfile& hw, int64_t m, int64_t n, int64_t k, doubl
   return flops / (tflops * kTera) + hw.kernel_launch_us.value * kUs;
 }
 
-// One backward GEMM of the Linear whose forward is (m, n, k), from `table` (measured at the
-// forward's coordinates).
+// One backward GEMM of the Linear whose forward is (m, n, k), from its measured table (keyed by
+// the forward's coordinates).
 // On a share of the device (HardwareProfile::device_share) the rate is the table's for R =
 // DeviceCopies() copies side by side, each taking the whole time: R times the output tiles, which
 // are the rows m of the input gradient [m,k] and the columns n of the weight gradient [k,n].
-Seconds FromBackwardTable(const HardwareProfile& hw, const GemmTable& table, int64_t m, int64_t n,
+enum class BackwardKind { kData, kWeight };
+Seconds FromBackwardTable(const HardwareProfile& hw, BackwardKind kind, int64_t m, int64_t n,
                           int64_t k) {
+  const bool weight = kind == BackwardKind::kWeight;
+  const GemmTable& table = weight ? hw.gemm_backward_weight : hw.gemm_backward_data;
   const double copies = hw.DeviceCopies();
-  const bool weight = &table == &hw.gemm_backward_weight;
   const double rate = GemmTflops(table, double(m) * (weight ? 1.0 : copies),
                                  double(n) * (weight ? copies : 1.0), double(k));
   return AtRate(hw, m, n, k, rate / copies);
@@ -142,7 +144,7 @@ Seconds GemmBackwardDataTime(const HardwareProfile& hw, int64_t m, int64_t n, in
   if (const GemmPoint* p = PointFor(hw, m, n, k)) {
     return AtRate(hw, m, n, k, p->backward_data_tflops);
   }
-  if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_data, m, n, k);
+  if (HasBackwardTables(hw)) return FromBackwardTable(hw, BackwardKind::kData, m, n, k);
   return BackwardFromForwardTable(hw, m, k, n, 1);
 }
 
@@ -150,7 +152,7 @@ Seconds GemmBackwardWeightTime(const HardwareProfile& hw, int64_t m, int64_t n, 
   if (const GemmPoint* p = PointFor(hw, m, n, k)) {
     return AtRate(hw, m, n, k, p->backward_weight_tflops);
   }
-  if (HasBackwardTables(hw)) return FromBackwardTable(hw, hw.gemm_backward_weight, m, n, k);
+  if (HasBackwardTables(hw)) return FromBackwardTable(hw, BackwardKind::kWeight, m, n, k);
   // The same term GemmBackwardTime adds for the weight gradient, so W <= B holds by construction
   // whatever the efficiency (priced at the forward rate while B was divided by an efficiency of
   // 3, W came out more than the whole backward, and the simulator refused the table).

@@ -189,7 +189,7 @@ Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOption
   }
   const Precision p = o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
   PTDP_RETURN_IF_ERROR(CheckPrecision(cluster.profile, p));
-  if (o.fix.grad_reduce_bf16.value_or(false) && p != Precision::kBf16 && p != Precision::kFp8) {
+  if (o.fix.grad_reduce_bf16.value_or(false) && !ParallelConfig::Bf16GradsAllowed(p)) {
     return Status::Invalid(std::string("--fix grad_reduce_bf16=on: needs precision bf16 or fp8, ") +
                            "not " + PrecisionName(p));
   }
@@ -305,6 +305,10 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   int64_t done = 0;
   auto last_report = start;
   const Bytes cap = MemoryCap(cluster);
+  // bf16 gradients: fixed, or allowed and the search's precision takes them.
+  const bool bf16_grads = fx.grad_reduce_bf16
+                              ? *fx.grad_reduce_bf16
+                              : o.grad_reduce_bf16 && ParallelConfig::Bf16GradsAllowed(precision);
 
   for (int t : Divisors(N)) {
     if (fx.tp && *fx.tp != t) continue;
@@ -347,10 +351,6 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                                                              : o.distributed_optimizer && d > 1;
               const bool fusion = fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion
                                                               : o.grad_accumulation_fusion;
-              const bool half_precision =
-                  precision == Precision::kBf16 || precision == Precision::kFp8;
-              const bool bf16_grads =
-                  fx.grad_reduce_bf16 ? *fx.grad_reduce_bf16 : o.grad_reduce_bf16 && half_precision;
               ++res.considered;
               ++done;
               ParallelConfig c;
@@ -365,7 +365,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
               c.sequence_parallel = sp;
               c.distributed_optimizer = dist_opt;
               c.grad_accumulation_fusion = fusion;
-              c.grad_reduce_bf16 = bf16_grads;
+              c.grad_reduce_bf16 = bf16_grads;  // one value for the whole search (above)
               c.fused_attention = fused;
               c.first_stage_layers = shape.first;
               c.last_stage_layers = shape.last;
