@@ -32,7 +32,8 @@ Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_ran
 
 Bytes OptimizerBytes(const ParallelConfig& c, int64_t params) {
   const Bytes all = params * BytesPerParameter(c).optimizer;
-  return c.distributed_optimizer ? (all + c.dp - 1) / c.dp : all;
+  const int64_t shards = c.WeightReplicas();
+  return c.distributed_optimizer ? (all + shards - 1) / shards : all;
 }
 
 MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params) {
@@ -357,10 +358,17 @@ RankRoles RolesOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
 
 }  // namespace
 
+Bytes ContextRingBytes(const ModelSpec& m, const ParallelConfig& c) {
+  if (c.cp == 1) return 0;
+  const Bytes kv = 2 * ContextShardLen(m, c) * c.mbs * (m.KvHeads() / c.tp) * m.HeadDim() *
+                   ComputeBytes(c.precision);
+  return 4 * kv;
+}
+
 Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                          int pp_rank) {
   const RankRoles roles = RolesOf(m, c, pp_rank);
-  const int64_t N = int64_t(m.seq_len) * c.mbs;
+  const int64_t N = ContextShardLen(m, c) * c.mbs;
   const Bytes a = ComputeBytes(c.precision), wide = 4;
   const Bytes nh = N * m.hidden * a, nhd = N * (m.hidden / c.tp) * a;
   const Bytes nf = N * (m.FfnHidden() / c.tp) * a;
@@ -389,7 +397,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
     const Bytes mlp = split ? std::max(nf, 2 * nh) : std::max({nh + nf, 2 * nf, 2 * nh});
     const Bytes attention =
         nh + (split ? std::max(nhd, nh) : std::max({nh + nhd, 4 * nhd, 3 * nhd + nh}));
-    layer = 2 * nh + std::max(mlp, attention) - relief;
+    layer = 2 * nh + std::max(mlp, attention) + ContextRingBytes(m, c) - relief;
   }
   if (roles.head) {
     forward = std::max(forward, 2 * N * wide + (c.tp > 1 ? N * wide : 0));
@@ -495,7 +503,7 @@ FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_
     flops += ChunkLayers(m, c, pp_rank, chunk).size() * per_layer;
     if (HoldsHead(c, pp_rank, chunk)) flops += logits;
   }
-  return flops / (double(c.dp) * c.tp);
+  return flops / (double(c.dp) * c.cp * c.tp);
 }
 
 }  // namespace ptdp

@@ -159,10 +159,17 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
 // where the largest phase runs at the ledger's peak: one virtual stage without recomputation,
 // where the head's backward runs with every microbatch's stash live, and the last stage of a
 // pipeline (less the held message). Sequence parallelism (planned, not executed by the runtime)
-// is priced as without it.
+// is priced as without it. Under context parallelism N = b s / cp, and a layer's phase also holds
+// the ring's buffers (ContextRingBytes).
 Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                          int pp_rank);
 Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// The ring attention's buffers a context-parallel layer holds while it runs (0 with cp = 1): the
+// keys and values of one s / cp chunk, 2 N kv dh / t elements, four times: the block being
+// computed on and the one arriving forward; backward those two and their gradients' (Transformer
+// Engine's AttnFuncWithCPAndKVP2P double-buffers both, as read for this change; its fp32
+// accumulators of the output and dQ are not counted).
+Bytes ContextRingBytes(const ModelSpec& m, const ParallelConfig& c);
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, const Program& program,
                       int pp_rank);

@@ -211,20 +211,40 @@ Status ParallelConfig::ValidateStageSplit(const ModelSpec& m) const {
   return Status::Ok();
 }
 
+Status ParallelConfig::ValidateContextParallel(const ModelSpec& m) const {
+  if (cp == 1) return Status::Ok();
+  const std::string of = "cp: " + std::to_string(cp);
+  if (m.seq_len % (2 * int64_t(cp)) != 0) {
+    return Status::Invalid(of + " needs seq_len " + std::to_string(m.seq_len) +
+                           " divisible by 2 cp = " + std::to_string(2 * int64_t(cp)) +
+                           " (each rank holds two chunks of s / 2cp)");
+  }
+  if (!fused_attention) {
+    return Status::Invalid(of + " needs fused_attention=on (the ring runs in the fused kernel)");
+  }
+  if (sequence_parallel && (m.seq_len / cp) % tp != 0) {
+    return Status::Invalid("sequence_parallel: tp = " + std::to_string(tp) +
+                           " does not divide the s / cp = " + std::to_string(m.seq_len / cp) +
+                           " tokens of a context-parallel rank");
+  }
+  return Status::Ok();
+}
+
 Status ParallelConfig::Validate(const ModelSpec& m) const {
   auto bad = [](const std::string& s) { return Status::Invalid(s); };
   PTDP_RETURN_IF_ERROR(CheckRange("tp", int64_t(tp), 1, kMaxTp));
   PTDP_RETURN_IF_ERROR(CheckRange("pp", int64_t(pp), 1, kMaxPp));
   PTDP_RETURN_IF_ERROR(CheckRange("dp", int64_t(dp), 1, kMaxDp));
+  PTDP_RETURN_IF_ERROR(CheckRange("cp", int64_t(cp), 1, kMaxCp));
   PTDP_RETURN_IF_ERROR(CheckRange("mbs", int64_t(mbs), 1, kMaxMbs));
   PTDP_RETURN_IF_ERROR(CheckRange("vp", int64_t(vp), 1, kMaxVp));
   PTDP_RETURN_IF_ERROR(CheckRange("global_batch", global_batch, 1, kMaxGlobalBatch));
   // Products in int64 (the fields are int): pp = vp = 65536 once wrapped pp*vp to 0 and divided
   // by it.
   PTDP_RETURN_IF_ERROR(CheckedProduct({pp, vp}, "pp*vp").status());
-  PTDP_ASSIGN_OR_RETURN(const int64_t world, CheckedProduct({tp, pp, dp}, "tp*pp*dp"));
+  PTDP_ASSIGN_OR_RETURN(const int64_t world, CheckedProduct({tp, cp, pp, dp}, "tp*cp*pp*dp"));
   if (world > kMaxWorldSize) {
-    return bad("tp*pp*dp: " + std::to_string(world) + " GPUs is outside [1, " +
+    return bad("tp*cp*pp*dp: " + std::to_string(world) + " GPUs is outside [1, " +
                std::to_string(kMaxWorldSize) + "]");
   }
   PTDP_RETURN_IF_ERROR(m.Validate());
@@ -258,6 +278,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("sequence_parallel: tp = " + std::to_string(tp) + " does not divide seq_len " +
                std::to_string(m.seq_len));
   }
+  PTDP_RETURN_IF_ERROR(ValidateContextParallel(m));
   if (grad_reduce_bf16 && !Bf16GradsAllowed(precision)) {
     return bad(std::string("grad_reduce_bf16: needs precision bf16 or fp8, not ") +
                PrecisionName(precision));
@@ -295,8 +316,10 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
 
 std::string ParallelConfig::ToString() const {
   std::ostringstream os;
-  os << "tp=" << tp << ",pp=" << pp << ",dp=" << dp << ",mbs=" << mbs << ",vp=" << vp
-     << ",schedule=" << ScheduleName(schedule) << ",recompute=" << RecomputeName(recompute)
+  os << "tp=" << tp << ",pp=" << pp << ",dp=" << dp;
+  if (cp > 1) os << ",cp=" << cp;  // the layouts without it read as they always have
+  os << ",mbs=" << mbs << ",vp=" << vp << ",schedule=" << ScheduleName(schedule)
+     << ",recompute=" << RecomputeName(recompute)
      << ",scatter_gather=" << (scatter_gather ? "on" : "off");
   if (sequence_parallel) os << ",sequence_parallel=on";
   if (distributed_optimizer) os << ",distributed_optimizer=on";
@@ -327,6 +350,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["tp"] = c.tp;
   j["pp"] = c.pp;
   j["dp"] = c.dp;
+  if (c.cp > 1) j["cp"] = c.cp;  // plans without context parallelism stay as they were
   j["mbs"] = c.mbs;
   j["vp"] = c.vp;
   j["schedule"] = ScheduleName(c.schedule);
@@ -356,6 +380,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Required("tp", &c.tp);
   r.Required("pp", &c.pp);
   r.Required("dp", &c.dp);
+  r.Optional("cp", &c.cp);
   r.Required("mbs", &c.mbs);
   r.Optional("vp", &c.vp);
   r.Optional("schedule", &schedule);

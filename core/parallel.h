@@ -72,20 +72,30 @@ const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);
 
 // Ranges of the layout fields, checked by ParallelConfig::Validate: tp [1, 4096], pp [1, 10000],
-// dp [1, 1048576], mbs [1, 65536], vp [1, 10000], global_batch [1, 2^40], and tp*pp*dp at most
-// kMaxWorldSize GPUs. Products are formed in checked int64, never in int.
+// dp [1, 1048576], cp [1, 1024], mbs [1, 65536], vp [1, 10000], global_batch [1, 2^40], and
+// tp*cp*pp*dp at most kMaxWorldSize GPUs. Products are formed in checked int64, never in int.
 inline constexpr int64_t kMaxTp = 4096;
 inline constexpr int64_t kMaxPp = 10000;
 inline constexpr int64_t kMaxDp = int64_t(1) << 20;
+inline constexpr int64_t kMaxCp = 1024;
 inline constexpr int64_t kMaxMbs = 65536;
 inline constexpr int64_t kMaxVp = 10000;
 inline constexpr int64_t kMaxGlobalBatch = int64_t(1) << 40;
 inline constexpr int64_t kMaxWorldSize = int64_t(1) << 20;  // 1048576 GPUs
 
 struct ParallelConfig {
-  int tp = 1;   // tensor-parallel size t
-  int pp = 1;   // pipeline-parallel size p
-  int dp = 1;   // data-parallel size d
+  int tp = 1;  // tensor-parallel size t
+  int pp = 1;  // pipeline-parallel size p
+  int dp = 1;  // data-parallel size d
+  // Context-parallel size (Megatron-Core's --context-parallel-size, Transformer Engine's ring
+  // attention): each sequence is split over cp ranks, each holding s / cp tokens (two chunks of
+  // s / 2cp, the i-th and the (2cp-1-i)-th, so causal attention's work is even); a layer's
+  // attention passes the keys and values around the ring (cp - 1 steps, each beside the attention
+  // of the block it has), every other op and every activation is on s / cp tokens. The cp ranks
+  // hold the same weights, so the gradients are reduced, and the distributed optimizer shards,
+  // over d * cp ranks (WeightReplicas). Ranks in Megatron-Core's order tp-cp-dp-pp. Needs
+  // fused_attention (TE runs the ring only in its fused kernels) and 2 cp | s.
+  int cp = 1;
   int mbs = 1;  // microbatch size b (sequences)
   int vp = 1;   // model chunks per pipeline rank v (> 1 only when interleaved)
   ScheduleKind schedule = ScheduleKind::k1F1B;
@@ -143,7 +153,10 @@ struct ParallelConfig {
   // runtime follows it. The planner's default is the cluster profile's.
   Precision precision = Precision::kFp32;
 
-  int WorldSize() const { return tp * pp * dp; }
+  int WorldSize() const { return tp * cp * pp * dp; }
+  // Ranks holding the same weights: the data-parallel gradient reduction's group and the
+  // distributed optimizer's shard count (the context-parallel ranks of each replica included).
+  int WeightReplicas() const { return dp * cp; }
   // m = B / (b d): microbatches each pipeline runs per iteration.
   int64_t Microbatches() const { return global_batch / (int64_t(mbs) * dp); }
   int VirtualStages() const { return pp * vp; }
@@ -151,7 +164,8 @@ struct ParallelConfig {
     return first_stage_layers > 0 || last_stage_layers > 0 || !stage_layers.empty();
   }
 
-  // Checks the layout against the model: positive sizes, heads % tp, kv_heads % tp, layers % (pp
+  // Checks the layout against the model: positive sizes, cp (2 cp | s, fused_attention, with
+  // sequence parallelism t | s / cp), heads % tp, kv_heads % tp, layers % (pp
   // vp) (uneven stages: pp >= 2, at least one layer per stage and the middle layers an equal
   // share of the middle stages; vp > 1 the form above; stage_layers: ValidateStageLayers), B % (b
   // d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1),
@@ -160,6 +174,8 @@ struct ParallelConfig {
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
   Status ValidateStageSplit(const ModelSpec& m) const;
+  // Validate's rules for cp > 1 (above); Ok when cp == 1.
+  Status ValidateContextParallel(const ModelSpec& m) const;
   // ValidateStageSplit's stage_layers form: vp = 1, pp >= 2, pp counts of at least one layer
   // each that sum to the model's layers, first/last_stage_layers unset.
   Status ValidateStageLayers(const ModelSpec& m) const;
@@ -169,6 +185,7 @@ struct ParallelConfig {
 };
 
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
+// cp (written only when > 1, optional when read, 1 by default),
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and

@@ -192,7 +192,7 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
 }
 
 std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout) {
-  const int64_t t = c.tp, b = c.mbs, s = m.seq_len, h = m.hidden, f = m.FfnHidden();
+  const int64_t t = c.tp, b = c.mbs, s = ContextShardLen(m, c), h = m.hidden, f = m.FfnHidden();
   const int64_t sbh = s * b * h;
   // What LayerNorm, dropout and the residual keep: the full s b h, or its s/t slice under sequence
   // parallelism (the QKV and fc1 inputs are then kept sharded and all-gathered again backward).
@@ -234,7 +234,7 @@ std::vector<ActTensor> AttentionCoreActivations(const ModelSpec& m, const Parall
                                                 bool dropout) {
   if (c.fused_attention) {
     // One fp32 log-sum-exp per score row; the dropout mask is regenerated, not stored.
-    const int64_t rows = int64_t(m.heads) * m.seq_len * c.mbs / c.tp;
+    const int64_t rows = int64_t(m.heads) * ContextShardLen(m, c) * c.mbs / c.tp;
     return {{"attn.softmax.lse", rows, ActKind::kFp32}};
   }
   const int64_t scores = int64_t(m.heads) * m.seq_len * m.seq_len * c.mbs / c.tp;
@@ -247,7 +247,7 @@ std::vector<ActTensor> AttentionCoreActivations(const ModelSpec& m, const Parall
 }
 
 std::vector<ActTensor> LayerCheckpoint(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t sbh = int64_t(m.seq_len) * c.mbs * m.hidden;
+  const int64_t sbh = ContextShardLen(m, c) * c.mbs * m.hidden;
   return {{"layer.input", c.sequence_parallel ? sbh / c.tp : sbh, ActKind::kActivation}};
 }
 
@@ -275,9 +275,9 @@ std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelCon
 }
 
 std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t sbh = m.seq_len * c.mbs * m.hidden;
+  const int64_t sbh = ContextShardLen(m, c) * c.mbs * m.hidden;
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
-  const int64_t rows = int64_t(m.seq_len) * c.mbs;
+  const int64_t rows = ContextShardLen(m, c) * c.mbs;
   const int64_t ln_rows = c.sequence_parallel ? rows / c.tp : rows;
   std::vector<ActTensor> acts = {
       {"final_ln.input", seq, ActKind::kActivation},
@@ -293,7 +293,7 @@ std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig&
 }
 
 std::vector<ActTensor> LayerOutputGrads(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t t = c.tp, sb = int64_t(m.seq_len) * c.mbs, h = m.hidden, f = m.FfnHidden();
+  const int64_t t = c.tp, sb = ContextShardLen(m, c) * c.mbs, h = m.hidden, f = m.FfnHidden();
   return {{"attn.qkv.output_grad", sb * 3 * h / t, ActKind::kActivation},
           {"attn.proj.output_grad", sb * h, ActKind::kActivation},
           {"mlp.fc1.output_grad", sb * f / t, ActKind::kActivation},
@@ -301,7 +301,7 @@ std::vector<ActTensor> LayerOutputGrads(const ModelSpec& m, const ParallelConfig
 }
 
 std::vector<ActTensor> LayerWeightGradStash(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t t = c.tp, sb = int64_t(m.seq_len) * c.mbs, h = m.hidden, f = m.FfnHidden();
+  const int64_t t = c.tp, sb = ContextShardLen(m, c) * c.mbs, h = m.hidden, f = m.FfnHidden();
   std::vector<ActTensor> acts = {{"attn.qkv.input", sb * h, ActKind::kLinearInput},
                                  {"attn.proj.input", sb * h / t, ActKind::kLinearInput},
                                  {"mlp.fc1.input", sb * h, ActKind::kLinearInput},
@@ -311,14 +311,14 @@ std::vector<ActTensor> LayerWeightGradStash(const ModelSpec& m, const ParallelCo
 }
 
 std::vector<ActTensor> HeadWeightGradStash(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t rows = int64_t(m.seq_len) * c.mbs;
+  const int64_t rows = ContextShardLen(m, c) * c.mbs;
   return {{"output.input", rows * m.hidden, ActKind::kActivation},
           {"output.logits_grad", rows * PaddedVocab(m, c.tp) / c.tp, ActKind::kActivation}};
 }
 
 std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelConfig& c,
                                             bool dropout) {
-  const int64_t rows = int64_t(m.seq_len) * c.mbs;
+  const int64_t rows = ContextShardLen(m, c) * c.mbs;
   std::vector<ActTensor> acts = {{"embedding.tokens", rows, ActKind::kInt32}};
   if (dropout) acts.push_back({"embedding.dropout.mask", rows * m.hidden, ActKind::kMask});
   return acts;
@@ -341,7 +341,7 @@ Bytes ActivationBytes(const std::vector<ActTensor>& acts, int act_bytes, int lin
 }
 
 int64_t BoundaryElements(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t bsh = int64_t(c.mbs) * m.seq_len * m.hidden;
+  const int64_t bsh = int64_t(c.mbs) * ContextShardLen(m, c) * m.hidden;
   return c.scatter_gather || c.sequence_parallel ? bsh / c.tp : bsh;
 }
 

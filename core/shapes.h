@@ -86,6 +86,14 @@ LayerParameters LayerParameterCounts(const ModelSpec& m, int tp);
 // Number of parameter elements one GPU of pipeline rank `pp_rank` holds.
 int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 
+// The tokens of each sequence one rank holds: s, or s / cp under context parallelism. Every
+// activation list below, the boundary message and the workspace count s b with this s, so that
+// with cp > 1 they are those of one context-parallel rank (fused attention: nothing in them is
+// quadratic in s).
+inline int64_t ContextShardLen(const ModelSpec& m, const ParallelConfig& c) {
+  return m.seq_len / c.cp;
+}
+
 // Activations a layer keeps per microbatch for its backward, on one tensor rank (no sequence
 // parallelism). With 16-bit activations and dropout this is Korthikanti et al. 2022's
 // s b h (10 + 24/t + 5 a s / (h t)) bytes per layer, entry by entry.

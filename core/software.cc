@@ -41,6 +41,9 @@ Status ReadSearch(JsonObjectReader& parent, SoftwareSearchDefaults* out) {
     return Status::Invalid(path + ": expected an object, got " + JsonTypeName(*v));
   JsonObjectReader r(*v, path);
   for (auto [key, flag] : SearchFlags(*out)) PTDP_RETURN_IF_ERROR(ReadFlag(r, key, flag));
+  if (r.Has("context_parallel")) {  // optional: a profile without it searches cp = 1 only
+    PTDP_RETURN_IF_ERROR(ReadFlag(r, "context_parallel", &out->context_parallel));
+  }
   return r.Finish();
 }
 
@@ -190,6 +193,9 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
   SoftwareSearchDefaults search = p.search;
   OrderedJson s;
   for (auto [key, flag] : SearchFlags(search)) s[key] = FlagJson(*flag);
+  if (!search.context_parallel.source.empty()) {
+    s["context_parallel"] = FlagJson(search.context_parallel);
+  }
   j["search"] = s;
   return j;
 }

@@ -25,7 +25,8 @@
 //     "grad_bucket_params_per_dp_rank", "ddp_grad_copy_bytes_per_param",
 //     "overlap_compute_slowdown"} (the same forms and ranges as above),
 //   "search": {"sequence_parallel", "selective_recompute", "distributed_optimizer",
-//              "fused_attention", "grad_accumulation_fusion": {value: bool, source} each}}
+//              "fused_attention", "grad_accumulation_fusion": {value: bool, source} each;
+//              optional "context_parallel"}}
 // Every key but the optional ones is required: a stack states each fact, even "not done".
 #pragma once
 
@@ -53,6 +54,7 @@ struct SoftwareSearchDefaults {
   SourcedFlag distributed_optimizer;
   SourcedFlag fused_attention;
   SourcedFlag grad_accumulation_fusion;
+  SourcedFlag context_parallel;  // optional ("context_parallel"); false when absent
 };
 
 // Another data-parallel wrapper some of a stack's runs use instead of its default (the paper's

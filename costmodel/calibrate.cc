@@ -340,7 +340,7 @@ Status Gather(int run, const Program& program, const Timeline& measured,
 // embedding group of its first GPU spans nodes.
 std::vector<int> ReduceGradsLinkClass(const ClusterSpec& cluster, const ParallelConfig& c,
                                       const ModelSpec& m) {
-  const RankGrid grid = *RankGrid::Create(c.tp, c.dp, c.pp);
+  const RankGrid grid = *RankGrid::Create(c.tp, c.WeightReplicas(), c.pp);  // as BuildCostTable
   std::vector<int> out(c.pp, 0);
   for (int r = 0; r < c.pp; ++r) {
     const int rank = grid.Rank({0, 0, r});

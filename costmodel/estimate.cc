@@ -82,7 +82,8 @@ Seconds DataParallelCopyTime(const ClusterSpec& cluster, const ModelSpec& m,
 // against these bytes).
 Seconds GradBufferPassTime(const SoftwareProfile& sw, const HardwareProfile& hw,
                            const ParallelConfig& c, int64_t params) {
-  const double passes = sw.grad_buffer_passes.value + (c.dp > 1 ? sw.grad_scale_passes.value : 0.0);
+  const double passes =
+      sw.grad_buffer_passes.value + (c.WeightReplicas() > 1 ? sw.grad_scale_passes.value : 0.0);
   if (passes <= 0) return 0;
   const double bytes = double(params) * BytesPerParameter(c).grad * passes;
   return MemoryBoundTime(hw, bytes, int(std::ceil(passes)));
@@ -123,7 +124,7 @@ void SetDataParallelOverlap(const SoftwareProfile& sw, const ParallelConfig& c, 
   const double per_chunk = double(most) / c.vp;
   // Capped: the simulator issues one collective per bucket (a 1-parameter bucket is a profile's
   // right, not a reason to replay a billion collectives).
-  t->dp_buckets = int(std::clamp(std::ceil(per_chunk / sw.BucketParams(c.dp)), 1.0,
+  t->dp_buckets = int(std::clamp(std::ceil(per_chunk / sw.BucketParams(c.WeightReplicas())), 1.0,
                                  double(kMaxDataParallelBuckets)));
 }
 
@@ -146,9 +147,11 @@ namespace {
 // A layer's (its tensor-parallel communication partly hidden under sequence parallelism, as the
 // stack says), the embedding's and the head's prices, and the attention core a selective
 // recomputation redoes: what PieceCostMemo keeps.
+// `m` is the model as one context-parallel rank sees it (seq_len s / cp; the model itself when
+// cp = 1) and `ring` the link between neighbouring cp ranks.
 PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster,
                                   const ParallelConfig& c, Seconds tp_ar, Seconds tp_ag,
-                                  Seconds tp_rs, Seconds tp_small_ar) {
+                                  Seconds tp_rs, Seconds tp_small_ar, const LinkCost& ring) {
   const HardwareProfile& hw = cluster.profile;
   const Precision pr = c.precision;
   // Sequence parallelism turns each all-reduce in a layer into a reduce-scatter and an all-gather.
@@ -164,6 +167,8 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
     HideTensorParallelComm(&p.layer.forward, tp_hidden, slowdown);
     HideTensorParallelComm(&p.layer.backward, tp_hidden, slowdown);
   }
+  // The ring's exposed sends stay exposed: TE overlaps them with the attention blocks only.
+  AddContextRing(m, hw, pr, c.tp, c.mbs, c.cp, ring, &p.layer);
   p.embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
   p.head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag,
                     cluster.software.fused_cross_entropy.value);
@@ -181,11 +186,16 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   PieceCostMemo local_memo;
   const HardwareProfile& hw = cluster.profile;
   const int G = cluster.gpus_per_node;
-  auto grid_or = RankGrid::Create(c.tp, c.dp, c.pp);
+  // Context-parallel ranks sit between the tensor and the data ranks (Megatron-Core's order
+  // tp-cp-dp-pp): the grid's data groups are the d * cp ranks that reduce each gradient, and a
+  // context-parallel group is the first cp of them.
+  auto grid_or = RankGrid::Create(c.tp, c.WeightReplicas(), c.pp);
   PTDP_CHECK(grid_or.ok());
   const RankGrid& grid = *grid_or;
   const int e = ComputeBytes(c.precision);
-  const Bytes bsh_bytes = Bytes(c.mbs) * m.seq_len * m.hidden * e;
+  ModelSpec shard = m;  // what one context-parallel rank computes on: s / cp of each sequence
+  shard.seq_len = ContextShardLen(m, c);
+  const Bytes bsh_bytes = Bytes(c.mbs) * shard.seq_len * m.hidden * e;
 
   // Groups of rank 0 are representative: every group of a kind has the same span (regular grid).
   const GroupSpan tp_span = SpanOf(grid.TensorGroup(0), G);
@@ -194,16 +204,31 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Seconds tp_ag = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
   const Seconds tp_rs = CollectiveTime(hw, Collective::kReduceScatter, bsh_bytes, tp_span, G);
   const Seconds tp_small_ar =
-      CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * m.seq_len * 4, tp_span, G);
+      CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * shard.seq_len * 4, tp_span, G);
   const bool sp = c.sequence_parallel;
+  std::vector<int> cp_group = grid.DataGroup(0);
+  cp_group.resize(c.cp);
+  const bool ring_inter = RankGrid::CrossesNodes(cp_group, G);
+  const LinkCost ring =
+      SendRecvLink(hw, ring_inter, Bytes(ContextRingSendBytes(shard, c.precision, c.tp, c.mbs)));
 
   const Precision pr = c.precision;
-  const PieceCostMemo::Key key{
-      c.tp,  c.mbs, pr,    sp,         c.fused_attention, c.recompute == Recompute::kSelective,
-      tp_ar, tp_ag, tp_rs, tp_small_ar};
+  const PieceCostMemo::Key key{c.tp,
+                               c.mbs,
+                               pr,
+                               sp,
+                               c.fused_attention,
+                               c.recompute == Recompute::kSelective,
+                               tp_ar,
+                               tp_ag,
+                               tp_rs,
+                               tp_small_ar,
+                               c.cp,
+                               ring_inter};
   auto memo_it = memo ? memo->pieces.find(key) : decltype(memo->pieces.end()){};
   if (!memo || memo_it == memo->pieces.end()) {
-    PieceCostMemo::Pieces priced = PricePieces(m, cluster, c, tp_ar, tp_ag, tp_rs, tp_small_ar);
+    PieceCostMemo::Pieces priced =
+        PricePieces(shard, cluster, c, tp_ar, tp_ag, tp_rs, tp_small_ar, ring);
     if (!memo) memo = &local_memo;
     memo_it = memo->pieces.emplace(key, priced).first;
   }
@@ -239,7 +264,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   // per microbatch on the last stage (the software profile's loss_dp_allreduces_per_microbatch).
   const double loss_allreduce_count = cluster.software.loss_dp_allreduces_per_microbatch.value;
   const Seconds loss_allreduces =
-      loss_allreduce_count > 0 && c.dp > 1
+      loss_allreduce_count > 0 && c.WeightReplicas() > 1
           ? loss_allreduce_count * CollectiveTime(hw, Collective::kAllReduce, 4, dp_span, G)
           : 0.0;
 
@@ -348,11 +373,13 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
           CollectiveTime(hw, Collective::kAllReduce, word_emb, SpanOf(emb, G), G);
     }
     // The distributed optimizer updates 1/d of the parameters on each GPU.
-    t.optimizer[r] =
-        OptimizerStepTime(hw, pr, c.distributed_optimizer ? (params + c.dp - 1) / c.dp : params,
-                          cluster.software, Fp32MainGrads(c)) +
-        optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params) +
-        GradBufferPassTime(cluster.software, hw, c, params);
+    t.optimizer[r] = OptimizerStepTime(hw, pr,
+                                       c.distributed_optimizer
+                                           ? (params + c.WeightReplicas() - 1) / c.WeightReplicas()
+                                           : params,
+                                       cluster.software, Fp32MainGrads(c)) +
+                     optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params) +
+                     GradBufferPassTime(cluster.software, hw, c, params);
   }
   t.param_elements = *param_elements;
   t.dp_buckets = 1;

@@ -43,10 +43,12 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
 
 // A layer's, the embedding's and the head's prices, which depend on a layout only through the
 // key below (its tp, mbs, precision, sequence parallelism, fused attention, selective
-// recomputation and tensor-parallel collectives' times): the search prices thousands of layouts
-// on a few hundred keys. REQUIRES: one memo serves one model on one cluster.
+// recomputation, tensor-parallel collectives' times, cp and whether the context-parallel ring
+// crosses nodes): the search prices thousands of layouts on a few hundred keys. REQUIRES: one memo
+// serves one model on one cluster.
 struct PieceCostMemo {
-  using Key = std::tuple<int, int, Precision, bool, bool, bool, Seconds, Seconds, Seconds, Seconds>;
+  using Key = std::tuple<int, int, Precision, bool, bool, bool, Seconds, Seconds, Seconds, Seconds,
+                         int, bool>;
   struct Pieces {
     PieceCost layer, embed, head;
     ComputeBreakdown core;

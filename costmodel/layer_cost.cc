@@ -1,5 +1,7 @@
 #include "costmodel/layer_cost.h"
 
+#include <algorithm>
+
 #include "core/shapes.h"
 #include "costmodel/attention_rate.h"
 #include "costmodel/gemm.h"
@@ -209,6 +211,41 @@ PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int 
   c.backward.gemm = GemmBackwardTime(hw, s, s, dh, heads_batch) +
                     GemmBackwardTime(hw, s, dh, s, heads_batch) + scores;
   return c;
+}
+
+double ContextRingSendBytes(const ModelSpec& shard, Precision precision, int tp, int mbs) {
+  return 2.0 * double(mbs) * double(shard.seq_len) * double(shard.KvHeads() / tp) *
+         double(shard.HeadDim()) * ComputeBytes(precision);
+}
+
+void AddContextRing(const ModelSpec& shard, const HardwareProfile& hw, Precision precision, int tp,
+                    int mbs, int cp, const LinkCost& ring, PieceCost* layer) {
+  if (cp < 2) return;
+  const PieceCost block = FusedAttentionCost(shard, hw, tp, mbs);
+  layer->forward.gemm += (cp - 1) * block.forward.gemm;
+  layer->backward.gemm += (cp - 1) * block.backward.gemm;
+  const Bytes kv = Bytes(ContextRingSendBytes(shard, precision, tp, mbs));
+  const Seconds one = ring.Time(kv), two = ring.Time(2 * kv);
+  auto exposed = [](Seconds send, Seconds beside) { return std::max(0.0, send - beside); };
+  layer->forward.tp_comm += (cp - 1) * exposed(one, block.forward.gemm);
+  layer->backward.tp_comm +=
+      exposed(one, block.backward.gemm) + (cp - 2) * exposed(two, block.backward.gemm) + one;
+  const ContextRingBytes merge = ContextRingMergeBytes(shard, precision, tp, mbs, cp);
+  layer->forward.memory += MemoryBoundTime(hw, merge.forward, cp + 1);
+  layer->backward.memory += MemoryBoundTime(hw, merge.backward, 3 * cp);
+}
+
+ContextRingBytes ContextRingMergeBytes(const ModelSpec& shard, Precision precision, int tp, int mbs,
+                                       int cp) {
+  const double e = ComputeBytes(precision);
+  const double out = double(mbs) * double(shard.seq_len) * double(shard.hidden) / tp;
+  const double kv = ContextRingSendBytes(shard, precision, tp, mbs) / e;  // elements
+  // A causal rank's later steps cover all its queries or only the second chunk's: 3/4 on average.
+  const double later = 0.75 * (cp - 1);
+  ContextRingBytes b;
+  b.forward = out * ((e + 4) + later * (e + 8) + (4 + e));
+  b.backward = 3 * e * (out * (1 + later) + kv * cp);
+  return b;
 }
 
 double LinearGemmScale(const HardwareProfile& hw, Precision precision) {

@@ -158,6 +158,37 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
 // The attention FLOPs are the same with or without dropout, but a kernel with dropout draws a
 // random number per score element and runs slower: the rate is FusedAttentionTflops's.
 PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
+// Context parallelism (ParallelConfig::cp > 1), Transformer Engine's ring attention
+// (AttnFuncWithCPAndKVP2P) added to `layer`, a layer already priced by TransformerLayerCost on
+// `shard` (the model with seq_len s / cp: every op but attention is on a rank's s / cp tokens).
+// A rank's s / cp queries meet all s keys: cp blocks of the shard's fused attention (the causal
+// work is even over the ranks by the two-chunk split), so (cp - 1) more blocks' GEMM time, at the
+// rate for length s / cp. The ring's sends on `ring` (the link between neighbouring cp ranks) of
+// a chunk's keys and values, kv = 2 b (s / cp) kv_heads dh / t elements: forward cp - 1 sends of
+// kv, each beside one block; backward kv beside the first block, kv and its gradient (2 kv) beside
+// each of the next cp - 2, and the last gradient alone after the last block. What a send does not
+// hide behind its block is added to the layer's communication (tp_comm: tensor and context
+// parallelism's, inside the layer); the merges of the partial results (ContextRingMergeBytes) to
+// its memory-bound time.
+void AddContextRing(const ModelSpec& shard, const HardwareProfile& hw, Precision precision, int tp,
+                    int mbs, int cp, const LinkCost& ring, PieceCost* layer);
+// The bytes of one ring send forward: a chunk's keys and values on one tensor rank.
+double ContextRingSendBytes(const ModelSpec& shard, Precision precision, int tp, int mbs);
+// The memory-bound passes that merge the ring's partial results (AddContextRing charges them at
+// memory_bound_GBps), from Transformer Engine's context_parallel.py (NVIDIA/TransformerEngine at
+// d0067d0d, 2026-08-22): forward, the output is accumulated in fp32 from each step's partial
+// output and log-sum-exp (flash_attn_fwd_out_correction_init: read e, write 4; then per later
+// step flash_attn_fwd_out_correction or its second-half form: read e, read and write the fp32
+// accumulator, over all of the rank's queries for the steps up to its rank and half of them after,
+// 3/4 on average) and cast back (read 4, write e), over the b (s/cp) h / t outputs; backward,
+// each step's dQ is copied or added into its buffer and each step's dK, dV into the ring's
+// gradient buffer (charged as adds: read 2e, write e), dQ over the same 3/4 of the queries after
+// the first step. The per-row log-sum-exp merges (a / t floats per token) are left out.
+struct ContextRingBytes {
+  double forward = 0, backward = 0;
+};
+ContextRingBytes ContextRingMergeBytes(const ModelSpec& shard, Precision precision, int tp, int mbs,
+                                       int cp);
 // The one place that picks the fused-attention rate (TFLOP/s, causal count) for a model.
 // With an attention_table: the table at the model's sequence length and head dimension
 // (costmodel/attention_rate.h: bilinear in log2 s and log2 d, the edge rate outside the grid),

@@ -8,7 +8,7 @@ namespace ptdp::planner {
 
 bool FixedLayout::Admits(const ParallelConfig& c) const {
   return (!tp || *tp == c.tp) && (!pp || *pp == c.pp) && (!dp || *dp == c.dp) &&
-         (!mbs || *mbs == c.mbs) && (!vp || *vp == c.vp) &&
+         (!cp || *cp == c.cp) && (!mbs || *mbs == c.mbs) && (!vp || *vp == c.vp) &&
          (!schedule || *schedule == c.schedule) && (!recompute || *recompute == c.recompute) &&
          (!scatter_gather || *scatter_gather == c.scatter_gather) &&
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
@@ -104,6 +104,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       PTDP_RETURN_IF_ERROR(positive(&f.pp));
     } else if (key == "dp") {
       PTDP_RETURN_IF_ERROR(positive(&f.dp));
+    } else if (key == "cp") {
+      PTDP_RETURN_IF_ERROR(positive(&f.cp));
     } else if (key == "mbs") {
       PTDP_RETURN_IF_ERROR(positive(&f.mbs));
     } else if (key == "vp") {
@@ -142,12 +144,16 @@ Result<FixedLayout> ParseFix(const std::string& text) {
     } else {
       return Status::Invalid(
           "--fix: unknown key \"" + key +
-          "\" (known: tp, pp, dp, mbs, vp, recompute, schedule, scatter_gather, "
+          "\" (known: tp, pp, dp, cp, mbs, vp, recompute, schedule, scatter_gather, "
           "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, "
           "fused_attention, precision, first_stage_layers, last_stage_layers, stage_layers)");
     }
   }
   if (f.stage_layers) PTDP_RETURN_IF_ERROR(CheckFixedStageLayers(&f));
+  if (f.cp && *f.cp > 1 && f.fused_attention && !*f.fused_attention) {
+    return Status::Invalid(
+        "--fix: cp: context parallelism needs fused_attention=on (off is fixed)");
+  }
   if (f.sequence_parallel && *f.sequence_parallel && f.tp && *f.tp == 1) {
     return Status::Invalid("--fix: sequence_parallel: needs tp > 1 (tp=1 is fixed)");
   }

@@ -1,12 +1,11 @@
 // `--fix tp=8,pp=64,mbs=1,vp=1,...`: the parts of a layout the user fixes; the rest is searched.
-// Keys: tp, pp, dp, mbs, vp (positive integers), recompute (none|full|selective),
-// schedule (gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v), scatter_gather, sequence_parallel,
-// distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, fused_attention (on|off),
-// precision
-// (fp32|bf16|fp16),
-// first_stage_layers, last_stage_layers (integers >= 0; 0: the even share; uneven stages),
-// stage_layers (positive integers joined by '/', one per pipeline stage: "9/3/8/4"; fixes pp to
-// their number; vp = 1 schedules only; exclusive with the first/last form).
+// Keys: tp, pp, dp, cp, mbs, vp (positive integers; cp > 1 implies fused_attention), recompute
+// (none|full|selective), schedule (gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v), scatter_gather,
+// sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16,
+// fused_attention (on|off), precision (fp32|bf16|fp16), first_stage_layers, last_stage_layers
+// (integers >= 0; 0: the even share; uneven stages), stage_layers (positive integers joined by '/',
+// one per pipeline stage: "9/3/8/4"; fixes pp to their number; vp = 1 schedules only; exclusive
+// with the first/last form).
 #pragma once
 
 #include <optional>
@@ -19,7 +18,7 @@
 namespace ptdp::planner {
 
 struct FixedLayout {
-  std::optional<int> tp, pp, dp, mbs, vp, first_stage_layers, last_stage_layers;
+  std::optional<int> tp, pp, dp, cp, mbs, vp, first_stage_layers, last_stage_layers;
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
@@ -27,7 +26,7 @@ struct FixedLayout {
   std::optional<Precision> precision;
   std::optional<std::vector<int>> stage_layers;
   bool Any() const {
-    return tp || pp || dp || mbs || vp || schedule || recompute || scatter_gather ||
+    return tp || pp || dp || cp || mbs || vp || schedule || recompute || scatter_gather ||
            sequence_parallel || distributed_optimizer || grad_accumulation_fusion ||
            grad_reduce_bf16 || fused_attention || precision || first_stage_layers ||
            last_stage_layers || stage_layers;

@@ -166,19 +166,21 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
   // Fused attention gets its own column (fa) only when a listed layout uses it, bf16 gradients
-  // (g16) likewise.
+  // (g16) and context parallelism (cp, its size) likewise.
   // Uneven stages get a column (f/l: layers of the first and the last stage) only when a listed
   // layout has them.
-  bool opts = false, fa = false, g16 = false, uneven = false;
+  bool opts = false, fa = false, g16 = false, uneven = false, cp = false;
   for (const auto& c : r.top) {
+    cp = cp || c.layout.cp > 1;
     opts = opts || c.layout.sequence_parallel || c.layout.distributed_optimizer ||
            c.layout.grad_accumulation_fusion;
     fa = fa || c.layout.fused_attention;
     g16 = g16 || c.layout.grad_reduce_bf16;
     uneven = uneven || c.layout.Uneven();
   }
-  const std::string opt_header = std::string(opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") +
-                                 (g16 ? " g16" : "") + (uneven ? " f/l  " : "");
+  const std::string opt_header = std::string(cp ? " cp " : "") + (opts ? " sp  do  gaf" : "") +
+                                 (fa ? " fa " : "") + (g16 ? " g16" : "") +
+                                 (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
@@ -189,10 +191,15 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     const auto& l = c.layout;
     const auto& p = c.prediction;
     std::string extra;
+    if (cp) {
+      std::string n = std::to_string(l.cp);
+      n.resize(std::max<size_t>(n.size(), 3), ' ');
+      extra += " " + n;
+    }
     if (opts) {
-      extra = std::string(" ") + (l.sequence_parallel ? "on " : "off") + " " +
-              (l.distributed_optimizer ? "on " : "off") + " " +
-              (l.grad_accumulation_fusion ? "on " : "off");
+      extra += std::string(" ") + (l.sequence_parallel ? "on " : "off") + " " +
+               (l.distributed_optimizer ? "on " : "off") + " " +
+               (l.grad_accumulation_fusion ? "on " : "off");
     }
     if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
     if (g16) extra += std::string(" ") + (l.grad_reduce_bf16 ? "on " : "off");
@@ -302,6 +309,7 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
                          const SoftwareProfile* software) {
   std::ostringstream o;
   o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
+  if (c.cp > 1) o << " --context-parallel-size " << c.cp;
   // Interleaved with short ends (core/parallel.h): Megatron-LM counts the embedding and the loss
   // as a layer each when told to, and then places the layers as core/shapes.h does.
   const bool short_ends = c.vp > 1 && c.Uneven();
@@ -363,8 +371,10 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
     if (software->tp_comm_overlap_fraction.value > 0 && c.sequence_parallel) {
       o << " --tp-comm-overlap";
     }
-    if (software->overlap_grad_reduce.value && c.dp > 1) o << " --overlap-grad-reduce";
-    if (software->overlap_param_gather.value && c.distributed_optimizer && c.dp > 1) {
+    // The gradients are reduced over the d * cp ranks holding each weight.
+    const bool reduced = c.WeightReplicas() > 1;
+    if (software->overlap_grad_reduce.value && reduced) o << " --overlap-grad-reduce";
+    if (software->overlap_param_gather.value && c.distributed_optimizer && reduced) {
       o << " --overlap-param-gather";
     }
   }

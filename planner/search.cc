@@ -256,6 +256,17 @@ Status CheckSearchCounts(int gpus, int nodes, int64_t global_batch) {
   return Status::Ok();
 }
 
+std::vector<int> ContextParallelSizes(const ModelSpec& m, int gpus, const SearchOptions& o) {
+  if (o.fix.cp) return {*o.fix.cp};
+  std::vector<int> sizes = {1};
+  if (!o.context_parallel) return sizes;
+  for (int cp = 2; cp <= kMaxCp && gpus % cp == 0; cp *= 2) {
+    if (m.seq_len % (2 * int64_t(cp)) != 0 || m.seq_len / cp < kMinContextShardTokens) break;
+    sizes.push_back(cp);
+  }
+  return sizes;
+}
+
 Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                             const SearchOptions& o) {
   using Clock = std::chrono::steady_clock;
@@ -294,12 +305,15 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
 
   // Candidate lists per dimension, filtered by --fix.
   const std::vector<int> mbs_all = Divisors(B);
+  const std::vector<int> cp_all = ContextParallelSizes(m, N, o);
   int64_t total_estimate = 0;
-  for (int t : Divisors(N)) {
-    if (fx.tp && *fx.tp != t) continue;
-    for (int p : Divisors(N / t)) {
-      if (fx.pp && *fx.pp != p) continue;
-      total_estimate += int64_t(mbs_all.size()) * (p > 1 ? 8 : 2);
+  for (int cp : cp_all) {
+    for (int t : Divisors(N / cp)) {
+      if (fx.tp && *fx.tp != t) continue;
+      for (int p : Divisors(N / cp / t)) {
+        if (fx.pp && *fx.pp != p) continue;
+        total_estimate += int64_t(mbs_all.size()) * (p > 1 ? 8 : 2);
+      }
     }
   }
   int64_t done = 0;
@@ -310,147 +324,153 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                               ? *fx.grad_reduce_bf16
                               : o.grad_reduce_bf16 && ParallelConfig::Bf16GradsAllowed(precision);
 
-  for (int t : Divisors(N)) {
-    if (fx.tp && *fx.tp != t) continue;
-    for (int p : Divisors(N / t)) {
-      if (fx.pp && *fx.pp != p) continue;
-      const int d = N / (t * p);
-      if (fx.dp && *fx.dp != d) continue;
-      for (const PipelineShape& shape : PipelineShapes(m, p, fx)) {
-        const ScheduleKind sched = shape.schedule;
-        const int v = shape.vp;
-        if (fx.schedule && *fx.schedule != sched) continue;
-        if (fx.vp && *fx.vp != v) continue;
-        for (int b : mbs_all) {
-          if (fx.mbs && *fx.mbs != b) continue;
-          for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
-            if (fx.recompute ? *fx.recompute != rc
-                             : rc == Recompute::kSelective && !o.selective_recompute) {
-              continue;
-            }
-            for (int combo = 0; combo < 8; ++combo) {
-              const bool sg = (combo & 1) == 0, sp = (combo & 2) != 0, fused = (combo & 4) != 0;
-              if (fx.fused_attention) {
-                if (*fx.fused_attention != fused) continue;
-              } else if (fused && !o.fused_attention) {
+  for (int cp : cp_all) {
+    for (int t : Divisors(N / cp)) {
+      if (fx.tp && *fx.tp != t) continue;
+      for (int p : Divisors(N / cp / t)) {
+        if (fx.pp && *fx.pp != p) continue;
+        const int d = N / (cp * t * p);
+        if (fx.dp && *fx.dp != d) continue;
+        for (const PipelineShape& shape : PipelineShapes(m, p, fx)) {
+          const ScheduleKind sched = shape.schedule;
+          const int v = shape.vp;
+          if (fx.schedule && *fx.schedule != sched) continue;
+          if (fx.vp && *fx.vp != v) continue;
+          for (int b : mbs_all) {
+            if (fx.mbs && *fx.mbs != b) continue;
+            for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+              if (fx.recompute ? *fx.recompute != rc
+                               : rc == Recompute::kSelective && !o.selective_recompute) {
                 continue;
               }
-              // Selective recomputation has nothing to drop with fused attention (Validate).
-              if (fused && rc == Recompute::kSelective) continue;
-              if (fx.scatter_gather) {
-                if (*fx.scatter_gather != sg) continue;
-              } else if (!sg && (t == 1 || p == 1 || sp)) {
-                continue;  // scatter/gather changes nothing without both t and p, or with SP
-              }
-              if (fx.sequence_parallel) {
-                if (*fx.sequence_parallel != sp) continue;
-              } else if (sp && (!o.sequence_parallel || t == 1)) {
-                continue;
-              }
-              const bool dist_opt = fx.distributed_optimizer ? *fx.distributed_optimizer
-                                                             : o.distributed_optimizer && d > 1;
-              const bool fusion = fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion
-                                                              : o.grad_accumulation_fusion;
-              ++res.considered;
-              ++done;
-              ParallelConfig c;
-              c.tp = t;
-              c.pp = p;
-              c.dp = d;
-              c.mbs = b;
-              c.vp = v;
-              c.schedule = sched;
-              c.recompute = rc;
-              c.scatter_gather = sg;
-              c.sequence_parallel = sp;
-              c.distributed_optimizer = dist_opt;
-              c.grad_accumulation_fusion = fusion;
-              c.grad_reduce_bf16 = bf16_grads;  // one value for the whole search (above)
-              c.fused_attention = fused;
-              c.first_stage_layers = shape.first;
-              c.last_stage_layers = shape.last;
-              c.stage_layers = shape.stages;
-              c.global_batch = B;
-              c.precision = precision;
-              if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
-                reject(Reason::kTpExceedsNode, [&] {
-                  return "tp=" + std::to_string(t) + " spans more than the " +
-                         std::to_string(cluster.gpus_per_node) + " GPUs of a node";
-                });
-                continue;
-              }
-              if (m.heads % t != 0) {
-                reject(Reason::kHeadsNotDivisible, [&] {
-                  return std::to_string(m.heads) +
-                         " heads are not divisible by tp=" + std::to_string(t);
-                });
-                continue;
-              }
-              if (m.KvHeads() % t != 0) {
-                reject(Reason::kKvHeadsNotDivisible, [&] {
-                  return std::to_string(m.KvHeads()) +
-                         " key/value heads are not divisible by tp=" + std::to_string(t);
-                });
-                continue;
-              }
-              if (!c.Uneven() && m.layers % (p * v) != 0) {
-                reject(Reason::kLayersNotDivisible, [&] {
-                  return std::to_string(m.layers) +
-                         " layers are not divisible by pp*vp=" + std::to_string(p * v);
-                });
-                continue;
-              }
-              if (B % (int64_t(b) * d) != 0) {
-                reject(Reason::kBatchNotDivisible, [&] {
-                  return "global batch " + std::to_string(B) +
-                         " is not divisible by mbs*dp=" + std::to_string(int64_t(b) * d);
-                });
-                continue;
-              }
-              if (sched == ScheduleKind::kInterleaved && c.Microbatches() < p) {
-                reject(Reason::kMicrobatchesFewerThanPp, [&] {
-                  return "interleaving needs at least pp=" + std::to_string(p) +
-                         " microbatches, got " + std::to_string(c.Microbatches());
-                });
-                continue;
-              }
-              Status valid = c.Validate(m);
-              if (!valid.ok()) {
-                reject(Reason::kInvalid, [&] { return valid.message(); });
-                continue;
-              }
-              auto key = std::make_tuple(t, p, v, shape.first, shape.last, VShaped(sched));
-              auto it = param_cache.find(key);
-              if (it == param_cache.end()) {
-                it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
-              }
-              // Evaluate's checks hold here: c is valid (above), its precision was checked
-              // (SearchPrecision) and tp*pp*dp = N.
-              Candidate cand = Score(m, cluster, c, &it->second, /*all_stages=*/false, &piece_memo);
-              const bool fits = cand.prediction.peak_memory <= cap;
-              if (SplitsBackward(sched)) {
-                ++res.zero_bubble_evaluated;
-                if (!fits) ++res.zero_bubble_out_of_memory;
-              }
-              if (!fits) {
-                ++rejected_count[size_t(Reason::kOutOfMemory)];
-                if (!least_memory ||
-                    cand.prediction.peak_memory < least_memory->prediction.peak_memory) {
-                  least_memory = std::move(cand);
+              for (int combo = 0; combo < 8; ++combo) {
+                const bool sg = (combo & 1) == 0, sp = (combo & 2) != 0, fused = (combo & 4) != 0;
+                if (fx.fused_attention) {
+                  if (*fx.fused_attention != fused) continue;
+                } else if (fused && !o.fused_attention && cp == 1) {
+                  continue;
                 }
-                continue;
+                if (cp > 1 && !fused) continue;  // the ring runs in the fused kernel (Validate)
+                // Selective recomputation has nothing to drop with fused attention (Validate).
+                if (fused && rc == Recompute::kSelective) continue;
+                if (fx.scatter_gather) {
+                  if (*fx.scatter_gather != sg) continue;
+                } else if (!sg && (t == 1 || p == 1 || sp)) {
+                  continue;  // scatter/gather changes nothing without both t and p, or with SP
+                }
+                if (fx.sequence_parallel) {
+                  if (*fx.sequence_parallel != sp) continue;
+                } else if (sp && (!o.sequence_parallel || t == 1)) {
+                  continue;
+                }
+                const bool dist_opt = fx.distributed_optimizer
+                                          ? *fx.distributed_optimizer
+                                          : o.distributed_optimizer && d * cp > 1;
+                const bool fusion = fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion
+                                                                : o.grad_accumulation_fusion;
+                ++res.considered;
+                ++done;
+                ParallelConfig c;
+                c.tp = t;
+                c.pp = p;
+                c.dp = d;
+                c.cp = cp;
+                c.mbs = b;
+                c.vp = v;
+                c.schedule = sched;
+                c.recompute = rc;
+                c.scatter_gather = sg;
+                c.sequence_parallel = sp;
+                c.distributed_optimizer = dist_opt;
+                c.grad_accumulation_fusion = fusion;
+                c.grad_reduce_bf16 = bf16_grads;  // one value for the whole search (above)
+                c.fused_attention = fused;
+                c.first_stage_layers = shape.first;
+                c.last_stage_layers = shape.last;
+                c.stage_layers = shape.stages;
+                c.global_batch = B;
+                c.precision = precision;
+                if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
+                  reject(Reason::kTpExceedsNode, [&] {
+                    return "tp=" + std::to_string(t) + " spans more than the " +
+                           std::to_string(cluster.gpus_per_node) + " GPUs of a node";
+                  });
+                  continue;
+                }
+                if (m.heads % t != 0) {
+                  reject(Reason::kHeadsNotDivisible, [&] {
+                    return std::to_string(m.heads) +
+                           " heads are not divisible by tp=" + std::to_string(t);
+                  });
+                  continue;
+                }
+                if (m.KvHeads() % t != 0) {
+                  reject(Reason::kKvHeadsNotDivisible, [&] {
+                    return std::to_string(m.KvHeads()) +
+                           " key/value heads are not divisible by tp=" + std::to_string(t);
+                  });
+                  continue;
+                }
+                if (!c.Uneven() && m.layers % (p * v) != 0) {
+                  reject(Reason::kLayersNotDivisible, [&] {
+                    return std::to_string(m.layers) +
+                           " layers are not divisible by pp*vp=" + std::to_string(p * v);
+                  });
+                  continue;
+                }
+                if (B % (int64_t(b) * d) != 0) {
+                  reject(Reason::kBatchNotDivisible, [&] {
+                    return "global batch " + std::to_string(B) +
+                           " is not divisible by mbs*dp=" + std::to_string(int64_t(b) * d);
+                  });
+                  continue;
+                }
+                if (sched == ScheduleKind::kInterleaved && c.Microbatches() < p) {
+                  reject(Reason::kMicrobatchesFewerThanPp, [&] {
+                    return "interleaving needs at least pp=" + std::to_string(p) +
+                           " microbatches, got " + std::to_string(c.Microbatches());
+                  });
+                  continue;
+                }
+                Status valid = c.Validate(m);
+                if (!valid.ok()) {
+                  reject(Reason::kInvalid, [&] { return valid.message(); });
+                  continue;
+                }
+                auto key = std::make_tuple(t, p, v, shape.first, shape.last, VShaped(sched));
+                auto it = param_cache.find(key);
+                if (it == param_cache.end()) {
+                  it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
+                }
+                // Evaluate's checks hold here: c is valid (above), its precision was checked
+                // (SearchPrecision) and tp*pp*dp = N.
+                Candidate cand =
+                    Score(m, cluster, c, &it->second, /*all_stages=*/false, &piece_memo);
+                const bool fits = cand.prediction.peak_memory <= cap;
+                if (SplitsBackward(sched)) {
+                  ++res.zero_bubble_evaluated;
+                  if (!fits) ++res.zero_bubble_out_of_memory;
+                }
+                if (!fits) {
+                  ++rejected_count[size_t(Reason::kOutOfMemory)];
+                  if (!least_memory ||
+                      cand.prediction.peak_memory < least_memory->prediction.peak_memory) {
+                    least_memory = std::move(cand);
+                  }
+                  continue;
+                }
+                Keep(cand, &res);
+                ok.push_back(std::move(cand));
               }
-              Keep(cand, &res);
-              ok.push_back(std::move(cand));
             }
           }
-        }
-        if (o.progress) {
-          const auto now = Clock::now();
-          if (std::chrono::duration<double>(now - last_report).count() > 1.0) {
-            last_report = now;
-            o.progress(done, std::max(done, total_estimate),
-                       std::chrono::duration<double>(now - start).count());
+          if (o.progress) {
+            const auto now = Clock::now();
+            if (std::chrono::duration<double>(now - last_report).count() > 1.0) {
+              last_report = now;
+              o.progress(done, std::max(done, total_estimate),
+                         std::chrono::duration<double>(now - start).count());
+            }
           }
         }
       }
@@ -471,7 +491,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
     res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     if (res.considered == 0) {
       return Status::Invalid("no layout matches --fix on " + std::to_string(N) +
-                             " GPUs (tp*pp*dp must be " + std::to_string(N) + ")");
+                             " GPUs (tp*cp*pp*dp must be " + std::to_string(N) + ")");
     }
     std::string commonest;
     int64_t most = -1;

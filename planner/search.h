@@ -3,12 +3,13 @@
 // model, rank by predicted iteration time, and refine every layout that fits (or the top K) with a
 // better pipeline model (the simulator) through a Refiner, on several threads.
 //
-// Enumerated: t | GPUs, p | GPUs/t, d = GPUs/(t p); b | B; schedules (p = 1: 1F1B only; p > 1:
-// GPipe, 1F1B, and interleaved with every v >= 2 such that p v | l); for GPipe and 1F1B the even
-// split and uneven ones with the first and the last stage lighter by a few layers (core/parallel.h
-// UnevenStageSplits); interleaved also with the first and/or the last stage one layer short where
-// l + 1 or l + 2 divides into p v virtual stages (InterleavedShortEnds); recompute none/full;
-// scatter/gather on/off where it matters (t > 1 and p > 1). Rejected, by reason:
+// Enumerated: cp (ContextParallelSizes), t | GPUs/cp, p | GPUs/(cp t), d = GPUs/(cp t p); b | B;
+// schedules (p = 1: 1F1B only; p > 1: GPipe, 1F1B, and interleaved with every v >= 2 such that p v
+// | l); for GPipe and 1F1B the even split and uneven ones with the first and the last stage lighter
+// by a few layers (core/parallel.h UnevenStageSplits); interleaved also with the first and/or the
+// last stage one layer short where l + 1 or l + 2 divides into p v virtual stages
+// (InterleavedShortEnds); recompute none/full; scatter/gather on/off where it matters (t > 1 and p
+// > 1). Rejected, by reason:
 //   tp_exceeds_node           t > GPUs per node (unless allowed, or t is fixed by --fix)
 //   heads_not_divisible_by_tp a % t != 0
 //   layers_not_divisible      l % (p v) != 0 (even split)
@@ -48,7 +49,7 @@ struct SearchOptions {
   bool allow_cross_node_tp = false;
   // Options beyond the paper's 2021 Megatron-LM, off by default (--fix may still set them):
   // recompute=selective is searched beside none and full; sequence parallelism beside none when
-  // tp > 1; the distributed optimizer is used whenever d > 1 (it dominates: the same bus bytes,
+  // tp > 1; the distributed optimizer is used whenever d cp > 1 (it dominates: the same bus bytes,
   // less memory, a d-th of the optimizer step).
   bool selective_recompute = false;
   bool sequence_parallel = false;
@@ -57,6 +58,8 @@ struct SearchOptions {
   // bf16 gradients (ParallelConfig::grad_reduce_bf16), a numerics choice the user makes: used on
   // every bf16 or fp8 layout when allowed (less memory, half the data-parallel bytes).
   bool grad_reduce_bf16 = false;
+  // Context parallelism (ParallelConfig::cp) is searched beside none: ContextParallelSizes.
+  bool context_parallel = false;
   // Fused attention is searched beside unfused (it needs less memory but its backward recomputes
   // Q K^T, so it does not dominate in time), never with selective recomputation.
   bool fused_attention = false;
@@ -101,6 +104,16 @@ struct SearchResult {
   double seconds = 0;
   double EvaluationsPerSecond() const { return seconds > 0 ? considered / seconds : 0; }
 };
+
+// The shortest s / cp the search gives a context-parallel rank: a choice of scope, not a law
+// (--fix cp= plans any cp), which keeps cp out of the searches of short sequences (s = 2048:
+// none) and tries cp = 2 at s = 8192 and up to 32 at 128K, the sizes Megatron-Core's published
+// runs use there (docs/validation-h100.md).
+inline constexpr int64_t kMinContextShardTokens = 4096;
+// The context-parallel sizes Search tries: --fix's cp alone; else 1, and with
+// options.context_parallel every power of two cp >= 2 dividing the GPU count with 2 cp | s and
+// s / cp >= kMinContextShardTokens.
+std::vector<int> ContextParallelSizes(const ModelSpec& m, int gpus, const SearchOptions& options);
 
 // Fails (kDoesNotFit / kInvalidArgument) when no layout survives, naming the commonest reason with
 // an example.

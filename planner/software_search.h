@@ -15,6 +15,7 @@ inline void ApplySoftwareSearchDefaults(const SoftwareProfile& sw, SearchOptions
   o->fused_attention = o->fused_attention || sw.search.fused_attention.value;
   o->grad_accumulation_fusion =
       o->grad_accumulation_fusion || sw.search.grad_accumulation_fusion.value;
+  o->context_parallel = o->context_parallel || sw.search.context_parallel.value;
 }
 
 }  // namespace ptdp::planner

@@ -38,7 +38,8 @@ struct PlanArgs {
   std::string software = kDefaultSoftware;
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
-       grad_accumulation_fusion = false, grad_reduce_bf16 = false, fused_attention = false;
+       grad_accumulation_fusion = false, grad_reduce_bf16 = false, fused_attention = false,
+       context_parallel = false;
   double tokens = 0;
   int simulate_top = -1;  // -1: every layout that fits
   int threads = 0;        // 0: not given (the machine's hardware threads)
@@ -97,6 +98,7 @@ Status RunPlan(const PlanArgs& a) {
   o.grad_accumulation_fusion = a.grad_accumulation_fusion;
   o.grad_reduce_bf16 = a.grad_reduce_bf16;
   o.fused_attention = a.fused_attention;
+  o.context_parallel = a.context_parallel;
   planner::ApplySoftwareSearchDefaults(cluster.software, &o);
   if (!a.precision.empty()) {
     PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
@@ -196,6 +198,9 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_flag("--fused-attention", a->fused_attention,
                 "Also search a fused (FlashAttention-class) attention kernel that stores no s^2 "
                 "tensor (Megatron-LM --attention-backend flash; not in the paper's runs)");
+  cmd->add_flag("--context-parallel", a->context_parallel,
+                "Also search context parallelism (ring attention over cp ranks, with fused "
+                "attention) where each rank keeps at least 4096 tokens (--fix cp=N: any cp)");
   cmd->add_option("--simulate-top", a->simulate_top,
                   "Re-score the best K layouts (by the closed form) with the event-driven "
                   "simulator and rank by it (-1: every layout that fits; 0: closed form only)")

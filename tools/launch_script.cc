@@ -178,7 +178,7 @@ Result<JobShape> ShapeOfPlan(const PlanFile& plan, int nodes_flag) {
   const ParallelConfig& c = plan.layout;
   const int per_node = plan.cluster.gpus_per_node;
   JobShape shape;
-  shape.ranks = c.tp * c.pp * c.dp;
+  shape.ranks = c.WorldSize();
   shape.ranks_per_node = std::min(per_node, shape.ranks);
   if (shape.ranks % shape.ranks_per_node != 0) {
     return Status::Invalid("plan.cluster.gpus_per_node: " + std::to_string(per_node) +

@@ -100,6 +100,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
         "fp32 main gradients (use false)");
   }
+  if (cfg_.cp > 1) {
+    return Status::Invalid("plan: layout.cp: " + std::to_string(cfg_.cp) +
+                           " is planned but not executed by this runtime, which has no ring "
+                           "attention (use 1; ptdp plan --software ptdp plans for this runtime)");
+  }
   if (cfg_.distributed_optimizer) {
     return Status::Invalid(
         "plan: layout.distributed_optimizer: planned but not executed by this runtime (use false; "

@@ -134,9 +134,12 @@ TEST(LayoutBounds, WorldSizeCapped) {
   c.pp = 4;
   c.dp = 1 << 20;
   c.global_batch = 1 << 20;
-  EXPECT_EQ(MessageOf(c.Validate(m)), "tp*pp*dp: 16777216 GPUs is outside [1, 1048576]");
+  EXPECT_EQ(MessageOf(c.Validate(m)), "tp*cp*pp*dp: 16777216 GPUs is outside [1, 1048576]");
   c.dp = 0;
   EXPECT_EQ(MessageOf(c.Validate(m)), "dp: 0 is outside [1, 1048576]");
+  c.dp = 1;
+  c.cp = 2048;
+  EXPECT_EQ(MessageOf(c.Validate(m)), "cp: 2048 is outside [1, 1024]");
 }
 
 TEST(LayoutBounds, ActivationSizeOverflowIsRefused) {

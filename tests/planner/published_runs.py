@@ -147,7 +147,7 @@ def published_seconds(spec, run, model_json):
 
 def layout_text(plan):
     lay = plan["layout"]
-    keys = ("tp", "pp", "dp", "mbs", "vp", "schedule", "recompute")
+    keys = ("tp", "pp", "dp", "cp", "mbs", "vp", "schedule", "recompute")  # cp: only when > 1
     return ",".join("%s=%s" % (k, lay[k]) for k in keys if k in lay)
 
 

@@ -57,6 +57,11 @@ case "$case" in
                sed -i 's/"fused_attention": false/"fused_attention": false, "grad_reduce_bf16": true/' "$dir/plan.json"
                grep -q '"grad_reduce_bf16": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: layout.grad_reduce_bf16: planned but not executed by this runtime" ;;
+  context_parallel)  # context parallelism planned (--fix cp=2): no ring attention here, refused
+               PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true \
+                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true
+               grep -q '"cp": 2' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
+               expect="plan: layout.cp: 2 is planned but not executed by this runtime" ;;
   fp8)         # FP8 planned (ptdp plan --precision fp8), refused by name: no FP8 GEMMs here
                "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true fp8
                grep -q '"precision": "fp8"' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }

@@ -11,7 +11,8 @@
 # PTDP_TEST_FIRST_LAYERS and PTDP_TEST_LAST_LAYERS (default 0: the even share) go into
 # layout.first_stage_layers and layout.last_stage_layers (uneven pipeline stages).
 # PTDP_TEST_STAGE_LAYERS (per-stage counts joined by '/', "3/1/2/2"; default none) goes into
-# layout.stage_layers (any split, vp = 1).
+# layout.stage_layers (any split, vp = 1). PTDP_TEST_CP (default 1) goes into layout.cp, and the
+# cluster's GPUs count it (tp cp pp dp).
 set -euo pipefail
 ptdp=$1
 shift
@@ -23,7 +24,8 @@ first=${PTDP_TEST_FIRST_LAYERS:-0} last=${PTDP_TEST_LAST_LAYERS:-0}
 stages=""
 [ -n "${PTDP_TEST_STAGE_LAYERS:-}" ] && stages=", \"stage_layers\": [${PTDP_TEST_STAGE_LAYERS//\//, }]"
 [ "$prec" = fp16 ] && fusion=true
-gpus=$((tp * pp * dp))
+cp=${PTDP_TEST_CP:-1}
+gpus=$((tp * pp * dp * cp))
 cat > "$out" <<JSON
 {
   "ptdp_plan_version": 2,
@@ -31,7 +33,7 @@ cat > "$out" <<JSON
             "vocab": $vocab, "dropout": $dropout},
   "cluster": {"name": "cpu", "gpus": $gpus, "gpus_per_node": $gpus},
   "global_batch": $gb,
-  "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
+  "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "cp": $cp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
              "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
              "grad_accumulation_fusion": $fusion, "fused_attention": $fused,
              "first_stage_layers": $first, "last_stage_layers": $last$stages}
