@@ -362,7 +362,7 @@ Bytes ContextRingBytes(const ModelSpec& m, const ParallelConfig& c) {
   if (c.cp == 1) return 0;
   const Bytes kv = 2 * ContextShardLen(m, c) * c.mbs * (m.KvHeads() / c.tp) * m.HeadDim() *
                    ComputeBytes(c.precision);
-  return 4 * kv;
+  return std::max<Bytes>(c.cp, 4) * kv;
 }
 
 Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,

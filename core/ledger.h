@@ -164,11 +164,11 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
 Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                          int pp_rank);
 Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
-// The ring attention's buffers a context-parallel layer holds while it runs (0 with cp = 1): the
-// keys and values of one s / cp chunk, 2 N kv dh / t elements, four times: the block being
-// computed on and the one arriving forward; backward those two and their gradients' (Transformer
-// Engine's AttnFuncWithCPAndKVP2P double-buffers both, as read for this change; its fp32
-// accumulators of the output and dQ are not counted).
+// The ring attention's buffers a context-parallel layer holds while it runs (0 with cp = 1), in
+// chunks of keys and values of s / cp tokens, 2 N kv dh / t elements each: forward, every step's
+// received chunk until the layer's forward ends (Transformer Engine's AttnFuncWithCPAndKVP2P keeps
+// them in its p2p_comm_buffers list: cp); backward, the chunk and its gradient, double-buffered
+// (4); the larger of the two. Its fp32 accumulators of the output and dQ are not counted.
 Bytes ContextRingBytes(const ModelSpec& m, const ParallelConfig& c);
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, const Program& program,
