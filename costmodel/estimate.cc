@@ -193,9 +193,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   PTDP_CHECK(grid_or.ok());
   const RankGrid& grid = *grid_or;
   const int e = ComputeBytes(c.precision);
-  ModelSpec shard = m;  // what one context-parallel rank computes on: s / cp of each sequence
-  shard.seq_len = ContextShardLen(m, c);
-  const Bytes bsh_bytes = Bytes(c.mbs) * shard.seq_len * m.hidden * e;
+  const int64_t shard_len = ContextShardLen(m, c);
+  const Bytes bsh_bytes = Bytes(c.mbs) * shard_len * m.hidden * e;
 
   // Groups of rank 0 are representative: every group of a kind has the same span (regular grid).
   const GroupSpan tp_span = SpanOf(grid.TensorGroup(0), G);
@@ -204,13 +203,13 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const Seconds tp_ag = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
   const Seconds tp_rs = CollectiveTime(hw, Collective::kReduceScatter, bsh_bytes, tp_span, G);
   const Seconds tp_small_ar =
-      CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * shard.seq_len * 4, tp_span, G);
+      CollectiveTime(hw, Collective::kAllReduce, Bytes(c.mbs) * shard_len * 4, tp_span, G);
   const bool sp = c.sequence_parallel;
-  std::vector<int> cp_group = grid.DataGroup(0);
-  cp_group.resize(c.cp);
-  const bool ring_inter = RankGrid::CrossesNodes(cp_group, G);
-  const LinkCost ring =
-      SendRecvLink(hw, ring_inter, Bytes(ContextRingSendBytes(shard, c.precision, c.tp, c.mbs)));
+  // The context-parallel ring: ranks 0, t, ..., (cp - 1) t, the first cp of a data group; it
+  // crosses nodes when its last rank is on another node than rank 0. Nothing of it is built for
+  // cp = 1 (the search scores every layout through here).
+  const bool ring_inter =
+      c.cp > 1 && RankGrid::NodeOf(grid.Rank({0, c.cp - 1, 0}), G) != RankGrid::NodeOf(0, G);
 
   const Precision pr = c.precision;
   const PieceCostMemo::Key key{c.tp,
@@ -227,6 +226,14 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                                ring_inter};
   auto memo_it = memo ? memo->pieces.find(key) : decltype(memo->pieces.end()){};
   if (!memo || memo_it == memo->pieces.end()) {
+    // What one context-parallel rank computes on: s / cp of each sequence (the model at cp = 1).
+    ModelSpec shard = m;
+    shard.seq_len = shard_len;
+    LinkCost ring;
+    if (c.cp > 1) {
+      ring = SendRecvLink(hw, ring_inter,
+                          Bytes(ContextRingSendBytes(shard, c.precision, c.tp, c.mbs)));
+    }
     PieceCostMemo::Pieces priced =
         PricePieces(shard, cluster, c, tp_ar, tp_ag, tp_rs, tp_small_ar, ring);
     if (!memo) memo = &local_memo;

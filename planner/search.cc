@@ -257,7 +257,9 @@ Status CheckSearchCounts(int gpus, int nodes, int64_t global_batch) {
 }
 
 std::vector<int> ContextParallelSizes(const ModelSpec& m, int gpus, const SearchOptions& o) {
-  if (o.fix.cp) return {*o.fix.cp};
+  if (o.fix.cp) {  // none when it does not divide the GPUs: "no layout matches --fix"
+    return gpus % *o.fix.cp == 0 ? std::vector<int>{*o.fix.cp} : std::vector<int>{};
+  }
   std::vector<int> sizes = {1};
   if (!o.context_parallel) return sizes;
   for (int cp = 2; cp <= kMaxCp && gpus % cp == 0; cp *= 2) {

@@ -110,7 +110,8 @@ struct SearchResult {
 // none) and tries cp = 2 at s = 8192 and up to 32 at 128K, the sizes Megatron-Core's published
 // runs use there (docs/validation-h100.md).
 inline constexpr int64_t kMinContextShardTokens = 4096;
-// The context-parallel sizes Search tries: --fix's cp alone; else 1, and with
+// The context-parallel sizes Search tries: --fix's cp alone (none when it does not divide the
+// GPU count); else 1, and with
 // options.context_parallel every power of two cp >= 2 dividing the GPU count with 2 cp | s and
 // s / cp >= kMinContextShardTokens.
 std::vector<int> ContextParallelSizes(const ModelSpec& m, int gpus, const SearchOptions& options);

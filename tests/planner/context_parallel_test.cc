@@ -183,6 +183,7 @@ TEST(ContextParallel, SearchedSizes) {
   EXPECT_EQ(ContextParallelSizes(m, 3072, o), std::vector<int>({1}));
   o.fix.cp = 3;
   EXPECT_EQ(ContextParallelSizes(m, 3072, o), std::vector<int>({3}));
+  EXPECT_TRUE(ContextParallelSizes(m, 8, o).empty());
 }
 
 // t = p = 1 and no recomputation: one GPU cannot hold a whole 8192-token sequence's activations
