@@ -3,7 +3,8 @@
 
 Each run of RUNS.json (tests/planner/data/published_h100_runs.json) names its source, model, GPUs,
 global batch and the layout fields its source states; `ptdp plan --fix` predicts it on the data
-file's cluster, the planner choosing the fields no source states (for those runs the prediction is
+file's cluster (or the run's `cluster`, a variant of a shipped profile named in cluster_variants:
+some of its facts replaced, each with its source), the planner choosing the fields no source states (for those runs the prediction is
 the best layout ptdp finds within what was published). The published throughput becomes an
 iteration time by a stated formula (tokens per second per GPU: B s / (x N); model TFLOP/s per GPU:
 the named FLOP count / (x N)), and the error is that of ptdp's throughput, (t_published /
@@ -54,6 +55,15 @@ def check(spec):
     sources = need(spec, "sources", "dict", "spec")
     models = need(spec, "models", "dict", "spec")
     formulas = spec.get("flops_formulas", {})
+    variants = spec.get("cluster_variants", {})
+    for key, v in variants.items():
+        where = "cluster_variants." + key
+        need(v, "about", "str", where)
+        if not os.path.exists(profile_path(need(v, "base", "str", where))):
+            raise BadInput("%s.base: no profile %s" % (where, profile_path(v["base"])))
+        for k, fact in need(v, "set", "dict", where).items():
+            need(fact, "source", "str", where + ".set." + k)
+        need(v, "drop", "list", where)
     for key, m in models.items():
         need(m, "spec", "dict", "models." + key)
         need(m, "source", "str", "models." + key)
@@ -76,6 +86,11 @@ def check(spec):
         need(pub, "value", "num", where + ".published")
         if pub["metric"] == "model_tflops_per_gpu" and pub.get("flops_formula") not in formulas:
             raise BadInput("%s.published.flops_formula: %s is not a key of flops_formulas" % (where, json.dumps(pub.get("flops_formula"))))
+        if pub["metric"] == "model_tflops_per_gpu" and pub["flops_formula"] not in FLOP_COUNTS:
+            raise BadInput("%s.published.flops_formula: %s is not a count this harness knows (%s)" % (
+                where, pub["flops_formula"], ", ".join(FLOP_COUNTS)))
+        if "cluster" in run and run["cluster"] not in variants:
+            raise BadInput("%s.cluster: %s is not a key of cluster_variants" % (where, json.dumps(run["cluster"])))
     for rid, miss in spec.get("known_misses", {}).items():
         where = "known_misses." + rid
         if rid not in ids:
@@ -87,6 +102,19 @@ def check(spec):
         if (not isinstance(band, list) or len(band) != 2 or not all(isinstance(x, (int, float)) for x in band)
                 or not band[0] < band[1] or (band[0] < 10 and band[1] > -10)):
             raise BadInput("%s.band: expected [lo, hi] in percent outside (-10, 10) or \"infeasible\", got %s" % (where, json.dumps(band)))
+
+
+def nemo_llama2_flops(m, batch):
+    """NeMo's FLOPsMeasurementCallback._llama2 (nemo/collections/common/metrics/perf_metrics.py at
+    9c5c5e97): B s l h^2 (12 + 12 g/a + 18 f/h + 12 s/h + 6 V/(l h)), V = 32000 as its map says."""
+    l, h, a, s = m["layers"], m["hidden"], m["heads"], m["seq_len"]
+    g = m.get("kv_heads") or a
+    f = m.get("ffn_hidden") or 4 * h
+    return batch * s * l * h * h * (12 + 12.0 * g / a + 18.0 * f / h + 12.0 * s / h + 6.0 * 32000 / (l * h))
+
+
+FLOP_COUNTS = {"megatron-core-r0.8.0": lambda m, b, tp: megatron_core_flops(m, b, tp),
+               "nemo-perf-metrics-llama2": lambda m, b, tp: nemo_llama2_flops(m, b)}
 
 
 def megatron_core_flops(m, batch, tp):
@@ -108,6 +136,28 @@ def fixed_value(fixed, key):
     return None
 
 
+def profile_path(name):
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "profiles", name + ".json")
+
+
+def cluster_for(spec, run, work):
+    """The data file's cluster, or the run's variant of a shipped profile: its `drop` keys removed
+    and its `set` facts (each with its source) put in, written to WORKDIR."""
+    name = run.get("cluster")
+    if name is None:
+        return spec["cluster"]
+    v = spec["cluster_variants"][name]
+    profile = json.load(open(profile_path(v["base"])))
+    for key in v["drop"]:
+        profile.pop(key, None)
+    profile.update(v["set"])
+    profile["name"] = name
+    path = os.path.join(work, name + ".cluster.json")
+    with open(path, "w") as f:
+        json.dump(profile, f, indent=1)
+    return path
+
+
 def predict(ptdp, spec, run, work, software):
     """The fastest feasible plan over the run's allowed schedules: (iteration_s, plan) or None."""
     model = run["model"]
@@ -120,7 +170,7 @@ def predict(ptdp, spec, run, work, software):
     for sched in run.get("schedules", [None]):
         fix = run["fixed"] + ("" if sched is None else ",schedule=" + sched)
         out = os.path.join(work, "%s%s.plan.json" % (run["id"], "" if sched is None else "." + sched))
-        cmd = [ptdp, "plan", "--model", model, "--cluster", spec["cluster"], "--gpus", str(run["gpus"]),
+        cmd = [ptdp, "plan", "--model", model, "--cluster", cluster_for(spec, run, work), "--gpus", str(run["gpus"]),
                "--global-batch", str(run["global_batch"]), "--fix", fix, "--top", "1", "--out", out] + software
         r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if r.returncode != 0:
@@ -142,7 +192,7 @@ def published_seconds(spec, run, model_json):
     if pub["metric"] == "tokens_per_s_per_gpu":
         return b * model_json["seq_len"] / (pub["value"] * n)
     tp = int(fixed_value(run["fixed"], "tp") or 1)
-    return megatron_core_flops(model_json, b, tp) / (pub["value"] * 1e12 * n)
+    return FLOP_COUNTS[pub["flops_formula"]](model_json, b, tp) / (pub["value"] * 1e12 * n)
 
 
 def layout_text(plan):
