@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/experts.h"
 #include "core/interleaved_order.h"
 #include "core/zbv_order.h"
 
@@ -27,26 +28,30 @@ Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_ran
   for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, pp_rank, k).size();
   // One E4M3 copy for the forward and the input gradient, one transposed for the weight
   // gradient's operand on Hopper (Transformer Engine keeps both): 2 bytes per element.
-  return layers * LayerParameterCounts(m, c.tp).linear_weight_elements * 2;
+  return layers * LayerParameterCounts(m, c).linear_weight_elements * 2;
 }
 
-Bytes OptimizerBytes(const ParallelConfig& c, int64_t params) {
-  const Bytes all = params * BytesPerParameter(c).optimizer;
-  const int64_t shards = c.WeightReplicas();
-  return c.distributed_optimizer ? (all + shards - 1) / shards : all;
+Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params) {
+  const int64_t per = BytesPerParameter(c).optimizer;
+  if (!c.distributed_optimizer) return params * per;
+  // The dense parameters' shard over the d cp ranks holding them, the experts' over theirs.
+  const Bytes dense = (params - expert_params) * per, experts = expert_params * per;
+  const int64_t shards = c.WeightReplicas(), expert_shards = c.ExpertWeightReplicas();
+  return (dense + shards - 1) / shards + (experts + expert_shards - 1) / expert_shards;
 }
 
-MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params) {
+MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params, int64_t expert_params) {
   const ParamBytes bp = BytesPerParameter(c);
   MemoryLedger l;
   l.weights = params * bp.weight;
   l.grads = params * bp.grad;
-  l.optimizer = OptimizerBytes(c, params);
+  l.optimizer = OptimizerBytes(c, params, expert_params);
   return l;
 }
 
 MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
-  MemoryLedger l = ParameterMemory(c, StageParameterElements(m, c, pp_rank));
+  MemoryLedger l =
+      ParameterMemory(c, StageParameterElements(m, c, pp_rank), StageExpertElements(m, c, pp_rank));
   l.weights += Fp8WeightCopyBytes(m, c, pp_rank);
   return l;
 }
@@ -370,8 +375,12 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   const RankRoles roles = RolesOf(m, c, pp_rank);
   const int64_t N = ContextShardLen(m, c) * c.mbs;
   const Bytes a = ComputeBytes(c.precision), wide = 4;
-  const Bytes nh = N * m.hidden * a, nhd = N * (m.hidden / c.tp) * a;
-  const Bytes nf = N * (m.FfnHidden() / c.tp) * a;
+  const Bytes nh = N * m.hidden * a, nhd = N * (m.AttnWidth() / c.tp) * a;
+  // A mixture of experts' MLP gradients are on its experts' token copies (core/experts.h).
+  const int64_t copies = m.IsMoe() ? ExpertTokens(m, c) : N;
+  const Bytes ne_h = copies * m.hidden * a;
+  const Bytes nf =
+      m.IsMoe() ? copies * (m.MoeFfnHidden() / c.ExpertTp()) * a : N * (m.FfnHidden() / c.tp) * a;
   const bool split = SplitsBackward(c.schedule);
   const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
   // A head chunk's layers and embedding run their backward after the head's freed its stash (the
@@ -394,7 +403,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
     }
     // The block's gradients in the order runtime/model/gpt_layers.cc allocates and frees them
     // (the unfused GeLU order; the fused one never holds more).
-    const Bytes mlp = split ? std::max(nf, 2 * nh) : std::max({nh + nf, 2 * nf, 2 * nh});
+    const Bytes mlp = split ? std::max(nf, 2 * nh) : std::max({ne_h + nf, 2 * nf, 2 * ne_h});
     const Bytes attention =
         nh + (split ? std::max(nhd, nh) : std::max({nh + nhd, 4 * nhd, 3 * nhd + nh}));
     layer = 2 * nh + std::max(mlp, attention) + ContextRingBytes(m, c) - relief;
@@ -451,9 +460,17 @@ double LayerForwardFlops(const ModelSpec& m, double sequences) {
   if (m.IsGpt()) {  // the 2021 expression, so GPT figures stay bit for bit
     return 8 * sequences * s * h * h + 4 * sequences * s * h * f + 4 * sequences * s * s * h;
   }
-  const double qkv = double(m.QkvOut()), mlp_matrices = m.swiglu ? 3 : 2;
-  return 2 * sequences * s * h * qkv + 2 * sequences * s * h * h +
-         2 * mlp_matrices * sequences * s * h * f + 4 * sequences * s * s * h;
+  // a: the queries' width (h unless head_dim says otherwise), what the projection reads and the
+  // attention core's products span.
+  const double qkv = double(m.QkvOut()), mlp_matrices = m.swiglu ? 3 : 2, a = double(m.AttnWidth());
+  if (m.IsMoe()) {
+    // The router's [T, E] logits and each token's k SwiGLU experts of moe_ffn_hidden.
+    const double E = m.moe_experts, k = m.moe_topk, f_moe = double(m.MoeFfnHidden());
+    return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a + 2 * sequences * s * h * E +
+           2 * 3 * k * sequences * s * h * f_moe + 4 * sequences * s * s * a;
+  }
+  return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a +
+         2 * mlp_matrices * sequences * s * h * f + 4 * sequences * s * s * a;
 }
 
 // The output layer's GEMMs, forward and backward (never recomputed), over the padded vocabulary.
@@ -475,7 +492,7 @@ FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
 double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
   if (!c.fused_attention) return 0;
   const double B = double(c.global_batch);
-  return m.layers * 2.0 * B * m.seq_len * m.seq_len * m.hidden;
+  return m.layers * 2.0 * B * m.seq_len * m.seq_len * double(m.AttnWidth());
 }
 
 FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
@@ -487,7 +504,8 @@ FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
       return ModelIterationFlops(m, c) + m.layers * LayerForwardFlops(m, B) +
              FusedAttentionRecomputeFlops(m, c);
     case Recompute::kSelective:
-      return ModelIterationFlops(m, c) + m.layers * 4.0 * B * m.seq_len * m.seq_len * m.hidden;
+      return ModelIterationFlops(m, c) +
+             m.layers * 4.0 * B * m.seq_len * m.seq_len * double(m.AttnWidth());
   }
   return 0;
 }

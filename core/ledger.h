@@ -77,12 +77,14 @@ struct MemoryLedger {
 
 // Bytes of an activation list in the layout's precision.
 Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c);
-// Optimizer-state bytes for `params` elements (divided over dp with the distributed optimizer).
-Bytes OptimizerBytes(const ParallelConfig& c, int64_t params);
+// Optimizer-state bytes for `params` elements, of which `expert_params` are experts' (core/
+// experts.h): with the distributed optimizer the others are divided over the d cp ranks holding
+// them (WeightReplicas), the experts' over ExpertWeightReplicas.
+Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params = 0);
 // Weights, gradients and optimizer state of one GPU of `pp_rank` (activations 0), and the same
 // for a known count of parameter elements (StageParameterElements, which callers may cache).
 MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
-MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params);
+MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params, int64_t expert_params = 0);
 // The FP8 weight copies of `pp_rank`'s layers (0 unless c.precision is fp8): part of the weights
 // the first ParameterMemory counts, which the second (a bare element count) cannot.
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
@@ -159,7 +161,9 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
 // where the largest phase runs at the ledger's peak: one virtual stage without recomputation,
 // where the head's backward runs with every microbatch's stash live, and the last stage of a
 // pipeline (less the held message). Sequence parallelism (planned, not executed by the runtime)
-// is priced as without it. Under context parallelism N = b s / cp, and a layer's phase also holds
+// is priced as without it. With head_dim, hd = a dh / t. A mixture of experts' MLP term is on its
+// experts' N_e = ExpertTokens copies (core/experts.h): max(N_e h + N_e f, 2 N_e f, 2 N_e h) with
+// f = moe_ffn_hidden / etp. Under context parallelism N = b s / cp, and a layer's phase also holds
 // the ring's buffers (ContextRingBytes).
 Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                          int pp_rank);
@@ -182,7 +186,8 @@ Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c);
 //     scores and scores.V 4 B s^2 h (24 B s h^2 + 4 B s^2 h with f = 4h); backward 2x; a
 //     Llama-style layer (grouped-query attention, SwiGLU): QKV 2 B s h (h + 2 kv dh), projection
 //     2 B s h^2, MLP 6 B s h f, the same 4 B s^2 h;
-//   logits 6 B s h V forward + backward (never recomputed).
+//   logits 6 B s h V forward + backward (never recomputed). A mixture of experts (core/experts.h):
+//     the router 2 B s h E and k experts' SwiGLU 6 B s h f_moe k in place of the MLP.
 //   Model FLOPs (MFU's convention) = 3 l layer-forwards + logits = 72 B s l h^2 (1 + s/6h +
 //   V/12lh). Hardware FLOPs add what runs again under c.recompute: full, one more forward of every
 //   layer (eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh)); selective, every layer's attention core 4 B

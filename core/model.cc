@@ -16,8 +16,9 @@ Status ModelSpec::Validate(const std::string& path) const {
   add(CheckRange(at + "layers", int64_t(layers), 1, kMaxLayers));
   add(CheckRange(at + "hidden", hidden, 1, kMaxHidden));
   add(CheckRange(at + "heads", int64_t(heads), 1, kMaxHeads));
-  if (heads > 0 && hidden > 0 && hidden % heads != 0)
-    add(Status::Invalid(at + "hidden: must be divisible by heads"));
+  add(CheckRange(at + "head_dim", head_dim, 0, kMaxHidden));
+  if (heads > 0 && hidden > 0 && head_dim == 0 && hidden % heads != 0)
+    add(Status::Invalid(at + "hidden: must be divisible by heads (or give head_dim)"));
   add(CheckRange(at + "ffn_hidden", ffn_hidden, 0, kMaxFfnHidden));
   add(CheckRange(at + "seq_len", seq_len, 1, kMaxSeqLen));
   add(CheckRange(at + "vocab", vocab, 1, kMaxVocab));
@@ -27,6 +28,21 @@ Status ModelSpec::Validate(const std::string& path) const {
   if (kv_heads > 0 && heads > 0 && heads % kv_heads != 0)
     add(Status::Invalid(at + "kv_heads: must divide heads (" + std::to_string(heads) + ")"));
   add(CheckRange(at + "rotary_base", rotary_base, 1.0, 1e12));
+  add(CheckRange(at + "moe_experts", int64_t(moe_experts), 0, kMaxExperts));
+  add(CheckRange(at + "moe_ffn_hidden", moe_ffn_hidden, 0, kMaxFfnHidden));
+  if (moe_experts > 0) {
+    if (moe_topk < 1 || moe_topk > moe_experts) {
+      add(Status::Invalid(at + "moe_topk: " + std::to_string(moe_topk) + " is outside [1, " +
+                          std::to_string(moe_experts) + "] (the experts a token is sent to)"));
+    }
+    // The experts are priced as Megatron-Core's SwiGLU grouped MLP (Mixtral, Qwen3, DeepSeek).
+    if (!swiglu || linear_bias) {
+      add(Status::Invalid(at + "moe_experts: needs swiglu and no linear_bias (the experts are "
+                               "modelled as SwiGLU without biases)"));
+    }
+  } else if (moe_topk != 0 || moe_ffn_hidden != 0) {
+    add(Status::Invalid(at + "moe_topk: set without moe_experts (a dense model has no router)"));
+  }
   if (err.empty()) return Status::Ok();
   return Status::Invalid(path.empty() ? "model " + name + ": " + err : err);
 }
@@ -52,6 +68,8 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(rotary, "rotary");
   add(KvHeads() != heads, "gqa");
   add(!linear_bias, "no-bias");
+  add(IsMoe(), "moe");
+  add(AttnWidth() != hidden, "head_dim");
   return out;
 }
 
@@ -69,13 +87,20 @@ int64_t ParameterCount(const ModelSpec& m, int tp) {
   const int64_t bias = m.linear_bias ? 1 : 0;
   const int64_t per_layer = norm                                                        // ln1
                             + mul({m.QkvOut(), h}) + (m.HasQkvBias() ? m.QkvOut() : 0)  // qkv
-                            + mul({h, h}) + bias * h                    // projection
+                            + mul({h, m.AttnWidth()}) + bias * h        // projection
                             + norm                                      // ln2
                             + mul({m.Fc1Out(), h}) + bias * m.Fc1Out()  // fc1 (gate, up)
                             + mul({f, h}) + bias * h;                   // fc2 (down)
+  // A mixture of experts replaces the dense MLP's matrices by the router's and E experts' (SwiGLU,
+  // no biases: Validate).
+  const int64_t f_moe = m.MoeFfnHidden();
+  const int64_t moe_layer =
+      m.IsMoe() ? per_layer - (mul({m.Fc1Out(), h}) + bias * m.Fc1Out() + mul({f, h}) + bias * h) +
+                      mul({m.moe_experts, h}) + mul({m.moe_experts, 3 * f_moe, h})
+                : per_layer;
   const int64_t vp = PaddedVocab(m, tp);
   const int64_t positions = m.rotary ? 0 : mul({m.seq_len, h});
-  int64_t total = mul({per_layer, m.layers}) + mul({vp, h}) + positions + norm;
+  int64_t total = mul({moe_layer, m.layers}) + mul({vp, h}) + positions + norm;
   if (!m.tied_embeddings) total += mul({vp, h});
   return total;
 }
@@ -116,6 +141,22 @@ ModelSpec Llama3(const std::string& name, int l, int64_t h, int64_t f, int a) {
   return m;
 }
 
+// A mixture of experts on a Llama-style decoder: every layer's MLP is `experts` SwiGLU experts of
+// `f_moe`, `topk` per token; RoPE theta 1,000,000, untied, no biases or dropout.
+ModelSpec Moe(const std::string& name, int l, int64_t h, int a, int kv, int64_t head_dim,
+              int experts, int topk, int64_t f_moe, int64_t vocab) {
+  ModelSpec m = Llama3(name, l, h, f_moe, a);
+  m.seq_len = 4096;  // the published pre-training runs' (docs/moe.md)
+  m.vocab = vocab;
+  m.kv_heads = kv;
+  m.head_dim = head_dim;
+  m.rotary_base = 1000000;
+  m.moe_experts = experts;
+  m.moe_topk = topk;
+  m.moe_ffn_hidden = f_moe;
+  return m;
+}
+
 ModelSpec Tiny() {
   ModelSpec m = Gpt("tiny", 4, 64, 4, 32, 256);
   m.dropout = 0.0;
@@ -150,6 +191,15 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Llama3("llama3.1-405b", 126, 16384, 53248, 128),
        "Dubey et al. 2024, Table 3 (sequence 8192 as in pre-training); "
        "meta-llama/Llama-3.1-405B config.json; 405.9B parameters"},
+      {Moe("mixtral-8x7b", 32, 4096, 32, 8, 0, 8, 2, 14336, 32000),
+       "Jiang et al. 2024 (Mixtral of Experts); mistralai/Mixtral-8x7B-v0.1 config.json "
+       "(sequence 4096 as Megatron-LM's reference mapping runs it); 46.7B parameters"},
+      {Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 128, 128, 8, 768, 151936),
+       "Qwen/Qwen3-30B-A3B config.json (head_dim 128; qk-norm not modelled); 30.5B parameters, "
+       "3.3B active"},
+      {Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 128, 8, 1536, 151936),
+       "Qwen/Qwen3-235B-A22B config.json (head_dim 128; qk-norm not modelled); 235B parameters, "
+       "22B active"},
       {Tiny(), "test model: 4 layers, h 64, 4 heads, s 32, byte-level vocabulary, no dropout"},
   };
   return presets;
@@ -176,6 +226,10 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("rotary_base", &m.rotary_base);
   r.Optional("linear_bias", &m.linear_bias);
   r.Optional("qkv_bias", &m.qkv_bias);
+  r.Optional("head_dim", &m.head_dim);
+  r.Optional("moe_experts", &m.moe_experts);
+  r.Optional("moe_topk", &m.moe_topk);
+  r.Optional("moe_ffn_hidden", &m.moe_ffn_hidden);
   PTDP_RETURN_IF_ERROR(r.Finish());
   PTDP_RETURN_IF_ERROR(m.Validate(path));
   return m;
@@ -201,6 +255,11 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["rotary_base"] = m.rotary_base;
   j["linear_bias"] = m.linear_bias;
   j["qkv_bias"] = m.qkv_bias;
+  if (m.head_dim > 0) j["head_dim"] = m.head_dim;  // files without it stay as they were
+  if (!m.IsMoe()) return j;                        // dense models' files are as they were
+  j["moe_experts"] = m.moe_experts;
+  j["moe_topk"] = m.moe_topk;
+  j["moe_ffn_hidden"] = m.MoeFfnHidden();
   return j;
 }
 

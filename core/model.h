@@ -25,6 +25,7 @@ inline constexpr int64_t kMaxFfnHidden = int64_t(1) << 22;  // 4194304; 0 means 
 inline constexpr int64_t kMaxSeqLen = int64_t(1) << 20;     // 1048576
 inline constexpr int64_t kMaxVocab = int64_t(1) << 24;      // 16777216
 inline constexpr int64_t kMaxVocabDivisibleBy = 65536;
+inline constexpr int64_t kMaxExperts = 4096;  // moe_experts (DeepSeek-V3 and Kimi K2 have 256, 384)
 // dropout: [0, 1)
 
 struct ModelSpec {
@@ -39,32 +40,53 @@ struct ModelSpec {
   int vocab_divisible_by = 128;  // Megatron-LM's --make-vocab-size-divisible-by
   double dropout = 0.0;  // hidden and attention dropout probability (Megatron-LM's default is 0.1)
   // Architecture (GPT's defaults; Llama: kv_heads 8, swiglu, rmsnorm, rotary, no linear_bias).
-  int kv_heads = 0;            // key/value heads (query groups); 0 means heads (multi-head)
+  int kv_heads = 0;  // key/value heads (query groups); 0 means heads (multi-head)
+  // Features per attention head (Megatron-Core's --kv-channels, Hugging Face's head_dim); 0 means
+  // hidden / heads. Qwen3 has 128 with h / a = 64 (30B-A3B) or 64 (235B-A22B): the queries and the
+  // projection's input are then a dh wide, not h (AttnWidth).
+  int64_t head_dim = 0;
   bool swiglu = false;         // SwiGLU MLP: gate and up [f, h], down [h, f] (else GeLU fc1, fc2)
   bool rmsnorm = false;        // RMSNorm (a weight, no bias, no mean) in place of LayerNorm
   bool rotary = false;         // rotary position embeddings (no learned position table)
   double rotary_base = 10000;  // RoPE's theta (flags only: it changes no shape or FLOP)
   bool linear_bias = true;     // biases on every Linear
   bool qkv_bias = false;       // a bias on QKV even without linear_bias (Qwen2)
+  // Mixture of experts (Megatron-Core's --num-experts, --moe-router-topk, --moe-ffn-hidden-size;
+  // Mixtral, Qwen3-MoE): every layer's MLP is moe_experts SwiGLU experts of moe_ffn_hidden, of
+  // which a learned router ([E, h], softmax, top-k) sends each token to moe_topk; 0 experts is a
+  // dense model. docs/moe.md.
+  int moe_experts = 0;
+  int moe_topk = 0;            // k experts per token, 1 <= k <= E (0 with no experts)
+  int64_t moe_ffn_hidden = 0;  // one expert's inner size; 0 means ffn_hidden
+
+  bool IsMoe() const { return moe_experts > 0; }
+  int64_t MoeFfnHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : FfnHidden(); }
 
   int64_t FfnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
-  int64_t HeadDim() const { return hidden / heads; }
+  int64_t HeadDim() const { return head_dim > 0 ? head_dim : hidden / heads; }
+  // The width of the queries, of the attention's output and of the projection's input: a dh (h
+  // unless head_dim says otherwise).
+  int64_t AttnWidth() const { return int64_t(heads) * HeadDim(); }
   int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
-  // Output features of the fused QKV projection: h for the queries, 2 kv_heads dh for K and V
+  // Output features of the fused QKV projection: a dh for the queries, 2 kv_heads dh for K and V
   // (3h without grouped-query attention).
-  int64_t QkvOut() const { return hidden + 2 * int64_t(KvHeads()) * HeadDim(); }
+  int64_t QkvOut() const { return AttnWidth() + 2 * int64_t(KvHeads()) * HeadDim(); }
   // Output features of the MLP's first GEMM: f, or 2f for SwiGLU's gate and up (Megatron-LM
   // fuses them into one column-parallel fc1).
   int64_t Fc1Out() const { return swiglu ? 2 * FfnHidden() : FfnHidden(); }
   bool HasQkvBias() const { return linear_bias || qkv_bias; }
   // True for the GPT the paper models (every architecture field at its default): its counts keep
   // the 2021 formulas' order, bit for bit.
-  bool IsGpt() const { return KvHeads() == heads && !swiglu && !rmsnorm && !rotary && linear_bias; }
+  bool IsGpt() const {
+    return KvHeads() == heads && !swiglu && !rmsnorm && !rotary && linear_bias &&
+           AttnWidth() == hidden;
+  }
   // The features of this model the runtime's layers (runtime/model) do not execute, joined by
   // "/" ("rmsnorm/swiglu/rotary/gqa/no-bias"); empty for a GPT.
   std::string UnexecutedFeatures() const;
-  // Every violated constraint, joined by "; ", each naming the field. `path` is where the model
-  // was read, as the user sees it ("plan.model", "model"): fields are then named by their key path
+  // Every violated constraint, joined by "; ", each naming the field (a mixture of experts:
+  // moe_topk in [1, moe_experts], SwiGLU experts only). `path` is where the model was read, as the
+  // user sees it ("plan.model", "model"): fields are then named by their key path
   // ("plan.model.hidden: 0 is outside [1, 1048576]"); without one the message starts
   // "model <name>: " (a preset or a model built in code).
   Status Validate(const std::string& path = "") const;
@@ -94,8 +116,9 @@ const std::vector<ModelPreset>& ModelPresets();
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
 // "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
-// "rotary_base", "linear_bias", "qkv_bias"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
-// n_positions, vocab_size, n_inner). `path` prefixes error key paths.
+// "rotary_base", "linear_bias", "qkv_bias", "head_dim", "moe_experts", "moe_topk",
+// "moe_ffn_hidden"}; or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size, n_inner).
+// `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
 

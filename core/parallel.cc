@@ -230,12 +230,49 @@ Status ParallelConfig::ValidateContextParallel(const ModelSpec& m) const {
   return Status::Ok();
 }
 
+Status ParallelConfig::ValidateExperts(const ModelSpec& m) const {
+  if (!m.IsMoe()) {
+    if (ep > 1 || etp > 0) {
+      return Status::Invalid(
+          (ep > 1 ? "ep: " + std::to_string(ep) : "etp: " + std::to_string(etp)) +
+          " needs a mixture-of-experts model (moe_experts > 0)");
+    }
+    return Status::Ok();
+  }
+  if (m.moe_experts % ep != 0) {
+    return Status::Invalid("ep: " + std::to_string(ep) + " does not divide the " +
+                           std::to_string(m.moe_experts) + " experts");
+  }
+  const int et = ExpertTp();
+  if (m.MoeFfnHidden() % et != 0) {
+    return Status::Invalid("etp: " + std::to_string(et) + " does not divide moe_ffn_hidden " +
+                           std::to_string(m.MoeFfnHidden()));
+  }
+  const int64_t stage = int64_t(tp) * cp * dp, split = int64_t(ep) * et;
+  if (stage % split != 0) {
+    return Status::Invalid("ep: ep*etp = " + std::to_string(split) +
+                           " does not divide tp*cp*dp = " + std::to_string(stage) +
+                           " (the expert layers fold their grid over a stage's ranks)");
+  }
+  if (tp > 1 && !sequence_parallel) {
+    return Status::Invalid(
+        "sequence_parallel: a mixture-of-experts model with tp > 1 needs it (Megatron-Core)");
+  }
+  if (SplitsBackward(schedule)) {
+    return Status::Invalid(std::string("schedule: ") + ScheduleName(schedule) +
+                           " splits the backward, which is not modelled for a mixture of experts");
+  }
+  return Status::Ok();
+}
+
 Status ParallelConfig::Validate(const ModelSpec& m) const {
   auto bad = [](const std::string& s) { return Status::Invalid(s); };
   PTDP_RETURN_IF_ERROR(CheckRange("tp", int64_t(tp), 1, kMaxTp));
   PTDP_RETURN_IF_ERROR(CheckRange("pp", int64_t(pp), 1, kMaxPp));
   PTDP_RETURN_IF_ERROR(CheckRange("dp", int64_t(dp), 1, kMaxDp));
   PTDP_RETURN_IF_ERROR(CheckRange("cp", int64_t(cp), 1, kMaxCp));
+  PTDP_RETURN_IF_ERROR(CheckRange("ep", int64_t(ep), 1, kMaxEp));
+  PTDP_RETURN_IF_ERROR(CheckRange("etp", int64_t(etp), 0, kMaxTp));
   PTDP_RETURN_IF_ERROR(CheckRange("mbs", int64_t(mbs), 1, kMaxMbs));
   PTDP_RETURN_IF_ERROR(CheckRange("vp", int64_t(vp), 1, kMaxVp));
   PTDP_RETURN_IF_ERROR(CheckRange("global_batch", global_batch, 1, kMaxGlobalBatch));
@@ -262,7 +299,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("tp: " + std::to_string(tp) + " does not divide the " + std::to_string(m.KvHeads()) +
                " key/value heads (query groups)");
   }
-  if (m.FfnHidden() % tp != 0) {
+  if (!m.IsMoe() && m.FfnHidden() % tp != 0) {  // a mixture of experts has no dense MLP
     return bad("tp: " + std::to_string(tp) + " does not divide ffn_hidden " +
                std::to_string(m.FfnHidden()));
   }
@@ -279,6 +316,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
                std::to_string(m.seq_len));
   }
   PTDP_RETURN_IF_ERROR(ValidateContextParallel(m));
+  PTDP_RETURN_IF_ERROR(ValidateExperts(m));
   if (grad_reduce_bf16 && !Bf16GradsAllowed(precision)) {
     return bad(std::string("grad_reduce_bf16: needs precision bf16 or fp8, not ") +
                PrecisionName(precision));
@@ -318,6 +356,8 @@ std::string ParallelConfig::ToString() const {
   std::ostringstream os;
   os << "tp=" << tp << ",pp=" << pp << ",dp=" << dp;
   if (cp > 1) os << ",cp=" << cp;  // the layouts without it read as they always have
+  if (ep > 1) os << ",ep=" << ep;  // likewise
+  if (etp > 0 && etp != tp) os << ",etp=" << etp;
   os << ",mbs=" << mbs << ",vp=" << vp << ",schedule=" << ScheduleName(schedule)
      << ",recompute=" << RecomputeName(recompute)
      << ",scatter_gather=" << (scatter_gather ? "on" : "off");
@@ -351,6 +391,8 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["pp"] = c.pp;
   j["dp"] = c.dp;
   if (c.cp > 1) j["cp"] = c.cp;  // plans without context parallelism stay as they were
+  if (c.ep > 1) j["ep"] = c.ep;  // likewise without expert parallelism
+  if (c.etp > 0 && c.etp != c.tp) j["etp"] = c.etp;
   j["mbs"] = c.mbs;
   j["vp"] = c.vp;
   j["schedule"] = ScheduleName(c.schedule);
@@ -381,6 +423,8 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Required("pp", &c.pp);
   r.Required("dp", &c.dp);
   r.Optional("cp", &c.cp);
+  r.Optional("ep", &c.ep);
+  r.Optional("etp", &c.etp);
   r.Required("mbs", &c.mbs);
   r.Optional("vp", &c.vp);
   r.Optional("schedule", &schedule);

@@ -72,12 +72,14 @@ const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);
 
 // Ranges of the layout fields, checked by ParallelConfig::Validate: tp [1, 4096], pp [1, 10000],
-// dp [1, 1048576], cp [1, 1024], mbs [1, 65536], vp [1, 10000], global_batch [1, 2^40], and
-// tp*cp*pp*dp at most kMaxWorldSize GPUs. Products are formed in checked int64, never in int.
+// dp [1, 1048576], cp [1, 1024], ep [1, 4096], etp [0, 4096], mbs [1, 65536], vp [1, 10000],
+// global_batch [1, 2^40], and tp*cp*pp*dp at most kMaxWorldSize GPUs. Products are formed in
+// checked int64, never in int.
 inline constexpr int64_t kMaxTp = 4096;
 inline constexpr int64_t kMaxPp = 10000;
 inline constexpr int64_t kMaxDp = int64_t(1) << 20;
 inline constexpr int64_t kMaxCp = 1024;
+inline constexpr int64_t kMaxEp = 4096;
 inline constexpr int64_t kMaxMbs = 65536;
 inline constexpr int64_t kMaxVp = 10000;
 inline constexpr int64_t kMaxGlobalBatch = int64_t(1) << 40;
@@ -96,6 +98,16 @@ struct ParallelConfig {
   // over d * cp ranks (WeightReplicas). Ranks in Megatron-Core's order tp-cp-dp-pp. Needs
   // fused_attention (TE runs the ring only in its fused kernels) and 2 cp | s.
   int cp = 1;
+  // Expert parallelism (Megatron-Core's --expert-model-parallel-size and
+  // --expert-tensor-parallel-size; a mixture-of-experts model only, docs/moe.md): the E experts of
+  // a layer are split over ep ranks, E / ep each, and each expert's matrices over etp ranks (0: as
+  // the tensor group, tp, Megatron-Core's default). The expert layers fold their own grid over the
+  // tp cp dp ranks of a pipeline stage (etp-ep-edp order), so ep etp must divide tp cp dp, and an
+  // expert's weights are held by ExpertWeightReplicas() = tp cp dp / (ep etp) ranks, over which
+  // their gradients are reduced and the distributed optimizer shards them. Tokens reach their
+  // experts by an all-to-all over the ep group (Megatron-Core's alltoall dispatcher).
+  int ep = 1;
+  int etp = 0;
   int mbs = 1;  // microbatch size b (sequences)
   int vp = 1;   // model chunks per pipeline rank v (> 1 only when interleaved)
   ScheduleKind schedule = ScheduleKind::k1F1B;
@@ -157,6 +169,13 @@ struct ParallelConfig {
   // Ranks holding the same weights: the data-parallel gradient reduction's group and the
   // distributed optimizer's shard count (the context-parallel ranks of each replica included).
   int WeightReplicas() const { return dp * cp; }
+  // The expert tensor-parallel size (etp, or tp when 0) and the ranks holding the same expert
+  // weights (1 when ep etp does not divide tp cp dp, which Validate refuses).
+  int ExpertTp() const { return etp > 0 ? etp : tp; }
+  int ExpertWeightReplicas() const {
+    const int64_t stage = int64_t(tp) * cp * dp, split = int64_t(ep) * ExpertTp();
+    return split > 0 && stage % split == 0 ? int(stage / split) : 1;
+  }
   // m = B / (b d): microbatches each pipeline runs per iteration.
   int64_t Microbatches() const { return global_batch / (int64_t(mbs) * dp); }
   int VirtualStages() const { return pp * vp; }
@@ -176,6 +195,11 @@ struct ParallelConfig {
   Status ValidateStageSplit(const ModelSpec& m) const;
   // Validate's rules for cp > 1 (above); Ok when cp == 1.
   Status ValidateContextParallel(const ModelSpec& m) const;
+  // Validate's rules for ep and etp: a mixture-of-experts model for ep > 1 or etp set; ep divides
+  // the experts, etp the expert inner size, ep etp the tp cp dp ranks of a stage; sequence
+  // parallelism where tp > 1 (Megatron-Core refuses a mixture of experts with tensor parallelism
+  // without it).
+  Status ValidateExperts(const ModelSpec& m) const;
   // ValidateStageSplit's stage_layers form: vp = 1, pp >= 2, pp counts of at least one layer
   // each that sum to the model's layers, first/last_stage_layers unset.
   Status ValidateStageLayers(const ModelSpec& m) const;
@@ -185,7 +209,8 @@ struct ParallelConfig {
 };
 
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
-// cp (written only when > 1, optional when read, 1 by default),
+// cp and ep (written only when > 1, optional when read, 1 by default), etp (written only when set
+// and not tp, optional, 0 = tp),
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and

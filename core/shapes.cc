@@ -1,5 +1,7 @@
 #include "core/shapes.h"
 
+#include "core/experts.h"
+
 namespace ptdp {
 
 int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk) {
@@ -95,7 +97,10 @@ ParamTensor Make(std::string name, std::vector<int64_t> global, Sharding s, int 
 // One transformer layer's parameters on one tensor rank (Megatron-LM's order). Grouped-query
 // attention shards QKV by query groups (each tensor rank holds h/t query features and kv_heads/t
 // key and value heads); SwiGLU's gate and up are one column-parallel fc1 of 2f rows.
-void AppendLayer(const ModelSpec& m, int t, const std::string& p, std::vector<ParamTensor>* ps) {
+// A mixture of experts has the router and its experts (core/experts.h) in place of fc1 and fc2.
+void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string& p,
+                 std::vector<ParamTensor>* ps) {
+  const int t = c.tp;
   const int64_t h = m.hidden, f = m.FfnHidden(), qkv = m.QkvOut(), fc1 = m.Fc1Out();
   auto norm = [&](const std::string& name) {
     ps->push_back(Make(p + name + ".weight", {h}, Sharding::kReplicated, t));
@@ -107,9 +112,13 @@ void AppendLayer(const ModelSpec& m, int t, const std::string& p, std::vector<Pa
   norm("ln1");
   ps->push_back(Make(p + "attn.qkv.weight", {qkv, h}, Sharding::kRows, t));
   if (m.HasQkvBias()) ps->push_back(Make(p + "attn.qkv.bias", {qkv}, Sharding::kRows, t));
-  ps->push_back(Make(p + "attn.proj.weight", {h, h}, Sharding::kCols, t));
+  ps->push_back(Make(p + "attn.proj.weight", {h, m.AttnWidth()}, Sharding::kCols, t));
   bias("attn.proj.bias", h, Sharding::kReplicated);
   norm("ln2");
+  if (m.IsMoe()) {
+    AppendExpertParameters(m, c, p, ps);
+    return;
+  }
   ps->push_back(Make(p + "mlp.fc1.weight", {fc1, h}, Sharding::kRows, t));
   bias("mlp.fc1.bias", fc1, Sharding::kRows);
   ps->push_back(Make(p + "mlp.fc2.weight", {h, f}, Sharding::kCols, t));
@@ -145,7 +154,7 @@ std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfi
   if (HoldsEmbedding(c, pp_rank, chunk)) AppendEmbedding(m, c.tp, &ps);
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
   for (int l = lr.begin; l < lr.end; ++l) {
-    AppendLayer(m, c.tp, "layer" + std::to_string(l) + ".", &ps);
+    AppendLayer(m, c, "layer" + std::to_string(l) + ".", &ps);
   }
   if (HoldsHead(c, pp_rank, chunk)) AppendHead(m, c.tp, pp_rank, &ps);
   return ps;
@@ -160,16 +169,26 @@ std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfi
   return all;
 }
 
-LayerParameters LayerParameterCounts(const ModelSpec& m, int tp) {
+LayerParameters LayerParameterCounts(const ModelSpec& m, const ParallelConfig& c) {
   std::vector<ParamTensor> ps;
-  AppendLayer(m, tp, "", &ps);
+  AppendLayer(m, c, "", &ps);
   LayerParameters out;
   out.tensors = int(ps.size());
   for (const auto& p : ps) {
     out.elements += p.LocalElements();
-    if (p.local_shape.size() == 2) out.linear_weight_elements += p.LocalElements();
+    // The Linears' weights; the router's [E, h] (replicated) stays in 16 bits.
+    if (p.local_shape.size() == 2 && p.sharding != Sharding::kReplicated) {
+      out.linear_weight_elements += p.LocalElements();
+    }
+    if (p.expert) out.expert_elements += p.LocalElements();
   }
   return out;
+}
+
+LayerParameters LayerParameterCounts(const ModelSpec& m, int tp) {
+  ParallelConfig c;
+  c.tp = tp;
+  return LayerParameterCounts(m, c);
 }
 
 // The same sum as over StageParameters' tensors, without building a named tensor per layer (the
@@ -180,7 +199,7 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
     for (const auto& p : ps) n += p.LocalElements();
     return n;
   };
-  const int64_t per_layer = LayerParameterCounts(m, c.tp).elements;
+  const int64_t per_layer = LayerParameterCounts(m, c).elements;
   int64_t n = 0;
   for (int k = 0; k < c.vp; ++k) {
     std::vector<ParamTensor> ends;
@@ -212,20 +231,25 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
   std::vector<ActTensor> acts;
   norm("ln1", &acts);
   acts.push_back({"attn.qkv.input", seq, ActKind::kLinearInput});
-  acts.push_back({"attn.q", sbh / t, ActKind::kActivation});
+  const int64_t sba = s * b * m.AttnWidth();  // the queries and the attention's output: a dh wide
+  acts.push_back({"attn.q", sba / t, ActKind::kActivation});
   acts.push_back({"attn.k", sbkv / t, ActKind::kActivation});
   acts.push_back({"attn.v", sbkv / t, ActKind::kActivation});
   if (c.recompute != Recompute::kSelective) {
     for (auto& a : AttentionCoreActivations(m, c, dropout)) acts.push_back(a);
   }
-  acts.push_back({"attn.proj.input", sbh / t, ActKind::kLinearInput});
+  acts.push_back({"attn.proj.input", sba / t, ActKind::kLinearInput});
   if (dropout) acts.push_back({"attn.residual_dropout.mask", seq, ActKind::kMask});
   norm("ln2", &acts);
-  acts.push_back({"mlp.fc1.input", seq, ActKind::kLinearInput});
-  // The activation's input: GeLU's f, or SwiGLU's gate and up, 2f.
-  acts.push_back({m.swiglu ? "mlp.swiglu.input" : "mlp.gelu.input", s * b * m.Fc1Out() / t,
-                  ActKind::kActivation});
-  acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kLinearInput});
+  if (m.IsMoe()) {
+    for (auto& a : ExpertActivations(m, c)) acts.push_back(a);
+  } else {
+    acts.push_back({"mlp.fc1.input", seq, ActKind::kLinearInput});
+    // The activation's input: GeLU's f, or SwiGLU's gate and up, 2f.
+    acts.push_back({m.swiglu ? "mlp.swiglu.input" : "mlp.gelu.input", s * b * m.Fc1Out() / t,
+                    ActKind::kActivation});
+    acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kLinearInput});
+  }
   if (dropout) acts.push_back({"mlp.residual_dropout.mask", seq, ActKind::kMask});
   return acts;
 }
@@ -303,7 +327,7 @@ std::vector<ActTensor> LayerOutputGrads(const ModelSpec& m, const ParallelConfig
 std::vector<ActTensor> LayerWeightGradStash(const ModelSpec& m, const ParallelConfig& c) {
   const int64_t t = c.tp, sb = ContextShardLen(m, c) * c.mbs, h = m.hidden, f = m.FfnHidden();
   std::vector<ActTensor> acts = {{"attn.qkv.input", sb * h, ActKind::kLinearInput},
-                                 {"attn.proj.input", sb * h / t, ActKind::kLinearInput},
+                                 {"attn.proj.input", sb * m.AttnWidth() / t, ActKind::kLinearInput},
                                  {"mlp.fc1.input", sb * h, ActKind::kLinearInput},
                                  {"mlp.fc2.input", sb * f / t, ActKind::kLinearInput}};
   for (auto& g : LayerOutputGrads(m, c)) acts.push_back(g);

@@ -63,6 +63,9 @@ struct ParamTensor {
   // stage when it is not the first): its gradient is all-reduced with the original over the
   // embedding group, and a global norm must not count it twice.
   bool tied_copy = false;
+  // An expert's matrix (core/experts.h): split over the expert groups (E / ep experts per rank,
+  // each over etp ranks), its gradient reduced over the expert data-parallel group.
+  bool expert = false;
   int64_t LocalElements() const;
   int64_t GlobalElements() const;
 };
@@ -79,9 +82,15 @@ std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfi
 struct LayerParameters {
   int tensors = 0;
   int64_t elements = 0;
-  // The four Linears' weights (QKV, projection, fc1, fc2): what FP8 training keeps FP8 copies of.
+  // The four Linears' weights (QKV, projection, fc1, fc2; a mixture of experts: its experts' fc1
+  // and fc2, not the router): what FP8 training keeps FP8 copies of.
   int64_t linear_weight_elements = 0;
+  // Of `elements`, the experts' (core/experts.h; 0 for a dense layer).
+  int64_t expert_elements = 0;
 };
+// On one rank of `c` (its tp, and for a mixture of experts its ep and etp); the form with `tp`
+// alone is the layout with ep = 1.
+LayerParameters LayerParameterCounts(const ModelSpec& m, const ParallelConfig& c);
 LayerParameters LayerParameterCounts(const ModelSpec& m, int tp);
 // Number of parameter elements one GPU of pipeline rank `pp_rank` holds.
 int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);

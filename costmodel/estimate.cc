@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/experts.h"
 #include "core/ledger.h"
 #include "core/rank_grid.h"
 #include "core/shapes.h"
 #include "costmodel/collectives.h"
 #include "costmodel/layer_cost.h"
+#include "costmodel/moe_cost.h"
+#include "costmodel/step_cost.h"
 
 namespace ptdp::costmodel {
 
@@ -18,91 +21,6 @@ ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times
   a.memory += times * b.memory;
   a.tp_comm += times * b.tp_comm;
   return a;
-}
-
-// Optimizer step, memory-bound over the stage's parameters. Megatron-LM's mixed-precision
-// optimizer per parameter, with e = ComputeBytes(c.precision): copy the 16-bit gradient into the
-// fp32 main gradient (read e, write 4), unscale and check for inf/nan (read 4, write 4), gradient
-// norm (read 4), fused Adam (read weight, gradient, m, v: 16; write weight, m, v: 12), copy the
-// fp32 weight to the 16-bit model weight (read 4, write e): 52 bytes in 16 bits. fp32 training:
-// gradient norm 4 + Adam 28 = 32 bytes. A fused step (SoftwareProfile::fused_optimizer_step, ptdp's
-// runtime) reads the fp32 main gradient for the norm (4) and in Adam, which also writes the 16-bit
-// copy (28 + e): 34 bytes in 16 bits, the same 32 in fp32. Main gradients taken in place
-// (optimizer_main_grads_in_place, Megatron-Core): no gradient copy, and no unscale pass but in
-// fp16, whose loss scaler stays: 4 + 28 + (4 + e), 38 bytes in bf16 and fp8, 46 in fp16. A
-// 16-bit gradient buffer (grad_reduce_bf16, or fp16 without fusion) is not the fp32 main gradient:
-// Megatron-Core's distributed optimizer casts its shard first (_copy_model_grads_to_main_grads,
-// `shard_model_grad.float()`, a copy unless the buffer is fp32): read e, write 4 more.
-double OptimizerBytesPerParam(Precision p, const SoftwareProfile& sw, bool fp32_main_grads) {
-  const double e = ComputeBytes(p);
-  if (!IsHalf(p)) return 4 + 28;
-  if (sw.fused_optimizer_step.value) return 4 + 28 + e;
-  if (sw.optimizer_main_grads_in_place.value) {
-    const double cast = fp32_main_grads ? 0.0 : e + 4;
-    return cast + 4 + 28 + (4 + e) + (p == Precision::kFp16 ? 8 : 0);
-  }
-  return (e + 4) + 8 + 4 + 28 + (4 + e);
-}
-Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params,
-                      const SoftwareProfile& sw, bool fp32_main_grads) {
-  return hw.DeviceCopies() * double(params) * OptimizerBytesPerParam(p, sw, fp32_main_grads) /
-         GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
-}
-// The step as priced: by its parameters at the profile's measured rate of the whole step where it
-// has one (optimizer_Gparams_per_s: a CPU, whose AdamW its square root and division bound, not its
-// bytes), else by its bytes (OptimizerTime).
-Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params,
-                          const SoftwareProfile& sw, bool fp32_main_grads) {
-  const double rate = hw.optimizer_Gparams_per_s.value;
-  return rate > 0 ? hw.DeviceCopies() * double(params) / (rate * 1e9)
-                  : OptimizerTime(hw, p, params, sw, fp32_main_grads);
-}
-
-// The data-parallel wrapper's gradient copies around the reduction (the software profile's
-// ddp_grad_copy_bytes_per_param; 2021 local DDP: flatten, divide, copy back), on the compute
-// stream after the flush, one launch per parameter tensor. None with gradient-accumulation
-// fusion, whose contiguous main-gradient buffer is reduced in place.
-Seconds DataParallelCopyTime(const ClusterSpec& cluster, const ModelSpec& m,
-                             const ParallelConfig& c, int rank, int64_t params) {
-  const double bytes = cluster.software.ddp_grad_copy_bytes_per_param.value;
-  if (c.grad_accumulation_fusion || bytes <= 0) return 0;
-  size_t layers = 0;
-  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, rank, k).size();
-  // One launch per tensor: the layers' plus the embedding's or the head's.
-  const int kernels = int(layers) * LayerParameterCounts(m, c.tp).tensors + 2;
-  return MemoryBoundTime(cluster.profile, double(params) * bytes, kernels);
-}
-
-// The data-parallel wrapper's own passes over the rank's whole gradient buffer, once per iteration
-// (the software profile's grad_buffer_passes: Megatron-Core zeroes the buffer and takes its norm
-// to check for NaN; grad_scale_passes where d > 1: it scales the buffer by 1/d, read and write,
-// before the reduction), each over `params` elements of the gradient's type. The norm and the
-// scaling run bucket by bucket in the backward, on the compute stream; charged with the step, as
-// the iteration's total is the same. One launch per pass (per bucket in fact; launches are small
-// against these bytes).
-Seconds GradBufferPassTime(const SoftwareProfile& sw, const HardwareProfile& hw,
-                           const ParallelConfig& c, int64_t params) {
-  const double passes =
-      sw.grad_buffer_passes.value + (c.WeightReplicas() > 1 ? sw.grad_scale_passes.value : 0.0);
-  if (passes <= 0) return 0;
-  const double bytes = double(params) * BytesPerParameter(c).grad * passes;
-  return MemoryBoundTime(hw, bytes, int(std::ceil(passes)));
-}
-
-// The optimizer step's one-float all-reduces over the model-parallel group (every tensor and
-// pipeline rank of one data-parallel replica), each read back by the host (the software profile's
-// optimizer_small_allreduces): the collective's time plus a launch gap after the host sync.
-Seconds OptimizerSmallAllReducesTime(const SoftwareProfile& sw, const HardwareProfile& hw,
-                                     const RankGrid& grid, const ParallelConfig& c, int G) {
-  const double count = sw.optimizer_small_allreduces.value;
-  if (count <= 0 || c.tp * c.pp == 1) return count * hw.kernel_launch_us.value * kUs;
-  std::vector<int> group;
-  for (int r = 0; r < c.pp; ++r) {
-    const std::vector<int> tensor = grid.TensorGroup(grid.Rank({0, 0, r}));
-    group.insert(group.end(), tensor.begin(), tensor.end());
-  }
-  const Seconds one = CollectiveTime(hw, Collective::kAllReduce, 4, SpanOf(group, G), G);
-  return count * (one + hw.kernel_launch_us.value * kUs);
 }
 
 // Megatron-Core's --tp-comm-overlap: `fraction` of a piece's tensor-parallel collectives run
@@ -151,7 +69,8 @@ namespace {
 // cp = 1) and `ring` the link between neighbouring cp ranks.
 PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster,
                                   const ParallelConfig& c, Seconds tp_ar, Seconds tp_ag,
-                                  Seconds tp_rs, Seconds tp_small_ar, const LinkCost& ring) {
+                                  Seconds tp_rs, Seconds tp_small_ar, const LinkCost& ring,
+                                  const ExpertComm& expert_comm) {
   const HardwareProfile& hw = cluster.profile;
   const Precision pr = c.precision;
   // Sequence parallelism turns each all-reduce in a layer into a reduce-scatter and an all-gather.
@@ -169,6 +88,12 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
   }
   // The ring's exposed sends stay exposed: TE overlaps them with the attention blocks only.
   AddContextRing(m, hw, pr, c.tp, c.mbs, c.cp, ring, &p.layer);
+  if (m.IsMoe()) {  // the experts in place of the MLP, their all-to-alls not hidden either
+    const PieceCost experts = ExpertMlpCost(m, hw, c, expert_comm);
+    p.layer.forward = Add(p.layer.forward, experts.forward);
+    p.layer.backward = Add(p.layer.backward, experts.backward);
+    p.layer.weight_grad = Add(p.layer.weight_grad, experts.weight_grad);
+  }
   p.embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
   p.head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag,
                     cluster.software.fused_cross_entropy.value);
@@ -199,6 +124,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   // Groups of rank 0 are representative: every group of a kind has the same span (regular grid).
   const GroupSpan tp_span = SpanOf(grid.TensorGroup(0), G);
   const GroupSpan dp_span = SpanOf(grid.DataGroup(0), G);
+  const GroupSpan edp_span = m.IsMoe() ? SpanOf(ExpertDataGroup(c), G) : dp_span;
   const Seconds tp_ar = CollectiveTime(hw, Collective::kAllReduce, bsh_bytes, tp_span, G);
   const Seconds tp_ag = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
   const Seconds tp_rs = CollectiveTime(hw, Collective::kReduceScatter, bsh_bytes, tp_span, G);
@@ -210,6 +136,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   // cp = 1 (the search scores every layout through here).
   const bool ring_inter =
       c.cp > 1 && RankGrid::NodeOf(grid.Rank({0, c.cp - 1, 0}), G) != RankGrid::NodeOf(0, G);
+  // A mixture of experts' all-to-alls and expert-tensor collectives (zero for a dense model).
+  const ExpertComm expert_comm = ExpertCommTimes(m, hw, c, G);
 
   const Precision pr = c.precision;
   const PieceCostMemo::Key key{c.tp,
@@ -223,7 +151,11 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                                tp_rs,
                                tp_small_ar,
                                c.cp,
-                               ring_inter};
+                               ring_inter,
+                               c.ep,
+                               c.ExpertTp(),
+                               expert_comm.all_to_all,
+                               expert_comm.etp_allgather};
   auto memo_it = memo ? memo->pieces.find(key) : decltype(memo->pieces.end()){};
   if (!memo || memo_it == memo->pieces.end()) {
     // What one context-parallel rank computes on: s / cp of each sequence (the model at cp = 1).
@@ -235,7 +167,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                           Bytes(ContextRingSendBytes(shard, c.precision, c.tp, c.mbs)));
     }
     PieceCostMemo::Pieces priced =
-        PricePieces(shard, cluster, c, tp_ar, tp_ag, tp_rs, tp_small_ar, ring);
+        PricePieces(shard, cluster, c, tp_ar, tp_ag, tp_rs, tp_small_ar, ring, expert_comm);
     if (!memo) memo = &local_memo;
     memo_it = memo->pieces.emplace(key, priced).first;
   }
@@ -260,7 +192,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const double accumulate_share =
       microbatches > 1 ? double(microbatches - 1) / double(microbatches) : 0.0;
   const LayerParameters layer_params =
-      accumulate_bytes > 0 ? LayerParameterCounts(m, c.tp) : LayerParameters{};
+      accumulate_bytes > 0 ? LayerParameterCounts(m, c) : LayerParameters{};
 
   // The host synchronisations around each pass (and, with a pipeline, around the p2p exchange
   // after it) each leave the GPU idle for a launch before the next kernel.
@@ -364,14 +296,26 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       continue;
     }
     // The distributed optimizer reduce-scatters the gradients and all-gathers the updated weights.
+    // A mixture of experts' expert weights are reduced over their own group (ExpertDataGroup).
     std::vector<CollectiveCost>& dp = t.dp_collectives[r];
+    const int64_t experts = StageExpertElements(m, c, r), dense = params - experts;
     if (c.distributed_optimizer) {
-      dp.push_back(PlanCollective(hw, Collective::kReduceScatter, params * grad_bytes, dp_span, G));
+      dp.push_back(PlanCollective(hw, Collective::kReduceScatter, dense * grad_bytes, dp_span, G));
       dp.push_back(
-          PlanCollective(hw, Collective::kAllGather, params * bytes_per.weight, dp_span, G));
+          PlanCollective(hw, Collective::kAllGather, dense * bytes_per.weight, dp_span, G));
       t.dp_param_gather[r] = dp.back().Time();
+      if (experts > 0) {
+        dp.push_back(
+            PlanCollective(hw, Collective::kReduceScatter, experts * grad_bytes, edp_span, G));
+        dp.push_back(
+            PlanCollective(hw, Collective::kAllGather, experts * bytes_per.weight, edp_span, G));
+        t.dp_param_gather[r] += dp.back().Time();
+      }
     } else {
-      dp.push_back(PlanCollective(hw, Collective::kAllReduce, params * grad_bytes, dp_span, G));
+      dp.push_back(PlanCollective(hw, Collective::kAllReduce, dense * grad_bytes, dp_span, G));
+      if (experts > 0) {
+        dp.push_back(PlanCollective(hw, Collective::kAllReduce, experts * grad_bytes, edp_span, G));
+      }
     }
     for (const CollectiveCost& one : dp) t.dp_allreduce[r] += one.Time();
     if (InTiedEmbeddingGroup(m, c, r)) {
@@ -379,12 +323,14 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       t.embedding_allreduce[r] =
           CollectiveTime(hw, Collective::kAllReduce, word_emb, SpanOf(emb, G), G);
     }
-    // The distributed optimizer updates 1/d of the parameters on each GPU.
-    t.optimizer[r] = OptimizerStepTime(hw, pr,
-                                       c.distributed_optimizer
-                                           ? (params + c.WeightReplicas() - 1) / c.WeightReplicas()
-                                           : params,
-                                       cluster.software, Fp32MainGrads(c)) +
+    // The distributed optimizer updates 1/(d cp) of the dense parameters on each GPU and its
+    // share of the experts'.
+    const int64_t updated =
+        c.distributed_optimizer
+            ? (dense + c.WeightReplicas() - 1) / c.WeightReplicas() +
+                  (experts + c.ExpertWeightReplicas() - 1) / c.ExpertWeightReplicas()
+            : params;
+    t.optimizer[r] = OptimizerStepTime(hw, pr, updated, cluster.software, Fp32MainGrads(c)) +
                      optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params) +
                      GradBufferPassTime(cluster.software, hw, c, params);
   }
@@ -566,7 +512,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   for (int r = 0; r < c.pp; ++r) {
     const bool any_rank = all_stages || !c.stage_layers.empty();
     if (!any_rank && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
-    const MemoryLedger l = ParameterMemory(c, t.param_elements[r]);
+    const MemoryLedger l = ParameterMemory(c, t.param_elements[r], StageExpertElements(m, c, r));
     StageMemory sm;
     sm.pp_rank = r;
     sm.weights = l.weights + Fp8WeightCopyBytes(m, c, r);

@@ -44,11 +44,11 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
 // A layer's, the embedding's and the head's prices, which depend on a layout only through the
 // key below (its tp, mbs, precision, sequence parallelism, fused attention, selective
 // recomputation, tensor-parallel collectives' times, cp and whether the context-parallel ring
-// crosses nodes): the search prices thousands of layouts on a few hundred keys. REQUIRES: one memo
-// serves one model on one cluster.
+// crosses nodes, ep, etp and the experts' all-to-all and all-gather times): the search prices
+// thousands of layouts on a few hundred keys. REQUIRES: one memo serves one model on one cluster.
 struct PieceCostMemo {
   using Key = std::tuple<int, int, Precision, bool, bool, bool, Seconds, Seconds, Seconds, Seconds,
-                         int, bool>;
+                         int, bool, int, int, Seconds, Seconds>;
   struct Pieces {
     PieceCost layer, embed, head;
     ComputeBreakdown core;

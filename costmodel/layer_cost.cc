@@ -48,7 +48,7 @@ void AdjustForTransformerEngine(const ModelSpec& m, double e, double T, double T
   b->backward += 2 * (3 * e * Th_seq);  // the residual gradient added to the LayerNorm's
   b->backward_kernels += 2;
   if (fused_attention) {
-    const double qkv = T * double(m.QkvOut()) / tp, context = T * double(m.hidden) / tp;
+    const double qkv = T * double(m.QkvOut()) / tp, context = T * double(m.AttnWidth()) / tp;
     b->forward += 2 * e * qkv;  // Q, K, V transposed to bshd
     b->forward_kernels += 3;
     b->backward += 2 * e * context + 2 * e * qkv;  // dO made contiguous; split's cat
@@ -71,6 +71,7 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   // SwiGLU (forward reads gate and up, writes f; backward reads dy, gate, up, writes their two
   // gradients) and the rotation of Q and K both ways. Each is the GPT term for a GPT.
   const double qkv = double(m.QkvOut()), kv = double(m.KvHeads()) * double(m.HeadDim());
+  const double a = double(m.AttnWidth());  // the attention's output width (h unless head_dim)
   // On Transformer Engine the QKV bias runs in the GEMMs' epilogues (AdjustForTransformerEngine).
   const bool qkv_bias_pass = m.HasQkvBias() && !te_layer;
   const double qkv_bias_fwd = qkv_bias_pass ? 2 * e * T * qkv / tp : 0.0;
@@ -81,20 +82,22 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
   // The GeLU priced by its elements (GeluPassTime) moves no bytes here: 0 adds exactly; run in the
   // GEMMs' epilogues (GeluEpilogueTime), only the fc1 bias gradient's e per element is left.
   const double fc1_bias_bwd = bias_grad_by_rate ? 0 : 1;
-  const double act_fwd = gelu_by_elements || gelu_epilogue ? 0
-                         : m.swiglu                        ? 3
-                                                           : 2,
-               act_bwd = gelu_by_elements ? 0
-                         : gelu_epilogue  ? fc1_bias_bwd
-                         : m.swiglu       ? 5
-                                          : 3 + fc1_bias_bwd;
+  // A mixture of experts' MLP is priced apart (costmodel/moe_cost.h): no dense activation here.
+  const double act_fwd = m.IsMoe()                           ? 0
+                         : gelu_by_elements || gelu_epilogue ? 0
+                         : m.swiglu                          ? 3
+                                                             : 2,
+               act_bwd = m.IsMoe() || gelu_by_elements ? 0
+                         : gelu_epilogue               ? fc1_bias_bwd
+                         : m.swiglu                    ? 5
+                                                       : 3 + fc1_bias_bwd;
   const double rotary = m.rotary ? 2 * e * T * (h + kv) / tp : 0.0;
   LayerMemoryBytes b;
   b.forward = 2 * (2 * e * Th_seq)        // LayerNorm x2: read x, write y
               + qkv_bias_fwd              // QKV bias add (F.linear on a 3-D input: matmul, then +=)
               + 2 * e * S                 // fused scale-mask-softmax
               + (2 * e + 1) * S           // attention dropout: read, write, mask
-              + 2 * e * T * h / tp        // context permute(...).contiguous()
+              + 2 * e * T * a / tp        // context permute(...).contiguous()
               + 2 * residual * Th_seq     // bias-dropout-add x2: x, residual in; out, mask
               + act_fwd * e * T * f / tp  // bias-GeLU (SwiGLU)
               + rotary;                   // RoPE on Q and K
@@ -238,7 +241,7 @@ void AddContextRing(const ModelSpec& shard, const HardwareProfile& hw, Precision
 ContextRingBytes ContextRingMergeBytes(const ModelSpec& shard, Precision precision, int tp, int mbs,
                                        int cp) {
   const double e = ComputeBytes(precision);
-  const double out = double(mbs) * double(shard.seq_len) * double(shard.hidden) / tp;
+  const double out = double(mbs) * double(shard.seq_len) * double(shard.AttnWidth()) / tp;
   const double kv = ContextRingSendBytes(shard, precision, tp, mbs) / e;  // elements
   // A causal rank's later steps cover all its queries or only the second chunk's: 3/4 on average.
   const double later = 0.75 * (cp - 1);
@@ -257,9 +260,14 @@ double LinearGemmScale(const HardwareProfile& hw, Precision precision) {
 Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs) {
   const double T = double(mbs) * double(m.seq_len), h = double(m.hidden), f = double(m.FfnHidden()),
                qkv = double(m.QkvOut()), fc1 = double(m.Fc1Out());
-  const double inputs = T * h + T * h / tp + T * h + T * f / tp;            // QKV, proj, fc1, fc2
-  const double output_grads = T * qkv / tp + T * h + T * fc1 / tp + T * h;  // the same four
-  const double weights = double(LayerParameterCounts(m, tp).linear_weight_elements);
+  // A mixture of experts casts its experts' operands apart (costmodel/moe_cost.h): QKV and the
+  // projection here.
+  const double mlp = m.IsMoe() ? 0.0 : 1.0;
+  const double a = double(m.AttnWidth());
+  const double inputs = T * h + T * a / tp + mlp * (T * h + T * f / tp);  // QKV, proj, fc1, fc2
+  const double output_grads = T * qkv / tp + T * h + mlp * (T * fc1 / tp + T * h);  // the same
+  const double weights = m.IsMoe() ? double(qkv * h + a * h) / tp
+                                   : double(LayerParameterCounts(m, tp).linear_weight_elements);
   Fp8CastBytes b;
   // cast-transpose: read bf16 (2), write the FP8 copy (1) and its transpose (1).
   b.forward = 4 * inputs + 4 * weights;
@@ -275,33 +283,37 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
   // QKV's and fc1's output features: 3h and f for a GPT; with grouped-query attention h + 2 kv dh,
   // with SwiGLU 2f (gate and up in one GEMM, as Megatron-LM runs them).
   const int64_t qkv = m.QkvOut(), fc1 = m.Fc1Out();
+  const int64_t a = m.AttnWidth();  // the projection's input (h unless head_dim says otherwise)
   // fp8: the Linears' GEMMs at the FP8 rate (1 otherwise, which leaves every product exact).
   const double lin = LinearGemmScale(hw, precision);
+  // A mixture of experts runs its experts in place of fc1 and fc2 (costmodel/moe_cost.h, added by
+  // the caller): their terms here are 0; a dense layer's `mlp` is `lin` itself.
+  const double mlp = m.IsMoe() ? 0.0 : lin;
   PieceCost c;
   // The unfused sums keep their 2021 order, so Table 1's figures stay bit for bit.
   c.forward.gemm = lin * GemmTime(hw, T, qkv / tp, h) + GemmTime(hw, s, s, dh, heads_batch) +
-                   GemmTime(hw, s, dh, s, heads_batch) + lin * GemmTime(hw, T, h, h / tp) +
-                   lin * GemmTime(hw, T, fc1 / tp, h) + lin * GemmTime(hw, T, h, f / tp);
+                   GemmTime(hw, s, dh, s, heads_batch) + lin * GemmTime(hw, T, h, a / tp) +
+                   mlp * GemmTime(hw, T, fc1 / tp, h) + mlp * GemmTime(hw, T, h, f / tp);
   c.backward.gemm =
       lin * GemmBackwardTime(hw, T, qkv / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
-      GemmBackwardTime(hw, s, dh, s, heads_batch) + lin * GemmBackwardTime(hw, T, h, h / tp) +
-      lin * GemmBackwardTime(hw, T, fc1 / tp, h) + lin * GemmBackwardTime(hw, T, h, f / tp);
+      GemmBackwardTime(hw, s, dh, s, heads_batch) + lin * GemmBackwardTime(hw, T, h, a / tp) +
+      mlp * GemmBackwardTime(hw, T, fc1 / tp, h) + mlp * GemmBackwardTime(hw, T, h, f / tp);
   if (fused_attention) {
     const PieceCost core = FusedAttentionCost(m, hw, tp, mbs);
     c.forward.gemm = lin * GemmTime(hw, T, qkv / tp, h) + core.forward.gemm +
-                     lin * GemmTime(hw, T, h, h / tp) + lin * GemmTime(hw, T, fc1 / tp, h) +
-                     lin * GemmTime(hw, T, h, f / tp);
+                     lin * GemmTime(hw, T, h, a / tp) + mlp * GemmTime(hw, T, fc1 / tp, h) +
+                     mlp * GemmTime(hw, T, h, f / tp);
     c.backward.gemm = lin * GemmBackwardTime(hw, T, qkv / tp, h) + core.backward.gemm +
-                      lin * GemmBackwardTime(hw, T, h, h / tp) +
-                      lin * GemmBackwardTime(hw, T, fc1 / tp, h) +
-                      lin * GemmBackwardTime(hw, T, h, f / tp);
+                      lin * GemmBackwardTime(hw, T, h, a / tp) +
+                      mlp * GemmBackwardTime(hw, T, fc1 / tp, h) +
+                      mlp * GemmBackwardTime(hw, T, h, f / tp);
   }
   // The weight-gradient GEMMs, summed in the backward's order with 0 for the attention products
   // (rounded addition is monotone, so the sum never exceeds the backward's).
   c.weight_grad.gemm = lin * GemmBackwardWeightTime(hw, T, qkv / tp, h) + 0.0 + 0.0 +
-                       lin * GemmBackwardWeightTime(hw, T, h, h / tp) +
-                       lin * GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
-                       lin * GemmBackwardWeightTime(hw, T, h, f / tp);
+                       lin * GemmBackwardWeightTime(hw, T, h, a / tp) +
+                       mlp * GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
+                       mlp * GemmBackwardWeightTime(hw, T, h, f / tp);
   // The GeLU in the GEMMs' epilogues, where the stack runs it there and they were measured, else
   // by its elements where the profile has the pass's rates, else by its bytes.
   const bool gelu_epilogue = GeluPricedByEpilogue(m, hw, gelu_gemm_epilogue);

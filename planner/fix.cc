@@ -8,7 +8,8 @@ namespace ptdp::planner {
 
 bool FixedLayout::Admits(const ParallelConfig& c) const {
   return (!tp || *tp == c.tp) && (!pp || *pp == c.pp) && (!dp || *dp == c.dp) &&
-         (!cp || *cp == c.cp) && (!mbs || *mbs == c.mbs) && (!vp || *vp == c.vp) &&
+         (!cp || *cp == c.cp) && (!ep || *ep == c.ep) && (!etp || *etp == c.ExpertTp()) &&
+         (!mbs || *mbs == c.mbs) && (!vp || *vp == c.vp) &&
          (!schedule || *schedule == c.schedule) && (!recompute || *recompute == c.recompute) &&
          (!scatter_gather || *scatter_gather == c.scatter_gather) &&
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
@@ -106,6 +107,10 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       PTDP_RETURN_IF_ERROR(positive(&f.dp));
     } else if (key == "cp") {
       PTDP_RETURN_IF_ERROR(positive(&f.cp));
+    } else if (key == "ep") {
+      PTDP_RETURN_IF_ERROR(positive(&f.ep));
+    } else if (key == "etp") {
+      PTDP_RETURN_IF_ERROR(positive(&f.etp));
     } else if (key == "mbs") {
       PTDP_RETURN_IF_ERROR(positive(&f.mbs));
     } else if (key == "vp") {
@@ -144,7 +149,7 @@ Result<FixedLayout> ParseFix(const std::string& text) {
     } else {
       return Status::Invalid(
           "--fix: unknown key \"" + key +
-          "\" (known: tp, pp, dp, cp, mbs, vp, recompute, schedule, scatter_gather, "
+          "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, schedule, scatter_gather, "
           "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, "
           "fused_attention, precision, first_stage_layers, last_stage_layers, stage_layers)");
     }

@@ -1,5 +1,6 @@
 // `--fix tp=8,pp=64,mbs=1,vp=1,...`: the parts of a layout the user fixes; the rest is searched.
-// Keys: tp, pp, dp, cp, mbs, vp (positive integers; cp > 1 implies fused_attention), recompute
+// Keys: tp, pp, dp, cp, ep, etp, mbs, vp (positive integers; cp > 1 implies fused_attention; ep
+// and etp for a mixture-of-experts model, etp compared as ParallelConfig::ExpertTp), recompute
 // (none|full|selective), schedule (gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v), scatter_gather,
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16,
 // fused_attention (on|off), precision (fp32|bf16|fp16), first_stage_layers, last_stage_layers
@@ -18,7 +19,7 @@
 namespace ptdp::planner {
 
 struct FixedLayout {
-  std::optional<int> tp, pp, dp, cp, mbs, vp, first_stage_layers, last_stage_layers;
+  std::optional<int> tp, pp, dp, cp, ep, etp, mbs, vp, first_stage_layers, last_stage_layers;
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
   std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
@@ -26,10 +27,10 @@ struct FixedLayout {
   std::optional<Precision> precision;
   std::optional<std::vector<int>> stage_layers;
   bool Any() const {
-    return tp || pp || dp || cp || mbs || vp || schedule || recompute || scatter_gather ||
-           sequence_parallel || distributed_optimizer || grad_accumulation_fusion ||
-           grad_reduce_bf16 || fused_attention || precision || first_stage_layers ||
-           last_stage_layers || stage_layers;
+    return tp || pp || dp || cp || ep || etp || mbs || vp || schedule || recompute ||
+           scatter_gather || sequence_parallel || distributed_optimizer ||
+           grad_accumulation_fusion || grad_reduce_bf16 || fused_attention || precision ||
+           first_stage_layers || last_stage_layers || stage_layers;
   }
   // Whether `c` agrees with every fixed part.
   bool Admits(const ParallelConfig& c) const;

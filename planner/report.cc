@@ -166,21 +166,23 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
   // Fused attention gets its own column (fa) only when a listed layout uses it, bf16 gradients
-  // (g16) and context parallelism (cp, its size) likewise.
+  // (g16), context parallelism (cp, its size) and expert parallelism (ep, its size, "/etp" where
+  // etp is not tp) likewise.
   // Uneven stages get a column (f/l: layers of the first and the last stage) only when a listed
   // layout has them.
-  bool opts = false, fa = false, g16 = false, uneven = false, cp = false;
+  bool opts = false, fa = false, g16 = false, uneven = false, cp = false, ep = false;
   for (const auto& c : r.top) {
     cp = cp || c.layout.cp > 1;
+    ep = ep || c.layout.ep > 1 || c.layout.etp > 0;
     opts = opts || c.layout.sequence_parallel || c.layout.distributed_optimizer ||
            c.layout.grad_accumulation_fusion;
     fa = fa || c.layout.fused_attention;
     g16 = g16 || c.layout.grad_reduce_bf16;
     uneven = uneven || c.layout.Uneven();
   }
-  const std::string opt_header = std::string(cp ? " cp " : "") + (opts ? " sp  do  gaf" : "") +
-                                 (fa ? " fa " : "") + (g16 ? " g16" : "") +
-                                 (uneven ? " f/l  " : "");
+  const std::string opt_header = std::string(cp ? " cp " : "") + (ep ? " ep    " : "") +
+                                 (opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") +
+                                 (g16 ? " g16" : "") + (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
@@ -194,6 +196,12 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     if (cp) {
       std::string n = std::to_string(l.cp);
       n.resize(std::max<size_t>(n.size(), 3), ' ');
+      extra += " " + n;
+    }
+    if (ep) {
+      std::string n = std::to_string(l.ep);
+      if (l.etp > 0 && l.etp != l.tp) n += "/" + std::to_string(l.etp);
+      n.resize(std::max<size_t>(n.size(), 6), ' ');
       extra += " " + n;
     }
     if (opts) {
@@ -278,6 +286,7 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (m.KvHeads() != m.heads) {
     o << " --group-query-attention --num-query-groups " << m.KvHeads();
   }
+  if (m.head_dim > 0) o << " --kv-channels " << m.HeadDim();  // else Megatron's h / a
   if (m.swiglu) o << " --swiglu";
   if (m.rmsnorm) o << " --normalization RMSNorm";
   if (m.rotary) {
@@ -287,6 +296,12 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (!m.linear_bias && m.qkv_bias) o << " --add-qkv-bias";
   if (!m.tied_embeddings) o << " --untie-embeddings-and-output-weights";
   o << " --make-vocab-size-divisible-by " << m.vocab_divisible_by;
+  // The experts as priced (costmodel/moe_cost.h): grouped GEMM, the alltoall dispatcher.
+  if (m.IsMoe()) {
+    o << " --num-experts " << m.moe_experts << " --moe-router-topk " << m.moe_topk
+      << " --moe-ffn-hidden-size " << m.MoeFfnHidden()
+      << " --moe-grouped-gemm --moe-token-dispatcher-type alltoall";
+  }
 }
 
 }  // namespace
@@ -310,6 +325,10 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   std::ostringstream o;
   o << "--tensor-model-parallel-size " << c.tp << " --pipeline-model-parallel-size " << c.pp;
   if (c.cp > 1) o << " --context-parallel-size " << c.cp;
+  if (m.IsMoe()) {
+    o << " --expert-model-parallel-size " << c.ep << " --expert-tensor-parallel-size "
+      << c.ExpertTp();
+  }
   // Interleaved with short ends (core/parallel.h): Megatron-LM counts the embedding and the loss
   // as a layer each when told to, and then places the layers as core/shapes.h does.
   const bool short_ends = c.vp > 1 && c.Uneven();

@@ -269,6 +269,28 @@ std::vector<int> ContextParallelSizes(const ModelSpec& m, int gpus, const Search
   return sizes;
 }
 
+std::vector<ExpertSplit> ExpertSplits(const ModelSpec& m, int tp, int cp, int dp,
+                                      const FixedLayout& fx) {
+  if (!m.IsMoe()) return {{fx.ep.value_or(1), 0}};  // a fixed ep > 1: Validate says why not
+  // Megatron-Core's default etp is tp (stored as 0); 1 keeps each expert whole on its rank.
+  std::vector<int> etps = fx.etp   ? std::vector<int>{*fx.etp}
+                          : tp > 1 ? std::vector<int>{tp, 1}
+                                   : std::vector<int>{1};
+  const int64_t stage = int64_t(tp) * cp * dp;
+  std::vector<ExpertSplit> out;
+  for (int etp : etps) {
+    if (fx.ep) {  // as fixed, even where it cannot be: Validate then says why
+      out.push_back({*fx.ep, etp == tp ? 0 : etp});
+      continue;
+    }
+    for (int ep = 1; ep <= m.moe_experts; ++ep) {
+      if (m.moe_experts % ep != 0 || stage % (int64_t(ep) * etp) != 0) continue;
+      out.push_back({ep, etp == tp ? 0 : etp});
+    }
+  }
+  return out;
+}
+
 Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                             const SearchOptions& o) {
   using Clock = std::chrono::steady_clock;
@@ -290,7 +312,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   std::vector<Candidate> ok;
   // Parameters per rank by (t, p, v, first, last, V placement): ZB-V's V puts the head on rank 0,
   // interleaving on rank p - 1, so the two must not share an entry.
-  std::map<std::tuple<int, int, int, int, int, bool>, std::vector<int64_t>> param_cache;
+  // A mixture of experts' ep and etp too.
+  std::map<std::tuple<int, int, int, int, int, bool, int, int>, std::vector<int64_t>> param_cache;
   costmodel::PieceCostMemo piece_memo;  // the layer's, embedding's and head's prices per key
 
   // Counted per reason in an array, and each reason's example message built only the first time:
@@ -333,6 +356,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
         if (fx.pp && *fx.pp != p) continue;
         const int d = N / (cp * t * p);
         if (fx.dp && *fx.dp != d) continue;
+        const std::vector<ExpertSplit> experts = ExpertSplits(m, t, cp, d, fx);
         for (const PipelineShape& shape : PipelineShapes(m, p, fx)) {
           const ScheduleKind sched = shape.schedule;
           const int v = shape.vp;
@@ -345,8 +369,11 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                                : rc == Recompute::kSelective && !o.selective_recompute) {
                 continue;
               }
-              for (int combo = 0; combo < 8; ++combo) {
-                const bool sg = (combo & 1) == 0, sp = (combo & 2) != 0, fused = (combo & 4) != 0;
+              // Three on/off options, for each expert split (one for a dense model).
+              for (int combo = 0; combo < 8 * int(experts.size()); ++combo) {
+                const ExpertSplit& ex = experts[size_t(combo / 8)];
+                const int bits = combo % 8;
+                const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
                 if (fx.fused_attention) {
                   if (*fx.fused_attention != fused) continue;
                 } else if (fused && !o.fused_attention && cp == 1) {
@@ -377,6 +404,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 c.pp = p;
                 c.dp = d;
                 c.cp = cp;
+                c.ep = ex.ep;
+                c.etp = ex.etp;
                 c.mbs = b;
                 c.vp = v;
                 c.schedule = sched;
@@ -439,7 +468,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                   reject(Reason::kInvalid, [&] { return valid.message(); });
                   continue;
                 }
-                auto key = std::make_tuple(t, p, v, shape.first, shape.last, VShaped(sched));
+                auto key = std::make_tuple(t, p, v, shape.first, shape.last, VShaped(sched), ex.ep,
+                                           ex.etp);
                 auto it = param_cache.find(key);
                 if (it == param_cache.end()) {
                   it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;

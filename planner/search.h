@@ -9,7 +9,7 @@
 // by a few layers (core/parallel.h UnevenStageSplits); interleaved also with the first and/or the
 // last stage one layer short where l + 1 or l + 2 divides into p v virtual stages
 // (InterleavedShortEnds); recompute none/full; scatter/gather on/off where it matters (t > 1 and p
-// > 1). Rejected, by reason:
+// > 1); for a mixture of experts each ExpertSplit. Rejected, by reason:
 //   tp_exceeds_node           t > GPUs per node (unless allowed, or t is fixed by --fix)
 //   heads_not_divisible_by_tp a % t != 0
 //   layers_not_divisible      l % (p v) != 0 (even split)
@@ -115,6 +115,18 @@ inline constexpr int64_t kMinContextShardTokens = 4096;
 // options.context_parallel every power of two cp >= 2 dividing the GPU count with 2 cp | s and
 // s / cp >= kMinContextShardTokens.
 std::vector<int> ContextParallelSizes(const ModelSpec& m, int gpus, const SearchOptions& options);
+
+// A mixture of experts' split of a stage (ParallelConfig::ep, etp; etp 0 = tp).
+struct ExpertSplit {
+  int ep = 1;
+  int etp = 0;
+};
+// The splits Search tries on a stage of tp cp dp ranks: for a dense model one, (--fix's ep or 1,
+// 0); for a mixture of experts every ep dividing the experts, with etp = tp (stored 0) and, where
+// tp > 1, etp = 1, such that ep etp divides tp cp dp; --fix's etp in place of those, and --fix's ep
+// in place of the ep (as fixed: a value that cannot be is refused by Validate, which says why).
+std::vector<ExpertSplit> ExpertSplits(const ModelSpec& m, int tp, int cp, int dp,
+                                      const FixedLayout& fix);
 
 // Fails (kDoesNotFit / kInvalidArgument) when no layout survives, naming the commonest reason with
 // an example.

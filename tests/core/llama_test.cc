@@ -85,9 +85,9 @@ TEST(Llama, HuggingFaceRefusalsNameTheField) {
     EXPECT_NE(at, std::string::npos) << from;
     return text.replace(at, from.size(), to);
   };
-  EXPECT_EQ(refused(edit(kLlama3_8b, R"("model_type": "llama")", R"("model_type": "mixtral")")),
-            "model.model_type: 'mixtral' is not supported (supported: gpt2, llama, mistral, "
-            "qwen2)");
+  EXPECT_EQ(refused(edit(kLlama3_8b, R"("model_type": "llama")", R"("model_type": "gemma")")),
+            "model.model_type: 'gemma' is not supported (supported: gpt2, llama, mistral, "
+            "qwen2, qwen3, mixtral, qwen3_moe)");
   EXPECT_NE(refused(edit(kMistral7b, R"("sliding_window": null)", R"("sliding_window": 4096)"))
                 .find("model.sliding_window: 4096: sliding-window attention is not modelled"),
             std::string::npos);
@@ -97,8 +97,8 @@ TEST(Llama, HuggingFaceRefusalsNameTheField) {
       std::string::npos);
   EXPECT_EQ(refused(edit(kLlama3_8b, R"("use_cache": true)", R"("num_local_experts": 8)")),
             "model.num_local_experts: a mixture of experts is not modelled");
-  EXPECT_NE(refused(edit(kLlama3_8b, R"("use_cache": true)", R"("head_dim": 64)"))
-                .find("model.head_dim: 64"),
+  EXPECT_NE(refused(edit(kLlama3_8b, R"("use_cache": true)", R"("head_dim": -1)"))
+                .find("model.head_dim: -1"),
             std::string::npos);
   EXPECT_NE(refused(edit(kLlama3_8b, R"("hidden_act": "silu")", R"("hidden_act": "gelu")"))
                 .find("model.hidden_act"),

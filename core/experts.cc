@@ -1,0 +1,93 @@
+#include "core/experts.h"
+
+namespace ptdp {
+
+int64_t RoutedTokens(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t tokens = int64_t(c.mbs) * ContextShardLen(m, c);
+  return c.sequence_parallel ? tokens / c.tp : tokens;
+}
+
+int64_t ExpertTokens(const ModelSpec& m, const ParallelConfig& c) {
+  return RoutedTokens(m, c) * m.moe_topk * c.ExpertTp();
+}
+
+int LocalExperts(const ModelSpec& m, const ParallelConfig& c) {
+  return m.moe_experts / c.ep;
+}
+
+void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const std::string& prefix,
+                            std::vector<ParamTensor>* ps) {
+  const int64_t h = m.hidden, f = m.MoeFfnHidden(), et = c.ExpertTp();
+  ParamTensor router;
+  router.name = prefix + "moe.router.weight";
+  router.global_shape = router.local_shape = {m.moe_experts, h};
+  router.sharding = Sharding::kReplicated;
+  ps->push_back(router);
+  for (int j = 0; j < LocalExperts(m, c); ++j) {
+    const std::string e = prefix + "moe.expert" + std::to_string(j) + ".";
+    ParamTensor fc1;
+    fc1.name = e + "fc1.weight";
+    fc1.global_shape = {2 * f, h};
+    fc1.local_shape = {2 * f / et, h};
+    fc1.sharding = Sharding::kRows;  // over the expert tensor group
+    fc1.expert = true;
+    ParamTensor fc2;
+    fc2.name = e + "fc2.weight";
+    fc2.global_shape = {h, f};
+    fc2.local_shape = {h, f / et};
+    fc2.sharding = Sharding::kCols;
+    fc2.expert = true;
+    ps->push_back(fc1);
+    ps->push_back(fc2);
+  }
+}
+
+std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t sbh = int64_t(c.mbs) * ContextShardLen(m, c) * m.hidden;
+  const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
+  const int64_t routed = RoutedTokens(m, c), n = ExpertTokens(m, c);
+  const int64_t f = m.MoeFfnHidden() / c.ExpertTp();
+  return {{"moe.router.input", seq, ActKind::kActivation},
+          {"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
+          {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
+          {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
+          {"moe.swiglu.input", n * 2 * f, ActKind::kActivation},
+          {"moe.fc2.input", n * f, ActKind::kLinearInput}};
+}
+
+int64_t LayerExpertElements(const ModelSpec& m, const ParallelConfig& c) {
+  if (!m.IsMoe()) return 0;
+  return int64_t(LocalExperts(m, c)) * 3 * (m.MoeFfnHidden() / c.ExpertTp()) * m.hidden;
+}
+
+int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  if (!m.IsMoe()) return 0;
+  int64_t layers = 0;
+  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, pp_rank, k).size();
+  return layers * LayerExpertElements(m, c);
+}
+
+int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes) {
+  return RoutedTokens(m, c) * m.moe_topk * m.hidden * act_bytes;
+}
+
+std::vector<int> ExpertParallelGroup(const ParallelConfig& c) {
+  std::vector<int> g;
+  for (int i = 0; i < c.ep; ++i) g.push_back(i * c.ExpertTp());
+  return g;
+}
+
+std::vector<int> ExpertTensorGroup(const ParallelConfig& c) {
+  std::vector<int> g;
+  for (int i = 0; i < c.ExpertTp(); ++i) g.push_back(i);
+  return g;
+}
+
+std::vector<int> ExpertDataGroup(const ParallelConfig& c) {
+  std::vector<int> g;
+  const int stride = c.ep * c.ExpertTp();
+  for (int i = 0; i < c.ExpertWeightReplicas(); ++i) g.push_back(i * stride);
+  return g;
+}
+
+}  // namespace ptdp

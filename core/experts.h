@@ -1,0 +1,59 @@
+// Mixture-of-experts shapes (ModelSpec::moe_experts > 0; docs/moe.md): what one rank holds and
+// keeps of a layer's experts under expert parallelism (ParallelConfig::ep, etp), in the same lists
+// core/shapes.h gives for the dense layer, so the ledger and the cost model count them once.
+//
+// A rank of a stage holds the router ([E, h], on every rank, a dense parameter) and E / ep experts,
+// each SwiGLU's fc1 [2 f / etp, h] (gate and up) and fc2 [h, f / etp], f = moe_ffn_hidden. Per
+// microbatch a rank routes its T0 tokens (b s / cp, split over tp by sequence parallelism) to k
+// experts each; Megatron-Core's alltoall dispatcher sends each copy to the rank holding its expert
+// (all-to-all over ep) and gathers them over the etp group, so a rank's experts run on
+// N = T0 k etp token copies in all, N / (E / ep) each when the router balances its load (assumed:
+// the auxiliary load-balancing loss Megatron-Core trains with aims at it; a dropless router's
+// imbalance is not modelled).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/parallel.h"
+#include "core/shapes.h"
+
+namespace ptdp {
+
+// T0: the tokens of a microbatch one rank routes: b s / cp, over tp with sequence parallelism.
+int64_t RoutedTokens(const ModelSpec& m, const ParallelConfig& c);
+// N = T0 k etp: the token copies one rank's experts process per microbatch (above).
+int64_t ExpertTokens(const ModelSpec& m, const ParallelConfig& c);
+// E / ep.
+int LocalExperts(const ModelSpec& m, const ParallelConfig& c);
+
+// The MoE block's parameters on one rank, in place of the dense MLP's fc1 and fc2: the router,
+// then each local expert's fc1 and fc2 (named by its local index), each marked `expert`.
+void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const std::string& prefix,
+                            std::vector<ParamTensor>* ps);
+
+// What the MoE block keeps for its backward, in place of the dense MLP's fc1 input, activation
+// input and fc2 input: the router's input (the LayerNorm's output, s b h or its s/t slice), its
+// fp32 logits and the top-k probabilities (T0 E and T0 k), then on the expert side the dispatched
+// tokens (fc1's input, N h), SwiGLU's input (N 2f / etp) and fc2's input (N f / etp).
+std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c);
+
+// Parameter elements of one rank's experts in one layer (what is reduced over the expert
+// data-parallel group), and the same for all layers of pipeline rank `pp_rank`.
+int64_t LayerExpertElements(const ModelSpec& m, const ParallelConfig& c);
+int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+
+// The bytes one rank sends in one all-to-all of the dispatcher (and receives back in the combine):
+// its T0 k token copies of h elements in the compute dtype, `act_bytes` each.
+int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes);
+
+// The global ranks of rank 0's groups on the expert grid of a stage (etp-ep-edp, the stage's
+// tp cp dp ranks consecutive): the expert-parallel group {0, etp, ..., (ep - 1) etp}, the expert
+// tensor group {0, ..., etp - 1} and the expert data-parallel group {0, ep etp, ...}.
+std::vector<int> ExpertParallelGroup(const ParallelConfig& c);
+std::vector<int> ExpertTensorGroup(const ParallelConfig& c);
+std::vector<int> ExpertDataGroup(const ParallelConfig& c);
+
+}  // namespace ptdp

@@ -1,0 +1,87 @@
+#include "costmodel/moe_cost.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/experts.h"
+#include "costmodel/gemm.h"
+
+namespace ptdp::costmodel {
+
+Seconds AllToAllTime(const HardwareProfile& hw, Bytes bytes, const GroupSpan& span) {
+  const int n = span.ranks;
+  if (n < 2 || bytes <= 0) return 0;
+  const double per_peer = double(bytes) / n;
+  const int g = span.members_per_node;
+  const Bytes intra_bytes = Bytes(per_peer * (g - 1)), inter_bytes = Bytes(per_peer * (n - g));
+  const Seconds intra = SendRecvLink(hw, false, intra_bytes).Time(intra_bytes);
+  const Seconds inter =
+      span.inter_node() ? SendRecvLink(hw, true, inter_bytes).Time(inter_bytes) : 0.0;
+  return std::max(intra, inter);
+}
+
+ExpertComm ExpertCommTimes(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                           int gpus_per_node) {
+  ExpertComm comm;
+  if (!m.IsMoe()) return comm;
+  const int G = gpus_per_node, e = ComputeBytes(c.precision);
+  const Bytes dispatch = DispatchBytes(m, c, e);
+  comm.all_to_all = AllToAllTime(hw, dispatch, SpanOf(ExpertParallelGroup(c), G));
+  if (c.ExpertTp() > 1) {
+    // The token copies a rank received, gathered over the expert tensor group: etp of them.
+    const GroupSpan span = SpanOf(ExpertTensorGroup(c), G);
+    const Bytes gathered = dispatch * c.ExpertTp();
+    comm.etp_allgather = CollectiveTime(hw, Collective::kAllGather, gathered, span, G);
+    comm.etp_reduce_scatter = CollectiveTime(hw, Collective::kReduceScatter, gathered, span, G);
+  }
+  return comm;
+}
+
+PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                        const ExpertComm& comm) {
+  PieceCost cost;
+  if (!m.IsMoe()) return cost;
+  const double e = ComputeBytes(c.precision), lin = LinearGemmScale(hw, c.precision);
+  const int64_t h = m.hidden, E = m.moe_experts, et = c.ExpertTp();
+  const int64_t f = m.MoeFfnHidden() / et, fc1 = 2 * f;
+  const int64_t routed = RoutedTokens(m, c), copies = ExpertTokens(m, c);
+  const int local = LocalExperts(m, c);
+  // Each expert's rows: N / E_l, rounded up (a GEMM runs whole rows), at least one.
+  const int64_t rows = std::max<int64_t>(1, (copies + local - 1) / local);
+  const double T0 = double(routed), N = double(copies), k = m.moe_topk;
+
+  cost.forward.gemm = GemmTime(hw, routed, E, h) +
+                      local * lin * (GemmTime(hw, rows, fc1, h) + GemmTime(hw, rows, h, f));
+  cost.backward.gemm =
+      GemmBackwardTime(hw, routed, E, h) +
+      local * lin * (GemmBackwardTime(hw, rows, fc1, h) + GemmBackwardTime(hw, rows, h, f));
+  cost.weight_grad.gemm =
+      GemmBackwardWeightTime(hw, routed, E, h) +
+      local * lin *
+          (GemmBackwardWeightTime(hw, rows, fc1, h) + GemmBackwardWeightTime(hw, rows, h, f));
+
+  const double sort_again = et > 1 ? 2 * e * N * h : 0.0;
+  double forward = 16 * T0 * E                        // router softmax and top-k (fp32)
+                   + 2 * e * T0 * k * h + sort_again  // permute
+                   + 3 * e * N * f                    // SwiGLU
+                   + e * T0 * k * h + e * T0 * h;     // unpermute
+  double backward =
+      12 * T0 * E + 2 * e * T0 * k * h + sort_again + 5 * e * N * f + e * T0 * h * (1 + 2 * k);
+  int forward_kernels = 3 + 1 + (et > 1) + 1 + 1, backward_kernels = forward_kernels;
+  if (c.precision == Precision::kFp8) {
+    // cast-transposes: read 2, write the copy and its transpose (Fp8CastBytesOf's terms).
+    const double weights = double(local) * double(fc1 + f) * double(h);
+    forward += 4 * (N * h + N * f) + 4 * weights;
+    backward += 4 * (N * fc1 + N * h);
+    forward_kernels += 2 * local + 2;
+    backward_kernels += 2;
+  }
+  cost.forward.memory = MemoryBoundTime(hw, forward, forward_kernels);
+  cost.backward.memory = MemoryBoundTime(hw, backward, backward_kernels);
+  const Seconds exchange = 2 * comm.all_to_all + comm.etp_allgather + comm.etp_reduce_scatter;
+  cost.forward.tp_comm = exchange;
+  cost.backward.tp_comm = exchange;
+  return cost;
+}
+
+}  // namespace ptdp::costmodel

@@ -1,0 +1,59 @@
+// A mixture of experts' MLP on one rank (ModelSpec::moe_experts > 0; core/experts.h has the
+// shapes, docs/moe.md the sources), added to the layer TransformerLayerCost priced without a
+// dense MLP. What Megatron-Core's MoELayer runs per microbatch with the alltoall token dispatcher
+// and grouped GEMM (megatron/core/transformer/moe/: router.py, token_dispatcher.py, experts.py),
+// with T0 the rank's routed tokens, k the top-k, N = T0 k etp its experts' token copies, E_l =
+// E / ep local experts and f = moe_ffn_hidden:
+//   router      [T0, E] = [T0, h] x [h, E] (and its backward); softmax and top-k over T0 E fp32
+//               logits (write 4, read 4 write 4, read 4: 16 bytes each), backward 12
+//   permute     gather each token's k copies in expert order (read and write e T0 k h), with etp >
+//   1
+//               sorted again after the gather (2e N h); backward the same scatter
+//   dispatch    all-to-all of the T0 k h copies over the ep group; with etp > 1 an all-gather of
+//               them over the etp group (forward); the combine mirrors both (all-to-all back, a
+//               reduce-scatter); backward the four again
+//   experts     E_l grouped GEMMs of N / E_l tokens each: fc1 [n, 2f/etp] = [n, h] x [h, 2f/etp],
+//               fc2 [n, h] = [n, f/etp] x [f/etp, h], each expert's GEMMs at their own shape
+//               (the grouped GEMM's rate is its members'), at the FP8 rate in fp8 training
+//   SwiGLU      3e N f/etp forward, 5e backward (the dense layer's terms on N tokens)
+//   unpermute   the probability-weighted sum of each token's k outputs: read e T0 k h, write e T0
+//   h;
+//               backward reads dy and the k outputs (the probabilities' gradient), writes k copies
+//   fp8         Transformer Engine's casts of the experts' inputs (N h, N f/etp) and weights
+//               forward, of their output gradients (N 2f/etp, N h) backward, as the dense layer's.
+// The dispatch and combine are on the critical path (Megatron-Core of 2024 runs them on the
+// compute stream) and go to the piece's tensor-parallel communication time (tp_comm: the
+// collectives inside a layer). Every expert gets N / E_l tokens: a balanced router
+// (core/experts.h).
+#pragma once
+
+#include "core/hardware.h"
+#include "core/model.h"
+#include "core/parallel.h"
+#include "costmodel/collectives.h"
+#include "costmodel/layer_cost.h"
+
+namespace ptdp::costmodel {
+
+// One all-to-all in which each of the group's n ranks sends `bytes` in all, 1/n to each member
+// (its own share stays): (g - 1)/n of it over NVLink to the g - 1 others on its node, (n - g)/n
+// over its NIC to the other nodes, the two at once (each GPU has its own NIC, core/hardware.h's
+// inter-node figures per GPU), at the profile's point-to-point rates; one latency each.
+Seconds AllToAllTime(const HardwareProfile& hw, Bytes bytes, const GroupSpan& span);
+
+// The expert layer's communication times, per microbatch: one all-to-all of the dispatch (and as
+// much for each of the other three), one all-gather of the gathered tokens over etp and one
+// reduce-scatter (0 with etp = 1).
+struct ExpertComm {
+  Seconds all_to_all = 0;
+  Seconds etp_allgather = 0;
+  Seconds etp_reduce_scatter = 0;
+};
+ExpertComm ExpertCommTimes(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                           int gpus_per_node);
+
+// The MoE block's time (above) for `m` as one context-parallel rank sees it (seq_len s / cp).
+PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                        const ExpertComm& comm);
+
+}  // namespace ptdp::costmodel
