@@ -197,7 +197,7 @@ def published_seconds(spec, run, model_json):
 
 def layout_text(plan):
     lay = plan["layout"]
-    keys = ("tp", "pp", "dp", "cp", "mbs", "vp", "schedule", "recompute")  # cp: only when > 1
+    keys = ("tp", "pp", "dp", "cp", "ep", "etp", "mbs", "vp", "schedule", "recompute")  # cp, ep, etp: when set
     return ",".join("%s=%s" % (k, lay[k]) for k in keys if k in lay)
 
 
