@@ -37,10 +37,13 @@ ExpertComm ExpertCommTimes(const ModelSpec& m, const HardwareProfile& hw, const 
   return comm;
 }
 
-PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& layout,
                         const ExpertComm& comm) {
   PieceCost cost;
   if (!m.IsMoe()) return cost;
+  // `m` is already one context-parallel rank's s / cp: its shapes are those of cp = 1.
+  ParallelConfig c = layout;
+  c.cp = 1;
   const double e = ComputeBytes(c.precision), lin = LinearGemmScale(hw, c.precision);
   const int64_t h = m.hidden, E = m.moe_experts, et = c.ExpertTp();
   const int64_t f = m.MoeFfnHidden() / et, fc1 = 2 * f;

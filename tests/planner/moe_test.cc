@@ -227,6 +227,22 @@ TEST(Moe, OneExpertCostsTheDenseMlpPlusTheRouter) {
   EXPECT_GT(attn.forward.memory + experts.forward.memory, d.forward.memory);
 }
 
+// Under context parallelism the experts are priced on the shard a rank holds (seq_len s / cp),
+// whose tokens are not divided again.
+TEST(Moe, ContextParallelPricesTheShardOnce) {
+  const HardwareProfile hw = LoadCluster("dgx-h100", 8)->profile;
+  ModelSpec shard = Preset("mixtral-8x7b");
+  shard.seq_len /= 2;
+  ParallelConfig c;
+  c.precision = Precision::kBf16;
+  ParallelConfig cp2 = c;
+  cp2.cp = 2;
+  const auto one = costmodel::ExpertMlpCost(shard, hw, c, costmodel::ExpertComm{});
+  const auto two = costmodel::ExpertMlpCost(shard, hw, cp2, costmodel::ExpertComm{});
+  EXPECT_EQ(one.forward.gemm, two.forward.gemm);
+  EXPECT_EQ(one.backward.memory, two.backward.memory);
+}
+
 // An all-to-all inside a node moves (n - 1) / n of each rank's bytes over NVLink; across nodes
 // the part bound for other nodes crosses the rank's own NIC, the two at once.
 TEST(Moe, AllToAllOnTheLinksItCrosses) {
