@@ -141,6 +141,19 @@ def expected_values(plan):
         out.append(("--rotary-base", "rotary_base", int(m.get("rotary_base", 10000))))
     if not m.get("linear_bias", True):
         out.append(("--add-qkv-bias", "add_qkv_bias", bool(m.get("qkv_bias", False))))
+    if m.get("head_dim"):  # else Megatron-LM's hidden / heads, as ptdp's
+        out.append(("--kv-channels", "kv_channels", m["head_dim"]))
+    if m.get("moe_experts"):  # a mixture of experts (docs/moe.md)
+        out += [
+            ("--num-experts", "num_experts", m["moe_experts"]),
+            ("--moe-router-topk", "moe_router_topk", m["moe_topk"]),
+            ("--moe-ffn-hidden-size", "moe_ffn_hidden_size", m["moe_ffn_hidden"]),
+            ("--moe-grouped-gemm", "moe_grouped_gemm", True),
+            ("--moe-token-dispatcher-type", "moe_token_dispatcher_type", "alltoall"),
+            ("--expert-model-parallel-size", "expert_model_parallel_size", lay.get("ep", 1)),
+            ("--expert-tensor-parallel-size", "expert_tensor_parallel_size",
+             lay.get("etp", 0) or tp),
+        ]
     return out
 
 

@@ -70,6 +70,9 @@ plan gpt-22b-selective-sp --model gpt-22b --cluster selene --gpus 64 --global-ba
 plan uneven --model "$data/large_vocab.json" --cluster selene --gpus 64 --global-batch 512 || failed=1
 plan interleaved-group --model gpt-1.7b --cluster selene --gpus 4 --global-batch 22 \
   --fix tp=1,pp=4,dp=1,mbs=1,vp=2,schedule=interleaved || failed=1
+# A mixture of experts with 128-wide heads, in the published Qwen3-235B layout (docs/moe.md).
+plan qwen3-235b-moe --model qwen3-235b-a22b --cluster dgx-h100 --gpus 256 --global-batch 2048 \
+  --precision fp8 --fix tp=2,pp=8,vp=4,schedule=interleaved,ep=32,etp=1 || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
 # the plan, or a PASS above means nothing.
