@@ -172,6 +172,7 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   m->swiglu = m->rmsnorm = m->rotary = true;
   m->linear_bias = false;
   m->qkv_bias = std::string(family.model_type) == "qwen2";  // Qwen2's q, k, v carry biases
+  m->qk_norm = std::string(family.model_type).rfind("qwen3", 0) == 0;
   RefuseUnless(r, "hidden_act", "silu", "an activation other than SiLU (SwiGLU)");
   RefuseUnless(r, "attention_bias", false, "a bias on the attention projections");
   RefuseUnless(r, "mlp_bias", false, "a bias on the MLP");
@@ -187,8 +188,8 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
       if (t != "full_attention") return r.Fail("layer_types", t.dump() + " is not modelled");
     }
   }
-  // Qwen3's 128 against h / a = 64; Validate checks the range. (Qwen3's per-head RMSNorm of the
-  // queries and keys, qk-norm, has no key of its own and is not modelled: docs/moe.md.)
+  // Qwen3's 128 against h / a = 64; Validate checks the range. Qwen3's per-head RMSNorm of the
+  // queries and keys (q_norm, k_norm) has no key of its own: the family has it.
   if (const Json* hd = r.Child("head_dim", false); hd && !hd->is_null()) {
     r.Optional("head_dim", &m->head_dim);
   }

@@ -70,6 +70,7 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(!linear_bias, "no-bias");
   add(IsMoe(), "moe");
   add(AttnWidth() != hidden, "head_dim");
+  add(qk_norm, "qk-norm");
   return out;
 }
 
@@ -85,7 +86,8 @@ int64_t ParameterCount(const ModelSpec& m, int tp) {
   };
   const int64_t norm = m.rmsnorm ? h : 2 * h;  // RMSNorm has no bias
   const int64_t bias = m.linear_bias ? 1 : 0;
-  const int64_t per_layer = norm                                                        // ln1
+  const int64_t qk_norm = m.qk_norm ? 2 * m.HeadDim() : 0;  // one weight of dh each for Q and K
+  const int64_t per_layer = norm + qk_norm                  // ln1
                             + mul({m.QkvOut(), h}) + (m.HasQkvBias() ? m.QkvOut() : 0)  // qkv
                             + mul({h, m.AttnWidth()}) + bias * h        // projection
                             + norm                                      // ln2
@@ -144,12 +146,13 @@ ModelSpec Llama3(const std::string& name, int l, int64_t h, int64_t f, int a) {
 // A mixture of experts on a Llama-style decoder: every layer's MLP is `experts` SwiGLU experts of
 // `f_moe`, `topk` per token; RoPE theta 1,000,000, untied, no biases or dropout.
 ModelSpec Moe(const std::string& name, int l, int64_t h, int a, int kv, int64_t head_dim,
-              int experts, int topk, int64_t f_moe, int64_t vocab) {
+              bool qk_norm, int experts, int topk, int64_t f_moe, int64_t vocab) {
   ModelSpec m = Llama3(name, l, h, f_moe, a);
   m.seq_len = 4096;  // the published pre-training runs' (docs/moe.md)
   m.vocab = vocab;
   m.kv_heads = kv;
   m.head_dim = head_dim;
+  m.qk_norm = qk_norm;
   m.rotary_base = 1000000;
   m.moe_experts = experts;
   m.moe_topk = topk;
@@ -191,14 +194,14 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Llama3("llama3.1-405b", 126, 16384, 53248, 128),
        "Dubey et al. 2024, Table 3 (sequence 8192 as in pre-training); "
        "meta-llama/Llama-3.1-405B config.json; 405.9B parameters"},
-      {Moe("mixtral-8x7b", 32, 4096, 32, 8, 0, 8, 2, 14336, 32000),
+      {Moe("mixtral-8x7b", 32, 4096, 32, 8, 0, false, 8, 2, 14336, 32000),
        "Jiang et al. 2024 (Mixtral of Experts); mistralai/Mixtral-8x7B-v0.1 config.json "
        "(sequence 4096 as Megatron-LM's reference mapping runs it); 46.7B parameters"},
-      {Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 128, 128, 8, 768, 151936),
-       "Qwen/Qwen3-30B-A3B config.json (head_dim 128; qk-norm not modelled); 30.5B parameters, "
+      {Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 128, true, 128, 8, 768, 151936),
+       "Qwen/Qwen3-30B-A3B config.json (head_dim 128, qk-norm); 30.5B parameters, "
        "3.3B active"},
-      {Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 128, 128, 8, 1536, 151936),
-       "Qwen/Qwen3-235B-A22B config.json (head_dim 128; qk-norm not modelled); 235B parameters, "
+      {Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 128, true, 128, 8, 1536, 151936),
+       "Qwen/Qwen3-235B-A22B config.json (head_dim 128, qk-norm); 235B parameters, "
        "22B active"},
       {Tiny(), "test model: 4 layers, h 64, 4 heads, s 32, byte-level vocabulary, no dropout"},
   };
@@ -227,6 +230,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("linear_bias", &m.linear_bias);
   r.Optional("qkv_bias", &m.qkv_bias);
   r.Optional("head_dim", &m.head_dim);
+  r.Optional("qk_norm", &m.qk_norm);
   r.Optional("moe_experts", &m.moe_experts);
   r.Optional("moe_topk", &m.moe_topk);
   r.Optional("moe_ffn_hidden", &m.moe_ffn_hidden);
@@ -247,7 +251,8 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["tied_embeddings"] = m.tied_embeddings;
   j["vocab_divisible_by"] = m.vocab_divisible_by;
   j["dropout"] = m.dropout;
-  if (m.IsGpt() && !m.qkv_bias) return j;  // a GPT's file keeps the 2021 schema
+  // A GPT's file keeps the 2021 schema.
+  if (m.IsGpt() && !m.qkv_bias && !m.qk_norm && !m.IsMoe()) return j;
   j["kv_heads"] = m.KvHeads();
   j["swiglu"] = m.swiglu;
   j["rmsnorm"] = m.rmsnorm;
@@ -256,6 +261,7 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["linear_bias"] = m.linear_bias;
   j["qkv_bias"] = m.qkv_bias;
   if (m.head_dim > 0) j["head_dim"] = m.head_dim;  // files without it stay as they were
+  if (m.qk_norm) j["qk_norm"] = true;              // likewise
   if (!m.IsMoe()) return j;                        // dense models' files are as they were
   j["moe_experts"] = m.moe_experts;
   j["moe_topk"] = m.moe_topk;

@@ -45,6 +45,9 @@ struct ModelSpec {
   // hidden / heads. Qwen3 has 128 with h / a = 64 (30B-A3B) or 64 (235B-A22B): the queries and the
   // projection's input are then a dh wide, not h (AttnWidth).
   int64_t head_dim = 0;
+  // An RMSNorm over each head's dh features of the queries and the keys, after the QKV projection
+  // (Megatron-Core's --qk-layernorm; Qwen3's q_norm and k_norm): a weight of dh each.
+  bool qk_norm = false;
   bool swiglu = false;         // SwiGLU MLP: gate and up [f, h], down [h, f] (else GeLU fc1, fc2)
   bool rmsnorm = false;        // RMSNorm (a weight, no bias, no mean) in place of LayerNorm
   bool rotary = false;         // rotary position embeddings (no learned position table)
@@ -116,7 +119,7 @@ const std::vector<ModelPreset>& ModelPresets();
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
 // "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
-// "rotary_base", "linear_bias", "qkv_bias", "head_dim", "moe_experts", "moe_topk",
+// "rotary_base", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk",
 // "moe_ffn_hidden"}; or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size, n_inner).
 // `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);

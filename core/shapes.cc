@@ -112,6 +112,10 @@ void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string&
   norm("ln1");
   ps->push_back(Make(p + "attn.qkv.weight", {qkv, h}, Sharding::kRows, t));
   if (m.HasQkvBias()) ps->push_back(Make(p + "attn.qkv.bias", {qkv}, Sharding::kRows, t));
+  if (m.qk_norm) {  // one dh-wide weight each, shared by every head
+    ps->push_back(Make(p + "attn.q_norm.weight", {m.HeadDim()}, Sharding::kReplicated, t));
+    ps->push_back(Make(p + "attn.k_norm.weight", {m.HeadDim()}, Sharding::kReplicated, t));
+  }
   ps->push_back(Make(p + "attn.proj.weight", {h, m.AttnWidth()}, Sharding::kCols, t));
   bias("attn.proj.bias", h, Sharding::kReplicated);
   norm("ln2");
@@ -232,6 +236,11 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
   norm("ln1", &acts);
   acts.push_back({"attn.qkv.input", seq, ActKind::kLinearInput});
   const int64_t sba = s * b * m.AttnWidth();  // the queries and the attention's output: a dh wide
+  if (m.qk_norm) {                            // the norms' inputs and each head row's 1/rms
+    acts.push_back({"attn.q_norm.input", sba / t, ActKind::kActivation});
+    acts.push_back({"attn.k_norm.input", sbkv / t, ActKind::kActivation});
+    acts.push_back({"attn.qk_norm.rstd", s * b * (m.heads + m.KvHeads()) / t, ActKind::kFp32});
+  }
   acts.push_back({"attn.q", sba / t, ActKind::kActivation});
   acts.push_back({"attn.k", sbkv / t, ActKind::kActivation});
   acts.push_back({"attn.v", sbkv / t, ActKind::kActivation});

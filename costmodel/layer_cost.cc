@@ -91,7 +91,12 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
                          : gelu_epilogue               ? fc1_bias_bwd
                          : m.swiglu                    ? 5
                                                        : 3 + fc1_bias_bwd;
-  const double rotary = m.rotary ? 2 * e * T * (h + kv) / tp : 0.0;
+  const double rotary = m.rotary ? 2 * e * T * (a + kv) / tp : 0.0;
+  // qk-norm: an RMSNorm over the queries' and the keys' T (a + kv) / t features, read and written
+  // forward; backward 5e as apex's LayerNorm, 3e on Transformer Engine
+  // (AdjustForTransformerEngine's reading of its norm backward).
+  const double qk = m.qk_norm ? T * (a + kv) / tp : 0.0;
+  const double qk_bwd = te_layer ? 3 : 5;
   LayerMemoryBytes b;
   b.forward = 2 * (2 * e * Th_seq)        // LayerNorm x2: read x, write y
               + qkv_bias_fwd              // QKV bias add (F.linear on a 3-D input: matmul, then +=)
@@ -100,16 +105,19 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
               + 2 * e * T * a / tp        // context permute(...).contiguous()
               + 2 * residual * Th_seq     // bias-dropout-add x2: x, residual in; out, mask
               + act_fwd * e * T * f / tp  // bias-GeLU (SwiGLU)
-              + rotary;                   // RoPE on Q and K
-  b.forward_kernels = 9 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0) - (gelu_epilogue ? 1 : 0);
+              + rotary                    // RoPE on Q and K
+              + 2 * e * qk;               // qk-norm
+  b.forward_kernels = 9 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0) - (gelu_epilogue ? 1 : 0) +
+                      (m.qk_norm ? 2 : 0);
   b.backward = 2 * (5 * e * Th_seq)  // LayerNorm x2: dx (dy, x in, dx out); gamma/beta (dy, x)
                + qkv_bias_bwd        // QKV bias gradient (reduce over tokens)
                + 3 * e * S           // softmax: dy, y in; dx out
                + (2 * e + 1) * S     // dropout: dy, mask in; dx out
                + 2 * residual_bwd * Th_seq  // bias-dropout-add x2: dx = dy mask; bias grad
                + act_bwd * e * T * f / tp   // bias-GeLU: dy, x in, dx out; bias grad reduce
-               + rotary;                    // RoPE's backward on dQ and dK
-  b.backward_kernels = 13 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0);
+               + rotary                     // RoPE's backward on dQ and dK
+               + qk_bwd * e * qk;           // qk-norm's backward
+  b.backward_kernels = 13 - (m.HasQkvBias() ? 0 : 1) + (m.rotary ? 1 : 0) + (m.qk_norm ? 2 : 0);
   if (fused_attention) {
     // The fused kernel keeps the scores on chip: no softmax or dropout pass over S.
     b.forward -= 2 * e * S + (2 * e + 1) * S;

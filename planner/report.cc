@@ -287,6 +287,7 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
     o << " --group-query-attention --num-query-groups " << m.KvHeads();
   }
   if (m.head_dim > 0) o << " --kv-channels " << m.HeadDim();  // else Megatron's h / a
+  if (m.qk_norm) o << " --qk-layernorm";  // an RMSNorm with --normalization RMSNorm
   if (m.swiglu) o << " --swiglu";
   if (m.rmsnorm) o << " --normalization RMSNorm";
   if (m.rotary) {

@@ -143,6 +143,7 @@ def expected_values(plan):
         out.append(("--add-qkv-bias", "add_qkv_bias", bool(m.get("qkv_bias", False))))
     if m.get("head_dim"):  # else Megatron-LM's hidden / heads, as ptdp's
         out.append(("--kv-channels", "kv_channels", m["head_dim"]))
+    out.append(("--qk-layernorm", "qk_layernorm", bool(m.get("qk_norm", False))))
     if m.get("moe_experts"):  # a mixture of experts (docs/moe.md)
         out += [
             ("--num-experts", "num_experts", m["moe_experts"]),

@@ -72,6 +72,38 @@ void BM_Search1TWithSimulatedTop10(benchmark::State& state) {
 }
 BENCHMARK(BM_Search1TWithSimulatedTop10)->Unit(benchmark::kMillisecond);
 
+// A mixture of experts: Qwen3-235B-A22B (128 experts) on 256 H100s with every option, closed form,
+// every expert split ExpertSplits enumerates (docs/moe.md). No target; the counters say how many
+// layouts the expert splits add.
+void BM_SearchMoe235B(benchmark::State& state) {
+  auto m = LoadModel("qwen3-235b-a22b");
+  auto c = LoadCluster("dgx-h100", 256);
+  auto sw = LoadSoftware("megatron-core");
+  if (!m.ok() || !c.ok() || !sw.ok()) {
+    state.SkipWithError("cannot load qwen3-235b-a22b / dgx-h100 / megatron-core");
+    return;
+  }
+  c->software = *sw;
+  SearchOptions o;
+  o.global_batch = 2048;
+  o.selective_recompute = o.sequence_parallel = o.distributed_optimizer = true;
+  o.grad_accumulation_fusion = o.fused_attention = true;
+  int64_t considered = 0;
+  for (auto _ : state) {
+    auto r = Search(*m, *c, o);
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    considered = r->considered;
+    benchmark::DoNotOptimize(r->top.front().prediction.iteration_s);
+  }
+  state.counters["layouts"] = double(considered);
+  state.counters["layouts_per_s"] =
+      benchmark::Counter(double(considered), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SearchMoe235B)->Unit(benchmark::kMillisecond);
+
 SearchOptions EveryOption1T() {
   SearchOptions o;
   o.global_batch = 3072;

@@ -90,7 +90,14 @@ TEST(Moe, HuggingFaceConfigsReadAsThePresets) {
   ASSERT_TRUE(qwen.ok()) << qwen.status().message();
   EXPECT_EQ(qwen->HeadDim(), 128);
   EXPECT_EQ(qwen->AttnWidth(), 4096);
+  EXPECT_TRUE(qwen->qk_norm);
   EXPECT_EQ(ParameterCount(*qwen), ParameterCount(Preset("qwen3-30b-a3b")));
+  // The plan file's model object carries the mixture and the heads' shape back.
+  auto back = ModelFromJson(Json::parse(ModelToJson(*qwen).dump()), "model");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(ParameterCount(*back), ParameterCount(*qwen));
+  EXPECT_TRUE(back->qk_norm);
+  EXPECT_EQ(back->moe_topk, 8);
   // Experts on some layers only is not modelled: refused by name.
   std::string some = kQwen3Moe;
   some.replace(some.find("\"decoder_sparse_step\": 1"), 24, "\"decoder_sparse_step\": 2");
@@ -243,6 +250,28 @@ TEST(Moe, ContextParallelPricesTheShardOnce) {
   EXPECT_EQ(one.backward.memory, two.backward.memory);
 }
 
+// qk-norm: Q's and K's pre-norm copies and their per-row 1/rms kept; their passes priced.
+TEST(Moe, QkNormIsCountedWhereItActs) {
+  ModelSpec with = Preset("qwen3-30b-a3b");
+  ModelSpec without = with;
+  without.qk_norm = false;
+  EXPECT_EQ(ParameterCount(with) - ParameterCount(without), 2 * 128 * 48);
+  ParallelConfig c;
+  c.dp = 16;
+  c.ep = 16;
+  c.global_batch = 16;
+  const int64_t s = with.seq_len, a = with.AttnWidth(), kv = 4 * 128;
+  auto bytes = [&](const ModelSpec& m) {
+    return ActivationBytes(LayerActivations(m, c, false), 2);
+  };
+  EXPECT_EQ(bytes(with) - bytes(without), 2 * s * (a + kv) + 4 * s * (32 + 4));
+  const auto mb_with = costmodel::LayerMemoryBytesOf(with, 1, 1, 2);
+  const auto mb_without = costmodel::LayerMemoryBytesOf(without, 1, 1, 2);
+  EXPECT_DOUBLE_EQ(mb_with.forward - mb_without.forward, 2.0 * 2 * s * (a + kv));
+  EXPECT_DOUBLE_EQ(mb_with.backward - mb_without.backward, 5.0 * 2 * s * (a + kv));
+  EXPECT_EQ(mb_with.forward_kernels, mb_without.forward_kernels + 2);
+}
+
 // An all-to-all inside a node moves (n - 1) / n of each rank's bytes over NVLink; across nodes
 // the part bound for other nodes crosses the rank's own NIC, the two at once.
 TEST(Moe, AllToAllOnTheLinksItCrosses) {
@@ -323,7 +352,7 @@ TEST(Moe, TheSearchSplitsTheExpertsToFit) {
   // Qwen3's 128-wide heads are Megatron-Core's --kv-channels.
   ParallelConfig qwen = Qwen235Layout();
   const std::string qargs = MegatronArgs(Preset("qwen3-235b-a22b"), qwen);
-  EXPECT_NE(qargs.find(" --kv-channels 128"), std::string::npos) << qargs;
+  EXPECT_NE(qargs.find(" --kv-channels 128 --qk-layernorm"), std::string::npos) << qargs;
   EXPECT_NE(qargs.find(" --expert-model-parallel-size 32 --expert-tensor-parallel-size 1"),
             std::string::npos)
       << qargs;
