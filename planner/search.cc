@@ -291,6 +291,229 @@ std::vector<ExpertSplit> ExpertSplits(const ModelSpec& m, int tp, int cp, int dp
   return out;
 }
 
+namespace {
+
+// The search's account: the layouts kept, the rejections counted by reason, each reason's example
+// message built only the first time (most enumerated layouts are rejected: over a million with
+// every option on gpt-1t), and of the layouts that do not fit the one needing the least memory,
+// the example an out-of-memory refusal quotes (how far the closest layout is from fitting).
+struct Tally {
+  SearchResult res;
+  std::vector<Candidate> ok;
+  std::array<int64_t, kReasons> count{};
+  std::array<std::string, kReasons> example;
+  std::optional<Candidate> least_memory;
+  template <typename Why>
+  void Reject(Reason reason, Why&& why) {
+    const auto i = size_t(reason);
+    if (count[i]++ == 0) example[i] = why();
+  }
+};
+
+// What pricing shares across layouts: parameters per rank by (t, p, v, first, last, V placement,
+// ep, etp) (ZB-V's V puts the head on rank 0, interleaving on rank p - 1, so the two must not share
+// an entry), and the layer's, embedding's and head's prices per key.
+struct PriceCaches {
+  std::map<std::tuple<int, int, int, int, int, bool, int, int>, std::vector<int64_t>> params;
+  costmodel::PieceCostMemo pieces;
+};
+
+// One point of the outer loops: the context-, tensor-, pipeline- and data-parallel sizes.
+struct GridPoint {
+  int cp = 1, t = 1, p = 1, d = 1;
+};
+
+// The layout of one combination of the inner loops' choices, or none where --fix or the search
+// options leave it out (not counted as considered). `bits`: scatter/gather off (1), sequence
+// parallelism (2), fused attention (4). `bf16_grads`: one value for the whole search.
+std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g,
+                                      const PipelineShape& shape, int b, Recompute rc, int bits,
+                                      const ExpertSplit& ex, Precision precision, bool bf16_grads) {
+  const FixedLayout& fx = o.fix;
+  const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
+  if (fx.fused_attention) {
+    if (*fx.fused_attention != fused) return std::nullopt;
+  } else if (fused && !o.fused_attention && g.cp == 1) {
+    return std::nullopt;
+  }
+  if (g.cp > 1 && !fused) return std::nullopt;  // the ring runs in the fused kernel (Validate)
+  // Selective recomputation has nothing to drop with fused attention (Validate).
+  if (fused && rc == Recompute::kSelective) return std::nullopt;
+  if (fx.scatter_gather) {
+    if (*fx.scatter_gather != sg) return std::nullopt;
+  } else if (!sg && (g.t == 1 || g.p == 1 || sp)) {
+    return std::nullopt;  // scatter/gather changes nothing without both t and p, or with SP
+  }
+  if (fx.sequence_parallel) {
+    if (*fx.sequence_parallel != sp) return std::nullopt;
+  } else if (sp && (!o.sequence_parallel || g.t == 1)) {
+    return std::nullopt;
+  }
+  ParallelConfig c;
+  c.tp = g.t;
+  c.pp = g.p;
+  c.dp = g.d;
+  c.cp = g.cp;
+  c.ep = ex.ep;
+  c.etp = ex.etp;
+  c.mbs = b;
+  c.vp = shape.vp;
+  c.schedule = shape.schedule;
+  c.recompute = rc;
+  c.scatter_gather = sg;
+  c.sequence_parallel = sp;
+  c.distributed_optimizer = fx.distributed_optimizer ? *fx.distributed_optimizer
+                                                     : o.distributed_optimizer && g.d * g.cp > 1;
+  c.grad_accumulation_fusion =
+      fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion : o.grad_accumulation_fusion;
+  c.grad_reduce_bf16 = bf16_grads;
+  c.fused_attention = fused;
+  c.first_stage_layers = shape.first;
+  c.last_stage_layers = shape.last;
+  c.stage_layers = shape.stages;
+  c.global_batch = o.global_batch;
+  c.precision = precision;
+  return c;
+}
+
+// The checks before pricing, cheapest first, Validate last; a rejection is counted by reason.
+bool Admissible(const ModelSpec& m, const ClusterSpec& cluster, const SearchOptions& o,
+                const ParallelConfig& c, Tally* tally) {
+  const int t = c.tp, pv = c.pp * c.vp;
+  if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !o.fix.tp) {
+    tally->Reject(Reason::kTpExceedsNode, [&] {
+      return "tp=" + std::to_string(t) + " spans more than the " +
+             std::to_string(cluster.gpus_per_node) + " GPUs of a node";
+    });
+    return false;
+  }
+  if (m.heads % t != 0) {
+    tally->Reject(Reason::kHeadsNotDivisible, [&] {
+      return std::to_string(m.heads) + " heads are not divisible by tp=" + std::to_string(t);
+    });
+    return false;
+  }
+  if (m.KvHeads() % t != 0) {
+    tally->Reject(Reason::kKvHeadsNotDivisible, [&] {
+      return std::to_string(m.KvHeads()) +
+             " key/value heads are not divisible by tp=" + std::to_string(t);
+    });
+    return false;
+  }
+  if (!c.Uneven() && m.layers % pv != 0) {
+    tally->Reject(Reason::kLayersNotDivisible, [&] {
+      return std::to_string(m.layers) + " layers are not divisible by pp*vp=" + std::to_string(pv);
+    });
+    return false;
+  }
+  if (c.global_batch % (int64_t(c.mbs) * c.dp) != 0) {
+    tally->Reject(Reason::kBatchNotDivisible, [&] {
+      return "global batch " + std::to_string(c.global_batch) +
+             " is not divisible by mbs*dp=" + std::to_string(int64_t(c.mbs) * c.dp);
+    });
+    return false;
+  }
+  if (c.schedule == ScheduleKind::kInterleaved && c.Microbatches() < c.pp) {
+    tally->Reject(Reason::kMicrobatchesFewerThanPp, [&] {
+      return "interleaving needs at least pp=" + std::to_string(c.pp) + " microbatches, got " +
+             std::to_string(c.Microbatches());
+    });
+    return false;
+  }
+  Status valid = c.Validate(m);
+  if (!valid.ok()) {
+    tally->Reject(Reason::kInvalid, [&] { return valid.message(); });
+    return false;
+  }
+  return true;
+}
+
+// Prices an admissible layout and keeps it, or counts it out of memory. Evaluate's checks hold:
+// the layout is valid (Admissible), its precision was checked (SearchPrecision) and it spans the
+// cluster's GPUs.
+void ScoreAndKeep(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+                  PriceCaches* caches, Tally* tally) {
+  auto key = std::make_tuple(c.tp, c.pp, c.vp, c.first_stage_layers, c.last_stage_layers,
+                             VShaped(c.schedule), c.ep, c.etp);
+  auto it = caches->params.find(key);
+  if (it == caches->params.end()) {
+    it = caches->params.emplace(key, costmodel::StageParameterCounts(m, c)).first;
+  }
+  Candidate cand = Score(m, cluster, c, &it->second, /*all_stages=*/false, &caches->pieces);
+  const bool fits = cand.prediction.peak_memory <= MemoryCap(cluster);
+  if (SplitsBackward(c.schedule)) {
+    ++tally->res.zero_bubble_evaluated;
+    if (!fits) ++tally->res.zero_bubble_out_of_memory;
+  }
+  if (!fits) {
+    ++tally->count[size_t(Reason::kOutOfMemory)];
+    if (!tally->least_memory ||
+        cand.prediction.peak_memory < tally->least_memory->prediction.peak_memory) {
+      tally->least_memory = std::move(cand);
+    }
+    return;
+  }
+  Keep(cand, &tally->res);
+  tally->ok.push_back(std::move(cand));
+}
+
+// The rejections into the result; the ranked, refined top, or the error naming the commonest
+// reason (memory first: every structurally valid layout ran out of it).
+Result<SearchResult> Conclude(const ModelSpec& m, const ClusterSpec& cluster,
+                              const SearchOptions& o, Tally* tally) {
+  SearchResult& res = tally->res;
+  if (tally->least_memory) {
+    tally->example[size_t(Reason::kOutOfMemory)] =
+        OutOfMemory(cluster, *tally->least_memory) + " (" + tally->least_memory->layout.ToString() +
+        ": the least memory of the layouts that do not fit)";
+  }
+  for (size_t i = 0; i < kReasons; ++i) {
+    if (tally->count[i] == 0) continue;
+    res.rejected[kReasonNames[i]] = tally->count[i];
+    res.example[kReasonNames[i]] = std::move(tally->example[i]);
+  }
+  res.feasible = int64_t(tally->ok.size());
+  if (tally->ok.empty()) {
+    const int N = cluster.Gpus();
+    if (res.considered == 0) {
+      return Status::Invalid("no layout matches --fix on " + std::to_string(N) +
+                             " GPUs (tp*cp*pp*dp must be " + std::to_string(N) + ")");
+    }
+    std::string commonest;
+    int64_t most = -1;
+    for (const auto& [reason, n] : res.rejected) {
+      if (n > most) most = n, commonest = reason;
+    }
+    if (res.rejected.count("out_of_memory")) commonest = "out_of_memory";
+    const std::string msg = "no layout fits: " + std::to_string(res.considered) +
+                            " considered, e.g. " + res.example[commonest];
+    if (commonest == "out_of_memory") return Status::DoesNotFit(msg);
+    return Status::Invalid(msg);
+  }
+  std::sort(tally->ok.begin(), tally->ok.end(), ByTime);
+  PTDP_RETURN_IF_ERROR(RefineAndRank(m, cluster, o, &tally->ok, &res));
+  res.top = std::move(tally->ok);
+  return std::move(res);
+}
+
+// The enumeration's size for the progress callback: its layouts before the inner filters.
+int64_t EstimateLayouts(int N, const std::vector<int>& cp_all, size_t microbatch_sizes,
+                        const FixedLayout& fx) {
+  int64_t total = 0;
+  for (int cp : cp_all) {
+    for (int t : Divisors(N / cp)) {
+      if (fx.tp && *fx.tp != t) continue;
+      for (int p : Divisors(N / cp / t)) {
+        if (fx.pp && *fx.pp != p) continue;
+        total += int64_t(microbatch_sizes) * (p > 1 ? 8 : 2);
+      }
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
 Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                             const SearchOptions& o) {
   using Clock = std::chrono::steady_clock;
@@ -308,60 +531,29 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   }
   const FixedLayout& fx = o.fix;
   PTDP_ASSIGN_OR_RETURN(const Precision precision, SearchPrecision(cluster, o));
-  SearchResult res;
-  std::vector<Candidate> ok;
-  // Parameters per rank by (t, p, v, first, last, V placement): ZB-V's V puts the head on rank 0,
-  // interleaving on rank p - 1, so the two must not share an entry.
-  // A mixture of experts' ep and etp too.
-  std::map<std::tuple<int, int, int, int, int, bool, int, int>, std::vector<int64_t>> param_cache;
-  costmodel::PieceCostMemo piece_memo;  // the layer's, embedding's and head's prices per key
-
-  // Counted per reason in an array, and each reason's example message built only the first time:
-  // most of the enumerated layouts are rejected (over a million with every option on gpt-1t).
-  std::array<int64_t, kReasons> rejected_count{};
-  std::array<std::string, kReasons> rejected_example;
-  // Of the layouts that do not fit, the one that needs the least memory: the example an
-  // out-of-memory refusal quotes, as it says how far the closest layout is from fitting.
-  std::optional<Candidate> least_memory;
-  auto reject = [&](Reason reason, auto&& why) {
-    const auto i = size_t(reason);
-    if (rejected_count[i]++ == 0) rejected_example[i] = why();
-  };
-
-  // Candidate lists per dimension, filtered by --fix.
-  const std::vector<int> mbs_all = Divisors(B);
-  const std::vector<int> cp_all = ContextParallelSizes(m, N, o);
-  int64_t total_estimate = 0;
-  for (int cp : cp_all) {
-    for (int t : Divisors(N / cp)) {
-      if (fx.tp && *fx.tp != t) continue;
-      for (int p : Divisors(N / cp / t)) {
-        if (fx.pp && *fx.pp != p) continue;
-        total_estimate += int64_t(mbs_all.size()) * (p > 1 ? 8 : 2);
-      }
-    }
-  }
-  int64_t done = 0;
-  auto last_report = start;
-  const Bytes cap = MemoryCap(cluster);
   // bf16 gradients: fixed, or allowed and the search's precision takes them.
   const bool bf16_grads = fx.grad_reduce_bf16
                               ? *fx.grad_reduce_bf16
                               : o.grad_reduce_bf16 && ParallelConfig::Bf16GradsAllowed(precision);
-
+  Tally tally;
+  PriceCaches caches;
+  // Candidate lists per dimension, filtered by --fix.
+  const std::vector<int> mbs_all = Divisors(B);
+  const std::vector<int> cp_all = ContextParallelSizes(m, N, o);
+  const int64_t total_estimate = EstimateLayouts(N, cp_all, mbs_all.size(), fx);
+  int64_t done = 0;
+  auto last_report = start;
   for (int cp : cp_all) {
     for (int t : Divisors(N / cp)) {
       if (fx.tp && *fx.tp != t) continue;
       for (int p : Divisors(N / cp / t)) {
         if (fx.pp && *fx.pp != p) continue;
-        const int d = N / (cp * t * p);
-        if (fx.dp && *fx.dp != d) continue;
-        const std::vector<ExpertSplit> experts = ExpertSplits(m, t, cp, d, fx);
+        const GridPoint g{cp, t, p, N / (cp * t * p)};
+        if (fx.dp && *fx.dp != g.d) continue;
+        const std::vector<ExpertSplit> experts = ExpertSplits(m, t, cp, g.d, fx);
         for (const PipelineShape& shape : PipelineShapes(m, p, fx)) {
-          const ScheduleKind sched = shape.schedule;
-          const int v = shape.vp;
-          if (fx.schedule && *fx.schedule != sched) continue;
-          if (fx.vp && *fx.vp != v) continue;
+          if (fx.schedule && *fx.schedule != shape.schedule) continue;
+          if (fx.vp && *fx.vp != shape.vp) continue;
           for (int b : mbs_all) {
             if (fx.mbs && *fx.mbs != b) continue;
             for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
@@ -369,130 +561,17 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                                : rc == Recompute::kSelective && !o.selective_recompute) {
                 continue;
               }
-              // Three on/off options, for each expert split (one for a dense model).
+              // Three on/off options (Compose's bits) for each expert split (one when dense).
               for (int combo = 0; combo < 8 * int(experts.size()); ++combo) {
-                const ExpertSplit& ex = experts[size_t(combo / 8)];
-                const int bits = combo % 8;
-                const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
-                if (fx.fused_attention) {
-                  if (*fx.fused_attention != fused) continue;
-                } else if (fused && !o.fused_attention && cp == 1) {
-                  continue;
-                }
-                if (cp > 1 && !fused) continue;  // the ring runs in the fused kernel (Validate)
-                // Selective recomputation has nothing to drop with fused attention (Validate).
-                if (fused && rc == Recompute::kSelective) continue;
-                if (fx.scatter_gather) {
-                  if (*fx.scatter_gather != sg) continue;
-                } else if (!sg && (t == 1 || p == 1 || sp)) {
-                  continue;  // scatter/gather changes nothing without both t and p, or with SP
-                }
-                if (fx.sequence_parallel) {
-                  if (*fx.sequence_parallel != sp) continue;
-                } else if (sp && (!o.sequence_parallel || t == 1)) {
-                  continue;
-                }
-                const bool dist_opt = fx.distributed_optimizer
-                                          ? *fx.distributed_optimizer
-                                          : o.distributed_optimizer && d * cp > 1;
-                const bool fusion = fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion
-                                                                : o.grad_accumulation_fusion;
-                ++res.considered;
+                const std::optional<ParallelConfig> c =
+                    Compose(o, g, shape, b, rc, combo % 8, experts[size_t(combo / 8)], precision,
+                            bf16_grads);
+                if (!c) continue;
+                ++tally.res.considered;
                 ++done;
-                ParallelConfig c;
-                c.tp = t;
-                c.pp = p;
-                c.dp = d;
-                c.cp = cp;
-                c.ep = ex.ep;
-                c.etp = ex.etp;
-                c.mbs = b;
-                c.vp = v;
-                c.schedule = sched;
-                c.recompute = rc;
-                c.scatter_gather = sg;
-                c.sequence_parallel = sp;
-                c.distributed_optimizer = dist_opt;
-                c.grad_accumulation_fusion = fusion;
-                c.grad_reduce_bf16 = bf16_grads;  // one value for the whole search (above)
-                c.fused_attention = fused;
-                c.first_stage_layers = shape.first;
-                c.last_stage_layers = shape.last;
-                c.stage_layers = shape.stages;
-                c.global_batch = B;
-                c.precision = precision;
-                if (t > cluster.gpus_per_node && !o.allow_cross_node_tp && !fx.tp) {
-                  reject(Reason::kTpExceedsNode, [&] {
-                    return "tp=" + std::to_string(t) + " spans more than the " +
-                           std::to_string(cluster.gpus_per_node) + " GPUs of a node";
-                  });
-                  continue;
+                if (Admissible(m, cluster, o, *c, &tally)) {
+                  ScoreAndKeep(m, cluster, *c, &caches, &tally);
                 }
-                if (m.heads % t != 0) {
-                  reject(Reason::kHeadsNotDivisible, [&] {
-                    return std::to_string(m.heads) +
-                           " heads are not divisible by tp=" + std::to_string(t);
-                  });
-                  continue;
-                }
-                if (m.KvHeads() % t != 0) {
-                  reject(Reason::kKvHeadsNotDivisible, [&] {
-                    return std::to_string(m.KvHeads()) +
-                           " key/value heads are not divisible by tp=" + std::to_string(t);
-                  });
-                  continue;
-                }
-                if (!c.Uneven() && m.layers % (p * v) != 0) {
-                  reject(Reason::kLayersNotDivisible, [&] {
-                    return std::to_string(m.layers) +
-                           " layers are not divisible by pp*vp=" + std::to_string(p * v);
-                  });
-                  continue;
-                }
-                if (B % (int64_t(b) * d) != 0) {
-                  reject(Reason::kBatchNotDivisible, [&] {
-                    return "global batch " + std::to_string(B) +
-                           " is not divisible by mbs*dp=" + std::to_string(int64_t(b) * d);
-                  });
-                  continue;
-                }
-                if (sched == ScheduleKind::kInterleaved && c.Microbatches() < p) {
-                  reject(Reason::kMicrobatchesFewerThanPp, [&] {
-                    return "interleaving needs at least pp=" + std::to_string(p) +
-                           " microbatches, got " + std::to_string(c.Microbatches());
-                  });
-                  continue;
-                }
-                Status valid = c.Validate(m);
-                if (!valid.ok()) {
-                  reject(Reason::kInvalid, [&] { return valid.message(); });
-                  continue;
-                }
-                auto key = std::make_tuple(t, p, v, shape.first, shape.last, VShaped(sched), ex.ep,
-                                           ex.etp);
-                auto it = param_cache.find(key);
-                if (it == param_cache.end()) {
-                  it = param_cache.emplace(key, costmodel::StageParameterCounts(m, c)).first;
-                }
-                // Evaluate's checks hold here: c is valid (above), its precision was checked
-                // (SearchPrecision) and tp*pp*dp = N.
-                Candidate cand =
-                    Score(m, cluster, c, &it->second, /*all_stages=*/false, &piece_memo);
-                const bool fits = cand.prediction.peak_memory <= cap;
-                if (SplitsBackward(sched)) {
-                  ++res.zero_bubble_evaluated;
-                  if (!fits) ++res.zero_bubble_out_of_memory;
-                }
-                if (!fits) {
-                  ++rejected_count[size_t(Reason::kOutOfMemory)];
-                  if (!least_memory ||
-                      cand.prediction.peak_memory < least_memory->prediction.peak_memory) {
-                    least_memory = std::move(cand);
-                  }
-                  continue;
-                }
-                Keep(cand, &res);
-                ok.push_back(std::move(cand));
               }
             }
           }
@@ -508,39 +587,9 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
       }
     }
   }
-  if (least_memory) {
-    rejected_example[size_t(Reason::kOutOfMemory)] =
-        OutOfMemory(cluster, *least_memory) + " (" + least_memory->layout.ToString() +
-        ": the least memory of the layouts that do not fit)";
-  }
-  for (size_t i = 0; i < kReasons; ++i) {
-    if (rejected_count[i] == 0) continue;
-    res.rejected[kReasonNames[i]] = rejected_count[i];
-    res.example[kReasonNames[i]] = std::move(rejected_example[i]);
-  }
-  res.feasible = int64_t(ok.size());
-  if (ok.empty()) {
-    res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    if (res.considered == 0) {
-      return Status::Invalid("no layout matches --fix on " + std::to_string(N) +
-                             " GPUs (tp*cp*pp*dp must be " + std::to_string(N) + ")");
-    }
-    std::string commonest;
-    int64_t most = -1;
-    for (const auto& [reason, n] : res.rejected) {
-      if (n > most) most = n, commonest = reason;
-    }
-    // Prefer explaining memory: every structurally valid layout ran out of it.
-    if (res.rejected.count("out_of_memory")) commonest = "out_of_memory";
-    const std::string msg = "no layout fits: " + std::to_string(res.considered) +
-                            " considered, e.g. " + res.example[commonest];
-    if (commonest == "out_of_memory") return Status::DoesNotFit(msg);
-    return Status::Invalid(msg);
-  }
-  std::sort(ok.begin(), ok.end(), ByTime);
-  PTDP_RETURN_IF_ERROR(RefineAndRank(m, cluster, o, &ok, &res));
-  res.top = std::move(ok);
-  res.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  Result<SearchResult> res = Conclude(m, cluster, o, &tally);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  if (res.ok()) res->seconds = seconds;
   return res;
 }
 
