@@ -49,8 +49,8 @@ struct SearchOptions {
   bool allow_cross_node_tp = false;
   // Options beyond the paper's 2021 Megatron-LM, off by default (--fix may still set them):
   // recompute=selective is searched beside none and full; sequence parallelism beside none when
-  // tp > 1; the distributed optimizer is used whenever d cp > 1 (it dominates: the same bus bytes,
-  // less memory, a d-th of the optimizer step).
+  // tp > 1; the distributed optimizer is used whenever d cp > 1, or a mixture's experts have
+  // ExpertWeightReplicas > 1 (it dominates: the same bus bytes, less memory, a d-th of the step).
   bool selective_recompute = false;
   bool sequence_parallel = false;
   bool distributed_optimizer = false;

@@ -306,6 +306,27 @@ TEST(Moe, ExpertGradientsAreReducedOverTheirOwnGroup) {
   EXPECT_GT(t.Chunk(1, 0).forward.tp_comm, 0.0);
 }
 
+// The search turns the distributed optimizer on where it shards something: with d = 1 a mixture's
+// experts still have ExpertWeightReplicas ranks to shard over (etp 1 with t 4), with ep 4 none.
+TEST(Moe, TheDistributedOptimizerShardsExpertsWithoutDataParallelism) {
+  ModelSpec m = Preset("qwen3-30b-a3b");
+  m.layers = 4;
+  auto cluster = LoadCluster("dgx-h100", 8);
+  ASSERT_TRUE(cluster.ok());
+  SearchOptions o;
+  o.global_batch = 8;
+  o.distributed_optimizer = o.sequence_parallel = true;
+  o.fix = *ParseFix("tp=4,pp=2,mbs=1,ep=1,etp=1,precision=bf16");
+  auto sharded = Search(m, *cluster, o);
+  ASSERT_TRUE(sharded.ok()) << sharded.status().message();
+  EXPECT_EQ(sharded->top.front().layout.dp, 1);
+  EXPECT_TRUE(sharded->top.front().layout.distributed_optimizer);
+  o.fix = *ParseFix("tp=4,pp=2,mbs=1,ep=4,etp=1,precision=bf16");
+  auto whole = Search(m, *cluster, o);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  EXPECT_FALSE(whole->top.front().layout.distributed_optimizer);
+}
+
 TEST(Moe, SearchedSplits) {
   const ModelSpec m = Preset("mixtral-8x7b");
   FixedLayout none;
