@@ -277,8 +277,8 @@ def main():
                    PYTHONPATH=os.pathsep.join([a.megatron_lm, os.environ.get("PYTHONPATH", "")]))
         env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
         if plan.get("megatron_env"):
-            name, _, value = plan["megatron_env"].partition("=")
-            env[name] = value
+            var, _, value = plan["megatron_env"].partition("=")
+            env[var] = value
         r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", path], env=env,
                            capture_output=True, text=True, cwd=a.megatron_lm)
         lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]

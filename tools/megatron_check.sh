@@ -75,20 +75,22 @@ plan qwen3-235b-moe --model qwen3-235b-a22b --cluster dgx-h100 --gpus 256 --glob
   --precision fp8 --fix tp=2,pp=8,vp=4,schedule=interleaved,ep=32,etp=1 || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
-# the plan, or a PASS above means nothing.
+# the plan (a tp, SwiGLU, a mixture's ep), or a PASS above means nothing.
 mkdir -p "$work/controls"
 "$py" - "$work" <<'PY' || exit 2
 import json, sys
 w = sys.argv[1]
 gpt = json.load(open(f"{w}/gpt3-175b.json"))
 llama = json.load(open(f"{w}/llama3-8b.json"))
+moe = json.load(open(f"{w}/qwen3-235b-moe.json"))
 tp = gpt.get("megatron_layout", gpt["layout"])["tp"]  # the layout the flags are for
 other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
         ("unknown-flag", gpt, " --bf16", " --bf16 --no-scatter-gather-tensors-in-pipeline"),
         ("wrong-tp", gpt, f"--tensor-model-parallel-size {tp} ",
          f"--tensor-model-parallel-size {other} "),
-        ("no-swiglu", llama, " --swiglu", "")]:
+        ("no-swiglu", llama, " --swiglu", ""),
+        ("wrong-ep", moe, " --expert-model-parallel-size 32 ", " --expert-model-parallel-size 16 ")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
               open(f"{w}/controls/{name}.json", "w"))
