@@ -62,9 +62,7 @@ int64_t LayerExpertElements(const ModelSpec& m, const ParallelConfig& c) {
 
 int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   if (!m.IsMoe()) return 0;
-  int64_t layers = 0;
-  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, pp_rank, k).size();
-  return layers * LayerExpertElements(m, c);
+  return RankLayerCount(m, c, pp_rank) * LayerExpertElements(m, c);
 }
 
 int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes) {

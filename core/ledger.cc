@@ -24,8 +24,7 @@ Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c) {
 
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   if (c.precision != Precision::kFp8) return 0;
-  int64_t layers = 0;
-  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, pp_rank, k).size();
+  const int64_t layers = RankLayerCount(m, c, pp_rank);
   // One E4M3 copy for the forward and the input gradient, one transposed for the weight
   // gradient's operand on Hopper (Transformer Engine keeps both): 2 bytes per element.
   return layers * LayerParameterCounts(m, c).linear_weight_elements * 2;

@@ -55,11 +55,15 @@ LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
   return LayerRange{begin, end};
 }
 
+int RankLayerCount(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  int layers = 0;
+  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, pp_rank, k).size();
+  return layers;
+}
+
 std::vector<int> StageLayerCounts(const ModelSpec& m, const ParallelConfig& c) {
   std::vector<int> counts(size_t(c.pp), 0);
-  for (int r = 0; r < c.pp; ++r) {
-    for (int k = 0; k < c.vp; ++k) counts[size_t(r)] += ChunkLayers(m, c, r, k).size();
-  }
+  for (int r = 0; r < c.pp; ++r) counts[size_t(r)] = RankLayerCount(m, c, r);
   return counts;
 }
 

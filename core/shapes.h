@@ -44,6 +44,8 @@ bool InTiedEmbeddingGroup(const ModelSpec& m, const ParallelConfig& c, int pp_ra
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
 // Layers per pipeline rank (all its chunks), rank 0 first: "3/2/3" for an uneven pp = 3.
 std::vector<int> StageLayerCounts(const ModelSpec& m, const ParallelConfig& c);
+// The layers of pipeline rank `pp_rank`, all its chunks: one entry of StageLayerCounts.
+int RankLayerCount(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 bool HoldsEmbedding(const ParallelConfig& c, int pp_rank, int chunk);
 bool HoldsHead(const ParallelConfig& c, int pp_rank, int chunk);
 

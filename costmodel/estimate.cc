@@ -215,8 +215,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   for (int r = 0; r < c.pp; ++r) {
     // The rank's parameters beyond its layers' (embedding, head) accumulate in the chunk holding
     // them.
-    int rank_layers = 0;
-    for (int k = 0; k < c.vp; ++k) rank_layers += ChunkLayers(m, c, r, k).size();
+    const int rank_layers = RankLayerCount(m, c, r);
     const int64_t extra =
         accumulate ? (*param_elements)[r] - int64_t(rank_layers) * layer_params.elements : 0;
     for (int k = 0; k < c.vp; ++k) {
@@ -280,15 +279,11 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   // A rank like the one before it (the same parameters and layers, neither in the embedding group)
   // has the same reductions and optimizer step: copied, not planned again (the ranks between the
   // first and the last, up to a hundred per layout, for every layout the search scores).
-  auto rank_layers = [&](int r) {
-    int n = 0;
-    for (int k = 0; k < c.vp; ++k) n += ChunkLayers(m, c, r, k).size();
-    return n;
-  };
   for (int r = 0; r < c.pp; ++r) {
     const int64_t params = (*param_elements)[r];
     if (r > 0 && params == (*param_elements)[r - 1] && !InTiedEmbeddingGroup(m, c, r) &&
-        !InTiedEmbeddingGroup(m, c, r - 1) && rank_layers(r) == rank_layers(r - 1)) {
+        !InTiedEmbeddingGroup(m, c, r - 1) &&
+        RankLayerCount(m, c, r) == RankLayerCount(m, c, r - 1)) {
       t.dp_collectives[r] = t.dp_collectives[r - 1];
       t.dp_param_gather[r] = t.dp_param_gather[r - 1];
       t.dp_allreduce[r] = t.dp_allreduce[r - 1];

@@ -56,8 +56,7 @@ Seconds DataParallelCopyTime(const ClusterSpec& cluster, const ModelSpec& m,
                              const ParallelConfig& c, int rank, int64_t params) {
   const double bytes = cluster.software.ddp_grad_copy_bytes_per_param.value;
   if (c.grad_accumulation_fusion || bytes <= 0) return 0;
-  size_t layers = 0;
-  for (int k = 0; k < c.vp; ++k) layers += ChunkLayers(m, c, rank, k).size();
+  const int layers = RankLayerCount(m, c, rank);
   // One launch per tensor: the layers' plus the embedding's or the head's.
   const int kernels = int(layers) * LayerParameterCounts(m, c).tensors + 2;
   return MemoryBoundTime(cluster.profile, double(params) * bytes, kernels);
