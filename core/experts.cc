@@ -47,12 +47,25 @@ std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfi
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
   const int64_t routed = RoutedTokens(m, c), n = ExpertTokens(m, c);
   const int64_t f = m.MoeFfnHidden() / c.ExpertTp();
-  return {{"moe.router.input", seq, ActKind::kActivation},
-          {"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
-          {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
-          {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
-          {"moe.swiglu.input", n * 2 * f, ActKind::kActivation},
-          {"moe.fc2.input", n * f, ActKind::kLinearInput}};
+  std::vector<ActTensor> acts = {{"moe.router.input", seq, ActKind::kActivation},
+                                 {"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
+                                 {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
+                                 {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
+                                 {"moe.swiglu.input", n * 2 * f, ActKind::kActivation},
+                                 {"moe.fc2.input", n * f, ActKind::kLinearInput}};
+  if (m.HasSharedExpert()) {
+    // The shared expert reads the router's input: the same tensor in 16-bit training, its own FP8
+    // copy in fp8 training (Transformer Engine keeps the cast input). Its SwiGLU input and fc2
+    // input are a dense MLP's, on every token, split over the tensor group.
+    const int64_t tokens = int64_t(c.mbs) * ContextShardLen(m, c);
+    const int64_t fs = m.moe_shared_ffn_hidden / c.tp;
+    if (c.precision == Precision::kFp8) {
+      acts.push_back({"moe.shared.fc1.input", seq, ActKind::kLinearInput});
+    }
+    acts.push_back({"moe.shared.swiglu.input", tokens * 2 * fs, ActKind::kActivation});
+    acts.push_back({"moe.shared.fc2.input", tokens * fs, ActKind::kLinearInput});
+  }
+  return acts;
 }
 
 int64_t LayerExpertElements(const ModelSpec& m, const ParallelConfig& c) {
@@ -62,7 +75,10 @@ int64_t LayerExpertElements(const ModelSpec& m, const ParallelConfig& c) {
 
 int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   if (!m.IsMoe()) return 0;
-  return RankLayerCount(m, c, pp_rank) * LayerExpertElements(m, c);
+  int64_t moe_layers = RankLayerCount(m, c, pp_rank) - RankDenseLayers(m, c, pp_rank);
+  // The head's rank also holds the multi-token prediction depths' layers (the last layer's kind).
+  if (pp_rank == HeadRank(c) && m.IsMoeLayer(m.layers - 1)) moe_layers += m.mtp_layers;
+  return moe_layers * LayerExpertElements(m, c);
 }
 
 int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes) {

@@ -37,7 +37,9 @@ void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const s
 // What the MoE block keeps for its backward, in place of the dense MLP's fc1 input, activation
 // input and fc2 input: the router's input (the LayerNorm's output, s b h or its s/t slice), its
 // fp32 logits and the top-k probabilities (T0 E and T0 k), then on the expert side the dispatched
-// tokens (fc1's input, N h), SwiGLU's input (N 2f / etp) and fc2's input (N f / etp).
+// tokens (fc1's input, N h), SwiGLU's input (N 2f / etp) and fc2's input (N f / etp); a shared
+// expert's SwiGLU and fc2 inputs (b s 2 f_s / t, b s f_s / t) and, in fp8 training, its fc1
+// input's FP8 copy.
 std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c);
 
 // Parameter elements of one rank's experts in one layer (what is reduced over the expert

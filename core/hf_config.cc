@@ -65,8 +65,12 @@ const std::set<std::string>& LlamaIgnoredKeys() {
 // Keys that make a mixture of experts: read for the families that are one (ReadExperts), refused
 // in the others'.
 const std::set<std::string>& ExpertKeys() {
-  static const std::set<std::string> keys = {"num_local_experts", "num_experts",
-                                             "num_experts_per_tok", "moe_intermediate_size"};
+  static const std::set<std::string> keys = {"num_local_experts",
+                                             "num_experts",
+                                             "num_experts_per_tok",
+                                             "moe_intermediate_size",
+                                             "shared_expert_intermediate_size",
+                                             "n_routed_experts"};
   return keys;
 }
 
@@ -74,14 +78,24 @@ struct Family {
   const char* model_type;
   const char* architecture;
 };
-constexpr Family kFamilies[] = {
-    {"gpt2", "GPT2LMHeadModel"},         {"llama", "LlamaForCausalLM"},
-    {"mistral", "MistralForCausalLM"},   {"qwen2", "Qwen2ForCausalLM"},
-    {"qwen3", "Qwen3ForCausalLM"},       {"mixtral", "MixtralForCausalLM"},
-    {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+constexpr Family kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
+                                {"llama", "LlamaForCausalLM"},
+                                {"mistral", "MistralForCausalLM"},
+                                {"qwen2", "Qwen2ForCausalLM"},
+                                {"qwen3", "Qwen3ForCausalLM"},
+                                {"mixtral", "MixtralForCausalLM"},
+                                {"qwen3_moe", "Qwen3MoeForCausalLM"},
+                                {"qwen2_moe", "Qwen2MoeForCausalLM"},
+                                {"deepseek_v2", "DeepseekV2ForCausalLM"},
+                                {"deepseek_v3", "DeepseekV3ForCausalLM"}};
+
+bool IsDeepSeek(const std::string& model_type) {
+  return model_type == "deepseek_v2" || model_type == "deepseek_v3";
+}
 
 bool IsExpertFamily(const std::string& model_type) {
-  return model_type == "mixtral" || model_type == "qwen3_moe";
+  return model_type == "mixtral" || model_type == "qwen3_moe" || model_type == "qwen2_moe" ||
+         IsDeepSeek(model_type);
 }
 
 std::string SupportedTypes() {
@@ -137,9 +151,26 @@ void ReadGpt2(JsonObjectReader& r, ModelSpec* m) {
   for (const auto& k : Gpt2IgnoredKeys()) r.Allow(k);
 }
 
-// A mixture of experts: Mixtral's num_local_experts experts of intermediate_size, Qwen3-MoE's
-// num_experts of moe_intermediate_size on every layer (decoder_sparse_step 1, no mlp_only_layers);
-// the router's loss coefficients, noise and normalisation change no shape or FLOP.
+// Qwen's mlp_only_layers as leading dense layers: [0, 1, ..., k - 1] is moe_dense_layers k; any
+// other list is refused (dense layers among the experts are modelled only at the start).
+void ReadMlpOnlyLayers(JsonObjectReader& r, ModelSpec* m) {
+  const Json* v = r.Child("mlp_only_layers", false);
+  if (v == nullptr || v->is_null()) return;
+  if (!v->is_array()) return r.Fail("mlp_only_layers", "expected a list of layer indices");
+  for (size_t i = 0; i < v->size(); ++i) {
+    if ((*v)[i] != Json(i)) {
+      return r.Fail("mlp_only_layers", v->dump() +
+                                           ": dense layers other than the first ones are not "
+                                           "modelled (expected 0, 1, ..., k - 1)");
+    }
+  }
+  m->moe_dense_layers = int(v->size());
+}
+
+// A mixture of experts: Mixtral's num_local_experts experts of intermediate_size, Qwen3-MoE's and
+// Qwen2-MoE's num_experts of moe_intermediate_size on every layer but leading mlp_only_layers
+// (decoder_sparse_step 1), Qwen2-MoE's shared expert of shared_expert_intermediate_size; the
+// router's loss coefficients, noise and normalisation change no shape or FLOP.
 void ReadExperts(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   const bool mixtral = std::string(family.model_type) == "mixtral";
   r.Required(mixtral ? "num_local_experts" : "num_experts", &m->moe_experts);
@@ -147,10 +178,46 @@ void ReadExperts(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   if (!mixtral) {
     r.Required("moe_intermediate_size", &m->moe_ffn_hidden);
     RefuseUnless(r, "decoder_sparse_step", 1, "experts on some layers only");
-    RefuseUnless(r, "mlp_only_layers", Json::array(), "dense layers among the experts'");
+    ReadMlpOnlyLayers(r, m);
+  }
+  if (std::string(family.model_type) == "qwen2_moe") {
+    r.Required("shared_expert_intermediate_size", &m->moe_shared_ffn_hidden);
+    m->moe_shared_gate = true;  // Qwen2MoeSparseMoeBlock's shared_expert_gate, [1, h]
   }
   for (const char* k :
        {"router_aux_loss_coef", "router_jitter_noise", "output_router_logits", "norm_topk_prob"}) {
+    r.Allow(k);
+  }
+}
+
+// DeepSeek-V2 and -V3 (deepseek-ai's config.json; Megatron-Bridge's DeepSeek providers map the
+// same keys): multi-latent attention (q_lora_rank, null without a query latent; kv_lora_rank;
+// qk_nope_head_dim, qk_rope_head_dim, v_head_dim; the latents normed), n_routed_experts of
+// moe_intermediate_size on every layer from first_k_dense_replace on (moe_layer_freq 1),
+// n_shared_experts of that size as one shared expert, num_nextn_predict_layers multi-token
+// prediction depths. The router's scoring, grouping, bias and scaling change no shape or FLOP
+// we count.
+void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
+  r.Required("n_routed_experts", &m->moe_experts);
+  r.Required("num_experts_per_tok", &m->moe_topk);
+  r.Required("moe_intermediate_size", &m->moe_ffn_hidden);
+  int shared = 0;
+  r.Optional("n_shared_experts", &shared);
+  m->moe_shared_ffn_hidden = int64_t(shared) * m->moe_ffn_hidden;
+  r.Optional("first_k_dense_replace", &m->moe_dense_layers);
+  RefuseUnless(r, "moe_layer_freq", 1, "experts on every n-th layer only");
+  r.Optional("num_nextn_predict_layers", &m->mtp_layers);
+  if (const Json* q = r.Child("q_lora_rank", false); q && !q->is_null()) {
+    r.Optional("q_lora_rank", &m->mla_q_lora);
+  }
+  r.Required("kv_lora_rank", &m->mla_kv_lora);
+  r.Required("qk_nope_head_dim", &m->head_dim);
+  r.Required("qk_rope_head_dim", &m->mla_rope_dim);
+  r.Required("v_head_dim", &m->mla_v_dim);
+  m->qk_norm = true;  // q_a_layernorm (with a query latent) and kv_a_layernorm
+  for (const char* k :
+       {"aux_loss_alpha", "ep_size", "n_group", "topk_group", "norm_topk_prob",
+        "routed_scaling_factor", "scoring_func", "seq_aux", "topk_method", "quantization_config"}) {
     r.Allow(k);
   }
 }
@@ -171,7 +238,8 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   r.Optional("tie_word_embeddings", &m->tied_embeddings);
   m->swiglu = m->rmsnorm = m->rotary = true;
   m->linear_bias = false;
-  m->qkv_bias = std::string(family.model_type) == "qwen2";  // Qwen2's q, k, v carry biases
+  // Qwen2's (and Qwen2-MoE's) q, k, v carry biases.
+  m->qkv_bias = std::string(family.model_type).rfind("qwen2", 0) == 0;
   m->qk_norm = std::string(family.model_type).rfind("qwen3", 0) == 0;
   RefuseUnless(r, "hidden_act", "silu", "an activation other than SiLU (SwiGLU)");
   RefuseUnless(r, "attention_bias", false, "a bias on the attention projections");
@@ -193,7 +261,11 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   if (const Json* hd = r.Child("head_dim", false); hd && !hd->is_null()) {
     r.Optional("head_dim", &m->head_dim);
   }
-  if (IsExpertFamily(family.model_type)) ReadExperts(r, family, m);
+  if (IsDeepSeek(family.model_type)) {
+    ReadDeepSeek(r, m);
+  } else if (IsExpertFamily(family.model_type)) {
+    ReadExperts(r, family, m);
+  }
   for (const auto& k : LlamaIgnoredKeys()) r.Allow(k);
 }
 

@@ -1,7 +1,9 @@
 // Hugging Face transformers config.json files as ModelSpecs: GPT-2 (model_type "gpt2", or the
 // n_layer/n_embd keys of older files) and the Llama family (model_type "llama", "mistral",
-// "qwen2", "qwen3", and the mixtures of experts "mixtral" and "qwen3_moe": docs/moe.md), with its
-// head_dim where given. Every key is read or named as harmless; an unknown key, an unsupported
+// "qwen2", "qwen3", and the mixtures of experts "mixtral", "qwen3_moe", "qwen2_moe" (a gated
+// shared expert, leading mlp_only_layers) and "deepseek_v2"/"deepseek_v3" (multi-latent
+// attention, a shared expert, leading dense layers, multi-token prediction): docs/moe.md), with
+// its head_dim where given. Every key is read or named as harmless; an unknown key, an unsupported
 // model_type or architecture, and a field that changes the maths we model (sliding-window
 // attention, experts in another family or on some layers only, an activation other than the
 // family's, attention or MLP biases where the family has none) are refused with one line naming

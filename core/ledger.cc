@@ -24,10 +24,24 @@ Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c) {
 
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   if (c.precision != Precision::kFp8) return 0;
-  const int64_t layers = RankLayerCount(m, c, pp_rank);
+  const int64_t dense = RankDenseLayers(m, c, pp_rank);
+  // The head's rank holds the multi-token prediction depths too: a layer of the last layer's
+  // kind each (its dense kind counted with `dense`) and eh_proj [h / t, 2h].
+  const bool mtp = pp_rank == HeadRank(c) && m.mtp_layers > 0;
+  const bool mtp_dense = mtp && !m.IsMoeLayer(m.layers - 1);
+  const int64_t layers = RankLayerCount(m, c, pp_rank) + (mtp ? m.mtp_layers : 0);
+  const int64_t eh_proj = mtp ? m.mtp_layers * 2 * m.hidden * (m.hidden / c.tp) * 2 : 0;
   // One E4M3 copy for the forward and the input gradient, one transposed for the weight
   // gradient's operand on Hopper (Transformer Engine keeps both): 2 bytes per element.
-  return layers * LayerParameterCounts(m, c).linear_weight_elements * 2;
+  const int64_t dense_layers = dense + (mtp_dense ? m.mtp_layers : 0);
+  const int64_t dense_elements =
+      dense_layers > 0
+          ? dense_layers * LayerParameterCounts(DenseLayerModel(m), c).linear_weight_elements
+          : 0;
+  return ((layers - dense_layers) * LayerParameterCounts(m, c).linear_weight_elements +
+          dense_elements) *
+             2 +
+         eh_proj;
 }
 
 Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params) {
@@ -61,7 +75,14 @@ StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {
   p.layer = ListBytes(LayerStash(m, c, dropout), c);
   p.embedding = ListBytes(EmbeddingActivations(m, c, dropout), c);
   p.head = ListBytes(HeadActivations(m, c), c);
+  // The head's stage keeps the multi-token prediction depths' too (core/shapes.h).
+  if (m.mtp_layers > 0) p.head += m.mtp_layers * ListBytes(MtpActivations(m, c, dropout), c);
   p.working_set = ListBytes(RecomputeWorkingSet(m, c, dropout), c);
+  if (m.moe_dense_layers > 0) {  // a mixture's leading dense layers (core/model.h LayerModel)
+    const ModelSpec dense = DenseLayerModel(m);
+    p.dense_layer = ListBytes(LayerStash(dense, c, dropout), c);
+    p.working_set = std::max(p.working_set, ListBytes(RecomputeWorkingSet(dense, c, dropout), c));
+  }
   if (SplitsBackward(c.schedule)) {
     p.layer_wgrad = ListBytes(LayerWeightGradStash(m, c), c);
     p.layer_output_grads = ListBytes(LayerOutputGrads(m, c), c);
@@ -82,7 +103,9 @@ Bytes HeadStashBytes(const StashPrices& prices, const ParallelConfig& c, int pp_
 
 Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                       int pp_rank, int chunk) {
-  Bytes b = prices.layer * ChunkLayers(m, c, pp_rank, chunk).size();
+  const int dense = ChunkDenseLayers(m, c, pp_rank, chunk);
+  Bytes b = prices.layer * (ChunkLayers(m, c, pp_rank, chunk).size() - dense) +
+            prices.dense_layer * dense;
   if (HoldsEmbedding(c, pp_rank, chunk)) b += prices.embedding;
   return b + HeadStashBytes(prices, c, pp_rank, chunk);
 }
@@ -92,7 +115,10 @@ Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, 
 }
 
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c) {
-  return ListBytes(RecomputeWorkingSet(m, c, m.dropout > 0), c);
+  const Bytes working_set = ListBytes(RecomputeWorkingSet(m, c, m.dropout > 0), c);
+  if (m.moe_dense_layers == 0) return working_set;
+  return std::max(working_set,
+                  ListBytes(RecomputeWorkingSet(DenseLayerModel(m), c, m.dropout > 0), c));
 }
 
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
@@ -374,12 +400,20 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   const RankRoles roles = RolesOf(m, c, pp_rank);
   const int64_t N = ContextShardLen(m, c) * c.mbs;
   const Bytes a = ComputeBytes(c.precision), wide = 4;
-  const Bytes nh = N * m.hidden * a, nhd = N * (m.AttnWidth() / c.tp) * a;
-  // A mixture of experts' MLP gradients are on its experts' token copies (core/experts.h).
+  // hd: the widest of Q, K (a dqk) and the attention's output (a dv) on a rank.
+  const Bytes nh = N * m.hidden * a, nhd = N * (std::max(m.AttnWidth(), m.QkWidth()) / c.tp) * a;
+  // A mixture of experts' MLP gradients are on its experts' token copies (core/experts.h); its
+  // shared expert's and its leading dense layers' on the N tokens, as a dense MLP's.
   const int64_t copies = m.IsMoe() ? ExpertTokens(m, c) : N;
   const Bytes ne_h = copies * m.hidden * a;
   const Bytes nf =
       m.IsMoe() ? copies * (m.MoeFfnHidden() / c.ExpertTp()) * a : N * (m.FfnHidden() / c.tp) * a;
+  Bytes dense_mlp = 0;  // the largest of those dense MLPs' gradients (the order below)
+  for (int64_t f : {m.HasSharedExpert() ? m.moe_shared_ffn_hidden : 0,
+                    m.moe_dense_layers > 0 ? m.FfnHidden() : 0}) {
+    const Bytes n_f = N * (f / c.tp) * a;
+    if (f > 0) dense_mlp = std::max({dense_mlp, nh + n_f, 2 * n_f, 2 * nh});
+  }
   const bool split = SplitsBackward(c.schedule);
   const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
   // A head chunk's layers and embedding run their backward after the head's freed its stash (the
@@ -402,7 +436,8 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
     }
     // The block's gradients in the order runtime/model/gpt_layers.cc allocates and frees them
     // (the unfused GeLU order; the fused one never holds more).
-    const Bytes mlp = split ? std::max(nf, 2 * nh) : std::max({ne_h + nf, 2 * nf, 2 * ne_h});
+    const Bytes mlp =
+        split ? std::max(nf, 2 * nh) : std::max({ne_h + nf, 2 * nf, 2 * ne_h, dense_mlp});
     const Bytes attention =
         nh + (split ? std::max(nhd, nh) : std::max({nh + nhd, 4 * nhd, 3 * nhd + nh}));
     layer = 2 * nh + std::max(mlp, attention) + ContextRingBytes(m, c) - relief;
@@ -446,81 +481,6 @@ MemoryLedger MemoryOf(const ModelSpec& m, const ParallelConfig& c, const Program
 
 Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c) {
   return BoundaryElements(m, c) * ComputeBytes(c.precision);
-}
-
-namespace {
-
-// One layer's forward GEMM FLOPs for `sequences` sequences: QKV 6 B s h^2, projection 2 B s h^2,
-// MLP 2 x 2 B s h f, scores and scores.V 2 x 2 B s^2 h. A Llama-style layer: QKV 2 B s h (h + 2
-// kv dh), projection 2 B s h^2, SwiGLU 3 x 2 B s h f, the same attention core (every query head
-// scores all s keys); RMSNorm, rotary and the SwiGLU product are not GEMMs.
-double LayerForwardFlops(const ModelSpec& m, double sequences) {
-  const double s = m.seq_len, h = m.hidden, f = m.FfnHidden();
-  if (m.IsGpt()) {  // the 2021 expression, so GPT figures stay bit for bit
-    return 8 * sequences * s * h * h + 4 * sequences * s * h * f + 4 * sequences * s * s * h;
-  }
-  // a: the queries' width (h unless head_dim says otherwise), what the projection reads and the
-  // attention core's products span.
-  const double qkv = double(m.QkvOut()), mlp_matrices = m.swiglu ? 3 : 2, a = double(m.AttnWidth());
-  if (m.IsMoe()) {
-    // The router's [T, E] logits and each token's k SwiGLU experts of moe_ffn_hidden.
-    const double E = m.moe_experts, k = m.moe_topk, f_moe = double(m.MoeFfnHidden());
-    return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a + 2 * sequences * s * h * E +
-           2 * 3 * k * sequences * s * h * f_moe + 4 * sequences * s * s * a;
-  }
-  return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a +
-         2 * mlp_matrices * sequences * s * h * f + 4 * sequences * s * s * a;
-}
-
-// The output layer's GEMMs, forward and backward (never recomputed), over the padded vocabulary.
-double LogitsFlops(const ModelSpec& m, const ParallelConfig& c) {
-  return 6.0 * double(c.global_batch) * m.seq_len * double(m.hidden) * double(PaddedVocab(m, c.tp));
-}
-
-}  // namespace
-
-FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
-  const double B = double(c.global_batch);
-  return 3.0 * m.layers * LayerForwardFlops(m, B) + LogitsFlops(m, c);
-}
-
-// What a fused attention kernel's backward runs again per layer: the scores Q K^T, 2 B s^2 h
-// (FlashAttention-2, Dao 2023, section 3.1.2: the backward recomputes S = Q K^T from the stored
-// log-sum-exp; 5 GEMMs backward against 2 forward, 2.5x the forward's FLOPs where the unfused
-// backward's 4 GEMMs are 2x).
-double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
-  if (!c.fused_attention) return 0;
-  const double B = double(c.global_batch);
-  return m.layers * 2.0 * B * m.seq_len * m.seq_len * double(m.AttnWidth());
-}
-
-FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
-  const double B = double(c.global_batch);
-  switch (c.recompute) {
-    case Recompute::kNone:
-      return ModelIterationFlops(m, c) + FusedAttentionRecomputeFlops(m, c);
-    case Recompute::kFull:
-      return ModelIterationFlops(m, c) + m.layers * LayerForwardFlops(m, B) +
-             FusedAttentionRecomputeFlops(m, c);
-    case Recompute::kSelective:
-      return ModelIterationFlops(m, c) +
-             m.layers * 4.0 * B * m.seq_len * m.seq_len * double(m.AttnWidth());
-  }
-  return 0;
-}
-
-// The iteration's FLOPs (HardwareIterationFlops, the one count) split by where they run: each
-// layer's share on the rank holding it, the logits on the last stage; a rank computes for B/d
-// sequences over t tensor ranks.
-FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
-  const double logits = LogitsFlops(m, c);
-  const double per_layer = (HardwareIterationFlops(m, c) - logits) / m.layers;
-  double flops = 0;
-  for (int chunk = 0; chunk < c.vp; ++chunk) {
-    flops += ChunkLayers(m, c, pp_rank, chunk).size() * per_layer;
-    if (HoldsHead(c, pp_rank, chunk)) flops += logits;
-  }
-  return flops / (double(c.dp) * c.cp * c.tp);
 }
 
 }  // namespace ptdp

@@ -94,6 +94,9 @@ Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_ran
 // (HeadActivations, last virtual stage), and one layer's recompute working set.
 struct StashPrices {
   Bytes layer = 0;
+  // A mixture's leading dense layer's stash (ModelSpec::moe_dense_layers; 0 without them); the
+  // working set is then the larger of the two kinds'.
+  Bytes dense_layer = 0;
   Bytes embedding = 0;
   Bytes head = 0;
   Bytes working_set = 0;
@@ -187,7 +190,11 @@ Bytes PipelineMessageBytes(const ModelSpec& m, const ParallelConfig& c);
 //     Llama-style layer (grouped-query attention, SwiGLU): QKV 2 B s h (h + 2 kv dh), projection
 //     2 B s h^2, MLP 6 B s h f, the same 4 B s^2 h;
 //   logits 6 B s h V forward + backward (never recomputed). A mixture of experts (core/experts.h):
-//     the router 2 B s h E and k experts' SwiGLU 6 B s h f_moe k in place of the MLP.
+//     the router 2 B s h E, k experts' SwiGLU 6 B s h f_moe k and a shared expert's 6 B s h f_s in
+//     place of the MLP, its leading dense layers a dense layer's. Multi-latent attention: its
+//     down and up projections (core/shapes.h MlaProjections), Q K^T over dqk and P V over dv.
+//     Multi-token prediction: each depth a layer of the last layer's kind, eh_proj 4 B s h^2
+//     and the logits again (implemented in core/ledger_flops.cc).
 //   Model FLOPs (MFU's convention) = 3 l layer-forwards + logits = 72 B s l h^2 (1 + s/6h +
 //   V/12lh). Hardware FLOPs add what runs again under c.recompute: full, one more forward of every
 //   layer (eq. 3: 96 B s l h^2 (1 + s/6h + V/16lh)); selective, every layer's attention core 4 B

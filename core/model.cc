@@ -1,5 +1,6 @@
 #include "core/model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/checked.h"
@@ -40,11 +41,61 @@ Status ModelSpec::Validate(const std::string& path) const {
       add(Status::Invalid(at + "moe_experts: needs swiglu and no linear_bias (the experts are "
                                "modelled as SwiGLU without biases)"));
     }
+    if (moe_dense_layers < 0 || moe_dense_layers >= layers) {
+      add(Status::Invalid(at + "moe_dense_layers: " + std::to_string(moe_dense_layers) +
+                          " is outside [0, " + std::to_string(layers - 1) +
+                          "] (leading dense layers; at least one layer has experts)"));
+    }
   } else if (moe_topk != 0 || moe_ffn_hidden != 0) {
     add(Status::Invalid(at + "moe_topk: set without moe_experts (a dense model has no router)"));
+  } else if (moe_shared_ffn_hidden != 0 || moe_dense_layers != 0 || moe_shared_gate) {
+    add(Status::Invalid(at +
+                        (moe_shared_ffn_hidden != 0 ? "moe_shared_ffn_hidden"
+                         : moe_dense_layers != 0    ? "moe_dense_layers"
+                                                    : "moe_shared_gate") +
+                        ": set without moe_experts (a dense model has no experts)"));
+  }
+  if (moe_shared_gate && moe_shared_ffn_hidden == 0) {
+    add(Status::Invalid(at + "moe_shared_gate: set without moe_shared_ffn_hidden (no shared "
+                             "expert to gate)"));
+  }
+  add(CheckRange(at + "moe_shared_ffn_hidden", moe_shared_ffn_hidden, 0, kMaxFfnHidden));
+  add(CheckRange(at + "mtp_layers", int64_t(mtp_layers), 0, 16));
+  add(CheckRange(at + "mla_kv_lora", mla_kv_lora, 0, kMaxHidden));
+  add(CheckRange(at + "mla_q_lora", mla_q_lora, 0, kMaxHidden));
+  add(CheckRange(at + "mla_rope_dim", mla_rope_dim, 0, kMaxHidden));
+  add(CheckRange(at + "mla_v_dim", mla_v_dim, 0, kMaxHidden));
+  if (IsMla()) {
+    // Every head has its own key and value (no query groups), each of its own width, and the
+    // rotated part is what rotary position embeddings act on.
+    if (head_dim == 0 || mla_rope_dim == 0 || mla_v_dim == 0) {
+      add(Status::Invalid(at + "mla_kv_lora: needs head_dim, mla_rope_dim and mla_v_dim (the "
+                               "heads' unrotated, rotated and value features)"));
+    }
+    if (KvHeads() != heads) {
+      add(Status::Invalid(at + "kv_heads: multi-latent attention has a key and a value per head"));
+    }
+    if (!rotary) add(Status::Invalid(at + "mla_kv_lora: needs rotary (its rotated features)"));
+  } else if (mla_q_lora != 0 || mla_rope_dim != 0 || mla_v_dim != 0) {
+    add(Status::Invalid(at + "mla_q_lora: set without mla_kv_lora (no multi-latent attention)"));
   }
   if (err.empty()) return Status::Ok();
   return Status::Invalid(path.empty() ? "model " + name + ": " + err : err);
+}
+
+ModelSpec DenseLayerModel(const ModelSpec& m) {
+  ModelSpec dense = m;
+  dense.moe_experts = dense.moe_topk = dense.moe_dense_layers = 0;
+  dense.moe_ffn_hidden = dense.moe_shared_ffn_hidden = 0;
+  dense.moe_shared_gate = false;
+  dense.mtp_layers = 0;  // a layer kind, not a model with its own prediction depths
+  return dense;
+}
+
+int MixtureDenseLayersIn(const ModelSpec& m, int begin, int end) {
+  if (!m.IsMoe()) return 0;
+  const int dense_end = std::min(end, m.moe_dense_layers);
+  return std::max(0, dense_end - begin);
 }
 
 int64_t PaddedVocab(const ModelSpec& m, int tp) {
@@ -71,7 +122,21 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(IsMoe(), "moe");
   add(AttnWidth() != hidden, "head_dim");
   add(qk_norm, "qk-norm");
+  add(IsMla(), "mla");
+  add(mtp_layers > 0, "mtp");
   return out;
+}
+
+int64_t MlaProjectionParameters(const ModelSpec& m) {
+  const int64_t h = m.hidden, a = m.heads, q = m.mla_q_lora, kv = m.mla_kv_lora;
+  const int64_t norms = m.qk_norm ? (q > 0 ? q : 0) + kv : 0;
+  const int64_t queries = q > 0 ? q * h + a * m.QkHeadDim() * q : a * m.QkHeadDim() * h;
+  return queries + (kv + m.mla_rope_dim) * h + a * (m.HeadDim() + m.VHeadDim()) * kv + norms;
+}
+
+int64_t MtpExtraParameters(const ModelSpec& m) {
+  const int64_t norm = m.rmsnorm ? m.hidden : 2 * m.hidden;
+  return 3 * norm + 2 * m.hidden * m.hidden;
 }
 
 int64_t ParameterCount(const ModelSpec& m, int tp) {
@@ -87,22 +152,37 @@ int64_t ParameterCount(const ModelSpec& m, int tp) {
   const int64_t norm = m.rmsnorm ? h : 2 * h;  // RMSNorm has no bias
   const int64_t bias = m.linear_bias ? 1 : 0;
   const int64_t qk_norm = m.qk_norm ? 2 * m.HeadDim() : 0;  // one weight of dh each for Q and K
-  const int64_t per_layer = norm + qk_norm                  // ln1
-                            + mul({m.QkvOut(), h}) + (m.HasQkvBias() ? m.QkvOut() : 0)  // qkv
+  // Q, K and V: the fused projection, or multi-latent attention's down and up projections (and
+  // with qk_norm the latents' norms in place of Q's and K's).
+  const int64_t qkv = m.IsMla()
+                          ? MlaProjectionParameters(m)
+                          : qk_norm + mul({m.QkvOut(), h}) + (m.HasQkvBias() ? m.QkvOut() : 0);
+  const int64_t per_layer = norm                                        // ln1
+                            + qkv                                       // qkv
                             + mul({h, m.AttnWidth()}) + bias * h        // projection
                             + norm                                      // ln2
                             + mul({m.Fc1Out(), h}) + bias * m.Fc1Out()  // fc1 (gate, up)
                             + mul({f, h}) + bias * h;                   // fc2 (down)
   // A mixture of experts replaces the dense MLP's matrices by the router's and E experts' (SwiGLU,
   // no biases: Validate).
+  // A shared expert is a SwiGLU MLP of its own inner size beside them; the leading dense layers
+  // keep the dense MLP.
   const int64_t f_moe = m.MoeFfnHidden();
   const int64_t moe_layer =
       m.IsMoe() ? per_layer - (mul({m.Fc1Out(), h}) + bias * m.Fc1Out() + mul({f, h}) + bias * h) +
-                      mul({m.moe_experts, h}) + mul({m.moe_experts, 3 * f_moe, h})
+                      mul({m.moe_experts, h}) + mul({m.moe_experts, 3 * f_moe, h}) +
+                      mul({3 * m.moe_shared_ffn_hidden, h}) + (m.moe_shared_gate ? h : 0)
                 : per_layer;
   const int64_t vp = PaddedVocab(m, tp);
   const int64_t positions = m.rotary ? 0 : mul({m.seq_len, h});
-  int64_t total = mul({moe_layer, m.layers}) + mul({vp, h}) + positions + norm;
+  const int64_t dense_layers = MixtureDenseLayersIn(m, 0, m.layers);
+  int64_t total = mul({moe_layer, m.layers - dense_layers}) + mul({per_layer, dense_layers}) +
+                  mul({vp, h}) + positions + norm;
+  // Multi-token prediction: a layer of the last layer's kind and its own norms and eh_proj.
+  if (m.mtp_layers > 0) {
+    const int64_t last = m.IsMoeLayer(m.layers - 1) ? moe_layer : per_layer;
+    total += mul({last + MtpExtraParameters(m), m.mtp_layers});
+  }
   if (!m.tied_embeddings) total += mul({vp, h});
   return total;
 }
@@ -160,6 +240,27 @@ ModelSpec Moe(const std::string& name, int l, int64_t h, int a, int kv, int64_t 
   return m;
 }
 
+// DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report"; deepseek-ai/DeepSeek-V3's
+// config.json as Megatron-Bridge's test fixture holds it, tests/unit_tests/models/deepseek/
+// test_deepseek_bridges.py at 067f987d): 61 layers of multi-latent attention (q latent 1536, kv
+// latent 512, heads' 128 + 64 rotated features, values 128, the latents normed), the first 3
+// with a dense SwiGLU MLP of 18432, the others 256 experts of 2048, top-8, and one shared expert
+// of 2048; vocabulary 129280 padded to a multiple of 1280 as Megatron-Bridge's provider does.
+ModelSpec DeepSeekV3() {
+  ModelSpec m = Moe("deepseek-v3", 61, 7168, 128, 128, 128, true, 256, 8, 2048, 129280);
+  m.ffn_hidden = 18432;
+  m.moe_dense_layers = 3;
+  m.moe_shared_ffn_hidden = 2048;
+  m.mla_q_lora = 1536;
+  m.mla_kv_lora = 512;
+  m.mla_rope_dim = 64;
+  m.mla_v_dim = 128;
+  m.rotary_base = 10000;
+  m.vocab_divisible_by = 1280;
+  m.mtp_layers = 1;
+  return m;
+}
+
 ModelSpec Tiny() {
   ModelSpec m = Gpt("tiny", 4, 64, 4, 32, 256);
   m.dropout = 0.0;
@@ -203,6 +304,11 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 128, true, 128, 8, 1536, 151936),
        "Qwen/Qwen3-235B-A22B config.json (head_dim 128, qk-norm); 235B parameters, "
        "22B active"},
+      {DeepSeekV3(),
+       "DeepSeek-AI 2024 (DeepSeek-V3 Technical Report); deepseek-ai/DeepSeek-V3 config.json "
+       "(sequence 4096 as Megatron-Bridge's recipes run it; one multi-token prediction depth); "
+       "671B parameters in the main model, 37B active, and 11.6B in the depth (685B on Hugging "
+       "Face with the depth's embedding and output copies)"},
       {Tiny(), "test model: 4 layers, h 64, 4 heads, s 32, byte-level vocabulary, no dropout"},
   };
   return presets;
@@ -234,6 +340,14 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("moe_experts", &m.moe_experts);
   r.Optional("moe_topk", &m.moe_topk);
   r.Optional("moe_ffn_hidden", &m.moe_ffn_hidden);
+  r.Optional("moe_shared_ffn_hidden", &m.moe_shared_ffn_hidden);
+  r.Optional("moe_shared_gate", &m.moe_shared_gate);
+  r.Optional("moe_dense_layers", &m.moe_dense_layers);
+  r.Optional("mtp_layers", &m.mtp_layers);
+  r.Optional("mla_kv_lora", &m.mla_kv_lora);
+  r.Optional("mla_q_lora", &m.mla_q_lora);
+  r.Optional("mla_rope_dim", &m.mla_rope_dim);
+  r.Optional("mla_v_dim", &m.mla_v_dim);
   PTDP_RETURN_IF_ERROR(r.Finish());
   PTDP_RETURN_IF_ERROR(m.Validate(path));
   return m;
@@ -252,7 +366,7 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["vocab_divisible_by"] = m.vocab_divisible_by;
   j["dropout"] = m.dropout;
   // A GPT's file keeps the 2021 schema.
-  if (m.IsGpt() && !m.qkv_bias && !m.qk_norm && !m.IsMoe()) return j;
+  if (m.IsGpt() && !m.qkv_bias && !m.qk_norm && !m.IsMoe() && m.mtp_layers == 0) return j;
   j["kv_heads"] = m.KvHeads();
   j["swiglu"] = m.swiglu;
   j["rmsnorm"] = m.rmsnorm;
@@ -262,10 +376,20 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["qkv_bias"] = m.qkv_bias;
   if (m.head_dim > 0) j["head_dim"] = m.head_dim;  // files without it stay as they were
   if (m.qk_norm) j["qk_norm"] = true;              // likewise
-  if (!m.IsMoe()) return j;                        // dense models' files are as they were
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
+  if (m.IsMla()) {
+    j["mla_kv_lora"] = m.mla_kv_lora;
+    j["mla_q_lora"] = m.mla_q_lora;
+    j["mla_rope_dim"] = m.mla_rope_dim;
+    j["mla_v_dim"] = m.mla_v_dim;
+  }
+  if (!m.IsMoe()) return j;  // dense models' files are as they were
   j["moe_experts"] = m.moe_experts;
   j["moe_topk"] = m.moe_topk;
   j["moe_ffn_hidden"] = m.MoeFfnHidden();
+  if (m.HasSharedExpert()) j["moe_shared_ffn_hidden"] = m.moe_shared_ffn_hidden;
+  if (m.moe_shared_gate) j["moe_shared_gate"] = true;
+  if (m.moe_dense_layers > 0) j["moe_dense_layers"] = m.moe_dense_layers;
   return j;
 }
 

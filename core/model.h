@@ -61,19 +61,61 @@ struct ModelSpec {
   int moe_experts = 0;
   int moe_topk = 0;            // k experts per token, 1 <= k <= E (0 with no experts)
   int64_t moe_ffn_hidden = 0;  // one expert's inner size; 0 means ffn_hidden
+  // A shared expert (--moe-shared-expert-intermediate-size; Qwen2-MoE, DeepSeek): a SwiGLU MLP of
+  // this inner size that every token runs beside its routed experts, split over the tensor group
+  // as a dense MLP; 0: none. DeepSeek-V3's one shared expert of 2048 is 2048 here.
+  int64_t moe_shared_ffn_hidden = 0;
+  // A sigmoid gate on the shared expert's output, a weight of [1, h] (--moe-shared-expert-gate;
+  // Qwen2-MoE's shared_expert_gate; DeepSeek has none). Its GEMV is not counted in FLOPs.
+  bool moe_shared_gate = false;
+  // The first moe_dense_layers layers have a dense SwiGLU MLP of ffn_hidden in place of the
+  // experts (DeepSeek-V3's first_k_dense_replace 3; Megatron-Core's --moe-layer-freq
+  // "([0]*k+[1]*(l-k))"); 0: every layer is a mixture. LayerModel says which a layer is.
+  int moe_dense_layers = 0;
 
+  // Multi-latent attention (DeepSeek-V2/V3; Megatron-Core's --multi-latent-attention): the
+  // queries from a q_lora-wide latent (or straight from h when mla_q_lora is 0), keys and values
+  // from one kv_lora-wide latent, each head's query and key of head_dim (--qk-head-dim, no
+  // position) plus mla_rope_dim (--qk-pos-emb-head-dim, rotated; the key's one rotated part shared
+  // by every head), its value of mla_v_dim (--v-head-dim). With qk_norm, RMSNorms on the two
+  // latents (Megatron-Core's --qk-layernorm under MLA). 0 kv_lora: ordinary attention.
+  int64_t mla_kv_lora = 0;
+  int64_t mla_q_lora = 0;
+  int64_t mla_rope_dim = 0;
+  int64_t mla_v_dim = 0;
+
+  // Multi-token prediction (Megatron-Core's --mtp-num-layers; DeepSeek-V3's 1): each of these
+  // depths embeds the tokens one further on, norms them and the main model's output (two norms),
+  // joins the two through eh_proj [h, 2h], runs one transformer layer of the last layer's kind and
+  // a final norm, and scores the shared output layer again with its own cross-entropy; all on the
+  // last pipeline stage, which holds a copy of the word embedding for it.
+  int mtp_layers = 0;
+
+  bool IsMla() const { return mla_kv_lora > 0; }
   bool IsMoe() const { return moe_experts > 0; }
+  bool HasSharedExpert() const { return moe_shared_ffn_hidden > 0; }
+  // Whether global layer `layer` runs experts (a dense model's never do).
+  bool IsMoeLayer(int layer) const { return IsMoe() && layer >= moe_dense_layers; }
   int64_t MoeFfnHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : FfnHidden(); }
 
   int64_t FfnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   int64_t HeadDim() const { return head_dim > 0 ? head_dim : hidden / heads; }
-  // The width of the queries, of the attention's output and of the projection's input: a dh (h
-  // unless head_dim says otherwise).
-  int64_t AttnWidth() const { return int64_t(heads) * HeadDim(); }
+  // A head's query and key features, and its value's: dh both, or under multi-latent attention
+  // head_dim + mla_rope_dim and mla_v_dim.
+  int64_t QkHeadDim() const { return IsMla() ? HeadDim() + mla_rope_dim : HeadDim(); }
+  int64_t VHeadDim() const { return IsMla() ? mla_v_dim : HeadDim(); }
+  // The width of the attention's output and of the projection's input, a dv (h unless head_dim
+  // says otherwise); and of the queries, a dqk (the same but under multi-latent attention).
+  int64_t AttnWidth() const { return int64_t(heads) * VHeadDim(); }
+  int64_t QkWidth() const { return int64_t(heads) * QkHeadDim(); }
   int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
   // Output features of the fused QKV projection: a dh for the queries, 2 kv_heads dh for K and V
-  // (3h without grouped-query attention).
-  int64_t QkvOut() const { return AttnWidth() + 2 * int64_t(KvHeads()) * HeadDim(); }
+  // (3h without grouped-query attention); under multi-latent attention the Q, K and V the up
+  // projections make, a (2 dqk + dv) (core/shapes.h MlaProjections has its GEMMs).
+  int64_t QkvOut() const {
+    if (IsMla()) return int64_t(heads) * (2 * QkHeadDim() + VHeadDim());
+    return AttnWidth() + 2 * int64_t(KvHeads()) * HeadDim();
+  }
   // Output features of the MLP's first GEMM: f, or 2f for SwiGLU's gate and up (Megatron-LM
   // fuses them into one column-parallel fc1).
   int64_t Fc1Out() const { return swiglu ? 2 * FfnHidden() : FfnHidden(); }
@@ -82,7 +124,7 @@ struct ModelSpec {
   // the 2021 formulas' order, bit for bit.
   bool IsGpt() const {
     return KvHeads() == heads && !swiglu && !rmsnorm && !rotary && linear_bias &&
-           AttnWidth() == hidden;
+           AttnWidth() == hidden && !IsMla();
   }
   // The features of this model the runtime's layers (runtime/model) do not execute, joined by
   // "/" ("rmsnorm/swiglu/rotary/gqa/no-bias"); empty for a GPT.
@@ -95,9 +137,30 @@ struct ModelSpec {
   Status Validate(const std::string& path = "") const;
 };
 
+// The model one layer of `m` is, as every per-layer count (shapes, ledger, cost) takes it: `m`
+// itself, or for a mixture's leading dense layer (ModelSpec::moe_dense_layers) `m` without its
+// experts, whose MLP is the dense SwiGLU of ffn_hidden (and no multi-token prediction depths of
+// its own). A model has at most these two kinds of layer; DenseLayerModel is the second.
+ModelSpec DenseLayerModel(const ModelSpec& m);
+inline ModelSpec LayerModel(const ModelSpec& m, int layer) {
+  return m.IsMoeLayer(layer) ? m : DenseLayerModel(m);
+}
+// Of the layers [begin, end), how many are dense layers of a mixture (0 for a dense model, whose
+// layers are all of `m`'s one kind).
+int MixtureDenseLayersIn(const ModelSpec& m, int begin, int end);
+
+// Multi-latent attention's Q, K and V weights per layer, unsharded: q_down [q_lora, h] and q_up
+// [a dqk, q_lora] (or one q [a dqk, h] without a query latent), kv_down [kv_lora + rope, h],
+// kv_up [a (dh + dv), kv_lora], and with qk_norm the two latents' RMSNorm weights.
+int64_t MlaProjectionParameters(const ModelSpec& m);
+
 // Megatron-LM pads the vocabulary to a multiple of vocab_divisible_by * tp so that every tensor
 // rank holds an equal slice (megatron/training/tokenizer: _vocab_size_with_padding).
 int64_t PaddedVocab(const ModelSpec& m, int tp);
+
+// One multi-token prediction depth's parameters beyond its transformer layer: the two input
+// norms, eh_proj [h, 2h] and the final norm (the embedding and the output layer are shared).
+int64_t MtpExtraParameters(const ModelSpec& m);
 
 // Exact parameter count of the unsharded model with the padded vocabulary for `tp`: per layer
 // 12h^2 + 13h for a GPT (with ffn = 4h); for a Llama-style layer h (h + 2 kv dh) + h^2 for
@@ -120,8 +183,9 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
 // "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
 // "rotary_base", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk",
-// "moe_ffn_hidden"}; or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size, n_inner).
-// `path` prefixes error key paths.
+// "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers", "mla_kv_lora",
+// "mla_q_lora", "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd,
+// n_head, n_positions, vocab_size, n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
 

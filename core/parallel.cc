@@ -146,20 +146,24 @@ Status ParallelConfig::ValidateStageLayers(const ModelSpec& m) const {
   if (first_stage_layers > 0 || last_stage_layers > 0) {
     return bad("excludes first_stage_layers and last_stage_layers (give one form of the split)");
   }
-  if (vp != 1) {
-    return bad("per-stage counts need vp = 1, got vp = " + std::to_string(vp) +
-               " (interleaved layouts keep the short-end form)");
+  if (vp > 1 && schedule != ScheduleKind::kInterleaved) {
+    return bad("per-virtual-stage counts (vp = " + std::to_string(vp) +
+               ") need schedule=interleaved, not " + ScheduleName(schedule));
   }
   if (pp < 2) return bad("per-stage counts need pp >= 2, got pp = " + std::to_string(pp));
-  if (stage_layers.size() != size_t(pp)) {
-    return bad(std::to_string(stage_layers.size()) + " counts for pp = " + std::to_string(pp) +
-               " stages (one per stage)");
+  const int64_t stages = int64_t(pp) * vp;
+  if (int64_t(stage_layers.size()) != stages) {
+    return bad(std::to_string(stage_layers.size()) +
+               " counts for pp*vp = " + std::to_string(stages) + " stages (one per virtual stage)");
   }
   int64_t sum = 0;
   for (size_t r = 0; r < stage_layers.size(); ++r) {
-    if (stage_layers[r] < 1) {
+    // With vp > 1 the first virtual stage may hold only the embedding and the last only the
+    // head (Megatron-Core's "E|..." and "...|L" layouts); every other stage holds layers.
+    const bool end = vp > 1 && (r == 0 || int64_t(r) == stages - 1);
+    if (stage_layers[r] < (end ? 0 : 1) || stage_layers[r] > kMaxLayers) {
       return bad("stage " + std::to_string(r) + " holds " + std::to_string(stage_layers[r]) +
-                 " layers (at least 1 each)");
+                 " layers (at least " + (end ? "0" : "1") + ")");
     }
     sum += stage_layers[r];
   }
@@ -214,6 +218,9 @@ Status ParallelConfig::ValidateStageSplit(const ModelSpec& m) const {
 Status ParallelConfig::ValidateContextParallel(const ModelSpec& m) const {
   if (cp == 1) return Status::Ok();
   const std::string of = "cp: " + std::to_string(cp);
+  if (m.IsMla()) {  // its ring would carry a dqk keys and a dv values: not priced
+    return Status::Invalid(of + " with multi-latent attention is not modelled");
+  }
   if (m.seq_len % (2 * int64_t(cp)) != 0) {
     return Status::Invalid(of + " needs seq_len " + std::to_string(m.seq_len) +
                            " divisible by 2 cp = " + std::to_string(2 * int64_t(cp)) +
@@ -299,9 +306,14 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad("tp: " + std::to_string(tp) + " does not divide the " + std::to_string(m.KvHeads()) +
                " key/value heads (query groups)");
   }
-  if (!m.IsMoe() && m.FfnHidden() % tp != 0) {  // a mixture of experts has no dense MLP
+  // A mixture of experts has no dense MLP but on its leading dense layers.
+  if ((!m.IsMoe() || m.moe_dense_layers > 0) && m.FfnHidden() % tp != 0) {
     return bad("tp: " + std::to_string(tp) + " does not divide ffn_hidden " +
                std::to_string(m.FfnHidden()));
+  }
+  if (m.moe_shared_ffn_hidden % tp != 0) {  // split over the tensor group as a dense MLP
+    return bad("tp: " + std::to_string(tp) + " does not divide moe_shared_ffn_hidden " +
+               std::to_string(m.moe_shared_ffn_hidden));
   }
   PTDP_RETURN_IF_ERROR(ValidateStageSplit(m));
   if (global_batch % (int64_t(mbs) * dp) != 0) {
@@ -317,6 +329,13 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
   }
   PTDP_RETURN_IF_ERROR(ValidateContextParallel(m));
   PTDP_RETURN_IF_ERROR(ValidateExperts(m));
+  if (m.mtp_layers > 0 && (cp > 1 || SplitsBackward(schedule))) {
+    return bad(cp > 1 ? "cp: multi-token prediction (mtp_layers) with context parallelism is not "
+                        "modelled (Megatron-Core does not run it)"
+                      : std::string("schedule: ") + ScheduleName(schedule) +
+                            " splits the backward, which is not modelled with multi-token "
+                            "prediction (mtp_layers)");
+  }
   if (grad_reduce_bf16 && !Bf16GradsAllowed(precision)) {
     return bad(std::string("grad_reduce_bf16: needs precision bf16 or fp8, not ") +
                PrecisionName(precision));

@@ -155,10 +155,13 @@ struct ParallelConfig {
   //     Every virtual stage keeps at least one layer (q / vp >= 2). Not ZB-V's V.
   int first_stage_layers = 0;
   int last_stage_layers = 0;
-  // Any split with vp = 1 (Megatron-Core's --pipeline-model-parallel-layout): the layers of each
-  // pipeline rank, rank 0 first; empty for none. Exclusive with first/last_stage_layers, and never
-  // normalised into them: a split they could express stays in this form (ToString tells them
-  // apart). The re-planner (tools/train_replan.cc) gives a slow middle rank fewer layers with it.
+  // Any split (Megatron-Core's --pipeline-model-parallel-layout): the layers of each virtual
+  // stage in order, pp vp of them (with vp = 1 each pipeline rank's, rank 0 first; with vp > 1,
+  // interleaved, virtual stage k = chunk pp + rank, and the first and the last may hold none:
+  // the embedding alone, the head alone); empty for none. Exclusive with first/last_stage_layers,
+  // and never normalised into them: a split they could express stays in this form (ToString
+  // tells them apart). The re-planner (tools/train_replan.cc) gives a slow middle rank fewer
+  // layers with it.
   std::vector<int> stage_layers;
   int64_t global_batch = 1;  // B: sequences per iteration
   // How the run stores and computes numbers (core/precision.h); the plan records it and the
@@ -200,8 +203,9 @@ struct ParallelConfig {
   // parallelism where tp > 1 (Megatron-Core refuses a mixture of experts with tensor parallelism
   // without it).
   Status ValidateExperts(const ModelSpec& m) const;
-  // ValidateStageSplit's stage_layers form: vp = 1, pp >= 2, pp counts of at least one layer
-  // each that sum to the model's layers, first/last_stage_layers unset.
+  // ValidateStageSplit's stage_layers form: pp >= 2, pp vp counts of at least one layer each
+  // (with vp > 1, interleaved, the first and the last may be 0) that sum to the model's layers,
+  // first/last_stage_layers unset.
   Status ValidateStageLayers(const ModelSpec& m) const;
   // ValidateStageSplit's vp > 1 form; `field` names the end that is set.
   Status ValidateInterleavedEnds(const ModelSpec& m, const std::string& field) const;

@@ -14,7 +14,9 @@ int HeadRank(const ParallelConfig& c) {
 
 bool InTiedEmbeddingGroup(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   const int head = HeadRank(c);
-  return m.tied_embeddings && head != 0 && (pp_rank == 0 || pp_rank == head);
+  // Multi-token prediction reads the word embedding on the head's rank too: its copy there is
+  // tied to the first stage's, tied output layer or not.
+  return (m.tied_embeddings || m.mtp_layers > 0) && head != 0 && (pp_rank == 0 || pp_rank == head);
 }
 
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
@@ -25,12 +27,13 @@ LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
     return LayerRange{k * per, (k + 1) * per};
   }
   if (!c.stage_layers.empty()) {
-    // Per-stage counts (ParallelConfig::ValidateStageLayers: vp = 1, pp of them): rank r starts
-    // after the layers of the ranks before it.
-    PTDP_CHECK(chunk == 0 && c.stage_layers.size() == size_t(c.pp));
+    // Per-virtual-stage counts (ParallelConfig::ValidateStageLayers: pp vp of them, a pipeline
+    // rank's with vp = 1): a virtual stage starts after the layers of the stages before it.
+    const int k = VirtualStage(c, pp_rank, chunk);
+    PTDP_CHECK(c.stage_layers.size() == size_t(c.VirtualStages()));
     int begin = 0;
-    for (int r = 0; r < pp_rank; ++r) begin += c.stage_layers[size_t(r)];
-    return LayerRange{begin, begin + c.stage_layers[size_t(pp_rank)]};
+    for (int i = 0; i < k; ++i) begin += c.stage_layers[size_t(i)];
+    return LayerRange{begin, begin + c.stage_layers[size_t(k)]};
   }
   if (c.vp > 1) {
     // Interleaved with short ends (ParallelConfig::ValidateInterleavedEnds): virtual stage k
@@ -98,6 +101,26 @@ ParamTensor Make(std::string name, std::vector<int64_t> global, Sharding s, int 
   return p;
 }
 
+// Multi-latent attention's projections (MlaProjections) and its latents' norms: the down
+// projections whole on every tensor rank (Megatron-Core's duplicated TE Linear; their gradients
+// are all-reduced over the tensor group), the up projections column-parallel.
+void AppendMlaProjections(const ModelSpec& m, int t, const std::string& p,
+                          std::vector<ParamTensor>* ps) {
+  const int64_t h = m.hidden, a = m.heads, q = m.mla_q_lora, kv = m.mla_kv_lora;
+  if (q > 0) {
+    ps->push_back(Make(p + "attn.q_down.weight", {q, h}, Sharding::kReplicated, t));
+    if (m.qk_norm) ps->push_back(Make(p + "attn.q_norm.weight", {q}, Sharding::kReplicated, t));
+    ps->push_back(Make(p + "attn.q_up.weight", {a * m.QkHeadDim(), q}, Sharding::kRows, t));
+  } else {
+    ps->push_back(Make(p + "attn.q.weight", {a * m.QkHeadDim(), h}, Sharding::kRows, t));
+  }
+  ps->push_back(
+      Make(p + "attn.kv_down.weight", {kv + m.mla_rope_dim, h}, Sharding::kReplicated, t));
+  if (m.qk_norm) ps->push_back(Make(p + "attn.kv_norm.weight", {kv}, Sharding::kReplicated, t));
+  ps->push_back(
+      Make(p + "attn.kv_up.weight", {a * (m.HeadDim() + m.VHeadDim()), kv}, Sharding::kRows, t));
+}
+
 // One transformer layer's parameters on one tensor rank (Megatron-LM's order). Grouped-query
 // attention shards QKV by query groups (each tensor rank holds h/t query features and kv_heads/t
 // key and value heads); SwiGLU's gate and up are one column-parallel fc1 of 2f rows.
@@ -114,9 +137,13 @@ void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string&
     if (m.linear_bias) ps->push_back(Make(p + name, {n}, s, t));
   };
   norm("ln1");
-  ps->push_back(Make(p + "attn.qkv.weight", {qkv, h}, Sharding::kRows, t));
-  if (m.HasQkvBias()) ps->push_back(Make(p + "attn.qkv.bias", {qkv}, Sharding::kRows, t));
-  if (m.qk_norm) {  // one dh-wide weight each, shared by every head
+  if (m.IsMla()) {
+    AppendMlaProjections(m, t, p, ps);
+  } else {
+    ps->push_back(Make(p + "attn.qkv.weight", {qkv, h}, Sharding::kRows, t));
+    if (m.HasQkvBias()) ps->push_back(Make(p + "attn.qkv.bias", {qkv}, Sharding::kRows, t));
+  }
+  if (m.qk_norm && !m.IsMla()) {  // one dh-wide weight each, shared by every head
     ps->push_back(Make(p + "attn.q_norm.weight", {m.HeadDim()}, Sharding::kReplicated, t));
     ps->push_back(Make(p + "attn.k_norm.weight", {m.HeadDim()}, Sharding::kReplicated, t));
   }
@@ -125,6 +152,14 @@ void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string&
   norm("ln2");
   if (m.IsMoe()) {
     AppendExpertParameters(m, c, p, ps);
+    if (m.HasSharedExpert()) {  // a SwiGLU MLP over the tensor group, as a dense layer's
+      const int64_t fs = m.moe_shared_ffn_hidden;
+      ps->push_back(Make(p + "moe.shared.fc1.weight", {2 * fs, h}, Sharding::kRows, t));
+      ps->push_back(Make(p + "moe.shared.fc2.weight", {h, fs}, Sharding::kCols, t));
+      if (m.moe_shared_gate) {
+        ps->push_back(Make(p + "moe.shared.gate.weight", {1, h}, Sharding::kReplicated, t));
+      }
+    }
     return;
   }
   ps->push_back(Make(p + "mlp.fc1.weight", {fc1, h}, Sharding::kRows, t));
@@ -140,15 +175,36 @@ void AppendEmbedding(const ModelSpec& m, int t, std::vector<ParamTensor>* ps) {
   if (!m.rotary) ps->push_back(Make("embedding.position", {s, h}, Sharding::kReplicated, t));
 }
 
-// The head's parameters (final norm, output matrix or its tied copy) on one tensor rank.
-void AppendHead(const ModelSpec& m, int t, int pp_rank, std::vector<ParamTensor>* ps) {
+// The head's parameters (final norm, output matrix or its tied copy) on one tensor rank, then
+// each multi-token prediction depth's (ModelSpec::mtp_layers): its norms, eh_proj (column-
+// parallel, [2h] in, h / t out), a layer of the last layer's kind, its final norm; and, on a rank
+// without the embedding, the embedding's copy those depths read (tied to the first stage's).
+void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                std::vector<ParamTensor>* ps) {
+  const int t = c.tp;
   const int64_t h = m.hidden, v = PaddedVocab(m, t);
-  ps->push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
-  if (!m.rmsnorm) ps->push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
+  auto norm = [&](const std::string& name) {
+    ps->push_back(Make(name + ".weight", {h}, Sharding::kReplicated, t));
+    if (!m.rmsnorm) ps->push_back(Make(name + ".bias", {h}, Sharding::kReplicated, t));
+  };
+  norm("final_ln");
   if (!m.tied_embeddings) {
     ps->push_back(Make("output.weight", {v, h}, Sharding::kRows, t));
   } else if (pp_rank != 0) {  // the rank holds no embedding to share the matrix with
     ParamTensor copy = Make("output.word_copy", {v, h}, Sharding::kRows, t);
+    copy.tied_copy = true;
+    ps->push_back(copy);
+  }
+  for (int d = 0; d < m.mtp_layers; ++d) {
+    const std::string p = "mtp" + std::to_string(d) + ".";
+    norm(p + "enorm");
+    norm(p + "hnorm");
+    ps->push_back(Make(p + "eh_proj.weight", {h, 2 * h}, Sharding::kRows, t));
+    AppendLayer(LayerModel(m, m.layers - 1), c, p, ps);
+    norm(p + "final_norm");
+  }
+  if (m.mtp_layers > 0 && pp_rank != 0) {
+    ParamTensor copy = Make("mtp.embedding_copy", {v, h}, Sharding::kRows, t);
     copy.tied_copy = true;
     ps->push_back(copy);
   }
@@ -162,9 +218,9 @@ std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfi
   if (HoldsEmbedding(c, pp_rank, chunk)) AppendEmbedding(m, c.tp, &ps);
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
   for (int l = lr.begin; l < lr.end; ++l) {
-    AppendLayer(m, c, "layer" + std::to_string(l) + ".", &ps);
+    AppendLayer(LayerModel(m, l), c, "layer" + std::to_string(l) + ".", &ps);
   }
-  if (HoldsHead(c, pp_rank, chunk)) AppendHead(m, c.tp, pp_rank, &ps);
+  if (HoldsHead(c, pp_rank, chunk)) AppendHead(m, c, pp_rank, &ps);
   return ps;
 }
 
@@ -184,8 +240,11 @@ LayerParameters LayerParameterCounts(const ModelSpec& m, const ParallelConfig& c
   out.tensors = int(ps.size());
   for (const auto& p : ps) {
     out.elements += p.LocalElements();
-    // The Linears' weights; the router's [E, h] (replicated) stays in 16 bits.
-    if (p.local_shape.size() == 2 && p.sharding != Sharding::kReplicated) {
+    // The Linears' weights (multi-latent attention's down projections, copies on every rank,
+    // among them); the router's [E, h] and the shared expert's gate stay in 16 bits.
+    const bool gate =
+        p.name.find("router") != std::string::npos || p.name.find("gate") != std::string::npos;
+    if (p.local_shape.size() == 2 && !gate) {
       out.linear_weight_elements += p.LocalElements();
     }
     if (p.expert) out.expert_elements += p.LocalElements();
@@ -199,8 +258,36 @@ LayerParameters LayerParameterCounts(const ModelSpec& m, int tp) {
   return LayerParameterCounts(m, c);
 }
 
+std::vector<LinearShape> MlaProjections(const ModelSpec& m, int tp, int64_t tokens,
+                                        bool sequence_parallel) {
+  const int64_t own = sequence_parallel ? tokens / tp : tokens;  // the down projections' rows
+  const int64_t h = m.hidden, a = m.heads, q = m.mla_q_lora, kv = m.mla_kv_lora;
+  std::vector<LinearShape> out;
+  if (q > 0) {
+    out.push_back({own, q, h});
+    out.push_back({tokens, a * m.QkHeadDim() / tp, q});
+  } else {
+    out.push_back({tokens, a * m.QkHeadDim() / tp, h});
+  }
+  out.push_back({own, kv + m.mla_rope_dim, h});
+  out.push_back({tokens, a * (m.HeadDim() + m.VHeadDim()) / tp, kv});
+  return out;
+}
+
+int ChunkDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
+  const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
+  return MixtureDenseLayersIn(m, lr.begin, lr.end);
+}
+
+int RankDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  int layers = 0;
+  for (int k = 0; k < c.vp; ++k) layers += ChunkDenseLayers(m, c, pp_rank, k);
+  return layers;
+}
+
 // The same sum as over StageParameters' tensors, without building a named tensor per layer (the
-// planner counts a stage for every pipeline shape it scores): every layer holds the same shapes.
+// planner counts a stage for every pipeline shape it scores): every layer of a kind holds the
+// same shapes.
 int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   auto elements = [](const std::vector<ParamTensor>& ps) {
     int64_t n = 0;
@@ -208,15 +295,49 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
     return n;
   };
   const int64_t per_layer = LayerParameterCounts(m, c).elements;
+  const int64_t per_dense_layer =
+      m.moe_dense_layers > 0 ? LayerParameterCounts(DenseLayerModel(m), c).elements : 0;
   int64_t n = 0;
   for (int k = 0; k < c.vp; ++k) {
     std::vector<ParamTensor> ends;
     if (HoldsEmbedding(c, pp_rank, k)) AppendEmbedding(m, c.tp, &ends);
-    if (HoldsHead(c, pp_rank, k)) AppendHead(m, c.tp, pp_rank, &ends);
-    n += elements(ends) + int64_t(ChunkLayers(m, c, pp_rank, k).size()) * per_layer;
+    if (HoldsHead(c, pp_rank, k)) AppendHead(m, c, pp_rank, &ends);
+    const int64_t dense = ChunkDenseLayers(m, c, pp_rank, k);
+    n += elements(ends) + (int64_t(ChunkLayers(m, c, pp_rank, k).size()) - dense) * per_layer +
+         dense * per_dense_layer;
   }
   return n;
 }
+
+namespace {
+
+// What multi-latent attention keeps in place of the fused QKV's input and Q, K, V: the down
+// projections' input (the first norm's output; in fp8 training each projection's own FP8 copy),
+// each latent's norm input, 1/rms and up-projection input (the rank's `seq_rows` tokens: its s/t
+// slice under sequence parallelism, which the up projection all-gathers again backward), and the
+// Q, K (a dqk / t each, K's rotated part copied to every head) and V (a dv / t) attention reads.
+void AppendMlaActivations(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+                          int64_t seq_rows, std::vector<ActTensor>* acts) {
+  const int64_t t = c.tp, tokens = ContextShardLen(m, c) * c.mbs;
+  acts->push_back({"attn.q_down.input", seq, ActKind::kLinearInput});
+  if (c.precision == Precision::kFp8) {
+    acts->push_back({"attn.kv_down.input", seq, ActKind::kLinearInput});
+  }
+  auto latent = [&](const std::string& name, int64_t width) {
+    if (m.qk_norm) {
+      acts->push_back({"attn." + name + "_norm.input", seq_rows * width, ActKind::kActivation});
+      acts->push_back({"attn." + name + "_norm.rstd", seq_rows, ActKind::kFp32});
+    }
+    acts->push_back({"attn." + name + "_up.input", seq_rows * width, ActKind::kLinearInput});
+  };
+  if (m.mla_q_lora > 0) latent("q", m.mla_q_lora);
+  latent("kv", m.mla_kv_lora);
+  acts->push_back({"attn.q", tokens * m.QkWidth() / t, ActKind::kActivation});
+  acts->push_back({"attn.k", tokens * m.QkWidth() / t, ActKind::kActivation});
+  acts->push_back({"attn.v", tokens * m.AttnWidth() / t, ActKind::kActivation});
+}
+
+}  // namespace
 
 std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout) {
   const int64_t t = c.tp, b = c.mbs, s = ContextShardLen(m, c), h = m.hidden, f = m.FfnHidden();
@@ -238,16 +359,20 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
   const int64_t sbkv = s * b * m.KvHeads() * m.HeadDim();
   std::vector<ActTensor> acts;
   norm("ln1", &acts);
-  acts.push_back({"attn.qkv.input", seq, ActKind::kLinearInput});
-  const int64_t sba = s * b * m.AttnWidth();  // the queries and the attention's output: a dh wide
-  if (m.qk_norm) {                            // the norms' inputs and each head row's 1/rms
-    acts.push_back({"attn.q_norm.input", sba / t, ActKind::kActivation});
-    acts.push_back({"attn.k_norm.input", sbkv / t, ActKind::kActivation});
-    acts.push_back({"attn.qk_norm.rstd", s * b * (m.heads + m.KvHeads()) / t, ActKind::kFp32});
+  const int64_t sba = s * b * m.AttnWidth();  // the attention's output: a dv wide
+  if (m.IsMla()) {
+    AppendMlaActivations(m, c, seq, rows, &acts);
+  } else {
+    acts.push_back({"attn.qkv.input", seq, ActKind::kLinearInput});
+    if (m.qk_norm) {  // the norms' inputs and each head row's 1/rms
+      acts.push_back({"attn.q_norm.input", sba / t, ActKind::kActivation});
+      acts.push_back({"attn.k_norm.input", sbkv / t, ActKind::kActivation});
+      acts.push_back({"attn.qk_norm.rstd", s * b * (m.heads + m.KvHeads()) / t, ActKind::kFp32});
+    }
+    acts.push_back({"attn.q", sba / t, ActKind::kActivation});
+    acts.push_back({"attn.k", sbkv / t, ActKind::kActivation});
+    acts.push_back({"attn.v", sbkv / t, ActKind::kActivation});
   }
-  acts.push_back({"attn.q", sba / t, ActKind::kActivation});
-  acts.push_back({"attn.k", sbkv / t, ActKind::kActivation});
-  acts.push_back({"attn.v", sbkv / t, ActKind::kActivation});
   if (c.recompute != Recompute::kSelective) {
     for (auto& a : AttentionCoreActivations(m, c, dropout)) acts.push_back(a);
   }
@@ -326,6 +451,24 @@ std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig&
       {"output.row_sum", rows, ActKind::kFp32},
       {"output.targets", rows, ActKind::kInt32}};
   if (m.rmsnorm) acts.erase(acts.begin() + 1);  // RMSNorm keeps no mean
+  return acts;
+}
+
+std::vector<ActTensor> MtpActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout) {
+  const int64_t sbh = ContextShardLen(m, c) * c.mbs * m.hidden;
+  const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
+  const int64_t rows = ContextShardLen(m, c) * c.mbs;
+  const int64_t seq_rows = c.sequence_parallel ? rows / c.tp : rows;
+  std::vector<ActTensor> acts;
+  for (const char* norm : {"mtp.enorm", "mtp.hnorm"}) {
+    acts.push_back({std::string(norm) + ".input", seq, ActKind::kActivation});
+    if (!m.rmsnorm) acts.push_back({std::string(norm) + ".mean", seq_rows, ActKind::kFp32});
+    acts.push_back({std::string(norm) + ".rstd", seq_rows, ActKind::kFp32});
+  }
+  acts.push_back({"mtp.eh_proj.input", 2 * seq, ActKind::kLinearInput});
+  for (auto& a : LayerStash(LayerModel(m, m.layers - 1), c, dropout)) acts.push_back(a);
+  for (auto& a : HeadActivations(m, c)) acts.push_back(a);
+  for (auto& a : EmbeddingActivations(m, c, dropout)) acts.push_back(a);
   return acts;
 }
 

@@ -38,16 +38,34 @@ int VirtualStage(const ParallelConfig& c, int pp_rank, int chunk);  // StageOfCh
 // The pipeline rank that holds the head (the last virtual stage) and computes the loss.
 int HeadRank(const ParallelConfig& c);
 // Whether pipeline rank `pp_rank` takes part in the tied word embedding's gradient all-reduce:
-// tied embeddings with the head on another rank than the embedding (rank 0 and HeadRank; never in
-// a V, whose head is on rank 0, nor with pp = 1).
+// tied embeddings (or multi-token prediction, whose embedding copy is tied) with the head on
+// another rank than the embedding (rank 0 and HeadRank; never in a V, whose head is on rank 0,
+// nor with pp = 1).
 bool InTiedEmbeddingGroup(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 LayerRange ChunkLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
 // Layers per pipeline rank (all its chunks), rank 0 first: "3/2/3" for an uneven pp = 3.
 std::vector<int> StageLayerCounts(const ModelSpec& m, const ParallelConfig& c);
 // The layers of pipeline rank `pp_rank`, all its chunks: one entry of StageLayerCounts.
 int RankLayerCount(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// Of those layers, the mixture's leading dense ones (ModelSpec::moe_dense_layers; 0 for a dense
+// model): a chunk's or a pipeline rank's. Per-layer counts take LayerModel (core/model.h).
+int ChunkDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
+int RankDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 bool HoldsEmbedding(const ParallelConfig& c, int pp_rank, int chunk);
 bool HoldsHead(const ParallelConfig& c, int pp_rank, int chunk);
+
+// Multi-latent attention's Q, K and V projections (ModelSpec::IsMla) as GEMMs [rows, out] = [rows,
+// in] x [in, out] on one tensor rank for a microbatch of `tokens` (b s): q_down [q_lora, h] and
+// kv_down [kv_lora + rope, h], copies on every tensor rank run on the rank's own tokens (tokens /
+// t under sequence parallelism, else all of them); q_up [a dqk / t, q_lora] (or q [a dqk / t, h]
+// without a query latent) and kv_up [a (dh + dv) / t, kv_lora], column-parallel, on all tokens.
+// The projection after the attention is the usual row-parallel [h, a dv / t]. Order: q_down,
+// q_up, kv_down, kv_up (q alone, kv_down, kv_up without a query latent).
+struct LinearShape {
+  int64_t rows = 0, out = 0, in = 0;
+};
+std::vector<LinearShape> MlaProjections(const ModelSpec& m, int tp, int64_t tokens,
+                                        bool sequence_parallel);
 
 // How a parameter is split over the tensor group.
 enum class Sharding {
@@ -91,7 +109,8 @@ struct LayerParameters {
   int64_t expert_elements = 0;
 };
 // On one rank of `c` (its tp, and for a mixture of experts its ep and etp); the form with `tp`
-// alone is the layout with ep = 1.
+// alone is the layout with ep = 1. Of `m`'s one kind of layer: a mixture's leading dense layers
+// are DenseLayerModel's (core/model.h).
 LayerParameters LayerParameterCounts(const ModelSpec& m, const ParallelConfig& c);
 LayerParameters LayerParameterCounts(const ModelSpec& m, int tp);
 // Number of parameter elements one GPU of pipeline rank `pp_rank` holds.
@@ -147,6 +166,10 @@ std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelCon
 // statistics, the output layer's input, the fp32 logits slice s b V/t, the softmax statistics
 // over the whole vocabulary and the targets.
 std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c);
+// What one multi-token prediction depth (ModelSpec::mtp_layers) keeps per microbatch on the head's
+// stage: its two input norms' inputs and statistics, eh_proj's [2h] input, its layer's stash
+// (LayerStash of the last layer's kind), and a head's and an embedding's stash of its own.
+std::vector<ActTensor> MtpActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout);
 // What the first virtual stage keeps per microbatch for the embedding's backward: the token ids
 // and, with dropout, the embedding dropout's mask.
 std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelConfig& c,

@@ -77,17 +77,30 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
   const bool sp = c.sequence_parallel;
   const Seconds tp_pair = sp ? tp_ag + tp_rs : tp_ar;
   PieceCostMemo::Pieces p;
-  p.layer = TransformerLayerCost(m, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
-                                 cluster.software.gelu_gemm_epilogue.value,
-                                 cluster.software.te_layer.value);
-  const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
-  if (tp_hidden > 0) {
-    const double slowdown = cluster.software.overlap_compute_slowdown.value;
-    HideTensorParallelComm(&p.layer.forward, tp_hidden, slowdown);
-    HideTensorParallelComm(&p.layer.backward, tp_hidden, slowdown);
-  }
-  // The ring's exposed sends stay exposed: TE overlaps them with the attention blocks only.
-  AddContextRing(m, hw, pr, c.tp, c.mbs, c.cp, ring, &p.layer);
+  // A layer of `kind` (the model's own, or a mixture's dense layer) with its tensor-parallel
+  // communication partly hidden and the context ring added.
+  auto price_layer = [&](const ModelSpec& kind) {
+    PieceCost layer = TransformerLayerCost(
+        kind, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
+        cluster.software.gelu_gemm_epilogue.value, cluster.software.te_layer.value);
+    if (kind.HasSharedExpert()) {  // a dense MLP beside the experts, its pair hidden alike
+      const PieceCost shared = SharedExpertCost(kind, hw, c, tp_pair);
+      layer.forward = Add(layer.forward, shared.forward);
+      layer.backward = Add(layer.backward, shared.backward);
+      layer.weight_grad = Add(layer.weight_grad, shared.weight_grad);
+    }
+    const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
+    if (tp_hidden > 0) {
+      const double slowdown = cluster.software.overlap_compute_slowdown.value;
+      HideTensorParallelComm(&layer.forward, tp_hidden, slowdown);
+      HideTensorParallelComm(&layer.backward, tp_hidden, slowdown);
+    }
+    // The ring's exposed sends stay exposed: TE overlaps them with the attention blocks only.
+    AddContextRing(kind, hw, pr, c.tp, c.mbs, c.cp, ring, &layer);
+    return layer;
+  };
+  p.layer = price_layer(m);
+  if (m.moe_dense_layers > 0) p.dense_layer = price_layer(DenseLayerModel(m));
   if (m.IsMoe()) {  // the experts in place of the MLP, their all-to-alls not hidden either
     const PieceCost experts = ExpertMlpCost(m, hw, c, expert_comm);
     p.layer.forward = Add(p.layer.forward, experts.forward);
@@ -99,6 +112,11 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
                     cluster.software.fused_cross_entropy.value);
   if (c.recompute == Recompute::kSelective) {
     p.core = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
+  }
+  if (m.mtp_layers > 0) {
+    // The last layer is of the model's own kind (a mixture's dense layers lead).
+    p.mtp_layer = p.layer;
+    p.mtp = MtpDepthCost(m, hw, c, p.mtp_layer, p.embed, p.head, tp_ag, tp_rs);
   }
   return p;
 }
@@ -172,6 +190,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     memo_it = memo->pieces.emplace(key, priced).first;
   }
   const PieceCost& layer = memo_it->second.layer;
+  const PieceCost& dense_layer = memo_it->second.dense_layer;
   const PieceCost& embed = memo_it->second.embed;
   const PieceCost& head = memo_it->second.head;
   const ComputeBreakdown& core = memo_it->second.core;
@@ -193,6 +212,9 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       microbatches > 1 ? double(microbatches - 1) / double(microbatches) : 0.0;
   const LayerParameters layer_params =
       accumulate_bytes > 0 ? LayerParameterCounts(m, c) : LayerParameters{};
+  const LayerParameters dense_params = accumulate_bytes > 0 && m.moe_dense_layers > 0
+                                           ? LayerParameterCounts(DenseLayerModel(m), c)
+                                           : LayerParameters{};
 
   // The host synchronisations around each pass (and, with a pipeline, around the p2p exchange
   // after it) each leave the GPU idle for a launch before the next kernel.
@@ -215,17 +237,29 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   for (int r = 0; r < c.pp; ++r) {
     // The rank's parameters beyond its layers' (embedding, head) accumulate in the chunk holding
     // them.
-    const int rank_layers = RankLayerCount(m, c, r);
-    const int64_t extra =
-        accumulate ? (*param_elements)[r] - int64_t(rank_layers) * layer_params.elements : 0;
+    const int rank_layers = RankLayerCount(m, c, r), rank_dense = RankDenseLayers(m, c, r);
+    const int64_t extra = accumulate
+                              ? (*param_elements)[r] -
+                                    int64_t(rank_layers - rank_dense) * layer_params.elements -
+                                    int64_t(rank_dense) * dense_params.elements
+                              : 0;
     for (int k = 0; k < c.vp; ++k) {
       ChunkCost& cc = t.chunks[size_t(r) * c.vp + k];
-      const double n = ChunkLayers(m, c, r, k).size();
+      const double dense = ChunkDenseLayers(m, c, r, k);
+      const double n = ChunkLayers(m, c, r, k).size() - dense;  // layers of the model's own kind
       cc.forward = Add(cc.forward, layer.forward, n);
       cc.backward = Add(cc.backward, layer.backward, n);
       cc.weight_grad = Add(cc.weight_grad, layer.weight_grad, n);
       if (c.recompute == Recompute::kFull) cc.recompute = Add(cc.recompute, layer.forward, n);
-      if (c.recompute == Recompute::kSelective) cc.recompute = Add(cc.recompute, core, n);
+      if (dense > 0) {  // a mixture's leading dense layers
+        cc.forward = Add(cc.forward, dense_layer.forward, dense);
+        cc.backward = Add(cc.backward, dense_layer.backward, dense);
+        cc.weight_grad = Add(cc.weight_grad, dense_layer.weight_grad, dense);
+        if (c.recompute == Recompute::kFull) {
+          cc.recompute = Add(cc.recompute, dense_layer.forward, dense);
+        }
+      }
+      if (c.recompute == Recompute::kSelective) cc.recompute = Add(cc.recompute, core, n + dense);
       if (HoldsEmbedding(c, r, k)) {
         cc.forward = Add(cc.forward, embed.forward);
         cc.backward = Add(cc.backward, embed.backward);
@@ -235,14 +269,27 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
         cc.forward.tp_comm += loss_allreduces;
         cc.backward = Add(cc.backward, head.backward);
         cc.weight_grad = Add(cc.weight_grad, head.weight_grad);
+        if (m.mtp_layers > 0) {  // the multi-token prediction depths after the head
+          const PieceCost& mtp = memo_it->second.mtp;
+          const double depths = m.mtp_layers;
+          cc.forward = Add(cc.forward, mtp.forward, depths);
+          cc.backward = Add(cc.backward, mtp.backward, depths);
+          cc.weight_grad = Add(cc.weight_grad, mtp.weight_grad, depths);
+          if (c.recompute == Recompute::kFull) {
+            cc.recompute = Add(cc.recompute, memo_it->second.mtp_layer.forward, depths);
+          }
+          if (c.recompute == Recompute::kSelective) cc.recompute = Add(cc.recompute, core, depths);
+        }
       }
       cc.stash_bytes = ChunkStashBytes(prices, m, c, r, k);
       cc.forward.memory += sync_gap_s;
       cc.backward.memory += sync_gap_s;
       if (accumulate) {
         const bool holds_extra = HoldsEmbedding(c, r, k) || HoldsHead(c, r, k);
-        const double elements = n * double(layer_params.elements) + (holds_extra ? extra : 0);
-        const int kernels = int(n) * layer_params.tensors + (holds_extra ? 2 : 0);
+        const double elements = n * double(layer_params.elements) +
+                                dense * double(dense_params.elements) + (holds_extra ? extra : 0);
+        const int kernels = int(n) * layer_params.tensors + int(dense) * dense_params.tensors +
+                            (holds_extra ? 2 : 0);
         const Seconds add =
             accumulate_share * MemoryBoundTime(hw, elements * accumulate_bytes, kernels);
         cc.backward.memory += add;
@@ -283,7 +330,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     const int64_t params = (*param_elements)[r];
     if (r > 0 && params == (*param_elements)[r - 1] && !InTiedEmbeddingGroup(m, c, r) &&
         !InTiedEmbeddingGroup(m, c, r - 1) &&
-        RankLayerCount(m, c, r) == RankLayerCount(m, c, r - 1)) {
+        RankLayerCount(m, c, r) == RankLayerCount(m, c, r - 1) &&
+        RankDenseLayers(m, c, r) == RankDenseLayers(m, c, r - 1)) {
       t.dp_collectives[r] = t.dp_collectives[r - 1];
       t.dp_param_gather[r] = t.dp_param_gather[r - 1];
       t.dp_allreduce[r] = t.dp_allreduce[r - 1];
@@ -501,11 +549,13 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
   // rank (for reports), otherwise just those two. With uneven stages rank 1 too: it may hold more
   // layers than rank 0, and it has the most in flight of the ranks between. Per-stage counts
-  // (stage_layers) may put the most layers on any rank, so every rank is priced.
+  // (stage_layers) may put the most layers on any rank, and a mixture's leading dense layers make
+  // the ranks between unlike (the first of them with only expert layers may be the heaviest), so
+  // then every rank is priced.
   const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
   for (int r = 0; r < c.pp; ++r) {
-    const bool any_rank = all_stages || !c.stage_layers.empty();
+    const bool any_rank = all_stages || !c.stage_layers.empty() || m.moe_dense_layers > 0;
     if (!any_rank && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
     const MemoryLedger l = ParameterMemory(c, t.param_elements[r], StageExpertElements(m, c, r));
     StageMemory sm;

@@ -51,6 +51,11 @@ struct PieceCostMemo {
                          int, bool, int, int, Seconds, Seconds>;
   struct Pieces {
     PieceCost layer, embed, head;
+    // A mixture's leading dense layer (ModelSpec::moe_dense_layers; zero without them).
+    PieceCost dense_layer;
+    // One multi-token prediction depth (ModelSpec::mtp_layers; zero without them): all of it,
+    // and its transformer layer alone (what full recomputation redoes).
+    PieceCost mtp, mtp_layer;
     ComputeBreakdown core;
   };
   std::map<Key, Pieces> pieces;

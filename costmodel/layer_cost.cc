@@ -91,11 +91,21 @@ LayerMemoryBytes LayerMemoryBytesOf(const ModelSpec& m, int tp, int mbs, int act
                          : gelu_epilogue               ? fc1_bias_bwd
                          : m.swiglu                    ? 5
                                                        : 3 + fc1_bias_bwd;
-  const double rotary = m.rotary ? 2 * e * T * (a + kv) / tp : 0.0;
-  // qk-norm: an RMSNorm over the queries' and the keys' T (a + kv) / t features, read and written
-  // forward; backward 5e as apex's LayerNorm, 3e on Transformer Engine
-  // (AdjustForTransformerEngine's reading of its norm backward).
-  const double qk = m.qk_norm ? T * (a + kv) / tp : 0.0;
+  // Under multi-latent attention RoPE turns the queries' rotated a dr / t features and the one
+  // shared key part's dr, and Q, K and V are assembled (concatenated, the key part copied to every
+  // head, V made contiguous: read and write T qkv / t), split again backward.
+  const double rope = double(m.mla_rope_dim);
+  const double rotary = m.IsMla()  ? 2 * e * T * (m.heads * rope / tp + rope) + 2 * e * T * qkv / tp
+                        : m.rotary ? 2 * e * T * (a + kv) / tp
+                                   : 0.0;
+  // qk-norm: an RMSNorm over the queries' and the keys' T (a + kv) / t features (multi-latent
+  // attention: over its two latents, on the rank's tokens), read and written forward; backward
+  // 5e as apex's LayerNorm, 3e on Transformer Engine (AdjustForTransformerEngine's reading of its
+  // norm backward).
+  const double latent_rows = sequence_parallel ? T / tp : T;
+  const double qk = !m.qk_norm  ? 0.0
+                    : m.IsMla() ? latent_rows * double(m.mla_q_lora + m.mla_kv_lora)
+                                : T * (a + kv) / tp;
   const double qk_bwd = te_layer ? 3 : 5;
   LayerMemoryBytes b;
   b.forward = 2 * (2 * e * Th_seq)        // LayerNorm x2: read x, write y
@@ -139,7 +149,7 @@ double DeviceAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
     // point has one, else the one-shape dropout figure (a rate without dropout would leave out
     // what the mask costs: 257 against 417.5 TFLOP/s on our H200, docs/validation-h100.md), else
     // the table's rates without dropout.
-    const double s = double(m.seq_len), d = double(m.HeadDim());
+    const double s = double(m.seq_len), d = double(m.QkHeadDim());
     if (m.dropout > 0 && table.HasDropout()) return AttentionTableTflops(table, s, d, true);
     if (m.dropout > 0 && hw.attention_dropout_tflops.value > 0) {
       return hw.attention_dropout_tflops.value;
@@ -213,14 +223,22 @@ PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int 
     // kernel runs half of them, which is how attention_tflops counts.
     const double per_gemm = 2.0 * double(heads_batch) * double(s) * double(s) * double(dh);
     const double rate = tflops * 1e12;
+    if (m.IsMla()) {  // Q K^T over dqk, P V over dv: forward one each, backward 3 and 2
+      const double qk = 2.0 * double(heads_batch) * double(s) * double(s) * double(m.QkHeadDim());
+      const double pv = 2.0 * double(heads_batch) * double(s) * double(s) * double(m.VHeadDim());
+      c.forward.gemm = 0.5 * (qk + pv) / rate;
+      c.backward.gemm = 0.5 * (3 * qk + 2 * pv) / rate;
+      return c;
+    }
     c.forward.gemm = 0.5 * 2 * per_gemm / rate;
     c.backward.gemm = 0.5 * 5 * per_gemm / rate;
     return c;
   }
-  const Seconds scores = GemmTime(hw, s, s, dh, heads_batch);
-  c.forward.gemm = scores + GemmTime(hw, s, dh, s, heads_batch);
-  c.backward.gemm = GemmBackwardTime(hw, s, s, dh, heads_batch) +
-                    GemmBackwardTime(hw, s, dh, s, heads_batch) + scores;
+  const int64_t dqk = m.QkHeadDim(), dv = m.VHeadDim();  // dh both without MLA
+  const Seconds scores = GemmTime(hw, s, s, dqk, heads_batch);
+  c.forward.gemm = scores + GemmTime(hw, s, dv, s, heads_batch);
+  c.backward.gemm = GemmBackwardTime(hw, s, s, dqk, heads_batch) +
+                    GemmBackwardTime(hw, s, dv, s, heads_batch) + scores;
   return c;
 }
 
@@ -265,17 +283,28 @@ double LinearGemmScale(const HardwareProfile& hw, Precision precision) {
   return hw.peak_tflops.value / hw.fp8_peak_tflops.value;  // same fraction of peak (assumed)
 }
 
-Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs) {
+Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs, bool sequence_parallel) {
   const double T = double(mbs) * double(m.seq_len), h = double(m.hidden), f = double(m.FfnHidden()),
                qkv = double(m.QkvOut()), fc1 = double(m.Fc1Out());
   // A mixture of experts casts its experts' operands apart (costmodel/moe_cost.h): QKV and the
   // projection here.
   const double mlp = m.IsMoe() ? 0.0 : 1.0;
   const double a = double(m.AttnWidth());
-  const double inputs = T * h + T * a / tp + mlp * (T * h + T * f / tp);  // QKV, proj, fc1, fc2
-  const double output_grads = T * qkv / tp + T * h + mlp * (T * fc1 / tp + T * h);  // the same
-  const double weights = m.IsMoe() ? double(qkv * h + a * h) / tp
-                                   : double(LayerParameterCounts(m, tp).linear_weight_elements);
+  // QKV's input, output gradient and weight: multi-latent attention's four projections'.
+  double qkv_input = T * h, qkv_grad = T * qkv / tp, qkv_weight = 0;
+  if (m.IsMla()) {
+    qkv_input = qkv_grad = qkv_weight = 0;
+    for (const LinearShape& g : MlaProjections(m, tp, int64_t(T), sequence_parallel)) {
+      qkv_input += double(g.rows) * double(g.in);
+      qkv_grad += double(g.rows) * double(g.out);
+      qkv_weight += double(g.out) * double(g.in);
+    }
+  }
+  const double inputs = qkv_input + T * a / tp + mlp * (T * h + T * f / tp);  // QKV, proj, fc1, fc2
+  const double output_grads = qkv_grad + T * h + mlp * (T * fc1 / tp + T * h);  // the same
+  const double weights = !m.IsMoe()  ? double(LayerParameterCounts(m, tp).linear_weight_elements)
+                         : m.IsMla() ? qkv_weight + a * h / tp
+                                     : double(qkv * h + a * h) / tp;
   Fp8CastBytes b;
   // cast-transpose: read bf16 (2), write the FP8 copy (1) and its transpose (1).
   b.forward = 4 * inputs + 4 * weights;
@@ -283,42 +312,59 @@ Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs) {
   return b;
 }
 
+QkvGemmTimes QkvGemms(const ModelSpec& m, const HardwareProfile& hw, int64_t tokens, int tp,
+                      bool sequence_parallel) {
+  if (!m.IsMla()) {
+    const int64_t n = m.QkvOut() / tp, k = m.hidden;
+    return {GemmTime(hw, tokens, n, k), GemmBackwardTime(hw, tokens, n, k),
+            GemmBackwardWeightTime(hw, tokens, n, k)};
+  }
+  QkvGemmTimes t;
+  for (const LinearShape& g : MlaProjections(m, tp, tokens, sequence_parallel)) {
+    t.forward += GemmTime(hw, g.rows, g.out, g.in);
+    t.backward += GemmBackwardTime(hw, g.rows, g.out, g.in);
+    t.weight += GemmBackwardWeightTime(hw, g.rows, g.out, g.in);
+  }
+  return t;
+}
+
 PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Precision precision,
                                int tp, int mbs, Seconds tp_allreduce_s, bool sequence_parallel,
                                bool fused_attention, bool gelu_gemm_epilogue, bool te_layer) {
   const int64_t T = int64_t(mbs) * m.seq_len, h = m.hidden, f = m.FfnHidden(), s = m.seq_len;
-  const int64_t dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
-  // QKV's and fc1's output features: 3h and f for a GPT; with grouped-query attention h + 2 kv dh,
-  // with SwiGLU 2f (gate and up in one GEMM, as Megatron-LM runs them).
-  const int64_t qkv = m.QkvOut(), fc1 = m.Fc1Out();
+  const int64_t heads_batch = int64_t(mbs) * m.heads / tp;
+  // fc1's output features: f, or 2f with SwiGLU (gate and up in one GEMM, as Megatron-LM runs
+  // them); QKV's are QkvGemms'.
+  const int64_t fc1 = m.Fc1Out();
   const int64_t a = m.AttnWidth();  // the projection's input (h unless head_dim says otherwise)
   // fp8: the Linears' GEMMs at the FP8 rate (1 otherwise, which leaves every product exact).
   const double lin = LinearGemmScale(hw, precision);
   // A mixture of experts runs its experts in place of fc1 and fc2 (costmodel/moe_cost.h, added by
   // the caller): their terms here are 0; a dense layer's `mlp` is `lin` itself.
   const double mlp = m.IsMoe() ? 0.0 : lin;
+  // The QKV projection's GEMMs (multi-latent attention's four, QkvGemms).
+  const QkvGemmTimes qkv_gemm = QkvGemms(m, hw, T, tp, sequence_parallel);
+  const int64_t dqk = m.QkHeadDim(), dv = m.VHeadDim();  // dh both without MLA
   PieceCost c;
   // The unfused sums keep their 2021 order, so Table 1's figures stay bit for bit.
-  c.forward.gemm = lin * GemmTime(hw, T, qkv / tp, h) + GemmTime(hw, s, s, dh, heads_batch) +
-                   GemmTime(hw, s, dh, s, heads_batch) + lin * GemmTime(hw, T, h, a / tp) +
+  c.forward.gemm = lin * qkv_gemm.forward + GemmTime(hw, s, s, dqk, heads_batch) +
+                   GemmTime(hw, s, dv, s, heads_batch) + lin * GemmTime(hw, T, h, a / tp) +
                    mlp * GemmTime(hw, T, fc1 / tp, h) + mlp * GemmTime(hw, T, h, f / tp);
   c.backward.gemm =
-      lin * GemmBackwardTime(hw, T, qkv / tp, h) + GemmBackwardTime(hw, s, s, dh, heads_batch) +
-      GemmBackwardTime(hw, s, dh, s, heads_batch) + lin * GemmBackwardTime(hw, T, h, a / tp) +
+      lin * qkv_gemm.backward + GemmBackwardTime(hw, s, s, dqk, heads_batch) +
+      GemmBackwardTime(hw, s, dv, s, heads_batch) + lin * GemmBackwardTime(hw, T, h, a / tp) +
       mlp * GemmBackwardTime(hw, T, fc1 / tp, h) + mlp * GemmBackwardTime(hw, T, h, f / tp);
   if (fused_attention) {
     const PieceCost core = FusedAttentionCost(m, hw, tp, mbs);
-    c.forward.gemm = lin * GemmTime(hw, T, qkv / tp, h) + core.forward.gemm +
-                     lin * GemmTime(hw, T, h, a / tp) + mlp * GemmTime(hw, T, fc1 / tp, h) +
-                     mlp * GemmTime(hw, T, h, f / tp);
-    c.backward.gemm = lin * GemmBackwardTime(hw, T, qkv / tp, h) + core.backward.gemm +
-                      lin * GemmBackwardTime(hw, T, h, a / tp) +
-                      mlp * GemmBackwardTime(hw, T, fc1 / tp, h) +
-                      mlp * GemmBackwardTime(hw, T, h, f / tp);
+    c.forward.gemm = lin * qkv_gemm.forward + core.forward.gemm + lin * GemmTime(hw, T, h, a / tp) +
+                     mlp * GemmTime(hw, T, fc1 / tp, h) + mlp * GemmTime(hw, T, h, f / tp);
+    c.backward.gemm =
+        lin * qkv_gemm.backward + core.backward.gemm + lin * GemmBackwardTime(hw, T, h, a / tp) +
+        mlp * GemmBackwardTime(hw, T, fc1 / tp, h) + mlp * GemmBackwardTime(hw, T, h, f / tp);
   }
   // The weight-gradient GEMMs, summed in the backward's order with 0 for the attention products
   // (rounded addition is monotone, so the sum never exceeds the backward's).
-  c.weight_grad.gemm = lin * GemmBackwardWeightTime(hw, T, qkv / tp, h) + 0.0 + 0.0 +
+  c.weight_grad.gemm = lin * qkv_gemm.weight + 0.0 + 0.0 +
                        lin * GemmBackwardWeightTime(hw, T, h, a / tp) +
                        mlp * GemmBackwardWeightTime(hw, T, fc1 / tp, h) +
                        mlp * GemmBackwardWeightTime(hw, T, h, f / tp);
@@ -349,7 +395,7 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
   if (precision == Precision::kFp8) {
     // Transformer Engine's casts (4 inputs and 4 weights forward, 4 output gradients backward)
     // and one amax-and-scale update per layer forward (a launch; its bytes are negligible).
-    const Fp8CastBytes cast = Fp8CastBytesOf(m, tp, mbs);
+    const Fp8CastBytes cast = Fp8CastBytesOf(m, tp, mbs, sequence_parallel);
     c.forward.memory += MemoryBoundTime(hw, cast.forward, 4 + 4 + 1);
     c.backward.memory += MemoryBoundTime(hw, cast.backward, 4);
   }
@@ -360,10 +406,11 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
 
 ComputeBreakdown AttentionCoreForwardCost(const ModelSpec& m, const HardwareProfile& hw,
                                           Precision precision, int tp, int mbs) {
-  const int64_t s = m.seq_len, dh = m.HeadDim(), heads_batch = int64_t(mbs) * m.heads / tp;
+  const int64_t s = m.seq_len, heads_batch = int64_t(mbs) * m.heads / tp;
   const double e = ComputeBytes(precision), S = double(heads_batch) * double(s) * double(s);
   ComputeBreakdown c;
-  c.gemm = GemmTime(hw, s, s, dh, heads_batch) + GemmTime(hw, s, dh, s, heads_batch);
+  c.gemm = GemmTime(hw, s, s, m.QkHeadDim(), heads_batch) +
+           GemmTime(hw, s, m.VHeadDim(), s, heads_batch);
   c.memory = MemoryBoundTime(hw, 2 * e * S + (2 * e + 1) * S, 2);  // softmax, dropout
   return c;
 }

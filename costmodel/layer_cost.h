@@ -136,7 +136,7 @@ double LinearGemmScale(const HardwareProfile& hw, Precision precision);
 struct Fp8CastBytes {
   double forward = 0, backward = 0;
 };
-Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs);
+Fp8CastBytes Fp8CastBytesOf(const ModelSpec& m, int tp, int mbs, bool sequence_parallel = false);
 
 // `tp_allreduce_s` is the time of one all-reduce of b s h activation elements on the tensor
 // group's link (0 when tp == 1); with sequence parallelism pass the time of a reduce-scatter plus
@@ -158,6 +158,16 @@ PieceCost TransformerLayerCost(const ModelSpec& m, const HardwareProfile& hw, Pr
 // The attention FLOPs are the same with or without dropout, but a kernel with dropout draws a
 // random number per score element and runs slower: the rate is FusedAttentionTflops's.
 PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int tp, int mbs);
+
+// The QKV projection's GEMMs on one tensor rank for `tokens` (b s) tokens: [T, qkv/t] = [T, h] x
+// [h, qkv/t], or multi-latent attention's down and up projections (core/shapes.h MlaProjections,
+// the down ones on T/t rows under sequence parallelism); forward, backward (input and weight
+// gradients) and the weight-gradient half.
+struct QkvGemmTimes {
+  Seconds forward = 0, backward = 0, weight = 0;
+};
+QkvGemmTimes QkvGemms(const ModelSpec& m, const HardwareProfile& hw, int64_t tokens, int tp,
+                      bool sequence_parallel);
 // Context parallelism (ParallelConfig::cp > 1), Transformer Engine's ring attention
 // (AttnFuncWithCPAndKVP2P) added to `layer`, a layer already priced by TransformerLayerCost on
 // `shard` (the model with seq_len s / cp: every op but attention is on a rank's s / cp tokens).

@@ -87,4 +87,61 @@ PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const Par
   return cost;
 }
 
+PieceCost SharedExpertCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                           Seconds tp_pair) {
+  PieceCost cost;
+  if (!m.IsMoe() || !m.HasSharedExpert()) return cost;
+  // `m` is one context-parallel rank's s / cp, as for ExpertMlpCost.
+  const double e = ComputeBytes(c.precision), lin = LinearGemmScale(hw, c.precision);
+  const int64_t T = int64_t(c.mbs) * m.seq_len, h = m.hidden;
+  const int64_t f = m.moe_shared_ffn_hidden / c.tp, fc1 = 2 * f;
+  cost.forward.gemm = lin * (GemmTime(hw, T, fc1, h) + GemmTime(hw, T, h, f));
+  cost.backward.gemm = lin * (GemmBackwardTime(hw, T, fc1, h) + GemmBackwardTime(hw, T, h, f));
+  cost.weight_grad.gemm =
+      lin * (GemmBackwardWeightTime(hw, T, fc1, h) + GemmBackwardWeightTime(hw, T, h, f));
+  const double Th = double(T) * h, Th_seq = c.sequence_parallel ? Th / c.tp : Th;
+  double forward = 3 * e * double(T) * f + 3 * e * Th_seq, backward = 5 * e * double(T) * f;
+  int forward_kernels = 2, backward_kernels = 1;
+  if (c.precision == Precision::kFp8) {  // Fp8CastBytesOf's terms for one MLP
+    forward += 4 * (Th + double(T) * f) + 4 * double(fc1 + f) * h;
+    backward += 4 * (double(T) * fc1 + Th);
+    forward_kernels += 4;
+    backward_kernels += 2;
+  }
+  cost.forward.memory = MemoryBoundTime(hw, forward, forward_kernels);
+  cost.backward.memory = MemoryBoundTime(hw, backward, backward_kernels);
+  cost.forward.tp_comm = c.tp > 1 ? tp_pair : 0.0;
+  cost.backward.tp_comm = c.tp > 1 ? tp_pair : 0.0;
+  return cost;
+}
+
+PieceCost MtpDepthCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                       const PieceCost& layer, const PieceCost& embed, const PieceCost& head,
+                       Seconds tp_allgather, Seconds tp_reduce_scatter) {
+  const double e = ComputeBytes(c.precision), lin = LinearGemmScale(hw, c.precision);
+  const int64_t T = int64_t(c.mbs) * m.seq_len, h = m.hidden;
+  const double Th_seq = double(T) * h / (c.sequence_parallel ? c.tp : 1);
+  PieceCost cost;
+  cost.forward.gemm = lin * GemmTime(hw, T, h / c.tp, 2 * h);
+  cost.backward.gemm = lin * GemmBackwardTime(hw, T, h / c.tp, 2 * h);
+  cost.weight_grad.gemm = lin * GemmBackwardWeightTime(hw, T, h / c.tp, 2 * h);
+  cost.forward.memory = MemoryBoundTime(hw, 2 * (2 * e * Th_seq) + 2 * e * 2 * Th_seq, 3);
+  cost.backward.memory = MemoryBoundTime(hw, 2 * (3 * e * Th_seq) + 2 * e * 2 * Th_seq, 3);
+  if (c.tp > 1) {
+    cost.forward.tp_comm = tp_allgather;
+    cost.backward.tp_comm = tp_reduce_scatter;
+  }
+  auto add = [](ComputeBreakdown* to, const ComputeBreakdown& from) {
+    to->gemm += from.gemm;
+    to->memory += from.memory;
+    to->tp_comm += from.tp_comm;
+  };
+  for (const PieceCost* piece : {&layer, &embed, &head}) {
+    add(&cost.forward, piece->forward);
+    add(&cost.backward, piece->backward);
+    add(&cost.weight_grad, piece->weight_grad);
+  }
+  return cost;
+}
+
 }  // namespace ptdp::costmodel

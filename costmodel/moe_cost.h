@@ -56,4 +56,28 @@ ExpertComm ExpertCommTimes(const ModelSpec& m, const HardwareProfile& hw, const 
 PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
                         const ExpertComm& comm);
 
+// A shared expert (ModelSpec::moe_shared_ffn_hidden > 0; Megatron-Core's SharedExpertMLP): a
+// dense SwiGLU MLP of f_s on all T = b s tokens of the microbatch, split over the tensor group as
+// the dense layer's MLP: fc1 [T, 2 f_s/t] = [T, h] x [h, 2 f_s/t], fc2 [T, h] = [T, f_s/t] x
+// [f_s/t, h] at the Linears' rate, SwiGLU 3e T f_s/t forward and 5e backward, in fp8 training
+// Transformer Engine's casts of its two inputs and weights forward and its two output gradients
+// backward, and its output added to the routed experts' (read 2e, write e over the rank's T h or
+// T h / t). Its tensor-parallel pair (an all-gather of its input and a reduce-scatter of its
+// output under sequence parallelism, `tp_pair`) each way, as the dense MLP's. Zero without one.
+// Not modelled: --moe-shared-expert-overlap (the shared expert on a second stream beside the
+// dispatch).
+PieceCost SharedExpertCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                           Seconds tp_pair);
+
+// One multi-token prediction depth (ModelSpec::mtp_layers; Megatron-Core's
+// MultiTokenPredictionLayer) on the head's stage, per microbatch: the embedding's lookup of the
+// shifted tokens (`embed`), the two input norms and their concatenation (2 x 2e and 2e over the
+// rank's T h, or T h / t under sequence parallelism; backward 3e, 3e and the split 2e),
+// eh_proj [T, h/t] = [T, 2h] x [2h, h/t] at the Linears' rate with its output all-gathered over
+// the tensor group forward (reduce-scattered backward), its transformer `layer`, the final norm
+// and the output layer with its cross-entropy (`head`, whose final norm stands for it).
+PieceCost MtpDepthCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                       const PieceCost& layer, const PieceCost& embed, const PieceCost& head,
+                       Seconds tp_allgather, Seconds tp_reduce_scatter);
+
 }  // namespace ptdp::costmodel

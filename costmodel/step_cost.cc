@@ -56,9 +56,11 @@ Seconds DataParallelCopyTime(const ClusterSpec& cluster, const ModelSpec& m,
                              const ParallelConfig& c, int rank, int64_t params) {
   const double bytes = cluster.software.ddp_grad_copy_bytes_per_param.value;
   if (c.grad_accumulation_fusion || bytes <= 0) return 0;
-  const int layers = RankLayerCount(m, c, rank);
+  const int layers = RankLayerCount(m, c, rank), dense = RankDenseLayers(m, c, rank);
   // One launch per tensor: the layers' plus the embedding's or the head's.
-  const int kernels = int(layers) * LayerParameterCounts(m, c).tensors + 2;
+  const int dense_tensors = dense > 0 ? LayerParameterCounts(DenseLayerModel(m), c).tensors : 0;
+  const int kernels =
+      int(layers - dense) * LayerParameterCounts(m, c).tensors + dense * dense_tensors + 2;
   return MemoryBoundTime(cluster.profile, double(params) * bytes, kernels);
 }
 

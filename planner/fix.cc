@@ -33,10 +33,10 @@ Result<std::vector<int>> ParseStageLayers(const std::string& value) {
   while (std::getline(ss, item, '/')) {
     int x = 0;
     auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
-    if (ec != std::errc() || p != item.data() + item.size() || x < 1) {
+    if (ec != std::errc() || p != item.data() + item.size() || x < 0) {
       return Status::Invalid(
-          "--fix: stage_layers: expected positive layer counts joined by '/' (9/3/8/4), got \"" +
-          value + "\"");
+          "--fix: stage_layers: expected layer counts joined by '/' (9/3/8/4), got \"" + value +
+          "\"");
     }
     counts.push_back(x);
   }
@@ -48,18 +48,37 @@ Result<std::vector<int>> ParseStageLayers(const std::string& value) {
   return counts;
 }
 
-// stage_layers against the other fixed keys: one form of the split, vp = 1, pp its count.
+// stage_layers against the other fixed keys: one form of the split; with vp = 1 (or unset) pp
+// its count and a schedule of one chunk per rank; with a fixed vp > 1 (interleaved) pp vp its
+// count, pp the count / vp.
 Status CheckFixedStageLayers(FixedLayout* f) {
   const std::vector<int>& counts = *f->stage_layers;
   auto bad = [](const std::string& s) { return Status::Invalid("--fix: stage_layers: " + s); };
   if (f->first_stage_layers || f->last_stage_layers) {
     return bad("excludes first_stage_layers and last_stage_layers (give one form of the split)");
   }
-  if (f->vp && *f->vp != 1)
-    return bad("per-stage counts need vp=1 (vp=" + std::to_string(*f->vp) + " is fixed)");
+  const int vp = f->vp.value_or(1);
+  if (vp > 1) {
+    if (f->schedule && *f->schedule != ScheduleKind::kInterleaved) {
+      return bad(std::string("per-virtual-stage counts (vp=") + std::to_string(vp) +
+                 ") need schedule=interleaved, not " + ScheduleName(*f->schedule));
+    }
+    if (counts.size() % size_t(vp) != 0) {
+      return bad(std::to_string(counts.size()) +
+                 " counts is not pp*vp for vp=" + std::to_string(vp) + " (one per virtual stage)");
+    }
+    const int pp = int(counts.size()) / vp;
+    if (f->pp && *f->pp != pp) {
+      return bad(std::to_string(counts.size()) + " counts but pp=" + std::to_string(*f->pp) +
+                 " and vp=" + std::to_string(vp) + " are fixed (one per virtual stage)");
+    }
+    f->pp = pp;
+    f->schedule = ScheduleKind::kInterleaved;
+    return Status::Ok();
+  }
   if (f->schedule && (*f->schedule == ScheduleKind::kInterleaved || VShaped(*f->schedule))) {
     return bad(std::string("per-stage counts need a schedule of one chunk per rank, not ") +
-               ScheduleName(*f->schedule));
+               ScheduleName(*f->schedule) + " (or fix vp > 1 for per-virtual-stage counts)");
   }
   if (f->pp && size_t(*f->pp) != counts.size()) {
     return bad(std::to_string(counts.size()) + " counts but pp=" + std::to_string(*f->pp) +

@@ -54,7 +54,7 @@ Status Finish(const ModelSpec& m, const ClusterSpec& cluster, const Refiner* ref
   // tensors: a tenth of a refined search's time when done twice per layout).
   const std::vector<int64_t> params = costmodel::StageParameterCounts(m, c->layout);
   auto full = Evaluate(m, cluster, c->layout, &params, /*all_stages=*/true);
-  PTDP_CHECK(full.ok());
+  PTDP_CHECK_MSG(full.ok(), c->layout.ToString() + ": " + full.status().message());
   c->prediction = full->prediction;
   if (!refiner) return Status::Ok();
   const costmodel::CostTable table = costmodel::BuildCostTable(m, cluster, c->layout, &params);

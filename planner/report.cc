@@ -286,8 +286,17 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (m.KvHeads() != m.heads) {
     o << " --group-query-attention --num-query-groups " << m.KvHeads();
   }
-  if (m.head_dim > 0) o << " --kv-channels " << m.HeadDim();  // else Megatron's h / a
-  if (m.qk_norm) o << " --qk-layernorm";  // an RMSNorm with --normalization RMSNorm
+  if (m.mtp_layers > 0) o << " --mtp-num-layers " << m.mtp_layers;  // on the last stage
+  if (m.IsMla()) {  // --kv-channels does not apply: the heads' widths are MLA's own
+    o << " --multi-latent-attention";
+    if (m.mla_q_lora > 0) o << " --q-lora-rank " << m.mla_q_lora;
+    o << " --kv-lora-rank " << m.mla_kv_lora << " --qk-head-dim " << m.HeadDim()
+      << " --qk-pos-emb-head-dim " << m.mla_rope_dim << " --v-head-dim " << m.mla_v_dim;
+  } else if (m.head_dim > 0) {
+    o << " --kv-channels " << m.HeadDim();  // else Megatron's h / a
+  }
+  // An RMSNorm with --normalization RMSNorm (under MLA, on the two latents).
+  if (m.qk_norm) o << " --qk-layernorm";
   if (m.swiglu) o << " --swiglu";
   if (m.rmsnorm) o << " --normalization RMSNorm";
   if (m.rotary) {
@@ -302,21 +311,40 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
     o << " --num-experts " << m.moe_experts << " --moe-router-topk " << m.moe_topk
       << " --moe-ffn-hidden-size " << m.MoeFfnHidden()
       << " --moe-grouped-gemm --moe-token-dispatcher-type alltoall";
+    if (m.HasSharedExpert()) {
+      o << " --moe-shared-expert-intermediate-size " << m.moe_shared_ffn_hidden;
+      if (m.moe_shared_gate) o << " --moe-shared-expert-gate";
+    }
+    // Leading dense layers as Megatron-Core's list pattern: 0 a dense layer, 1 a mixture.
+    if (m.moe_dense_layers > 0) {
+      o << " --moe-layer-freq \"([0]*" << m.moe_dense_layers << "+[1]*"
+        << m.layers - m.moe_dense_layers << ")\"";
+    }
   }
 }
 
 }  // namespace
 
-// Megatron-Core's --pipeline-model-parallel-layout for per-stage counts (vp = 1): stages joined
-// by '|', "t*n" for n transformer layers, the embedding (E) on the first stage and the loss (L) on
-// the last: 9/3/8/4 is "Et*9|t*3|t*8|t*4,L" (its parser takes ',' as a cosmetic separator).
-std::string MegatronLayout(const std::vector<int>& stage_layers) {
+// Megatron-Core's --pipeline-model-parallel-layout for per-(virtual-)stage counts: stages joined
+// by '|' in virtual-stage order (its stage i = chunk pp + rank, ours), "t*n" for n transformer
+// layers, the embedding (E) on the first stage, the multi-token prediction layers (m) and the
+// loss (L) on the last: 9/3/8/4 is "Et*9|t*3|t*8|t*4,L", 1/2/2/0 with one MTP layer
+// "Et|t*2|t*2|m,L" (its parser takes ',' as a cosmetic separator).
+std::string MegatronLayout(const std::vector<int>& stage_layers, int mtp_layers) {
   std::string out;
   for (size_t r = 0; r < stage_layers.size(); ++r) {
+    std::vector<std::string> parts;
+    const int n = stage_layers[r];
+    std::string first = r == 0 ? "E" : "";
+    if (n > 0) first += n == 1 ? "t" : "t*" + std::to_string(n);
+    if (!first.empty()) parts.push_back(first);
+    if (r + 1 == stage_layers.size()) {
+      if (mtp_layers > 0)
+        parts.push_back(mtp_layers == 1 ? "m" : "m*" + std::to_string(mtp_layers));
+      parts.push_back("L");
+    }
     if (r > 0) out += "|";
-    if (r == 0) out += "E";
-    out += stage_layers[r] == 1 ? "t" : "t*" + std::to_string(stage_layers[r]);
-    if (r + 1 == stage_layers.size()) out += ",L";
+    for (size_t i = 0; i < parts.size(); ++i) out += (i > 0 ? "," : "") + parts[i];
   }
   return out;
 }
@@ -332,7 +360,7 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   }
   // Interleaved with short ends (core/parallel.h): Megatron-LM counts the embedding and the loss
   // as a layer each when told to, and then places the layers as core/shapes.h does.
-  const bool short_ends = c.vp > 1 && c.Uneven();
+  const bool short_ends = c.vp > 1 && c.Uneven() && c.stage_layers.empty();
   if (c.schedule == ScheduleKind::kInterleaved) {
     int per_virtual_stage = m.layers / (c.pp * c.vp);
     if (short_ends) {
@@ -341,7 +369,10 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
       PTDP_CHECK(per.ok());  // the plan's layout was validated
       per_virtual_stage = *per;
     }
-    o << " --num-layers-per-virtual-pipeline-stage " << per_virtual_stage;
+    // (A layout string sets the virtual stages itself; Megatron-Core refuses both.)
+    if (c.stage_layers.empty()) {
+      o << " --num-layers-per-virtual-pipeline-stage " << per_virtual_stage;
+    }
     if (short_ends && c.first_stage_layers > 0) o << " --account-for-embedding-in-pipeline-split";
     if (short_ends && c.last_stage_layers > 0) o << " --account-for-loss-in-pipeline-split";
     // The group size the plan's Program was generated with, so Megatron-Core runs that order
@@ -359,7 +390,8 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   }
   // Per-stage counts: quoted, since '|' and '*' mean something to a shell.
   if (!c.stage_layers.empty()) {
-    o << " --pipeline-model-parallel-layout \"" << MegatronLayout(c.stage_layers) << "\"";
+    o << " --pipeline-model-parallel-layout \"" << MegatronLayout(c.stage_layers, m.mtp_layers)
+      << "\"";
   }
   o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch;
   AppendModelArgs(m, o);

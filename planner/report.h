@@ -26,9 +26,10 @@ OrderedJson SearchToJson(const SearchResult& r, double tokens);
 std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,
                           double tokens);
 
-// Megatron-Core's --pipeline-model-parallel-layout value for per-stage layer counts (vp = 1):
-// 9/3/8/4 is "Et*9|t*3|t*8|t*4,L" (embedding first, loss last).
-std::string MegatronLayout(const std::vector<int>& stage_layers);
+// Megatron-Core's --pipeline-model-parallel-layout value for per-(virtual-)stage layer counts,
+// in virtual-stage order: 9/3/8/4 is "Et*9|t*3|t*8|t*4,L" (embedding first, loss last), and
+// with `mtp_layers` multi-token prediction layers those before the loss ("m,L").
+std::string MegatronLayout(const std::vector<int>& stage_layers, int mtp_layers = 0);
 // Megatron-LM pretrain_gpt.py flags for a layout (per-stage counts as the quoted layout above).
 // With `software`, also the flags of the overlaps it priced (--tp-comm-overlap with sequence
 // parallelism, --overlap-grad-reduce and --overlap-param-gather with d > 1).

@@ -39,7 +39,7 @@ struct PipelineShape {
   int vp = 1;
   int first = 0;
   int last = 0;
-  std::vector<int> stages;  // --fix stage_layers: per-stage counts (vp = 1); empty otherwise
+  std::vector<int> stages;  // --fix stage_layers: per-(virtual-)stage counts; empty otherwise
 };
 
 // What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
@@ -49,7 +49,11 @@ struct PipelineShape {
 // p v | l, and with core's InterleavedShortEnds (or the fixed split).
 std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
   std::vector<PipelineShape> shapes;
-  if (fx.stage_layers) {  // fixed per-stage counts: the schedules of one chunk per rank
+  if (fx.stage_layers) {          // fixed per-stage counts: the schedules of one chunk per rank
+    if (fx.vp.value_or(1) > 1) {  // per-virtual-stage counts: interleaved (CheckFixedStageLayers)
+      shapes.push_back({ScheduleKind::kInterleaved, *fx.vp, 0, 0, *fx.stage_layers});
+      return shapes;
+    }
     for (ScheduleKind kind :
          {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
       shapes.push_back({kind, 1, 0, 0, *fx.stage_layers});

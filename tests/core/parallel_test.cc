@@ -1,4 +1,5 @@
 #include "core/parallel.h"
+#include "core/shapes.h"
 
 #include <gtest/gtest.h>
 
@@ -118,19 +119,36 @@ TEST(Parallel, StageLayersValidity) {
   EXPECT_TRUE(c.Uneven());
   auto message = [&] { return c.Validate(m).message(); };
   c.stage_layers = {3, 1, 2};
-  EXPECT_EQ(message(), "layout.stage_layers: 3 counts for pp = 4 stages (one per stage)");
+  EXPECT_EQ(message(),
+            "layout.stage_layers: 3 counts for pp*vp = 4 stages (one per virtual stage)");
   c.stage_layers = {3, 0, 3, 2};
-  EXPECT_EQ(message(), "layout.stage_layers: stage 1 holds 0 layers (at least 1 each)");
+  EXPECT_EQ(message(), "layout.stage_layers: stage 1 holds 0 layers (at least 1)");
   c.stage_layers = {3, 2, 2, 2};
   EXPECT_EQ(message(), "layout.stage_layers: the counts sum to 9 but the model has 8 layers");
   c.stage_layers = {3, 1, 2, 2};
   c.first_stage_layers = 3;
   EXPECT_EQ(message().rfind("layout.stage_layers: excludes first_stage_layers", 0), 0u);
   c.first_stage_layers = 0;
+  // Interleaved: one count per virtual stage, in order; the first may hold only the embedding
+  // and the last only the head (Megatron-Core's "E|...|L"), no other stage may be empty.
   c.vp = 2;
   c.schedule = ScheduleKind::kInterleaved;
-  EXPECT_EQ(message().rfind("layout.stage_layers: per-stage counts need vp = 1, got vp = 2", 0),
-            0u);
+  EXPECT_EQ(message(),
+            "layout.stage_layers: 4 counts for pp*vp = 8 stages (one per virtual stage)");
+  c.stage_layers = {0, 2, 1, 1, 1, 1, 2, 0};
+  EXPECT_TRUE(c.Validate(m).ok()) << message();
+  EXPECT_EQ(ChunkLayers(m, c, 0, 0).size(), 0);
+  EXPECT_EQ(ChunkLayers(m, c, 0, 1).begin, 4);  // virtual stage 4, after 0 + 2 + 1 + 1
+  EXPECT_EQ(StageLayerCounts(m, c), (std::vector<int>{1, 3, 3, 1}));
+  c.stage_layers = {1, 0, 1, 1, 1, 1, 2, 1};
+  EXPECT_EQ(message(), "layout.stage_layers: stage 1 holds 0 layers (at least 1)");
+  c.stage_layers = {0, 2, 1, 1, 1, 1, 2, 0};
+  c.schedule = ScheduleKind::k1F1B;
+  EXPECT_EQ(message().rfind("layout.stage_layers: per-virtual-stage counts (vp = 2) need "
+                            "schedule=interleaved",
+                            0),
+            0u)
+      << message();
   c = ParallelConfig();
   c.global_batch = 4;
   c.stage_layers = {8};

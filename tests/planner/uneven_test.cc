@@ -192,6 +192,13 @@ TEST(Uneven, FixedStageLayersAreSearchedAndEmitted) {
       << args;
   EXPECT_EQ(args.find("--decoder-"), std::string::npos) << args;
   EXPECT_EQ(MegatronLayout({1, 2}), "Et|t*2,L");
+  // Per virtual stage, an end stage with no layers, and a multi-token prediction layer.
+  EXPECT_EQ(MegatronLayout({0, 2, 2, 1}), "E|t*2|t*2|t,L");
+  EXPECT_EQ(MegatronLayout({1, 2, 2, 0}, 1), "Et|t*2|t*2|m,L");
+  auto interleaved = ParseFix("vp=2,stage_layers=0/4/4/0");
+  ASSERT_TRUE(interleaved.ok()) << interleaved.status().message();
+  EXPECT_EQ(interleaved->pp, 2);
+  EXPECT_EQ(interleaved->schedule, ScheduleKind::kInterleaved);
   // Counts that do not sum to the model's layers: the search's error names the field.
   fix = ParseFix("tp=4,stage_layers=14/8/14/13");
   ASSERT_TRUE(fix.ok());
@@ -203,11 +210,12 @@ TEST(Uneven, FixedStageLayersAreSearchedAndEmitted) {
             std::string::npos)
       << r.status().message();
   for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
-           {"stage_layers=4/x", "--fix: stage_layers: expected positive layer counts"},
-           {"stage_layers=4/0/4", "--fix: stage_layers: expected positive layer counts"},
+           {"stage_layers=4/x", "--fix: stage_layers: expected layer counts"},
+           {"stage_layers=4/-1/4", "--fix: stage_layers: expected layer counts"},
            {"stage_layers=8", "--fix: stage_layers: expected a count for each of 2 or more"},
            {"pp=2,stage_layers=4/4/4", "--fix: stage_layers: 3 counts but pp=2 is fixed"},
-           {"vp=2,stage_layers=4/4", "--fix: stage_layers: per-stage counts need vp=1"},
+           {"vp=2,stage_layers=4/4/4", "--fix: stage_layers: 3 counts is not pp*vp for vp=2"},
+           {"vp=2,schedule=1f1b,stage_layers=4/4", "need schedule=interleaved"},
            {"schedule=interleaved,stage_layers=4/4", "need a schedule of one chunk per rank"},
            {"first_stage_layers=3,stage_layers=4/4", "--fix: stage_layers: excludes"}}) {
     auto bad = ParseFix(text);

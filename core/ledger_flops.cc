@@ -1,0 +1,152 @@
+// The ledger's FLOP counts (core/ledger.h: ModelIterationFlops, HardwareIterationFlops,
+// PipelineRankFlops), apart from its byte counts in core/ledger.cc.
+#include "core/ledger.h"
+#include "core/shapes.h"
+
+namespace ptdp {
+
+namespace {
+
+// One layer's forward GEMM FLOPs for `sequences` sequences: QKV 6 B s h^2, projection 2 B s h^2,
+// MLP 2 x 2 B s h f, scores and scores.V 2 x 2 B s^2 h. A Llama-style layer: QKV 2 B s h (h + 2
+// kv dh), projection 2 B s h^2, SwiGLU 3 x 2 B s h f, the same attention core (every query head
+// scores all s keys); RMSNorm, rotary and the SwiGLU product are not GEMMs.
+double LayerForwardFlops(const ModelSpec& m, double sequences) {
+  const double s = m.seq_len, h = m.hidden, f = m.FfnHidden();
+  if (m.IsGpt()) {  // the 2021 expression, so GPT figures stay bit for bit
+    return 8 * sequences * s * h * h + 4 * sequences * s * h * f + 4 * sequences * s * s * h;
+  }
+  // a: the queries' width (h unless head_dim says otherwise), what the projection reads and the
+  // attention core's products span.
+  const double qkv = double(m.QkvOut()), mlp_matrices = m.swiglu ? 3 : 2, a = double(m.AttnWidth());
+  if (m.IsMla()) {
+    // Multi-latent attention: its down and up projections (core/shapes.h MlaProjections, all of
+    // a sequence's tokens on one rank), the projection from a dv, Q K^T over dqk and P V over dv.
+    double projections = 0;
+    for (const LinearShape& g : MlaProjections(m, 1, int64_t(s), false)) {
+      projections += 2 * sequences * double(g.rows) * double(g.out) * double(g.in);
+    }
+    const double E = m.moe_experts, k = m.moe_topk, f_moe = double(m.MoeFfnHidden());
+    const double mlp =
+        m.IsMoe() ? 2 * sequences * s * h * E +
+                        2 * 3 * (k * f_moe + double(m.moe_shared_ffn_hidden)) * sequences * s * h
+                  : 2 * mlp_matrices * sequences * s * h * f;
+    return projections + 2 * sequences * s * h * a + mlp +
+           2 * sequences * s * s * (double(m.QkWidth()) + a);
+  }
+  if (m.IsMoe()) {
+    // The router's [T, E] logits, each token's k SwiGLU experts of moe_ffn_hidden and the shared
+    // expert's SwiGLU of moe_shared_ffn_hidden (0 without one).
+    const double E = m.moe_experts, k = m.moe_topk, f_moe = double(m.MoeFfnHidden());
+    const double f_shared = double(m.moe_shared_ffn_hidden);
+    return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a + 2 * sequences * s * h * E +
+           2 * 3 * (k * f_moe + f_shared) * sequences * s * h + 4 * sequences * s * s * a;
+  }
+  return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a +
+         2 * mlp_matrices * sequences * s * h * f + 4 * sequences * s * s * a;
+}
+
+// Every layer's forward GEMM FLOPs: l of them, a mixture's leading dense layers at their own, and
+// each multi-token prediction depth's layer at the last layer's.
+double LayersForwardFlops(const ModelSpec& m, double sequences) {
+  const int dense = m.moe_dense_layers;
+  double flops = (m.layers - dense) * LayerForwardFlops(m, sequences);
+  if (dense > 0) flops += dense * LayerForwardFlops(DenseLayerModel(m), sequences);
+  if (m.mtp_layers > 0) {
+    flops += m.mtp_layers * LayerForwardFlops(LayerModel(m, m.layers - 1), sequences);
+  }
+  return flops;
+}
+
+// The transformer layers a pass runs: the model's and its multi-token prediction depths'.
+double TransformerLayers(const ModelSpec& m) {
+  return double(m.layers) + m.mtp_layers;
+}
+
+// The output layer's GEMMs, forward and backward (never recomputed), over the padded vocabulary.
+double LogitsFlops(const ModelSpec& m, const ParallelConfig& c) {
+  return 6.0 * double(c.global_batch) * m.seq_len * double(m.hidden) * double(PaddedVocab(m, c.tp));
+}
+
+}  // namespace
+
+FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
+  const double B = double(c.global_batch);
+  if (m.mtp_layers > 0) {
+    // Each depth: its layer (in LayersForwardFlops), eh_proj [T, h] = [T, 2h] x [2h, h] and the
+    // logits again.
+    const double eh_proj = 2.0 * B * m.seq_len * 2.0 * double(m.hidden) * double(m.hidden);
+    return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c) +
+           m.mtp_layers * (3.0 * eh_proj + LogitsFlops(m, c));
+  }
+  if (m.moe_dense_layers > 0) return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c);
+  return 3.0 * m.layers * LayerForwardFlops(m, B) + LogitsFlops(m, c);
+}
+
+// What a fused attention kernel's backward runs again per layer: the scores Q K^T, 2 B s^2 h
+// (FlashAttention-2, Dao 2023, section 3.1.2: the backward recomputes S = Q K^T from the stored
+// log-sum-exp; 5 GEMMs backward against 2 forward, 2.5x the forward's FLOPs where the unfused
+// backward's 4 GEMMs are 2x).
+double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
+  if (!c.fused_attention) return 0;
+  const double B = double(c.global_batch);
+  return TransformerLayers(m) * 2.0 * B * m.seq_len * m.seq_len * double(m.QkWidth());
+}
+
+FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
+  const double B = double(c.global_batch);
+  switch (c.recompute) {
+    case Recompute::kNone:
+      return ModelIterationFlops(m, c) + FusedAttentionRecomputeFlops(m, c);
+    case Recompute::kFull:
+      return ModelIterationFlops(m, c) + LayersForwardFlops(m, B) +
+             FusedAttentionRecomputeFlops(m, c);
+    case Recompute::kSelective:  // Q K^T and P V again: 4 B s^2 a dh (dqk and dv under MLA)
+      if (m.IsMla()) {
+        return ModelIterationFlops(m, c) + TransformerLayers(m) * 2.0 * B * m.seq_len * m.seq_len *
+                                               double(m.QkWidth() + m.AttnWidth());
+      }
+      return ModelIterationFlops(m, c) +
+             TransformerLayers(m) * 4.0 * B * m.seq_len * m.seq_len * double(m.AttnWidth());
+  }
+  return 0;
+}
+
+// The iteration's FLOPs (HardwareIterationFlops, the one count) split by where they run: each
+// layer's share on the rank holding it, the logits on the last stage; a rank computes for B/d
+// sequences over t tensor ranks.
+FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  if (m.mtp_layers > 0) {  // the main model's share, and the depths' all on the head's rank
+    ModelSpec main = m;
+    main.mtp_layers = 0;
+    const double depths = HardwareIterationFlops(m, c) - HardwareIterationFlops(main, c);
+    return PipelineRankFlops(main, c, pp_rank) +
+           (pp_rank == HeadRank(c) ? depths / (double(c.dp) * c.cp * c.tp) : 0.0);
+  }
+  const double logits = LogitsFlops(m, c);
+  const double per_layer = (HardwareIterationFlops(m, c) - logits) / m.layers;
+  double flops = 0;
+  if (m.moe_dense_layers > 0) {
+    // Each kind's share: the iteration's FLOPs of a model of that kind alone, per layer.
+    const ModelSpec dense = DenseLayerModel(m);
+    const double per_moe_layer =
+        (HardwareIterationFlops(m, c) - logits -
+         (HardwareIterationFlops(dense, c) - logits) * m.moe_dense_layers / m.layers) /
+        (m.layers - m.moe_dense_layers);
+    const double per_dense_layer = (HardwareIterationFlops(dense, c) - logits) / m.layers;
+    for (int chunk = 0; chunk < c.vp; ++chunk) {
+      const int dense_layers = ChunkDenseLayers(m, c, pp_rank, chunk);
+      flops += (ChunkLayers(m, c, pp_rank, chunk).size() - dense_layers) * per_moe_layer +
+               dense_layers * per_dense_layer;
+      if (HoldsHead(c, pp_rank, chunk)) flops += logits;
+    }
+    return flops / (double(c.dp) * c.cp * c.tp);
+  }
+  for (int chunk = 0; chunk < c.vp; ++chunk) {
+    flops += ChunkLayers(m, c, pp_rank, chunk).size() * per_layer;
+    if (HoldsHead(c, pp_rank, chunk)) flops += logits;
+  }
+  return flops / (double(c.dp) * c.cp * c.tp);
+}
+
+}  // namespace ptdp
