@@ -44,11 +44,18 @@ def flags_layout(plan):
     return plan.get("megatron_layout", plan["layout"])
 
 
-def megatron_layout(stage_layers):
-    """9/3/8/4 -> "Et*9|t*3|t*8|t*4,L", as planner/report.cc MegatronLayout writes it."""
-    stages = ["t" if n == 1 else "t*%d" % n for n in stage_layers]
-    stages[0] = "E" + stages[0]
-    stages[-1] += ",L"
+def megatron_layout(stage_layers, mtp_layers=0):
+    """9/3/8/4 -> "Et*9|t*3|t*8|t*4,L", 1/2/0 with one MTP layer -> "Et|t*2|m,L", per virtual
+    stage in order, as planner/report.cc MegatronLayout writes it."""
+    stages = []
+    for i, n in enumerate(stage_layers):
+        first = ("E" if i == 0 else "") + ("" if n == 0 else "t" if n == 1 else "t*%d" % n)
+        parts = [first] if first else []
+        if i == len(stage_layers) - 1:
+            if mtp_layers:
+                parts.append("m" if mtp_layers == 1 else "m*%d" % mtp_layers)
+            parts.append("L")
+        stages.append(",".join(parts))
     return "|".join(stages)
 
 
@@ -85,7 +92,8 @@ def expected_values(plan):
         # Per-stage counts (layout.stage_layers, vp = 1): Megatron-Core's layout string, the
         # embedding on the first stage and the loss on the last (planner/report.h MegatronLayout).
         ("--pipeline-model-parallel-layout", "pipeline_model_parallel_layout",
-         megatron_layout(lay["stage_layers"]) if lay.get("stage_layers") else None),
+         megatron_layout(lay["stage_layers"], m.get("mtp_layers", 0))
+         if lay.get("stage_layers") else None),
         ("--num-layers", "num_layers", m["layers"]),
         ("--hidden-size", "hidden_size", m["hidden"]),
         ("--num-attention-heads", "num_attention_heads", m["heads"]),
@@ -141,8 +149,19 @@ def expected_values(plan):
         out.append(("--rotary-base", "rotary_base", int(m.get("rotary_base", 10000))))
     if not m.get("linear_bias", True):
         out.append(("--add-qkv-bias", "add_qkv_bias", bool(m.get("qkv_bias", False))))
-    if m.get("head_dim"):  # else Megatron-LM's hidden / heads, as ptdp's
+    mla = bool(m.get("mla_kv_lora"))
+    if m.get("head_dim") and not mla:  # else Megatron-LM's hidden / heads, as ptdp's
         out.append(("--kv-channels", "kv_channels", m["head_dim"]))
+    if mla:  # multi-latent attention's widths, not --kv-channels (docs/moe.md)
+        out += [
+            ("--multi-latent-attention", "multi_latent_attention", True),
+            ("--q-lora-rank", "q_lora_rank", m.get("mla_q_lora") or None),
+            ("--kv-lora-rank", "kv_lora_rank", m["mla_kv_lora"]),
+            ("--qk-head-dim", "qk_head_dim", m["head_dim"]),
+            ("--qk-pos-emb-head-dim", "qk_pos_emb_head_dim", m["mla_rope_dim"]),
+            ("--v-head-dim", "v_head_dim", m["mla_v_dim"]),
+        ]
+    out.append(("--mtp-num-layers", "mtp_num_layers", m.get("mtp_layers") or None))
     out.append(("--qk-layernorm", "qk_layernorm", bool(m.get("qk_norm", False))))
     if m.get("moe_experts"):  # a mixture of experts (docs/moe.md)
         out += [
@@ -154,7 +173,14 @@ def expected_values(plan):
             ("--expert-model-parallel-size", "expert_model_parallel_size", lay.get("ep", 1)),
             ("--expert-tensor-parallel-size", "expert_tensor_parallel_size",
              lay.get("etp", 0) or tp),
+            ("--moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size",
+             m.get("moe_shared_ffn_hidden") or None),
+            ("--moe-shared-expert-gate", "moe_shared_expert_gate",
+             bool(m.get("moe_shared_gate", False))),
         ]
+        dense = m.get("moe_dense_layers", 0)
+        out.append(("--moe-layer-freq", "moe_layer_freq",
+                    [0] * dense + [1] * (m["layers"] - dense) if dense else 1))
     return out
 
 

@@ -73,6 +73,11 @@ plan interleaved-group --model gpt-1.7b --cluster selene --gpus 4 --global-batch
 # A mixture of experts with 128-wide heads, in the published Qwen3-235B layout (docs/moe.md).
 plan qwen3-235b-moe --model qwen3-235b-a22b --cluster dgx-h100 --gpus 256 --global-batch 2048 \
   --precision fp8 --fix tp=2,pp=8,vp=4,schedule=interleaved,ep=32,etp=1 || failed=1
+# DeepSeek-V3 (multi-latent attention, a shared expert, three leading dense layers, one
+# multi-token prediction depth) in Megatron-Bridge's published layout "Et|(tt|)*30mL".
+dsv3_layout=1$(printf '/2%.0s' $(seq 30))/0
+plan deepseek-v3 --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-batch 8192 \
+  --precision fp8 --fix "tp=2,pp=8,vp=4,ep=64,etp=1,stage_layers=$dsv3_layout" || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
 # the plan (a tp, SwiGLU, a mixture's ep), or a PASS above means nothing.
