@@ -14,23 +14,32 @@ Status ModelSpec::Validate(const std::string& path) const {
   auto add = [&](const Status& st) {
     if (!st.ok()) err += (err.empty() ? "" : "; ") + st.message();
   };
-  add(CheckRange(at + "layers", int64_t(layers), 1, kMaxLayers));
-  add(CheckRange(at + "hidden", hidden, 1, kMaxHidden));
-  add(CheckRange(at + "heads", int64_t(heads), 1, kMaxHeads));
-  add(CheckRange(at + "head_dim", head_dim, 0, kMaxHidden));
+  // A field's range, its message (and the key path's string) built only when it is out: the
+  // planner validates the model with every layout it scores.
+  auto range = [&](const char* field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) add(CheckRange(at + field, v, lo, hi));
+  };
+  range("layers", int64_t(layers), 1, kMaxLayers);
+  range("hidden", hidden, 1, kMaxHidden);
+  range("heads", int64_t(heads), 1, kMaxHeads);
+  range("head_dim", head_dim, 0, kMaxHidden);
   if (heads > 0 && hidden > 0 && head_dim == 0 && hidden % heads != 0)
     add(Status::Invalid(at + "hidden: must be divisible by heads (or give head_dim)"));
-  add(CheckRange(at + "ffn_hidden", ffn_hidden, 0, kMaxFfnHidden));
-  add(CheckRange(at + "seq_len", seq_len, 1, kMaxSeqLen));
-  add(CheckRange(at + "vocab", vocab, 1, kMaxVocab));
-  add(CheckRange(at + "vocab_divisible_by", int64_t(vocab_divisible_by), 1, kMaxVocabDivisibleBy));
-  add(CheckRange(at + "dropout", dropout, 0.0, 1.0, /*hi_open=*/true));
-  add(CheckRange(at + "kv_heads", int64_t(kv_heads), 0, kMaxHeads));
+  range("ffn_hidden", ffn_hidden, 0, kMaxFfnHidden);
+  range("seq_len", seq_len, 1, kMaxSeqLen);
+  range("vocab", vocab, 1, kMaxVocab);
+  range("vocab_divisible_by", int64_t(vocab_divisible_by), 1, kMaxVocabDivisibleBy);
+  if (!(std::isfinite(dropout) && dropout >= 0.0 && dropout < 1.0)) {
+    add(CheckRange(at + "dropout", dropout, 0.0, 1.0, /*hi_open=*/true));
+  }
+  range("kv_heads", int64_t(kv_heads), 0, kMaxHeads);
   if (kv_heads > 0 && heads > 0 && heads % kv_heads != 0)
     add(Status::Invalid(at + "kv_heads: must divide heads (" + std::to_string(heads) + ")"));
-  add(CheckRange(at + "rotary_base", rotary_base, 1.0, 1e12));
-  add(CheckRange(at + "moe_experts", int64_t(moe_experts), 0, kMaxExperts));
-  add(CheckRange(at + "moe_ffn_hidden", moe_ffn_hidden, 0, kMaxFfnHidden));
+  if (!(std::isfinite(rotary_base) && rotary_base >= 1.0 && rotary_base <= 1e12)) {
+    add(CheckRange(at + "rotary_base", rotary_base, 1.0, 1e12));
+  }
+  range("moe_experts", int64_t(moe_experts), 0, kMaxExperts);
+  range("moe_ffn_hidden", moe_ffn_hidden, 0, kMaxFfnHidden);
   if (moe_experts > 0) {
     if (moe_topk < 1 || moe_topk > moe_experts) {
       add(Status::Invalid(at + "moe_topk: " + std::to_string(moe_topk) + " is outside [1, " +
@@ -59,12 +68,12 @@ Status ModelSpec::Validate(const std::string& path) const {
     add(Status::Invalid(at + "moe_shared_gate: set without moe_shared_ffn_hidden (no shared "
                              "expert to gate)"));
   }
-  add(CheckRange(at + "moe_shared_ffn_hidden", moe_shared_ffn_hidden, 0, kMaxFfnHidden));
-  add(CheckRange(at + "mtp_layers", int64_t(mtp_layers), 0, 16));
-  add(CheckRange(at + "mla_kv_lora", mla_kv_lora, 0, kMaxHidden));
-  add(CheckRange(at + "mla_q_lora", mla_q_lora, 0, kMaxHidden));
-  add(CheckRange(at + "mla_rope_dim", mla_rope_dim, 0, kMaxHidden));
-  add(CheckRange(at + "mla_v_dim", mla_v_dim, 0, kMaxHidden));
+  range("moe_shared_ffn_hidden", moe_shared_ffn_hidden, 0, kMaxFfnHidden);
+  range("mtp_layers", int64_t(mtp_layers), 0, 16);
+  range("mla_kv_lora", mla_kv_lora, 0, kMaxHidden);
+  range("mla_q_lora", mla_q_lora, 0, kMaxHidden);
+  range("mla_rope_dim", mla_rope_dim, 0, kMaxHidden);
+  range("mla_v_dim", mla_v_dim, 0, kMaxHidden);
   if (IsMla()) {
     // Every head has its own key and value (no query groups), each of its own width, and the
     // rotated part is what rotary position embeddings act on.

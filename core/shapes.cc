@@ -183,11 +183,8 @@ void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                 std::vector<ParamTensor>* ps) {
   const int t = c.tp;
   const int64_t h = m.hidden, v = PaddedVocab(m, t);
-  auto norm = [&](const std::string& name) {
-    ps->push_back(Make(name + ".weight", {h}, Sharding::kReplicated, t));
-    if (!m.rmsnorm) ps->push_back(Make(name + ".bias", {h}, Sharding::kReplicated, t));
-  };
-  norm("final_ln");
+  ps->push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
+  if (!m.rmsnorm) ps->push_back(Make("final_ln.bias", {h}, Sharding::kReplicated, t));
   if (!m.tied_embeddings) {
     ps->push_back(Make("output.weight", {v, h}, Sharding::kRows, t));
   } else if (pp_rank != 0) {  // the rank holds no embedding to share the matrix with
@@ -195,6 +192,10 @@ void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
     copy.tied_copy = true;
     ps->push_back(copy);
   }
+  auto norm = [&](const std::string& name) {
+    ps->push_back(Make(name + ".weight", {h}, Sharding::kReplicated, t));
+    if (!m.rmsnorm) ps->push_back(Make(name + ".bias", {h}, Sharding::kReplicated, t));
+  };
   for (int d = 0; d < m.mtp_layers; ++d) {
     const std::string p = "mtp" + std::to_string(d) + ".";
     norm(p + "enorm");
@@ -240,11 +241,13 @@ LayerParameters LayerParameterCounts(const ModelSpec& m, const ParallelConfig& c
   out.tensors = int(ps.size());
   for (const auto& p : ps) {
     out.elements += p.LocalElements();
-    // The Linears' weights (multi-latent attention's down projections, copies on every rank,
-    // among them); the router's [E, h] and the shared expert's gate stay in 16 bits.
-    const bool gate =
-        p.name.find("router") != std::string::npos || p.name.find("gate") != std::string::npos;
-    if (p.local_shape.size() == 2 && !gate) {
+    // The Linears' weights: the split ones, and multi-latent attention's down projections,
+    // copies on every rank; the router's [E, h] and the shared expert's gate (replicated too)
+    // stay in 16 bits. (The name is read only for the few replicated matrices: the search counts
+    // a layer for every layout it scores.)
+    const bool linear = p.local_shape.size() == 2 && (p.sharding != Sharding::kReplicated ||
+                                                      p.name.find("_down.") != std::string::npos);
+    if (linear) {
       out.linear_weight_elements += p.LocalElements();
     }
     if (p.expert) out.expert_elements += p.LocalElements();
@@ -275,11 +278,13 @@ std::vector<LinearShape> MlaProjections(const ModelSpec& m, int tp, int64_t toke
 }
 
 int ChunkDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
+  if (m.moe_dense_layers == 0) return 0;  // one kind of layer (the search asks for every layout)
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
   return MixtureDenseLayersIn(m, lr.begin, lr.end);
 }
 
 int RankDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  if (m.moe_dense_layers == 0) return 0;
   int layers = 0;
   for (int k = 0; k < c.vp; ++k) layers += ChunkDenseLayers(m, c, pp_rank, k);
   return layers;

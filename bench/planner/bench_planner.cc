@@ -72,20 +72,19 @@ void BM_Search1TWithSimulatedTop10(benchmark::State& state) {
 }
 BENCHMARK(BM_Search1TWithSimulatedTop10)->Unit(benchmark::kMillisecond);
 
-// A mixture of experts: Qwen3-235B-A22B (128 experts) on 256 H100s with every option, closed form,
-// every expert split ExpertSplits enumerates (docs/moe.md). No target; the counters say how many
-// layouts the expert splits add.
-void BM_SearchMoe235B(benchmark::State& state) {
-  auto m = LoadModel("qwen3-235b-a22b");
-  auto c = LoadCluster("dgx-h100", 256);
+// Mixtures of experts on H100s with every option, closed form, every expert split ExpertSplits
+// enumerates (docs/moe.md). No target; the counters say how many layouts the expert splits add.
+void SearchMixture(benchmark::State& state, const char* model, int gpus, int64_t global_batch) {
+  auto m = LoadModel(model);
+  auto c = LoadCluster("dgx-h100", gpus);
   auto sw = LoadSoftware("megatron-core");
   if (!m.ok() || !c.ok() || !sw.ok()) {
-    state.SkipWithError("cannot load qwen3-235b-a22b / dgx-h100 / megatron-core");
+    state.SkipWithError("cannot load the model / dgx-h100 / megatron-core");
     return;
   }
   c->software = *sw;
   SearchOptions o;
-  o.global_batch = 2048;
+  o.global_batch = global_batch;
   o.selective_recompute = o.sequence_parallel = o.distributed_optimizer = true;
   o.grad_accumulation_fusion = o.fused_attention = true;
   int64_t considered = 0;
@@ -102,7 +101,19 @@ void BM_SearchMoe235B(benchmark::State& state) {
   state.counters["layouts_per_s"] =
       benchmark::Counter(double(considered), benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// Qwen3-235B-A22B (128 experts) on 256 GPUs.
+void BM_SearchMoe235B(benchmark::State& state) {
+  SearchMixture(state, "qwen3-235b-a22b", 256, 2048);
+}
 BENCHMARK(BM_SearchMoe235B)->Unit(benchmark::kMillisecond);
+
+// DeepSeek-V3 (256 experts, two kinds of layer, multi-latent attention, a prediction depth) on
+// 1024 GPUs: every rank's memory is priced (the ranks between are unlike).
+void BM_SearchDeepSeekV3(benchmark::State& state) {
+  SearchMixture(state, "deepseek-v3", 1024, 8192);
+}
+BENCHMARK(BM_SearchDeepSeekV3)->Unit(benchmark::kMillisecond);
 
 SearchOptions EveryOption1T() {
   SearchOptions o;
