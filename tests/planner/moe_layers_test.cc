@@ -1,8 +1,10 @@
-// A mixture's other layers (docs/moe.md): the shared expert beside the routed ones
-// (ModelSpec::moe_shared_ffn_hidden) and the leading dense layers (ModelSpec::moe_dense_layers).
-// Each is checked against the model it reduces to: a shared expert of f is the dense MLP's work
-// beside the experts; a stage of dense layers is the dense model's stage, a stage of mixture
-// layers the all-mixture model's.
+// DeepSeek-V3's parts (docs/moe.md): the shared expert beside the routed ones
+// (ModelSpec::moe_shared_ffn_hidden), the leading dense layers (ModelSpec::moe_dense_layers),
+// multi-latent attention (ModelSpec::mla_*), multi-token prediction (ModelSpec::mtp_layers) and
+// per-virtual-stage layouts. Each is checked against the model it reduces to where there is one
+// (a shared expert of f is the dense MLP's work beside the experts; a stage of dense layers is the
+// dense model's stage; MLA's core with dv = dqk is ordinary attention's), against the published
+// parameter counts, and against Megatron-Core's FLOP count and flags.
 #include <gtest/gtest.h>
 
 #include "core/cluster.h"
@@ -37,6 +39,12 @@ ModelSpec SmallMixture() {
   m.moe_topk = 2;
   m.moe_ffn_hidden = 256;
   return m;
+}
+
+ModelSpec Preset(const std::string& name) {
+  auto m = LoadModel(name);
+  EXPECT_TRUE(m.ok()) << name;
+  return *m;
 }
 
 ParallelConfig TwoStages() {
@@ -192,18 +200,6 @@ TEST(MoeLayers, HuggingFaceQwen2MoeAndTheEmittedFlags) {
             std::string::npos)
       << args;
   EXPECT_NE(args.find(" --moe-layer-freq \"([0]*2+[1]*22)\""), std::string::npos) << args;
-}
-
-}  // namespace
-}  // namespace ptdp::planner
-
-namespace ptdp::planner {
-namespace {
-
-ModelSpec Preset(const std::string& name) {
-  auto m = LoadModel(name);
-  EXPECT_TRUE(m.ok()) << name;
-  return *m;
 }
 
 // DeepSeek-V3's 671B parameters of its main model (its model card; its 14B multi-token prediction
