@@ -74,6 +74,14 @@ Status ModelSpec::Validate(const std::string& path) const {
   range("mla_q_lora", mla_q_lora, 0, kMaxHidden);
   range("mla_rope_dim", mla_rope_dim, 0, kMaxHidden);
   range("mla_v_dim", mla_v_dim, 0, kMaxHidden);
+  // The attention's widths a dqk and a dv bound every per-layer product (a parameter count is
+  // at most a few of them times h or a latent, times l) well inside 64 bits.
+  if (heads > 0 && heads <= kMaxHeads && head_dim <= kMaxHidden && mla_rope_dim <= kMaxHidden &&
+      mla_v_dim <= kMaxHidden && std::max(QkWidth(), AttnWidth()) > kMaxFfnHidden) {
+    add(Status::Invalid(at + "head_dim: heads x the head's width = " +
+                        std::to_string(std::max(QkWidth(), AttnWidth())) + " is over " +
+                        std::to_string(kMaxFfnHidden) + " (the attention's width)"));
+  }
   if (IsMla()) {
     // Every head has its own key and value (no query groups), each of its own width, and the
     // rotated part is what rotary position embeddings act on.

@@ -359,6 +359,13 @@ TEST(Mla, ValidateAndTheEmittedFlags) {
   bad = m;
   bad.kv_heads = 8;
   EXPECT_NE(bad.Validate().message().find("kv_heads: multi-latent attention"), std::string::npos);
+  // Widths whose products would leave 64 bits in a parameter count are refused by name.
+  bad = m;
+  bad.head_dim = 65536;
+  EXPECT_NE(bad.Validate().message().find("head_dim: heads x the head's width = 8396800 is over "
+                                          "4194304"),
+            std::string::npos)
+      << bad.Validate().message();
   EXPECT_NE(m.UnexecutedFeatures().find("mla"), std::string::npos);
   ParallelConfig c;
   c.tp = 2;
