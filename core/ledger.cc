@@ -432,7 +432,8 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
     // on it less the head's freed stash, within the ledger's peak: the forward's excess is at most
     // what the head freed.
     if (c.recompute == Recompute::kFull) {
-      forward += std::min(RecomputeWorkingSetBytes(m, c), roles.head ? head_freed : 0);
+      // (prices.working_set is RecomputeWorkingSetBytes, priced once per layout.)
+      forward += std::min(prices.working_set, roles.head ? head_freed : 0);
     }
     // The block's gradients in the order runtime/model/gpt_layers.cc allocates and frees them
     // (the unfused GeLU order; the fused one never holds more).

@@ -12,11 +12,14 @@
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/shapes.h"
+#include "core/software.h"
 #include "costmodel/estimate.h"
 #include "costmodel/gemm.h"
 #include "costmodel/layer_cost.h"
 #include "costmodel/moe_cost.h"
+#include "planner/fix.h"
 #include "planner/report.h"
+#include "planner/search.h"
 
 namespace ptdp::planner {
 namespace {
@@ -411,6 +414,31 @@ TEST(Mla, ValidateAndTheEmittedFlags) {
   auto back = ModelFromJson(Json::parse(ModelToJson(m).dump()), "model");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(ParameterCount(*back), ParameterCount(m));
+}
+
+// With multi-token prediction the search tries a lighter last virtual stage: on Megatron-Bridge's
+// pp 8 x vp 4 it finds the published layout (one layer with the embedding, two on each stage
+// between, the prediction depth and the loss alone) by itself.
+TEST(Mla, TheSearchFindsThePublishedLayout) {
+  const ModelSpec m = Preset("deepseek-v3");
+  auto cluster = LoadCluster("dgx-h100", 1024);
+  ASSERT_TRUE(cluster.ok());
+  cluster->software = *LoadSoftware("megatron-core");
+  SearchOptions o;
+  o.global_batch = 8192;
+  o.fix = *ParseFix("tp=2,pp=8,vp=4,ep=64,etp=1,mbs=1,precision=fp8,recompute=none");
+  o.sequence_parallel = o.distributed_optimizer = o.fused_attention = true;
+  o.grad_accumulation_fusion = true;
+  auto r = Search(m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::vector<int> published(32, 2);
+  published.front() = 1;
+  published.back() = 0;
+  EXPECT_EQ(r->top.front().layout.stage_layers, published);
+  ModelSpec main = m;  // without the depths, no such split is tried
+  main.mtp_layers = 0;
+  auto plain = Search(main, *cluster, o);
+  EXPECT_FALSE(plain.ok() && !plain->top.front().layout.stage_layers.empty());
 }
 
 }  // namespace
