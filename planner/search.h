@@ -128,6 +128,11 @@ struct ExpertSplit {
 std::vector<ExpertSplit> ExpertSplits(const ModelSpec& m, int tp, int cp, int dp,
                                       const FixedLayout& fix);
 
+// With multi-token prediction the last virtual stage also runs the depths: interleaved splits on
+// p ranks of v chunks whose last virtual stage holds 2 to mtp_layers + 2 layers fewer than each
+// stage between, as per-virtual-stage counts (none without the depths; splits.cc).
+std::vector<std::vector<int>> LightLastStageSplits(const ModelSpec& m, int p, int v);
+
 // Fails (kDoesNotFit / kInvalidArgument) when no layout survives, naming the commonest reason with
 // an example.
 // The command-line counts, checked before a cluster is built from them: --gpus and --nodes in

@@ -38,4 +38,30 @@ std::vector<ExpertSplit> ExpertSplits(const ModelSpec& m, int tp, int cp, int dp
   return out;
 }
 
+// With multi-token prediction the last virtual stage also runs its depths (a layer each and the
+// output layer again): interleaved splits whose last virtual stage holds 2 or more layers fewer
+// than the q of each stage between (down to none; at most the depths' layers and one for the
+// output layer), the first q or q - 1, as per-virtual-stage
+// counts (Megatron-Bridge's DeepSeek-V3 layout "Et|(tt|)*30mL": 1, 2 x 30, 0). One fewer at either
+// end is InterleavedShortEnds'. None for a model without those depths.
+std::vector<std::vector<int>> LightLastStageSplits(const ModelSpec& m, int p, int v) {
+  std::vector<std::vector<int>> out;
+  if (m.mtp_layers == 0) return out;
+  const int stages = p * v;
+  for (int first_off = 0; first_off <= 1; ++first_off) {
+    // Up to the depths' layers and the output layer's worth fewer: lighter is not worth scoring.
+    for (int last_off = 2; last_off <= m.mtp_layers + 2; ++last_off) {
+      const int total = m.layers + first_off + last_off;
+      const int q = total / stages;
+      if (q < last_off || (first_off > 0 && q - first_off < 1)) break;
+      if (total % stages != 0) continue;
+      std::vector<int> counts(size_t(stages), q);
+      counts.front() = q - first_off;
+      counts.back() = q - last_off;
+      out.push_back(std::move(counts));
+    }
+  }
+  return out;
+}
+
 }  // namespace ptdp::planner
