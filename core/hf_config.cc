@@ -151,25 +151,44 @@ void ReadGpt2(JsonObjectReader& r, ModelSpec* m) {
   for (const auto& k : Gpt2IgnoredKeys()) r.Allow(k);
 }
 
-// Qwen's mlp_only_layers as leading dense layers: [0, 1, ..., k - 1] is moe_dense_layers k; any
-// other list is refused (dense layers among the experts are modelled only at the start).
-void ReadMlpOnlyLayers(JsonObjectReader& r, ModelSpec* m) {
-  const Json* v = r.Child("mlp_only_layers", false);
-  if (v == nullptr || v->is_null()) return;
-  if (!v->is_array()) return r.Fail("mlp_only_layers", "expected a list of layer indices");
-  for (size_t i = 0; i < v->size(); ++i) {
-    if ((*v)[i] != Json(i)) {
-      return r.Fail("mlp_only_layers", v->dump() +
-                                           ": dense layers other than the first ones are not "
-                                           "modelled (expected 0, 1, ..., k - 1)");
-    }
+// Qwen's placement of its experts (transformers' Qwen2MoeDecoderLayer, Qwen3MoeDecoderLayer): layer
+// i is a mixture when it is not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0, else a
+// dense MLP of intermediate_size. Leading dense layers only are moe_dense_layers; any other
+// placement is moe_layer_pattern.
+void ReadQwenExpertPlacement(JsonObjectReader& r, ModelSpec* m) {
+  int step = 1;
+  if (const Json* v = r.Child("decoder_sparse_step", false); v && !v->is_null()) {
+    r.Optional("decoder_sparse_step", &step);
+    if (step < 1) return r.Fail("decoder_sparse_step", std::to_string(step) + " is not >= 1");
   }
-  m->moe_dense_layers = int(v->size());
+  std::vector<int> dense_only;
+  if (const Json* v = r.Child("mlp_only_layers", false); v && !v->is_null()) {
+    r.Optional("mlp_only_layers", &dense_only);
+  }
+  if (m->layers < 1 || m->layers > kMaxLayers) return;  // Validate names num_hidden_layers
+  std::vector<int> pattern(size_t(m->layers), 0);
+  for (int l = 0; l < m->layers; ++l) pattern[size_t(l)] = (l + 1) % step == 0 ? 1 : 0;
+  for (int l : dense_only) {
+    if (l < 0 || l >= m->layers) {
+      return r.Fail("mlp_only_layers", std::to_string(l) + " is not a layer (0 to " +
+                                           std::to_string(m->layers - 1) + ")");
+    }
+    pattern[size_t(l)] = 0;
+  }
+  int leading = 0;
+  while (leading < m->layers && pattern[size_t(leading)] == 0) ++leading;
+  bool rest_mixture = true;
+  for (int l = leading; l < m->layers; ++l) rest_mixture = rest_mixture && pattern[size_t(l)] == 1;
+  if (rest_mixture) {
+    m->moe_dense_layers = leading;  // 0: every layer a mixture (Validate refuses all dense)
+  } else {
+    m->moe_layer_pattern = pattern;
+  }
 }
 
 // A mixture of experts: Mixtral's num_local_experts experts of intermediate_size, Qwen3-MoE's and
-// Qwen2-MoE's num_experts of moe_intermediate_size on every layer but leading mlp_only_layers
-// (decoder_sparse_step 1), Qwen2-MoE's shared expert of shared_expert_intermediate_size; the
+// Qwen2-MoE's num_experts of moe_intermediate_size on the layers ReadQwenExpertPlacement says,
+// Qwen2-MoE's shared expert of shared_expert_intermediate_size; the
 // router's loss coefficients, noise and normalisation change no shape or FLOP.
 void ReadExperts(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   const bool mixtral = std::string(family.model_type) == "mixtral";
@@ -177,8 +196,7 @@ void ReadExperts(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   r.Required("num_experts_per_tok", &m->moe_topk);
   if (!mixtral) {
     r.Required("moe_intermediate_size", &m->moe_ffn_hidden);
-    RefuseUnless(r, "decoder_sparse_step", 1, "experts on some layers only");
-    ReadMlpOnlyLayers(r, m);
+    ReadQwenExpertPlacement(r, m);
   }
   if (std::string(family.model_type) == "qwen2_moe") {
     r.Required("shared_expert_intermediate_size", &m->moe_shared_ffn_hidden);

@@ -78,7 +78,7 @@ StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {
   // The head's stage keeps the multi-token prediction depths' too (core/shapes.h).
   if (m.mtp_layers > 0) p.head += m.mtp_layers * ListBytes(MtpActivations(m, c, dropout), c);
   p.working_set = ListBytes(RecomputeWorkingSet(m, c, dropout), c);
-  if (m.moe_dense_layers > 0) {  // a mixture's leading dense layers (core/model.h LayerModel)
+  if (m.HasDenseLayers()) {  // a mixture's dense layers (core/model.h LayerModel)
     const ModelSpec dense = DenseLayerModel(m);
     p.dense_layer = ListBytes(LayerStash(dense, c, dropout), c);
     p.working_set = std::max(p.working_set, ListBytes(RecomputeWorkingSet(dense, c, dropout), c));
@@ -116,7 +116,7 @@ Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, 
 
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c) {
   const Bytes working_set = ListBytes(RecomputeWorkingSet(m, c, m.dropout > 0), c);
-  if (m.moe_dense_layers == 0) return working_set;
+  if (!m.HasDenseLayers()) return working_set;
   return std::max(working_set,
                   ListBytes(RecomputeWorkingSet(DenseLayerModel(m), c, m.dropout > 0), c));
 }
@@ -410,7 +410,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
       m.IsMoe() ? copies * (m.MoeFfnHidden() / c.ExpertTp()) * a : N * (m.FfnHidden() / c.tp) * a;
   Bytes dense_mlp = 0;  // the largest of those dense MLPs' gradients (the order below)
   for (int64_t f : {m.HasSharedExpert() ? m.moe_shared_ffn_hidden : 0,
-                    m.moe_dense_layers > 0 ? m.FfnHidden() : 0}) {
+                    m.HasDenseLayers() ? m.FfnHidden() : 0}) {
     const Bytes n_f = N * (f / c.tp) * a;
     if (f > 0) dense_mlp = std::max({dense_mlp, nh + n_f, 2 * n_f, 2 * nh});
   }

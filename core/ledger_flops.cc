@@ -46,10 +46,10 @@ double LayerForwardFlops(const ModelSpec& m, double sequences) {
          2 * mlp_matrices * sequences * s * h * f + 4 * sequences * s * s * a;
 }
 
-// Every layer's forward GEMM FLOPs: l of them, a mixture's leading dense layers at their own, and
-// each multi-token prediction depth's layer at the last layer's.
+// Every layer's forward GEMM FLOPs: l of them, a mixture's dense layers at their own, and each
+// multi-token prediction depth's layer at the last layer's.
 double LayersForwardFlops(const ModelSpec& m, double sequences) {
-  const int dense = m.moe_dense_layers;
+  const int dense = MixtureDenseLayersIn(m, 0, m.layers);
   double flops = (m.layers - dense) * LayerForwardFlops(m, sequences);
   if (dense > 0) flops += dense * LayerForwardFlops(DenseLayerModel(m), sequences);
   if (m.mtp_layers > 0) {
@@ -79,7 +79,7 @@ FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
     return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c) +
            m.mtp_layers * (3.0 * eh_proj + LogitsFlops(m, c));
   }
-  if (m.moe_dense_layers > 0) return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c);
+  if (m.HasDenseLayers()) return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c);
   return 3.0 * m.layers * LayerForwardFlops(m, B) + LogitsFlops(m, c);
 }
 
@@ -126,13 +126,14 @@ FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_
   const double logits = LogitsFlops(m, c);
   const double per_layer = (HardwareIterationFlops(m, c) - logits) / m.layers;
   double flops = 0;
-  if (m.moe_dense_layers > 0) {
+  if (m.HasDenseLayers()) {
     // Each kind's share: the iteration's FLOPs of a model of that kind alone, per layer.
     const ModelSpec dense = DenseLayerModel(m);
+    const int dense_count = MixtureDenseLayersIn(m, 0, m.layers);
     const double per_moe_layer =
         (HardwareIterationFlops(m, c) - logits -
-         (HardwareIterationFlops(dense, c) - logits) * m.moe_dense_layers / m.layers) /
-        (m.layers - m.moe_dense_layers);
+         (HardwareIterationFlops(dense, c) - logits) * dense_count / m.layers) /
+        (m.layers - dense_count);
     const double per_dense_layer = (HardwareIterationFlops(dense, c) - logits) / m.layers;
     for (int chunk = 0; chunk < c.vp; ++chunk) {
       const int dense_layers = ChunkDenseLayers(m, c, pp_rank, chunk);

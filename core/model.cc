@@ -50,6 +50,22 @@ Status ModelSpec::Validate(const std::string& path) const {
       add(Status::Invalid(at + "moe_experts: needs swiglu and no linear_bias (the experts are "
                                "modelled as SwiGLU without biases)"));
     }
+    if (!moe_layer_pattern.empty()) {
+      int mixture = 0;
+      bool binary = true;
+      for (int x : moe_layer_pattern) {
+        mixture += x == 1;
+        binary = binary && (x == 0 || x == 1);
+      }
+      if (int64_t(moe_layer_pattern.size()) != int64_t(layers) || !binary || mixture == 0 ||
+          moe_dense_layers != 0) {
+        add(Status::Invalid(at +
+                            "moe_layer_pattern: expected one 0 (dense) or 1 (mixture) for each "
+                            "of the " +
+                            std::to_string(layers) +
+                            " layers, at least one 1, and no moe_dense_layers beside it"));
+      }
+    }
     if (moe_dense_layers < 0 || moe_dense_layers >= layers) {
       add(Status::Invalid(at + "moe_dense_layers: " + std::to_string(moe_dense_layers) +
                           " is outside [0, " + std::to_string(layers - 1) +
@@ -57,11 +73,13 @@ Status ModelSpec::Validate(const std::string& path) const {
     }
   } else if (moe_topk != 0 || moe_ffn_hidden != 0) {
     add(Status::Invalid(at + "moe_topk: set without moe_experts (a dense model has no router)"));
-  } else if (moe_shared_ffn_hidden != 0 || moe_dense_layers != 0 || moe_shared_gate) {
+  } else if (moe_shared_ffn_hidden != 0 || moe_dense_layers != 0 || moe_shared_gate ||
+             !moe_layer_pattern.empty()) {
     add(Status::Invalid(at +
-                        (moe_shared_ffn_hidden != 0 ? "moe_shared_ffn_hidden"
-                         : moe_dense_layers != 0    ? "moe_dense_layers"
-                                                    : "moe_shared_gate") +
+                        (moe_shared_ffn_hidden != 0   ? "moe_shared_ffn_hidden"
+                         : moe_dense_layers != 0      ? "moe_dense_layers"
+                         : !moe_layer_pattern.empty() ? "moe_layer_pattern"
+                                                      : "moe_shared_gate") +
                         ": set without moe_experts (a dense model has no experts)"));
   }
   if (moe_shared_gate && moe_shared_ffn_hidden == 0) {
@@ -105,12 +123,20 @@ ModelSpec DenseLayerModel(const ModelSpec& m) {
   dense.moe_experts = dense.moe_topk = dense.moe_dense_layers = 0;
   dense.moe_ffn_hidden = dense.moe_shared_ffn_hidden = 0;
   dense.moe_shared_gate = false;
+  dense.moe_layer_pattern.clear();
   dense.mtp_layers = 0;  // a layer kind, not a model with its own prediction depths
   return dense;
 }
 
 int MixtureDenseLayersIn(const ModelSpec& m, int begin, int end) {
   if (!m.IsMoe()) return 0;
+  if (!m.moe_layer_pattern.empty()) {
+    int dense = 0;
+    for (int l = std::max(begin, 0); l < end && l < int(m.moe_layer_pattern.size()); ++l) {
+      dense += m.moe_layer_pattern[size_t(l)] == 0;
+    }
+    return dense;
+  }
   const int dense_end = std::min(end, m.moe_dense_layers);
   return std::max(0, dense_end - begin);
 }
@@ -360,6 +386,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("moe_shared_ffn_hidden", &m.moe_shared_ffn_hidden);
   r.Optional("moe_shared_gate", &m.moe_shared_gate);
   r.Optional("moe_dense_layers", &m.moe_dense_layers);
+  r.Optional("moe_layer_pattern", &m.moe_layer_pattern);
   r.Optional("mtp_layers", &m.mtp_layers);
   r.Optional("mla_kv_lora", &m.mla_kv_lora);
   r.Optional("mla_q_lora", &m.mla_q_lora);
@@ -407,6 +434,7 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   if (m.HasSharedExpert()) j["moe_shared_ffn_hidden"] = m.moe_shared_ffn_hidden;
   if (m.moe_shared_gate) j["moe_shared_gate"] = true;
   if (m.moe_dense_layers > 0) j["moe_dense_layers"] = m.moe_dense_layers;
+  if (!m.moe_layer_pattern.empty()) j["moe_layer_pattern"] = m.moe_layer_pattern;
   return j;
 }
 

@@ -72,6 +72,11 @@ struct ModelSpec {
   // experts (DeepSeek-V3's first_k_dense_replace 3; Megatron-Core's --moe-layer-freq
   // "([0]*k+[1]*(l-k))"); 0: every layer is a mixture. LayerModel says which a layer is.
   int moe_dense_layers = 0;
+  // Any placement of the two kinds (Megatron-Core's --moe-layer-freq as a list; Qwen's
+  // decoder_sparse_step and mlp_only_layers): one entry per layer, 1 a mixture layer, 0 a dense
+  // one; empty: every layer from moe_dense_layers on is a mixture. Exclusive with
+  // moe_dense_layers.
+  std::vector<int> moe_layer_pattern;
 
   // Multi-latent attention (DeepSeek-V2/V3; Megatron-Core's --multi-latent-attention): the
   // queries from a q_lora-wide latent (or straight from h when mla_q_lora is 0), keys and values
@@ -95,7 +100,15 @@ struct ModelSpec {
   bool IsMoe() const { return moe_experts > 0; }
   bool HasSharedExpert() const { return moe_shared_ffn_hidden > 0; }
   // Whether global layer `layer` runs experts (a dense model's never do).
-  bool IsMoeLayer(int layer) const { return IsMoe() && layer >= moe_dense_layers; }
+  bool IsMoeLayer(int layer) const {
+    if (!IsMoe()) return false;
+    return moe_layer_pattern.empty() ? layer >= moe_dense_layers
+                                     : moe_layer_pattern[size_t(layer)] != 0;
+  }
+  // Whether a mixture may have layers of both kinds (a dense model's are all of one).
+  bool HasDenseLayers() const {
+    return IsMoe() && (moe_dense_layers > 0 || !moe_layer_pattern.empty());
+  }
   int64_t MoeFfnHidden() const { return moe_ffn_hidden > 0 ? moe_ffn_hidden : FfnHidden(); }
 
   int64_t FfnHidden() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -183,7 +196,8 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
 // "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
 // "rotary_base", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk",
-// "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers", "mla_kv_lora",
+// "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
+// "moe_layer_pattern", "mla_kv_lora",
 // "mla_q_lora", "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd,
 // n_head, n_positions, vocab_size, n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);

@@ -307,7 +307,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
                " key/value heads (query groups)");
   }
   // A mixture of experts has no dense MLP but on its leading dense layers.
-  if ((!m.IsMoe() || m.moe_dense_layers > 0) && m.FfnHidden() % tp != 0) {
+  if ((!m.IsMoe() || m.HasDenseLayers()) && m.FfnHidden() % tp != 0) {
     return bad("tp: " + std::to_string(tp) + " does not divide ffn_hidden " +
                std::to_string(m.FfnHidden()));
   }

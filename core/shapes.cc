@@ -278,13 +278,13 @@ std::vector<LinearShape> MlaProjections(const ModelSpec& m, int tp, int64_t toke
 }
 
 int ChunkDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
-  if (m.moe_dense_layers == 0) return 0;  // one kind of layer (the search asks for every layout)
+  if (!m.HasDenseLayers()) return 0;  // one kind of layer (the search asks for every layout)
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
   return MixtureDenseLayersIn(m, lr.begin, lr.end);
 }
 
 int RankDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
-  if (m.moe_dense_layers == 0) return 0;
+  if (!m.HasDenseLayers()) return 0;
   int layers = 0;
   for (int k = 0; k < c.vp; ++k) layers += ChunkDenseLayers(m, c, pp_rank, k);
   return layers;
@@ -301,7 +301,7 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
   };
   const int64_t per_layer = LayerParameterCounts(m, c).elements;
   const int64_t per_dense_layer =
-      m.moe_dense_layers > 0 ? LayerParameterCounts(DenseLayerModel(m), c).elements : 0;
+      m.HasDenseLayers() ? LayerParameterCounts(DenseLayerModel(m), c).elements : 0;
   int64_t n = 0;
   for (int k = 0; k < c.vp; ++k) {
     std::vector<ParamTensor> ends;

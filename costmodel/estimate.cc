@@ -50,7 +50,13 @@ void SetDataParallelOverlap(const SoftwareProfile& sw, const ParallelConfig& c, 
 
 std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConfig& c) {
   std::vector<int64_t> n(c.pp, 0);
-  // Every rank strictly between the first and the last holds the same shapes: count one.
+  // Every rank strictly between the first and the last holds the same shapes: count one. Not with
+  // per-stage counts (any rank may hold any number of layers) nor with a mixture's dense layers
+  // (a rank between may hold some of them, the next none): then count each.
+  if (!c.stage_layers.empty() || m.HasDenseLayers()) {
+    for (int r = 0; r < c.pp; ++r) n[r] = StageParameterElements(m, c, r);
+    return n;
+  }
   n[0] = StageParameterElements(m, c, 0);
   if (c.pp > 1) n[c.pp - 1] = StageParameterElements(m, c, c.pp - 1);
   if (c.pp > 2) {
@@ -100,7 +106,7 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
     return layer;
   };
   p.layer = price_layer(m);
-  if (m.moe_dense_layers > 0) p.dense_layer = price_layer(DenseLayerModel(m));
+  if (m.HasDenseLayers()) p.dense_layer = price_layer(DenseLayerModel(m));
   if (m.IsMoe()) {  // the experts in place of the MLP, their all-to-alls not hidden either
     const PieceCost experts = ExpertMlpCost(m, hw, c, expert_comm);
     p.layer.forward = Add(p.layer.forward, experts.forward);
@@ -114,8 +120,8 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
     p.core = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
   }
   if (m.mtp_layers > 0) {
-    // The last layer is of the model's own kind (a mixture's dense layers lead).
-    p.mtp_layer = p.layer;
+    // A layer of the last layer's kind.
+    p.mtp_layer = m.IsMoeLayer(m.layers - 1) || !m.IsMoe() ? p.layer : p.dense_layer;
     p.mtp = MtpDepthCost(m, hw, c, p.mtp_layer, p.embed, p.head, tp_ag, tp_rs);
   }
   return p;
@@ -212,7 +218,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       microbatches > 1 ? double(microbatches - 1) / double(microbatches) : 0.0;
   const LayerParameters layer_params =
       accumulate_bytes > 0 ? LayerParameterCounts(m, c) : LayerParameters{};
-  const LayerParameters dense_params = accumulate_bytes > 0 && m.moe_dense_layers > 0
+  const LayerParameters dense_params = accumulate_bytes > 0 && m.HasDenseLayers()
                                            ? LayerParameterCounts(DenseLayerModel(m), c)
                                            : LayerParameters{};
 
@@ -555,7 +561,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
   for (int r = 0; r < c.pp; ++r) {
-    const bool any_rank = all_stages || !c.stage_layers.empty() || m.moe_dense_layers > 0;
+    const bool any_rank = all_stages || !c.stage_layers.empty() || m.HasDenseLayers();
     if (!any_rank && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
     const MemoryLedger l = ParameterMemory(c, t.param_elements[r], StageExpertElements(m, c, r));
     StageMemory sm;

@@ -320,6 +320,13 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
       o << " --moe-layer-freq \"([0]*" << m.moe_dense_layers << "+[1]*"
         << m.layers - m.moe_dense_layers << ")\"";
     }
+    if (!m.moe_layer_pattern.empty()) {  // the list itself: "[0,1,0,1]"
+      o << " --moe-layer-freq \"[";
+      for (size_t l = 0; l < m.moe_layer_pattern.size(); ++l) {
+        o << (l > 0 ? "," : "") << m.moe_layer_pattern[l];
+      }
+      o << "]\"";
+    }
   }
 }
 

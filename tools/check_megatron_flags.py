@@ -179,8 +179,9 @@ def expected_values(plan):
              bool(m.get("moe_shared_gate", False))),
         ]
         dense = m.get("moe_dense_layers", 0)
-        out.append(("--moe-layer-freq", "moe_layer_freq",
-                    [0] * dense + [1] * (m["layers"] - dense) if dense else 1))
+        pattern = m.get("moe_layer_pattern") or (
+            [0] * dense + [1] * (m["layers"] - dense) if dense else 1)
+        out.append(("--moe-layer-freq", "moe_layer_freq", pattern))
     return out
 
 

@@ -78,6 +78,9 @@ plan qwen3-235b-moe --model qwen3-235b-a22b --cluster dgx-h100 --gpus 256 --glob
 dsv3_layout=1$(printf '/2%.0s' $(seq 30))/0
 plan deepseek-v3 --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-batch 8192 \
   --precision fp8 --fix "tp=2,pp=8,vp=4,ep=64,etp=1,stage_layers=$dsv3_layout" || failed=1
+# Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
+plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
+  --global-batch 256 || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
 # the plan (a tp, SwiGLU, a mixture's ep), or a PASS above means nothing.

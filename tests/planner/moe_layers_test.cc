@@ -158,6 +158,68 @@ TEST(MoeLayers, LeadingDenseLayersAreTheDenseModelsOnTheirStage) {
               1e-9 * PipelineRankFlops(dense, full, 0));
 }
 
+// A per-layer pattern is priced as what it places: [0, 0, 1, 1] as two leading dense layers, and
+// alternating kinds give each stage its own mixture of them.
+TEST(MoeLayers, APatternPlacesTheKindsLayerByLayer) {
+  ModelSpec leading = SmallMixture();
+  leading.moe_dense_layers = 2;
+  ModelSpec pattern = SmallMixture();
+  pattern.moe_layer_pattern = {0, 0, 1, 1};
+  const ParallelConfig c = TwoStages();
+  ASSERT_TRUE(c.Validate(pattern).ok()) << c.Validate(pattern).message();
+  EXPECT_EQ(ParameterCount(pattern), ParameterCount(leading));
+  EXPECT_EQ(ModelIterationFlops(pattern, c), ModelIterationFlops(leading, c));
+  const auto cluster = LoadCluster("dgx-h100", 2);
+  ASSERT_TRUE(cluster.ok());
+  const costmodel::CostTable a = costmodel::BuildCostTable(pattern, *cluster, c);
+  const costmodel::CostTable b = costmodel::BuildCostTable(leading, *cluster, c);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(a.Chunk(r, 0).ForwardTime(), b.Chunk(r, 0).ForwardTime());
+    EXPECT_EQ(a.Chunk(r, 0).BackwardTime(), b.Chunk(r, 0).BackwardTime());
+    EXPECT_EQ(ChunkStashBytes(pattern, c, r, 0), ChunkStashBytes(leading, c, r, 0));
+  }
+  ModelSpec alternating = SmallMixture();
+  alternating.moe_layer_pattern = {1, 0, 1, 0};
+  const ModelSpec all = SmallMixture();
+  EXPECT_EQ(StageExpertElements(alternating, c, 0), StageExpertElements(all, c, 0) / 2);
+  EXPECT_EQ(RankDenseLayers(alternating, c, 1), 1);
+  int64_t named = 0;
+  for (int r = 0; r < c.pp; ++r) {
+    for (const ParamTensor& p : StageParameters(alternating, c, r)) named += p.LocalElements();
+  }
+  EXPECT_EQ(named, ParameterCount(alternating));
+  ModelSpec bad = SmallMixture();
+  bad.moe_layer_pattern = {1, 0, 2};
+  EXPECT_NE(bad.Validate().message().find("moe_layer_pattern: expected one 0 (dense) or 1"),
+            std::string::npos)
+      << bad.Validate().message();
+}
+
+// The cost table's per-rank parameter counts (StageParameterCounts) are every rank's own where the
+// ranks between the first and the last are unlike: a mixture's dense layers on one of them, or
+// per-stage counts. (They had been the second rank's for all of them; the search's own count
+// was right.)
+TEST(MoeLayers, EveryRanksParametersAreItsOwn) {
+  ModelSpec m = SmallMixture();
+  m.moe_dense_layers = 2;
+  ParallelConfig c = TwoStages();
+  c.pp = 4;  // one layer each: rank 1 a dense one, rank 2 a mixture one
+  c.global_batch = 8;
+  ASSERT_TRUE(c.Validate(m).ok()) << c.Validate(m).message();
+  std::vector<int64_t> counts = costmodel::StageParameterCounts(m, c);
+  for (int r = 0; r < c.pp; ++r) EXPECT_EQ(counts[size_t(r)], StageParameterElements(m, c, r));
+  EXPECT_NE(counts[1], counts[2]);
+  ModelSpec tiny = *LoadModel("tiny");
+  tiny.layers = 8;
+  ParallelConfig split = c;
+  split.stage_layers = {3, 1, 2, 2};
+  ASSERT_TRUE(split.Validate(tiny).ok()) << split.Validate(tiny).message();
+  counts = costmodel::StageParameterCounts(tiny, split);
+  for (int r = 0; r < split.pp; ++r) {
+    EXPECT_EQ(counts[size_t(r)], StageParameterElements(tiny, split, r));
+  }
+}
+
 // Qwen/Qwen1.5-MoE-A2.7B's config.json (as its model page lists it): 60 experts of 1408, top-4,
 // a gated shared expert of 5632; 14.3B parameters on its model card. Leading mlp_only_layers are
 // dense layers; any other list of dense layers is refused by name.
@@ -189,12 +251,27 @@ TEST(MoeLayers, HuggingFaceQwen2MoeAndTheEmittedFlags) {
   auto back = ModelFromJson(Json::parse(ModelToJson(*m).dump()), "model");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(ParameterCount(*back), ParameterCount(*m));
+  // Dense layers elsewhere than first: a per-layer pattern, emitted as Megatron-Core's list.
   std::string gap = leading;
   gap.replace(gap.find("[0, 1]"), 6, "[1, 3]");
-  auto refused = ModelFromJson(Json::parse(gap), "model");
+  auto placed = ModelFromJson(Json::parse(gap), "model");
+  ASSERT_TRUE(placed.ok()) << placed.status().message();
+  ASSERT_EQ(placed->moe_layer_pattern.size(), 24u);
+  EXPECT_EQ(placed->moe_dense_layers, 0);
+  EXPECT_EQ(MixtureDenseLayersIn(*placed, 0, 24), 2);
+  EXPECT_FALSE(placed->IsMoeLayer(3));
+  EXPECT_EQ(ParameterCount(*placed), ParameterCount(*m));  // two dense layers either way
+  std::string out_of_range = leading;
+  out_of_range.replace(out_of_range.find("[0, 1]"), 6, "[0, 24]");
+  auto refused = ModelFromJson(Json::parse(out_of_range), "model");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("model.mlp_only_layers: [1,3]"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("model.mlp_only_layers: 24 is not a layer"),
+            std::string::npos)
       << refused.status().message();
+  ParallelConfig one = TwoStages();
+  one.pp = 1;
+  EXPECT_NE(MegatronArgs(*placed, one).find(" --moe-layer-freq \"[1,0,1,0,1,1,"), std::string::npos)
+      << MegatronArgs(*placed, one);
 
   ParallelConfig c = TwoStages();
   c.pp = 1;

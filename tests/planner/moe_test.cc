@@ -98,12 +98,22 @@ TEST(Moe, HuggingFaceConfigsReadAsThePresets) {
   EXPECT_EQ(ParameterCount(*back), ParameterCount(*qwen));
   EXPECT_TRUE(back->qk_norm);
   EXPECT_EQ(back->moe_topk, 8);
-  // Experts on some layers only is not modelled: refused by name.
+  // Experts on every second layer (transformers: layer i is sparse when (i + 1) % step == 0):
+  // a dense layer, then a mixture, in turn (moe_layer_pattern; tests/planner/moe_layers_test.cc).
   std::string some = kQwen3Moe;
   some.replace(some.find("\"decoder_sparse_step\": 1"), 24, "\"decoder_sparse_step\": 2");
+  auto every_second = ModelFromJson(Json::parse(some), "model");
+  ASSERT_TRUE(every_second.ok()) << every_second.status().message();
+  ASSERT_EQ(every_second->moe_layer_pattern.size(), 48u);
+  EXPECT_EQ(every_second->moe_layer_pattern[0], 0);
+  EXPECT_EQ(every_second->moe_layer_pattern[1], 1);
+  EXPECT_FALSE(every_second->IsMoeLayer(46));
+  EXPECT_TRUE(every_second->IsMoeLayer(47));
+  some.replace(some.find("\"decoder_sparse_step\": 2"), 24, "\"decoder_sparse_step\": 0");
   auto refused = ModelFromJson(Json::parse(some), "model");
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("model.decoder_sparse_step: 2"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("model.decoder_sparse_step: 0 is not >= 1"),
+            std::string::npos)
       << refused.status().message();
 }
 
