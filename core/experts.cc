@@ -75,10 +75,8 @@ int64_t LayerExpertElements(const ModelSpec& m, const ParallelConfig& c) {
 
 int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   if (!m.IsMoe()) return 0;
-  int64_t moe_layers = RankLayerCount(m, c, pp_rank) - RankDenseLayers(m, c, pp_rank);
-  // The head's rank also holds the multi-token prediction depths' layers (the last layer's kind).
-  if (pp_rank == HeadRank(c) && m.IsMoeLayer(m.layers - 1)) moe_layers += m.mtp_layers;
-  return moe_layers * LayerExpertElements(m, c);
+  // The mixture layers (the model's own kind), the prediction depths' among them.
+  return int64_t(RankLayersByKind(m, c, pp_rank).own) * LayerExpertElements(m, c);
 }
 
 int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes) {

@@ -24,24 +24,20 @@ Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c) {
 
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   if (c.precision != Precision::kFp8) return 0;
-  const int64_t dense = RankDenseLayers(m, c, pp_rank);
-  // The head's rank holds the multi-token prediction depths too: a layer of the last layer's
-  // kind each (its dense kind counted with `dense`) and eh_proj [h / t, 2h].
+  // Its layers of each kind (the prediction depths' among them) and the depths' eh_proj [h / t,
+  // 2h] on the head's rank. One E4M3 copy for the forward and the input gradient, one transposed
+  // for the weight gradient's operand on Hopper (Transformer Engine keeps both): 2 bytes per
+  // element.
+  const RankLayerKinds kinds = RankLayersByKind(m, c, pp_rank);
   const bool mtp = pp_rank == HeadRank(c) && m.mtp_layers > 0;
-  const bool mtp_dense = mtp && !m.IsMoeLayer(m.layers - 1);
-  const int64_t layers = RankLayerCount(m, c, pp_rank) + (mtp ? m.mtp_layers : 0);
-  const int64_t eh_proj = mtp ? m.mtp_layers * 2 * m.hidden * (m.hidden / c.tp) * 2 : 0;
-  // One E4M3 copy for the forward and the input gradient, one transposed for the weight
-  // gradient's operand on Hopper (Transformer Engine keeps both): 2 bytes per element.
-  const int64_t dense_layers = dense + (mtp_dense ? m.mtp_layers : 0);
+  const int64_t eh_proj = mtp ? int64_t(m.mtp_layers) * 2 * m.hidden * (m.hidden / c.tp) : 0;
   const int64_t dense_elements =
-      dense_layers > 0
-          ? dense_layers * LayerParameterCounts(DenseLayerModel(m), c).linear_weight_elements
+      kinds.dense > 0
+          ? kinds.dense * LayerParameterCounts(DenseLayerModel(m), c).linear_weight_elements
           : 0;
-  return ((layers - dense_layers) * LayerParameterCounts(m, c).linear_weight_elements +
-          dense_elements) *
-             2 +
-         eh_proj;
+  return (kinds.own * LayerParameterCounts(m, c).linear_weight_elements + dense_elements +
+          eh_proj) *
+         2;
 }
 
 Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params) {

@@ -19,6 +19,13 @@ double LayerForwardFlops(const ModelSpec& m, double sequences) {
   // a: the queries' width (h unless head_dim says otherwise), what the projection reads and the
   // attention core's products span.
   const double qkv = double(m.QkvOut()), mlp_matrices = m.swiglu ? 3 : 2, a = double(m.AttnWidth());
+  // The MLP: a mixture's router ([T, E] logits), its k SwiGLU experts of moe_ffn_hidden and its
+  // shared expert's SwiGLU of moe_shared_ffn_hidden (0 without one); else the dense MLP.
+  const double E = m.moe_experts, k = m.moe_topk, f_moe = double(m.MoeFfnHidden());
+  const double mlp =
+      m.IsMoe() ? 2 * sequences * s * h * E +
+                      2 * 3 * (k * f_moe + double(m.moe_shared_ffn_hidden)) * sequences * s * h
+                : 2 * mlp_matrices * sequences * s * h * f;
   if (m.IsMla()) {
     // Multi-latent attention: its down and up projections (core/shapes.h MlaProjections, all of
     // a sequence's tokens on one rank), the projection from a dv, Q K^T over dqk and P V over dv.
@@ -26,24 +33,10 @@ double LayerForwardFlops(const ModelSpec& m, double sequences) {
     for (const LinearShape& g : MlaProjections(m, 1, int64_t(s), false)) {
       projections += 2 * sequences * double(g.rows) * double(g.out) * double(g.in);
     }
-    const double E = m.moe_experts, k = m.moe_topk, f_moe = double(m.MoeFfnHidden());
-    const double mlp =
-        m.IsMoe() ? 2 * sequences * s * h * E +
-                        2 * 3 * (k * f_moe + double(m.moe_shared_ffn_hidden)) * sequences * s * h
-                  : 2 * mlp_matrices * sequences * s * h * f;
     return projections + 2 * sequences * s * h * a + mlp +
            2 * sequences * s * s * (double(m.QkWidth()) + a);
   }
-  if (m.IsMoe()) {
-    // The router's [T, E] logits, each token's k SwiGLU experts of moe_ffn_hidden and the shared
-    // expert's SwiGLU of moe_shared_ffn_hidden (0 without one).
-    const double E = m.moe_experts, k = m.moe_topk, f_moe = double(m.MoeFfnHidden());
-    const double f_shared = double(m.moe_shared_ffn_hidden);
-    return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a + 2 * sequences * s * h * E +
-           2 * 3 * (k * f_moe + f_shared) * sequences * s * h + 4 * sequences * s * s * a;
-  }
-  return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a +
-         2 * mlp_matrices * sequences * s * h * f + 4 * sequences * s * s * a;
+  return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a + mlp + 4 * sequences * s * s * a;
 }
 
 // Every layer's forward GEMM FLOPs: l of them, a mixture's dense layers at their own, and each

@@ -290,6 +290,17 @@ int RankDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   return layers;
 }
 
+RankLayerKinds RankLayersByKind(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  RankLayerKinds kinds;
+  kinds.dense = RankDenseLayers(m, c, pp_rank);
+  kinds.own = RankLayerCount(m, c, pp_rank) - kinds.dense;
+  if (m.mtp_layers > 0 && pp_rank == HeadRank(c)) {
+    const bool last_dense = m.HasDenseLayers() && !m.IsMoeLayer(m.layers - 1);
+    (last_dense ? kinds.dense : kinds.own) += m.mtp_layers;
+  }
+  return kinds;
+}
+
 // The same sum as over StageParameters' tensors, without building a named tensor per layer (the
 // planner counts a stage for every pipeline shape it scores): every layer of a kind holds the
 // same shapes.

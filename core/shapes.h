@@ -51,6 +51,14 @@ int RankLayerCount(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 // model): a chunk's or a pipeline rank's. Per-layer counts take LayerModel (core/model.h).
 int ChunkDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk);
 int RankDenseLayers(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// The transformer layers pipeline rank `pp_rank` runs, by kind: the model's own and a mixture's
+// dense ones, the head's rank counting its multi-token prediction depths (each a layer of the
+// last layer's kind) among them.
+struct RankLayerKinds {
+  int own = 0;
+  int dense = 0;
+};
+RankLayerKinds RankLayersByKind(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 bool HoldsEmbedding(const ParallelConfig& c, int pp_rank, int chunk);
 bool HoldsHead(const ParallelConfig& c, int pp_rank, int chunk);
 

@@ -257,7 +257,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       cc.backward = Add(cc.backward, layer.backward, n);
       cc.weight_grad = Add(cc.weight_grad, layer.weight_grad, n);
       if (c.recompute == Recompute::kFull) cc.recompute = Add(cc.recompute, layer.forward, n);
-      if (dense > 0) {  // a mixture's leading dense layers
+      if (dense > 0) {  // a mixture's dense layers
         cc.forward = Add(cc.forward, dense_layer.forward, dense);
         cc.backward = Add(cc.backward, dense_layer.backward, dense);
         cc.weight_grad = Add(cc.weight_grad, dense_layer.weight_grad, dense);
@@ -555,8 +555,8 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // the same parameters as each other and no more in flight than rank 0; `all_stages` lists every
   // rank (for reports), otherwise just those two. With uneven stages rank 1 too: it may hold more
   // layers than rank 0, and it has the most in flight of the ranks between. Per-stage counts
-  // (stage_layers) may put the most layers on any rank, and a mixture's leading dense layers make
-  // the ranks between unlike (the first of them with only expert layers may be the heaviest), so
+  // (stage_layers) may put the most layers on any rank, and a mixture's dense layers make
+  // the ranks between unlike (one with only expert layers may be the heaviest), so
   // then every rank is priced.
   const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
