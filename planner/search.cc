@@ -286,7 +286,12 @@ struct Tally {
 // ep, etp) (ZB-V's V puts the head on rank 0, interleaving on rank p - 1, so the two must not share
 // an entry), and the layer's, embedding's and head's prices per key.
 struct PriceCaches {
-  std::map<std::tuple<int, int, int, int, int, bool, int, int>, std::vector<int64_t>> params;
+  // Each rank's parameters by what places the layers and the experts (stage_layers too: the
+  // search's per-virtual-stage splits once shared the even split's counts, and Finish then found
+  // a rank over the GPU's memory that the search had admitted).
+  std::map<std::tuple<int, int, int, int, int, bool, int, int, std::vector<int>>,
+           std::vector<int64_t>>
+      params;
   costmodel::PieceCostMemo pieces;
 };
 
@@ -409,7 +414,7 @@ bool Admissible(const ModelSpec& m, const ClusterSpec& cluster, const SearchOpti
 void ScoreAndKeep(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                   PriceCaches* caches, Tally* tally) {
   auto key = std::make_tuple(c.tp, c.pp, c.vp, c.first_stage_layers, c.last_stage_layers,
-                             VShaped(c.schedule), c.ep, c.etp);
+                             VShaped(c.schedule), c.ep, c.etp, c.stage_layers);
   auto it = caches->params.find(key);
   if (it == caches->params.end()) {
     it = caches->params.emplace(key, costmodel::StageParameterCounts(m, c)).first;

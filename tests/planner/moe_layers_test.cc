@@ -518,5 +518,32 @@ TEST(Mla, TheSearchFindsThePublishedLayout) {
   EXPECT_FALSE(plain.ok() && !plain->top.front().layout.stage_layers.empty());
 }
 
+// The search prices each of its per-virtual-stage splits with that split's own parameter counts:
+// it once took the first split's from a cache keyed without stage_layers, admitted a layout whose
+// second rank needs 80.3 GiB (tp 2, pp 2, vp 2, 15/16/16/14 with full recomputation), and
+// `ptdp plan --model deepseek-v3 --precision fp8` then stopped at an internal check.
+TEST(Mla, EverySplitTheSearchKeepsIsPricedAsItsOwn) {
+  const ModelSpec m = Preset("deepseek-v3");
+  auto cluster = LoadCluster("dgx-h100", 1024);
+  ASSERT_TRUE(cluster.ok());
+  cluster->software = *LoadSoftware("megatron-core");
+  SearchOptions o;
+  o.global_batch = 8192;
+  o.fix = *ParseFix("tp=2,pp=2,vp=2,ep=256,etp=1,mbs=4,precision=fp8,recompute=full");
+  o.sequence_parallel = o.distributed_optimizer = o.grad_accumulation_fusion = true;
+  o.keep = 100;
+  auto r = Search(m, *cluster, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  int splits = 0;
+  for (const Candidate& c : r->top) {
+    splits += !c.layout.stage_layers.empty();
+    auto alone = Evaluate(m, *cluster, c.layout);
+    ASSERT_TRUE(alone.ok()) << alone.status().message();
+    EXPECT_EQ(c.prediction.peak_memory, alone->prediction.peak_memory) << c.layout.ToString();
+    EXPECT_LE(c.prediction.peak_memory, Bytes(cluster->profile.memory_GiB.value * kGiB));
+  }
+  EXPECT_GT(splits, 0);
+}
+
 }  // namespace
 }  // namespace ptdp::planner
