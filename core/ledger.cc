@@ -119,13 +119,15 @@ Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c) {
 
 int64_t InFlightChunkMicrobatches(const ParallelConfig& c, int pp_rank) {
   const int64_t m = c.Microbatches(), p = c.pp, v = c.vp, r = pp_rank;
+  // The combined 1F1B's one more warm-up forward (ParallelConfig::moe_a2a_overlap).
+  const int64_t paired = c.moe_a2a_overlap ? 1 : 0;
   switch (c.schedule) {
     case ScheduleKind::kGPipe:
       return m;
     case ScheduleKind::k1F1B:
-      return std::min(m, p - r);
+      return std::min(m, p - r + paired);
     case ScheduleKind::kInterleaved:  // the warm-up, then the steady state's first forward
-      return std::min(m * v, InterleavedOrderOf(c.pp, m, c.vp).Warmup(c.pp, pp_rank) + 1);
+      return std::min(m * v, InterleavedOrderOf(c.pp, m, c.vp).Warmup(c.pp, pp_rank) + 1 + paired);
     case ScheduleKind::kZbH1:  // forward done, W not yet: 1F1B's warm-up plus r pending W passes
       return std::min(m, p);
     case ScheduleKind::kZbH2:  // the schedule's cap (Qi et al. 2024, section 3.1)
@@ -149,13 +151,15 @@ struct RankOrder {
 
 RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
   const int64_t m = c.Microbatches(), p = c.pp, v = c.vp, r = pp_rank;
+  const int64_t paired = c.moe_a2a_overlap ? 1 : 0;  // as InFlightChunkMicrobatches
   switch (c.schedule) {
     case ScheduleKind::kGPipe:
       return {m, m};
     case ScheduleKind::k1F1B:
-      return {m, std::min(m, p - r - 1)};
+      return {m, std::min(m, p - r - 1 + paired)};
     case ScheduleKind::kInterleaved:
-      return {m * v, InterleavedOrderOf(c.pp, m, c.vp).Warmup(c.pp, pp_rank)};
+      return {m * v,
+              std::min(m * v, InterleavedOrderOf(c.pp, m, c.vp).Warmup(c.pp, pp_rank) + paired)};
     case ScheduleKind::kZbH1:  // SplitBackwardPeak replays their orders instead
     case ScheduleKind::kZbH2:
     case ScheduleKind::kZbV:
@@ -250,7 +254,8 @@ Bytes SplitBackwardPeak(const StashPrices& prices, const ModelSpec& m, const Par
 Bytes GroupTableInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
                                 const ParallelConfig& c, int pp_rank) {
   const InterleavedOrder order = InterleavedOrderOf(c.pp, c.Microbatches(), c.vp);
-  const int64_t total = order.Slots(), warmup = order.Warmup(c.pp, pp_rank);
+  const int64_t total = order.Slots(),
+                warmup = std::min(total, order.Warmup(c.pp, pp_rank) + (c.moe_a2a_overlap ? 1 : 0));
   Bytes live = 0, peak = 0;
   auto forward = [&](int64_t k) {
     const InterleavedSlot s = order.Slot(k);

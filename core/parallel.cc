@@ -238,6 +238,11 @@ Status ParallelConfig::ValidateContextParallel(const ModelSpec& m) const {
 }
 
 Status ParallelConfig::ValidateExperts(const ModelSpec& m) const {
+  if (moe_a2a_overlap && ep < 2) {
+    return Status::Invalid(
+        "moe_a2a_overlap: overlaps the expert-parallel all-to-alls, so it needs ep > 1 (a "
+        "mixture of experts)");
+  }
   if (!m.IsMoe()) {
     if (ep > 1 || etp > 0) {
       return Status::Invalid(
@@ -268,6 +273,36 @@ Status ParallelConfig::ValidateExperts(const ModelSpec& m) const {
   if (SplitsBackward(schedule)) {
     return Status::Invalid(std::string("schedule: ") + ScheduleName(schedule) +
                            " splits the backward, which is not modelled for a mixture of experts");
+  }
+  return moe_a2a_overlap ? ValidateA2aOverlap(m) : Status::Ok();
+}
+
+Status ParallelConfig::ValidateA2aOverlap(const ModelSpec& m) const {
+  // Megatron-Core's TransformerConfig.__post_init__ asserts the same (d98e8a64).
+  const std::string what = "moe_a2a_overlap: ";
+  if (pp > 1 ? schedule != ScheduleKind::kInterleaved : schedule != ScheduleKind::k1F1B) {
+    return Status::Invalid(what + "runs the combined 1F1B, which needs " +
+                           (pp > 1 ? "the interleaved schedule with pp > 1" : "1f1b with pp = 1") +
+                           ", not " + ScheduleName(schedule));
+  }
+  if (recompute == Recompute::kFull) {
+    return Status::Invalid(what + "needs recompute none or selective, not full");
+  }
+  if (pp == 2 && Microbatches() % 2 != 0) {
+    // Megatron-Core sends and receives a pair's messages in one batch; ptdp's order for pp = 2 and
+    // odd m (the order of m + 1, one microbatch left out) leaves sends that the receives between
+    // the same two ranks would take out of order (schedule::Validate).
+    return Status::Invalid(what + "pp = 2 with an odd microbatch count m = " +
+                           std::to_string(Microbatches()) + " is not modelled");
+  }
+  if (m.mtp_layers > 1) {
+    return Status::Invalid(what +
+                           "takes at most one multi-token prediction depth, not mtp_layers " +
+                           std::to_string(m.mtp_layers));
+  }
+  if (!IsHalf(precision)) {
+    return Status::Invalid(what + "needs 16-bit compute (bf16, fp16 or fp8), not " +
+                           PrecisionName(precision));
   }
   return Status::Ok();
 }
@@ -384,6 +419,7 @@ std::string ParallelConfig::ToString() const {
   if (distributed_optimizer) os << ",distributed_optimizer=on";
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
   if (grad_reduce_bf16) os << ",grad_reduce_bf16=on";
+  if (moe_a2a_overlap) os << ",moe_a2a_overlap=on";
   if (fused_attention) os << ",fused_attention=on";
   if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
   if (first_stage_layers > 0) os << ",first_stage_layers=" << first_stage_layers;
@@ -426,6 +462,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["last_stage_layers"] = c.last_stage_layers;
   if (!c.stage_layers.empty()) j["stage_layers"] = c.stage_layers;  // old plans stay as they were
   if (c.grad_reduce_bf16) j["grad_reduce_bf16"] = true;             // likewise
+  if (c.moe_a2a_overlap) j["moe_a2a_overlap"] = true;               // likewise
   // Interleaving with m % p != 0: the microbatch group Megatron-Core is told to use (its default,
   // p, is left unsaid), a function of the layout written out so the plan states it.
   if (const int64_t g = MicrobatchGroupToState(c); g != 0) j["microbatch_group"] = g;
@@ -454,6 +491,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
   r.Optional("fused_attention", &c.fused_attention);
   r.Optional("grad_reduce_bf16", &c.grad_reduce_bf16);
+  r.Optional("moe_a2a_overlap", &c.moe_a2a_overlap);
   r.Optional("precision", &precision);
   r.Optional("first_stage_layers", &c.first_stage_layers);
   r.Optional("last_stage_layers", &c.last_stage_layers);

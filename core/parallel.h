@@ -143,6 +143,15 @@ struct ParallelConfig {
   // recomputes the probabilities (and regenerates the dropout mask from the counter generator).
   // Selective recomputation then has nothing left to drop, so Validate refuses the pair.
   bool fused_attention = false;
+  // Megatron-Core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute (Megatron-
+  // Bridge's moe_a2a_overlap; a mixture of experts with ep > 1): in the steady state the forward
+  // of one microbatch and the backward of another run as one combined step, layer by layer, the
+  // all-to-alls of each on a second stream beside the other's compute (combined 1F1B,
+  // megatron/core/pipeline_parallel/combined_1f1b.py). One more warm-up forward per rank makes the
+  // pair independent. Needs pp = 1 (1F1B) or the interleaved schedule, no full recomputation, at
+  // most one multi-token prediction depth and 16-bit compute, as Megatron-Core asserts. The
+  // Program marks each combined forward (Instr::paired); docs/moe.md has the cost.
+  bool moe_a2a_overlap = false;
   // Uneven pipeline stages: the layers of the first and of the last pipeline rank, 0 for the
   // even share. Lighter first and last stages offset the embedding and the output layer they also
   // hold. The placement itself is core/shapes.h's ChunkLayers; two of Megatron-LM's forms:
@@ -203,6 +212,8 @@ struct ParallelConfig {
   // parallelism where tp > 1 (Megatron-Core refuses a mixture of experts with tensor parallelism
   // without it).
   Status ValidateExperts(const ModelSpec& m) const;
+  // ValidateExperts' rules for moe_a2a_overlap (its comment above), past ep > 1.
+  Status ValidateA2aOverlap(const ModelSpec& m) const;
   // ValidateStageSplit's stage_layers form: pp >= 2, pp vp counts of at least one layer each
   // (with vp > 1, interleaved, the first and the last may be 0) that sum to the model's layers,
   // first/last_stage_layers unset.
@@ -218,7 +229,8 @@ struct ParallelConfig {
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and
-// grad_reduce_bf16 (true), each written only when set and optional when read.
+// grad_reduce_bf16 (true) and moe_a2a_overlap (true), each written only when set and optional
+// when read.
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >

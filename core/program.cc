@@ -100,6 +100,7 @@ std::string InstrToText(const Instr& in, bool with_chunk) {
   if (IsSend(in.op)) s += ">" + std::to_string(in.peer) + ":" + std::to_string(in.bytes);
   if (IsRecv(in.op)) s += "<" + std::to_string(in.peer) + ":" + std::to_string(in.bytes);
   if (ComputesInputGrad(in.op) && in.recompute) s += "r";
+  if (in.op == Op::kForward && in.paired) s += "+";
   return s;
 }
 
@@ -151,6 +152,10 @@ Result<Instr> InstrFromText(const std::string& token, const std::string& where) 
   }
   if (ComputesInputGrad(in.op) && pos < token.size() && token[pos] == 'r') {
     in.recompute = true;
+    ++pos;
+  }
+  if (in.op == Op::kForward && pos < token.size() && token[pos] == '+') {
+    in.paired = true;
     ++pos;
   }
   if (pos != token.size()) return bad("unexpected text '" + token.substr(pos) + "'");

@@ -55,6 +55,11 @@ struct Instr {
   int32_t peer = -1;        // pipeline rank of the partner of a send/recv, -1 otherwise
   Bytes bytes = 0;          // payload of a send/recv per tensor rank
   bool recompute = false;   // on kBackward / kBackwardInput: activation recomputation
+  // On kForward: runs as one combined step with the rank's next compute instruction, a kBackward
+  // of another (microbatch, chunk), the two interleaved layer by layer so that the all-to-alls of
+  // each hide behind the other's compute (ParallelConfig::moe_a2a_overlap). Both inputs are
+  // received before the step, both outputs sent after it (schedule/schedule.h).
+  bool paired = false;
   bool operator==(const Instr&) const = default;
 };
 
@@ -87,6 +92,7 @@ Result<Op> ParseOpName(const std::string& s);
 // One instruction as a token. `with_chunk` prints the ".chunk" part (Programs with vp > 1).
 //   F3 / F3.1          forward of microbatch 3 (chunk 1)
 //   B3 / B3.1 / B3.1r  backward (r: with recomputation)
+//   F3.1+              forward paired with the next backward (combined 1F1B, Instr::paired)
 //   BI3 / BI3.1r       input-gradient half of a split backward;  W3 / W3.1  weight-gradient half
 //   SA3.1>2:4096       send activation of (3, chunk 1) to pipeline rank 2, 4096 bytes
 //   RA3.1<0:4096       receive activation from rank 0;  SG / RG: gradients, same shape

@@ -4,6 +4,7 @@
 // instruction performs inside itself (Megatron's f/g all-reduces live inside forward/backward).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct ChunkCost {
   // (core/ledger.h ChunkStashBytes): what the simulator's activation counters show. Memory itself
   // is the ledger's (MemoryOf), never a sum of these.
   Bytes stash_bytes = 0;
+  // Its mixture-of-experts layers (the model's own kind; not the dense ones, not the prediction
+  // depths): what pairs in the combined 1F1B (ParallelConfig::moe_a2a_overlap).
+  int moe_layers = 0;
 };
 
 // An alpha-beta link as one pipeline stream sees it (sharing with the other streams that cross the
@@ -102,6 +106,17 @@ struct CostTable {
 
   // Parameter elements one GPU of each pipeline rank holds (core/shapes.h StageParameters).
   std::vector<int64_t> param_elements;  // [pp_rank]
+
+  // The combined 1F1B (ParallelConfig::moe_a2a_overlap; empty without it): entry n is what a
+  // forward and a backward that pair n mixture layers save against running one after the other
+  // (costmodel/a2a_overlap.h PairedLayerSavings).
+  std::vector<Seconds> a2a_pair_saving;
+  // What a paired forward of chunk `f` and backward of chunk `b` save: their common mixture
+  // layers' entry. The closed form and the simulator both ask it.
+  Seconds PairSaving(const ChunkCost& f, const ChunkCost& b) const {
+    const size_t n = size_t(f.moe_layers < b.moe_layers ? f.moe_layers : b.moe_layers);
+    return n < a2a_pair_saving.size() ? a2a_pair_saving[n] : 0.0;
+  }
 };
 
 // Compute slowed by s while a collective runs beside it advances H / (1 + s) of its work in H

@@ -107,7 +107,11 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
   };
   p.layer = price_layer(m);
   if (m.HasDenseLayers()) p.dense_layer = price_layer(DenseLayerModel(m));
+  if (c.recompute == Recompute::kSelective) {
+    p.core = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
+  }
   if (m.IsMoe()) {  // the experts in place of the MLP, their all-to-alls not hidden either
+    p.moe_phases = MoeLayerPhasesOf(p.layer, ExpertMlpPartsOf(m, hw, c), expert_comm, p.core);
     const PieceCost experts = ExpertMlpCost(m, hw, c, expert_comm);
     p.layer.forward = Add(p.layer.forward, experts.forward);
     p.layer.backward = Add(p.layer.backward, experts.backward);
@@ -116,9 +120,6 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
   p.embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
   p.head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag,
                     cluster.software.fused_cross_entropy.value);
-  if (c.recompute == Recompute::kSelective) {
-    p.core = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
-  }
   if (m.mtp_layers > 0) {
     // A layer of the last layer's kind.
     p.mtp_layer = m.IsMoeLayer(m.layers - 1) || !m.IsMoe() ? p.layer : p.dense_layer;
@@ -253,6 +254,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       ChunkCost& cc = t.chunks[size_t(r) * c.vp + k];
       const double dense = ChunkDenseLayers(m, c, r, k);
       const double n = ChunkLayers(m, c, r, k).size() - dense;  // layers of the model's own kind
+      cc.moe_layers = m.IsMoe() ? int(n) : 0;
       cc.forward = Add(cc.forward, layer.forward, n);
       cc.backward = Add(cc.backward, layer.backward, n);
       cc.weight_grad = Add(cc.weight_grad, layer.weight_grad, n);
@@ -384,78 +386,15 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                      GradBufferPassTime(cluster.software, hw, c, params);
   }
   t.param_elements = *param_elements;
+  if (c.moe_a2a_overlap) {
+    int most = 0;
+    for (const ChunkCost& cc : t.chunks) most = std::max(most, cc.moe_layers);
+    t.a2a_pair_saving = PairedLayerSavings(memo_it->second.moe_phases, most,
+                                           cluster.software.overlap_compute_slowdown.value);
+  }
   t.dp_buckets = 1;
   SetDataParallelOverlap(cluster.software, c, &t);
   return t;
-}
-
-std::vector<Seconds> StageMicrobatchTimes(const CostTable& t) {
-  std::vector<Seconds> out(t.pp, 0.0);
-  for (int r = 0; r < t.pp; ++r) {
-    Seconds s = 0;
-    for (int k = 0; k < t.vp; ++k) {
-      const ChunkCost& cc = t.Chunk(r, k);
-      s += cc.ForwardTime() + cc.BackwardTime();
-    }
-    if (t.pp > 1) s += 2.0 * t.vp * (t.p2p_link[r].Time(t.p2p_bytes) + t.p2p_allgather);
-    out[r] = s;
-  }
-  return out;
-}
-
-namespace {
-
-// ZB-V's idle time on rank 0, the rank that idles most (core/zbv_order.h), from the slowest rank's
-// per-chunk times F, B (input half, p2p included) and W: 0 when F = B = W (the paper's zero
-// bubble); otherwise (p - 1)(F + B - 2W) + (p - 2)(F - B), which tests/simulator/zbv_test.cc hold
-// exact for W < B <= F with B <= 2W and which is an estimate elsewhere (the simulator re-scores the
-// top layouts; docs/design-notes.md).
-Seconds ZbVBubble(const CostTable& t, int slow, Seconds stage, Seconds weight) {
-  if (t.pp < 2) return 0;
-  Seconds forward = 0;
-  for (int k = 0; k < t.vp; ++k) forward += t.Chunk(slow, k).ForwardTime();
-  const Seconds f = forward / t.vp, w = weight / t.vp, b = (stage - weight) / t.vp - f;
-  const double p = t.pp;
-  return std::max(0.0, (p - 1) * (f + b - 2 * w) + (p - 2) * (f - b));
-}
-
-}  // namespace
-
-PipelineTime ClosedFormPipeline::Time(const CostTable& t, const ParallelConfig& c) const {
-  const std::vector<Seconds> per = StageMicrobatchTimes(t);
-  const Seconds tmax = *std::max_element(per.begin(), per.end());
-  PipelineTime out;
-  const double m = double(c.Microbatches());
-  const Seconds ideal = m * tmax;
-  out.bubble = double(c.pp - 1) / (double(c.vp) * m) * ideal;
-  if (SplitsBackward(c.schedule)) {
-    // Qi et al. 2024, Table 1, with the slowest stage's times: T_F + T_B (the input half, p2p
-    // included) is its microbatch time less T_W (its weight-gradient GEMMs); the bubble is
-    // ZB-H1 (p - 1)(T_F + T_B - T_W), ZB-H2 (p - 1)(T_F + T_B - 2 T_W), at least 0.
-    const int slow = int(std::max_element(per.begin(), per.end()) - per.begin());
-    Seconds weight = 0;
-    for (int k = 0; k < t.vp; ++k) weight += t.Chunk(slow, k).weight_grad.Total();
-    const Seconds f_plus_b = tmax - weight;
-    const Seconds idle =
-        c.schedule == ScheduleKind::kZbH1 ? f_plus_b - weight : f_plus_b - 2 * weight;
-    out.bubble = double(c.pp - 1) * std::max(0.0, idle);
-    if (c.schedule == ScheduleKind::kZbV) out.bubble = ZbVBubble(t, slow, tmax, weight);
-  }
-  out.total = ideal + out.bubble;
-  return out;
-}
-
-const char* ClosedFormBubbleName(ScheduleKind k) {
-  switch (k) {
-    case ScheduleKind::kZbH1:
-      return "(p-1)(T_F+T_B-T_W)/(m T)";
-    case ScheduleKind::kZbH2:
-      return "(p-1)(T_F+T_B-2T_W)/(m T)";
-    case ScheduleKind::kZbV:
-      return "((p-1)(F+B-2W)+(p-2)(F-B))/(m T)";
-    default:
-      return "(p-1)/(v m)";
-  }
 }
 
 Seconds BucketedExposedTime(Seconds comm, Seconds window, int buckets) {
@@ -513,7 +452,10 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
     p.breakdown.compute += mb * (cc.forward.gemm + cc.forward.memory + cc.backward.gemm +
                                  cc.backward.memory + cc.recompute.gemm + cc.recompute.memory);
     p.breakdown.tp_comm += mb * (cc.forward.tp_comm + cc.backward.tp_comm + cc.recompute.tp_comm);
+    // The combined 1F1B hides part of the all-to-alls: what each pair saves leaves the line.
+    p.breakdown.tp_comm -= mb * t.PairSaving(cc, cc);
   }
+  p.breakdown.tp_comm = std::max(0.0, p.breakdown.tp_comm);
   if (t.pp > 1) {
     p.breakdown.pp_comm = mb * 2.0 * t.vp * (t.p2p_link[slow].Time(t.p2p_bytes) + t.p2p_allgather);
   }

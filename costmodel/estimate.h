@@ -24,6 +24,7 @@
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/parallel.h"
+#include "costmodel/a2a_overlap.h"
 #include "costmodel/cost_table.h"
 #include "costmodel/layer_cost.h"
 
@@ -57,6 +58,8 @@ struct PieceCostMemo {
     // and its transformer layer alone (what full recomputation redoes).
     PieceCost mtp, mtp_layer;
     ComputeBreakdown core;
+    // A mixture layer in the pieces the combined 1F1B interleaves (costmodel/a2a_overlap.h).
+    MoeLayerPhases moe_phases;
   };
   std::map<Key, Pieces> pieces;
 };

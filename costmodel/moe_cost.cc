@@ -37,10 +37,10 @@ ExpertComm ExpertCommTimes(const ModelSpec& m, const HardwareProfile& hw, const 
   return comm;
 }
 
-PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& layout,
-                        const ExpertComm& comm) {
-  PieceCost cost;
-  if (!m.IsMoe()) return cost;
+ExpertMlpParts ExpertMlpPartsOf(const ModelSpec& m, const HardwareProfile& hw,
+                                const ParallelConfig& layout) {
+  ExpertMlpParts parts;
+  if (!m.IsMoe()) return parts;
   // `m` is already one context-parallel rank's s / cp: its shapes are those of cp = 1.
   ParallelConfig c = layout;
   c.cp = 1;
@@ -53,24 +53,29 @@ PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const Par
   const int64_t rows = std::max<int64_t>(1, (copies + local - 1) / local);
   const double T0 = double(routed), N = double(copies), k = m.moe_topk;
 
-  cost.forward.gemm = GemmTime(hw, routed, E, h) +
-                      local * lin * (GemmTime(hw, rows, fc1, h) + GemmTime(hw, rows, h, f));
-  cost.backward.gemm =
-      GemmBackwardTime(hw, routed, E, h) +
+  PieceCost& route = parts.routing;
+  route.forward.gemm = GemmTime(hw, routed, E, h);
+  route.backward.gemm = GemmBackwardTime(hw, routed, E, h);
+  route.weight_grad.gemm = GemmBackwardWeightTime(hw, routed, E, h);
+  PieceCost& run = parts.experts;
+  run.forward.gemm = local * lin * (GemmTime(hw, rows, fc1, h) + GemmTime(hw, rows, h, f));
+  run.backward.gemm =
       local * lin * (GemmBackwardTime(hw, rows, fc1, h) + GemmBackwardTime(hw, rows, h, f));
-  cost.weight_grad.gemm =
-      GemmBackwardWeightTime(hw, routed, E, h) +
+  run.weight_grad.gemm =
       local * lin *
-          (GemmBackwardWeightTime(hw, rows, fc1, h) + GemmBackwardWeightTime(hw, rows, h, f));
+      (GemmBackwardWeightTime(hw, rows, fc1, h) + GemmBackwardWeightTime(hw, rows, h, f));
 
   const double sort_again = et > 1 ? 2 * e * N * h : 0.0;
-  double forward = 16 * T0 * E                        // router softmax and top-k (fp32)
-                   + 2 * e * T0 * k * h + sort_again  // permute
-                   + 3 * e * N * f                    // SwiGLU
-                   + e * T0 * k * h + e * T0 * h;     // unpermute
-  double backward =
-      12 * T0 * E + 2 * e * T0 * k * h + sort_again + 5 * e * N * f + e * T0 * h * (1 + 2 * k);
-  int forward_kernels = 3 + 1 + (et > 1) + 1 + 1, backward_kernels = forward_kernels;
+  const int route_kernels = 3 + 1 + (et > 1);
+  // Router softmax and top-k (fp32) and the permute; backward the same scatter.
+  route.forward.memory =
+      MemoryBoundTime(hw, 16 * T0 * E + 2 * e * T0 * k * h + sort_again, route_kernels);
+  route.backward.memory =
+      MemoryBoundTime(hw, 12 * T0 * E + 2 * e * T0 * k * h + sort_again, route_kernels);
+  double forward = 3 * e * N * f                   // SwiGLU
+                   + e * T0 * k * h + e * T0 * h;  // unpermute
+  double backward = 5 * e * N * f + e * T0 * h * (1 + 2 * k);
+  int forward_kernels = 2, backward_kernels = 2;
   if (c.precision == Precision::kFp8) {
     // cast-transposes: read 2, write the copy and its transpose (Fp8CastBytesOf's terms).
     const double weights = double(local) * double(fc1 + f) * double(h);
@@ -79,8 +84,23 @@ PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const Par
     forward_kernels += 2 * local + 2;
     backward_kernels += 2;
   }
-  cost.forward.memory = MemoryBoundTime(hw, forward, forward_kernels);
-  cost.backward.memory = MemoryBoundTime(hw, backward, backward_kernels);
+  run.forward.memory = MemoryBoundTime(hw, forward, forward_kernels);
+  run.backward.memory = MemoryBoundTime(hw, backward, backward_kernels);
+  return parts;
+}
+
+PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& layout,
+                        const ExpertComm& comm) {
+  PieceCost cost;
+  if (!m.IsMoe()) return cost;
+  const ExpertMlpParts parts = ExpertMlpPartsOf(m, hw, layout);
+  for (const PieceCost* part : {&parts.routing, &parts.experts}) {
+    cost.forward.gemm += part->forward.gemm;
+    cost.forward.memory += part->forward.memory;
+    cost.backward.gemm += part->backward.gemm;
+    cost.backward.memory += part->backward.memory;
+    cost.weight_grad.gemm += part->weight_grad.gemm;
+  }
   const Seconds exchange = 2 * comm.all_to_all + comm.etp_allgather + comm.etp_reduce_scatter;
   cost.forward.tp_comm = exchange;
   cost.backward.tp_comm = exchange;

@@ -23,7 +23,8 @@
 //               forward, of their output gradients (N 2f/etp, N h) backward, as the dense layer's.
 // The dispatch and combine are on the critical path (Megatron-Core of 2024 runs them on the
 // compute stream) and go to the piece's tensor-parallel communication time (tp_comm: the
-// collectives inside a layer). Every expert gets N / E_l tokens: a balanced router
+// collectives inside a layer); the combined 1F1B hides some of them behind another microbatch's
+// compute (costmodel/a2a_overlap.h). Every expert gets N / E_l tokens: a balanced router
 // (core/experts.h).
 #pragma once
 
@@ -52,7 +53,17 @@ struct ExpertComm {
 ExpertComm ExpertCommTimes(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
                            int gpus_per_node);
 
-// The MoE block's time (above) for `m` as one context-parallel rank sees it (seq_len s / cp).
+// The MoE block's compute in two parts, for `m` as one context-parallel rank sees it (seq_len
+// s / cp): `routing` the router and the permute (what runs before the dispatch), `experts` the
+// grouped GEMMs, SwiGLU, the unpermute and the FP8 casts (what runs between the dispatch and the
+// combine, the unpermute taken with it). No communication.
+struct ExpertMlpParts {
+  PieceCost routing, experts;
+};
+ExpertMlpParts ExpertMlpPartsOf(const ModelSpec& m, const HardwareProfile& hw,
+                                const ParallelConfig& c);
+
+// The MoE block's time (above): the two parts and the communication.
 PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
                         const ExpertComm& comm);
 

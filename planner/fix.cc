@@ -17,6 +17,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
          (!grad_reduce_bf16 || *grad_reduce_bf16 == c.grad_reduce_bf16) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
+         (!moe_a2a_overlap || *moe_a2a_overlap == c.moe_a2a_overlap) &&
          (!precision || *precision == c.precision) &&
          (!first_stage_layers || *first_stage_layers == c.first_stage_layers) &&
          (!last_stage_layers || *last_stage_layers == c.last_stage_layers) &&
@@ -154,7 +155,7 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       f.precision = *p;
     } else if (key == "scatter_gather" || key == "sequence_parallel" ||
                key == "distributed_optimizer" || key == "grad_accumulation_fusion" ||
-               key == "grad_reduce_bf16" || key == "fused_attention") {
+               key == "grad_reduce_bf16" || key == "fused_attention" || key == "moe_a2a_overlap") {
       if (value != "on" && value != "off") {
         return Status::Invalid("--fix: " + key + ": expected on or off, got \"" + value + "\"");
       }
@@ -163,6 +164,7 @@ Result<FixedLayout> ParseFix(const std::string& text) {
                                   : key == "distributed_optimizer" ? f.distributed_optimizer
                                   : key == "fused_attention"       ? f.fused_attention
                                   : key == "grad_reduce_bf16"      ? f.grad_reduce_bf16
+                                  : key == "moe_a2a_overlap"       ? f.moe_a2a_overlap
                                                                    : f.grad_accumulation_fusion;
       slot = value == "on";
     } else {
@@ -170,7 +172,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, schedule, scatter_gather, "
           "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, "
-          "fused_attention, precision, first_stage_layers, last_stage_layers, stage_layers)");
+          "fused_attention, moe_a2a_overlap, precision, first_stage_layers, last_stage_layers, "
+          "stage_layers)");
     }
   }
   if (f.stage_layers) PTDP_RETURN_IF_ERROR(CheckFixedStageLayers(&f));

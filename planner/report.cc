@@ -170,7 +170,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   // etp is not tp) likewise.
   // Uneven stages get a column (f/l: layers of the first and the last stage) only when a listed
   // layout has them.
-  bool opts = false, fa = false, g16 = false, uneven = false, cp = false, ep = false;
+  bool opts = false, fa = false, g16 = false, uneven = false, cp = false, ep = false, a2a = false;
   for (const auto& c : r.top) {
     cp = cp || c.layout.cp > 1;
     ep = ep || c.layout.ep > 1 || c.layout.etp > 0;
@@ -178,11 +178,12 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
            c.layout.grad_accumulation_fusion;
     fa = fa || c.layout.fused_attention;
     g16 = g16 || c.layout.grad_reduce_bf16;
+    a2a = a2a || c.layout.moe_a2a_overlap;
     uneven = uneven || c.layout.Uneven();
   }
-  const std::string opt_header = std::string(cp ? " cp " : "") + (ep ? " ep    " : "") +
-                                 (opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") +
-                                 (g16 ? " g16" : "") + (uneven ? " f/l  " : "");
+  const std::string opt_header =
+      std::string(cp ? " cp " : "") + (ep ? " ep    " : "") + (opts ? " sp  do  gaf" : "") +
+      (fa ? " fa " : "") + (g16 ? " g16" : "") + (a2a ? " a2a" : "") + (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
@@ -211,6 +212,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     }
     if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
     if (g16) extra += std::string(" ") + (l.grad_reduce_bf16 ? "on " : "off");
+    if (a2a) extra += std::string(" ") + (l.moe_a2a_overlap ? "on " : "off");
     if (uneven) {
       const std::vector<int> n = StageLayerCounts(m, l);
       std::string split = !l.stage_layers.empty() ? StageLayersText(n)
@@ -425,6 +427,9 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
   if (c.grad_reduce_bf16) o << " --grad-reduce-in-bf16";
+  // The combined 1F1B: the all-to-alls beside another microbatch's compute, the weight gradients
+  // delayed to make room for them (Megatron-Bridge's moe_a2a_overlap sets both).
+  if (c.moe_a2a_overlap) o << " --overlap-moe-expert-parallel-comm --delay-wgrad-compute";
   // The overlaps the plan priced (the software profile's, where the layout has what they need).
   if (software != nullptr) {
     if (software->tp_comm_overlap_fraction.value > 0 && c.sequence_parallel) {
@@ -482,10 +487,13 @@ Result<MegatronChoice> ChooseMegatronLayout(const SearchResult& r) {
 std::string MegatronEnvironment(const ParallelConfig& c) {
   // NVIDIA/Megatron-LM d98e8a64, megatron/training/arguments.py:1453-1479 (validate_args): with
   // tensor (or context) parallelism on a GPU before Blackwell it asserts
-  // CUDA_DEVICE_MAX_CONNECTIONS == "1" (unless FSDP or MoE expert-parallel overlap, which ptdp
-  // never plans), so that a tensor-parallel collective is queued before the GEMM it overlaps
+  // CUDA_DEVICE_MAX_CONNECTIONS == "1" (unless FSDP, which ptdp never plans, or the combined
+  // 1F1B), so that a tensor-parallel collective is queued before the GEMM it overlaps
   // (megatron/core/tensor_parallel/layers.py:678). Sequence parallelism and --tp-comm-overlap
   // only exist with tp > 1; ptdp's profiles are all pre-Blackwell GPUs (A100, H100, H200).
+  // The combined 1F1B wants more queues for its second stream: Megatron-Bridge sets 8 with the
+  // alltoall dispatcher on H100 (scripts/performance/utils/overrides.py at 067f987d).
+  if (c.moe_a2a_overlap) return "CUDA_DEVICE_MAX_CONNECTIONS=8";
   return c.tp > 1 ? "CUDA_DEVICE_MAX_CONNECTIONS=1" : "";
 }
 

@@ -302,12 +302,19 @@ struct GridPoint {
 
 // The layout of one combination of the inner loops' choices, or none where --fix or the search
 // options leave it out (not counted as considered). `bits`: scatter/gather off (1), sequence
-// parallelism (2), fused attention (4). `bf16_grads`: one value for the whole search.
+// parallelism (2), fused attention (4), the combined 1F1B (8). `bf16_grads`: one value for the
+// whole search.
 std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g,
                                       const PipelineShape& shape, int b, Recompute rc, int bits,
                                       const ExpertSplit& ex, Precision precision, bool bf16_grads) {
   const FixedLayout& fx = o.fix;
   const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
+  const bool a2a = (bits & 8) != 0;
+  if (fx.moe_a2a_overlap ? *fx.moe_a2a_overlap != a2a : a2a && !o.moe_a2a_overlap) {
+    return std::nullopt;
+  }
+  // Nothing to overlap without expert parallelism (fixed on, Validate says why not).
+  if (a2a && ex.ep < 2 && !fx.moe_a2a_overlap) return std::nullopt;
   if (fx.fused_attention) {
     if (*fx.fused_attention != fused) return std::nullopt;
   } else if (fused && !o.fused_attention && g.cp == 1) {
@@ -348,6 +355,7 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
       fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion : o.grad_accumulation_fusion;
   c.grad_reduce_bf16 = bf16_grads;
   c.fused_attention = fused;
+  c.moe_a2a_overlap = a2a;
   c.first_stage_layers = shape.first;
   c.last_stage_layers = shape.last;
   c.stage_layers = shape.stages;
@@ -541,10 +549,10 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                                : rc == Recompute::kSelective && !o.selective_recompute) {
                 continue;
               }
-              // Three on/off options (Compose's bits) for each expert split (one when dense).
-              for (int combo = 0; combo < 8 * int(experts.size()); ++combo) {
+              // Four on/off options (Compose's bits) for each expert split (one when dense).
+              for (int combo = 0; combo < 16 * int(experts.size()); ++combo) {
                 const std::optional<ParallelConfig> c =
-                    Compose(o, g, shape, b, rc, combo % 8, experts[size_t(combo / 8)], precision,
+                    Compose(o, g, shape, b, rc, combo % 16, experts[size_t(combo / 16)], precision,
                             bf16_grads);
                 if (!c) continue;
                 ++tally.res.considered;

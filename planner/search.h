@@ -58,6 +58,10 @@ struct SearchOptions {
   // bf16 gradients (ParallelConfig::grad_reduce_bf16), a numerics choice the user makes: used on
   // every bf16 or fp8 layout when allowed (less memory, half the data-parallel bytes).
   bool grad_reduce_bf16 = false;
+  // The combined 1F1B (ParallelConfig::moe_a2a_overlap) is searched beside the plain schedule
+  // for a mixture of experts with ep > 1 (off by default, as in Megatron-Core: it holds one more
+  // microbatch's activations; the layouts with it are replayed by the event interpreter).
+  bool moe_a2a_overlap = false;
   // Context parallelism (ParallelConfig::cp) is searched beside none: ContextParallelSizes.
   bool context_parallel = false;
   // Fused attention is searched beside unfused (it needs less memory but its backward recomputes

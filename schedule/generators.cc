@@ -244,4 +244,39 @@ Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t m, int vp, i
   return p;
 }
 
+Status PairForA2aOverlap(Program* compute) {
+  if (compute->kind != ScheduleKind::k1F1B && compute->kind != ScheduleKind::kInterleaved) {
+    return Status::Invalid(std::string("moe_a2a_overlap: the combined 1F1B is made of 1f1b or "
+                                       "interleaved, not ") +
+                           ScheduleName(compute->kind));
+  }
+  for (RankProgram& rank : compute->ranks) {
+    std::vector<Instr> forwards, backwards;
+    size_t warmup = 0;
+    for (const Instr& in : rank.instrs) {
+      if (in.op == Op::kForward) {
+        if (backwards.empty()) ++warmup;
+        forwards.push_back(in);
+      } else {
+        backwards.push_back(in);
+      }
+    }
+    // The plain order's leading forwards are its warm-up and the first forward of its steady
+    // state: with the pairs that forward runs alone too, the one more that makes each pair's
+    // forward and backward independent.
+    std::vector<Instr> out;
+    out.reserve(rank.instrs.size());
+    size_t b = 0;
+    for (size_t f = 0; f < forwards.size(); ++f) {
+      out.push_back(forwards[f]);
+      if (f < warmup) continue;
+      out.back().paired = true;
+      out.push_back(backwards[b++]);
+    }
+    for (; b < backwards.size(); ++b) out.push_back(backwards[b]);
+    rank.instrs = std::move(out);
+  }
+  return Status::Ok();
+}
+
 }  // namespace ptdp::schedule

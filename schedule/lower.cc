@@ -79,6 +79,7 @@ Result<Program> BuildProgram(const ModelSpec& model, const ParallelConfig& cfg) 
   PTDP_RETURN_IF_ERROR(cfg.Validate(model));
   PTDP_ASSIGN_OR_RETURN(Program compute,
                         GenerateSchedule(cfg.schedule, cfg.pp, cfg.Microbatches(), cfg.vp));
+  if (cfg.moe_a2a_overlap) PTDP_RETURN_IF_ERROR(PairForA2aOverlap(&compute));
   const Lowering lowering = LoweringOf(model, cfg);
   PTDP_ASSIGN_OR_RETURN(Program program,
                         Lower(compute, lowering.message_bytes, lowering.recompute));

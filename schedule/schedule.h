@@ -10,6 +10,8 @@
 //     RecvGrad(mb, c) immediately before Backward(mb, c) (or BackwardInput(mb, c));
 //   - SendAct(mb, c) sits immediately after Forward(mb, c), SendGrad(mb, c) immediately after
 //     Backward(mb, c) (or BackwardInput(mb, c)); BackwardWeight sends and receives nothing;
+//   - except for a paired forward (Instr::paired) and the backward after it, one step: both
+//     receives sit immediately before the forward, both sends immediately after the backward;
 //   - ReduceGrads then OptimizerStep end every rank's list.
 // Validate() replays exactly that execution model (a send completes when posted, a receive blocks
 // until its matching send has been posted) and fails if some rank can never proceed.
@@ -60,8 +62,16 @@ inline constexpr int64_t kMaxScheduleCells = int64_t(1) << 21;
 Result<Program> GenerateSchedule(ScheduleKind kind, int pp, int64_t microbatches, int vp,
                                  int64_t microbatch_group = 0);
 
+// Megatron-Core's combined 1F1B (ParallelConfig::moe_a2a_overlap; get_pp_rank_microbatches and
+// combined_1f1b.py at d98e8a64) made of a 1f1b or interleaved compute order: each rank runs one
+// more warm-up forward, then every later forward paired (Instr::paired) with the backward that
+// follows it, then the remaining backwards. The forwards and the backwards keep their orders.
+// An error names the kind when it is neither 1f1b nor interleaved.
+Status PairForA2aOverlap(Program* compute);
+
 // Lowering: inserts SendAct/RecvAct/SendGrad/RecvGrad around the compute instructions per the
-// ordering contract above (bytes = message_bytes each), sets `recompute` on every kBackward and
+// ordering contract above (a paired forward and its backward: both receives before the pair, both
+// sends after it) (bytes = message_bytes each), sets `recompute` on every kBackward and
 // kBackwardInput when asked, and appends kReduceGrads and kOptimizerStep to every rank.
 // REQUIRES: `compute` holds only compute instructions (IsCompute).
 Result<Program> Lower(const Program& compute, Bytes message_bytes, bool recompute);
@@ -152,7 +162,27 @@ Status LowerEach(const Program& compute, Bytes message_bytes, bool recompute, Em
       msg.microbatch = c.microbatch;
       msg.chunk = c.chunk;
       msg.bytes = message_bytes;
-      if (c.op == Op::kForward) {
+      if (c.op == Op::kForward && c.paired) {  // the combined step: both inputs, both outputs
+        if (i + 1 >= src.size() || src[i + 1].op != Op::kBackward) {
+          return Status::Invalid("rank " + std::to_string(rank) + ", instruction " +
+                                 std::to_string(i) + " (" + InstrToText(c, compute.vp > 1) +
+                                 "): a paired forward must be followed by a backward");
+        }
+        Instr b = src[++i];
+        b.recompute = recompute;
+        const int bvs = VirtualStageOf(compute, rank, b.chunk);
+        const int b_below = bvs > 0 ? RankOfStage(compute, bvs - 1) : rank;
+        const int b_above = bvs < last_vs ? RankOfStage(compute, bvs + 1) : rank;
+        Instr bmsg = msg;
+        bmsg.microbatch = b.microbatch;
+        bmsg.chunk = b.chunk;
+        if (below != rank) msg.op = Op::kRecvAct, msg.peer = below, emit(rank, msg);
+        if (b_above != rank) bmsg.op = Op::kRecvGrad, bmsg.peer = b_above, emit(rank, bmsg);
+        emit(rank, c);
+        emit(rank, b);
+        if (above != rank) msg.op = Op::kSendAct, msg.peer = above, emit(rank, msg);
+        if (b_below != rank) bmsg.op = Op::kSendGrad, bmsg.peer = b_below, emit(rank, bmsg);
+      } else if (c.op == Op::kForward) {
         if (below != rank) msg.op = Op::kRecvAct, msg.peer = below, emit(rank, msg);
         emit(rank, c);
         if (above != rank) msg.op = Op::kSendAct, msg.peer = above, emit(rank, msg);

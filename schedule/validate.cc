@@ -149,6 +149,13 @@ Status Validate(const Program& p) {
         continue;
       }
       if (reduced) return fail("instruction after the gradient reduction");
+      if (in.op == Op::kForward && in.paired) {  // the combined step's backward comes next
+        size_t j = i + 1;
+        while (j < rp.instrs.size() && IsMessage(rp.instrs[j].op)) ++j;
+        if (j == rp.instrs.size() || rp.instrs[j].op != Op::kBackward) {
+          return fail("a paired forward is not followed by a backward");
+        }
+      }
       if (in.microbatch < 0 || in.microbatch >= m) {
         return fail("microbatch out of range [0, " + std::to_string(m) + ")");
       }

@@ -150,6 +150,8 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     return SimulatedPipelineTime(m, cluster, c, t);
   };
   PTDP_RETURN_IF_ERROR(c.Validate(m));
+  // The combined 1F1B's paired steps are the interpreter's alone.
+  if (c.moe_a2a_overlap) return fallback();
   const schedule::Lowering lowering = schedule::LoweringOf(m, c);
   if (!shape_ || !shape_->Matches(c, lowering.recompute)) {
     auto compute = schedule::GenerateSchedule(c.schedule, c.pp, c.Microbatches(), c.vp);

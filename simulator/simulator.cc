@@ -49,6 +49,9 @@ struct RankState {
   int live = 0;
   bool started = false;  // a compute instruction has run (RankStats::start_ns is set)
   std::vector<int64_t> backwards_left;  // per chunk, for the overlapped all-reduce
+  // What the backward after a paired forward (Instr::paired) is shortened by: its share of the
+  // combined step's saving.
+  Nanoseconds pair_discount = 0;
 };
 
 class Interpreter {
@@ -202,7 +205,20 @@ void Interpreter::Issue(int r) {
     const int cc = r * p_.vp + in.chunk;
     switch (in.op) {
       case Op::kForward: {
-        const Nanoseconds end = now + fwd_ns_[cc];
+        Nanoseconds dur = fwd_ns_[cc];
+        if (in.paired && s.pc + 1 < ins.size()) {
+          // The combined step (the lowering puts its backward next): CostTable::PairSaving,
+          // split over the two in proportion to their times.
+          const Instr& b = ins[s.pc + 1];
+          const size_t bc = size_t(r) * p_.vp + b.chunk;
+          const double backward = double(bwd_ns_[bc] + (b.recompute ? rc_ns_[bc] : 0));
+          const Nanoseconds saving = ToNanoseconds(c_.PairSaving(c_.chunks[cc], c_.chunks[bc]));
+          const Nanoseconds mine =
+              dur + backward > 0 ? Nanoseconds(double(saving) * dur / (dur + backward)) : 0;
+          dur -= mine;
+          s.pair_discount = saving - mine;
+        }
+        const Nanoseconds end = now + dur;
         if (!s.started) rs.start_ns = now, s.started = true;
         s.live_bytes += c_.chunks[cc].stash_bytes;
         ++s.live;
@@ -224,7 +240,8 @@ void Interpreter::Issue(int r) {
         const Nanoseconds work = in.op == Op::kBackward        ? bwd_ns_[cc]
                                  : in.op == Op::kBackwardInput ? bwd_ns_[cc] - wgt_ns_[cc]
                                                                : wgt_ns_[cc];
-        const Nanoseconds dur = work + (in.recompute ? rc_ns_[cc] : 0);
+        const Nanoseconds dur = work + (in.recompute ? rc_ns_[cc] : 0) - s.pair_discount;
+        s.pair_discount = 0;
         const Nanoseconds end = now + dur;
         rs.compute_ns += dur;
         rs.flush_ns = std::max(rs.flush_ns, end);

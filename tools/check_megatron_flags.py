@@ -118,6 +118,10 @@ def expected_values(plan):
          bool(lay.get("grad_accumulation_fusion", False))),
         # bf16 gradients: validate_args then turns accumulate_allreduce_grads_in_fp32 off.
         ("--grad-reduce-in-bf16", "grad_reduce_in_bf16", bool(lay.get("grad_reduce_bf16", False))),
+        # The combined 1F1B (layout moe_a2a_overlap) sets both.
+        ("--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm",
+         bool(lay.get("moe_a2a_overlap", False))),
+        ("--delay-wgrad-compute", "delay_wgrad_compute", bool(lay.get("moe_a2a_overlap", False))),
         # Architecture: a GPT's plan file leaves these keys out (core/model.h defaults).
         ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
         ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),
@@ -200,6 +204,15 @@ def child(plan_path):
     major = GPU_ARCH.get(plan["cluster"].get("name", ""), 9)
     margs.get_device_arch_version = lambda: major
     torch.cuda.get_device_capability = lambda *a, **k: (major, 0)
+    if "--delay-wgrad-compute" in plan["megatron_args"]:
+        # validate_args asks the installed Transformer Engine's version, and --delay-wgrad-compute
+        # beside --overlap-grad-reduce needs TE >= 2.8.0 (arguments.py at d98e8a64), a fact about
+        # the machine, not the flags (docs/moe.md). There is no TE here: for these plans answer as
+        # TE 2.8.0 would; every other plan keeps the answer of no TE.
+        from packaging.version import Version
+        te = Version("2.8.0")
+        margs.is_te_min_version = lambda v, check_equality=True: (
+            te >= Version(v) if check_equality else te > Version(v))
     args = margs.parse_args()  # argparse prints the refused flag and exits 2 itself
     try:
         margs.validate_args(args)

@@ -198,7 +198,8 @@ def published_seconds(spec, run, model_json):
 def layout_text(plan):
     lay = plan["layout"]
     keys = ("tp", "pp", "dp", "cp", "ep", "etp", "mbs", "vp", "schedule", "recompute")  # cp, ep, etp: when set
-    return ",".join("%s=%s" % (k, lay[k]) for k in keys if k in lay)
+    text = ",".join("%s=%s" % (k, lay[k]) for k in keys if k in lay)
+    return text + (",moe_a2a_overlap=on" if lay.get("moe_a2a_overlap") else "")
 
 
 def main(argv):
