@@ -1,5 +1,7 @@
 #include "core/experts.h"
 
+#include <algorithm>
+
 namespace ptdp {
 
 int64_t RoutedTokens(const ModelSpec& m, const ParallelConfig& c) {
@@ -100,6 +102,48 @@ std::vector<int> ExpertDataGroup(const ParallelConfig& c) {
   const int stride = c.ep * c.ExpertTp();
   for (int i = 0; i < c.ExpertWeightReplicas(); ++i) g.push_back(i * stride);
   return g;
+}
+
+namespace {
+
+// C(n - a, k) / C(n, k): no one of a marked items among k drawn from n.
+double NoneDrawn(int64_t n, int64_t a, int64_t k) {
+  if (a <= 0) return 1.0;
+  if (n - a < k) return 0.0;
+  double p = 1.0;
+  for (int64_t i = 0; i < k; ++i) p *= double(n - a - i) / double(n - i);
+  return p;
+}
+
+// C(n, r) as a double (small n: groups).
+double Choose(int64_t n, int64_t r) {
+  if (r < 0 || r > n) return 0.0;
+  double c = 1.0;
+  for (int64_t i = 1; i <= r; ++i) c = c * double(n - r + i) / double(i);
+  return c;
+}
+
+}  // namespace
+
+double RemoteNodesPerToken(const ModelSpec& m, int nodes) {
+  if (nodes < 2 || !m.IsMoe()) return 0.0;
+  const int64_t E = m.moe_experts, k = m.moe_topk, on_node = E / nodes;
+  const int64_t groups = m.moe_router_groups, picked = m.moe_router_group_topk;
+  double hit = 1.0 - NoneDrawn(E, on_node, k);  // ungrouped, or groups that do not nest
+  if (groups > 1 && E % groups == 0) {
+    const int64_t per_group = E / groups, pool = picked * per_group;
+    if (groups % nodes == 0) {  // q whole groups on each node: j of them picked
+      const int64_t q = groups / nodes;
+      hit = 0.0;
+      for (int64_t j = 1; j <= std::min(q, picked); ++j) {
+        const double p_j = Choose(q, j) * Choose(groups - q, picked - j) / Choose(groups, picked);
+        hit += p_j * (1.0 - NoneDrawn(pool, j * per_group, k));
+      }
+    } else if (nodes % groups == 0) {  // a group over nodes / groups nodes: picked or not
+      hit = double(picked) / double(groups) * (1.0 - NoneDrawn(pool, on_node, k));
+    }
+  }
+  return double(nodes - 1) * hit;
 }
 
 }  // namespace ptdp

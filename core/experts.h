@@ -51,6 +51,17 @@ int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_
 // its T0 k token copies of h elements in the compute dtype, `act_bytes` each.
 int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes);
 
+// How many nodes other than its own a routed token's k experts lie on, in expectation, when the
+// expert-parallel group spans `nodes` nodes of its ranks (experts placed in order, E / nodes on
+// each) and the router picks uniformly: k of the E experts, or with group-limited routing k of
+// the experts of moe_router_group_topk groups picked uniformly (Megatron-Bridge's benchmarks draw
+// random router logits, "force-balance" in their tables, which makes both uniform). What the DeepEP
+// dispatcher sends over a node's NICs: each token once to each such node. For n nodes each hit
+// with probability P it is (n - 1) P; P = 1 - C(pool - a, k) / C(pool, k) for a node with a of the
+// pool's experts, averaged over the groups picked when groups and nodes nest (else the ungrouped
+// P). 0 for one node.
+double RemoteNodesPerToken(const ModelSpec& m, int nodes);
+
 // The global ranks of rank 0's groups on the expert grid of a stage (etp-ep-edp, the stage's
 // tp cp dp ranks consecutive): the expert-parallel group {0, etp, ..., (ep - 1) etp}, the expert
 // tensor group {0, ..., etp - 1} and the expert data-parallel group {0, ep etp, ...}.

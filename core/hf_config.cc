@@ -213,8 +213,8 @@ void ReadExperts(JsonObjectReader& r, const Family& family, ModelSpec* m) {
 // qk_nope_head_dim, qk_rope_head_dim, v_head_dim; the latents normed), n_routed_experts of
 // moe_intermediate_size on every layer from first_k_dense_replace on (moe_layer_freq 1),
 // n_shared_experts of that size as one shared expert, num_nextn_predict_layers multi-token
-// prediction depths. The router's scoring, grouping, bias and scaling change no shape or FLOP
-// we count.
+// prediction depths, n_group and topk_group group-limited routing. The router's scoring, bias
+// and scaling change no shape or FLOP we count.
 void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
   r.Required("n_routed_experts", &m->moe_experts);
   r.Required("num_experts_per_tok", &m->moe_topk);
@@ -233,9 +233,13 @@ void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
   r.Required("qk_rope_head_dim", &m->mla_rope_dim);
   r.Required("v_head_dim", &m->mla_v_dim);
   m->qk_norm = true;  // q_a_layernorm (with a query latent) and kv_a_layernorm
-  for (const char* k :
-       {"aux_loss_alpha", "ep_size", "n_group", "topk_group", "norm_topk_prob",
-        "routed_scaling_factor", "scoring_func", "seq_aux", "topk_method", "quantization_config"}) {
+  // Group-limited routing (DeepSeek-V2: devices, V3: nodes); 1 group is none.
+  int groups = 0, group_topk = 0;
+  r.Optional("n_group", &groups);
+  r.Optional("topk_group", &group_topk);
+  if (groups > 1) m->moe_router_groups = groups, m->moe_router_group_topk = group_topk;
+  for (const char* k : {"aux_loss_alpha", "ep_size", "norm_topk_prob", "routed_scaling_factor",
+                        "scoring_func", "seq_aux", "topk_method", "quantization_config"}) {
     r.Allow(k);
   }
 }

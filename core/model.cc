@@ -82,6 +82,18 @@ Status ModelSpec::Validate(const std::string& path) const {
                                                       : "moe_shared_gate") +
                         ": set without moe_experts (a dense model has no experts)"));
   }
+  if (moe_router_groups != 0 || moe_router_group_topk != 0) {
+    // Megatron-Core's TopKRouter: equal groups, k experts from the chosen groups' experts.
+    const int64_t per_group = moe_router_groups > 0 ? moe_experts / moe_router_groups : 0;
+    if (!IsMoe() || moe_router_groups < 1 || moe_experts % moe_router_groups != 0 ||
+        moe_router_group_topk < 1 || moe_router_group_topk > moe_router_groups ||
+        moe_router_group_topk * per_group < moe_topk) {
+      add(Status::Invalid(at +
+                          "moe_router_groups: needs experts, a group count that divides "
+                          "moe_experts and 1 <= moe_router_group_topk <= moe_router_groups with "
+                          "at least moe_topk experts in the chosen groups"));
+    }
+  }
   if (moe_shared_gate && moe_shared_ffn_hidden == 0) {
     add(Status::Invalid(at + "moe_shared_gate: set without moe_shared_ffn_hidden (no shared "
                              "expert to gate)"));
@@ -124,6 +136,7 @@ ModelSpec DenseLayerModel(const ModelSpec& m) {
   dense.moe_ffn_hidden = dense.moe_shared_ffn_hidden = 0;
   dense.moe_shared_gate = false;
   dense.moe_layer_pattern.clear();
+  dense.moe_router_groups = dense.moe_router_group_topk = 0;
   dense.mtp_layers = 0;  // a layer kind, not a model with its own prediction depths
   return dense;
 }
@@ -301,6 +314,8 @@ ModelSpec DeepSeekV3() {
   m.rotary_base = 10000;
   m.vocab_divisible_by = 1280;
   m.mtp_layers = 1;
+  m.moe_router_groups = 8;  // n_group, topk_group: node-limited routing
+  m.moe_router_group_topk = 4;
   return m;
 }
 
@@ -387,6 +402,8 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("moe_shared_gate", &m.moe_shared_gate);
   r.Optional("moe_dense_layers", &m.moe_dense_layers);
   r.Optional("moe_layer_pattern", &m.moe_layer_pattern);
+  r.Optional("moe_router_groups", &m.moe_router_groups);
+  r.Optional("moe_router_group_topk", &m.moe_router_group_topk);
   r.Optional("mtp_layers", &m.mtp_layers);
   r.Optional("mla_kv_lora", &m.mla_kv_lora);
   r.Optional("mla_q_lora", &m.mla_q_lora);
@@ -435,6 +452,10 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   if (m.moe_shared_gate) j["moe_shared_gate"] = true;
   if (m.moe_dense_layers > 0) j["moe_dense_layers"] = m.moe_dense_layers;
   if (!m.moe_layer_pattern.empty()) j["moe_layer_pattern"] = m.moe_layer_pattern;
+  if (m.moe_router_groups > 0) {
+    j["moe_router_groups"] = m.moe_router_groups;
+    j["moe_router_group_topk"] = m.moe_router_group_topk;
+  }
   return j;
 }
 

@@ -77,6 +77,13 @@ struct ModelSpec {
   // one; empty: every layer from moe_dense_layers on is a mixture. Exclusive with
   // moe_dense_layers.
   std::vector<int> moe_layer_pattern;
+  // Group-limited routing (Megatron-Core's --moe-router-num-groups and --moe-router-group-topk;
+  // DeepSeek's n_group and topk_group): the experts fall into moe_router_groups equal groups and
+  // a token's k experts come from its moe_router_group_topk best groups; 0: no groups. DeepSeek-V3
+  // routes to at most 4 of 8 groups, one node's experts each at EP 64 (node-limited routing).
+  // What it changes here is the DeepEP dispatcher's traffic (costmodel/moe_cost.h).
+  int moe_router_groups = 0;
+  int moe_router_group_topk = 0;
 
   // Multi-latent attention (DeepSeek-V2/V3; Megatron-Core's --multi-latent-attention): the
   // queries from a q_lora-wide latent (or straight from h when mla_q_lora is 0), keys and values
@@ -197,7 +204,7 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
 // "rotary_base", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk",
 // "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
-// "moe_layer_pattern", "mla_kv_lora",
+// "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora",
 // "mla_q_lora", "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd,
 // n_head, n_positions, vocab_size, n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);

@@ -57,6 +57,16 @@ Result<Recompute> ParseRecompute(const std::string& s) {
   return Status::Invalid("recompute: '" + s + "' is not one of none, full, selective");
 }
 
+const char* MoeDispatcherName(MoeDispatcher d) {
+  return d == MoeDispatcher::kDeepEp ? "deepep" : "alltoall";
+}
+
+Result<MoeDispatcher> ParseMoeDispatcher(const std::string& s) {
+  if (s == "alltoall") return MoeDispatcher::kAllToAll;
+  if (s == "deepep") return MoeDispatcher::kDeepEp;
+  return Status::Invalid("moe_dispatcher: '" + s + "' is not one of alltoall, deepep");
+}
+
 Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool embedding,
                                         bool loss, const std::string& field) {
   const int ends = int(embedding) + int(loss);
@@ -244,6 +254,10 @@ Status ParallelConfig::ValidateExperts(const ModelSpec& m) const {
         "mixture of experts)");
   }
   if (!m.IsMoe()) {
+    if (moe_dispatcher != MoeDispatcher::kAllToAll) {
+      return Status::Invalid("moe_dispatcher: " + std::string(MoeDispatcherName(moe_dispatcher)) +
+                             " needs a mixture-of-experts model (moe_experts > 0)");
+    }
     if (ep > 1 || etp > 0) {
       return Status::Invalid(
           (ep > 1 ? "ep: " + std::to_string(ep) : "etp: " + std::to_string(etp)) +
@@ -420,6 +434,9 @@ std::string ParallelConfig::ToString() const {
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
   if (grad_reduce_bf16) os << ",grad_reduce_bf16=on";
   if (moe_a2a_overlap) os << ",moe_a2a_overlap=on";
+  if (moe_dispatcher != MoeDispatcher::kAllToAll) {
+    os << ",moe_dispatcher=" << MoeDispatcherName(moe_dispatcher);
+  }
   if (fused_attention) os << ",fused_attention=on";
   if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
   if (first_stage_layers > 0) os << ",first_stage_layers=" << first_stage_layers;
@@ -463,6 +480,9 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   if (!c.stage_layers.empty()) j["stage_layers"] = c.stage_layers;  // old plans stay as they were
   if (c.grad_reduce_bf16) j["grad_reduce_bf16"] = true;             // likewise
   if (c.moe_a2a_overlap) j["moe_a2a_overlap"] = true;               // likewise
+  if (c.moe_dispatcher != MoeDispatcher::kAllToAll) {
+    j["moe_dispatcher"] = MoeDispatcherName(c.moe_dispatcher);
+  }
   // Interleaving with m % p != 0: the microbatch group Megatron-Core is told to use (its default,
   // p, is left unsaid), a function of the layout written out so the plan states it.
   if (const int64_t g = MicrobatchGroupToState(c); g != 0) j["microbatch_group"] = g;
@@ -492,6 +512,8 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("fused_attention", &c.fused_attention);
   r.Optional("grad_reduce_bf16", &c.grad_reduce_bf16);
   r.Optional("moe_a2a_overlap", &c.moe_a2a_overlap);
+  std::string dispatcher = MoeDispatcherName(c.moe_dispatcher);
+  r.Optional("moe_dispatcher", &dispatcher);
   r.Optional("precision", &precision);
   r.Optional("first_stage_layers", &c.first_stage_layers);
   r.Optional("last_stage_layers", &c.last_stage_layers);
@@ -505,6 +527,9 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   auto s = ParseSchedule(schedule);
   if (!s.ok()) return s.status().WithPrefix(path);
   c.schedule = *s;
+  auto dispatch = ParseMoeDispatcher(dispatcher);
+  if (!dispatch.ok()) return dispatch.status().WithPrefix(path);
+  c.moe_dispatcher = *dispatch;
   auto rc = ParseRecompute(recompute);
   if (!rc.ok()) return rc.status().WithPrefix(path);
   c.recompute = *rc;

@@ -71,6 +71,14 @@ Result<ScheduleKind> ParseSchedule(const std::string& s);
 const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);
 
+// How a mixture of experts' tokens reach their experts (ParallelConfig::moe_dispatcher).
+enum class MoeDispatcher {
+  kAllToAll,  // Megatron-Core's alltoall dispatcher: NCCL all-to-alls of every token copy
+  kDeepEp,    // its flex dispatcher with the DeepEP backend: a token once per node, then NVLink
+};
+const char* MoeDispatcherName(MoeDispatcher d);  // "alltoall" | "deepep"
+Result<MoeDispatcher> ParseMoeDispatcher(const std::string& s);
+
 // Ranges of the layout fields, checked by ParallelConfig::Validate: tp [1, 4096], pp [1, 10000],
 // dp [1, 1048576], cp [1, 1024], ep [1, 4096], etp [0, 4096], mbs [1, 65536], vp [1, 10000],
 // global_batch [1, 2^40], and tp*cp*pp*dp at most kMaxWorldSize GPUs. Products are formed in
@@ -152,6 +160,12 @@ struct ParallelConfig {
   // most one multi-token prediction depth and 16-bit compute, as Megatron-Core asserts. The
   // Program marks each combined forward (Instr::paired); docs/moe.md has the cost.
   bool moe_a2a_overlap = false;
+  // The token dispatcher (a mixture of experts only): Megatron-Core's alltoall, or its flex
+  // dispatcher on DeepEP (--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend
+  // deepep), whose inter-node kernels send a token once to each node holding one of its experts
+  // and forward it over NVLink there (deepseek-ai/DeepEP's README: "asymmetric-domain bandwidth
+  // forwarding"). costmodel/moe_cost.h prices the two.
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // Uneven pipeline stages: the layers of the first and of the last pipeline rank, 0 for the
   // even share. Lighter first and last stages offset the embedding and the output layer they also
   // hold. The placement itself is core/shapes.h's ChunkLayers; two of Megatron-LM's forms:
@@ -229,8 +243,8 @@ struct ParallelConfig {
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and
-// grad_reduce_bf16 (true) and moe_a2a_overlap (true), each written only when set and optional
-// when read.
+// grad_reduce_bf16 (true), moe_a2a_overlap (true) and moe_dispatcher ("deepep"), each written
+// only when set and optional when read.
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >

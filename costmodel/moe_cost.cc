@@ -20,13 +20,31 @@ Seconds AllToAllTime(const HardwareProfile& hw, Bytes bytes, const GroupSpan& sp
   return std::max(intra, inter);
 }
 
+Seconds DeepEpAllToAllTime(const HardwareProfile& hw, const ModelSpec& m, const ParallelConfig& c,
+                           const GroupSpan& span) {
+  const int e = ComputeBytes(c.precision);
+  if (!span.inter_node()) return AllToAllTime(hw, DispatchBytes(m, c, e), span);
+  const double n = span.ranks, g = span.members_per_node;
+  const double token = double(RoutedTokens(m, c)) * double(m.hidden) * e;
+  const double k = m.moe_topk;
+  // Over NVLink: the copies for the other GPUs of its own node, and of those that reach this
+  // node over RDMA (one in g through this GPU), the ones for the others.
+  const Bytes intra = Bytes(token * k * ((g - 1) / n + (n - g) / n * (g - 1) / g));
+  const Bytes inter = Bytes(token * RemoteNodesPerToken(m, span.nodes));
+  return std::max(SendRecvLink(hw, false, intra).Time(intra),
+                  SendRecvLink(hw, true, inter).Time(inter));
+}
+
 ExpertComm ExpertCommTimes(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
                            int gpus_per_node) {
   ExpertComm comm;
   if (!m.IsMoe()) return comm;
   const int G = gpus_per_node, e = ComputeBytes(c.precision);
   const Bytes dispatch = DispatchBytes(m, c, e);
-  comm.all_to_all = AllToAllTime(hw, dispatch, SpanOf(ExpertParallelGroup(c), G));
+  const GroupSpan ep_span = SpanOf(ExpertParallelGroup(c), G);
+  comm.all_to_all = c.moe_dispatcher == MoeDispatcher::kDeepEp
+                        ? DeepEpAllToAllTime(hw, m, c, ep_span)
+                        : AllToAllTime(hw, dispatch, ep_span);
   if (c.ExpertTp() > 1) {
     // The token copies a rank received, gathered over the expert tensor group: etp of them.
     const GroupSpan span = SpanOf(ExpertTensorGroup(c), G);

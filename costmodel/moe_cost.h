@@ -42,6 +42,15 @@ namespace ptdp::costmodel {
 // inter-node figures per GPU), at the profile's point-to-point rates; one latency each.
 Seconds AllToAllTime(const HardwareProfile& hw, Bytes bytes, const GroupSpan& span);
 
+// One dispatch of the DeepEP dispatcher (ParallelConfig::moe_dispatcher) over an expert-parallel
+// group spanning `span`: within a node as AllToAllTime; across nodes its kernels send each token
+// over RDMA once to each other node that holds one of its experts (RemoteNodesPerToken,
+// core/experts.h) and forward it there over NVLink, the two at once at the profile's
+// point-to-point rates (deepseek-ai/DeepEP's README measures its inter-node kernels at 43-46 GB/s
+// per 50 GB/s NIC on H800, as near line rate as the profile's 48).
+Seconds DeepEpAllToAllTime(const HardwareProfile& hw, const ModelSpec& m, const ParallelConfig& c,
+                           const GroupSpan& span);
+
 // The expert layer's communication times, per microbatch: one all-to-all of the dispatch (and as
 // much for each of the other three), one all-gather of the gathered tokens over etp and one
 // reduce-scatter (0 with etp = 1).

@@ -18,6 +18,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!grad_reduce_bf16 || *grad_reduce_bf16 == c.grad_reduce_bf16) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
          (!moe_a2a_overlap || *moe_a2a_overlap == c.moe_a2a_overlap) &&
+         (!moe_dispatcher || *moe_dispatcher == c.moe_dispatcher) &&
          (!precision || *precision == c.precision) &&
          (!first_stage_layers || *first_stage_layers == c.first_stage_layers) &&
          (!last_stage_layers || *last_stage_layers == c.last_stage_layers) &&
@@ -149,6 +150,10 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       auto r = ParseRecompute(value);
       if (!r.ok()) return r.status().WithPrefix("--fix");
       f.recompute = *r;
+    } else if (key == "moe_dispatcher") {
+      auto d = ParseMoeDispatcher(value);
+      if (!d.ok()) return d.status().WithPrefix("--fix");
+      f.moe_dispatcher = *d;
     } else if (key == "precision") {
       auto p = ParsePrecision(value, "--fix: precision");
       if (!p.ok()) return p.status();
@@ -172,8 +177,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, schedule, scatter_gather, "
           "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, "
-          "fused_attention, moe_a2a_overlap, precision, first_stage_layers, last_stage_layers, "
-          "stage_layers)");
+          "fused_attention, moe_a2a_overlap, moe_dispatcher, precision, first_stage_layers, "
+          "last_stage_layers, stage_layers)");
     }
   }
   if (f.stage_layers) PTDP_RETURN_IF_ERROR(CheckFixedStageLayers(&f));

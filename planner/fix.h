@@ -3,10 +3,10 @@
 // and etp for a mixture-of-experts model, etp compared as ParallelConfig::ExpertTp), recompute
 // (none|full|selective), schedule (gpipe|1f1b|interleaved|zb-h1|zb-h2|zb-v), scatter_gather,
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16,
-// fused_attention, moe_a2a_overlap (on|off), precision (fp32|bf16|fp16), first_stage_layers,
-// last_stage_layers (integers >= 0; 0: the even share; uneven stages), stage_layers (positive
-// integers joined by '/', one per pipeline stage: "9/3/8/4"; fixes pp to their number; vp = 1
-// schedules only; exclusive with the first/last form).
+// fused_attention, moe_a2a_overlap (on|off), moe_dispatcher (alltoall|deepep), precision
+// (fp32|bf16|fp16), first_stage_layers, last_stage_layers (integers >= 0; 0: the even share; uneven
+// stages), stage_layers (positive integers joined by '/', one per pipeline stage: "9/3/8/4"; fixes
+// pp to their number; vp = 1 schedules only; exclusive with the first/last form).
 #pragma once
 
 #include <optional>
@@ -22,6 +22,7 @@ struct FixedLayout {
   std::optional<int> tp, pp, dp, cp, ep, etp, mbs, vp, first_stage_layers, last_stage_layers;
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
+  std::optional<MoeDispatcher> moe_dispatcher;
   std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
       grad_accumulation_fusion, grad_reduce_bf16, fused_attention, moe_a2a_overlap;
   std::optional<Precision> precision;
@@ -30,7 +31,7 @@ struct FixedLayout {
     return tp || pp || dp || cp || ep || etp || mbs || vp || schedule || recompute ||
            scatter_gather || sequence_parallel || distributed_optimizer ||
            grad_accumulation_fusion || grad_reduce_bf16 || fused_attention || moe_a2a_overlap ||
-           precision || first_stage_layers || last_stage_layers || stage_layers;
+           moe_dispatcher || precision || first_stage_layers || last_stage_layers || stage_layers;
   }
   // Whether `c` agrees with every fixed part.
   bool Admits(const ParallelConfig& c) const;

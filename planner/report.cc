@@ -308,11 +308,14 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (!m.linear_bias && m.qkv_bias) o << " --add-qkv-bias";
   if (!m.tied_embeddings) o << " --untie-embeddings-and-output-weights";
   o << " --make-vocab-size-divisible-by " << m.vocab_divisible_by;
-  // The experts as priced (costmodel/moe_cost.h): grouped GEMM, the alltoall dispatcher.
+  // The experts as priced (costmodel/moe_cost.h): grouped GEMM (the dispatcher is the layout's).
   if (m.IsMoe()) {
     o << " --num-experts " << m.moe_experts << " --moe-router-topk " << m.moe_topk
-      << " --moe-ffn-hidden-size " << m.MoeFfnHidden()
-      << " --moe-grouped-gemm --moe-token-dispatcher-type alltoall";
+      << " --moe-ffn-hidden-size " << m.MoeFfnHidden() << " --moe-grouped-gemm";
+    if (m.moe_router_groups > 0) {
+      o << " --moe-router-num-groups " << m.moe_router_groups << " --moe-router-group-topk "
+        << m.moe_router_group_topk;
+    }
     if (m.HasSharedExpert()) {
       o << " --moe-shared-expert-intermediate-size " << m.moe_shared_ffn_hidden;
       if (m.moe_shared_gate) o << " --moe-shared-expert-gate";
@@ -404,6 +407,11 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   }
   o << " --micro-batch-size " << c.mbs << " --global-batch-size " << c.global_batch;
   AppendModelArgs(m, o);
+  if (m.IsMoe()) {  // the dispatcher priced: alltoall, or flex on DeepEP
+    o << (c.moe_dispatcher == MoeDispatcher::kDeepEp
+              ? " --moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep"
+              : " --moe-token-dispatcher-type alltoall");
+  }
   if (c.recompute == Recompute::kFull) {
     o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   } else if (c.recompute == Recompute::kSelective) {

@@ -356,6 +356,7 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   c.grad_reduce_bf16 = bf16_grads;
   c.fused_attention = fused;
   c.moe_a2a_overlap = a2a;
+  c.moe_dispatcher = fx.moe_dispatcher.value_or(MoeDispatcher::kAllToAll);
   c.first_stage_layers = shape.first;
   c.last_stage_layers = shape.last;
   c.stage_layers = shape.stages;

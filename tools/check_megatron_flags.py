@@ -168,12 +168,19 @@ def expected_values(plan):
     out.append(("--mtp-num-layers", "mtp_num_layers", m.get("mtp_layers") or None))
     out.append(("--qk-layernorm", "qk_layernorm", bool(m.get("qk_norm", False))))
     if m.get("moe_experts"):  # a mixture of experts (docs/moe.md)
+        deepep = lay.get("moe_dispatcher", "alltoall") == "deepep"
         out += [
             ("--num-experts", "num_experts", m["moe_experts"]),
             ("--moe-router-topk", "moe_router_topk", m["moe_topk"]),
             ("--moe-ffn-hidden-size", "moe_ffn_hidden_size", m["moe_ffn_hidden"]),
             ("--moe-grouped-gemm", "moe_grouped_gemm", True),
-            ("--moe-token-dispatcher-type", "moe_token_dispatcher_type", "alltoall"),
+            ("--moe-token-dispatcher-type", "moe_token_dispatcher_type",
+             "flex" if deepep else "alltoall"),
+            ("--moe-flex-dispatcher-backend", "moe_flex_dispatcher_backend", "deepep"),
+            ("--moe-router-num-groups", "moe_router_num_groups",
+             m.get("moe_router_groups") or None),
+            ("--moe-router-group-topk", "moe_router_group_topk",
+             m.get("moe_router_group_topk") or None),
             ("--expert-model-parallel-size", "expert_model_parallel_size", lay.get("ep", 1)),
             ("--expert-tensor-parallel-size", "expert_tensor_parallel_size",
              lay.get("etp", 0) or tp),

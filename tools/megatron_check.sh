@@ -75,10 +75,12 @@ plan qwen3-235b-moe --model qwen3-235b-a22b --cluster dgx-h100 --gpus 256 --glob
   --precision fp8 --fix tp=2,pp=8,vp=4,schedule=interleaved,ep=32,etp=1 || failed=1
 # DeepSeek-V3 (multi-latent attention, a shared expert, three leading dense layers, one
 # multi-token prediction depth) in Megatron-Bridge's published layout "Et|(tt|)*30mL", with its
-# all-to-alls beside another microbatch's compute (the combined 1F1B) as that run had them.
+# all-to-alls beside another microbatch's compute (the combined 1F1B) and the DeepEP dispatcher
+# (flex) with node-limited routing, as that run had them.
 dsv3_layout=1$(printf '/2%.0s' $(seq 30))/0
 plan deepseek-v3 --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-batch 8192 \
-  --precision fp8 --fix "tp=2,pp=8,vp=4,ep=64,etp=1,stage_layers=$dsv3_layout,moe_a2a_overlap=on" \
+  --precision fp8 \
+  --fix "tp=2,pp=8,vp=4,ep=64,etp=1,stage_layers=$dsv3_layout,moe_a2a_overlap=on,moe_dispatcher=deepep" \
   || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \

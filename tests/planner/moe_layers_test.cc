@@ -421,6 +421,8 @@ TEST(Mla, HuggingFaceDeepSeekV3ReadsAsThePreset) {
   EXPECT_EQ(m->moe_shared_ffn_hidden, 2048);
   EXPECT_EQ(m->mtp_layers, 1);
   EXPECT_EQ(m->QkHeadDim(), 192);
+  EXPECT_EQ(m->moe_router_groups, 8);  // n_group, topk_group
+  EXPECT_EQ(m->moe_router_group_topk, 4);
   std::string every_other = kDeepSeekV3;
   every_other.replace(every_other.find("\"moe_layer_freq\": 1"), 19, "\"moe_layer_freq\": 2");
   auto refused = ModelFromJson(Json::parse(every_other), "model");

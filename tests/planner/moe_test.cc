@@ -296,6 +296,82 @@ TEST(Moe, AllToAllOnTheLinksItCrosses) {
   EXPECT_EQ(costmodel::AllToAllTime(hw, S, costmodel::GroupSpan{}), 0.0);
 }
 
+// The nodes a token's experts lie on besides its own, by hand: DeepSeek-V3 over 8 nodes with
+// 4 of its 8 groups (one node each) picked, 8 experts from their 128: a node is hit when its group
+// is picked (1/2) and one of the 8 lands in its 32, so 7 x 1/2 x (1 - C(96, 8) / C(128, 8)).
+// Without groups, 1 - C(224, 8) / C(256, 8) per node. Groups of two nodes each (4 groups over 8
+// nodes, 2 picked): the node's group picked with 1/2, then one of 8 from the 128 in its 32.
+// Groups of half a node (16 over 8, 8 picked): j of the node's 2 groups picked.
+TEST(Moe, RemoteNodesATokenReachesByHand) {
+  auto none_drawn = [](double n, double a, int k) {
+    double p = 1;
+    for (int i = 0; i < k; ++i) p *= (n - a - i) / (n - i);
+    return p;
+  };
+  ModelSpec m = LoadModel("deepseek-v3").value();
+  EXPECT_NEAR(RemoteNodesPerToken(m, 8), 7 * 0.5 * (1 - none_drawn(128, 32, 8)), 1e-12);
+  EXPECT_NEAR(RemoteNodesPerToken(m, 8), 3.18, 0.01);
+  EXPECT_EQ(RemoteNodesPerToken(m, 1), 0.0);
+  ModelSpec free = m;
+  free.moe_router_groups = free.moe_router_group_topk = 0;
+  EXPECT_NEAR(RemoteNodesPerToken(free, 8), 7 * (1 - none_drawn(256, 32, 8)), 1e-12);
+  ModelSpec wide = m;  // 4 groups of 64 experts, 2 picked: each spans two nodes
+  wide.moe_router_groups = 4, wide.moe_router_group_topk = 2;
+  EXPECT_NEAR(RemoteNodesPerToken(wide, 8), 7 * 0.5 * (1 - none_drawn(128, 32, 8)), 1e-12);
+  ModelSpec fine = m;  // 16 groups of 16, 8 picked: two on each node
+  fine.moe_router_groups = 16, fine.moe_router_group_topk = 8;
+  const double both = 3003.0 / 12870, one = 2 * 3432.0 / 12870;  // C(2,j) C(14,8-j) / C(16,8)
+  const double hit_one = 1 - none_drawn(128, 16, 8), hit_two = 1 - none_drawn(128, 32, 8);
+  ASSERT_NEAR(both + one + 3003.0 / 12870, 1.0, 1e-12);
+  EXPECT_NEAR(RemoteNodesPerToken(fine, 8), 7 * (one * hit_one + both * hit_two), 1e-12);
+  // Invalid groups are refused by name.
+  ModelSpec bad = m;
+  bad.moe_router_group_topk = 9;
+  EXPECT_NE(bad.Validate().message().find("moe_router_groups"), std::string::npos);
+}
+
+// DeepEP across nodes sends a token once per other node its experts lie on, over the NIC, and
+// forwards it over NVLink there; within a node it is the alltoall's exchange.
+TEST(Moe, DeepEpSendsATokenOncePerNode) {
+  const ClusterSpec cluster = *LoadCluster("dgx-h100", 1024);
+  const HardwareProfile& hw = cluster.profile;
+  const ModelSpec m = LoadModel("deepseek-v3").value();
+  ParallelConfig c;
+  c.tp = 2, c.pp = 8, c.dp = 64, c.ep = 64, c.etp = 1, c.vp = 4, c.global_batch = 8192;
+  c.sequence_parallel = true;
+  c.precision = Precision::kBf16;
+  const costmodel::GroupSpan span = costmodel::SpanOf(ExpertParallelGroup(c), 8);
+  ASSERT_EQ(span.nodes, 8);
+  const double token = double(RoutedTokens(m, c)) * m.hidden * 2;
+  const Bytes inter = Bytes(token * RemoteNodesPerToken(m, 8));
+  const Bytes intra = Bytes(token * 8 * (7.0 / 64 + 56.0 / 64 * 7.0 / 8));
+  const Seconds want = std::max(costmodel::SendRecvLink(hw, true, inter).Time(inter),
+                                costmodel::SendRecvLink(hw, false, intra).Time(intra));
+  EXPECT_NEAR(costmodel::DeepEpAllToAllTime(hw, m, c, span), want, 1e-12);
+  const Seconds nccl = costmodel::AllToAllTime(hw, DispatchBytes(m, c, 2), span);
+  EXPECT_LT(costmodel::DeepEpAllToAllTime(hw, m, c, span), 0.5 * nccl);
+  c.moe_dispatcher = MoeDispatcher::kDeepEp;
+  EXPECT_NEAR(costmodel::ExpertCommTimes(m, hw, c, 8).all_to_all, want, 1e-12);
+  // Inside a node: the same exchange as the alltoall dispatcher's.
+  ParallelConfig node = c;
+  node.ep = 8;
+  const costmodel::GroupSpan inside = costmodel::SpanOf(ExpertParallelGroup(node), 8);
+  ASSERT_EQ(inside.nodes, 1);
+  EXPECT_EQ(costmodel::DeepEpAllToAllTime(hw, m, node, inside),
+            costmodel::AllToAllTime(hw, DispatchBytes(m, node, 2), inside));
+  // The layout carries it and --emit megatron names Megatron-Core's flex dispatcher.
+  EXPECT_NE(c.ToString().find(",moe_dispatcher=deepep"), std::string::npos);
+  auto back = LayoutFromJson(Json::parse(LayoutToJson(c).dump()), "layout");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->moe_dispatcher, MoeDispatcher::kDeepEp);
+  ModelSpec dense = LoadModel("gpt-1.7b").value();
+  ParallelConfig on_dense;
+  on_dense.global_batch = 8;
+  on_dense.moe_dispatcher = MoeDispatcher::kDeepEp;
+  EXPECT_NE(on_dense.Validate(dense).message().find("moe_dispatcher: deepep needs"),
+            std::string::npos);
+}
+
 // The expert weights' gradients are reduced over their own group: none left to reduce when
 // ep etp p spans the cluster, so the data-parallel time is the dense weights' alone.
 TEST(Moe, ExpertGradientsAreReducedOverTheirOwnGroup) {
