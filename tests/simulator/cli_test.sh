@@ -137,6 +137,19 @@ for row in "0 5" "1 7" "2 7" "3 5"; do
   grep -Eq "^ +${row% *} +${row#* } +[0-9]" "$W/u.txt" || fail "uneven: no row '$row': $(cat "$W/u.txt")"
 done
 
+# The combined 1F1B (moe_a2a_overlap): the plan's Program marks its paired forwards, simulate
+# replays it, and a pair whose backward was taken away is refused naming the forward.
+"$PTDP" plan --model qwen3-30b-a3b --cluster dgx-h100 --gpus 16 --global-batch 1024 \
+  --fix pp=2,vp=12,ep=8,mbs=1,precision=fp8,moe_a2a_overlap=on --out "$W/a2a.json" >/dev/null \
+  || fail "plan with moe_a2a_overlap"
+grep -q '"F3.0+"' "$W/a2a.json" || fail "a2a plan: no paired forward in its program"
+"$PTDP" simulate --plan "$W/a2a.json" >/dev/null || fail "simulate the a2a plan"
+sed '0,/"F3.0+"/ s/"F3.0+"/"F3.0"/' "$W/a2a.json" >"$W/a2a_unpaired.json"
+"$PTDP" simulate --plan "$W/a2a_unpaired.json" 2>"$W/err" && fail "unpaired a2a plan accepted"
+[ $? -eq 2 ] || fail "unpaired a2a plan: exit code not 2"
+grep -q "is 'F3.0' but layout .*moe_a2a_overlap=on.* gives 'F3.0+'" "$W/err" \
+  || fail "unpaired a2a plan: message: $(cat "$W/err")"
+
 sed 's/"tp": [0-9]*/"tp": 3/' "$W/plan.json" >"$W/tp3.json"
 "$PTDP" simulate --plan "$W/tp3.json" 2>"$W/err" && fail "tp=3 plan accepted"
 [ $? -eq 2 ] || fail "tp=3 plan: exit code not 2"
