@@ -28,11 +28,12 @@ std::vector<Seconds> PairedLayerSavings(const MoeLayerPhases& ph, int max_pairs,
   Seconds compute = 0, comm = 0;            // when each stream is free
   Seconds forward_in = 0, backward_in = 0;  // when this pair's forward / backward input is ready
   const Seconds busy = ph.Serial() - ph.Communication();
+  // A piece of `work` on `stream` once it is free and its input is `ready`; its end.
+  auto on = [](Seconds* stream, Seconds ready, Seconds work) {
+    *stream = std::max(*stream, ready) + work;
+    return *stream;
+  };
   for (int n = 1; n <= max_pairs; ++n) {
-    auto on = [](Seconds* stream, Seconds ready, Seconds work) {
-      *stream = std::max(*stream, ready) + work;
-      return *stream;
-    };
     const Seconds combine_b = on(&comm, backward_in, ph.combine);
     const Seconds pre_f = on(&compute, forward_in, ph.pre_forward);
     const Seconds experts_b = on(&compute, combine_b, ph.experts_backward);

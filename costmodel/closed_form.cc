@@ -36,10 +36,6 @@ Seconds ZbVBubble(const CostTable& t, int slow, Seconds stage, Seconds weight) {
   return std::max(0.0, (p - 1) * (f + b - 2 * w) + (p - 2) * (f - b));
 }
 
-}  // namespace
-
-namespace {
-
 // The combined 1F1B (ParallelConfig::moe_a2a_overlap): each forward after a rank's warm-up runs
 // paired with a backward and saves CostTable::PairSaving (a chunk's forward taken with its own
 // backward: the chunks of a rank alike); the fill and the drain run alone. With P the paired
