@@ -176,7 +176,11 @@ Status RunSimulate(const SimulateArgs& a) {
   const costmodel::PipelineTime closed = costmodel::ClosedFormPipeline().Time(s.costs, layout);
   const double formula =
       closed.total > closed.bubble ? closed.bubble / (closed.total - closed.bubble) : 0;
-  const char* formula_name = costmodel::ClosedFormBubbleName(layout.schedule);
+  // The combined 1F1B's closed form (costmodel/closed_form.cc): the fill and drain at the
+  // unpaired time T, one more chunk alone, over the paired steady state m P.
+  const char* formula_name = layout.moe_a2a_overlap
+                                 ? "((p-1) T + T - P)/(v m P), combined 1F1B"
+                                 : costmodel::ClosedFormBubbleName(layout.schedule);
   const char* formula_scope = layout.schedule == ScheduleKind::kInterleaved && m % layout.pp != 0
                                   ? ", published for m % p == 0 only"
                               : layout.schedule == ScheduleKind::kZbV
