@@ -132,6 +132,23 @@ struct ExpertSplit {
 std::vector<ExpertSplit> ExpertSplits(const ModelSpec& m, int tp, int cp, int dp,
                                       const FixedLayout& fix);
 
+// A schedule, its chunks per rank and its stage split (layers of the first and the last stage;
+// 0, 0: the even split).
+struct PipelineShape {
+  ScheduleKind schedule = ScheduleKind::k1F1B;
+  int vp = 1;
+  int first = 0;
+  int last = 0;
+  std::vector<int> stages;  // --fix stage_layers: per-(virtual-)stage counts; empty otherwise
+};
+
+// What the search enumerates for p stages: p = 1, 1F1B (and GPipe when fixed); p > 1, GPipe and
+// 1F1B with the even split and core's UnevenStageSplits (only the --fix split when one is fixed;
+// with --fix stage_layers only the vp = 1 schedules, with those counts),
+// ZB-H1 and ZB-H2 with the even (or fixed) split, and interleaved with every v >= 2 such that
+// p v | l, and with core's InterleavedShortEnds (or the fixed split).
+std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx);
+
 // With multi-token prediction the last virtual stage also runs the depths: interleaved splits on
 // p ranks of v chunks whose last virtual stage holds 2 to mtp_layers + 2 layers fewer than each
 // stage between, as per-virtual-stage counts (none without the depths; splits.cc).

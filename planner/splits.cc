@@ -1,4 +1,5 @@
-// The sizes the search tries for context and expert parallelism (planner/search.h).
+// The shapes and sizes the search tries: pipeline splits and schedules, context and expert
+// parallelism (planner/search.h).
 #include "planner/search.h"
 
 namespace ptdp::planner {
@@ -62,6 +63,62 @@ std::vector<std::vector<int>> LightLastStageSplits(const ModelSpec& m, int p, in
     }
   }
   return out;
+}
+
+std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const FixedLayout& fx) {
+  std::vector<PipelineShape> shapes;
+  if (fx.stage_layers) {          // fixed per-stage counts: the schedules of one chunk per rank
+    if (fx.vp.value_or(1) > 1) {  // per-virtual-stage counts: interleaved (CheckFixedStageLayers)
+      shapes.push_back({ScheduleKind::kInterleaved, *fx.vp, 0, 0, *fx.stage_layers});
+      return shapes;
+    }
+    for (ScheduleKind kind :
+         {ScheduleKind::kGPipe, ScheduleKind::k1F1B, ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
+      shapes.push_back({kind, 1, 0, 0, *fx.stage_layers});
+    }
+    return shapes;
+  }
+  // A fixed split is the only one (on p = 1 too, where Validate refuses an uneven one).
+  const bool fixed = fx.first_stage_layers || fx.last_stage_layers;
+  const int fixed_first = fx.first_stage_layers.value_or(0);
+  const int fixed_last = fx.last_stage_layers.value_or(0);
+  if (p == 1) {
+    shapes.push_back({ScheduleKind::k1F1B, 1, fixed_first, fixed_last});
+    if (fx.schedule && *fx.schedule == ScheduleKind::kGPipe) {
+      shapes.push_back({ScheduleKind::kGPipe, 1, fixed_first, fixed_last});
+    }
+    if (fx.schedule && *fx.schedule == ScheduleKind::kInterleaved) {
+      shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last});
+    }
+    if (fx.schedule && SplitsBackward(*fx.schedule)) {
+      shapes.push_back({*fx.schedule, VShaped(*fx.schedule) ? 2 : 1, fixed_first, fixed_last});
+    }
+  } else {
+    std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
+    if (!fixed) {
+      for (const auto& s : UnevenStageSplits(m, p)) splits.push_back(s);
+    }
+    for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
+      for (const auto& [first, last] : splits) shapes.push_back({kind, 1, first, last});
+    }
+    const auto& [first, last] = splits.front();  // the even or the fixed split
+    // The zero-bubble schedules (split backward), with the even (or the fixed) split.
+    for (ScheduleKind kind : {ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
+      shapes.push_back({kind, 1, first, last});
+    }
+    shapes.push_back({ScheduleKind::kZbV, 2, first, last});  // two chunks per rank in a V
+    for (int v = 2; v * p <= m.layers; ++v) {
+      shapes.push_back({ScheduleKind::kInterleaved, v, first, last});
+      if (fixed) continue;
+      for (const auto& [f, l] : InterleavedShortEnds(m, p, v)) {
+        shapes.push_back({ScheduleKind::kInterleaved, v, f, l});
+      }
+      for (std::vector<int>& stages : LightLastStageSplits(m, p, v)) {
+        shapes.push_back({ScheduleKind::kInterleaved, v, 0, 0, std::move(stages)});
+      }
+    }
+  }
+  return shapes;
 }
 
 }  // namespace ptdp::planner
