@@ -500,8 +500,12 @@ std::string MegatronEnvironment(const ParallelConfig& c) {
   // (megatron/core/tensor_parallel/layers.py:678). Sequence parallelism and --tp-comm-overlap
   // only exist with tp > 1; ptdp's profiles are all pre-Blackwell GPUs (A100, H100, H200).
   // The combined 1F1B wants more queues for its second stream: Megatron-Bridge sets 8 with the
-  // alltoall dispatcher on H100 (scripts/performance/utils/overrides.py at 067f987d).
-  if (c.moe_a2a_overlap) return "CUDA_DEVICE_MAX_CONNECTIONS=8";
+  // alltoall dispatcher on H100, 32 with DeepEP (scripts/performance/utils/overrides.py at
+  // 067f987d).
+  if (c.moe_a2a_overlap) {
+    return c.moe_dispatcher == MoeDispatcher::kDeepEp ? "CUDA_DEVICE_MAX_CONNECTIONS=32"
+                                                      : "CUDA_DEVICE_MAX_CONNECTIONS=8";
+  }
   return c.tp > 1 ? "CUDA_DEVICE_MAX_CONNECTIONS=1" : "";
 }
 
