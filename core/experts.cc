@@ -17,30 +17,33 @@ int LocalExperts(const ModelSpec& m, const ParallelConfig& c) {
   return m.moe_experts / c.ep;
 }
 
+ExpertParameterShapes ExpertShapes(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t h = m.hidden, f = m.MoeFfnHidden(), et = c.ExpertTp();
+  ExpertParameterShapes out;
+  out.router.global_shape = out.router.local_shape = {m.moe_experts, h};
+  out.router.sharding = Sharding::kReplicated;
+  out.fc1.global_shape = {2 * f, h};
+  out.fc1.local_shape = {2 * f / et, h};
+  out.fc1.sharding = Sharding::kRows;  // over the expert tensor group
+  out.fc1.expert = true;
+  out.fc2.global_shape = {h, f};
+  out.fc2.local_shape = {h, f / et};
+  out.fc2.sharding = Sharding::kCols;
+  out.fc2.expert = true;
+  return out;
+}
+
 void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const std::string& prefix,
                             std::vector<ParamTensor>* ps) {
-  const int64_t h = m.hidden, f = m.MoeFfnHidden(), et = c.ExpertTp();
-  ParamTensor router;
-  router.name = prefix + "moe.router.weight";
-  router.global_shape = router.local_shape = {m.moe_experts, h};
-  router.sharding = Sharding::kReplicated;
-  ps->push_back(router);
+  const ExpertParameterShapes shapes = ExpertShapes(m, c);
+  ps->push_back(shapes.router);
+  ps->back().name = prefix + "moe.router.weight";
   for (int j = 0; j < LocalExperts(m, c); ++j) {
     const std::string e = prefix + "moe.expert" + std::to_string(j) + ".";
-    ParamTensor fc1;
-    fc1.name = e + "fc1.weight";
-    fc1.global_shape = {2 * f, h};
-    fc1.local_shape = {2 * f / et, h};
-    fc1.sharding = Sharding::kRows;  // over the expert tensor group
-    fc1.expert = true;
-    ParamTensor fc2;
-    fc2.name = e + "fc2.weight";
-    fc2.global_shape = {h, f};
-    fc2.local_shape = {h, f / et};
-    fc2.sharding = Sharding::kCols;
-    fc2.expert = true;
-    ps->push_back(fc1);
-    ps->push_back(fc2);
+    ps->push_back(shapes.fc1);
+    ps->back().name = e + "fc1.weight";
+    ps->push_back(shapes.fc2);
+    ps->back().name = e + "fc2.weight";
   }
 }
 

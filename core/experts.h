@@ -29,6 +29,15 @@ int64_t ExpertTokens(const ModelSpec& m, const ParallelConfig& c);
 // E / ep.
 int LocalExperts(const ModelSpec& m, const ParallelConfig& c);
 
+// The router and one local expert's fc1 and fc2 on one rank, unnamed: AppendExpertParameters names
+// them and repeats the expert E / ep times; LayerParameterCounts multiplies instead (the search
+// counts a layer for every layout it scores, and DeepSeek-V3's 256 experts made the named list
+// most of its time).
+struct ExpertParameterShapes {
+  ParamTensor router, fc1, fc2;
+};
+ExpertParameterShapes ExpertShapes(const ModelSpec& m, const ParallelConfig& c);
+
 // The MoE block's parameters on one rank, in place of the dense MLP's fc1 and fc2: the router,
 // then each local expert's fc1 and fc2 (named by its local index), each marked `expert`.
 void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const std::string& prefix,

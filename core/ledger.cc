@@ -22,7 +22,22 @@ Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c) {
   return ActivationBytes(acts, ComputeBytes(c.precision), LinearInputBytes(c.precision));
 }
 
+Fp8LayerWeights Fp8LayerWeightsOf(const ModelSpec& m, const ParallelConfig& c) {
+  Fp8LayerWeights w;
+  if (c.precision != Precision::kFp8) return w;
+  w.own = LayerParameterCounts(m, c).linear_weight_elements;
+  if (m.HasDenseLayers()) {
+    w.dense = LayerParameterCounts(DenseLayerModel(m), c).linear_weight_elements;
+  }
+  return w;
+}
+
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  return Fp8WeightCopyBytes(m, c, pp_rank, Fp8LayerWeightsOf(m, c));
+}
+
+Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                         const Fp8LayerWeights& per_layer) {
   if (c.precision != Precision::kFp8) return 0;
   // Its layers of each kind (the prediction depths' among them) and the depths' eh_proj [h / t,
   // 2h] on the head's rank. One E4M3 copy for the forward and the input gradient, one transposed
@@ -31,13 +46,7 @@ Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_ran
   const RankLayerKinds kinds = RankLayersByKind(m, c, pp_rank);
   const bool mtp = pp_rank == HeadRank(c) && m.mtp_layers > 0;
   const int64_t eh_proj = mtp ? int64_t(m.mtp_layers) * 2 * m.hidden * (m.hidden / c.tp) : 0;
-  const int64_t dense_elements =
-      kinds.dense > 0
-          ? kinds.dense * LayerParameterCounts(DenseLayerModel(m), c).linear_weight_elements
-          : 0;
-  return (kinds.own * LayerParameterCounts(m, c).linear_weight_elements + dense_elements +
-          eh_proj) *
-         2;
+  return (kinds.own * per_layer.own + kinds.dense * per_layer.dense + eh_proj) * 2;
 }
 
 Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params) {

@@ -86,8 +86,16 @@ Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_par
 MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params, int64_t expert_params = 0);
 // The FP8 weight copies of `pp_rank`'s layers (0 unless c.precision is fp8): part of the weights
-// the first ParameterMemory counts, which the second (a bare element count) cannot.
+// the first ParameterMemory counts, which the second (a bare element count) cannot. The second
+// form takes the per-layer counts (Fp8LayerWeights) once for every rank of a layout.
+struct Fp8LayerWeights {
+  int64_t own = 0;    // linear weight elements of a layer of the model's own kind
+  int64_t dense = 0;  // of a mixture's leading dense layer (0 without them)
+};
+Fp8LayerWeights Fp8LayerWeightsOf(const ModelSpec& m, const ParallelConfig& c);
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                         const Fp8LayerWeights& per_layer);
 
 // What one microbatch costs in activation bytes, priced once per layout: a layer's stash
 // (LayerStash), the embedding's (EmbeddingActivations, first virtual stage), the head's

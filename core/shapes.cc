@@ -124,9 +124,10 @@ void AppendMlaProjections(const ModelSpec& m, int t, const std::string& p,
 // One transformer layer's parameters on one tensor rank (Megatron-LM's order). Grouped-query
 // attention shards QKV by query groups (each tensor rank holds h/t query features and kv_heads/t
 // key and value heads); SwiGLU's gate and up are one column-parallel fc1 of 2f rows.
-// A mixture of experts has the router and its experts (core/experts.h) in place of fc1 and fc2.
+// A mixture of experts has the router and its experts (core/experts.h) in place of fc1 and fc2;
+// without `with_experts` they are left out (LayerParameterCounts counts them from ExpertShapes).
 void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string& p,
-                 std::vector<ParamTensor>* ps) {
+                 std::vector<ParamTensor>* ps, bool with_experts = true) {
   const int t = c.tp;
   const int64_t h = m.hidden, f = m.FfnHidden(), qkv = m.QkvOut(), fc1 = m.Fc1Out();
   auto norm = [&](const std::string& name) {
@@ -151,7 +152,7 @@ void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string&
   bias("attn.proj.bias", h, Sharding::kReplicated);
   norm("ln2");
   if (m.IsMoe()) {
-    AppendExpertParameters(m, c, p, ps);
+    if (with_experts) AppendExpertParameters(m, c, p, ps);
     if (m.HasSharedExpert()) {  // a SwiGLU MLP over the tensor group, as a dense layer's
       const int64_t fs = m.moe_shared_ffn_hidden;
       ps->push_back(Make(p + "moe.shared.fc1.weight", {2 * fs, h}, Sharding::kRows, t));
@@ -235,22 +236,28 @@ std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfi
 }
 
 LayerParameters LayerParameterCounts(const ModelSpec& m, const ParallelConfig& c) {
-  std::vector<ParamTensor> ps;
-  AppendLayer(m, c, "", &ps);
   LayerParameters out;
-  out.tensors = int(ps.size());
-  for (const auto& p : ps) {
-    out.elements += p.LocalElements();
+  auto count = [&out](const ParamTensor& p, int copies) {
+    out.tensors += copies;
+    const int64_t elements = int64_t(copies) * p.LocalElements();
+    out.elements += elements;
     // The Linears' weights: the split ones, and multi-latent attention's down projections,
     // copies on every rank; the router's [E, h] and the shared expert's gate (replicated too)
     // stay in 16 bits. (The name is read only for the few replicated matrices: the search counts
     // a layer for every layout it scores.)
     const bool linear = p.local_shape.size() == 2 && (p.sharding != Sharding::kReplicated ||
                                                       p.name.find("_down.") != std::string::npos);
-    if (linear) {
-      out.linear_weight_elements += p.LocalElements();
-    }
-    if (p.expert) out.expert_elements += p.LocalElements();
+    if (linear) out.linear_weight_elements += elements;
+    if (p.expert) out.expert_elements += elements;
+  };
+  std::vector<ParamTensor> ps;
+  AppendLayer(m, c, "", &ps, /*with_experts=*/false);
+  for (const auto& p : ps) count(p, 1);
+  if (m.IsMoe()) {  // as AppendExpertParameters lists them, without a name per expert
+    const ExpertParameterShapes experts = ExpertShapes(m, c);
+    count(experts.router, 1);
+    count(experts.fc1, LocalExperts(m, c));
+    count(experts.fc2, LocalExperts(m, c));
   }
   return out;
 }

@@ -502,13 +502,14 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   // then every rank is priced.
   const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
   const Bytes workspace = Bytes(cluster.profile.workspace_GiB.value * kGiB);
+  const Fp8LayerWeights fp8_per_layer = Fp8LayerWeightsOf(m, c);
   for (int r = 0; r < c.pp; ++r) {
     const bool any_rank = all_stages || !c.stage_layers.empty() || m.HasDenseLayers();
     if (!any_rank && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
     const MemoryLedger l = ParameterMemory(c, t.param_elements[r], StageExpertElements(m, c, r));
     StageMemory sm;
     sm.pp_rank = r;
-    sm.weights = l.weights + Fp8WeightCopyBytes(m, c, r);
+    sm.weights = l.weights + Fp8WeightCopyBytes(m, c, r, fp8_per_layer);
     sm.grads = l.grads;
     sm.optimizer = l.optimizer;
     sm.activations = PeakActivationBytes(prices, m, c, r);

@@ -331,8 +331,12 @@ TEST(Mla, ParameterCountsMatchThePublishedOnes) {
   two.tp = 2;
   two.sequence_parallel = true;
   for (const ParamTensor& p : ChunkParameters(m, two, 0, 0)) {
-    if (p.name == "layer0.attn.q_down.weight") EXPECT_EQ(p.local_shape[0], 1536);
-    if (p.name == "layer0.attn.kv_up.weight") EXPECT_EQ(p.local_shape[0], 128 * 256 / 2);
+    if (p.name == "layer0.attn.q_down.weight") {
+      EXPECT_EQ(p.local_shape[0], 1536);
+    }
+    if (p.name == "layer0.attn.kv_up.weight") {
+      EXPECT_EQ(p.local_shape[0], 128 * 256 / 2);
+    }
   }
   // Without a query latent the queries come from one projection of h.
   ModelSpec lite = m;

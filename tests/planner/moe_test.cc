@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "core/cluster.h"
 #include "core/experts.h"
@@ -195,6 +196,42 @@ TEST(Moe, ExpertShardsAndTheirOptimizerGroup) {
   EXPECT_EQ(eight.ExpertWeightReplicas(), 2);
   EXPECT_EQ(ExpertDataGroup(eight), std::vector<int>({0, 16}));
   EXPECT_EQ(ExpertTensorGroup(eight), std::vector<int>({0, 1}));
+}
+
+// LayerParameterCounts counts the experts without naming each (ExpertShapes times E / ep): every
+// count must be the named list's, the one ChunkParameters gives a pipeline rank holding one
+// mixture layer, over expert and expert-tensor splits and a model with a shared expert and MLA.
+TEST(Moe, LayerCountsAreTheNamedListsSums) {
+  for (const std::string name : {"qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"}) {
+    const ModelSpec m = Preset(name);
+    for (const auto& [tp, ep, etp] :
+         std::vector<std::tuple<int, int, int>>{{1, 1, 1}, {2, 8, 1}, {4, 32, 0}, {8, 64, 2}}) {
+      ParallelConfig c;
+      c.tp = tp;
+      c.ep = ep;
+      c.etp = etp;
+      c.pp = m.layers;  // one layer a rank; the middle one is a mixture layer in all three
+      const int rank = m.layers / 2;
+      ASSERT_TRUE(m.IsMoeLayer(rank)) << name;
+      LayerParameters listed;
+      for (const auto& p : ChunkParameters(m, c, rank, 0)) {
+        ++listed.tensors;
+        listed.elements += p.LocalElements();
+        const bool linear =
+            p.local_shape.size() == 2 &&
+            (p.sharding != Sharding::kReplicated || p.name.find("_down.") != std::string::npos);
+        if (linear) listed.linear_weight_elements += p.LocalElements();
+        if (p.expert) listed.expert_elements += p.LocalElements();
+      }
+      const LayerParameters counted = LayerParameterCounts(m, c);
+      const std::string at = name + " tp=" + std::to_string(tp) + " ep=" + std::to_string(ep);
+      EXPECT_EQ(counted.tensors, listed.tensors) << at;
+      EXPECT_EQ(counted.elements, listed.elements) << at;
+      EXPECT_EQ(counted.linear_weight_elements, listed.linear_weight_elements) << at;
+      EXPECT_EQ(counted.expert_elements, listed.expert_elements) << at;
+      EXPECT_EQ(counted.expert_elements, LayerExpertElements(m, c)) << at;
+    }
+  }
 }
 
 // Model FLOPs: the router's 2 B s h E and k experts' SwiGLU in place of the MLP. One expert of f
