@@ -44,76 +44,6 @@ bool Disjoint(const std::vector<Interval>& a, const std::vector<Interval>& b) {
   return true;
 }
 
-}  // namespace
-
-namespace {
-
-// A shape's schedule (`compute`, compute instructions only), lowered as schedule::Lower lowers it
-// and compiled into Steps as each lowered instruction comes (schedule::LowerEach: no Program of
-// the lowered instructions is built); reduce-grads and the optimizer step run after the rank's
-// last backward and are left out. Sets `instructions` to the lowered Program's count. False when
-// Lower would fail.
-bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Step>>* out,
-             int64_t* instructions) {
-  const Program& p = compute;  // kind, pp, vp and microbatches: the lowered Program's
-  // The ranks' lists are refilled, not rebuilt: a shape's several megabytes of steps reuse the
-  // last shape's buffers (fresh ones cost a page fault every 4 KiB).
-  out->resize(p.ranks.size());
-  for (size_t r = 0; r < p.ranks.size(); ++r) {
-    (*out)[r].clear();
-    (*out)[r].reserve(3 * p.ranks[r].instrs.size());  // a receive and a send beside each
-  }
-  // Per rank * vp + chunk: stash-freeing backwards so far.
-  std::vector<int64_t> frees(p.ranks.size() * size_t(p.vp), 0);
-  int64_t count = 0;
-  auto compile = [&](int rank, const Instr& in) {
-    ++count;
-    Step s;
-    s.cc = rank * p.vp + in.chunk;
-    s.recompute = in.recompute;
-    if (in.op == Op::kBackward || in.op == Op::kBackwardWeight) {
-      s.reduces = ++frees[size_t(s.cc)] == p.microbatches;
-    }
-    switch (in.op) {
-      case Op::kForward:
-        s.op = StepOp::kForward;
-        break;
-      case Op::kBackward:
-        s.op = StepOp::kBackward;
-        break;
-      case Op::kBackwardInput:
-        s.op = StepOp::kBackwardInput;
-        break;
-      case Op::kBackwardWeight:
-        s.op = StepOp::kBackwardWeight;
-        break;
-      case Op::kSendAct:
-      case Op::kSendGrad:
-        s.op = StepOp::kSend;
-        s.grad = in.op == Op::kSendGrad;
-        // Interpreter::LinkOf: in a V chunk 1's messages cross between the same neighbours the
-        // other way round.
-        s.cc = VShaped(p.kind) ? std::min(rank, int(in.peer)) : s.grad ? in.peer : rank;
-        s.peer = in.peer;
-        s.key = int32_t(schedule::MessageKey(p, rank, in));
-        break;
-      case Op::kRecvAct:
-      case Op::kRecvGrad:
-        s.op = StepOp::kRecv;
-        s.key = int32_t(schedule::MessageKey(p, rank, in));
-        break;
-      case Op::kReduceGrads:
-      case Op::kOptimizerStep:
-        return;
-    }
-    (*out)[size_t(rank)].push_back(s);
-  };
-  // Bytes of 1 stand in: a layout's own bytes are lowering.message_bytes, uniform per message.
-  const bool ok = schedule::LowerEach(compute, 1, recompute, compile).ok();
-  *instructions = count;
-  return ok;
-}
-
 // True when rank r's data-parallel collectives send bytes through its NICs.
 bool NicFlows(const costmodel::CostTable& t, int r) {
   if (r >= int(t.dp_collectives.size())) return false;
@@ -150,13 +80,12 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     return SimulatedPipelineTime(m, cluster, c, t);
   };
   PTDP_RETURN_IF_ERROR(c.Validate(m));
-  // The combined 1F1B's paired steps are the interpreter's alone.
-  if (c.moe_a2a_overlap) return fallback();
   const schedule::Lowering lowering = schedule::LoweringOf(m, c);
   if (!shape_ || !shape_->Matches(c, lowering.recompute)) {
     auto compute = schedule::GenerateSchedule(c.schedule, c.pp, c.Microbatches(), c.vp);
     if (!compute.ok() ||
-        2 * compute->microbatches * c.pp * c.vp > std::numeric_limits<int32_t>::max()) {
+        2 * compute->microbatches * c.pp * c.vp > std::numeric_limits<int32_t>::max() ||
+        (c.moe_a2a_overlap && !schedule::PairForA2aOverlap(&*compute).ok())) {
       return fallback();
     }
     auto shape = std::make_unique<Shape>();
@@ -166,6 +95,7 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     shape->vp = c.vp;
     shape->microbatches = c.Microbatches();
     shape->recompute = lowering.recompute;
+    shape->paired = c.moe_a2a_overlap;
     shape->keys = 2 * compute->microbatches * c.pp * c.vp;
     if (!Compile(*compute, lowering.recompute, &shape->ranks, &shape->instructions)) {
       shape_.reset();  // its lists were refilled: the next layout compiles its shape afresh
@@ -208,6 +138,17 @@ bool PipelineReplayer::Convert(const costmodel::CostTable& t, Bytes bytes) {
     s.dur[size_t(int(StepOp::kBackwardInput) * n + i)] = backward - weight;
     s.dur[size_t(int(StepOp::kBackwardWeight) * n + i)] = weight;
   }
+  if (sh.paired) {  // as the Interpreter converts them: ToNanoseconds, no range of their own
+    const int vp = sh.vp;
+    s.pair_saving.resize(size_t(n * vp));
+    for (int f = 0; f < n; ++f) {
+      const int rank_first = f - f % vp;
+      for (int b = 0; b < vp; ++b) {
+        s.pair_saving[size_t(f * vp + b)] =
+            ToNanoseconds(t.PairSaving(t.chunks[size_t(f)], t.chunks[size_t(rank_first + b)]));
+      }
+    }
+  }
   for (const auto* v :
        {&t.dp_allreduce, &t.dp_param_gather, &t.embedding_allreduce, &t.optimizer}) {
     for (Seconds x : *v) ns(x);
@@ -248,6 +189,7 @@ void PipelineReplayer::Reset() {
   s.compute.assign(pp, 0);
   s.flush.assign(pp, 0);
   s.buckets_from.assign(pp, kNever);
+  s.pair_discount.assign(pp, 0);
   s.act_flows.resize(pp);
   s.grad_flows.resize(pp);
   s.bucket_flows.resize(pp);
@@ -550,6 +492,21 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
     }
     Nanoseconds dur = s.dur[size_t(int(st.op) * n + st.cc)];
     if (st.recompute && st.op != StepOp::kForward) dur += s.rc[st.cc];
+    if (st.paired) {
+      // The Interpreter's split of the pair's saving: the forward's share in proportion to its
+      // time, the rest off the backward (the next step, Compile checked).
+      const Step& b = steps[pc + 1];
+      const double backward =
+          double(s.dur[size_t(int(StepOp::kBackward) * n + b.cc)] + (b.recompute ? s.rc[b.cc] : 0));
+      const Nanoseconds saving = s.pair_saving[size_t(st.cc * shape_->vp + b.cc % shape_->vp)];
+      const Nanoseconds mine =
+          dur + backward > 0 ? Nanoseconds(double(saving) * dur / (dur + backward)) : 0;
+      dur -= mine;
+      s.pair_discount[size_t(r)] = saving - mine;
+    } else if (st.op != StepOp::kForward) {
+      dur -= s.pair_discount[size_t(r)];
+      s.pair_discount[size_t(r)] = 0;
+    }
     if (st.reduces && s.collectives) {
       s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);
       s.collectives->EnqueueChunkReduction(*s.queue, *s.network, *s.table, r, shape_->vp, now, dur);

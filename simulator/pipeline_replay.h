@@ -22,9 +22,9 @@
 //
 // Why it is fast: no event per instruction; reduce-grads and the optimizer step (after the flush,
 // not in the pipeline time) are skipped; the lowered schedule of a (schedule, pp, vp, microbatches,
-// recompute) shape is built once and reused by the layouts that share it (they differ in costs and
-// message bytes only), as are its suspect ports, and the buffers are reused from one replay to the
-// next.
+// recompute, combined 1F1B) shape is built once and reused by the layouts that share it (they
+// differ in costs and message bytes only), as are its suspect ports, and the buffers are reused
+// from one replay to the next.
 //
 // Thread-safety: none; one PipelineReplayer per thread (MakeReplayRefiner gives each caller its
 // own).

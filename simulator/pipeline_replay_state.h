@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "core/program.h"
 #include "core/units.h"
 #include "costmodel/cost_table.h"
 #include "simulator/collective_stream.h"
@@ -30,6 +31,9 @@ struct Step {
   // The chunk's last backward that frees a stash (whole or W): its gradients become final, and an
   // overlapped reduction queues the chunk's buckets (the Interpreter's backwards_left reaching 0).
   bool reduces = false;
+  // A forward of the combined 1F1B's pair (Instr::paired): the next step is its backward (Compile
+  // checks), and the two share CostTable::PairSaving as the Interpreter shares it.
+  bool paired = false;
 };
 
 // ReplayShared's events: Network's flow ends (a = flow, b = version), flow starts (a = key), and
@@ -46,6 +50,12 @@ struct Interval {
 
 constexpr Nanoseconds kNever = std::numeric_limits<Nanoseconds>::max();
 
+// A shape's schedule (`compute`, compute instructions only), lowered as schedule::Lower lowers it
+// and compiled into Steps (pipeline_replay_compile.cc); `instructions`: the lowered Program's
+// count. False when Lower would fail or a paired forward's backward is not its next step.
+bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Step>>* out,
+             int64_t* instructions);
+
 }  // namespace replay_internal
 
 // A lowered schedule, compiled: what every layout of one (kind, pp, vp, microbatches, recompute)
@@ -55,6 +65,7 @@ struct PipelineReplayer::Shape {
   int pp = 0, vp = 0;
   int64_t microbatches = 0;
   bool recompute = false;
+  bool paired = false;  // ParallelConfig::moe_a2a_overlap: the combined 1F1B's order
   std::vector<std::vector<replay_internal::Step>> ranks;
   int64_t keys = 0;          // 2 * microbatches * pp * vp message keys
   int64_t instructions = 0;  // of the whole lowered Program (the Interpreter's range bound)
@@ -79,7 +90,7 @@ struct PipelineReplayer::Shape {
   std::vector<char> pipe_shared;
   bool Matches(const ParallelConfig& c, bool rc) const {
     return kind == c.schedule && pp == c.pp && vp == c.vp && microbatches == c.Microbatches() &&
-           recompute == rc;
+           recompute == rc && paired == c.moe_a2a_overlap;
   }
 };
 
@@ -87,6 +98,10 @@ struct PipelineReplayer::Shape {
 struct PipelineReplayer::Scratch {
   // Per compute StepOp * pp * vp + rank * vp + chunk: the step's time; rc per rank * vp + chunk.
   std::vector<Nanoseconds> dur, rc;
+  // The combined 1F1B's (Shape::paired): per (rank * vp + forward's chunk) * vp + backward's chunk,
+  // what the pair saves (CostTable::PairSaving); per rank, what its pair's backward is shortened
+  // by (the Interpreter's pair_discount).
+  std::vector<Nanoseconds> pair_saving, pair_discount;
   std::vector<Nanoseconds> latency, flow;  // per link; flow < 0: no flow (free link)
   // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
   std::vector<Nanoseconds> arrive;

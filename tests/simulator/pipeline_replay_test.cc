@@ -318,6 +318,62 @@ TEST(PipelineReplay, OverlappedReductionInsideTheNodeNeedsNoStreams) {
   EXPECT_EQ(replayer.shared(), 0);
 }
 
+// The combined 1F1B (ParallelConfig::moe_a2a_overlap): the replay compiles the paired steps and
+// shares each pair's saving between its forward and backward as the Interpreter does, bit for
+// bit, over pipeline depths and interleaving, selective recomputation, slow links (the network
+// model) and today's overlapped reduction on the NICs; none is handed to Simulate.
+TEST(PipelineReplay, CombinedOneFOneBEqualsTheInterpreter) {
+  auto model = LoadModel("qwen3-30b-a3b");  // 48 layers, 128 experts
+  auto software = LoadSoftware(kDefaultSoftware);
+  ASSERT_TRUE(model.ok() && software.ok());
+  PipelineReplayer replayer;
+  int compared = 0, faster = 0;
+  struct Shape {
+    int pp, vp, dp;
+    int64_t batch;
+  };
+  for (const Shape sh : {Shape{1, 1, 8, 64}, Shape{2, 2, 8, 128}, Shape{2, 4, 8, 128},
+                         Shape{4, 2, 4, 64}, Shape{4, 3, 4, 64}, Shape{8, 2, 2, 64}}) {
+    auto cluster = LoadCluster("dgx-h100", sh.pp * sh.dp);
+    ASSERT_TRUE(cluster.ok());
+    cluster->software = *software;
+    const ScheduleKind kind = sh.vp > 1 ? ScheduleKind::kInterleaved : ScheduleKind::k1F1B;
+    ParallelConfig c = Layout(1, sh.pp, sh.dp, 1, sh.batch, kind, sh.vp);
+    c.ep = sh.dp;
+    c.precision = Precision::kBf16;
+    c.distributed_optimizer = c.grad_accumulation_fusion = true;
+    c.moe_a2a_overlap = true;
+    for (Recompute rc : {Recompute::kNone, Recompute::kSelective}) {
+      c.recompute = rc;
+      c.fused_attention = rc == Recompute::kNone;  // selective recomputation is the unfused core's
+      ASSERT_TRUE(c.Validate(*model).ok()) << c.ToString() << ": " << c.Validate(*model).message();
+      for (double link_scale : {1.0, 0.05, 1e-3}) {
+        costmodel::CostTable t = costmodel::BuildCostTable(*model, *cluster, c);
+        ASSERT_FALSE(t.a2a_pair_saving.empty());
+        for (auto& link : t.p2p_link) link.bandwidth_Bps *= link_scale;
+        auto fast = replayer.Time(*model, *cluster, c, t);
+        auto full = SimulatedPipelineTime(*model, *cluster, c, t);
+        ASSERT_TRUE(fast.ok() && full.ok()) << c.ToString();
+        const std::string what = c.ToString() + " links x" + std::to_string(link_scale);
+        EXPECT_EQ(fast->total, full->total) << what;
+        EXPECT_EQ(fast->bubble, full->bubble) << what;
+        ++compared;
+        // The pairs do change the time: the same table without the savings is slower (where the
+        // links are not so slow that the messages alone set it).
+        if (link_scale < 1) continue;
+        t.a2a_pair_saving.clear();
+        auto unpaired = SimulatedPipelineTime(*model, *cluster, c, t);
+        ASSERT_TRUE(unpaired.ok());
+        faster += full->total < unpaired->total;
+      }
+    }
+  }
+  EXPECT_EQ(compared, 36);
+  EXPECT_EQ(faster, 12);
+  EXPECT_EQ(replayer.fallbacks(), 0);
+  EXPECT_GT(replayer.shared(), 0);  // the slow links ran the network model
+}
+
 // Costs Simulate refuses come back as its error.
 TEST(PipelineReplay, GivesSimulatesErrors) {
   auto model = LoadModel("gpt-1.7b");
