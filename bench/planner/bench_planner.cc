@@ -144,24 +144,29 @@ void BM_Search1TAllOptionsClosedForm(benchmark::State& state) {
 }
 BENCHMARK(BM_Search1TAllOptionsClosedForm)->Unit(benchmark::kMillisecond);
 
-// The full search with every option SearchOptions can turn on (selective recomputation, sequence
-// parallelism, the distributed optimizer, gradient-accumulation fusion, fused attention; the
-// interleaved and zero-bubble schedules and the uneven splits are always searched), and every
-// layout that fits replayed by the simulator (sim::PipelineReplayer) and ranked by it, as
-// `ptdp plan` does, on state.range(0) threads, for a cluster that runs `software` (empty: the
-// default-constructed profile, no stack facts: nothing overlapped). Target (issue 15): under 1 s
-// on one thread.
-void SearchEverySimulated(benchmark::State& state, const std::string& software) {
-  auto m = LoadModel("gpt-1t");
-  auto c = LoadCluster("selene", 3072);
+// What SearchEverySimulated searches: a model on `gpus` GPUs of a cluster, with `options`, for a
+// cluster that runs `software` (empty: the default-constructed profile, no stack facts: nothing
+// overlapped; otherwise its search defaults too, as `ptdp plan --software` sets them).
+struct EverySimulatedCase {
+  const char* model;
+  const char* cluster;
+  int gpus;
+  SearchOptions options;
+  std::string software;
+};
+
+// The full search with `k.options`, every layout that fits replayed by the simulator
+// (sim::PipelineReplayer) and ranked by it, as `ptdp plan` does, on state.range(0) threads.
+void SearchEverySimulated(benchmark::State& state, const EverySimulatedCase& k) {
+  auto m = LoadModel(k.model);
+  auto c = LoadCluster(k.cluster, k.gpus);
   if (!m.ok() || !c.ok()) {
-    state.SkipWithError("cannot load gpt-1t / selene");
+    state.SkipWithError("cannot load the model / cluster");
     return;
   }
-  SearchOptions o = EveryOption1T();
-  if (!software.empty()) {
-    // As `ptdp plan --software` sets the stack and its search defaults.
-    auto sw = LoadSoftware(software);
+  SearchOptions o = k.options;
+  if (!k.software.empty()) {
+    auto sw = LoadSoftware(k.software);
     if (!sw.ok()) {
       state.SkipWithError(sw.status().message().c_str());
       return;
@@ -213,8 +218,12 @@ void SearchEverySimulated(benchmark::State& state, const std::string& software) 
   state.counters["pipe_shared_starts"] = double(pipe_starts);  // ports on the network from walk 1
 }
 
+// gpt-1t on 3072 selene GPUs with every option SearchOptions can turn on (selective
+// recomputation, sequence parallelism, the distributed optimizer, gradient-accumulation fusion,
+// fused attention; the interleaved and zero-bubble schedules and the uneven splits are always
+// searched). Target (issue 15): under 1 s on one thread.
 void BM_Search1TAllOptionsEverySimulated(benchmark::State& state) {
-  SearchEverySimulated(state, "");
+  SearchEverySimulated(state, {"gpt-1t", "selene", 3072, EveryOption1T(), ""});
 }
 BENCHMARK(BM_Search1TAllOptionsEverySimulated)
     ->Arg(1)
@@ -225,11 +234,27 @@ BENCHMARK(BM_Search1TAllOptionsEverySimulated)
 // The same with the stack `ptdp plan` assumes by default (kDefaultSoftware, megatron-core): its
 // overlapped, bucketed gradient reduce-scatter shares the NICs with the pipeline's messages.
 void BM_Search1TAllOptionsEverySimulatedDefaultStack(benchmark::State& state) {
-  SearchEverySimulated(state, kDefaultSoftware);
+  SearchEverySimulated(state, {"gpt-1t", "selene", 3072, EveryOption1T(), kDefaultSoftware});
 }
 BENCHMARK(BM_Search1TAllOptionsEverySimulatedDefaultStack)
     ->Arg(1)
     ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// `ptdp plan --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-batch 8192 --precision
+// fp8 --moe-a2a-overlap`: FP8 (each rank's weight copies priced), the combined 1F1B searched beside
+// the plain schedules (its paired steps compiled by the replay), every layout that fits replayed.
+// No target; `full_simulator` counts the layouts the replay handed to the Interpreter.
+void BM_SearchDeepSeekV3Fp8OverlapEverySimulated(benchmark::State& state) {
+  SearchOptions o;
+  o.global_batch = 8192;
+  o.precision = Precision::kFp8;
+  o.moe_a2a_overlap = true;
+  SearchEverySimulated(state, {"deepseek-v3", "dgx-h100", 1024, o, kDefaultSoftware});
+}
+BENCHMARK(BM_SearchDeepSeekV3Fp8OverlapEverySimulated)
+    ->Arg(1)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
