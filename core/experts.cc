@@ -47,6 +47,11 @@ void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const s
   }
 }
 
+ActTensor ExpertActOutput(const ModelSpec& m, const ParallelConfig& c) {
+  return {"moe.fc2.input", ExpertTokens(m, c) * (m.MoeFfnHidden() / c.ExpertTp()),
+          ActKind::kLinearInput};
+}
+
 std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c) {
   const int64_t sbh = int64_t(c.mbs) * ContextShardLen(m, c) * m.hidden;
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
@@ -56,8 +61,9 @@ std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfi
                                  {"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
                                  {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
                                  {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
-                                 {"moe.swiglu.input", n * 2 * f, ActKind::kActivation},
-                                 {"moe.fc2.input", n * f, ActKind::kLinearInput}};
+                                 {"moe.swiglu.input", n * 2 * f, ActKind::kActivation}};
+  // SwiGLU's output, dropped and redone in the backward with recompute_modules moe_act.
+  if (!c.Recomputes(kRecomputeMoeAct)) acts.push_back(ExpertActOutput(m, c));
   if (m.HasSharedExpert()) {
     // The shared expert reads the router's input: the same tensor in 16-bit training, its own FP8
     // copy in fp8 training (Transformer Engine keeps the cast input). Its SwiGLU input and fc2

@@ -50,6 +50,9 @@ void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const s
 // expert's SwiGLU and fc2 inputs (b s 2 f_s / t, b s f_s / t) and, in fp8 training, its fc1
 // input's FP8 copy.
 std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c);
+// The last of those, SwiGLU's output (fc2's input, N f / etp): what recompute_modules moe_act
+// drops from them and rebuilds in the backward.
+ActTensor ExpertActOutput(const ModelSpec& m, const ParallelConfig& c);
 
 // Parameter elements of one rank's experts in one layer (what is reduced over the expert
 // data-parallel group), and the same for all layers of pipeline rank `pp_rank`.

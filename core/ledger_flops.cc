@@ -86,6 +86,33 @@ double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c)
   return TransformerLayers(m) * 2.0 * B * m.seq_len * m.seq_len * double(m.QkWidth());
 }
 
+// What selective recomputation redoes (ParallelConfig::recompute_modules), per iteration:
+// core_attn Q K^T and P V, 4 B s^2 a dh (dqk and dv under MLA); mla_up_proj the up projections,
+// 2 B s (q_lora a dqk + kv_lora a (dqk_nope + dv)); mlp a dense layer's fc1 and fc2, 2 B s (h fc1 +
+// f h), on the dense layers (a mixture's leading ones; not a prediction depth's); moe_act an
+// elementwise pass, no FLOPs. Fused attention's own backward recomputation where core_attn is not
+// redone (FusedAttentionRecomputeFlops).
+double SelectiveRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
+  const double B = double(c.global_batch), s = m.seq_len, layers = TransformerLayers(m);
+  double flops = c.Recomputes(kRecomputeCoreAttn) ? 0.0 : FusedAttentionRecomputeFlops(m, c);
+  if (c.Recomputes(kRecomputeCoreAttn)) {
+    flops += m.IsMla() ? layers * 2.0 * B * s * s * double(m.QkWidth() + m.AttnWidth())
+                       : layers * 4.0 * B * s * s * double(m.AttnWidth());
+  }
+  if (c.Recomputes(kRecomputeMlaUpProj) && m.IsMla()) {
+    const double a = m.heads;
+    const double q_up = m.mla_q_lora > 0 ? double(m.mla_q_lora) * a * m.QkHeadDim() : 0.0;
+    const double kv_up = double(m.mla_kv_lora) * a * double(m.HeadDim() + m.VHeadDim());
+    flops += layers * 2.0 * B * s * (q_up + kv_up);
+  }
+  if (c.Recomputes(kRecomputeMlp)) {
+    const double dense = m.IsMoe() ? MixtureDenseLayersIn(m, 0, m.layers) : layers;
+    const double h = m.hidden;
+    flops += dense * 2.0 * B * s * (h * double(m.Fc1Out()) + double(m.FfnHidden()) * h);
+  }
+  return flops;
+}
+
 FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
   const double B = double(c.global_batch);
   switch (c.recompute) {
@@ -94,13 +121,8 @@ FlopCount HardwareIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
     case Recompute::kFull:
       return ModelIterationFlops(m, c) + LayersForwardFlops(m, B) +
              FusedAttentionRecomputeFlops(m, c);
-    case Recompute::kSelective:  // Q K^T and P V again: 4 B s^2 a dh (dqk and dv under MLA)
-      if (m.IsMla()) {
-        return ModelIterationFlops(m, c) + TransformerLayers(m) * 2.0 * B * m.seq_len * m.seq_len *
-                                               double(m.QkWidth() + m.AttnWidth());
-      }
-      return ModelIterationFlops(m, c) +
-             TransformerLayers(m) * 4.0 * B * m.seq_len * m.seq_len * double(m.AttnWidth());
+    case Recompute::kSelective:
+      return ModelIterationFlops(m, c) + SelectiveRecomputeFlops(m, c);
   }
   return 0;
 }

@@ -389,11 +389,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad(std::string("grad_reduce_bf16: needs precision bf16 or fp8, not ") +
                PrecisionName(precision));
   }
-  if (fused_attention && recompute == Recompute::kSelective) {
-    return bad(
-        "recompute: selective recomputation drops the attention core's s^2 tensors, which "
-        "fused_attention never stores; use recompute=none with fused_attention");
-  }
+  PTDP_RETURN_IF_ERROR(ValidateRecomputeModules(*this, m));
   const int64_t micro = Microbatches();
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
@@ -427,8 +423,10 @@ std::string ParallelConfig::ToString() const {
   if (ep > 1) os << ",ep=" << ep;  // likewise
   if (etp > 0 && etp != tp) os << ",etp=" << etp;
   os << ",mbs=" << mbs << ",vp=" << vp << ",schedule=" << ScheduleName(schedule)
-     << ",recompute=" << RecomputeName(recompute)
-     << ",scatter_gather=" << (scatter_gather ? "on" : "off");
+     << ",recompute=" << RecomputeName(recompute);
+  if (recompute_modules != 0)
+    os << ",recompute_modules=" << RecomputeModulesText(recompute_modules);
+  os << ",scatter_gather=" << (scatter_gather ? "on" : "off");
   if (sequence_parallel) os << ",sequence_parallel=on";
   if (distributed_optimizer) os << ",distributed_optimizer=on";
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
@@ -469,6 +467,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["vp"] = c.vp;
   j["schedule"] = ScheduleName(c.schedule);
   j["recompute"] = RecomputeName(c.recompute);
+  if (c.recompute_modules != 0) j["recompute_modules"] = RecomputeModulesText(c.recompute_modules);
   j["scatter_gather"] = c.scatter_gather;
   j["sequence_parallel"] = c.sequence_parallel;
   j["distributed_optimizer"] = c.distributed_optimizer;
@@ -505,6 +504,8 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("vp", &c.vp);
   r.Optional("schedule", &schedule);
   r.Optional("recompute", &recompute);
+  std::string modules = RecomputeModulesText(c.recompute_modules);
+  r.Optional("recompute_modules", &modules);
   r.Optional("scatter_gather", &c.scatter_gather);
   r.Optional("sequence_parallel", &c.sequence_parallel);
   r.Optional("distributed_optimizer", &c.distributed_optimizer);
@@ -533,6 +534,9 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   auto rc = ParseRecompute(recompute);
   if (!rc.ok()) return rc.status().WithPrefix(path);
   c.recompute = *rc;
+  auto mods = ParseRecomputeModules(modules, path + ".recompute_modules");
+  if (!mods.ok()) return mods.status();
+  c.recompute_modules = *mods;
   // The group is not a choice: a stated one must be the one the layout implies.
   if (group != -1 && group != MicrobatchGroupToState(c)) {
     const int64_t want = MicrobatchGroupToState(c);

@@ -71,6 +71,23 @@ Result<ScheduleKind> ParseSchedule(const std::string& s);
 const char* RecomputeName(Recompute r);  // "none" | "full" | "selective"
 Result<Recompute> ParseRecompute(const std::string& s);
 
+// What selective recomputation redoes (ParallelConfig::recompute_modules; Megatron-Core's
+// --recompute-modules, transformer_config.py): bits of this enum, 0 for Megatron-Core's default,
+// core_attn alone. core_attn drops the attention core's s^2 tensors (Korthikanti et al. 2022);
+// mla_up_proj multi-latent attention's up projections' outputs with their rotary embedding (the
+// q, k and v attention reads); mlp a dense layer's MLP inside (its input kept, as a checkpoint);
+// moe_act the experts' SwiGLU output (fc2's input). Each is redone in the backward.
+enum RecomputeModule : uint8_t {
+  kRecomputeCoreAttn = 1,
+  kRecomputeMlaUpProj = 2,
+  kRecomputeMlp = 4,
+  kRecomputeMoeAct = 8,
+};
+// "core_attn+mla_up_proj" (Megatron-Core's names, joined by '+'; "" for 0).
+std::string RecomputeModulesText(uint8_t modules);
+// The inverse; names the unknown module. `field` prefixes the error.
+Result<uint8_t> ParseRecomputeModules(const std::string& s, const std::string& field);
+
 // How a mixture of experts' tokens reach their experts (ParallelConfig::moe_dispatcher).
 enum class MoeDispatcher {
   kAllToAll,  // Megatron-Core's alltoall dispatcher: NCCL all-to-alls of every token copy
@@ -120,6 +137,15 @@ struct ParallelConfig {
   int vp = 1;   // model chunks per pipeline rank v (> 1 only when interleaved)
   ScheduleKind schedule = ScheduleKind::k1F1B;
   Recompute recompute = Recompute::kNone;
+  // With recompute == kSelective: the modules redone (RecomputeModule bits; 0: core_attn, as
+  // Megatron-Core's default). Validate refuses them without selective recomputation.
+  uint8_t recompute_modules = 0;
+  // Whether this layout's selective recomputation redoes `module`.
+  bool Recomputes(RecomputeModule module) const {
+    if (recompute != Recompute::kSelective) return false;
+    return recompute_modules == 0 ? module == kRecomputeCoreAttn
+                                  : (recompute_modules & module) != 0;
+  }
   bool scatter_gather = true;  // the paper's scatter/gather of pipeline messages across tp ranks
   // Megatron-LM's sequence parallelism (Korthikanti et al. 2022): LayerNorm, dropout and residual
   // work on s/t tokens per tensor rank; each tensor-parallel all-reduce becomes a reduce-scatter
@@ -236,6 +262,11 @@ struct ParallelConfig {
   Status ValidateInterleavedEnds(const ModelSpec& m, const std::string& field) const;
   std::string ToString() const;  // "tp=8,pp=64,dp=6,mbs=1,vp=1,schedule=1f1b,..."
 };
+
+// The rules for recompute_modules (core/recompute.cc), which Validate applies: only with selective
+// recomputation; core_attn not with fused_attention; mla_up_proj with multi-latent attention;
+// moe_act with a mixture of experts.
+Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m);
 
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus
 // cp and ep (written only when > 1, optional when read, 1 by default), etp (written only when set

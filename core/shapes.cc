@@ -339,6 +339,29 @@ namespace {
 // each latent's norm input, 1/rms and up-projection input (the rank's `seq_rows` tokens: its s/t
 // slice under sequence parallelism, which the up projection all-gathers again backward), and the
 // Q, K (a dqk / t each, K's rotated part copied to every head) and V (a dv / t) attention reads.
+std::vector<ActTensor> MlaUpProjActivations(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t t = c.tp, tokens = ContextShardLen(m, c) * c.mbs;
+  return {{"attn.q", tokens * m.QkWidth() / t, ActKind::kActivation},
+          {"attn.k", tokens * m.QkWidth() / t, ActKind::kActivation},
+          {"attn.v", tokens * m.AttnWidth() / t, ActKind::kActivation}};
+}
+
+// A dense MLP's inside after its input's norm (recompute_modules mlp drops it; the norm is inside
+// the module on Transformer Engine's fused LayerNormLinear, so its statistics go too).
+std::vector<ActTensor> DenseMlpInside(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
+                                      int64_t rows) {
+  const int64_t s = ContextShardLen(m, c) * c.mbs, t = c.tp;
+  std::vector<ActTensor> acts;
+  if (!m.rmsnorm) acts.push_back({"ln2.mean", rows, ActKind::kFp32});
+  acts.push_back({"ln2.rstd", rows, ActKind::kFp32});
+  acts.push_back({"mlp.fc1.input", seq, ActKind::kLinearInput});
+  // The activation's input: GeLU's f, or SwiGLU's gate and up, 2f.
+  acts.push_back(
+      {m.swiglu ? "mlp.swiglu.input" : "mlp.gelu.input", s * m.Fc1Out() / t, ActKind::kActivation});
+  acts.push_back({"mlp.fc2.input", s * m.FfnHidden() / t, ActKind::kLinearInput});
+  return acts;
+}
+
 void AppendMlaActivations(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
                           int64_t seq_rows, std::vector<ActTensor>* acts) {
   const int64_t t = c.tp, tokens = ContextShardLen(m, c) * c.mbs;
@@ -355,9 +378,10 @@ void AppendMlaActivations(const ModelSpec& m, const ParallelConfig& c, int64_t s
   };
   if (m.mla_q_lora > 0) latent("q", m.mla_q_lora);
   latent("kv", m.mla_kv_lora);
-  acts->push_back({"attn.q", tokens * m.QkWidth() / t, ActKind::kActivation});
-  acts->push_back({"attn.k", tokens * m.QkWidth() / t, ActKind::kActivation});
-  acts->push_back({"attn.v", tokens * m.AttnWidth() / t, ActKind::kActivation});
+  // The up projections' outputs with their rotary embedding: what attention reads, dropped and
+  // redone in the backward with recompute_modules mla_up_proj (MlaUpProjActivations).
+  if (c.Recomputes(kRecomputeMlaUpProj)) return;
+  for (auto& a : MlaUpProjActivations(m, c)) acts->push_back(a);
 }
 
 }  // namespace
@@ -396,20 +420,20 @@ std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig
     acts.push_back({"attn.k", sbkv / t, ActKind::kActivation});
     acts.push_back({"attn.v", sbkv / t, ActKind::kActivation});
   }
-  if (c.recompute != Recompute::kSelective) {
+  if (!c.Recomputes(kRecomputeCoreAttn)) {
     for (auto& a : AttentionCoreActivations(m, c, dropout)) acts.push_back(a);
   }
   acts.push_back({"attn.proj.input", sba / t, ActKind::kLinearInput});
   if (dropout) acts.push_back({"attn.residual_dropout.mask", seq, ActKind::kMask});
-  norm("ln2", &acts);
   if (m.IsMoe()) {
+    norm("ln2", &acts);
     for (auto& a : ExpertActivations(m, c)) acts.push_back(a);
   } else {
-    acts.push_back({"mlp.fc1.input", seq, ActKind::kLinearInput});
-    // The activation's input: GeLU's f, or SwiGLU's gate and up, 2f.
-    acts.push_back({m.swiglu ? "mlp.swiglu.input" : "mlp.gelu.input", s * b * m.Fc1Out() / t,
-                    ActKind::kActivation});
-    acts.push_back({"mlp.fc2.input", s * b * f / t, ActKind::kLinearInput});
+    // The MLP's input (its checkpoint with recompute_modules mlp), then its inside.
+    acts.push_back({"ln2.input", seq, ActKind::kActivation});
+    if (!c.Recomputes(kRecomputeMlp)) {
+      for (auto& a : DenseMlpInside(m, c, seq, rows)) acts.push_back(a);
+    }
   }
   if (dropout) acts.push_back({"mlp.residual_dropout.mask", seq, ActKind::kMask});
   return acts;
@@ -440,6 +464,29 @@ std::vector<ActTensor> LayerStash(const ModelSpec& m, const ParallelConfig& c, b
   return c.recompute == Recompute::kFull ? LayerCheckpoint(m, c) : LayerActivations(m, c, dropout);
 }
 
+namespace {
+
+// What selective recomputation rebuilds at once in one layer's backward: the attention side's
+// modules together (the up projections' outputs are rebuilt when the core's backward needs them,
+// beside the core's own), or the MLP side's, whichever is larger.
+std::vector<ActTensor> SelectiveWorkingSet(const ModelSpec& m, const ParallelConfig& c,
+                                           bool dropout) {
+  std::vector<ActTensor> attention, mlp;
+  if (c.Recomputes(kRecomputeCoreAttn)) attention = AttentionCoreActivations(m, c, dropout);
+  if (c.Recomputes(kRecomputeMlaUpProj) && m.IsMla()) {
+    for (auto& a : MlaUpProjActivations(m, c)) attention.push_back(a);
+  }
+  const int64_t sbh = ContextShardLen(m, c) * c.mbs * m.hidden;
+  const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
+  const int64_t rows = ContextShardLen(m, c) * c.mbs / (c.sequence_parallel ? c.tp : 1);
+  if (c.Recomputes(kRecomputeMlp) && !m.IsMoe()) mlp = DenseMlpInside(m, c, seq, rows);
+  if (c.Recomputes(kRecomputeMoeAct) && m.IsMoe()) mlp = {ExpertActOutput(m, c)};
+  const int e = ComputeBytes(c.precision), lin = LinearInputBytes(c.precision);
+  return ActivationBytes(mlp, e, lin) > ActivationBytes(attention, e, lin) ? mlp : attention;
+}
+
+}  // namespace
+
 std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelConfig& c,
                                            bool dropout) {
   switch (c.recompute) {
@@ -454,7 +501,7 @@ std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelCon
       return acts;
     }
     case Recompute::kSelective:
-      return AttentionCoreActivations(m, c, dropout);
+      return SelectiveWorkingSet(m, c, dropout);
   }
   return {};
 }

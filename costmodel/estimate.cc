@@ -10,6 +10,7 @@
 #include "costmodel/collectives.h"
 #include "costmodel/layer_cost.h"
 #include "costmodel/moe_cost.h"
+#include "costmodel/recompute_cost.h"
 #include "costmodel/step_cost.h"
 
 namespace ptdp::costmodel {
@@ -69,8 +70,8 @@ std::vector<int64_t> StageParameterCounts(const ModelSpec& m, const ParallelConf
 namespace {
 
 // A layer's (its tensor-parallel communication partly hidden under sequence parallelism, as the
-// stack says), the embedding's and the head's prices, and the attention core a selective
-// recomputation redoes: what PieceCostMemo keeps.
+// stack says), the embedding's and the head's prices, and what selective recomputation redoes per
+// layer of each kind (costmodel/recompute_cost.h): what PieceCostMemo keeps.
 // `m` is the model as one context-parallel rank sees it (seq_len s / cp; the model itself when
 // cp = 1) and `ring` the link between neighbouring cp ranks.
 PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster,
@@ -107,8 +108,12 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
   };
   p.layer = price_layer(m);
   if (m.HasDenseLayers()) p.dense_layer = price_layer(DenseLayerModel(m));
-  if (c.recompute == Recompute::kSelective) {
-    p.core = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
+  // A dense layer's MLP runs half its forward's tensor-parallel collectives (the attention's and
+  // the MLP's are the same b s h pair).
+  const PieceCost& dense = m.IsMoe() ? p.dense_layer : p.layer;
+  p.core = SelectiveRecomputeCost(m, hw, c, m.IsMoe() ? 0.0 : dense.forward.tp_comm / 2);
+  if (m.HasDenseLayers()) {
+    p.dense_core = SelectiveRecomputeCost(DenseLayerModel(m), hw, c, dense.forward.tp_comm / 2);
   }
   if (m.IsMoe()) {  // the experts in place of the MLP, their all-to-alls not hidden either
     p.moe_phases = MoeLayerPhasesOf(p.layer, ExpertMlpPartsOf(m, hw, c), expert_comm, p.core);
@@ -165,22 +170,23 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const ExpertComm expert_comm = ExpertCommTimes(m, hw, c, G);
 
   const Precision pr = c.precision;
-  const PieceCostMemo::Key key{c.tp,
-                               c.mbs,
-                               pr,
-                               sp,
-                               c.fused_attention,
-                               c.recompute == Recompute::kSelective,
-                               tp_ar,
-                               tp_ag,
-                               tp_rs,
-                               tp_small_ar,
-                               c.cp,
-                               ring_inter,
-                               c.ep,
-                               c.ExpertTp(),
-                               expert_comm.all_to_all,
-                               expert_comm.etp_allgather};
+  const PieceCostMemo::Key key{
+      c.tp,
+      c.mbs,
+      pr,
+      sp,
+      c.fused_attention,
+      c.recompute == Recompute::kSelective ? 0x100 | c.recompute_modules : 0,
+      tp_ar,
+      tp_ag,
+      tp_rs,
+      tp_small_ar,
+      c.cp,
+      ring_inter,
+      c.ep,
+      c.ExpertTp(),
+      expert_comm.all_to_all,
+      expert_comm.etp_allgather};
   auto memo_it = memo ? memo->pieces.find(key) : decltype(memo->pieces.end()){};
   if (!memo || memo_it == memo->pieces.end()) {
     // What one context-parallel rank computes on: s / cp of each sequence (the model at cp = 1).
@@ -201,6 +207,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const PieceCost& embed = memo_it->second.embed;
   const PieceCost& head = memo_it->second.head;
   const ComputeBreakdown& core = memo_it->second.core;
+  const ComputeBreakdown& dense_core = memo_it->second.dense_core;
   // What one microbatch keeps on each chunk (the ledger's), for the simulator's memory counters.
   const StashPrices prices = prices_in ? *prices_in : StashPricesOf(m, c);
 
@@ -267,7 +274,9 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
           cc.recompute = Add(cc.recompute, dense_layer.forward, dense);
         }
       }
-      if (c.recompute == Recompute::kSelective) cc.recompute = Add(cc.recompute, core, n + dense);
+      if (c.recompute == Recompute::kSelective) {
+        cc.recompute = Add(Add(cc.recompute, core, n), dense_core, dense);
+      }
       if (HoldsEmbedding(c, r, k)) {
         cc.forward = Add(cc.forward, embed.forward);
         cc.backward = Add(cc.backward, embed.backward);
@@ -286,7 +295,10 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
           if (c.recompute == Recompute::kFull) {
             cc.recompute = Add(cc.recompute, memo_it->second.mtp_layer.forward, depths);
           }
-          if (c.recompute == Recompute::kSelective) cc.recompute = Add(cc.recompute, core, depths);
+          if (c.recompute == Recompute::kSelective) {  // a layer of the last layer's kind
+            const bool own = m.IsMoeLayer(m.layers - 1) || !m.IsMoe();
+            cc.recompute = Add(cc.recompute, own ? core : dense_core, depths);
+          }
         }
       }
       cc.stash_bytes = ChunkStashBytes(prices, m, c, r, k);

@@ -48,7 +48,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
 // crosses nodes, ep, etp and the experts' all-to-all and all-gather times): the search prices
 // thousands of layouts on a few hundred keys. REQUIRES: one memo serves one model on one cluster.
 struct PieceCostMemo {
-  using Key = std::tuple<int, int, Precision, bool, bool, bool, Seconds, Seconds, Seconds, Seconds,
+  using Key = std::tuple<int, int, Precision, bool, bool, int, Seconds, Seconds, Seconds, Seconds,
                          int, bool, int, int, Seconds, Seconds>;
   struct Pieces {
     PieceCost layer, embed, head;
@@ -57,7 +57,9 @@ struct PieceCostMemo {
     // One multi-token prediction depth (ModelSpec::mtp_layers; zero without them): all of it,
     // and its transformer layer alone (what full recomputation redoes).
     PieceCost mtp, mtp_layer;
-    ComputeBreakdown core;
+    // What selective recomputation redoes per layer (costmodel/recompute_cost.h): a layer of the
+    // model's own kind, and a mixture's leading dense layer.
+    ComputeBreakdown core, dense_core;
     // A mixture layer in the pieces the combined 1F1B interleaves (costmodel/a2a_overlap.h).
     MoeLayerPhases moe_phases;
   };

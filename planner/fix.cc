@@ -11,6 +11,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!cp || *cp == c.cp) && (!ep || *ep == c.ep) && (!etp || *etp == c.ExpertTp()) &&
          (!mbs || *mbs == c.mbs) && (!vp || *vp == c.vp) &&
          (!schedule || *schedule == c.schedule) && (!recompute || *recompute == c.recompute) &&
+         (!recompute_modules || *recompute_modules == c.recompute_modules) &&
          (!scatter_gather || *scatter_gather == c.scatter_gather) &&
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
          (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
@@ -150,6 +151,9 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       auto r = ParseRecompute(value);
       if (!r.ok()) return r.status().WithPrefix("--fix");
       f.recompute = *r;
+    } else if (key == "recompute_modules") {
+      PTDP_ASSIGN_OR_RETURN(f.recompute_modules,
+                            ParseRecomputeModules(value, "--fix: recompute_modules"));
     } else if (key == "moe_dispatcher") {
       auto d = ParseMoeDispatcher(value);
       if (!d.ok()) return d.status().WithPrefix("--fix");
@@ -175,13 +179,21 @@ Result<FixedLayout> ParseFix(const std::string& text) {
     } else {
       return Status::Invalid(
           "--fix: unknown key \"" + key +
-          "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, schedule, scatter_gather, "
+          "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, recompute_modules, schedule, "
+          "scatter_gather, "
           "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, "
           "fused_attention, moe_a2a_overlap, moe_dispatcher, precision, first_stage_layers, "
           "last_stage_layers, stage_layers)");
     }
   }
   if (f.stage_layers) PTDP_RETURN_IF_ERROR(CheckFixedStageLayers(&f));
+  if (f.recompute_modules) {  // the modules of selective recomputation
+    if (f.recompute && *f.recompute != Recompute::kSelective) {
+      return Status::Invalid(std::string("--fix: recompute_modules: needs recompute=selective (") +
+                             RecomputeName(*f.recompute) + " is fixed)");
+    }
+    f.recompute = Recompute::kSelective;
+  }
   if (f.cp && *f.cp > 1 && f.fused_attention && !*f.fused_attention) {
     return Status::Invalid(
         "--fix: cp: context parallelism needs fused_attention=on (off is fixed)");

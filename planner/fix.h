@@ -22,6 +22,7 @@ struct FixedLayout {
   std::optional<int> tp, pp, dp, cp, ep, etp, mbs, vp, first_stage_layers, last_stage_layers;
   std::optional<ScheduleKind> schedule;
   std::optional<Recompute> recompute;
+  std::optional<uint8_t> recompute_modules;  // RecomputeModule bits; implies recompute=selective
   std::optional<MoeDispatcher> moe_dispatcher;
   std::optional<bool> scatter_gather, sequence_parallel, distributed_optimizer,
       grad_accumulation_fusion, grad_reduce_bf16, fused_attention, moe_a2a_overlap;
@@ -29,7 +30,7 @@ struct FixedLayout {
   std::optional<std::vector<int>> stage_layers;
   bool Any() const {
     return tp || pp || dp || cp || ep || etp || mbs || vp || schedule || recompute ||
-           scatter_gather || sequence_parallel || distributed_optimizer ||
+           recompute_modules || scatter_gather || sequence_parallel || distributed_optimizer ||
            grad_accumulation_fusion || grad_reduce_bf16 || fused_attention || moe_a2a_overlap ||
            moe_dispatcher || precision || first_stage_layers || last_stage_layers || stage_layers;
   }

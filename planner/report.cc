@@ -416,6 +416,11 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
     o << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
   } else if (c.recompute == Recompute::kSelective) {
     o << " --recompute-granularity selective";
+    if (c.recompute_modules != 0) {  // Megatron-Core's default, core_attn, is left unsaid
+      std::string modules = RecomputeModulesText(c.recompute_modules);
+      std::replace(modules.begin(), modules.end(), '+', ' ');
+      o << " --recompute-modules " << modules;
+    }
   }
   // fp32 is Megatron-LM's default; 16-bit training names its dtype.
   if (c.precision == Precision::kFp16) o << " --fp16";

@@ -251,8 +251,12 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
     return std::nullopt;
   }
   if (g.cp > 1 && !fused) return std::nullopt;  // the ring runs in the fused kernel (Validate)
-  // Selective recomputation has nothing to drop with fused attention (Validate).
-  if (fused && rc == Recompute::kSelective) return std::nullopt;
+  // Selective recomputation of the attention core has nothing to drop with fused attention
+  // (Validate); its other modules (fixed with --fix recompute_modules) do.
+  const uint8_t modules = rc == Recompute::kSelective ? fx.recompute_modules.value_or(0) : 0;
+  if (fused && rc == Recompute::kSelective && (modules == 0 || (modules & kRecomputeCoreAttn))) {
+    return std::nullopt;
+  }
   if (fx.scatter_gather) {
     if (*fx.scatter_gather != sg) return std::nullopt;
   } else if (!sg && (g.t == 1 || g.p == 1 || sp)) {
@@ -274,6 +278,7 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   c.vp = shape.vp;
   c.schedule = shape.schedule;
   c.recompute = rc;
+  c.recompute_modules = modules;
   c.scatter_gather = sg;
   c.sequence_parallel = sp;
   // Where it shards something: the weights over d cp, or experts over ExpertWeightReplicas.

@@ -149,6 +149,10 @@ def expected_values(plan):
         out.append(("--num-query-groups", "num_query_groups", kv_heads))
     if recompute == "full":
         out.append(("--recompute-num-layers", "recompute_num_layers", 1))
+    if recompute == "selective":  # the modules, when not Megatron-Core's default (core_attn)
+        modules = lay.get("recompute_modules", "")
+        out.append(("--recompute-modules", "recompute_modules",
+                    modules.split("+") if modules else None))
     if m.get("rotary"):
         out.append(("--rotary-base", "rotary_base", int(m.get("rotary_base", 10000))))
     if not m.get("linear_bias", True):

@@ -76,18 +76,20 @@ plan qwen3-235b-moe --model qwen3-235b-a22b --cluster dgx-h100 --gpus 256 --glob
 # DeepSeek-V3 (multi-latent attention, a shared expert, three leading dense layers, one
 # multi-token prediction depth) in Megatron-Bridge's published layout "Et|(tt|)*30mL", with its
 # all-to-alls beside another microbatch's compute (the combined 1F1B) and the DeepEP dispatcher
-# (flex) with node-limited routing, as that run had them.
+# (flex) with node-limited routing, and its recomputation of the MLA up projections and the dense
+# MLPs (--recompute-modules), as that run had them.
 dsv3_layout=1$(printf '/2%.0s' $(seq 30))/0
 plan deepseek-v3 --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-batch 8192 \
   --precision fp8 \
-  --fix "tp=2,pp=8,vp=4,ep=64,etp=1,stage_layers=$dsv3_layout,moe_a2a_overlap=on,moe_dispatcher=deepep" \
+  --fix "tp=2,pp=8,vp=4,ep=64,etp=1,stage_layers=$dsv3_layout,moe_a2a_overlap=on,moe_dispatcher=deepep,recompute_modules=mla_up_proj+mlp" \
   || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
   --global-batch 256 || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
-# the plan (a tp, SwiGLU, a mixture's ep), or a PASS above means nothing.
+# the plan (a tp, SwiGLU, a mixture's ep, the modules selective recomputation redoes), or a PASS
+# above means nothing.
 mkdir -p "$work/controls"
 "$py" - "$work" <<'PY' || exit 2
 import json, sys
@@ -95,6 +97,7 @@ w = sys.argv[1]
 gpt = json.load(open(f"{w}/gpt3-175b.json"))
 llama = json.load(open(f"{w}/llama3-8b.json"))
 moe = json.load(open(f"{w}/qwen3-235b-moe.json"))
+dsv3 = json.load(open(f"{w}/deepseek-v3.json"))
 tp = gpt.get("megatron_layout", gpt["layout"])["tp"]  # the layout the flags are for
 other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
@@ -102,7 +105,9 @@ for name, plan, old, new in [
         ("wrong-tp", gpt, f"--tensor-model-parallel-size {tp} ",
          f"--tensor-model-parallel-size {other} "),
         ("no-swiglu", llama, " --swiglu", ""),
-        ("wrong-ep", moe, " --expert-model-parallel-size 32 ", " --expert-model-parallel-size 16 ")]:
+        ("wrong-ep", moe, " --expert-model-parallel-size 32 ", " --expert-model-parallel-size 16 "),
+        ("wrong-recompute-modules", dsv3, " --recompute-modules mla_up_proj mlp",
+         " --recompute-modules mla_up_proj")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
               open(f"{w}/controls/{name}.json", "w"))

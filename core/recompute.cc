@@ -1,0 +1,83 @@
+// Selective recomputation's modules (core/parallel.h RecomputeModule): their names and the rules
+// Validate applies to them.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/model.h"
+#include "core/parallel.h"
+
+namespace ptdp {
+namespace {
+
+struct ModuleName {
+  RecomputeModule module;
+  const char* name;
+};
+// Megatron-Core's names (transformer_config.py recompute_modules), in its order.
+constexpr ModuleName kModules[] = {{kRecomputeCoreAttn, "core_attn"},
+                                   {kRecomputeMlaUpProj, "mla_up_proj"},
+                                   {kRecomputeMlp, "mlp"},
+                                   {kRecomputeMoeAct, "moe_act"}};
+
+}  // namespace
+
+std::string RecomputeModulesText(uint8_t modules) {
+  std::string out;
+  for (const ModuleName& m : kModules) {
+    if ((modules & m.module) == 0) continue;
+    if (!out.empty()) out += '+';
+    out += m.name;
+  }
+  return out;
+}
+
+Result<uint8_t> ParseRecomputeModules(const std::string& s, const std::string& field) {
+  uint8_t modules = 0;
+  size_t begin = 0;
+  while (begin < s.size()) {
+    const size_t end = std::min(s.find('+', begin), s.size());
+    const std::string name = s.substr(begin, end - begin);
+    bool known = false;
+    for (const ModuleName& m : kModules) {
+      if (name == m.name) modules |= m.module, known = true;
+    }
+    if (!known) {
+      return Status::Invalid(field + ": '" + name +
+                             "' is not one of core_attn, mla_up_proj, mlp, moe_act (joined by +)");
+    }
+    begin = end + 1;
+  }
+  return modules;
+}
+
+Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m) {
+  auto bad = [](const std::string& s) { return Status::Invalid("recompute_modules: " + s); };
+  if (c.recompute_modules != 0 && c.recompute != Recompute::kSelective) {
+    return bad(std::string("needs recompute=selective, not ") + RecomputeName(c.recompute));
+  }
+  if (c.recompute_modules &
+      ~(kRecomputeCoreAttn | kRecomputeMlaUpProj | kRecomputeMlp | kRecomputeMoeAct)) {
+    return bad("holds an unknown module bit");
+  }
+  if (c.fused_attention && c.Recomputes(kRecomputeCoreAttn)) {
+    return Status::Invalid(
+        "recompute: selective recomputation of core_attn drops the attention core's s^2 tensors, "
+        "which fused_attention never stores; use recompute=none with fused_attention, or "
+        "recompute_modules without core_attn");
+  }
+  if (c.Recomputes(kRecomputeMlaUpProj) && !m.IsMla()) {
+    return bad("mla_up_proj needs multi-latent attention (Megatron-Core refuses it otherwise)");
+  }
+  if (c.Recomputes(kRecomputeMoeAct) && !m.IsMoe()) {
+    return bad("moe_act needs a mixture of experts");
+  }
+  if (c.Recomputes(kRecomputeMoeAct) && c.precision == Precision::kFp8) {
+    return bad(
+        "moe_act with precision fp8: Megatron-Core refuses it with delayed scaling, the FP8 "
+        "recipe ptdp prices and emits");
+  }
+  return Status::Ok();
+}
+
+}  // namespace ptdp

@@ -1,0 +1,230 @@
+// Selective recomputation's modules (ParallelConfig::recompute_modules; Megatron-Core's
+// --recompute-modules; docs/plan-file.md): their text and JSON forms and refusals, what each drops
+// from a layer's stash and redoes (bytes and FLOPs worked by hand from the shapes), their price in
+// the cost table, --fix and --emit megatron.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/cluster.h"
+#include "core/experts.h"
+#include "core/ledger.h"
+#include "core/model.h"
+#include "core/shapes.h"
+#include "core/software.h"
+#include "costmodel/estimate.h"
+#include "costmodel/recompute_cost.h"
+#include "planner/fix.h"
+#include "planner/report.h"
+
+namespace ptdp {
+namespace {
+
+ModelSpec Preset(const std::string& name) {
+  auto m = LoadModel(name);
+  EXPECT_TRUE(m.ok()) << name;
+  return *m;
+}
+
+Bytes Stash(const ModelSpec& m, const ParallelConfig& c) {
+  return ActivationBytes(LayerActivations(m, c, m.dropout > 0), ComputeBytes(c.precision),
+                         LinearInputBytes(c.precision));
+}
+
+// DeepSeek-V3's published layout as far as one layer cares: t 2, sequence parallelism, bf16.
+ParallelConfig Dsv3Layer() {
+  ParallelConfig c;
+  c.tp = 2;
+  c.dp = 32;
+  c.ep = 64;
+  c.etp = 1;
+  c.sequence_parallel = true;
+  c.fused_attention = true;
+  c.precision = Precision::kBf16;
+  c.global_batch = 512;
+  return c;
+}
+
+TEST(RecomputeModules, TextJsonAndRefusals) {
+  auto parsed = ParseRecomputeModules("mla_up_proj+mlp", "f");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, kRecomputeMlaUpProj | kRecomputeMlp);
+  EXPECT_EQ(RecomputeModulesText(*parsed), "mla_up_proj+mlp");
+  EXPECT_EQ(*ParseRecomputeModules("", "f"), 0);
+  const auto unknown = ParseRecomputeModules("mlp+moe", "layout.recompute_modules");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("layout.recompute_modules: 'moe' is not one of"),
+            std::string::npos);
+
+  const ModelSpec dsv3 = Preset("deepseek-v3");
+  ParallelConfig c = Dsv3Layer();
+  c.recompute = Recompute::kSelective;
+  c.recompute_modules = *parsed;
+  ASSERT_TRUE(c.Validate(dsv3).ok()) << c.Validate(dsv3).message();
+  EXPECT_NE(c.ToString().find(",recompute=selective,recompute_modules=mla_up_proj+mlp,"),
+            std::string::npos);
+  auto back = LayoutFromJson(Json::parse(LayoutToJson(c).dump()), "layout");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->recompute_modules, c.recompute_modules);
+  const auto bad_json = LayoutFromJson(
+      Json::parse(R"({"tp":1,"pp":1,"dp":1,"mbs":1,"recompute_modules":"x"})"), "layout");
+  ASSERT_FALSE(bad_json.ok());
+  EXPECT_NE(bad_json.status().message().find("layout.recompute_modules: 'x'"), std::string::npos)
+      << bad_json.status().message();
+
+  auto refused = [](const ParallelConfig& bad, const ModelSpec& m) {
+    const Status s = bad.Validate(m);
+    EXPECT_FALSE(s.ok()) << bad.ToString();
+    return s.message();
+  };
+  ParallelConfig full = c;
+  full.recompute = Recompute::kFull;
+  EXPECT_NE(refused(full, dsv3).find("recompute_modules: needs recompute=selective, not full"),
+            std::string::npos);
+  ParallelConfig core = c;
+  core.recompute_modules = kRecomputeCoreAttn;  // with fused attention: nothing to drop
+  EXPECT_NE(refused(core, dsv3).find("core_attn"), std::string::npos);
+  core.recompute_modules = 0;  // Megatron-Core's default is core_attn too
+  EXPECT_NE(refused(core, dsv3).find("core_attn"), std::string::npos);
+  const ModelSpec gpt = Preset("gpt-1.7b");
+  ParallelConfig dense;
+  dense.recompute = Recompute::kSelective;
+  dense.recompute_modules = kRecomputeMlaUpProj;
+  EXPECT_NE(refused(dense, gpt).find("mla_up_proj needs multi-latent attention"),
+            std::string::npos);
+  dense.recompute_modules = kRecomputeMoeAct;
+  EXPECT_NE(refused(dense, gpt).find("moe_act needs a mixture of experts"), std::string::npos);
+  ParallelConfig fp8 = c;
+  fp8.recompute_modules = kRecomputeMoeAct;
+  fp8.precision = Precision::kFp8;
+  EXPECT_NE(refused(fp8, dsv3).find("moe_act with precision fp8"), std::string::npos);
+}
+
+// What each module drops from a layer's stash, by hand: mla_up_proj q and k (T a dqk / t each) and
+// v (T a dv / t); moe_act the experts' SwiGLU output (N f / etp); mlp, on a dense layer, the
+// norm's statistics and the MLP's three inside tensors, its input kept. The working set rebuilt in
+// the backward is the larger side's.
+TEST(RecomputeModules, EachDropsItsTensorsFromTheStash) {
+  const ModelSpec dsv3 = Preset("deepseek-v3");
+  const ParallelConfig keep = Dsv3Layer();
+  const int64_t T = 4096, a = 128, t = 2, e = 2;
+  ParallelConfig up = keep;
+  up.recompute = Recompute::kSelective;
+  up.recompute_modules = kRecomputeMlaUpProj;
+  const Bytes qkv = e * (2 * T * a * 192 / t + T * a * 128 / t);
+  EXPECT_EQ(Stash(dsv3, keep) - Stash(dsv3, up), qkv);
+  EXPECT_EQ(ActivationBytes(RecomputeWorkingSet(dsv3, up, true), e, e), qkv);
+
+  ParallelConfig act = up;
+  act.recompute_modules = kRecomputeMoeAct;
+  const int64_t copies = T / t * 8;  // routed tokens (s / t with sequence parallelism) times k
+  EXPECT_EQ(ExpertTokens(dsv3, act), copies);
+  EXPECT_EQ(Stash(dsv3, keep) - Stash(dsv3, act), e * copies * 2048);
+  ParallelConfig both = up;
+  both.recompute_modules = kRecomputeMlaUpProj | kRecomputeMoeAct;
+  EXPECT_EQ(Stash(dsv3, keep) - Stash(dsv3, both), qkv + e * copies * 2048);
+  // The up projections' outputs are larger than the SwiGLU output: they are the working set.
+  EXPECT_GT(qkv, e * copies * 2048);
+  EXPECT_EQ(ActivationBytes(RecomputeWorkingSet(dsv3, both, true), e, e), qkv);
+
+  const ModelSpec gpt = Preset("gpt-1.7b");  // h 2304, f 9216, s 2048, LayerNorm, dropout
+  ParallelConfig plain;
+  plain.tp = 2;
+  plain.mbs = 2;
+  plain.precision = Precision::kBf16;
+  ParallelConfig mlp = plain;
+  mlp.recompute = Recompute::kSelective;
+  mlp.recompute_modules = kRecomputeMlp;
+  const int64_t rows = 2 * 2048, h = 2304, f = 9216;
+  const Bytes inside = 4 * rows * 2 + e * rows * h + e * rows * f / 2 + e * rows * f / 2;
+  EXPECT_EQ(Stash(gpt, plain) - Stash(gpt, mlp), inside);
+  EXPECT_EQ(ActivationBytes(RecomputeWorkingSet(gpt, mlp, true), e, e), inside);
+  // Megatron-Core's default, core_attn alone, drops what it always did.
+  ParallelConfig core = plain;
+  core.recompute = Recompute::kSelective;
+  EXPECT_EQ(Stash(gpt, plain) - Stash(gpt, core),
+            ActivationBytes(AttentionCoreActivations(gpt, core, true), e, e));
+}
+
+// The FLOPs redone, by hand: mla_up_proj 2 B s (q_lora a dqk + kv_lora a (dqk_nope + dv)) per
+// layer, the prediction depth's included; mlp 2 B s (h 2f + f h) on the three dense layers only.
+TEST(RecomputeModules, FlopsRedoneByHand) {
+  const ModelSpec dsv3 = Preset("deepseek-v3");
+  ParallelConfig c = Dsv3Layer();
+  const double base = HardwareIterationFlops(dsv3, c);
+  c.recompute = Recompute::kSelective;
+  c.recompute_modules = kRecomputeMlaUpProj;
+  const double B = 512, s = 4096, layers = 61 + 1;
+  const double up = layers * 2 * B * s * (1536.0 * 128 * 192 + 512.0 * 128 * (128 + 128));
+  EXPECT_NEAR(HardwareIterationFlops(dsv3, c) - base, up, 1e-9 * up);
+  c.recompute_modules = kRecomputeMlp;
+  const double mlp = 3 * 2 * B * s * (7168.0 * 2 * 18432 + 18432.0 * 7168);
+  EXPECT_NEAR(HardwareIterationFlops(dsv3, c) - base, mlp, 1e-9 * mlp);
+  c.recompute_modules = kRecomputeMoeAct;  // elementwise
+  EXPECT_EQ(HardwareIterationFlops(dsv3, c), base);
+}
+
+// In the cost table each chunk redoes its layers' modules: mixture layers the mixture layer's
+// price, dense ones the dense layer's (the MLP only there); the iteration is slower, the peak
+// memory lower.
+TEST(RecomputeModules, PricedPerLayerKind) {
+  const ModelSpec dsv3 = Preset("deepseek-v3");
+  auto cluster = LoadCluster("dgx-h100", 64);
+  ASSERT_TRUE(cluster.ok());
+  cluster->software = *LoadSoftware("megatron-core");
+  ParallelConfig c = Dsv3Layer();  // one pipeline stage on 64 GPUs
+  c.distributed_optimizer = true;
+  ParallelConfig redo = c;
+  redo.recompute = Recompute::kSelective;
+  redo.recompute_modules = kRecomputeMlaUpProj | kRecomputeMlp;
+  ASSERT_TRUE(redo.Validate(dsv3).ok()) << redo.Validate(dsv3).message();
+  const costmodel::CostTable t = costmodel::BuildCostTable(dsv3, *cluster, redo);
+  const costmodel::ComputeBreakdown moe_layer =
+      costmodel::SelectiveRecomputeCost(dsv3, cluster->profile, redo, 0);
+  EXPECT_GT(moe_layer.gemm, 0);
+  EXPECT_EQ(moe_layer.tp_comm, 0);  // no dense MLP in a mixture layer
+  const costmodel::ComputeBreakdown dense_layer =
+      costmodel::SelectiveRecomputeCost(DenseLayerModel(dsv3), cluster->profile, redo, 1e-3);
+  EXPECT_GT(dense_layer.gemm, moe_layer.gemm);  // the up projections and the MLP's GEMMs
+  EXPECT_EQ(dense_layer.tp_comm, 1e-3);
+  // The one rank holds the three dense layers, 58 mixture layers and the prediction depth's.
+  const costmodel::ChunkCost& first = t.Chunk(0, 0);
+  EXPECT_EQ(ChunkDenseLayers(dsv3, redo, 0, 0), 3);
+  const int moe = int(ChunkLayers(dsv3, redo, 0, 0).size()) - 3 + dsv3.mtp_layers;
+  EXPECT_EQ(moe, 59);
+  EXPECT_NEAR(first.recompute.gemm, moe * moe_layer.gemm + 3 * dense_layer.gemm,
+              1e-12 + 1e-9 * first.recompute.gemm);
+  const costmodel::Prediction plain =
+      costmodel::Predict(dsv3, *cluster, c, costmodel::BuildCostTable(dsv3, *cluster, c));
+  const costmodel::Prediction redone = costmodel::Predict(dsv3, *cluster, redo, t);
+  EXPECT_GT(redone.iteration_s, plain.iteration_s);
+  EXPECT_LT(redone.peak_memory, plain.peak_memory);
+}
+
+TEST(RecomputeModules, FixAndEmit) {
+  auto f = planner::ParseFix("tp=2,recompute_modules=mla_up_proj+mlp");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(*f->recompute, Recompute::kSelective);
+  EXPECT_EQ(*f->recompute_modules, kRecomputeMlaUpProj | kRecomputeMlp);
+  auto clash = planner::ParseFix("recompute=full,recompute_modules=mlp");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("--fix: recompute_modules: needs recompute=selective"),
+            std::string::npos);
+  EXPECT_FALSE(planner::ParseFix("recompute_modules=attn").ok());
+
+  const ModelSpec dsv3 = Preset("deepseek-v3");
+  ParallelConfig c = Dsv3Layer();
+  c.recompute = Recompute::kSelective;
+  c.recompute_modules = kRecomputeMlaUpProj | kRecomputeMlp;
+  EXPECT_NE(planner::MegatronArgs(dsv3, c).find(
+                " --recompute-granularity selective --recompute-modules mla_up_proj mlp"),
+            std::string::npos);
+  c.recompute_modules = 0;
+  c.fused_attention = false;
+  const std::string plain = planner::MegatronArgs(dsv3, c);
+  EXPECT_NE(plain.find(" --recompute-granularity selective"), std::string::npos);
+  EXPECT_EQ(plain.find("--recompute-modules"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptdp
