@@ -230,13 +230,52 @@ struct GridPoint {
   int cp = 1, t = 1, p = 1, d = 1;
 };
 
+// One recomputation the search tries: none, full, or selective with its modules
+// (ParallelConfig::recompute_modules; 0: core_attn).
+struct RecomputeChoice {
+  Recompute kind = Recompute::kNone;
+  uint8_t modules = 0;
+};
+
+// The recomputations to try, as --fix and the options allow: none, full, selective of the
+// attention core (Megatron-Core's default) and, with o.recompute_modules, selective of each
+// non-empty set of the other modules `m` has (mla_up_proj with multi-latent attention, mlp with
+// dense MLPs, moe_act with experts outside FP8, which Megatron-Core refuses with delayed scaling).
+std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOptions& o,
+                                              Precision precision) {
+  const FixedLayout& fx = o.fix;
+  std::vector<RecomputeChoice> out;
+  for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
+    const bool selective = o.selective_recompute || o.recompute_modules;
+    if (fx.recompute ? *fx.recompute != rc : rc == Recompute::kSelective && !selective) {
+      continue;
+    }
+    if (rc != Recompute::kSelective) {
+      out.push_back({rc, 0});
+    } else if (fx.recompute_modules) {
+      out.push_back({rc, *fx.recompute_modules});
+    } else {
+      if (o.selective_recompute || fx.recompute) out.push_back({rc, 0});
+      const uint8_t have = (m.IsMla() ? kRecomputeMlaUpProj : 0) |
+                           (!m.IsMoe() || m.HasDenseLayers() ? kRecomputeMlp : 0) |
+                           (m.IsMoe() && precision != Precision::kFp8 ? kRecomputeMoeAct : 0);
+      for (int set = 1; o.recompute_modules && set <= have; ++set) {
+        if ((set & have) == set) out.push_back({rc, uint8_t(set)});
+      }
+    }
+  }
+  return out;
+}
+
 // The layout of one combination of the inner loops' choices, or none where --fix or the search
 // options leave it out (not counted as considered). `bits`: scatter/gather off (1), sequence
 // parallelism (2), fused attention (4), the combined 1F1B (8). `bf16_grads`: one value for the
 // whole search.
 std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g,
-                                      const PipelineShape& shape, int b, Recompute rc, int bits,
+                                      const PipelineShape& shape, int b,
+                                      const RecomputeChoice& recompute, int bits,
                                       const ExpertSplit& ex, Precision precision, bool bf16_grads) {
+  const Recompute rc = recompute.kind;
   const FixedLayout& fx = o.fix;
   const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
   const bool a2a = (bits & 8) != 0;
@@ -252,8 +291,8 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   }
   if (g.cp > 1 && !fused) return std::nullopt;  // the ring runs in the fused kernel (Validate)
   // Selective recomputation of the attention core has nothing to drop with fused attention
-  // (Validate); its other modules (fixed with --fix recompute_modules) do.
-  const uint8_t modules = rc == Recompute::kSelective ? fx.recompute_modules.value_or(0) : 0;
+  // (Validate); its other modules do.
+  const uint8_t modules = recompute.modules;
   if (fused && rc == Recompute::kSelective && (modules == 0 || (modules & kRecomputeCoreAttn))) {
     return std::nullopt;
   }
@@ -475,6 +514,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   // Compose's bits: the combined 1F1B's only where the search may turn it on.
   const int options =
       fx.moe_a2a_overlap.value_or(false) || (m.IsMoe() && o.moe_a2a_overlap) ? 16 : 8;
+  const std::vector<RecomputeChoice> recompute_choices = RecomputeChoices(m, o, precision);
   Tally tally;
   PriceCaches caches;
   // Candidate lists per dimension, filtered by --fix.
@@ -496,11 +536,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
           if (fx.vp && *fx.vp != shape.vp) continue;
           for (int b : mbs_all) {
             if (fx.mbs && *fx.mbs != b) continue;
-            for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
-              if (fx.recompute ? *fx.recompute != rc
-                               : rc == Recompute::kSelective && !o.selective_recompute) {
-                continue;
-              }
+            for (const RecomputeChoice& rc : recompute_choices) {
               // Three on/off options (Compose's bits) for each expert split (one when dense),
               // and the combined 1F1B when it may be on.
               // (The split and the bits as shift and mask: a division here was 3% of a search.)

@@ -62,6 +62,11 @@ struct SearchOptions {
   // for a mixture of experts with ep > 1 (off by default, as in Megatron-Core: it holds one more
   // microbatch's activations; the layouts with it are replayed by the event interpreter).
   bool moe_a2a_overlap = false;
+  // Selective recomputation of Megatron-Core's other modules (ParallelConfig::recompute_modules:
+  // mla_up_proj, mlp, moe_act, each set the model has) is searched beside the attention core's,
+  // with fused attention too (`ptdp plan --recompute-modules`; off by default: Megatron-Core's
+  // default is core_attn alone, and recipes fix their modules).
+  bool recompute_modules = false;
   // Context parallelism (ParallelConfig::cp) is searched beside none: ContextParallelSizes.
   bool context_parallel = false;
   // Fused attention is searched beside unfused (it needs less memory but its backward recomputes

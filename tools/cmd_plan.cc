@@ -39,7 +39,7 @@ struct PlanArgs {
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
        grad_accumulation_fusion = false, grad_reduce_bf16 = false, fused_attention = false,
-       context_parallel = false, moe_a2a_overlap = false;
+       context_parallel = false, moe_a2a_overlap = false, recompute_modules = false;
   double tokens = 0;
   int simulate_top = -1;  // -1: every layout that fits
   int threads = 0;        // 0: not given (the machine's hardware threads)
@@ -100,6 +100,7 @@ Status RunPlan(const PlanArgs& a) {
   o.fused_attention = a.fused_attention;
   o.context_parallel = a.context_parallel;
   o.moe_a2a_overlap = a.moe_a2a_overlap;
+  o.recompute_modules = a.recompute_modules;
   planner::ApplySoftwareSearchDefaults(cluster.software, &o);
   if (!a.precision.empty()) {
     PTDP_ASSIGN_OR_RETURN(o.precision, ParsePrecision(a.precision, "--precision"));
@@ -206,6 +207,11 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
                 "Also search, for a mixture of experts with ep > 1, the combined 1F1B that hides "
                 "the all-to-alls behind another microbatch's compute (Megatron-Core "
                 "--overlap-moe-expert-parallel-comm --delay-wgrad-compute)");
+  cmd->add_flag(
+      "--recompute-modules", a->recompute_modules,
+      "Also search selective recomputation of Megatron-Core's other modules (mla_up_proj, "
+      "mlp, moe_act: each set the model has), fused attention too (--recompute-modules; "
+      "--fix recompute_modules=A+B fixes one)");
   cmd->add_option("--simulate-top", a->simulate_top,
                   "Re-score the best K layouts (by the closed form) with the event-driven "
                   "simulator and rank by it (-1: every layout that fits; 0: closed form only)")

@@ -16,6 +16,7 @@
 #include "costmodel/recompute_cost.h"
 #include "planner/fix.h"
 #include "planner/report.h"
+#include "planner/search.h"
 
 namespace ptdp {
 namespace {
@@ -224,6 +225,45 @@ TEST(RecomputeModules, FixAndEmit) {
   const std::string plain = planner::MegatronArgs(dsv3, c);
   EXPECT_NE(plain.find(" --recompute-granularity selective"), std::string::npos);
   EXPECT_EQ(plain.find("--recompute-modules"), std::string::npos);
+}
+
+// The search tries the modules only when asked (SearchOptions::recompute_modules): each non-empty
+// set of those the model has, fused attention too. DeepSeek-V3 with every other choice fixed: none
+// and full, then the 7 sets of mla_up_proj, mlp and moe_act (3 in FP8, which refuses moe_act).
+TEST(RecomputeModules, SearchedWhenAsked) {
+  const ModelSpec dsv3 = Preset("deepseek-v3");
+  auto cluster = LoadCluster("dgx-h100", 1024);
+  ASSERT_TRUE(cluster.ok());
+  cluster->software = *LoadSoftware("megatron-core");
+  const std::string layers = "1" + [] {
+    std::string s;
+    for (int i = 0; i < 30; ++i) s += "/2";
+    return s;
+  }() + "/0";
+  planner::SearchOptions o;
+  o.global_batch = 8192;
+  o.selective_recompute = true;
+  auto fix = planner::ParseFix(
+      "tp=2,pp=8,dp=64,vp=4,schedule=interleaved,ep=64,etp=1,mbs=1,sequence_parallel=on,"
+      "scatter_gather=on,fused_attention=on,distributed_optimizer=on,grad_accumulation_fusion=on,"
+      "moe_a2a_overlap=off,precision=bf16,stage_layers=" +
+      layers);
+  ASSERT_TRUE(fix.ok()) << fix.status().message();
+  o.fix = *fix;
+  auto plain = planner::Search(dsv3, *cluster, o);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->considered, 2);  // selective of core_attn has nothing to drop when fused
+  o.recompute_modules = true;
+  auto searched = planner::Search(dsv3, *cluster, o);
+  ASSERT_TRUE(searched.ok()) << searched.status().message();
+  EXPECT_EQ(searched->considered, 2 + 7);
+  for (const planner::Candidate& cand : searched->top) {
+    EXPECT_EQ(cand.layout.recompute_modules & kRecomputeCoreAttn, 0) << cand.layout.ToString();
+  }
+  o.fix.precision = Precision::kFp8;
+  auto fp8 = planner::Search(dsv3, *cluster, o);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().message();
+  EXPECT_EQ(fp8->considered, 2 + 3);
 }
 
 }  // namespace
