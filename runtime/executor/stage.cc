@@ -17,6 +17,7 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.types = types_;
   c.drop.p = model_.dropout;
   c.fused_attention = cfg_.fused_attention;
+  c.redo_attention_core = cfg_.recompute == Recompute::kSelective;
   c.drop.step = step;
   c.drop.seq0 = int64_t(coord_.dp) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
   return c;
@@ -136,7 +137,9 @@ Status Trainer::BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool r
   const int64_t nh = dims_.N() * dims_.h;
   for (int li = static_cast<int>(chunk_layers_[chunk].size()) - 1; li >= 0; --li) {
     const int layer = chunk_layers_[chunk][li];
-    if (recompute) {
+    // The Program's recomputing backward: the whole layer under full recomputation; under
+    // selective, the attention core inside LayerBackward (LayerCtx::redo_attention_core).
+    if (recompute && cfg_.recompute == Recompute::kFull) {
       PTDP_ASSIGN_OR_RETURN(Tensor y, Tensor::Make(dev_.get(), nh, types_.act, MemTag::kWorkspace));
       PTDP_RETURN_IF_ERROR(LayerForward(c, weights_[chunk][li], layer, MemTag::kActivations,
                                         &st.layers[li], y.ref()));

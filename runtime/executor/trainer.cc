@@ -85,10 +85,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     return Status::Invalid(
         "plan: layout.precision: 'fp8' is planned but not executed by this runtime (use bf16)");
   }
-  if (cfg_.recompute == Recompute::kSelective) {
-    return Status::Invalid(
-        "plan: layout.recompute: 'selective' is planned but not executed by this runtime "
-        "(use none or full; ptdp plan --software ptdp plans for this runtime)");
+  if (cfg_.recompute_modules != 0) {
+    return Status::Invalid("plan: layout.recompute_modules: '" +
+                           RecomputeModulesText(cfg_.recompute_modules) +
+                           "' is planned but not executed by this runtime, which recomputes the "
+                           "attention core alone (leave the key out)");
   }
   if (cfg_.sequence_parallel) {
     return Status::Invalid(

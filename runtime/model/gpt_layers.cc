@@ -101,6 +101,22 @@ AttentionStash AttentionStashOf(const LayerCtx& c, int layer, LayerStash* st) {
   return as;
 }
 
+void DropAttentionCore(LayerStash* st) {
+  for (Tensor* t : {&st->probs, &st->att_mask, &st->att_dropped, &st->att_lse}) t->Reset();
+}
+
+// Selective recomputation's rebuild of the attention core (LayerCtx::redo_attention_core): its
+// forward again, tagged activations as full recomputation's rebuilt stash is (the ledger's
+// working set, core/ledger.h), from the stashed QKV with the forward's dropout key; the output
+// goes to a scratch tensor (the stash keeps the forward's, the same values).
+Status RedoAttentionCore(const LayerCtx& c, int layer, LayerStash* st) {
+  PTDP_RETURN_IF_ERROR(AllocAttentionCore(c, MemTag::kActivations, st));
+  PTDP_ASSIGN_OR_RETURN(Tensor out, Tmp(c, c.d.N() * c.d.heads_local * c.d.D(), c.types.act));
+  AttentionStash as = AttentionStashOf(c, layer, st);
+  const DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
+  return c.dev->ops()->AttentionForward(out.ref(), &as, st->qkv.cref(), Shape(c.d, c.drop), adrop);
+}
+
 // Attention half of the forward: ln1 -> qkv -> attention -> proj (g all-reduce) -> x2.
 Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
                              LayerStash* st) {
@@ -118,12 +134,15 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
   PTDP_RETURN_IF_ERROR(
       ops->LinearForward(st->qkv.ref(), {}, st->ln1_out.cref(), w.qkv_w, w.qkv_b, N, h, 3 * hd));
   const bool drop = c.drop.p > 0;
+  // Under selective recomputation the core is dropped right after (DropAttentionCore); tagged as
+  // the stash is, so that a core kept by mistake shows in the measured activations.
   PTDP_RETURN_IF_ERROR(AllocAttentionCore(c, tag, st));
   PTDP_ASSIGN_OR_RETURN(st->attn_out, Alloc(c, N * hd, a, tag));
   AttentionStash as = AttentionStashOf(c, layer, st);
   DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
   PTDP_RETURN_IF_ERROR(
       ops->AttentionForward(st->attn_out.ref(), &as, st->qkv.cref(), Shape(d, c.drop), adrop));
+  if (c.redo_attention_core) DropAttentionCore(st);
   // Row-parallel projection: partial sums, the g all-reduce, then bias, dropout and residual.
   PTDP_ASSIGN_OR_RETURN(Tensor proj, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(
@@ -216,6 +235,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dattn.ref(), dbranch.cref(), w.proj_w, N, hd, h));
   PTDP_RETURN_IF_ERROR(WeightGrad(c, g.proj_w, {}, &dbranch, st->attn_out.cref(), N, hd, h));
   dbranch.Reset();
+  if (c.redo_attention_core) PTDP_RETURN_IF_ERROR(RedoAttentionCore(c, layer, st));
   PTDP_ASSIGN_OR_RETURN(Tensor dqkv, OutputGrad(c, N * 3 * hd));
   const AttentionStash as = AttentionStashOf(c, layer, st);
   PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,

@@ -111,6 +111,11 @@ struct LayerCtx {
   DropoutCtx drop;
   // layout.fused_attention: the attention stash is the log-sum-exp (AttentionStash's fused form).
   bool fused_attention = false;
+  // layout.recompute selective (Korthikanti et al. 2022; core/shapes.h): the attention core's s^2
+  // tensors (probabilities, dropout mask and output) are dropped right after the forward, and
+  // the backward first runs the core's forward again from the stashed QKV (the same dropout key,
+  // so the same tensors) before the core's backward.
+  bool redo_attention_core = false;
   // Set: the backward calls run as the input half of a split backward. The Linears' weight
   // gradients are appended here instead of computed, and each stash keeps what they read
   // (LayerBackward keeps the four Linear inputs, HeadBackward the output layer's input); the

@@ -19,11 +19,12 @@ case "$case" in
                expect="is truncated or corrupt" ;;
   vocab)       "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 100 8 1 2 1 1 1 1f1b none true
                expect="beyond the model's vocabulary of 100" ;;
-  selective)   # planned by ptdp plan, not executed by this runtime: a clear refusal
-               sed -i 's/"recompute": "none"/"recompute": "selective"/' "$dir/plan.json"
-               grep -q '"recompute": "selective"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+  recompute_modules)  # selective recomputation of the MLP: planned, not executed (the attention
+               # core alone is): a clear refusal
+               sed -i 's/"recompute": "none"/"recompute": "selective", "recompute_modules": "mlp"/' "$dir/plan.json"
+               grep -q '"recompute_modules": "mlp"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="plan: layout.recompute: 'selective' is planned but not executed by this runtime" ;;
+               expect="plan: layout.recompute_modules: 'mlp' is planned but not executed by this runtime" ;;
   llama)       # a Llama-style model: planned, refused by name (runtime/model runs GPT only)
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "kv_heads": 2, "swiglu": true, "rmsnorm": true, "rotary": true, "linear_bias": false/' "$dir/plan.json"
                grep -q '"swiglu": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
