@@ -97,7 +97,8 @@ Result<costmodel::PipelineTime> PipelineReplayer::Time(const ModelSpec& m,
     shape->recompute = lowering.recompute;
     shape->paired = c.moe_a2a_overlap;
     shape->keys = 2 * compute->microbatches * c.pp * c.vp;
-    if (!Compile(*compute, lowering.recompute, &shape->ranks, &shape->instructions)) {
+    if (!Compile(*compute, lowering.recompute, c.moe_a2a_overlap, &shape->ranks,
+                 &shape->instructions)) {
       shape_.reset();  // its lists were refilled: the next layout compiles its shape afresh
       return fallback();
     }
@@ -138,17 +139,7 @@ bool PipelineReplayer::Convert(const costmodel::CostTable& t, Bytes bytes) {
     s.dur[size_t(int(StepOp::kBackwardInput) * n + i)] = backward - weight;
     s.dur[size_t(int(StepOp::kBackwardWeight) * n + i)] = weight;
   }
-  if (sh.paired) {  // as the Interpreter converts them: ToNanoseconds, no range of their own
-    const int vp = sh.vp;
-    s.pair_saving.resize(size_t(n * vp));
-    for (int f = 0; f < n; ++f) {
-      const int rank_first = f - f % vp;
-      for (int b = 0; b < vp; ++b) {
-        s.pair_saving[size_t(f * vp + b)] =
-            ToNanoseconds(t.PairSaving(t.chunks[size_t(f)], t.chunks[size_t(rank_first + b)]));
-      }
-    }
-  }
+  if (sh.paired) PricePairs(t);
   for (const auto* v :
        {&t.dp_allreduce, &t.dp_param_gather, &t.embedding_allreduce, &t.optimizer}) {
     for (Seconds x : *v) ns(x);
@@ -189,7 +180,6 @@ void PipelineReplayer::Reset() {
   s.compute.assign(pp, 0);
   s.flush.assign(pp, 0);
   s.buckets_from.assign(pp, kNever);
-  s.pair_discount.assign(pp, 0);
   s.act_flows.resize(pp);
   s.grad_flows.resize(pp);
   s.bucket_flows.resize(pp);
@@ -445,6 +435,35 @@ bool PipelineReplayer::FromSlot(bool grad, int r, int peer, int32_t slot) const 
   return slot >= cut[size_t(r)] || slot >= cut[size_t(shape_->pp + peer)];
 }
 
+// The combined 1F1B's steps, priced once per layout (their times depend on the costs only): each
+// pair's saving (CostTable::PairSaving, ToNanoseconds as the Interpreter converts it) split as the
+// Interpreter splits it, the forward's share in proportion to its time, the rest off the backward
+// after it (Compile checked it is the next step), which also carries its recomputation.
+void PipelineReplayer::PricePairs(const costmodel::CostTable& t) {
+  const Shape& sh = *shape_;
+  Scratch& s = *scratch_;
+  const int n = sh.pp * sh.vp;
+  s.pair_dur.resize(sh.ranks.size());
+  for (size_t r = 0; r < sh.ranks.size(); ++r) {
+    const std::vector<Step>& steps = sh.ranks[r];
+    s.pair_dur[r].resize(steps.size());
+    for (size_t i = 0; i + 1 < steps.size(); ++i) {
+      if (!steps[i].paired) continue;
+      const Step &f = steps[i], &b = steps[i + 1];
+      const Nanoseconds dur = s.dur[size_t(int(StepOp::kForward) * n + f.cc)];
+      const Nanoseconds back =
+          s.dur[size_t(int(StepOp::kBackward) * n + b.cc)] + (b.recompute ? s.rc[b.cc] : 0);
+      const Nanoseconds saving =
+          ToNanoseconds(t.PairSaving(t.chunks[size_t(f.cc)], t.chunks[size_t(b.cc)]));
+      const double backward = double(back);
+      const Nanoseconds mine =
+          dur + backward > 0 ? Nanoseconds(double(saving) * dur / (dur + backward)) : 0;
+      s.pair_dur[r][i] = dur - mine;
+      s.pair_dur[r][i + 1] = back - (saving - mine);
+    }
+  }
+}
+
 // Rank r's instructions from where it stopped, until a receive whose message is not sent yet.
 void PipelineReplayer::Walk(int r, Nanoseconds gather) {
   Scratch& s = *scratch_;
@@ -491,21 +510,8 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
       continue;
     }
     Nanoseconds dur = s.dur[size_t(int(st.op) * n + st.cc)];
-    if (st.recompute && st.op != StepOp::kForward) dur += s.rc[st.cc];
-    if (st.paired) {
-      // The Interpreter's split of the pair's saving: the forward's share in proportion to its
-      // time, the rest off the backward (the next step, Compile checked).
-      const Step& b = steps[pc + 1];
-      const double backward =
-          double(s.dur[size_t(int(StepOp::kBackward) * n + b.cc)] + (b.recompute ? s.rc[b.cc] : 0));
-      const Nanoseconds saving = s.pair_saving[size_t(st.cc * shape_->vp + b.cc % shape_->vp)];
-      const Nanoseconds mine =
-          dur + backward > 0 ? Nanoseconds(double(saving) * dur / (dur + backward)) : 0;
-      dur -= mine;
-      s.pair_discount[size_t(r)] = saving - mine;
-    } else if (st.op != StepOp::kForward) {
-      dur -= s.pair_discount[size_t(r)];
-      s.pair_discount[size_t(r)] = 0;
+    if (st.adjust) {  // recomputation, or a pair's share (PricePairs; one test where neither is)
+      dur = st.paired | st.pair_backward ? s.pair_dur[size_t(r)][pc] : dur + s.rc[st.cc];
     }
     if (st.reduces && s.collectives) {
       s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);

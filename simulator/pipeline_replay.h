@@ -45,7 +45,7 @@
 namespace ptdp::sim {
 namespace replay_internal {
 struct Interval;
-}
+}  // namespace replay_internal
 
 class PipelineReplayer {
  public:
@@ -102,6 +102,7 @@ class PipelineReplayer {
   bool MeetsQueuedBuckets(int r, int peer, Nanoseconds end);
   void WalkReady(Nanoseconds gather);
   void Walk(int r, Nanoseconds gather);
+  void PricePairs(const costmodel::CostTable& t);
   void Deliver(int64_t key, Nanoseconds arrival);
   bool MeetsBuckets(int r, int peer, Nanoseconds start, Nanoseconds end);
   static bool MeetsMessages(const void* self, int r, Nanoseconds start, Nanoseconds end);

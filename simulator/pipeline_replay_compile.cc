@@ -9,8 +9,8 @@ namespace ptdp::sim::replay_internal {
 // the lowered instructions is built); reduce-grads and the optimizer step run after the rank's
 // last backward and are left out. Sets `instructions` to the lowered Program's count. False when
 // Lower would fail.
-bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Step>>* out,
-             int64_t* instructions) {
+bool Compile(const Program& compute, bool recompute, bool paired,
+             std::vector<std::vector<Step>>* out, int64_t* instructions) {
   const Program& p = compute;  // kind, pp, vp and microbatches: the lowered Program's
   // The ranks' lists are refilled, not rebuilt: a shape's several megabytes of steps reuse the
   // last shape's buffers (fresh ones cost a page fault every 4 KiB).
@@ -63,17 +63,19 @@ bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Ste
       case Op::kOptimizerStep:
         return;
     }
+    s.adjust = s.paired || (s.recompute && s.op != StepOp::kForward && s.op != StepOp::kSend &&
+                            s.op != StepOp::kRecv);
     (*out)[size_t(rank)].push_back(s);
   };
   // Bytes of 1 stand in: a layout's own bytes are lowering.message_bytes, uniform per message.
   const bool ok = schedule::LowerEach(compute, 1, recompute, compile).ok();
   *instructions = count;
   // The walk takes a paired forward's backward from the next step, as the Interpreter does.
-  for (const std::vector<Step>& steps : *out) {
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (steps[i].paired && (i + 1 == steps.size() || steps[i + 1].op != StepOp::kBackward)) {
-        return false;
-      }
+  for (std::vector<Step>& steps : *out) {
+    for (size_t i = 0; paired && i < steps.size(); ++i) {
+      if (!steps[i].paired) continue;
+      if (i + 1 == steps.size() || steps[i + 1].op != StepOp::kBackward) return false;
+      steps[i + 1].pair_backward = steps[i + 1].adjust = true;
     }
   }
   return ok;

@@ -21,20 +21,27 @@ namespace replay_internal {
 // A lowered instruction as the walk needs it. Compute: `cc` = rank * vp + chunk. Messages: `key`
 // (schedule::MessageKey); a send's `cc` is the link it crosses (Interpreter::LinkOf).
 enum class StepOp : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight, kSend, kRecv };
+// Its flags share one byte: a Step stays 16 bytes (the walk reads millions of them).
 struct Step {
   int32_t key = 0;
   int32_t cc = 0;
   int32_t peer = 0;  // a send's receiving rank
   StepOp op = StepOp::kForward;
-  bool recompute = false;
-  bool grad = false;  // a send of a gradient (the rank's second egress stream)
+  bool recompute : 1 = false;
+  bool grad : 1 = false;  // a send of a gradient (the rank's second egress stream)
   // The chunk's last backward that frees a stash (whole or W): its gradients become final, and an
   // overlapped reduction queues the chunk's buckets (the Interpreter's backwards_left reaching 0).
-  bool reduces = false;
+  bool reduces : 1 = false;
   // A forward of the combined 1F1B's pair (Instr::paired): the next step is its backward (Compile
-  // checks), and the two share CostTable::PairSaving as the Interpreter shares it.
-  bool paired = false;
+  // checks and marks it `pair_backward`), and the two share CostTable::PairSaving as the
+  // Interpreter shares it (PipelineReplayer::PricePairs, once per layout).
+  bool paired : 1 = false;
+  bool pair_backward : 1 = false;
+  // Any of the three above that change a compute step's time: a backward's recomputation, a
+  // pair's forward or backward (the walk's one test on its common path).
+  bool adjust : 1 = false;
 };
+static_assert(sizeof(Step) == 16);
 
 // ReplayShared's events: Network's flow ends (a = flow, b = version), flow starts (a = key), and
 // the collective streams' (collective_stream.h, a = rank).
@@ -52,9 +59,10 @@ constexpr Nanoseconds kNever = std::numeric_limits<Nanoseconds>::max();
 
 // A shape's schedule (`compute`, compute instructions only), lowered as schedule::Lower lowers it
 // and compiled into Steps (pipeline_replay_compile.cc); `instructions`: the lowered Program's
-// count. False when Lower would fail or a paired forward's backward is not its next step.
-bool Compile(const Program& compute, bool recompute, std::vector<std::vector<Step>>* out,
-             int64_t* instructions);
+// count. False when Lower would fail or a paired forward's backward is not its next step
+// (`paired`: the compute Program is the combined 1F1B's, PairForA2aOverlap).
+bool Compile(const Program& compute, bool recompute, bool paired,
+             std::vector<std::vector<Step>>* out, int64_t* instructions);
 
 }  // namespace replay_internal
 
@@ -98,10 +106,9 @@ struct PipelineReplayer::Shape {
 struct PipelineReplayer::Scratch {
   // Per compute StepOp * pp * vp + rank * vp + chunk: the step's time; rc per rank * vp + chunk.
   std::vector<Nanoseconds> dur, rc;
-  // The combined 1F1B's (Shape::paired): per (rank * vp + forward's chunk) * vp + backward's chunk,
-  // what the pair saves (CostTable::PairSaving); per rank, what its pair's backward is shortened
-  // by (the Interpreter's pair_discount).
-  std::vector<Nanoseconds> pair_saving, pair_discount;
+  // The combined 1F1B's (Shape::paired): per rank and step, a paired forward's and its backward's
+  // times (PricePairs; the other entries unused).
+  std::vector<std::vector<Nanoseconds>> pair_dur;
   std::vector<Nanoseconds> latency, flow;  // per link; flow < 0: no flow (free link)
   // Per message key: arrival time (>= 0), -1 not sent yet, -2 - r rank r waiting on it.
   std::vector<Nanoseconds> arrive;
