@@ -334,11 +334,7 @@ int64_t StageParameterElements(const ModelSpec& m, const ParallelConfig& c, int 
 
 namespace {
 
-// What multi-latent attention keeps in place of the fused QKV's input and Q, K, V: the down
-// projections' input (the first norm's output; in fp8 training each projection's own FP8 copy),
-// each latent's norm input, 1/rms and up-projection input (the rank's `seq_rows` tokens: its s/t
-// slice under sequence parallelism, which the up projection all-gathers again backward), and the
-// Q, K (a dqk / t each, K's rotated part copied to every head) and V (a dv / t) attention reads.
+// The Q, K and V multi-latent attention reads: its up projections' outputs (AppendMlaActivations).
 std::vector<ActTensor> MlaUpProjActivations(const ModelSpec& m, const ParallelConfig& c) {
   const int64_t t = c.tp, tokens = ContextShardLen(m, c) * c.mbs;
   return {{"attn.q", tokens * m.QkWidth() / t, ActKind::kActivation},
@@ -362,9 +358,13 @@ std::vector<ActTensor> DenseMlpInside(const ModelSpec& m, const ParallelConfig& 
   return acts;
 }
 
+// What multi-latent attention keeps in place of the fused QKV's input and Q, K, V: the down
+// projections' input (the first norm's output; in fp8 training each projection's own FP8 copy),
+// each latent's norm input, 1/rms and up-projection input (the rank's `seq_rows` tokens: its s/t
+// slice under sequence parallelism, which the up projection all-gathers again backward), and the
+// Q, K (a dqk / t each, K's rotated part copied to every head) and V (a dv / t) attention reads.
 void AppendMlaActivations(const ModelSpec& m, const ParallelConfig& c, int64_t seq,
                           int64_t seq_rows, std::vector<ActTensor>* acts) {
-  const int64_t t = c.tp, tokens = ContextShardLen(m, c) * c.mbs;
   acts->push_back({"attn.q_down.input", seq, ActKind::kLinearInput});
   if (c.precision == Precision::kFp8) {
     acts->push_back({"attn.kv_down.input", seq, ActKind::kLinearInput});
@@ -387,7 +387,7 @@ void AppendMlaActivations(const ModelSpec& m, const ParallelConfig& c, int64_t s
 }  // namespace
 
 std::vector<ActTensor> LayerActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout) {
-  const int64_t t = c.tp, b = c.mbs, s = ContextShardLen(m, c), h = m.hidden, f = m.FfnHidden();
+  const int64_t t = c.tp, b = c.mbs, s = ContextShardLen(m, c), h = m.hidden;
   const int64_t sbh = s * b * h;
   // What LayerNorm, dropout and the residual keep: the full s b h, or its s/t slice under sequence
   // parallelism (the QKV and fc1 inputs are then kept sharded and all-gathered again backward).
