@@ -83,15 +83,16 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
   const int fixed_first = fx.first_stage_layers.value_or(0);
   const int fixed_last = fx.last_stage_layers.value_or(0);
   if (p == 1) {
-    shapes.push_back({ScheduleKind::k1F1B, 1, fixed_first, fixed_last});
+    shapes.push_back({ScheduleKind::k1F1B, 1, fixed_first, fixed_last, {}});
     if (fx.schedule && *fx.schedule == ScheduleKind::kGPipe) {
-      shapes.push_back({ScheduleKind::kGPipe, 1, fixed_first, fixed_last});
+      shapes.push_back({ScheduleKind::kGPipe, 1, fixed_first, fixed_last, {}});
     }
     if (fx.schedule && *fx.schedule == ScheduleKind::kInterleaved) {
-      shapes.push_back({ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last});
+      shapes.push_back(
+          {ScheduleKind::kInterleaved, fx.vp.value_or(2), fixed_first, fixed_last, {}});
     }
     if (fx.schedule && SplitsBackward(*fx.schedule)) {
-      shapes.push_back({*fx.schedule, VShaped(*fx.schedule) ? 2 : 1, fixed_first, fixed_last});
+      shapes.push_back({*fx.schedule, VShaped(*fx.schedule) ? 2 : 1, fixed_first, fixed_last, {}});
     }
   } else {
     std::vector<std::pair<int, int>> splits = {{fixed_first, fixed_last}};
@@ -99,19 +100,19 @@ std::vector<PipelineShape> PipelineShapes(const ModelSpec& m, int p, const Fixed
       for (const auto& s : UnevenStageSplits(m, p)) splits.push_back(s);
     }
     for (ScheduleKind kind : {ScheduleKind::kGPipe, ScheduleKind::k1F1B}) {
-      for (const auto& [first, last] : splits) shapes.push_back({kind, 1, first, last});
+      for (const auto& [first, last] : splits) shapes.push_back({kind, 1, first, last, {}});
     }
     const auto& [first, last] = splits.front();  // the even or the fixed split
     // The zero-bubble schedules (split backward), with the even (or the fixed) split.
     for (ScheduleKind kind : {ScheduleKind::kZbH1, ScheduleKind::kZbH2}) {
-      shapes.push_back({kind, 1, first, last});
+      shapes.push_back({kind, 1, first, last, {}});
     }
-    shapes.push_back({ScheduleKind::kZbV, 2, first, last});  // two chunks per rank in a V
+    shapes.push_back({ScheduleKind::kZbV, 2, first, last, {}});  // two chunks per rank in a V
     for (int v = 2; v * p <= m.layers; ++v) {
-      shapes.push_back({ScheduleKind::kInterleaved, v, first, last});
+      shapes.push_back({ScheduleKind::kInterleaved, v, first, last, {}});
       if (fixed) continue;
       for (const auto& [f, l] : InterleavedShortEnds(m, p, v)) {
-        shapes.push_back({ScheduleKind::kInterleaved, v, f, l});
+        shapes.push_back({ScheduleKind::kInterleaved, v, f, l, {}});
       }
       for (std::vector<int>& stages : LightLastStageSplits(m, p, v)) {
         shapes.push_back({ScheduleKind::kInterleaved, v, 0, 0, std::move(stages)});

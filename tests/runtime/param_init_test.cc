@@ -114,7 +114,9 @@ void CheckLoadFollows(const ModelSpec& model, const std::string& dir, const Mani
       }
       EXPECT_GT(nan, 0);
       // Rank tp 1 holds rows 256..511 of the word embedding (or its tied copy): 300..511 padding.
-      if (tp == 1) EXPECT_EQ(padding, kStateKinds * (512 - 300) * model.hidden);
+      if (tp == 1) {
+        EXPECT_EQ(padding, kStateKinds * (512 - 300) * model.hidden);
+      }
       ASSERT_TRUE(LoadCheckpointParams(&dev, &*random, dir, man, model.vocab).ok());
       const Status loaded = LoadCheckpointParams(&dev, &*left, dir, man, model.vocab);
       ASSERT_TRUE(loaded.ok()) << loaded.message();
