@@ -35,7 +35,8 @@ std::string RecomputeModulesText(uint8_t modules) {
 Result<uint8_t> ParseRecomputeModules(const std::string& s, const std::string& field) {
   uint8_t modules = 0;
   size_t begin = 0;
-  while (begin < s.size()) {
+  // Every name between '+'s, an empty one included ("mlp+" is refused, not read as "mlp").
+  while (!s.empty() && begin <= s.size()) {
     const size_t end = std::min(s.find('+', begin), s.size());
     const std::string name = s.substr(begin, end - begin);
     bool known = false;

@@ -52,6 +52,8 @@ TEST(RecomputeModules, TextJsonAndRefusals) {
   EXPECT_EQ(*parsed, kRecomputeMlaUpProj | kRecomputeMlp);
   EXPECT_EQ(RecomputeModulesText(*parsed), "mla_up_proj+mlp");
   EXPECT_EQ(*ParseRecomputeModules("", "f"), 0);
+  EXPECT_FALSE(ParseRecomputeModules("mlp+", "f").ok());
+  EXPECT_FALSE(ParseRecomputeModules("+mlp", "f").ok());
   const auto unknown = ParseRecomputeModules("mlp+moe", "layout.recompute_modules");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("layout.recompute_modules: 'moe' is not one of"),
