@@ -49,21 +49,37 @@ Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_ran
   return (kinds.own * per_layer.own + kinds.dense * per_layer.dense + eh_proj) * 2;
 }
 
-Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params) {
-  const int64_t per = BytesPerParameter(c).optimizer;
-  if (!c.distributed_optimizer) return params * per;
+int64_t OptimizerShardElements(int64_t elements, int shards) {
+  return (elements + shards - 1) / shards;
+}
+
+OptimizerShards OptimizerShardsOf(const ParallelConfig& c, int64_t params, int64_t expert_params) {
+  OptimizerShards s;
+  if (!c.distributed_optimizer) {
+    s.owned = s.padded = params;
+    return s;
+  }
   // The dense parameters' shard over the d cp ranks holding them, the experts' over theirs.
-  const Bytes dense = (params - expert_params) * per, experts = expert_params * per;
-  const int64_t shards = c.WeightReplicas(), expert_shards = c.ExpertWeightReplicas();
-  return (dense + shards - 1) / shards + (experts + expert_shards - 1) / expert_shards;
+  const int64_t dense = params - expert_params;
+  const int dense_shards = c.WeightReplicas(), expert_shards = c.ExpertWeightReplicas();
+  const int64_t dense_owned = OptimizerShardElements(dense, dense_shards);
+  const int64_t expert_owned = OptimizerShardElements(expert_params, expert_shards);
+  s.owned = dense_owned + expert_owned;
+  s.padded = dense_owned * dense_shards + expert_owned * expert_shards;
+  return s;
+}
+
+Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params) {
+  return OptimizerShardsOf(c, params, expert_params).owned * BytesPerParameter(c).optimizer;
 }
 
 MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params, int64_t expert_params) {
   const ParamBytes bp = BytesPerParameter(c);
+  const OptimizerShards s = OptimizerShardsOf(c, params, expert_params);
   MemoryLedger l;
-  l.weights = params * bp.weight;
-  l.grads = params * bp.grad;
-  l.optimizer = OptimizerBytes(c, params, expert_params);
+  l.weights = s.padded * bp.weight;
+  l.grads = s.padded * bp.grad;
+  l.optimizer = s.owned * bp.optimizer;
   return l;
 }
 

@@ -77,9 +77,21 @@ struct MemoryLedger {
 
 // Bytes of an activation list in the layout's precision.
 Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c);
+// The distributed optimizer's shard: each of the d cp ranks holding a parameter (WeightReplicas;
+// an expert's: ExpertWeightReplicas) keeps the optimizer state of a contiguous 1/d of the
+// gradient buffer, in whole elements, so the weight and gradient buffers are padded to d times the
+// shard (Megatron-Core pads its buffers to a multiple of d as well; runtime/model/params.h holds
+// such a buffer). Without it the state is whole and nothing is padded.
+struct OptimizerShards {
+  int64_t owned = 0;   // elements whose optimizer state one rank keeps
+  int64_t padded = 0;  // elements of its weight and gradient buffers
+};
+// ceil(elements / shards): one rank's share of a buffer of `elements`.
+int64_t OptimizerShardElements(int64_t elements, int shards);
+OptimizerShards OptimizerShardsOf(const ParallelConfig& c, int64_t params,
+                                  int64_t expert_params = 0);
 // Optimizer-state bytes for `params` elements, of which `expert_params` are experts' (core/
-// experts.h): with the distributed optimizer the others are divided over the d cp ranks holding
-// them (WeightReplicas), the experts' over ExpertWeightReplicas.
+// experts.h): the owned elements' above.
 Bytes OptimizerBytes(const ParallelConfig& c, int64_t params, int64_t expert_params = 0);
 // Weights, gradients and optimizer state of one GPU of `pp_rank` (activations 0), and the same
 // for a known count of parameter elements (StageParameterElements, which callers may cache).

@@ -77,20 +77,30 @@ TEST(Ledger, BytesPerParameterWithBf16Gradients) {
   EXPECT_EQ(l.optimizer, 3000);
 }
 
-// The distributed optimizer divides the 12 bytes of state over d = 4, rounding up: 10 elements
-// hold 120 / 4 = 30 bytes, 11 hold ceil(132 / 4) = 33.
+// The distributed optimizer keeps the 12 bytes of state of ceil(N / d) whole elements on each of
+// the d = 4 ranks and pads the weight and gradient buffers to d times that: 12 elements own 3 each
+// (36 bytes, nothing padded); 11 own 3 as well (36 bytes), in buffers of 12 (24 bytes of bf16
+// weights, 48 of fp32 gradients); 1 element owns 1 (12 bytes) in buffers of 4. With d = 1 the
+// state is whole.
 TEST(Ledger, DistributedOptimizerShards) {
   ParallelConfig c;
   c.precision = Precision::kBf16;
   c.dp = 4;
   EXPECT_EQ(OptimizerBytes(c, 10), 120);
   c.distributed_optimizer = true;
-  EXPECT_EQ(OptimizerBytes(c, 10), 30);
-  EXPECT_EQ(OptimizerBytes(c, 11), 33);
+  EXPECT_EQ(OptimizerBytes(c, 12), 36);
+  EXPECT_EQ(OptimizerBytes(c, 11), 36);
   const MemoryLedger l = ParameterMemory(c, 11);
-  EXPECT_EQ(l.weights, 22);
-  EXPECT_EQ(l.grads, 44);
-  EXPECT_EQ(l.Total(), 22 + 44 + 33);
+  EXPECT_EQ(l.weights, 24);
+  EXPECT_EQ(l.grads, 48);
+  EXPECT_EQ(l.Total(), 24 + 48 + 36);
+  const OptimizerShards one = OptimizerShardsOf(c, 1);
+  EXPECT_EQ(one.owned, 1);
+  EXPECT_EQ(one.padded, 4);
+  c.dp = 1;
+  const OptimizerShards whole = OptimizerShardsOf(c, 11);
+  EXPECT_EQ(whole.owned, 11);
+  EXPECT_EQ(whole.padded, 11);
 }
 
 // One layer of Small in bf16 with dropout, t = 1 (sbh = 32 elements, s b = 4 rows, a s^2 b = 32

@@ -187,7 +187,7 @@ TEST(Moe, ExpertShardsAndTheirOptimizerGroup) {
   EXPECT_EQ(experts, 12 * LayerExpertElements(m, c));  // rank 1 holds 12 layers
   const int64_t dense = params - experts;
   const int64_t per = BytesPerParameter(c).optimizer;
-  EXPECT_EQ(OptimizerBytes(c, params, experts), (dense * per + 15) / 16 + experts * per);
+  EXPECT_EQ(OptimizerBytes(c, params, experts), (dense + 15) / 16 * per + experts * per);
   // With etp = tp the expert grid is 2 x 16: each expert's weights are split over two ranks and
   // held by 32 / 32 = 1 group; with ep = 8 by 2 of them, which share the optimizer.
   ParallelConfig eight = c;
