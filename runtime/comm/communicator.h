@@ -52,9 +52,11 @@ class Communicator {
     PTDP_RETURN_IF_ERROR(AllReduceSum(data, count, dtype));
     return std::unique_ptr<CommRequest>(std::make_unique<CompletedRequest>());
   }
-  // recv holds size() * count elements, rank i's contribution at i * count.
+  // recv holds size() * count elements, rank i's contribution at i * count; in place when send is
+  // recv + rank() * count.
   virtual Status AllGather(const void* send, void* recv, int64_t count, DType dtype) = 0;
   // send holds size() * count elements; recv gets this rank's reduced block of count elements.
+  // In place when recv is send + rank() * count (the other blocks are then left undefined).
   virtual Status ReduceScatterSum(const void* send, void* recv, int64_t count, DType dtype) = 0;
   virtual Status Broadcast(void* data, int64_t count, DType dtype, int root) = 0;
   virtual Status Barrier() = 0;

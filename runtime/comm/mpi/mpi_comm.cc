@@ -3,6 +3,7 @@
 // communicator so errors come back instead of aborting the job.
 #include <mpi.h>
 
+#include <cstring>
 #include <string>
 
 #include "runtime/backend/half.h"
@@ -160,7 +161,20 @@ class MpiCommunicator final : public Communicator {
   }
   Status ReduceScatterSum(const void* send, void* recv, int64_t count, DType dtype) override {
     PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
-    PTDP_MPI(MPI_Reduce_scatter_block(send, recv, Count(count), ToMpi(dtype), SumOp(dtype), comm_));
+    const Bytes block = count * DTypeBytes(dtype);
+    char* own = static_cast<char*>(const_cast<void*>(send)) + int64_t(rank_) * block;
+    if (recv != own) {
+      PTDP_MPI(
+          MPI_Reduce_scatter_block(send, recv, Count(count), ToMpi(dtype), SumOp(dtype), comm_));
+      return Status::Ok();
+    }
+    // In place (recv is this rank's block of send, as NCCL allows): MPI's in-place form leaves the
+    // result at the start of the buffer; it moves to the rank's block. The other blocks are left
+    // undefined.
+    void* base = const_cast<void*>(send);
+    PTDP_MPI(MPI_Reduce_scatter_block(MPI_IN_PLACE, base, Count(count), ToMpi(dtype), SumOp(dtype),
+                                      comm_));
+    if (own != base) std::memmove(own, base, static_cast<size_t>(block));
     return Status::Ok();
   }
   Status Broadcast(void* data, int64_t count, DType dtype, int root) override {
