@@ -170,17 +170,15 @@ Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f) {
     PTDP_ASSIGN_OR_RETURN(std::vector<float> rt, f.Read(p.name));
     // A block with vocabulary padding rows starts from the current values (the rows keep them);
     // any other is written whole by the folder, and an element it left would stay NaN.
+    host.assign(static_cast<size_t>(p.LocalElements()), std::numeric_limits<float>::quiet_NaN());
     if (FirstPaddingRow(p, params->tp_rank(), f.config().model.vocab) >= 0) {
-      host = params->HostMaster(i);
-    } else {
-      host.assign(static_cast<size_t>(params->master(i).count),
-                  std::numeric_limits<float>::quiet_NaN());
+      params->ReadCurrent(i, StateKind::kMaster, host.data());
     }
     for (int64_t j = 0; j < int64_t(host.size()); ++j) {
       const int64_t g = ParamStore::GlobalIndex(p, params->tp_rank(), j);
       if (g < int64_t(rt.size())) host[size_t(j)] = rt[size_t(g)];
     }
-    dev->Copy(params->master(i).data, host.data(), int64_t(host.size()) * Bytes(sizeof(float)));
+    PTDP_RETURN_IF_ERROR(params->SetWhole(i, StateKind::kMaster, host.data()));
   }
   return params->RefreshComputeCopy();
 }
@@ -191,18 +189,19 @@ Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& 
   std::array<std::vector<float>, kStateKinds> host;
   for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {
     const ParamTensor& p = params->entries()[i].spec;
-    const TensorRef refs[kStateKinds] = {params->master(i), params->adam_m(i), params->adam_v(i)};
-    const Bytes bytes = refs[0].count * Bytes(sizeof(float));
     // A block with vocabulary padding rows starts from the current values (rows the writer lacked
-    // keep them); every other element comes from the checkpoint (AssembleLocal refuses a gap), so
-    // other blocks are not copied out first.
+    // keep them; with the distributed optimizer, the moments' owned part, the only part kept);
+    // every other element comes from the checkpoint (AssembleLocal refuses a gap), so other
+    // blocks are not copied out first.
     const bool keeps_rows = FirstPaddingRow(p, params->tp_rank(), vocab) >= 0;
     for (int k = 0; k < kStateKinds; ++k) {
-      host[k].resize(static_cast<size_t>(refs[k].count));
-      if (keeps_rows) dev->Copy(host[k].data(), refs[k].data, bytes);
+      host[k].resize(static_cast<size_t>(p.LocalElements()));
+      if (keeps_rows) params->ReadCurrent(i, static_cast<StateKind>(k), host[k].data());
     }
     PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, params->tp_rank(), vocab, host));
-    for (int k = 0; k < kStateKinds; ++k) dev->Copy(refs[k].data, host[k].data(), bytes);
+    for (int k = 0; k < kStateKinds; ++k) {
+      PTDP_RETURN_IF_ERROR(params->SetWhole(i, static_cast<StateKind>(k), host[k].data()));
+    }
   }
   if (verified != nullptr) {
     verified->clear();

@@ -20,17 +20,20 @@
 
 namespace ptdp::runtime {
 
+// Data rank 0 writes; with the distributed optimizer every data rank calls it, to gather each
+// state kind of the shards into its gradient arena (ParamStore::GatherWhole) for the writer. The
+// file holds the masters, then Adam's m, then v (one kind gathered at a time).
 Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out) {
+  const bool writer = coord_.dp == 0;
   std::vector<StTensor> tensors;
-  std::vector<TensorRef> sources;
+  std::vector<int> saved;  // entries, in the file's order within each kind
   for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
-    const ParamTensor& p = params_->entries()[i].spec;
-    if (!IsSavedBy(p, coord_.tp)) continue;
-    const TensorRef refs[kStateKinds] = {params_->master(i), params_->adam_m(i),
-                                         params_->adam_v(i)};
-    for (int k = 0; k < kStateKinds; ++k) {
+    if (IsSavedBy(params_->entries()[i].spec, coord_.tp)) saved.push_back(i);
+  }
+  for (int k = 0; k < kStateKinds; ++k) {
+    for (int i : saved) {
+      const ParamTensor& p = params_->entries()[i].spec;
       tensors.push_back({p.name + kStateSuffix[k], "F32", p.local_shape});
-      sources.push_back(refs[k]);
     }
   }
   const std::string header =
@@ -39,20 +42,31 @@ Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out)
                                          {"pp_rank", std::to_string(coord_.pp)},
                                          {"tp_rank", std::to_string(coord_.tp)}});
   SyncedFile f;
-  PTDP_RETURN_IF_ERROR(f.Open(path));
-  PTDP_RETURN_IF_ERROR(f.Write(header.data(), header.size()));
+  Status io;  // the writer's; the gathers go on after a failed write, as every data rank joins them
+  if (writer) {
+    io = f.Open(path);
+    if (io.ok()) io = f.Write(header.data(), header.size());
+  }
   // Through one staging buffer, block by block: no host copy of a whole (vocabulary-sized)
   // tensor to allocate and fault in.
   constexpr Bytes kStage = Bytes(8) << 20;
-  std::vector<char> stage(static_cast<size_t>(kStage));
-  for (const TensorRef& r : sources) {
-    const Bytes total = r.count * Bytes(sizeof(float));
-    for (Bytes at = 0; at < total; at += kStage) {
-      const Bytes n = std::min(kStage, total - at);
-      dev_->Copy(stage.data(), static_cast<const char*>(r.data) + at, n);
-      PTDP_RETURN_IF_ERROR(f.Write(stage.data(), static_cast<size_t>(n)));
+  std::vector<char> stage(writer ? static_cast<size_t>(kStage) : 0);
+  for (int k = 0; k < kStateKinds; ++k) {
+    PTDP_RETURN_IF_ERROR(params_->GatherWhole(static_cast<StateKind>(k), dp_.get()));
+    for (int i : saved) {
+      if (!writer || !io.ok()) break;
+      const TensorRef r = params_->whole(i, static_cast<StateKind>(k));
+      const Bytes total = r.count * Bytes(sizeof(float));
+      for (Bytes at = 0; at < total && io.ok(); at += kStage) {
+        const Bytes n = std::min(kStage, total - at);
+        dev_->Copy(stage.data(), static_cast<const char*>(r.data) + at, n);
+        io = f.Write(stage.data(), static_cast<size_t>(n));
+      }
     }
   }
+  PTDP_RETURN_IF_ERROR(params_->EndGather());
+  if (!writer) return Status::Ok();
+  PTDP_RETURN_IF_ERROR(io);
   PTDP_RETURN_IF_ERROR(f.Close());
   out->name = std::filesystem::path(path).filename().string();
   out->bytes = f.bytes();
@@ -104,8 +118,9 @@ Result<Bytes> Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int 
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, prep.WithPrefix("--save")));
   const bool writer = coord_.dp == 0;
   CkptFile mine;
-  Status w = writer ? WriteShard(tmp + "/" + ShardFileName(coord_.pp, coord_.tp), step, &mine)
-                    : Status::Ok();
+  Status w = writer || params_->sharded()
+                 ? WriteShard(tmp + "/" + ShardFileName(coord_.pp, coord_.tp), step, &mine)
+                 : Status::Ok();
   // Tests: a rank dies with the shards written but nothing published (runtime_checkpoint_killed).
   if (step == opts_.kill_in_save_step && world_->rank() == world_->size() - 1) std::raise(SIGKILL);
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, w.WithPrefix("--save")));

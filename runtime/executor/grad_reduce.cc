@@ -1,11 +1,13 @@
 // The gradient reductions of kReduceGrads: the tied embedding's all-reduce between the first and
-// last stage, and the data-parallel sum over the flat fp32 gradient arena in buckets, either all at
-// kReduceGrads (blocking) or, with TrainOptions::overlap_grad_reduce, started during the backward
-// and waited for at kReduceGrads (Megatron-LM's --overlap-grad-reduce): inside the instruction that
-// completes a chunk's gradients for the step, each bucket starts as soon as every parameter it
-// covers has its final gradient (after the head's and each layer's backward, or each deferred
-// weight GEMM of a split backward), so the last layers' buckets run under the earlier layers'
-// backward; what is left starts when the instruction ends.
+// last stage, and the data-parallel sum over the flat fp32 gradient arena: with the distributed
+// optimizer one reduce-scatter at kReduceGrads (each data rank gets its shard's sum); else in
+// buckets, either all at kReduceGrads (blocking) or, with TrainOptions::overlap_grad_reduce,
+// started during the backward and waited for at kReduceGrads (Megatron-LM's
+// --overlap-grad-reduce): inside the instruction that completes a chunk's gradients for the step,
+// each bucket starts as soon as every parameter it covers has its final gradient (after the head's
+// and each layer's backward, or each deferred weight GEMM of a split backward), so the last
+// layers' buckets run under the earlier layers' backward; what is left starts when the
+// instruction ends.
 //
 // The same arithmetic either way: every element is summed by one data-parallel all-reduce of the
 // same values. The tied embedding's gradient is first summed with its other copy (as without
@@ -245,7 +247,14 @@ Status Trainer::ReduceGrads() {
   // Data parallelism: sum (the loss is already normalised by the global batch) in buckets over the
   // flat gradient arena; with the overlap, only what was held back (the tied tensor), then the wait
   // for the buckets started during the backward.
-  if (dp_->size() > 1) {
+  if (dp_->size() > 1 && params_->sharded()) {
+    // The distributed optimizer: each data rank needs the sum of its shard alone (a
+    // reduce-scatter in place over the padded arena, whose padding is zero).
+    const int64_t shard = params_->shard_elements();
+    float* arena = static_cast<float*>(params_->all_grads().data);
+    PTDP_RETURN_IF_ERROR(
+        dp_->ReduceScatterSum(arena, arena + dp_->rank() * shard, shard, DType::kFp32));
+  } else if (dp_->size() > 1) {
     const bool overlapped = opts_.overlap_grad_reduce;
     const ElementRange whole{0, params_->size()};
     const ElementRange now = overlapped ? (tied >= 0 ? EntryRange(tied) : ElementRange{}) : whole;

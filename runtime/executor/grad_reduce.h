@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/program.h"
+#include "runtime/model/params.h"  // ElementRange
 
 namespace ptdp::runtime {
 
@@ -15,14 +16,6 @@ namespace ptdp::runtime {
 // (a split backward's W always follows its B, so the last is a kBackward or a kBackwardWeight);
 // -1 for a chunk with none. REQUIRES: every instruction's chunk is in [0, chunks) or it has none.
 std::vector<int> LastGradientInstr(const std::vector<Instr>& instrs, int chunks);
-
-// A half-open range [begin, end) of elements of the flat gradient arena.
-struct ElementRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t count() const { return end - begin; }
-  bool operator==(const ElementRange&) const = default;
-};
 
 // The buckets `range` is all-reduced in, in ascending order: cut at every multiple of `bucket`
 // (arena offsets, so that a range reduced on its own is cut where the whole arena's reduction cuts

@@ -1,7 +1,9 @@
 // The optimizer step, on the device through Ops (the gradient reductions before it:
 // grad_reduce.cc): fp16's non-finite check and unscaling, the global norm (each tensor counted
 // once), clipping and AdamW (which refreshes the 16-bit compute copy). Only scalars (sum of
-// squares, non-finite flag) reach the host.
+// squares, non-finite flag) reach the host. With the distributed optimizer each data rank does
+// all of it on its shard of the arena alone (the gradients it holds summed) and the updated
+// weights are then all-gathered over the data-parallel group.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -21,7 +23,7 @@ Result<bool> Trainer::GradientsFinite() {
     PTDP_RETURN_IF_ERROR(ops->Fill(first, std::numeric_limits<double>::infinity()));
   }
   PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
-  PTDP_RETURN_IF_ERROR(ops->FlagNonFinite(scratch_scalar_.ref(), params_->all_grads()));
+  PTDP_RETURN_IF_ERROR(ops->FlagNonFinite(scratch_scalar_.ref(), StepGrads()));
   double flag = 0;
   dev_->Copy(&flag, scratch_scalar_.data(), sizeof(double));
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, {flag}));
@@ -31,19 +33,31 @@ Result<bool> Trainer::GradientsFinite() {
   return true;
 }
 
+// The gradients this rank's step reads: its shard's (distributed optimizer), else all of them.
+ElementRange Trainer::StepRange() const {
+  return params_->sharded() ? params_->owned() : ElementRange{0, params_->size()};
+}
+
+TensorRef Trainer::StepGrads() {
+  return params_->grads_of(StepRange());
+}
+
 // Sum of squares of the gradients, a tensor counted once over the world: tensor-replicated ones on
 // tensor rank 0 only, the tied copy never, and (gradients being equal after the all-reduce) data
-// rank 0 only. Summed in rank order, identical on every rank.
+// rank 0 only, or with the distributed optimizer each data rank its shard. Summed in rank order,
+// identical on every rank.
 Result<double> Trainer::GradNormSquared() {
   Ops* ops = dev_->ops();
   PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
-  if (coord_.dp == 0) {
+  if (coord_.dp == 0 || params_->sharded()) {
+    const ElementRange mine = StepRange();
     std::vector<ConstRef> counted;  // one multi-tensor call (one launch on CUDA)
     for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
       const ParamTensor& p = params_->entries()[i].spec;
       if (p.tied_copy) continue;
       if (p.sharding == Sharding::kReplicated && coord_.tp != 0) continue;
-      counted.push_back(params_->grad(i));
+      const ElementRange r = Intersect(params_->range(i), mine);
+      if (r.count() > 0) counted.push_back(params_->grads_of(r));
     }
     PTDP_RETURN_IF_ERROR(ops->SumSquaresMany(scratch_scalar_.ref(), counted));
   }
@@ -67,13 +81,24 @@ Status Trainer::ApplyAdamW(int64_t step, double clip_coef) {
   h.step = step - scaler_->skipped_steps();  // Adam's bias correction counts the steps taken
   std::vector<AdamWTensor> tensors;          // every tensor in one multi-tensor call
   tensors.reserve(params_->entries().size());
+  const ElementRange mine = StepRange();
   for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
     const ParamTensor& p = params_->entries()[i].spec;
-    tensors.push_back({params_->master(i), params_->compute_copy(i), params_->grad(i),
-                       params_->adam_m(i), params_->adam_v(i),
+    const ElementRange r = Intersect(params_->range(i), mine);  // its part in the shard
+    if (r.count() == 0) continue;
+    tensors.push_back({params_->state(StateKind::kMaster, r), params_->compute_copy_of(r),
+                       params_->grads_of(r), params_->state(StateKind::kAdamM, r),
+                       params_->state(StateKind::kAdamV, r),
                        p.global_shape.size() == 2 ? o.weight_decay : 0.0});
   }
-  return ops->AdamWMany(tensors, h);
+  PTDP_RETURN_IF_ERROR(ops->AdamWMany(tensors, h));
+  if (!params_->sharded()) return Status::Ok();
+  // Every data rank's updated shard of the weights the layers read, in place.
+  const TensorRef w = params_->all_weights();
+  const int64_t shard = params_->shard_elements();
+  const char* mine_first =
+      static_cast<const char*>(w.data) + dp_->rank() * shard * DTypeBytes(w.dtype);
+  return dp_->AllGather(mine_first, w.data, shard, w.dtype);
 }
 
 Status Trainer::OptimizerStep(int64_t step) {
@@ -87,7 +112,7 @@ Status Trainer::OptimizerStep(int64_t step) {
       return Status::Ok();  // skipped: parameters and Adam state unchanged
     }
     if (last_loss_scale_ != 1.0) {
-      PTDP_RETURN_IF_ERROR(dev_->ops()->Scale(params_->all_grads(), 1.0 / last_loss_scale_));
+      PTDP_RETURN_IF_ERROR(dev_->ops()->Scale(StepGrads(), 1.0 / last_loss_scale_));
     }
   }
   PTDP_ASSIGN_OR_RETURN(const double sq, GradNormSquared());

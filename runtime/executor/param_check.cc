@@ -86,6 +86,9 @@ Status Trainer::WriteParamDump(const std::string& path) {
 }
 
 Result<double> Trainer::CompareParams(const std::string& dump_path) {
+  // A sharded fp32 master is whole here only gathered (after the last step: the gradients are
+  // spent).
+  PTDP_RETURN_IF_ERROR(params_->GatherWhole(StateKind::kMaster, dp_.get()));
   auto ref = ReadDump(dump_path);
   double worst = 0;
   Status local = ref.status();
@@ -116,6 +119,7 @@ Result<double> Trainer::CompareParams(const std::string& dump_path) {
       worst = std::max(worst, r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
     }
   }
+  PTDP_RETURN_IF_ERROR(params_->EndGather());
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, local));
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, {worst}));
   for (double v : all) worst = std::max(worst, v);

@@ -106,10 +106,10 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                            " is planned but not executed by this runtime, which has no ring "
                            "attention (use 1; ptdp plan --software ptdp plans for this runtime)");
   }
-  if (cfg_.distributed_optimizer) {
+  if (cfg_.distributed_optimizer && opts.overlap_grad_reduce) {
     return Status::Invalid(
-        "plan: layout.distributed_optimizer: planned but not executed by this runtime (use false; "
-        "ptdp plan --software ptdp plans for this runtime)");
+        "--overlap-grad-reduce: not with layout.distributed_optimizer, whose reduce-scatter this "
+        "runtime runs whole at the end of the step (leave the flag out)");
   }
   if (cfg_.WorldSize() != world_->size()) {
     return Status::Invalid("plan: layout tp*pp*dp = " + std::to_string(cfg_.tp) + "*" +
@@ -178,8 +178,13 @@ Status Trainer::Build(ParamInit init) {
   GuardCommunicators();
   types_.act = ComputeDType(cfg_.precision);
   types_.wide = DType::kFp32;
+  // The distributed optimizer shards the state over the data-parallel group, in its rank order
+  // (docs/distributed_optimizer.md).
+  PTDP_CHECK(dp_->rank() == coord_.dp);
+  const OptimizerShard shard =
+      cfg_.distributed_optimizer ? OptimizerShard{cfg_.dp, coord_.dp} : OptimizerShard{};
   PTDP_ASSIGN_OR_RETURN(ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp,
-                                                          coord_.tp, types_.act, init));
+                                                          coord_.tp, types_.act, init, shard));
   params_ = std::make_unique<ParamStore>(std::move(ps));
   PTDP_ASSIGN_OR_RETURN(loss_sum_, Tensor::Make(dev_.get(), 1, DType::kFp64, MemTag::kWorkspace));
   PTDP_ASSIGN_OR_RETURN(scratch_scalar_,

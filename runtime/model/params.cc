@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/ledger.h"
 #include "kernels/reference/ops.h"
 
 namespace ptdp::runtime {
@@ -43,11 +44,16 @@ int64_t ParamStore::GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i) {
 }
 
 Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
-                                      int pp_rank, int tp_rank, DType compute, ParamInit init) {
+                                      int pp_rank, int tp_rank, DType compute, ParamInit init,
+                                      OptimizerShard shard) {
+  PTDP_CHECK_MSG(
+      shard.count >= 1 && shard.rank >= 0 && shard.rank < shard.count,
+      "optimizer shard " + std::to_string(shard.rank) + " of " + std::to_string(shard.count));
   ParamStore s;
   s.dev_ = dev;
   s.tp_rank_ = tp_rank;
   s.compute_ = compute;
+  s.shard_ = shard;
   for (int chunk = 0; chunk < c.vp; ++chunk) {
     for (auto& p : ChunkParameters(m, c, pp_rank, chunk)) {
       ParamEntry e;
@@ -58,34 +64,59 @@ Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const Par
       s.entries_.push_back(std::move(e));
     }
   }
+  // The ledger's split (core/ledger.h OptimizerShards): S whole elements of state per rank, the
+  // weight and gradient arenas padded to count * S.
+  s.shard_elements_ = OptimizerShardElements(s.total_, shard.count);
+  const int64_t padded = s.shard_elements_ * shard.count;
   const bool half = compute != DType::kFp32;
-  const MemTag master_tag = half ? MemTag::kOptimizer : MemTag::kWeights;
-  PTDP_ASSIGN_OR_RETURN(s.master_, Tensor::Make(dev, s.total_, DType::kFp32, master_tag));
   if (half) {
-    PTDP_ASSIGN_OR_RETURN(s.copy_, Tensor::Make(dev, s.total_, compute, MemTag::kWeights));
+    PTDP_ASSIGN_OR_RETURN(s.master_,
+                          Tensor::Make(dev, s.shard_elements_, DType::kFp32, MemTag::kOptimizer));
+    PTDP_ASSIGN_OR_RETURN(s.copy_, Tensor::Make(dev, padded, compute, MemTag::kWeights));
+  } else {
+    PTDP_ASSIGN_OR_RETURN(s.master_, Tensor::Make(dev, padded, DType::kFp32, MemTag::kWeights));
   }
-  PTDP_ASSIGN_OR_RETURN(s.grads_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kGrads));
-  PTDP_ASSIGN_OR_RETURN(s.m_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kOptimizer));
-  PTDP_ASSIGN_OR_RETURN(s.v_, Tensor::Make(dev, s.total_, DType::kFp32, MemTag::kOptimizer));
+  PTDP_ASSIGN_OR_RETURN(s.grads_, Tensor::Make(dev, padded, DType::kFp32, MemTag::kGrads));
+  PTDP_ASSIGN_OR_RETURN(s.m_,
+                        Tensor::Make(dev, s.shard_elements_, DType::kFp32, MemTag::kOptimizer));
+  PTDP_ASSIGN_OR_RETURN(s.v_,
+                        Tensor::Make(dev, s.shard_elements_, DType::kFp32, MemTag::kOptimizer));
   PTDP_RETURN_IF_ERROR(s.Initialise(m, init));
   return s;
 }
 
+// A sharded master (16-bit training with the distributed optimizer) is drawn whole into the
+// gradient arena, which holds no gradients yet; the owned part is copied into the shard and the
+// compute copy cast from the whole (at once for kRandom, after the load otherwise). A sharded
+// store's moments start at zero in every init (a load overwrites them), not at fresh memory.
 Status ParamStore::Initialise(const ModelSpec& m, ParamInit init) {
+  Ops* ops = dev_->ops();
+  const bool master_whole = HoldsWhole(StateKind::kMaster);
+  if (!master_whole) {
+    PTDP_RETURN_IF_ERROR(ZeroGrads());
+    master_in_grads_ = true;
+  } else if (master_.count() > total_) {  // the padding, which the all-gathers carry
+    PTDP_RETURN_IF_ERROR(ops->Fill(master_.slice(total_, master_.count() - total_), 0.0));
+  }
+  Tensor& weights = master_whole ? master_ : grads_;
   for (int i = 0; i < static_cast<int>(entries_.size()); ++i) {
     const int64_t first_row =
         init == ParamInit::kRandom ? 0 : FirstPaddingRow(entries_[i].spec, tp_rank_, m.vocab);
-    if (first_row >= 0) PTDP_RETURN_IF_ERROR(InitialiseRows(m, i, first_row));
+    if (first_row >= 0) PTDP_RETURN_IF_ERROR(InitialiseRows(m, i, first_row, weights));
+  }
+  if (!master_whole) {
+    dev_->Copy(master_.data(), grads_.slice(owned().begin, shard_elements_).data,
+               shard_elements_ * Bytes(sizeof(float)));
+  }
+  if (sharded() || init == ParamInit::kWeightsLoadFollows) {
+    PTDP_RETURN_IF_ERROR(ops->Fill(m_.ref(), 0.0));
+    PTDP_RETURN_IF_ERROR(ops->Fill(v_.ref(), 0.0));
   }
   if (init == ParamInit::kRandom) PTDP_RETURN_IF_ERROR(RefreshComputeCopy());
-  if (init == ParamInit::kWeightsLoadFollows) {
-    PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(m_.ref(), 0.0));
-    PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(v_.ref(), 0.0));
-  }
-  return ZeroGrads();  // Device::Alloc leaves memory unset
+  return master_in_grads_ ? Status::Ok() : ZeroGrads();  // Device::Alloc leaves memory unset
 }
 
-Status ParamStore::InitialiseRows(const ModelSpec& m, int i, int64_t first_row) {
+Status ParamStore::InitialiseRows(const ModelSpec& m, int i, int64_t first_row, Tensor& weights) {
   Ops* ops = dev_->ops();
   const ParamTensor& p = entries_[i].spec;
   const std::string& name = p.name;
@@ -93,10 +124,12 @@ Status ParamStore::InitialiseRows(const ModelSpec& m, int i, int64_t first_row) 
   const int64_t cols = p.local_shape.size() == 2 ? p.local_shape[1] : p.LocalElements();
   const int64_t begin = first_row * cols, count = Count(i) - begin;
   auto rows = [&](Tensor& arena) { return arena.slice(entries_[i].offset + begin, count); };
-  const TensorRef w = rows(master_);
+  const TensorRef w = rows(weights);
   // Adam's moments start at zero.
-  PTDP_RETURN_IF_ERROR(ops->Fill(rows(m_), 0.0));
-  PTDP_RETURN_IF_ERROR(ops->Fill(rows(v_), 0.0));
+  if (HoldsWhole(StateKind::kAdamM)) {
+    PTDP_RETURN_IF_ERROR(ops->Fill(rows(m_), 0.0));
+    PTDP_RETURN_IF_ERROR(ops->Fill(rows(v_), 0.0));
+  }
   if (EndsWith(name, ".bias")) return ops->Fill(w, 0.0);
   if (EndsWith(name, "ln1.weight") || EndsWith(name, "ln2.weight") || name == "final_ln.weight") {
     return ops->Fill(w, 1.0);
@@ -135,11 +168,19 @@ int ParamStore::Find(int chunk, const std::string& name) const {
 }
 
 Status ParamStore::RefreshComputeCopy() {
+  if (master_in_grads_) {  // a sharded master, whole in the gradient arena
+    PTDP_RETURN_IF_ERROR(dev_->ops()->Cast(copy_.ref(), grads_.cref()));
+    master_in_grads_ = false;
+    return ZeroGrads();
+  }
   if (copy_.empty()) return Status::Ok();
+  PTDP_CHECK_MSG(HoldsWhole(StateKind::kMaster), "a sharded master is not whole here");
   return dev_->ops()->Cast(copy_.ref(), master_.cref());
 }
 
 Status ParamStore::ZeroGrads() {
+  PTDP_CHECK_MSG(!master_in_grads_, "the gradient arena holds the masters a load is writing");
+  gathered_ = -1;
   return dev_->ops()->Fill(grads_.ref(), 0.0);
 }
 
@@ -147,6 +188,87 @@ std::vector<float> ParamStore::HostMaster(int i) {
   std::vector<float> out(static_cast<size_t>(Count(i)));
   dev_->Copy(out.data(), master(i).data, Count(i) * Bytes(sizeof(float)));
   return out;
+}
+
+ElementRange ParamStore::owned() const {
+  const int64_t begin = std::min(total_, shard_.rank * shard_elements_);
+  return {begin, std::min(total_, begin + shard_elements_)};
+}
+
+bool ParamStore::HoldsWhole(StateKind k) const {
+  return !sharded() || (k == StateKind::kMaster && copy_.empty());
+}
+
+Tensor& ParamStore::StateBuffer(StateKind k) {
+  switch (k) {
+    case StateKind::kMaster:
+      return master_;
+    case StateKind::kAdamM:
+      return m_;
+    case StateKind::kAdamV:
+      return v_;
+  }
+  return master_;
+}
+
+TensorRef ParamStore::state(StateKind k, ElementRange r) {
+  if (HoldsWhole(k)) return StateBuffer(k).slice(r.begin, r.count());
+  const int64_t first = shard_.rank * shard_elements_;
+  PTDP_CHECK_MSG(r.begin >= first && r.end <= first + shard_elements_,
+                 "elements [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
+                     ") outside this rank's optimizer shard");
+  return StateBuffer(k).slice(r.begin - first, r.count());
+}
+
+TensorRef ParamStore::whole(int i, StateKind k) {
+  if (HoldsWhole(k)) return StateBuffer(k).slice(entries_[i].offset, Count(i));
+  PTDP_CHECK_MSG(gathered_ == static_cast<int>(k) || (k == StateKind::kMaster && master_in_grads_),
+                 "a sharded optimizer state read whole without GatherWhole");
+  return grads_.slice(entries_[i].offset, Count(i));
+}
+
+Status ParamStore::GatherWhole(StateKind k, Communicator* dp) {
+  if (HoldsWhole(k)) return Status::Ok();
+  PTDP_CHECK(!master_in_grads_ && dp->size() == shard_.count && dp->rank() == shard_.rank);
+  PTDP_RETURN_IF_ERROR(
+      dp->AllGather(StateBuffer(k).data(), grads_.data(), shard_elements_, DType::kFp32));
+  gathered_ = static_cast<int>(k);
+  return Status::Ok();
+}
+
+Status ParamStore::EndGather() {
+  if (gathered_ < 0) return Status::Ok();
+  return ZeroGrads();
+}
+
+void ParamStore::ReadCurrent(int i, StateKind k, float* host) {
+  const Bytes f = sizeof(float);
+  if (HoldsWhole(k) || gathered_ == static_cast<int>(k) ||
+      (k == StateKind::kMaster && master_in_grads_)) {
+    dev_->Copy(host, whole(i, k).data, Count(i) * f);
+    return;
+  }
+  const ElementRange e{entries_[i].offset, entries_[i].offset + Count(i)};
+  const ElementRange o = Intersect(e, owned());
+  if (o.count() > 0) dev_->Copy(host + (o.begin - e.begin), state(k, o).data, o.count() * f);
+}
+
+Status ParamStore::SetWhole(int i, StateKind k, const float* host) {
+  const Bytes f = sizeof(float);
+  if (HoldsWhole(k)) {
+    dev_->Copy(whole(i, k).data, host, Count(i) * f);
+    return Status::Ok();
+  }
+  PTDP_CHECK_MSG(gathered_ < 0, "SetWhole while the gradient arena holds a gathered state");
+  const ElementRange e{entries_[i].offset, entries_[i].offset + Count(i)};
+  const ElementRange o = Intersect(e, owned());
+  if (o.count() > 0) dev_->Copy(state(k, o).data, host + (o.begin - e.begin), o.count() * f);
+  if (k == StateKind::kMaster) {
+    if (!master_in_grads_) PTDP_RETURN_IF_ERROR(ZeroGrads());  // the padding stays zero
+    dev_->Copy(grads_.slice(e.begin, e.count()).data, host, e.count() * f);
+    master_in_grads_ = true;
+  }
+  return Status::Ok();
 }
 
 }  // namespace ptdp::runtime

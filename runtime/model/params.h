@@ -24,6 +24,7 @@
 #include "core/parallel.h"
 #include "core/shapes.h"
 #include "runtime/backend/device.h"
+#include "runtime/comm/communicator.h"
 
 namespace ptdp::runtime {
 
@@ -43,6 +44,31 @@ enum class ParamInit {
   kWeightsLoadFollows,
 };
 
+// A half-open range [begin, end) of elements of the flat arenas.
+struct ElementRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t count() const { return end - begin; }
+  bool operator==(const ElementRange&) const = default;
+};
+// The elements in both (an empty range when none).
+inline ElementRange Intersect(ElementRange a, ElementRange b) {
+  const int64_t begin = a.begin > b.begin ? a.begin : b.begin;
+  const int64_t end = a.end < b.end ? a.end : b.end;
+  return begin < end ? ElementRange{begin, end} : ElementRange{begin, begin};
+}
+
+// The distributed optimizer's share of the optimizer state (core/ledger.h OptimizerShards): data
+// rank `rank` of `count` keeps the state of arena elements [rank * S, (rank + 1) * S), S =
+// ceil(elements / count), and the weight and gradient arenas are padded to count * S.
+struct OptimizerShard {
+  int count = 1;
+  int rank = 0;
+};
+
+// The optimizer state of a parameter, in the checkpoint's order (runtime/checkpoint/pieces.h).
+enum class StateKind { kMaster = 0, kAdamM = 1, kAdamV = 2 };
+
 struct ParamEntry {
   ParamTensor spec;
   int chunk = 0;       // local model chunk
@@ -52,27 +78,43 @@ struct ParamEntry {
 class ParamStore {
  public:
   // Allocates the arenas for `compute` (fp32, bf16 or fp16) and initialises them as `init` says.
+  // With shard.count > 1 (the distributed optimizer, over the data-parallel group) this rank keeps
+  // the optimizer state of its shard alone: Adam's m and v, and in 16-bit training the fp32
+  // master (in fp32 training the master is the weights, whole).
   static Result<ParamStore> Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
                                    int pp_rank, int tp_rank, DType compute,
-                                   ParamInit init = ParamInit::kRandom);
+                                   ParamInit init = ParamInit::kRandom, OptimizerShard shard = {});
   // The kRandom initialisation of every element (a kLoadFollows store whose load found nothing).
   Status InitialiseRandom(const ModelSpec& m) { return Initialise(m, ParamInit::kRandom); }
   const std::vector<ParamEntry>& entries() const { return entries_; }
-  int64_t size() const { return total_; }
+  int64_t size() const { return total_; }  // parameter elements (the arenas may be padded)
   DType compute_dtype() const { return compute_; }
   // Index of `name` in `chunk`, or -1.
   int Find(int chunk, const std::string& name) const;
   // What the layers read: the compute copy, or the fp32 master in fp32 training.
   ConstRef weight(int i) const;
-  TensorRef master(int i) { return master_.slice(entries_[i].offset, Count(i)); }
   TensorRef grad(int i) { return grads_.slice(entries_[i].offset, Count(i)); }
-  TensorRef adam_m(int i) { return m_.slice(entries_[i].offset, Count(i)); }
-  TensorRef adam_v(int i) { return v_.slice(entries_[i].offset, Count(i)); }
+  // Entry i's state of one kind, whole: REQUIRES the kind is held whole (HoldsWhole) or was
+  // gathered (GatherWhole).
+  TensorRef whole(int i, StateKind k);
+  TensorRef master(int i) { return whole(i, StateKind::kMaster); }
+  TensorRef adam_m(int i) { return whole(i, StateKind::kAdamM); }
+  TensorRef adam_v(int i) { return whole(i, StateKind::kAdamV); }
   // The compute copy of entry i (empty in fp32 training).
   TensorRef compute_copy(int i);
+  // The whole gradient arena, padding included (what the data-parallel reduction reduces).
   TensorRef all_grads() { return grads_.ref(); }
+  // Entry i's elements in the arenas, and views of arena ranges.
+  ElementRange range(int i) const { return {entries_[i].offset, entries_[i].offset + Count(i)}; }
+  TensorRef grads_of(ElementRange r) { return grads_.slice(r.begin, r.count()); }
+  TensorRef compute_copy_of(ElementRange r) {
+    return copy_.empty() ? TensorRef{} : copy_.slice(r.begin, r.count());
+  }
+  // The arena the layers read (the compute copy, or the fp32 master), padding included: what the
+  // distributed optimizer's all-gather fills after the step.
+  TensorRef all_weights() { return copy_.empty() ? master_.ref() : copy_.ref(); }
   Status ZeroGrads();
-  // Casts the fp32 masters into the compute copy (after a checkpoint replaced the masters).
+  // Casts the fp32 masters into the compute copy (after a load replaced them, through SetWhole).
   Status RefreshComputeCopy();
   // Entry i's fp32 master values, copied to the host (dumps and comparisons; not in the step).
   std::vector<float> HostMaster(int i);
@@ -80,16 +122,49 @@ class ParamStore {
   static int64_t GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i);
   int tp_rank() const { return tp_rank_; }
 
+  // The distributed optimizer's shard (docs/runtime.md "Distributed optimizer").
+  bool sharded() const { return shard_.count > 1; }
+  const OptimizerShard& shard() const { return shard_; }
+  int64_t shard_elements() const { return shard_elements_; }  // S, padding included
+  // The parameter elements whose state this rank keeps: [rank * S, min((rank + 1) * S, size())).
+  ElementRange owned() const;
+  // Whether kind k of every entry is on this rank (unsharded, or the fp32 training's master).
+  bool HoldsWhole(StateKind k) const;
+  // Kind k's state of the arena elements `r` (inside owned(), or anywhere when held whole).
+  TensorRef state(StateKind k, ElementRange r);
+  // Every data rank's shard of kind k into the gradient arena (which holds no gradients between
+  // steps), so that whole(i, k) reads it; EndGather zeroes the arena again. All members of `dp`
+  // call it alike. Nothing to do for a kind held whole.
+  Status GatherWhole(StateKind k, Communicator* dp);
+  Status EndGather();
+  // Entry i's values of kind k as this store holds them, into host[0, Count(i)): all of them for a
+  // kind held whole or gathered, or a master a load is writing; else the owned part only (the
+  // rest of `host` is left as it was).
+  void ReadCurrent(int i, StateKind k, float* host);
+  // Writes entry i's values of kind k from the host: the owned part of a sharded kind; a sharded
+  // master is kept whole in the gradient arena as well, for RefreshComputeCopy (which the writer
+  // calls after its last SetWhole, before any step).
+  Status SetWhole(int i, StateKind k, const float* host);
+
  private:
   int64_t Count(int i) const { return entries_[i].spec.LocalElements(); }
   Status Initialise(const ModelSpec& m, ParamInit init);
-  // Entry i's local rows from `first_row` on: its initial weights, Adam's moments zero.
-  Status InitialiseRows(const ModelSpec& m, int i, int64_t first_row);
+  // Entry i's local rows from `first_row` on: its initial weights into `weights` (the entry's
+  // slice of the master arena, or of the gradient arena for a sharded master), Adam's moments
+  // zero when they are held whole.
+  Status InitialiseRows(const ModelSpec& m, int i, int64_t first_row, Tensor& weights);
+  Tensor& StateBuffer(StateKind k);
   Device* dev_ = nullptr;
   std::vector<ParamEntry> entries_;
   int64_t total_ = 0;
   int tp_rank_ = 0;
   DType compute_ = DType::kFp32;
+  OptimizerShard shard_;
+  int64_t shard_elements_ = 0;
+  // The gradient arena holds a whole state kind (GatherWhole) or the whole masters a sharded
+  // store's initialisation or load wrote (master_in_grads_), not gradients.
+  int gathered_ = -1;
+  bool master_in_grads_ = false;
   Tensor master_, copy_, grads_, m_, v_;
 };
 

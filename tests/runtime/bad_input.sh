@@ -25,6 +25,10 @@ case "$case" in
                grep -q '"recompute_modules": "mlp"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan: layout.recompute_modules: 'mlp' is planned but not executed by this runtime" ;;
+  distopt_overlap)  # the distributed optimizer's reduce-scatter is not overlapped: the flag is refused
+               PTDP_TEST_DIST_OPT=true "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
+               extra=(--overlap-grad-reduce)
+               expect="[-]-overlap-grad-reduce: not with layout.distributed_optimizer" ;;
   llama)       # a Llama-style model: planned, refused by name (runtime/model runs GPT only)
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "kv_heads": 2, "swiglu": true, "rmsnorm": true, "rotary": true, "linear_bias": false/' "$dir/plan.json"
                grep -q '"swiglu": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

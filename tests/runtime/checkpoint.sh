@@ -19,6 +19,12 @@
 #   reshard_uneven_interleaved  6 layers: t2 p2 d1 (3/3) saves at step 3, t1 p2 d2 interleaved vp 2
 #                       with short ends (chunks 1+2 / 2+1) loads it and saves at step 5, t2 p2 d1
 #                       loads that: losses within 1e-5 of t2 p2 d1's uninterrupted run at every hop
+#   resume_distopt      bf16 with the distributed optimizer (t2 p1 d2, vocabulary 300: the masters,
+#                       m and v sharded over d, padding rows): stop after step 4, resume: steps 5..8
+#                       and the final saved state bit-identical to the uninterrupted run
+#   reshard_distopt     fp32, vocabulary 300: t1 p1 d2 without it saves at step 3, t2 p1 d2 with
+#                       the distributed optimizer (more padded rows, moments sharded) loads it and
+#                       saves at step 6, t1 p1 d2 loads that: losses within 1e-5 at every hop
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -55,7 +61,8 @@ train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }  # step and loss, exactly as logged
 plan A 2 2 1 1 1f1b
 case "$case" in
-  resume_fp16 | reshard_padding | reshard_uneven_interleaved | preempt | flip | truncate | missing | model | unread) ;;
+  resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt | preempt \
+    | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
 
@@ -149,6 +156,30 @@ case "$case" in
     train A6 --load ck2 --expect-losses ref6.jsonl --loss-tol 1e-5 \
       || { cat A6.out; fail "even from interleaved short ends"; }
     grep "losses vs reference" A6.out ;;
+  resume_distopt)
+    PTDP_TEST_DIST_OPT=true plan S 2 1 2 1 1f1b 4 bf16 300
+    train S --log sref.jsonl || { cat S.out; fail "distributed-optimizer reference"; }
+    train S --stop-at 4 --save ck --log srun.jsonl || { cat S.out; fail "first half"; }
+    train S --load ck --save ck --expect-losses sref.jsonl --loss-tol 0 --log srun.jsonl \
+      || { cat S.out; fail "resumed run"; }
+    grep -q "resumed from step 4" S.out || fail "did not resume from step 4"
+    cmp <(fields sref.jsonl) <(fields srun.jsonl) || fail "steps 5..8 differ"
+    train S --save refck || { cat S.out; fail "uninterrupted save"; }
+    for f in refck/step-00000008/*.safetensors; do
+      cmp "$f" "ck/step-00000008/$(basename "$f")" || fail "final state differs: $(basename "$f")"
+    done
+    echo "steps 5..8 and the final sharded state bit-identical to the uninterrupted run" ;;
+  reshard_distopt)
+    plan E 1 1 2 1 1f1b 4 fp32 300
+    PTDP_TEST_DIST_OPT=true plan P 2 1 2 1 1f1b 4 fp32 300
+    train E --log eref.jsonl || { cat E.out; fail "vocab-300 reference"; }
+    train E --stop-at 3 --save ck || { cat E.out; fail "t1 first part"; }
+    train P --stop-at 6 --load ck --save ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+      || { cat P.out; fail "t2 d2 distributed optimizer from t1 d2"; }
+    grep "losses vs reference" P.out
+    train E --load ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+      || { cat E.out; fail "t1 d2 from the distributed optimizer's checkpoint"; }
+    grep "losses vs reference" E.out ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.

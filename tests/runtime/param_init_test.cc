@@ -18,59 +18,18 @@
 #include "runtime/checkpoint/safetensors.h"
 #include "runtime/checkpoint/store.h"
 #include "runtime/model/params.h"
+#include "tests/runtime/param_store_fixture.h"
 
 namespace ptdp::runtime {
 namespace {
 
-ModelSpec TinyModel() {
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 2;
-  m.hidden = 32;
-  m.heads = 4;
-  m.seq_len = 16;
-  m.vocab = 300;  // padded to 384 at t 1 and 512 at t 2: rows 384..511 are no writer's
-  return m;
-}
+using test::PaddedTinyModel;
+using test::WriteOneRankCheckpoint;
 
 std::vector<float> HostCopy(Device* dev, TensorRef r) {
   std::vector<float> out(static_cast<size_t>(r.count));
   dev->Copy(out.data(), r.data, r.count * Bytes(sizeof(float)));
   return out;
-}
-
-// A one-rank (t 1, p 1) checkpoint in `dir`: a kRandom store's weights, and Adam moments that
-// differ per element (a fresh store's are zero, which would not tell a load from an init).
-Manifest WriteOneRankCheckpoint(const ModelSpec& model, const std::string& dir) {
-  CpuDevice dev;
-  ParallelConfig one;
-  auto w = ParamStore::Create(&dev, model, one, 0, 0, DType::kFp32);
-  EXPECT_TRUE(w.ok()) << w.status().message();
-  std::vector<StTensor> tensors;
-  std::vector<std::vector<float>> data;
-  for (int i = 0; i < static_cast<int>(w->entries().size()); ++i) {
-    const ParamTensor& p = w->entries()[i].spec;
-    std::vector<float> master = w->HostMaster(i), m(master.size()), v(master.size());
-    for (size_t j = 0; j < master.size(); ++j) {
-      m[j] = 1e-3f * float(j % 97) - 0.05f;
-      v[j] = 1e-4f * float(1 + j % 89);
-    }
-    data.insert(data.end(), {master, m, v});
-    for (int k = 0; k < kStateKinds; ++k)
-      tensors.push_back({p.name + kStateSuffix[k], "F32", p.local_shape});
-  }
-  const std::string header = EncodeSafetensorsHeader(&tensors, {{"format", kCheckpointFormat}});
-  SyncedFile f;
-  EXPECT_TRUE(f.Open(dir + "/" + ShardFileName(0, 0)).ok());
-  EXPECT_TRUE(f.Write(header.data(), header.size()).ok());
-  for (const auto& d : data) EXPECT_TRUE(f.Write(d.data(), d.size() * sizeof(float)).ok());
-  EXPECT_TRUE(f.Close().ok());
-  Manifest man;
-  man.model = model;
-  man.layout = one;
-  man.files.push_back({ShardFileName(0, 0), f.bytes(), f.checksum_kind(), f.checksum()});
-  AddPiecesOf(model, one, 0, 0, &man);
-  return man;
 }
 
 // Whether local element j of entry `p` lies in a row a load must write (not vocabulary padding).
@@ -147,7 +106,7 @@ TEST(ParamInit, LoadFollowsEqualsRandomOnceLoaded) {
   const std::string dir = ::testing::TempDir() + "/ptdp_param_init_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(MakeDirs(dir).ok());
-  const ModelSpec model = TinyModel();
+  const ModelSpec model = PaddedTinyModel();
   const Manifest man = WriteOneRankCheckpoint(model, dir);
   CheckLoadFollows(model, dir, man, DType::kFp32);
   CheckLoadFollows(model, dir, man, DType::kBf16);

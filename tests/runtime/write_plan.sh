@@ -12,7 +12,8 @@
 # layout.first_stage_layers and layout.last_stage_layers (uneven pipeline stages).
 # PTDP_TEST_STAGE_LAYERS (per-stage counts joined by '/', "3/1/2/2"; default none) goes into
 # layout.stage_layers (any split, vp = 1). PTDP_TEST_CP (default 1) goes into layout.cp, and the
-# cluster's GPUs count it (tp cp pp dp).
+# cluster's GPUs count it (tp cp pp dp). PTDP_TEST_DIST_OPT (true | false, default false) goes into
+# layout.distributed_optimizer.
 set -euo pipefail
 ptdp=$1
 shift
@@ -25,6 +26,7 @@ stages=""
 [ -n "${PTDP_TEST_STAGE_LAYERS:-}" ] && stages=", \"stage_layers\": [${PTDP_TEST_STAGE_LAYERS//\//, }]"
 [ "$prec" = fp16 ] && fusion=true
 cp=${PTDP_TEST_CP:-1}
+distopt=${PTDP_TEST_DIST_OPT:-false}
 gpus=$((tp * pp * dp * cp))
 cat > "$out" <<JSON
 {
@@ -36,7 +38,8 @@ cat > "$out" <<JSON
   "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "cp": $cp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
              "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
              "grad_accumulation_fusion": $fusion, "fused_attention": $fused,
-             "first_stage_layers": $first, "last_stage_layers": $last$stages}
+             "first_stage_layers": $first, "last_stage_layers": $last$stages,
+             "distributed_optimizer": $distopt}
 }
 JSON
 "$ptdp" schedule --plan "$out" --out "$out" > /dev/null

@@ -58,7 +58,8 @@ TEST(SoftwareProfile, Defaults) {
     EXPECT_EQ(s->sequence_parallel.value, is_core);
     // The runtime executes selective recomputation of the attention core (2026-11-29).
     EXPECT_EQ(s->selective_recompute.value, is_core || is_own);
-    EXPECT_EQ(s->distributed_optimizer.value, is_core);
+    // The runtime executes the distributed optimizer (2026-11-29).
+    EXPECT_EQ(s->distributed_optimizer.value, is_core || is_own);
     EXPECT_EQ(s->fused_attention.value, is_core || is_own);
     EXPECT_EQ(s->grad_accumulation_fusion.value, is_core || is_own);
   }
