@@ -2,7 +2,9 @@
 # A training run on --backend cuda against a reference run, same plan precision, step by step:
 #   single:  t = p = d = 1 on cuda vs the same layout on cpu (one process each);
 #   staged:  t = 2, p = 2 as four processes sharing one GPU (the staged MPI communicator) vs
-#            t = p = 1 on cuda in one process.
+#            t = p = 1 on cuda in one process;
+#   distopt: t = 1, p = 2, d = 2 with the distributed optimizer (its reduce-scatter and all-gather
+#            through the staged communicator), four processes vs t = p = 1 on cuda.
 # Prints SKIPPED (and exits 0; ctest's SKIP_REGULAR_EXPRESSION) when the build has no CUDA backend
 # or no GPU is visible; never PASS without having trained on a GPU.
 #
@@ -31,9 +33,10 @@ text=/usr/share/common-licenses/GPL-3
 [ -f "$work/data.bin" ] || { "$ptdp" tokenize --in "$text" --out "$work/data.tmp.$$" &&
   mv -f "$work/data.tmp.$$" "$work/data.bin"; }
 name=cuda_${mode}_${prec}_${schedule}
-train() {  # plan-name tp pp backend np [schedule]
-  "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" 1 4 1 "${6:-1f1b}" none \
-    true "$prec"
+train() {  # plan-name tp pp backend np [schedule [dp]]
+  local dp=${7:-1}
+  "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" "$dp" $((4 / dp)) 1 \
+    "${6:-1f1b}" none true "$prec"
   timeout 300 mpirun -np "$5" --oversubscribe "$ptdp" train --plan "$work/$1.plan.json" \
     --data "$work/data.bin" --steps $steps --backend "$4" --log "$work/$1.jsonl" 2>&1
 }
@@ -48,6 +51,10 @@ fi
 if [ "$mode" = single ]; then
   out=$(train "${name}_ref" 1 1 cpu 1) || { echo "$out"; echo "FAIL: the cpu run failed"; exit 1; }
   run="${name}_one" ref="${name}_ref"
+elif [ "$mode" = distopt ]; then
+  out=$(PTDP_TEST_DIST_OPT=true train "${name}_distopt" 1 2 cuda 4 "$schedule" 2) ||
+    { echo "$out"; echo "FAIL: the distributed-optimizer cuda run failed"; exit 1; }
+  run="${name}_distopt" ref="${name}_one"
 else
   out=$(train "${name}_staged" 2 2 cuda 4 "$schedule") ||
     { echo "$out"; echo "FAIL: the 4-rank cuda run failed"; exit 1; }
