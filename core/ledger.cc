@@ -441,6 +441,12 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
     if (f > 0) dense_mlp = std::max({dense_mlp, nh + n_f, 2 * n_f, 2 * nh});
   }
   const bool split = SplitsBackward(c.schedule);
+  // Sequence parallelism (a dense model's whole backward, as the runtime runs it): the residual
+  // stream's tensors hold the rank's rows (rh), each GEMM that reads every row reads a gathered
+  // [N][h] transient (nh), and each row-parallel sum reduce-scatters into rh beside its nh
+  // partial (runtime/model/gpt_layers.cc GatherRows, SumRows).
+  const bool sp = c.sequence_parallel && !m.IsMoe() && !split;
+  const Bytes rh = nh / c.tp;
   const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
   // A head chunk's layers and embedding run their backward after the head's freed its stash (the
   // split backward: traded it for its weight-gradient stash), holding at most the working set and
@@ -452,7 +458,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
           : 0;
   Bytes forward = 0, head = 0, layer = 0, embedding = 0;
   if (roles.layers) {
-    forward = nh + (roles.sends_output ? nh : 0);
+    forward = sp ? nh + rh + (roles.sends_output ? rh : 0) : nh + (roles.sends_output ? nh : 0);
     // Full recomputation's forward holds the layer's stash but its input as workspace, at most
     // the ledger's peak after a forward; the backward that follows that state holds the working set
     // on it less the head's freed stash, within the ledger's peak: the forward's excess is at most
@@ -468,12 +474,17 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
     const Bytes attention =
         nh + (split ? std::max(nhd, nh) : std::max({nh + nhd, 4 * nhd, 3 * nhd + nh}));
     layer = 2 * nh + std::max(mlp, attention) + ContextRingBytes(m, c) - relief;
+    if (sp) {  // the same orders, with the gathered inputs and output gradients
+      const Bytes mlp_sp = std::max({rh + nh, nh + nf, 2 * nf, 2 * nh + nf});
+      const Bytes attention_sp = rh + std::max({rh + nh, nh + nhd, 4 * nhd, 3 * nhd + 2 * nh});
+      layer = 2 * rh + std::max(mlp_sp, attention_sp) + ContextRingBytes(m, c) - relief;
+    }
   }
   if (roles.head) {
-    forward = std::max(forward, 2 * N * wide + (c.tp > 1 ? N * wide : 0));
-    head = 2 * nh + (split ? 0 : N * (PaddedVocab(m, c.tp) / c.tp) * a);
+    forward = std::max({forward, 2 * N * wide + (c.tp > 1 ? N * wide : 0), sp ? nh : 0});
+    head = (sp ? 2 * nh + rh : 2 * nh) + (split ? 0 : N * (PaddedVocab(m, c.tp) / c.tp) * a);
   }
-  if (roles.embedding) embedding = 2 * nh - relief;
+  if (roles.embedding) embedding = (sp ? 2 * rh + nh : 2 * nh) - relief;
   const Bytes loss_accumulators = 2 * 8;
   // Boundary messages held beside a phase: a received gradient or an output not yet sent, or a
   // send the peer has not yet received (runtime/executor/executor.cc frees a send's buffer at the
@@ -482,7 +493,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   // for it, beside a received gradient (measured on the CPU runtime: interleaved p 2 v 2 holds
   // three at its peak; not derived for every v).
   const int64_t held_messages = c.VirtualStages() == 1 ? 0 : c.vp == 1 ? 1 : 3;
-  return loss_accumulators + held_messages * nh +
+  return loss_accumulators + held_messages * (sp ? rh : nh) +
          std::max({forward, head, layer, embedding, Bytes{0}});
 }
 

@@ -570,7 +570,8 @@ std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelCo
                                             bool dropout) {
   const int64_t rows = ContextShardLen(m, c) * c.mbs;
   std::vector<ActTensor> acts = {{"embedding.tokens", rows, ActKind::kInt32}};
-  if (dropout) acts.push_back({"embedding.dropout.mask", rows * m.hidden, ActKind::kMask});
+  const int64_t seq_rows = c.sequence_parallel ? rows / c.tp : rows;  // the dropout's rows
+  if (dropout) acts.push_back({"embedding.dropout.mask", seq_rows * m.hidden, ActKind::kMask});
   return acts;
 }
 
