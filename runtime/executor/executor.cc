@@ -125,8 +125,8 @@ Status Trainer::RunProgram(int64_t step) {
 }
 
 Status Trainer::RecvBoundary(const Instr& in, TensorRef full) {
-  const int64_t n = dims_.N() * dims_.h;
-  const bool sg = cfg_.scatter_gather && cfg_.tp > 1;
+  const int64_t n = dims_.R() * dims_.h;
+  const bool sg = ScatterGathers();
   const int64_t count = sg ? n / cfg_.tp : n;
   const Bytes bytes = count * DTypeBytes(types_.act);
   if (in.bytes != bytes) {
@@ -145,9 +145,9 @@ Status Trainer::RecvBoundary(const Instr& in, TensorRef full) {
 }
 
 Status Trainer::SendBoundary(const Instr& in, Tensor buf) {
-  const int64_t n = dims_.N() * dims_.h;
+  const int64_t n = dims_.R() * dims_.h;
   PTDP_CHECK(buf.count() == n);
-  const bool sg = cfg_.scatter_gather && cfg_.tp > 1;
+  const bool sg = ScatterGathers();
   const int64_t count = sg ? n / cfg_.tp : n;
   const int tag = static_cast<int>(schedule::MessageKey(program_, coord_.pp, in));
   const char* base = static_cast<const char*>(buf.data());
@@ -219,7 +219,7 @@ Status Trainer::Execute(const Instr& in, int64_t step) {
       if (st == nullptr) return Status::Internal("recv_grad for a microbatch with no forward");
       const auto t0 = std::chrono::steady_clock::now();
       PTDP_ASSIGN_OR_RETURN(
-          st->dout, Tensor::Make(dev_.get(), dims_.N() * dims_.h, types_.act, MemTag::kWorkspace));
+          st->dout, Tensor::Make(dev_.get(), dims_.R() * dims_.h, types_.act, MemTag::kWorkspace));
       recv_prep_ns_ = SinceNs(t0);
       PTDP_RETURN_IF_ERROR(RecvBoundary(in, st->dout.ref()));
       Record(in.op, *st);

@@ -236,8 +236,24 @@ int64_t Trainer::GradElementsInFlight() const {
   return n;
 }
 
+// Under sequence parallelism a tensor rank computes the gradients of the tensors that act on its
+// own rows (the LayerNorms', the row-parallel projections' biases) from those rows alone: summed
+// over the tensor group here, once per step, as Megatron-Core's finalize_model_grads does. The
+// position embedding's gradient is computed from the gathered rows, whole on every rank.
+Status Trainer::SumSequenceParallelGrads() {
+  if (!cfg_.sequence_parallel || tp_->size() == 1) return Status::Ok();
+  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+    const ParamTensor& p = params_->entries()[static_cast<size_t>(i)].spec;
+    if (p.sharding != Sharding::kReplicated || p.name == "embedding.position") continue;
+    const TensorRef g = params_->grad(i);
+    PTDP_RETURN_IF_ERROR(tp_->AllReduceSum(g.data, g.count, g.dtype));
+  }
+  return Status::Ok();
+}
+
 Status Trainer::ReduceGrads() {
   PTDP_RETURN_IF_ERROR(WaitSends());
+  PTDP_RETURN_IF_ERROR(SumSequenceParallelGrads());
   // The tied word embedding: its first-stage and last-stage copies get the sum of both gradients.
   const int tied = TiedGradIndex();
   if (tied >= 0) {

@@ -71,7 +71,7 @@ int Trainer::LocalChunkOfStage(int stage) const {
 // message). Under full recomputation a layer's stash is transient (workspace) and dropped at once.
 Status Trainer::ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool last) {
   const int nl = static_cast<int>(chunk_layers_[chunk].size());
-  const int64_t nh = dims_.N() * dims_.h;
+  const int64_t nh = dims_.R() * dims_.h;
   const bool recompute = cfg_.recompute == Recompute::kFull;
   for (int li = 0; li < nl; ++li) {
     TensorRef y;
@@ -134,7 +134,7 @@ Status Trainer::Forward(int mb, int chunk, int64_t step) {
 // backward of the step, its buckets start).
 Status Trainer::BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool recompute,
                                Tensor* dy) {
-  const int64_t nh = dims_.N() * dims_.h;
+  const int64_t nh = dims_.R() * dims_.h;
   for (int li = static_cast<int>(chunk_layers_[chunk].size()) - 1; li >= 0; --li) {
     const int layer = chunk_layers_[chunk][li];
     // The Program's recomputing backward: the whole layer under full recomputation; under
@@ -174,7 +174,7 @@ Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step, bool s
   Tensor dy;
   if (last) {
     PTDP_ASSIGN_OR_RETURN(
-        dy, Tensor::Make(dev_.get(), dims_.N() * dims_.h, types_.act, MemTag::kWorkspace));
+        dy, Tensor::Make(dev_.get(), dims_.R() * dims_.h, types_.act, MemTag::kWorkspace));
     const int lw = params_->Find(chunk, "final_ln.weight"),
               lb = params_->Find(chunk, "final_ln.bias"), wo = OutputIndex(chunk);
     // Each token's loss gradient, times the loss scale (fp16; 1 otherwise).

@@ -91,10 +91,17 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                            "' is planned but not executed by this runtime, which recomputes the "
                            "attention core alone (leave the key out)");
   }
-  if (cfg_.sequence_parallel) {
+  if (cfg_.sequence_parallel && SplitsBackward(cfg_.schedule)) {
     return Status::Invalid(
-        "plan: layout.sequence_parallel: planned but not executed by this runtime (use false; "
-        "ptdp plan --software ptdp plans for this runtime)");
+        "plan: layout.sequence_parallel: not executed with the split backward of schedule '" +
+        std::string(ScheduleName(cfg_.schedule)) +
+        "' by this runtime (its deferred weight gradients would need the gathered inputs kept)");
+  }
+  if (cfg_.sequence_parallel && opts.overlap_grad_reduce) {
+    return Status::Invalid(
+        "--overlap-grad-reduce: not with layout.sequence_parallel, whose LayerNorm and bias "
+        "gradients this runtime sums over the tensor group at the end of the step (leave the flag "
+        "out)");
   }
   if (cfg_.grad_reduce_bf16) {
     return Status::Invalid(
@@ -202,6 +209,10 @@ Status Trainer::Build(ParamInit init) {
   dims_.v_local = PaddedVocab(model_, t) / t;
   dims_.vocab_begin = int64_t(coord_.tp) * dims_.v_local;
   dims_.vocab_real = model_.vocab;
+  if (cfg_.sequence_parallel) {
+    dims_.sp = t;
+    dims_.sp_rank = coord_.tp;
+  }
 
   WireLayers();
   PlanGradReduce();

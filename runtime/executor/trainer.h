@@ -214,6 +214,11 @@ class Trainer {
   Status ExecuteSlowed(const Instr& in, int64_t step);   // TrainOptions::slow_rank
   void AddToWindow(double step_s, RankWindow* w) const;  // report.cc: this step's events
   Status RunProgram(int64_t step);
+  // Whether a boundary message is the tensor rank's 1/t slice, all-gathered by the receiver
+  // (scatter/gather); under sequence parallelism the rank's rows are its own message.
+  bool ScatterGathers() const {
+    return cfg_.scatter_gather && cfg_.tp > 1 && !cfg_.sequence_parallel;
+  }
   Status RecvBoundary(const Instr& in, TensorRef full);
   Status SendBoundary(const Instr& in, Tensor buf);
   Status WaitSends();
@@ -235,6 +240,7 @@ class Trainer {
   HeadWeights HeadW(int chunk) const;
   int64_t Key(int mb, int chunk) const { return int64_t(mb) * cfg_.vp + chunk; }
   // grad_reduce.cc
+  Status SumSequenceParallelGrads();
   Status ReduceGrads();
   void PlanGradReduce();  // chunk_grads_final_at_ from the Program
   void BeginChunkGradReduce(size_t instr_index);

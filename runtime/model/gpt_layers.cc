@@ -44,14 +44,46 @@ Status WeightGrad(const LayerCtx& c, TensorRef dw, TensorRef dbias, Tensor* dout
   return Status::Ok();
 }
 
+// Sequence parallelism's collectives over the tensor group (LayerDims::sp). The rows a GEMM reads
+// whole: this rank's [R][h] block gathered into the microbatch's [N][h] (a transient), or the
+// tensor itself without sequence parallelism.
+struct FullRows {
+  Tensor owned;  // the gathered rows, or empty
+  ConstRef ref;  // what the GEMM reads
+};
+Result<FullRows> GatherRows(const LayerCtx& c, ConstRef local) {
+  FullRows f;
+  f.ref = local;
+  if (c.d.sp == 1) return f;
+  PTDP_ASSIGN_OR_RETURN(f.owned, Tmp(c, local.count * c.d.sp, local.dtype));
+  PTDP_RETURN_IF_ERROR(c.tp->AllGather(local.data, f.owned.data(), local.count, local.dtype));
+  f.ref = f.owned.cref();
+  return f;
+}
+
+// A row-parallel GEMM's partial sums [N][h] summed over the tensor group (g's forward, f's
+// backward): all-reduced in place, or under sequence parallelism reduce-scattered into this
+// rank's [R][h] rows (and the [N][h] partial freed).
+Result<Tensor> SumRows(const LayerCtx& c, Tensor partial) {
+  if (c.d.sp == 1) {
+    PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, partial.ref()));
+    return partial;
+  }
+  PTDP_ASSIGN_OR_RETURN(Tensor mine, Tmp(c, partial.count() / c.d.sp, partial.dtype()));
+  PTDP_RETURN_IF_ERROR(
+      c.tp->ReduceScatterSum(partial.data(), mine.data(), mine.count(), mine.dtype()));
+  return mine;
+}
+
 std::string Site(int layer, const char* what) {
   return "layer" + std::to_string(layer) + "." + what;
 }
 
 // Hidden-size dropout of a microbatch: element (row, col) of [N][h] at global index
-// seq0 * s * h + row * h + col.
+// seq0 * s * h + row * h + col; under sequence parallelism this rank's rows start at sp_rank R.
 DropoutSpec HiddenDropout(const LayerCtx& c, const std::string& site) {
-  return {c.drop.p, c.drop.Key(site), static_cast<uint64_t>(c.drop.seq0 * c.d.s * c.d.h)};
+  const int64_t first_row = c.drop.seq0 * c.d.s + c.d.sp_rank * c.d.R();
+  return {c.drop.p, c.drop.Key(site), static_cast<uint64_t>(first_row * c.d.h)};
 }
 
 AttentionShape Shape(const LayerDims& d, const DropoutCtx& drop) {
@@ -122,17 +154,20 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
                              LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), h = d.h, hd = d.heads_local * d.D();
+  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D();
   const DType a = c.types.act, wide = c.types.wide;
-  PTDP_ASSIGN_OR_RETURN(st->ln1_mean, Alloc(c, N, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln1_rstd, Alloc(c, N, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln1_out, Alloc(c, N * h, a, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln1_mean, Alloc(c, R, wide, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln1_rstd, Alloc(c, R, wide, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln1_out, Alloc(c, R * h, a, tag));
   PTDP_RETURN_IF_ERROR(ops->LayerNormForward(st->ln1_out.ref(), st->ln1_mean.ref(),
-                                             st->ln1_rstd.ref(), st->x.cref(), w.ln1_w, w.ln1_b, N,
+                                             st->ln1_rstd.ref(), st->x.cref(), w.ln1_w, w.ln1_b, R,
                                              h));
   PTDP_ASSIGN_OR_RETURN(st->qkv, Alloc(c, N * 3 * hd, a, tag));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearForward(st->qkv.ref(), {}, st->ln1_out.cref(), w.qkv_w, w.qkv_b, N, h, 3 * hd));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln1, GatherRows(c, st->ln1_out.cref()));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearForward(st->qkv.ref(), {}, ln1.ref, w.qkv_w, w.qkv_b, N, h, 3 * hd));
+  }
   const bool drop = c.drop.p > 0;
   // Under selective recomputation the core is dropped right after (DropAttentionCore); tagged as
   // the stash is, so that a core kept by mistake shows in the measured activations.
@@ -147,11 +182,11 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
   PTDP_ASSIGN_OR_RETURN(Tensor proj, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(
       ops->LinearForward(proj.ref(), {}, st->attn_out.cref(), w.proj_w, {}, N, hd, h));
-  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, proj.ref()));
-  PTDP_ASSIGN_OR_RETURN(st->attn_res_mask, Alloc(c, drop ? N * h : 0, DType::kU8, tag));
-  PTDP_ASSIGN_OR_RETURN(st->x2, Alloc(c, N * h, a, tag));
+  PTDP_ASSIGN_OR_RETURN(proj, SumRows(c, std::move(proj)));
+  PTDP_ASSIGN_OR_RETURN(st->attn_res_mask, Alloc(c, drop ? R * h : 0, DType::kU8, tag));
+  PTDP_ASSIGN_OR_RETURN(st->x2, Alloc(c, R * h, a, tag));
   return ops->BiasDropoutResidual(st->x2.ref(), st->attn_res_mask.ref(), proj.cref(), w.proj_b,
-                                  st->x.cref(), N, h,
+                                  st->x.cref(), R, h,
                                   HiddenDropout(c, Site(layer, "attn_residual")));
 }
 
@@ -160,24 +195,27 @@ Status MlpBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
                        LayerStash* st, TensorRef y) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), h = d.h, f = d.f_local;
+  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local;
   const DType a = c.types.act, wide = c.types.wide;
-  PTDP_ASSIGN_OR_RETURN(st->ln2_mean, Alloc(c, N, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln2_rstd, Alloc(c, N, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln2_out, Alloc(c, N * h, a, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln2_mean, Alloc(c, R, wide, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln2_rstd, Alloc(c, R, wide, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln2_out, Alloc(c, R * h, a, tag));
   PTDP_RETURN_IF_ERROR(ops->LayerNormForward(st->ln2_out.ref(), st->ln2_mean.ref(),
-                                             st->ln2_rstd.ref(), st->x2.cref(), w.ln2_w, w.ln2_b, N,
+                                             st->ln2_rstd.ref(), st->x2.cref(), w.ln2_w, w.ln2_b, R,
                                              h));
   PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, N * f, a, tag));
   PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, N * f, a, tag));
-  PTDP_RETURN_IF_ERROR(ops->LinearForward(st->fc1_out.ref(), st->gelu_out.ref(), st->ln2_out.cref(),
-                                          w.fc1_w, w.fc1_b, N, h, f));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+    PTDP_RETURN_IF_ERROR(ops->LinearForward(st->fc1_out.ref(), st->gelu_out.ref(), ln2.ref, w.fc1_w,
+                                            w.fc1_b, N, h, f));
+  }
   PTDP_ASSIGN_OR_RETURN(Tensor mlp, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(
       ops->LinearForward(mlp.ref(), {}, st->gelu_out.cref(), w.fc2_w, {}, N, f, h));
-  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, mlp.ref()));
-  PTDP_ASSIGN_OR_RETURN(st->mlp_res_mask, Alloc(c, c.drop.p > 0 ? N * h : 0, DType::kU8, tag));
-  return ops->BiasDropoutResidual(y, st->mlp_res_mask.ref(), mlp.cref(), w.fc2_b, st->x2.cref(), N,
+  PTDP_ASSIGN_OR_RETURN(mlp, SumRows(c, std::move(mlp)));
+  PTDP_ASSIGN_OR_RETURN(st->mlp_res_mask, Alloc(c, c.drop.p > 0 ? R * h : 0, DType::kU8, tag));
+  return ops->BiasDropoutResidual(y, st->mlp_res_mask.ref(), mlp.cref(), w.fc2_b, st->x2.cref(), R,
                                   h, HiddenDropout(c, Site(layer, "mlp_residual")));
 }
 
@@ -186,11 +224,15 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
                         LayerStash* st, ConstRef dy, Tensor* dx2) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), h = d.h, f = d.f_local;
+  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local;
   const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, N * h));
+  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, R * h));
   PTDP_RETURN_IF_ERROR(
-      ops->DropoutBackward(dbranch.ref(), g.fc2_b, dy, st->mlp_res_mask.cref(), N, h, c.drop.p));
+      ops->DropoutBackward(dbranch.ref(), g.fc2_b, dy, st->mlp_res_mask.cref(), R, h, c.drop.p));
+  if (d.sp > 1) {  // fc2's GEMMs read every row
+    PTDP_ASSIGN_OR_RETURN(FullRows full, GatherRows(c, dbranch.cref()));
+    dbranch = std::move(full.owned);
+  }
   Tensor dfc1;
   if (ops->FusesLinearGeluBackward(a)) {
     // fc2's data gradient and GeLU' in one GEMM: no dgelu buffer (N f); dbranch (N h, h <= f)
@@ -211,13 +253,16 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   }
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dfc1.cref(), w.fc1_w, N, h, f));
-  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, st->ln2_out.cref(), N, h, f));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, ln2.ref, N, h, f));
+  }
   dfc1.Reset();
-  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dln.ref()));  // f's backward
-  PTDP_ASSIGN_OR_RETURN(*dx2, Tmp(c, N * h, a));
+  PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));  // f's backward
+  PTDP_ASSIGN_OR_RETURN(*dx2, Tmp(c, R * h, a));
   PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx2->ref(), g.ln2_w, g.ln2_b, dln.cref(),
                                               st->x2.cref(), w.ln2_w, st->ln2_mean.cref(),
-                                              st->ln2_rstd.cref(), N, h, false));
+                                              st->ln2_rstd.cref(), R, h, false));
   return ops->Add(dx2->ref(), dx2->cref(), dy);  // the residual path
 }
 
@@ -226,11 +271,15 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
                               int layer, LayerStash* st, ConstRef dx2, TensorRef dx) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), h = d.h, hd = d.heads_local * d.D();
+  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D();
   const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, N * h));
+  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, R * h));
   PTDP_RETURN_IF_ERROR(
-      ops->DropoutBackward(dbranch.ref(), g.proj_b, dx2, st->attn_res_mask.cref(), N, h, c.drop.p));
+      ops->DropoutBackward(dbranch.ref(), g.proj_b, dx2, st->attn_res_mask.cref(), R, h, c.drop.p));
+  if (d.sp > 1) {  // the projection's GEMMs read every row
+    PTDP_ASSIGN_OR_RETURN(FullRows full, GatherRows(c, dbranch.cref()));
+    dbranch = std::move(full.owned);
+  }
   PTDP_ASSIGN_OR_RETURN(Tensor dattn, Tmp(c, N * hd, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dattn.ref(), dbranch.cref(), w.proj_w, N, hd, h));
   PTDP_RETURN_IF_ERROR(WeightGrad(c, g.proj_w, {}, &dbranch, st->attn_out.cref(), N, hd, h));
@@ -243,11 +292,14 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   dattn.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dqkv.cref(), w.qkv_w, N, h, 3 * hd));
-  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.qkv_w, g.qkv_b, &dqkv, st->ln1_out.cref(), N, h, 3 * hd));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln1, GatherRows(c, st->ln1_out.cref()));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.qkv_w, g.qkv_b, &dqkv, ln1.ref, N, h, 3 * hd));
+  }
   dqkv.Reset();
-  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dln.ref()));  // f's backward
+  PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));  // f's backward
   PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx, g.ln1_w, g.ln1_b, dln.cref(), st->x.cref(),
-                                              w.ln1_w, st->ln1_mean.cref(), st->ln1_rstd.cref(), N,
+                                              w.ln1_w, st->ln1_mean.cref(), st->ln1_rstd.cref(), R,
                                               h, false));
   return ops->Add(dx, dx, dx2);
 }
@@ -255,7 +307,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
 }  // namespace
 
 Status AllocLayerInput(const LayerCtx& c, LayerStash* st) {
-  PTDP_ASSIGN_OR_RETURN(st->x, Alloc(c, c.d.N() * c.d.h, c.types.act, MemTag::kActivations));
+  PTDP_ASSIGN_OR_RETURN(st->x, Alloc(c, c.d.R() * c.d.h, c.types.act, MemTag::kActivations));
   return Status::Ok();
 }
 
@@ -312,12 +364,24 @@ Status EmbeddingForwardTp(const LayerCtx& c, ConstRef wte_local, ConstRef wpe, E
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const bool first = c.tp == nullptr || c.tp->rank() == 0;  // one holder adds the positions
-  PTDP_RETURN_IF_ERROR(ops->EmbeddingForward(out, st->tokens.cref(), wte_local,
+  // Every row's lookup in this rank's vocabulary rows, summed over the tensor group (into this
+  // rank's rows under sequence parallelism).
+  Tensor partial;
+  if (d.sp > 1) {
+    PTDP_ASSIGN_OR_RETURN(partial, Tmp(c, d.N() * d.h, out.dtype));
+  }
+  const TensorRef lookup = d.sp > 1 ? partial.ref() : out;
+  PTDP_RETURN_IF_ERROR(ops->EmbeddingForward(lookup, st->tokens.cref(), wte_local,
                                              first ? wpe : ConstRef{}, d.b, d.s, d.h, d.vocab_begin,
                                              d.vocab_begin + d.v_local));
-  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, out));
+  if (d.sp > 1) {
+    PTDP_RETURN_IF_ERROR(c.tp->ReduceScatterSum(partial.data(), out.data, out.count, out.dtype));
+    partial.Reset();
+  } else {
+    PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, out));
+  }
   PTDP_ASSIGN_OR_RETURN(st->mask,
-                        Alloc(c, c.drop.p > 0 ? d.N() * d.h : 0, DType::kU8, MemTag::kActivations));
+                        Alloc(c, c.drop.p > 0 ? d.R() * d.h : 0, DType::kU8, MemTag::kActivations));
   return ops->Dropout(out, st->mask.ref(), HiddenDropout(c, "embedding"));
 }
 
@@ -325,11 +389,13 @@ Status EmbeddingBackwardTp(const LayerCtx& c, TensorRef dwte_local, TensorRef dw
                            EmbeddingStash* st, ConstRef dout) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  PTDP_ASSIGN_OR_RETURN(Tensor g, Tmp(c, d.N() * d.h, dout.dtype));
+  PTDP_ASSIGN_OR_RETURN(Tensor g, Tmp(c, d.R() * d.h, dout.dtype));
   PTDP_RETURN_IF_ERROR(
-      ops->DropoutBackward(g.ref(), {}, dout, st->mask.cref(), d.N(), d.h, c.drop.p));
-  // dout is replicated over the tensor group, so every rank computes the (replicated) wpe grad.
-  PTDP_RETURN_IF_ERROR(ops->EmbeddingBackward(dwte_local, dwpe, g.cref(), st->tokens.cref(), d.b,
+      ops->DropoutBackward(g.ref(), {}, dout, st->mask.cref(), d.R(), d.h, c.drop.p));
+  // dout is replicated over the tensor group (gathered from the rows under sequence
+  // parallelism), so every rank computes the (replicated) wpe grad.
+  PTDP_ASSIGN_OR_RETURN(const FullRows full, GatherRows(c, g.cref()));
+  PTDP_RETURN_IF_ERROR(ops->EmbeddingBackward(dwte_local, dwpe, full.ref, st->tokens.cref(), d.b,
                                               d.s, d.h, d.vocab_begin, d.vocab_begin + d.v_local));
   st->tokens.Reset();
   st->mask.Reset();
@@ -339,18 +405,21 @@ Status EmbeddingBackwardTp(const LayerCtx& c, TensorRef dwte_local, TensorRef dw
 Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, TensorRef loss_sum) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), h = d.h, V = d.v_local;
+  const int64_t N = d.N(), R = d.R(), h = d.h, V = d.v_local;
   const DType wide = c.types.wide;
   const MemTag tag = MemTag::kActivations;
   PTDP_CHECK(!st->x.empty() && !st->targets.empty());
-  PTDP_ASSIGN_OR_RETURN(st->ln_mean, Alloc(c, N, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln_rstd, Alloc(c, N, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln_out, Alloc(c, N * h, c.types.act, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln_mean, Alloc(c, R, wide, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln_rstd, Alloc(c, R, wide, tag));
+  PTDP_ASSIGN_OR_RETURN(st->ln_out, Alloc(c, R * h, c.types.act, tag));
   PTDP_RETURN_IF_ERROR(ops->LayerNormForward(st->ln_out.ref(), st->ln_mean.ref(), st->ln_rstd.ref(),
-                                             st->x.cref(), w.lnf_w, w.lnf_b, N, h));
+                                             st->x.cref(), w.lnf_w, w.lnf_b, R, h));
   PTDP_ASSIGN_OR_RETURN(st->logits, Alloc(c, N * V, wide, tag));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearForward(st->logits.ref(), {}, st->ln_out.cref(), w.wout_local, {}, N, h, V));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln, GatherRows(c, st->ln_out.cref()));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearForward(st->logits.ref(), {}, ln.ref, w.wout_local, {}, N, h, V));
+  }
   PTDP_ASSIGN_OR_RETURN(st->row_max, Alloc(c, N, wide, tag));
   PTDP_ASSIGN_OR_RETURN(st->row_sum, Alloc(c, N, wide, tag));
   const VocabShard shard = Shard(d);
@@ -374,7 +443,7 @@ Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g,
                     HeadStash* st, TensorRef dx) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), h = d.h, V = d.v_local;
+  const int64_t N = d.N(), R = d.R(), h = d.h, V = d.v_local;
   PTDP_CHECK(!st->logits.empty());
   // dlogits in the compute dtype: what the output layer's backward GEMMs read.
   PTDP_ASSIGN_OR_RETURN(Tensor dlogits, OutputGrad(c, N * V));
@@ -383,11 +452,14 @@ Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g,
                                                  st->targets.cref(), dloss, Shard(d)));
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, c.types.act));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dlogits.cref(), w.wout_local, N, h, V));
-  PTDP_RETURN_IF_ERROR(WeightGrad(c, g.wout_local, {}, &dlogits, st->ln_out.cref(), N, h, V));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln, GatherRows(c, st->ln_out.cref()));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.wout_local, {}, &dlogits, ln.ref, N, h, V));
+  }
   dlogits.Reset();
-  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dln.ref()));
+  PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));
   PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx, g.lnf_w, g.lnf_b, dln.cref(), st->x.cref(),
-                                              w.lnf_w, st->ln_mean.cref(), st->ln_rstd.cref(), N, h,
+                                              w.lnf_w, st->ln_mean.cref(), st->ln_rstd.cref(), R, h,
                                               false));
   for (Tensor* t : {&st->x, &st->ln_mean, &st->ln_rstd, &st->logits, &st->row_max, &st->row_sum,
                     &st->targets}) {

@@ -39,7 +39,14 @@ struct LayerDims {
   int64_t v_local = 1;      // padded vocabulary / t
   int64_t vocab_begin = 0;  // first global vocabulary row of this rank's shard
   int64_t vocab_real = 1;   // unpadded vocabulary: columns >= this are masked
+  // Sequence parallelism (layout.sequence_parallel; Korthikanti et al. 2022): the residual
+  // stream, the LayerNorms, dropouts and residual adds hold `sp_rank`'s block of R = N / sp of
+  // the microbatch's N rows (sp = t; 1 without it). A contiguous block of rows, not a slice of
+  // every sequence: those ops are row-wise, and an all-gather of the blocks is [N][h] in order.
+  int64_t sp = 1;
+  int64_t sp_rank = 0;
   int64_t N() const { return b * s; }
+  int64_t R() const { return N() / sp; }
   int64_t D() const { return h / heads; }
 };
 
