@@ -238,22 +238,25 @@ int64_t Trainer::GradElementsInFlight() const {
 
 // Under sequence parallelism a tensor rank computes the gradients of the tensors that act on its
 // own rows (the LayerNorms', the row-parallel projections' biases) from those rows alone: summed
-// over the tensor group here, once per step, as Megatron-Core's finalize_model_grads does. The
-// position embedding's gradient is computed from the gathered rows, whole on every rank.
+// over the tensor group here, once per step, as Megatron-Core's finalize_model_grads does, after
+// the data-parallel reduction (sums over the two groups commute), so that buckets started during
+// the backward need not wait for it. With the distributed optimizer only the rank's shard of them
+// is summed (the tensor ranks of a data rank own the same arena range: their arenas are alike).
+// The position embedding's gradient is computed from the gathered rows, whole on every rank.
 Status Trainer::SumSequenceParallelGrads() {
   if (!cfg_.sequence_parallel || tp_->size() == 1) return Status::Ok();
+  const ElementRange mine = StepRange();
   for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
     const ParamTensor& p = params_->entries()[static_cast<size_t>(i)].spec;
     if (p.sharding != Sharding::kReplicated || p.name == "embedding.position") continue;
-    const TensorRef g = params_->grad(i);
-    PTDP_RETURN_IF_ERROR(tp_->AllReduceSum(g.data, g.count, g.dtype));
+    const TensorRef g = params_->grads_of(Intersect(params_->range(i), mine));
+    if (g.count > 0) PTDP_RETURN_IF_ERROR(tp_->AllReduceSum(g.data, g.count, g.dtype));
   }
   return Status::Ok();
 }
 
 Status Trainer::ReduceGrads() {
   PTDP_RETURN_IF_ERROR(WaitSends());
-  PTDP_RETURN_IF_ERROR(SumSequenceParallelGrads());
   // The tied word embedding: its first-stage and last-stage copies get the sum of both gradients.
   const int tied = TiedGradIndex();
   if (tied >= 0) {
@@ -281,7 +284,7 @@ Status Trainer::ReduceGrads() {
   }
   for (auto& b : grad_buckets_) PTDP_RETURN_IF_ERROR(b->req->Wait());
   grad_buckets_.clear();
-  return Status::Ok();
+  return SumSequenceParallelGrads();
 }
 
 }  // namespace ptdp::runtime

@@ -97,12 +97,6 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         std::string(ScheduleName(cfg_.schedule)) +
         "' by this runtime (its deferred weight gradients would need the gathered inputs kept)");
   }
-  if (cfg_.sequence_parallel && opts.overlap_grad_reduce) {
-    return Status::Invalid(
-        "--overlap-grad-reduce: not with layout.sequence_parallel, whose LayerNorm and bias "
-        "gradients this runtime sums over the tensor group at the end of the step (leave the flag "
-        "out)");
-  }
   if (cfg_.grad_reduce_bf16) {
     return Status::Invalid(
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
