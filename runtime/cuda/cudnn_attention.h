@@ -9,7 +9,7 @@
 //
 // Dropout: cuDNN draws its own Philox masks from a (seed, offset) pair, not ptdp's counter
 // generator, so with p > 0 the masks differ from the CPU's (equal in distribution only; see
-// docs/design-notes.md). The seed mixes the layer's dropout key with the microbatch's first
+// docs/design-notes-runtime.md). The seed mixes the layer's dropout key with the microbatch's first
 // global sequence and this rank's first global head, so microbatches and tensor ranks draw
 // different masks; the backward, given the same key and shape, regenerates the forward's.
 //

@@ -17,7 +17,8 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.types = types_;
   c.drop.p = model_.dropout;
   c.fused_attention = cfg_.fused_attention;
-  c.redo_attention_core = cfg_.recompute == Recompute::kSelective;
+  c.redo_attention_core = cfg_.Recomputes(kRecomputeCoreAttn);
+  c.redo_mlp = cfg_.Recomputes(kRecomputeMlp);
   c.drop.step = step;
   c.drop.seq0 = int64_t(coord_.dp) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
   return c;
@@ -74,18 +75,16 @@ Status Trainer::ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool la
   const int64_t nh = dims_.R() * dims_.h;
   const bool recompute = cfg_.recompute == Recompute::kFull;
   for (int li = 0; li < nl; ++li) {
-    TensorRef y;
-    if (li + 1 < nl) {
-      PTDP_RETURN_IF_ERROR(AllocLayerInput(c, &st.layers[li + 1]));
-      y = st.layers[li + 1].x.ref();
-    } else if (last) {
-      PTDP_ASSIGN_OR_RETURN(st.head.x,
-                            Tensor::Make(dev_.get(), nh, types_.act, MemTag::kActivations));
-      y = st.head.x.ref();
-    } else {
-      PTDP_ASSIGN_OR_RETURN(st.out, Tensor::Make(dev_.get(), nh, types_.act, MemTag::kWorkspace));
-      y = st.out.ref();
-    }
+    const LayerOutput y = [&, li]() -> Result<TensorRef> {
+      if (li + 1 < nl) {
+        PTDP_RETURN_IF_ERROR(AllocLayerInput(c, &st.layers[li + 1]));
+        return st.layers[li + 1].x.ref();
+      }
+      Tensor* out = last ? &st.head.x : &st.out;
+      PTDP_ASSIGN_OR_RETURN(*out, Tensor::Make(dev_.get(), nh, types_.act,
+                                               last ? MemTag::kActivations : MemTag::kWorkspace));
+      return out->ref();
+    };
     const MemTag tag = recompute ? MemTag::kWorkspace : MemTag::kActivations;
     PTDP_RETURN_IF_ERROR(
         LayerForward(c, weights_[chunk][li], chunk_layers_[chunk][li], tag, &st.layers[li], y));

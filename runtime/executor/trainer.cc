@@ -85,11 +85,17 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     return Status::Invalid(
         "plan: layout.precision: 'fp8' is planned but not executed by this runtime (use bf16)");
   }
-  if (cfg_.recompute_modules != 0) {
+  if ((cfg_.recompute_modules & ~(kRecomputeCoreAttn | kRecomputeMlp)) != 0) {
     return Status::Invalid("plan: layout.recompute_modules: '" +
                            RecomputeModulesText(cfg_.recompute_modules) +
                            "' is planned but not executed by this runtime, which recomputes the "
-                           "attention core alone (leave the key out)");
+                           "attention core and the MLP alone (core_attn, mlp)");
+  }
+  if (cfg_.Recomputes(kRecomputeMlp) && SplitsBackward(cfg_.schedule)) {
+    return Status::Invalid(
+        "plan: layout.recompute_modules: 'mlp' is not executed with the split backward of "
+        "schedule '" +
+        std::string(ScheduleName(cfg_.schedule)) + "' by this runtime");
   }
   if (cfg_.sequence_parallel && SplitsBackward(cfg_.schedule)) {
     return Status::Invalid(

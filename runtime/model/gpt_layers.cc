@@ -190,9 +190,9 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
                                   HiddenDropout(c, Site(layer, "attn_residual")));
 }
 
-// MLP half: ln2 -> fc1 + GeLU -> fc2 (g all-reduce) -> y.
-Status MlpBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
-                       LayerStash* st, TensorRef y) {
+// The MLP's inside: ln2 -> fc1 + GeLU, into the stash (tagged `tag`) from st->x2. The forward
+// runs it, and the backward again under recompute_modules mlp (LayerCtx::redo_mlp).
+Status MlpInsideForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local;
@@ -205,15 +205,32 @@ Status MlpBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
                                              h));
   PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, N * f, a, tag));
   PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, N * f, a, tag));
-  {
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-    PTDP_RETURN_IF_ERROR(ops->LinearForward(st->fc1_out.ref(), st->gelu_out.ref(), ln2.ref, w.fc1_w,
-                                            w.fc1_b, N, h, f));
+  PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+  return ops->LinearForward(st->fc1_out.ref(), st->gelu_out.ref(), ln2.ref, w.fc1_w, w.fc1_b, N, h,
+                            f);
+}
+
+void DropMlpInside(LayerStash* st) {
+  for (Tensor* t : {&st->ln2_mean, &st->ln2_rstd, &st->ln2_out, &st->fc1_out, &st->gelu_out}) {
+    t->Reset();
   }
-  PTDP_ASSIGN_OR_RETURN(Tensor mlp, Tmp(c, N * h, a));
+}
+
+// MLP half: the inside, fc2 (g all-reduce) -> y (allocated by `out` here when empty).
+Status MlpBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
+                       LayerStash* st, const LayerOutput& out, TensorRef y) {
+  Ops* ops = c.dev->ops();
+  const LayerDims& d = c.d;
+  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local;
+  PTDP_RETURN_IF_ERROR(MlpInsideForward(c, w, tag, st));
+  PTDP_ASSIGN_OR_RETURN(Tensor mlp, Tmp(c, N * h, c.types.act));
   PTDP_RETURN_IF_ERROR(
       ops->LinearForward(mlp.ref(), {}, st->gelu_out.cref(), w.fc2_w, {}, N, f, h));
+  if (c.redo_mlp) DropMlpInside(st);
   PTDP_ASSIGN_OR_RETURN(mlp, SumRows(c, std::move(mlp)));
+  if (y.empty()) {
+    PTDP_ASSIGN_OR_RETURN(y, out());
+  }
   PTDP_ASSIGN_OR_RETURN(st->mlp_res_mask, Alloc(c, c.drop.p > 0 ? R * h : 0, DType::kU8, tag));
   return ops->BiasDropoutResidual(y, st->mlp_res_mask.ref(), mlp.cref(), w.fc2_b, st->x2.cref(), R,
                                   h, HiddenDropout(c, Site(layer, "mlp_residual")));
@@ -321,16 +338,29 @@ void DropLayerActivations(LayerStash* st) {
 }
 
 Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag stash_tag,
-                    LayerStash* st, TensorRef y) {
+                    LayerStash* st, const LayerOutput& out) {
+  TensorRef y;
+  if (!c.redo_mlp) {
+    PTDP_ASSIGN_OR_RETURN(y, out());
+  }
   PTDP_RETURN_IF_ERROR(AttentionBlockForward(c, w, layer, stash_tag, st));
-  return MlpBlockForward(c, w, layer, stash_tag, st, y);
+  return MlpBlockForward(c, w, layer, stash_tag, st, out, y);
+}
+
+Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag stash_tag,
+                    LayerStash* st, TensorRef y) {
+  return LayerForward(c, w, layer, stash_tag, st, [y]() -> Result<TensorRef> { return y; });
 }
 
 Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, int layer,
                      LayerStash* st, ConstRef dy, TensorRef dx) {
+  // recompute_modules mlp: the inside rebuilt (tagged activations: the ledger's working set) and
+  // dropped again before the attention side rebuilds its own.
+  if (c.redo_mlp) PTDP_RETURN_IF_ERROR(MlpInsideForward(c, w, MemTag::kActivations, st));
   PTDP_CHECK(!st->gelu_out.empty());
   Tensor dx2;
   PTDP_RETURN_IF_ERROR(MlpBlockBackward(c, w, g, st, dy, &dx2));
+  if (c.redo_mlp) DropMlpInside(st);
   PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, layer, st, dx2.cref(), dx));
   if (c.defer_weight_grads == nullptr) {
     DropLayerActivations(st);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,10 @@ struct LayerCtx {
   // the backward first runs the core's forward again from the stashed QKV (the same dropout key,
   // so the same tensors) before the core's backward.
   bool redo_attention_core = false;
+  // recompute_modules mlp (Megatron-Core): the MLP's inside (ln2's statistics and output, fc1's
+  // output and the GeLU's) is dropped after the forward and rebuilt from the stashed ln2 input
+  // right before the MLP's backward, then dropped again before the attention side's backward.
+  bool redo_mlp = false;
   // Set: the backward calls run as the input half of a split backward. The Linears' weight
   // gradients are appended here instead of computed, and each stash keeps what they read
   // (LayerBackward keeps the four Linear inputs, HeadBackward the output layer's input); the
@@ -134,9 +139,16 @@ struct LayerCtx {
 Status AllocLayerInput(const LayerCtx& c, LayerStash* st);
 
 // REQUIRES: st->x holds the layer input. Fills the stash (tagged `stash_tag`: activations, or
-// workspace for the forward of full recomputation, whose stash is transient) and writes y [N][h].
+// workspace for the forward of full recomputation, whose stash is transient) and writes y [R][h].
 Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag stash_tag,
                     LayerStash* st, TensorRef y);
+// The same with the output allocated by `out` when the layer needs it: at once, or under
+// recompute_modules mlp once the MLP's inside is dropped (so that the two never coexist: an
+// output that is the head's stashed input would otherwise sit beside the inside, which the
+// ledger, like Megatron-Core's memory, never holds at once).
+using LayerOutput = std::function<Result<TensorRef>()>;
+Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag stash_tag,
+                    LayerStash* st, const LayerOutput& out);
 // dy [N][h] -> dx [N][h] (overwritten); parameter gradients accumulate. Frees the stash's
 // activations except x (and, with c.defer_weight_grads, the four Linear inputs).
 Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g, int layer,

@@ -19,12 +19,11 @@ case "$case" in
                expect="is truncated or corrupt" ;;
   vocab)       "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 100 8 1 2 1 1 1 1f1b none true
                expect="beyond the model's vocabulary of 100" ;;
-  recompute_modules)  # selective recomputation of the MLP: planned, not executed (the attention
-               # core alone is): a clear refusal
-               sed -i 's/"recompute": "none"/"recompute": "selective", "recompute_modules": "mlp"/' "$dir/plan.json"
-               grep -q '"recompute_modules": "mlp"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
-               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="plan: layout.recompute_modules: 'mlp' is planned but not executed by this runtime" ;;
+  recompute_modules)  # selective recomputation of the MLP with a split backward (ZB-H1):
+               # planned, not executed: a clear refusal
+               PTDP_TEST_RECOMPUTE_MODULES=mlp "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 zb-h1 selective true
+               grep -q '"recompute_modules": "mlp"' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
+               expect="plan: layout.recompute_modules: 'mlp' is not executed with the split backward of schedule 'zb-h1'" ;;
   distopt_overlap)  # the distributed optimizer's reduce-scatter is not overlapped: the flag is refused
                PTDP_TEST_DIST_OPT=true "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
                extra=(--overlap-grad-reduce)

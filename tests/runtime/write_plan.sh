@@ -13,7 +13,8 @@
 # PTDP_TEST_STAGE_LAYERS (per-stage counts joined by '/', "3/1/2/2"; default none) goes into
 # layout.stage_layers (any split, vp = 1). PTDP_TEST_CP (default 1) goes into layout.cp, and the
 # cluster's GPUs count it (tp cp pp dp). PTDP_TEST_DIST_OPT (true | false, default false) goes into
-# layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel.
+# layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
+# PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
 set -euo pipefail
 ptdp=$1
 shift
@@ -28,6 +29,8 @@ stages=""
 cp=${PTDP_TEST_CP:-1}
 distopt=${PTDP_TEST_DIST_OPT:-false}
 seqpar=${PTDP_TEST_SEQ_PARALLEL:-false}
+modules=""
+[ -n "${PTDP_TEST_RECOMPUTE_MODULES:-}" ] && modules=", \"recompute_modules\": \"$PTDP_TEST_RECOMPUTE_MODULES\""
 gpus=$((tp * pp * dp * cp))
 cat > "$out" <<JSON
 {
@@ -40,7 +43,7 @@ cat > "$out" <<JSON
              "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
              "grad_accumulation_fusion": $fusion, "fused_attention": $fused,
              "first_stage_layers": $first, "last_stage_layers": $last$stages,
-             "distributed_optimizer": $distopt, "sequence_parallel": $seqpar}
+             "distributed_optimizer": $distopt, "sequence_parallel": $seqpar$modules}
 }
 JSON
 "$ptdp" schedule --plan "$out" --out "$out" > /dev/null
