@@ -203,6 +203,12 @@ class GuardComm final : public Communicator {
     PTDP_ASSIGN_OR_RETURN(auto r, inner_->AllReduceSumAsync(data, count, dtype));
     return std::unique_ptr<CommRequest>(std::make_unique<GuardRequest>(std::move(r), state_));
   }
+  Result<std::unique_ptr<CommRequest>> ReduceSumAsync(void* data, int64_t count, DType dtype,
+                                                      int root) override {
+    GuardWindow open(state_.get());
+    PTDP_ASSIGN_OR_RETURN(auto r, inner_->ReduceSumAsync(data, count, dtype, root));
+    return std::unique_ptr<CommRequest>(std::make_unique<GuardRequest>(std::move(r), state_));
+  }
   Status AllReduceMax(void* data, int64_t count, DType dtype) override {
     GuardWindow open(state_.get());
     return inner_->AllReduceMax(data, count, dtype);

@@ -52,6 +52,14 @@ class Communicator {
     PTDP_RETURN_IF_ERROR(AllReduceSum(data, count, dtype));
     return std::unique_ptr<CommRequest>(std::make_unique<CompletedRequest>());
   }
+  // Starts a sum of every member's `data` into root's `data` (in place there; the others' `data`
+  // is left as it was) and returns its request, under AllReduceSumAsync's rules. The default runs
+  // AllReduceSumAsync, whose result at the root is the same (every member gets it, at twice the
+  // traffic); MPI overrides it with MPI_Ireduce, NCCL with a reduce on its own stream.
+  virtual Result<std::unique_ptr<CommRequest>> ReduceSumAsync(void* data, int64_t count,
+                                                              DType dtype, int /*root*/) {
+    return AllReduceSumAsync(data, count, dtype);
+  }
   // recv holds size() * count elements, rank i's contribution at i * count; in place when send is
   // recv + rank() * count.
   virtual Status AllGather(const void* send, void* recv, int64_t count, DType dtype) = 0;

@@ -65,6 +65,8 @@ class NcclCommunicator final : public Communicator {
   // Overlappable collectives: the compute stream waits only at the request's Wait().
   Result<std::unique_ptr<CommRequest>> AllReduceSumAsync(void* data, int64_t count,
                                                          DType dtype) override;
+  Result<std::unique_ptr<CommRequest>> ReduceSumAsync(void* data, int64_t count, DType dtype,
+                                                      int root) override;
   Result<std::unique_ptr<CommRequest>> ReduceScatterSumAsync(const void* send, void* recv,
                                                              int64_t count, DType dtype);
 

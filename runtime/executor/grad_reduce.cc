@@ -1,13 +1,13 @@
 // The gradient reductions of kReduceGrads: the tied embedding's all-reduce between the first and
-// last stage, and the data-parallel sum over the flat fp32 gradient arena: with the distributed
-// optimizer one reduce-scatter at kReduceGrads (each data rank gets its shard's sum); else in
-// buckets, either all at kReduceGrads (blocking) or, with TrainOptions::overlap_grad_reduce,
-// started during the backward and waited for at kReduceGrads (Megatron-LM's
-// --overlap-grad-reduce): inside the instruction that completes a chunk's gradients for the step,
-// each bucket starts as soon as every parameter it covers has its final gradient (after the head's
-// and each layer's backward, or each deferred weight GEMM of a split backward), so the last
-// layers' buckets run under the earlier layers' backward; what is left starts when the
-// instruction ends.
+// last stage, and the data-parallel sum over the flat fp32 gradient arena in buckets (with the
+// distributed optimizer, each bucket's pieces reduced to their shards' owners; blocking, one
+// reduce-scatter at kReduceGrads), either all at kReduceGrads (blocking) or, with
+// TrainOptions::overlap_grad_reduce, started during the backward and waited for at kReduceGrads
+// (Megatron-LM's --overlap-grad-reduce): inside the instruction that completes a chunk's
+// gradients for the step, each bucket starts as soon as every parameter it covers has its final
+// gradient (after the head's and each layer's backward, or each deferred weight GEMM of a split
+// backward), so the last layers' buckets run under the earlier layers' backward; what is left
+// starts when the instruction ends.
 //
 // The same arithmetic either way: every element is summed by one data-parallel all-reduce of the
 // same values. The tied embedding's gradient is first summed with its other copy (as without
@@ -127,6 +127,39 @@ void Trainer::BeginChunkGradReduce(size_t i) {
   unstarted_grad_buckets_ = GradBuckets(ChunkGradRange(early_chunk_), BucketElements(), held);
 }
 
+// Starts one bucket's data-parallel sum: an all-reduce, or with the distributed optimizer a
+// reduce of each piece of it to the data rank whose shard holds the piece (the shard is
+// contiguous over the arena, not a part of every bucket: docs/design-notes-runtime.md), which
+// leaves every owner its shard's sums, as the reduce-scatter does.
+Status Trainer::StartGradBucket(ElementRange bucket) {
+  float* arena = static_cast<float*>(params_->all_grads().data);
+  std::vector<std::pair<ElementRange, int>> pieces;  // (elements, owner; -1: every rank)
+  if (!params_->sharded()) {
+    pieces.push_back({bucket, -1});
+  } else {
+    const int64_t shard = params_->shard_elements();
+    for (int64_t at = bucket.begin; at < bucket.end;) {
+      const int owner = static_cast<int>(at / shard);
+      const int64_t end = std::min(bucket.end, (owner + 1) * shard);
+      pieces.push_back({{at, end}, owner});
+      at = end;
+    }
+  }
+  for (const auto& [r, owner] : pieces) {
+    auto gb = std::make_unique<GradBucket>();
+    if (owner < 0) {
+      PTDP_ASSIGN_OR_RETURN(gb->req,
+                            dp_->AllReduceSumAsync(arena + r.begin, r.count(), DType::kFp32));
+    } else {
+      PTDP_ASSIGN_OR_RETURN(gb->req,
+                            dp_->ReduceSumAsync(arena + r.begin, r.count(), DType::kFp32, owner));
+    }
+    gb->elements = r.count();
+    grad_buckets_.push_back(std::move(gb));
+  }
+  return Status::Ok();
+}
+
 // Starts, the highest first (Megatron-LM's reverse parameter order: the backward's order), every
 // bucket not yet started that overlaps none of the `pending` arena ranges (gradients the
 // instruction has still to write), then Tests the buckets in flight: a boundary inside the
@@ -135,7 +168,6 @@ Status Trainer::StartReadyGradBuckets(const std::vector<ElementRange>& pending) 
   if (early_chunk_ < 0) return Status::Ok();
   const bool early = std::any_of(pending.begin(), pending.end(),
                                  [](const ElementRange& r) { return r.count() > 0; });
-  float* arena = static_cast<float*>(params_->all_grads().data);
   std::vector<ElementRange> waiting;
   for (auto b = unstarted_grad_buckets_.rbegin(); b != unstarted_grad_buckets_.rend(); ++b) {
     const bool written = std::any_of(pending.begin(), pending.end(), [&](const ElementRange& p) {
@@ -145,11 +177,7 @@ Status Trainer::StartReadyGradBuckets(const std::vector<ElementRange>& pending) 
       waiting.insert(waiting.begin(), *b);
       continue;
     }
-    auto gb = std::make_unique<GradBucket>();
-    PTDP_ASSIGN_OR_RETURN(gb->req,
-                          dp_->AllReduceSumAsync(arena + b->begin, b->count(), DType::kFp32));
-    gb->elements = b->count();
-    grad_buckets_.push_back(std::move(gb));
+    PTDP_RETURN_IF_ERROR(StartGradBucket(*b));
     if (early) ++buckets_started_early_;
   }
   unstarted_grad_buckets_ = std::move(waiting);
@@ -266,7 +294,14 @@ Status Trainer::ReduceGrads() {
   // Data parallelism: sum (the loss is already normalised by the global batch) in buckets over the
   // flat gradient arena; with the overlap, only what was held back (the tied tensor), then the wait
   // for the buckets started during the backward.
-  if (dp_->size() > 1 && params_->sharded()) {
+  if (dp_->size() > 1 && params_->sharded() && opts_.overlap_grad_reduce) {
+    // The held-back tied tensor's pieces to their owners; the rest was started in the backward.
+    if (tied >= 0) {
+      for (const ElementRange& b : GradBuckets(EntryRange(tied), BucketElements())) {
+        PTDP_RETURN_IF_ERROR(StartGradBucket(b));
+      }
+    }
+  } else if (dp_->size() > 1 && params_->sharded()) {
     // The distributed optimizer: each data rank needs the sum of its shard alone (a
     // reduce-scatter in place over the padded arena, whose padding is zero).
     const int64_t shard = params_->shard_elements();

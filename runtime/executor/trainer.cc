@@ -113,11 +113,6 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                            " is planned but not executed by this runtime, which has no ring "
                            "attention (use 1; ptdp plan --software ptdp plans for this runtime)");
   }
-  if (cfg_.distributed_optimizer && opts.overlap_grad_reduce) {
-    return Status::Invalid(
-        "--overlap-grad-reduce: not with layout.distributed_optimizer, whose reduce-scatter this "
-        "runtime runs whole at the end of the step (leave the flag out)");
-  }
   if (cfg_.WorldSize() != world_->size()) {
     return Status::Invalid("plan: layout tp*pp*dp = " + std::to_string(cfg_.tp) + "*" +
                            std::to_string(cfg_.pp) + "*" + std::to_string(cfg_.dp) + " = " +

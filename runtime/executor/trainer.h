@@ -240,6 +240,7 @@ class Trainer {
   HeadWeights HeadW(int chunk) const;
   int64_t Key(int mb, int chunk) const { return int64_t(mb) * cfg_.vp + chunk; }
   // grad_reduce.cc
+  Status StartGradBucket(ElementRange bucket);
   Status SumSequenceParallelGrads();
   Status ReduceGrads();
   void PlanGradReduce();  // chunk_grads_final_at_ from the Program

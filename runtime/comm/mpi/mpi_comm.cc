@@ -146,6 +146,17 @@ class MpiCommunicator final : public Communicator {
     }
     return std::unique_ptr<CommRequest>(std::move(r));
   }
+  Result<std::unique_ptr<CommRequest>> ReduceSumAsync(void* data, int64_t count, DType dtype,
+                                                      int root) override {
+    PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
+    auto r = std::make_unique<MpiRequest>();  // MPI_REQUEST_NULL: complete (one member)
+    if (size_ > 1) {
+      const void* send = rank_ == root ? MPI_IN_PLACE : data;
+      PTDP_MPI(
+          MPI_Ireduce(send, data, Count(count), ToMpi(dtype), SumOp(dtype), root, comm_, &r->req_));
+    }
+    return std::unique_ptr<CommRequest>(std::move(r));
+  }
   Status AllReduceMax(void* data, int64_t count, DType dtype) override {
     PTDP_RETURN_IF_ERROR(CheckReducible(dtype));
     if (size_ == 1) return Status::Ok();
