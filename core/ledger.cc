@@ -110,6 +110,11 @@ StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {
     const std::vector<ActTensor> head = HeadWeightGradStash(m, c);
     p.head_wgrad = ListBytes(head, c);
     p.head_logits_grad = ListBytes({head.back()}, c);
+    if (c.sequence_parallel) {
+      const std::vector<ActTensor> w = LayerWeightGradStash(m, c);  // qkv.input, fc1.input whole
+      p.layer_gathered_inputs = ListBytes({w[0], w[2]}, c);
+      p.head_gathered_input = ListBytes({head.front()}, c);
+    }
   }
   return p;
 }
@@ -198,7 +203,7 @@ RankOrder RankOrderOf(const ParallelConfig& c, int pp_rank) {
 void SplitBackwardInput(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                         int pp_rank, int chunk, Bytes* live, Bytes* peak) {
   if (HoldsHead(c, pp_rank, chunk)) {
-    *peak = std::max(*peak, *live + prices.head_logits_grad);
+    *peak = std::max(*peak, *live + prices.head_logits_grad + prices.head_gathered_input);
     *live += prices.head_wgrad - prices.head;
   }
   // Layer k (from the last) holds the live bytes, its working set and its output gradients, each
@@ -208,7 +213,8 @@ void SplitBackwardInput(const StashPrices& prices, const ModelSpec& m, const Par
   const int64_t layers = int64_t(ChunkLayers(m, c, pp_rank, chunk).size());
   const Bytes trade = prices.layer_wgrad - prices.layer;
   if (layers > 0) {
-    const Bytes first = *live + working_set + prices.layer_output_grads;
+    const Bytes first =
+        *live + working_set + prices.layer_output_grads + prices.layer_gathered_inputs;
     *peak = std::max({*peak, first, first + (layers - 1) * trade});
     *live += layers * trade;
   }
@@ -445,7 +451,8 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   // stream's tensors hold the rank's rows (rh), each GEMM that reads every row reads a gathered
   // [N][h] transient (nh), and each row-parallel sum reduce-scatters into rh beside its nh
   // partial (runtime/model/gpt_layers.cc GatherRows, SumRows).
-  const bool sp = c.sequence_parallel && !m.IsMoe() && !split;
+  const bool seq = c.sequence_parallel && !m.IsMoe();
+  const bool sp = seq && !split;  // the whole backward's orders below; the split's further down
   const Bytes rh = nh / c.tp;
   const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
   // A head chunk's layers and embedding run their backward after the head's freed its stash (the
@@ -458,7 +465,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
           : 0;
   Bytes forward = 0, head = 0, layer = 0, embedding = 0;
   if (roles.layers) {
-    forward = sp ? nh + rh + (roles.sends_output ? rh : 0) : nh + (roles.sends_output ? nh : 0);
+    forward = seq ? nh + rh + (roles.sends_output ? rh : 0) : nh + (roles.sends_output ? nh : 0);
     // Full recomputation's forward holds the layer's stash but its input as workspace, at most
     // the ledger's peak after a forward; the backward that follows that state holds the working set
     // on it less the head's freed stash, within the ledger's peak: the forward's excess is at most
@@ -478,22 +485,29 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
       const Bytes mlp_sp = std::max({rh + nh, nh + nf, 2 * nf, 2 * nh + nf});
       const Bytes attention_sp = rh + std::max({rh + nh, nh + nhd, 4 * nhd, 3 * nhd + 2 * nh});
       layer = 2 * rh + std::max(mlp_sp, attention_sp) + ContextRingBytes(m, c) - relief;
+    } else if (seq) {  // the split's: what the weight half reads is kept, tagged activations
+      const Bytes mlp_sp = std::max(nf, nh + rh), attention_sp = rh + std::max(nhd, nh + rh);
+      layer = 2 * rh + std::max(mlp_sp, attention_sp) + ContextRingBytes(m, c) - relief;
     }
   }
   if (roles.head) {
-    forward = std::max({forward, 2 * N * wide + (c.tp > 1 ? N * wide : 0), sp ? nh : 0});
+    forward = std::max({forward, 2 * N * wide + (c.tp > 1 ? N * wide : 0), seq ? nh : 0});
     head = (sp ? 2 * nh + rh : 2 * nh) + (split ? 0 : N * (PaddedVocab(m, c.tp) / c.tp) * a);
+    if (seq && split) head = nh + 2 * rh;
   }
-  if (roles.embedding) embedding = (sp ? 2 * rh + nh : 2 * nh) - relief;
+  if (roles.embedding) embedding = (seq ? 2 * rh + nh : 2 * nh) - relief;
   const Bytes loss_accumulators = 2 * 8;
   // Boundary messages held beside a phase: a received gradient or an output not yet sent, or a
   // send the peer has not yet received (runtime/executor/executor.cc frees a send's buffer at the
   // first poll after it completes). One with one chunk per rank; with several, three: a rank runs
   // up to two forwards ahead of the next (the interleaved warm-ups differ by two), whose sends wait
   // for it, beside a received gradient (measured on the CPU runtime: interleaved p 2 v 2 holds
-  // three at its peak; not derived for every v).
-  const int64_t held_messages = c.VirtualStages() == 1 ? 0 : c.vp == 1 ? 1 : 3;
-  return loss_accumulators + held_messages * (sp ? rh : nh) +
+  // three at its peak; not derived for every v). ZB-H2's warm-ups differ by two forwards between
+  // neighbours, as the interleaved ones do: two (seen with sequence parallelism, t2 p2 d1, whose
+  // bound has no slack to hide the second).
+  const int64_t one_chunk = c.schedule == ScheduleKind::kZbH2 ? 2 : 1;
+  const int64_t held_messages = c.VirtualStages() == 1 ? 0 : c.vp == 1 ? one_chunk : 3;
+  return loss_accumulators + held_messages * (seq ? rh : nh) +
          std::max({forward, head, layer, embedding, Bytes{0}});
 }
 

@@ -126,6 +126,10 @@ struct StashPrices {
   Bytes layer_output_grads = 0;
   Bytes head_wgrad = 0;
   Bytes head_logits_grad = 0;
+  // Under sequence parallelism the input half also gathers the inputs the weight half reads whole
+  // (the QKV and fc1 inputs, the output layer's) beside the stash, which keeps them sharded.
+  Bytes layer_gathered_inputs = 0;
+  Bytes head_gathered_input = 0;
 };
 StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c);
 

@@ -97,12 +97,6 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "schedule '" +
         std::string(ScheduleName(cfg_.schedule)) + "' by this runtime");
   }
-  if (cfg_.sequence_parallel && SplitsBackward(cfg_.schedule)) {
-    return Status::Invalid(
-        "plan: layout.sequence_parallel: not executed with the split backward of schedule '" +
-        std::string(ScheduleName(cfg_.schedule)) +
-        "' by this runtime (its deferred weight gradients would need the gathered inputs kept)");
-  }
   if (cfg_.grad_reduce_bf16) {
     return Status::Invalid(
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "

@@ -34,14 +34,23 @@ Result<Tensor> OutputGrad(const LayerCtx& c, int64_t n) {
                       c.defer_weight_grads ? MemTag::kActivations : MemTag::kWorkspace);
 }
 
-// dw (+ dbias) += dout^T x now, or deferred to the weight half with its operands (*dout moved).
+// dw (+ dbias) += dout^T x now, or deferred to the weight half with its operands (*dout moved;
+// *x_owner too when given: a gathered input x points into).
 Status WeightGrad(const LayerCtx& c, TensorRef dw, TensorRef dbias, Tensor* dout, ConstRef x,
-                  int64_t n, int64_t cols, int64_t oc) {
+                  int64_t n, int64_t cols, int64_t oc, Tensor* x_owner = nullptr) {
   if (c.defer_weight_grads == nullptr) {
     return c.dev->ops()->LinearBackwardWeight(dw, dbias, dout->cref(), x, n, cols, oc);
   }
-  c.defer_weight_grads->push_back({dw, dbias, std::move(*dout), x, n, cols, oc});
+  DeferredWeightGrad job{dw, dbias, std::move(*dout), x, {}, n, cols, oc};
+  if (x_owner != nullptr) job.x_owned = std::move(*x_owner);
+  c.defer_weight_grads->push_back(std::move(job));
   return Status::Ok();
+}
+
+// What a deferred weight GEMM reads is kept until the weight half, tagged activations
+// (core/shapes.h LayerWeightGradStash); a transient otherwise.
+MemTag KeptTag(const LayerCtx& c) {
+  return c.defer_weight_grads ? MemTag::kActivations : MemTag::kWorkspace;
 }
 
 // Sequence parallelism's collectives over the tensor group (LayerDims::sp). The rows a GEMM reads
@@ -51,11 +60,11 @@ struct FullRows {
   Tensor owned;  // the gathered rows, or empty
   ConstRef ref;  // what the GEMM reads
 };
-Result<FullRows> GatherRows(const LayerCtx& c, ConstRef local) {
+Result<FullRows> GatherRows(const LayerCtx& c, ConstRef local, MemTag tag = MemTag::kWorkspace) {
   FullRows f;
   f.ref = local;
   if (c.d.sp == 1) return f;
-  PTDP_ASSIGN_OR_RETURN(f.owned, Tmp(c, local.count * c.d.sp, local.dtype));
+  PTDP_ASSIGN_OR_RETURN(f.owned, Tensor::Make(c.dev, local.count * c.d.sp, local.dtype, tag));
   PTDP_RETURN_IF_ERROR(c.tp->AllGather(local.data, f.owned.data(), local.count, local.dtype));
   f.ref = f.owned.cref();
   return f;
@@ -243,11 +252,13 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   const LayerDims& d = c.d;
   const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local;
   const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, R * h));
+  // Under sequence parallelism the rows' gradient is a transient and the gathered one is the
+  // GEMMs' output gradient (kept for a deferred weight half).
+  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, d.sp > 1 ? Tmp(c, R * h, a) : OutputGrad(c, R * h));
   PTDP_RETURN_IF_ERROR(
       ops->DropoutBackward(dbranch.ref(), g.fc2_b, dy, st->mlp_res_mask.cref(), R, h, c.drop.p));
   if (d.sp > 1) {  // fc2's GEMMs read every row
-    PTDP_ASSIGN_OR_RETURN(FullRows full, GatherRows(c, dbranch.cref()));
+    PTDP_ASSIGN_OR_RETURN(FullRows full, GatherRows(c, dbranch.cref(), KeptTag(c)));
     dbranch = std::move(full.owned);
   }
   Tensor dfc1;
@@ -271,8 +282,8 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dfc1.cref(), w.fc1_w, N, h, f));
   {
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, ln2.ref, N, h, f));
+    PTDP_ASSIGN_OR_RETURN(FullRows ln2, GatherRows(c, st->ln2_out.cref(), KeptTag(c)));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, ln2.ref, N, h, f, &ln2.owned));
   }
   dfc1.Reset();
   PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));  // f's backward
@@ -290,11 +301,13 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   const LayerDims& d = c.d;
   const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D();
   const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, OutputGrad(c, R * h));
+  // Under sequence parallelism the rows' gradient is a transient and the gathered one is the
+  // GEMMs' output gradient (kept for a deferred weight half).
+  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, d.sp > 1 ? Tmp(c, R * h, a) : OutputGrad(c, R * h));
   PTDP_RETURN_IF_ERROR(
       ops->DropoutBackward(dbranch.ref(), g.proj_b, dx2, st->attn_res_mask.cref(), R, h, c.drop.p));
   if (d.sp > 1) {  // the projection's GEMMs read every row
-    PTDP_ASSIGN_OR_RETURN(FullRows full, GatherRows(c, dbranch.cref()));
+    PTDP_ASSIGN_OR_RETURN(FullRows full, GatherRows(c, dbranch.cref(), KeptTag(c)));
     dbranch = std::move(full.owned);
   }
   PTDP_ASSIGN_OR_RETURN(Tensor dattn, Tmp(c, N * hd, a));
@@ -310,8 +323,8 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dqkv.cref(), w.qkv_w, N, h, 3 * hd));
   {
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln1, GatherRows(c, st->ln1_out.cref()));
-    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.qkv_w, g.qkv_b, &dqkv, ln1.ref, N, h, 3 * hd));
+    PTDP_ASSIGN_OR_RETURN(FullRows ln1, GatherRows(c, st->ln1_out.cref(), KeptTag(c)));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.qkv_w, g.qkv_b, &dqkv, ln1.ref, N, h, 3 * hd, &ln1.owned));
   }
   dqkv.Reset();
   PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));  // f's backward
@@ -366,11 +379,15 @@ Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads&
     DropLayerActivations(st);
     return Status::Ok();
   }
-  // The split backward's input half: keep the four Linear inputs the weight half reads.
+  // The split backward's input half: keep the four Linear inputs the weight half reads (under
+  // sequence parallelism the deferred jobs hold gathered copies of the QKV and fc1 inputs, and
+  // the stash's row blocks go).
   LayerStash kept;
-  kept.ln1_out = std::move(st->ln1_out);
+  if (c.d.sp == 1) {
+    kept.ln1_out = std::move(st->ln1_out);
+    kept.ln2_out = std::move(st->ln2_out);
+  }
   kept.attn_out = std::move(st->attn_out);
-  kept.ln2_out = std::move(st->ln2_out);
   kept.gelu_out = std::move(st->gelu_out);
   DropLayerActivations(st);
   st->ln1_out = std::move(kept.ln1_out);
@@ -483,8 +500,8 @@ Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g,
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, c.types.act));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dlogits.cref(), w.wout_local, N, h, V));
   {
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln, GatherRows(c, st->ln_out.cref()));
-    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.wout_local, {}, &dlogits, ln.ref, N, h, V));
+    PTDP_ASSIGN_OR_RETURN(FullRows ln, GatherRows(c, st->ln_out.cref(), KeptTag(c)));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.wout_local, {}, &dlogits, ln.ref, N, h, V, &ln.owned));
   }
   dlogits.Reset();
   PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));
@@ -495,7 +512,8 @@ Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g,
                     &st->targets}) {
     t->Reset();
   }
-  if (c.defer_weight_grads == nullptr) st->ln_out.Reset();  // else the weight half's input
+  // Else the weight half's input, unless it keeps the gathered copy (sequence parallelism).
+  if (c.defer_weight_grads == nullptr || d.sp > 1) st->ln_out.Reset();
   return Status::Ok();
 }
 

@@ -106,6 +106,7 @@ struct DeferredWeightGrad {
   TensorRef dw, dbias;
   Tensor dout;
   ConstRef x;
+  Tensor x_owned;  // under sequence parallelism: the gathered input x points into, kept here
   int64_t n = 0, c = 0, oc = 0;
 };
 using WeightGradQueue = std::vector<DeferredWeightGrad>;

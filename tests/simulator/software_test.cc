@@ -55,7 +55,8 @@ TEST(SoftwareProfile, Defaults) {
   ASSERT_TRUE(core.ok() && paper.ok() && own.ok());
   for (const SoftwareSearchDefaults* s : {&core->search, &paper->search, &own->search}) {
     const bool is_core = s == &core->search, is_own = s == &own->search;
-    EXPECT_EQ(s->sequence_parallel.value, is_core);
+    // The runtime executes sequence parallelism (2026-11-29).
+    EXPECT_EQ(s->sequence_parallel.value, is_core || is_own);
     // The runtime executes selective recomputation of the attention core (2026-11-29).
     EXPECT_EQ(s->selective_recompute.value, is_core || is_own);
     // The runtime executes the distributed optimizer (2026-11-29).
