@@ -41,6 +41,8 @@
 #       the embedding or the loss counted as a layer), which the cost model prices ~55% under the
 #       running one (an m = 2 bubble halved); the losses equal the unadapted run's within 1e-5. An
 #       attempt whose noisy window ranked another layout first is retried (3 attempts).
+#   switch_distopt  the same 4 ranks switched after step 3 into the distributed optimizer (each data
+#       rank loads its shard of the saved state): losses within 1e-5, memory the new ledger's
 #   switch_short_ends  the way out: the same 7 layers started interleaved with the short loss end
 #       (vp 2, last_stage_layers=3), switched after step 3 to 1F1B 4/3 (--switch-plan); losses
 #       within 1e-5 of the unswitched 1F1B run
@@ -110,8 +112,10 @@ bad() {  # EXPECTED-TEXT [flags]
 }
 
 case "$case" in
-  switch | switch_same | switch_tp | adapt)
+  switch | switch_same | switch_tp | switch_distopt | adapt)
     "$here/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 1 2 2 1 1 1f1b none true || fail "plan"
+    PTDP_TEST_DIST_OPT=true "$here/write_plan.sh" "$ptdp" distopt.json 4 0.1 256 16 1 2 2 1 1 1f1b \
+      none true || fail "plan"
     "$here/write_plan.sh" "$ptdp" gpipe.json 4 0.1 256 16 1 2 2 2 1 gpipe none true || fail "plan"
     "$here/write_plan.sh" "$ptdp" tp2.json 4 0.1 256 16 2 2 1 1 1 1f1b none true || fail "plan"
     train plan.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
@@ -124,6 +128,16 @@ case "$case" in
       fail "no switch"
     [ ! -e ptdp-switch ] || fail "the scratch folder was left behind"
     echo "ok: switched, losses within 1e-5"
+    ;;
+  switch_distopt)
+    # Into the distributed optimizer at a step boundary: the whole state saved, each data rank's
+    # shard loaded (docs/distributed_optimizer.md).
+    train plan.json --steps 6 --switch-plan distopt.json --switch-at 3 --expect-losses ref.jsonl \
+      --memory-tol 0.01 || { cat run.out; fail "switched run"; }
+    cat run.out
+    grep -q "switched after step 3 to tp=1,pp=2,dp=2,mbs=1,vp=1,schedule=1f1b.*distributed_optimizer=on" \
+      run.out || fail "no switch"
+    echo "ok: switched into the distributed optimizer, losses within 1e-5"
     ;;
   switch_same)
     train plan.json --steps 6 --switch-plan plan.json --switch-at 3 --expect-losses ref.jsonl \
