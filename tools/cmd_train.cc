@@ -453,6 +453,10 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_flag("--overlap-grad-reduce", a.opts.overlap_grad_reduce,
                 "start each model chunk's data-parallel all-reduce as soon as its gradients are "
                 "final, under the rest of the backward (default off; docs/runtime.md)");
+  cmd->add_flag("--overlap-param-gather", a.opts.overlap_param_gather,
+                "with the distributed optimizer, start the gather of the updated weights after "
+                "the step and wait for each chunk's before its next forward (default off; "
+                "docs/distributed_optimizer.md)");
   cmd->add_option("--memory-limit", a.memory_limit,
                   "bytes per rank (e.g. 512MiB); default: physical memory / ranks");
   cmd->add_option("--memory-tol", a.memory_tol,

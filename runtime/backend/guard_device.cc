@@ -221,6 +221,12 @@ class GuardComm final : public Communicator {
     GuardWindow open(state_.get());
     return inner_->ReduceScatterSum(send, recv, count, dtype);
   }
+  Result<std::unique_ptr<CommRequest>> BroadcastAsync(void* data, int64_t count, DType dtype,
+                                                      int root) override {
+    GuardWindow open(state_.get());
+    PTDP_ASSIGN_OR_RETURN(auto r, inner_->BroadcastAsync(data, count, dtype, root));
+    return std::unique_ptr<CommRequest>(std::make_unique<GuardRequest>(std::move(r), state_));
+  }
   Status Broadcast(void* data, int64_t count, DType dtype, int root) override {
     GuardWindow open(state_.get());
     return inner_->Broadcast(data, count, dtype, root);

@@ -67,6 +67,14 @@ class Communicator {
   // In place when recv is send + rank() * count (the other blocks are then left undefined).
   virtual Status ReduceScatterSum(const void* send, void* recv, int64_t count, DType dtype) = 0;
   virtual Status Broadcast(void* data, int64_t count, DType dtype, int root) = 0;
+  // Starts Broadcast under AllReduceSumAsync's rules. The default runs the blocking Broadcast and
+  // returns a completed request; MPI overrides it with MPI_Ibcast, NCCL with a broadcast on its
+  // own stream.
+  virtual Result<std::unique_ptr<CommRequest>> BroadcastAsync(void* data, int64_t count,
+                                                              DType dtype, int root) {
+    PTDP_RETURN_IF_ERROR(Broadcast(data, count, dtype, root));
+    return std::unique_ptr<CommRequest>(std::make_unique<CompletedRequest>());
+  }
   virtual Status Barrier() = 0;
   // Point-to-point with a peer given as its rank within this group; `tag` tells messages apart.
   virtual Result<std::unique_ptr<CommRequest>> ISend(const void* data, int64_t count, DType dtype,

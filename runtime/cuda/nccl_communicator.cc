@@ -191,6 +191,17 @@ Result<std::unique_ptr<CommRequest>> NcclCommunicator::ReduceSumAsync(void* data
   return std::unique_ptr<CommRequest>(new Request(this, std::move(done)));
 }
 
+Result<std::unique_ptr<CommRequest>> NcclCommunicator::BroadcastAsync(void* data, int64_t count,
+                                                                      DType dtype, int root) {
+  PTDP_RETURN_IF_ERROR(CheckCount(count, "BroadcastAsync"));
+  PTDP_RETURN_IF_ERROR(WaitForCompute());
+  PTDP_NCCL_RETURN(ncclBroadcast(data, data, static_cast<size_t>(count), ToNccl(dtype), root, comm_,
+                                 comm_stream_));
+  PTDP_ASSIGN_OR_RETURN(auto done, NewEvent());
+  PTDP_CUDA_RETURN(cudaEventRecord(done->ev, comm_stream_));
+  return std::unique_ptr<CommRequest>(new Request(this, std::move(done)));
+}
+
 Result<std::unique_ptr<CommRequest>> NcclCommunicator::ReduceScatterSumAsync(const void* send,
                                                                              void* recv,
                                                                              int64_t count,

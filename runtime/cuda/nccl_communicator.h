@@ -67,6 +67,8 @@ class NcclCommunicator final : public Communicator {
                                                          DType dtype) override;
   Result<std::unique_ptr<CommRequest>> ReduceSumAsync(void* data, int64_t count, DType dtype,
                                                       int root) override;
+  Result<std::unique_ptr<CommRequest>> BroadcastAsync(void* data, int64_t count, DType dtype,
+                                                      int root) override;
   Result<std::unique_ptr<CommRequest>> ReduceScatterSumAsync(const void* send, void* recv,
                                                              int64_t count, DType dtype);
 

@@ -106,6 +106,7 @@ Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
 }
 
 Result<Bytes> Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int keep) {
+  PTDP_RETURN_IF_ERROR(WaitForWeights(-1));  // fp32 training saves the weights themselves
   const bool root = world_->rank() == 0;
   const std::string tmp = dir + "/" + TmpDirName(step);
   Status prep;

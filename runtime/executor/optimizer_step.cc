@@ -4,11 +4,13 @@
 // squares, non-finite flag) reach the host. With the distributed optimizer each data rank does
 // all of it on its shard of the arena alone (the gradients it holds summed) and the updated
 // weights are then all-gathered over the data-parallel group.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "runtime/comm/agree.h"
+#include "runtime/executor/grad_reduce.h"
 #include "runtime/executor/trainer.h"
 
 namespace ptdp::runtime {
@@ -92,13 +94,43 @@ Status Trainer::ApplyAdamW(int64_t step, double clip_coef) {
                        p.global_shape.size() == 2 ? o.weight_decay : 0.0});
   }
   PTDP_RETURN_IF_ERROR(ops->AdamWMany(tensors, h));
-  if (!params_->sharded()) return Status::Ok();
-  // Every data rank's updated shard of the weights the layers read, in place.
+  return params_->sharded() ? GatherUpdatedWeights() : Status::Ok();
+}
+
+Status Trainer::GatherUpdatedWeights() {
   const TensorRef w = params_->all_weights();
   const int64_t shard = params_->shard_elements();
-  const char* mine_first =
-      static_cast<const char*>(w.data) + dp_->rank() * shard * DTypeBytes(w.dtype);
-  return dp_->AllGather(mine_first, w.data, shard, w.dtype);
+  char* base = static_cast<char*>(w.data);
+  const Bytes per = DTypeBytes(w.dtype);
+  if (!opts_.overlap_param_gather) {  // every data rank's updated shard, in place
+    return dp_->AllGather(base + dp_->rank() * shard * per, w.data, shard, w.dtype);
+  }
+  // Chunk by chunk in the gradient reduction's buckets (the arenas share their layout), each
+  // bucket's pieces from the ranks whose shards hold them; the padding is never read.
+  weight_gathers_.clear();
+  weight_gathers_.resize(static_cast<size_t>(cfg_.vp));
+  for (int c = 0; c < cfg_.vp; ++c) {
+    for (const ElementRange& b : GradBuckets(ChunkGradRange(c), BucketElements())) {
+      for (int64_t at = b.begin; at < b.end;) {
+        const int owner = static_cast<int>(at / shard);
+        const int64_t end = std::min(b.end, (owner + 1) * shard);
+        PTDP_ASSIGN_OR_RETURN(auto req,
+                              dp_->BroadcastAsync(base + at * per, end - at, w.dtype, owner));
+        weight_gathers_[static_cast<size_t>(c)].push_back(std::move(req));
+        at = end;
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status Trainer::WaitForWeights(int chunk) {
+  for (size_t c = 0; c < weight_gathers_.size(); ++c) {
+    if (chunk >= 0 && static_cast<int>(c) != chunk) continue;
+    for (auto& req : weight_gathers_[c]) PTDP_RETURN_IF_ERROR(req->Wait());
+    weight_gathers_[c].clear();
+  }
+  return Status::Ok();
 }
 
 Status Trainer::OptimizerStep(int64_t step) {

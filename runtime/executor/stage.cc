@@ -94,6 +94,7 @@ Status Trainer::ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool la
 }
 
 Status Trainer::Forward(int mb, int chunk, int64_t step) {
+  PTDP_RETURN_IF_ERROR(WaitForWeights(chunk));  // the last update's gather (overlap_param_gather)
   MbState* st = NewState(mb, chunk);
   const int vs = VirtualStage(cfg_, coord_.pp, chunk);
   const bool first = vs == 0, last = vs == cfg_.VirtualStages() - 1;

@@ -20,8 +20,9 @@ namespace ptdp::runtime {
 Trainer::Trainer() = default;
 
 Trainer::~Trainer() {
-  // Outstanding sends must finish before their buffers go.
+  // Outstanding sends and weight gathers must finish before their buffers go.
   for (auto& p : pending_) (void)p->req->Wait();
+  (void)WaitForWeights(-1);
 }
 
 // The plan's Program is what runs, once shown to be the one its layout gives (messages in the
@@ -106,6 +107,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     return Status::Invalid("plan: layout.cp: " + std::to_string(cfg_.cp) +
                            " is planned but not executed by this runtime, which has no ring "
                            "attention (use 1; ptdp plan --software ptdp plans for this runtime)");
+  }
+  if (opts.overlap_param_gather && !cfg_.distributed_optimizer) {
+    return Status::Invalid(
+        "--overlap-param-gather: needs layout.distributed_optimizer (only its updated shards are "
+        "gathered)");
   }
   if (cfg_.WorldSize() != world_->size()) {
     return Status::Invalid("plan: layout tp*pp*dp = " + std::to_string(cfg_.tp) + "*" +

@@ -71,6 +71,10 @@ struct TrainOptions {
   // instruction that completes its gradients, and wait at kReduceGrads (Megatron-LM's
   // --overlap-grad-reduce). Off by default: on the CPU it did not pay (docs/runtime.md).
   bool overlap_grad_reduce = false;
+  // With layout.distributed_optimizer: start the all-gather of the updated weights bucket by
+  // bucket after the update and wait for a chunk's before its first forward of the next step
+  // (Megatron-LM's --overlap-param-gather), instead of one blocking all-gather. Off by default.
+  bool overlap_param_gather = false;
   std::string backend = "cpu";        // runtime/backend/registry.h
   int64_t inject_overflow_step = 0;   // tests: an inf in one gradient at this step (fp16)
   int64_t kill_in_save_step = 0;      // tests: the last rank is killed inside this step's save
@@ -241,6 +245,11 @@ class Trainer {
   int64_t Key(int mb, int chunk) const { return int64_t(mb) * cfg_.vp + chunk; }
   // grad_reduce.cc
   Status StartGradBucket(ElementRange bucket);
+  // The distributed optimizer's all-gather of the updated weights: one blocking call, or (with
+  // overlap_param_gather) each chunk's buckets started now, each piece broadcast by its owner.
+  Status GatherUpdatedWeights();
+  // Waits for the weights of `chunk` (-1: every chunk) started by GatherUpdatedWeights.
+  Status WaitForWeights(int chunk);
   Status SumSequenceParallelGrads();
   Status ReduceGrads();
   void PlanGradReduce();  // chunk_grads_final_at_ from the Program
@@ -299,6 +308,8 @@ class Trainer {
   // data-parallel all-reduce starts there (overlap_grad_reduce), else -1.
   std::vector<int> chunk_grads_final_at_;
   std::vector<std::unique_ptr<GradBucket>> grad_buckets_;  // started, not yet seen complete
+  // Per local chunk, its weights' broadcasts still to be waited for (overlap_param_gather).
+  std::vector<std::vector<std::unique_ptr<CommRequest>>> weight_gathers_;
   // While the instruction that completes a chunk's gradients runs: the chunk (else -1), its buckets
   // not yet started (ascending), and how many it started while some of the chunk's gradients were
   // still to be written (the per-layer start; the trace's dp_grad_buckets_started_early).

@@ -24,6 +24,9 @@ case "$case" in
                PTDP_TEST_RECOMPUTE_MODULES=mlp "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 zb-h1 selective true
                grep -q '"recompute_modules": "mlp"' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
                expect="plan: layout.recompute_modules: 'mlp' is not executed with the split backward of schedule 'zb-h1'" ;;
+  param_gather)  # --overlap-param-gather without the distributed optimizer: nothing to gather
+               extra=(--overlap-param-gather)
+               expect="[-]-overlap-param-gather: needs layout.distributed_optimizer" ;;
   llama)       # a Llama-style model: planned, refused by name (runtime/model runs GPT only)
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "kv_heads": 2, "swiglu": true, "rmsnorm": true, "rotary": true, "linear_bias": false/' "$dir/plan.json"
                grep -q '"swiglu": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

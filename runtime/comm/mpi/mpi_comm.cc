@@ -188,6 +188,12 @@ class MpiCommunicator final : public Communicator {
     if (own != base) std::memmove(own, base, static_cast<size_t>(block));
     return Status::Ok();
   }
+  Result<std::unique_ptr<CommRequest>> BroadcastAsync(void* data, int64_t count, DType dtype,
+                                                      int root) override {
+    auto r = std::make_unique<MpiRequest>();  // MPI_REQUEST_NULL: complete (one member)
+    if (size_ > 1) PTDP_MPI(MPI_Ibcast(data, Count(count), ToMpi(dtype), root, comm_, &r->req_));
+    return std::unique_ptr<CommRequest>(std::move(r));
+  }
   Status Broadcast(void* data, int64_t count, DType dtype, int root) override {
     PTDP_MPI(MPI_Bcast(data, Count(count), ToMpi(dtype), root, comm_));
     return Status::Ok();
