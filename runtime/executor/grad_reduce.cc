@@ -133,18 +133,9 @@ void Trainer::BeginChunkGradReduce(size_t i) {
 // leaves every owner its shard's sums, as the reduce-scatter does.
 Status Trainer::StartGradBucket(ElementRange bucket) {
   float* arena = static_cast<float*>(params_->all_grads().data);
-  std::vector<std::pair<ElementRange, int>> pieces;  // (elements, owner; -1: every rank)
-  if (!params_->sharded()) {
-    pieces.push_back({bucket, -1});
-  } else {
-    const int64_t shard = params_->shard_elements();
-    for (int64_t at = bucket.begin; at < bucket.end;) {
-      const int owner = static_cast<int>(at / shard);
-      const int64_t end = std::min(bucket.end, (owner + 1) * shard);
-      pieces.push_back({{at, end}, owner});
-      at = end;
-    }
-  }
+  // (elements, owner; -1: every rank)
+  std::vector<ParamStore::ShardPiece> pieces = {{bucket, -1}};
+  if (params_->sharded()) pieces = params_->ShardPieces(bucket);
   for (const auto& [r, owner] : pieces) {
     auto gb = std::make_unique<GradBucket>();
     if (owner < 0) {

@@ -111,13 +111,10 @@ Status Trainer::GatherUpdatedWeights() {
   weight_gathers_.resize(static_cast<size_t>(cfg_.vp));
   for (int c = 0; c < cfg_.vp; ++c) {
     for (const ElementRange& b : GradBuckets(ChunkGradRange(c), BucketElements())) {
-      for (int64_t at = b.begin; at < b.end;) {
-        const int owner = static_cast<int>(at / shard);
-        const int64_t end = std::min(b.end, (owner + 1) * shard);
+      for (const auto& [r, owner] : params_->ShardPieces(b)) {
         PTDP_ASSIGN_OR_RETURN(auto req,
-                              dp_->BroadcastAsync(base + at * per, end - at, w.dtype, owner));
+                              dp_->BroadcastAsync(base + r.begin * per, r.count(), w.dtype, owner));
         weight_gathers_[static_cast<size_t>(c)].push_back(std::move(req));
-        at = end;
       }
     }
   }

@@ -195,6 +195,17 @@ ElementRange ParamStore::owned() const {
   return {begin, std::min(total_, begin + shard_elements_)};
 }
 
+std::vector<ParamStore::ShardPiece> ParamStore::ShardPieces(ElementRange r) const {
+  std::vector<ShardPiece> out;
+  for (int64_t at = r.begin; at < r.end;) {
+    const int owner = static_cast<int>(at / shard_elements_);
+    const int64_t end = std::min(r.end, (owner + 1) * shard_elements_);
+    out.push_back({{at, end}, owner});
+    at = end;
+  }
+  return out;
+}
+
 bool ParamStore::HoldsWhole(StateKind k) const {
   return !sharded() || (k == StateKind::kMaster && copy_.empty());
 }

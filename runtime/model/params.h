@@ -130,6 +130,12 @@ class ParamStore {
   ElementRange owned() const;
   // Whether kind k of every entry is on this rank (unsharded, or the fp32 training's master).
   bool HoldsWhole(StateKind k) const;
+  // `r` cut at the shards' boundaries: each piece with the data rank whose shard holds it.
+  struct ShardPiece {
+    ElementRange elements;
+    int owner = 0;
+  };
+  std::vector<ShardPiece> ShardPieces(ElementRange r) const;
   // Kind k's state of the arena elements `r` (inside owned(), or anywhere when held whole).
   TensorRef state(StateKind k, ElementRange r);
   // Every data rank's shard of kind k into the gradient arena (which holds no gradients between
