@@ -107,11 +107,10 @@ Status RunForward(const ForwardArgs& a) {
       runtime::ParamStore params,
       runtime::ParamStore::Create(dev.get(), model, ParallelConfig{}, 0, 0, DType::kFp32));
   if (hf) {
-    PTDP_RETURN_IF_ERROR(runtime::LoadHfParams(dev.get(), &params, *hf).WithPrefix("--hf"));
+    PTDP_RETURN_IF_ERROR(runtime::LoadHfParams(&params, *hf).WithPrefix("--hf"));
   } else {
-    PTDP_RETURN_IF_ERROR(
-        runtime::LoadCheckpointParams(dev.get(), &params, source, manifest, model.vocab)
-            .WithPrefix("--checkpoint " + source));
+    PTDP_RETURN_IF_ERROR(runtime::LoadCheckpointParams(&params, source, manifest, model.vocab)
+                             .WithPrefix("--checkpoint " + source));
   }
   PTDP_ASSIGN_OR_RETURN(runtime::ForwardOutput fwd,
                         runtime::ForwardLogits(dev.get(), model, params, seqs, S));

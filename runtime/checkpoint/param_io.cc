@@ -163,7 +163,7 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
   return Status::Ok();
 }
 
-Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f) {
+Status LoadHfParams(ParamStore* params, const HfGpt2Folder& f) {
   std::vector<float> host;
   for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {
     const ParamTensor& p = params->entries()[i].spec;
@@ -183,8 +183,8 @@ Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f) {
   return params->RefreshComputeCopy();
 }
 
-Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& dir,
-                            const Manifest& m, int64_t vocab, std::vector<bool>* verified) {
+Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Manifest& m,
+                            int64_t vocab, std::vector<bool>* verified) {
   ShardCache cache(dir, &m);
   std::array<std::vector<float>, kStateKinds> host;
   for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {

@@ -49,15 +49,14 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan, const s
 // folder. Adam's moments are left as they are (zero in a new store, kRandom or
 // kWeightsLoadFollows); vocabulary padding rows keep their initial values. Reads only the tensors
 // this rank holds.
-Status LoadHfParams(Device* dev, ParamStore* params, const HfGpt2Folder& f);
+Status LoadHfParams(ParamStore* params, const HfGpt2Folder& f);
 
 // Sets the master weights and Adam moments of every tensor `params` holds from checkpoint `dir`
 // (manifest `m`), whatever layout wrote it (pieces.h AssembleLocal). `vocab`: the unpadded
 // vocabulary (rows at or beyond it may be absent). Reads and verifies only the files that hold
 // pieces of this rank's blocks; `verified`, if given, gets one flag per m.files entry saying which.
-Status LoadCheckpointParams(Device* dev, ParamStore* params, const std::string& dir,
-                            const Manifest& m, int64_t vocab,
-                            std::vector<bool>* verified = nullptr);
+Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Manifest& m,
+                            int64_t vocab, std::vector<bool>* verified = nullptr);
 
 // Writes OUT/config.json and OUT/model.safetensors (F32, GPT2LMHeadModel's names, the vocabulary
 // unpadded) from checkpoint `dir` (manifest `m`, verified by the caller). The safetensors file is

@@ -179,8 +179,8 @@ Status Trainer::LoadParams(const std::string& dir, const Manifest& m) {
   // only in corner cases: every element is someone's) is verified by one rank anyway, so a damaged
   // checkpoint is still refused whole.
   std::vector<bool> mine;
-  Status s = LoadCheckpointParams(dev_.get(), params_.get(), dir, m, model_.vocab, &mine)
-                 .WithPrefix("--load " + dir);
+  Status s =
+      LoadCheckpointParams(params_.get(), dir, m, model_.vocab, &mine).WithPrefix("--load " + dir);
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, s));
   if (m.files.empty()) return s;
   std::vector<double> flags(m.files.size());
@@ -204,8 +204,7 @@ Status Trainer::InitFromHf(const std::string& dir) {
   Status check = f.status();
   if (check.ok()) check = CheckHfMatchesModel(f->config(), model_, dir + "/config.json");
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, check.WithPrefix("--init-from")));
-  return AgreeStatus(*world_,
-                     LoadHfParams(dev_.get(), params_.get(), *f).WithPrefix("--init-from"));
+  return AgreeStatus(*world_, LoadHfParams(params_.get(), *f).WithPrefix("--init-from"));
 }
 
 Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none) {

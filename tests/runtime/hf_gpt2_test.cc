@@ -232,7 +232,7 @@ TEST(HfGpt2Folder, LoadsIntoATensorParallelStore) {
   c.tp = 2;
   auto store = ParamStore::Create(dev->get(), m, c, 0, 1, DType::kFp32);
   ASSERT_TRUE(store.ok()) << store.status().message();
-  ASSERT_TRUE(LoadHfParams(dev->get(), &*store, *f).ok());
+  ASSERT_TRUE(LoadHfParams(&*store, *f).ok());
   int checked = 0;
   for (int i = 0; i < int(store->entries().size()); ++i) {
     const ParamTensor& p = store->entries()[i].spec;

@@ -57,7 +57,7 @@ void CheckShards(const ModelSpec& model, const std::string& dir, const Manifest&
       CpuDevice udev;
       auto whole = ParamStore::Create(&udev, model, c, pp, tp, compute);
       ASSERT_TRUE(whole.ok());
-      ASSERT_TRUE(LoadCheckpointParams(&udev, &*whole, dir, man, model.vocab).ok());
+      ASSERT_TRUE(LoadCheckpointParams(&*whole, dir, man, model.vocab).ok());
       CpuDevice fresh_dev;  // kRandom, compared before the load
       auto fresh_whole = ParamStore::Create(&fresh_dev, model, c, pp, tp, compute);
       ASSERT_TRUE(fresh_whole.ok());
@@ -80,7 +80,7 @@ void CheckShards(const ModelSpec& model, const std::string& dir, const Manifest&
         auto loaded = ParamStore::Create(&ldev, model, c, pp, tp, compute, ParamInit::kLoadFollows,
                                          OptimizerShard{c.dp, r});
         ASSERT_TRUE(loaded.ok());
-        const Status st = LoadCheckpointParams(&ldev, &*loaded, dir, man, model.vocab);
+        const Status st = LoadCheckpointParams(&*loaded, dir, man, model.vocab);
         ASSERT_TRUE(st.ok()) << st.message();
         ExpectShareOfWhole(&ldev, *loaded, &udev, *whole, what + " loaded");
         for (float g : ShardHostCopy<float>(&ldev, loaded->all_grads())) ASSERT_EQ(g, 0.0f) << what;

@@ -76,8 +76,8 @@ void CheckLoadFollows(const ModelSpec& model, const std::string& dir, const Mani
       if (tp == 1) {
         EXPECT_EQ(padding, kStateKinds * (512 - 300) * model.hidden);
       }
-      ASSERT_TRUE(LoadCheckpointParams(&dev, &*random, dir, man, model.vocab).ok());
-      const Status loaded = LoadCheckpointParams(&dev, &*left, dir, man, model.vocab);
+      ASSERT_TRUE(LoadCheckpointParams(&*random, dir, man, model.vocab).ok());
+      const Status loaded = LoadCheckpointParams(&*left, dir, man, model.vocab);
       ASSERT_TRUE(loaded.ok()) << loaded.message();
       for (int i = 0; i < static_cast<int>(left->entries().size()); ++i) {
         const std::string& name = left->entries()[i].spec.name;
@@ -119,7 +119,7 @@ TEST(ParamInit, LoadFollowsEqualsRandomOnceLoaded) {
   CpuDevice dev;
   auto left = ParamStore::Create(&dev, model, c, 1, 0, DType::kFp32, ParamInit::kLoadFollows);
   ASSERT_TRUE(left.ok());
-  const Status s = LoadCheckpointParams(&dev, &*left, dir, lacking, model.vocab);
+  const Status s = LoadCheckpointParams(&*left, dir, lacking, model.vocab);
   EXPECT_NE(s.message().find("has no tensor 'layer1.mlp.fc2.weight'"), std::string::npos)
       << s.message();
   std::filesystem::remove_all(dir);
