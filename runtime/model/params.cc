@@ -91,6 +91,8 @@ Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const Par
 // store's moments start at zero in every init (a load overwrites them), not at fresh memory.
 Status ParamStore::Initialise(const ModelSpec& m, ParamInit init) {
   Ops* ops = dev_->ops();
+  // Everything is written again (also a kLoadFollows store whose load found nothing).
+  master_in_grads_ = false;
   const bool master_whole = HoldsWhole(StateKind::kMaster);
   if (!master_whole) {
     PTDP_RETURN_IF_ERROR(ZeroGrads());

@@ -20,8 +20,9 @@
 #                       with short ends (chunks 1+2 / 2+1) loads it and saves at step 5, t2 p2 d1
 #                       loads that: losses within 1e-5 of t2 p2 d1's uninterrupted run at every hop
 #   resume_distopt      bf16 with the distributed optimizer (t2 p1 d2, vocabulary 300: the masters,
-#                       m and v sharded over d, padding rows): stop after step 4, resume: steps 5..8
-#                       and the final saved state bit-identical to the uninterrupted run
+#                       m and v sharded over d, padding rows): a first half started with --load
+#                       latest on an empty folder, stopped after step 4, resumed: steps 1..8 and
+#                       the final saved state bit-identical to the uninterrupted run
 #   reshard_distopt     fp32, vocabulary 300: t1 p1 d2 without it saves at step 3, t2 p1 d2 with
 #                       the distributed optimizer (more padded rows, moments sharded) loads it and
 #                       saves at step 6, t1 p1 d2 loads that: losses within 1e-5 at every hop
@@ -159,7 +160,9 @@ case "$case" in
   resume_distopt)
     PTDP_TEST_DIST_OPT=true plan S 2 1 2 1 1f1b 4 bf16 300
     train S --log sref.jsonl || { cat S.out; fail "distributed-optimizer reference"; }
-    train S --stop-at 4 --save ck --log srun.jsonl || { cat S.out; fail "first half"; }
+    # --load latest on an empty folder: the store left for a load is initialised after all.
+    train S --stop-at 4 --load latest --save ck --log srun.jsonl || { cat S.out; fail "first half"; }
+    grep -q "no checkpoint under ck yet" S.out || fail "the first half found a checkpoint"
     train S --load ck --save ck --expect-losses sref.jsonl --loss-tol 0 --log srun.jsonl \
       || { cat S.out; fail "resumed run"; }
     grep -q "resumed from step 4" S.out || fail "did not resume from step 4"
