@@ -60,6 +60,19 @@ train() {  # NAME [flags]: mpirun with the plan's rank count, output in NAME.out
     --steps "${STEPS:-8}" "$@" > "$name.out" 2>&1
 }
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }  # step and loss, exactly as logged
+# HOME's reference run; its step-3 checkpoint loaded by AWAY, which saves at step 6; that loaded
+# by HOME again: losses within 1e-5 of the reference at both hops.
+there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
+  local home=$1 away=$2
+  train "$home" --log eref.jsonl || { cat "$home.out"; fail "$home reference"; }
+  train "$home" --stop-at 3 --save ck || { cat "$home.out"; fail "$home first part"; }
+  train "$away" --stop-at 6 --load ck --save ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+    || { cat "$away.out"; fail "$3"; }
+  grep "losses vs reference" "$away.out"
+  train "$home" --load ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
+    || { cat "$home.out"; fail "$4"; }
+  grep "losses vs reference" "$home.out"
+}
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt | preempt \
@@ -124,14 +137,7 @@ case "$case" in
   reshard_padding)
     plan E 1 1 2 1 1f1b 4 fp32 300
     plan F 2 1 1 1 1f1b 4 fp32 300
-    train E --log eref.jsonl || { cat E.out; fail "vocab-300 reference"; }
-    train E --stop-at 3 --save ck || { cat E.out; fail "t1 first part"; }
-    train F --stop-at 6 --load ck --save ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
-      || { cat F.out; fail "t2 from t1 (fewer padded rows)"; }
-    grep "losses vs reference" F.out
-    train E --load ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
-      || { cat E.out; fail "t1 from t2 (more padded rows)"; }
-    grep "losses vs reference" E.out ;;
+    there_and_back E F "t2 from t1 (fewer padded rows)" "t1 from t2 (more padded rows)" ;;
   reshard_uneven)
     # write_plan.sh reads the split from the environment (layout.first/last_stage_layers).
     train A --stop-at 3 --save ck || { cat A.out; fail "first part"; }
@@ -175,14 +181,8 @@ case "$case" in
   reshard_distopt)
     plan E 1 1 2 1 1f1b 4 fp32 300
     PTDP_TEST_DIST_OPT=true plan P 2 1 2 1 1f1b 4 fp32 300
-    train E --log eref.jsonl || { cat E.out; fail "vocab-300 reference"; }
-    train E --stop-at 3 --save ck || { cat E.out; fail "t1 first part"; }
-    train P --stop-at 6 --load ck --save ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
-      || { cat P.out; fail "t2 d2 distributed optimizer from t1 d2"; }
-    grep "losses vs reference" P.out
-    train E --load ck2 --expect-losses eref.jsonl --loss-tol 1e-5 \
-      || { cat E.out; fail "t1 d2 from the distributed optimizer's checkpoint"; }
-    grep "losses vs reference" E.out ;;
+    there_and_back E P "t2 d2 distributed optimizer from t1 d2" \
+      "t1 d2 from the distributed optimizer's checkpoint" ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.
