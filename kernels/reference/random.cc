@@ -37,9 +37,13 @@ T DropoutMaskValue(uint64_t key, uint64_t index, double p) {
 
 template <typename T>
 void FillDropoutMask(T* mask, uint64_t key, uint64_t first_index, int64_t count, double p) {
-  for (int64_t i = 0; i < count; ++i) {
-    mask[i] = DropoutMaskValue<T>(key, first_index + static_cast<uint64_t>(i), p);
+  if (p <= 0.0) {
+    for (int64_t i = 0; i < count; ++i) mask[i] = T(1);
+    return;
   }
+  const T kept_value = static_cast<T>(1.0 / (1.0 - p));
+  rng::ForEachDropoutKeep(key, first_index, count, static_cast<float>(p),
+                          [&](int64_t i, bool kept) { mask[i] = kept ? kept_value : T(0); });
 }
 
 template <typename T>

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
+#include "kernels/reference/counter_rng.h"
 #include "kernels/reference/ops.h"
 
 namespace ptdp::kernels {
@@ -29,6 +31,26 @@ TEST(ReferenceRandom, SameCounterSameValue) {
   FillNormal(fill.data(), key, 100, 5, 1.0, 0.02);
   for (int i = 0; i < 5; ++i)
     EXPECT_DOUBLE_EQ(fill[i], 1.0 + 0.02 * NormalFromCounter(key, 100 + i));
+}
+
+// The four-at-a-time mask fill decides every index as DropoutKeeps does alone, for runs that start
+// and end at every offset within a Philox counter's four words.
+TEST(ReferenceRandom, DropoutRunsEqualOneByOne) {
+  const uint64_t key = HashKey("dropout-run");
+  for (uint64_t first : {0ull, 1ull, 2ull, 3ull, 4ull, 1001ull}) {
+    for (int64_t count : {0, 1, 2, 3, 5, 8, 13}) {
+      std::vector<int> keeps(static_cast<size_t>(count), -1);
+      rng::ForEachDropoutKeep(key, first, count, 0.3f,
+                              [&](int64_t i, bool kept) { keeps[size_t(i)] = kept ? 1 : 0; });
+      for (int64_t i = 0; i < count; ++i) {
+        EXPECT_EQ(keeps[size_t(i)], rng::DropoutKeeps(key, first + uint64_t(i), 0.3f) ? 1 : 0)
+            << "first " << first << " count " << count << " i " << i;
+      }
+    }
+  }
+  std::vector<float> mask(7);
+  FillDropoutMask(mask.data(), key, 6, 7, 0.3);
+  for (int i = 0; i < 7; ++i) EXPECT_EQ(mask[size_t(i)], DropoutMaskValue<float>(key, 6 + i, 0.3));
 }
 
 TEST(ReferenceRandom, UniformAndNormalMoments) {

@@ -5,6 +5,10 @@
 # is allowed, and ranks that yield the core while they wait let the oversubscribed ones progress.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
+# One node's shared memory: OpenMPI's ob1 over vader (and self), named so that each of the
+# hundreds of short jobs here does not probe UCX and the network first. On this 2-core machine
+# that halved a job's start (8 ranks, MPI_Init to MPI_Finalize: 0.42 s against 0.22 s).
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader
 
 # One line naming what failed, exit 1.
 fail() { echo "FAIL: $*"; exit 1; }
