@@ -66,6 +66,37 @@ template <typename T>
 void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_t s, int64_t h,
                            int64_t d);
 
+// Context parallelism (kernels/reference/context_chunks.h): a rank's S = s / cp queries, at
+// their global positions, against the keys and values of every rank of its group. Dropout of the
+// probabilities (p > 0) is drawn at the whole sequence's index (((batch_begin + bi) heads_total
+// + head_begin + hh) s + i) s + j, so it is the mask FillAttentionDropoutMask gives for cp = 1.
+struct ContextAttentionDims {
+  int64_t b = 1, s = 1, h = 1, d = 1;  // microbatch, whole sequence, local heads, head dim
+  int cp = 1, rank = 0;
+  double p = 0.0;
+  uint64_t key = 0;
+  int64_t heads_total = 1, head_begin = 0, batch_begin = 0;
+};
+// kv [rows][h][2][d] = the keys and values of qkv [rows][h][3][d]; ContextKvUnpack writes dkv
+// into the key and value slots of dqkv (its query slots untouched).
+template <typename T>
+void ContextKvPack(T* kv, const T* qkv, int64_t rows, int64_t h, int64_t d);
+template <typename T>
+void ContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, int64_t h, int64_t d);
+// out [b][S][h][d] and lse [b][h][S] (as AttentionLogSumExp's) of the local queries of qkv
+// [b][S][h][3][d] against kv_all [cp][b][S][h][2][d], every rank's ContextKvPack in rank order.
+template <typename T>
+void ContextAttentionForward(T* out, T* lse, const T* qkv, const T* kv_all,
+                             const ContextAttentionDims& a);
+// Through the keys and values of rank `src` (kv_src, its ContextKvPack): the local queries'
+// gradient is ADDED to the query slots of dqkv, and dkv_src [b][S][h][2][d] is overwritten with
+// the local queries' share of src's key and value gradients. dout and out [b][S][h][d], lse the
+// forward's. Summing dkv_src over the group's ranks gives src its keys' and values' gradient.
+template <typename T>
+void ContextAttentionBackward(T* dqkv, T* dkv_src, const T* dout, const T* out, const T* qkv,
+                              const T* kv_src, const T* lse, const ContextAttentionDims& a,
+                              int src);
+
 // Embedding: out[b*s][C] = wte rows of tokens (only those in [vocab_begin, vocab_end) of this
 // vocabulary shard, others contribute 0: the tensor group sums the shards) + wpe[position] when
 // wpe != nullptr (added by exactly one holder).

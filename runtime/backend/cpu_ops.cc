@@ -1,86 +1,23 @@
 #include "runtime/backend/cpu_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <vector>
 
+#include "kernels/reference/context_chunks.h"
 #include "kernels/reference/counter_rng.h"
 #include "kernels/reference/ops.h"
+#include "runtime/backend/cpu_views.h"
 #include "runtime/backend/half.h"
 
 namespace ptdp::runtime {
 namespace k = ::ptdp::kernels;
+using cpu_views::Dispatch;
+using cpu_views::In;
+using cpu_views::Out;
 namespace {
-
-// A read view in the compute type T: the tensor itself for fp32 (T float) and fp64 (T double), a
-// widened copy of a 16-bit tensor.
-template <typename T>
-class In {
- public:
-  explicit In(ConstRef r) {
-    if (r.data == nullptr) return;
-    if constexpr (std::is_same_v<T, double>) {
-      PTDP_CHECK_MSG(r.dtype == DType::kFp64, "cpu ops: an fp64 op got a narrower tensor");
-      p_ = static_cast<const double*>(r.data);
-    } else if (r.dtype == DType::kFp32) {
-      p_ = static_cast<const float*>(r.data);
-    } else {
-      PTDP_CHECK_MSG(r.dtype == DType::kBf16 || r.dtype == DType::kFp16,
-                     "cpu ops: a float op got a non-float tensor");
-      tmp_.resize(static_cast<size_t>(r.count));
-      half::Widen(tmp_.data(), r.data, r.count, r.dtype);
-      p_ = tmp_.data();
-    }
-  }
-  const T* get() const { return p_; }
-
- private:
-  const T* p_ = nullptr;
-  std::vector<T> tmp_;
-};
-
-// A write view: the tensor itself, or a float copy (loaded when `load`) rounded into the 16-bit
-// tensor when the view goes out of scope (the op's one rounding of that output).
-template <typename T>
-class Out {
- public:
-  Out(TensorRef r, bool load) : r_(r) {
-    if (r.data == nullptr) return;
-    if constexpr (std::is_same_v<T, double>) {
-      PTDP_CHECK_MSG(r.dtype == DType::kFp64, "cpu ops: an fp64 op got a narrower tensor");
-      p_ = static_cast<double*>(r.data);
-    } else if (r.dtype == DType::kFp32) {
-      p_ = static_cast<float*>(r.data);
-    } else {
-      PTDP_CHECK_MSG(r.dtype == DType::kBf16 || r.dtype == DType::kFp16,
-                     "cpu ops: a float op got a non-float tensor");
-      tmp_.resize(static_cast<size_t>(r.count));
-      if (load) half::Widen(tmp_.data(), r.data, r.count, r.dtype);
-      p_ = tmp_.data();
-    }
-  }
-  ~Out() {
-    if constexpr (std::is_same_v<T, float>) {
-      if (!tmp_.empty()) half::Narrow(r_.data, tmp_.data(), r_.count, r_.dtype);
-    }
-  }
-  Out(const Out&) = delete;
-  Out& operator=(const Out&) = delete;
-  T* get() { return p_; }
-
- private:
-  TensorRef r_;
-  T* p_ = nullptr;
-  std::vector<T> tmp_;
-};
-
-// Runs f(T{}) with T = double for fp64 tensors, float for everything else.
-template <typename F>
-Status Dispatch(DType t, F&& f) {
-  if (t == DType::kFp64) return f(double{});
-  return f(float{});
-}
 
 const int32_t* I32(ConstRef r) {
   PTDP_CHECK_MSG(r.dtype == DType::kI32, "cpu ops: token ids must be i32");
@@ -98,10 +35,22 @@ T KeepScale(double p) {
 }
 
 // mask[i] = 1 when element first + i is kept.
+// Under context parallelism (DropoutSpec::cp) run by run: the elements of the local rows that
+// sit in one chunk of one sequence are consecutive globally.
 void WriteHiddenMask(uint8_t* mask, int64_t count, const DropoutSpec& drop) {
-  const float p = static_cast<float>(drop.p);
-  for (int64_t i = 0; i < count; ++i) {
-    mask[i] = k::rng::DropoutKeeps(drop.key, drop.first + static_cast<uint64_t>(i), p) ? 1 : 0;
+  const auto write = [&](int64_t at, uint64_t first, int64_t n) {
+    k::rng::ForEachDropoutKeep(drop.key, first, n, static_cast<float>(drop.p),
+                               [mask, at](int64_t i, bool kept) { mask[at + i] = kept ? 1 : 0; });
+  };
+  if (drop.cp == 1) return write(0, drop.first, count);
+  const k::ContextChunks chunks{drop.seq, drop.cp, drop.cp_rank};
+  const int64_t w = drop.width, local = chunks.Local(), chunk = chunks.Chunk();
+  for (int64_t i = 0; i < count;) {
+    const int64_t row = drop.first_row + i / w, bi = row / local, t = row % local;
+    const int64_t n = std::min(count - i, (chunk - t % chunk) * w - i % w);
+    write(i, drop.first + static_cast<uint64_t>((bi * drop.seq + chunks.Position(t)) * w + i % w),
+          n);
+    i += n;
   }
 }
 

@@ -83,6 +83,27 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->AttentionBackward(dqkv, dout, qkv, stash, shape, p);
   }
+  Status ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) override {
+    GuardWindow open(state_.get());
+    return inner_->ContextKvPack(kv, qkv, a);
+  }
+  Status ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) override {
+    GuardWindow open(state_.get());
+    return inner_->ContextKvUnpack(dqkv, dkv, a);
+  }
+  Status ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,
+                                 const AttentionShape& a, const DropoutSpec& drop) override {
+    GuardWindow open(state_.get());
+    return inner_->ContextAttentionForward(out, lse, qkv, kv_all, a, drop);
+  }
+  Status ContextAttentionBackward(TensorRef dqkv, TensorRef dkv_src, ConstRef dout, ConstRef out,
+                                  ConstRef qkv, ConstRef kv_src, ConstRef lse,
+                                  const AttentionShape& a, int src,
+                                  const DropoutSpec& drop) override {
+    GuardWindow open(state_.get());
+    return inner_->ContextAttentionBackward(dqkv, dkv_src, dout, out, qkv, kv_src, lse, a, src,
+                                            drop);
+  }
   Status EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe, int64_t b,
                           int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end) override {
     GuardWindow open(state_.get());

@@ -49,6 +49,13 @@ struct DropoutSpec {
   double p = 0.0;      // 0: no dropout (the mask is then not written)
   uint64_t key = 0;    // Philox key: (site, step)
   uint64_t first = 0;  // global index of local element 0 (hidden sites)
+  // Context parallelism (hidden sites, cp > 1): the microbatch's local rows [b][S], S = s / cp,
+  // are two chunks of each sequence (kernels/reference/context_chunks.h), not a contiguous run.
+  // Local element i is then row first_row + i / width of them (bi = row / S, t = row % S), at
+  // global index first + (bi seq + Position(t)) width + i % width; `first` is the index of the
+  // microbatch's first element.
+  int cp = 1, cp_rank = 0;
+  int64_t seq = 0, width = 0, first_row = 0;
 };
 
 // Causal self-attention of one microbatch on one tensor rank.
@@ -57,6 +64,10 @@ struct AttentionShape {
   int64_t heads_local = 1, head_dim = 1;
   int64_t heads_total = 1, head_begin = 0;  // global heads, this rank's first
   int64_t batch_begin = 0;                  // global index of the microbatch's first sequence
+  // Context parallelism (layout.cp): s stays the whole sequence and this rank holds S = s / cp
+  // of its positions (kernels/reference/context_chunks.h); the Context* ops below take it.
+  int cp = 1, cp_rank = 0;
+  int64_t LocalSeq() const { return s / cp; }
 };
 
 // The attention state kept from forward to backward, as core/shapes.h AttentionCoreActivations
@@ -112,6 +123,13 @@ class Ops {
   virtual ~Ops() = default;
   virtual const char* name() const = 0;
 
+ protected:
+  Status ContextUnsupported() const {
+    return Status::Invalid(std::string(name()) +
+                           " ops: no context-parallel attention (layout.cp > 1)");
+  }
+
+ public:
   // ---- LayerNorm over rows of c: out = (x - mean) rstd w + b; mean, rstd wide [n].
   virtual Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
                                   ConstRef w, ConstRef b, int64_t n, int64_t c) = 0;
@@ -158,6 +176,31 @@ class Ops {
   virtual Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                                    const AttentionStash& stash, const AttentionShape& shape,
                                    double p) = 0;
+
+  // ---- Context-parallel attention (runtime/model/context_attention.cc; kernels/reference/ops.h
+  // ContextAttentionForward). Tensors are [b S][a/t][parts][D] with S = shape.LocalSeq(); the
+  // fused form only (lse [b][a/t][S] wide). Backends without them say so (the CUDA one, today).
+  // kv = the keys and values of qkv; dkv written into the key and value slots of dqkv.
+  virtual Status ContextKvPack(TensorRef /*kv*/, ConstRef /*qkv*/, const AttentionShape&) {
+    return ContextUnsupported();
+  }
+  virtual Status ContextKvUnpack(TensorRef /*dqkv*/, ConstRef /*dkv*/, const AttentionShape&) {
+    return ContextUnsupported();
+  }
+  // out and lse of the local queries against kv_all [cp][b S][a/t][2][D], every rank's pack.
+  virtual Status ContextAttentionForward(TensorRef /*out*/, TensorRef /*lse*/, ConstRef /*qkv*/,
+                                         ConstRef /*kv_all*/, const AttentionShape&,
+                                         const DropoutSpec&) {
+    return ContextUnsupported();
+  }
+  // Through rank src's keys and values: the query gradient ADDED to dqkv's query slots, dkv_src
+  // overwritten with this rank's share of src's key and value gradients.
+  virtual Status ContextAttentionBackward(TensorRef /*dqkv*/, TensorRef /*dkv_src*/,
+                                          ConstRef /*dout*/, ConstRef /*out*/, ConstRef /*qkv*/,
+                                          ConstRef /*kv_src*/, ConstRef /*lse*/,
+                                          const AttentionShape&, int /*src*/, const DropoutSpec&) {
+    return ContextUnsupported();
+  }
 
   // ---- Embedding: out[b s][c] = wte rows of the tokens in [vocab_begin, vocab_end) (others 0)
   // + wpe[position] when wpe is given; backward accumulates into wide dwte, dwpe.

@@ -117,6 +117,34 @@ Status TimedOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                [&] { return inner_->AttentionBackward(dqkv, dout, qkv, stash, shape, p); });
 }
 
+Status TimedOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) {
+  return Timed("ContextKvPack " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
+               [&] { return inner_->ContextKvPack(kv, qkv, a); });
+}
+
+Status TimedOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) {
+  return Timed("ContextKvUnpack " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
+               [&] { return inner_->ContextKvUnpack(dqkv, dkv, a); });
+}
+
+Status TimedOps::ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv,
+                                         ConstRef kv_all, const AttentionShape& a,
+                                         const DropoutSpec& drop) {
+  return Timed("ContextAttentionForward " + Dims({a.b, a.s, a.cp, a.heads_local, a.head_dim}),
+               [&] { return inner_->ContextAttentionForward(out, lse, qkv, kv_all, a, drop); });
+}
+
+Status TimedOps::ContextAttentionBackward(TensorRef dqkv, TensorRef dkv_src, ConstRef dout,
+                                          ConstRef out, ConstRef qkv, ConstRef kv_src, ConstRef lse,
+                                          const AttentionShape& a, int src,
+                                          const DropoutSpec& drop) {
+  return Timed("ContextAttentionBackward " + Dims({a.b, a.s, a.cp, a.heads_local, a.head_dim}),
+               [&] {
+                 return inner_->ContextAttentionBackward(dqkv, dkv_src, dout, out, qkv, kv_src, lse,
+                                                         a, src, drop);
+               });
+}
+
 Status TimedOps::EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe,
                                   int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
                                   int64_t vocab_end) {
