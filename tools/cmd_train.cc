@@ -402,7 +402,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
 
 void RegisterTrain(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("train",
-                                 "Train a plan's model with PTD-P (run under mpirun -np tp*pp*dp)");
+                                 "Train a plan's model with PTD-P (run under mpirun -np tp*cp*pp*dp)");
   static TrainArgs a;
   cmd->add_option("--plan", a.plan, "plan file (ptdp plan --out)")->required();
   cmd->add_option("--data", a.data, "token file (ptdp tokenize)")->required();

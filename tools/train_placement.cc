@@ -93,8 +93,8 @@ Status CheckRankPlacement(runtime::Communicator& world, const PlanFile& plan,
   const ParallelConfig& c = plan.layout;
   Status st = Status::Ok();
   // A world of another size is the trainer's to refuse (it names the plan's rank count).
-  if (int64_t(c.tp) * c.dp * c.pp == world.size()) {
-    auto grid = RankGrid::Create(c.tp, c.dp, c.pp);
+  if (c.WorldSize() == world.size()) {
+    auto grid = RankGrid::Create(c.tp, c.WeightReplicas(), c.pp);  // the runtime's (tp-cp-dp-pp)
     st = grid.ok() ? CheckTensorGroupsOnOneHost(*grid, plan.cluster.gpus_per_node, hosts)
                    : grid.status();
   }

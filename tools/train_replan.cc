@@ -66,7 +66,7 @@ costmodel::CostTable Calibrated(costmodel::CostTable t, const std::vector<double
 // data-parallel replica in the gradient all-reduce).
 Result<std::vector<double>> PipelineFactors(const ParallelConfig& c,
                                             const std::vector<double>& rank_factor) {
-  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(c.tp, c.dp, c.pp));
+  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(c.tp, c.WeightReplicas(), c.pp));
   std::vector<double> out(static_cast<size_t>(c.pp), 0.0);
   for (int w = 0; w < grid.WorldSize() && w < int(rank_factor.size()); ++w) {
     double& f = out[static_cast<size_t>(grid.Coord(w).pp)];
@@ -374,7 +374,7 @@ std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running) {
 // The shapes are those `ptdp train` accepts at start: d divides B, a tensor group within a node.
 std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& p) {
   const ParallelConfig& now = p.layout;
-  const int world = now.WorldSize();
+  const int world = now.WorldSize() / now.cp;  // the context-parallel size stays
   std::vector<ParallelConfig> out;
   for (int tp = 1; tp <= world; ++tp) {
     if (world % tp != 0 || tp > p.cluster.gpus_per_node) continue;

@@ -55,7 +55,7 @@ Result<Timeline> Trainer::GatherTimeline() {
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, mine));
   Timeline t = timeline_;
   if (world_->rank() != 0) return t;
-  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.dp, cfg_.pp));
+  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.WeightReplicas(), cfg_.pp));
   for (size_t r = 0; r < counts.size(); ++r) {
     const RankCoord c = grid.Coord(static_cast<int>(r));
     for (size_t i = 0; i < static_cast<size_t>(counts[r]); ++i) {

@@ -4,6 +4,7 @@
 // head's stash first, then layer by layer (rebuilding a layer's working set first under
 // recomputation) and the embedding's last.
 #include "core/shapes.h"
+#include "kernels/reference/context_chunks.h"
 #include "runtime/executor/trainer.h"
 #include "runtime/executor/trainer_state.h"
 
@@ -13,6 +14,7 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   LayerCtx c;
   c.dev = dev_.get();
   c.tp = tp_.get();
+  c.cp = cp_.get();
   c.d = dims_;
   c.types = types_;
   c.drop.p = model_.dropout;
@@ -20,25 +22,30 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.redo_attention_core = cfg_.Recomputes(kRecomputeCoreAttn);
   c.redo_mlp = cfg_.Recomputes(kRecomputeMlp);
   c.drop.step = step;
-  c.drop.seq0 = int64_t(coord_.dp) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
+  c.drop.seq0 = int64_t(DataRank()) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
   return c;
 }
 
 // The microbatch's inputs (or targets) read on the host and uploaded into a device tensor tagged
-// as the stash lists it (embedding.tokens, output.targets).
+// as the stash lists it (embedding.tokens, output.targets): under context parallelism, this
+// rank's positions of each sequence (kernels/reference/context_chunks.h).
 Status Trainer::UploadTokens(int mb, int64_t step, bool inputs, Tensor* out) {
   const int64_t s = model_.seq_len, b = cfg_.mbs;
   const int64_t seq0 = Ctx(mb, step).drop.seq0;
-  std::vector<int32_t> seq(static_cast<size_t>(s + 1)), host(static_cast<size_t>(b * s));
+  const kernels::ContextChunks chunks{s, cfg_.cp, ContextRank()};
+  const int64_t local = chunks.Local();
+  std::vector<int32_t> seq(static_cast<size_t>(s + 1)), host(static_cast<size_t>(b * local));
   for (int64_t i = 0; i < b; ++i) {
     const int64_t start =
         SequenceStart(opts_.data_seed, step - 1, cfg_.global_batch, seq0 + i, data_->count(), s);
     PTDP_RETURN_IF_ERROR(data_->Read(start, s + 1, seq.data()));
-    for (int64_t j = 0; j < s; ++j) {
-      host[static_cast<size_t>(i * s + j)] = seq[static_cast<size_t>(j + (inputs ? 0 : 1))];
+    for (int64_t t = 0; t < local; ++t) {
+      const int64_t j = chunks.Position(t) + (inputs ? 0 : 1);
+      host[static_cast<size_t>(i * local + t)] = seq[static_cast<size_t>(j)];
     }
   }
-  PTDP_ASSIGN_OR_RETURN(*out, Tensor::Make(dev_.get(), b * s, DType::kI32, MemTag::kActivations));
+  PTDP_ASSIGN_OR_RETURN(*out,
+                        Tensor::Make(dev_.get(), b * local, DType::kI32, MemTag::kActivations));
   dev_->Upload(out->data(), host.data(), out->bytes());
   return Status::Ok();
 }

@@ -103,10 +103,10 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
         "fp32 main gradients (use false)");
   }
-  if (cfg_.cp > 1) {
+  if (cfg_.cp > 1 && opts.backend == "cuda") {
     return Status::Invalid("plan: layout.cp: " + std::to_string(cfg_.cp) +
-                           " is planned but not executed by this runtime, which has no ring "
-                           "attention (use 1; ptdp plan --software ptdp plans for this runtime)");
+                           " runs on the cpu backend only: the cuda backend has no "
+                           "context-parallel attention kernels yet (use --backend cpu, or cp 1)");
   }
   if (opts.overlap_param_gather && !cfg_.distributed_optimizer) {
     return Status::Invalid(
@@ -114,12 +114,13 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "gathered)");
   }
   if (cfg_.WorldSize() != world_->size()) {
-    return Status::Invalid("plan: layout tp*pp*dp = " + std::to_string(cfg_.tp) + "*" +
-                           std::to_string(cfg_.pp) + "*" + std::to_string(cfg_.dp) + " = " +
-                           std::to_string(cfg_.WorldSize()) + " ranks but the job has " +
-                           std::to_string(world_->size()) + " (mpirun -np)");
+    return Status::Invalid("plan: layout tp*cp*pp*dp = " + std::to_string(cfg_.tp) + "*" +
+                           std::to_string(cfg_.cp) + "*" + std::to_string(cfg_.pp) + "*" +
+                           std::to_string(cfg_.dp) + " = " + std::to_string(cfg_.WorldSize()) +
+                           " ranks but the job has " + std::to_string(world_->size()) +
+                           " (mpirun -np)");
   }
-  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.dp, cfg_.pp));
+  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.WeightReplicas(), cfg_.pp));
   const int me = world_->rank();
   coord_ = grid.Coord(me);
   if (cfg_.precision == Precision::kFp16 && !cfg_.grad_accumulation_fusion) {
@@ -145,7 +146,7 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
 }
 
 Status Trainer::Build(ParamInit init) {
-  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.dp, cfg_.pp));
+  PTDP_ASSIGN_OR_RETURN(RankGrid grid, RankGrid::Create(cfg_.tp, cfg_.WeightReplicas(), cfg_.pp));
   const int me = world_->rank();
   // The device first: the cuda backend's communicators are ordered against its compute stream.
   PTDP_ASSIGN_OR_RETURN(dev_, CreateDevice(opts_.backend));
@@ -172,6 +173,16 @@ Status Trainer::Build(ParamInit init) {
     for (const auto& g : grid.AllPipelineGroups()) emb_groups.push_back({g.front(), g.back()});
   }
   PTDP_ASSIGN_OR_RETURN(emb_, split(emb_groups));
+  if (cfg_.cp > 1) {  // each data group's consecutive blocks of cp (tp-cp-dp-pp)
+    std::vector<std::vector<int>> cp_groups;
+    for (const auto& g : grid.AllDataGroups()) {
+      for (size_t i = 0; i < g.size(); i += size_t(cfg_.cp)) {
+        cp_groups.emplace_back(g.begin() + long(i), g.begin() + long(i) + cfg_.cp);
+      }
+    }
+    PTDP_ASSIGN_OR_RETURN(cp_, split(cp_groups));
+    PTDP_CHECK(cp_ != nullptr && cp_->rank() == ContextRank());
+  }
   if (tp_ == nullptr || dp_ == nullptr || pipe_ == nullptr) {
     return Status::Internal("rank " + std::to_string(me) + " is in no tensor/data/pipeline group");
   }
@@ -183,8 +194,9 @@ Status Trainer::Build(ParamInit init) {
   // The distributed optimizer shards the state over the data-parallel group, in its rank order
   // (docs/distributed_optimizer.md).
   PTDP_CHECK(dp_->rank() == coord_.dp);
-  const OptimizerShard shard =
-      cfg_.distributed_optimizer ? OptimizerShard{cfg_.dp, coord_.dp} : OptimizerShard{};
+  const OptimizerShard shard = cfg_.distributed_optimizer
+                                   ? OptimizerShard{cfg_.WeightReplicas(), coord_.dp}
+                                   : OptimizerShard{};
   PTDP_ASSIGN_OR_RETURN(ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp,
                                                           coord_.tp, types_.act, init, shard));
   params_ = std::make_unique<ParamStore>(std::move(ps));
@@ -208,6 +220,8 @@ Status Trainer::Build(ParamInit init) {
     dims_.sp = t;
     dims_.sp_rank = coord_.tp;
   }
+  dims_.cp = cfg_.cp;
+  dims_.cp_rank = ContextRank();
 
   WireLayers();
   PlanGradReduce();
@@ -228,6 +242,7 @@ void Trainer::GuardCommunicators() {
   pipe_ = GuardCommunicator(std::move(pipe_), guard->state());
   if (pipe_grad_ != nullptr) pipe_grad_ = GuardCommunicator(std::move(pipe_grad_), guard->state());
   emb_ = GuardCommunicator(std::move(emb_), guard->state());
+  if (cp_ != nullptr) cp_ = GuardCommunicator(std::move(cp_), guard->state());
   guarded_world_ = GuardCommunicatorView(world_, guard->state());
   world_ = guarded_world_.get();
 }

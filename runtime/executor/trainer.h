@@ -282,7 +282,10 @@ class Trainer {
   Communicator* world_ = nullptr;
   Communicator* given_world_ = nullptr;  // what Create got (world_ may be the guard's view of it)
   std::unique_ptr<Communicator> guarded_world_;  // the guard device's view of the world
-  std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_;
+  // dp_: the data-parallel group with the context-parallel ranks in it (d cp ranks, Megatron-Core's
+  // data_parallel_group_with_cp): gradients are reduced and the optimizer state sharded over it.
+  // cp_: the context-parallel group (layout.cp > 1 only), the attention's.
+  std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_, cp_;
   std::unique_ptr<Communicator> pipe_grad_;  // a V's gradient channel (nullptr: pipe_ carries all)
   Communicator* PipeFor(Op op) const {
     const bool grad = op == Op::kSendGrad || op == Op::kRecvGrad;
@@ -290,7 +293,10 @@ class Trainer {
   }
   ModelSpec model_;
   ParallelConfig cfg_;
+  // coord_.dp is the place in dp_ (cp rank + cp * data rank; RankGrid built with d cp).
   RankCoord coord_;
+  int DataRank() const { return coord_.dp / cfg_.cp; }     // which sequences this rank reads
+  int ContextRank() const { return coord_.dp % cfg_.cp; }  // which chunks of them
   TrainOptions opts_;
   Program program_;
   std::unique_ptr<Device> dev_;

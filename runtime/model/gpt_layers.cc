@@ -1,6 +1,8 @@
 #include "runtime/model/gpt_layers.h"
 
+#include "kernels/reference/context_chunks.h"
 #include "kernels/reference/ops.h"
+#include "runtime/model/context_attention.h"
 
 namespace ptdp::runtime {
 
@@ -84,15 +86,53 @@ Result<Tensor> SumRows(const LayerCtx& c, Tensor partial) {
   return mine;
 }
 
+// Rows [row0, row0 + rows) of a [*][width] tensor (an empty view stays empty).
+TensorRef Rows(TensorRef t, int64_t row0, int64_t rows, int64_t width) {
+  if (t.empty()) return t;
+  return {static_cast<char*>(t.data) + row0 * width * DTypeBytes(t.dtype), t.dtype, rows * width};
+}
+ConstRef Rows(ConstRef t, int64_t row0, int64_t rows, int64_t width) {
+  if (t.empty()) return t;
+  return {static_cast<const char*>(t.data) + row0 * width * DTypeBytes(t.dtype), t.dtype,
+          rows * width};
+}
+
+// The embedding's runs of consecutive positions: call(row0, b, s, pos0) for the microbatch's rows
+// [row0, row0 + b s), b sequences of s positions from pos0. One call, or under context
+// parallelism one per chunk of each sequence (kernels/reference/context_chunks.h).
+template <typename Call>
+Status ForEachPositionRun(const LayerDims& d, Call&& call) {
+  if (d.cp == 1) return call(0, d.b, d.s, 0);
+  const kernels::ContextChunks chunks{d.s, d.cp, d.cp_rank};
+  const int64_t chunk = chunks.Chunk();
+  for (int64_t bi = 0; bi < d.b; ++bi) {
+    for (int64_t t = 0; t < d.S(); t += chunk) {
+      PTDP_RETURN_IF_ERROR(call(bi * d.S() + t, 1, chunk, chunks.Position(t)));
+    }
+  }
+  return Status::Ok();
+}
+
 std::string Site(int layer, const char* what) {
   return "layer" + std::to_string(layer) + "." + what;
 }
 
 // Hidden-size dropout of a microbatch: element (row, col) of [N][h] at global index
-// seq0 * s * h + row * h + col; under sequence parallelism this rank's rows start at sp_rank R.
+// seq0 * s * h + row * h + col; under sequence parallelism this rank's rows start at sp_rank R;
+// under context parallelism row is a local row, placed by DropoutSpec's chunk fields.
 DropoutSpec HiddenDropout(const LayerCtx& c, const std::string& site) {
-  const int64_t first_row = c.drop.seq0 * c.d.s + c.d.sp_rank * c.d.R();
-  return {c.drop.p, c.drop.Key(site), static_cast<uint64_t>(first_row * c.d.h)};
+  const LayerDims& d = c.d;
+  if (d.cp == 1) {
+    const int64_t first_row = c.drop.seq0 * d.s + d.sp_rank * d.R();
+    return {c.drop.p, c.drop.Key(site), static_cast<uint64_t>(first_row * d.h)};
+  }
+  DropoutSpec spec{c.drop.p, c.drop.Key(site), static_cast<uint64_t>(c.drop.seq0 * d.s * d.h)};
+  spec.cp = d.cp;
+  spec.cp_rank = d.cp_rank;
+  spec.seq = d.s;
+  spec.width = d.h;
+  spec.first_row = d.sp_rank * d.R();
+  return spec;
 }
 
 AttentionShape Shape(const LayerDims& d, const DropoutCtx& drop) {
@@ -104,6 +144,8 @@ AttentionShape Shape(const LayerDims& d, const DropoutCtx& drop) {
   a.heads_total = d.heads;
   a.head_begin = d.head0;
   a.batch_begin = drop.seq0;
+  a.cp = d.cp;
+  a.cp_rank = d.cp_rank;
   return a;
 }
 
@@ -116,7 +158,7 @@ VocabShard Shard(const LayerDims& d) {
 // log-sum-exp per score row, in the wide dtype (fp32 in training).
 Status AllocAttentionCore(const LayerCtx& c, MemTag tag, LayerStash* st) {
   const LayerDims& d = c.d;
-  const int64_t rows = d.b * d.heads_local * d.s, scores = rows * d.s;
+  const int64_t rows = d.b * d.heads_local * d.S(), scores = rows * d.s;
   if (c.fused_attention) {
     PTDP_ASSIGN_OR_RETURN(st->att_lse, Alloc(c, rows, c.types.wide, tag));
     return Status::Ok();
@@ -142,6 +184,18 @@ AttentionStash AttentionStashOf(const LayerCtx& c, int layer, LayerStash* st) {
   return as;
 }
 
+// The attention core's forward into `out` (the stash's output, or selective recomputation's
+// scratch), through the context-parallel group when there is one (fused form: lse).
+Status AttentionCoreForward(const LayerCtx& c, int layer, LayerStash* st, TensorRef out) {
+  const DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
+  if (c.d.cp > 1) {
+    return ContextGroupAttentionForward(c, Shape(c.d, c.drop), adrop, st->qkv.cref(), out,
+                                        st->att_lse.ref());
+  }
+  AttentionStash as = AttentionStashOf(c, layer, st);
+  return c.dev->ops()->AttentionForward(out, &as, st->qkv.cref(), Shape(c.d, c.drop), adrop);
+}
+
 void DropAttentionCore(LayerStash* st) {
   for (Tensor* t : {&st->probs, &st->att_mask, &st->att_dropped, &st->att_lse}) t->Reset();
 }
@@ -153,9 +207,7 @@ void DropAttentionCore(LayerStash* st) {
 Status RedoAttentionCore(const LayerCtx& c, int layer, LayerStash* st) {
   PTDP_RETURN_IF_ERROR(AllocAttentionCore(c, MemTag::kActivations, st));
   PTDP_ASSIGN_OR_RETURN(Tensor out, Tmp(c, c.d.N() * c.d.heads_local * c.d.D(), c.types.act));
-  AttentionStash as = AttentionStashOf(c, layer, st);
-  const DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
-  return c.dev->ops()->AttentionForward(out.ref(), &as, st->qkv.cref(), Shape(c.d, c.drop), adrop);
+  return AttentionCoreForward(c, layer, st, out.ref());
 }
 
 // Attention half of the forward: ln1 -> qkv -> attention -> proj (g all-reduce) -> x2.
@@ -182,10 +234,7 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
   // the stash is, so that a core kept by mistake shows in the measured activations.
   PTDP_RETURN_IF_ERROR(AllocAttentionCore(c, tag, st));
   PTDP_ASSIGN_OR_RETURN(st->attn_out, Alloc(c, N * hd, a, tag));
-  AttentionStash as = AttentionStashOf(c, layer, st);
-  DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
-  PTDP_RETURN_IF_ERROR(
-      ops->AttentionForward(st->attn_out.ref(), &as, st->qkv.cref(), Shape(d, c.drop), adrop));
+  PTDP_RETURN_IF_ERROR(AttentionCoreForward(c, layer, st, st->attn_out.ref()));
   if (c.redo_attention_core) DropAttentionCore(st);
   // Row-parallel projection: partial sums, the g all-reduce, then bias, dropout and residual.
   PTDP_ASSIGN_OR_RETURN(Tensor proj, Tmp(c, N * h, a));
@@ -316,9 +365,16 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   dbranch.Reset();
   if (c.redo_attention_core) PTDP_RETURN_IF_ERROR(RedoAttentionCore(c, layer, st));
   PTDP_ASSIGN_OR_RETURN(Tensor dqkv, OutputGrad(c, N * 3 * hd));
-  const AttentionStash as = AttentionStashOf(c, layer, st);
-  PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
-                                              Shape(d, c.drop), c.drop.p));
+  if (d.cp > 1) {
+    const DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
+    PTDP_RETURN_IF_ERROR(ContextGroupAttentionBackward(c, Shape(d, c.drop), adrop, dattn.cref(),
+                                                       st->attn_out.cref(), st->qkv.cref(),
+                                                       st->att_lse.cref(), dqkv.ref()));
+  } else {
+    const AttentionStash as = AttentionStashOf(c, layer, st);
+    PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
+                                                Shape(d, c.drop), c.drop.p));
+  }
   dattn.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dqkv.cref(), w.qkv_w, N, h, 3 * hd));
@@ -418,9 +474,12 @@ Status EmbeddingForwardTp(const LayerCtx& c, ConstRef wte_local, ConstRef wpe, E
     PTDP_ASSIGN_OR_RETURN(partial, Tmp(c, d.N() * d.h, out.dtype));
   }
   const TensorRef lookup = d.sp > 1 ? partial.ref() : out;
-  PTDP_RETURN_IF_ERROR(ops->EmbeddingForward(lookup, st->tokens.cref(), wte_local,
-                                             first ? wpe : ConstRef{}, d.b, d.s, d.h, d.vocab_begin,
-                                             d.vocab_begin + d.v_local));
+  const ConstRef positions = first ? wpe : ConstRef{};
+  PTDP_RETURN_IF_ERROR(ForEachPositionRun(d, [&](int64_t row0, int64_t b, int64_t s, int64_t pos0) {
+    return ops->EmbeddingForward(
+        Rows(lookup, row0, b * s, d.h), Rows(st->tokens.cref(), row0, b * s, 1), wte_local,
+        Rows(positions, pos0, s, d.h), b, s, d.h, d.vocab_begin, d.vocab_begin + d.v_local);
+  }));
   if (d.sp > 1) {
     PTDP_RETURN_IF_ERROR(c.tp->ReduceScatterSum(partial.data(), out.data, out.count, out.dtype));
     partial.Reset();
@@ -442,8 +501,12 @@ Status EmbeddingBackwardTp(const LayerCtx& c, TensorRef dwte_local, TensorRef dw
   // dout is replicated over the tensor group (gathered from the rows under sequence
   // parallelism), so every rank computes the (replicated) wpe grad.
   PTDP_ASSIGN_OR_RETURN(const FullRows full, GatherRows(c, g.cref()));
-  PTDP_RETURN_IF_ERROR(ops->EmbeddingBackward(dwte_local, dwpe, full.ref, st->tokens.cref(), d.b,
-                                              d.s, d.h, d.vocab_begin, d.vocab_begin + d.v_local));
+  PTDP_RETURN_IF_ERROR(ForEachPositionRun(d, [&](int64_t row0, int64_t b, int64_t s, int64_t pos0) {
+    return ops->EmbeddingBackward(dwte_local, Rows(dwpe, pos0, s, d.h),
+                                  Rows(full.ref, row0, b * s, d.h),
+                                  Rows(st->tokens.cref(), row0, b * s, 1), b, s, d.h, d.vocab_begin,
+                                  d.vocab_begin + d.v_local);
+  }));
   st->tokens.Reset();
   st->mask.Reset();
   return Status::Ok();

@@ -46,7 +46,14 @@ struct LayerDims {
   // every sequence: those ops are row-wise, and an all-gather of the blocks is [N][h] in order.
   int64_t sp = 1;
   int64_t sp_rank = 0;
-  int64_t N() const { return b * s; }
+  // Context parallelism (layout.cp): `s` stays the whole sequence and this rank holds its
+  // S = s / cp positions of kernels/reference/context_chunks.h, two chunks of every sequence;
+  // every row-wise tensor is [b][S] rows and attention meets the group's keys
+  // (runtime/model/context_attention.h).
+  int cp = 1;
+  int cp_rank = 0;
+  int64_t S() const { return s / cp; }
+  int64_t N() const { return b * S(); }
   int64_t R() const { return N() / sp; }
   int64_t D() const { return h / heads; }
 };
@@ -115,6 +122,7 @@ using WeightGradQueue = std::vector<DeferredWeightGrad>;
 struct LayerCtx {
   Device* dev = nullptr;
   Communicator* tp = nullptr;  // nullptr: a tensor group of one
+  Communicator* cp = nullptr;  // the context-parallel group (LayerDims::cp > 1 only)
   LayerDims d;
   DTypes types;
   DropoutCtx drop;

@@ -26,6 +26,9 @@
 #   reshard_distopt     fp32, vocabulary 300: t1 p1 d2 without it saves at step 3, t2 p1 d2 with
 #                       the distributed optimizer (more padded rows, moments sharded) loads it and
 #                       saves at step 6, t1 p1 d2 loads that: losses within 1e-5 at every hop
+#   reshard_cp          fp32, vocabulary 300: t1 p1 d2 saves at step 3, cp 2 d2 with the distributed
+#                       optimizer (state sharded over d cp = 4 ranks) loads it and saves at step 6,
+#                       t1 p1 d2 loads that: losses within 1e-5 at every hop
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -49,7 +52,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 fresh_dir_with_data "ckpt-$case"
 declare -A ranks
 plan() {  # NAME TP PP DP VP SCHEDULE [LAYERS [PRECISION [VOCAB]]]
-  ranks[$1]=$(($2 * $3 * $4))
+  ranks[$1]=$(($2 * $3 * $4 * ${PTDP_TEST_CP:-1}))
   "$here/write_plan.sh" "$ptdp" "$1.json" "${7:-4}" 0.1 "${9:-256}" 16 "$2" "$3" "$4" 2 "$5" "$6" none true \
     "${8:-fp32}" || fail "plan $1"
 }
@@ -75,7 +78,8 @@ there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
 }
 plan A 2 2 1 1 1f1b
 case "$case" in
-  resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt | preempt \
+  resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
+    | reshard_cp | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -183,6 +187,10 @@ case "$case" in
     PTDP_TEST_DIST_OPT=true plan P 2 1 2 1 1f1b 4 fp32 300
     there_and_back E P "t2 d2 distributed optimizer from t1 d2" \
       "t1 d2 from the distributed optimizer's checkpoint" ;;
+  reshard_cp)
+    plan E 1 1 2 1 1f1b 4 fp32 300
+    PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true PTDP_TEST_DIST_OPT=true plan C 1 1 2 1 1f1b 4 fp32 300
+    there_and_back E C "cp2 d2 distributed optimizer from t1 d2" "t1 d2 from the cp2 checkpoint" ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.

@@ -26,7 +26,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/lib.sh"  # OpenMPI as root, oversubscribed; fail
 "$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" \
   "$vp" "$sched" "$rec" "$sg" "$prec"
-np=$((tp * pp * dp))
+np=$((tp * pp * dp * ${PTDP_TEST_CP:-1}))
 timeout 300 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$work/$name.plan.json" \
   --data "$work/data.bin" --steps 20 --log "$work/$name.jsonl" --memory-tol 0.01 "$@"
 case "$prec" in

@@ -26,8 +26,11 @@ out=$(timeout 200 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$dir/pl
 echo "$out"
 echo "$out" | grep -q "plan's prediction" || { echo "FAIL: plan prediction not printed"; exit 1; }
 # One stage without recomputation: the head's backward runs at the ledger's peak, the bound is the
-# measured total to the report's 0.01%.
-case "$fix" in *pp=1,*recompute=none*)
+# measured total to the report's 0.01%. Not with context parallelism: the ledger bounds Transformer
+# Engine's ring buffers (max(cp, 4) chunks), and the runtime's attention holds at most cp of them
+# (docs/context_parallel.md "The runtime"), so its total stays under the bound (--memory-tol).
+case "$fix" in *cp=[2-9]*) ;;
+*pp=1,*recompute=none*)
   lines=$(echo "$out" | grep "pp rank .*; total") || { echo "FAIL: no total line"; exit 1; }
   echo "$lines" | grep -v "; total [0-9.]* | [0-9.]* ([+-]0.00%)" &&
     { echo "FAIL: the total with workspace is not the ledger's"; exit 1; } ;;
