@@ -12,53 +12,15 @@
 // row backward), thread `part` of the group holding elements e * G + part (e < D / G) so that the
 // group reads consecutive shared-memory banks; dot products finish with xor-shuffles in the group.
 // All arithmetic is fp32 (CUDA cores; a tensor-core version is future work).
+#include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
-#include "kernels/reference/counter_rng.h"
 
 namespace ptdp::cuda_kernels {
 namespace {
 
-constexpr int kFwdRows = 64;  // query rows per forward block
-constexpr int kFwdKeys = 32;  // keys per forward tile
-constexpr int kBwdKeys = 64;  // keys per backward block
-constexpr int kBwdRows = 32;  // query rows per backward tile
-
-template <int D>
-struct HeadLayout {
-  static constexpr int G = D >= 32 ? D / 32 : 1;  // threads per row
-  static constexpr int E = D / G;                 // elements per thread
-};
-
-// Offset of (batch bi, position i, head hh, part 0=q 1=k 2=v) in qkv [b*s][h][3][D].
-__device__ __forceinline__ int64_t QkvOffset(int64_t bi, int64_t i, int64_t hh, int part, int64_t s,
-                                             int64_t h, int d) {
-  return ((bi * s + i) * h + hh) * 3 * d + static_cast<int64_t>(part) * d;
-}
-
-// Sum over the G threads of a row group (all lanes of the warp must call it).
-template <int G>
-__device__ __forceinline__ float GroupSum(float v) {
-#pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  return v;
-}
-
-struct DropoutParams {
-  uint64_t key;
-  int64_t batch_begin, head_begin, h_total;
-  float p, keep_scale;  // keep_scale = 1/(1-p)
-};
-
-// The dropout factor (0 or 1/(1-p)) of probability (bi, hh, i, j).
-__device__ __forceinline__ float AttnDropFactor(const DropoutParams& dp, int64_t bi, int64_t hh,
-                                                int64_t i, int64_t j, int64_t s) {
-  if (dp.p <= 0.0f) return 1.0f;
-  const uint64_t index = static_cast<uint64_t>(
-      (((dp.batch_begin + bi) * dp.h_total + dp.head_begin + hh) * s + i) * s + j);
-  return kernels::rng::DropoutKeeps(dp.key, index, dp.p) ? dp.keep_scale : 0.0f;
-}
+using namespace attention;  // NOLINT: this file's own helpers (attention_common.cuh)
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
@@ -127,28 +89,6 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
 #pragma unroll
   for (int e = 0; e < E; ++e) orow[e * G + part] = FromFloat<T>(o[e] * inv_l);
   if (part == 0) lse[bh * s + i] = m + logf(l);
-}
-
-// delta[bi][hh][i] = dout_i . out_i (one warp per row).
-template <typename T>
-__global__ void AttnBwdDelta(float* delta, const T* dout, const T* out, int64_t b, int64_t s,
-                             int64_t h, int d) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;  // (bi*s+i)*h+hh
-  const int lane = threadIdx.x % 32;
-  if (row >= b * s * h) return;
-  float acc = 0.0f;
-  for (int e = lane; e < d; e += 32) acc += ToFloat(dout[row * d + e]) * ToFloat(out[row * d + e]);
-  acc = WarpSum(acc);
-  if (lane == 0) {
-    const int64_t hh = row % h, bs = row / h, bi = bs / s, i = bs % s;
-    delta[(bi * h + hh) * s + i] = acc;
-  }
-}
-
-// Dynamic shared memory of the backward block, in floats.
-template <int D>
-constexpr int BwdSharedFloats() {
-  return 2 * kBwdRows * D + kBwdKeys * D + kBwdRows * kBwdKeys + 2 * kBwdRows;
 }
 
 template <typename T, int D>
@@ -241,28 +181,6 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
     dqkv[QkvOffset(bi, j, hh, 1, s, h, D) + e * G + part] = FromFloat<T>(dk[e]);
     dqkv[QkvOffset(bi, j, hh, 2, s, h, D) + e * G + part] = FromFloat<T>(dv[e]);
   }
-}
-
-// The q part of dqkv from the fp32 accumulators [b*s][h][d].
-template <typename T>
-__global__ void AttnBwdWriteDq(T* dqkv, const float* dq_acc, int64_t rows, int d) {
-  const int64_t total = rows * d;  // rows = b * s * h
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = idx / d, e = idx % d;
-    dqkv[row * 3 * d + e] = FromFloat<T>(dq_acc[idx]);
-  }
-}
-
-DropoutParams MakeDropout(const AttentionDropout& d, int64_t h) {
-  DropoutParams p;
-  p.key = d.key;
-  p.batch_begin = d.batch_begin;
-  p.head_begin = d.head_begin;
-  p.h_total = d.h_total > 0 ? d.h_total : h;
-  p.p = d.p;
-  p.keep_scale = d.p > 0.0f ? static_cast<float>(1.0 / (1.0 - static_cast<double>(d.p))) : 1.0f;
-  return p;
 }
 
 template <typename T, int D>

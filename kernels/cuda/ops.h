@@ -90,6 +90,33 @@ void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, c
                        const float* lse, int64_t b, int64_t s, int64_t h, int64_t d,
                        AttentionDropout dropout, cudaStream_t stream);
 
+// ---- Context-parallel attention (layout.cp; the reference twins in kernels/reference/ops.h) ---
+// A rank's S = s / cp queries at their global positions (kernels/reference/context_chunks.h)
+// against the keys and values of its group; the same dropout draws as AttentionForward's over
+// the whole sequence. Packs are [rows][h][2][d]; lse [b][h][S].
+struct ContextDims {
+  int64_t b = 1, s = 1, h = 1, d = 1;  // microbatch, whole sequence, local heads, head dim
+  int cp = 1, rank = 0;
+};
+// kv = the keys and values of qkv [rows][h][3][d]; Unpack writes dkv into dqkv's key and value
+// slots (its query slots untouched).
+template <typename T>
+void ContextKvPack(T* kv, const T* qkv, int64_t rows, int64_t h, int64_t d, cudaStream_t stream);
+template <typename T>
+void ContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, int64_t h, int64_t d,
+                     cudaStream_t stream);
+// out [b][S][h][d] and lse from the local qkv and kv_all [cp][b][S][h][2][d].
+template <typename T>
+void ContextAttentionForward(T* out, float* lse, const T* qkv, const T* kv_all, ContextDims c,
+                             AttentionDropout dropout, cudaStream_t stream);
+int64_t ContextAttentionBackwardWorkspaceFloats(const ContextDims& c);
+// Through rank src's keys and values kv_src: dQ ADDED to dqkv's query slots, dkv_src overwritten
+// with this rank's share of their gradient. `workspace`: ContextAttentionBackwardWorkspaceFloats.
+template <typename T>
+void ContextAttentionBackward(T* dqkv, T* dkv_src, float* workspace, const T* dout, const T* out,
+                              const T* qkv, const T* kv_src, const float* lse, ContextDims c,
+                              int src, AttentionDropout dropout, cudaStream_t stream);
+
 // ---- Vocabulary-parallel embedding -----------------------------------------------------------
 // out[b*s][C] = wte rows of tokens in [vocab_begin, vocab_end) (others 0) + wpe[position] when
 // wpe != nullptr. Backward accumulates fp32 dwte (atomics: repeated tokens) and dwpe (nullable).
