@@ -35,23 +35,15 @@ T KeepScale(double p) {
 }
 
 // mask[i] = 1 when element first + i is kept.
-// Under context parallelism (DropoutSpec::cp) run by run: the elements of the local rows that
-// sit in one chunk of one sequence are consecutive globally.
+// Run by run (ForEachDropoutRun): under context parallelism the local rows are two chunks of each
+// sequence.
 void WriteHiddenMask(uint8_t* mask, int64_t count, const DropoutSpec& drop) {
-  const auto write = [&](int64_t at, uint64_t first, int64_t n) {
+  const Status st = ForEachDropoutRun(drop, count, [&](int64_t at, int64_t n, uint64_t first) {
     k::rng::ForEachDropoutKeep(drop.key, first, n, static_cast<float>(drop.p),
                                [mask, at](int64_t i, bool kept) { mask[at + i] = kept ? 1 : 0; });
-  };
-  if (drop.cp == 1) return write(0, drop.first, count);
-  const k::ContextChunks chunks{drop.seq, drop.cp, drop.cp_rank};
-  const int64_t w = drop.width, local = chunks.Local(), chunk = chunks.Chunk();
-  for (int64_t i = 0; i < count;) {
-    const int64_t row = drop.first_row + i / w, bi = row / local, t = row % local;
-    const int64_t n = std::min(count - i, (chunk - t % chunk) * w - i % w);
-    write(i, drop.first + static_cast<uint64_t>((bi * drop.seq + chunks.Position(t)) * w + i % w),
-          n);
-    i += n;
-  }
+    return Status::Ok();
+  });
+  PTDP_CHECK_MSG(st.ok(), st.ToString());
 }
 
 // The attention mask [b][a/t][s][s] at global index (((seq) * heads + head) * s + i) * s + j.

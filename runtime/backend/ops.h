@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "core/status.h"
@@ -57,6 +58,13 @@ struct DropoutSpec {
   int cp = 1, cp_rank = 0;
   int64_t seq = 0, width = 0, first_row = 0;
 };
+
+// The runs of a hidden-site dropout's `count` local elements whose global indices are
+// consecutive: call(offset, n, first) for local elements [offset, offset + n) at global indices
+// first .. first + n - 1. One run; under context parallelism one per chunk of each sequence,
+// whole rows of `width` each. Every backend draws its masks through it (ops.cc).
+using DropoutRunCall = std::function<Status(int64_t offset, int64_t n, uint64_t first)>;
+Status ForEachDropoutRun(const DropoutSpec& drop, int64_t count, const DropoutRunCall& call);
 
 // Causal self-attention of one microbatch on one tensor rank.
 struct AttentionShape {

@@ -236,12 +236,17 @@ Status CudaOps::LinearBackwardDataGelu(TensorRef dpre, ConstRef dout, ConstRef w
 Status CudaOps::BiasDropoutResidual(TensorRef out, TensorRef mask, ConstRef x, ConstRef bias,
                                     ConstRef residual, int64_t n, int64_t c,
                                     const DropoutSpec& drop) {
+  // Run by run (ForEachDropoutRun: whole rows under context parallelism, one run otherwise).
   return ForCompute(x.dtype, "BiasDropoutResidual", [&](auto tag) -> Status {
     using T = decltype(tag);
-    PTDP_CUDA_RETURN(opk::BiasDropoutResidualMask<T>(P<T>(out), P<uint8_t>(mask), P<T>(x),
-                                                     P<T>(bias), P<T>(residual), n, c, drop.key,
-                                                     drop.first, drop.p, stream_));
-    return Status::Ok();
+    return ForEachDropoutRun(drop, n * c, [&](int64_t at, int64_t count, uint64_t first) {
+      PTDP_CHECK_MSG(at % c == 0 && count % c == 0, "dropout runs must be whole rows");
+      PTDP_CUDA_RETURN(opk::BiasDropoutResidualMask<T>(
+          P<T>(out) + at, mask.empty() ? nullptr : P<uint8_t>(mask) + at, P<T>(x) + at, P<T>(bias),
+          residual.empty() ? nullptr : P<T>(residual) + at, count / c, c, drop.key, first, drop.p,
+          stream_));
+      return Status::Ok();
+    });
   });
 }
 
@@ -270,10 +275,12 @@ Status CudaOps::Dropout(TensorRef x, TensorRef mask, const DropoutSpec& drop) {
   if (drop.p <= 0) return Status::Ok();
   return ForCompute(x.dtype, "Dropout", [&](auto tag) -> Status {
     using T = decltype(tag);
-    PTDP_CUDA_RETURN(opk::BiasDropoutResidualMask<T>(P<T>(x), P<uint8_t>(mask), P<T>(x), nullptr,
-                                                     nullptr, 1, x.count, drop.key, drop.first,
-                                                     drop.p, stream_));
-    return Status::Ok();
+    return ForEachDropoutRun(drop, x.count, [&](int64_t at, int64_t count, uint64_t first) {
+      PTDP_CUDA_RETURN(opk::BiasDropoutResidualMask<T>(P<T>(x) + at, P<uint8_t>(mask) + at,
+                                                       P<T>(x) + at, nullptr, nullptr, 1, count,
+                                                       drop.key, first, drop.p, stream_));
+      return Status::Ok();
+    });
   });
 }
 

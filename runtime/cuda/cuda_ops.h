@@ -92,6 +92,14 @@ class CudaOps final : public Ops {
                           const AttentionShape& shape, const DropoutSpec& drop) override;
   Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv, const AttentionStash& stash,
                            const AttentionShape& shape, double p) override;
+  Status ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) override;
+  Status ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) override;
+  Status ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,
+                                 const AttentionShape& a, const DropoutSpec& drop) override;
+  Status ContextAttentionBackward(TensorRef dqkv, TensorRef dkv_src, ConstRef dout, ConstRef out,
+                                  ConstRef qkv, ConstRef kv_src, ConstRef lse,
+                                  const AttentionShape& a, int src,
+                                  const DropoutSpec& drop) override;
   Status EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe, int64_t b,
                           int64_t s, int64_t c, int64_t vocab_begin, int64_t vocab_end) override;
   Status EmbeddingBackward(TensorRef dwte, TensorRef dwpe, ConstRef dout, ConstRef tokens,

@@ -133,6 +133,59 @@ Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
   });
 }
 
+// Context parallelism: kernels/cuda/context_attention.cu, whose dropout draws the CPU's masks
+// (no cuDNN path: its ring variants are Transformer Engine's, not a cuDNN graph).
+ck::ContextDims CtxDims(const AttentionShape& a) {
+  return {a.b, a.s, a.heads_local, a.head_dim, a.cp, a.cp_rank};
+}
+
+Status CudaOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) {
+  return ForCompute(qkv.dtype, "ContextKvPack", [&](auto tag) {
+    using T = decltype(tag);
+    ck::ContextKvPack<T>(P<T>(kv), P<T>(qkv), a.b * a.LocalSeq(), a.heads_local, a.head_dim,
+                         stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) {
+  return ForCompute(dkv.dtype, "ContextKvUnpack", [&](auto tag) {
+    using T = decltype(tag);
+    ck::ContextKvUnpack<T>(P<T>(dqkv), P<T>(dkv), a.b * a.LocalSeq(), a.heads_local, a.head_dim,
+                           stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,
+                                        const AttentionShape& a, const DropoutSpec& drop) {
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
+  if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
+  return ForCompute(qkv.dtype, "ContextAttentionForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::ContextAttentionForward<T>(P<T>(out), P<float>(lse), P<T>(qkv), P<T>(kv_all), CtxDims(a),
+                                   AttDrop(a, drop.key, drop.p), stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::ContextAttentionBackward(TensorRef dqkv, TensorRef dkv_src, ConstRef dout,
+                                         ConstRef out, ConstRef qkv, ConstRef kv_src, ConstRef lse,
+                                         const AttentionShape& a, int src,
+                                         const DropoutSpec& drop) {
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
+  if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
+  const int64_t ws_floats = ck::ContextAttentionBackwardWorkspaceFloats(CtxDims(a));
+  PTDP_ASSIGN_OR_RETURN(void* ws, Scratch(ws_floats * static_cast<int64_t>(sizeof(float))));
+  return ForCompute(qkv.dtype, "ContextAttentionBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::ContextAttentionBackward<T>(P<T>(dqkv), P<T>(dkv_src), static_cast<float*>(ws), P<T>(dout),
+                                    P<T>(out), P<T>(qkv), P<T>(kv_src), P<float>(lse), CtxDims(a),
+                                    src, AttDrop(a, drop.key, drop.p), stream_);
+    return Status::Ok();
+  });
+}
+
 Status CudaOps::EmbeddingForward(TensorRef out, ConstRef tokens, ConstRef wte, ConstRef wpe,
                                  int64_t b, int64_t s, int64_t c, int64_t vocab_begin,
                                  int64_t vocab_end) {

@@ -103,11 +103,6 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
         "fp32 main gradients (use false)");
   }
-  if (cfg_.cp > 1 && opts.backend == "cuda") {
-    return Status::Invalid("plan: layout.cp: " + std::to_string(cfg_.cp) +
-                           " runs on the cpu backend only: the cuda backend has no "
-                           "context-parallel attention kernels yet (use --backend cpu, or cp 1)");
-  }
   if (opts.overlap_param_gather && !cfg_.distributed_optimizer) {
     return Status::Invalid(
         "--overlap-param-gather: needs layout.distributed_optimizer (only its updated shards are "

@@ -6,7 +6,10 @@
 #   distopt: t = 1, p = 2, d = 2 with the distributed optimizer (its reduce-scatter and all-gather
 #            through the staged communicator), four processes vs t = p = 1 on cuda;
 #   seqpar:  t = 2, p = 2 with sequence parallelism (its all-gathers and reduce-scatters in the
-#            compute dtype through the staged communicator), four processes vs t = p = 1 on cuda.
+#            compute dtype through the staged communicator), four processes vs t = p = 1 on cuda;
+#   cp:      p = 2, cp = 2 with fused attention (kernels/cuda/context_attention.cu; the keys'
+#            all-gather, broadcasts and reduces through the staged communicator), four processes
+#            vs t = p = 1 on cuda.
 # Prints SKIPPED (and exits 0; ctest's SKIP_REGULAR_EXPRESSION) when the build has no CUDA backend
 # or no GPU is visible; never PASS without having trained on a GPU.
 #
@@ -57,6 +60,10 @@ elif [ "$mode" = seqpar ]; then
   out=$(PTDP_TEST_SEQ_PARALLEL=true train "${name}_seqpar" 2 2 cuda 4 "$schedule") ||
     { echo "$out"; echo "FAIL: the sequence-parallel cuda run failed"; exit 1; }
   run="${name}_seqpar" ref="${name}_one"
+elif [ "$mode" = cp ]; then
+  out=$(PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true train "${name}_cp" 1 2 cuda 4 "$schedule") ||
+    { echo "$out"; echo "FAIL: the context-parallel cuda run failed"; exit 1; }
+  run="${name}_cp" ref="${name}_one"
 elif [ "$mode" = distopt ]; then
   out=$(PTDP_TEST_DIST_OPT=true train "${name}_distopt" 1 2 cuda 4 "$schedule" 2) ||
     { echo "$out"; echo "FAIL: the distributed-optimizer cuda run failed"; exit 1; }

@@ -60,13 +60,14 @@ case "$case" in
                sed -i 's/"fused_attention": false/"fused_attention": false, "grad_reduce_bf16": true/' "$dir/plan.json"
                grep -q '"grad_reduce_bf16": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: layout.grad_reduce_bf16: planned but not executed by this runtime" ;;
-  context_parallel)  # context parallelism on the cuda backend: no context-parallel kernels there
-               # (a build without CUDA refuses the backend first)
-               PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true \
-                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true
-               grep -q '"cp": 2' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
-               np=4 extra=(--backend cuda)
-               expect="plan: layout.cp: 2 runs on the cpu backend only\|--backend: 'cuda' is not available in this build" ;;
+  context_parallel)  # 2 cp must divide the sequence (32): a plan of cp 3 (which ptdp schedule
+               # refuses to complete, so it has no Program) is refused by name
+               PTDP_TEST_CP=3 PTDP_TEST_FUSED_ATTENTION=true \
+                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true \
+                 2> /dev/null
+               grep -q '"cp": 3' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
+               np=6
+               expect="plan.layout: cp: 3 needs seq_len 32 divisible by 2 cp = 6" ;;
   fp8)         # FP8 planned (ptdp plan --precision fp8), refused by name: no FP8 GEMMs here
                "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true fp8
                grep -q '"precision": "fp8"' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
