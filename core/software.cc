@@ -134,6 +134,10 @@ Result<SoftwareProfile> SoftwareProfileFromJson(const Json& j, const std::string
     PTDP_RETURN_IF_ERROR(ReadFlag(r, "gelu_gemm_epilogue", &p.gelu_gemm_epilogue));
   }
   if (r.Has("te_layer")) PTDP_RETURN_IF_ERROR(ReadFlag(r, "te_layer", &p.te_layer));
+  if (r.Has("context_parallel_collectives")) {
+    PTDP_RETURN_IF_ERROR(
+        ReadFlag(r, "context_parallel_collectives", &p.context_parallel_collectives));
+  }
   for (auto [key, flag] :
        {std::pair{"fused_cross_entropy", &p.fused_cross_entropy},
         std::pair{"fused_optimizer_step", &p.fused_optimizer_step},
@@ -175,6 +179,9 @@ OrderedJson SoftwareProfileToJson(const SoftwareProfile& p) {
     j["gelu_gemm_epilogue"] = FlagJson(p.gelu_gemm_epilogue);
   }
   if (!p.te_layer.source.empty()) j["te_layer"] = FlagJson(p.te_layer);
+  if (!p.context_parallel_collectives.source.empty()) {
+    j["context_parallel_collectives"] = FlagJson(p.context_parallel_collectives);
+  }
   if (!p.grad_buffer_passes.source.empty()) {
     j["grad_buffer_passes"] = SourcedJson(p.grad_buffer_passes);
   }

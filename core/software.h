@@ -18,6 +18,7 @@
 //   "loss_dp_allreduces_per_microbatch": {value in [0, 100], source},
 //   optional "gelu_gemm_epilogue": {value: bool, source} (absent: false),
 //   optional "te_layer": {value: bool, source} (absent: false),
+//   optional "context_parallel_collectives": {value: bool, source} (absent: false),
 //   optional "grad_buffer_passes", "grad_scale_passes": {value in [0, 100], source} (absent: 0),
 //   optional "fused_cross_entropy", "fused_optimizer_step", "optimizer_main_grads_in_place":
 //     {value: bool, source} (absent: false),
@@ -120,6 +121,13 @@ struct SoftwareProfile {
   // backward, autograd's residual-gradient adds, and fused attention's bshd copies
   // (costmodel::LayerMemoryBytesOf).
   SourcedFlag te_layer;
+  // Optional (absent: false, not written): the stack's context-parallel attention runs on
+  // collectives, not Transformer Engine's point-to-point ring (ptdp's runtime:
+  // runtime/model/context_attention.h): forward, an all-gather of every rank's keys and values;
+  // backward, per source rank a broadcast of its keys and values and a reduce of their gradient;
+  // nothing hidden behind the attention blocks and no partial results to merge
+  // (costmodel::AddContextCollectives).
+  SourcedFlag context_parallel_collectives;
   // Optional (absent: 0, not written): element passes the data-parallel wrapper makes over the
   // rank's whole gradient buffer once per iteration (Megatron-Core: the zero_ before the first
   // microbatch and the NaN check's norm), and the passes of its scaling by 1/d before the

@@ -103,7 +103,11 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
       HideTensorParallelComm(&layer.backward, tp_hidden, slowdown);
     }
     // The ring's exposed sends stay exposed: TE overlaps them with the attention blocks only.
-    AddContextRing(kind, hw, pr, c.tp, c.mbs, c.cp, ring, &layer);
+    if (cluster.software.context_parallel_collectives.value) {
+      AddContextCollectives(kind, hw, pr, c.tp, c.mbs, c.cp, ring, &layer);
+    } else {
+      AddContextRing(kind, hw, pr, c.tp, c.mbs, c.cp, ring, &layer);
+    }
     return layer;
   };
   p.layer = price_layer(m);

@@ -264,6 +264,17 @@ void AddContextRing(const ModelSpec& shard, const HardwareProfile& hw, Precision
   layer->backward.memory += MemoryBoundTime(hw, merge.backward, 3 * cp);
 }
 
+void AddContextCollectives(const ModelSpec& shard, const HardwareProfile& hw, Precision precision,
+                           int tp, int mbs, int cp, const LinkCost& ring, PieceCost* layer) {
+  if (cp < 2) return;
+  const PieceCost block = FusedAttentionCost(shard, hw, tp, mbs);
+  layer->forward.gemm += (cp - 1) * block.forward.gemm;
+  layer->backward.gemm += (cp - 1) * block.backward.gemm;
+  const Seconds one = ring.Time(Bytes(ContextRingSendBytes(shard, precision, tp, mbs)));
+  layer->forward.tp_comm += (cp - 1) * one;
+  layer->backward.tp_comm += 2 * cp * one;
+}
+
 ContextRingBytes ContextRingMergeBytes(const ModelSpec& shard, Precision precision, int tp, int mbs,
                                        int cp) {
   const double e = ComputeBytes(precision);

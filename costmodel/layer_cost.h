@@ -182,6 +182,14 @@ QkvGemmTimes QkvGemms(const ModelSpec& m, const HardwareProfile& hw, int64_t tok
 // its memory-bound time.
 void AddContextRing(const ModelSpec& shard, const HardwareProfile& hw, Precision precision, int tp,
                     int mbs, int cp, const LinkCost& ring, PieceCost* layer);
+// The same attention on collectives (SoftwareProfile::context_parallel_collectives; ptdp's
+// runtime): the same cp blocks of GEMM time; forward an all-gather of every rank's keys and
+// values, (cp - 1) kv received on `ring`, before the blocks; backward, per source rank a
+// broadcast of its kv and a reduce of its kv gradient, 2 cp transfers of kv on `ring`; all of it
+// exposed (tp_comm) and no merges. The pack and unpack copies of the keys and values are not
+// charged.
+void AddContextCollectives(const ModelSpec& shard, const HardwareProfile& hw, Precision precision,
+                           int tp, int mbs, int cp, const LinkCost& ring, PieceCost* layer);
 // The bytes of one ring send forward: a chunk's keys and values on one tensor rank.
 double ContextRingSendBytes(const ModelSpec& shard, Precision precision, int tp, int mbs);
 // The memory-bound passes that merge the ring's partial results (AddContextRing charges them at

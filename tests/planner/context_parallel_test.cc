@@ -151,6 +151,44 @@ TEST(ContextParallel, TheRingAddsBlocksAndWhatItsSendsDoNotHide) {
               1e-12);
 }
 
+// The same attention on collectives (ptdp's runtime;
+// SoftwareProfile::context_parallel_collectives): the same blocks, every transfer exposed, no
+// merges; and the ptdp stack selects it.
+TEST(ContextParallel, OnCollectivesNothingHidesAndNothingMerges) {
+  const ModelSpec m = Llama3_8b();
+  auto cluster = LoadCluster("dgx-h100", 8);
+  ASSERT_TRUE(cluster.ok());
+  const HardwareProfile& hw = cluster->profile;
+  ModelSpec shard = m;
+  const int cp = 4, tp = 1, mbs = 1;
+  shard.seq_len = m.seq_len / cp;
+  const costmodel::PieceCost block = costmodel::FusedAttentionCost(shard, hw, tp, mbs);
+  const double kv = costmodel::ContextRingSendBytes(shard, Precision::kBf16, tp, mbs);
+  costmodel::LinkCost link;
+  link.latency = 1e-6;
+  link.bandwidth_Bps = kv / (0.5 * block.forward.gemm);  // a send takes half a block
+  costmodel::PieceCost ring, collectives;
+  costmodel::AddContextRing(shard, hw, Precision::kBf16, tp, mbs, cp, link, &ring);
+  costmodel::AddContextCollectives(shard, hw, Precision::kBf16, tp, mbs, cp, link, &collectives);
+  EXPECT_DOUBLE_EQ(collectives.forward.gemm, ring.forward.gemm);
+  EXPECT_DOUBLE_EQ(collectives.backward.gemm, ring.backward.gemm);
+  const double one = link.Time(Bytes(kv));
+  EXPECT_DOUBLE_EQ(ring.forward.tp_comm, 0.0);  // each send hides behind its block
+  EXPECT_DOUBLE_EQ(collectives.forward.tp_comm, (cp - 1) * one);
+  EXPECT_DOUBLE_EQ(collectives.backward.tp_comm, 2 * cp * one);
+  EXPECT_GT(ring.forward.memory, 0.0);
+  EXPECT_DOUBLE_EQ(collectives.forward.memory, 0.0);
+  EXPECT_DOUBLE_EQ(collectives.backward.memory, 0.0);
+
+  // The stacks: megatron-core prices the ring, ptdp the collectives.
+  auto core = LoadSoftware("megatron-core");
+  auto ptdp = LoadSoftware("ptdp");
+  ASSERT_TRUE(core.ok() && ptdp.ok());
+  EXPECT_FALSE(core->context_parallel_collectives.value);
+  EXPECT_TRUE(ptdp->context_parallel_collectives.value);
+  EXPECT_TRUE(ptdp->search.context_parallel.value);
+}
+
 // The gradients are reduced over the d * cp ranks holding each weight: cp = 2, d = 4 reduces over
 // the same 8 GPUs and bytes as d = 8, and the sharded step updates the same eighth.
 TEST(ContextParallel, GradientsAreReducedOverDataAndContextRanks) {
