@@ -170,11 +170,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
     if (!out.empty()) out += '/';
     out += feature;
   };
-  add(rmsnorm, "rmsnorm");
-  add(swiglu, "swiglu");
-  add(rotary, "rotary");
-  add(KvHeads() != heads, "gqa");
-  add(!linear_bias, "no-bias");
   add(IsMoe(), "moe");
   add(AttnWidth() != hidden, "head_dim");
   add(qk_norm, "qk-norm");

@@ -147,7 +147,8 @@ struct ModelSpec {
            AttnWidth() == hidden && !IsMla();
   }
   // The features of this model the runtime's layers (runtime/model) do not execute, joined by
-  // "/" ("rmsnorm/swiglu/rotary/gqa/no-bias"); empty for a GPT.
+  // "/" ("moe/head_dim"); empty for a GPT and a dense Llama (RMSNorm, SwiGLU, rotary embeddings,
+  // grouped-query attention, no biases, a bias on QKV alone).
   std::string UnexecutedFeatures() const;
   // Every violated constraint, joined by "; ", each naming the field (a mixture of experts:
   // moe_topk in [1, moe_experts], SwiGLU experts only). `path` is where the model was read, as the

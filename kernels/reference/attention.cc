@@ -1,20 +1,25 @@
 // Causal multi-head self-attention, explicit (materialised probabilities), forward and backward.
-// qkv [b*s][h][3][d]; out [b*s][h*d]; att and dropout_mask [b][h][s][s] (upper triangle 0).
+// qkv [b*s][QkvLayout width] (h query heads, h / group key/value heads); out [b*s][h*d]; att and
+// dropout_mask [b][h][s][s] (upper triangle 0).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/reference/ops.h"
+#include "kernels/reference/qkv_layout.h"
 
 namespace ptdp::kernels {
 namespace {
 
-// Offsets into qkv for (batch bi, position i, head hh, part 0=q 1=k 2=v).
+// Offsets into qkv for (batch bi, position i, query head hh, part 0=q 1=k 2=v): the part head hh
+// reads (a key or value shared by the heads of its group).
 struct QkvIndex {
-  int64_t s, h, d;
+  int64_t s, h, d, group;
   int64_t operator()(int64_t bi, int64_t i, int64_t hh, int part) const {
-    return ((bi * s + i) * h + hh) * 3 * d + part * d;
+    const QkvLayout row{h, d, group};
+    const int64_t in_row = part == 0 ? row.Q(hh) : part == 1 ? row.K(hh) : row.V(hh);
+    return (bi * s + i) * row.Width() + in_row;
   }
 };
 
@@ -22,8 +27,8 @@ struct QkvIndex {
 
 template <typename T>
 void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64_t b, int64_t s,
-                      int64_t h, int64_t d) {
-  const QkvIndex at{s, h, d};
+                      int64_t h, int64_t d, int64_t group) {
+  const QkvIndex at{s, h, d, group};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   std::vector<double> acc(d);
   std::vector<double> score(s);
@@ -72,10 +77,11 @@ void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64
 //   dS_ij q_i.
 template <typename T>
 void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const T* dropout_mask,
-                       int64_t b, int64_t s, int64_t h, int64_t d) {
-  const QkvIndex at{s, h, d};
+                       int64_t b, int64_t s, int64_t h, int64_t d, int64_t group) {
+  const QkvIndex at{s, h, d, group};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  for (int64_t i = 0; i < b * s * h * 3 * d; ++i) dqkv[i] = T(0);
+  // A group's key and value gradients sum over its query heads.
+  for (int64_t i = 0; i < b * s * QkvLayout{h, d, group}.Width(); ++i) dqkv[i] = T(0);
   std::vector<double> dp(s);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hh = 0; hh < h; ++hh) {
@@ -131,8 +137,9 @@ void RowScores(double* score, const T* qkv, const QkvIndex& at, int64_t bi, int6
 }  // namespace
 
 template <typename T>
-void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d) {
-  const QkvIndex at{s, h, d};
+void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
+                        int64_t group) {
+  const QkvIndex at{s, h, d, group};
   std::vector<double> score(s);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hh = 0; hh < h; ++hh) {
@@ -149,8 +156,8 @@ void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, i
 
 template <typename T>
 void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_t s, int64_t h,
-                           int64_t d) {
-  const QkvIndex at{s, h, d};
+                           int64_t d, int64_t group) {
+  const QkvIndex at{s, h, d, group};
   std::vector<double> score(s);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hh = 0; hh < h; ++hh) {
@@ -168,12 +175,12 @@ void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_
 
 #define PTDP_INSTANTIATE(T)                                                                        \
   template void AttentionForward<T>(T*, T*, const T*, const T*, int64_t, int64_t, int64_t,         \
-                                    int64_t);                                                      \
+                                    int64_t, int64_t);                                             \
   template void AttentionBackward<T>(T*, const T*, const T*, const T*, const T*, int64_t, int64_t, \
-                                     int64_t, int64_t);                                            \
-  template void AttentionLogSumExp<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t);           \
+                                     int64_t, int64_t, int64_t);                                   \
+  template void AttentionLogSumExp<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t);  \
   template void AttentionProbsFromLse<T>(T*, const T*, const T*, int64_t, int64_t, int64_t,        \
-                                         int64_t);
+                                         int64_t, int64_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(double)
 #undef PTDP_INSTANTIATE

@@ -9,15 +9,24 @@
 
 #include "kernels/reference/context_chunks.h"
 #include "kernels/reference/ops.h"
+#include "kernels/reference/qkv_layout.h"
 
 namespace ptdp::kernels {
 namespace {
 
-// Offsets of [b][S][h][parts][d] tensors: qkv (3 parts) and the key-value packs (2 parts).
+// Offsets of query head hh's query in qkv [b][S][QkvLayout width], and of the key (part 0) or
+// value (part 1) it reads in a key-value pack [b][S][h / group][2][d].
+struct QueryIndex {
+  int64_t S;
+  QkvLayout row;
+  int64_t operator()(int64_t bi, int64_t t, int64_t hh) const {
+    return (bi * S + t) * row.Width() + row.Q(hh);
+  }
+};
 struct PackIndex {
-  int64_t S, h, d, parts;
+  int64_t S, kv_heads, d, group;
   int64_t operator()(int64_t bi, int64_t t, int64_t hh, int part) const {
-    return ((bi * S + t) * h + hh) * parts * d + part * d;
+    return ((bi * S + t) * kv_heads + hh / group) * 2 * d + part * d;
   }
 };
 
@@ -40,16 +49,26 @@ double Dot(const T* x, const T* y, int64_t d) {
 }  // namespace
 
 template <typename T>
-void ContextKvPack(T* kv, const T* qkv, int64_t rows, int64_t h, int64_t d) {
-  for (int64_t r = 0; r < rows * h; ++r) {
-    std::copy(qkv + r * 3 * d + d, qkv + r * 3 * d + 3 * d, kv + r * 2 * d);
+void ContextKvPack(T* kv, const T* qkv, int64_t rows, int64_t h, int64_t d, int64_t group) {
+  const QkvLayout row{h, d, group};
+  const int64_t kvh = row.KvHeads();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < kvh; ++g) {  // a key and its value are adjacent in the row
+      const T* from = qkv + r * row.Width() + row.KvOf(g);
+      std::copy(from, from + 2 * d, kv + (r * kvh + g) * 2 * d);
+    }
   }
 }
 
 template <typename T>
-void ContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, int64_t h, int64_t d) {
-  for (int64_t r = 0; r < rows * h; ++r) {
-    std::copy(dkv + r * 2 * d, dkv + r * 2 * d + 2 * d, dqkv + r * 3 * d + d);
+void ContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, int64_t h, int64_t d, int64_t group) {
+  const QkvLayout row{h, d, group};
+  const int64_t kvh = row.KvHeads();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < kvh; ++g) {
+      const T* from = dkv + (r * kvh + g) * 2 * d;
+      std::copy(from, from + 2 * d, dqkv + r * row.Width() + row.KvOf(g));
+    }
   }
 }
 
@@ -58,8 +77,10 @@ void ContextAttentionForward(T* out, T* lse, const T* qkv, const T* kv_all,
                              const ContextAttentionDims& a) {
   const ContextChunks chunks{a.s, a.cp, a.rank};
   const int64_t S = chunks.Local(), h = a.h, d = a.d;
-  const PackIndex q_at{S, h, d, 3}, kv_at{S, h, d, 2};
-  const int64_t rank_stride = a.b * S * h * 2 * d;  // one rank's pack in kv_all
+  const QkvLayout row{h, d, a.group};
+  const QueryIndex q_at{S, row};
+  const PackIndex kv_at{S, row.KvHeads(), d, a.group};
+  const int64_t rank_stride = a.b * S * row.KvHeads() * 2 * d;  // one rank's pack in kv_all
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   std::vector<double> score(static_cast<size_t>(a.s)), acc(static_cast<size_t>(d));
   // Key (or value, part 1) of global position g of sequence bi, head hh.
@@ -70,7 +91,7 @@ void ContextAttentionForward(T* out, T* lse, const T* qkv, const T* kv_all,
     for (int64_t hh = 0; hh < h; ++hh) {
       for (int64_t t = 0; t < S; ++t) {
         const int64_t qi = chunks.Position(t);
-        const T* q = qkv + q_at(bi, t, hh, 0);
+        const T* q = qkv + q_at(bi, t, hh);
         double row_max = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j <= qi; ++j) {
           score[j] = Dot(q, key(bi, j, hh, 0), d) * scale;
@@ -104,15 +125,17 @@ void ContextAttentionBackward(T* dqkv, T* dkv_src, const T* dout, const T* out, 
                               int src) {
   const ContextChunks mine{a.s, a.cp, a.rank}, theirs{a.s, a.cp, src};
   const int64_t S = mine.Local(), h = a.h, d = a.d;
-  const PackIndex q_at{S, h, d, 3}, kv_at{S, h, d, 2};
+  const QkvLayout row{h, d, a.group};
+  const QueryIndex q_at{S, row};
+  const PackIndex kv_at{S, row.KvHeads(), d, a.group};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::fill(dkv_src, dkv_src + a.b * S * h * 2 * d, T(0));
+  std::fill(dkv_src, dkv_src + a.b * S * row.KvHeads() * 2 * d, T(0));
   for (int64_t bi = 0; bi < a.b; ++bi) {
     for (int64_t hh = 0; hh < h; ++hh) {
       for (int64_t t = 0; t < S; ++t) {
         const int64_t qi = mine.Position(t);
-        const T* q = qkv + q_at(bi, t, hh, 0);
-        T* dq = dqkv + q_at(bi, t, hh, 0);
+        const T* q = qkv + q_at(bi, t, hh);
+        T* dq = dqkv + q_at(bi, t, hh);
         const T* doi = dout + (bi * S + t) * h * d + hh * d;
         const double D = Dot(doi, out + (bi * S + t) * h * d + hh * d, d);
         const double row_lse = lse[(bi * h + hh) * S + t];
@@ -138,8 +161,8 @@ void ContextAttentionBackward(T* dqkv, T* dkv_src, const T* dout, const T* out, 
 }
 
 #define PTDP_INSTANTIATE(T)                                                                 \
-  template void ContextKvPack<T>(T*, const T*, int64_t, int64_t, int64_t);                  \
-  template void ContextKvUnpack<T>(T*, const T*, int64_t, int64_t, int64_t);                \
+  template void ContextKvPack<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t);         \
+  template void ContextKvUnpack<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t);       \
   template void ContextAttentionForward<T>(T*, T*, const T*, const T*,                      \
                                            const ContextAttentionDims&);                    \
   template void ContextAttentionBackward<T>(T*, T*, const T*, const T*, const T*, const T*, \

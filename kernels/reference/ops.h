@@ -8,7 +8,9 @@
 //   weights      W[OC][C] (nn.Linear's layout: out = x W^T + bias)
 //   qkv          [N][H_local][3][D]: for each local head, its q, k and v (D = head dim). The global
 //                QKV weight's rows are ordered (head, {q,k,v}, d), so a contiguous row shard over
-//                tensor ranks is a set of whole heads (Megatron-LM's layout).
+//                tensor ranks is a set of whole heads (Megatron-LM's layout). With grouped-query
+//                attention (`group` query heads per key/value head) [N][H_local / group][group +
+//                2][D]: kernels/reference/qkv_layout.h.
 // Backward functions ACCUMULATE (+=) into parameter gradients and OVERWRITE input gradients
 // unless their comment says otherwise.
 #pragma once
@@ -38,6 +40,35 @@ template <typename T>
 void LayerNormBackward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight,
                        const T* mean, const T* rstd, int64_t n, int64_t c);
 
+// RMSNorm over the last dim (Llama's; eps as LayerNorm's): out = x * rstd * weight with rstd =
+// 1 / sqrt(mean(x^2) + eps), saved per row [N] for the backward (no mean, no bias).
+template <typename T>
+void RmsNormForward(T* out, T* rstd, const T* x, const T* weight, int64_t n, int64_t c);
+template <typename T>
+void RmsNormBackward(T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd,
+                     int64_t n, int64_t c);
+
+// SwiGLU (Shazeer 2020; Llama's MLP): in [count][2] holds each inner feature's gate and up
+// projections side by side (the fc1 weight's rows interleave them, so a contiguous row shard over
+// the tensor group holds whole features); out[i] = silu(gate_i) * up_i, silu(z) = z / (1 + e^-z).
+template <typename T>
+void SwigluForward(T* out, const T* in, int64_t count);
+template <typename T>
+void SwigluBackward(T* din, const T* in, const T* dout, int64_t count);
+
+// Rotary position embedding (Su et al. 2021; Llama's, the halves form: element e < d/2 pairs with
+// e + d/2) of the queries and keys of qkv [b][S][QkvLayout width] in place; values untouched.
+// Local position t of a sequence sits at global position ContextChunks{s, cp, rank}.Position(t)
+// (t itself for cp 1) and turns by the angles position * base^(-2e/d). `inverse` turns back: the
+// backward of the rotation, which is orthogonal, applied to the gradients.
+struct RotaryDims {
+  int64_t b = 1, s = 1, h = 1, d = 1, group = 1;  // s: the whole sequence; h: local query heads
+  int cp = 1, rank = 0;
+  double base = 10000;
+};
+template <typename T>
+void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse);
+
 // GeLU, tanh approximation (GPT-2 / Megatron-LM's bias_gelu): elementwise over count values.
 template <typename T>
 void GeluForward(T* out, const T* x, int64_t count);
@@ -45,26 +76,29 @@ template <typename T>
 void GeluBackward(T* dx, const T* x, const T* dout, int64_t count);
 
 // Causal self-attention for h_local heads of dim d, batch b, sequence s, from qkv [b*s][h][3][d]
-// to out [b*s][h*d]; scale 1/sqrt(d). Saves the attention probabilities att[b][h][s][s] (after
+// (or its grouped form, `group` query heads per key/value head) to out [b*s][h*d]; scale
+// 1/sqrt(d). Saves the attention probabilities att[b][h][s][s] (after
 // softmax, before dropout) for the backward. `dropout_mask` (nullable) [b][h][s][s] holds 0 or
 // 1/(1-p) per element, applied to the probabilities before they weight v.
 template <typename T>
 void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64_t b, int64_t s,
-                      int64_t h, int64_t d);
-// dqkv overwritten; needs the saved att and the same mask.
+                      int64_t h, int64_t d, int64_t group = 1);
+// dqkv overwritten (a group's key and value gradients summed over its heads); needs the saved
+// att and the same mask.
 template <typename T>
 void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const T* dropout_mask,
-                       int64_t b, int64_t s, int64_t h, int64_t d);
+                       int64_t b, int64_t s, int64_t h, int64_t d, int64_t group = 1);
 // What a fused attention keeps instead of att: lse[b][h][s], the log of the softmax's row sum,
 // log(sum_{j <= i} exp(q_i . k_j / sqrt(d))) (computed as row max + log sum, in double).
 template <typename T>
-void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d);
+void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
+                        int64_t group = 1);
 // A fused backward's recomputation of att from qkv and lse: att_ij = exp(q_i . k_j / sqrt(d) -
 // lse_i) for j <= i, 0 above the diagonal (the probabilities AttentionForward saved, within
 // rounding).
 template <typename T>
 void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_t s, int64_t h,
-                           int64_t d);
+                           int64_t d, int64_t group = 1);
 
 // Context parallelism (kernels/reference/context_chunks.h): a rank's S = s / cp queries, at
 // their global positions, against the keys and values of every rank of its group. Dropout of the
@@ -76,15 +110,17 @@ struct ContextAttentionDims {
   double p = 0.0;
   uint64_t key = 0;
   int64_t heads_total = 1, head_begin = 0, batch_begin = 0;
+  int64_t group = 1;  // query heads per key/value head (qkv_layout.h)
 };
-// kv [rows][h][2][d] = the keys and values of qkv [rows][h][3][d]; ContextKvUnpack writes dkv
-// into the key and value slots of dqkv (its query slots untouched).
+// kv [rows][h / group][2][d] = the keys and values of qkv [rows][QkvLayout width];
+// ContextKvUnpack writes dkv into the key and value slots of dqkv (its query slots untouched).
 template <typename T>
-void ContextKvPack(T* kv, const T* qkv, int64_t rows, int64_t h, int64_t d);
+void ContextKvPack(T* kv, const T* qkv, int64_t rows, int64_t h, int64_t d, int64_t group = 1);
 template <typename T>
-void ContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, int64_t h, int64_t d);
+void ContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, int64_t h, int64_t d, int64_t group = 1);
 // out [b][S][h][d] and lse [b][h][S] (as AttentionLogSumExp's) of the local queries of qkv
-// [b][S][h][3][d] against kv_all [cp][b][S][h][2][d], every rank's ContextKvPack in rank order.
+// [b][S][QkvLayout width] against kv_all [cp][b][S][h / group][2][d], every rank's ContextKvPack
+// in rank order.
 template <typename T>
 void ContextAttentionForward(T* out, T* lse, const T* qkv, const T* kv_all,
                              const ContextAttentionDims& a);

@@ -13,8 +13,20 @@ using cpu_views::Out;
 namespace {
 
 k::ContextAttentionDims Dims(const AttentionShape& a, const DropoutSpec& drop) {
-  return {a.b,    a.s,      a.heads_local, a.head_dim,   a.cp,         a.cp_rank,
-          drop.p, drop.key, a.heads_total, a.head_begin, a.batch_begin};
+  k::ContextAttentionDims d;
+  d.b = a.b;
+  d.s = a.s;
+  d.h = a.heads_local;
+  d.d = a.head_dim;
+  d.group = a.group;
+  d.cp = a.cp;
+  d.rank = a.cp_rank;
+  d.p = drop.p;
+  d.key = drop.key;
+  d.heads_total = a.heads_total;
+  d.head_begin = a.head_begin;
+  d.batch_begin = a.batch_begin;
+  return d;
 }
 
 }  // namespace
@@ -24,7 +36,7 @@ Status CpuOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a
     using T = decltype(tag);
     In<T> qi(qkv);
     Out<T> o(kv, false);
-    k::ContextKvPack(o.get(), qi.get(), a.b * a.LocalSeq(), a.heads_local, a.head_dim);
+    k::ContextKvPack(o.get(), qi.get(), a.b * a.LocalSeq(), a.heads_local, a.head_dim, a.group);
     return Status::Ok();
   });
 }
@@ -34,7 +46,7 @@ Status CpuOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShap
     using T = decltype(tag);
     In<T> di(dkv);
     Out<T> o(dqkv, true);
-    k::ContextKvUnpack(o.get(), di.get(), a.b * a.LocalSeq(), a.heads_local, a.head_dim);
+    k::ContextKvUnpack(o.get(), di.get(), a.b * a.LocalSeq(), a.heads_local, a.head_dim, a.group);
     return Status::Ok();
   });
 }

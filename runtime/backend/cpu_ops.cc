@@ -223,8 +223,8 @@ Status FusedAttentionForward(TensorRef out, const AttentionStash& stash, ConstRe
   std::vector<T> probs(static_cast<size_t>(a.b * a.heads_local * a.s * a.s));
   const std::vector<T> mask = RegeneratedMask<T>(a, drop.p, drop.key);
   k::AttentionForward(o.get(), probs.data(), qi.get(), mask.empty() ? nullptr : mask.data(), a.b,
-                      a.s, a.heads_local, a.head_dim);
-  k::AttentionLogSumExp(lse.get(), qi.get(), a.b, a.s, a.heads_local, a.head_dim);
+                      a.s, a.heads_local, a.head_dim, a.group);
+  k::AttentionLogSumExp(lse.get(), qi.get(), a.b, a.s, a.heads_local, a.head_dim, a.group);
   return Status::Ok();
 }
 
@@ -234,10 +234,12 @@ Status FusedAttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
   In<T> doi(dout), qi(qkv), lse(stash.lse);
   Out<T> o(dqkv, false);
   std::vector<T> probs(static_cast<size_t>(a.b * a.heads_local * a.s * a.s));
-  k::AttentionProbsFromLse(probs.data(), qi.get(), lse.get(), a.b, a.s, a.heads_local, a.head_dim);
+  k::AttentionProbsFromLse(probs.data(), qi.get(), lse.get(), a.b, a.s, a.heads_local, a.head_dim,
+                           a.group);
   const std::vector<T> mask = RegeneratedMask<T>(a, p, stash.dropout_key);
   k::AttentionBackward(o.get(), doi.get(), qi.get(), probs.data(),
-                       mask.empty() ? nullptr : mask.data(), a.b, a.s, a.heads_local, a.head_dim);
+                       mask.empty() ? nullptr : mask.data(), a.b, a.s, a.heads_local, a.head_dim,
+                       a.group);
   return Status::Ok();
 }
 
@@ -256,7 +258,7 @@ Status CpuOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef q
       mask = MaskValues<T>(stash->mask, drop.p);
     }
     k::AttentionForward(o.get(), probs.get(), qi.get(), drop.p > 0 ? mask.data() : nullptr, a.b,
-                        a.s, a.heads_local, a.head_dim);
+                        a.s, a.heads_local, a.head_dim, a.group);
     if (drop.p > 0) {
       Out<T> dropped(stash->dropped, false);
       k::Mul(dropped.get(), probs.get(), mask.data(), stash->dropped.count);
@@ -275,7 +277,7 @@ Status CpuOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
     std::vector<T> mask;
     if (p > 0) mask = MaskValues<T>(stash.mask, p);
     k::AttentionBackward(o.get(), doi.get(), qi.get(), pi.get(), p > 0 ? mask.data() : nullptr, a.b,
-                         a.s, a.heads_local, a.head_dim);
+                         a.s, a.heads_local, a.head_dim, a.group);
     return Status::Ok();
   });
 }

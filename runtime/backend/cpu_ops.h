@@ -17,6 +17,14 @@ class CpuOps : public Ops {
   Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
                            ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
                            bool accumulate_dx) override;
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
+                        int64_t c) override;
+  Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
+                         ConstRef rstd, int64_t n, int64_t c) override;
+  Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;
+  Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
+  Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+                         bool inverse) override;
   Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
                        int64_t n, int64_t c, int64_t oc) override;
   Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,

@@ -83,6 +83,29 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->AttentionBackward(dqkv, dout, qkv, stash, shape, p);
   }
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
+                        int64_t c) override {
+    GuardWindow open(state_.get());
+    return inner_->RmsNormForward(out, rstd, x, w, n, c);
+  }
+  Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
+                         ConstRef rstd, int64_t n, int64_t c) override {
+    GuardWindow open(state_.get());
+    return inner_->RmsNormBackward(dx, dw, dout, x, w, rstd, n, c);
+  }
+  Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override {
+    GuardWindow open(state_.get());
+    return inner_->SwigluForward(out, in, count);
+  }
+  Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override {
+    GuardWindow open(state_.get());
+    return inner_->SwigluBackward(din, in, dout, count);
+  }
+  Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+                         bool inverse) override {
+    GuardWindow open(state_.get());
+    return inner_->RotaryEmbedding(qkv, a, base, inverse);
+  }
   Status ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) override {
     GuardWindow open(state_.get());
     return inner_->ContextKvPack(kv, qkv, a);

@@ -72,6 +72,9 @@ struct AttentionShape {
   int64_t heads_local = 1, head_dim = 1;
   int64_t heads_total = 1, head_begin = 0;  // global heads, this rank's first
   int64_t batch_begin = 0;                  // global index of the microbatch's first sequence
+  // Grouped-query attention: query heads per key/value head; qkv rows are then
+  // [heads_local / group][group + 2][D] (kernels/reference/qkv_layout.h), 1 is [heads_local][3][D].
+  int64_t group = 1;
   // Context parallelism (layout.cp): s stays the whole sequence and this rank holds S = s / cp
   // of its positions (kernels/reference/context_chunks.h); the Context* ops below take it.
   int cp = 1, cp_rank = 0;
@@ -136,6 +139,11 @@ class Ops {
     return Status::Invalid(std::string(name()) +
                            " ops: no context-parallel attention (layout.cp > 1)");
   }
+  // The ops of Llama-style layers that a backend does not have (`what`: the model field).
+  Status ArchUnsupported(const char* what) const {
+    return Status::Invalid(std::string(name()) + " ops: no " + what + " (plan.model." + what +
+                           ") on this backend yet");
+  }
 
  public:
   // ---- LayerNorm over rows of c: out = (x - mean) rstd w + b; mean, rstd wide [n].
@@ -145,6 +153,34 @@ class Ops {
   virtual Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                                    ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
                                    int64_t c, bool accumulate_dx) = 0;
+
+  // ---- RMSNorm over rows of c (model.rmsnorm; eps as LayerNorm's): out = x rstd w, rstd wide [n].
+  // The backward overwrites dx and accumulates dw (wide).
+  virtual Status RmsNormForward(TensorRef /*out*/, TensorRef /*rstd*/, ConstRef /*x*/,
+                                ConstRef /*w*/, int64_t /*n*/, int64_t /*c*/) {
+    return ArchUnsupported("rmsnorm");
+  }
+  virtual Status RmsNormBackward(TensorRef /*dx*/, TensorRef /*dw*/, ConstRef /*dout*/,
+                                 ConstRef /*x*/, ConstRef /*w*/, ConstRef /*rstd*/, int64_t /*n*/,
+                                 int64_t /*c*/) {
+    return ArchUnsupported("rmsnorm");
+  }
+  // ---- SwiGLU (model.swiglu): in [count][2] (each feature's gate and up) -> out [count] =
+  // silu(gate) up; the backward writes din [count][2].
+  virtual Status SwigluForward(TensorRef /*out*/, ConstRef /*in*/, int64_t /*count*/) {
+    return ArchUnsupported("swiglu");
+  }
+  virtual Status SwigluBackward(TensorRef /*din*/, ConstRef /*in*/, ConstRef /*dout*/,
+                                int64_t /*count*/) {
+    return ArchUnsupported("swiglu");
+  }
+  // ---- Rotary position embedding (model.rotary) of the queries and keys of qkv [b S][...] in
+  // place, each row at its global position (context parallelism's chunks included); `inverse`
+  // turns back (the backward, on the gradients). kernels/reference/ops.h RotaryEmbedding.
+  virtual Status RotaryEmbedding(TensorRef /*qkv*/, const AttentionShape&, double /*base*/,
+                                 bool /*inverse*/) {
+    return ArchUnsupported("rotary");
+  }
 
   // ---- Linear: out[n][oc] = x[n][c] W[oc][c]^T (+ bias); with gelu_out, also gelu_out = GeLU(out)
   // (the bias-GeLU epilogue; out keeps the pre-activation for the backward).

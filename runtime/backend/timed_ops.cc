@@ -117,6 +117,34 @@ Status TimedOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                [&] { return inner_->AttentionBackward(dqkv, dout, qkv, stash, shape, p); });
 }
 
+Status TimedOps::RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
+                                int64_t c) {
+  return Timed("RmsNormForward " + Dims({n, c}),
+               [&] { return inner_->RmsNormForward(out, rstd, x, w, n, c); });
+}
+
+Status TimedOps::RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
+                                 ConstRef rstd, int64_t n, int64_t c) {
+  return Timed("RmsNormBackward " + Dims({n, c}),
+               [&] { return inner_->RmsNormBackward(dx, dw, dout, x, w, rstd, n, c); });
+}
+
+Status TimedOps::SwigluForward(TensorRef out, ConstRef in, int64_t count) {
+  return Timed("SwigluForward " + Dims({count}),
+               [&] { return inner_->SwigluForward(out, in, count); });
+}
+
+Status TimedOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) {
+  return Timed("SwigluBackward " + Dims({count}),
+               [&] { return inner_->SwigluBackward(din, in, dout, count); });
+}
+
+Status TimedOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+                                 bool inverse) {
+  return Timed("RotaryEmbedding " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
+               [&] { return inner_->RotaryEmbedding(qkv, a, base, inverse); });
+}
+
 Status TimedOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) {
   return Timed("ContextKvPack " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
                [&] { return inner_->ContextKvPack(kv, qkv, a); });

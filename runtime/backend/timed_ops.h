@@ -61,6 +61,14 @@ class TimedOps final : public Ops {
                           const AttentionShape& shape, const DropoutSpec& drop) override;
   Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv, const AttentionStash& stash,
                            const AttentionShape& shape, double p) override;
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
+                        int64_t c) override;
+  Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
+                         ConstRef rstd, int64_t n, int64_t c) override;
+  Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;
+  Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
+  Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+                         bool inverse) override;
   Status ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) override;
   Status ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) override;
   Status ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,

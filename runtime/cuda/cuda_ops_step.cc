@@ -51,6 +51,14 @@ Status CheckHeadDim(const AttentionShape& a) {
                          " is not supported by kernels/cuda (16, 32, 64, 128)");
 }
 
+// kernels/cuda and the cuDNN graph read qkv as [heads][3][D]: grouped-query attention's rows
+// (AttentionShape::group > 1) are not theirs yet.
+Status CheckGroup(const AttentionShape& a) {
+  if (a.group == 1) return Status::Ok();
+  return Status::Invalid(
+      "cuda ops: grouped-query attention (plan.model.kv_heads) is not on this backend yet");
+}
+
 // One line on stderr the first time a bf16 attention leaves cuDNN for kernels/cuda (a slower path
 // is worth knowing about, but not once per layer and step).
 void WarnFallbackOnce(const std::string& why) {
@@ -87,6 +95,7 @@ Result<bool> CudaOps::UseCudnn(DType t, const AttentionShape& a, double p) {
 
 Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
                                  const AttentionShape& a, const DropoutSpec& drop) {
+  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   PTDP_ASSIGN_OR_RETURN(float* lse, LseIn(*stash, a));
   PTDP_ASSIGN_OR_RETURN(last_attention_cudnn_, UseCudnn(qkv.dtype, a, drop.p));
   if (last_attention_cudnn_) {
@@ -106,6 +115,7 @@ Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef 
 
 Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                                   const AttentionStash& stash, const AttentionShape& a, double p) {
+  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   if (stash.out.empty()) {
     return Status::Invalid("cuda ops: AttentionBackward needs the forward's output (stash.out)");
   }
@@ -140,6 +150,7 @@ ck::ContextDims CtxDims(const AttentionShape& a) {
 }
 
 Status CudaOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) {
+  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   return ForCompute(qkv.dtype, "ContextKvPack", [&](auto tag) {
     using T = decltype(tag);
     ck::ContextKvPack<T>(P<T>(kv), P<T>(qkv), a.b * a.LocalSeq(), a.heads_local, a.head_dim,
@@ -149,6 +160,7 @@ Status CudaOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& 
 }
 
 Status CudaOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) {
+  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   return ForCompute(dkv.dtype, "ContextKvUnpack", [&](auto tag) {
     using T = decltype(tag);
     ck::ContextKvUnpack<T>(P<T>(dqkv), P<T>(dkv), a.b * a.LocalSeq(), a.heads_local, a.head_dim,
@@ -159,6 +171,7 @@ Status CudaOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionSha
 
 Status CudaOps::ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,
                                         const AttentionShape& a, const DropoutSpec& drop) {
+  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
   return ForCompute(qkv.dtype, "ContextAttentionForward", [&](auto tag) {
@@ -173,6 +186,7 @@ Status CudaOps::ContextAttentionBackward(TensorRef dqkv, TensorRef dkv_src, Cons
                                          ConstRef out, ConstRef qkv, ConstRef kv_src, ConstRef lse,
                                          const AttentionShape& a, int src,
                                          const DropoutSpec& drop) {
+  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
   const int64_t ws_floats = ck::ContextAttentionBackwardWorkspaceFloats(CtxDims(a));

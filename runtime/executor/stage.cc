@@ -7,6 +7,7 @@
 #include "kernels/reference/context_chunks.h"
 #include "runtime/executor/trainer.h"
 #include "runtime/executor/trainer_state.h"
+#include "runtime/model/wiring.h"
 
 namespace ptdp::runtime {
 
@@ -16,6 +17,7 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.tp = tp_.get();
   c.cp = cp_.get();
   c.d = dims_;
+  c.arch = ArchOf(model_);
   c.types = types_;
   c.drop.p = model_.dropout;
   c.fused_attention = cfg_.fused_attention;

@@ -13,6 +13,7 @@
 #include "runtime/comm/agree.h"
 #include "runtime/comm/world.h"
 #include "runtime/executor/trainer_state.h"
+#include "runtime/model/wiring.h"
 #include "schedule/schedule.h"
 
 namespace ptdp::runtime {
@@ -206,6 +207,7 @@ Status Trainer::Build(ParamInit init) {
   dims_.h = model_.hidden;
   dims_.heads = model_.heads;
   dims_.heads_local = model_.heads / t;
+  dims_.kv_heads_local = model_.KvHeads() / t;
   dims_.head0 = int64_t(coord_.tp) * dims_.heads_local;
   dims_.f_local = model_.FfnHidden() / t;
   dims_.v_local = PaddedVocab(model_, t) / t;
@@ -249,28 +251,9 @@ void Trainer::WireLayers() {
   for (int c = 0; c < cfg_.vp; ++c) {
     const LayerRange lr = ChunkLayers(model_, cfg_, coord_.pp, c);
     for (int l = lr.begin; l < lr.end; ++l) {
-      const std::string p = "layer" + std::to_string(l) + ".";
-      auto idx = [&](const char* n) {
-        const int i = params_->Find(c, p + n);
-        PTDP_CHECK_MSG(i >= 0, p + n);
-        return i;
-      };
-      ParamStore& s = *params_;
-      LayerWeights w{s.weight(idx("ln1.weight")),       s.weight(idx("ln1.bias")),
-                     s.weight(idx("attn.qkv.weight")),  s.weight(idx("attn.qkv.bias")),
-                     s.weight(idx("attn.proj.weight")), s.weight(idx("attn.proj.bias")),
-                     s.weight(idx("ln2.weight")),       s.weight(idx("ln2.bias")),
-                     s.weight(idx("mlp.fc1.weight")),   s.weight(idx("mlp.fc1.bias")),
-                     s.weight(idx("mlp.fc2.weight")),   s.weight(idx("mlp.fc2.bias"))};
-      LayerGrads g{s.grad(idx("ln1.weight")),       s.grad(idx("ln1.bias")),
-                   s.grad(idx("attn.qkv.weight")),  s.grad(idx("attn.qkv.bias")),
-                   s.grad(idx("attn.proj.weight")), s.grad(idx("attn.proj.bias")),
-                   s.grad(idx("ln2.weight")),       s.grad(idx("ln2.bias")),
-                   s.grad(idx("mlp.fc1.weight")),   s.grad(idx("mlp.fc1.bias")),
-                   s.grad(idx("mlp.fc2.weight")),   s.grad(idx("mlp.fc2.bias"))};
       chunk_layers_[c].push_back(l);
-      weights_[c].push_back(w);
-      grads_[c].push_back(g);
+      weights_[c].push_back(LayerWeightsOf(*params_, c, l));
+      grads_[c].push_back(LayerGradsOf(*params_, c, l));
     }
   }
 }

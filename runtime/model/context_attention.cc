@@ -3,9 +3,9 @@
 namespace ptdp::runtime {
 namespace {
 
-// One rank's keys and values: [b S][a/t][2][D].
+// One rank's keys and values: [b S][kv/t][2][D] (kv/t = a/t with multi-head attention).
 int64_t KvElements(const AttentionShape& a) {
-  return a.b * a.LocalSeq() * a.heads_local * 2 * a.head_dim;
+  return a.b * a.LocalSeq() * (a.heads_local / a.group) * 2 * a.head_dim;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "runtime/model/gpt_layers.h"
+#include "runtime/model/wiring.h"
 
 namespace ptdp::runtime {
 
@@ -12,27 +13,6 @@ Result<int> Index(const ParamStore& params, const std::string& name) {
   const int i = params.Find(0, name);
   if (i < 0) return Status::Internal("forward: the store holds no '" + name + "'");
   return i;
-}
-
-// Every layer's weights, as Trainer::WireLayers wires them.
-Result<std::vector<LayerWeights>> Layers(const ModelSpec& m, const ParamStore& params) {
-  static const char* const kNames[] = {"ln1.weight",    "ln1.bias",         "attn.qkv.weight",
-                                       "attn.qkv.bias", "attn.proj.weight", "attn.proj.bias",
-                                       "ln2.weight",    "ln2.bias",         "mlp.fc1.weight",
-                                       "mlp.fc1.bias",  "mlp.fc2.weight",   "mlp.fc2.bias"};
-  std::vector<LayerWeights> layers;
-  for (int l = 0; l < m.layers; ++l) {
-    const std::string p = "layer" + std::to_string(l) + ".";
-    LayerWeights w;
-    ConstRef* slots[] = {&w.ln1_w, &w.ln1_b, &w.qkv_w, &w.qkv_b, &w.proj_w, &w.proj_b,
-                         &w.ln2_w, &w.ln2_b, &w.fc1_w, &w.fc1_b, &w.fc2_w,  &w.fc2_b};
-    for (int k = 0; k < 12; ++k) {
-      PTDP_ASSIGN_OR_RETURN(const int i, Index(params, p + kNames[k]));
-      *slots[k] = params.weight(i);
-    }
-    layers.push_back(w);
-  }
-  return layers;
 }
 
 }  // namespace
@@ -53,11 +33,12 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
   const int64_t B = int64_t(seqs.size()) / (S + 1);
   const int64_t V = m.vocab, Vp = PaddedVocab(m, 1);
   auto idx = [&](const std::string& n) { return Index(params, n); };
-  PTDP_ASSIGN_OR_RETURN(const std::vector<LayerWeights> layers, Layers(m, params));
+  std::vector<LayerWeights> layers;
+  for (int l = 0; l < m.layers; ++l) layers.push_back(LayerWeightsOf(params, 0, l));
   PTDP_ASSIGN_OR_RETURN(const int wte, idx("embedding.word"));
-  PTDP_ASSIGN_OR_RETURN(const int wpe, idx("embedding.position"));
+  const int wpe = params.Find(0, "embedding.position");  // none with rotary embeddings
   PTDP_ASSIGN_OR_RETURN(const int lnf_w, idx("final_ln.weight"));
-  PTDP_ASSIGN_OR_RETURN(const int lnf_b, idx("final_ln.bias"));
+  const int lnf_b = params.Find(0, "final_ln.bias");  // none with RMSNorm
   PTDP_ASSIGN_OR_RETURN(const int wout,
                         idx(m.tied_embeddings ? "embedding.word" : "output.weight"));
   const HeadWeights head{params.weight(lnf_w), params.weight(lnf_b), params.weight(wout)};
@@ -69,6 +50,8 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
   c.d.h = m.hidden;
   c.d.heads = m.heads;
   c.d.heads_local = m.heads;
+  c.d.kv_heads_local = m.KvHeads();
+  c.arch = ArchOf(m);
   c.d.f_local = m.FfnHidden();
   c.d.v_local = Vp;
   c.d.vocab_real = V;

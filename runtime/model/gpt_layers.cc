@@ -1,8 +1,8 @@
 #include "runtime/model/gpt_layers.h"
 
-#include "kernels/reference/context_chunks.h"
 #include "kernels/reference/ops.h"
 #include "runtime/model/context_attention.h"
+#include "runtime/model/layer_common.h"
 
 namespace ptdp::runtime {
 
@@ -11,147 +11,9 @@ uint64_t DropoutCtx::Key(const std::string& site) const {
   return kernels::HashKey(site.c_str()) ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1));
 }
 
+using namespace layer_common;  // NOLINT(build/namespaces): the layers' shared helpers
+
 namespace {
-
-// The tensor group's all-reduces; a group of one (or none) is the identity.
-Status TpAllReduceSum(Communicator* tp, TensorRef x) {
-  if (tp == nullptr || tp->size() == 1) return Status::Ok();
-  return tp->AllReduceSum(x.data, x.count, x.dtype);
-}
-Status TpAllReduceMax(Communicator* tp, TensorRef x) {
-  if (tp == nullptr || tp->size() == 1) return Status::Ok();
-  return tp->AllReduceMax(x.data, x.count, x.dtype);
-}
-
-Result<Tensor> Alloc(const LayerCtx& c, int64_t n, DType t, MemTag tag) {
-  return Tensor::Make(c.dev, n, t, tag);
-}
-Result<Tensor> Tmp(const LayerCtx& c, int64_t n, DType t) {
-  return Tensor::Make(c.dev, n, t, MemTag::kWorkspace);
-}
-
-// A Linear's output gradient: transient, or (split backward) kept for the weight half.
-Result<Tensor> OutputGrad(const LayerCtx& c, int64_t n) {
-  return Tensor::Make(c.dev, n, c.types.act,
-                      c.defer_weight_grads ? MemTag::kActivations : MemTag::kWorkspace);
-}
-
-// dw (+ dbias) += dout^T x now, or deferred to the weight half with its operands (*dout moved;
-// *x_owner too when given: a gathered input x points into).
-Status WeightGrad(const LayerCtx& c, TensorRef dw, TensorRef dbias, Tensor* dout, ConstRef x,
-                  int64_t n, int64_t cols, int64_t oc, Tensor* x_owner = nullptr) {
-  if (c.defer_weight_grads == nullptr) {
-    return c.dev->ops()->LinearBackwardWeight(dw, dbias, dout->cref(), x, n, cols, oc);
-  }
-  DeferredWeightGrad job{dw, dbias, std::move(*dout), x, {}, n, cols, oc};
-  if (x_owner != nullptr) job.x_owned = std::move(*x_owner);
-  c.defer_weight_grads->push_back(std::move(job));
-  return Status::Ok();
-}
-
-// What a deferred weight GEMM reads is kept until the weight half, tagged activations
-// (core/shapes.h LayerWeightGradStash); a transient otherwise.
-MemTag KeptTag(const LayerCtx& c) {
-  return c.defer_weight_grads ? MemTag::kActivations : MemTag::kWorkspace;
-}
-
-// Sequence parallelism's collectives over the tensor group (LayerDims::sp). The rows a GEMM reads
-// whole: this rank's [R][h] block gathered into the microbatch's [N][h] (a transient), or the
-// tensor itself without sequence parallelism.
-struct FullRows {
-  Tensor owned;  // the gathered rows, or empty
-  ConstRef ref;  // what the GEMM reads
-};
-Result<FullRows> GatherRows(const LayerCtx& c, ConstRef local, MemTag tag = MemTag::kWorkspace) {
-  FullRows f;
-  f.ref = local;
-  if (c.d.sp == 1) return f;
-  PTDP_ASSIGN_OR_RETURN(f.owned, Tensor::Make(c.dev, local.count * c.d.sp, local.dtype, tag));
-  PTDP_RETURN_IF_ERROR(c.tp->AllGather(local.data, f.owned.data(), local.count, local.dtype));
-  f.ref = f.owned.cref();
-  return f;
-}
-
-// A row-parallel GEMM's partial sums [N][h] summed over the tensor group (g's forward, f's
-// backward): all-reduced in place, or under sequence parallelism reduce-scattered into this
-// rank's [R][h] rows (and the [N][h] partial freed).
-Result<Tensor> SumRows(const LayerCtx& c, Tensor partial) {
-  if (c.d.sp == 1) {
-    PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, partial.ref()));
-    return partial;
-  }
-  PTDP_ASSIGN_OR_RETURN(Tensor mine, Tmp(c, partial.count() / c.d.sp, partial.dtype()));
-  PTDP_RETURN_IF_ERROR(
-      c.tp->ReduceScatterSum(partial.data(), mine.data(), mine.count(), mine.dtype()));
-  return mine;
-}
-
-// Rows [row0, row0 + rows) of a [*][width] tensor (an empty view stays empty).
-TensorRef Rows(TensorRef t, int64_t row0, int64_t rows, int64_t width) {
-  if (t.empty()) return t;
-  return {static_cast<char*>(t.data) + row0 * width * DTypeBytes(t.dtype), t.dtype, rows * width};
-}
-ConstRef Rows(ConstRef t, int64_t row0, int64_t rows, int64_t width) {
-  if (t.empty()) return t;
-  return {static_cast<const char*>(t.data) + row0 * width * DTypeBytes(t.dtype), t.dtype,
-          rows * width};
-}
-
-// The embedding's runs of consecutive positions: call(row0, b, s, pos0) for the microbatch's rows
-// [row0, row0 + b s), b sequences of s positions from pos0. One call, or under context
-// parallelism one per chunk of each sequence (kernels/reference/context_chunks.h).
-template <typename Call>
-Status ForEachPositionRun(const LayerDims& d, Call&& call) {
-  if (d.cp == 1) return call(0, d.b, d.s, 0);
-  const kernels::ContextChunks chunks{d.s, d.cp, d.cp_rank};
-  const int64_t chunk = chunks.Chunk();
-  for (int64_t bi = 0; bi < d.b; ++bi) {
-    for (int64_t t = 0; t < d.S(); t += chunk) {
-      PTDP_RETURN_IF_ERROR(call(bi * d.S() + t, 1, chunk, chunks.Position(t)));
-    }
-  }
-  return Status::Ok();
-}
-
-std::string Site(int layer, const char* what) {
-  return "layer" + std::to_string(layer) + "." + what;
-}
-
-// Hidden-size dropout of a microbatch: element (row, col) of [N][h] at global index
-// seq0 * s * h + row * h + col; under sequence parallelism this rank's rows start at sp_rank R;
-// under context parallelism row is a local row, placed by DropoutSpec's chunk fields.
-DropoutSpec HiddenDropout(const LayerCtx& c, const std::string& site) {
-  const LayerDims& d = c.d;
-  if (d.cp == 1) {
-    const int64_t first_row = c.drop.seq0 * d.s + d.sp_rank * d.R();
-    return {c.drop.p, c.drop.Key(site), static_cast<uint64_t>(first_row * d.h)};
-  }
-  DropoutSpec spec{c.drop.p, c.drop.Key(site), static_cast<uint64_t>(c.drop.seq0 * d.s * d.h)};
-  spec.cp = d.cp;
-  spec.cp_rank = d.cp_rank;
-  spec.seq = d.s;
-  spec.width = d.h;
-  spec.first_row = d.sp_rank * d.R();
-  return spec;
-}
-
-AttentionShape Shape(const LayerDims& d, const DropoutCtx& drop) {
-  AttentionShape a;
-  a.b = d.b;
-  a.s = d.s;
-  a.heads_local = d.heads_local;
-  a.head_dim = d.D();
-  a.heads_total = d.heads;
-  a.head_begin = d.head0;
-  a.batch_begin = drop.seq0;
-  a.cp = d.cp;
-  a.cp_rank = d.cp_rank;
-  return a;
-}
-
-VocabShard Shard(const LayerDims& d) {
-  return {d.N(), d.v_local, d.vocab_begin, d.vocab_real};
-}
 
 // The attention core's stash as core/shapes.h AttentionCoreActivations lists it: the s^2
 // softmax output (and with dropout its mask and output), or with fused attention only the
@@ -215,19 +77,21 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
                              LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D();
-  const DType a = c.types.act, wide = c.types.wide;
-  PTDP_ASSIGN_OR_RETURN(st->ln1_mean, Alloc(c, R, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln1_rstd, Alloc(c, R, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln1_out, Alloc(c, R * h, a, tag));
-  PTDP_RETURN_IF_ERROR(ops->LayerNormForward(st->ln1_out.ref(), st->ln1_mean.ref(),
-                                             st->ln1_rstd.ref(), st->x.cref(), w.ln1_w, w.ln1_b, R,
-                                             h));
-  PTDP_ASSIGN_OR_RETURN(st->qkv, Alloc(c, N * 3 * hd, a, tag));
+  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D(), qkv = d.QkvWidth();
+  const DType a = c.types.act;
+  PTDP_RETURN_IF_ERROR(NormForward(c, tag, st->x.cref(), w.ln1_w, w.ln1_b,
+                                   {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out}));
+  PTDP_ASSIGN_OR_RETURN(st->qkv, Alloc(c, N * qkv, a, tag));
   {
     PTDP_ASSIGN_OR_RETURN(const FullRows ln1, GatherRows(c, st->ln1_out.cref()));
     PTDP_RETURN_IF_ERROR(
-        ops->LinearForward(st->qkv.ref(), {}, ln1.ref, w.qkv_w, w.qkv_b, N, h, 3 * hd));
+        ops->LinearForward(st->qkv.ref(), {}, ln1.ref, w.qkv_w, w.qkv_b, N, h, qkv));
+  }
+  // The stash keeps q and k rotated (what attention reads); the backward turns their gradients
+  // back.
+  if (c.arch.rotary) {
+    PTDP_RETURN_IF_ERROR(
+        ops->RotaryEmbedding(st->qkv.ref(), Shape(d, c.drop), c.arch.rotary_base, false));
   }
   const bool drop = c.drop.p > 0;
   // Under selective recomputation the core is dropped right after (DropAttentionCore); tagged as
@@ -248,24 +112,25 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
                                   HiddenDropout(c, Site(layer, "attn_residual")));
 }
 
-// The MLP's inside: ln2 -> fc1 + GeLU, into the stash (tagged `tag`) from st->x2. The forward
-// runs it, and the backward again under recompute_modules mlp (LayerCtx::redo_mlp).
+// The MLP's inside: ln2 -> fc1 + GeLU (or SwiGLU), into the stash (tagged `tag`) from st->x2.
+// The forward runs it, and the backward again under recompute_modules mlp (LayerCtx::redo_mlp).
 Status MlpInsideForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local;
-  const DType a = c.types.act, wide = c.types.wide;
-  PTDP_ASSIGN_OR_RETURN(st->ln2_mean, Alloc(c, R, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln2_rstd, Alloc(c, R, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln2_out, Alloc(c, R * h, a, tag));
-  PTDP_RETURN_IF_ERROR(ops->LayerNormForward(st->ln2_out.ref(), st->ln2_mean.ref(),
-                                             st->ln2_rstd.ref(), st->x2.cref(), w.ln2_w, w.ln2_b, R,
-                                             h));
-  PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, N * f, a, tag));
+  const int64_t N = d.N(), h = d.h, f = d.f_local, fc1 = c.arch.swiglu ? 2 * f : f;
+  const DType a = c.types.act;
+  PTDP_RETURN_IF_ERROR(NormForward(c, tag, st->x2.cref(), w.ln2_w, w.ln2_b,
+                                   {&st->ln2_mean, &st->ln2_rstd, &st->ln2_out}));
+  PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, N * fc1, a, tag));
   PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, N * f, a, tag));
   PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-  return ops->LinearForward(st->fc1_out.ref(), st->gelu_out.ref(), ln2.ref, w.fc1_w, w.fc1_b, N, h,
-                            f);
+  if (!c.arch.swiglu) {  // the bias-GeLU epilogue
+    return ops->LinearForward(st->fc1_out.ref(), st->gelu_out.ref(), ln2.ref, w.fc1_w, w.fc1_b, N,
+                              h, f);
+  }
+  PTDP_RETURN_IF_ERROR(
+      ops->LinearForward(st->fc1_out.ref(), {}, ln2.ref, w.fc1_w, w.fc1_b, N, h, fc1));
+  return ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), N * f);
 }
 
 void DropMlpInside(LayerStash* st) {
@@ -299,7 +164,7 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
                         LayerStash* st, ConstRef dy, Tensor* dx2) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local;
+  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.f_local, fc1 = c.arch.swiglu ? 2 * f : f;
   const DType a = c.types.act;
   // Under sequence parallelism the rows' gradient is a transient and the gathered one is the
   // GEMMs' output gradient (kept for a deferred weight half).
@@ -311,7 +176,7 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
     dbranch = std::move(full.owned);
   }
   Tensor dfc1;
-  if (ops->FusesLinearGeluBackward(a)) {
+  if (!c.arch.swiglu && ops->FusesLinearGeluBackward(a)) {
     // fc2's data gradient and GeLU' in one GEMM: no dgelu buffer (N f); dbranch (N h, h <= f)
     // lives until dfc1 is written, so this never holds more than the two-op order below. The
     // weight gradient comes after (WeightGrad may move dbranch into the deferred W pass).
@@ -325,21 +190,25 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
     PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dgelu.ref(), dbranch.cref(), w.fc2_w, N, f, h));
     PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc2_w, {}, &dbranch, st->gelu_out.cref(), N, f, h));
     dbranch.Reset();
-    PTDP_ASSIGN_OR_RETURN(dfc1, OutputGrad(c, N * f));
-    PTDP_RETURN_IF_ERROR(ops->GeluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
+    PTDP_ASSIGN_OR_RETURN(dfc1, OutputGrad(c, N * fc1));
+    if (c.arch.swiglu) {
+      PTDP_RETURN_IF_ERROR(
+          ops->SwigluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
+    } else {
+      PTDP_RETURN_IF_ERROR(ops->GeluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
+    }
   }
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dfc1.cref(), w.fc1_w, N, h, f));
+  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dfc1.cref(), w.fc1_w, N, h, fc1));
   {
     PTDP_ASSIGN_OR_RETURN(FullRows ln2, GatherRows(c, st->ln2_out.cref(), KeptTag(c)));
-    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, ln2.ref, N, h, f, &ln2.owned));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.fc1_w, g.fc1_b, &dfc1, ln2.ref, N, h, fc1, &ln2.owned));
   }
   dfc1.Reset();
   PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));  // f's backward
   PTDP_ASSIGN_OR_RETURN(*dx2, Tmp(c, R * h, a));
-  PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx2->ref(), g.ln2_w, g.ln2_b, dln.cref(),
-                                              st->x2.cref(), w.ln2_w, st->ln2_mean.cref(),
-                                              st->ln2_rstd.cref(), R, h, false));
+  PTDP_RETURN_IF_ERROR(NormBackward(c, dx2->ref(), g.ln2_w, g.ln2_b, dln.cref(), st->x2.cref(),
+                                    w.ln2_w, st->ln2_mean.cref(), st->ln2_rstd.cref()));
   return ops->Add(dx2->ref(), dx2->cref(), dy);  // the residual path
 }
 
@@ -348,7 +217,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
                               int layer, LayerStash* st, ConstRef dx2, TensorRef dx) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D();
+  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D(), qkv = d.QkvWidth();
   const DType a = c.types.act;
   // Under sequence parallelism the rows' gradient is a transient and the gathered one is the
   // GEMMs' output gradient (kept for a deferred weight half).
@@ -364,7 +233,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   PTDP_RETURN_IF_ERROR(WeightGrad(c, g.proj_w, {}, &dbranch, st->attn_out.cref(), N, hd, h));
   dbranch.Reset();
   if (c.redo_attention_core) PTDP_RETURN_IF_ERROR(RedoAttentionCore(c, layer, st));
-  PTDP_ASSIGN_OR_RETURN(Tensor dqkv, OutputGrad(c, N * 3 * hd));
+  PTDP_ASSIGN_OR_RETURN(Tensor dqkv, OutputGrad(c, N * qkv));
   if (d.cp > 1) {
     const DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
     PTDP_RETURN_IF_ERROR(ContextGroupAttentionBackward(c, Shape(d, c.drop), adrop, dattn.cref(),
@@ -376,17 +245,20 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
                                                 Shape(d, c.drop), c.drop.p));
   }
   dattn.Reset();
+  if (c.arch.rotary) {  // the rotation is orthogonal: its backward turns back
+    PTDP_RETURN_IF_ERROR(
+        ops->RotaryEmbedding(dqkv.ref(), Shape(d, c.drop), c.arch.rotary_base, true));
+  }
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dqkv.cref(), w.qkv_w, N, h, 3 * hd));
+  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dqkv.cref(), w.qkv_w, N, h, qkv));
   {
     PTDP_ASSIGN_OR_RETURN(FullRows ln1, GatherRows(c, st->ln1_out.cref(), KeptTag(c)));
-    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.qkv_w, g.qkv_b, &dqkv, ln1.ref, N, h, 3 * hd, &ln1.owned));
+    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.qkv_w, g.qkv_b, &dqkv, ln1.ref, N, h, qkv, &ln1.owned));
   }
   dqkv.Reset();
   PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));  // f's backward
-  PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx, g.ln1_w, g.ln1_b, dln.cref(), st->x.cref(),
-                                              w.ln1_w, st->ln1_mean.cref(), st->ln1_rstd.cref(), R,
-                                              h, false));
+  PTDP_RETURN_IF_ERROR(NormBackward(c, dx, g.ln1_w, g.ln1_b, dln.cref(), st->x.cref(), w.ln1_w,
+                                    st->ln1_mean.cref(), st->ln1_rstd.cref()));
   return ops->Add(dx, dx, dx2);
 }
 
@@ -461,123 +333,4 @@ Status RunDeferredWeightGrads(const LayerCtx& c, WeightGradQueue* queue) {
   queue->clear();
   return Status::Ok();
 }
-
-Status EmbeddingForwardTp(const LayerCtx& c, ConstRef wte_local, ConstRef wpe, EmbeddingStash* st,
-                          TensorRef out) {
-  Ops* ops = c.dev->ops();
-  const LayerDims& d = c.d;
-  const bool first = c.tp == nullptr || c.tp->rank() == 0;  // one holder adds the positions
-  // Every row's lookup in this rank's vocabulary rows, summed over the tensor group (into this
-  // rank's rows under sequence parallelism).
-  Tensor partial;
-  if (d.sp > 1) {
-    PTDP_ASSIGN_OR_RETURN(partial, Tmp(c, d.N() * d.h, out.dtype));
-  }
-  const TensorRef lookup = d.sp > 1 ? partial.ref() : out;
-  const ConstRef positions = first ? wpe : ConstRef{};
-  PTDP_RETURN_IF_ERROR(ForEachPositionRun(d, [&](int64_t row0, int64_t b, int64_t s, int64_t pos0) {
-    return ops->EmbeddingForward(
-        Rows(lookup, row0, b * s, d.h), Rows(st->tokens.cref(), row0, b * s, 1), wte_local,
-        Rows(positions, pos0, s, d.h), b, s, d.h, d.vocab_begin, d.vocab_begin + d.v_local);
-  }));
-  if (d.sp > 1) {
-    PTDP_RETURN_IF_ERROR(c.tp->ReduceScatterSum(partial.data(), out.data, out.count, out.dtype));
-    partial.Reset();
-  } else {
-    PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, out));
-  }
-  PTDP_ASSIGN_OR_RETURN(st->mask,
-                        Alloc(c, c.drop.p > 0 ? d.R() * d.h : 0, DType::kU8, MemTag::kActivations));
-  return ops->Dropout(out, st->mask.ref(), HiddenDropout(c, "embedding"));
-}
-
-Status EmbeddingBackwardTp(const LayerCtx& c, TensorRef dwte_local, TensorRef dwpe,
-                           EmbeddingStash* st, ConstRef dout) {
-  Ops* ops = c.dev->ops();
-  const LayerDims& d = c.d;
-  PTDP_ASSIGN_OR_RETURN(Tensor g, Tmp(c, d.R() * d.h, dout.dtype));
-  PTDP_RETURN_IF_ERROR(
-      ops->DropoutBackward(g.ref(), {}, dout, st->mask.cref(), d.R(), d.h, c.drop.p));
-  // dout is replicated over the tensor group (gathered from the rows under sequence
-  // parallelism), so every rank computes the (replicated) wpe grad.
-  PTDP_ASSIGN_OR_RETURN(const FullRows full, GatherRows(c, g.cref()));
-  PTDP_RETURN_IF_ERROR(ForEachPositionRun(d, [&](int64_t row0, int64_t b, int64_t s, int64_t pos0) {
-    return ops->EmbeddingBackward(dwte_local, Rows(dwpe, pos0, s, d.h),
-                                  Rows(full.ref, row0, b * s, d.h),
-                                  Rows(st->tokens.cref(), row0, b * s, 1), b, s, d.h, d.vocab_begin,
-                                  d.vocab_begin + d.v_local);
-  }));
-  st->tokens.Reset();
-  st->mask.Reset();
-  return Status::Ok();
-}
-
-Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, TensorRef loss_sum) {
-  Ops* ops = c.dev->ops();
-  const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, V = d.v_local;
-  const DType wide = c.types.wide;
-  const MemTag tag = MemTag::kActivations;
-  PTDP_CHECK(!st->x.empty() && !st->targets.empty());
-  PTDP_ASSIGN_OR_RETURN(st->ln_mean, Alloc(c, R, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln_rstd, Alloc(c, R, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->ln_out, Alloc(c, R * h, c.types.act, tag));
-  PTDP_RETURN_IF_ERROR(ops->LayerNormForward(st->ln_out.ref(), st->ln_mean.ref(), st->ln_rstd.ref(),
-                                             st->x.cref(), w.lnf_w, w.lnf_b, R, h));
-  PTDP_ASSIGN_OR_RETURN(st->logits, Alloc(c, N * V, wide, tag));
-  {
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln, GatherRows(c, st->ln_out.cref()));
-    PTDP_RETURN_IF_ERROR(
-        ops->LinearForward(st->logits.ref(), {}, ln.ref, w.wout_local, {}, N, h, V));
-  }
-  PTDP_ASSIGN_OR_RETURN(st->row_max, Alloc(c, N, wide, tag));
-  PTDP_ASSIGN_OR_RETURN(st->row_sum, Alloc(c, N, wide, tag));
-  const VocabShard shard = Shard(d);
-  // One read of the logits: local max, sum of exponentials relative to it, target logit.
-  PTDP_ASSIGN_OR_RETURN(Tensor sums, Tmp(c, 2 * N, wide));  // row sums, then target logits
-  PTDP_RETURN_IF_ERROR(ops->CrossEntropyLocalStats(st->row_max.ref(), sums.ref(), st->logits.cref(),
-                                                   st->targets.cref(), shard));
-  if (c.tp != nullptr && c.tp->size() > 1) {
-    // Each rank's sum is relative to its own max: keep it, take the group's, and rescale.
-    PTDP_ASSIGN_OR_RETURN(Tensor local_max, Tmp(c, N, wide));
-    PTDP_RETURN_IF_ERROR(ops->Cast(local_max.ref(), st->row_max.cref()));
-    PTDP_RETURN_IF_ERROR(TpAllReduceMax(c.tp, st->row_max.ref()));
-    PTDP_RETURN_IF_ERROR(
-        ops->CrossEntropyRescaleSums(sums.ref(), local_max.cref(), st->row_max.cref(), shard));
-    PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, sums.ref()));
-  }
-  return ops->CrossEntropyLoss(st->row_sum.ref(), loss_sum, sums.cref(), st->row_max.cref(), shard);
-}
-
-Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g, double dloss,
-                    HeadStash* st, TensorRef dx) {
-  Ops* ops = c.dev->ops();
-  const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, V = d.v_local;
-  PTDP_CHECK(!st->logits.empty());
-  // dlogits in the compute dtype: what the output layer's backward GEMMs read.
-  PTDP_ASSIGN_OR_RETURN(Tensor dlogits, OutputGrad(c, N * V));
-  PTDP_RETURN_IF_ERROR(ops->CrossEntropyBackward(dlogits.ref(), st->logits.cref(),
-                                                 st->row_max.cref(), st->row_sum.cref(),
-                                                 st->targets.cref(), dloss, Shard(d)));
-  PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, c.types.act));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dlogits.cref(), w.wout_local, N, h, V));
-  {
-    PTDP_ASSIGN_OR_RETURN(FullRows ln, GatherRows(c, st->ln_out.cref(), KeptTag(c)));
-    PTDP_RETURN_IF_ERROR(WeightGrad(c, g.wout_local, {}, &dlogits, ln.ref, N, h, V, &ln.owned));
-  }
-  dlogits.Reset();
-  PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));
-  PTDP_RETURN_IF_ERROR(ops->LayerNormBackward(dx, g.lnf_w, g.lnf_b, dln.cref(), st->x.cref(),
-                                              w.lnf_w, st->ln_mean.cref(), st->ln_rstd.cref(), R, h,
-                                              false));
-  for (Tensor* t : {&st->x, &st->ln_mean, &st->ln_rstd, &st->logits, &st->row_max, &st->row_sum,
-                    &st->targets}) {
-    t->Reset();
-  }
-  // Else the weight half's input, unless it keeps the gathered copy (sequence parallelism).
-  if (c.defer_weight_grads == nullptr || d.sp > 1) st->ln_out.Reset();
-  return Status::Ok();
-}
-
 }  // namespace ptdp::runtime

@@ -5,11 +5,14 @@
 // vocabulary-parallel cross-entropy whose padded columns are masked out of the softmax.
 //
 // Every layer is pre-LayerNorm:  x2 = x + drop(proj(attn(ln1(x)))),  y = x2 +
-// drop(fc2(gelu(fc1(ln2(x2))))). Dropout masks are drawn by the backend from the counter-based
-// generator keyed by (site, step) and indexed by the GLOBAL element (global sequence, position,
-// column or global head), so they are the same in every layout and on every backend; they are
-// STORED (1 byte per element) from the forward to the backward, as core/shapes.h lists them, but
-// the attention dropout's with fused attention, which the backend regenerates from its key.
+// drop(fc2(gelu(fc1(ln2(x2))))). Llama's layers (LayerArch) differ in parts: RMSNorm for the
+// norms, rotary embeddings of q and k before attention, grouped-query attention, SwiGLU for the
+// GeLU, and no biases (their weights are then empty views). Dropout masks are drawn by the backend
+// from the counter-based generator keyed by (site, step) and indexed by the GLOBAL element (global
+// sequence, position, column or global head), so they are the same in every layout and on every
+// backend; they are STORED (1 byte per element) from the forward to the backward, as core/shapes.h
+// lists them, but the attention dropout's with fused attention, which the backend regenerates from
+// its key.
 //
 // All compute goes through the device's Ops and all communication through the Communicator: no
 // element of a tensor is touched on the host. Each stash holds exactly the tensors of its
@@ -35,6 +38,9 @@ struct LayerDims {
   int64_t h = 1;      // hidden size
   int64_t heads = 1;  // heads of the whole model
   int64_t heads_local = 1;
+  // Grouped-query attention: key/value heads on this rank (0: heads_local, multi-head). QKV rows
+  // are [kv_heads_local][group + 2][D] (kernels/reference/qkv_layout.h).
+  int64_t kv_heads_local = 0;
   int64_t head0 = 0;        // global index of this rank's first head
   int64_t f_local = 1;      // MLP inner size / t
   int64_t v_local = 1;      // padded vocabulary / t
@@ -56,6 +62,19 @@ struct LayerDims {
   int64_t N() const { return b * S(); }
   int64_t R() const { return N() / sp; }
   int64_t D() const { return h / heads; }
+  int64_t KvLocal() const { return kv_heads_local > 0 ? kv_heads_local : heads_local; }
+  int64_t Group() const { return heads_local / KvLocal(); }
+  int64_t QkvWidth() const { return (heads_local + 2 * KvLocal()) * D(); }
+};
+
+// The layer's architecture (core/model.h ModelSpec): GPT's by default, Llama's with all three.
+struct LayerArch {
+  bool rmsnorm = false;  // every norm an RMSNorm (no mean, no bias)
+  // SwiGLU MLP: fc1 gives each inner feature's gate and up side by side ([N][f/t][2]), the
+  // activation silu(gate) up; else GeLU.
+  bool swiglu = false;
+  bool rotary = false;  // rotary position embedding of q and k (and no position table)
+  double rotary_base = 10000;
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and
@@ -92,7 +111,7 @@ struct LayerStash {
   Tensor x;                             // ln1.input [N][h]
   Tensor ln1_mean, ln1_rstd;            // ln1.mean, ln1.rstd [N] wide
   Tensor ln1_out;                       // attn.qkv.input [N][h]
-  Tensor qkv;                           // attn.q/k/v [N][3h/t]
+  Tensor qkv;                           // attn.q/k/v [N][QkvWidth], q and k rotated (rotary)
   Tensor probs, att_mask, att_dropped;  // attn.softmax.output, attn.dropout.mask/.output
   Tensor att_lse;                       // attn.softmax.lse [b][a/t][s] wide (fused attention)
   Tensor attn_out;                      // attn.proj.input [N][h/t]
@@ -100,7 +119,7 @@ struct LayerStash {
   Tensor x2;                            // ln2.input [N][h]
   Tensor ln2_mean, ln2_rstd;            // ln2.mean, ln2.rstd
   Tensor ln2_out;                       // mlp.fc1.input [N][h]
-  Tensor fc1_out;                       // mlp.gelu.input [N][f/t]
+  Tensor fc1_out;                       // mlp.gelu.input [N][f/t] (mlp.swiglu.input [N][2f/t])
   Tensor gelu_out;                      // mlp.fc2.input [N][f/t]
   Tensor mlp_res_mask;                  // mlp.residual_dropout.mask [N][h] u8
 };
@@ -124,6 +143,7 @@ struct LayerCtx {
   Communicator* tp = nullptr;  // nullptr: a tensor group of one
   Communicator* cp = nullptr;  // the context-parallel group (LayerDims::cp > 1 only)
   LayerDims d;
+  LayerArch arch;
   DTypes types;
   DropoutCtx drop;
   // layout.fused_attention: the attention stash is the log-sum-exp (AttentionStash's fused form).

@@ -152,6 +152,7 @@ Status ParamStore::InitialiseRows(const ModelSpec& m, int i, int64_t first_row, 
 }
 
 ConstRef ParamStore::weight(int i) const {
+  if (i < 0) return {};
   const Tensor& t = copy_.empty() ? master_ : copy_;
   const int64_t off = entries_[i].offset * DTypeBytes(t.dtype());
   return {static_cast<const char*>(t.data()) + off, t.dtype(), Count(i)};

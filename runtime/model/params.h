@@ -91,9 +91,10 @@ class ParamStore {
   DType compute_dtype() const { return compute_; }
   // Index of `name` in `chunk`, or -1.
   int Find(int chunk, const std::string& name) const;
-  // What the layers read: the compute copy, or the fp32 master in fp32 training.
+  // What the layers read: the compute copy, or the fp32 master in fp32 training. For i < 0 (Find
+  // of a tensor the model lacks: a bias without linear_bias, RMSNorm's) both are empty views.
   ConstRef weight(int i) const;
-  TensorRef grad(int i) { return grads_.slice(entries_[i].offset, Count(i)); }
+  TensorRef grad(int i) { return i < 0 ? TensorRef{} : grads_.slice(entries_[i].offset, Count(i)); }
   // Entry i's state of one kind, whole: REQUIRES the kind is held whole (HoldsWhole) or was
   // gathered (GatherWhole).
   TensorRef whole(int i, StateKind k);

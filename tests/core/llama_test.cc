@@ -181,7 +181,8 @@ TEST(Llama, ActivationsAndRuntimeFeatures) {
   EXPECT_EQ(k, 8192 * 1024 / 2);
   EXPECT_EQ(swiglu, 8192 * 2 * 14336 / 2);
   EXPECT_EQ(means, 0);
-  EXPECT_EQ(m.UnexecutedFeatures(), "rmsnorm/swiglu/rotary/gqa/no-bias");
+  EXPECT_EQ(m.UnexecutedFeatures(), "");  // dense Llama layers run (runtime/model)
+  EXPECT_EQ(LoadModel("qwen3-30b-a3b").value().UnexecutedFeatures(), "moe/head_dim/qk-norm");
   EXPECT_EQ(LoadModel("gpt-1.3b").value().UnexecutedFeatures(), "");
 }
 

@@ -1,0 +1,112 @@
+// The kernels of Llama-style layers (kernels/reference/ops.h): RMSNorm, SwiGLU and the rotary
+// position embedding, in double inside, each output rounded once.
+#include <cmath>
+#include <vector>
+
+#include "kernels/reference/context_chunks.h"
+#include "kernels/reference/ops.h"
+#include "kernels/reference/qkv_layout.h"
+
+namespace ptdp::kernels {
+
+template <typename T>
+void RmsNormForward(T* out, T* rstd, const T* x, const T* weight, int64_t n, int64_t c) {
+  for (int64_t r = 0; r < n; ++r) {
+    const T* xr = x + r * c;
+    double sq = 0.0;
+    for (int64_t i = 0; i < c; ++i) sq += static_cast<double>(xr[i]) * xr[i];
+    const double rs = 1.0 / std::sqrt(sq / static_cast<double>(c) + kLayerNormEps);
+    T* o = out + r * c;
+    for (int64_t i = 0; i < c; ++i) o[i] = static_cast<T>(xr[i] * rs * weight[i]);
+    rstd[r] = static_cast<T>(rs);
+  }
+}
+
+// With g = dout * weight: dx = rstd (g - x rstd^2 mean(g x)), dweight += dout x rstd.
+template <typename T>
+void RmsNormBackward(T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd,
+                     int64_t n, int64_t c) {
+  for (int64_t r = 0; r < n; ++r) {
+    const T* xr = x + r * c;
+    const T* dr = dout + r * c;
+    const double rs = rstd[r];
+    double gx_mean = 0.0;
+    for (int64_t i = 0; i < c; ++i) {
+      gx_mean += static_cast<double>(dr[i]) * weight[i] * xr[i];
+      dweight[i] += static_cast<T>(dr[i] * xr[i] * rs);
+    }
+    gx_mean /= static_cast<double>(c);
+    T* dxr = dx + r * c;
+    for (int64_t i = 0; i < c; ++i) {
+      const double g = static_cast<double>(dr[i]) * weight[i];
+      dxr[i] = static_cast<T>(rs * (g - xr[i] * rs * rs * gx_mean));
+    }
+  }
+}
+
+namespace {
+double Sigmoid(double z) {
+  return 1.0 / (1.0 + std::exp(-z));
+}
+}  // namespace
+
+template <typename T>
+void SwigluForward(T* out, const T* in, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const double gate = in[2 * i], up = in[2 * i + 1];
+    out[i] = static_cast<T>(gate * Sigmoid(gate) * up);
+  }
+}
+
+// d gate = dout up silu'(gate), silu'(z) = sig(z) (1 + z (1 - sig(z))); d up = dout silu(gate).
+template <typename T>
+void SwigluBackward(T* din, const T* in, const T* dout, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const double gate = in[2 * i], up = in[2 * i + 1], g = dout[i];
+    const double sig = Sigmoid(gate);
+    din[2 * i] = static_cast<T>(g * up * sig * (1.0 + gate * (1.0 - sig)));
+    din[2 * i + 1] = static_cast<T>(g * gate * sig);
+  }
+}
+
+template <typename T>
+void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse) {
+  const ContextChunks chunks{r.s, r.cp, r.rank};
+  const QkvLayout row{r.h, r.d, r.group};
+  const int64_t half = r.d / 2, S = chunks.Local();
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t e = 0; e < half; ++e) {
+    inv_freq[size_t(e)] = std::pow(r.base, -2.0 * static_cast<double>(e) / double(r.d));
+  }
+  const double sign = inverse ? -1.0 : 1.0;
+  auto turn = [&](T* x, double pos) {
+    for (int64_t e = 0; e < half; ++e) {
+      const double angle = pos * inv_freq[size_t(e)];
+      const double cs = std::cos(angle), sn = sign * std::sin(angle);
+      const double x1 = x[e], x2 = x[e + half];
+      x[e] = static_cast<T>(x1 * cs - x2 * sn);
+      x[e + half] = static_cast<T>(x2 * cs + x1 * sn);
+    }
+  };
+  for (int64_t bi = 0; bi < r.b; ++bi) {
+    for (int64_t t = 0; t < S; ++t) {
+      T* x = qkv + (bi * S + t) * row.Width();
+      const double pos = static_cast<double>(chunks.Position(t));
+      for (int64_t hh = 0; hh < r.h; ++hh) turn(x + row.Q(hh), pos);
+      for (int64_t g = 0; g < row.KvHeads(); ++g) turn(x + row.KvOf(g), pos);
+    }
+  }
+}
+
+#define PTDP_INSTANTIATE(T)                                                                 \
+  template void RmsNormForward<T>(T*, T*, const T*, const T*, int64_t, int64_t);            \
+  template void RmsNormBackward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, \
+                                   int64_t);                                                \
+  template void SwigluForward<T>(T*, const T*, int64_t);                                    \
+  template void SwigluBackward<T>(T*, const T*, const T*, int64_t);                         \
+  template void RotaryEmbedding<T>(T*, const RotaryDims&, bool);
+PTDP_INSTANTIATE(float)
+PTDP_INSTANTIATE(double)
+#undef PTDP_INSTANTIATE
+
+}  // namespace ptdp::kernels

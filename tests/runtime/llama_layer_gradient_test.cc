@@ -1,0 +1,312 @@
+// Llama-style layers (runtime/model LayerArch) against central finite differences, in double
+// precision through the CPU backend's fp64 Ops: RMSNorm, rotary embeddings of q and k,
+// grouped-query attention (two query heads per key/value head), SwiGLU and no biases but QKV's
+// (Qwen2's), with and without dropout, fused and unfused attention, whole and split backward;
+// and the head with its final RMSNorm. The kernels' own identities (the rotation's inverse, the
+// group's shared keys) are checked alongside.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "kernels/reference/ops.h"
+#include "kernels/reference/qkv_layout.h"
+#include "runtime/model/gpt_layers.h"
+
+namespace ptdp::runtime {
+namespace {
+
+using Vec = std::vector<double>;
+
+ConstRef C(const Vec& v) {
+  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
+}
+TensorRef M(Vec& v) {
+  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
+}
+
+Vec Random(int64_t n, uint32_t seed, double scale = 0.5) {
+  std::mt19937 g(seed);
+  std::normal_distribution<double> nd(0, scale);
+  Vec v(static_cast<size_t>(n));
+  for (auto& x : v) x = nd(g);
+  return v;
+}
+
+void Put(Tensor& t, const Vec& v) {
+  std::copy(v.begin(), v.end(), static_cast<double*>(t.data()));
+}
+
+// h 16, 4 query heads of 4 over 2 key/value heads, SwiGLU of 12 features.
+LayerDims Dims() {
+  LayerDims d;
+  d.b = 2;
+  d.s = 5;
+  d.h = 16;
+  d.heads = 4;
+  d.heads_local = 4;
+  d.kv_heads_local = 2;
+  d.f_local = 12;
+  d.v_local = 16;
+  d.vocab_real = 11;
+  return d;
+}
+
+LayerCtx Ctx(Device* dev, double dropout) {
+  LayerCtx c;
+  c.dev = dev;
+  c.d = Dims();
+  c.arch = {true, true, true, 500.0};  // a small base: every pair turns noticeably at s = 5
+  c.types = {DType::kFp64, DType::kFp64};
+  c.drop.p = dropout;
+  c.drop.step = 2;
+  c.drop.seq0 = 3;
+  return c;
+}
+
+void CheckGrad(const char* what, Vec& x, const Vec& grad, const std::function<double()>& f) {
+  const double eps = 1e-6;
+  const size_t stride = std::max<size_t>(1, x.size() / 29);
+  for (size_t i = 0; i < x.size(); i += stride) {
+    const double keep = x[i];
+    x[i] = keep + eps;
+    const double fp = f();
+    x[i] = keep - eps;
+    const double fm = f();
+    x[i] = keep;
+    const double fd = (fp - fm) / (2 * eps);
+    EXPECT_NEAR(grad[i], fd, 1e-6 + 1e-5 * std::abs(fd)) << what << "[" << i << "]";
+  }
+}
+
+// The layer's tensors: norms without biases, QKV with its bias, the rest without.
+struct Params {
+  Vec ln1_w, qkv_w, qkv_b, proj_w, ln2_w, fc1_w, fc2_w;
+  explicit Params(const LayerDims& d) {
+    const int64_t h = d.h, f = d.f_local, qkv = d.QkvWidth(), attn = d.heads_local * d.D();
+    ln1_w = Random(h, 1, 0.2);
+    for (auto& v : ln1_w) v += 1;
+    qkv_w = Random(qkv * h, 2, 0.3);
+    qkv_b = Random(qkv, 3, 0.1);
+    proj_w = Random(h * attn, 4, 0.3);
+    ln2_w = Random(h, 5, 0.2);
+    for (auto& v : ln2_w) v += 1;
+    fc1_w = Random(2 * f * h, 6, 0.3);
+    fc2_w = Random(h * f, 7, 0.3);
+  }
+  LayerWeights W() const {
+    return {C(ln1_w), {}, C(qkv_w), C(qkv_b), C(proj_w), {},
+            C(ln2_w), {}, C(fc1_w), {},       C(fc2_w),  {}};
+  }
+  LayerGrads G() {
+    return {M(ln1_w), {}, M(qkv_w), M(qkv_b), M(proj_w), {},
+            M(ln2_w), {}, M(fc1_w), {},       M(fc2_w),  {}};
+  }
+  void Zero() {
+    for (Vec* v : {&ln1_w, &qkv_w, &qkv_b, &proj_w, &ln2_w, &fc1_w, &fc2_w}) {
+      std::fill(v->begin(), v->end(), 0.0);
+    }
+  }
+};
+
+void LayerCase(double dropout, bool fused, bool split) {
+  CpuDevice dev;
+  LayerCtx c = Ctx(&dev, dropout);
+  c.fused_attention = fused;
+  const int64_t nh = c.d.N() * c.d.h;
+  Params p(c.d);
+  Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
+  auto objective = [&]() {
+    LayerStash st;
+    EXPECT_TRUE(AllocLayerInput(c, &st).ok());
+    Put(st.x, x);
+    Vec y(static_cast<size_t>(nh));
+    EXPECT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
+    double s = 0;
+    for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
+    return s;
+  };
+  Params g(c.d);
+  g.Zero();
+  LayerStash st;
+  ASSERT_TRUE(AllocLayerInput(c, &st).ok());
+  Put(st.x, x);
+  Vec y(static_cast<size_t>(nh)), dx(static_cast<size_t>(nh));
+  ASSERT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
+  // RMSNorm keeps no mean; SwiGLU's input is each feature's gate and up.
+  EXPECT_TRUE(st.ln1_mean.empty() && st.ln2_mean.empty());
+  EXPECT_EQ(st.fc1_out.count(), 2 * st.gelu_out.count());
+  EXPECT_EQ(st.qkv.count(), c.d.N() * (4 + 2 * 2) * 4);
+  WeightGradQueue queue;
+  LayerCtx backward = c;
+  if (split) backward.defer_weight_grads = &queue;
+  ASSERT_TRUE(LayerBackward(backward, p.W(), g.G(), 1, &st, C(r), M(dx)).ok());
+  if (split) ASSERT_TRUE(RunDeferredWeightGrads(backward, &queue).ok());
+  CheckGrad("x", x, dx, objective);
+  CheckGrad("ln1.weight", p.ln1_w, g.ln1_w, objective);
+  CheckGrad("qkv.weight", p.qkv_w, g.qkv_w, objective);
+  CheckGrad("qkv.bias", p.qkv_b, g.qkv_b, objective);
+  CheckGrad("proj.weight", p.proj_w, g.proj_w, objective);
+  CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
+  CheckGrad("fc1.weight", p.fc1_w, g.fc1_w, objective);
+  CheckGrad("fc2.weight", p.fc2_w, g.fc2_w, objective);
+}
+
+TEST(LlamaLayerGradient, LayerMatchesFiniteDifferences) {
+  LayerCase(0.0, false, false);
+}
+TEST(LlamaLayerGradient, LayerWithDropoutMatchesFiniteDifferences) {
+  LayerCase(0.2, false, false);
+}
+TEST(LlamaLayerGradient, FusedAttentionLayerMatchesFiniteDifferences) {
+  LayerCase(0.2, true, false);
+}
+TEST(LlamaLayerGradient, SplitBackwardLayerMatchesFiniteDifferences) {
+  LayerCase(0.2, true, true);
+}
+
+TEST(LlamaLayerGradient, HeadWithRmsNormMatchesFiniteDifferences) {
+  CpuDevice dev;
+  const LayerCtx c = Ctx(&dev, 0.0);
+  const LayerDims& d = c.d;
+  const int64_t nh = d.N() * d.h;
+  Vec x = Random(nh, 21, 1.0), lw = Random(d.h, 22, 0.2), wout = Random(d.v_local * d.h, 23);
+  for (auto& v : lw) v += 1;
+  std::vector<int32_t> targets(static_cast<size_t>(d.N()));
+  for (size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<int32_t>((i * 5) % 11);
+  const HeadWeights w{C(lw), {}, C(wout)};
+  auto start = [&](HeadStash* st) {
+    st->x = Tensor::Make(&dev, nh, DType::kFp64, MemTag::kActivations).value();
+    Put(st->x, x);
+    st->targets = Tensor::Make(&dev, d.N(), DType::kI32, MemTag::kActivations).value();
+    std::copy(targets.begin(), targets.end(), static_cast<int32_t*>(st->targets.data()));
+  };
+  auto objective = [&]() {
+    HeadStash st;
+    start(&st);
+    double loss = 0;
+    EXPECT_TRUE(HeadForward(c, w, &st, {&loss, DType::kFp64, 1}).ok());
+    return loss;
+  };
+  HeadStash st;
+  start(&st);
+  double loss = 0;
+  ASSERT_TRUE(HeadForward(c, w, &st, {&loss, DType::kFp64, 1}).ok());
+  EXPECT_TRUE(st.ln_mean.empty());
+  Vec dlw(lw.size()), dwout(wout.size()), dx(static_cast<size_t>(nh));
+  ASSERT_TRUE(HeadBackward(c, w, {M(dlw), {}, M(dwout)}, 1.0, &st, M(dx)).ok());
+  CheckGrad("x", x, dx, objective);
+  CheckGrad("final_norm.weight", lw, dlw, objective);
+  CheckGrad("output", wout, dwout, objective);
+}
+
+// The rotation keeps every vector's length, leaves the values alone, turns position 0 by
+// nothing, and its inverse undoes it exactly (to rounding).
+TEST(LlamaKernels, RotaryTurnsQueriesAndKeysAndInverts) {
+  kernels::RotaryDims r;
+  r.b = 2;
+  r.s = 6;
+  r.h = 4;
+  r.d = 8;
+  r.group = 2;
+  r.base = 100;
+  const kernels::QkvLayout row{r.h, r.d, r.group};
+  const Vec qkv = Random(r.b * r.s * row.Width(), 31);
+  Vec turned = qkv;
+  kernels::RotaryEmbedding(turned.data(), r, false);
+  auto norm = [&](const Vec& v, int64_t at) {
+    double s = 0;
+    for (int64_t e = 0; e < r.d; ++e) s += v[at + e] * v[at + e];
+    return s;
+  };
+  bool moved = false;
+  for (int64_t n = 0; n < r.b * r.s; ++n) {
+    const int64_t base = n * row.Width(), pos = n % r.s;
+    for (int64_t hh = 0; hh < r.h; ++hh) {
+      EXPECT_NEAR(norm(turned, base + row.Q(hh)), norm(qkv, base + row.Q(hh)), 1e-12);
+      for (int64_t e = 0; e < r.d; ++e) {
+        EXPECT_EQ(turned[base + row.V(hh) + e], qkv[base + row.V(hh) + e]);  // values stay
+        if (pos == 0) EXPECT_NEAR(turned[base + row.K(hh) + e], qkv[base + row.K(hh) + e], 1e-15);
+        if (pos > 0 && std::abs(turned[base + row.K(hh) + e] - qkv[base + row.K(hh) + e]) > 1e-3) {
+          moved = true;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(moved);
+  kernels::RotaryEmbedding(turned.data(), r, true);
+  for (size_t i = 0; i < qkv.size(); ++i) EXPECT_NEAR(turned[i], qkv[i], 1e-12);
+}
+
+// A rotation by position p then scored against one by position q depends on q - p alone (what
+// makes it a relative position embedding): the same pair at positions (1, 3) and (2, 4).
+TEST(LlamaKernels, RotaryScoresDependOnRelativePosition) {
+  kernels::RotaryDims r;
+  r.b = 1;
+  r.s = 5;
+  r.h = 1;
+  r.d = 6;
+  const kernels::QkvLayout row{1, 6, 1};
+  const Vec q = Random(6, 41), k = Random(6, 42);
+  Vec qkv(static_cast<size_t>(r.s * row.Width()), 0.0);
+  for (int64_t n = 0; n < r.s; ++n) {
+    std::copy(q.begin(), q.end(), qkv.begin() + n * row.Width() + row.Q(0));
+    std::copy(k.begin(), k.end(), qkv.begin() + n * row.Width() + row.K(0));
+  }
+  kernels::RotaryEmbedding(qkv.data(), r, false);
+  auto score = [&](int64_t qi, int64_t kj) {
+    double s = 0;
+    for (int64_t e = 0; e < 6; ++e) {
+      s += qkv[qi * row.Width() + row.Q(0) + e] * qkv[kj * row.Width() + row.K(0) + e];
+    }
+    return s;
+  };
+  EXPECT_NEAR(score(3, 1), score(4, 2), 1e-12);
+  EXPECT_GT(std::abs(score(3, 1) - score(3, 2)), 1e-6);
+}
+
+// Grouped-query attention is multi-head attention whose heads in a group read one key and value:
+// the grouped kernel's output equals the multi-head kernel's on qkv with the keys and values
+// copied to every head, and its key gradient is the sum of the copies' gradients.
+TEST(LlamaKernels, GroupedAttentionIsSharedMultiHead) {
+  const int64_t b = 1, s = 4, h = 4, d = 3, group = 2;
+  const kernels::QkvLayout grouped{h, d, group}, multi{h, d, 1};
+  const Vec g = Random(b * s * grouped.Width(), 51);
+  Vec m(static_cast<size_t>(b * s * multi.Width()));
+  for (int64_t n = 0; n < b * s; ++n) {
+    for (int64_t hh = 0; hh < h; ++hh) {
+      for (int64_t e = 0; e < d; ++e) {
+        m[n * multi.Width() + multi.Q(hh) + e] = g[n * grouped.Width() + grouped.Q(hh) + e];
+        m[n * multi.Width() + multi.K(hh) + e] = g[n * grouped.Width() + grouped.K(hh) + e];
+        m[n * multi.Width() + multi.V(hh) + e] = g[n * grouped.Width() + grouped.V(hh) + e];
+      }
+    }
+  }
+  Vec out_g(b * s * h * d), out_m(b * s * h * d), att_g(b * h * s * s), att_m(b * h * s * s);
+  kernels::AttentionForward<double>(out_g.data(), att_g.data(), g.data(), nullptr, b, s, h, d,
+                                    group);
+  kernels::AttentionForward<double>(out_m.data(), att_m.data(), m.data(), nullptr, b, s, h, d, 1);
+  for (size_t i = 0; i < out_g.size(); ++i) EXPECT_NEAR(out_g[i], out_m[i], 1e-14);
+  const Vec dout = Random(b * s * h * d, 52);
+  Vec dg(g.size()), dm(m.size());
+  kernels::AttentionBackward<double>(dg.data(), dout.data(), g.data(), att_g.data(), nullptr, b, s,
+                                     h, d, group);
+  kernels::AttentionBackward<double>(dm.data(), dout.data(), m.data(), att_m.data(), nullptr, b, s,
+                                     h, d, 1);
+  for (int64_t n = 0; n < b * s; ++n) {
+    for (int64_t kv = 0; kv < h / group; ++kv) {
+      for (int64_t e = 0; e < d; ++e) {
+        double k_sum = 0;
+        for (int64_t j = 0; j < group; ++j)
+          k_sum += dm[n * multi.Width() + multi.K(kv * group + j) + e];
+        EXPECT_NEAR(dg[n * grouped.Width() + grouped.KvOf(kv) + e], k_sum, 1e-13);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ptdp::runtime
