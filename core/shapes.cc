@@ -543,10 +543,10 @@ std::vector<ActTensor> MtpActivations(const ModelSpec& m, const ParallelConfig& 
 }
 
 std::vector<ActTensor> LayerOutputGrads(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t t = c.tp, sb = ContextShardLen(m, c) * c.mbs, h = m.hidden, f = m.FfnHidden();
-  return {{"attn.qkv.output_grad", sb * 3 * h / t, ActKind::kActivation},
+  const int64_t t = c.tp, sb = ContextShardLen(m, c) * c.mbs, h = m.hidden;
+  return {{"attn.qkv.output_grad", sb * m.QkvOut() / t, ActKind::kActivation},
           {"attn.proj.output_grad", sb * h, ActKind::kActivation},
-          {"mlp.fc1.output_grad", sb * f / t, ActKind::kActivation},
+          {"mlp.fc1.output_grad", sb * m.Fc1Out() / t, ActKind::kActivation},
           {"mlp.fc2.output_grad", sb * h, ActKind::kActivation}};
 }
 

@@ -185,8 +185,8 @@ std::vector<ActTensor> EmbeddingActivations(const ModelSpec& m, const ParallelCo
 // The zero-bubble split backward (BackwardInput / BackwardWeight, core/program.h): what one layer
 // keeps from its input half to its weight half. The input half runs everything but the four
 // Linears' weight (and bias) gradient GEMMs, dW += dout^T x, and keeps their operands: the
-// gradients at the Linears' outputs (LayerOutputGrads: QKV s b 3h/t, projection s b h, fc1
-// s b f/t, fc2 s b h), allocated while the layer's stash is still live, and the four inputs
+// gradients at the Linears' outputs (LayerOutputGrads: QKV s b QkvOut/t, projection s b h, fc1
+// s b Fc1Out/t, fc2 s b h), allocated while the layer's stash is still live, and the four inputs
 // (attn.qkv.input, attn.proj.input, mlp.fc1.input, mlp.fc2.input); the rest of the stash (or,
 // under full recomputation, the rebuilt working set and the checkpoint) is freed by the input
 // half. The LayerNorm and bias-dropout gradients stay in the input half (they are fused with it).

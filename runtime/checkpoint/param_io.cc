@@ -141,8 +141,22 @@ Result<std::vector<float>> HfGpt2Folder::Read(const std::string& ptdp_name) cons
   return HfToRuntime(s->second, config_.model.heads, hf);
 }
 
+namespace {
+
+// A GPT-2 folder holds GPT-2's tensors (LayerNorms with biases, biased Linears, a position table,
+// multi-head attention, GeLU): a Llama-style model has other ones.
+Status RequireGpt2(const ModelSpec& m, const std::string& what) {
+  if (m.IsGpt() && !m.IsMoe() && !m.qk_norm) return Status::Ok();
+  return Status::Invalid(what +
+                         " is not a GPT-2 (RMSNorm, SwiGLU, rotary embeddings, grouped-query "
+                         "attention or no biases): Hugging Face GPT-2 folders hold GPTs only");
+}
+
+}  // namespace
+
 Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
                            const std::string& source) {
+  PTDP_RETURN_IF_ERROR(RequireGpt2(plan, source + ": the plan's model " + plan.name));
   const ModelSpec& m = c.model;
   if (m.layers != plan.layers) return Mismatch(source, "n_layer", m.layers, "layers", plan.layers);
   if (m.hidden != plan.hidden) return Mismatch(source, "n_embd", m.hidden, "hidden", plan.hidden);
@@ -212,6 +226,7 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
 
 Result<Bytes> ExportHfGpt2(const std::string& dir, const Manifest& m, const std::string& out) {
   const ModelSpec& model = m.model;
+  PTDP_RETURN_IF_ERROR(RequireGpt2(model, dir + ": the checkpoint's model " + model.name));
   const std::vector<HfTensorSpec> specs = HfGpt2Tensors(model, model.seq_len);
   // The runtime's tensors of a one-process layout: every tensor whole.
   ParallelConfig one;

@@ -29,6 +29,10 @@
 #   reshard_cp          fp32, vocabulary 300: t1 p1 d2 saves at step 3, cp 2 d2 with the distributed
 #                       optimizer (state sharded over d cp = 4 ranks) loads it and saves at step 6,
 #                       t1 p1 d2 loads that: losses within 1e-5 at every hop
+#   reshard_llama       the Llama-style model (write_plan.sh PTDP_TEST_ARCH=llama): t2 p2 d1 (key
+#                       and value heads, SwiGLU features and the untied output split over t) saves at
+#                       step 3, t1 p1 d2 loads it and saves at step 6, t2 p2 d1 loads that: losses
+#                       within 1e-5 at every hop; `ptdp export --to hf-gpt2` refuses the checkpoint
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -79,7 +83,7 @@ there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
-    | reshard_cp | preempt \
+    | reshard_cp | reshard_llama | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -191,6 +195,14 @@ case "$case" in
     plan E 1 1 2 1 1f1b 4 fp32 300
     PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true PTDP_TEST_DIST_OPT=true plan C 1 1 2 1 1f1b 4 fp32 300
     there_and_back E C "cp2 d2 distributed optimizer from t1 d2" "t1 d2 from the cp2 checkpoint" ;;
+  reshard_llama)
+    export PTDP_TEST_ARCH=llama
+    plan L 2 2 1 1 1f1b
+    plan M 1 1 2 1 1f1b
+    there_and_back L M "t1 d2 from the t2 p2 checkpoint" "t2 p2 from the t1 d2 checkpoint"
+    "$ptdp" export --checkpoint ck2 --to hf-gpt2 hf > export.out 2>&1 && fail "export of a Llama"
+    grep -q "is not a GPT-2 (RMSNorm, SwiGLU" export.out || { cat export.out; fail "export's error"; }
+    [ ! -e hf/model.safetensors ] || fail "export wrote a file" ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.

@@ -9,9 +9,9 @@
 #               (relative), the first step's loss equal to `ptdp forward --hf hf/` on that batch
 #   forward     `ptdp forward` of the checkpoint and of its export: identical logits; the loss of
 #               the batch of step 4 equals the loss of a run resumed from the checkpoint at step 4
-#   missing_config | bad_header | wrong_shape | nonfinite | activation | plan: a damaged folder or
-#               a plan of another model: exit 2 on every rank, one error line naming the file and
-#               the field or reason
+#   missing_config | bad_header | wrong_shape | nonfinite | activation | plan | plan_llama: a
+#               damaged folder, a plan of another model or of a Llama-style one: exit 2 on every
+#               rank, one error line naming the file and the field or reason
 # usage: hf_gpt2.sh PTDP WORKDIR CASE
 set -uo pipefail
 ptdp=$1 work=$2 case=$3
@@ -23,7 +23,7 @@ plan() {  # NAME TP PP DP [LAYERS]; $untied: tie_word_embeddings false and ffn_h
   cat > "$1.json" <<JSON
 {"ptdp_plan_version": 2,
  "model": {"name": "hf-test", "layers": ${5:-2}, "hidden": 64, "heads": 4, "seq_len": 32,
-           "vocab": 300, "dropout": 0.1${untied:+, \"tied_embeddings\": false, \"ffn_hidden\": 96}},
+           "vocab": 300, "dropout": 0.1${untied:+, \"tied_embeddings\": false, \"ffn_hidden\": 96}${llama:-}},
  "cluster": {"name": "cpu", "gpus": $g, "gpus_per_node": $g},
  "global_batch": 8,
  "layout": {"tp": $2, "pp": $3, "dp": $4, "mbs": 2, "vp": 1, "schedule": "1f1b",
@@ -114,7 +114,7 @@ case "$case" in
     echo "step 4: train $b, forward $a"
     awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-6 * b) }' \
       || fail "forward's loss $a is not train's loss $b at step 4" ;;
-  missing_config|bad_header|wrong_shape|nonfinite|activation|plan)
+  missing_config|bad_header|wrong_shape|nonfinite|activation|plan|plan_llama)
     case "$case" in
       missing_config) rm hf/config.json; expect="hf/config.json: missing" ;;
       bad_header)     printf 'x' | dd of=hf/model.safetensors bs=1 seek=8 conv=notrunc status=none
@@ -135,6 +135,9 @@ open(p, 'wb').write(b)" || fail "writing a NaN"
                       expect="hf/config.json: activation_function: 'relu' is not supported" ;;
       plan)           plan tp 2 2 1 4
                       expect="hf/config.json: n_layer is 2, the plan's model.layers is 4" ;;
+      plan_llama)     llama=', "rmsnorm": true, "swiglu": true, "rotary": true, "linear_bias": false'
+                      plan tp 2 2 1
+                      expect="hf/config.json: the plan's model hf-test is not a GPT-2 (RMSNorm, SwiGLU" ;;
     esac
     train 4 tp --steps 1 --init-from hf
     rc=$?
@@ -144,7 +147,7 @@ open(p, 'wb').write(b)" || fail "writing a NaN"
     n=$(grep -c "error:" tp.out)
     [ "$n" -eq 1 ] || fail "$n error lines, want exactly 1 (rank 0)"
     # ptdp forward refuses the same folder the same way.
-    if [ "$case" != plan ]; then
+    if [ "$case" != plan ] && [ "$case" != plan_llama ]; then
       "$ptdp" forward --hf hf --data data.bin --step 1 --global-batch 8 > fwd.out 2>&1
       rc=$?
       cat fwd.out

@@ -15,6 +15,9 @@
 # cluster's GPUs count it (tp cp pp dp). PTDP_TEST_DIST_OPT (true | false, default false) goes into
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
+# PTDP_TEST_ARCH (gpt | llama, default gpt): llama makes the model Llama-style (RMSNorm, SwiGLU of
+# 176 features, rotary embeddings, 2 key/value heads for the 4 query heads, no biases, untied
+# output layer).
 set -euo pipefail
 ptdp=$1
 shift
@@ -32,11 +35,14 @@ seqpar=${PTDP_TEST_SEQ_PARALLEL:-false}
 modules=""
 [ -n "${PTDP_TEST_RECOMPUTE_MODULES:-}" ] && modules=", \"recompute_modules\": \"$PTDP_TEST_RECOMPUTE_MODULES\""
 gpus=$((tp * pp * dp * cp))
+arch=""
+[ "${PTDP_TEST_ARCH:-gpt}" = llama ] && arch=', "kv_heads": 2, "swiglu": true, "ffn_hidden": 176,
+            "rmsnorm": true, "rotary": true, "linear_bias": false, "tied_embeddings": false'
 cat > "$out" <<JSON
 {
   "ptdp_plan_version": 2,
   "model": {"name": "tiny", "layers": $layers, "hidden": 64, "heads": 4, "seq_len": 32,
-            "vocab": $vocab, "dropout": $dropout},
+            "vocab": $vocab, "dropout": $dropout$arch},
   "cluster": {"name": "cpu", "gpus": $gpus, "gpus_per_node": $gpus},
   "global_batch": $gb,
   "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "cp": $cp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
