@@ -35,6 +35,31 @@ void LayerNormBackward(T* dx, float* dweight, float* dbias, const T* dout, const
                        const T* weight, const float* mean, const float* rstd, int64_t n, int64_t c,
                        cudaStream_t stream);
 
+// ---- Llama-style layers (kernels/cuda/llama.cu; twins of kernels/reference/llama_ops.cc) ------
+// RMSNorm (eps 1e-5), one warp per row: out = x rstd weight, rstd[N] saved; the backward
+// overwrites dx and accumulates dweight[C] (fp32).
+template <typename T>
+void RmsNormForward(T* out, float* rstd, const T* x, const T* weight, int64_t n, int64_t c,
+                    cudaStream_t stream);
+template <typename T>
+void RmsNormBackward(T* dx, float* dweight, const T* dout, const T* x, const T* weight,
+                     const float* rstd, int64_t n, int64_t c, cudaStream_t stream);
+// SwiGLU: in [count][2] (gate, up) -> out[count] = silu(gate) up; din [count][2] overwritten.
+template <typename T>
+void SwigluForward(T* out, const T* in, int64_t count, cudaStream_t stream);
+template <typename T>
+void SwigluBackward(T* din, const T* in, const T* dout, int64_t count, cudaStream_t stream);
+// The rotary embedding of the queries and keys of qkv [b][s/cp][QkvLayout width] in place
+// (kernels/reference/ops.h RotaryEmbedding; the angles in fp32, as Megatron-Core and Hugging Face
+// compute them).
+struct RotaryDims {
+  int64_t b = 1, s = 1, h = 1, d = 1, group = 1;  // s: the whole sequence; h: local query heads
+  int cp = 1, rank = 0;
+  float base = 10000.0f;
+};
+template <typename T>
+void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse, cudaStream_t stream);
+
 // ---- Fused bias + GeLU (tanh approximation) -------------------------------------------------
 // out[N][C] = gelu(x + bias) (bias[C] broadcast over rows; nullable). out may alias x.
 template <typename T>

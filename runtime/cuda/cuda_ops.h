@@ -77,6 +77,15 @@ class CudaOps final : public Ops {
   Status LinearBackwardWeight(TensorRef dw, TensorRef dbias, ConstRef dout, ConstRef x, int64_t n,
                               int64_t c, int64_t oc) override;
   Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override;
+  // Llama-style layers (cuda_ops_llama.cc; kernels/cuda/llama.cu).
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
+                        int64_t c) override;
+  Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
+                         ConstRef rstd, int64_t n, int64_t c) override;
+  Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;
+  Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
+  Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+                         bool inverse) override;
   bool FusesLinearGeluBackward(DType t) const override {
     return t == DType::kBf16 && gelu_epilogue_;
   }

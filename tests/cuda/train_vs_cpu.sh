@@ -37,7 +37,7 @@ text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 [ -f "$work/data.bin" ] || { "$ptdp" tokenize --in "$text" --out "$work/data.tmp.$$" &&
   mv -f "$work/data.tmp.$$" "$work/data.bin"; }
-name=cuda_${mode}_${prec}_${schedule}
+name=cuda_${mode}_${prec}_${schedule}${PTDP_TEST_ARCH:+_$PTDP_TEST_ARCH}
 train() {  # plan-name tp pp backend np [schedule [dp]]
   local dp=${7:-1}
   "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" "$dp" $((4 / dp)) 1 \

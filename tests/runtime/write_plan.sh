@@ -15,9 +15,9 @@
 # cluster's GPUs count it (tp cp pp dp). PTDP_TEST_DIST_OPT (true | false, default false) goes into
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
-# PTDP_TEST_ARCH (gpt | llama, default gpt): llama makes the model Llama-style (RMSNorm, SwiGLU of
-# 176 features, rotary embeddings, 2 key/value heads for the 4 query heads, no biases, untied
-# output layer).
+# PTDP_TEST_ARCH (gpt | llama | llama_mha, default gpt): llama makes the model Llama-style (RMSNorm,
+# SwiGLU of 176 features, rotary embeddings, 2 key/value heads for the 4 query heads, no biases,
+# untied output layer); llama_mha the same with 4 key/value heads (what the CUDA attention runs).
 set -euo pipefail
 ptdp=$1
 shift
@@ -36,8 +36,13 @@ modules=""
 [ -n "${PTDP_TEST_RECOMPUTE_MODULES:-}" ] && modules=", \"recompute_modules\": \"$PTDP_TEST_RECOMPUTE_MODULES\""
 gpus=$((tp * pp * dp * cp))
 arch=""
-[ "${PTDP_TEST_ARCH:-gpt}" = llama ] && arch=', "kv_heads": 2, "swiglu": true, "ffn_hidden": 176,
-            "rmsnorm": true, "rotary": true, "linear_bias": false, "tied_embeddings": false'
+case "${PTDP_TEST_ARCH:-gpt}" in
+  llama | llama_mha)
+    kv=2
+    [ "$PTDP_TEST_ARCH" = llama_mha ] && kv=4
+    arch=", \"kv_heads\": $kv, \"swiglu\": true, \"ffn_hidden\": 176,
+            \"rmsnorm\": true, \"rotary\": true, \"linear_bias\": false, \"tied_embeddings\": false" ;;
+esac
 cat > "$out" <<JSON
 {
   "ptdp_plan_version": 2,

@@ -1,0 +1,65 @@
+// CudaOps' ops of Llama-style layers (runtime/backend/ops.h RmsNorm*, Swiglu*, RotaryEmbedding):
+// kernels/cuda/llama.cu on the compute stream, fp32 and bf16 like every CudaOps op.
+#include "kernels/cuda/ops.h"
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda/cuda_ops_util.h"
+
+namespace ptdp::runtime::cuda {
+namespace ck = ::ptdp::cuda_kernels;
+using namespace detail;  // NOLINT: the helpers of cuda_ops_util.h
+
+Status CudaOps::RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
+                               int64_t c) {
+  return ForCompute(x.dtype, "RmsNormForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::RmsNormForward<T>(P<T>(out), P<float>(rstd), P<T>(x), P<T>(w), n, c, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
+                                ConstRef rstd, int64_t n, int64_t c) {
+  return ForCompute(x.dtype, "RmsNormBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::RmsNormBackward<T>(P<T>(dx), P<float>(dw), P<T>(dout), P<T>(x), P<T>(w), P<float>(rstd), n,
+                           c, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::SwigluForward(TensorRef out, ConstRef in, int64_t count) {
+  return ForCompute(in.dtype, "SwigluForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::SwigluForward<T>(P<T>(out), P<T>(in), count, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) {
+  return ForCompute(in.dtype, "SwigluBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::SwigluBackward<T>(P<T>(din), P<T>(in), P<T>(dout), count, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+                                bool inverse) {
+  ck::RotaryDims r;
+  r.b = a.b;
+  r.s = a.s;
+  r.h = a.heads_local;
+  r.d = a.head_dim;
+  r.group = a.group;
+  r.cp = a.cp;
+  r.rank = a.cp_rank;
+  r.base = static_cast<float>(base);
+  return ForCompute(qkv.dtype, "RotaryEmbedding", [&](auto tag) {
+    using T = decltype(tag);
+    ck::RotaryEmbedding<T>(P<T>(qkv), r, inverse, stream_);
+    return Status::Ok();
+  });
+}
+
+}  // namespace ptdp::runtime::cuda
