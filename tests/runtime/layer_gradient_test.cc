@@ -11,18 +11,12 @@
 #include <vector>
 
 #include "runtime/model/gpt_layers.h"
+#include "tests/runtime/gradient_check.h"
 
 namespace ptdp::runtime {
 namespace {
 
-using Vec = std::vector<double>;
-
-ConstRef C(const Vec& v) {
-  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
-}
-TensorRef M(Vec& v) {
-  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
-}
+using namespace gradient_check;  // NOLINT(build/namespaces): the tests' shared helpers
 
 LayerCtx Ctx(Device* dev, const LayerDims& d, const DropoutCtx& drop) {
   LayerCtx c;
@@ -31,11 +25,6 @@ LayerCtx Ctx(Device* dev, const LayerDims& d, const DropoutCtx& drop) {
   c.types = {DType::kFp64, DType::kFp64};
   c.drop = drop;
   return c;
-}
-
-// Host copies in and out of a device tensor (the CPU device's memory is the host's).
-void Put(Tensor& t, const Vec& v) {
-  std::copy(v.begin(), v.end(), static_cast<double*>(t.data()));
 }
 
 LayerDims Dims() {
@@ -49,30 +38,6 @@ LayerDims Dims() {
   d.v_local = 16;  // padded vocabulary 16, 11 real
   d.vocab_real = 11;
   return d;
-}
-
-Vec Random(int64_t n, uint32_t seed, double scale = 0.5) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> nd(0, scale);
-  Vec v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(g);
-  return v;
-}
-
-// Central differences of f with respect to x[i] for a sample of indices; compares with `grad`.
-void CheckGrad(const char* what, Vec& x, const Vec& grad, const std::function<double()>& f) {
-  const double eps = 1e-6;
-  const size_t stride = std::max<size_t>(1, x.size() / 23);
-  for (size_t i = 0; i < x.size(); i += stride) {
-    const double keep = x[i];
-    x[i] = keep + eps;
-    const double fp = f();
-    x[i] = keep - eps;
-    const double fm = f();
-    x[i] = keep;
-    const double fd = (fp - fm) / (2 * eps);
-    EXPECT_NEAR(grad[i], fd, 1e-6 + 1e-5 * std::abs(fd)) << what << "[" << i << "]";
-  }
 }
 
 struct LayerParams {

@@ -15,33 +15,15 @@
 #include "kernels/reference/ops.h"
 #include "kernels/reference/qkv_layout.h"
 #include "runtime/model/gpt_layers.h"
+#include "tests/runtime/gradient_check.h"
 
 namespace ptdp::runtime {
 namespace {
 
-using Vec = std::vector<double>;
-
-ConstRef C(const Vec& v) {
-  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
-}
-TensorRef M(Vec& v) {
-  return {v.data(), DType::kFp64, static_cast<int64_t>(v.size())};
-}
-
-Vec Random(int64_t n, uint32_t seed, double scale = 0.5) {
-  std::mt19937 g(seed);
-  std::normal_distribution<double> nd(0, scale);
-  Vec v(static_cast<size_t>(n));
-  for (auto& x : v) x = nd(g);
-  return v;
-}
-
-void Put(Tensor& t, const Vec& v) {
-  std::copy(v.begin(), v.end(), static_cast<double*>(t.data()));
-}
+using namespace gradient_check;  // NOLINT(build/namespaces): the tests' shared helpers
 
 // h 16, 4 query heads of 4 over 2 key/value heads, SwiGLU of 12 features.
-LayerDims Dims() {
+LayerDims LlamaDims() {
   LayerDims d;
   d.b = 2;
   d.s = 5;
@@ -55,10 +37,10 @@ LayerDims Dims() {
   return d;
 }
 
-LayerCtx Ctx(Device* dev, double dropout) {
+LayerCtx LlamaCtx(Device* dev, double dropout) {
   LayerCtx c;
   c.dev = dev;
-  c.d = Dims();
+  c.d = LlamaDims();
   c.arch = {true, true, true, 500.0};  // a small base: every pair turns noticeably at s = 5
   c.types = {DType::kFp64, DType::kFp64};
   c.drop.p = dropout;
@@ -67,25 +49,10 @@ LayerCtx Ctx(Device* dev, double dropout) {
   return c;
 }
 
-void CheckGrad(const char* what, Vec& x, const Vec& grad, const std::function<double()>& f) {
-  const double eps = 1e-6;
-  const size_t stride = std::max<size_t>(1, x.size() / 29);
-  for (size_t i = 0; i < x.size(); i += stride) {
-    const double keep = x[i];
-    x[i] = keep + eps;
-    const double fp = f();
-    x[i] = keep - eps;
-    const double fm = f();
-    x[i] = keep;
-    const double fd = (fp - fm) / (2 * eps);
-    EXPECT_NEAR(grad[i], fd, 1e-6 + 1e-5 * std::abs(fd)) << what << "[" << i << "]";
-  }
-}
-
 // The layer's tensors: norms without biases, QKV with its bias, the rest without.
-struct Params {
+struct LlamaParams {
   Vec ln1_w, qkv_w, qkv_b, proj_w, ln2_w, fc1_w, fc2_w;
-  explicit Params(const LayerDims& d) {
+  explicit LlamaParams(const LayerDims& d) {
     const int64_t h = d.h, f = d.f_local, qkv = d.QkvWidth(), attn = d.heads_local * d.D();
     ln1_w = Random(h, 1, 0.2);
     for (auto& v : ln1_w) v += 1;
@@ -112,12 +79,12 @@ struct Params {
   }
 };
 
-void LayerCase(double dropout, bool fused, bool split) {
+void LlamaLayerCase(double dropout, bool fused, bool split) {
   CpuDevice dev;
-  LayerCtx c = Ctx(&dev, dropout);
+  LayerCtx c = LlamaCtx(&dev, dropout);
   c.fused_attention = fused;
   const int64_t nh = c.d.N() * c.d.h;
-  Params p(c.d);
+  LlamaParams p(c.d);
   Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
   auto objective = [&]() {
     LayerStash st;
@@ -129,7 +96,7 @@ void LayerCase(double dropout, bool fused, bool split) {
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
   };
-  Params g(c.d);
+  LlamaParams g(c.d);
   g.Zero();
   LayerStash st;
   ASSERT_TRUE(AllocLayerInput(c, &st).ok());
@@ -156,21 +123,21 @@ void LayerCase(double dropout, bool fused, bool split) {
 }
 
 TEST(LlamaLayerGradient, LayerMatchesFiniteDifferences) {
-  LayerCase(0.0, false, false);
+  LlamaLayerCase(0.0, false, false);
 }
 TEST(LlamaLayerGradient, LayerWithDropoutMatchesFiniteDifferences) {
-  LayerCase(0.2, false, false);
+  LlamaLayerCase(0.2, false, false);
 }
 TEST(LlamaLayerGradient, FusedAttentionLayerMatchesFiniteDifferences) {
-  LayerCase(0.2, true, false);
+  LlamaLayerCase(0.2, true, false);
 }
 TEST(LlamaLayerGradient, SplitBackwardLayerMatchesFiniteDifferences) {
-  LayerCase(0.2, true, true);
+  LlamaLayerCase(0.2, true, true);
 }
 
 TEST(LlamaLayerGradient, HeadWithRmsNormMatchesFiniteDifferences) {
   CpuDevice dev;
-  const LayerCtx c = Ctx(&dev, 0.0);
+  const LayerCtx c = LlamaCtx(&dev, 0.0);
   const LayerDims& d = c.d;
   const int64_t nh = d.N() * d.h;
   Vec x = Random(nh, 21, 1.0), lw = Random(d.h, 22, 0.2), wout = Random(d.v_local * d.h, 23);
