@@ -25,23 +25,23 @@ using ElementTypes = ::testing::Types<float, bf16>;
 TYPED_TEST_SUITE(CudaLlama, ElementTypes);
 
 // Rows and columns that are not multiples of the warp or block sizes.
-constexpr int64_t kN = 37, kC = 200;
+constexpr int64_t kRows = 37, kCols = 200;
 
 TYPED_TEST(CudaLlama, RmsNormForwardBackward) {
   using T = TypeParam;
-  const auto x = Store<T>(RandomVector(kN * kC, 1, 3.0));
-  const auto w = Store<T>(RandomVector(kC, 2));
-  const auto dout = Store<T>(RandomVector(kN * kC, 4));
+  const auto x = Store<T>(RandomVector(kRows * kCols, 1, 3.0));
+  const auto w = Store<T>(RandomVector(kCols, 2));
+  const auto dout = Store<T>(RandomVector(kRows * kCols, 4));
   const auto xd = AsDouble(x), wd = AsDouble(w), doutd = AsDouble(dout);
-  std::vector<double> out(kN * kC), rstd(kN), dx(kN * kC), dw(kC, 1.0);
-  kernels::RmsNormForward(out.data(), rstd.data(), xd.data(), wd.data(), kN, kC);
+  std::vector<double> out(kRows * kCols), rstd(kRows), dx(kRows * kCols), dw(kCols, 1.0);
+  kernels::RmsNormForward(out.data(), rstd.data(), xd.data(), wd.data(), kRows, kCols);
   kernels::RmsNormBackward(dx.data(), dw.data(), doutd.data(), xd.data(), wd.data(), rstd.data(),
-                           kN, kC);
-  DeviceBuffer<T> gx(x), gw(w), gdout(dout), gout(kN * kC), gdx(kN * kC);
-  DeviceBuffer<float> grstd(kN), gdw(std::vector<float>(kC, 1.0f));
-  RmsNormForward<T>(gout.get(), grstd.get(), gx.get(), gw.get(), kN, kC, nullptr);
-  RmsNormBackward<T>(gdx.get(), gdw.get(), gdout.get(), gx.get(), gw.get(), grstd.get(), kN, kC,
-                     nullptr);
+                           kRows, kCols);
+  DeviceBuffer<T> gx(x), gw(w), gdout(dout), gout(kRows * kCols), gdx(kRows * kCols);
+  DeviceBuffer<float> grstd(kRows), gdw(std::vector<float>(kCols, 1.0f));
+  RmsNormForward<T>(gout.get(), grstd.get(), gx.get(), gw.get(), kRows, kCols, nullptr);
+  RmsNormBackward<T>(gdx.get(), gdw.get(), gdout.get(), gx.get(), gw.get(), grstd.get(), kRows,
+                     kCols, nullptr);
   this->Sync();
   EXPECT_LT(Nmse(AsDouble(gout.Download()), out), testing::kTolOnce<T>);
   EXPECT_LT(Nmse(AsDouble(grstd.Download()), rstd), 1e-10);
@@ -51,7 +51,7 @@ TYPED_TEST(CudaLlama, RmsNormForwardBackward) {
 
 TYPED_TEST(CudaLlama, SwigluForwardBackward) {
   using T = TypeParam;
-  const int64_t count = kN * kC;
+  const int64_t count = kRows * kCols;
   const auto in = Store<T>(RandomVector(2 * count, 11, 2.0));
   const auto dout = Store<T>(RandomVector(count, 12));
   const auto ind = AsDouble(in), doutd = AsDouble(dout);
