@@ -138,21 +138,25 @@ Status RunForward(const ForwardArgs& a) {
 }  // namespace
 
 void RegisterExport(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand(
-      "export",
-      "Write a checkpoint as a Hugging Face GPT-2 folder (config.json, model.safetensors)");
+  auto* cmd = app.add_subcommand("export",
+                                 "Write a checkpoint as a Hugging Face GPT-2 or Llama folder "
+                                 "(config.json, model.safetensors)");
   static std::string checkpoint, to, out;
   cmd->add_option("--checkpoint", checkpoint,
                   "a checkpoint (DIR/step-NNNNNNNN) or a folder of them (the newest valid)")
       ->required();
-  cmd->add_option("--to", to, "the format: hf-gpt2")->required()->check(CLI::IsMember({"hf-gpt2"}));
+  cmd->add_option("--to", to,
+                  "the format: hf-gpt2 (GPT2LMHeadModel) or hf-llama (LlamaForCausalLM)")
+      ->required()
+      ->check(CLI::IsMember({"hf-gpt2", "hf-llama"}));
   cmd->add_option("out", out, "output folder (created; config.json and model.safetensors replaced)")
       ->required();
   cmd->callback([exit_code] {
     auto run = [&]() -> Status {
       PTDP_ASSIGN_OR_RETURN(std::string dir, runtime::ResolveCheckpoint(checkpoint, "ptdp export"));
       PTDP_ASSIGN_OR_RETURN(runtime::Manifest m, runtime::ReadManifest(dir));
-      PTDP_ASSIGN_OR_RETURN(Bytes bytes, runtime::ExportHfGpt2(dir, m, out));
+      const auto format = to == "hf-llama" ? runtime::HfFormat::kLlama : runtime::HfFormat::kGpt2;
+      PTDP_ASSIGN_OR_RETURN(Bytes bytes, runtime::ExportHf(dir, m, out, format));
       std::printf(
           "exported %s (step %lld) to %s: config.json, model.safetensors (%.2f MiB, fp32)\n",
           dir.c_str(), static_cast<long long>(m.step), out.c_str(), bytes / kMiB);

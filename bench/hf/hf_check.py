@@ -5,7 +5,8 @@
       a GPT2LMHeadModel with every parameter drawn at random (biases and LayerNorm included, so
       that a misplaced bias or a permuted head shows), saved with save_pretrained(safe_serialization)
   hf_check.py compare HFDIR BATCH SEQ_LEN LOGITS [--loss NAME=VALUE ...] [--logit-tol T] [--loss-tol R]
-      GPT2LMHeadModel.from_pretrained(HFDIR) in fp32, eval mode, on the inputs of BATCH (a ptdp
+      AutoModelForCausalLM.from_pretrained(HFDIR) (GPT2LMHeadModel or LlamaForCausalLM, as its
+      config.json says) in fp32, eval mode, on the inputs of BATCH (a ptdp
       token file of sequences of SEQ_LEN + 1 tokens): its logits against ptdp's (LOGITS, float32
       [B][S][V] from `ptdp forward --out`), and its mean next-token loss against each ptdp loss
       given. Prints one PASS/FAIL line per check; exit 1 on any FAIL.
@@ -16,7 +17,7 @@ import sys
 
 import numpy as np
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 
 def read_tokens(path):
@@ -48,8 +49,9 @@ def random_model(a):
 
 
 def compare(a):
-    model = GPT2LMHeadModel.from_pretrained(a.hfdir, torch_dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(a.hfdir, torch_dtype=torch.float32)
     model.eval()
+    print(f"transformers: {type(model).__name__} from {a.hfdir}")
     S = a.seq_len
     seqs = read_tokens(a.batch).reshape(-1, S + 1)
     B, V = seqs.shape[0], model.config.vocab_size

@@ -11,6 +11,10 @@
 #                 that batch within 1e-5 (relative), and `ptdp forward --hf`'s logits its within 1e-4
 #   3. untied     the same with tie_word_embeddings false (lm_head.weight) and n_inner 96
 #   4. plan       `ptdp plan --model` on transformers' config.json, then 3 steps at t2 p2 from it
+#   5. llama      a Llama-style model (RMSNorm, rotary embeddings, 4 query heads over 2 key/value
+#                 heads, SwiGLU, no biases, untied) trained 20 steps at t2 p2, exported with
+#                 `--to hf-llama`: LlamaForCausalLM's logits against `ptdp forward --checkpoint`'s
+#                 within 1e-4, its loss against ptdp's (docs/llama.md)
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -44,7 +48,7 @@ plan() {  # NAME TP PP LAYERS HIDDEN HEADS SEQ VOCAB DROPOUT [FFN TIED]
   cat > "$1.json" <<JSON
 {"ptdp_plan_version": 2,
  "model": {"name": "$1", "layers": $4, "hidden": $5, "heads": $6, "seq_len": $7, "vocab": $8,
-           "dropout": $9, "ffn_hidden": ${10:-0}, "tied_embeddings": ${11:-true}},
+           "dropout": $9, "ffn_hidden": ${10:-0}, "tied_embeddings": ${11:-true}${arch:-}},
  "cluster": {"name": "cpu", "gpus": $g, "gpus_per_node": $g},
  "global_batch": 8,
  "layout": {"tp": $2, "pp": $3, "dp": 1, "mbs": 2, "vp": 1, "schedule": "1f1b",
@@ -115,6 +119,20 @@ else
   echo "FAIL plan + train: ptdp plan --model random-tied/config.json" | tee -a summary.txt
   failed=1
 fi
+
+echo "== 5. llama: a Llama-style model trained at t2 p2, exported, loaded by LlamaForCausalLM"
+arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false'
+plan llama 2 2 4 128 4 64 300 0.1 352 false
+arch=
+train 4 llama --steps 20 --lr 3e-3 --save ck-llama
+"$ptdp" export --checkpoint ck-llama --to hf-llama exported-llama | tee -a summary.txt ||
+  die "export --to hf-llama"
+"$ptdp" forward --checkpoint ck-llama --data data.bin --step 21 --global-batch 8 \
+  --out ptdp-llama.bin --batch-out batch-llama.bin > fwd-llama.out 2>&1 ||
+  { cat fwd-llama.out; die "ptdp forward --checkpoint (llama)"; }
+cat fwd-llama.out
+check "$py" "$here/hf_check.py" compare exported-llama batch-llama.bin 64 ptdp-llama.bin \
+  --loss "ptdp-forward=$(forward_loss fwd-llama.out)"
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

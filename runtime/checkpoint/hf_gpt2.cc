@@ -229,7 +229,7 @@ std::vector<HfTensorSpec> HfGpt2Tensors(const ModelSpec& m, int64_t n_positions)
 }
 
 std::string HfFileName(const HfTensorSpec& s) {
-  return s.hf == "lm_head.weight" ? s.hf : kPrefix + s.hf;
+  return s.hf == "lm_head.weight" || !s.gpt2_prefix ? s.hf : kPrefix + s.hf;
 }
 
 Result<std::map<std::string, StTensor>> MatchHfGpt2Header(const StHeader& h, const HfGpt2Config& c,
@@ -330,6 +330,13 @@ std::vector<float> HfToRuntime(const HfTensorSpec& s, int64_t heads, const std::
       for (int64_t r = 0; r < 3 * h; ++r) rt[size_t(r)] = hf[size_t(QkvColumn(r, h, heads))];
       break;
     }
+    case HfLayout::kQProj:
+    case HfLayout::kKProj:
+    case HfLayout::kVProj:
+    case HfLayout::kGateProj:
+    case HfLayout::kUpProj:
+      PTDP_CHECK_MSG(false, "HfToRuntime: '" + s.hf + "' is a part of " + s.ptdp +
+                                " (Hugging Face Llama folders are exported, not read)");
   }
   return rt;
 }
@@ -360,6 +367,13 @@ std::vector<float> RuntimeToHf(const HfTensorSpec& s, int64_t heads, const std::
       for (int64_t r = 0; r < 3 * h; ++r) hf[size_t(QkvColumn(r, h, heads))] = rt[size_t(r)];
       break;
     }
+    case HfLayout::kQProj:
+    case HfLayout::kKProj:
+    case HfLayout::kVProj:
+    case HfLayout::kGateProj:
+    case HfLayout::kUpProj:
+      PTDP_CHECK_MSG(false, "RuntimeToHf: '" + s.hf + "' is a part of " + s.ptdp +
+                                " (hf_llama.h LlamaPartOf extracts it)");
   }
   return hf;
 }

@@ -51,13 +51,20 @@ enum class HfLayout {
   kTranspose,  // Conv1D [in, out] <-> Linear [out, in]
   kQkvWeight,  // c_attn.weight [h, 3h] <-> qkv.weight [3h, h], heads interleaved
   kQkvBias,    // c_attn.bias [3h] <-> qkv.bias [3h]
+  // Llama (hf_llama.h): each is a part of one runtime tensor, so only RuntimeToHf takes them.
+  kQProj,  // q_proj.weight [a D, h]: the query rows of qkv.weight (kernels/reference/qkv_layout.h)
+  kKProj,  // k_proj.weight [kv D, h]: its key rows
+  kVProj,  // v_proj.weight [kv D, h]: its value rows
+  kGateProj,  // gate_proj.weight [f, h]: the even rows of fc1.weight [f][2][h]
+  kUpProj,    // up_proj.weight [f, h]: its odd rows
 };
 
 struct HfTensorSpec {
   std::string ptdp;               // runtime global name
-  std::string hf;                 // HF name without the "transformer." prefix
+  std::string hf;                 // HF name without the "transformer." prefix (GPT-2), or whole
   std::vector<int64_t> hf_shape;  // what the HF file holds
   HfLayout layout = HfLayout::kSame;
+  bool gpt2_prefix = true;  // the file name carries "transformer." (GPT-2's, but lm_head.weight)
 };
 
 // Every HF tensor of the model, in GPT2LMHeadModel's order; wpe has `n_positions` rows.
@@ -79,9 +86,15 @@ bool DecodeFloats(const std::string& dtype, const char* bytes, int64_t n_bytes,
                   std::vector<float>* out);
 
 // HF values (s.hf_shape, row-major) -> the runtime's orientation: the runtime global tensor with
-// the vocabulary unpadded and wpe's n_positions rows. `heads` of the model (kQkv*).
+// the vocabulary unpadded and wpe's n_positions rows. `heads` of the model (kQkv*). GPT-2's
+// layouts only: a Llama part (kQProj .. kUpProj) is not a whole tensor (checked).
 std::vector<float> HfToRuntime(const HfTensorSpec& s, int64_t heads, const std::vector<float>& hf);
-// The runtime's values (as above) -> HF's.
+// The runtime's values (as above) -> HF's (GPT-2's layouts only, as HfToRuntime).
 std::vector<float> RuntimeToHf(const HfTensorSpec& s, int64_t heads, const std::vector<float>& rt);
+// Whether the layout is a part of one runtime tensor (Llama's; hf_llama.h LlamaPartOf).
+inline bool IsLlamaPart(HfLayout l) {
+  return l == HfLayout::kQProj || l == HfLayout::kKProj || l == HfLayout::kVProj ||
+         l == HfLayout::kGateProj || l == HfLayout::kUpProj;
+}
 
 }  // namespace ptdp::runtime

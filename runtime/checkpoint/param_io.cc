@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "core/shapes.h"
+#include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/pieces.h"
 #include "runtime/checkpoint/store.h"
 
@@ -224,10 +225,14 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
   return params->RefreshComputeCopy();
 }
 
-Result<Bytes> ExportHfGpt2(const std::string& dir, const Manifest& m, const std::string& out) {
+Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::string& out,
+                       HfFormat format) {
   const ModelSpec& model = m.model;
-  PTDP_RETURN_IF_ERROR(RequireGpt2(model, dir + ": the checkpoint's model " + model.name));
-  const std::vector<HfTensorSpec> specs = HfGpt2Tensors(model, model.seq_len);
+  const bool llama = format == HfFormat::kLlama;
+  const std::string what = dir + ": the checkpoint's model " + model.name;
+  PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, what) : RequireGpt2(model, what));
+  const std::vector<HfTensorSpec> specs =
+      llama ? HfLlamaTensors(model) : HfGpt2Tensors(model, model.seq_len);
   // The runtime's tensors of a one-process layout: every tensor whole.
   ParallelConfig one;
   std::map<std::string, ParamTensor> whole;
@@ -247,22 +252,30 @@ Result<Bytes> ExportHfGpt2(const std::string& dir, const Manifest& m, const std:
   PTDP_RETURN_IF_ERROR(f.Write(header.data(), header.size()));
   ShardCache cache(dir, &m);
   std::array<std::vector<float>, kStateKinds> host;
+  std::string held;  // the runtime tensor in host[0] (Llama's QKV and fc1 give several HF ones)
   for (const auto& s : specs) {
     const ParamTensor& p = whole.at(s.ptdp);
-    for (auto& h : host) h.assign(size_t(p.LocalElements()), 0.0f);
-    PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, 0, model.vocab, host).WithPrefix(dir));
-    int64_t n = 1;
-    for (int64_t d : s.hf_shape) n *= d;  // <= the padded tensor: the vocabulary rows trimmed
-    host[0].resize(size_t(n));
-    const std::vector<float> hf = RuntimeToHf(s, model.heads, host[0]);
+    if (held != s.ptdp) {
+      for (auto& h : host) h.assign(size_t(p.LocalElements()), 0.0f);
+      PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, 0, model.vocab, host).WithPrefix(dir));
+      held = s.ptdp;
+    }
+    std::vector<float> hf;
+    if (IsLlamaPart(s.layout)) {
+      hf = LlamaPartOf(s, model.heads, host[0]);
+    } else {
+      int64_t n = 1;
+      for (int64_t d : s.hf_shape) n *= d;  // <= the padded tensor: the vocabulary rows trimmed
+      hf = RuntimeToHf(s, model.heads, std::vector<float>(host[0].begin(), host[0].begin() + n));
+    }
     PTDP_RETURN_IF_ERROR(f.Write(hf.data(), hf.size() * sizeof(float)));
   }
   PTDP_RETURN_IF_ERROR(f.Close());
   std::error_code ec;
   std::filesystem::rename(tmp, final_path, ec);
   if (ec) return Status::IoError(tmp + ": cannot rename to " + final_path + ": " + ec.message());
-  PTDP_RETURN_IF_ERROR(
-      WriteFileAtomic(out + "/config.json", HfGpt2ConfigToJson(model).dump(2) + "\n"));
+  const OrderedJson config = llama ? HfLlamaConfigToJson(model) : HfGpt2ConfigToJson(model);
+  PTDP_RETURN_IF_ERROR(WriteFileAtomic(out + "/config.json", config.dump(2) + "\n"));
   PTDP_RETURN_IF_ERROR(FsyncDir(out));
   return Bytes(f.bytes());
 }

@@ -58,9 +58,12 @@ Status LoadHfParams(ParamStore* params, const HfGpt2Folder& f);
 Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Manifest& m,
                             int64_t vocab, std::vector<bool>* verified = nullptr);
 
-// Writes OUT/config.json and OUT/model.safetensors (F32, GPT2LMHeadModel's names, the vocabulary
-// unpadded) from checkpoint `dir` (manifest `m`, verified by the caller). The safetensors file is
-// written under a temporary name, fsynced and renamed. Returns its size.
-Result<Bytes> ExportHfGpt2(const std::string& dir, const Manifest& m, const std::string& out);
+// Writes OUT/config.json and OUT/model.safetensors (F32, the vocabulary unpadded) from checkpoint
+// `dir` (manifest `m`, verified by the caller) in `format`: GPT2LMHeadModel's names (hf_gpt2.h)
+// or LlamaForCausalLM's (hf_llama.h); a model of the other family is refused by name. The
+// safetensors file is written under a temporary name, fsynced and renamed. Returns its size.
+enum class HfFormat { kGpt2, kLlama };
+Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::string& out,
+                       HfFormat format);
 
 }  // namespace ptdp::runtime

@@ -32,7 +32,10 @@
 #   reshard_llama       the Llama-style model (write_plan.sh PTDP_TEST_ARCH=llama): t2 p2 d1 (key
 #                       and value heads, SwiGLU features and the untied output split over t) saves at
 #                       step 3, t1 p1 d2 loads it and saves at step 6, t2 p2 d1 loads that: losses
-#                       within 1e-5 at every hop; `ptdp export --to hf-gpt2` refuses the checkpoint
+#                       within 1e-5 at every hop; `ptdp export --to hf-gpt2` refuses the checkpoint;
+#                       `--to hf-llama` writes LlamaForCausalLM's tensor names and shapes, a
+#                       config.json `ptdp plan --model` reads back as the same model, and a q_proj
+#                       that is the query rows of the checkpoint's QKV (bench/hf checks the logits)
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -202,7 +205,13 @@ case "$case" in
     there_and_back L M "t1 d2 from the t2 p2 checkpoint" "t2 p2 from the t1 d2 checkpoint"
     "$ptdp" export --checkpoint ck2 --to hf-gpt2 hf > export.out 2>&1 && fail "export of a Llama"
     grep -q "is not a GPT-2 (RMSNorm, SwiGLU" export.out || { cat export.out; fail "export's error"; }
-    [ ! -e hf/model.safetensors ] || fail "export wrote a file" ;;
+    [ ! -e hf/model.safetensors ] || fail "export wrote a file"
+    "$ptdp" export --checkpoint ck2 --to hf-llama hfl > export.out 2>&1 || { cat export.out; fail "hf-llama"; }
+    "$ptdp" plan --model hfl/config.json --cluster cpu --gpus 4 --global-batch 16 \
+      --fix tp=2,pp=2,dp=1,mbs=2,schedule=1f1b,recompute=none --software ptdp --out back.json \
+      > back.out 2>&1 || { cat back.out; fail "ptdp plan --model hfl/config.json"; }
+    python3 "$here/check_hf_llama.py" L.json back.json hfl/model.safetensors ck2 \
+      || fail "the hf-llama folder" ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.

@@ -1,0 +1,109 @@
+#include "runtime/checkpoint/hf_llama.h"
+
+#include "kernels/reference/qkv_layout.h"
+
+namespace ptdp::runtime {
+namespace {
+
+constexpr double kRmsNormEpsilon = 1e-5;  // kernels/reference/ops.h kLayerNormEps
+
+}  // namespace
+
+Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return Status::Invalid(what +
+                           " is not a Llama that Hugging Face's LlamaForCausalLM computes: " + why);
+  };
+  if (!m.rmsnorm || !m.swiglu || !m.rotary) {
+    return bad("it needs rmsnorm, swiglu and rotary all true");
+  }
+  if (m.linear_bias || m.qkv_bias) return bad("it has biases (linear_bias or qkv_bias)");
+  if (m.AttnWidth() != m.hidden) return bad("head_dim is not hidden / heads");
+  if (m.qk_norm || m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
+    return bad("it has QK norms, experts, latent attention or prediction depths");
+  }
+  return Status::Ok();
+}
+
+OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
+  OrderedJson j;
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["model_type"] = "llama";
+  j["hidden_act"] = "silu";
+  j["num_hidden_layers"] = m.layers;
+  j["hidden_size"] = m.hidden;
+  j["intermediate_size"] = m.FfnHidden();
+  j["num_attention_heads"] = m.heads;
+  j["num_key_value_heads"] = m.KvHeads();
+  j["head_dim"] = m.HeadDim();
+  j["max_position_embeddings"] = m.seq_len;
+  j["vocab_size"] = m.vocab;
+  j["rms_norm_eps"] = kRmsNormEpsilon;
+  j["rope_theta"] = m.rotary_base;
+  j["rope_scaling"] = nullptr;
+  j["attention_bias"] = false;
+  j["mlp_bias"] = false;
+  // LlamaForCausalLM has no residual dropout: a training-time difference only.
+  j["attention_dropout"] = m.dropout;
+  j["tie_word_embeddings"] = m.tied_embeddings;
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  j["torch_dtype"] = "float32";
+  return j;
+}
+
+std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
+  const int64_t h = m.hidden, f = m.FfnHidden(), V = m.vocab;
+  const int64_t q = int64_t(m.heads) * m.HeadDim(), kv = int64_t(m.KvHeads()) * m.HeadDim();
+  using L = HfLayout;
+  auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
+    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
+  };
+  std::vector<HfTensorSpec> out = {
+      spec("embedding.word", "model.embed_tokens.weight", {V, h}, L::kSame)};
+  for (int l = 0; l < m.layers; ++l) {
+    const std::string p = "layer" + std::to_string(l) + ".";
+    const std::string q_ = "model.layers." + std::to_string(l) + ".";
+    out.push_back(spec(p + "ln1.weight", q_ + "input_layernorm.weight", {h}, L::kSame));
+    out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.q_proj.weight", {q, h}, L::kQProj));
+    out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.k_proj.weight", {kv, h}, L::kKProj));
+    out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.v_proj.weight", {kv, h}, L::kVProj));
+    out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
+    out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
+    out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.gate_proj.weight", {f, h}, L::kGateProj));
+    out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kUpProj));
+    out.push_back(spec(p + "mlp.fc2.weight", q_ + "mlp.down_proj.weight", {h, f}, L::kSame));
+  }
+  out.push_back(spec("final_ln.weight", "model.norm.weight", {h}, L::kSame));
+  if (!m.tied_embeddings) out.push_back(spec("output.weight", "lm_head.weight", {V, h}, L::kSame));
+  return out;
+}
+
+std::vector<float> LlamaPartOf(const HfTensorSpec& s, int64_t heads, const std::vector<float>& rt) {
+  const int64_t rows = s.hf_shape[0], cols = s.hf_shape[1];
+  const int64_t rt_rows = int64_t(rt.size()) / cols;
+  std::vector<float> hf(size_t(rows * cols));
+  auto copy_row = [&](int64_t to, int64_t from) {
+    std::copy(rt.begin() + from * cols, rt.begin() + (from + 1) * cols, hf.begin() + to * cols);
+  };
+  if (s.layout == HfLayout::kGateProj || s.layout == HfLayout::kUpProj) {
+    const int64_t odd = s.layout == HfLayout::kUpProj ? 1 : 0;  // fc1 rows [f][2]
+    for (int64_t i = 0; i < rows; ++i) copy_row(i, 2 * i + odd);
+    return hf;
+  }
+  // qkv rows (a + 2 kv) D: the query part has a D rows, the key and value parts kv D each.
+  const int64_t d = s.layout == HfLayout::kQProj ? rows / heads : (rt_rows - 2 * rows) / heads;
+  const int64_t kv = (rt_rows / d - heads) / 2;
+  const kernels::QkvLayout row{heads, d, heads / kv};
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t head = r / d, e = r % d;
+    int64_t from = 0;
+    if (s.layout == HfLayout::kQProj) from = row.Q(head) + e;
+    if (s.layout == HfLayout::kKProj) from = row.KvOf(head) + e;
+    if (s.layout == HfLayout::kVProj) from = row.KvOf(head) + d + e;
+    copy_row(r, from);
+  }
+  return hf;
+}
+
+}  // namespace ptdp::runtime

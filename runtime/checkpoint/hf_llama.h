@@ -1,0 +1,48 @@
+// Hugging Face Llama folders as `ptdp export --to hf-llama` writes them (docs/llama.md):
+// config.json and model.safetensors for transformers' LlamaForCausalLM, from a checkpoint of a
+// Llama-style model. Pure functions over values, like hf_gpt2.h; the file writing is param_io.h
+// ExportHf's.
+//
+// The mapping (every HF name whole, "model." included):
+//   model.embed_tokens.weight [V, h]              embedding.word (vocabulary rows unpadded)
+//   model.layers.L.input_layernorm.weight         layerL.ln1.weight
+//   model.layers.L.self_attn.{q,k,v}_proj.weight  the query, key and value rows of
+//                                                 layerL.attn.qkv.weight ([kv][group + 2][D] rows,
+//                                                 kernels/reference/qkv_layout.h)
+//   model.layers.L.self_attn.o_proj.weight        layerL.attn.proj.weight
+//   model.layers.L.post_attention_layernorm.weight layerL.ln2.weight
+//   model.layers.L.mlp.{gate,up}_proj.weight      the even and odd rows of layerL.mlp.fc1.weight
+//   model.layers.L.mlp.down_proj.weight           layerL.mlp.fc2.weight
+//   model.norm.weight                             final_ln.weight
+//   lm_head.weight [V, h]                         output.weight (untied models only)
+// Both rotate q and k in halves (rotate_half) by position * rope_theta^(-2e/d), norm with
+// rms_norm_eps 1e-5 and gate with SiLU, so LlamaForCausalLM computes ptdp's logits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+#include "core/model.h"
+#include "core/status.h"
+#include "runtime/checkpoint/hf_gpt2.h"
+
+namespace ptdp::runtime {
+
+// Ok when LlamaForCausalLM computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU and
+// rotary embeddings, no biases, head dim hidden / heads, no QK norm, experts, latent attention
+// or prediction depths; else one error `what` + ": ..." naming what differs.
+Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what);
+
+// The config.json for `m` (max_position_embeddings = m.seq_len).
+OrderedJson HfLlamaConfigToJson(const ModelSpec& m);
+
+// Every HF tensor of the model, in LlamaForCausalLM's order.
+std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m);
+
+// The part `s` (kQProj, kKProj, kVProj, kGateProj, kUpProj) of the runtime global tensor `rt`
+// (qkv.weight, or fc1.weight), in HF's row-major [rows][h]; `heads` of the model.
+std::vector<float> LlamaPartOf(const HfTensorSpec& s, int64_t heads, const std::vector<float>& rt);
+
+}  // namespace ptdp::runtime
