@@ -254,6 +254,12 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   m->kv_heads = m->heads;  // transformers' default when num_key_value_heads is absent
   r.Optional("num_key_value_heads", &m->kv_heads);
   r.Optional("rope_theta", &m->rotary_base);
+  // transformers 5 writes RoPE's theta inside rope_parameters (with its rope_type).
+  if (const Json* rp = r.Child("rope_parameters", false); rp && rp->is_object()) {
+    if (auto t = rp->find("rope_theta"); t != rp->end() && t->is_number()) {
+      m->rotary_base = t->get<double>();
+    }
+  }
   r.Optional("attention_dropout", &m->dropout);
   // transformers' default is tied for Llama and Mistral only when the file says so.
   m->tied_embeddings = false;

@@ -86,13 +86,13 @@ Status RunForward(const ForwardArgs& a) {
   ModelSpec model;
   std::string source;
   runtime::Manifest manifest;
-  std::optional<runtime::HfGpt2Folder> hf;
+  std::optional<runtime::HfFolder> hf;
   if (!a.checkpoint.empty()) {
     PTDP_ASSIGN_OR_RETURN(source, runtime::ResolveCheckpoint(a.checkpoint, "ptdp forward"));
     PTDP_ASSIGN_OR_RETURN(manifest, runtime::ReadManifest(source));
     model = manifest.model;
   } else {
-    PTDP_ASSIGN_OR_RETURN(auto f, runtime::HfGpt2Folder::Open(a.hf));
+    PTDP_ASSIGN_OR_RETURN(auto f, runtime::HfFolder::Open(a.hf));
     hf.emplace(std::move(f));
     source = a.hf;
     model = hf->config().model;
@@ -172,7 +172,8 @@ void RegisterForward(CLI::App& app, int* exit_code) {
       "forward", "The model's forward in one process: logits and next-token loss of sequences");
   static ForwardArgs a;
   cmd->add_option("--checkpoint", a.checkpoint, "a checkpoint or a folder of them");
-  cmd->add_option("--hf", a.hf, "a Hugging Face GPT-2 folder (config.json, model.safetensors)");
+  cmd->add_option("--hf", a.hf,
+                  "a Hugging Face GPT-2 or Llama folder (config.json, model.safetensors)");
   cmd->add_option("--tokens", a.tokens, "token file: whole sequences of --seq-len + 1 tokens");
   cmd->add_option("--data", a.data, "token file: the batch `ptdp train` reads at --step");
   cmd->add_option("--step", a.step, "with --data: the training step (1-based)");

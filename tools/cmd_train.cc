@@ -31,7 +31,7 @@ struct TrainArgs {
   std::string plan, data, log, trace, backend = "cpu", memory_limit;
   std::string dump_params, expect_params, expect_losses;
   std::string save, load;  // checkpoints (docs/checkpoints.md)
-  std::string init_from;   // a Hugging Face GPT-2 folder (docs/checkpoints.md)
+  std::string init_from;   // a Hugging Face GPT-2 or Llama folder (docs/checkpoints.md)
   std::string fake_hosts;  // tests: the host of each rank, in place of gethostname
   int64_t save_every = 0;
   int64_t stop_at = 0;  // stop (and save) after this step, as a pre-empted job would; 0: --steps
@@ -346,8 +346,8 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
     PTDP_RETURN_IF_ERROR(trainer->InitFromHf(a.init_from));  // agreed
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (root) {
-      std::printf("initialised from the Hugging Face GPT-2 folder %s in %.3f s\n",
-                  a.init_from.c_str(), s);
+      std::printf("initialised from the Hugging Face folder %s in %.3f s\n", a.init_from.c_str(),
+                  s);
     }
   }
   *agreed_failure = false;
@@ -401,8 +401,8 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
 }  // namespace
 
 void RegisterTrain(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("train",
-                                 "Train a plan's model with PTD-P (run under mpirun -np tp*cp*pp*dp)");
+  auto* cmd = app.add_subcommand(
+      "train", "Train a plan's model with PTD-P (run under mpirun -np tp*cp*pp*dp)");
   static TrainArgs a;
   cmd->add_option("--plan", a.plan, "plan file (ptdp plan --out)")->required();
   cmd->add_option("--data", a.data, "token file (ptdp tokenize)")->required();
@@ -478,9 +478,10 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--load", a.load,
                   "resume from a checkpoint: DIR/step-NNNNNNNN, a folder of them (the newest "
                   "valid), or 'latest' (the newest under --save; none yet: start from step 1)");
-  cmd->add_option("--init-from", a.init_from,
-                  "start from a Hugging Face GPT-2 folder (config.json, model.safetensors; e.g. "
-                  "ptdp export's), its model the plan's; ignored when --load resumes a checkpoint");
+  cmd->add_option(
+      "--init-from", a.init_from,
+      "start from a Hugging Face GPT-2 or Llama folder (config.json, model.safetensors; e.g. "
+      "ptdp export's), its model the plan's; ignored when --load resumes a checkpoint");
   cmd->add_option("--fake-hosts", a.fake_hosts,
                   "tests: comma-separated host of each rank, in place of gethostname (placement "
                   "check, docs/launch.md)");

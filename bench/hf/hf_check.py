@@ -2,8 +2,10 @@
 """transformers' side of bench/hf/hf_check.sh (docs/checkpoints.md "Hugging Face GPT-2").
 
   hf_check.py random OUT --layers L --hidden H --heads A --positions N --vocab V [--inner F] [--untied]
-      a GPT2LMHeadModel with every parameter drawn at random (biases and LayerNorm included, so
-      that a misplaced bias or a permuted head shows), saved with save_pretrained(safe_serialization)
+                     [--llama --kv-heads K [--rope-theta T]]
+      a GPT2LMHeadModel (or a LlamaForCausalLM) with every parameter drawn at random (biases and
+      norms included, so that a misplaced bias or a permuted head shows), saved with
+      save_pretrained(safe_serialization)
   hf_check.py compare HFDIR BATCH SEQ_LEN LOGITS [--loss NAME=VALUE ...] [--logit-tol T] [--loss-tol R]
       AutoModelForCausalLM.from_pretrained(HFDIR) (GPT2LMHeadModel or LlamaForCausalLM, as its
       config.json says) in fp32, eval mode, on the inputs of BATCH (a ptdp
@@ -17,7 +19,8 @@ import sys
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+                          LlamaForCausalLM)
 
 
 def read_tokens(path):
@@ -29,7 +32,29 @@ def read_tokens(path):
     return np.frombuffer(b[24:24 + count * width], dtype=dt).astype(np.int64)
 
 
+def random_llama(a):
+    cfg = LlamaConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                      num_key_value_heads=a.kv_heads, intermediate_size=a.inner,
+                      max_position_embeddings=a.positions, vocab_size=a.vocab,
+                      rms_norm_eps=1e-5, rope_theta=a.rope_theta, tie_word_embeddings=not a.untied,
+                      attention_dropout=0.0, bos_token_id=a.vocab - 1, eos_token_id=a.vocab - 1)
+    torch.manual_seed(a.seed)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.1 * torch.randn_like(p))
+    model.save_pretrained(a.out, safe_serialization=True)
+    print(f"random LlamaForCausalLM ({sum(p.numel() for p in model.parameters())} parameters, "
+          f"{a.heads} heads over {a.kv_heads}, rope_theta {a.rope_theta:g}, tied {not a.untied}) "
+          f"saved to {a.out}")
+
+
 def random_model(a):
+    if a.llama:
+        return random_llama(a)
     cfg = GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_positions=a.positions,
                      vocab_size=a.vocab, n_inner=a.inner, activation_function="gelu_new",
                      layer_norm_epsilon=1e-5, tie_word_embeddings=not a.untied,
@@ -93,6 +118,9 @@ def main():
         r.add_argument("--" + k, type=int, required=True)
     r.add_argument("--inner", type=int, default=None)
     r.add_argument("--untied", action="store_true")
+    r.add_argument("--llama", action="store_true")  # a LlamaForCausalLM (--inner: its MLP)
+    r.add_argument("--kv-heads", type=int, default=0)
+    r.add_argument("--rope-theta", type=float, default=10000.0)
     r.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("compare")
     c.add_argument("hfdir")

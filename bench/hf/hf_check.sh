@@ -15,6 +15,9 @@
 #                 heads, SwiGLU, no biases, untied) trained 20 steps at t2 p2, exported with
 #                 `--to hf-llama`: LlamaForCausalLM's logits against `ptdp forward --checkpoint`'s
 #                 within 1e-4, its loss against ptdp's (docs/llama.md)
+#   6. llama-init a random LlamaForCausalLM (6 query heads over 2 key/value heads, rope_theta
+#                 500000, every weight and norm random) trained by ptdp from its folder at t1 p1 and
+#                 t2 p2: first-step losses against transformers' loss, `ptdp forward --hf`'s logits
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -133,6 +136,26 @@ train 4 llama --steps 20 --lr 3e-3 --save ck-llama
 cat fwd-llama.out
 check "$py" "$here/hf_check.py" compare exported-llama batch-llama.bin 64 ptdp-llama.bin \
   --loss "ptdp-forward=$(forward_loss fwd-llama.out)"
+
+echo "== 6. llama-init: a random LlamaForCausalLM trained by ptdp from its folder"
+"$py" "$here/hf_check.py" random random-llama --llama --layers 2 --hidden 96 --heads 6 \
+  --kv-heads 2 --positions 64 --vocab 257 --inner 160 --untied --rope-theta 500000 |
+  tee -a summary.txt || die "making the random Llama"
+arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
+           "rotary_base": 500000'
+plan one-llama 1 1 2 96 6 32 257 0.0 160 false
+plan tp-llama 2 2 2 96 6 32 257 0.0 160 false
+arch=
+train 1 one-llama --steps 2 --init-from random-llama --log one-llama.jsonl
+train 4 tp-llama --steps 2 --init-from random-llama --log tp-llama.jsonl
+"$ptdp" forward --hf random-llama --data data.bin --step 1 --global-batch 8 --seq-len 32 \
+  --out ptdp-llama-init.bin --batch-out batch-llama-init.bin > fwd-llama-init.out 2>&1 ||
+  { cat fwd-llama-init.out; die "ptdp forward --hf (llama)"; }
+cat fwd-llama-init.out
+check "$py" "$here/hf_check.py" compare random-llama batch-llama-init.bin 32 ptdp-llama-init.bin \
+  --loss "train-t1p1-step1=$(first_loss one-llama.jsonl)" \
+  --loss "train-t2p2-step1=$(first_loss tp-llama.jsonl)" \
+  --loss "ptdp-forward=$(forward_loss fwd-llama-init.out)"
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -228,6 +228,18 @@ std::vector<HfTensorSpec> HfGpt2Tensors(const ModelSpec& m, int64_t n_positions)
   return out;
 }
 
+Status CheckHfTensorEntry(const StTensor& t, const HfTensorSpec& s, const std::string& source) {
+  if (!IsFloatDType(t.dtype)) {
+    return Status::Invalid(source + ": tensor '" + t.name + "': dtype " + t.dtype +
+                           " is not a floating-point type (F32, F16, BF16, F64)");
+  }
+  if (t.shape != s.hf_shape) {
+    return Status::Invalid(source + ": tensor '" + t.name + "' has shape " + ShapeText(t.shape) +
+                           ", config.json needs " + ShapeText(s.hf_shape));
+  }
+  return Status::Ok();
+}
+
 std::string HfFileName(const HfTensorSpec& s) {
   return s.hf == "lm_head.weight" || !s.gpt2_prefix ? s.hf : kPrefix + s.hf;
 }
@@ -256,14 +268,7 @@ Result<std::map<std::string, StTensor>> MatchHfGpt2Header(const StHeader& h, con
                              prev->second + "')");
     }
     seen_as[base] = t.name;
-    if (!IsFloatDType(t.dtype)) {
-      return Status::Invalid(source + ": tensor '" + t.name + "': dtype " + t.dtype +
-                             " is not a floating-point type (F32, F16, BF16, F64)");
-    }
-    if (t.shape != s.hf_shape) {
-      return Status::Invalid(source + ": tensor '" + t.name + "' has shape " + ShapeText(t.shape) +
-                             ", config.json needs " + ShapeText(s.hf_shape));
-    }
+    PTDP_RETURN_IF_ERROR(CheckHfTensorEntry(t, s, source));
     out[s.ptdp] = t;
   }
   for (const auto& s : specs) {

@@ -35,9 +35,10 @@ namespace ptdp::runtime {
 // config.json is a few hundred bytes; anything near this is not one.
 inline constexpr int64_t kMaxHfConfigBytes = int64_t(1) << 20;
 
+// A Hugging Face config.json as the runtime reads it (GPT-2's here, Llama's in hf_llama.h).
 struct HfGpt2Config {
   ModelSpec model;          // seq_len = n_positions
-  int64_t n_positions = 0;  // rows of wpe
+  int64_t n_positions = 0;  // rows of wpe (Llama: max_position_embeddings)
 };
 
 // Checks a parsed config.json (`source` names the file in errors: "<source>: <field>: <reason>").
@@ -79,6 +80,9 @@ std::string HfFileName(const HfTensorSpec& s);
 // ptdp name.
 Result<std::map<std::string, StTensor>> MatchHfGpt2Header(const StHeader& h, const HfGpt2Config& c,
                                                           const std::string& source);
+
+// A header entry against its spec: a float dtype (F32, F16, BF16, F64) and the spec's shape.
+Status CheckHfTensorEntry(const StTensor& t, const HfTensorSpec& s, const std::string& source);
 
 // Raw little-endian values of `dtype` (F32, F16, BF16, F64) as floats; false for another dtype or
 // a size that is not a whole number of elements.

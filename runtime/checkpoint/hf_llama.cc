@@ -1,5 +1,6 @@
 #include "runtime/checkpoint/hf_llama.h"
 
+#include "core/hf_config.h"
 #include "kernels/reference/qkv_layout.h"
 
 namespace ptdp::runtime {
@@ -79,31 +80,98 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
   return out;
 }
 
-std::vector<float> LlamaPartOf(const HfTensorSpec& s, int64_t heads, const std::vector<float>& rt) {
-  const int64_t rows = s.hf_shape[0], cols = s.hf_shape[1];
-  const int64_t rt_rows = int64_t(rt.size()) / cols;
-  std::vector<float> hf(size_t(rows * cols));
-  auto copy_row = [&](int64_t to, int64_t from) {
-    std::copy(rt.begin() + from * cols, rt.begin() + (from + 1) * cols, hf.begin() + to * cols);
-  };
-  if (s.layout == HfLayout::kGateProj || s.layout == HfLayout::kUpProj) {
-    const int64_t odd = s.layout == HfLayout::kUpProj ? 1 : 0;  // fc1 rows [f][2]
-    for (int64_t i = 0; i < rows; ++i) copy_row(i, 2 * i + odd);
-    return hf;
-  }
+namespace {
+
+// The runtime row (of qkv.weight or fc1.weight, `rt_rows` rows) that HF row r of part s is.
+int64_t RuntimeRowOf(const HfTensorSpec& s, int64_t heads, int64_t rt_rows, int64_t r) {
+  const int64_t rows = s.hf_shape[0];
+  if (s.layout == HfLayout::kGateProj) return 2 * r;  // fc1 rows [f][2]
+  if (s.layout == HfLayout::kUpProj) return 2 * r + 1;
   // qkv rows (a + 2 kv) D: the query part has a D rows, the key and value parts kv D each.
   const int64_t d = s.layout == HfLayout::kQProj ? rows / heads : (rt_rows - 2 * rows) / heads;
   const int64_t kv = (rt_rows / d - heads) / 2;
   const kernels::QkvLayout row{heads, d, heads / kv};
+  const int64_t head = r / d, e = r % d;
+  if (s.layout == HfLayout::kQProj) return row.Q(head) + e;
+  if (s.layout == HfLayout::kKProj) return row.KvOf(head) + e;
+  return row.KvOf(head) + d + e;  // kVProj
+}
+
+}  // namespace
+
+std::vector<float> LlamaPartOf(const HfTensorSpec& s, int64_t heads, const std::vector<float>& rt) {
+  const int64_t rows = s.hf_shape[0], cols = s.hf_shape[1], rt_rows = int64_t(rt.size()) / cols;
+  std::vector<float> hf(size_t(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t head = r / d, e = r % d;
-    int64_t from = 0;
-    if (s.layout == HfLayout::kQProj) from = row.Q(head) + e;
-    if (s.layout == HfLayout::kKProj) from = row.KvOf(head) + e;
-    if (s.layout == HfLayout::kVProj) from = row.KvOf(head) + d + e;
-    copy_row(r, from);
+    const auto from = rt.begin() + RuntimeRowOf(s, heads, rt_rows, r) * cols;
+    std::copy(from, from + cols, hf.begin() + r * cols);
   }
   return hf;
+}
+
+void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float>& hf,
+                   std::vector<float>* rt) {
+  const int64_t rows = s.hf_shape[0], cols = s.hf_shape[1], rt_rows = int64_t(rt->size()) / cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(hf.begin() + r * cols, hf.begin() + (r + 1) * cols,
+              rt->begin() + RuntimeRowOf(s, heads, rt_rows, r) * cols);
+  }
+}
+
+Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& source) {
+  auto bad = [&](const std::string& key, const std::string& why) {
+    return Status::Invalid(source + ": " + key + ": " + why);
+  };
+  if (!j.is_object() || j.value("model_type", "") != "llama") {
+    return bad("model_type", "not \"llama\"");
+  }
+  PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
+  const auto eps = j.find("rms_norm_eps");
+  if (eps == j.end() || !eps->is_number() || eps->get<double>() != kRmsNormEpsilon) {
+    return bad("rms_norm_eps",
+               (eps == j.end() ? std::string("absent (LlamaConfig's 1e-06)") : eps->dump()) +
+                   " is not supported: ptdp's RMSNorm uses 1e-05");
+  }
+  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
+    return bad("rope_scaling", rs->dump() + " is not supported: ptdp's rotation is unscaled");
+  }
+  if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
+    if (rp->value("rope_type", "default") != "default") {
+      return bad("rope_parameters.rope_type",
+                 rp->value("rope_type", "") + " is not supported: ptdp's rotation is unscaled");
+    }
+  }
+  PTDP_RETURN_IF_ERROR(CheckHfLlamaExportable(m, source + ": the model"));
+  return HfGpt2Config{m, m.seq_len};
+}
+
+Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, const ModelSpec& m,
+                                                           const std::string& source) {
+  std::map<std::string, const HfTensorSpec*> by_hf;
+  const std::vector<HfTensorSpec> specs = HfLlamaTensors(m);
+  for (const auto& s : specs) by_hf[s.hf] = &s;
+  std::map<std::string, StTensor> out;
+  const std::string inv_freq = ".rotary_emb.inv_freq";  // a buffer older files carry
+  for (const StTensor& t : h.tensors) {
+    auto it = by_hf.find(t.name);
+    if (it == by_hf.end()) {
+      const bool buffer =
+          t.name.size() > inv_freq.size() &&
+          t.name.compare(t.name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
+      if (buffer || (t.name == "lm_head.weight" && m.tied_embeddings)) continue;
+      return Status::Invalid(source + ": tensor '" + t.name +
+                             "' is not a parameter of the Llama model config.json describes");
+    }
+    if (out.count(t.name) > 0) {
+      return Status::Invalid(source + ": tensor '" + t.name + "' appears twice");
+    }
+    PTDP_RETURN_IF_ERROR(CheckHfTensorEntry(t, *it->second, source));
+    out[t.name] = t;
+  }
+  for (const auto& s : specs) {
+    if (out.count(s.hf) == 0) return Status::Invalid(source + ": missing tensor '" + s.hf + "'");
+  }
+  return out;
 }
 
 }  // namespace ptdp::runtime

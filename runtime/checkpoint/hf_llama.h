@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,5 +45,18 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m);
 // The part `s` (kQProj, kKProj, kVProj, kGateProj, kUpProj) of the runtime global tensor `rt`
 // (qkv.weight, or fc1.weight), in HF's row-major [rows][h]; `heads` of the model.
 std::vector<float> LlamaPartOf(const HfTensorSpec& s, int64_t heads, const std::vector<float>& rt);
+// The inverse: writes the part's rows into `rt`, which holds the whole runtime tensor.
+void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float>& hf,
+                   std::vector<float>* rt);
+
+// Reading a folder (`ptdp train --init-from`, `ptdp forward --hf`). The config through
+// core/hf_config.h (model_type "llama"), then what LlamaForCausalLM must also say for ptdp to
+// compute it: rms_norm_eps 1e-5, no rope_scaling and a "default" rope_type, and
+// CheckHfLlamaExportable's architecture; one error naming the field otherwise.
+Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& source);
+// Every tensor of HfLlamaTensors present once with its shape and a float dtype, by HF name;
+// rotary inv_freq buffers and, with tied embeddings, lm_head.weight skipped; any other refused.
+Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, const ModelSpec& m,
+                                                           const std::string& source);
 
 }  // namespace ptdp::runtime

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "core/checked.h"
 #include "core/shapes.h"
 #include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/pieces.h"
@@ -63,23 +64,29 @@ Status Mismatch(const std::string& source, const std::string& hf_key, int64_t hf
 
 }  // namespace
 
-Result<HfGpt2Folder> HfGpt2Folder::Open(const std::string& dir) {
-  HfGpt2Folder f;
+Result<HfFolder> HfFolder::Open(const std::string& dir) {
+  HfFolder f;
   f.dir_ = dir;
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     return Status::NotFound(dir +
-                            ": not a folder (a Hugging Face GPT-2 folder holds config.json "
-                            "and model.safetensors)");
+                            ": not a folder (a Hugging Face GPT-2 or Llama folder holds "
+                            "config.json and model.safetensors)");
   }
   const std::string config = dir + "/config.json";
   if (!std::filesystem::exists(config, ec)) {
     return Status::NotFound(config +
-                            ": missing (a Hugging Face GPT-2 folder holds config.json "
-                            "and model.safetensors)");
+                            ": missing (a Hugging Face GPT-2 or Llama folder holds "
+                            "config.json and model.safetensors)");
   }
   PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(config, kMaxHfConfigBytes));
-  PTDP_ASSIGN_OR_RETURN(f.config_, HfGpt2ConfigFromJson(j, config));
+  // model_type "llama": hf_llama.h; anything else is read as GPT-2 (which names what it refuses).
+  f.llama_ = j.is_object() && j.value("model_type", "") == "llama";
+  if (f.llama_) {
+    PTDP_ASSIGN_OR_RETURN(f.config_, HfLlamaConfigFromJson(j, config));
+  } else {
+    PTDP_ASSIGN_OR_RETURN(f.config_, HfGpt2ConfigFromJson(j, config));
+  }
   f.file_ = dir + "/model.safetensors";
   if (!std::filesystem::exists(f.file_, ec)) {
     std::string why = "missing";
@@ -104,42 +111,59 @@ Result<HfGpt2Folder> HfGpt2Folder::Open(const std::string& dir) {
     }
   }
   PTDP_ASSIGN_OR_RETURN(StHeader h, ParseSafetensorsHeader(prefix, f.file_bytes_, f.file_));
-  PTDP_ASSIGN_OR_RETURN(f.tensors_, MatchHfGpt2Header(h, f.config_, f.file_));
   f.data_start_ = h.data_start;
+  if (f.llama_) {
+    PTDP_ASSIGN_OR_RETURN(f.tensors_, MatchHfLlamaHeader(h, f.config_.model, f.file_));
+    for (auto& s : HfLlamaTensors(f.config_.model)) f.specs_.emplace(s.ptdp, std::move(s));
+    return f;
+  }
+  PTDP_ASSIGN_OR_RETURN(auto by_ptdp, MatchHfGpt2Header(h, f.config_, f.file_));
   for (auto& s : HfGpt2Tensors(f.config_.model, f.config_.n_positions)) {
-    const std::string name = s.ptdp;
-    f.specs_.emplace(name, std::move(s));
+    f.tensors_[s.hf] = by_ptdp.at(s.ptdp);
+    f.specs_.emplace(s.ptdp, std::move(s));
   }
   return f;
 }
 
-Result<std::vector<float>> HfGpt2Folder::Read(const std::string& ptdp_name) const {
+Result<std::vector<float>> HfFolder::Read(const std::string& ptdp_name) const {
   const std::string name = InitKeyName(ptdp_name);  // the tied copy is the embedding
-  auto t = tensors_.find(name);
-  auto s = specs_.find(name);
-  if (t == tensors_.end() || s == specs_.end()) {
-    return Status::Invalid(file_ + ": holds no tensor for '" + ptdp_name + "'");
+  const auto [first, last] = specs_.equal_range(name);
+  if (first == last) return Status::Invalid(file_ + ": holds no tensor for '" + ptdp_name + "'");
+  // Llama's QKV and fc1 are assembled from their parts (q, k, v; gate, up), whose sizes add up to
+  // the runtime tensor's.
+  std::vector<std::vector<float>> parts;
+  size_t total = 0;
+  for (auto it = first; it != last; ++it) {
+    PTDP_ASSIGN_OR_RETURN(std::vector<float> hf, ReadHf(tensors_.at(it->second.hf)));
+    if (!IsLlamaPart(it->second.layout)) return HfToRuntime(it->second, config_.model.heads, hf);
+    total += hf.size();
+    parts.push_back(std::move(hf));
   }
+  std::vector<float> rt(total);
+  auto it = first;
+  for (const auto& hf : parts) LlamaPartInto((it++)->second, config_.model.heads, hf, &rt);
+  return rt;
+}
+
+Result<std::vector<float>> HfFolder::ReadHf(const StTensor& t) const {
   ReadFd fd;
   PTDP_ASSIGN_OR_RETURN(const int64_t size, fd.Open(file_));
   if (size != file_bytes_) {
     return Status::Invalid(file_ + ": changed size while being read");
   }
-  std::string bytes(size_t(t->second.end - t->second.begin), '\0');
-  PTDP_RETURN_IF_ERROR(
-      fd.ReadAt(data_start_ + t->second.begin, int64_t(bytes.size()), bytes.data()));
+  std::string bytes(size_t(t.end - t.begin), '\0');
+  PTDP_RETURN_IF_ERROR(fd.ReadAt(data_start_ + t.begin, int64_t(bytes.size()), bytes.data()));
   std::vector<float> hf;
-  if (!DecodeFloats(t->second.dtype, bytes.data(), int64_t(bytes.size()), &hf)) {
-    return Status::Invalid(file_ + ": tensor '" + t->second.name + "': cannot decode " +
-                           t->second.dtype);
+  if (!DecodeFloats(t.dtype, bytes.data(), int64_t(bytes.size()), &hf)) {
+    return Status::Invalid(file_ + ": tensor '" + t.name + "': cannot decode " + t.dtype);
   }
   for (size_t i = 0; i < hf.size(); ++i) {
     if (!std::isfinite(hf[i])) {
-      return Status::Invalid(file_ + ": tensor '" + t->second.name +
+      return Status::Invalid(file_ + ": tensor '" + t.name +
                              "' holds a non-finite value at element " + std::to_string(i));
     }
   }
-  return HfToRuntime(s->second, config_.model.heads, hf);
+  return hf;
 }
 
 namespace {
@@ -157,8 +181,20 @@ Status RequireGpt2(const ModelSpec& m, const std::string& what) {
 
 Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
                            const std::string& source) {
-  PTDP_RETURN_IF_ERROR(RequireGpt2(plan, source + ": the plan's model " + plan.name));
   const ModelSpec& m = c.model;
+  const std::string what = source + ": the plan's model " + plan.name;
+  if (m.IsGpt()) {
+    PTDP_RETURN_IF_ERROR(RequireGpt2(plan, what));
+  } else {  // a Llama folder (HfLlamaConfigFromJson checked its own architecture)
+    PTDP_RETURN_IF_ERROR(CheckHfLlamaExportable(plan, what));
+    if (m.KvHeads() != plan.KvHeads()) {
+      return Mismatch(source, "num_key_value_heads", m.KvHeads(), "kv_heads", plan.KvHeads());
+    }
+    if (m.rotary_base != plan.rotary_base) {
+      return Status::Invalid(source + ": rope_theta is " + FormatDouble(m.rotary_base) +
+                             ", the plan's model.rotary_base is " + FormatDouble(plan.rotary_base));
+    }
+  }
   if (m.layers != plan.layers) return Mismatch(source, "n_layer", m.layers, "layers", plan.layers);
   if (m.hidden != plan.hidden) return Mismatch(source, "n_embd", m.hidden, "hidden", plan.hidden);
   if (m.heads != plan.heads) return Mismatch(source, "n_head", m.heads, "heads", plan.heads);
@@ -178,7 +214,7 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
   return Status::Ok();
 }
 
-Status LoadHfParams(ParamStore* params, const HfGpt2Folder& f) {
+Status LoadHfParams(ParamStore* params, const HfFolder& f) {
   std::vector<float> host;
   for (int i = 0; i < static_cast<int>(params->entries().size()); ++i) {
     const ParamTensor& p = params->entries()[i].spec;

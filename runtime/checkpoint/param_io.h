@@ -16,40 +16,48 @@
 
 namespace ptdp::runtime {
 
-// A Hugging Face GPT-2 folder, DIR/config.json and DIR/model.safetensors, opened and checked: the
-// config (hf_gpt2.h HfGpt2ConfigFromJson, at most kMaxHfConfigBytes) and the safetensors header
-// (safetensors.h ParseSafetensorsHeader, then MatchHfGpt2Header against the config). Tensor data
-// is read only when asked for, one tensor at a time. Errors name the file and the reason.
-class HfGpt2Folder {
+// A Hugging Face GPT-2 or Llama folder, DIR/config.json and DIR/model.safetensors, opened and
+// checked: the config (at most kMaxHfConfigBytes; model_type "llama": hf_llama.h
+// HfLlamaConfigFromJson, else hf_gpt2.h HfGpt2ConfigFromJson) and the safetensors header
+// (safetensors.h ParseSafetensorsHeader, then MatchHfLlamaHeader or MatchHfGpt2Header against the
+// config). Tensor data is read only when asked for, one tensor at a time. Errors name the file and
+// the reason.
+class HfFolder {
  public:
-  static Result<HfGpt2Folder> Open(const std::string& dir);
+  static Result<HfFolder> Open(const std::string& dir);
   const HfGpt2Config& config() const { return config_; }
   const std::string& dir() const { return dir_; }
   int64_t file_bytes() const { return file_bytes_; }
-  // The runtime's view (hf_gpt2.h HfToRuntime) of the tensor that becomes `ptdp_name` (a global
-  // name; output.word_copy reads embedding.word): unpadded vocabulary rows, wpe's n_positions
-  // rows. A non-finite value is an error naming the tensor.
+  // The runtime's view (hf_gpt2.h HfToRuntime; Llama's QKV and fc1 assembled from their parts,
+  // hf_llama.h LlamaPartInto) of the tensor that becomes `ptdp_name` (a global name;
+  // output.word_copy reads embedding.word): unpadded vocabulary rows, wpe's n_positions rows. A
+  // non-finite value is an error naming the tensor.
   Result<std::vector<float>> Read(const std::string& ptdp_name) const;
 
  private:
+  // One HF tensor's values as floats, checked finite.
+  Result<std::vector<float>> ReadHf(const StTensor& t) const;
+
   std::string dir_, file_;
   int64_t file_bytes_ = 0;
   int64_t data_start_ = 0;
+  bool llama_ = false;
   HfGpt2Config config_;
-  std::map<std::string, StTensor> tensors_;    // by ptdp name
-  std::map<std::string, HfTensorSpec> specs_;  // by ptdp name
+  std::map<std::string, StTensor> tensors_;         // by the spec's hf name
+  std::multimap<std::string, HfTensorSpec> specs_;  // by ptdp name (Llama: parts share one)
 };
 
-// Whether the folder holds the plan's model: layers, hidden, heads, ffn_hidden, vocab and tied
-// embeddings equal, and the plan's seq_len at most n_positions (the first seq_len rows of wpe are
-// used). `source` names config.json in errors.
+// Whether the folder holds the plan's model: the same family (a GPT-2 folder for a GPT, a Llama
+// one for a Llama: key/value heads and rotary base equal too), layers, hidden, heads, ffn_hidden,
+// vocab and tied embeddings equal, and the plan's seq_len at most n_positions (the first seq_len
+// rows of wpe are used). `source` names config.json in errors.
 Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan, const std::string& source);
 
 // Sets the fp32 master weights (and the compute copy) of every tensor `params` holds from the
 // folder. Adam's moments are left as they are (zero in a new store, kRandom or
 // kWeightsLoadFollows); vocabulary padding rows keep their initial values. Reads only the tensors
 // this rank holds.
-Status LoadHfParams(ParamStore* params, const HfGpt2Folder& f);
+Status LoadHfParams(ParamStore* params, const HfFolder& f);
 
 // Sets the master weights and Adam moments of every tensor `params` holds from checkpoint `dir`
 // (manifest `m`), whatever layout wrote it (pieces.h AssembleLocal). `vocab`: the unpadded

@@ -4,7 +4,7 @@
 // checksums, writes the manifest, and publishes the folder once every rank has agreed that its
 // file is complete. The load: world rank 0 picks and verifies the checkpoint, then every rank
 // assembles its own blocks from whichever pieces overlap them (any writing layout). --init-from:
-// every rank reads its tensors from a Hugging Face GPT-2 folder (runtime/checkpoint/param_io.h).
+// every rank reads its tensors from a Hugging Face GPT-2 or Llama folder (runtime/checkpoint/param_io.h).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -200,7 +200,7 @@ Status Trainer::LoadParams(const std::string& dir, const Manifest& m) {
 Status Trainer::InitFromHf(const std::string& dir) {
   // Every rank checks the folder (config.json and the safetensors header are small) and reads
   // only the tensors it holds; the lowest rank's error is every rank's.
-  auto f = HfGpt2Folder::Open(dir);
+  auto f = HfFolder::Open(dir);
   Status check = f.status();
   if (check.ok()) check = CheckHfMatchesModel(f->config(), model_, dir + "/config.json");
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, check.WithPrefix("--init-from")));

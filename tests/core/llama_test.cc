@@ -56,6 +56,17 @@ Result<ModelSpec> Parse(const std::string& text) {
   return ModelFromJson(Json::parse(text), "model");
 }
 
+// transformers 5 writes RoPE's theta inside rope_parameters: read from there too.
+TEST(Llama, RopeThetaInsideRopeParameters) {
+  std::string text = kLlama3_8b;
+  const std::string old_key = "\"rope_theta\": 500000.0,";
+  text.replace(text.find(old_key), old_key.size(),
+               "\"rope_parameters\": {\"rope_theta\": 250000.0, \"rope_type\": \"default\"},");
+  auto m = Parse(text);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->rotary_base, 250000);
+}
+
 TEST(Llama, HuggingFaceConfigsGiveThePublishedCounts) {
   auto llama = Parse(kLlama3_8b);
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();

@@ -35,7 +35,9 @@
 #                       within 1e-5 at every hop; `ptdp export --to hf-gpt2` refuses the checkpoint;
 #                       `--to hf-llama` writes LlamaForCausalLM's tensor names and shapes, a
 #                       config.json `ptdp plan --model` reads back as the same model, and a q_proj
-#                       that is the query rows of the checkpoint's QKV (bench/hf checks the logits)
+#                       that is the query rows of the checkpoint's QKV (bench/hf checks the logits);
+#                       `--init-from` that folder at t2 p2 (--lr 0), saved and exported again:
+#                       byte-identical; the folder with rms_norm_eps 1e-6 refused by name
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -211,7 +213,16 @@ case "$case" in
       --fix tp=2,pp=2,dp=1,mbs=2,schedule=1f1b,recompute=none --software ptdp --out back.json \
       > back.out 2>&1 || { cat back.out; fail "ptdp plan --model hfl/config.json"; }
     python3 "$here/check_hf_llama.py" L.json back.json hfl/model.safetensors ck2 \
-      || fail "the hf-llama folder" ;;
+      || fail "the hf-llama folder"
+    STEPS=1 train L --init-from hfl --lr 0 --min-lr 0 --save ck3 || { cat L.out; fail "init-from hfl"; }
+    "$ptdp" export --checkpoint ck3 --to hf-llama hfl2 > export.out 2>&1 || { cat export.out; fail "export 2"; }
+    cmp hfl/model.safetensors hfl2/model.safetensors || fail "model.safetensors differs after the round trip"
+    cmp hfl/config.json hfl2/config.json || fail "config.json differs after the round trip"
+    echo "hf-llama -> init-from (t2 p2) -> save -> hf-llama: byte-identical"
+    sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e-06/' hfl2/config.json
+    STEPS=1 train L --init-from hfl2 && fail "a folder with rms_norm_eps 1e-06 was read"
+    grep -q "error: --init-from: hfl2/config.json: rms_norm_eps: 1e-06 is not supported" L.out \
+      || { cat L.out; fail "rms_norm_eps's error" ; } ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }
     # A save killed before its rename, and a folder that lost its manifest.

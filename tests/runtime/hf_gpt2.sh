@@ -68,7 +68,7 @@ case "$case" in
       grep -q '"n_inner": 96' hf/config.json || fail "config.json: n_inner"
     fi
     train 4 tp --steps 1 --init-from hf --lr 0 --min-lr 0 --save ck2 || { cat tp.out; fail "t2p2 run"; }
-    grep -q "initialised from the Hugging Face GPT-2 folder hf" tp.out || fail "no init line"
+    grep -q "initialised from the Hugging Face folder hf" tp.out || fail "no init line"
     "$ptdp" export --checkpoint ck2 --to hf-gpt2 hf2 > export2.out 2>&1 || { cat export2.out; fail "export 2"; }
     cmp hf/model.safetensors hf2/model.safetensors || fail "model.safetensors differs after the round trip"
     cmp hf/config.json hf2/config.json || fail "config.json differs after the round trip"

@@ -201,7 +201,7 @@ TEST(HfGpt2, DecodesHalfPrecision) {
 
 // A folder on disk with value(tensor k, element i) = k + i / 1e4, in F32: read into a store of
 // t = 2, tensor rank 1, every element lands at its converted global position.
-TEST(HfGpt2Folder, LoadsIntoATensorParallelStore) {
+TEST(HfFolder, LoadsIntoATensorParallelStore) {
   const ModelSpec m = Small();
   const std::string dir = ::testing::TempDir() + "/hf_gpt2_folder";
   std::filesystem::remove_all(dir);
@@ -219,7 +219,7 @@ TEST(HfGpt2Folder, LoadsIntoATensorParallelStore) {
     hf_values[specs[k].ptdp] = v;
   }
   { std::ofstream(dir + "/model.safetensors", std::ios::binary) << file; }
-  auto f = HfGpt2Folder::Open(dir);
+  auto f = HfFolder::Open(dir);
   ASSERT_TRUE(f.ok()) << f.status().message();
   EXPECT_TRUE(CheckHfMatchesModel(f->config(), m, "c").ok());
   ModelSpec longer = m;
