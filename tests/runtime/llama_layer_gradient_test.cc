@@ -111,7 +111,9 @@ void LlamaLayerCase(double dropout, bool fused, bool split) {
   LayerCtx backward = c;
   if (split) backward.defer_weight_grads = &queue;
   ASSERT_TRUE(LayerBackward(backward, p.W(), g.G(), 1, &st, C(r), M(dx)).ok());
-  if (split) ASSERT_TRUE(RunDeferredWeightGrads(backward, &queue).ok());
+  if (split) {
+    ASSERT_TRUE(RunDeferredWeightGrads(backward, &queue).ok());
+  }
   CheckGrad("x", x, dx, objective);
   CheckGrad("ln1.weight", p.ln1_w, g.ln1_w, objective);
   CheckGrad("qkv.weight", p.qkv_w, g.qkv_w, objective);
@@ -196,7 +198,9 @@ TEST(LlamaKernels, RotaryTurnsQueriesAndKeysAndInverts) {
       EXPECT_NEAR(norm(turned, base + row.Q(hh)), norm(qkv, base + row.Q(hh)), 1e-12);
       for (int64_t e = 0; e < r.d; ++e) {
         EXPECT_EQ(turned[base + row.V(hh) + e], qkv[base + row.V(hh) + e]);  // values stay
-        if (pos == 0) EXPECT_NEAR(turned[base + row.K(hh) + e], qkv[base + row.K(hh) + e], 1e-15);
+        if (pos == 0) {
+          EXPECT_NEAR(turned[base + row.K(hh) + e], qkv[base + row.K(hh) + e], 1e-15);
+        }
         if (pos > 0 && std::abs(turned[base + row.K(hh) + e] - qkv[base + row.K(hh) + e]) > 1e-3) {
           moved = true;
         }

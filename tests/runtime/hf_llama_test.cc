@@ -1,0 +1,130 @@
+// Hugging Face Llama folders (runtime/checkpoint/hf_llama.h): the row split of QKV and fc1 and its
+// inverse, config.json read back (and each field that would change the maths refused by name), and
+// the safetensors header matched against the config. transformers' own check is make hf-check.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <numeric>
+
+#include "runtime/checkpoint/hf_llama.h"
+#include "runtime/checkpoint/safetensors.h"
+
+namespace ptdp::runtime {
+namespace {
+
+// 6 query heads of 4 over 2 key/value heads (group 3), SwiGLU of 10, untied.
+ModelSpec SmallLlamaModel() {
+  ModelSpec m;
+  m.name = "small-llama";
+  m.layers = 2;
+  m.hidden = 24;
+  m.heads = 6;
+  m.kv_heads = 2;
+  m.ffn_hidden = 10;
+  m.seq_len = 8;
+  m.vocab = 13;
+  m.rmsnorm = m.swiglu = m.rotary = true;
+  m.linear_bias = false;
+  m.tied_embeddings = false;
+  m.rotary_base = 500000;
+  return m;
+}
+
+// Every part of QKV and fc1 taken out and put back gives the runtime tensor again, and the
+// parts of one tensor cover it exactly once.
+TEST(HfLlama, PartsSplitAndReassembleTheRuntimeRows) {
+  const ModelSpec m = SmallLlamaModel();
+  for (const char* name : {"layer0.attn.qkv.weight", "layer0.mlp.fc1.weight"}) {
+    std::vector<HfTensorSpec> parts;
+    for (const auto& s : HfLlamaTensors(m)) {
+      if (s.ptdp == name) parts.push_back(s);
+    }
+    ASSERT_GE(parts.size(), 2u) << name;
+    int64_t rows = 0;
+    for (const auto& s : parts) rows += s.hf_shape[0];
+    std::vector<float> rt(size_t(rows * m.hidden));
+    std::iota(rt.begin(), rt.end(), 0.0f);
+    std::vector<float> back(rt.size(), -1.0f);
+    for (const auto& s : parts) LlamaPartInto(s, m.heads, LlamaPartOf(s, m.heads, rt), &back);
+    EXPECT_EQ(back, rt) << name;
+  }
+  // q_proj's head 4 (group 1, its second query) is runtime row block 1 * (3 + 2) + 1.
+  for (const auto& s : HfLlamaTensors(m)) {
+    if (s.layout != HfLayout::kQProj || s.hf.find("layers.0.") == std::string::npos) continue;
+    std::vector<float> rt(size_t(10 * 4 * m.hidden));
+    std::iota(rt.begin(), rt.end(), 0.0f);
+    const std::vector<float> q = LlamaPartOf(s, m.heads, rt);
+    EXPECT_EQ(q[size_t(4 * 4 * m.hidden)], rt[size_t((1 * 5 + 1) * 4 * m.hidden)]);
+  }
+}
+
+std::string LlamaConfigError(const std::function<void(Json&)>& edit) {
+  Json j = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
+  edit(j);
+  auto c = HfLlamaConfigFromJson(j, "cfg.json");
+  return c.ok() ? "ok" : c.status().message();
+}
+
+TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
+  Json j = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
+  auto c = HfLlamaConfigFromJson(j, "cfg.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model.KvHeads(), 2);
+  EXPECT_EQ(c->model.rotary_base, 500000);
+  EXPECT_EQ(c->model.FfnHidden(), 10);
+  EXPECT_FALSE(c->model.tied_embeddings);
+  EXPECT_EQ(c->n_positions, 8);
+  EXPECT_EQ(LlamaConfigError([](Json&) {}), "ok");
+  EXPECT_EQ(LlamaConfigError([](Json& x) { x.erase("rms_norm_eps"); }),
+            "cfg.json: rms_norm_eps: absent (LlamaConfig's 1e-06) is not supported: ptdp's "
+            "RMSNorm uses 1e-05");
+  EXPECT_EQ(LlamaConfigError([](Json& x) {
+              x["rope_scaling"] = {{"rope_type", "llama3"}};
+            }),
+            "cfg.json: rope_scaling: {\"rope_type\":\"llama3\"} is not supported: ptdp's rotation "
+            "is unscaled");
+  EXPECT_EQ(LlamaConfigError([](Json& x) {
+              x["rope_parameters"] = {{"rope_theta", 1e4}, {"rope_type", "yarn"}};
+            }),
+            "cfg.json: rope_parameters.rope_type: yarn is not supported: ptdp's rotation is "
+            "unscaled");
+  EXPECT_NE(LlamaConfigError([](Json& x) { x["attention_bias"] = true; }).find("attention_bias"),
+            std::string::npos);
+  EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
+            "cfg.json: model_type: not \"llama\"");
+}
+
+std::string LlamaMatch(const std::function<void(std::vector<StTensor>&)>& edit) {
+  const ModelSpec m = SmallLlamaModel();
+  std::vector<StTensor> t;
+  for (const auto& s : HfLlamaTensors(m)) t.push_back({HfFileName(s), "F32", s.hf_shape});
+  edit(t);
+  const std::string header = EncodeSafetensorsHeader(&t, {{"format", "pt"}});
+  auto h = ParseSafetensorsHeader(header, int64_t(header.size()) + (t.empty() ? 0 : t.back().end),
+                                  "m.st");
+  if (!h.ok()) return h.status().message();
+  auto r = MatchHfLlamaHeader(*h, m, "m.st");
+  return r.ok() ? "ok" : r.status().message();
+}
+
+TEST(HfLlama, HeaderMatchesAgainstTheConfig) {
+  EXPECT_EQ(LlamaMatch([](auto&) {}), "ok");
+  EXPECT_EQ(LlamaMatch([](auto& t) {
+              t.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", "F32", {2}});
+            }),
+            "ok");  // an old file's buffer
+  EXPECT_EQ(LlamaMatch([](auto& t) { t.pop_back(); }), "m.st: missing tensor 'lm_head.weight'");
+  EXPECT_EQ(LlamaMatch([](auto& t) {
+              t.push_back({"model.layers.0.mlp.extra", "F32", {2}});
+            }),
+            "m.st: tensor 'model.layers.0.mlp.extra' is not a parameter of the Llama model "
+            "config.json describes");
+  EXPECT_EQ(LlamaMatch([](auto& t) {
+              t[2].shape = {8, 24};
+            }),
+            "m.st: tensor 'model.layers.0.self_attn.q_proj.weight' has shape [8, 24], config.json "
+            "needs [24, 24]");
+}
+
+}  // namespace
+}  // namespace ptdp::runtime
