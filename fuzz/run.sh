@@ -14,7 +14,7 @@ build=${1:?usage: fuzz/run.sh BUILD_DIR SECONDS [NAME...]}
 seconds=${2:?usage: fuzz/run.sh BUILD_DIR SECONDS [NAME...]}
 shift 2
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(model cluster plan program fix token_file checkpoint hf_gpt2)
+[ ${#names[@]} -gt 0 ] || names=(model cluster plan program fix token_file checkpoint hf_gpt2 hf_llama)
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # FUZZ_JOBS (default 1) fuzzers run at a time: each is one single-threaded process, so on an idle
@@ -31,7 +31,7 @@ fuzz_one() {  # NAME: runs one fuzzer, its exit status in fuzz-work/NAME/rc
   rm -f "$work/rc"
   # Scratch files of the harnesses that read a path (cluster, token_file): in memory where possible.
   tmp=$(mktemp -d "${PTDP_FUZZ_TMP:-$([ -w /dev/shm ] && echo /dev/shm || echo "$work")}/ptdp-fuzz-XXXXXX")
-  case $name in model | cluster | plan | program | checkpoint | hf_gpt2) dict=(-dict="$here/json.dict") ;; esac
+  case $name in model | cluster | plan | program | checkpoint | hf_gpt2 | hf_llama) dict=(-dict="$here/json.dict") ;; esac
   TMPDIR=$tmp "$build/fuzz/fuzz_$name" -max_total_time="$seconds" -print_final_stats=1 -timeout=5 \
     -rss_limit_mb=2048 -malloc_limit_mb=1024 -artifact_prefix="$work/artifacts/" "${dict[@]}" \
     "$work/corpus" "$here/corpus/$name" >"$work/log" 2>&1
