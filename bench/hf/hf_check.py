@@ -46,7 +46,7 @@ def random_llama(a):
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             else:
                 p.copy_(0.1 * torch.randn_like(p))
-    model.save_pretrained(a.out, safe_serialization=True)
+    model.save_pretrained(a.out, safe_serialization=True, max_shard_size=a.max_shard_size)
     print(f"random LlamaForCausalLM ({sum(p.numel() for p in model.parameters())} parameters, "
           f"{a.heads} heads over {a.kv_heads}, rope_theta {a.rope_theta:g}, tied {not a.untied}) "
           f"saved to {a.out}")
@@ -121,6 +121,7 @@ def main():
     r.add_argument("--llama", action="store_true")  # a LlamaForCausalLM (--inner: its MLP)
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)
+    r.add_argument("--max-shard-size", default="5GB")  # small: model.safetensors.index.json
     r.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("compare")
     c.add_argument("hfdir")

@@ -16,8 +16,9 @@
 #                 `--to hf-llama`: LlamaForCausalLM's logits against `ptdp forward --checkpoint`'s
 #                 within 1e-4, its loss against ptdp's (docs/llama.md)
 #   6. llama-init a random LlamaForCausalLM (6 query heads over 2 key/value heads, rope_theta
-#                 500000, every weight and norm random) trained by ptdp from its folder at t1 p1 and
-#                 t2 p2: first-step losses against transformers' loss, `ptdp forward --hf`'s logits
+#                 500000, every weight and norm random; saved in 400 KB shards with their
+#                 model.safetensors.index.json) trained by ptdp from its folder at t1 p1 and t2 p2:
+#                 first-step losses against transformers' loss, `ptdp forward --hf`'s logits
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -139,8 +140,10 @@ check "$py" "$here/hf_check.py" compare exported-llama batch-llama.bin 64 ptdp-l
 
 echo "== 6. llama-init: a random LlamaForCausalLM trained by ptdp from its folder"
 "$py" "$here/hf_check.py" random random-llama --llama --layers 2 --hidden 96 --heads 6 \
-  --kv-heads 2 --positions 64 --vocab 257 --inner 160 --untied --rope-theta 500000 |
+  --kv-heads 2 --positions 64 --vocab 257 --inner 160 --untied --rope-theta 500000 \
+  --max-shard-size 400KB |
   tee -a summary.txt || die "making the random Llama"
+ls random-llama
 arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
            "rotary_base": 500000'
 plan one-llama 1 1 2 96 6 32 257 0.0 160 false

@@ -87,37 +87,13 @@ Result<HfFolder> HfFolder::Open(const std::string& dir) {
   } else {
     PTDP_ASSIGN_OR_RETURN(f.config_, HfGpt2ConfigFromJson(j, config));
   }
-  f.file_ = dir + "/model.safetensors";
-  if (!std::filesystem::exists(f.file_, ec)) {
-    std::string why = "missing";
-    if (std::filesystem::exists(dir + "/model.safetensors.index.json", ec)) {
-      why += " (sharded safetensors files are not read yet: one model.safetensors)";
-    } else if (std::filesystem::exists(dir + "/pytorch_model.bin", ec)) {
-      why += " (pytorch_model.bin is not read: save with safe_serialization=True)";
-    }
-    return Status::NotFound(f.file_ + ": " + why);
-  }
-  ReadFd fd;
-  PTDP_ASSIGN_OR_RETURN(f.file_bytes_, fd.Open(f.file_));
-  // The 8-byte length, then the header it announces (bounded before anything is allocated).
-  std::string prefix(size_t(std::min<int64_t>(8, f.file_bytes_)), '\0');
-  PTDP_RETURN_IF_ERROR(fd.ReadAt(0, int64_t(prefix.size()), prefix.data()));
-  if (prefix.size() == 8) {
-    uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(prefix[i])) << (8 * i);
-    if (n <= uint64_t(kMaxSafetensorsHeader) && int64_t(n) <= f.file_bytes_ - 8) {
-      prefix.resize(size_t(8 + n));
-      PTDP_RETURN_IF_ERROR(fd.ReadAt(8, int64_t(n), prefix.data() + 8));
-    }
-  }
-  PTDP_ASSIGN_OR_RETURN(StHeader h, ParseSafetensorsHeader(prefix, f.file_bytes_, f.file_));
-  f.data_start_ = h.data_start;
+  PTDP_ASSIGN_OR_RETURN(StHeader h, f.OpenFiles());
   if (f.llama_) {
-    PTDP_ASSIGN_OR_RETURN(f.tensors_, MatchHfLlamaHeader(h, f.config_.model, f.file_));
+    PTDP_ASSIGN_OR_RETURN(f.tensors_, MatchHfLlamaHeader(h, f.config_.model, f.source_));
     for (auto& s : HfLlamaTensors(f.config_.model)) f.specs_.emplace(s.ptdp, std::move(s));
     return f;
   }
-  PTDP_ASSIGN_OR_RETURN(auto by_ptdp, MatchHfGpt2Header(h, f.config_, f.file_));
+  PTDP_ASSIGN_OR_RETURN(auto by_ptdp, MatchHfGpt2Header(h, f.config_, f.source_));
   for (auto& s : HfGpt2Tensors(f.config_.model, f.config_.n_positions)) {
     f.tensors_[s.hf] = by_ptdp.at(s.ptdp);
     f.specs_.emplace(s.ptdp, std::move(s));
@@ -125,10 +101,100 @@ Result<HfFolder> HfFolder::Open(const std::string& dir) {
   return f;
 }
 
+namespace {
+
+// A safetensors file's size and header: the 8-byte length, then the header it announces (bounded
+// before anything is allocated).
+Result<std::pair<int64_t, StHeader>> ReadSafetensorsHeader(const std::string& path) {
+  ReadFd fd;
+  PTDP_ASSIGN_OR_RETURN(const int64_t bytes, fd.Open(path));
+  std::string prefix(size_t(std::min<int64_t>(8, bytes)), '\0');
+  PTDP_RETURN_IF_ERROR(fd.ReadAt(0, int64_t(prefix.size()), prefix.data()));
+  if (prefix.size() == 8) {
+    uint64_t n = 0;
+    for (int i = 0; i < 8; ++i) n |= uint64_t(static_cast<unsigned char>(prefix[i])) << (8 * i);
+    if (n <= uint64_t(kMaxSafetensorsHeader) && int64_t(n) <= bytes - 8) {
+      prefix.resize(size_t(8 + n));
+      PTDP_RETURN_IF_ERROR(fd.ReadAt(8, int64_t(n), prefix.data() + 8));
+    }
+  }
+  PTDP_ASSIGN_OR_RETURN(StHeader h, ParseSafetensorsHeader(prefix, bytes, path));
+  return std::make_pair(bytes, std::move(h));
+}
+
+// model.safetensors.index.json's weight_map: tensor name -> a file of the folder (a plain name).
+Result<std::map<std::string, std::string>> ReadShardIndex(const std::string& path) {
+  PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(path, int64_t(16) << 20));
+  const auto map = j.is_object() ? j.find("weight_map") : j.end();
+  if (!j.is_object() || map == j.end() || !map->is_object() || map->empty()) {
+    return Status::Invalid(path + ": weight_map: missing or empty (an object of tensor -> file)");
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [name, file] : map->items()) {
+    if (!file.is_string() || file.get<std::string>().empty() ||
+        file.get<std::string>().find('/') != std::string::npos ||
+        file.get<std::string>().rfind("..", 0) == 0) {
+      return Status::Invalid(path + ": weight_map: '" + name + "': " + file.dump() +
+                             " is not a file name of the folder");
+    }
+    out[name] = file.get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<StHeader> HfFolder::OpenFiles() {
+  std::error_code ec;
+  const std::string single = dir_ + "/model.safetensors";
+  const std::string index = dir_ + "/model.safetensors.index.json";
+  if (std::filesystem::exists(single, ec)) {
+    source_ = single;
+    PTDP_ASSIGN_OR_RETURN(auto opened, ReadSafetensorsHeader(single));
+    files_.push_back({single, opened.first, opened.second.data_start});
+    for (const auto& t : opened.second.tensors) file_of_[t.name] = 0;
+    return std::move(opened.second);
+  }
+  if (!std::filesystem::exists(index, ec)) {
+    std::string why = "missing (and no model.safetensors.index.json of shards)";
+    if (std::filesystem::exists(dir_ + "/pytorch_model.bin", ec)) {
+      why += "; pytorch_model.bin is not read: save with safe_serialization=True";
+    }
+    return Status::NotFound(single + ": " + why);
+  }
+  // Shards: every file the index names, each tensor in the file the index says, once.
+  source_ = index;
+  PTDP_ASSIGN_OR_RETURN(const auto weight_map, ReadShardIndex(index));
+  std::map<std::string, int> file_index;
+  for (const auto& [name, file] : weight_map) file_index.emplace(file, 0);
+  StHeader merged;
+  for (auto& [file, idx] : file_index) {
+    idx = static_cast<int>(files_.size());
+    const std::string path = dir_ + "/" + file;
+    PTDP_ASSIGN_OR_RETURN(auto opened, ReadSafetensorsHeader(path));
+    files_.push_back({path, opened.first, opened.second.data_start});
+    for (auto& t : opened.second.tensors) {
+      const auto listed = weight_map.find(t.name);
+      if (listed == weight_map.end() || listed->second != file) {
+        return Status::Invalid(path + ": tensor '" + t.name + "' is not listed for this file in " +
+                               index);
+      }
+      file_of_[t.name] = idx;
+      merged.tensors.push_back(std::move(t));
+    }
+  }
+  for (const auto& [name, file] : weight_map) {
+    if (file_of_.count(name) == 0) {
+      return Status::Invalid(index + ": tensor '" + name + "' is not in " + file);
+    }
+  }
+  return merged;
+}
+
 Result<std::vector<float>> HfFolder::Read(const std::string& ptdp_name) const {
   const std::string name = InitKeyName(ptdp_name);  // the tied copy is the embedding
   const auto [first, last] = specs_.equal_range(name);
-  if (first == last) return Status::Invalid(file_ + ": holds no tensor for '" + ptdp_name + "'");
+  if (first == last) return Status::Invalid(source_ + ": holds no tensor for '" + ptdp_name + "'");
   // Llama's QKV and fc1 are assembled from their parts (q, k, v; gate, up), whose sizes add up to
   // the runtime tensor's.
   std::vector<std::vector<float>> parts;
@@ -146,20 +212,19 @@ Result<std::vector<float>> HfFolder::Read(const std::string& ptdp_name) const {
 }
 
 Result<std::vector<float>> HfFolder::ReadHf(const StTensor& t) const {
+  const File& file = files_.at(size_t(file_of_.at(t.name)));
   ReadFd fd;
-  PTDP_ASSIGN_OR_RETURN(const int64_t size, fd.Open(file_));
-  if (size != file_bytes_) {
-    return Status::Invalid(file_ + ": changed size while being read");
-  }
+  PTDP_ASSIGN_OR_RETURN(const int64_t size, fd.Open(file.path));
+  if (size != file.bytes) return Status::Invalid(file.path + ": changed size while being read");
   std::string bytes(size_t(t.end - t.begin), '\0');
-  PTDP_RETURN_IF_ERROR(fd.ReadAt(data_start_ + t.begin, int64_t(bytes.size()), bytes.data()));
+  PTDP_RETURN_IF_ERROR(fd.ReadAt(file.data_start + t.begin, int64_t(bytes.size()), bytes.data()));
   std::vector<float> hf;
   if (!DecodeFloats(t.dtype, bytes.data(), int64_t(bytes.size()), &hf)) {
-    return Status::Invalid(file_ + ": tensor '" + t.name + "': cannot decode " + t.dtype);
+    return Status::Invalid(file.path + ": tensor '" + t.name + "': cannot decode " + t.dtype);
   }
   for (size_t i = 0; i < hf.size(); ++i) {
     if (!std::isfinite(hf[i])) {
-      return Status::Invalid(file_ + ": tensor '" + t.name +
+      return Status::Invalid(file.path + ": tensor '" + t.name +
                              "' holds a non-finite value at element " + std::to_string(i));
     }
   }

@@ -24,10 +24,11 @@ namespace ptdp::runtime {
 // the reason.
 class HfFolder {
  public:
+  // model.safetensors, or the shards model.safetensors.index.json names (its weight_map; every
+  // tensor in the file it names, once).
   static Result<HfFolder> Open(const std::string& dir);
   const HfGpt2Config& config() const { return config_; }
   const std::string& dir() const { return dir_; }
-  int64_t file_bytes() const { return file_bytes_; }
   // The runtime's view (hf_gpt2.h HfToRuntime; Llama's QKV and fc1 assembled from their parts,
   // hf_llama.h LlamaPartInto) of the tensor that becomes `ptdp_name` (a global name;
   // output.word_copy reads embedding.word): unpadded vocabulary rows, wpe's n_positions rows. A
@@ -37,10 +38,18 @@ class HfFolder {
  private:
   // One HF tensor's values as floats, checked finite.
   Result<std::vector<float>> ReadHf(const StTensor& t) const;
+  // Opens the one file or the shards; their tensors as one header (offsets per file).
+  Result<StHeader> OpenFiles();
 
-  std::string dir_, file_;
-  int64_t file_bytes_ = 0;
-  int64_t data_start_ = 0;
+  struct File {
+    std::string path;
+    int64_t bytes = 0;       // the size when opened (a file that changes is refused)
+    int64_t data_start = 0;  // its data section's offset
+  };
+  std::string dir_;
+  std::string source_;  // model.safetensors, or the shards' index: what errors name
+  std::vector<File> files_;
+  std::map<std::string, int> file_of_;  // a tensor's name as its file has it -> files_ index
   bool llama_ = false;
   HfGpt2Config config_;
   std::map<std::string, StTensor> tensors_;         // by the spec's hf name

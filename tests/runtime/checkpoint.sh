@@ -37,7 +37,9 @@
 #                       config.json `ptdp plan --model` reads back as the same model, and a q_proj
 #                       that is the query rows of the checkpoint's QKV (bench/hf checks the logits);
 #                       `--init-from` that folder at t2 p2 (--lr 0), saved and exported again:
-#                       byte-identical; the folder with rms_norm_eps 1e-6 refused by name
+#                       byte-identical; the same from the folder split into 3 shards
+#                       (model.safetensors.index.json); a shard index naming the wrong file for a
+#                       tensor and the folder with rms_norm_eps 1e-6 refused by name
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -219,6 +221,15 @@ case "$case" in
     cmp hfl/model.safetensors hfl2/model.safetensors || fail "model.safetensors differs after the round trip"
     cmp hfl/config.json hfl2/config.json || fail "config.json differs after the round trip"
     echo "hf-llama -> init-from (t2 p2) -> save -> hf-llama: byte-identical"
+    python3 "$here/shard_safetensors.py" hfl hfs 3 || fail "sharding the folder"
+    STEPS=1 train L --init-from hfs --lr 0 --min-lr 0 --save ck4 || { cat L.out; fail "init-from shards"; }
+    "$ptdp" export --checkpoint ck4 --to hf-llama hfl3 > export.out 2>&1 || { cat export.out; fail "export 3"; }
+    cmp hfl/model.safetensors hfl3/model.safetensors || fail "the shards' round trip differs"
+    echo "3 shards -> init-from (t2 p2) -> save -> hf-llama: byte-identical"
+    python3 "$here/shard_safetensors.py" hfl hfm 3 --misplace model.embed_tokens.weight || fail "misplacing"
+    STEPS=1 train L --init-from hfm && fail "a misplaced shard index was read"
+    grep -q "error: --init-from: hfm/model-00001-of-00003.safetensors: tensor 'model.embed_tokens.weight' is not listed for this file" L.out \
+      || { cat L.out; fail "the misplaced tensor's error"; }
     sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e-06/' hfl2/config.json
     STEPS=1 train L --init-from hfl2 && fail "a folder with rms_norm_eps 1e-06 was read"
     grep -q "error: --init-from: hfl2/config.json: rms_norm_eps: 1e-06 is not supported" L.out \
