@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import torch
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                          LlamaForCausalLM)
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM)
 
 
 def read_tokens(path):
@@ -33,13 +33,17 @@ def read_tokens(path):
 
 
 def random_llama(a):
-    cfg = LlamaConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
-                      num_key_value_heads=a.kv_heads, intermediate_size=a.inner,
-                      max_position_embeddings=a.positions, vocab_size=a.vocab,
-                      rms_norm_eps=1e-5, rope_theta=a.rope_theta, tie_word_embeddings=not a.untied,
-                      attention_dropout=0.0, bos_token_id=a.vocab - 1, eos_token_id=a.vocab - 1)
+    kw = dict(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+              num_key_value_heads=a.kv_heads, intermediate_size=a.inner,
+              max_position_embeddings=a.positions, vocab_size=a.vocab,
+              rms_norm_eps=1e-5, rope_theta=a.rope_theta, tie_word_embeddings=not a.untied,
+              attention_dropout=0.0, bos_token_id=a.vocab - 1, eos_token_id=a.vocab - 1)
+    if a.mistral:  # Llama's computation without a sliding window
+        cfg, cls = MistralConfig(sliding_window=None, **kw), MistralForCausalLM
+    else:
+        cfg, cls = LlamaConfig(**kw), LlamaForCausalLM
     torch.manual_seed(a.seed)
-    model = LlamaForCausalLM(cfg)
+    model = cls(cfg)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "norm" in name:
@@ -47,13 +51,13 @@ def random_llama(a):
             else:
                 p.copy_(0.1 * torch.randn_like(p))
     model.save_pretrained(a.out, safe_serialization=True, max_shard_size=a.max_shard_size)
-    print(f"random LlamaForCausalLM ({sum(p.numel() for p in model.parameters())} parameters, "
+    print(f"random {cls.__name__} ({sum(p.numel() for p in model.parameters())} parameters, "
           f"{a.heads} heads over {a.kv_heads}, rope_theta {a.rope_theta:g}, tied {not a.untied}) "
           f"saved to {a.out}")
 
 
 def random_model(a):
-    if a.llama:
+    if a.llama or a.mistral:
         return random_llama(a)
     cfg = GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_positions=a.positions,
                      vocab_size=a.vocab, n_inner=a.inner, activation_function="gelu_new",
@@ -119,6 +123,7 @@ def main():
     r.add_argument("--inner", type=int, default=None)
     r.add_argument("--untied", action="store_true")
     r.add_argument("--llama", action="store_true")  # a LlamaForCausalLM (--inner: its MLP)
+    r.add_argument("--mistral", action="store_true")  # a MistralForCausalLM, no sliding window
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)
     r.add_argument("--max-shard-size", default="5GB")  # small: model.safetensors.index.json

@@ -19,6 +19,7 @@
 #                 500000, every weight and norm random; saved in 400 KB shards with their
 #                 model.safetensors.index.json) trained by ptdp from its folder at t1 p1 and t2 p2:
 #                 first-step losses against transformers' loss, `ptdp forward --hf`'s logits
+#   7. mistral-init the same for a random MistralForCausalLM without a sliding window at t2 p2
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -159,6 +160,22 @@ check "$py" "$here/hf_check.py" compare random-llama batch-llama-init.bin 32 ptd
   --loss "train-t1p1-step1=$(first_loss one-llama.jsonl)" \
   --loss "train-t2p2-step1=$(first_loss tp-llama.jsonl)" \
   --loss "ptdp-forward=$(forward_loss fwd-llama-init.out)"
+
+echo "== 7. mistral-init: a random MistralForCausalLM (no sliding window) trained by ptdp"
+"$py" "$here/hf_check.py" random random-mistral --mistral --layers 2 --hidden 64 --heads 4 \
+  --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 |
+  tee -a summary.txt || die "making the random Mistral"
+arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
+           "rotary_base": 1000000'
+plan tp-mistral 2 2 2 64 4 32 257 0.0 112 false
+arch=
+train 4 tp-mistral --steps 2 --init-from random-mistral --log tp-mistral.jsonl
+"$ptdp" forward --hf random-mistral --data data.bin --step 1 --global-batch 8 --seq-len 32 \
+  --out ptdp-mistral.bin --batch-out batch-mistral.bin > fwd-mistral.out 2>&1 ||
+  { cat fwd-mistral.out; die "ptdp forward --hf (mistral)"; }
+check "$py" "$here/hf_check.py" compare random-mistral batch-mistral.bin 32 ptdp-mistral.bin \
+  --loss "train-t2p2-step1=$(first_loss tp-mistral.jsonl)" \
+  --loss "ptdp-forward=$(forward_loss fwd-mistral.out)"
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -122,9 +122,11 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   auto bad = [&](const std::string& key, const std::string& why) {
     return Status::Invalid(source + ": " + key + ": " + why);
   };
-  if (!j.is_object() || j.value("model_type", "") != "llama") {
-    return bad("model_type", "not \"llama\"");
-  }
+  // Mistral is Llama's computation with a sliding window, which core/hf_config.cc refuses unless
+  // it is null; its tensors have Llama's names.
+  const std::string type = j.is_object() ? j.value("model_type", "") : "";
+  if (type != "llama" && type != "mistral")
+    return bad("model_type", "not \"llama\" or \"mistral\"");
   PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
   const auto eps = j.find("rms_norm_eps");
   if (eps == j.end() || !eps->is_number() || eps->get<double>() != kRmsNormEpsilon) {

@@ -50,9 +50,10 @@ void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float
                    std::vector<float>* rt);
 
 // Reading a folder (`ptdp train --init-from`, `ptdp forward --hf`). The config through
-// core/hf_config.h (model_type "llama"), then what LlamaForCausalLM must also say for ptdp to
-// compute it: rms_norm_eps 1e-5, no rope_scaling and a "default" rope_type, and
-// CheckHfLlamaExportable's architecture; one error naming the field otherwise.
+// core/hf_config.h (model_type "llama", or "mistral" without a sliding window), then what
+// LlamaForCausalLM must also say for ptdp to compute it: rms_norm_eps 1e-5, no rope_scaling and a
+// "default" rope_type, and CheckHfLlamaExportable's architecture; one error naming the field
+// otherwise.
 Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& source);
 // Every tensor of HfLlamaTensors present once with its shape and a float dtype, by HF name;
 // rotary inv_freq buffers and, with tied embeddings, lm_head.weight skipped; any other refused.

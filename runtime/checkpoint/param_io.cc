@@ -80,8 +80,10 @@ Result<HfFolder> HfFolder::Open(const std::string& dir) {
                             "config.json and model.safetensors)");
   }
   PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(config, kMaxHfConfigBytes));
-  // model_type "llama": hf_llama.h; anything else is read as GPT-2 (which names what it refuses).
-  f.llama_ = j.is_object() && j.value("model_type", "") == "llama";
+  // model_type "llama" or "mistral": hf_llama.h; anything else is read as GPT-2 (which names what
+  // it refuses).
+  const std::string type = j.is_object() ? j.value("model_type", "") : "";
+  f.llama_ = type == "llama" || type == "mistral";
   if (f.llama_) {
     PTDP_ASSIGN_OR_RETURN(f.config_, HfLlamaConfigFromJson(j, config));
   } else {

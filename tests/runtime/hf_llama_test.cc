@@ -91,7 +91,20 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_NE(LlamaConfigError([](Json& x) { x["attention_bias"] = true; }).find("attention_bias"),
             std::string::npos);
   EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
-            "cfg.json: model_type: not \"llama\"");
+            "cfg.json: model_type: not \"llama\" or \"mistral\"");
+  // Mistral without a window is Llama's computation; with one it is refused by name.
+  EXPECT_EQ(LlamaConfigError([](Json& x) {
+              x["model_type"] = "mistral";
+              x["architectures"] = {"MistralForCausalLM"};
+              x["sliding_window"] = nullptr;
+            }),
+            "ok");
+  EXPECT_NE(LlamaConfigError([](Json& x) {
+              x["model_type"] = "mistral";
+              x["architectures"] = {"MistralForCausalLM"};
+              x["sliding_window"] = 4096;
+            }).find("sliding_window"),
+            std::string::npos);
 }
 
 std::string LlamaMatch(const std::function<void(std::vector<StTensor>&)>& edit) {
