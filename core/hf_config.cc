@@ -57,8 +57,8 @@ const std::set<std::string>& Gpt2IgnoredKeys() {
 // frequencies, no shape or FLOP), Megatron-era tensor-parallel hints, Qwen2's window-layer count
 // (used only with use_sliding_window, refused below).
 const std::set<std::string>& LlamaIgnoredKeys() {
-  static const std::set<std::string> keys = {"rms_norm_eps", "rope_scaling", "pretraining_tp",
-                                             "max_window_layers", "rope_parameters"};
+  static const std::set<std::string> keys = {"rope_scaling", "pretraining_tp", "max_window_layers",
+                                             "rope_parameters"};
   return keys;
 }
 
@@ -254,6 +254,8 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   m->kv_heads = m->heads;  // transformers' default when num_key_value_heads is absent
   r.Optional("num_key_value_heads", &m->kv_heads);
   r.Optional("rope_theta", &m->rotary_base);
+  m->norm_eps = 1e-6;  // transformers' LlamaConfig default when rms_norm_eps is absent
+  r.Optional("rms_norm_eps", &m->norm_eps);
   // transformers 5 writes RoPE's theta inside rope_parameters (with its rope_type).
   if (const Json* rp = r.Child("rope_parameters", false); rp && rp->is_object()) {
     if (auto t = rp->find("rope_theta"); t != rp->end() && t->is_number()) {

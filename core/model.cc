@@ -38,6 +38,12 @@ Status ModelSpec::Validate(const std::string& path) const {
   if (!(std::isfinite(rotary_base) && rotary_base >= 1.0 && rotary_base <= 1e12)) {
     add(CheckRange(at + "rotary_base", rotary_base, 1.0, 1e12));
   }
+  if (!(std::isfinite(norm_eps) && norm_eps >= 1e-12 && norm_eps <= 1e-2)) {
+    add(CheckRange(at + "norm_eps", norm_eps, 1e-12, 1e-2));
+  } else if (!rmsnorm && norm_eps != 1e-5) {
+    add(Status::Invalid(at + "norm_eps: " + FormatDouble(norm_eps) +
+                        " needs rmsnorm (LayerNorm's epsilon is 1e-05)"));
+  }
   range("moe_experts", int64_t(moe_experts), 0, kMaxExperts);
   range("moe_ffn_hidden", moe_ffn_hidden, 0, kMaxFfnHidden);
   if (moe_experts > 0) {
@@ -386,6 +392,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("rmsnorm", &m.rmsnorm);
   r.Optional("rotary", &m.rotary);
   r.Optional("rotary_base", &m.rotary_base);
+  r.Optional("norm_eps", &m.norm_eps);
   r.Optional("linear_bias", &m.linear_bias);
   r.Optional("qkv_bias", &m.qkv_bias);
   r.Optional("head_dim", &m.head_dim);
@@ -428,6 +435,7 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["rmsnorm"] = m.rmsnorm;
   j["rotary"] = m.rotary;
   j["rotary_base"] = m.rotary_base;
+  if (m.norm_eps != 1e-5) j["norm_eps"] = m.norm_eps;  // files without it stay as they were
   j["linear_bias"] = m.linear_bias;
   j["qkv_bias"] = m.qkv_bias;
   if (m.head_dim > 0) j["head_dim"] = m.head_dim;  // files without it stay as they were

@@ -52,8 +52,11 @@ struct ModelSpec {
   bool rmsnorm = false;        // RMSNorm (a weight, no bias, no mean) in place of LayerNorm
   bool rotary = false;         // rotary position embeddings (no learned position table)
   double rotary_base = 10000;  // RoPE's theta (flags only: it changes no shape or FLOP)
-  bool linear_bias = true;     // biases on every Linear
-  bool qkv_bias = false;       // a bias on QKV even without linear_bias (Qwen2)
+  // RMSNorm's epsilon (Hugging Face's rms_norm_eps: Llama 3 and Mistral 1e-5, Qwen2 1e-6); a
+  // LayerNorm model keeps 1e-5 (Validate). No shape or FLOP.
+  double norm_eps = 1e-5;
+  bool linear_bias = true;  // biases on every Linear
+  bool qkv_bias = false;    // a bias on QKV even without linear_bias (Qwen2)
   // Mixture of experts (Megatron-Core's --num-experts, --moe-router-topk, --moe-ffn-hidden-size;
   // Mixtral, Qwen3-MoE): every layer's MLP is moe_experts SwiGLU experts of moe_ffn_hidden, of
   // which a learned router ([E, h], softmax, top-k) sends each token to moe_topk; 0 experts is a
@@ -203,8 +206,8 @@ const std::vector<ModelPreset>& ModelPresets();
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
 // "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
-// "rotary_base", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk",
-// "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
+// "rotary_base", "norm_eps", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts",
+// "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
 // "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora",
 // "mla_q_lora", "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd,
 // n_head, n_positions, vocab_size, n_inner). `path` prefixes error key paths.

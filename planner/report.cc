@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/checked.h"
 #include "core/shapes.h"
 #include "schedule/schedule.h"
 
@@ -301,6 +302,7 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (m.qk_norm) o << " --qk-layernorm";
   if (m.swiglu) o << " --swiglu";
   if (m.rmsnorm) o << " --normalization RMSNorm";
+  if (m.norm_eps != 1e-5) o << " --norm-epsilon " << FormatDouble(m.norm_eps);  // else Megatron's
   if (m.rotary) {
     o << " --position-embedding-type rope --rotary-base " << int64_t(m.rotary_base);
   }

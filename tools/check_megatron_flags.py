@@ -125,6 +125,7 @@ def expected_values(plan):
         # Architecture: a GPT's plan file leaves these keys out (core/model.h defaults).
         ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
         ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),
+        ("--norm-epsilon", "norm_epsilon", float(m.get("norm_eps", 1e-5))),
         ("--position-embedding-type", "position_embedding_type",
          "rope" if m.get("rotary") else "learned_absolute"),
         ("--disable-bias-linear", "add_bias_linear", bool(m.get("linear_bias", True))),

@@ -20,7 +20,8 @@ import sys
 import numpy as np
 import torch
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                          LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM)
 
 
 def read_tokens(path):
@@ -40,6 +41,9 @@ def random_llama(a):
               attention_dropout=0.0, bos_token_id=a.vocab - 1, eos_token_id=a.vocab - 1)
     if a.mistral:  # Llama's computation without a sliding window
         cfg, cls = MistralConfig(sliding_window=None, **kw), MistralForCausalLM
+    elif a.qwen2:  # biases on q, k and v, rms_norm_eps 1e-6
+        kw["rms_norm_eps"] = 1e-6
+        cfg, cls = Qwen2Config(use_sliding_window=False, **kw), Qwen2ForCausalLM
     else:
         cfg, cls = LlamaConfig(**kw), LlamaForCausalLM
     torch.manual_seed(a.seed)
@@ -57,7 +61,7 @@ def random_llama(a):
 
 
 def random_model(a):
-    if a.llama or a.mistral:
+    if a.llama or a.mistral or a.qwen2:
         return random_llama(a)
     cfg = GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_positions=a.positions,
                      vocab_size=a.vocab, n_inner=a.inner, activation_function="gelu_new",
@@ -124,6 +128,7 @@ def main():
     r.add_argument("--untied", action="store_true")
     r.add_argument("--llama", action="store_true")  # a LlamaForCausalLM (--inner: its MLP)
     r.add_argument("--mistral", action="store_true")  # a MistralForCausalLM, no sliding window
+    r.add_argument("--qwen2", action="store_true")  # a Qwen2ForCausalLM (q, k, v biases)
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)
     r.add_argument("--max-shard-size", default="5GB")  # small: model.safetensors.index.json

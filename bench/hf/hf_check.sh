@@ -20,6 +20,7 @@
 #                 model.safetensors.index.json) trained by ptdp from its folder at t1 p1 and t2 p2:
 #                 first-step losses against transformers' loss, `ptdp forward --hf`'s logits
 #   7. mistral-init the same for a random MistralForCausalLM without a sliding window at t2 p2
+#   8. qwen2-init   the same for a random Qwen2ForCausalLM (biases on q, k and v; rms_norm_eps 1e-6)
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -176,6 +177,22 @@ train 4 tp-mistral --steps 2 --init-from random-mistral --log tp-mistral.jsonl
 check "$py" "$here/hf_check.py" compare random-mistral batch-mistral.bin 32 ptdp-mistral.bin \
   --loss "train-t2p2-step1=$(first_loss tp-mistral.jsonl)" \
   --loss "ptdp-forward=$(forward_loss fwd-mistral.out)"
+
+echo "== 8. qwen2-init: a random Qwen2ForCausalLM (q, k, v biases, rms_norm_eps 1e-6) trained by ptdp"
+"$py" "$here/hf_check.py" random random-qwen2 --qwen2 --layers 2 --hidden 64 --heads 4 \
+  --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 |
+  tee -a summary.txt || die "making the random Qwen2"
+arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
+           "qkv_bias": true, "norm_eps": 1e-6, "rotary_base": 1000000'
+plan tp-qwen2 2 2 2 64 4 32 257 0.0 112 false
+arch=
+train 4 tp-qwen2 --steps 2 --init-from random-qwen2 --log tp-qwen2.jsonl
+"$ptdp" forward --hf random-qwen2 --data data.bin --step 1 --global-batch 8 --seq-len 32 \
+  --out ptdp-qwen2.bin --batch-out batch-qwen2.bin > fwd-qwen2.out 2>&1 ||
+  { cat fwd-qwen2.out; die "ptdp forward --hf (qwen2)"; }
+check "$py" "$here/hf_check.py" compare random-qwen2 batch-qwen2.bin 32 ptdp-qwen2.bin \
+  --loss "train-t2p2-step1=$(first_loss tp-qwen2.jsonl)" \
+  --loss "ptdp-forward=$(forward_loss fwd-qwen2.out)"
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

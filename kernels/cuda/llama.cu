@@ -10,12 +10,11 @@
 namespace ptdp::cuda_kernels {
 namespace {
 
-constexpr float kEps = 1e-5f;
 constexpr int kWarpsPerBlock = 8;
 
 template <typename T>
 __global__ void RmsNormFwdWarpPerRow(T* out, float* rstd, const T* x, const T* weight, int64_t n,
-                                     int64_t c) {
+                                     int64_t c, float eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;  // whole warps leave together
@@ -25,7 +24,7 @@ __global__ void RmsNormFwdWarpPerRow(T* out, float* rstd, const T* x, const T* w
     const float v = ToFloat(xr[i]);
     sq += v * v;
   }
-  const float rs = rsqrtf(WarpSum(sq) / static_cast<float>(c) + kEps);
+  const float rs = rsqrtf(WarpSum(sq) / static_cast<float>(c) + eps);
   T* o = out + row * c;
   for (int64_t i = lane; i < c; i += 32)
     o[i] = FromFloat<T>(ToFloat(xr[i]) * rs * ToFloat(weight[i]));
@@ -128,10 +127,11 @@ __global__ void RotaryPairs(T* qkv, RotaryDims r, float sign) {
 
 template <typename T>
 void RmsNormForward(T* out, float* rstd, const T* x, const T* weight, int64_t n, int64_t c,
-                    cudaStream_t stream) {
+                    float eps, cudaStream_t stream) {
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  RmsNormFwdWarpPerRow<T><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(out, rstd, x, weight, n, c);
+  RmsNormFwdWarpPerRow<T>
+      <<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(out, rstd, x, weight, n, c, eps);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -170,12 +170,13 @@ void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse, cudaStream_t str
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
-#define PTDP_INSTANTIATE(T)                                                                        \
-  template void RmsNormForward<T>(T*, float*, const T*, const T*, int64_t, int64_t, cudaStream_t); \
-  template void RmsNormBackward<T>(T*, float*, const T*, const T*, const T*, const float*,         \
-                                   int64_t, int64_t, cudaStream_t);                                \
-  template void SwigluForward<T>(T*, const T*, int64_t, cudaStream_t);                             \
-  template void SwigluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);                  \
+#define PTDP_INSTANTIATE(T)                                                                \
+  template void RmsNormForward<T>(T*, float*, const T*, const T*, int64_t, int64_t, float, \
+                                  cudaStream_t);                                           \
+  template void RmsNormBackward<T>(T*, float*, const T*, const T*, const T*, const float*, \
+                                   int64_t, int64_t, cudaStream_t);                        \
+  template void SwigluForward<T>(T*, const T*, int64_t, cudaStream_t);                     \
+  template void SwigluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);          \
   template void RotaryEmbedding<T>(T*, const RotaryDims&, bool, cudaStream_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(bf16)

@@ -36,11 +36,11 @@ void LayerNormBackward(T* dx, float* dweight, float* dbias, const T* dout, const
                        cudaStream_t stream);
 
 // ---- Llama-style layers (kernels/cuda/llama.cu; twins of kernels/reference/llama_ops.cc) ------
-// RMSNorm (eps 1e-5), one warp per row: out = x rstd weight, rstd[N] saved; the backward
-// overwrites dx and accumulates dweight[C] (fp32).
+// RMSNorm (eps: ModelSpec::norm_eps), one warp per row: out = x rstd weight, rstd[N] saved; the
+// backward overwrites dx and accumulates dweight[C] (fp32).
 template <typename T>
 void RmsNormForward(T* out, float* rstd, const T* x, const T* weight, int64_t n, int64_t c,
-                    cudaStream_t stream);
+                    float eps, cudaStream_t stream);
 template <typename T>
 void RmsNormBackward(T* dx, float* dweight, const T* dout, const T* x, const T* weight,
                      const float* rstd, int64_t n, int64_t c, cudaStream_t stream);

@@ -10,12 +10,13 @@
 namespace ptdp::kernels {
 
 template <typename T>
-void RmsNormForward(T* out, T* rstd, const T* x, const T* weight, int64_t n, int64_t c) {
+void RmsNormForward(T* out, T* rstd, const T* x, const T* weight, int64_t n, int64_t c,
+                    double eps) {
   for (int64_t r = 0; r < n; ++r) {
     const T* xr = x + r * c;
     double sq = 0.0;
     for (int64_t i = 0; i < c; ++i) sq += static_cast<double>(xr[i]) * xr[i];
-    const double rs = 1.0 / std::sqrt(sq / static_cast<double>(c) + kLayerNormEps);
+    const double rs = 1.0 / std::sqrt(sq / static_cast<double>(c) + eps);
     T* o = out + r * c;
     for (int64_t i = 0; i < c; ++i) o[i] = static_cast<T>(xr[i] * rs * weight[i]);
     rstd[r] = static_cast<T>(rs);
@@ -99,7 +100,7 @@ void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse) {
 }
 
 #define PTDP_INSTANTIATE(T)                                                                 \
-  template void RmsNormForward<T>(T*, T*, const T*, const T*, int64_t, int64_t);            \
+  template void RmsNormForward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);    \
   template void RmsNormBackward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, \
                                    int64_t);                                                \
   template void SwigluForward<T>(T*, const T*, int64_t);                                    \

@@ -40,10 +40,11 @@ template <typename T>
 void LayerNormBackward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight,
                        const T* mean, const T* rstd, int64_t n, int64_t c);
 
-// RMSNorm over the last dim (Llama's; eps as LayerNorm's): out = x * rstd * weight with rstd =
+// RMSNorm over the last dim (Llama's; ModelSpec::norm_eps): out = x * rstd * weight with rstd =
 // 1 / sqrt(mean(x^2) + eps), saved per row [N] for the backward (no mean, no bias).
 template <typename T>
-void RmsNormForward(T* out, T* rstd, const T* x, const T* weight, int64_t n, int64_t c);
+void RmsNormForward(T* out, T* rstd, const T* x, const T* weight, int64_t n, int64_t c,
+                    double eps = kLayerNormEps);
 template <typename T>
 void RmsNormBackward(T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd,
                      int64_t n, int64_t c);

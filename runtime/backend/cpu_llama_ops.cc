@@ -12,12 +12,12 @@ using cpu_views::In;
 using cpu_views::Out;
 
 Status CpuOps::RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
-                              int64_t c) {
+                              int64_t c, double eps) {
   return Dispatch(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> xi(x), wi(w);
     Out<T> o(out, false), ro(rstd, false);
-    k::RmsNormForward(o.get(), ro.get(), xi.get(), wi.get(), n, c);
+    k::RmsNormForward(o.get(), ro.get(), xi.get(), wi.get(), n, c, eps);
     return Status::Ok();
   });
 }

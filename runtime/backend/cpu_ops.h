@@ -17,8 +17,8 @@ class CpuOps : public Ops {
   Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
                            ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
                            bool accumulate_dx) override;
-  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
-                        int64_t c) override;
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n, int64_t c,
+                        double eps) override;
   Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
                          ConstRef rstd, int64_t n, int64_t c) override;
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;

@@ -83,10 +83,10 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->AttentionBackward(dqkv, dout, qkv, stash, shape, p);
   }
-  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
-                        int64_t c) override {
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n, int64_t c,
+                        double eps) override {
     GuardWindow open(state_.get());
-    return inner_->RmsNormForward(out, rstd, x, w, n, c);
+    return inner_->RmsNormForward(out, rstd, x, w, n, c, eps);
   }
   Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
                          ConstRef rstd, int64_t n, int64_t c) override {

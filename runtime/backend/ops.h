@@ -154,10 +154,10 @@ class Ops {
                                    ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
                                    int64_t c, bool accumulate_dx) = 0;
 
-  // ---- RMSNorm over rows of c (model.rmsnorm; eps as LayerNorm's): out = x rstd w, rstd wide [n].
-  // The backward overwrites dx and accumulates dw (wide).
+  // ---- RMSNorm over rows of c (model.rmsnorm, eps model.norm_eps): out = x rstd w, rstd wide
+  // [n]. The backward overwrites dx and accumulates dw (wide).
   virtual Status RmsNormForward(TensorRef /*out*/, TensorRef /*rstd*/, ConstRef /*x*/,
-                                ConstRef /*w*/, int64_t /*n*/, int64_t /*c*/) {
+                                ConstRef /*w*/, int64_t /*n*/, int64_t /*c*/, double /*eps*/) {
     return ArchUnsupported("rmsnorm");
   }
   virtual Status RmsNormBackward(TensorRef /*dx*/, TensorRef /*dw*/, ConstRef /*dout*/,

@@ -118,9 +118,9 @@ Status TimedOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
 }
 
 Status TimedOps::RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
-                                int64_t c) {
+                                int64_t c, double eps) {
   return Timed("RmsNormForward " + Dims({n, c}),
-               [&] { return inner_->RmsNormForward(out, rstd, x, w, n, c); });
+               [&] { return inner_->RmsNormForward(out, rstd, x, w, n, c, eps); });
 }
 
 Status TimedOps::RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,

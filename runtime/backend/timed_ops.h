@@ -61,8 +61,8 @@ class TimedOps final : public Ops {
                           const AttentionShape& shape, const DropoutSpec& drop) override;
   Status AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv, const AttentionStash& stash,
                            const AttentionShape& shape, double p) override;
-  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
-                        int64_t c) override;
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n, int64_t c,
+                        double eps) override;
   Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
                          ConstRef rstd, int64_t n, int64_t c) override;
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;

@@ -6,11 +6,23 @@
 namespace ptdp::runtime {
 namespace {
 
-constexpr double kRmsNormEpsilon = 1e-5;  // kernels/reference/ops.h kLayerNormEps
+// Elements per row: a weight's columns, 1 for a bias.
+int64_t ColsOf(const HfTensorSpec& s) {
+  return s.hf_shape.size() == 2 ? s.hf_shape[1] : 1;
+}
 
 }  // namespace
 
 Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what) {
+  if (m.qkv_bias) {
+    return Status::Invalid(what +
+                           " is not a Llama that Hugging Face's LlamaForCausalLM computes: " +
+                           "it has a bias on q, k and v alone (Qwen2's)");
+  }
+  return CheckHfLlamaReadable(m, what);
+}
+
+Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   auto bad = [&](const std::string& why) {
     return Status::Invalid(what +
                            " is not a Llama that Hugging Face's LlamaForCausalLM computes: " + why);
@@ -18,7 +30,7 @@ Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what) {
   if (!m.rmsnorm || !m.swiglu || !m.rotary) {
     return bad("it needs rmsnorm, swiglu and rotary all true");
   }
-  if (m.linear_bias || m.qkv_bias) return bad("it has biases (linear_bias or qkv_bias)");
+  if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
   if (m.AttnWidth() != m.hidden) return bad("head_dim is not hidden / heads");
   if (m.qk_norm || m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
     return bad("it has QK norms, experts, latent attention or prediction depths");
@@ -39,7 +51,7 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["head_dim"] = m.HeadDim();
   j["max_position_embeddings"] = m.seq_len;
   j["vocab_size"] = m.vocab;
-  j["rms_norm_eps"] = kRmsNormEpsilon;
+  j["rms_norm_eps"] = m.norm_eps;
   j["rope_theta"] = m.rotary_base;
   j["rope_scaling"] = nullptr;
   j["attention_bias"] = false;
@@ -69,6 +81,11 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
     out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.q_proj.weight", {q, h}, L::kQProj));
     out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.k_proj.weight", {kv, h}, L::kKProj));
     out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.v_proj.weight", {kv, h}, L::kVProj));
+    if (m.qkv_bias) {  // Qwen2's: the parts of qkv.bias
+      out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.q_proj.bias", {q}, L::kQProj));
+      out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.k_proj.bias", {kv}, L::kKProj));
+      out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.v_proj.bias", {kv}, L::kVProj));
+    }
     out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
     out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
     out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.gate_proj.weight", {f, h}, L::kGateProj));
@@ -100,7 +117,7 @@ int64_t RuntimeRowOf(const HfTensorSpec& s, int64_t heads, int64_t rt_rows, int6
 }  // namespace
 
 std::vector<float> LlamaPartOf(const HfTensorSpec& s, int64_t heads, const std::vector<float>& rt) {
-  const int64_t rows = s.hf_shape[0], cols = s.hf_shape[1], rt_rows = int64_t(rt.size()) / cols;
+  const int64_t rows = s.hf_shape[0], cols = ColsOf(s), rt_rows = int64_t(rt.size()) / cols;
   std::vector<float> hf(size_t(rows * cols));
   for (int64_t r = 0; r < rows; ++r) {
     const auto from = rt.begin() + RuntimeRowOf(s, heads, rt_rows, r) * cols;
@@ -111,7 +128,7 @@ std::vector<float> LlamaPartOf(const HfTensorSpec& s, int64_t heads, const std::
 
 void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float>& hf,
                    std::vector<float>* rt) {
-  const int64_t rows = s.hf_shape[0], cols = s.hf_shape[1], rt_rows = int64_t(rt->size()) / cols;
+  const int64_t rows = s.hf_shape[0], cols = ColsOf(s), rt_rows = int64_t(rt->size()) / cols;
   for (int64_t r = 0; r < rows; ++r) {
     std::copy(hf.begin() + r * cols, hf.begin() + (r + 1) * cols,
               rt->begin() + RuntimeRowOf(s, heads, rt_rows, r) * cols);
@@ -123,17 +140,13 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
     return Status::Invalid(source + ": " + key + ": " + why);
   };
   // Mistral is Llama's computation with a sliding window, which core/hf_config.cc refuses unless
-  // it is null; its tensors have Llama's names.
+  // it is null, and Qwen2 Llama's with biases on q, k and v; their tensors have Llama's names.
   const std::string type = j.is_object() ? j.value("model_type", "") : "";
-  if (type != "llama" && type != "mistral")
-    return bad("model_type", "not \"llama\" or \"mistral\"");
-  PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
-  const auto eps = j.find("rms_norm_eps");
-  if (eps == j.end() || !eps->is_number() || eps->get<double>() != kRmsNormEpsilon) {
-    return bad("rms_norm_eps",
-               (eps == j.end() ? std::string("absent (LlamaConfig's 1e-06)") : eps->dump()) +
-                   " is not supported: ptdp's RMSNorm uses 1e-05");
+  if (!IsHfLlamaFamily(type)) {
+    return bad("model_type", "not \"llama\", \"mistral\" or \"qwen2\"");
   }
+  // rms_norm_eps becomes norm_eps (transformers' default 1e-6 when absent).
+  PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
   if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
     return bad("rope_scaling", rs->dump() + " is not supported: ptdp's rotation is unscaled");
   }
@@ -143,7 +156,7 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
                  rp->value("rope_type", "") + " is not supported: ptdp's rotation is unscaled");
     }
   }
-  PTDP_RETURN_IF_ERROR(CheckHfLlamaExportable(m, source + ": the model"));
+  PTDP_RETURN_IF_ERROR(CheckHfLlamaReadable(m, source + ": the model"));
   return HfGpt2Config{m, m.seq_len};
 }
 

@@ -35,6 +35,12 @@ namespace ptdp::runtime {
 // rotary embeddings, no biases, head dim hidden / heads, no QK norm, experts, latent attention
 // or prediction depths; else one error `what` + ": ..." naming what differs.
 Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what);
+// The same for reading a folder, which may also be Qwen2's (biases on q, k and v alone).
+Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
+// The model_types read as Llama's computation: "llama", "mistral", "qwen2".
+inline bool IsHfLlamaFamily(const std::string& model_type) {
+  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
+}
 
 // The config.json for `m` (max_position_embeddings = m.seq_len).
 OrderedJson HfLlamaConfigToJson(const ModelSpec& m);
@@ -50,10 +56,9 @@ void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float
                    std::vector<float>* rt);
 
 // Reading a folder (`ptdp train --init-from`, `ptdp forward --hf`). The config through
-// core/hf_config.h (model_type "llama", or "mistral" without a sliding window), then what
-// LlamaForCausalLM must also say for ptdp to compute it: rms_norm_eps 1e-5, no rope_scaling and a
-// "default" rope_type, and CheckHfLlamaExportable's architecture; one error naming the field
-// otherwise.
+// core/hf_config.h (model_type "llama", "mistral" without a sliding window, or "qwen2"; its
+// rms_norm_eps becomes norm_eps), then no rope_scaling and a "default" rope_type, and
+// CheckHfLlamaReadable's architecture; one error naming the field otherwise.
 Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& source);
 // Every tensor of HfLlamaTensors present once with its shape and a float dtype, by HF name;
 // rotary inv_freq buffers and, with tied embeddings, lm_head.weight skipped; any other refused.

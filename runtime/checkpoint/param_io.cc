@@ -80,10 +80,10 @@ Result<HfFolder> HfFolder::Open(const std::string& dir) {
                             "config.json and model.safetensors)");
   }
   PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(config, kMaxHfConfigBytes));
-  // model_type "llama" or "mistral": hf_llama.h; anything else is read as GPT-2 (which names what
-  // it refuses).
+  // model_type "llama", "mistral" or "qwen2": hf_llama.h; anything else is read as GPT-2 (which
+  // names what it refuses).
   const std::string type = j.is_object() ? j.value("model_type", "") : "";
-  f.llama_ = type == "llama" || type == "mistral";
+  f.llama_ = IsHfLlamaFamily(type);
   if (f.llama_) {
     PTDP_ASSIGN_OR_RETURN(f.config_, HfLlamaConfigFromJson(j, config));
   } else {
@@ -253,7 +253,16 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
   if (m.IsGpt()) {
     PTDP_RETURN_IF_ERROR(RequireGpt2(plan, what));
   } else {  // a Llama folder (HfLlamaConfigFromJson checked its own architecture)
-    PTDP_RETURN_IF_ERROR(CheckHfLlamaExportable(plan, what));
+    PTDP_RETURN_IF_ERROR(CheckHfLlamaReadable(plan, what));
+    if (m.qkv_bias != plan.qkv_bias) {
+      return Status::Invalid(
+          source + ": " + (m.qkv_bias ? "q, k and v have biases" : "q, k and v have no biases") +
+          ", the plan's model.qkv_bias is " + (plan.qkv_bias ? "true" : "false"));
+    }
+    if (m.norm_eps != plan.norm_eps) {
+      return Status::Invalid(source + ": rms_norm_eps is " + FormatDouble(m.norm_eps) +
+                             ", the plan's model.norm_eps is " + FormatDouble(plan.norm_eps));
+    }
     if (m.KvHeads() != plan.KvHeads()) {
       return Mismatch(source, "num_key_value_heads", m.KvHeads(), "kv_heads", plan.KvHeads());
     }

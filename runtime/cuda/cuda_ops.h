@@ -78,8 +78,8 @@ class CudaOps final : public Ops {
                               int64_t c, int64_t oc) override;
   Status GeluBackward(TensorRef dpre, ConstRef pre, ConstRef dgelu, int64_t count) override;
   // Llama-style layers (cuda_ops_llama.cc; kernels/cuda/llama.cu).
-  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
-                        int64_t c) override;
+  Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n, int64_t c,
+                        double eps) override;
   Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
                          ConstRef rstd, int64_t n, int64_t c) override;
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;

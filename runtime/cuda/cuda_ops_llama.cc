@@ -10,10 +10,11 @@ namespace ck = ::ptdp::cuda_kernels;
 using namespace detail;  // NOLINT: the helpers of cuda_ops_util.h
 
 Status CudaOps::RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n,
-                               int64_t c) {
+                               int64_t c, double eps) {
   return ForCompute(x.dtype, "RmsNormForward", [&](auto tag) {
     using T = decltype(tag);
-    ck::RmsNormForward<T>(P<T>(out), P<float>(rstd), P<T>(x), P<T>(w), n, c, stream_);
+    ck::RmsNormForward<T>(P<T>(out), P<float>(rstd), P<T>(x), P<T>(w), n, c,
+                          static_cast<float>(eps), stream_);
     return Status::Ok();
   });
 }
@@ -44,8 +45,7 @@ Status CudaOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_
   });
 }
 
-Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
-                                bool inverse) {
+Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base, bool inverse) {
   ck::RotaryDims r;
   r.b = a.b;
   r.s = a.s;

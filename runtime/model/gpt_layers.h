@@ -75,6 +75,7 @@ struct LayerArch {
   bool swiglu = false;
   bool rotary = false;  // rotary position embedding of q and k (and no position table)
   double rotary_base = 10000;
+  double norm_eps = 1e-5;  // RMSNorm's (LayerNorm keeps kernels/reference kLayerNormEps)
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and

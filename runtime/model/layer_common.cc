@@ -130,7 +130,9 @@ Status NormForward(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstR
   PTDP_ASSIGN_OR_RETURN(*st.mean, Alloc(c, c.arch.rmsnorm ? 0 : R, c.types.wide, tag));
   PTDP_ASSIGN_OR_RETURN(*st.rstd, Alloc(c, R, c.types.wide, tag));
   PTDP_ASSIGN_OR_RETURN(*st.out, Alloc(c, R * h, c.types.act, tag));
-  if (c.arch.rmsnorm) return ops->RmsNormForward(st.out->ref(), st.rstd->ref(), x, w, R, h);
+  if (c.arch.rmsnorm) {
+    return ops->RmsNormForward(st.out->ref(), st.rstd->ref(), x, w, R, h, c.arch.norm_eps);
+  }
   return ops->LayerNormForward(st.out->ref(), st.mean->ref(), st.rstd->ref(), x, w, b, R, h);
 }
 

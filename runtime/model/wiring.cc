@@ -47,6 +47,7 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.swiglu = m.swiglu;
   a.rotary = m.rotary;
   a.rotary_base = m.rotary_base;
+  a.norm_eps = m.norm_eps;
   return a;
 }
 

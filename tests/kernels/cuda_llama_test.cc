@@ -34,12 +34,12 @@ TYPED_TEST(CudaLlama, RmsNormForwardBackward) {
   const auto dout = Store<T>(RandomVector(kRows * kCols, 4));
   const auto xd = AsDouble(x), wd = AsDouble(w), doutd = AsDouble(dout);
   std::vector<double> out(kRows * kCols), rstd(kRows), dx(kRows * kCols), dw(kCols, 1.0);
-  kernels::RmsNormForward(out.data(), rstd.data(), xd.data(), wd.data(), kRows, kCols);
+  kernels::RmsNormForward(out.data(), rstd.data(), xd.data(), wd.data(), kRows, kCols, 1e-6);
   kernels::RmsNormBackward(dx.data(), dw.data(), doutd.data(), xd.data(), wd.data(), rstd.data(),
                            kRows, kCols);
   DeviceBuffer<T> gx(x), gw(w), gdout(dout), gout(kRows * kCols), gdx(kRows * kCols);
   DeviceBuffer<float> grstd(kRows), gdw(std::vector<float>(kCols, 1.0f));
-  RmsNormForward<T>(gout.get(), grstd.get(), gx.get(), gw.get(), kRows, kCols, nullptr);
+  RmsNormForward<T>(gout.get(), grstd.get(), gx.get(), gw.get(), kRows, kCols, 1e-6f, nullptr);
   RmsNormBackward<T>(gdx.get(), gdw.get(), gdout.get(), gx.get(), gw.get(), grstd.get(), kRows,
                      kCols, nullptr);
   this->Sync();

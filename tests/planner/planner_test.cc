@@ -476,6 +476,11 @@ TEST(Search, LlamaPlanAndMegatronFlags) {
   EXPECT_NE(gpt_args.find("--attention-backend unfused"), std::string::npos) << gpt_args;
   EXPECT_EQ(gpt_args.find("--swiglu"), std::string::npos) << gpt_args;
   EXPECT_EQ(gpt_args.find("--untie"), std::string::npos) << gpt_args;
+  // Megatron's default norm epsilon (1e-5) is left out; another one is said.
+  EXPECT_EQ(args.find("--norm-epsilon"), std::string::npos) << args;
+  ModelSpec qwen_like = *m;
+  qwen_like.norm_eps = 1e-6;
+  EXPECT_NE(MegatronArgs(qwen_like, best).find("--norm-epsilon 1e-06"), std::string::npos);
 }
 
 // Interleaving for any m >= p: GPT 1.7B (24 layers) on 8 GPUs with t = 1, p = 4 (so d = 2) and a

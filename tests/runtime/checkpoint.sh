@@ -39,7 +39,7 @@
 #                       `--init-from` that folder at t2 p2 (--lr 0), saved and exported again:
 #                       byte-identical; the same from the folder split into 3 shards
 #                       (model.safetensors.index.json); a shard index naming the wrong file for a
-#                       tensor and the folder with rms_norm_eps 1e-6 refused by name
+#                       tensor and the folder with rms_norm_eps 1e-6 (not the plan's) refused by name
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -232,7 +232,7 @@ case "$case" in
       || { cat L.out; fail "the misplaced tensor's error"; }
     sed -i 's/"rms_norm_eps": 1e-05/"rms_norm_eps": 1e-06/' hfl2/config.json
     STEPS=1 train L --init-from hfl2 && fail "a folder with rms_norm_eps 1e-06 was read"
-    grep -q "error: --init-from: hfl2/config.json: rms_norm_eps: 1e-06 is not supported" L.out \
+    grep -q "error: --init-from: hfl2/config.json: rms_norm_eps is 1e-06, the plan's model.norm_eps is 1e-05" L.out \
       || { cat L.out; fail "rms_norm_eps's error" ; } ;;
   latest_skips)
     train A --stop-at 4 --save ck || { cat A.out; fail "first half"; }

@@ -75,9 +75,11 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_FALSE(c->model.tied_embeddings);
   EXPECT_EQ(c->n_positions, 8);
   EXPECT_EQ(LlamaConfigError([](Json&) {}), "ok");
-  EXPECT_EQ(LlamaConfigError([](Json& x) { x.erase("rms_norm_eps"); }),
-            "cfg.json: rms_norm_eps: absent (LlamaConfig's 1e-06) is not supported: ptdp's "
-            "RMSNorm uses 1e-05");
+  // rms_norm_eps becomes norm_eps; absent, transformers' default 1e-6.
+  j["rms_norm_eps"] = 1e-6;
+  EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json")->model.norm_eps, 1e-6);
+  j.erase("rms_norm_eps");
+  EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json")->model.norm_eps, 1e-6);
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["rope_scaling"] = {{"rope_type", "llama3"}};
             }),
@@ -91,7 +93,20 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_NE(LlamaConfigError([](Json& x) { x["attention_bias"] = true; }).find("attention_bias"),
             std::string::npos);
   EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
-            "cfg.json: model_type: not \"llama\" or \"mistral\"");
+            "cfg.json: model_type: not \"llama\", \"mistral\" or \"qwen2\"");
+  // Qwen2: biases on q, k and v alone, read (and refused by the hf-llama export).
+  Json qwen = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
+  qwen["model_type"] = "qwen2";
+  qwen["architectures"] = {"Qwen2ForCausalLM"};
+  qwen["use_sliding_window"] = false;
+  auto q = HfLlamaConfigFromJson(qwen, "cfg.json");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_TRUE(q->model.qkv_bias);
+  EXPECT_NE(CheckHfLlamaExportable(q->model, "m").message().find("q, k and v alone"),
+            std::string::npos);
+  int biases = 0;
+  for (const auto& s : HfLlamaTensors(q->model)) biases += s.ptdp == "layer1.attn.qkv.bias";
+  EXPECT_EQ(biases, 3);
   // Mistral without a window is Llama's computation; with one it is refused by name.
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["model_type"] = "mistral";
