@@ -67,6 +67,22 @@ TEST(Llama, RopeThetaInsideRopeParameters) {
   EXPECT_EQ(m->rotary_base, 250000);
 }
 
+// RMSNorm's epsilon: Qwen2's 1e-6 read from config.json, written back by ModelToJson only when it
+// is not the default, and refused on a LayerNorm model.
+TEST(Llama, NormEpsilonIsAModelField) {
+  auto qwen = Parse(kQwen2_7b);
+  ASSERT_TRUE(qwen.ok()) << qwen.status().ToString();
+  EXPECT_EQ(qwen->norm_eps, 1e-6);
+  auto back = ModelFromJson(Json::parse(ModelToJson(*qwen).dump()), "model");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->norm_eps, 1e-6);
+  EXPECT_EQ(ModelToJson(LoadModel("llama3-8b").value()).dump().find("norm_eps"), std::string::npos);
+  ModelSpec gpt = LoadModel("gpt-1.3b").value();
+  gpt.norm_eps = 1e-6;
+  EXPECT_EQ(gpt.Validate("model").message(),
+            "model.norm_eps: 1e-06 needs rmsnorm (LayerNorm's epsilon is 1e-05)");
+}
+
 TEST(Llama, HuggingFaceConfigsGiveThePublishedCounts) {
   auto llama = Parse(kLlama3_8b);
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
