@@ -162,37 +162,30 @@ check "$py" "$here/hf_check.py" compare random-llama batch-llama-init.bin 32 ptd
   --loss "train-t2p2-step1=$(first_loss tp-llama.jsonl)" \
   --loss "ptdp-forward=$(forward_loss fwd-llama-init.out)"
 
+# A random FAMILY model (2 layers, h 64, 4 heads over 2, SwiGLU 112, untied, rope_theta 1e6) made
+# by transformers, trained by ptdp from its folder at t2 p2 and compared. EXTRA: the plan's model
+# keys beyond Llama's.
+family_init() {  # FAMILY EXTRA
+  local name=$1
+  "$py" "$here/hf_check.py" random "random-$name" "--$name" --layers 2 --hidden 64 --heads 4 \
+    --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 |
+    tee -a summary.txt || die "making the random $name model"
+  arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"rotary_base\": 1000000$2"
+  plan "tp-$name" 2 2 2 64 4 32 257 0.0 112 false
+  arch=
+  train 4 "tp-$name" --steps 2 --init-from "random-$name" --log "tp-$name.jsonl"
+  "$ptdp" forward --hf "random-$name" --data data.bin --step 1 --global-batch 8 --seq-len 32 \
+    --out "ptdp-$name.bin" --batch-out "batch-$name.bin" > "fwd-$name.out" 2>&1 ||
+    { cat "fwd-$name.out"; die "ptdp forward --hf ($name)"; }
+  check "$py" "$here/hf_check.py" compare "random-$name" "batch-$name.bin" 32 "ptdp-$name.bin" \
+    --loss "train-t2p2-step1=$(first_loss "tp-$name.jsonl")" \
+    --loss "ptdp-forward=$(forward_loss "fwd-$name.out")"
+}
 echo "== 7. mistral-init: a random MistralForCausalLM (no sliding window) trained by ptdp"
-"$py" "$here/hf_check.py" random random-mistral --mistral --layers 2 --hidden 64 --heads 4 \
-  --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 |
-  tee -a summary.txt || die "making the random Mistral"
-arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
-           "rotary_base": 1000000'
-plan tp-mistral 2 2 2 64 4 32 257 0.0 112 false
-arch=
-train 4 tp-mistral --steps 2 --init-from random-mistral --log tp-mistral.jsonl
-"$ptdp" forward --hf random-mistral --data data.bin --step 1 --global-batch 8 --seq-len 32 \
-  --out ptdp-mistral.bin --batch-out batch-mistral.bin > fwd-mistral.out 2>&1 ||
-  { cat fwd-mistral.out; die "ptdp forward --hf (mistral)"; }
-check "$py" "$here/hf_check.py" compare random-mistral batch-mistral.bin 32 ptdp-mistral.bin \
-  --loss "train-t2p2-step1=$(first_loss tp-mistral.jsonl)" \
-  --loss "ptdp-forward=$(forward_loss fwd-mistral.out)"
-
+family_init mistral ""
 echo "== 8. qwen2-init: a random Qwen2ForCausalLM (q, k, v biases, rms_norm_eps 1e-6) trained by ptdp"
-"$py" "$here/hf_check.py" random random-qwen2 --qwen2 --layers 2 --hidden 64 --heads 4 \
-  --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 |
-  tee -a summary.txt || die "making the random Qwen2"
-arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
-           "qkv_bias": true, "norm_eps": 1e-6, "rotary_base": 1000000'
-plan tp-qwen2 2 2 2 64 4 32 257 0.0 112 false
-arch=
-train 4 tp-qwen2 --steps 2 --init-from random-qwen2 --log tp-qwen2.jsonl
-"$ptdp" forward --hf random-qwen2 --data data.bin --step 1 --global-batch 8 --seq-len 32 \
-  --out ptdp-qwen2.bin --batch-out batch-qwen2.bin > fwd-qwen2.out 2>&1 ||
-  { cat fwd-qwen2.out; die "ptdp forward --hf (qwen2)"; }
-check "$py" "$here/hf_check.py" compare random-qwen2 batch-qwen2.bin 32 ptdp-qwen2.bin \
-  --loss "train-t2p2-step1=$(first_loss tp-qwen2.jsonl)" \
-  --loss "ptdp-forward=$(forward_loss fwd-qwen2.out)"
+family_init qwen2 ', "qkv_bias": true, "norm_eps": 1e-6'
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt
