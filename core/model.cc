@@ -177,8 +177,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
     out += feature;
   };
   add(IsMoe(), "moe");
-  add(AttnWidth() != hidden, "head_dim");
-  add(qk_norm, "qk-norm");
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
   return out;
@@ -280,6 +278,21 @@ ModelSpec Llama3(const std::string& name, int l, int64_t h, int64_t f, int a) {
   return m;
 }
 
+// A dense Qwen3 (Yang et al. 2025, "Qwen3 Technical Report"): a Llama-style decoder with QK norms
+// (RMSNorm of each query and key head), heads of 128 whatever the hidden size, 8 key/value heads,
+// RMSNorm eps 1e-6, RoPE theta 1,000,000, untied, vocabulary 151936; sequence 4096, the length of
+// the report's general pre-training stage (S1).
+ModelSpec Qwen3(const std::string& name, int l, int64_t h, int64_t f, int a) {
+  ModelSpec m = Llama3(name, l, h, f, a);
+  m.seq_len = 4096;
+  m.vocab = 151936;
+  m.head_dim = 128;
+  m.qk_norm = true;
+  m.norm_eps = 1e-6;
+  m.rotary_base = 1000000;
+  return m;
+}
+
 // A mixture of experts on a Llama-style decoder: every layer's MLP is `experts` SwiGLU experts of
 // `f_moe`, `topk` per token; RoPE theta 1,000,000, untied, no biases or dropout.
 ModelSpec Moe(const std::string& name, int l, int64_t h, int a, int kv, int64_t head_dim,
@@ -354,6 +367,12 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Llama3("llama3.1-405b", 126, 16384, 53248, 128),
        "Dubey et al. 2024, Table 3 (sequence 8192 as in pre-training); "
        "meta-llama/Llama-3.1-405B config.json; 405.9B parameters"},
+      {Qwen3("qwen3-8b", 36, 4096, 12288, 32),
+       "Qwen/Qwen3-8B config.json; Yang et al. 2025 (Qwen3 Technical Report), Table 1; 8.2B "
+       "parameters (6.95B without the embeddings) on its model card"},
+      {Qwen3("qwen3-32b", 64, 5120, 25600, 64),
+       "Qwen/Qwen3-32B config.json (64 heads of 128: attention 8192 wide at hidden 5120); Yang et "
+       "al. 2025, Table 1; 32.8B parameters (31.2B without the embeddings) on its model card"},
       {Moe("mixtral-8x7b", 32, 4096, 32, 8, 0, false, 8, 2, 14336, 32000),
        "Jiang et al. 2024 (Mixtral of Experts); mistralai/Mixtral-8x7B-v0.1 config.json "
        "(sequence 4096 as Megatron-LM's reference mapping runs it); 46.7B parameters"},

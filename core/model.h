@@ -149,9 +149,11 @@ struct ModelSpec {
     return KvHeads() == heads && !swiglu && !rmsnorm && !rotary && linear_bias &&
            AttnWidth() == hidden && !IsMla();
   }
+
   // The features of this model the runtime's layers (runtime/model) do not execute, joined by
-  // "/" ("moe/head_dim"); empty for a GPT and a dense Llama (RMSNorm, SwiGLU, rotary embeddings,
-  // grouped-query attention, no biases, a bias on QKV alone).
+  // "/" ("moe/mla"); empty for a GPT and a dense Llama or Qwen (RMSNorm, SwiGLU, rotary
+  // embeddings, grouped-query attention, no biases, a bias on QKV alone, a head_dim of its own,
+  // QK norm).
   std::string UnexecutedFeatures() const;
   // Every violated constraint, joined by "; ", each naming the field (a mixture of experts:
   // moe_topk in [1, moe_experts], SwiGLU experts only). `path` is where the model was read, as the

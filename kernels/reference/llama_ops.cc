@@ -99,13 +99,55 @@ void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse) {
   }
 }
 
-#define PTDP_INSTANTIATE(T)                                                                 \
-  template void RmsNormForward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);    \
-  template void RmsNormBackward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t, \
-                                   int64_t);                                                \
-  template void SwigluForward<T>(T*, const T*, int64_t);                                    \
-  template void SwigluBackward<T>(T*, const T*, const T*, int64_t);                         \
-  template void RotaryEmbedding<T>(T*, const RotaryDims&, bool);
+// Slot u of key/value head g: its u-th query head (u < group) or, at u = group, its key. A slot
+// is d features at (g (group + 2) + u) d in a qkv row and at (g (group + 1) + u) d in qk_in's.
+template <typename T>
+void QkNormForward(T* qkv, T* qk_in, T* rstd, const T* q_w, const T* k_w, int64_t rows,
+                   const QkvLayout& row, double eps) {
+  const int64_t d = row.d, slots = row.group + 1, kv = row.KvHeads();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < kv; ++g) {
+      for (int64_t u = 0; u < slots; ++u) {
+        T* x = qkv + r * row.Width() + (g * (row.group + 2) + u) * d;
+        const int64_t slot = (r * kv + g) * slots + u;
+        T* saved = qk_in + slot * d;
+        for (int64_t e = 0; e < d; ++e) saved[e] = x[e];
+        RmsNormForward(x, rstd + slot, saved, u < row.group ? q_w : k_w, 1, d, eps);
+      }
+    }
+  }
+}
+
+template <typename T>
+void QkNormBackward(T* dqkv, T* dq_w, T* dk_w, const T* qk_in, const T* rstd, const T* q_w,
+                    const T* k_w, int64_t rows, const QkvLayout& row) {
+  const int64_t d = row.d, slots = row.group + 1, kv = row.KvHeads();
+  std::vector<T> dx(static_cast<size_t>(d));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t g = 0; g < kv; ++g) {
+      for (int64_t u = 0; u < slots; ++u) {
+        T* dy = dqkv + r * row.Width() + (g * (row.group + 2) + u) * d;
+        const int64_t slot = (r * kv + g) * slots + u;
+        const bool query = u < row.group;
+        RmsNormBackward(dx.data(), query ? dq_w : dk_w, dy, qk_in + slot * d, query ? q_w : k_w,
+                        rstd + slot, 1, d);
+        for (int64_t e = 0; e < d; ++e) dy[e] = dx[size_t(e)];
+      }
+    }
+  }
+}
+
+#define PTDP_INSTANTIATE(T)                                                                    \
+  template void RmsNormForward<T>(T*, T*, const T*, const T*, int64_t, int64_t, double);       \
+  template void RmsNormBackward<T>(T*, T*, const T*, const T*, const T*, const T*, int64_t,    \
+                                   int64_t);                                                   \
+  template void SwigluForward<T>(T*, const T*, int64_t);                                       \
+  template void SwigluBackward<T>(T*, const T*, const T*, int64_t);                            \
+  template void RotaryEmbedding<T>(T*, const RotaryDims&, bool);                               \
+  template void QkNormForward<T>(T*, T*, T*, const T*, const T*, int64_t, const QkvLayout&,    \
+                                 double);                                                      \
+  template void QkNormBackward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, int64_t, \
+                                  const QkvLayout&);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(double)
 #undef PTDP_INSTANTIATE

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "kernels/reference/qkv_layout.h"
+
 namespace ptdp::kernels {
 
 // LayerNorm's epsilon (added to the variance).
@@ -69,6 +71,20 @@ struct RotaryDims {
 };
 template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse);
+
+// QK norm (Qwen3's q_norm and k_norm; Megatron-Core's qk_layernorm): an RMSNorm over each query
+// head's and each key head's d features of qkv [rows][QkvLayout width], in place, with one
+// d-wide weight for the queries and one for the keys, shared by every head; values untouched.
+// qk_in [rows][kv][group + 1][d] keeps the rows before the norm (each group's queries, then its
+// key) and rstd [rows][kv][group + 1] their 1/rms, for the backward, which turns the gradients
+// of the normed rows in dqkv into those of the rows before it in place and accumulates dq_w and
+// dk_w.
+template <typename T>
+void QkNormForward(T* qkv, T* qk_in, T* rstd, const T* q_w, const T* k_w, int64_t rows,
+                   const QkvLayout& row, double eps);
+template <typename T>
+void QkNormBackward(T* dqkv, T* dq_w, T* dk_w, const T* qk_in, const T* rstd, const T* q_w,
+                    const T* k_w, int64_t rows, const QkvLayout& row);
 
 // GeLU, tanh approximation (GPT-2 / Megatron-LM's bias_gelu): elementwise over count values.
 template <typename T>

@@ -1,6 +1,6 @@
-// CpuOps' ops of Llama-style layers (runtime/backend/ops.h RmsNorm*, Swiglu*, RotaryEmbedding):
-// the reference kernels of kernels/reference/llama_ops.cc, through the compute-type views of
-// every CpuOps op.
+// CpuOps' ops of Llama-style layers (runtime/backend/ops.h RmsNorm*, Swiglu*, RotaryEmbedding,
+// QkNorm*): the reference kernels of kernels/reference/llama_ops.cc, through the compute-type views
+// of every CpuOps op.
 #include "kernels/reference/ops.h"
 #include "runtime/backend/cpu_ops.h"
 #include "runtime/backend/cpu_views.h"
@@ -67,6 +67,32 @@ Status CpuOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double ba
     using T = decltype(tag);
     Out<T> o(qkv, true);
     k::RotaryEmbedding(o.get(), r, inverse);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w,
+                             ConstRef k_w, const AttentionShape& a, double eps) {
+  const k::QkvLayout row{a.heads_local, a.head_dim, a.group};
+  return Dispatch(qkv.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> qi(q_w), ki(k_w);
+    Out<T> o(qkv, true), saved(qk_in, false), ro(rstd, false);
+    k::QkNormForward(o.get(), saved.get(), ro.get(), qi.get(), ki.get(), a.b * a.LocalSeq(), row,
+                     eps);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::QkNormBackward(TensorRef dqkv, TensorRef dq_w, TensorRef dk_w, ConstRef qk_in,
+                              ConstRef rstd, ConstRef q_w, ConstRef k_w, const AttentionShape& a) {
+  const k::QkvLayout row{a.heads_local, a.head_dim, a.group};
+  return Dispatch(dqkv.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> si(qk_in), ri(rstd), qi(q_w), ki(k_w);
+    Out<T> o(dqkv, true), dqo(dq_w, true), dko(dk_w, true);
+    k::QkNormBackward(o.get(), dqo.get(), dko.get(), si.get(), ri.get(), qi.get(), ki.get(),
+                      a.b * a.LocalSeq(), row);
     return Status::Ok();
   });
 }

@@ -25,6 +25,11 @@ class CpuOps : public Ops {
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
   Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
                          bool inverse) override;
+  Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,
+                       const AttentionShape& a, double eps) override;
+  Status QkNormBackward(TensorRef dqkv, TensorRef dq_w, TensorRef dk_w, ConstRef qk_in,
+                        ConstRef rstd, ConstRef q_w, ConstRef k_w,
+                        const AttentionShape& a) override;
   Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
                        int64_t n, int64_t c, int64_t oc) override;
   Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,

@@ -106,6 +106,17 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->RotaryEmbedding(qkv, a, base, inverse);
   }
+  Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,
+                       const AttentionShape& a, double eps) override {
+    GuardWindow open(state_.get());
+    return inner_->QkNormForward(qkv, qk_in, rstd, q_w, k_w, a, eps);
+  }
+  Status QkNormBackward(TensorRef dqkv, TensorRef dq_w, TensorRef dk_w, ConstRef qk_in,
+                        ConstRef rstd, ConstRef q_w, ConstRef k_w,
+                        const AttentionShape& a) override {
+    GuardWindow open(state_.get());
+    return inner_->QkNormBackward(dqkv, dq_w, dk_w, qk_in, rstd, q_w, k_w, a);
+  }
   Status ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) override {
     GuardWindow open(state_.get());
     return inner_->ContextKvPack(kv, qkv, a);

@@ -181,6 +181,22 @@ class Ops {
                                  bool /*inverse*/) {
     return ArchUnsupported("rotary");
   }
+  // ---- QK norm (model.qk_norm; Qwen3's): an RMSNorm of each query and key head's head_dim
+  // features of qkv [b S][...] in place, q_w for the queries and k_w for the keys (shared by
+  // the heads). qk_in [b S][kv][group + 1][D] keeps the rows before the norm and rstd (wide)
+  // [b S][kv][group + 1] their 1/rms; the backward turns dqkv's query and key gradients into
+  // those before the norm in place and accumulates dq_w, dk_w (wide).
+  // kernels/reference/ops.h QkNormForward.
+  virtual Status QkNormForward(TensorRef /*qkv*/, TensorRef /*qk_in*/, TensorRef /*rstd*/,
+                               ConstRef /*q_w*/, ConstRef /*k_w*/, const AttentionShape&,
+                               double /*eps*/) {
+    return ArchUnsupported("qk_norm");
+  }
+  virtual Status QkNormBackward(TensorRef /*dqkv*/, TensorRef /*dq_w*/, TensorRef /*dk_w*/,
+                                ConstRef /*qk_in*/, ConstRef /*rstd*/, ConstRef /*q_w*/,
+                                ConstRef /*k_w*/, const AttentionShape&) {
+    return ArchUnsupported("qk_norm");
+  }
 
   // ---- Linear: out[n][oc] = x[n][c] W[oc][c]^T (+ bias); with gelu_out, also gelu_out = GeLU(out)
   // (the bias-GeLU epilogue; out keeps the pre-activation for the backward).

@@ -145,6 +145,19 @@ Status TimedOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double 
                [&] { return inner_->RotaryEmbedding(qkv, a, base, inverse); });
 }
 
+Status TimedOps::QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w,
+                               ConstRef k_w, const AttentionShape& a, double eps) {
+  return Timed("QkNormForward " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
+               [&] { return inner_->QkNormForward(qkv, qk_in, rstd, q_w, k_w, a, eps); });
+}
+
+Status TimedOps::QkNormBackward(TensorRef dqkv, TensorRef dq_w, TensorRef dk_w, ConstRef qk_in,
+                                ConstRef rstd, ConstRef q_w, ConstRef k_w,
+                                const AttentionShape& a) {
+  return Timed("QkNormBackward " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
+               [&] { return inner_->QkNormBackward(dqkv, dq_w, dk_w, qk_in, rstd, q_w, k_w, a); });
+}
+
 Status TimedOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) {
   return Timed("ContextKvPack " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
                [&] { return inner_->ContextKvPack(kv, qkv, a); });

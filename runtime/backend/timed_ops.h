@@ -69,6 +69,11 @@ class TimedOps final : public Ops {
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
   Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
                          bool inverse) override;
+  Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,
+                       const AttentionShape& a, double eps) override;
+  Status QkNormBackward(TensorRef dqkv, TensorRef dq_w, TensorRef dk_w, ConstRef qk_in,
+                        ConstRef rstd, ConstRef q_w, ConstRef k_w,
+                        const AttentionShape& a) override;
   Status ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) override;
   Status ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) override;
   Status ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,

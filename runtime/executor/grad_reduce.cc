@@ -19,6 +19,8 @@
 // algorithm may add the summands in another order (docs/runtime.md).
 #include "runtime/executor/grad_reduce.h"
 
+#include <string_view>
+
 #include <algorithm>
 
 #include "runtime/executor/trainer.h"
@@ -255,19 +257,34 @@ int64_t Trainer::GradElementsInFlight() const {
   return n;
 }
 
-// Under sequence parallelism a tensor rank computes the gradients of the tensors that act on its
-// own rows (the LayerNorms', the row-parallel projections' biases) from those rows alone: summed
-// over the tensor group here, once per step, as Megatron-Core's finalize_model_grads does, after
-// the data-parallel reduction (sums over the two groups commute), so that buckets started during
-// the backward need not wait for it. With the distributed optimizer only the rank's shard of them
-// is summed (the tensor ranks of a data rank own the same arena range: their arenas are alike).
-// The position embedding's gradient is computed from the gathered rows, whole on every rank.
-Status Trainer::SumSequenceParallelGrads() {
-  if (!cfg_.sequence_parallel || tp_->size() == 1) return Status::Ok();
+namespace {
+// Whether each tensor rank holds only a part of p's gradient: a replicated tensor that acts on the
+// rank's own rows under sequence parallelism (but the position embedding, whose gradient comes
+// from the gathered rows), or the QK norm's weights, which act on the rank's own heads.
+bool GradIsPartialOverTensorGroup(const ParamTensor& p, bool sequence_parallel) {
+  if (p.sharding != Sharding::kReplicated) return false;
+  const auto ends_with = [&](std::string_view tail) {
+    return p.name.size() >= tail.size() &&
+           p.name.compare(p.name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (ends_with("attn.q_norm.weight") || ends_with("attn.k_norm.weight")) return true;
+  return sequence_parallel && p.name != "embedding.position";
+}
+}  // namespace
+
+// A tensor rank that computes only a part of a replicated tensor's gradient (under sequence
+// parallelism the LayerNorms' and the row-parallel projections' biases, from its own rows; the QK
+// norm's weights, from its own heads) has it summed over the tensor group here, once per step, as
+// Megatron-Core's finalize_model_grads does, after the data-parallel reduction (sums over the two
+// groups commute), so that buckets started during the backward need not wait for it. With the
+// distributed optimizer only the rank's shard of them is summed (the tensor ranks of a data rank
+// own the same arena range: their arenas are alike).
+Status Trainer::SumTensorPartialGrads() {
+  if (tp_->size() == 1) return Status::Ok();
   const ElementRange mine = StepRange();
   for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
     const ParamTensor& p = params_->entries()[static_cast<size_t>(i)].spec;
-    if (p.sharding != Sharding::kReplicated || p.name == "embedding.position") continue;
+    if (!GradIsPartialOverTensorGroup(p, cfg_.sequence_parallel)) continue;
     const TensorRef g = params_->grads_of(Intersect(params_->range(i), mine));
     if (g.count > 0) PTDP_RETURN_IF_ERROR(tp_->AllReduceSum(g.data, g.count, g.dtype));
   }
@@ -310,7 +327,7 @@ Status Trainer::ReduceGrads() {
   }
   for (auto& b : grad_buckets_) PTDP_RETURN_IF_ERROR(b->req->Wait());
   grad_buckets_.clear();
-  return SumSequenceParallelGrads();
+  return SumTensorPartialGrads();
 }
 
 }  // namespace ptdp::runtime

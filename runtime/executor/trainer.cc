@@ -208,6 +208,7 @@ Status Trainer::Build(ParamInit init) {
   dims_.heads = model_.heads;
   dims_.heads_local = model_.heads / t;
   dims_.kv_heads_local = model_.KvHeads() / t;
+  dims_.head_dim = model_.HeadDim();
   dims_.head0 = int64_t(coord_.tp) * dims_.heads_local;
   dims_.f_local = model_.FfnHidden() / t;
   dims_.v_local = PaddedVocab(model_, t) / t;

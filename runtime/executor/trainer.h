@@ -250,7 +250,7 @@ class Trainer {
   Status GatherUpdatedWeights();
   // Waits for the weights of `chunk` (-1: every chunk) started by GatherUpdatedWeights.
   Status WaitForWeights(int chunk);
-  Status SumSequenceParallelGrads();
+  Status SumTensorPartialGrads();
   Status ReduceGrads();
   void PlanGradReduce();  // chunk_grads_final_at_ from the Program
   void BeginChunkGradReduce(size_t instr_index);

@@ -51,6 +51,7 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
   c.d.heads = m.heads;
   c.d.heads_local = m.heads;
   c.d.kv_heads_local = m.KvHeads();
+  c.d.head_dim = m.HeadDim();
   c.arch = ArchOf(m);
   c.d.f_local = m.FfnHidden();
   c.d.v_local = Vp;

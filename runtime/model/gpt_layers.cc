@@ -87,8 +87,16 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
     PTDP_RETURN_IF_ERROR(
         ops->LinearForward(st->qkv.ref(), {}, ln1.ref, w.qkv_w, w.qkv_b, N, h, qkv));
   }
-  // The stash keeps q and k rotated (what attention reads); the backward turns their gradients
-  // back.
+  // The stash keeps q and k normed and rotated (what attention reads), and with the QK norm the
+  // rows before it; the backward turns their gradients back.
+  if (c.arch.qk_norm) {
+    const int64_t rows = N * (d.heads_local + d.KvLocal());
+    PTDP_ASSIGN_OR_RETURN(st->qk_in, Alloc(c, rows * d.D(), a, tag));
+    PTDP_ASSIGN_OR_RETURN(st->qk_rstd, Alloc(c, rows, c.types.wide, tag));
+    PTDP_RETURN_IF_ERROR(ops->QkNormForward(st->qkv.ref(), st->qk_in.ref(), st->qk_rstd.ref(),
+                                            w.q_norm_w, w.k_norm_w, Shape(d, c.drop),
+                                            c.arch.norm_eps));
+  }
   if (c.arch.rotary) {
     PTDP_RETURN_IF_ERROR(
         ops->RotaryEmbedding(st->qkv.ref(), Shape(d, c.drop), c.arch.rotary_base, false));
@@ -249,6 +257,11 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
     PTDP_RETURN_IF_ERROR(
         ops->RotaryEmbedding(dqkv.ref(), Shape(d, c.drop), c.arch.rotary_base, true));
   }
+  if (c.arch.qk_norm) {  // the norms' weights are shared by every head: a partial sum per rank
+    PTDP_RETURN_IF_ERROR(ops->QkNormBackward(dqkv.ref(), g.q_norm_w, g.k_norm_w, st->qk_in.cref(),
+                                             st->qk_rstd.cref(), w.q_norm_w, w.k_norm_w,
+                                             Shape(d, c.drop)));
+  }
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dln.ref(), dqkv.cref(), w.qkv_w, N, h, qkv));
   {
@@ -270,10 +283,10 @@ Status AllocLayerInput(const LayerCtx& c, LayerStash* st) {
 }
 
 void DropLayerActivations(LayerStash* st) {
-  for (Tensor* t :
-       {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out, &st->qkv, &st->probs, &st->att_mask,
-        &st->att_dropped, &st->att_lse, &st->attn_out, &st->attn_res_mask, &st->x2, &st->ln2_mean,
-        &st->ln2_rstd, &st->ln2_out, &st->fc1_out, &st->gelu_out, &st->mlp_res_mask}) {
+  for (Tensor* t : {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out, &st->qk_in, &st->qk_rstd, &st->qkv,
+                    &st->probs, &st->att_mask, &st->att_dropped, &st->att_lse, &st->attn_out,
+                    &st->attn_res_mask, &st->x2, &st->ln2_mean, &st->ln2_rstd, &st->ln2_out,
+                    &st->fc1_out, &st->gelu_out, &st->mlp_res_mask}) {
     t->Reset();
   }
 }

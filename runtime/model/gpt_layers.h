@@ -41,7 +41,10 @@ struct LayerDims {
   // Grouped-query attention: key/value heads on this rank (0: heads_local, multi-head). QKV rows
   // are [kv_heads_local][group + 2][D] (kernels/reference/qkv_layout.h).
   int64_t kv_heads_local = 0;
-  int64_t head0 = 0;        // global index of this rank's first head
+  int64_t head0 = 0;  // global index of this rank's first head
+  // Features per head (ModelSpec::head_dim; Qwen3's 128 at any hidden size); 0: h / heads. The
+  // attention's output, the projection's input, is heads_local D wide.
+  int64_t head_dim = 0;
   int64_t f_local = 1;      // MLP inner size / t
   int64_t v_local = 1;      // padded vocabulary / t
   int64_t vocab_begin = 0;  // first global vocabulary row of this rank's shard
@@ -61,7 +64,7 @@ struct LayerDims {
   int64_t S() const { return s / cp; }
   int64_t N() const { return b * S(); }
   int64_t R() const { return N() / sp; }
-  int64_t D() const { return h / heads; }
+  int64_t D() const { return head_dim > 0 ? head_dim : h / heads; }
   int64_t KvLocal() const { return kv_heads_local > 0 ? kv_heads_local : heads_local; }
   int64_t Group() const { return heads_local / KvLocal(); }
   int64_t QkvWidth() const { return (heads_local + 2 * KvLocal()) * D(); }
@@ -76,6 +79,8 @@ struct LayerArch {
   bool rotary = false;  // rotary position embedding of q and k (and no position table)
   double rotary_base = 10000;
   double norm_eps = 1e-5;  // RMSNorm's (LayerNorm keeps kernels/reference kLayerNormEps)
+  // QK norm (Qwen3's): each query and key head RMSNormed (norm_eps) before the rotation.
+  bool qk_norm = false;
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and
@@ -97,25 +102,31 @@ struct DropoutCtx {
   uint64_t Key(const std::string& site) const;
 };
 
+// A tensor the model lacks (a bias, RMSNorm's bias, the QK norm's weights) is an empty view.
 struct LayerWeights {
   ConstRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
   ConstRef ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+  ConstRef q_norm_w, k_norm_w;
 };
 struct LayerGrads {
   TensorRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
   TensorRef ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
+  TensorRef q_norm_w, k_norm_w;
 };
 
 // What a layer keeps for its backward: core/shapes.h LayerActivations, entry by entry. With full
 // recomputation only `x` lives between forward and backward (LayerCheckpoint).
 struct LayerStash {
-  Tensor x;                             // ln1.input [N][h]
-  Tensor ln1_mean, ln1_rstd;            // ln1.mean, ln1.rstd [N] wide
-  Tensor ln1_out;                       // attn.qkv.input [N][h]
-  Tensor qkv;                           // attn.q/k/v [N][QkvWidth], q and k rotated (rotary)
+  Tensor x;                   // ln1.input [N][h]
+  Tensor ln1_mean, ln1_rstd;  // ln1.mean, ln1.rstd [N] wide
+  Tensor ln1_out;             // attn.qkv.input [N][h]
+  // QK norm: attn.q_norm.input and attn.k_norm.input as one [N][kv][group + 1][D] (each
+  // group's query heads, then its key, before the norm) and attn.qk_norm.rstd [N][kv][group + 1]
+  Tensor qk_in, qk_rstd;
+  Tensor qkv;  // attn.q/k/v [N][QkvWidth], q and k normed (qk_norm) and rotated (rotary)
   Tensor probs, att_mask, att_dropped;  // attn.softmax.output, attn.dropout.mask/.output
   Tensor att_lse;                       // attn.softmax.lse [b][a/t][s] wide (fused attention)
-  Tensor attn_out;                      // attn.proj.input [N][h/t]
+  Tensor attn_out;                      // attn.proj.input [N][heads_local D]
   Tensor attn_res_mask;                 // attn.residual_dropout.mask [N][h] u8
   Tensor x2;                            // ln2.input [N][h]
   Tensor ln2_mean, ln2_rstd;            // ln2.mean, ln2.rstd

@@ -5,21 +5,24 @@
 namespace ptdp::runtime {
 namespace {
 
-// The twelve tensors of LayerWeights and LayerGrads, in their order; biases may be absent.
+// The tensors of LayerWeights and LayerGrads, in their order; biases and the QK norm's weights
+// may be absent.
 struct Slot {
   const char* name;
   bool optional;
 };
-constexpr Slot kSlots[12] = {
-    {"ln1.weight", false},   {"ln1.bias", true},          {"attn.qkv.weight", false},
-    {"attn.qkv.bias", true}, {"attn.proj.weight", false}, {"attn.proj.bias", true},
-    {"ln2.weight", false},   {"ln2.bias", true},          {"mlp.fc1.weight", false},
-    {"mlp.fc1.bias", true},  {"mlp.fc2.weight", false},   {"mlp.fc2.bias", true}};
+constexpr int kSlotCount = 14;
+constexpr Slot kSlots[kSlotCount] = {
+    {"ln1.weight", false},        {"ln1.bias", true},          {"attn.qkv.weight", false},
+    {"attn.qkv.bias", true},      {"attn.proj.weight", false}, {"attn.proj.bias", true},
+    {"ln2.weight", false},        {"ln2.bias", true},          {"mlp.fc1.weight", false},
+    {"mlp.fc1.bias", true},       {"mlp.fc2.weight", false},   {"mlp.fc2.bias", true},
+    {"attn.q_norm.weight", true}, {"attn.k_norm.weight", true}};
 
-// Store indices of the layer's twelve slots (-1: absent).
-void Indices(const ParamStore& s, int chunk, int layer, int out[12]) {
+// Store indices of the layer's slots (-1: absent).
+void Indices(const ParamStore& s, int chunk, int layer, int out[kSlotCount]) {
   const std::string p = "layer" + std::to_string(layer) + ".";
-  for (int k = 0; k < 12; ++k) {
+  for (int k = 0; k < kSlotCount; ++k) {
     out[k] = s.Find(chunk, p + kSlots[k].name);
     PTDP_CHECK_MSG(out[k] >= 0 || kSlots[k].optional, "the store holds no " + p + kSlots[k].name);
   }
@@ -28,17 +31,17 @@ void Indices(const ParamStore& s, int chunk, int layer, int out[12]) {
 }  // namespace
 
 LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
-  int at[12];
+  int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto w = [&](int k) { return at[k] >= 0 ? s.weight(at[k]) : ConstRef{}; };
-  return {w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7), w(8), w(9), w(10), w(11)};
+  return {w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7), w(8), w(9), w(10), w(11), w(12), w(13)};
 }
 
 LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
-  int at[12];
+  int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto g = [&](int k) { return at[k] >= 0 ? s.grad(at[k]) : TensorRef{}; };
-  return {g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7), g(8), g(9), g(10), g(11)};
+  return {g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7), g(8), g(9), g(10), g(11), g(12), g(13)};
 }
 
 LayerArch ArchOf(const ModelSpec& m) {
@@ -48,6 +51,7 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.rotary = m.rotary;
   a.rotary_base = m.rotary_base;
   a.norm_eps = m.norm_eps;
+  a.qk_norm = m.qk_norm;
   return a;
 }
 

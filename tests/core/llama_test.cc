@@ -4,6 +4,9 @@
 // and the tensor-parallel split over query groups.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <tuple>
+
 #include "core/ledger.h"
 #include "core/model.h"
 #include "core/parallel.h"
@@ -20,6 +23,15 @@ TEST(Llama, PresetParameterCountsArePublished) {
   EXPECT_EQ(ParameterCount(LoadModel("llama3-8b").value(), 1), 8030261248);
   EXPECT_EQ(ParameterCount(LoadModel("llama3-70b").value(), 1), 70553706496);
   EXPECT_EQ(ParameterCount(LoadModel("llama3.1-405b").value(), 1), 405853388800);
+  // Qwen3's model cards round to 0.1B (8.2B, 32.8B) and, without the two untied embeddings of
+  // 151936 x h, to 0.01B and 0.1B (6.95B, 31.2B).
+  for (const auto& [name, total, body, body_unit] :
+       {std::tuple{"qwen3-8b", 82, 695, 1e7}, std::tuple{"qwen3-32b", 328, 312, 1e8}}) {
+    const ModelSpec m = LoadModel(name).value();
+    const int64_t n = ParameterCount(m, 1);
+    EXPECT_EQ(std::llround(double(n) / 1e8), total) << name << " " << n;
+    EXPECT_EQ(std::llround(double(n - 2 * m.vocab * m.hidden) / body_unit), body) << name;
+  }
 }
 
 // meta-llama/Meta-Llama-3-8B's config.json as published.
@@ -209,7 +221,8 @@ TEST(Llama, ActivationsAndRuntimeFeatures) {
   EXPECT_EQ(swiglu, 8192 * 2 * 14336 / 2);
   EXPECT_EQ(means, 0);
   EXPECT_EQ(m.UnexecutedFeatures(), "");  // dense Llama layers run (runtime/model)
-  EXPECT_EQ(LoadModel("qwen3-30b-a3b").value().UnexecutedFeatures(), "moe/head_dim/qk-norm");
+  EXPECT_EQ(LoadModel("qwen3-30b-a3b").value().UnexecutedFeatures(), "moe");
+  EXPECT_EQ(LoadModel("qwen3-32b").value().UnexecutedFeatures(), "");  // head_dim, QK norm run
   EXPECT_EQ(LoadModel("gpt-1.3b").value().UnexecutedFeatures(), "");
 }
 

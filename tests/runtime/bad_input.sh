@@ -27,11 +27,11 @@ case "$case" in
   param_gather)  # --overlap-param-gather without the distributed optimizer: nothing to gather
                extra=(--overlap-param-gather)
                expect="[-]-overlap-param-gather: needs layout.distributed_optimizer" ;;
-  head_dim)    # a head dim other than hidden / heads: planned, refused by name (runtime/model)
-               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "head_dim": 32/' "$dir/plan.json"
-               grep -q '"head_dim": 32' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+  moe)         # a mixture of experts: planned, refused by name (runtime/model)
+               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "moe_experts": 4, "moe_topk": 2, "swiglu": true, "linear_bias": false/' "$dir/plan.json"
+               grep -q '"moe_experts": 4' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="model tiny: the runtime does not execute head_dim yet" ;;
+               expect="model tiny: the runtime does not execute moe yet" ;;
   program_size)   # the plan's Program must be its layout's: a message size edited by hand
                sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
                grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

@@ -2,7 +2,8 @@
 // precision through the CPU backend's fp64 Ops: RMSNorm, rotary embeddings of q and k,
 // grouped-query attention (two query heads per key/value head), SwiGLU and no biases but QKV's
 // (Qwen2's), with and without dropout, fused and unfused attention, whole and split backward;
-// and the head with its final RMSNorm. The kernels' own identities (the rotation's inverse, the
+// Qwen3's QK norm with heads of their own width (head_dim 6 at h 16); and the head with its final
+// RMSNorm. The kernels' own identities (the rotation's inverse, the
 // group's shared keys) are checked alongside.
 #include <gtest/gtest.h>
 
@@ -37,11 +38,15 @@ LayerDims LlamaDims() {
   return d;
 }
 
-LayerCtx LlamaCtx(Device* dev, double dropout) {
+LayerCtx LlamaCtx(Device* dev, double dropout, bool qwen3 = false) {
   LayerCtx c;
   c.dev = dev;
   c.d = LlamaDims();
   c.arch = {true, true, true, 500.0};  // a small base: every pair turns noticeably at s = 5
+  if (qwen3) {                         // 4 heads of 6: the attention 24 wide at h 16
+    c.d.head_dim = 6;
+    c.arch.qk_norm = true;
+  }
   c.types = {DType::kFp64, DType::kFp64};
   c.drop.p = dropout;
   c.drop.step = 2;
@@ -49,10 +54,12 @@ LayerCtx LlamaCtx(Device* dev, double dropout) {
   return c;
 }
 
-// The layer's tensors: norms without biases, QKV with its bias, the rest without.
+// The layer's tensors: norms without biases, QKV with its bias, the rest without; the QK norm's
+// two head-wide weights when `qk`.
 struct LlamaParams {
-  Vec ln1_w, qkv_w, qkv_b, proj_w, ln2_w, fc1_w, fc2_w;
-  explicit LlamaParams(const LayerDims& d) {
+  Vec ln1_w, qkv_w, qkv_b, proj_w, ln2_w, fc1_w, fc2_w, q_norm_w, k_norm_w;
+  bool qk = false;
+  LlamaParams(const LayerDims& d, bool qk_norm) : qk(qk_norm) {
     const int64_t h = d.h, f = d.f_local, qkv = d.QkvWidth(), attn = d.heads_local * d.D();
     ln1_w = Random(h, 1, 0.2);
     for (auto& v : ln1_w) v += 1;
@@ -63,28 +70,57 @@ struct LlamaParams {
     for (auto& v : ln2_w) v += 1;
     fc1_w = Random(2 * f * h, 6, 0.3);
     fc2_w = Random(h * f, 7, 0.3);
+    q_norm_w = Random(d.D(), 8, 0.3);
+    k_norm_w = Random(d.D(), 9, 0.3);
+    for (Vec* v : {&q_norm_w, &k_norm_w}) {
+      for (auto& e : *v) e += 1;
+    }
   }
   LayerWeights W() const {
-    return {C(ln1_w), {}, C(qkv_w), C(qkv_b), C(proj_w), {},
-            C(ln2_w), {}, C(fc1_w), {},       C(fc2_w),  {}};
+    return {C(ln1_w),
+            {},
+            C(qkv_w),
+            C(qkv_b),
+            C(proj_w),
+            {},
+            C(ln2_w),
+            {},
+            C(fc1_w),
+            {},
+            C(fc2_w),
+            {},
+            qk ? C(q_norm_w) : ConstRef{},
+            qk ? C(k_norm_w) : ConstRef{}};
   }
   LayerGrads G() {
-    return {M(ln1_w), {}, M(qkv_w), M(qkv_b), M(proj_w), {},
-            M(ln2_w), {}, M(fc1_w), {},       M(fc2_w),  {}};
+    return {M(ln1_w),
+            {},
+            M(qkv_w),
+            M(qkv_b),
+            M(proj_w),
+            {},
+            M(ln2_w),
+            {},
+            M(fc1_w),
+            {},
+            M(fc2_w),
+            {},
+            qk ? M(q_norm_w) : TensorRef{},
+            qk ? M(k_norm_w) : TensorRef{}};
   }
   void Zero() {
-    for (Vec* v : {&ln1_w, &qkv_w, &qkv_b, &proj_w, &ln2_w, &fc1_w, &fc2_w}) {
+    for (Vec* v : {&ln1_w, &qkv_w, &qkv_b, &proj_w, &ln2_w, &fc1_w, &fc2_w, &q_norm_w, &k_norm_w}) {
       std::fill(v->begin(), v->end(), 0.0);
     }
   }
 };
 
-void LlamaLayerCase(double dropout, bool fused, bool split) {
+void LlamaLayerCase(double dropout, bool fused, bool split, bool qwen3 = false) {
   CpuDevice dev;
-  LayerCtx c = LlamaCtx(&dev, dropout);
+  LayerCtx c = LlamaCtx(&dev, dropout, qwen3);
   c.fused_attention = fused;
   const int64_t nh = c.d.N() * c.d.h;
-  LlamaParams p(c.d);
+  LlamaParams p(c.d, qwen3);
   Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
   auto objective = [&]() {
     LayerStash st;
@@ -96,7 +132,7 @@ void LlamaLayerCase(double dropout, bool fused, bool split) {
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
   };
-  LlamaParams g(c.d);
+  LlamaParams g(c.d, qwen3);
   g.Zero();
   LayerStash st;
   ASSERT_TRUE(AllocLayerInput(c, &st).ok());
@@ -106,7 +142,12 @@ void LlamaLayerCase(double dropout, bool fused, bool split) {
   // RMSNorm keeps no mean; SwiGLU's input is each feature's gate and up.
   EXPECT_TRUE(st.ln1_mean.empty() && st.ln2_mean.empty());
   EXPECT_EQ(st.fc1_out.count(), 2 * st.gelu_out.count());
-  EXPECT_EQ(st.qkv.count(), c.d.N() * (4 + 2 * 2) * 4);
+  const int64_t head = qwen3 ? 6 : 4;
+  EXPECT_EQ(st.qkv.count(), c.d.N() * (4 + 2 * 2) * head);
+  EXPECT_EQ(st.attn_out.count(), c.d.N() * 4 * head);
+  // The QK norm's stash: the 4 query and 2 key rows before the norm, and their 1/rms.
+  EXPECT_EQ(st.qk_in.count(), qwen3 ? c.d.N() * (4 + 2) * head : 0);
+  EXPECT_EQ(st.qk_rstd.count(), qwen3 ? c.d.N() * (4 + 2) : 0);
   WeightGradQueue queue;
   LayerCtx backward = c;
   if (split) backward.defer_weight_grads = &queue;
@@ -122,6 +163,10 @@ void LlamaLayerCase(double dropout, bool fused, bool split) {
   CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
   CheckGrad("fc1.weight", p.fc1_w, g.fc1_w, objective);
   CheckGrad("fc2.weight", p.fc2_w, g.fc2_w, objective);
+  if (qwen3) {
+    CheckGrad("q_norm.weight", p.q_norm_w, g.q_norm_w, objective);
+    CheckGrad("k_norm.weight", p.k_norm_w, g.k_norm_w, objective);
+  }
 }
 
 TEST(LlamaLayerGradient, LayerMatchesFiniteDifferences) {
@@ -135,6 +180,14 @@ TEST(LlamaLayerGradient, FusedAttentionLayerMatchesFiniteDifferences) {
 }
 TEST(LlamaLayerGradient, SplitBackwardLayerMatchesFiniteDifferences) {
   LlamaLayerCase(0.2, true, true);
+}
+
+// Qwen3's attention: QK norm before the rotation, heads 6 wide at h 16 (proj reads 24 features).
+TEST(LlamaLayerGradient, QkNormHeadDimLayerMatchesFiniteDifferences) {
+  LlamaLayerCase(0.0, false, false, true);
+}
+TEST(LlamaLayerGradient, QkNormHeadDimFusedSplitWithDropoutMatchesFiniteDifferences) {
+  LlamaLayerCase(0.2, true, true, true);
 }
 
 TEST(LlamaLayerGradient, HeadWithRmsNormMatchesFiniteDifferences) {
@@ -274,6 +327,43 @@ TEST(LlamaKernels, GroupedAttentionIsSharedMultiHead) {
         for (int64_t j = 0; j < group; ++j)
           k_sum += dm[n * multi.Width() + multi.K(kv * group + j) + e];
         EXPECT_NEAR(dg[n * grouped.Width() + grouped.KvOf(kv) + e], k_sum, 1e-13);
+      }
+    }
+  }
+}
+
+// The QK norm leaves every query and key head with a mean square of 1 / (1 + eps / ms) under
+// unit weights, scales each feature by its weight, keeps the rows it read, and leaves the values.
+TEST(LlamaKernels, QkNormNormsEachQueryAndKeyHead) {
+  const kernels::QkvLayout row{4, 5, 2};
+  const int64_t rows = 3, slots = 4 + 2;
+  const Vec qkv = Random(rows * row.Width(), 61, 2.0);
+  Vec ones(5, 1.0), k_w = Random(5, 62, 0.5);
+  Vec normed = qkv, saved(static_cast<size_t>(rows * slots * 5)), rstd(rows * slots);
+  const double eps = 1e-6;
+  kernels::QkNormForward(normed.data(), saved.data(), rstd.data(), ones.data(), k_w.data(), rows,
+                         row, eps);
+  auto mean_square = [&](const Vec& v, int64_t at) {
+    double s = 0;
+    for (int64_t e = 0; e < 5; ++e) s += v[at + e] * v[at + e];
+    return s / 5;
+  };
+  for (int64_t n = 0; n < rows; ++n) {
+    const int64_t base = n * row.Width();
+    for (int64_t hh = 0; hh < 4; ++hh) {
+      const double ms = mean_square(qkv, base + row.Q(hh));
+      EXPECT_NEAR(mean_square(normed, base + row.Q(hh)), ms / (ms + eps), 1e-12);
+      for (int64_t e = 0; e < 5; ++e) {
+        EXPECT_EQ(normed[base + row.V(hh) + e], qkv[base + row.V(hh) + e]);
+      }
+    }
+    for (int64_t g = 0; g < 2; ++g) {
+      const int64_t k = base + row.KvOf(g), slot = (n * 2 + g) * 3 + 2;
+      const double r = 1 / std::sqrt(mean_square(qkv, k) + eps);
+      EXPECT_NEAR(rstd[slot], r, 1e-12);
+      for (int64_t e = 0; e < 5; ++e) {
+        EXPECT_NEAR(normed[k + e], qkv[k + e] * r * k_w[e], 1e-12);
+        EXPECT_EQ(saved[slot * 5 + e], qkv[k + e]);
       }
     }
   }
