@@ -138,24 +138,28 @@ Status RunForward(const ForwardArgs& a) {
 }  // namespace
 
 void RegisterExport(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("export",
-                                 "Write a checkpoint as a Hugging Face GPT-2 or Llama folder "
-                                 "(config.json, model.safetensors)");
+  auto* cmd =
+      app.add_subcommand("export",
+                         "Write a checkpoint as a Hugging Face GPT-2, Llama or Qwen3 folder "
+                         "(config.json, model.safetensors)");
   static std::string checkpoint, to, out;
   cmd->add_option("--checkpoint", checkpoint,
                   "a checkpoint (DIR/step-NNNNNNNN) or a folder of them (the newest valid)")
       ->required();
   cmd->add_option("--to", to,
-                  "the format: hf-gpt2 (GPT2LMHeadModel) or hf-llama (LlamaForCausalLM)")
+                  "the format: hf-gpt2 (GPT2LMHeadModel), hf-llama (LlamaForCausalLM) or "
+                  "hf-qwen3 (Qwen3ForCausalLM)")
       ->required()
-      ->check(CLI::IsMember({"hf-gpt2", "hf-llama"}));
+      ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen3"}));
   cmd->add_option("out", out, "output folder (created; config.json and model.safetensors replaced)")
       ->required();
   cmd->callback([exit_code] {
     auto run = [&]() -> Status {
       PTDP_ASSIGN_OR_RETURN(std::string dir, runtime::ResolveCheckpoint(checkpoint, "ptdp export"));
       PTDP_ASSIGN_OR_RETURN(runtime::Manifest m, runtime::ReadManifest(dir));
-      const auto format = to == "hf-llama" ? runtime::HfFormat::kLlama : runtime::HfFormat::kGpt2;
+      const auto format = to == "hf-llama"   ? runtime::HfFormat::kLlama
+                          : to == "hf-qwen3" ? runtime::HfFormat::kQwen3
+                                             : runtime::HfFormat::kGpt2;
       PTDP_ASSIGN_OR_RETURN(Bytes bytes, runtime::ExportHf(dir, m, out, format));
       std::printf(
           "exported %s (step %lld) to %s: config.json, model.safetensors (%.2f MiB, fp32)\n",

@@ -2,8 +2,9 @@
 """transformers' side of bench/hf/hf_check.sh (docs/checkpoints.md "Hugging Face GPT-2").
 
   hf_check.py random OUT --layers L --hidden H --heads A --positions N --vocab V [--inner F] [--untied]
-                     [--llama --kv-heads K [--rope-theta T]]
-      a GPT2LMHeadModel (or a LlamaForCausalLM) with every parameter drawn at random (biases and
+                     [--llama|--mistral|--qwen2|--qwen3 --kv-heads K [--rope-theta T] [--head-dim D]]
+      a GPT2LMHeadModel (or a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
+      Qwen3ForCausalLM) with every parameter drawn at random (biases and
       norms included, so that a misplaced bias or a permuted head shows), saved with
       save_pretrained(safe_serialization)
   hf_check.py compare HFDIR BATCH SEQ_LEN LOGITS [--loss NAME=VALUE ...] [--logit-tol T] [--loss-tol R]
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM)
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 
 def read_tokens(path):
@@ -44,6 +45,10 @@ def random_llama(a):
     elif a.qwen2:  # biases on q, k and v, rms_norm_eps 1e-6
         kw["rms_norm_eps"] = 1e-6
         cfg, cls = Qwen2Config(use_sliding_window=False, **kw), Qwen2ForCausalLM
+    elif a.qwen3:  # QK norms, heads of --head-dim, rms_norm_eps 1e-6
+        kw["rms_norm_eps"] = 1e-6
+        cfg = Qwen3Config(use_sliding_window=False, head_dim=a.head_dim, attention_bias=False, **kw)
+        cls = Qwen3ForCausalLM
     else:
         cfg, cls = LlamaConfig(**kw), LlamaForCausalLM
     torch.manual_seed(a.seed)
@@ -61,7 +66,7 @@ def random_llama(a):
 
 
 def random_model(a):
-    if a.llama or a.mistral or a.qwen2:
+    if a.llama or a.mistral or a.qwen2 or a.qwen3:
         return random_llama(a)
     cfg = GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_positions=a.positions,
                      vocab_size=a.vocab, n_inner=a.inner, activation_function="gelu_new",
@@ -129,6 +134,8 @@ def main():
     r.add_argument("--llama", action="store_true")  # a LlamaForCausalLM (--inner: its MLP)
     r.add_argument("--mistral", action="store_true")  # a MistralForCausalLM, no sliding window
     r.add_argument("--qwen2", action="store_true")  # a Qwen2ForCausalLM (q, k, v biases)
+    r.add_argument("--qwen3", action="store_true")  # a Qwen3ForCausalLM (QK norms)
+    r.add_argument("--head-dim", type=int, default=None)  # Qwen3's, any width
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)
     r.add_argument("--max-shard-size", default="5GB")  # small: model.safetensors.index.json

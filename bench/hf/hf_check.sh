@@ -21,6 +21,10 @@
 #                 first-step losses against transformers' loss, `ptdp forward --hf`'s logits
 #   7. mistral-init the same for a random MistralForCausalLM without a sliding window at t2 p2
 #   8. qwen2-init   the same for a random Qwen2ForCausalLM (biases on q, k and v; rms_norm_eps 1e-6)
+#   9. qwen3-init   the same for a random Qwen3ForCausalLM (QK norms, heads of 24 at hidden 64,
+#                   rms_norm_eps 1e-6)
+#  10. qwen3        a Qwen3-style model trained 20 steps at t2 p2, exported with `--to hf-qwen3`:
+#                   Qwen3ForCausalLM's logits against `ptdp forward --checkpoint`'s, and its loss
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -164,11 +168,12 @@ check "$py" "$here/hf_check.py" compare random-llama batch-llama-init.bin 32 ptd
 
 # A random FAMILY model (2 layers, h 64, 4 heads over 2, SwiGLU 112, untied, rope_theta 1e6) made
 # by transformers, trained by ptdp from its folder at t2 p2 and compared. EXTRA: the plan's model
-# keys beyond Llama's.
-family_init() {  # FAMILY EXTRA
+# keys beyond Llama's; PYARGS: hf_check.py random's arguments beyond them.
+family_init() {  # FAMILY EXTRA [PYARGS]
   local name=$1
+  # shellcheck disable=SC2086
   "$py" "$here/hf_check.py" random "random-$name" "--$name" --layers 2 --hidden 64 --heads 4 \
-    --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 |
+    --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 ${3:-} |
     tee -a summary.txt || die "making the random $name model"
   arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"linear_bias\": false, \"rotary_base\": 1000000$2"
@@ -186,6 +191,24 @@ echo "== 7. mistral-init: a random MistralForCausalLM (no sliding window) traine
 family_init mistral ""
 echo "== 8. qwen2-init: a random Qwen2ForCausalLM (q, k, v biases, rms_norm_eps 1e-6) trained by ptdp"
 family_init qwen2 ', "qkv_bias": true, "norm_eps": 1e-6'
+qwen3_keys=', "head_dim": 24, "qk_norm": true, "norm_eps": 1e-6'
+echo "== 9. qwen3-init: a random Qwen3ForCausalLM (QK norms, head_dim 24 at hidden 64) trained by ptdp"
+family_init qwen3 "$qwen3_keys" "--head-dim 24"
+
+echo "== 10. qwen3: a Qwen3-style model trained at t2 p2, exported, loaded by Qwen3ForCausalLM"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"rotary_base\": 1000000$qwen3_keys"
+plan qwen3 2 2 4 64 4 64 300 0.1 176 false
+arch=
+train 4 qwen3 --steps 20 --lr 3e-3 --save ck-qwen3
+"$ptdp" export --checkpoint ck-qwen3 --to hf-qwen3 exported-qwen3 | tee -a summary.txt ||
+  die "export --to hf-qwen3"
+"$ptdp" forward --checkpoint ck-qwen3 --data data.bin --step 21 --global-batch 8 \
+  --out ptdp-qwen3.bin --batch-out batch-qwen3.bin > fwd-qwen3.out 2>&1 ||
+  { cat fwd-qwen3.out; die "ptdp forward --checkpoint (qwen3)"; }
+cat fwd-qwen3.out
+check "$py" "$here/hf_check.py" compare exported-qwen3 batch-qwen3.bin 64 ptdp-qwen3.bin \
+  --loss "ptdp-forward=$(forward_loss fwd-qwen3.out)"
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -13,11 +13,16 @@ int64_t ColsOf(const HfTensorSpec& s) {
 
 }  // namespace
 
-Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what) {
-  if (m.qkv_bias) {
-    return Status::Invalid(what +
-                           " is not a Llama that Hugging Face's LlamaForCausalLM computes: " +
-                           "it has a bias on q, k and v alone (Qwen2's)");
+Status CheckHfLlamaExportable(const ModelSpec& m, bool qwen3, const std::string& what) {
+  const char* arch = qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+  auto bad = [&](const std::string& why) {
+    return Status::Invalid(what + " is not a model that Hugging Face's " + arch +
+                           " computes: " + why);
+  };
+  if (m.qkv_bias) return bad("it has a bias on q, k and v alone (Qwen2's)");
+  if (m.qk_norm != qwen3) {
+    return bad(qwen3 ? "it has no QK norm (--to hf-llama writes it)"
+                     : "it has QK norms (--to hf-qwen3 writes it)");
   }
   return CheckHfLlamaReadable(m, what);
 }
@@ -25,23 +30,24 @@ Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what) {
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   auto bad = [&](const std::string& why) {
     return Status::Invalid(what +
-                           " is not a Llama that Hugging Face's LlamaForCausalLM computes: " + why);
+                           " is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, "
+                           "Qwen3): " +
+                           why);
   };
   if (!m.rmsnorm || !m.swiglu || !m.rotary) {
     return bad("it needs rmsnorm, swiglu and rotary all true");
   }
   if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
-  if (m.AttnWidth() != m.hidden) return bad("head_dim is not hidden / heads");
-  if (m.qk_norm || m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
-    return bad("it has QK norms, experts, latent attention or prediction depths");
+  if (m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
+    return bad("it has experts, latent attention or prediction depths");
   }
   return Status::Ok();
 }
 
 OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   OrderedJson j;
-  j["architectures"] = {"LlamaForCausalLM"};
-  j["model_type"] = "llama";
+  j["architectures"] = {m.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM"};
+  j["model_type"] = m.qk_norm ? "qwen3" : "llama";
   j["hidden_act"] = "silu";
   j["num_hidden_layers"] = m.layers;
   j["hidden_size"] = m.hidden;
@@ -55,7 +61,12 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["rope_theta"] = m.rotary_base;
   j["rope_scaling"] = nullptr;
   j["attention_bias"] = false;
-  j["mlp_bias"] = false;
+  if (m.qk_norm) {  // Qwen3's: no window (ptdp's attention is full on every layer)
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+  } else {
+    j["mlp_bias"] = false;
+  }
   // LlamaForCausalLM has no residual dropout: a training-time difference only.
   j["attention_dropout"] = m.dropout;
   j["tie_word_embeddings"] = m.tied_embeddings;
@@ -85,6 +96,12 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
       out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.q_proj.bias", {q}, L::kQProj));
       out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.k_proj.bias", {kv}, L::kKProj));
       out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.v_proj.bias", {kv}, L::kVProj));
+    }
+    if (m.qk_norm) {  // Qwen3's, one head wide
+      out.push_back(
+          spec(p + "attn.q_norm.weight", q_ + "self_attn.q_norm.weight", {m.HeadDim()}, L::kSame));
+      out.push_back(
+          spec(p + "attn.k_norm.weight", q_ + "self_attn.k_norm.weight", {m.HeadDim()}, L::kSame));
     }
     out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
     out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
@@ -140,10 +157,11 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
     return Status::Invalid(source + ": " + key + ": " + why);
   };
   // Mistral is Llama's computation with a sliding window, which core/hf_config.cc refuses unless
-  // it is null, and Qwen2 Llama's with biases on q, k and v; their tensors have Llama's names.
+  // it is null, Qwen2 Llama's with biases on q, k and v, and Qwen3 Llama's with QK norms; their
+  // tensors have Llama's names.
   const std::string type = j.is_object() ? j.value("model_type", "") : "";
   if (!IsHfLlamaFamily(type)) {
-    return bad("model_type", "not \"llama\", \"mistral\" or \"qwen2\"");
+    return bad("model_type", "not \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"");
   }
   // rms_norm_eps becomes norm_eps (transformers' default 1e-6 when absent).
   PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));

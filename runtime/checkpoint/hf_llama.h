@@ -1,7 +1,7 @@
 // Hugging Face Llama folders as `ptdp export --to hf-llama` writes them (docs/llama.md):
 // config.json and model.safetensors for transformers' LlamaForCausalLM, from a checkpoint of a
-// Llama-style model. Pure functions over values, like hf_gpt2.h; the file writing is param_io.h
-// ExportHf's.
+// Llama-style model; and Qwen3 folders (`--to hf-qwen3`, Qwen3ForCausalLM), the same with QK norms.
+// Pure functions over values, like hf_gpt2.h; the file writing is param_io.h ExportHf's.
 //
 // The mapping (every HF name whole, "model." included):
 //   model.embed_tokens.weight [V, h]              embedding.word (vocabulary rows unpadded)
@@ -9,6 +9,7 @@
 //   model.layers.L.self_attn.{q,k,v}_proj.weight  the query, key and value rows of
 //                                                 layerL.attn.qkv.weight ([kv][group + 2][D] rows,
 //                                                 kernels/reference/qkv_layout.h)
+//   model.layers.L.self_attn.{q,k}_norm.weight    layerL.attn.{q,k}_norm.weight (Qwen3's)
 //   model.layers.L.self_attn.o_proj.weight        layerL.attn.proj.weight
 //   model.layers.L.post_attention_layernorm.weight layerL.ln2.weight
 //   model.layers.L.mlp.{gate,up}_proj.weight      the even and odd rows of layerL.mlp.fc1.weight
@@ -16,7 +17,8 @@
 //   model.norm.weight                             final_ln.weight
 //   lm_head.weight [V, h]                         output.weight (untied models only)
 // Both rotate q and k in halves (rotate_half) by position * rope_theta^(-2e/d), norm with
-// rms_norm_eps 1e-5 and gate with SiLU, so LlamaForCausalLM computes ptdp's logits.
+// rms_norm_eps and gate with SiLU, so LlamaForCausalLM computes ptdp's logits; Qwen3ForCausalLM
+// norms each query and key head before the rotation, as ptdp's QK norm does.
 #pragma once
 
 #include <cstdint>
@@ -31,18 +33,22 @@
 
 namespace ptdp::runtime {
 
-// Ok when LlamaForCausalLM computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU and
-// rotary embeddings, no biases, head dim hidden / heads, no QK norm, experts, latent attention
-// or prediction depths; else one error `what` + ": ..." naming what differs.
-Status CheckHfLlamaExportable(const ModelSpec& m, const std::string& what);
-// The same for reading a folder, which may also be Qwen2's (biases on q, k and v alone).
+// Ok when LlamaForCausalLM (Qwen3ForCausalLM when `qwen3`) computes what ptdp's layers compute for
+// `m`: RMSNorm, SwiGLU and rotary embeddings, no biases, QK norms exactly when `qwen3`, no
+// experts, latent attention or prediction depths; else one error `what` + ": ..." naming what
+// differs. Any head_dim.
+Status CheckHfLlamaExportable(const ModelSpec& m, bool qwen3, const std::string& what);
+// The same for reading a folder, which may also be Qwen2's (biases on q, k and v alone) or
+// Qwen3's (QK norms).
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
-// The model_types read as Llama's computation: "llama", "mistral", "qwen2".
+// The model_types read as Llama's computation: "llama", "mistral", "qwen2", "qwen3".
 inline bool IsHfLlamaFamily(const std::string& model_type) {
-  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2";
+  return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
+         model_type == "qwen3";
 }
 
-// The config.json for `m` (max_position_embeddings = m.seq_len).
+// The config.json for `m` (max_position_embeddings = m.seq_len): Qwen3ForCausalLM's with QK
+// norms, LlamaForCausalLM's otherwise.
 OrderedJson HfLlamaConfigToJson(const ModelSpec& m);
 
 // Every HF tensor of the model, in LlamaForCausalLM's order.
@@ -56,7 +62,7 @@ void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float
                    std::vector<float>* rt);
 
 // Reading a folder (`ptdp train --init-from`, `ptdp forward --hf`). The config through
-// core/hf_config.h (model_type "llama", "mistral" without a sliding window, or "qwen2"; its
+// core/hf_config.h (model_type "llama", "mistral" without a sliding window, "qwen2" or "qwen3"; its
 // rms_norm_eps becomes norm_eps), then no rope_scaling and a "default" rope_type, and
 // CheckHfLlamaReadable's architecture; one error naming the field otherwise.
 Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& source);

@@ -80,8 +80,8 @@ Result<HfFolder> HfFolder::Open(const std::string& dir) {
                             "config.json and model.safetensors)");
   }
   PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(config, kMaxHfConfigBytes));
-  // model_type "llama", "mistral" or "qwen2": hf_llama.h; anything else is read as GPT-2 (which
-  // names what it refuses).
+  // model_type "llama", "mistral", "qwen2" or "qwen3": hf_llama.h; anything else is read as GPT-2
+  // (which names what it refuses).
   const std::string type = j.is_object() ? j.value("model_type", "") : "";
   f.llama_ = IsHfLlamaFamily(type);
   if (f.llama_) {
@@ -266,6 +266,14 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
     if (m.KvHeads() != plan.KvHeads()) {
       return Mismatch(source, "num_key_value_heads", m.KvHeads(), "kv_heads", plan.KvHeads());
     }
+    if (m.qk_norm != plan.qk_norm) {
+      return Status::Invalid(source + ": " +
+                             (m.qk_norm ? "q and k are normed (Qwen3)" : "q and k are not normed") +
+                             ", the plan's model.qk_norm is " + (plan.qk_norm ? "true" : "false"));
+    }
+    if (m.HeadDim() != plan.HeadDim()) {
+      return Mismatch(source, "head_dim", m.HeadDim(), "head_dim", plan.HeadDim());
+    }
     if (m.rotary_base != plan.rotary_base) {
       return Status::Invalid(source + ": rope_theta is " + FormatDouble(m.rotary_base) +
                              ", the plan's model.rotary_base is " + FormatDouble(plan.rotary_base));
@@ -340,9 +348,10 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
 Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::string& out,
                        HfFormat format) {
   const ModelSpec& model = m.model;
-  const bool llama = format == HfFormat::kLlama;
+  const bool llama = format != HfFormat::kGpt2;
   const std::string what = dir + ": the checkpoint's model " + model.name;
-  PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, what) : RequireGpt2(model, what));
+  PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, format == HfFormat::kQwen3, what)
+                             : RequireGpt2(model, what));
   const std::vector<HfTensorSpec> specs =
       llama ? HfLlamaTensors(model) : HfGpt2Tensors(model, model.seq_len);
   // The runtime's tensors of a one-process layout: every tensor whole.

@@ -93,7 +93,7 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_NE(LlamaConfigError([](Json& x) { x["attention_bias"] = true; }).find("attention_bias"),
             std::string::npos);
   EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
-            "cfg.json: model_type: not \"llama\", \"mistral\" or \"qwen2\"");
+            "cfg.json: model_type: not \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"");
   // Qwen2: biases on q, k and v alone, read (and refused by the hf-llama export).
   Json qwen = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
   qwen["model_type"] = "qwen2";
@@ -102,7 +102,7 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   auto q = HfLlamaConfigFromJson(qwen, "cfg.json");
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_TRUE(q->model.qkv_bias);
-  EXPECT_NE(CheckHfLlamaExportable(q->model, "m").message().find("q, k and v alone"),
+  EXPECT_NE(CheckHfLlamaExportable(q->model, false, "m").message().find("q, k and v alone"),
             std::string::npos);
   int biases = 0;
   for (const auto& s : HfLlamaTensors(q->model)) biases += s.ptdp == "layer1.attn.qkv.bias";
@@ -152,6 +152,46 @@ TEST(HfLlama, HeaderMatchesAgainstTheConfig) {
             }),
             "m.st: tensor 'model.layers.0.self_attn.q_proj.weight' has shape [8, 24], config.json "
             "needs [24, 24]");
+}
+
+// Qwen3: heads of their own width (head_dim 8 at h 24 over 6 heads: the attention 48 wide) and QK
+// norms. Export writes Qwen3ForCausalLM's config, which reads back to the same model; the two
+// norms are tensors one head wide; each export format refuses the other's model by name.
+TEST(HfLlama, Qwen3ConfigAndTensors) {
+  ModelSpec m = SmallLlamaModel();
+  m.head_dim = 8;
+  m.qk_norm = true;
+  m.norm_eps = 1e-6;
+  ASSERT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+  const OrderedJson out = HfLlamaConfigToJson(m);
+  EXPECT_EQ(out["architectures"][0], "Qwen3ForCausalLM");
+  EXPECT_EQ(out["model_type"], "qwen3");
+  auto c = HfLlamaConfigFromJson(Json::parse(out.dump()), "cfg.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->model.qk_norm);
+  EXPECT_EQ(c->model.HeadDim(), 8);
+  EXPECT_EQ(c->model.AttnWidth(), 48);
+  EXPECT_EQ(c->model.norm_eps, 1e-6);
+  EXPECT_FALSE(c->model.qkv_bias);
+  int norms = 0;
+  for (const auto& s : HfLlamaTensors(m)) {
+    if (s.ptdp == "layer1.attn.q_norm.weight" || s.ptdp == "layer1.attn.k_norm.weight") {
+      ++norms;
+      EXPECT_EQ(s.hf_shape, std::vector<int64_t>{8}) << s.hf;
+      EXPECT_NE(s.hf.find("model.layers.1.self_attn."), std::string::npos) << s.hf;
+    }
+    if (s.hf == "model.layers.0.self_attn.o_proj.weight") {
+      EXPECT_EQ(s.hf_shape, (std::vector<int64_t>{24, 48}));
+    }
+  }
+  EXPECT_EQ(norms, 2);
+  EXPECT_TRUE(CheckHfLlamaExportable(m, true, "m").ok());
+  EXPECT_EQ(CheckHfLlamaExportable(m, false, "m").message(),
+            "m is not a model that Hugging Face's LlamaForCausalLM computes: it has QK norms "
+            "(--to hf-qwen3 writes it)");
+  EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), true, "m").message(),
+            "m is not a model that Hugging Face's Qwen3ForCausalLM computes: it has no QK norm "
+            "(--to hf-llama writes it)");
 }
 
 }  // namespace
