@@ -1,6 +1,8 @@
 // The kernels of Llama-style layers (kernels/cuda/ops.h): RMSNorm with one warp per row and a
-// column reduction for the weight gradient, SwiGLU elementwise, and the rotary embedding with one
-// thread per rotated pair. Twins of kernels/reference/llama_ops.cc, in fp32 arithmetic.
+// column reduction for the weight gradient, SwiGLU elementwise, the rotary embedding with one
+// thread per rotated pair, Qwen3's QK norm (RMSNorm's kernels over the head rows of qkv), and the
+// copy of a grouped QKV to multi-head rows and the sum back of their gradients. Twins of
+// kernels/reference/llama_ops.cc, in fp32 arithmetic.
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.h"
@@ -123,6 +125,138 @@ __global__ void RotaryPairs(T* qkv, RotaryDims r, float sign) {
   }
 }
 
+// The QK norm's slots (kernels/reference/ops.h QkNormForward): slot u of key/value head g of a row
+// is its u-th query head (u < group) or its key (u = group); `slot` counts them over the rows.
+struct QkSlots {
+  kernels::QkvLayout row;
+  int64_t rows = 0;
+  __host__ __device__ int64_t PerRow() const { return row.KvHeads() * (row.group + 1); }
+  __host__ __device__ int64_t Count() const { return rows * PerRow(); }
+  // The slot's offset in qkv [rows][row.Width()], and whether it is a query.
+  __device__ int64_t At(int64_t slot, bool* query) const {
+    const int64_t r = slot / PerRow(), k = slot % PerRow();
+    const int64_t g = k / (row.group + 1), u = k % (row.group + 1);
+    *query = u < row.group;
+    return r * row.Width() + (g * (row.group + 2) + u) * row.d;
+  }
+};
+
+// One warp per slot: saved = x, x = x rstd w (w the queries' or the keys' weight).
+template <typename T>
+__global__ void QkNormFwdWarpPerSlot(T* qkv, T* saved, float* rstd, const T* q_w, const T* k_w,
+                                     QkSlots q, float eps) {
+  const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (slot >= q.Count()) return;
+  const int64_t d = q.row.d;
+  bool query = false;
+  T* x = qkv + q.At(slot, &query);
+  const T* w = query ? q_w : k_w;
+  T* keep = saved + slot * d;
+  float sq = 0.0f;
+  for (int64_t i = lane; i < d; i += 32) {
+    const float v = ToFloat(x[i]);
+    keep[i] = x[i];
+    sq += v * v;
+  }
+  const float rs = rsqrtf(WarpSum(sq) / static_cast<float>(d) + eps);
+  for (int64_t i = lane; i < d; i += 32) x[i] = FromFloat<T>(ToFloat(keep[i]) * rs * ToFloat(w[i]));
+  if (lane == 0) rstd[slot] = rs;
+}
+
+// One warp per slot, in place: dy (the normed row's gradient in dqkv) becomes dx, RMSNorm's.
+// Every lane reads its elements of dy for the sum before any lane writes (WarpSum).
+template <typename T>
+__global__ void QkNormBwdDxWarpPerSlot(T* dqkv, const T* saved, const float* rstd, const T* q_w,
+                                       const T* k_w, QkSlots q) {
+  const int64_t slot = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (slot >= q.Count()) return;
+  const int64_t d = q.row.d;
+  bool query = false;
+  T* dy = dqkv + q.At(slot, &query);
+  const T* w = query ? q_w : k_w;
+  const T* x = saved + slot * d;
+  const float rs = rstd[slot];
+  float gx = 0.0f;
+  for (int64_t i = lane; i < d; i += 32) gx += ToFloat(dy[i]) * ToFloat(w[i]) * ToFloat(x[i]);
+  const float gx_mean = WarpSum(gx) / static_cast<float>(d);
+  for (int64_t i = lane; i < d; i += 32) {
+    const float g = ToFloat(dy[i]) * ToFloat(w[i]);
+    dy[i] = FromFloat<T>(rs * (g - ToFloat(x[i]) * rs * rs * gx_mean));
+  }
+}
+
+// dq_w[e] += sum over query slots of dy x rstd, dk_w[e] over key slots. Block (32 features) x
+// (8 slot lanes), as RMSNorm's column reduction.
+template <typename T>
+__global__ void QkNormBwdWeightColumns(float* dq_w, float* dk_w, const T* dqkv, const T* saved,
+                                       const float* rstd, QkSlots q) {
+  __shared__ float sq[8][33], sk[8][33];
+  const int64_t d = q.row.d, col = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float acc_q = 0.0f, acc_k = 0.0f;
+  if (col < d) {
+    for (int64_t slot = static_cast<int64_t>(blockIdx.y) * 8 + threadIdx.y; slot < q.Count();
+         slot += static_cast<int64_t>(gridDim.y) * 8) {
+      bool query = false;
+      const int64_t at = q.At(slot, &query);
+      const float v = ToFloat(dqkv[at + col]) * ToFloat(saved[slot * d + col]) * rstd[slot];
+      if (query) {
+        acc_q += v;
+      } else {
+        acc_k += v;
+      }
+    }
+  }
+  sq[threadIdx.y][threadIdx.x] = acc_q;
+  sk[threadIdx.y][threadIdx.x] = acc_k;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < d) {
+    float tq = 0.0f, tk = 0.0f;
+    for (int k = 0; k < 8; ++k) {
+      tq += sq[k][threadIdx.x];
+      tk += sk[k][threadIdx.x];
+    }
+    atomicAdd(dq_w + col, tq);
+    atomicAdd(dk_w + col, tk);
+  }
+}
+
+// Multi-head rows [rows][heads][3][d] from grouped ones: one thread per output element.
+template <typename T>
+__global__ void ExpandGroupedQkvElems(T* mha, const T* grouped, kernels::QkvLayout row,
+                                      int64_t rows) {
+  const int64_t d = row.d, width = row.heads * 3 * d, total = rows * width;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = i % d, part = (i / d) % 3, hh = (i / (3 * d)) % row.heads, n = i / width;
+    const int64_t at = part == 0 ? row.Q(hh) : part == 1 ? row.K(hh) : row.V(hh);
+    mha[i] = grouped[n * row.Width() + at + e];
+  }
+}
+
+// The grouped gradient from the multi-head one: queries copied, each key and value the sum over
+// its group's heads (in fp32, rounded once). One thread per grouped element.
+template <typename T>
+__global__ void SumGroupedDqkvElems(T* grouped, const T* mha, kernels::QkvLayout row,
+                                    int64_t rows) {
+  const int64_t d = row.d, total = rows * row.Width(), slots = row.group + 2;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = i % d, u = (i / d) % slots, g = (i / (d * slots)) % row.KvHeads();
+    const T* m = mha + (i / row.Width()) * row.heads * 3 * d;
+    if (u < row.group) {
+      grouped[i] = m[((g * row.group + u) * 3) * d + e];
+      continue;
+    }
+    const int64_t part = u - row.group + 1;  // 1: key, 2: value
+    float sum = 0.0f;
+    for (int64_t j = 0; j < row.group; ++j)
+      sum += ToFloat(m[((g * row.group + j) * 3 + part) * d + e]);
+    grouped[i] = FromFloat<T>(sum);
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -170,14 +304,66 @@ void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse, cudaStream_t str
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
-#define PTDP_INSTANTIATE(T)                                                                \
-  template void RmsNormForward<T>(T*, float*, const T*, const T*, int64_t, int64_t, float, \
-                                  cudaStream_t);                                           \
-  template void RmsNormBackward<T>(T*, float*, const T*, const T*, const T*, const float*, \
-                                   int64_t, int64_t, cudaStream_t);                        \
-  template void SwigluForward<T>(T*, const T*, int64_t, cudaStream_t);                     \
-  template void SwigluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);          \
-  template void RotaryEmbedding<T>(T*, const RotaryDims&, bool, cudaStream_t);
+template <typename T>
+void QkNormForward(T* qkv, T* saved, float* rstd, const T* q_w, const T* k_w, int64_t rows,
+                   const kernels::QkvLayout& row, float eps, cudaStream_t stream) {
+  const QkSlots q{row, rows};
+  if (q.Count() == 0) return;
+  const unsigned blocks = static_cast<unsigned>((q.Count() + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  QkNormFwdWarpPerSlot<T>
+      <<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(qkv, saved, rstd, q_w, k_w, q, eps);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void QkNormBackward(T* dqkv, float* dq_w, float* dk_w, const T* saved, const float* rstd,
+                    const T* q_w, const T* k_w, int64_t rows, const kernels::QkvLayout& row,
+                    cudaStream_t stream) {
+  const QkSlots q{row, rows};
+  if (q.Count() == 0) return;
+  // The weights' gradients read dy before the rows' kernel overwrites it with dx.
+  const dim3 grid(static_cast<unsigned>((row.d + 31) / 32), ColumnGridRows(q.Count()));
+  QkNormBwdWeightColumns<T><<<grid, dim3(32, 8), 0, stream>>>(dq_w, dk_w, dqkv, saved, rstd, q);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+  const unsigned blocks = static_cast<unsigned>((q.Count() + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  QkNormBwdDxWarpPerSlot<T>
+      <<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(dqkv, saved, rstd, q_w, k_w, q);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void ExpandGroupedQkv(T* mha, const T* grouped, int64_t rows, const kernels::QkvLayout& row,
+                      cudaStream_t stream) {
+  const int64_t total = rows * row.heads * 3 * row.d;
+  if (total == 0) return;
+  ExpandGroupedQkvElems<T><<<GridFor(total, 256), 256, 0, stream>>>(mha, grouped, row, rows);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void SumGroupedDqkv(T* grouped, const T* mha, int64_t rows, const kernels::QkvLayout& row,
+                    cudaStream_t stream) {
+  const int64_t total = rows * row.Width();
+  if (total == 0) return;
+  SumGroupedDqkvElems<T><<<GridFor(total, 256), 256, 0, stream>>>(grouped, mha, row, rows);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+#define PTDP_INSTANTIATE(T)                                                                       \
+  template void RmsNormForward<T>(T*, float*, const T*, const T*, int64_t, int64_t, float,        \
+                                  cudaStream_t);                                                  \
+  template void RmsNormBackward<T>(T*, float*, const T*, const T*, const T*, const float*,        \
+                                   int64_t, int64_t, cudaStream_t);                               \
+  template void SwigluForward<T>(T*, const T*, int64_t, cudaStream_t);                            \
+  template void SwigluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);                 \
+  template void RotaryEmbedding<T>(T*, const RotaryDims&, bool, cudaStream_t);                    \
+  template void QkNormForward<T>(T*, T*, float*, const T*, const T*, int64_t,                     \
+                                 const kernels::QkvLayout&, float, cudaStream_t);                 \
+  template void QkNormBackward<T>(T*, float*, float*, const T*, const float*, const T*, const T*, \
+                                  int64_t, const kernels::QkvLayout&, cudaStream_t);              \
+  template void ExpandGroupedQkv<T>(T*, const T*, int64_t, const kernels::QkvLayout&,             \
+                                    cudaStream_t);                                                \
+  template void SumGroupedDqkv<T>(T*, const T*, int64_t, const kernels::QkvLayout&, cudaStream_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(bf16)
 #undef PTDP_INSTANTIATE

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/cuda/multi_tensor.h"
+#include "kernels/reference/qkv_layout.h"
 
 namespace ptdp::cuda_kernels {
 
@@ -59,6 +60,27 @@ struct RotaryDims {
 };
 template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse, cudaStream_t stream);
+// Qwen3's QK norm of qkv [rows][row.Width()] in place (kernels/reference/ops.h QkNormForward):
+// saved [rows][kv][group + 1][d] keeps the rows before it, rstd (fp32) their 1/rms. The backward
+// turns dqkv's query and key gradients into those before the norm in place and accumulates dq_w
+// and dk_w (fp32).
+template <typename T>
+void QkNormForward(T* qkv, T* saved, float* rstd, const T* q_w, const T* k_w, int64_t rows,
+                   const kernels::QkvLayout& row, float eps, cudaStream_t stream);
+template <typename T>
+void QkNormBackward(T* dqkv, float* dq_w, float* dk_w, const T* saved, const float* rstd,
+                    const T* q_w, const T* k_w, int64_t rows, const kernels::QkvLayout& row,
+                    cudaStream_t stream);
+// Grouped-query attention on the multi-head kernels: mha [rows][heads][3][d] with each query
+// head's key and value copied from its group's (row: the grouped layout), and the grouped
+// gradient [rows][row.Width()] from the multi-head one, a group's key and value gradients summed
+// over its heads.
+template <typename T>
+void ExpandGroupedQkv(T* mha, const T* grouped, int64_t rows, const kernels::QkvLayout& row,
+                      cudaStream_t stream);
+template <typename T>
+void SumGroupedDqkv(T* grouped, const T* mha, int64_t rows, const kernels::QkvLayout& row,
+                    cudaStream_t stream);
 
 // ---- Fused bias + GeLU (tanh approximation) -------------------------------------------------
 // out[N][C] = gelu(x + bias) (bias[C] broadcast over rows; nullable). out may alias x.

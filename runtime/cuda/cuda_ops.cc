@@ -68,18 +68,30 @@ CudaOps::~CudaOps() {
   cudnn_.reset();  // its handle and seed buffer, before the stream's scratch
   multi_.reset();
   if (scratch_ != nullptr) cudaFreeAsync(scratch_, stream_);
+  if (group_scratch_ != nullptr) cudaFreeAsync(group_scratch_, stream_);
   if (blas_ != nullptr) cublasDestroy(blas_);
 }
 
-Result<void*> CudaOps::Scratch(int64_t bytes) {
-  if (bytes <= scratch_bytes_) return scratch_;
+namespace {
+// *buffer grown to at least `bytes` (its size in *have).
+Result<void*> GrowScratch(void** buffer, int64_t* have, int64_t bytes, cudaStream_t stream) {
+  if (bytes <= *have) return *buffer;
   // Stream-ordered: work queued earlier on the stream still reads the old buffer safely.
-  if (scratch_ != nullptr) PTDP_CUDA_RETURN(cudaFreeAsync(scratch_, stream_));
-  scratch_ = nullptr;
-  scratch_bytes_ = 0;
-  PTDP_CUDA_RETURN(cudaMallocAsync(&scratch_, static_cast<size_t>(bytes), stream_));
-  scratch_bytes_ = bytes;
-  return scratch_;
+  if (*buffer != nullptr) PTDP_CUDA_RETURN(cudaFreeAsync(*buffer, stream));
+  *buffer = nullptr;
+  *have = 0;
+  PTDP_CUDA_RETURN(cudaMallocAsync(buffer, static_cast<size_t>(bytes), stream));
+  *have = bytes;
+  return *buffer;
+}
+}  // namespace
+
+Result<void*> CudaOps::Scratch(int64_t bytes) {
+  return GrowScratch(&scratch_, &scratch_bytes_, bytes, stream_);
+}
+
+Result<void*> CudaOps::GroupScratch(int64_t bytes) {
+  return GrowScratch(&group_scratch_, &group_scratch_bytes_, bytes, stream_);
 }
 
 Status CudaOps::LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,

@@ -86,6 +86,11 @@ class CudaOps final : public Ops {
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
   Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
                          bool inverse) override;
+  Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,
+                       const AttentionShape& a, double eps) override;
+  Status QkNormBackward(TensorRef dqkv, TensorRef dq_w, TensorRef dk_w, ConstRef qk_in,
+                        ConstRef rstd, ConstRef q_w, ConstRef k_w,
+                        const AttentionShape& a) override;
   bool FusesLinearGeluBackward(DType t) const override {
     return t == DType::kBf16 && gelu_epilogue_;
   }
@@ -141,6 +146,9 @@ class CudaOps final : public Ops {
   explicit CudaOps(cudaStream_t stream);
   // At least `bytes` of stream-ordered device scratch (valid until the next call).
   Result<void*> Scratch(int64_t bytes);
+  // The same, a second buffer: grouped-query attention's multi-head copies (AttentionForward,
+  // AttentionBackward), which live across the attention kernels' own Scratch.
+  Result<void*> GroupScratch(int64_t bytes);
   // out = x W^T (+ bias) for fp32 tensors (cuBLAS SGEMM, no TF32).
   Status SgemmForward(float* out, const float* x, const float* w, const float* bias, int64_t n,
                       int64_t c, int64_t oc);
@@ -153,6 +161,8 @@ class CudaOps final : public Ops {
   cublasHandle_t blas_ = nullptr;
   void* scratch_ = nullptr;
   int64_t scratch_bytes_ = 0;
+  void* group_scratch_ = nullptr;
+  int64_t group_scratch_bytes_ = 0;
   AttentionPath attention_path_ = AttentionPath::kCudnn;
   bool layernorm_packs_ = true;  // runtime/cuda/layernorm_kernels.h when they apply
   bool gemm_tune_ = true;        // kernels/cublas times its candidates per shape

@@ -1,4 +1,5 @@
-// CudaOps' ops of Llama-style layers (runtime/backend/ops.h RmsNorm*, Swiglu*, RotaryEmbedding):
+// CudaOps' ops of Llama-style layers (runtime/backend/ops.h RmsNorm*, Swiglu*, RotaryEmbedding,
+// QkNorm*):
 // kernels/cuda/llama.cu on the compute stream, fp32 and bf16 like every CudaOps op.
 #include "kernels/cuda/ops.h"
 #include "runtime/cuda/check.h"
@@ -58,6 +59,28 @@ Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double b
   return ForCompute(qkv.dtype, "RotaryEmbedding", [&](auto tag) {
     using T = decltype(tag);
     ck::RotaryEmbedding<T>(P<T>(qkv), r, inverse, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w,
+                              ConstRef k_w, const AttentionShape& a, double eps) {
+  const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
+  return ForCompute(qkv.dtype, "QkNormForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::QkNormForward<T>(P<T>(qkv), P<T>(qk_in), P<float>(rstd), P<T>(q_w), P<T>(k_w),
+                         a.b * a.LocalSeq(), row, static_cast<float>(eps), stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::QkNormBackward(TensorRef dqkv, TensorRef dq_w, TensorRef dk_w, ConstRef qk_in,
+                               ConstRef rstd, ConstRef q_w, ConstRef k_w, const AttentionShape& a) {
+  const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
+  return ForCompute(dqkv.dtype, "QkNormBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::QkNormBackward<T>(P<T>(dqkv), P<float>(dq_w), P<float>(dk_w), P<T>(qk_in), P<float>(rstd),
+                          P<T>(q_w), P<T>(k_w), a.b * a.LocalSeq(), row, stream_);
     return Status::Ok();
   });
 }

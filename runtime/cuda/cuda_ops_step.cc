@@ -51,12 +51,21 @@ Status CheckHeadDim(const AttentionShape& a) {
                          " is not supported by kernels/cuda (16, 32, 64, 128)");
 }
 
-// kernels/cuda and the cuDNN graph read qkv as [heads][3][D]: grouped-query attention's rows
-// (AttentionShape::group > 1) are not theirs yet.
+// The context-parallel kernels read qkv as [heads][3][D]: grouped-query attention's rows
+// (AttentionShape::group > 1) are not theirs yet (AttentionForward and AttentionBackward run them
+// on multi-head copies).
 Status CheckGroup(const AttentionShape& a) {
   if (a.group == 1) return Status::Ok();
   return Status::Invalid(
-      "cuda ops: grouped-query attention (plan.model.kv_heads) is not on this backend yet");
+      "cuda ops: grouped-query attention (plan.model.kv_heads) with context parallelism "
+      "(layout.cp) is not on this backend yet");
+}
+
+// The multi-head twin of a grouped attention's shape.
+AttentionShape MultiHead(const AttentionShape& a) {
+  AttentionShape m = a;
+  m.group = 1;
+  return m;
 }
 
 // One line on stderr the first time a bf16 attention leaves cuDNN for kernels/cuda (a slower path
@@ -93,9 +102,24 @@ Result<bool> CudaOps::UseCudnn(DType t, const AttentionShape& a, double p) {
   return ok;
 }
 
+// Grouped-query attention runs the multi-head kernels (kernels/cuda and cuDNN) on a copy of qkv
+// in multi-head rows, each query head with its group's key and value: the verified kernels stay
+// as they are, for one copy of qkv per call and, backward, a multi-head gradient summed back over
+// each group (GroupScratch; outside the ledger, like the kernels' own Scratch). The dropout draws
+// and the log-sum-exp are per query head either way.
 Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
                                  const AttentionShape& a, const DropoutSpec& drop) {
-  PTDP_RETURN_IF_ERROR(CheckGroup(a));
+  if (a.group > 1) {
+    const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
+    const int64_t rows = a.b * a.LocalSeq(), mha = rows * a.heads_local * 3 * a.head_dim;
+    PTDP_ASSIGN_OR_RETURN(void* copy, GroupScratch(mha * DTypeBytes(qkv.dtype)));
+    PTDP_RETURN_IF_ERROR(ForCompute(qkv.dtype, "ExpandGroupedQkv", [&](auto tag) {
+      using T = decltype(tag);
+      ck::ExpandGroupedQkv<T>(static_cast<T*>(copy), P<T>(qkv), rows, row, stream_);
+      return Status::Ok();
+    }));
+    return AttentionForward(out, stash, ConstRef{copy, qkv.dtype, mha}, MultiHead(a), drop);
+  }
   PTDP_ASSIGN_OR_RETURN(float* lse, LseIn(*stash, a));
   PTDP_ASSIGN_OR_RETURN(last_attention_cudnn_, UseCudnn(qkv.dtype, a, drop.p));
   if (last_attention_cudnn_) {
@@ -115,7 +139,26 @@ Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef 
 
 Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                                   const AttentionStash& stash, const AttentionShape& a, double p) {
-  PTDP_RETURN_IF_ERROR(CheckGroup(a));
+  if (a.group > 1) {
+    const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
+    const int64_t rows = a.b * a.LocalSeq(), mha = rows * a.heads_local * 3 * a.head_dim;
+    const int64_t bytes = mha * DTypeBytes(qkv.dtype);
+    PTDP_ASSIGN_OR_RETURN(void* copies, GroupScratch(2 * bytes));  // qkv's, then its gradient's
+    void* dcopy = static_cast<char*>(copies) + bytes;
+    PTDP_RETURN_IF_ERROR(ForCompute(qkv.dtype, "ExpandGroupedQkv", [&](auto tag) {
+      using T = decltype(tag);
+      ck::ExpandGroupedQkv<T>(static_cast<T*>(copies), P<T>(qkv), rows, row, stream_);
+      return Status::Ok();
+    }));
+    PTDP_RETURN_IF_ERROR(AttentionBackward(TensorRef{dcopy, dqkv.dtype, mha}, dout,
+                                           ConstRef{copies, qkv.dtype, mha}, stash, MultiHead(a),
+                                           p));
+    return ForCompute(qkv.dtype, "SumGroupedDqkv", [&](auto tag) {
+      using T = decltype(tag);
+      ck::SumGroupedDqkv<T>(P<T>(dqkv), static_cast<const T*>(dcopy), rows, row, stream_);
+      return Status::Ok();
+    });
+  }
   if (stash.out.empty()) {
     return Status::Invalid("cuda ops: AttentionBackward needs the forward's output (stash.out)");
   }

@@ -1,7 +1,8 @@
 // The CUDA kernels of Llama-style layers (kernels/cuda/llama.cu) against their kernels/reference
 // twins (run in double on the same stored inputs), by NMSE: RMSNorm forward and backward, SwiGLU
-// forward and backward, and the rotary embedding of a grouped QKV at context-parallel positions
-// and back.
+// forward and backward, the rotary embedding of a grouped QKV at context-parallel positions
+// and back, Qwen3's QK norm forward and backward, and grouped-query attention run on the
+// multi-head attention kernels through the copy to multi-head rows and the sum back.
 #include <gtest/gtest.h>
 
 #include "kernels/cuda/ops.h"
@@ -94,6 +95,64 @@ TYPED_TEST(CudaLlama, RotaryOfGroupedQkvAtContextPositions) {
   RotaryEmbedding<T>(g.get(), dims, true, nullptr);
   this->Sync();
   EXPECT_LT(Nmse(AsDouble(g.Download()), want), testing::kTolChained<T>);
+}
+
+// 3 rows of 6 query heads over 2 key/value heads (group 3) of 40 features (not a warp's multiple).
+TYPED_TEST(CudaLlama, QkNormForwardBackward) {
+  using T = TypeParam;
+  const kernels::QkvLayout row{6, 40, 3};
+  const int64_t rows = 3, slots = rows * 2 * 4;
+  const auto qkv = Store<T>(RandomVector(rows * row.Width(), 31, 2.0));
+  const auto dy = Store<T>(RandomVector(rows * row.Width(), 32));
+  const auto qw = Store<T>(RandomVector(row.d, 33)), kw = Store<T>(RandomVector(row.d, 34));
+  auto want = AsDouble(qkv), dwant = AsDouble(dy);
+  const auto qwd = AsDouble(qw), kwd = AsDouble(kw);
+  std::vector<double> saved(slots * row.d), rstd(slots), dqw(row.d, 1.0), dkw(row.d, -1.0);
+  kernels::QkNormForward(want.data(), saved.data(), rstd.data(), qwd.data(), kwd.data(), rows, row,
+                         1e-6);
+  kernels::QkNormBackward(dwant.data(), dqw.data(), dkw.data(), saved.data(), rstd.data(),
+                          qwd.data(), kwd.data(), rows, row);
+  DeviceBuffer<T> g(qkv), gdy(dy), gqw(qw), gkw(kw), gsaved(slots * row.d);
+  DeviceBuffer<float> grstd(slots), gdqw(std::vector<float>(row.d, 1.0f)),
+      gdkw(std::vector<float>(row.d, -1.0f));
+  QkNormForward<T>(g.get(), gsaved.get(), grstd.get(), gqw.get(), gkw.get(), rows, row, 1e-6f,
+                   nullptr);
+  QkNormBackward<T>(gdy.get(), gdqw.get(), gdkw.get(), gsaved.get(), grstd.get(), gqw.get(),
+                    gkw.get(), rows, row, nullptr);
+  this->Sync();
+  EXPECT_LT(Nmse(AsDouble(g.Download()), want), testing::kTolOnce<T>);  // values untouched too
+  EXPECT_EQ(AsDouble(gsaved.Download()), saved);                        // copies
+  EXPECT_LT(Nmse(AsDouble(grstd.Download()), rstd), 1e-10);
+  EXPECT_LT(Nmse(AsDouble(gdy.Download()), dwant), testing::kTolOnce<T>);
+  EXPECT_LT(Nmse(AsDouble(gdqw.Download()), dqw), 1e-10);  // fp32 main grads, accumulated
+  EXPECT_LT(Nmse(AsDouble(gdkw.Download()), dkw), 1e-10);
+}
+
+// The multi-head attention kernels on the grouped QKV copied to multi-head rows give the grouped
+// reference attention (4 query heads over 2, head dim 32), and the gradient summed back its
+// gradient, a group's key and value gradients summed over its heads.
+TYPED_TEST(CudaLlama, GroupedAttentionOnMultiHeadKernels) {
+  using T = TypeParam;
+  const int64_t b = 2, s = testing::SizeFor(40, 24), h = 4, d = 32;
+  const kernels::QkvLayout row{h, d, 2};
+  const auto qkv = Store<T>(RandomVector(b * s * row.Width(), 41, 1.5));
+  const auto dout = Store<T>(RandomVector(b * s * h * d, 42));
+  const auto qkvd = AsDouble(qkv), doutd = AsDouble(dout);
+  std::vector<double> out(b * s * h * d), att(b * h * s * s), dqkv(qkvd.size());
+  kernels::AttentionForward<double>(out.data(), att.data(), qkvd.data(), nullptr, b, s, h, d, 2);
+  kernels::AttentionBackward<double>(dqkv.data(), doutd.data(), qkvd.data(), att.data(), nullptr, b,
+                                     s, h, d, 2);
+  DeviceBuffer<T> g(qkv), gmha(b * s * h * 3 * d), gdout(dout), gout(out.size());
+  DeviceBuffer<T> gdmha(b * s * h * 3 * d), gdqkv(qkv.size());
+  DeviceBuffer<float> glse(b * h * s), gws(AttentionBackwardWorkspaceFloats(b, s, h, d));
+  ExpandGroupedQkv<T>(gmha.get(), g.get(), b * s, row, nullptr);
+  AttentionForward<T>(gout.get(), glse.get(), gmha.get(), b, s, h, d, {}, nullptr);
+  AttentionBackward<T>(gdmha.get(), gws.get(), gdout.get(), gmha.get(), gout.get(), glse.get(), b,
+                       s, h, d, {}, nullptr);
+  SumGroupedDqkv<T>(gdqkv.get(), gdmha.get(), b * s, row, nullptr);
+  this->Sync();
+  EXPECT_LT(Nmse(AsDouble(gout.Download()), out), testing::kTolOnce<T>);
+  EXPECT_LT(Nmse(AsDouble(gdqkv.Download()), dqkv), testing::kTolChained<T>);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@
 # PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings, 2 key/value heads for the 4 query heads, no biases,
 # untied output layer); llama_mha the same with 4 key/value heads (what the CUDA attention runs);
-# qwen3 the Llama-style model with Qwen3's attention: heads of 24 (96 wide at hidden 64), QK norm,
+# qwen3 the Llama-style model with Qwen3's attention: heads of 32 (128 wide at hidden 64), QK norm,
 # and RMSNorm's epsilon 1e-6.
 set -euo pipefail
 ptdp=$1
@@ -45,7 +45,7 @@ case "${PTDP_TEST_ARCH:-gpt}" in
     arch=", \"kv_heads\": $kv, \"swiglu\": true, \"ffn_hidden\": 176,
             \"rmsnorm\": true, \"rotary\": true, \"linear_bias\": false, \"tied_embeddings\": false" ;;
   qwen3)
-    arch=", \"kv_heads\": 2, \"swiglu\": true, \"ffn_hidden\": 176, \"head_dim\": 24, \"qk_norm\": true,
+    arch=", \"kv_heads\": 2, \"swiglu\": true, \"ffn_hidden\": 176, \"head_dim\": 32, \"qk_norm\": true,
             \"norm_eps\": 1e-6, \"rmsnorm\": true, \"rotary\": true, \"linear_bias\": false,
             \"tied_embeddings\": false" ;;
 esac
