@@ -310,6 +310,15 @@ ModelSpec Moe(const std::string& name, int l, int64_t h, int a, int kv, int64_t 
   return m;
 }
 
+// Qwen3's mixtures of experts: heads of 128, QK norms, RMSNorm eps 1e-6 (their config.json's
+// rms_norm_eps), vocabulary 151936.
+ModelSpec Qwen3Moe(const std::string& name, int l, int64_t h, int a, int experts, int topk,
+                   int64_t f_moe) {
+  ModelSpec m = Moe(name, l, h, a, 4, 128, true, experts, topk, f_moe, 151936);
+  m.norm_eps = 1e-6;
+  return m;
+}
+
 // DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report"; deepseek-ai/DeepSeek-V3's
 // config.json as Megatron-Bridge's test fixture holds it, tests/unit_tests/models/deepseek/
 // test_deepseek_bridges.py at 067f987d): 61 layers of multi-latent attention (q latent 1536, kv
@@ -326,6 +335,7 @@ ModelSpec DeepSeekV3() {
   m.mla_rope_dim = 64;
   m.mla_v_dim = 128;
   m.rotary_base = 10000;
+  m.norm_eps = 1e-6;  // config.json's rms_norm_eps
   m.vocab_divisible_by = 1280;
   m.mtp_layers = 1;
   m.moe_router_groups = 8;  // n_group, topk_group: node-limited routing
@@ -376,10 +386,10 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Moe("mixtral-8x7b", 32, 4096, 32, 8, 0, false, 8, 2, 14336, 32000),
        "Jiang et al. 2024 (Mixtral of Experts); mistralai/Mixtral-8x7B-v0.1 config.json "
        "(sequence 4096 as Megatron-LM's reference mapping runs it); 46.7B parameters"},
-      {Moe("qwen3-30b-a3b", 48, 2048, 32, 4, 128, true, 128, 8, 768, 151936),
+      {Qwen3Moe("qwen3-30b-a3b", 48, 2048, 32, 128, 8, 768),
        "Qwen/Qwen3-30B-A3B config.json (head_dim 128, qk-norm); 30.5B parameters, "
        "3.3B active"},
-      {Moe("qwen3-235b-a22b", 94, 4096, 64, 4, 128, true, 128, 8, 1536, 151936),
+      {Qwen3Moe("qwen3-235b-a22b", 94, 4096, 64, 128, 8, 1536),
        "Qwen/Qwen3-235B-A22B config.json (head_dim 128, qk-norm); 235B parameters, "
        "22B active"},
       {DeepSeekV3(),

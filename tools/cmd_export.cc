@@ -140,17 +140,17 @@ Status RunForward(const ForwardArgs& a) {
 void RegisterExport(CLI::App& app, int* exit_code) {
   auto* cmd =
       app.add_subcommand("export",
-                         "Write a checkpoint as a Hugging Face GPT-2, Llama or Qwen3 folder "
+                         "Write a checkpoint as a Hugging Face GPT-2, Llama, Qwen2 or Qwen3 folder "
                          "(config.json, model.safetensors)");
   static std::string checkpoint, to, out;
   cmd->add_option("--checkpoint", checkpoint,
                   "a checkpoint (DIR/step-NNNNNNNN) or a folder of them (the newest valid)")
       ->required();
   cmd->add_option("--to", to,
-                  "the format: hf-gpt2 (GPT2LMHeadModel), hf-llama (LlamaForCausalLM) or "
-                  "hf-qwen3 (Qwen3ForCausalLM)")
+                  "the format: hf-gpt2 (GPT2LMHeadModel), hf-llama (LlamaForCausalLM), "
+                  "hf-qwen2 (Qwen2ForCausalLM) or hf-qwen3 (Qwen3ForCausalLM)")
       ->required()
-      ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen3"}));
+      ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3"}));
   cmd->add_option("out", out, "output folder (created; config.json and model.safetensors replaced)")
       ->required();
   cmd->callback([exit_code] {
@@ -158,6 +158,7 @@ void RegisterExport(CLI::App& app, int* exit_code) {
       PTDP_ASSIGN_OR_RETURN(std::string dir, runtime::ResolveCheckpoint(checkpoint, "ptdp export"));
       PTDP_ASSIGN_OR_RETURN(runtime::Manifest m, runtime::ReadManifest(dir));
       const auto format = to == "hf-llama"   ? runtime::HfFormat::kLlama
+                          : to == "hf-qwen2" ? runtime::HfFormat::kQwen2
                           : to == "hf-qwen3" ? runtime::HfFormat::kQwen3
                                              : runtime::HfFormat::kGpt2;
       PTDP_ASSIGN_OR_RETURN(Bytes bytes, runtime::ExportHf(dir, m, out, format));

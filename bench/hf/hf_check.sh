@@ -25,6 +25,7 @@
 #                   rms_norm_eps 1e-6)
 #  10. qwen3        a Qwen3-style model trained 20 steps at t2 p2, exported with `--to hf-qwen3`:
 #                   Qwen3ForCausalLM's logits against `ptdp forward --checkpoint`'s, and its loss
+#  11. qwen2        the same for a Qwen2-style model (biases on q, k and v) with `--to hf-qwen2`
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -130,19 +131,26 @@ else
   failed=1
 fi
 
+# A model of the family the plan's `arch` keys describe (4 layers, 4 heads, s 64, vocabulary 300,
+# untied) trained 20 steps at t2 p2, exported with `--to FORMAT` and loaded by transformers: its
+# logits against `ptdp forward --checkpoint`'s, and its loss.
+export_check() {  # NAME FORMAT HIDDEN FFN
+  local name=$1
+  plan "$name" 2 2 4 "$3" 4 64 300 0.1 "$4" false
+  arch=
+  train 4 "$name" --steps 20 --lr 3e-3 --save "ck-$name"
+  "$ptdp" export --checkpoint "ck-$name" --to "$2" "exported-$name" | tee -a summary.txt ||
+    die "export --to $2"
+  "$ptdp" forward --checkpoint "ck-$name" --data data.bin --step 21 --global-batch 8 \
+    --out "ptdp-$name.bin" --batch-out "batch-$name.bin" > "fwd-$name.out" 2>&1 ||
+    { cat "fwd-$name.out"; die "ptdp forward --checkpoint ($name)"; }
+  cat "fwd-$name.out"
+  check "$py" "$here/hf_check.py" compare "exported-$name" "batch-$name.bin" 64 "ptdp-$name.bin" \
+    --loss "ptdp-forward=$(forward_loss "fwd-$name.out")"
+}
 echo "== 5. llama: a Llama-style model trained at t2 p2, exported, loaded by LlamaForCausalLM"
 arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false'
-plan llama 2 2 4 128 4 64 300 0.1 352 false
-arch=
-train 4 llama --steps 20 --lr 3e-3 --save ck-llama
-"$ptdp" export --checkpoint ck-llama --to hf-llama exported-llama | tee -a summary.txt ||
-  die "export --to hf-llama"
-"$ptdp" forward --checkpoint ck-llama --data data.bin --step 21 --global-batch 8 \
-  --out ptdp-llama.bin --batch-out batch-llama.bin > fwd-llama.out 2>&1 ||
-  { cat fwd-llama.out; die "ptdp forward --checkpoint (llama)"; }
-cat fwd-llama.out
-check "$py" "$here/hf_check.py" compare exported-llama batch-llama.bin 64 ptdp-llama.bin \
-  --loss "ptdp-forward=$(forward_loss fwd-llama.out)"
+export_check llama hf-llama 128 352
 
 echo "== 6. llama-init: a random LlamaForCausalLM trained by ptdp from its folder"
 "$py" "$here/hf_check.py" random random-llama --llama --layers 2 --hidden 96 --heads 6 \
@@ -198,17 +206,12 @@ family_init qwen3 "$qwen3_keys" "--head-dim 24"
 echo "== 10. qwen3: a Qwen3-style model trained at t2 p2, exported, loaded by Qwen3ForCausalLM"
 arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"linear_bias\": false, \"rotary_base\": 1000000$qwen3_keys"
-plan qwen3 2 2 4 64 4 64 300 0.1 176 false
-arch=
-train 4 qwen3 --steps 20 --lr 3e-3 --save ck-qwen3
-"$ptdp" export --checkpoint ck-qwen3 --to hf-qwen3 exported-qwen3 | tee -a summary.txt ||
-  die "export --to hf-qwen3"
-"$ptdp" forward --checkpoint ck-qwen3 --data data.bin --step 21 --global-batch 8 \
-  --out ptdp-qwen3.bin --batch-out batch-qwen3.bin > fwd-qwen3.out 2>&1 ||
-  { cat fwd-qwen3.out; die "ptdp forward --checkpoint (qwen3)"; }
-cat fwd-qwen3.out
-check "$py" "$here/hf_check.py" compare exported-qwen3 batch-qwen3.bin 64 ptdp-qwen3.bin \
-  --loss "ptdp-forward=$(forward_loss fwd-qwen3.out)"
+export_check qwen3 hf-qwen3 64 176
+
+echo "== 11. qwen2: a Qwen2-style model trained at t2 p2, exported, loaded by Qwen2ForCausalLM"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"rotary_base\": 1000000, \"qkv_bias\": true, \"norm_eps\": 1e-6"
+export_check qwen2 hf-qwen2 64 176
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -13,16 +13,39 @@ int64_t ColsOf(const HfTensorSpec& s) {
 
 }  // namespace
 
-Status CheckHfLlamaExportable(const ModelSpec& m, bool qwen3, const std::string& what) {
-  const char* arch = qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
+  if (m.qk_norm) return HfLlamaArch::kQwen3;
+  return m.qkv_bias ? HfLlamaArch::kQwen2 : HfLlamaArch::kLlama;
+}
+
+const char* HfLlamaArchName(HfLlamaArch a) {
+  switch (a) {
+    case HfLlamaArch::kLlama:
+      return "LlamaForCausalLM";
+    case HfLlamaArch::kQwen2:
+      return "Qwen2ForCausalLM";
+    case HfLlamaArch::kQwen3:
+      return "Qwen3ForCausalLM";
+  }
+  return "?";
+}
+
+Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::string& what) {
   auto bad = [&](const std::string& why) {
-    return Status::Invalid(what + " is not a model that Hugging Face's " + arch +
+    return Status::Invalid(what + " is not a model that Hugging Face's " + HfLlamaArchName(arch) +
                            " computes: " + why);
   };
-  if (m.qkv_bias) return bad("it has a bias on q, k and v alone (Qwen2's)");
-  if (m.qk_norm != qwen3) {
-    return bad(qwen3 ? "it has no QK norm (--to hf-llama writes it)"
-                     : "it has QK norms (--to hf-qwen3 writes it)");
+  if (m.qkv_bias && m.qk_norm) return bad("it has both a bias on q, k and v and QK norms");
+  const HfLlamaArch its = HfLlamaArchOf(m);
+  if (its != arch) {
+    const std::string has = m.qk_norm                     ? "it has QK norms"
+                            : m.qkv_bias                  ? "it has a bias on q, k and v alone"
+                            : arch == HfLlamaArch::kQwen3 ? "it has no QK norms"
+                                                          : "it has no bias on q, k and v";
+    const char* to = its == HfLlamaArch::kQwen3   ? "hf-qwen3"
+                     : its == HfLlamaArch::kQwen2 ? "hf-qwen2"
+                                                  : "hf-llama";
+    return bad(has + " (--to " + to + " writes it)");
   }
   return CheckHfLlamaReadable(m, what);
 }
@@ -45,9 +68,12 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
 }
 
 OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
+  const HfLlamaArch arch = HfLlamaArchOf(m);
   OrderedJson j;
-  j["architectures"] = {m.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM"};
-  j["model_type"] = m.qk_norm ? "qwen3" : "llama";
+  j["architectures"] = {HfLlamaArchName(arch)};
+  j["model_type"] = arch == HfLlamaArch::kQwen3   ? "qwen3"
+                    : arch == HfLlamaArch::kQwen2 ? "qwen2"
+                                                  : "llama";
   j["hidden_act"] = "silu";
   j["num_hidden_layers"] = m.layers;
   j["hidden_size"] = m.hidden;
@@ -61,7 +87,7 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["rope_theta"] = m.rotary_base;
   j["rope_scaling"] = nullptr;
   j["attention_bias"] = false;
-  if (m.qk_norm) {  // Qwen3's: no window (ptdp's attention is full on every layer)
+  if (arch != HfLlamaArch::kLlama) {  // Qwen's: no window (ptdp's attention is full everywhere)
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
   } else {

@@ -1,6 +1,7 @@
 // Hugging Face Llama folders as `ptdp export --to hf-llama` writes them (docs/llama.md):
 // config.json and model.safetensors for transformers' LlamaForCausalLM, from a checkpoint of a
-// Llama-style model; and Qwen3 folders (`--to hf-qwen3`, Qwen3ForCausalLM), the same with QK norms.
+// Llama-style model; Qwen2 folders (`--to hf-qwen2`, Qwen2ForCausalLM), the same with biases on
+// q, k and v; and Qwen3 folders (`--to hf-qwen3`, Qwen3ForCausalLM), the same with QK norms.
 // Pure functions over values, like hf_gpt2.h; the file writing is param_io.h ExportHf's.
 //
 // The mapping (every HF name whole, "model." included):
@@ -33,11 +34,18 @@
 
 namespace ptdp::runtime {
 
-// Ok when LlamaForCausalLM (Qwen3ForCausalLM when `qwen3`) computes what ptdp's layers compute for
-// `m`: RMSNorm, SwiGLU and rotary embeddings, no biases, QK norms exactly when `qwen3`, no
-// experts, latent attention or prediction depths; else one error `what` + ": ..." naming what
-// differs. Any head_dim.
-Status CheckHfLlamaExportable(const ModelSpec& m, bool qwen3, const std::string& what);
+// The Llama family's architectures, told apart by the model: Qwen2's biases on q, k and v alone
+// (ModelSpec::qkv_bias), Qwen3's QK norms (qk_norm), Llama's neither.
+enum class HfLlamaArch { kLlama, kQwen2, kQwen3 };
+HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM".
+const char* HfLlamaArchName(HfLlamaArch a);
+
+// Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
+// and rotary embeddings, no biases but `arch`'s, QK norms exactly for Qwen3, no experts, latent
+// attention or prediction depths; else one error `what` + ": ..." naming what differs (and the
+// --to that writes the model). Any head_dim.
+Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::string& what);
 // The same for reading a folder, which may also be Qwen2's (biases on q, k and v alone) or
 // Qwen3's (QK norms).
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
@@ -47,8 +55,7 @@ inline bool IsHfLlamaFamily(const std::string& model_type) {
          model_type == "qwen3";
 }
 
-// The config.json for `m` (max_position_embeddings = m.seq_len): Qwen3ForCausalLM's with QK
-// norms, LlamaForCausalLM's otherwise.
+// The config.json for `m` (max_position_embeddings = m.seq_len), of HfLlamaArchOf(m).
 OrderedJson HfLlamaConfigToJson(const ModelSpec& m);
 
 // Every HF tensor of the model, in LlamaForCausalLM's order.

@@ -350,7 +350,10 @@ Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::str
   const ModelSpec& model = m.model;
   const bool llama = format != HfFormat::kGpt2;
   const std::string what = dir + ": the checkpoint's model " + model.name;
-  PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, format == HfFormat::kQwen3, what)
+  const HfLlamaArch arch = format == HfFormat::kQwen3   ? HfLlamaArch::kQwen3
+                           : format == HfFormat::kQwen2 ? HfLlamaArch::kQwen2
+                                                        : HfLlamaArch::kLlama;
+  PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, arch, what)
                              : RequireGpt2(model, what));
   const std::vector<HfTensorSpec> specs =
       llama ? HfLlamaTensors(model) : HfGpt2Tensors(model, model.seq_len);

@@ -77,10 +77,10 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
 
 // Writes OUT/config.json and OUT/model.safetensors (F32, the vocabulary unpadded) from checkpoint
 // `dir` (manifest `m`, verified by the caller) in `format`: GPT2LMHeadModel's names (hf_gpt2.h)
-// LlamaForCausalLM's or Qwen3ForCausalLM's (hf_llama.h); a model the format does not compute is
-// refused by name. The safetensors file is written under a temporary name, fsynced and renamed.
-// Returns its size.
-enum class HfFormat { kGpt2, kLlama, kQwen3 };
+// or LlamaForCausalLM's, Qwen2ForCausalLM's or Qwen3ForCausalLM's (hf_llama.h); a model the format
+// does not compute is refused by name. The safetensors file is written under a temporary name,
+// fsynced and renamed. Returns its size.
+enum class HfFormat { kGpt2, kLlama, kQwen2, kQwen3 };
 Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::string& out,
                        HfFormat format);
 

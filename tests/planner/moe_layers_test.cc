@@ -421,6 +421,7 @@ TEST(Mla, HuggingFaceDeepSeekV3ReadsAsThePreset) {
   ASSERT_TRUE(m.ok()) << m.status().message();
   const ModelSpec preset = Preset("deepseek-v3");
   EXPECT_EQ(ParameterCount(*m), ParameterCount(preset));
+  EXPECT_EQ(m->norm_eps, preset.norm_eps);  // rms_norm_eps 1e-6
   EXPECT_EQ(m->moe_dense_layers, 3);
   EXPECT_EQ(m->moe_shared_ffn_hidden, 2048);
   EXPECT_EQ(m->mtp_layers, 1);

@@ -93,6 +93,10 @@ TEST(Moe, HuggingFaceConfigsReadAsThePresets) {
   EXPECT_EQ(qwen->AttnWidth(), 4096);
   EXPECT_TRUE(qwen->qk_norm);
   EXPECT_EQ(ParameterCount(*qwen), ParameterCount(Preset("qwen3-30b-a3b")));
+  // The presets' RMSNorm epsilon is their config.json's (--norm-epsilon in --emit megatron).
+  EXPECT_EQ(qwen->norm_eps, Preset("qwen3-30b-a3b").norm_eps);
+  EXPECT_EQ(Preset("qwen3-235b-a22b").norm_eps, 1e-6);
+  EXPECT_EQ(mixtral->norm_eps, Preset("mixtral-8x7b").norm_eps);
   // The plan file's model object carries the mixture and the heads' shape back.
   auto back = ModelFromJson(Json::parse(ModelToJson(*qwen).dump()), "model");
   ASSERT_TRUE(back.ok()) << back.status().message();

@@ -94,7 +94,7 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
             std::string::npos);
   EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
             "cfg.json: model_type: not \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"");
-  // Qwen2: biases on q, k and v alone, read (and refused by the hf-llama export).
+  // Qwen2: biases on q, k and v alone, read (refused by the hf-llama export, --to hf-qwen2's).
   Json qwen = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
   qwen["model_type"] = "qwen2";
   qwen["architectures"] = {"Qwen2ForCausalLM"};
@@ -102,8 +102,15 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   auto q = HfLlamaConfigFromJson(qwen, "cfg.json");
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_TRUE(q->model.qkv_bias);
-  EXPECT_NE(CheckHfLlamaExportable(q->model, false, "m").message().find("q, k and v alone"),
-            std::string::npos);
+  EXPECT_EQ(CheckHfLlamaExportable(q->model, HfLlamaArch::kLlama, "m").message(),
+            "m is not a model that Hugging Face's LlamaForCausalLM computes: it has a bias on q, k "
+            "and v alone (--to hf-qwen2 writes it)");
+  EXPECT_TRUE(CheckHfLlamaExportable(q->model, HfLlamaArch::kQwen2, "m").ok());
+  const OrderedJson q_out = HfLlamaConfigToJson(q->model);
+  EXPECT_EQ(q_out["architectures"][0], "Qwen2ForCausalLM");
+  auto q_back = HfLlamaConfigFromJson(Json::parse(q_out.dump()), "cfg.json");
+  ASSERT_TRUE(q_back.ok()) << q_back.status().ToString();
+  EXPECT_TRUE(q_back->model.qkv_bias);
   int biases = 0;
   for (const auto& s : HfLlamaTensors(q->model)) biases += s.ptdp == "layer1.attn.qkv.bias";
   EXPECT_EQ(biases, 3);
@@ -185,13 +192,16 @@ TEST(HfLlama, Qwen3ConfigAndTensors) {
     }
   }
   EXPECT_EQ(norms, 2);
-  EXPECT_TRUE(CheckHfLlamaExportable(m, true, "m").ok());
-  EXPECT_EQ(CheckHfLlamaExportable(m, false, "m").message(),
+  EXPECT_TRUE(CheckHfLlamaExportable(m, HfLlamaArch::kQwen3, "m").ok());
+  EXPECT_EQ(CheckHfLlamaExportable(m, HfLlamaArch::kLlama, "m").message(),
             "m is not a model that Hugging Face's LlamaForCausalLM computes: it has QK norms "
             "(--to hf-qwen3 writes it)");
-  EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), true, "m").message(),
-            "m is not a model that Hugging Face's Qwen3ForCausalLM computes: it has no QK norm "
+  EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), HfLlamaArch::kQwen3, "m").message(),
+            "m is not a model that Hugging Face's Qwen3ForCausalLM computes: it has no QK norms "
             "(--to hf-llama writes it)");
+  EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), HfLlamaArch::kQwen2, "m").message(),
+            "m is not a model that Hugging Face's Qwen2ForCausalLM computes: it has no bias on q, "
+            "k and v (--to hf-llama writes it)");
 }
 
 }  // namespace
