@@ -244,6 +244,34 @@ void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
   }
 }
 
+// Llama 3.1's RoPE scaling (rope_type "llama3", in rope_scaling or transformers 5's
+// rope_parameters): its four numbers become the model's rope_scaling fields. Other scalings
+// change no shape or FLOP and are left to the runtime's reader, which refuses them.
+void ReadRopeScaling(JsonObjectReader& r, ModelSpec* m) {
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const Json* rs = r.Child(key, false);
+    if (rs == nullptr || !rs->is_object()) continue;
+    const std::string type =
+        rs->contains("rope_type") ? rs->value("rope_type", "") : rs->value("type", "");
+    if (type != "llama3") continue;
+    auto number = [&](const char* field, double* out) {
+      const auto it = rs->find(field);
+      if (it == rs->end() || !it->is_number()) {
+        r.Fail(std::string(key) + "." + field, "llama3 scaling needs it as a number");
+        return;
+      }
+      *out = it->get<double>();
+    };
+    double original = 0;
+    number("factor", &m->rope_scaling_factor);
+    number("low_freq_factor", &m->rope_low_freq_factor);
+    number("high_freq_factor", &m->rope_high_freq_factor);
+    number("original_max_position_embeddings", &original);
+    m->rope_original_max_positions = static_cast<int64_t>(original);
+    return;
+  }
+}
+
 void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   r.Required("num_hidden_layers", &m->layers);
   r.Required("hidden_size", &m->hidden);
@@ -262,6 +290,7 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
       m->rotary_base = t->get<double>();
     }
   }
+  ReadRopeScaling(r, m);
   r.Optional("attention_dropout", &m->dropout);
   // transformers' default is tied for Llama and Mistral only when the file says so.
   m->tied_embeddings = false;

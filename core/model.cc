@@ -38,6 +38,21 @@ Status ModelSpec::Validate(const std::string& path) const {
   if (!(std::isfinite(rotary_base) && rotary_base >= 1.0 && rotary_base <= 1e12)) {
     add(CheckRange(at + "rotary_base", rotary_base, 1.0, 1e12));
   }
+  if (rope_scaling_factor != 0) {
+    if (!(std::isfinite(rope_scaling_factor) && rope_scaling_factor >= 1 &&
+          rope_scaling_factor <= 1024)) {
+      add(CheckRange(at + "rope_scaling_factor", rope_scaling_factor, 1.0, 1024.0));
+    } else if (!rotary) {
+      add(Status::Invalid(at + "rope_scaling_factor: needs rotary"));
+    }
+    if (!(std::isfinite(rope_low_freq_factor) && std::isfinite(rope_high_freq_factor) &&
+          rope_low_freq_factor > 0 && rope_low_freq_factor < rope_high_freq_factor &&
+          rope_high_freq_factor <= 1e6)) {
+      add(Status::Invalid(at + "rope_high_freq_factor: must exceed rope_low_freq_factor (" +
+                          FormatDouble(rope_low_freq_factor) + "), which must exceed 0"));
+    }
+    range("rope_original_max_positions", rope_original_max_positions, 1, int64_t(1) << 30);
+  }
   if (!(std::isfinite(norm_eps) && norm_eps >= 1e-12 && norm_eps <= 1e-2)) {
     add(CheckRange(at + "norm_eps", norm_eps, 1e-12, 1e-2));
   } else if (!rmsnorm && norm_eps != 1e-5) {
@@ -421,6 +436,10 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("rmsnorm", &m.rmsnorm);
   r.Optional("rotary", &m.rotary);
   r.Optional("rotary_base", &m.rotary_base);
+  r.Optional("rope_scaling_factor", &m.rope_scaling_factor);
+  r.Optional("rope_low_freq_factor", &m.rope_low_freq_factor);
+  r.Optional("rope_high_freq_factor", &m.rope_high_freq_factor);
+  r.Optional("rope_original_max_positions", &m.rope_original_max_positions);
   r.Optional("norm_eps", &m.norm_eps);
   r.Optional("linear_bias", &m.linear_bias);
   r.Optional("qkv_bias", &m.qkv_bias);
@@ -464,6 +483,12 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["rmsnorm"] = m.rmsnorm;
   j["rotary"] = m.rotary;
   j["rotary_base"] = m.rotary_base;
+  if (m.rope_scaling_factor != 0) {  // files without it stay as they were
+    j["rope_scaling_factor"] = m.rope_scaling_factor;
+    j["rope_low_freq_factor"] = m.rope_low_freq_factor;
+    j["rope_high_freq_factor"] = m.rope_high_freq_factor;
+    j["rope_original_max_positions"] = m.rope_original_max_positions;
+  }
   if (m.norm_eps != 1e-5) j["norm_eps"] = m.norm_eps;  // files without it stay as they were
   j["linear_bias"] = m.linear_bias;
   j["qkv_bias"] = m.qkv_bias;

@@ -52,6 +52,13 @@ struct ModelSpec {
   bool rmsnorm = false;        // RMSNorm (a weight, no bias, no mean) in place of LayerNorm
   bool rotary = false;         // rotary position embeddings (no learned position table)
   double rotary_base = 10000;  // RoPE's theta (flags only: it changes no shape or FLOP)
+  // Llama 3.1's scaling of RoPE's frequencies (Hugging Face's rope_scaling of rope_type "llama3";
+  // Megatron-Core's --use-rope-scaling --rope-scaling-factor, which fixes the other three at 1, 4
+  // and 8192; kernels/reference/rope.h): none while the factor is 0. No shape or FLOP.
+  double rope_scaling_factor = 0;
+  double rope_low_freq_factor = 1;
+  double rope_high_freq_factor = 4;
+  int64_t rope_original_max_positions = 8192;
   // RMSNorm's epsilon (Hugging Face's rms_norm_eps: Llama 3 and Mistral 1e-5, Qwen2 1e-6); a
   // LayerNorm model keeps 1e-5 (Validate). No shape or FLOP.
   double norm_eps = 1e-5;
@@ -208,11 +215,13 @@ const std::vector<ModelPreset>& ModelPresets();
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
 // "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "rmsnorm", "rotary",
-// "rotary_base", "norm_eps", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts",
-// "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
-// "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora",
-// "mla_q_lora", "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd,
-// n_head, n_positions, vocab_size, n_inner). `path` prefixes error key paths.
+// "rotary_base", "rope_scaling_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+// "rope_original_max_positions" (written when the factor is set), "norm_eps", "linear_bias",
+// "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk", "moe_ffn_hidden",
+// "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers", "moe_layer_pattern",
+// "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora", "mla_rope_dim",
+// "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size,
+// n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
 

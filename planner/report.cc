@@ -306,6 +306,12 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (m.rotary) {
     o << " --position-embedding-type rope --rotary-base " << int64_t(m.rotary_base);
   }
+  // Llama 3.1's frequencies: Megatron-Core takes the factor and fixes the rest at 1, 4 and 8192
+  // (rotary_pos_embedding.py _apply_scaling at d98e8a64dd); MegatronRopeScalingExpressible says
+  // whether the model's are those.
+  if (m.rope_scaling_factor > 0) {
+    o << " --use-rope-scaling --rope-scaling-factor " << FormatDouble(m.rope_scaling_factor);
+  }
   if (!m.linear_bias) o << " --disable-bias-linear";
   if (!m.linear_bias && m.qkv_bias) o << " --add-qkv-bias";
   if (!m.tied_embeddings) o << " --untie-embeddings-and-output-weights";
@@ -361,6 +367,19 @@ std::string MegatronLayout(const std::vector<int>& stage_layers, int mtp_layers)
     for (size_t i = 0; i < parts.size(); ++i) out += (i > 0 ? "," : "") + parts[i];
   }
   return out;
+}
+
+std::string MegatronModelNote(const ModelSpec& m) {
+  if (!(m.rope_scaling_factor > 0) ||
+      (m.rope_low_freq_factor == 1 && m.rope_high_freq_factor == 4 &&
+       m.rope_original_max_positions == 8192)) {
+    return "";
+  }
+  return "Megatron-Core's --use-rope-scaling fixes the low and high frequency factors and the "
+         "original length at 1, 4 and 8192; this model's are " +
+         FormatDouble(m.rope_low_freq_factor) + ", " + FormatDouble(m.rope_high_freq_factor) +
+         " and " + std::to_string(m.rope_original_max_positions) +
+         ", which its flags cannot express";
 }
 
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,

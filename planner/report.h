@@ -35,6 +35,10 @@ std::string MegatronLayout(const std::vector<int>& stage_layers, int mtp_layers 
 // parallelism, --overlap-grad-reduce and --overlap-param-gather with d > 1).
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
                          const SoftwareProfile* software = nullptr);
+// Empty when Megatron-LM's flags express the model, else what they leave out: Llama 3.1's RoPE
+// scaling with other than Megatron-Core's fixed low and high frequency factors and original
+// length (1, 4, 8192).
+std::string MegatronModelNote(const ModelSpec& m);
 
 // Empty when Megatron-Core runs the layout's schedule, else why not. It has three
 // (megatron/core/pipeline_parallel/schedules.py:53 get_forward_backward_func, NVIDIA/Megatron-LM

@@ -52,6 +52,8 @@ void PrintMegatron(const ModelSpec& model, const ClusterSpec& cluster,
                    const planner::MegatronChoice& megatron) {
   std::cout << "\nMegatron-LM pretrain_gpt.py flags:\n";
   if (!megatron.note.empty()) std::cout << "  # note: " << megatron.note << "\n";
+  const std::string model_note = planner::MegatronModelNote(model);
+  if (!model_note.empty()) std::cout << "  # note: " << model_note << "\n";
   const std::string env = planner::MegatronEnvironment(megatron.layout);
   if (!env.empty()) std::cout << "  export " << env << "\n";
   std::cout << "  " << planner::MegatronArgs(model, megatron.layout, &cluster.software) << "\n";
@@ -137,6 +139,8 @@ Status RunPlan(const PlanArgs& a) {
       j["megatron_args"] = planner::MegatronArgs(model, megatron.layout, &cluster.software);
       const std::string env = planner::MegatronEnvironment(megatron.layout);
       if (!env.empty()) j["megatron_env"] = env;
+      const std::string model_note = planner::MegatronModelNote(model);
+      if (!model_note.empty()) j["megatron_model_note"] = model_note;
       if (!megatron.note.empty()) {
         j["megatron_layout"] = LayoutToJson(megatron.layout);
         j["megatron_note"] = megatron.note;

@@ -40,6 +40,11 @@ def random_llama(a):
               max_position_embeddings=a.positions, vocab_size=a.vocab,
               rms_norm_eps=1e-5, rope_theta=a.rope_theta, tie_word_embeddings=not a.untied,
               attention_dropout=0.0, bos_token_id=a.vocab - 1, eos_token_id=a.vocab - 1)
+    if a.rope_scaling:  # Llama 3.1's: factor, low and high frequency factors, original length
+        factor, low, high, original = a.rope_scaling.split(",")
+        kw["rope_scaling"] = {"rope_type": "llama3", "factor": float(factor),
+                              "low_freq_factor": float(low), "high_freq_factor": float(high),
+                              "original_max_position_embeddings": int(original)}
     if a.mistral:  # Llama's computation without a sliding window
         cfg, cls = MistralConfig(sliding_window=None, **kw), MistralForCausalLM
     elif a.qwen2:  # biases on q, k and v, rms_norm_eps 1e-6
@@ -138,6 +143,7 @@ def main():
     r.add_argument("--head-dim", type=int, default=None)  # Qwen3's, any width
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)
+    r.add_argument("--rope-scaling", default="")  # FACTOR,LOW,HIGH,ORIGINAL: Llama 3.1's
     r.add_argument("--max-shard-size", default="5GB")  # small: model.safetensors.index.json
     r.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("compare")

@@ -16,8 +16,10 @@
 #                 `--to hf-llama`: LlamaForCausalLM's logits against `ptdp forward --checkpoint`'s
 #                 within 1e-4, its loss against ptdp's (docs/llama.md)
 #   6. llama-init a random LlamaForCausalLM (6 query heads over 2 key/value heads, rope_theta
-#                 500000, every weight and norm random; saved in 400 KB shards with their
-#                 model.safetensors.index.json) trained by ptdp from its folder at t1 p1 and t2 p2:
+#                 500000 with Llama 3.1's scaling of an original length of 16, which changes
+#                 every pair's angles at s 32; every weight and norm random; saved in 400 KB shards
+#                 with their model.safetensors.index.json) trained by ptdp from its folder at t1
+#                 p1 and t2 p2:
 #                 first-step losses against transformers' loss, `ptdp forward --hf`'s logits
 #   7. mistral-init the same for a random MistralForCausalLM without a sliding window at t2 p2
 #   8. qwen2-init   the same for a random Qwen2ForCausalLM (biases on q, k and v; rms_norm_eps 1e-6)
@@ -155,11 +157,12 @@ export_check llama hf-llama 128 352
 echo "== 6. llama-init: a random LlamaForCausalLM trained by ptdp from its folder"
 "$py" "$here/hf_check.py" random random-llama --llama --layers 2 --hidden 96 --heads 6 \
   --kv-heads 2 --positions 64 --vocab 257 --inner 160 --untied --rope-theta 500000 \
-  --max-shard-size 400KB |
+  --rope-scaling 8,1,4,16 --max-shard-size 400KB |
   tee -a summary.txt || die "making the random Llama"
 ls random-llama
 arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
-           "rotary_base": 500000'
+           "rotary_base": 500000, "rope_scaling_factor": 8, "rope_low_freq_factor": 1,
+           "rope_high_freq_factor": 4, "rope_original_max_positions": 16'
 plan one-llama 1 1 2 96 6 32 257 0.0 160 false
 plan tp-llama 2 2 2 96 6 32 257 0.0 160 false
 arch=

@@ -107,15 +107,13 @@ __global__ void RotaryPairs(T* qkv, RotaryDims r, float sign) {
   const kernels::QkvLayout row{r.h, r.d, r.group};
   const int64_t half = r.d / 2, heads = r.h + row.KvHeads(), S = chunks.Local();
   const int64_t total = r.b * S * heads * half;
-  const float log2_base = log2f(r.base);
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t e = i % half, head = (i / half) % heads, n = i / (half * heads);
     const int64_t at = head < r.h ? row.Q(head) : row.KvOf(head - r.h);
     T* x = qkv + n * row.Width() + at;
     const float pos = static_cast<float>(chunks.Position(n % S));
-    const float angle =
-        pos * exp2f(-2.0f * static_cast<float>(e) / static_cast<float>(r.d) * log2_base);
+    const float angle = pos * kernels::RopeInvFreq<float>(e, r.d, r.rope);
     float sn, cs;
     sincosf(angle, &sn, &cs);
     sn *= sign;

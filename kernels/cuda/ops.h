@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/multi_tensor.h"
 #include "kernels/reference/qkv_layout.h"
+#include "kernels/reference/rope.h"
 
 namespace ptdp::cuda_kernels {
 
@@ -51,12 +52,12 @@ void SwigluForward(T* out, const T* in, int64_t count, cudaStream_t stream);
 template <typename T>
 void SwigluBackward(T* din, const T* in, const T* dout, int64_t count, cudaStream_t stream);
 // The rotary embedding of the queries and keys of qkv [b][s/cp][QkvLayout width] in place
-// (kernels/reference/ops.h RotaryEmbedding; the angles in fp32, as Megatron-Core and Hugging Face
-// compute them).
+// (kernels/reference/ops.h RotaryEmbedding; the frequencies and angles in fp32, as Megatron-Core
+// and Hugging Face compute them: kernels/reference/rope.h RopeInvFreq<float>).
 struct RotaryDims {
   int64_t b = 1, s = 1, h = 1, d = 1, group = 1;  // s: the whole sequence; h: local query heads
   int cp = 1, rank = 0;
-  float base = 10000.0f;
+  kernels::RopeFreqs rope;
 };
 template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse, cudaStream_t stream);

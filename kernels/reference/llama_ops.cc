@@ -77,7 +77,7 @@ void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse) {
   const int64_t half = r.d / 2, S = chunks.Local();
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t e = 0; e < half; ++e) {
-    inv_freq[size_t(e)] = std::pow(r.base, -2.0 * static_cast<double>(e) / double(r.d));
+    inv_freq[size_t(e)] = RopeInvFreq<double>(e, r.d, r.rope);
   }
   const double sign = inverse ? -1.0 : 1.0;
   auto turn = [&](T* x, double pos) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/reference/qkv_layout.h"
+#include "kernels/reference/rope.h"
 
 namespace ptdp::kernels {
 
@@ -62,12 +63,13 @@ void SwigluBackward(T* din, const T* in, const T* dout, int64_t count);
 // Rotary position embedding (Su et al. 2021; Llama's, the halves form: element e < d/2 pairs with
 // e + d/2) of the queries and keys of qkv [b][S][QkvLayout width] in place; values untouched.
 // Local position t of a sequence sits at global position ContextChunks{s, cp, rank}.Position(t)
-// (t itself for cp 1) and turns by the angles position * base^(-2e/d). `inverse` turns back: the
-// backward of the rotation, which is orthogonal, applied to the gradients.
+// (t itself for cp 1) and turns by the angles position * RopeInvFreq(e) (base^(-2e/d), or Llama
+// 3.1's scaled frequencies: kernels/reference/rope.h). `inverse` turns back: the backward of the
+// rotation, which is orthogonal, applied to the gradients.
 struct RotaryDims {
   int64_t b = 1, s = 1, h = 1, d = 1, group = 1;  // s: the whole sequence; h: local query heads
   int cp = 1, rank = 0;
-  double base = 10000;
+  RopeFreqs rope;
 };
 template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse);

@@ -53,7 +53,8 @@ Status CpuOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t
   });
 }
 
-Status CpuOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base, bool inverse) {
+Status CpuOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
+                               bool inverse) {
   k::RotaryDims r;
   r.b = a.b;
   r.s = a.s;
@@ -62,7 +63,8 @@ Status CpuOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double ba
   r.group = a.group;
   r.cp = a.cp;
   r.rank = a.cp_rank;
-  r.base = base;
+  r.rope = {rope.base, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
+            rope.original_max_positions};
   return Dispatch(qkv.dtype, [&](auto tag) {
     using T = decltype(tag);
     Out<T> o(qkv, true);

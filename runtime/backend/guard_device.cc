@@ -101,10 +101,10 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->SwigluBackward(din, in, dout, count);
   }
-  Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+  Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                          bool inverse) override {
     GuardWindow open(state_.get());
-    return inner_->RotaryEmbedding(qkv, a, base, inverse);
+    return inner_->RotaryEmbedding(qkv, a, rope, inverse);
   }
   Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,
                        const AttentionShape& a, double eps) override {

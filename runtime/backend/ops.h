@@ -66,6 +66,16 @@ struct DropoutSpec {
 using DropoutRunCall = std::function<Status(int64_t offset, int64_t n, uint64_t first)>;
 Status ForEachDropoutRun(const DropoutSpec& drop, int64_t count, const DropoutRunCall& call);
 
+// RoPE's frequencies (model.rotary_base, model.rope_scaling_*): the seam's copy of
+// kernels/reference/rope.h RopeFreqs, field for field, which the backends pass on.
+struct RopeSpec {
+  double base = 10000;
+  double factor = 0;  // Llama 3.1's scaling when > 0
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  double original_max_positions = 8192;
+};
+
 // Causal self-attention of one microbatch on one tensor rank.
 struct AttentionShape {
   int64_t b = 1, s = 1;
@@ -174,10 +184,11 @@ class Ops {
                                 int64_t /*count*/) {
     return ArchUnsupported("swiglu");
   }
-  // ---- Rotary position embedding (model.rotary) of the queries and keys of qkv [b S][...] in
-  // place, each row at its global position (context parallelism's chunks included); `inverse`
-  // turns back (the backward, on the gradients). kernels/reference/ops.h RotaryEmbedding.
-  virtual Status RotaryEmbedding(TensorRef /*qkv*/, const AttentionShape&, double /*base*/,
+  // ---- Rotary position embedding (model.rotary, its frequencies model.rotary_base and
+  // model.rope_scaling) of the queries and keys of qkv [b S][...] in place, each row at its global
+  // position (context parallelism's chunks included); `inverse` turns back (the backward, on the
+  // gradients). kernels/reference/ops.h RotaryEmbedding.
+  virtual Status RotaryEmbedding(TensorRef /*qkv*/, const AttentionShape&, const RopeSpec& /*rope*/,
                                  bool /*inverse*/) {
     return ArchUnsupported("rotary");
   }

@@ -139,10 +139,10 @@ Status TimedOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64
                [&] { return inner_->SwigluBackward(din, in, dout, count); });
 }
 
-Status TimedOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base,
+Status TimedOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                                  bool inverse) {
   return Timed("RotaryEmbedding " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),
-               [&] { return inner_->RotaryEmbedding(qkv, a, base, inverse); });
+               [&] { return inner_->RotaryEmbedding(qkv, a, rope, inverse); });
 }
 
 Status TimedOps::QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w,

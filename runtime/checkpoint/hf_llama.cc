@@ -85,7 +85,15 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["vocab_size"] = m.vocab;
   j["rms_norm_eps"] = m.norm_eps;
   j["rope_theta"] = m.rotary_base;
-  j["rope_scaling"] = nullptr;
+  if (m.rope_scaling_factor > 0) {
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", m.rope_scaling_factor},
+                         {"low_freq_factor", m.rope_low_freq_factor},
+                         {"high_freq_factor", m.rope_high_freq_factor},
+                         {"original_max_position_embeddings", m.rope_original_max_positions}};
+  } else {
+    j["rope_scaling"] = nullptr;
+  }
   j["attention_bias"] = false;
   if (arch != HfLlamaArch::kLlama) {  // Qwen's: no window (ptdp's attention is full everywhere)
     j["use_sliding_window"] = false;
@@ -191,13 +199,15 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   }
   // rms_norm_eps becomes norm_eps (transformers' default 1e-6 when absent).
   PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
-  if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) {
-    return bad("rope_scaling", rs->dump() + " is not supported: ptdp's rotation is unscaled");
-  }
-  if (auto rp = j.find("rope_parameters"); rp != j.end() && rp->is_object()) {
-    if (rp->value("rope_type", "default") != "default") {
-      return bad("rope_parameters.rope_type",
-                 rp->value("rope_type", "") + " is not supported: ptdp's rotation is unscaled");
+  // RoPE: unscaled, or Llama 3.1's scaling (core/hf_config.cc read its numbers).
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    const auto rs = j.find(key);
+    if (rs == j.end() || rs->is_null()) continue;
+    const std::string type =
+        rs->is_object() ? rs->value("rope_type", rs->value("type", "default")) : "?";
+    if (type != "default" && type != "llama3") {
+      return bad(std::string(key) + ".rope_type",
+                 type + " is not supported: ptdp's rotation is unscaled or Llama 3.1's (llama3)");
     }
   }
   PTDP_RETURN_IF_ERROR(CheckHfLlamaReadable(m, source + ": the model"));

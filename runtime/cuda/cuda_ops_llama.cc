@@ -46,7 +46,8 @@ Status CudaOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_
   });
 }
 
-Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double base, bool inverse) {
+Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
+                                bool inverse) {
   ck::RotaryDims r;
   r.b = a.b;
   r.s = a.s;
@@ -55,7 +56,8 @@ Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, double b
   r.group = a.group;
   r.cp = a.cp;
   r.rank = a.cp_rank;
-  r.base = static_cast<float>(base);
+  r.rope = {rope.base, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
+            rope.original_max_positions};
   return ForCompute(qkv.dtype, "RotaryEmbedding", [&](auto tag) {
     using T = decltype(tag);
     ck::RotaryEmbedding<T>(P<T>(qkv), r, inverse, stream_);

@@ -98,8 +98,7 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
                                             c.arch.norm_eps));
   }
   if (c.arch.rotary) {
-    PTDP_RETURN_IF_ERROR(
-        ops->RotaryEmbedding(st->qkv.ref(), Shape(d, c.drop), c.arch.rotary_base, false));
+    PTDP_RETURN_IF_ERROR(ops->RotaryEmbedding(st->qkv.ref(), Shape(d, c.drop), c.arch.rope, false));
   }
   const bool drop = c.drop.p > 0;
   // Under selective recomputation the core is dropped right after (DropAttentionCore); tagged as
@@ -254,8 +253,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   }
   dattn.Reset();
   if (c.arch.rotary) {  // the rotation is orthogonal: its backward turns back
-    PTDP_RETURN_IF_ERROR(
-        ops->RotaryEmbedding(dqkv.ref(), Shape(d, c.drop), c.arch.rotary_base, true));
+    PTDP_RETURN_IF_ERROR(ops->RotaryEmbedding(dqkv.ref(), Shape(d, c.drop), c.arch.rope, true));
   }
   if (c.arch.qk_norm) {  // the norms' weights are shared by every head: a partial sum per rank
     PTDP_RETURN_IF_ERROR(ops->QkNormBackward(dqkv.ref(), g.q_norm_w, g.k_norm_w, st->qk_in.cref(),

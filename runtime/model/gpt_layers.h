@@ -77,7 +77,8 @@ struct LayerArch {
   // activation silu(gate) up; else GeLU.
   bool swiglu = false;
   bool rotary = false;  // rotary position embedding of q and k (and no position table)
-  double rotary_base = 10000;
+  // Its frequencies: base (ModelSpec::rotary_base) and Llama 3.1's scaling (rope_scaling).
+  RopeSpec rope;
   double norm_eps = 1e-5;  // RMSNorm's (LayerNorm keeps kernels/reference kLayerNormEps)
   // QK norm (Qwen3's): each query and key head RMSNormed (norm_eps) before the rotation.
   bool qk_norm = false;

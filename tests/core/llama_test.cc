@@ -79,6 +79,40 @@ TEST(Llama, RopeThetaInsideRopeParameters) {
   EXPECT_EQ(m->rotary_base, 250000);
 }
 
+// Llama 3.1's RoPE scaling: read from config.json's rope_scaling, round-tripped through the plan
+// file's model object (and absent from files without it), and refused where it cannot apply.
+TEST(Llama, RopeScalingIsAModelField) {
+  std::string text = kLlama3_8b;
+  const std::string old_key = "\"rope_scaling\": null,";
+  ASSERT_NE(text.find(old_key), std::string::npos);
+  text.replace(text.find(old_key), old_key.size(),
+               "\"rope_scaling\": {\"factor\": 8.0, \"low_freq_factor\": 1.0, "
+               "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192, "
+               "\"rope_type\": \"llama3\"},");
+  auto m = Parse(text);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->rope_scaling_factor, 8);
+  EXPECT_EQ(m->rope_high_freq_factor, 4);
+  EXPECT_EQ(m->rope_original_max_positions, 8192);
+  const OrderedJson j = ModelToJson(*m);
+  auto back = ModelFromJson(Json::parse(j.dump()), "model");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->rope_scaling_factor, 8);
+  EXPECT_EQ(back->rope_original_max_positions, 8192);
+  EXPECT_FALSE(ModelToJson(LoadModel("llama3-8b").value()).contains("rope_scaling_factor"));
+  ModelSpec bad = *m;
+  bad.rotary = false;
+  EXPECT_NE(bad.Validate().message().find("rope_scaling_factor: needs rotary"), std::string::npos)
+      << bad.Validate().message();
+  bad = *m;
+  bad.rope_low_freq_factor = 4;
+  EXPECT_NE(bad.Validate().message().find("rope_high_freq_factor: must exceed"), std::string::npos)
+      << bad.Validate().message();
+  bad = *m;
+  bad.rope_scaling_factor = 0.5;
+  EXPECT_NE(bad.Validate().message().find("rope_scaling_factor"), std::string::npos);
+}
+
 // RMSNorm's epsilon: Qwen2's 1e-6 read from config.json, written back by ModelToJson only when it
 // is not the default, and refused on a LayerNorm model.
 TEST(Llama, NormEpsilonIsAModelField) {

@@ -68,33 +68,37 @@ TYPED_TEST(CudaLlama, SwigluForwardBackward) {
 }
 
 // 4 query heads over 2 key/value heads, rank 1 of cp 2 (its positions are two chunks of the
-// sequence), turned and turned back.
+// sequence), turned and turned back; unscaled, and with Llama 3.1's scaling of an original length
+// of 16 (pair 0 in the blended band, the others divided by the factor).
 TYPED_TEST(CudaLlama, RotaryOfGroupedQkvAtContextPositions) {
   using T = TypeParam;
-  kernels::RotaryDims ref;
-  ref.b = 2;
-  ref.s = 24;
-  ref.h = 4;
-  ref.d = 16;
-  ref.group = 2;
-  ref.cp = 2;
-  ref.rank = 1;
-  ref.base = 10000;
-  const kernels::QkvLayout row{ref.h, ref.d, ref.group};
-  const int64_t elements = ref.b * (ref.s / ref.cp) * row.Width();
-  const auto qkv = Store<T>(RandomVector(elements, 21));
-  auto want = AsDouble(qkv);
-  kernels::RotaryEmbedding(want.data(), ref, false);
-  const RotaryDims dims{ref.b, ref.s, ref.h, ref.d, ref.group, ref.cp, ref.rank, 10000.0f};
-  DeviceBuffer<T> g(qkv);
-  RotaryEmbedding<T>(g.get(), dims, false, nullptr);
-  this->Sync();
-  const auto turned = g.Download();
-  EXPECT_LT(Nmse(AsDouble(turned), want), testing::kTolOnce<T>);
-  kernels::RotaryEmbedding(want.data(), ref, true);
-  RotaryEmbedding<T>(g.get(), dims, true, nullptr);
-  this->Sync();
-  EXPECT_LT(Nmse(AsDouble(g.Download()), want), testing::kTolChained<T>);
+  for (const kernels::RopeFreqs rope :
+       {kernels::RopeFreqs{10000}, kernels::RopeFreqs{500000, 8, 1, 4, 16}}) {
+    SCOPED_TRACE(rope.factor);
+    kernels::RotaryDims ref;
+    ref.b = 2;
+    ref.s = 24;
+    ref.h = 4;
+    ref.d = 16;
+    ref.group = 2;
+    ref.cp = 2;
+    ref.rank = 1;
+    ref.rope = rope;
+    const kernels::QkvLayout row{ref.h, ref.d, ref.group};
+    const int64_t elements = ref.b * (ref.s / ref.cp) * row.Width();
+    const auto qkv = Store<T>(RandomVector(elements, 21));
+    auto want = AsDouble(qkv);
+    kernels::RotaryEmbedding(want.data(), ref, false);
+    const RotaryDims dims{ref.b, ref.s, ref.h, ref.d, ref.group, ref.cp, ref.rank, rope};
+    DeviceBuffer<T> g(qkv);
+    RotaryEmbedding<T>(g.get(), dims, false, nullptr);
+    this->Sync();
+    EXPECT_LT(Nmse(AsDouble(g.Download()), want), testing::kTolOnce<T>);
+    kernels::RotaryEmbedding(want.data(), ref, true);
+    RotaryEmbedding<T>(g.get(), dims, true, nullptr);
+    this->Sync();
+    EXPECT_LT(Nmse(AsDouble(g.Download()), want), testing::kTolChained<T>);
+  }
 }
 
 // 3 rows of 6 query heads over 2 key/value heads (group 3) of 40 features (not a warp's multiple).

@@ -481,6 +481,17 @@ TEST(Search, LlamaPlanAndMegatronFlags) {
   ModelSpec qwen_like = *m;
   qwen_like.norm_eps = 1e-6;
   EXPECT_NE(MegatronArgs(qwen_like, best).find("--norm-epsilon 1e-06"), std::string::npos);
+  // Llama 3.1's RoPE scaling: Megatron-Core's flags carry the factor; other low and high frequency
+  // factors or original length are said in a note, not silently dropped.
+  ModelSpec scaled = *m;
+  scaled.rope_scaling_factor = 8;
+  EXPECT_NE(MegatronArgs(scaled, best).find("--use-rope-scaling --rope-scaling-factor 8"),
+            std::string::npos);
+  EXPECT_EQ(MegatronModelNote(scaled), "");
+  EXPECT_EQ(args.find("--use-rope-scaling"), std::string::npos);
+  scaled.rope_original_max_positions = 4096;
+  EXPECT_NE(MegatronModelNote(scaled).find("this model's are 1, 4 and 4096"), std::string::npos)
+      << MegatronModelNote(scaled);
 }
 
 // Interleaving for any m >= p: GPT 1.7B (24 layers) on 8 GPUs with t = 1, p = 4 (so d = 2) and a

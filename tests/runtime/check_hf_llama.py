@@ -38,9 +38,12 @@ def fail(msg):
 def main():
     plan, planned, st, ck = sys.argv[1:5]
     m, back = json.load(open(plan))["model"], json.load(open(planned))["model"]
-    defaults = {"kv_heads": 0, "ffn_hidden": 0, "rotary_base": 10000, "linear_bias": True}
+    defaults = {"kv_heads": 0, "ffn_hidden": 0, "rotary_base": 10000, "linear_bias": True,
+                "rope_scaling_factor": 0}
     for key in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab", "seq_len",
-                "tied_embeddings", "rmsnorm", "swiglu", "rotary", "linear_bias", "rotary_base"):
+                "tied_embeddings", "rmsnorm", "swiglu", "rotary", "linear_bias", "rotary_base",
+                "rope_scaling_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                "rope_original_max_positions"):
         a, b = m.get(key, defaults.get(key)), back.get(key, defaults.get(key))
         if a != b:
             fail(f"config.json read back: model.{key} is {b}, the plan's {a}")

@@ -80,16 +80,21 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json")->model.norm_eps, 1e-6);
   j.erase("rms_norm_eps");
   EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json")->model.norm_eps, 1e-6);
+  // Llama 3.1's scaling needs its four numbers; other scalings are refused by name.
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["rope_scaling"] = {{"rope_type", "llama3"}};
             }),
-            "cfg.json: rope_scaling: {\"rope_type\":\"llama3\"} is not supported: ptdp's rotation "
-            "is unscaled");
+            "cfg.json.rope_scaling.factor: llama3 scaling needs it as a number");
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["rope_parameters"] = {{"rope_theta", 1e4}, {"rope_type", "yarn"}};
             }),
             "cfg.json: rope_parameters.rope_type: yarn is not supported: ptdp's rotation is "
-            "unscaled");
+            "unscaled or Llama 3.1's (llama3)");
+  EXPECT_EQ(LlamaConfigError([](Json& x) {
+              x["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+            }),
+            "cfg.json: rope_scaling.rope_type: linear is not supported: ptdp's rotation is "
+            "unscaled or Llama 3.1's (llama3)");
   EXPECT_NE(LlamaConfigError([](Json& x) { x["attention_bias"] = true; }).find("attention_bias"),
             std::string::npos);
   EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
@@ -202,6 +207,33 @@ TEST(HfLlama, Qwen3ConfigAndTensors) {
   EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), HfLlamaArch::kQwen2, "m").message(),
             "m is not a model that Hugging Face's Qwen2ForCausalLM computes: it has no bias on q, "
             "k and v (--to hf-llama writes it)");
+}
+
+// Llama 3.1's RoPE scaling: read from rope_scaling (transformers 4's form) and from
+// rope_parameters (transformers 5's), written back by export, and compared with a plan's.
+TEST(HfLlama, Llama31RopeScalingReadAndWritten) {
+  const Json scaling = {{"rope_type", "llama3"},
+                        {"factor", 8.0},
+                        {"low_freq_factor", 1.0},
+                        {"high_freq_factor", 4.0},
+                        {"original_max_position_embeddings", 8192}};
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    Json j = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
+    j[key] = scaling;
+    if (std::string(key) == "rope_parameters") j["rope_parameters"]["rope_theta"] = 500000.0;
+    auto c = HfLlamaConfigFromJson(j, "cfg.json");
+    ASSERT_TRUE(c.ok()) << key << ": " << c.status().ToString();
+    EXPECT_EQ(c->model.rope_scaling_factor, 8) << key;
+    EXPECT_EQ(c->model.rope_low_freq_factor, 1) << key;
+    EXPECT_EQ(c->model.rope_high_freq_factor, 4) << key;
+    EXPECT_EQ(c->model.rope_original_max_positions, 8192) << key;
+    const OrderedJson out = HfLlamaConfigToJson(c->model);
+    EXPECT_EQ(out["rope_scaling"]["rope_type"], "llama3");
+    auto back = HfLlamaConfigFromJson(Json::parse(out.dump()), "again");
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->model.rope_scaling_factor, 8);
+    EXPECT_EQ(back->model.rope_original_max_positions, 8192);
+  }
 }
 
 }  // namespace

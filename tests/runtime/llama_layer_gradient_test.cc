@@ -42,8 +42,8 @@ LayerCtx LlamaCtx(Device* dev, double dropout, bool qwen3 = false) {
   LayerCtx c;
   c.dev = dev;
   c.d = LlamaDims();
-  c.arch = {true, true, true, 500.0};  // a small base: every pair turns noticeably at s = 5
-  if (qwen3) {                         // 4 heads of 6: the attention 24 wide at h 16
+  c.arch = {true, true, true, {500.0}};  // a small base: every pair turns noticeably at s = 5
+  if (qwen3) {                           // 4 heads of 6: the attention 24 wide at h 16
     c.d.head_dim = 6;
     c.arch.qk_norm = true;
   }
@@ -234,7 +234,7 @@ TEST(LlamaKernels, RotaryTurnsQueriesAndKeysAndInverts) {
   r.h = 4;
   r.d = 8;
   r.group = 2;
-  r.base = 100;
+  r.rope.base = 100;
   const kernels::QkvLayout row{r.h, r.d, r.group};
   const Vec qkv = Random(r.b * r.s * row.Width(), 31);
   Vec turned = qkv;
@@ -330,6 +330,41 @@ TEST(LlamaKernels, GroupedAttentionIsSharedMultiHead) {
       }
     }
   }
+}
+
+// Llama 3.1's frequencies (Llama 3.1 8B's: base 500000, heads of 128, factor 8, low 1, high 4,
+// original 8192): wavelengths under 2048 keep their frequency, those over 8192 are divided by 8,
+// those between are blended between the two, and the frequency falls monotonically with the pair
+// across the band's ends.
+TEST(LlamaKernels, RopeScalingKeepsHighDividesLowBlendsBetween) {
+  const kernels::RopeFreqs plain{500000}, scaled{500000, 8, 1, 4, 8192};
+  const double two_pi = 6.283185307179586;
+  int kept = 0, divided = 0, blended = 0;
+  double last = 1e300;
+  for (int64_t e = 0; e < 64; ++e) {
+    const double f = kernels::RopeInvFreq<double>(e, 128, plain);
+    const double g = kernels::RopeInvFreq<double>(e, 128, scaled);
+    EXPECT_NEAR(f, std::pow(500000.0, -2.0 * double(e) / 128.0), 1e-15 * f);
+    const double wavelength = two_pi / f;
+    if (wavelength < 2048) {
+      EXPECT_EQ(g, f) << e;
+      ++kept;
+    } else if (wavelength > 8192) {
+      EXPECT_DOUBLE_EQ(g, f / 8) << e;
+      ++divided;
+    } else {
+      EXPECT_GT(g, f / 8) << e;
+      EXPECT_LT(g, f) << e;
+      ++blended;
+    }
+    EXPECT_LT(g, last) << e;
+    last = g;
+    // The float form (the GPU's) within float rounding of the double one.
+    EXPECT_NEAR(kernels::RopeInvFreq<float>(e, 128, scaled), g, 1e-5 * g) << e;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(blended, 0);
 }
 
 // The QK norm leaves every query and key head with a mean square of 1 / (1 + eps / ms) under
