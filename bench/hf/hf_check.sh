@@ -11,8 +11,9 @@
 #                 that batch within 1e-5 (relative), and `ptdp forward --hf`'s logits its within 1e-4
 #   3. untied     the same with tie_word_embeddings false (lm_head.weight) and n_inner 96
 #   4. plan       `ptdp plan --model` on transformers' config.json, then 3 steps at t2 p2 from it
-#   5. llama      a Llama-style model (RMSNorm, rotary embeddings, 4 query heads over 2 key/value
-#                 heads, SwiGLU, no biases, untied) trained 20 steps at t2 p2, exported with
+#   5. llama      a Llama-style model (RMSNorm, rotary embeddings with Llama 3.1's scaling of an
+#                 original length of 16, 4 query heads over 2 key/value heads, SwiGLU, no biases,
+#                 untied) trained 20 steps at t2 p2, exported with
 #                 `--to hf-llama`: LlamaForCausalLM's logits against `ptdp forward --checkpoint`'s
 #                 within 1e-4, its loss against ptdp's (docs/llama.md)
 #   6. llama-init a random LlamaForCausalLM (6 query heads over 2 key/value heads, rope_theta
@@ -150,8 +151,10 @@ export_check() {  # NAME FORMAT HIDDEN FFN
   check "$py" "$here/hf_check.py" compare "exported-$name" "batch-$name.bin" 64 "ptdp-$name.bin" \
     --loss "ptdp-forward=$(forward_loss "fwd-$name.out")"
 }
-echo "== 5. llama: a Llama-style model trained at t2 p2, exported, loaded by LlamaForCausalLM"
-arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false'
+echo "== 5. llama: a Llama-3.1-style model trained at t2 p2, exported, loaded by LlamaForCausalLM"
+arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
+           "rope_scaling_factor": 8, "rope_low_freq_factor": 1, "rope_high_freq_factor": 4,
+           "rope_original_max_positions": 16'
 export_check llama hf-llama 128 352
 
 echo "== 6. llama-init: a random LlamaForCausalLM trained by ptdp from its folder"
