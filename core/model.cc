@@ -293,6 +293,15 @@ ModelSpec Llama3(const std::string& name, int l, int64_t h, int64_t f, int a) {
   return m;
 }
 
+// Llama 3.2's small models (meta-llama/Llama-3.2-1B and -3B config.json): Llama 3's decoder with
+// tied embeddings and Llama 3.1's RoPE scaling of factor 32 (low 1, high 4, original 8192).
+ModelSpec Llama32(const std::string& name, int l, int64_t h, int a) {
+  ModelSpec m = Llama3(name, l, h, 8192, a);
+  m.tied_embeddings = true;
+  m.rope_scaling_factor = 32;
+  return m;
+}
+
 // A dense Qwen3 (Yang et al. 2025, "Qwen3 Technical Report"): a Llama-style decoder with QK norms
 // (RMSNorm of each query and key head), heads of 128 whatever the hidden size, 8 key/value heads,
 // RMSNorm eps 1e-6, RoPE theta 1,000,000, untied, vocabulary 151936; sequence 4096, the length of
@@ -392,6 +401,12 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Llama3("llama3.1-405b", 126, 16384, 53248, 128),
        "Dubey et al. 2024, Table 3 (sequence 8192 as in pre-training); "
        "meta-llama/Llama-3.1-405B config.json; 405.9B parameters"},
+      {Llama32("llama3.2-1b", 16, 2048, 32),
+       "meta-llama/Llama-3.2-1B config.json (tied, rope_scaling llama3 factor 32; sequence 8192 as "
+       "the Llama 3 presets); 1,235,814,400 parameters on its Hugging Face page"},
+      {Llama32("llama3.2-3b", 28, 3072, 24),
+       "meta-llama/Llama-3.2-3B config.json (tied, rope_scaling llama3 factor 32); 3,212,749,824 "
+       "parameters on its Hugging Face page"},
       {Qwen3("qwen3-8b", 36, 4096, 12288, 32),
        "Qwen/Qwen3-8B config.json; Yang et al. 2025 (Qwen3 Technical Report), Table 1; 8.2B "
        "parameters (6.95B without the embeddings) on its model card"},

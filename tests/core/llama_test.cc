@@ -23,6 +23,9 @@ TEST(Llama, PresetParameterCountsArePublished) {
   EXPECT_EQ(ParameterCount(LoadModel("llama3-8b").value(), 1), 8030261248);
   EXPECT_EQ(ParameterCount(LoadModel("llama3-70b").value(), 1), 70553706496);
   EXPECT_EQ(ParameterCount(LoadModel("llama3.1-405b").value(), 1), 405853388800);
+  EXPECT_EQ(ParameterCount(LoadModel("llama3.2-1b").value(), 1), 1235814400);
+  EXPECT_EQ(ParameterCount(LoadModel("llama3.2-3b").value(), 1), 3212749824);
+  EXPECT_EQ(LoadModel("llama3.2-1b").value().rope_scaling_factor, 32);
   // Qwen3's model cards round to 0.1B (8.2B, 32.8B) and, without the two untied embeddings of
   // 151936 x h, to 0.01B and 0.1B (6.95B, 31.2B).
   for (const auto& [name, total, body, body_unit] :
