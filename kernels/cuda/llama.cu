@@ -255,6 +255,60 @@ __global__ void SumGroupedDqkvElems(T* grouped, const T* mha, kernels::QkvLayout
   }
 }
 
+// Context parallelism's packs [rows][kv][2][d] of a grouped qkv (the CPU's layout), and their
+// multi-head twins [rows][h][2][d]. One thread per element of the larger side.
+template <typename T>
+__global__ void PackGroupedKvElems(T* kv, T* qkv, kernels::QkvLayout row, int64_t rows,
+                                   bool unpack) {
+  const int64_t d = row.d, kvh = row.KvHeads(), total = rows * kvh * 2 * d;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = i / (kvh * 2 * d), k = i % (kvh * 2 * d);  // k = (g 2 + part) d + e
+    T* slot = qkv + n * row.Width() + row.KvOf(k / (2 * d)) + k % (2 * d);
+    if (unpack) {
+      *slot = kv[i];
+    } else {
+      kv[i] = *slot;
+    }
+  }
+}
+
+template <typename T>
+__global__ void ExpandGroupedKvElems(T* mha, const T* kv, kernels::QkvLayout row, int64_t rows) {
+  const int64_t d = row.d, total = rows * row.heads * 2 * d;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = i % (2 * d), hh = (i / (2 * d)) % row.heads, n = i / (row.heads * 2 * d);
+    mha[i] = kv[(n * row.KvHeads() + hh / row.group) * 2 * d + k];
+  }
+}
+
+template <typename T>
+__global__ void SumGroupedKvElems(T* kv, const T* mha, kernels::QkvLayout row, int64_t rows) {
+  const int64_t d = row.d, kvh = row.KvHeads(), total = rows * kvh * 2 * d;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t k = i % (2 * d), g = (i / (2 * d)) % kvh, n = i / (kvh * 2 * d);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < row.group; ++j) {
+      sum += ToFloat(mha[(n * row.heads + g * row.group + j) * 2 * d + k]);
+    }
+    kv[i] = FromFloat<T>(sum);
+  }
+}
+
+// grouped's query slots += the multi-head gradient's [rows][h][3][d] query slots.
+template <typename T>
+__global__ void AddGroupedDqElems(T* grouped, const T* mha, kernels::QkvLayout row, int64_t rows) {
+  const int64_t d = row.d, total = rows * row.heads * d;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = i % d, hh = (i / d) % row.heads, n = i / (row.heads * d);
+    T* q = grouped + n * row.Width() + row.Q(hh) + e;
+    *q = FromFloat<T>(ToFloat(*q) + ToFloat(mha[(n * row.heads + hh) * 3 * d + e]));
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -347,21 +401,97 @@ void SumGroupedDqkv(T* grouped, const T* mha, int64_t rows, const kernels::QkvLa
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
-#define PTDP_INSTANTIATE(T)                                                                       \
-  template void RmsNormForward<T>(T*, float*, const T*, const T*, int64_t, int64_t, float,        \
-                                  cudaStream_t);                                                  \
-  template void RmsNormBackward<T>(T*, float*, const T*, const T*, const T*, const float*,        \
-                                   int64_t, int64_t, cudaStream_t);                               \
-  template void SwigluForward<T>(T*, const T*, int64_t, cudaStream_t);                            \
-  template void SwigluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);                 \
-  template void RotaryEmbedding<T>(T*, const RotaryDims&, bool, cudaStream_t);                    \
-  template void QkNormForward<T>(T*, T*, float*, const T*, const T*, int64_t,                     \
-                                 const kernels::QkvLayout&, float, cudaStream_t);                 \
-  template void QkNormBackward<T>(T*, float*, float*, const T*, const float*, const T*, const T*, \
-                                  int64_t, const kernels::QkvLayout&, cudaStream_t);              \
-  template void ExpandGroupedQkv<T>(T*, const T*, int64_t, const kernels::QkvLayout&,             \
-                                    cudaStream_t);                                                \
-  template void SumGroupedDqkv<T>(T*, const T*, int64_t, const kernels::QkvLayout&, cudaStream_t);
+template <typename T>
+void GroupedContextKvPack(T* kv, const T* qkv, int64_t rows, const kernels::QkvLayout& row,
+                          cudaStream_t stream) {
+  const int64_t total = rows * row.KvHeads() * 2 * row.d;
+  if (total == 0) return;
+  PackGroupedKvElems<T>
+      <<<GridFor(total, 256), 256, 0, stream>>>(kv, const_cast<T*>(qkv), row, rows, false);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void GroupedContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, const kernels::QkvLayout& row,
+                            cudaStream_t stream) {
+  const int64_t total = rows * row.KvHeads() * 2 * row.d;
+  if (total == 0) return;
+  PackGroupedKvElems<T>
+      <<<GridFor(total, 256), 256, 0, stream>>>(const_cast<T*>(dkv), dqkv, row, rows, true);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+int64_t GroupedContextWorkspace(const ContextDims& c, bool backward) {
+  const int64_t rows = c.b * (c.s / c.cp), mha = rows * c.h * c.d;
+  return backward ? mha * (3 + 2 + 3 + 2) : mha * (3 + 2 * c.cp);
+}
+
+template <typename T>
+void GroupedContextAttentionForward(T* out, float* lse, const T* qkv, const T* kv_all,
+                                    ContextDims c, int64_t group, AttentionDropout dropout,
+                                    T* workspace, cudaStream_t stream) {
+  const kernels::QkvLayout row{c.h, c.d, group};
+  const int64_t rows = c.b * (c.s / c.cp), kv2 = c.cp * rows * c.h * 2 * c.d;
+  T* qkv_mha = workspace;
+  T* kv_mha = workspace + rows * c.h * 3 * c.d;
+  ExpandGroupedQkv<T>(qkv_mha, qkv, rows, row, stream);
+  if (kv2 > 0) {
+    ExpandGroupedKvElems<T>
+        <<<GridFor(kv2, 256), 256, 0, stream>>>(kv_mha, kv_all, row, c.cp * rows);
+    PTDP_CUDA_CHECK(cudaGetLastError());
+  }
+  ContextAttentionForward<T>(out, lse, qkv_mha, kv_mha, c, dropout, stream);
+}
+
+template <typename T>
+void GroupedContextAttentionBackward(T* dqkv, T* dkv_src, float* attention_workspace, T* workspace,
+                                     const T* dout, const T* out, const T* qkv, const T* kv_src,
+                                     const float* lse, ContextDims c, int64_t group, int src,
+                                     AttentionDropout dropout, cudaStream_t stream) {
+  const kernels::QkvLayout row{c.h, c.d, group};
+  const int64_t rows = c.b * (c.s / c.cp), q3 = rows * c.h * 3 * c.d, kv2 = rows * c.h * 2 * c.d;
+  if (rows == 0) return;
+  T* qkv_mha = workspace;
+  T* kv_mha = qkv_mha + q3;
+  T* dqkv_mha = kv_mha + kv2;
+  T* dkv_mha = dqkv_mha + q3;
+  ExpandGroupedQkv<T>(qkv_mha, qkv, rows, row, stream);
+  ExpandGroupedKvElems<T><<<GridFor(kv2, 256), 256, 0, stream>>>(kv_mha, kv_src, row, rows);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+  PTDP_CUDA_CHECK(cudaMemsetAsync(dqkv_mha, 0, sizeof(T) * q3, stream));  // dQ is added to it
+  ContextAttentionBackward<T>(dqkv_mha, dkv_mha, attention_workspace, dout, out, qkv_mha, kv_mha,
+                              lse, c, src, dropout, stream);
+  const int64_t dq = rows * c.h * c.d, dkv = rows * row.KvHeads() * 2 * c.d;
+  AddGroupedDqElems<T><<<GridFor(dq, 256), 256, 0, stream>>>(dqkv, dqkv_mha, row, rows);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+  SumGroupedKvElems<T><<<GridFor(dkv, 256), 256, 0, stream>>>(dkv_src, dkv_mha, row, rows);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+#define PTDP_INSTANTIATE(T)                                                                        \
+  template void RmsNormForward<T>(T*, float*, const T*, const T*, int64_t, int64_t, float,         \
+                                  cudaStream_t);                                                   \
+  template void RmsNormBackward<T>(T*, float*, const T*, const T*, const T*, const float*,         \
+                                   int64_t, int64_t, cudaStream_t);                                \
+  template void SwigluForward<T>(T*, const T*, int64_t, cudaStream_t);                             \
+  template void SwigluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);                  \
+  template void RotaryEmbedding<T>(T*, const RotaryDims&, bool, cudaStream_t);                     \
+  template void QkNormForward<T>(T*, T*, float*, const T*, const T*, int64_t,                      \
+                                 const kernels::QkvLayout&, float, cudaStream_t);                  \
+  template void QkNormBackward<T>(T*, float*, float*, const T*, const float*, const T*, const T*,  \
+                                  int64_t, const kernels::QkvLayout&, cudaStream_t);               \
+  template void ExpandGroupedQkv<T>(T*, const T*, int64_t, const kernels::QkvLayout&,              \
+                                    cudaStream_t);                                                 \
+  template void SumGroupedDqkv<T>(T*, const T*, int64_t, const kernels::QkvLayout&, cudaStream_t); \
+  template void GroupedContextKvPack<T>(T*, const T*, int64_t, const kernels::QkvLayout&,          \
+                                        cudaStream_t);                                             \
+  template void GroupedContextKvUnpack<T>(T*, const T*, int64_t, const kernels::QkvLayout&,        \
+                                          cudaStream_t);                                           \
+  template void GroupedContextAttentionForward<T>(T*, float*, const T*, const T*, ContextDims,     \
+                                                  int64_t, AttentionDropout, T*, cudaStream_t);    \
+  template void GroupedContextAttentionBackward<T>(T*, T*, float*, T*, const T*, const T*,         \
+                                                   const T*, const T*, const float*, ContextDims,  \
+                                                   int64_t, int, AttentionDropout, cudaStream_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(bf16)
 #undef PTDP_INSTANTIATE

@@ -165,6 +165,28 @@ void ContextAttentionBackward(T* dqkv, T* dkv_src, float* workspace, const T* do
                               const T* qkv, const T* kv_src, const float* lse, ContextDims c,
                               int src, AttentionDropout dropout, cudaStream_t stream);
 
+// Grouped-query attention under context parallelism (kernels/cuda/llama.cu): packs of the CPU's
+// grouped layout [rows][kv][2][d] (row: the grouped qkv row), and the attention on the multi-head
+// kernels above through copies in `workspace` (GroupedContextWorkspace elements of T): qkv and
+// the packs copied to multi-head rows; backward, dQ added to dqkv's query slots and each group's
+// key and value gradients summed into dkv_src [rows][kv][2][d] (overwritten).
+template <typename T>
+void GroupedContextKvPack(T* kv, const T* qkv, int64_t rows, const kernels::QkvLayout& row,
+                          cudaStream_t stream);
+template <typename T>
+void GroupedContextKvUnpack(T* dqkv, const T* dkv, int64_t rows, const kernels::QkvLayout& row,
+                            cudaStream_t stream);
+int64_t GroupedContextWorkspace(const ContextDims& c, bool backward);
+template <typename T>
+void GroupedContextAttentionForward(T* out, float* lse, const T* qkv, const T* kv_all,
+                                    ContextDims c, int64_t group, AttentionDropout dropout,
+                                    T* workspace, cudaStream_t stream);
+template <typename T>
+void GroupedContextAttentionBackward(T* dqkv, T* dkv_src, float* attention_workspace, T* workspace,
+                                     const T* dout, const T* out, const T* qkv, const T* kv_src,
+                                     const float* lse, ContextDims c, int64_t group, int src,
+                                     AttentionDropout dropout, cudaStream_t stream);
+
 // ---- Vocabulary-parallel embedding -----------------------------------------------------------
 // out[b*s][C] = wte rows of tokens in [vocab_begin, vocab_end) (others 0) + wpe[position] when
 // wpe != nullptr. Backward accumulates fp32 dwte (atomics: repeated tokens) and dwpe (nullable).

@@ -51,16 +51,6 @@ Status CheckHeadDim(const AttentionShape& a) {
                          " is not supported by kernels/cuda (16, 32, 64, 128)");
 }
 
-// The context-parallel kernels read qkv as [heads][3][D]: grouped-query attention's rows
-// (AttentionShape::group > 1) are not theirs yet (AttentionForward and AttentionBackward run them
-// on multi-head copies).
-Status CheckGroup(const AttentionShape& a) {
-  if (a.group == 1) return Status::Ok();
-  return Status::Invalid(
-      "cuda ops: grouped-query attention (plan.model.kv_heads) with context parallelism "
-      "(layout.cp) is not on this backend yet");
-}
-
 // The multi-head twin of a grouped attention's shape.
 AttentionShape MultiHead(const AttentionShape& a) {
   AttentionShape m = a;
@@ -192,10 +182,16 @@ ck::ContextDims CtxDims(const AttentionShape& a) {
   return {a.b, a.s, a.heads_local, a.head_dim, a.cp, a.cp_rank};
 }
 
+// Grouped-query attention's packs are the CPU's [rows][kv][2][D]; its attention runs the
+// multi-head kernels on copies (kernels/cuda/ops.h GroupedContext*, in GroupScratch).
 Status CudaOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& a) {
-  PTDP_RETURN_IF_ERROR(CheckGroup(a));
+  const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
   return ForCompute(qkv.dtype, "ContextKvPack", [&](auto tag) {
     using T = decltype(tag);
+    if (a.group > 1) {
+      ck::GroupedContextKvPack<T>(P<T>(kv), P<T>(qkv), a.b * a.LocalSeq(), row, stream_);
+      return Status::Ok();
+    }
     ck::ContextKvPack<T>(P<T>(kv), P<T>(qkv), a.b * a.LocalSeq(), a.heads_local, a.head_dim,
                          stream_);
     return Status::Ok();
@@ -203,9 +199,13 @@ Status CudaOps::ContextKvPack(TensorRef kv, ConstRef qkv, const AttentionShape& 
 }
 
 Status CudaOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionShape& a) {
-  PTDP_RETURN_IF_ERROR(CheckGroup(a));
+  const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
   return ForCompute(dkv.dtype, "ContextKvUnpack", [&](auto tag) {
     using T = decltype(tag);
+    if (a.group > 1) {
+      ck::GroupedContextKvUnpack<T>(P<T>(dqkv), P<T>(dkv), a.b * a.LocalSeq(), row, stream_);
+      return Status::Ok();
+    }
     ck::ContextKvUnpack<T>(P<T>(dqkv), P<T>(dkv), a.b * a.LocalSeq(), a.heads_local, a.head_dim,
                            stream_);
     return Status::Ok();
@@ -214,11 +214,21 @@ Status CudaOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionSha
 
 Status CudaOps::ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,
                                         const AttentionShape& a, const DropoutSpec& drop) {
-  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
+  void* copies = nullptr;
+  if (a.group > 1) {
+    const int64_t n = ck::GroupedContextWorkspace(CtxDims(a), false) * DTypeBytes(qkv.dtype);
+    PTDP_ASSIGN_OR_RETURN(copies, GroupScratch(n));
+  }
   return ForCompute(qkv.dtype, "ContextAttentionForward", [&](auto tag) {
     using T = decltype(tag);
+    if (a.group > 1) {
+      ck::GroupedContextAttentionForward<T>(P<T>(out), P<float>(lse), P<T>(qkv), P<T>(kv_all),
+                                            CtxDims(a), a.group, AttDrop(a, drop.key, drop.p),
+                                            static_cast<T*>(copies), stream_);
+      return Status::Ok();
+    }
     ck::ContextAttentionForward<T>(P<T>(out), P<float>(lse), P<T>(qkv), P<T>(kv_all), CtxDims(a),
                                    AttDrop(a, drop.key, drop.p), stream_);
     return Status::Ok();
@@ -229,13 +239,24 @@ Status CudaOps::ContextAttentionBackward(TensorRef dqkv, TensorRef dkv_src, Cons
                                          ConstRef out, ConstRef qkv, ConstRef kv_src, ConstRef lse,
                                          const AttentionShape& a, int src,
                                          const DropoutSpec& drop) {
-  PTDP_RETURN_IF_ERROR(CheckGroup(a));
   PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
   const int64_t ws_floats = ck::ContextAttentionBackwardWorkspaceFloats(CtxDims(a));
   PTDP_ASSIGN_OR_RETURN(void* ws, Scratch(ws_floats * static_cast<int64_t>(sizeof(float))));
+  void* copies = nullptr;
+  if (a.group > 1) {
+    const int64_t n = ck::GroupedContextWorkspace(CtxDims(a), true) * DTypeBytes(qkv.dtype);
+    PTDP_ASSIGN_OR_RETURN(copies, GroupScratch(n));
+  }
   return ForCompute(qkv.dtype, "ContextAttentionBackward", [&](auto tag) {
     using T = decltype(tag);
+    if (a.group > 1) {
+      ck::GroupedContextAttentionBackward<T>(P<T>(dqkv), P<T>(dkv_src), static_cast<float*>(ws),
+                                             static_cast<T*>(copies), P<T>(dout), P<T>(out),
+                                             P<T>(qkv), P<T>(kv_src), P<float>(lse), CtxDims(a),
+                                             a.group, src, AttDrop(a, drop.key, drop.p), stream_);
+      return Status::Ok();
+    }
     ck::ContextAttentionBackward<T>(P<T>(dqkv), P<T>(dkv_src), static_cast<float*>(ws), P<T>(dout),
                                     P<T>(out), P<T>(qkv), P<T>(kv_src), P<float>(lse), CtxDims(a),
                                     src, AttDrop(a, drop.key, drop.p), stream_);

@@ -2,13 +2,16 @@
 // twin (kernels/reference/context_attention.cc), rank by rank: the packs, every rank's output and
 // log-sum-exp, and its query gradient and key-value shares through every source rank, with and
 // without dropout, for cp 2 and 4 (the reference twin is itself checked against the
-// whole-sequence kernels in reference_context_attention_test.cc).
+// whole-sequence kernels in reference_context_attention_test.cc); and grouped-query attention
+// (kernels/cuda/llama.cu GroupedContext*: grouped packs, the multi-head kernels on copies).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cuda/ops.h"
 #include "kernels/reference/ops.h"
+#include "kernels/reference/qkv_layout.h"
 #include "tests/kernels/cuda_test_util.h"
 #include "tests/kernels/test_util.h"
 
@@ -28,10 +31,11 @@ using ElementTypes = ::testing::Types<float, bf16>;
 TYPED_TEST_SUITE(CudaContextAttention, ElementTypes);
 
 template <typename T>
-void CheckRanks(int64_t b, int64_t s, int64_t h, int64_t d, int cp, float p) {
+void CheckRanks(int64_t b, int64_t s, int64_t h, int64_t d, int cp, float p, int64_t group = 1) {
   SCOPED_TRACE(::testing::Message() << "b=" << b << " s=" << s << " h=" << h << " d=" << d
-                                    << " cp=" << cp << " p=" << p);
-  const int64_t S = s / cp, rows = b * S, unit = rows * h * 2 * d;
+                                    << " cp=" << cp << " p=" << p << " group=" << group);
+  const kernels::QkvLayout row{h, d, group};
+  const int64_t S = s / cp, rows = b * S, unit = rows * row.KvHeads() * 2 * d;
   AttentionDropout drop;
   drop.key = kernels::HashKey("layer2.attention.dropout");
   drop.batch_begin = 3;
@@ -39,14 +43,15 @@ void CheckRanks(int64_t b, int64_t s, int64_t h, int64_t d, int cp, float p) {
   drop.h_total = 2 * h;
   drop.p = p;
   kernels::ContextAttentionDims ref{
-      b, s, h, d, cp, 0, p, drop.key, drop.h_total, drop.head_begin, drop.batch_begin};
+      b, s, h, d, cp, 0, p, drop.key, drop.h_total, drop.head_begin, drop.batch_begin, group};
   // Every rank's local qkv and output gradient (rounded to T once), and the group's packs.
   std::vector<std::vector<T>> qkv, dout;
   std::vector<double> kv_all(size_t(cp * unit));
   for (int r = 0; r < cp; ++r) {
-    qkv.push_back(Store<T>(RandomVector(rows * h * 3 * d, 300 + r, 1.5)));
+    qkv.push_back(Store<T>(RandomVector(rows * row.Width(), 300 + r, 1.5)));
     dout.push_back(Store<T>(RandomVector(rows * h * d, 400 + r)));
-    kernels::ContextKvPack(kv_all.data() + r * unit, AsDouble(qkv[size_t(r)]).data(), rows, h, d);
+    kernels::ContextKvPack(kv_all.data() + r * unit, AsDouble(qkv[size_t(r)]).data(), rows, h, d,
+                           group);
   }
   const std::vector<T> kv_all_t = Store<T>(kv_all);
   DeviceBuffer<T> gkv_all(kv_all_t);
@@ -61,9 +66,19 @@ void CheckRanks(int64_t b, int64_t s, int64_t h, int64_t d, int cp, float p) {
         gkv(static_cast<size_t>(unit)), gdkv(static_cast<size_t>(unit));
     DeviceBuffer<float> glse(lse.size()),
         gws(static_cast<size_t>(ContextAttentionBackwardWorkspaceFloats(dims)));
-    ContextKvPack<T>(gkv.get(), gqkv.get(), rows, h, d, nullptr);
-    ContextAttentionForward<T>(gout.get(), glse.get(), gqkv.get(), gkv_all.get(), dims, drop,
-                               nullptr);
+    DeviceBuffer<T> copies(static_cast<size_t>(
+        group > 1
+            ? std::max(GroupedContextWorkspace(dims, false), GroupedContextWorkspace(dims, true))
+            : 1));
+    if (group > 1) {
+      GroupedContextKvPack<T>(gkv.get(), gqkv.get(), rows, row, nullptr);
+      GroupedContextAttentionForward<T>(gout.get(), glse.get(), gqkv.get(), gkv_all.get(), dims,
+                                        group, drop, copies.get(), nullptr);
+    } else {
+      ContextKvPack<T>(gkv.get(), gqkv.get(), rows, h, d, nullptr);
+      ContextAttentionForward<T>(gout.get(), glse.get(), gqkv.get(), gkv_all.get(), dims, drop,
+                                 nullptr);
+    }
     PTDP_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(AsDouble(gkv.Download()),
               std::vector<double>(kv_all.begin() + r * unit, kv_all.begin() + (r + 1) * unit));
@@ -80,14 +95,25 @@ void CheckRanks(int64_t b, int64_t s, int64_t h, int64_t d, int cp, float p) {
                                         q.data(), kv_all.data() + src * unit, lse.data(), ref, src);
       DeviceBuffer<T> gkv_src(
           std::vector<T>(kv_all_t.begin() + src * unit, kv_all_t.begin() + (src + 1) * unit));
-      ContextAttentionBackward<T>(gdqkv.get(), gdkv.get(), gws.get(), gdout.get(), gout.get(),
-                                  gqkv.get(), gkv_src.get(), glse.get(), dims, src, drop, nullptr);
+      if (group > 1) {
+        GroupedContextAttentionBackward<T>(gdqkv.get(), gdkv.get(), gws.get(), copies.get(),
+                                           gdout.get(), gout.get(), gqkv.get(), gkv_src.get(),
+                                           glse.get(), dims, group, src, drop, nullptr);
+      } else {
+        ContextAttentionBackward<T>(gdqkv.get(), gdkv.get(), gws.get(), gdout.get(), gout.get(),
+                                    gqkv.get(), gkv_src.get(), glse.get(), dims, src, drop,
+                                    nullptr);
+      }
       PTDP_CUDA_CHECK(cudaDeviceSynchronize());
       EXPECT_LT(Nmse(AsDouble(gdkv.Download()), dkv), testing::kTolChained<T>);
     }
     // The key-value slots from the last source's share, as the layer unpacks the summed shares.
-    kernels::ContextKvUnpack(dqkv.data(), dkv.data(), rows, h, d);
-    ContextKvUnpack<T>(gdqkv.get(), gdkv.get(), rows, h, d, nullptr);
+    kernels::ContextKvUnpack(dqkv.data(), dkv.data(), rows, h, d, group);
+    if (group > 1) {
+      GroupedContextKvUnpack<T>(gdqkv.get(), gdkv.get(), rows, row, nullptr);
+    } else {
+      ContextKvUnpack<T>(gdqkv.get(), gdkv.get(), rows, h, d, nullptr);
+    }
     PTDP_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_LT(Nmse(AsDouble(gdqkv.Download()), dqkv), testing::kTolChained<T>);
   }
@@ -103,6 +129,12 @@ TYPED_TEST(CudaContextAttention, EveryHeadDim) {
 TYPED_TEST(CudaContextAttention, WithDropoutAndFourRanks) {
   CheckRanks<TypeParam>(SizeFor(2, 1), SizeFor(128, 64), 2, 32, 2, 0.2f);
   CheckRanks<TypeParam>(1, SizeFor(256, 64), 2, 64, 4, 0.1f);
+}
+
+// 4 query heads over 2 key/value heads, with dropout, at cp 2 and 4.
+TYPED_TEST(CudaContextAttention, GroupedQueriesOnMultiHeadKernels) {
+  CheckRanks<TypeParam>(SizeFor(2, 1), SizeFor(128, 64), 4, 32, 2, 0.2f, 2);
+  CheckRanks<TypeParam>(1, SizeFor(256, 64), 4, 16, 4, 0.0f, 4);
 }
 
 TEST(CudaContextAttentionApi, Workspace) {
