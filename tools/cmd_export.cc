@@ -1,5 +1,6 @@
-// `ptdp export --checkpoint DIR --to hf-gpt2 OUT`: a checkpoint (any layout) as a Hugging Face
-// GPT-2 folder (config.json, model.safetensors) that transformers' GPT2LMHeadModel loads.
+// `ptdp export --checkpoint DIR --to hf-gpt2|hf-llama|hf-qwen2|hf-qwen3 [--dtype bf16]
+// [--max-shard-size 5GB] OUT`: a checkpoint (any layout) as a Hugging Face folder (config.json and
+// the weights, one file or shards with their index) that transformers loads.
 // `ptdp forward (--checkpoint DIR | --hf DIR) (--tokens FILE | --data FILE --step K
 // --global-batch B [--seed N]) [--seq-len S] [--out logits.bin] [--batch-out batch.bin]`: the
 // model's forward in one process, its logits and mean next-token loss (docs/checkpoints.md
@@ -7,6 +8,8 @@
 // the work.
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "core/checked.h"
 #include "core/json.h"
@@ -19,6 +22,28 @@
 
 namespace ptdp::tools {
 namespace {
+
+// "5GB" (10^9, as Hugging Face's max_shard_size counts), "400KB", "2GiB" (2^30), "1000000" bytes.
+Result<int64_t> ParseShardSize(const std::string& text) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  const std::string unit = text.substr(used);
+  const std::pair<const char*, double> units[] = {
+      {"", 1},     {"B", 1},        {"KB", 1e3},        {"MB", 1e6},
+      {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+  for (const auto& [name, scale] : units) {
+    if (used > 0 && unit == name && value * scale >= 1 && value * scale <= 1e15) {
+      return static_cast<int64_t>(value * scale);
+    }
+  }
+  return Status::Invalid("--max-shard-size: '" + text +
+                         "' is not a size from 1 byte to 1 PB (e.g. 5GB, 400MB, 2GiB)");
+}
 
 // What one `ptdp forward` runs at most (its logits take tokens x vocabulary floats).
 constexpr int64_t kMaxForwardTokens = int64_t(1) << 24;
@@ -142,7 +167,7 @@ void RegisterExport(CLI::App& app, int* exit_code) {
       app.add_subcommand("export",
                          "Write a checkpoint as a Hugging Face GPT-2, Llama, Qwen2 or Qwen3 folder "
                          "(config.json, model.safetensors)");
-  static std::string checkpoint, to, out;
+  static std::string checkpoint, to, out, dtype = "fp32", shard_size;
   cmd->add_option("--checkpoint", checkpoint,
                   "a checkpoint (DIR/step-NNNNNNNN) or a folder of them (the newest valid)")
       ->required();
@@ -151,7 +176,13 @@ void RegisterExport(CLI::App& app, int* exit_code) {
                   "hf-qwen2 (Qwen2ForCausalLM) or hf-qwen3 (Qwen3ForCausalLM)")
       ->required()
       ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3"}));
-  cmd->add_option("out", out, "output folder (created; config.json and model.safetensors replaced)")
+  cmd->add_option("--dtype", dtype,
+                  "the weights' type: fp32 (default) or bf16 (rounded to nearest even)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--max-shard-size", shard_size,
+                  "write model-0000i-of-0000N.safetensors files of at most this size (5GB, 400MB, "
+                  "2GiB) and model.safetensors.index.json; default one model.safetensors");
+  cmd->add_option("out", out, "output folder (created; config.json and the weights replaced)")
       ->required();
   cmd->callback([exit_code] {
     auto run = [&]() -> Status {
@@ -161,10 +192,18 @@ void RegisterExport(CLI::App& app, int* exit_code) {
                           : to == "hf-qwen2" ? runtime::HfFormat::kQwen2
                           : to == "hf-qwen3" ? runtime::HfFormat::kQwen3
                                              : runtime::HfFormat::kGpt2;
-      PTDP_ASSIGN_OR_RETURN(Bytes bytes, runtime::ExportHf(dir, m, out, format));
-      std::printf(
-          "exported %s (step %lld) to %s: config.json, model.safetensors (%.2f MiB, fp32)\n",
-          dir.c_str(), static_cast<long long>(m.step), out.c_str(), bytes / kMiB);
+      runtime::HfExportOptions options;
+      options.format = format;
+      options.bf16 = dtype == "bf16";
+      if (!shard_size.empty()) {
+        PTDP_ASSIGN_OR_RETURN(options.max_shard_bytes, ParseShardSize(shard_size));
+      }
+      PTDP_ASSIGN_OR_RETURN(Bytes bytes, runtime::ExportHf(dir, m, out, options));
+      const char* files = options.max_shard_bytes > 0
+                              ? "model-*.safetensors shards, model.safetensors.index.json"
+                              : "model.safetensors";
+      std::printf("exported %s (step %lld) to %s: config.json, %s (%.2f MiB, %s)\n", dir.c_str(),
+                  static_cast<long long>(m.step), out.c_str(), files, bytes / kMiB, dtype.c_str());
       return Status::Ok();
     };
     const Status st = run();

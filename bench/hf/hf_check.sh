@@ -15,7 +15,9 @@
 #                 original length of 16, 4 query heads over 2 key/value heads, SwiGLU, no biases,
 #                 untied) trained 20 steps at t2 p2, exported with
 #                 `--to hf-llama`: LlamaForCausalLM's logits against `ptdp forward --checkpoint`'s
-#                 within 1e-4, its loss against ptdp's (docs/llama.md)
+#                 within 1e-4, its loss against ptdp's (docs/llama.md); and the same checkpoint
+#                 exported in bf16 shards (--dtype bf16 --max-shard-size 1MB) loaded by transformers,
+#                 within bf16's rounding of the weights (logits 5e-2, loss 1e-2)
 #   6. llama-init a random LlamaForCausalLM (6 query heads over 2 key/value heads, rope_theta
 #                 500000 with Llama 3.1's scaling of an original length of 16, which changes
 #                 every pair's angles at s 32; every weight and norm random; saved in 400 KB shards
@@ -156,6 +158,13 @@ arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_
            "rope_scaling_factor": 8, "rope_low_freq_factor": 1, "rope_high_freq_factor": 4,
            "rope_original_max_positions": 16'
 export_check llama hf-llama 128 352
+# The same checkpoint as Hugging Face ships checkpoints: bf16 weights in shards with their index.
+# transformers loads the folder; its logits and loss are the fp32 model's within what rounding
+# every weight to bf16 (relative 2^-9) moves them.
+"$ptdp" export --checkpoint ck-llama --to hf-llama --dtype bf16 --max-shard-size 1MB \
+  exported-llama-bf16 | tee -a summary.txt || die "export --dtype bf16 --max-shard-size 1MB"
+check "$py" "$here/hf_check.py" compare exported-llama-bf16 batch-llama.bin 64 ptdp-llama.bin \
+  --loss "ptdp-forward-fp32=$(forward_loss fwd-llama.out)" --logit-tol 5e-2 --loss-tol 1e-2
 
 echo "== 6. llama-init: a random LlamaForCausalLM trained by ptdp from its folder"
 "$py" "$here/hf_check.py" random random-llama --llama --layers 2 --hidden 96 --heads 6 \

@@ -6,12 +6,14 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 
 #include "core/checked.h"
 #include "core/shapes.h"
+#include "runtime/backend/half.h"
 #include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/pieces.h"
 #include "runtime/checkpoint/store.h"
@@ -361,9 +363,128 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
   return params->RefreshComputeCopy();
 }
 
+namespace {
+
+// The files of an export: each shard's tensors, in the specs' order.
+struct ExportShard {
+  std::string name;
+  std::vector<StTensor> tensors;
+  std::vector<size_t> specs;  // indices into the specs
+};
+
+std::vector<ExportShard> PlanShards(const std::vector<HfTensorSpec>& specs, const char* dtype,
+                                    int64_t max_bytes) {
+  std::vector<ExportShard> shards(1);
+  int64_t used = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    int64_t n = StDTypeBytes(dtype);
+    for (int64_t d : specs[i].hf_shape) n *= d;
+    if (max_bytes > 0 && used > 0 && used + n > max_bytes) {
+      shards.emplace_back();
+      used = 0;
+    }
+    shards.back().tensors.push_back({HfFileName(specs[i]), dtype, specs[i].hf_shape});
+    shards.back().specs.push_back(i);
+    used += n;
+  }
+  const int count = static_cast<int>(shards.size());
+  for (int k = 0; k < count; ++k) {
+    char name[64];
+    std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", k + 1, count);
+    shards[size_t(k)].name = max_bytes > 0 ? name : "model.safetensors";
+  }
+  return shards;
+}
+
+// Hugging Face's index of a sharded folder: the tensors' bytes and each tensor's file.
+std::string ShardIndexJson(const std::vector<ExportShard>& shards) {
+  OrderedJson map;
+  int64_t total = 0;
+  for (const auto& shard : shards) {
+    for (const auto& t : shard.tensors) {
+      map[t.name] = shard.name;
+      total += t.end - t.begin;
+    }
+  }
+  OrderedJson j;
+  j["metadata"] = {{"total_size", total}};
+  j["weight_map"] = map;
+  return j.dump(2) + "\n";
+}
+
+// A checkpoint's tensors in Hugging Face's form, one at a time: each runtime tensor assembled
+// once from the checkpoint's pieces (Llama's QKV and fc1 give several HF tensors), then the HF
+// tensor's values taken out of it.
+class HfTensorSource {
+ public:
+  HfTensorSource(const std::string& dir, const Manifest& m) : dir_(dir), m_(m), cache_(dir, &m) {
+    ParallelConfig one;  // a one-process layout: every tensor whole
+    for (auto& p : ChunkParameters(m.model, one, 0, 0)) whole_.emplace(p.name, p);
+  }
+  bool Has(const HfTensorSpec& s) const { return whole_.count(s.ptdp) > 0; }
+  Result<std::vector<float>> Values(const HfTensorSpec& s) {
+    const ModelSpec& model = m_.model;
+    if (held_ != s.ptdp) {
+      const ParamTensor& p = whole_.at(s.ptdp);
+      for (auto& h : host_) h.assign(size_t(p.LocalElements()), 0.0f);
+      PTDP_RETURN_IF_ERROR(AssembleLocal(m_, cache_, p, 0, model.vocab, host_).WithPrefix(dir_));
+      held_ = s.ptdp;
+    }
+    if (IsLlamaPart(s.layout)) return LlamaPartOf(s, model.heads, host_[0]);
+    int64_t n = 1;
+    for (int64_t d : s.hf_shape) n *= d;  // <= the padded tensor: the vocabulary rows trimmed
+    return RuntimeToHf(s, model.heads, std::vector<float>(host_[0].begin(), host_[0].begin() + n));
+  }
+
+ private:
+  const std::string& dir_;
+  const Manifest& m_;
+  ShardCache cache_;
+  std::map<std::string, ParamTensor> whole_;
+  std::array<std::vector<float>, kStateKinds> host_;
+  std::string held_;  // the runtime tensor in host_[0]
+};
+
+// Writes one file of the export: its header, then its tensors (F32, or BF16 rounded to nearest
+// even), under a temporary name, fsynced and renamed. Adds its size to *written.
+Status WriteExportShard(const std::string& out, const std::vector<HfTensorSpec>& specs, bool bf16,
+                        HfTensorSource* source, ExportShard* shard, Bytes* written) {
+  const std::string header = EncodeSafetensorsHeader(&shard->tensors, {{"format", "pt"}});
+  const std::string final_path = out + "/" + shard->name, tmp = final_path + ".tmp";
+  SyncedFile f;
+  PTDP_RETURN_IF_ERROR(f.Open(tmp));
+  PTDP_RETURN_IF_ERROR(f.Write(header.data(), header.size()));
+  for (size_t i : shard->specs) {
+    PTDP_ASSIGN_OR_RETURN(const std::vector<float> hf, source->Values(specs[i]));
+    if (bf16) {
+      std::vector<uint16_t> b(hf.size());
+      for (size_t k = 0; k < hf.size(); ++k) b[k] = half::FloatToBf16(hf[k]);
+      PTDP_RETURN_IF_ERROR(f.Write(b.data(), b.size() * sizeof(uint16_t)));
+    } else {
+      PTDP_RETURN_IF_ERROR(f.Write(hf.data(), hf.size() * sizeof(float)));
+    }
+  }
+  PTDP_RETURN_IF_ERROR(f.Close());
+  std::error_code ec;
+  std::filesystem::rename(tmp, final_path, ec);
+  if (ec) return Status::IoError(tmp + ": cannot rename to " + final_path + ": " + ec.message());
+  *written += f.bytes();
+  return Status::Ok();
+}
+
+Status RemoveIfPresent(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  if (ec) return Status::IoError(path + ": cannot remove: " + ec.message());
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::string& out,
-                       HfFormat format) {
+                       const HfExportOptions& options) {
   const ModelSpec& model = m.model;
+  const HfFormat format = options.format;
   const bool llama = format != HfFormat::kGpt2;
   const std::string what = dir + ": the checkpoint's model " + model.name;
   const HfLlamaArch arch = format == HfFormat::kQwen3   ? HfLlamaArch::kQwen3
@@ -373,51 +494,29 @@ Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::str
                              : RequireGpt2(model, what));
   const std::vector<HfTensorSpec> specs =
       llama ? HfLlamaTensors(model) : HfGpt2Tensors(model, model.seq_len);
-  // The runtime's tensors of a one-process layout: every tensor whole.
-  ParallelConfig one;
-  std::map<std::string, ParamTensor> whole;
-  for (auto& p : ChunkParameters(model, one, 0, 0)) whole.emplace(p.name, p);
-  std::vector<StTensor> header_tensors;
+  HfTensorSource source(dir, m);
   for (const auto& s : specs) {
-    if (whole.count(s.ptdp) == 0) {
-      return Status::Internal("export: the model has no tensor '" + s.ptdp + "'");
-    }
-    header_tensors.push_back({HfFileName(s), "F32", s.hf_shape});
+    if (!source.Has(s)) return Status::Internal("export: the model has no tensor '" + s.ptdp + "'");
   }
-  const std::string header = EncodeSafetensorsHeader(&header_tensors, {{"format", "pt"}});
+  std::vector<ExportShard> shards =
+      PlanShards(specs, options.bf16 ? "BF16" : "F32", options.max_shard_bytes);
   PTDP_RETURN_IF_ERROR(MakeDirs(out));
-  const std::string final_path = out + "/model.safetensors", tmp = final_path + ".tmp";
-  SyncedFile f;
-  PTDP_RETURN_IF_ERROR(f.Open(tmp));
-  PTDP_RETURN_IF_ERROR(f.Write(header.data(), header.size()));
-  ShardCache cache(dir, &m);
-  std::array<std::vector<float>, kStateKinds> host;
-  std::string held;  // the runtime tensor in host[0] (Llama's QKV and fc1 give several HF ones)
-  for (const auto& s : specs) {
-    const ParamTensor& p = whole.at(s.ptdp);
-    if (held != s.ptdp) {
-      for (auto& h : host) h.assign(size_t(p.LocalElements()), 0.0f);
-      PTDP_RETURN_IF_ERROR(AssembleLocal(m, cache, p, 0, model.vocab, host).WithPrefix(dir));
-      held = s.ptdp;
-    }
-    std::vector<float> hf;
-    if (IsLlamaPart(s.layout)) {
-      hf = LlamaPartOf(s, model.heads, host[0]);
-    } else {
-      int64_t n = 1;
-      for (int64_t d : s.hf_shape) n *= d;  // <= the padded tensor: the vocabulary rows trimmed
-      hf = RuntimeToHf(s, model.heads, std::vector<float>(host[0].begin(), host[0].begin() + n));
-    }
-    PTDP_RETURN_IF_ERROR(f.Write(hf.data(), hf.size() * sizeof(float)));
+  Bytes written = 0;
+  for (auto& shard : shards) {
+    PTDP_RETURN_IF_ERROR(WriteExportShard(out, specs, options.bf16, &source, &shard, &written));
   }
-  PTDP_RETURN_IF_ERROR(f.Close());
-  std::error_code ec;
-  std::filesystem::rename(tmp, final_path, ec);
-  if (ec) return Status::IoError(tmp + ": cannot rename to " + final_path + ": " + ec.message());
-  const OrderedJson config = llama ? HfLlamaConfigToJson(model) : HfGpt2ConfigToJson(model);
+  if (options.max_shard_bytes > 0) {
+    PTDP_RETURN_IF_ERROR(RemoveIfPresent(out + "/model.safetensors"));
+    PTDP_RETURN_IF_ERROR(
+        WriteFileAtomic(out + "/model.safetensors.index.json", ShardIndexJson(shards)));
+  } else {
+    PTDP_RETURN_IF_ERROR(RemoveIfPresent(out + "/model.safetensors.index.json"));
+  }
+  OrderedJson config = llama ? HfLlamaConfigToJson(model) : HfGpt2ConfigToJson(model);
+  if (options.bf16) config["torch_dtype"] = "bfloat16";
   PTDP_RETURN_IF_ERROR(WriteFileAtomic(out + "/config.json", config.dump(2) + "\n"));
   PTDP_RETURN_IF_ERROR(FsyncDir(out));
-  return Bytes(f.bytes());
+  return written;
 }
 
 }  // namespace ptdp::runtime

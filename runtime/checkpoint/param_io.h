@@ -75,13 +75,22 @@ Status LoadHfParams(ParamStore* params, const HfFolder& f);
 Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Manifest& m,
                             int64_t vocab, std::vector<bool>* verified = nullptr);
 
-// Writes OUT/config.json and OUT/model.safetensors (F32, the vocabulary unpadded) from checkpoint
-// `dir` (manifest `m`, verified by the caller) in `format`: GPT2LMHeadModel's names (hf_gpt2.h)
-// or LlamaForCausalLM's, Qwen2ForCausalLM's or Qwen3ForCausalLM's (hf_llama.h); a model the format
-// does not compute is refused by name. The safetensors file is written under a temporary name,
-// fsynced and renamed. Returns its size.
+// Writes OUT/config.json and the weights (the vocabulary unpadded) from checkpoint `dir` (manifest
+// `m`, verified by the caller) in `format`: GPT2LMHeadModel's names (hf_gpt2.h) or
+// LlamaForCausalLM's, Qwen2ForCausalLM's or Qwen3ForCausalLM's (hf_llama.h); a model the format
+// does not compute is refused by name. The weights are F32, or BF16 (rounded to nearest even, as
+// Hugging Face ships checkpoints), in OUT/model.safetensors, or with a shard size in
+// model-0000i-of-0000N.safetensors files of at most that many bytes each (a larger tensor alone in
+// its file) and model.safetensors.index.json, Hugging Face's sharded form (the other form's files
+// are removed, so that a reader finds one). Each file is written under a temporary name, fsynced
+// and renamed. Returns the bytes written.
 enum class HfFormat { kGpt2, kLlama, kQwen2, kQwen3 };
+struct HfExportOptions {
+  HfFormat format = HfFormat::kGpt2;
+  bool bf16 = false;
+  int64_t max_shard_bytes = 0;  // 0: one model.safetensors
+};
 Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::string& out,
-                       HfFormat format);
+                       const HfExportOptions& options);
 
 }  // namespace ptdp::runtime

@@ -38,8 +38,10 @@
 #                       that is the query rows of the checkpoint's QKV (bench/hf checks the logits);
 #                       `--init-from` that folder at t2 p2 (--lr 0), saved and exported again:
 #                       byte-identical; the same from the folder split into 3 shards
-#                       (model.safetensors.index.json); a shard index naming the wrong file for a
-#                       tensor and the folder with rms_norm_eps 1e-6 (not the plan's) refused by name
+#                       (model.safetensors.index.json) and from export's own shards (--max-shard-size
+#                       100KB); --dtype bf16 each value rounded to nearest even (check_bf16_export.py);
+#                       a shard index naming the wrong file for a tensor, the folder with rms_norm_eps
+#                       1e-6 (not the plan's) and a shard size of 5XB refused by name
 #   latest_skips        a crashed save (tmp-00000006, partial) and a step-00000005 without a
 #                       manifest: --load latest skips them, says why, resumes from step 4 exactly
 #   killed              the last rank SIGKILLed inside the save of step 4 (shards written, nothing
@@ -226,6 +228,23 @@ case "$case" in
     "$ptdp" export --checkpoint ck4 --to hf-llama hfl3 > export.out 2>&1 || { cat export.out; fail "export 3"; }
     cmp hfl/model.safetensors hfl3/model.safetensors || fail "the shards' round trip differs"
     echo "3 shards -> init-from (t2 p2) -> save -> hf-llama: byte-identical"
+    # ptdp's own shards and bf16, the forms Hugging Face ships checkpoints in.
+    "$ptdp" export --checkpoint ck2 --to hf-llama --max-shard-size 100KB hfp > export.out 2>&1 \
+      || { cat export.out; fail "sharded export"; }
+    [ -e hfp/model.safetensors.index.json ] && [ ! -e hfp/model.safetensors ] || fail "hfp's files"
+    shards=$(ls hfp/model-*-of-*.safetensors | wc -l)
+    [ "$shards" -ge 3 ] || fail "$shards shards of at most 100 KB"
+    STEPS=1 train L --init-from hfp --lr 0 --min-lr 0 --save ck5 || { cat L.out; fail "init-from hfp"; }
+    "$ptdp" export --checkpoint ck5 --to hf-llama hfl4 > export.out 2>&1 || { cat export.out; fail "export 4"; }
+    cmp hfl/model.safetensors hfl4/model.safetensors || fail "ptdp's shards' round trip differs"
+    echo "$shards shards written by export --max-shard-size 100KB -> init-from (t2 p2) -> save -> hf-llama: byte-identical"
+    "$ptdp" export --checkpoint ck2 --to hf-llama --dtype bf16 hfb > export.out 2>&1 \
+      || { cat export.out; fail "bf16 export"; }
+    python3 "$here/check_bf16_export.py" hfl/model.safetensors hfb/model.safetensors || fail "bf16"
+    grep -q '"torch_dtype": "bfloat16"' hfb/config.json || fail "bf16's config.json"
+    "$ptdp" export --checkpoint ck2 --to hf-llama --max-shard-size 5XB hfx > export.out 2>&1 \
+      && fail "a shard size of 5XB"
+    grep -q "max-shard-size: '5XB' is not a size" export.out || { cat export.out; fail "5XB's error"; }
     python3 "$here/shard_safetensors.py" hfl hfm 3 --misplace model.embed_tokens.weight || fail "misplacing"
     STEPS=1 train L --init-from hfm && fail "a misplaced shard index was read"
     grep -q "error: --init-from: hfm/model-00001-of-00003.safetensors: tensor 'model.embed_tokens.weight' is not listed for this file" L.out \
