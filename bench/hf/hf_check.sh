@@ -31,6 +31,8 @@
 #  10. qwen3        a Qwen3-style model trained 20 steps at t2 p2, exported with `--to hf-qwen3`:
 #                   Qwen3ForCausalLM's logits against `ptdp forward --checkpoint`'s, and its loss
 #  11. qwen2        the same for a Qwen2-style model (biases on q, k and v) with `--to hf-qwen2`
+#  12. llama3.2-init check 7's for a random tied LlamaForCausalLM with Llama 3.2's RoPE scaling
+#                   (factor 32, original length 16): the tied embedding split over the pipeline
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -191,16 +193,18 @@ check "$py" "$here/hf_check.py" compare random-llama batch-llama-init.bin 32 ptd
 
 # A random FAMILY model (2 layers, h 64, 4 heads over 2, SwiGLU 112, untied, rope_theta 1e6) made
 # by transformers, trained by ptdp from its folder at t2 p2 and compared. EXTRA: the plan's model
-# keys beyond Llama's; PYARGS: hf_check.py random's arguments beyond them.
-family_init() {  # FAMILY EXTRA [PYARGS]
-  local name=$1
+# keys beyond Llama's; PYARGS: hf_check.py random's arguments beyond them; NAME (default FAMILY)
+# names its files; TIED (default false): tied embeddings.
+family_init() {  # FAMILY EXTRA [PYARGS] [NAME] [TIED]
+  local name=${4:-$1} tied=${5:-false} untied=--untied
+  [ "$tied" = true ] && untied=
   # shellcheck disable=SC2086
-  "$py" "$here/hf_check.py" random "random-$name" "--$name" --layers 2 --hidden 64 --heads 4 \
-    --kv-heads 2 --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 ${3:-} |
+  "$py" "$here/hf_check.py" random "random-$name" "--$1" --layers 2 --hidden 64 --heads 4 \
+    --kv-heads 2 --positions 64 --vocab 257 --inner 112 $untied --rope-theta 1000000 ${3:-} |
     tee -a summary.txt || die "making the random $name model"
   arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"linear_bias\": false, \"rotary_base\": 1000000$2"
-  plan "tp-$name" 2 2 2 64 4 32 257 0.0 112 false
+  plan "tp-$name" 2 2 2 64 4 32 257 0.0 112 "$tied"
   arch=
   train 4 "tp-$name" --steps 2 --init-from "random-$name" --log "tp-$name.jsonl"
   "$ptdp" forward --hf "random-$name" --data data.bin --step 1 --global-batch 8 --seq-len 32 \
@@ -227,6 +231,11 @@ echo "== 11. qwen2: a Qwen2-style model trained at t2 p2, exported, loaded by Qw
 arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"linear_bias\": false, \"rotary_base\": 1000000, \"qkv_bias\": true, \"norm_eps\": 1e-6"
 export_check qwen2 hf-qwen2 64 176
+
+echo "== 12. llama3.2-init: a random tied LlamaForCausalLM with Llama 3.2's RoPE scaling (factor 32)"
+family_init llama ', "rope_scaling_factor": 32, "rope_low_freq_factor": 1,
+           "rope_high_freq_factor": 4, "rope_original_max_positions": 16' \
+  "--rope-scaling 32,1,4,16" llama32 true
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt
