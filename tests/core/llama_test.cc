@@ -71,6 +71,33 @@ Result<ModelSpec> Parse(const std::string& text) {
   return ModelFromJson(Json::parse(text), "model");
 }
 
+// meta-llama/Llama-3.2-3B's config.json as published: head_dim given, tied embeddings, Llama 3.1's
+// RoPE scaling of factor 32.
+constexpr const char* kLlama32_3b = R"({"architectures": ["LlamaForCausalLM"],
+  "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+  "eos_token_id": 128001, "head_dim": 128, "hidden_act": "silu", "hidden_size": 3072,
+  "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072,
+  "mlp_bias": false, "model_type": "llama", "num_attention_heads": 24, "num_hidden_layers": 28,
+  "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+// It reads as the preset but for the sequence (its max_position_embeddings against the preset's
+// pre-training 8192): the count, the ties and the scaling.
+TEST(Llama, Llama32ConfigReadsAsThePreset) {
+  auto m = Parse(kLlama32_3b);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelSpec preset = LoadModel("llama3.2-3b").value();
+  EXPECT_EQ(ParameterCount(*m, 1), ParameterCount(preset, 1));
+  EXPECT_TRUE(m->tied_embeddings);
+  EXPECT_EQ(m->rope_scaling_factor, preset.rope_scaling_factor);
+  EXPECT_EQ(m->rope_original_max_positions, preset.rope_original_max_positions);
+  EXPECT_EQ(m->rope_high_freq_factor, preset.rope_high_freq_factor);
+  EXPECT_EQ(m->seq_len, 131072);
+}
+
 // transformers 5 writes RoPE's theta inside rope_parameters: read from there too.
 TEST(Llama, RopeThetaInsideRopeParameters) {
   std::string text = kLlama3_8b;
