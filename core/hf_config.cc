@@ -251,9 +251,13 @@ void ReadRopeScaling(JsonObjectReader& r, ModelSpec* m) {
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const Json* rs = r.Child(key, false);
     if (rs == nullptr || !rs->is_object()) continue;
-    const std::string type =
-        rs->contains("rope_type") ? rs->value("rope_type", "") : rs->value("type", "");
-    if (type != "llama3") continue;
+    const auto legacy = StringAt(*rs, "type", "", key);
+    const auto type = StringAt(*rs, "rope_type", legacy.ok() ? *legacy : "", key);
+    if (!legacy.ok() || !type.ok()) {
+      r.Fail(std::string(key) + ".rope_type", "expected a string");
+      return;
+    }
+    if (*type != "llama3") continue;
     auto number = [&](const char* field, double* out) {
       const auto it = rs->find(field);
       if (it == rs->end() || !it->is_number()) {

@@ -169,6 +169,17 @@ Result<std::string> ReadTextFile(const std::string& path, int64_t max_bytes) {
   return out;
 }
 
+Result<std::string> StringAt(const Json& j, const std::string& key, const std::string& fallback,
+                             const std::string& source) {
+  if (!j.is_object()) return fallback;
+  const auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (!it->is_string()) {
+    return Status::Invalid(source + "." + key + ": expected a string, got " + JsonTypeName(*it));
+  }
+  return it->get<std::string>();
+}
+
 Result<Json> ReadJsonFile(const std::string& path, int64_t max_bytes) {
   PTDP_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, max_bytes));
   return ParseJson(text, path);

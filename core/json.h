@@ -45,6 +45,13 @@ Status WriteFileAtomic(const std::string& path, const std::string& content);
 // "expected an integer, got string" style names of JSON types.
 const char* JsonTypeName(const Json& j);
 
+// A string key read outside a JsonObjectReader (a peek before choosing one): j[key] when j is an
+// object with a string there, `fallback` when j is not an object or has no such key, and an error
+// `source` + "." + key + ": expected a string, got ..." when the key holds something else
+// (nlohmann's value() would throw instead).
+Result<std::string> StringAt(const Json& j, const std::string& key, const std::string& fallback,
+                             const std::string& source);
+
 class JsonObjectReader {
  public:
   // `path` is the key path of `j` itself ("" for the document root).

@@ -193,7 +193,7 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   // Mistral is Llama's computation with a sliding window, which core/hf_config.cc refuses unless
   // it is null, Qwen2 Llama's with biases on q, k and v, and Qwen3 Llama's with QK norms; their
   // tensors have Llama's names.
-  const std::string type = j.is_object() ? j.value("model_type", "") : "";
+  PTDP_ASSIGN_OR_RETURN(const std::string type, StringAt(j, "model_type", "", source));
   if (!IsHfLlamaFamily(type)) {
     return bad("model_type", "not \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"");
   }
@@ -203,8 +203,10 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const auto rs = j.find(key);
     if (rs == j.end() || rs->is_null()) continue;
-    const std::string type =
-        rs->is_object() ? rs->value("rope_type", rs->value("type", "default")) : "?";
+    PTDP_ASSIGN_OR_RETURN(const std::string legacy,
+                          StringAt(*rs, "type", "default", source + "." + key));
+    PTDP_ASSIGN_OR_RETURN(std::string type, StringAt(*rs, "rope_type", legacy, source + "." + key));
+    if (!rs->is_object()) type = "?";
     if (type != "default" && type != "llama3") {
       return bad(std::string(key) + ".rope_type",
                  type + " is not supported: ptdp's rotation is unscaled or Llama 3.1's (llama3)");

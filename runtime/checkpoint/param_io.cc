@@ -84,7 +84,7 @@ Result<HfFolder> HfFolder::Open(const std::string& dir) {
   PTDP_ASSIGN_OR_RETURN(Json j, ReadJsonFile(config, kMaxHfConfigBytes));
   // model_type "llama", "mistral", "qwen2" or "qwen3": hf_llama.h; anything else is read as GPT-2
   // (which names what it refuses).
-  const std::string type = j.is_object() ? j.value("model_type", "") : "";
+  PTDP_ASSIGN_OR_RETURN(const std::string type, StringAt(j, "model_type", "", config));
   f.llama_ = IsHfLlamaFamily(type);
   if (f.llama_) {
     PTDP_ASSIGN_OR_RETURN(f.config_, HfLlamaConfigFromJson(j, config));

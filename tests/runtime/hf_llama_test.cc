@@ -90,6 +90,16 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
             }),
             "cfg.json: rope_parameters.rope_type: yarn is not supported: ptdp's rotation is "
             "unscaled or Llama 3.1's (llama3)");
+  // Keys read before the typed reader: a wrong type is an error, not an exception (fuzz_hf_llama
+  // found model_type holding an object).
+  EXPECT_EQ(HfLlamaConfigFromJson(Json::parse(R"({"model_type": {"x": 1}})"), "cfg.json")
+                .status()
+                .message(),
+            "cfg.json.model_type: expected a string, got object");
+  EXPECT_EQ(LlamaConfigError([](Json& x) {
+              x["rope_scaling"] = {{"rope_type", 5}};
+            }),
+            "cfg.json.rope_scaling.rope_type: expected a string");
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
             }),
