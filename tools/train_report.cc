@@ -67,10 +67,20 @@ Status ReportMemory(double memory_tol, const PlanFile& plan, runtime::Trainer& t
                   est.Total() / kMiB, 100.0 * (double(measured) - reference) / reference);
     std::string line = buf;
     if (have_plan) {
+      // The plan file's prediction is not read through a typed reader (a hand-edited one may hold
+      // anything): an entry counts only with the numbers it needs.
+      auto number = [](const Json& o, const char* key) {
+        const auto it = o.find(key);
+        return it != o.end() && it->is_number() ? it->get<double>() : 0.0;
+      };
       for (const auto& s : pred["memory_per_stage"]) {
-        if (s.value("pp_rank", -1) == r && s.contains("total_bytes")) {
-          const double planned = s["total_bytes"].get<double>() - s.value("workspace_bytes", 0.0) -
-                                 s.value("transient_bytes", 0.0);
+        if (!s.is_object() || !s.contains("pp_rank") || !s["pp_rank"].is_number_integer() ||
+            !s.contains("total_bytes") || !s["total_bytes"].is_number()) {
+          continue;
+        }
+        if (s["pp_rank"].get<int64_t>() == r) {
+          const double planned = number(s, "total_bytes") - number(s, "workspace_bytes") -
+                                 number(s, "transient_bytes");
           std::snprintf(buf, sizeof(buf), " | %.4f (%+.2f%%)", planned / kMiB,
                         100.0 * (double(measured) - planned) / planned);
           line += buf;
