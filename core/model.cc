@@ -306,8 +306,9 @@ ModelSpec Llama32(const std::string& name, int l, int64_t h, int a) {
 // (RMSNorm of each query and key head), heads of 128 whatever the hidden size, 8 key/value heads,
 // RMSNorm eps 1e-6, RoPE theta 1,000,000, untied, vocabulary 151936; sequence 4096, the length of
 // the report's general pre-training stage (S1).
-ModelSpec Qwen3(const std::string& name, int l, int64_t h, int64_t f, int a) {
+ModelSpec Qwen3(const std::string& name, int l, int64_t h, int64_t f, int a, bool tied = false) {
   ModelSpec m = Llama3(name, l, h, f, a);
+  m.tied_embeddings = tied;  // the small ones (0.6B to 4B) tie their embeddings
   m.seq_len = 4096;
   m.vocab = 151936;
   m.head_dim = 128;
@@ -407,6 +408,13 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Llama32("llama3.2-3b", 28, 3072, 24),
        "meta-llama/Llama-3.2-3B config.json (tied, rope_scaling llama3 factor 32); 3,212,749,824 "
        "parameters on its Hugging Face page"},
+      {Qwen3("qwen3-0.6b", 28, 1024, 3072, 16, true),
+       "Qwen/Qwen3-0.6B config.json (tied; 16 heads of 128: attention 2048 wide at hidden 1024); "
+       "Yang et al. 2025, Table 1; 0.6B parameters (0.44B without the embedding) on its model "
+       "card"},
+      {Qwen3("qwen3-4b", 36, 2560, 9728, 32, true),
+       "Qwen/Qwen3-4B config.json (tied); Yang et al. 2025, Table 1; 4.0B parameters (3.6B without "
+       "the embedding) on its model card"},
       {Qwen3("qwen3-8b", 36, 4096, 12288, 32),
        "Qwen/Qwen3-8B config.json; Yang et al. 2025 (Qwen3 Technical Report), Table 1; 8.2B "
        "parameters (6.95B without the embeddings) on its model card"},

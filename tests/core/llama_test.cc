@@ -26,14 +26,16 @@ TEST(Llama, PresetParameterCountsArePublished) {
   EXPECT_EQ(ParameterCount(LoadModel("llama3.2-1b").value(), 1), 1235814400);
   EXPECT_EQ(ParameterCount(LoadModel("llama3.2-3b").value(), 1), 3212749824);
   EXPECT_EQ(LoadModel("llama3.2-1b").value().rope_scaling_factor, 32);
-  // Qwen3's model cards round to 0.1B (8.2B, 32.8B) and, without the two untied embeddings of
-  // 151936 x h, to 0.01B and 0.1B (6.95B, 31.2B).
+  // Qwen3's model cards round to 0.1B (0.6B, 4.0B, 8.2B, 32.8B) and, without the embeddings of
+  // 151936 x h (one when tied, two untied), to 0.01B or 0.1B (0.44B, 3.6B, 6.95B, 31.2B).
   for (const auto& [name, total, body, body_unit] :
-       {std::tuple{"qwen3-8b", 82, 695, 1e7}, std::tuple{"qwen3-32b", 328, 312, 1e8}}) {
+       {std::tuple{"qwen3-0.6b", 6, 44, 1e7}, std::tuple{"qwen3-4b", 40, 36, 1e8},
+        std::tuple{"qwen3-8b", 82, 695, 1e7}, std::tuple{"qwen3-32b", 328, 312, 1e8}}) {
     const ModelSpec m = LoadModel(name).value();
     const int64_t n = ParameterCount(m, 1);
+    const int64_t embeddings = (m.tied_embeddings ? 1 : 2) * m.vocab * m.hidden;
     EXPECT_EQ(std::llround(double(n) / 1e8), total) << name << " " << n;
-    EXPECT_EQ(std::llround(double(n - 2 * m.vocab * m.hidden) / body_unit), body) << name;
+    EXPECT_EQ(std::llround(double(n - embeddings) / body_unit), body) << name << " " << n;
   }
 }
 
