@@ -1,6 +1,5 @@
 // CudaOps' ops of Llama-style layers (runtime/backend/ops.h RmsNorm*, Swiglu*, RotaryEmbedding,
-// QkNorm*):
-// kernels/cuda/llama.cu on the compute stream, fp32 and bf16 like every CudaOps op.
+// QkNorm*): kernels/cuda/llama.cu on the compute stream, fp32 and bf16 like every CudaOps op.
 #include "kernels/cuda/ops.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_ops.h"

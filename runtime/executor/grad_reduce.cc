@@ -267,6 +267,8 @@ bool GradIsPartialOverTensorGroup(const ParamTensor& p, bool sequence_parallel) 
     return p.name.size() >= tail.size() &&
            p.name.compare(p.name.size() - tail.size(), tail.size(), tail) == 0;
   };
+  // (Multi-latent attention's latent norm is also attn.q_norm.weight, on whole latent rows; the
+  // runtime refuses MLA, and executing it must tell the two apart here.)
   if (ends_with("attn.q_norm.weight") || ends_with("attn.k_norm.weight")) return true;
   return sequence_parallel && p.name != "embedding.position";
 }
