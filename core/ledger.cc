@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/experts.h"
+#include "core/fsdp.h"
 #include "core/interleaved_order.h"
 #include "core/zbv_order.h"
 
@@ -77,16 +78,37 @@ MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params, int64_t ex
   const ParamBytes bp = BytesPerParameter(c);
   const OptimizerShards s = OptimizerShardsOf(c, params, expert_params);
   MemoryLedger l;
-  l.weights = s.padded * bp.weight;
-  l.grads = s.padded * bp.grad;
+  // Fully sharded, the weights and gradients are the optimizer's shard; the whole units in use
+  // are ParameterMemory's below (they need the model).
+  const int64_t held = c.fsdp ? s.owned : s.padded;
+  l.weights = held * bp.weight;
+  l.grads = held * bp.grad;
   l.optimizer = s.owned * bp.optimizer;
+  return l;
+}
+
+MemoryLedger WholeCopyMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                             const Fp8LayerWeights& fp8_per_layer) {
+  MemoryLedger l;
+  if (!c.fsdp) {
+    l.weights = Fp8WeightCopyBytes(m, c, pp_rank, fp8_per_layer);
+    return l;
+  }
+  // FSDP: the units whose weights and gradients are whole at once (core/fsdp.h), and in FP8 the
+  // FP8 copies of the whole layers' Linears only.
+  const ParamBytes bp = BytesPerParameter(c);
+  const int64_t unit = FsdpLargestUnitElements(m, c, pp_rank);
+  l.weights = kFsdpWholeWeightUnits * (unit * bp.weight + fp8_per_layer.own * 2);
+  l.grads = kFsdpWholeGradUnits * unit * bp.grad;
   return l;
 }
 
 MemoryLedger ParameterMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   MemoryLedger l =
       ParameterMemory(c, StageParameterElements(m, c, pp_rank), StageExpertElements(m, c, pp_rank));
-  l.weights += Fp8WeightCopyBytes(m, c, pp_rank);
+  const MemoryLedger whole = WholeCopyMemory(m, c, pp_rank, Fp8LayerWeightsOf(m, c));
+  l.weights += whole.weights;
+  l.grads += whole.grads;
   return l;
 }
 

@@ -108,6 +108,12 @@ Fp8LayerWeights Fp8LayerWeightsOf(const ModelSpec& m, const ParallelConfig& c);
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                          const Fp8LayerWeights& per_layer);
+// What a GPU of `pp_rank` holds beyond the parameters the second ParameterMemory counts: the FP8
+// weight copies, and with FSDP (ParallelConfig::fsdp) the units whose weights and gradients are
+// whole at once (core/fsdp.h) in place of whole copies of every layer. The first ParameterMemory
+// is the second plus this; the planner adds it to cached element counts.
+MemoryLedger WholeCopyMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                             const Fp8LayerWeights& fp8_per_layer);
 
 // What one microbatch costs in activation bytes, priced once per layout: a layer's stash
 // (LayerStash), the embedding's (EmbeddingActivations, first virtual stage), the head's

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/checked.h"
+#include "core/fsdp.h"
 #include "core/interleaved_order.h"
 
 namespace ptdp {
@@ -390,6 +391,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
                PrecisionName(precision));
   }
   PTDP_RETURN_IF_ERROR(ValidateRecomputeModules(*this, m));
+  PTDP_RETURN_IF_ERROR(ValidateFsdp(*this, m));
   const int64_t micro = Microbatches();
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
@@ -429,6 +431,7 @@ std::string ParallelConfig::ToString() const {
   os << ",scatter_gather=" << (scatter_gather ? "on" : "off");
   if (sequence_parallel) os << ",sequence_parallel=on";
   if (distributed_optimizer) os << ",distributed_optimizer=on";
+  if (fsdp) os << ",fsdp=on";
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
   if (grad_reduce_bf16) os << ",grad_reduce_bf16=on";
   if (moe_a2a_overlap) os << ",moe_a2a_overlap=on";
@@ -478,6 +481,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["last_stage_layers"] = c.last_stage_layers;
   if (!c.stage_layers.empty()) j["stage_layers"] = c.stage_layers;  // old plans stay as they were
   if (c.grad_reduce_bf16) j["grad_reduce_bf16"] = true;             // likewise
+  if (c.fsdp) j["fsdp"] = true;                                     // likewise
   if (c.moe_a2a_overlap) j["moe_a2a_overlap"] = true;               // likewise
   if (c.moe_dispatcher != MoeDispatcher::kAllToAll) {
     j["moe_dispatcher"] = MoeDispatcherName(c.moe_dispatcher);
@@ -512,6 +516,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
   r.Optional("fused_attention", &c.fused_attention);
   r.Optional("grad_reduce_bf16", &c.grad_reduce_bf16);
+  r.Optional("fsdp", &c.fsdp);
   r.Optional("moe_a2a_overlap", &c.moe_a2a_overlap);
   std::string dispatcher = MoeDispatcherName(c.moe_dispatcher);
   r.Optional("moe_dispatcher", &dispatcher);

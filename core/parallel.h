@@ -156,6 +156,14 @@ struct ParallelConfig {
   // are sharded over the data-parallel group; gradients are reduce-scattered and the updated
   // weights all-gathered (the same bus bytes as the all-reduce it replaces).
   bool distributed_optimizer = false;
+  // Fully sharded data parallelism (ZeRO stage 3; Megatron-Core's --use-megatron-fsdp with
+  // --data-parallel-sharding-strategy optim_grads_params, PyTorch's FSDP2 as torchtitan runs it):
+  // the weights and gradients are sharded as the distributed optimizer's state is; each layer's
+  // weights are all-gathered before its forward and again before its backward, and its gradients
+  // reduce-scattered after its backward, on every microbatch, beside the next layer's compute
+  // (core/fsdp.h has the rules and the memory, costmodel/fsdp_cost.h the time). Needs
+  // distributed_optimizer.
+  bool fsdp = false;
   // Megatron-LM's --gradient-accumulation-fusion: each weight-gradient GEMM accumulates into the
   // gradient buffer, so the profile's separate per-microbatch add (grad_accumulate_bytes_per_param,
   // what the paper's 2021 code ran) is not paid.
@@ -240,8 +248,8 @@ struct ParallelConfig {
   // vp) (uneven stages: pp >= 2, at least one layer per stage and the middle layers an equal
   // share of the middle stages; vp > 1 the form above; stage_layers: ValidateStageLayers), B % (b
   // d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1),
-  // fused_attention without selective recomputation, grad_reduce_bf16 only in bf16 or fp8. The
-  // message names the field and the reason.
+  // fused_attention without selective recomputation, grad_reduce_bf16 only in bf16 or fp8, fsdp's
+  // (core/fsdp.h ValidateFsdp). The message names the field and the reason.
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
   Status ValidateStageSplit(const ModelSpec& m) const;
@@ -274,8 +282,8 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m);
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and
-// grad_reduce_bf16 (true), moe_a2a_overlap (true) and moe_dispatcher ("deepep"), each written
-// only when set and optional when read.
+// grad_reduce_bf16 (true), fsdp (true), moe_a2a_overlap (true) and moe_dispatcher ("deepep"), each
+// written only when set and optional when read.
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >

@@ -17,7 +17,10 @@ struct ComputeBreakdown {
   Seconds gemm = 0;     // matrix multiplies (profiled table, interpolated)
   Seconds memory = 0;   // memory-bound ops (LayerNorm, softmax, GeLU, dropout, residual)
   Seconds tp_comm = 0;  // tensor-parallel all-reduces (or all-gathers of scatter/gather)
-  Seconds Total() const { return gemm + memory + tp_comm; }
+  // Fully sharded data parallelism's exposed all-gathers and reduce-scatters, and what hiding the
+  // rest cost (costmodel/fsdp_cost.h); 0 without ParallelConfig::fsdp.
+  Seconds dp_comm = 0;
+  Seconds Total() const { return gemm + memory + tp_comm + dp_comm; }
 };
 
 // One model chunk on one pipeline rank, for one microbatch.

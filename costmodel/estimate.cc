@@ -8,6 +8,7 @@
 #include "core/rank_grid.h"
 #include "core/shapes.h"
 #include "costmodel/collectives.h"
+#include "costmodel/fsdp_cost.h"
 #include "costmodel/layer_cost.h"
 #include "costmodel/moe_cost.h"
 #include "costmodel/recompute_cost.h"
@@ -21,6 +22,7 @@ ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times
   a.gemm += times * b.gemm;
   a.memory += times * b.memory;
   a.tp_comm += times * b.tp_comm;
+  a.dp_comm += times * b.dp_comm;
   return a;
 }
 
@@ -366,7 +368,10 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     // A mixture of experts' expert weights are reduced over their own group (ExpertDataGroup).
     std::vector<CollectiveCost>& dp = t.dp_collectives[r];
     const int64_t experts = StageExpertElements(m, c, r), dense = params - experts;
-    if (c.distributed_optimizer) {
+    if (c.fsdp) {
+      // Nothing after the flush: each microbatch reduce-scattered its gradients, and the next
+      // forward gathers the updated weights (AddFsdpCollectives, below).
+    } else if (c.distributed_optimizer) {
       dp.push_back(PlanCollective(hw, Collective::kReduceScatter, dense * grad_bytes, dp_span, G));
       dp.push_back(
           PlanCollective(hw, Collective::kAllGather, dense * bytes_per.weight, dp_span, G));
@@ -398,6 +403,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                      GradBufferPassTime(cluster.software, hw, c, params);
   }
   t.param_elements = *param_elements;
+  AddFsdpCollectives(m, cluster, c, t.param_elements, dp_span, &t);
   if (c.moe_a2a_overlap) {
     int most = 0;
     for (const ChunkCost& cc : t.chunks) most = std::max(most, cc.moe_layers);
@@ -459,11 +465,13 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
   const std::vector<Seconds> per = StageMicrobatchTimes(t);
   const int slow = int(std::max_element(per.begin(), per.end()) - per.begin());
   const double mb = double(c.Microbatches());
+  Seconds chunk_dp = 0;  // FSDP's collectives inside the chunks (costmodel/fsdp_cost.h)
   for (int k = 0; k < t.vp; ++k) {
     const ChunkCost& cc = t.Chunk(slow, k);
     p.breakdown.compute += mb * (cc.forward.gemm + cc.forward.memory + cc.backward.gemm +
                                  cc.backward.memory + cc.recompute.gemm + cc.recompute.memory);
     p.breakdown.tp_comm += mb * (cc.forward.tp_comm + cc.backward.tp_comm + cc.recompute.tp_comm);
+    chunk_dp += mb * (cc.forward.dp_comm + cc.backward.dp_comm + cc.recompute.dp_comm);
     // The combined 1F1B hides part of the all-to-alls: what each pair saves leaves the line.
     p.breakdown.tp_comm -= mb * t.PairSaving(cc, cc);
   }
@@ -482,13 +490,15 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
       p.breakdown.optimizer = t.optimizer[r];
     }
   }
+  p.breakdown.dp_comm += chunk_dp;
   // The pipeline total may come from a model other than the closed form (the simulator, whose
   // bubble is the busiest rank's idle time): compute and tensor-parallel time stay as the table
   // says, point-to-point time is what the busy time holds beyond them (0 when the replay hides it
   // behind compute), and if the busy time is shorter than compute (a rank other than the slowest
   // closed-form stage is the busiest) the parts are scaled to it.
   const Seconds busy = pt.total - pt.bubble;
-  const Seconds compute_tp = p.breakdown.compute + p.breakdown.tp_comm;
+  // (FSDP's collectives run inside the chunks' instructions, so the busy time holds them too.)
+  const Seconds compute_tp = p.breakdown.compute + p.breakdown.tp_comm + chunk_dp;
   if (busy >= compute_tp) {
     p.breakdown.pp_comm = std::min(p.breakdown.pp_comm, busy - compute_tp);
     p.breakdown.bubble = pt.total - compute_tp - p.breakdown.pp_comm;
@@ -496,6 +506,7 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
     const double f = busy / compute_tp;
     p.breakdown.compute *= f;
     p.breakdown.tp_comm *= f;
+    p.breakdown.dp_comm -= chunk_dp * (1 - f);
     p.breakdown.pp_comm = 0;
   }
   p.iteration_s = pt.total + tail;
@@ -519,10 +530,11 @@ Prediction Predict(const ModelSpec& m, const ClusterSpec& cluster, const Paralle
     const bool any_rank = all_stages || !c.stage_layers.empty() || m.HasDenseLayers();
     if (!any_rank && r != 0 && r != c.pp - 1 && !(c.Uneven() && r == 1)) continue;
     const MemoryLedger l = ParameterMemory(c, t.param_elements[r], StageExpertElements(m, c, r));
+    const MemoryLedger whole = WholeCopyMemory(m, c, r, fp8_per_layer);
     StageMemory sm;
     sm.pp_rank = r;
-    sm.weights = l.weights + Fp8WeightCopyBytes(m, c, r, fp8_per_layer);
-    sm.grads = l.grads;
+    sm.weights = l.weights + whole.weights;
+    sm.grads = l.grads + whole.grads;
     sm.optimizer = l.optimizer;
     sm.activations = PeakActivationBytes(prices, m, c, r);
     sm.transient = PeakWorkspaceBytes(prices, m, c, r);

@@ -15,6 +15,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!scatter_gather || *scatter_gather == c.scatter_gather) &&
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
          (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
+         (!fsdp || *fsdp == c.fsdp) &&
          (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
          (!grad_reduce_bf16 || *grad_reduce_bf16 == c.grad_reduce_bf16) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
@@ -163,14 +164,16 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       if (!p.ok()) return p.status();
       f.precision = *p;
     } else if (key == "scatter_gather" || key == "sequence_parallel" ||
-               key == "distributed_optimizer" || key == "grad_accumulation_fusion" ||
-               key == "grad_reduce_bf16" || key == "fused_attention" || key == "moe_a2a_overlap") {
+               key == "distributed_optimizer" || key == "fsdp" ||
+               key == "grad_accumulation_fusion" || key == "grad_reduce_bf16" ||
+               key == "fused_attention" || key == "moe_a2a_overlap") {
       if (value != "on" && value != "off") {
         return Status::Invalid("--fix: " + key + ": expected on or off, got \"" + value + "\"");
       }
       std::optional<bool>& slot = key == "scatter_gather"          ? f.scatter_gather
                                   : key == "sequence_parallel"     ? f.sequence_parallel
                                   : key == "distributed_optimizer" ? f.distributed_optimizer
+                                  : key == "fsdp"                  ? f.fsdp
                                   : key == "fused_attention"       ? f.fused_attention
                                   : key == "grad_reduce_bf16"      ? f.grad_reduce_bf16
                                   : key == "moe_a2a_overlap"       ? f.moe_a2a_overlap
@@ -181,7 +184,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, recompute_modules, schedule, "
           "scatter_gather, "
-          "sequence_parallel, distributed_optimizer, grad_accumulation_fusion, grad_reduce_bf16, "
+          "sequence_parallel, distributed_optimizer, fsdp, grad_accumulation_fusion, "
+          "grad_reduce_bf16, "
           "fused_attention, moe_a2a_overlap, moe_dispatcher, precision, first_stage_layers, "
           "last_stage_layers, stage_layers)");
     }

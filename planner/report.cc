@@ -167,11 +167,11 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
   // only when a listed layout uses one of them.
   // Fused attention gets its own column (fa) only when a listed layout uses it, bf16 gradients
-  // (g16), context parallelism (cp, its size) and expert parallelism (ep, its size, "/etp" where
-  // etp is not tp) likewise.
-  // Uneven stages get a column (f/l: layers of the first and the last stage) only when a listed
-  // layout has them.
-  bool opts = false, fa = false, g16 = false, uneven = false, cp = false, ep = false, a2a = false;
+  // (g16), full sharding (fsdp), context parallelism (cp, its size) and expert parallelism (ep, its
+  // size, "/etp" where etp is not tp) likewise. Uneven stages get a column (f/l: layers of the
+  // first and the last stage) only when a listed layout has them.
+  bool opts = false, fa = false, g16 = false, uneven = false, cp = false, ep = false, a2a = false,
+       fsdp = false;
   for (const auto& c : r.top) {
     cp = cp || c.layout.cp > 1;
     ep = ep || c.layout.ep > 1 || c.layout.etp > 0;
@@ -179,12 +179,14 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
            c.layout.grad_accumulation_fusion;
     fa = fa || c.layout.fused_attention;
     g16 = g16 || c.layout.grad_reduce_bf16;
+    fsdp = fsdp || c.layout.fsdp;
     a2a = a2a || c.layout.moe_a2a_overlap;
     uneven = uneven || c.layout.Uneven();
   }
-  const std::string opt_header =
-      std::string(cp ? " cp " : "") + (ep ? " ep    " : "") + (opts ? " sp  do  gaf" : "") +
-      (fa ? " fa " : "") + (g16 ? " g16" : "") + (a2a ? " a2a" : "") + (uneven ? " f/l  " : "");
+  const std::string opt_header = std::string(cp ? " cp " : "") + (ep ? " ep    " : "") +
+                                 (opts ? " sp  do  gaf" : "") + (fa ? " fa " : "") +
+                                 (g16 ? " g16" : "") + (fsdp ? " fsdp" : "") + (a2a ? " a2a" : "") +
+                                 (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
@@ -213,6 +215,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     }
     if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
     if (g16) extra += std::string(" ") + (l.grad_reduce_bf16 ? "on " : "off");
+    if (fsdp) extra += std::string(" ") + (l.fsdp ? "on  " : "off ");
     if (a2a) extra += std::string(" ") + (l.moe_a2a_overlap ? "on " : "off");
     if (uneven) {
       const std::vector<int> n = StageLayerCounts(m, l);
@@ -455,6 +458,12 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   }
   if (c.sequence_parallel) o << " --sequence-parallel";
   if (c.distributed_optimizer) o << " --use-distributed-optimizer";
+  // Megatron-FSDP's full sharding (ZeRO-3) on the distributed optimizer, as the plan priced it; it
+  // saves its checkpoints in its own format only.
+  if (c.fsdp) {
+    o << " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+      << " --ckpt-format fsdp_dtensor";
+  }
   // The attention the plan priced: a fused FlashAttention-class kernel, or the unfused
   // scores-softmax-dropout-context sequence (Megatron-LM's AttnBackend flash / unfused).
   o << " --attention-backend " << (c.fused_attention ? "flash" : "unfused");

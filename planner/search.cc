@@ -269,8 +269,8 @@ std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOp
 
 // The layout of one combination of the inner loops' choices, or none where --fix or the search
 // options leave it out (not counted as considered). `bits`: scatter/gather off (1), sequence
-// parallelism (2), fused attention (4), the combined 1F1B (8). `bf16_grads`: one value for the
-// whole search.
+// parallelism (2), fused attention (4), the combined 1F1B (8), fully sharded data parallelism
+// (16). `bf16_grads`: one value for the whole search.
 std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g,
                                       const PipelineShape& shape, int b,
                                       const RecomputeChoice& recompute, int bits,
@@ -278,7 +278,12 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   const Recompute rc = recompute.kind;
   const FixedLayout& fx = o.fix;
   const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
-  const bool a2a = (bits & 8) != 0;
+  const bool a2a = (bits & 8) != 0, fsdp = (bits & 16) != 0;
+  if (fx.fsdp ? *fx.fsdp != fsdp : fsdp && !o.fsdp) return std::nullopt;
+  // Nothing to shard with one rank per weight (fixed on, Validate says why not).
+  if (fsdp && g.d * g.cp < 2 && !fx.fsdp) return std::nullopt;
+  // Not modelled with a deferred weight gradient (core/fsdp.h; fixed on, Validate says so).
+  if (fsdp && SplitsBackward(shape.schedule) && !fx.fsdp) return std::nullopt;
   if (fx.moe_a2a_overlap ? *fx.moe_a2a_overlap != a2a : a2a && !o.moe_a2a_overlap) {
     return std::nullopt;
   }
@@ -321,10 +326,13 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   c.scatter_gather = sg;
   c.sequence_parallel = sp;
   // Where it shards something: the weights over d cp, or experts over ExpertWeightReplicas.
+  // FSDP shards the weights as the distributed optimizer's state (ParallelConfig::fsdp): on with
+  // it.
   c.distributed_optimizer =
       fx.distributed_optimizer
           ? *fx.distributed_optimizer
-          : o.distributed_optimizer && (g.d * g.cp > 1 || c.ExpertWeightReplicas() > 1);
+          : fsdp || (o.distributed_optimizer && (g.d * g.cp > 1 || c.ExpertWeightReplicas() > 1));
+  c.fsdp = fsdp;
   c.grad_accumulation_fusion =
       fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion : o.grad_accumulation_fusion;
   c.grad_reduce_bf16 = bf16_grads;
@@ -511,9 +519,11 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   const bool bf16_grads = fx.grad_reduce_bf16
                               ? *fx.grad_reduce_bf16
                               : o.grad_reduce_bf16 && ParallelConfig::Bf16GradsAllowed(precision);
-  // Compose's bits: the combined 1F1B's only where the search may turn it on.
-  const int options =
-      fx.moe_a2a_overlap.value_or(false) || (m.IsMoe() && o.moe_a2a_overlap) ? 16 : 8;
+  // Compose's bits: the combined 1F1B's only where the search may turn it on, FSDP's likewise.
+  const bool a2a_bit = fx.moe_a2a_overlap.value_or(false) || (m.IsMoe() && o.moe_a2a_overlap);
+  const bool fsdp_bit = fx.fsdp.value_or(false) || (o.fsdp && !m.IsMoe());
+  const int shift = 3 + int(a2a_bit) + int(fsdp_bit);
+  const int options = 1 << shift;
   const std::vector<RecomputeChoice> recompute_choices = RecomputeChoices(m, o, precision);
   Tally tally;
   PriceCaches caches;
@@ -538,13 +548,15 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
             if (fx.mbs && *fx.mbs != b) continue;
             for (const RecomputeChoice& rc : recompute_choices) {
               // Three on/off options (Compose's bits) for each expert split (one when dense),
-              // and the combined 1F1B when it may be on.
+              // and the combined 1F1B and FSDP when they may be on (their bits follow the
+              // three in that order; Compose reads FSDP as 16).
               // (The split and the bits as shift and mask: a division here was 3% of a search.)
-              const int shift = options == 16 ? 4 : 3;
               for (int combo = 0; combo < int(experts.size()) << shift; ++combo) {
+                const int raw = combo & (options - 1);
+                const int bits = fsdp_bit && !a2a_bit ? (raw & 7) | ((raw & 8) << 1) : raw;
                 const std::optional<ParallelConfig> c =
-                    Compose(o, g, shape, b, rc, combo & (options - 1),
-                            experts[size_t(combo >> shift)], precision, bf16_grads);
+                    Compose(o, g, shape, b, rc, bits, experts[size_t(combo >> shift)], precision,
+                            bf16_grads);
                 if (!c) continue;
                 ++tally.res.considered;
                 ++done;

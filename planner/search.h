@@ -58,6 +58,11 @@ struct SearchOptions {
   // bf16 gradients (ParallelConfig::grad_reduce_bf16), a numerics choice the user makes: used on
   // every bf16 or fp8 layout when allowed (less memory, half the data-parallel bytes).
   bool grad_reduce_bf16 = false;
+  // Fully sharded data parallelism (ParallelConfig::fsdp) is searched beside the distributed
+  // optimizer where d cp > 1 on a dense model (`ptdp plan --fsdp`; off by default: Megatron-Core's
+  // default is the distributed optimizer alone, and FSDP trades collectives on every microbatch
+  // for memory).
+  bool fsdp = false;
   // The combined 1F1B (ParallelConfig::moe_a2a_overlap) is searched beside the plain schedule
   // for a mixture of experts with ep > 1 (off by default, as in Megatron-Core: it holds one more
   // microbatch's activations; the layouts with it are replayed by the event interpreter).

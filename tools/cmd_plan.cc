@@ -39,7 +39,7 @@ struct PlanArgs {
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
        grad_accumulation_fusion = false, grad_reduce_bf16 = false, fused_attention = false,
-       context_parallel = false, moe_a2a_overlap = false, recompute_modules = false;
+       context_parallel = false, moe_a2a_overlap = false, recompute_modules = false, fsdp = false;
   double tokens = 0;
   int simulate_top = -1;  // -1: every layout that fits
   int threads = 0;        // 0: not given (the machine's hardware threads)
@@ -99,6 +99,7 @@ Status RunPlan(const PlanArgs& a) {
   o.distributed_optimizer = a.distributed_optimizer;
   o.grad_accumulation_fusion = a.grad_accumulation_fusion;
   o.grad_reduce_bf16 = a.grad_reduce_bf16;
+  o.fsdp = a.fsdp;
   o.fused_attention = a.fused_attention;
   o.context_parallel = a.context_parallel;
   o.moe_a2a_overlap = a.moe_a2a_overlap;
@@ -194,6 +195,10 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
                 "Also search sequence parallelism when tp > 1 (not in the paper's runs)");
   cmd->add_flag("--distributed-optimizer", a->distributed_optimizer,
                 "Shard the optimizer state over the data-parallel group when dp > 1");
+  cmd->add_flag("--fsdp", a->fsdp,
+                "Also search fully sharded data parallelism (ZeRO-3: weights and gradients "
+                "sharded too, gathered per layer and microbatch; Megatron-FSDP, torch FSDP2) "
+                "where dp * cp > 1 on a dense model");
   cmd->add_flag("--grad-accumulation-fusion", a->grad_accumulation_fusion,
                 "Accumulate weight gradients inside the GEMM (today's Megatron-LM default; the "
                 "paper's 2021 code added them separately)");

@@ -83,6 +83,9 @@ plan deepseek-v3 --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-bat
   --precision fp8 \
   --fix "tp=2,pp=8,vp=4,ep=64,etp=1,stage_layers=$dsv3_layout,moe_a2a_overlap=on,moe_dispatcher=deepep,recompute_modules=mla_up_proj+mlp" \
   || failed=1
+# Fully sharded data parallelism (Megatron-FSDP, optim_grads_params) on a Llama 3 8B.
+plan llama3-8b-fsdp --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 \
+  --fused-attention --grad-accumulation-fusion --fix tp=1,pp=1,fsdp=on || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
   --global-batch 256 || failed=1

@@ -104,6 +104,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
         "fp32 main gradients (use false)");
   }
+  if (cfg_.fsdp) {
+    return Status::Invalid(
+        "plan: layout.fsdp: planned but not executed by this runtime, which holds every weight of "
+        "its stage whole (use false: the distributed optimizer shards the optimizer state)");
+  }
   if (opts.overlap_param_gather && !cfg_.distributed_optimizer) {
     return Status::Invalid(
         "--overlap-param-gather: needs layout.distributed_optimizer (only its updated shards are "

@@ -1,0 +1,52 @@
+#include "core/fsdp.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/shapes.h"
+
+namespace ptdp {
+
+Status ValidateFsdp(const ParallelConfig& c, const ModelSpec& m) {
+  if (!c.fsdp) return Status::Ok();
+  const std::string what = "fsdp: ";
+  if (!c.distributed_optimizer) {
+    return Status::Invalid(
+        what +
+        "needs distributed_optimizer (the weights and gradients are sharded "
+        "as the optimizer state is, Megatron-FSDP on the distributed optimizer)");
+  }
+  if (c.WeightReplicas() < 2) {
+    return Status::Invalid(what +
+                           "needs dp * cp > 1 (with one rank per weight there is nothing to "
+                           "shard)");
+  }
+  if (m.IsMoe()) {
+    return Status::Invalid(what + "is not modelled with a mixture of experts (model " + m.name +
+                           ")");
+  }
+  if (SplitsBackward(c.schedule)) {
+    return Status::Invalid(what + "is not modelled with schedule '" + ScheduleName(c.schedule) +
+                           "', which defers the weight gradients past the reduce-scatter");
+  }
+  return Status::Ok();
+}
+
+int64_t FsdpLargestUnitElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  const int64_t layer = LayerParameterCounts(m, c).elements;
+  const int layers = RankLayerCount(m, c, pp_rank);
+  // What the rank holds beyond its layers: the embedding, the output layer (when untied, or on a
+  // rank of its own: the tied copy), the final norm. Split in two where it holds both ends, each
+  // its own unit (the final norm is a few thousand elements either way).
+  const int64_t extra =
+      std::max<int64_t>(0, StageParameterElements(m, c, pp_rank) - int64_t(layers) * layer);
+  bool embedding = false, head = false;
+  for (int k = 0; k < c.vp; ++k) {
+    embedding = embedding || HoldsEmbedding(c, pp_rank, k);
+    head = head || HoldsHead(c, pp_rank, k);
+  }
+  const int64_t end = embedding && head && !m.tied_embeddings ? (extra + 1) / 2 : extra;
+  return std::max(layer, end);
+}
+
+}  // namespace ptdp

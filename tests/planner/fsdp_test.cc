@@ -1,0 +1,213 @@
+// Fully sharded data parallelism (ParallelConfig::fsdp, ZeRO-3): its rules, the plan file's key,
+// the ledger's sharded weights and gradients with the whole units in use, the cost model's
+// per-microbatch collectives inside the chunks (and nothing after the flush), the simulator paying
+// them as the closed form does, the search (only when allowed) and --emit megatron.
+#include <gtest/gtest.h>
+
+#include "core/cluster.h"
+#include "core/fsdp.h"
+#include "core/ledger.h"
+#include "core/model.h"
+#include "core/shapes.h"
+#include "core/software.h"
+#include "costmodel/estimate.h"
+#include "costmodel/fsdp_cost.h"
+#include "planner/fix.h"
+#include "planner/report.h"
+#include "planner/search.h"
+#include "simulator/refine.h"
+
+namespace ptdp::planner {
+namespace {
+
+// llama3-8b on 8 GPUs, data-parallel only, sharded.
+ParallelConfig ShardedLlama(bool fsdp) {
+  ParallelConfig c;
+  c.dp = 8;
+  c.mbs = 1;
+  c.global_batch = 16;
+  c.precision = Precision::kBf16;
+  c.fused_attention = true;
+  c.grad_accumulation_fusion = true;
+  c.distributed_optimizer = true;
+  c.fsdp = fsdp;
+  return c;
+}
+
+ClusterSpec H100s(int gpus) {
+  auto c = LoadCluster("dgx-h100", gpus);
+  EXPECT_TRUE(c.ok());
+  c->software = *LoadSoftware("megatron-core");
+  return *c;
+}
+
+TEST(Fsdp, ValidateNamesTheFieldAndTheReason) {
+  auto m = LoadModel("llama3-8b");
+  ASSERT_TRUE(m.ok());
+  ParallelConfig c = ShardedLlama(true);
+  EXPECT_TRUE(c.Validate(*m).ok());
+  c.distributed_optimizer = false;
+  EXPECT_EQ(c.Validate(*m).message().rfind("fsdp: needs distributed_optimizer", 0), 0u)
+      << c.Validate(*m).message();
+  c = ShardedLlama(true);
+  c.dp = 1;
+  c.global_batch = 2;
+  EXPECT_EQ(c.Validate(*m).message().rfind("fsdp: needs dp * cp > 1", 0), 0u);
+  c = ShardedLlama(true);
+  c.dp = 4;
+  c.pp = 2;
+  c.schedule = ScheduleKind::kZbH1;
+  EXPECT_EQ(c.Validate(*m).message().rfind("fsdp: is not modelled with schedule 'zb-h1'", 0), 0u)
+      << c.Validate(*m).message();
+  auto moe = LoadModel("mixtral-8x7b");
+  ASSERT_TRUE(moe.ok());
+  c = ShardedLlama(true);
+  EXPECT_EQ(c.Validate(*moe).message().rfind("fsdp: is not modelled with a mixture of experts", 0),
+            0u)
+      << c.Validate(*moe).message();
+}
+
+TEST(Fsdp, PlanFileKeyOnlyWhenSet) {
+  const ParallelConfig on = ShardedLlama(true), off = ShardedLlama(false);
+  const Json j_on = Json::parse(LayoutToJson(on).dump());
+  const Json j_off = Json::parse(LayoutToJson(off).dump());
+  EXPECT_TRUE(j_on.at("fsdp").get<bool>());
+  EXPECT_FALSE(j_off.contains("fsdp"));
+  auto back = LayoutFromJson(j_on, "layout");
+  ASSERT_TRUE(back.ok());
+  EXPECT_TRUE(back->fsdp);
+  EXPECT_FALSE(LayoutFromJson(j_off, "layout")->fsdp);
+  EXPECT_NE(on.ToString().find(",fsdp=on"), std::string::npos);
+  EXPECT_EQ(off.ToString().find("fsdp"), std::string::npos);
+  auto fix = ParseFix("fsdp=on");
+  ASSERT_TRUE(fix.ok());
+  EXPECT_TRUE(fix->fsdp.value_or(false));
+  EXPECT_FALSE(ParseFix("fsdp=maybe").ok());
+}
+
+// Weights and gradients are the optimizer's shard, plus two whole units of weights and one of
+// gradients; the optimizer state is the distributed optimizer's.
+TEST(Fsdp, LedgerShardsWeightsAndGradientsAndHoldsTheUnitsInUse) {
+  auto m = LoadModel("llama3-8b");
+  ASSERT_TRUE(m.ok());
+  const ParallelConfig on = ShardedLlama(true), off = ShardedLlama(false);
+  const MemoryLedger sharded = ParameterMemory(*m, on, 0);
+  const MemoryLedger whole = ParameterMemory(*m, off, 0);
+  const int64_t params = StageParameterElements(*m, on, 0);
+  const int64_t shard = (params + 7) / 8;
+  // The largest unit of an untied Llama on one stage: the embedding (or the output layer), V h
+  // = 128256 x 4096 elements, larger than a layer's 218M.
+  const int64_t layer = LayerParameterCounts(*m, on).elements;
+  const int64_t end = int64_t(m->vocab) * m->hidden;
+  ASSERT_GT(end, layer);
+  EXPECT_EQ(FsdpLargestUnitElements(*m, on, 0), (params - 32 * layer + 1) / 2);
+  EXPECT_NEAR(double(FsdpLargestUnitElements(*m, on, 0)), double(end), 1e-4 * double(end));
+  const int64_t unit = FsdpLargestUnitElements(*m, on, 0);
+  EXPECT_EQ(sharded.weights, shard * 2 + 2 * unit * 2);
+  EXPECT_EQ(sharded.grads, shard * 4 + unit * 4);
+  EXPECT_EQ(sharded.optimizer, whole.optimizer);
+  EXPECT_EQ(whole.weights, shard * 8 * 2);
+  EXPECT_EQ(whole.grads, shard * 8 * 4);
+  // The planner's memory is the ledger's.
+  const ClusterSpec cluster = H100s(8);
+  const costmodel::CostTable t = costmodel::BuildCostTable(*m, cluster, on);
+  const costmodel::Prediction p = costmodel::Predict(*m, cluster, on, t);
+  EXPECT_EQ(p.memory.front().weights, sharded.weights);
+  EXPECT_EQ(p.memory.front().grads, sharded.grads);
+}
+
+// The collectives move inside the chunks: nothing after the flush, and each chunk's forward pays
+// at least its first unit's all-gather and at most all of them; the backward likewise with the
+// gathers and the reduce-scatters. With free overlap and compute to hide behind, exactly the first
+// unit's share is exposed.
+TEST(Fsdp, CollectivesRunInsideTheChunks) {
+  auto m = LoadModel("llama3-8b");
+  ASSERT_TRUE(m.ok());
+  ClusterSpec cluster = H100s(8);
+  const ParallelConfig on = ShardedLlama(true), off = ShardedLlama(false);
+  const costmodel::CostTable t_on = costmodel::BuildCostTable(*m, cluster, on);
+  const costmodel::CostTable t_off = costmodel::BuildCostTable(*m, cluster, off);
+  EXPECT_EQ(t_on.dp_allreduce[0], 0.0);
+  EXPECT_GT(t_off.dp_allreduce[0], 0.0);
+  EXPECT_EQ(t_off.chunks[0].forward.dp_comm, 0.0);
+  const auto& grid_span = costmodel::GroupSpan{8, 1, 8};
+  const int units = 32 + 2;  // the layers, the embedding, the output layer
+  const costmodel::FsdpChunkComm comm = costmodel::PlanFsdpChunkComm(
+      cluster.profile, on, StageParameterElements(*m, on, 0), units, grid_span, 8);
+  ASSERT_GT(comm.gather, 0.0);
+  ASSERT_GT(comm.reduce_scatter, comm.gather);  // fp32 gradients, bf16 weights
+  const costmodel::ChunkCost& cc = t_on.chunks[0];
+  EXPECT_GE(cc.forward.dp_comm, comm.gather / units);
+  EXPECT_LE(cc.forward.dp_comm, comm.gather);
+  EXPECT_GE(cc.backward.dp_comm, (comm.gather + comm.reduce_scatter) / units);
+  EXPECT_LE(cc.backward.dp_comm, comm.gather + comm.reduce_scatter);
+  cluster.software.overlap_compute_slowdown.value = 0;
+  const costmodel::CostTable t_free = costmodel::BuildCostTable(*m, cluster, on);
+  const costmodel::ChunkCost& free = t_free.chunks[0];
+  ASSERT_GT(free.forward.Total() - free.forward.dp_comm, comm.gather);
+  EXPECT_NEAR(free.forward.dp_comm, comm.gather / units, 1e-12);
+  EXPECT_NEAR(free.backward.dp_comm, (comm.gather + comm.reduce_scatter) / units, 1e-12);
+}
+
+// The breakdown still adds up to the iteration, FSDP's collectives in dp_comm; the simulator's
+// busiest rank runs the chunk times with them inside, as the closed form does.
+TEST(Fsdp, BreakdownAndSimulatorPayTheCollectives) {
+  auto m = LoadModel("llama3-8b");
+  ASSERT_TRUE(m.ok());
+  const ClusterSpec cluster = H100s(8);
+  ParallelConfig on = ShardedLlama(true);
+  on.dp = 4;
+  on.pp = 2;
+  const costmodel::CostTable t = costmodel::BuildCostTable(*m, cluster, on);
+  const costmodel::Prediction p = costmodel::Predict(*m, cluster, on, t);
+  const costmodel::Breakdown& b = p.breakdown;
+  EXPECT_NEAR(b.compute + b.tp_comm + b.pp_comm + b.bubble + b.dp_comm + b.optimizer, p.iteration_s,
+              1e-9 * p.iteration_s);
+  double chunk_dp = 0;
+  for (const auto& cc : t.chunks) chunk_dp = std::max(chunk_dp, cc.forward.dp_comm);
+  EXPECT_GT(b.dp_comm, chunk_dp);
+  auto sim = sim::SimulateLayout(*m, cluster, on);
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  for (int r = 0; r < on.pp; ++r) {
+    const costmodel::ChunkCost& cc = t.Chunk(r, 0);
+    const double per_microbatch = cc.ForwardTime() + cc.BackwardTime();
+    EXPECT_NEAR(ToSeconds(sim->result.ranks[size_t(r)].compute_ns),
+                double(on.Microbatches()) * per_microbatch, 1e-6)
+        << "rank " << r;
+  }
+}
+
+// gpt3-175b fixed to t 8, p 1 on 64 GPUs: 22B parameters a GPU do not fit whole (6 bytes each
+// before the optimizer's), sharded they do; the search turns FSDP on only when allowed, and
+// --emit megatron says Megatron-FSDP.
+TEST(Fsdp, SearchedOnlyWhenAllowedAndEmitted) {
+  auto m = LoadModel("gpt3-175b");
+  ASSERT_TRUE(m.ok());
+  const ClusterSpec cluster = H100s(64);
+  SearchOptions o;
+  o.global_batch = 64;
+  o.precision = Precision::kBf16;
+  o.distributed_optimizer = o.grad_accumulation_fusion = o.fused_attention = true;
+  o.fix = *ParseFix("tp=8,pp=1,recompute=full");
+  auto whole = Search(*m, cluster, o);
+  ASSERT_FALSE(whole.ok());
+  EXPECT_EQ(whole.status().code(), StatusCode::kDoesNotFit);
+  o.fsdp = true;
+  auto sharded = Search(*m, cluster, o);
+  ASSERT_TRUE(sharded.ok()) << sharded.status().message();
+  const ParallelConfig& best = sharded->top.front().layout;
+  EXPECT_TRUE(best.fsdp);
+  EXPECT_TRUE(best.distributed_optimizer);
+  EXPECT_LT(sharded->top.front().prediction.peak_memory, Bytes(80) << 30);
+  const std::string args = MegatronArgs(*m, best);
+  EXPECT_NE(args.find(" --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
+                      " --ckpt-format fsdp_dtensor"),
+            std::string::npos)
+      << args;
+  ParallelConfig plain = best;
+  plain.fsdp = false;
+  EXPECT_EQ(MegatronArgs(*m, plain).find("fsdp"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptdp::planner
