@@ -199,7 +199,7 @@ def layout_text(plan):
     lay = plan["layout"]
     keys = ("tp", "pp", "dp", "cp", "ep", "etp", "mbs", "vp", "schedule", "recompute")  # cp, ep, etp: when set
     text = ",".join("%s=%s" % (k, lay[k]) for k in keys if k in lay)
-    return text + (",moe_a2a_overlap=on" if lay.get("moe_a2a_overlap") else "")
+    return text + (",moe_a2a_overlap=on" if lay.get("moe_a2a_overlap") else "") + (",fsdp=on" if lay.get("fsdp") else "")
 
 
 def main(argv):
