@@ -530,18 +530,21 @@ Result<MegatronChoice> ChooseMegatronLayout(const SearchResult& r) {
 std::string MegatronEnvironment(const ParallelConfig& c) {
   // NVIDIA/Megatron-LM d98e8a64, megatron/training/arguments.py:1453-1479 (validate_args): with
   // tensor (or context) parallelism on a GPU before Blackwell it asserts
-  // CUDA_DEVICE_MAX_CONNECTIONS == "1" (unless FSDP, which ptdp never plans, or the combined
-  // 1F1B), so that a tensor-parallel collective is queued before the GEMM it overlaps
+  // CUDA_DEVICE_MAX_CONNECTIONS == "1" (unless FSDP or the combined 1F1B), so that a
+  // tensor-parallel collective is queued before the GEMM it overlaps
   // (megatron/core/tensor_parallel/layers.py:678). Sequence parallelism and --tp-comm-overlap
   // only exist with tp > 1; ptdp's profiles are all pre-Blackwell GPUs (A100, H100, H200).
   // The combined 1F1B wants more queues for its second stream: Megatron-Bridge sets 8 with the
   // alltoall dispatcher on H100, 32 with DeepEP (scripts/performance/utils/overrides.py at
-  // 067f987d).
+  // 067f987d). Megatron-FSDP asserts the opposite, that it is not 1 (arguments.py:1166-1167, "FSDP
+  // requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset"), so its gathers run beside the compute;
+  // 32, as the same commit's H100 Llama 3 8B FP8 recipe runs.
+  if (c.fsdp) return "CUDA_DEVICE_MAX_CONNECTIONS=32";
   if (c.moe_a2a_overlap) {
     return c.moe_dispatcher == MoeDispatcher::kDeepEp ? "CUDA_DEVICE_MAX_CONNECTIONS=32"
                                                       : "CUDA_DEVICE_MAX_CONNECTIONS=8";
   }
-  return c.tp > 1 ? "CUDA_DEVICE_MAX_CONNECTIONS=1" : "";
+  return c.tp > 1 || c.cp > 1 ? "CUDA_DEVICE_MAX_CONNECTIONS=1" : "";
 }
 
 Result<PlanFile> MakePlanFile(const ModelSpec& m, const ClusterSpec& cluster, const SearchResult& r,

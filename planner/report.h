@@ -57,8 +57,9 @@ struct MegatronChoice {
 Result<MegatronChoice> ChooseMegatronLayout(const SearchResult& r);
 
 // The environment Megatron-LM needs to run the layout, as NAME=VALUE, or empty:
-// CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism (sequence parallelism and --tp-comm-overlap
-// need tp > 1 too), which validate_args asserts before Blackwell.
+// CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor or context parallelism (sequence parallelism and
+// --tp-comm-overlap need tp > 1 too), which validate_args asserts before Blackwell; more queues
+// with FSDP (which asserts it is not 1) and with the combined 1F1B.
 std::string MegatronEnvironment(const ParallelConfig& c);
 
 // The plan file of the winner (alternatives, search summary and Megatron flags as extras: the

@@ -101,6 +101,7 @@ gpt = json.load(open(f"{w}/gpt3-175b.json"))
 llama = json.load(open(f"{w}/llama3-8b.json"))
 moe = json.load(open(f"{w}/qwen3-235b-moe.json"))
 dsv3 = json.load(open(f"{w}/deepseek-v3.json"))
+fsdp = json.load(open(f"{w}/llama3-8b-fsdp.json"))
 tp = gpt.get("megatron_layout", gpt["layout"])["tp"]  # the layout the flags are for
 other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
@@ -110,16 +111,29 @@ for name, plan, old, new in [
         ("no-swiglu", llama, " --swiglu", ""),
         ("wrong-ep", moe, " --expert-model-parallel-size 32 ", " --expert-model-parallel-size 16 "),
         ("wrong-recompute-modules", dsv3, " --recompute-modules mla_up_proj mlp",
-         " --recompute-modules mla_up_proj")]:
+         " --recompute-modules mla_up_proj"),
+        ("wrong-fsdp-sharding", fsdp, " --data-parallel-sharding-strategy optim_grads_params",
+         " --data-parallel-sharding-strategy optim_grads")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
               open(f"{w}/controls/{name}.json", "w"))
 PY
+# Each control must be refused for its own edit (the flag it changed named in the refusal), not for
+# any failure: an interpreter without torch, or a crash, refuses everything.
+declare -A reason=([unknown-flag]="unrecognized arguments: --no-scatter-gather"
+                   [wrong-tp]="--tensor-model-parallel-size:" [no-swiglu]="--swiglu:"
+                   [wrong-ep]="--expert-model-parallel-size:"
+                   [wrong-recompute-modules]="--recompute-modules:"
+                   [wrong-fsdp-sharding]="--data-parallel-sharding-strategy:")
 for c in "$work"/controls/*.json; do
+  name=$(basename "$c" .json)
   if "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$c" > "${c%.json}.out"; then
-    echo "FAIL control $(basename "$c" .json): the check passed flags it must refuse"; failed=1
+    echo "FAIL control $name: the check passed flags it must refuse"; failed=1
+  elif ! grep -qF -- "${reason[$name]:-@@no reason named@@}" "${c%.json}.out"; then
+    echo "FAIL control $name: refused, but not for its edit: $(head -n 1 "${c%.json}.out" | cut -c1-150)"
+    failed=1
   else
-    echo "PASS control $(basename "$c" .json) refused: $(head -n 1 "${c%.json}.out" | cut -c1-150)"
+    echo "PASS control $name refused: $(head -n 1 "${c%.json}.out" | cut -c1-150)"
   fi
 done
 exit $failed

@@ -71,12 +71,18 @@ TEST(MegatronEmit, RefusedWhenNoRankedLayoutRunsOnMegatronCore) {
       << choice.status().message();
 }
 
-// validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor parallelism before Blackwell.
+// validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor or context parallelism before
+// Blackwell, and that it is not 1 with Megatron-FSDP.
 TEST(MegatronEmit, EnvironmentWithTensorParallelism) {
   ParallelConfig c;
   EXPECT_EQ(MegatronEnvironment(c), "");
   c.tp = 2;
   EXPECT_EQ(MegatronEnvironment(c), "CUDA_DEVICE_MAX_CONNECTIONS=1");
+  c.tp = 1;
+  c.cp = 2;
+  EXPECT_EQ(MegatronEnvironment(c), "CUDA_DEVICE_MAX_CONNECTIONS=1");
+  c.fsdp = true;
+  EXPECT_EQ(MegatronEnvironment(c), "CUDA_DEVICE_MAX_CONNECTIONS=32");
 }
 
 // The plan file of a search fixed to ZB-H1 says why it has no flags rather than giving 1F1B's; one
