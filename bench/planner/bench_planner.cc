@@ -242,6 +242,18 @@ BENCHMARK(BM_Search1TAllOptionsEverySimulatedDefaultStack)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// The default stack's search with fully sharded data parallelism searched too (`ptdp plan --fsdp`:
+// each layout of d cp > 1 once more with FSDP on). No target; side by side with the one above.
+void BM_Search1TAllOptionsEverySimulatedDefaultStackFsdp(benchmark::State& state) {
+  SearchOptions o = EveryOption1T();
+  o.fsdp = true;
+  SearchEverySimulated(state, {"gpt-1t", "selene", 3072, o, kDefaultSoftware});
+}
+BENCHMARK(BM_Search1TAllOptionsEverySimulatedDefaultStackFsdp)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 // `ptdp plan --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-batch 8192 --precision
 // fp8 --moe-a2a-overlap`: FP8 (each rank's weight copies priced), the combined 1F1B searched beside
 // the plain schedules (its paired steps compiled by the replay), every layout that fits replayed.
