@@ -32,6 +32,23 @@ Status ValidateFsdp(const ParallelConfig& c, const ModelSpec& m) {
   return Status::Ok();
 }
 
+Status ValidateOptimizerInstances(const ParallelConfig& c, const ModelSpec& m) {
+  if (c.optimizer_instances == 1) return Status::Ok();
+  const std::string what = "optimizer_instances: " + std::to_string(c.optimizer_instances) + " ";
+  if (!c.distributed_optimizer) {
+    return Status::Invalid(what + "needs distributed_optimizer (instances of its shards)");
+  }
+  if (m.IsMoe()) {
+    return Status::Invalid(what + "is not modelled with a mixture of experts (model " + m.name +
+                           ")");
+  }
+  if (c.WeightReplicas() % c.optimizer_instances != 0) {
+    return Status::Invalid(what + "does not divide the dp * cp = " +
+                           std::to_string(c.WeightReplicas()) + " ranks holding each weight");
+  }
+  return Status::Ok();
+}
+
 int64_t FsdpLargestUnitElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   const int64_t layer = LayerParameterCounts(m, c).elements;
   const int layers = RankLayerCount(m, c, pp_rank);

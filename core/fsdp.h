@@ -25,6 +25,9 @@ namespace ptdp {
 // schedule that does not split the backward (a deferred weight gradient would move the
 // reduce-scatter, which is not priced).
 Status ValidateFsdp(const ParallelConfig& c, const ModelSpec& m);
+// Validate's rules for optimizer_instances (Ok when 1): the distributed optimizer on, a dense
+// model, and the instances dividing the d cp ranks that hold a weight.
+Status ValidateOptimizerInstances(const ParallelConfig& c, const ModelSpec& m);
 
 // The parameter elements of the largest FSDP unit pipeline rank `pp_rank` holds, on one tensor
 // rank: a transformer layer, the embedding or the output layer (where the rank holds them).

@@ -60,9 +60,10 @@ OptimizerShards OptimizerShardsOf(const ParallelConfig& c, int64_t params, int64
     s.owned = s.padded = params;
     return s;
   }
-  // The dense parameters' shard over the d cp ranks holding them, the experts' over theirs.
+  // The dense parameters' shard over the d cp ranks holding them (or one optimizer instance's),
+  // the experts' over theirs.
   const int64_t dense = params - expert_params;
-  const int dense_shards = c.WeightReplicas(), expert_shards = c.ExpertWeightReplicas();
+  const int dense_shards = c.OptimizerShardRanks(), expert_shards = c.ExpertWeightReplicas();
   const int64_t dense_owned = OptimizerShardElements(dense, dense_shards);
   const int64_t expert_owned = OptimizerShardElements(expert_params, expert_shards);
   s.owned = dense_owned + expert_owned;

@@ -77,7 +77,8 @@ struct MemoryLedger {
 
 // Bytes of an activation list in the layout's precision.
 Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c);
-// The distributed optimizer's shard: each of the d cp ranks holding a parameter (WeightReplicas;
+// The distributed optimizer's shard: each of the d cp ranks holding a parameter (WeightReplicas,
+// or one instance's OptimizerShardRanks with optimizer_instances > 1, the 1/d then a 1/(d cp / N);
 // an expert's: ExpertWeightReplicas) keeps the optimizer state of a contiguous 1/d of the
 // gradient buffer, in whole elements, so the weight and gradient buffers are padded to d times the
 // shard (Megatron-Core pads its buffers to a multiple of d as well; runtime/model/params.h holds

@@ -327,6 +327,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
   PTDP_RETURN_IF_ERROR(CheckRange("tp", int64_t(tp), 1, kMaxTp));
   PTDP_RETURN_IF_ERROR(CheckRange("pp", int64_t(pp), 1, kMaxPp));
   PTDP_RETURN_IF_ERROR(CheckRange("dp", int64_t(dp), 1, kMaxDp));
+  PTDP_RETURN_IF_ERROR(CheckRange("optimizer_instances", int64_t(optimizer_instances), 1, kMaxDp));
   PTDP_RETURN_IF_ERROR(CheckRange("cp", int64_t(cp), 1, kMaxCp));
   PTDP_RETURN_IF_ERROR(CheckRange("ep", int64_t(ep), 1, kMaxEp));
   PTDP_RETURN_IF_ERROR(CheckRange("etp", int64_t(etp), 0, kMaxTp));
@@ -392,6 +393,7 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
   }
   PTDP_RETURN_IF_ERROR(ValidateRecomputeModules(*this, m));
   PTDP_RETURN_IF_ERROR(ValidateFsdp(*this, m));
+  PTDP_RETURN_IF_ERROR(ValidateOptimizerInstances(*this, m));
   const int64_t micro = Microbatches();
   if (schedule == ScheduleKind::kInterleaved) {
     if (vp < 2) return bad("vp: the interleaved schedule needs vp >= 2 chunks per rank");
@@ -432,6 +434,7 @@ std::string ParallelConfig::ToString() const {
   if (sequence_parallel) os << ",sequence_parallel=on";
   if (distributed_optimizer) os << ",distributed_optimizer=on";
   if (fsdp) os << ",fsdp=on";
+  if (optimizer_instances > 1) os << ",optimizer_instances=" << optimizer_instances;
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
   if (grad_reduce_bf16) os << ",grad_reduce_bf16=on";
   if (moe_a2a_overlap) os << ",moe_a2a_overlap=on";
@@ -482,7 +485,8 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   if (!c.stage_layers.empty()) j["stage_layers"] = c.stage_layers;  // old plans stay as they were
   if (c.grad_reduce_bf16) j["grad_reduce_bf16"] = true;             // likewise
   if (c.fsdp) j["fsdp"] = true;                                     // likewise
-  if (c.moe_a2a_overlap) j["moe_a2a_overlap"] = true;               // likewise
+  if (c.optimizer_instances > 1) j["optimizer_instances"] = c.optimizer_instances;  // likewise
+  if (c.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // likewise
   if (c.moe_dispatcher != MoeDispatcher::kAllToAll) {
     j["moe_dispatcher"] = MoeDispatcherName(c.moe_dispatcher);
   }
@@ -517,6 +521,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("fused_attention", &c.fused_attention);
   r.Optional("grad_reduce_bf16", &c.grad_reduce_bf16);
   r.Optional("fsdp", &c.fsdp);
+  r.Optional("optimizer_instances", &c.optimizer_instances);
   r.Optional("moe_a2a_overlap", &c.moe_a2a_overlap);
   std::string dispatcher = MoeDispatcherName(c.moe_dispatcher);
   r.Optional("moe_dispatcher", &dispatcher);

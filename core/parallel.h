@@ -164,6 +164,14 @@ struct ParallelConfig {
   // (core/fsdp.h has the rules and the memory, costmodel/fsdp_cost.h the time). Needs
   // distributed_optimizer.
   bool fsdp = false;
+  // Megatron-Core's --num-distributed-optimizer-instances: the d cp ranks holding a weight split
+  // into this many instances of consecutive data ranks, and the distributed optimizer (and FSDP)
+  // shards over the ranks of one instance (OptimizerShardRanks) and keeps one copy per instance.
+  // The gradients are reduce-scattered within an instance and each shard all-reduced across the
+  // instances; the updated weights all-gathered within one. With fsdp this is hybrid sharding
+  // (HSDP: Megatron-FSDP's outer data-parallel group, torchtitan's dp_replicate). 1: one instance,
+  // the whole group. Needs distributed_optimizer and a dense model; instances divide d cp.
+  int optimizer_instances = 1;
   // Megatron-LM's --gradient-accumulation-fusion: each weight-gradient GEMM accumulates into the
   // gradient buffer, so the profile's separate per-microbatch add (grad_accumulate_bytes_per_param,
   // what the paper's 2021 code ran) is not paid.
@@ -229,6 +237,11 @@ struct ParallelConfig {
   // Ranks holding the same weights: the data-parallel gradient reduction's group and the
   // distributed optimizer's shard count (the context-parallel ranks of each replica included).
   int WeightReplicas() const { return dp * cp; }
+  // The ranks the distributed optimizer (and FSDP) shards over: one instance's
+  // (optimizer_instances), all the weight's replicas by default.
+  int OptimizerShardRanks() const {
+    return optimizer_instances > 0 ? WeightReplicas() / optimizer_instances : WeightReplicas();
+  }
   // The expert tensor-parallel size (etp, or tp when 0) and the ranks holding the same expert
   // weights (1 when ep etp does not divide tp cp dp, which Validate refuses).
   int ExpertTp() const { return etp > 0 ? etp : tp; }
@@ -282,8 +295,8 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m);
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and
-// grad_reduce_bf16 (true), fsdp (true), moe_a2a_overlap (true) and moe_dispatcher ("deepep"), each
-// written only when set and optional when read.
+// grad_reduce_bf16 (true), fsdp (true), optimizer_instances (> 1), moe_a2a_overlap (true) and
+// moe_dispatcher ("deepep"), each written only when set and optional when read.
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >

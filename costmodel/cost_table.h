@@ -94,6 +94,13 @@ struct CostTable {
   // all-gather of the weights. What the simulator runs through the rank's NIC (costmodel/
   // collectives.h); empty: dp_allreduce and dp_param_gather are plain delays (hand-made tables).
   std::vector<std::vector<CollectiveCost>> dp_collectives;  // [pp_rank]
+  // How many of a rank's dp_collectives, from the front, are its gradient reduction (the rest are
+  // the all-gathers): 2 with several optimizer instances (the reduce-scatter, then the all-reduce
+  // across the instances); empty: 1 for every rank. ReductionEntries asks it.
+  std::vector<int> dp_reduction_entries;  // [pp_rank]
+  int ReductionEntries(int r) const {
+    return r < int(dp_reduction_entries.size()) ? dp_reduction_entries[size_t(r)] : 1;
+  }
   // The software profile's overlaps (core/software.h): the gradient reduction (dp_allreduce less
   // dp_param_gather) runs bucket by bucket during each chunk's last backward; the all-gather during
   // the first forward of the next iteration. Both the closed form (ExposedDataParallelTime) and the

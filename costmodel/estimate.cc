@@ -161,6 +161,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   const GroupSpan tp_span = SpanOf(grid.TensorGroup(0), G);
   const GroupSpan dp_span = SpanOf(grid.DataGroup(0), G);
   const GroupSpan edp_span = m.IsMoe() ? SpanOf(ExpertDataGroup(c), G) : dp_span;
+  const ShardedGroups sharded = ShardedGroupSpans(grid.DataGroup(0), c, G);
   const Seconds tp_ar = CollectiveTime(hw, Collective::kAllReduce, bsh_bytes, tp_span, G);
   const Seconds tp_ag = CollectiveTime(hw, Collective::kAllGather, bsh_bytes, tp_span, G);
   const Seconds tp_rs = CollectiveTime(hw, Collective::kReduceScatter, bsh_bytes, tp_span, G);
@@ -345,6 +346,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
   t.dp_allreduce.assign(c.pp, 0.0);
   t.dp_param_gather.assign(c.pp, 0.0);
   t.dp_collectives.assign(c.pp, {});
+  t.dp_reduction_entries.assign(c.pp, 1);
   const Seconds optimizer_small_allreduces =
       OptimizerSmallAllReducesTime(cluster.software, hw, grid, c, G);
   t.embedding_allreduce.assign(c.pp, 0.0);
@@ -359,6 +361,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
         RankLayerCount(m, c, r) == RankLayerCount(m, c, r - 1) &&
         RankDenseLayers(m, c, r) == RankDenseLayers(m, c, r - 1)) {
       t.dp_collectives[r] = t.dp_collectives[r - 1];
+      t.dp_reduction_entries[r] = t.dp_reduction_entries[r - 1];
       t.dp_param_gather[r] = t.dp_param_gather[r - 1];
       t.dp_allreduce[r] = t.dp_allreduce[r - 1];
       t.optimizer[r] = t.optimizer[r - 1];
@@ -368,14 +371,12 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     // A mixture of experts' expert weights are reduced over their own group (ExpertDataGroup).
     std::vector<CollectiveCost>& dp = t.dp_collectives[r];
     const int64_t experts = StageExpertElements(m, c, r), dense = params - experts;
-    if (c.fsdp) {
-      // Nothing after the flush: each microbatch reduce-scattered its gradients, and the next
-      // forward gathers the updated weights (AddFsdpCollectives, below).
-    } else if (c.distributed_optimizer) {
-      dp.push_back(PlanCollective(hw, Collective::kReduceScatter, dense * grad_bytes, dp_span, G));
-      dp.push_back(
-          PlanCollective(hw, Collective::kAllGather, dense * bytes_per.weight, dp_span, G));
-      t.dp_param_gather[r] = dp.back().Time();
+    if (c.distributed_optimizer) {
+      // Within the shard group (one optimizer instance), across the instances (FSDP: only that,
+      // the rest ran per microbatch, AddFsdpCollectives below).
+      const ShardedFlush flush = AddShardedFlushCollectives(hw, c, dense, sharded, G, &dp);
+      t.dp_param_gather[r] = flush.gather;
+      t.dp_reduction_entries[r] = flush.reductions;
       if (experts > 0) {
         dp.push_back(
             PlanCollective(hw, Collective::kReduceScatter, experts * grad_bytes, edp_span, G));
@@ -403,7 +404,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
                      GradBufferPassTime(cluster.software, hw, c, params);
   }
   t.param_elements = *param_elements;
-  AddFsdpCollectives(m, cluster, c, t.param_elements, dp_span, &t);
+  AddFsdpCollectives(m, cluster, c, t.param_elements, sharded.shard, &t);
   if (c.moe_a2a_overlap) {
     int most = 0;
     for (const ChunkCost& cc : t.chunks) most = std::max(most, cc.moe_layers);

@@ -24,6 +24,46 @@ FsdpChunkComm PlanFsdpChunkComm(const HardwareProfile& hw, const ParallelConfig&
   return comm;
 }
 
+ShardedGroups ShardedGroupSpans(const std::vector<int>& data_group, const ParallelConfig& c,
+                                int gpus_per_node) {
+  const size_t shard = size_t(c.OptimizerShardRanks());
+  ShardedGroups g;
+  if (shard == 0 || shard >= data_group.size()) {
+    g.shard = SpanOf(data_group, gpus_per_node);
+    return g;
+  }
+  const std::vector<int> inner(data_group.begin(), data_group.begin() + long(shard));
+  std::vector<int> outer;
+  for (size_t i = 0; i < data_group.size(); i += shard) outer.push_back(data_group[i]);
+  g.shard = SpanOf(inner, gpus_per_node);
+  g.replica = SpanOf(outer, gpus_per_node);
+  return g;
+}
+
+ShardedFlush AddShardedFlushCollectives(const HardwareProfile& hw, const ParallelConfig& c,
+                                        int64_t dense, const ShardedGroups& groups,
+                                        int gpus_per_node, std::vector<CollectiveCost>* dp) {
+  const size_t before = dp->size();
+  const ParamBytes bytes = BytesPerParameter(c);
+  const Bytes grads = Bytes(dense) * bytes.grad;
+  if (!c.fsdp) {
+    dp->push_back(
+        PlanCollective(hw, Collective::kReduceScatter, grads, groups.shard, gpus_per_node));
+  }
+  if (c.optimizer_instances > 1) {
+    // One rank's shard of the gradients, the same on each instance's rank of that shard.
+    const Bytes shard = Bytes(OptimizerShardElements(dense, c.OptimizerShardRanks())) * bytes.grad;
+    dp->push_back(PlanCollective(hw, Collective::kAllReduce, shard, groups.replica, gpus_per_node));
+  }
+  ShardedFlush flush;
+  flush.reductions = int(dp->size() - before);
+  if (c.fsdp) return flush;
+  dp->push_back(PlanCollective(hw, Collective::kAllGather, Bytes(dense) * bytes.weight,
+                               groups.shard, gpus_per_node));
+  flush.gather = dp->back().Time();
+  return flush;
+}
+
 namespace {
 
 // `comm` run unit by unit beside `compute`: the first unit's exposed, the rest where they outlast
@@ -36,7 +76,7 @@ Seconds ExposedBeside(Seconds comm, Seconds compute, int units, double slowdown)
 }  // namespace
 
 void AddFsdpCollectives(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                        const std::vector<int64_t>& param_elements, const GroupSpan& dp_span,
+                        const std::vector<int64_t>& param_elements, const GroupSpan& shard_span,
                         CostTable* t) {
   if (!c.fsdp) return;
   const double slowdown = cluster.software.overlap_compute_slowdown.value;
@@ -54,7 +94,7 @@ void AddFsdpCollectives(const ModelSpec& m, const ClusterSpec& cluster, const Pa
       const int64_t elements = int64_t(layers) * layer + (ends > 0 ? extra / end_chunks : 0);
       const int units = std::max(1, layers + ends);
       const FsdpChunkComm comm =
-          PlanFsdpChunkComm(cluster.profile, c, elements, units, dp_span, cluster.gpus_per_node);
+          PlanFsdpChunkComm(cluster.profile, c, elements, units, shard_span, cluster.gpus_per_node);
       ChunkCost& cc = t->chunks[size_t(r) * c.vp + k];
       // Forward: the gathers beside the forward. Backward: the gathers again (the weights were
       // freed after the forward) and the reduce-scatters, beside the backward and what it redoes.

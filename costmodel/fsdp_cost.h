@@ -21,6 +21,28 @@
 
 namespace ptdp::costmodel {
 
+// The groups of a sharded data-parallel reduction (ParallelConfig::optimizer_instances): the shard
+// group, the first OptimizerShardRanks() members of the data group (consecutive data ranks, as
+// Megatron-Core's intra-instance group), and the replica group, one member of each instance.
+struct ShardedGroups {
+  GroupSpan shard;
+  GroupSpan replica;  // one rank when there is one instance
+};
+ShardedGroups ShardedGroupSpans(const std::vector<int>& data_group, const ParallelConfig& c,
+                                int gpus_per_node);
+
+// The distributed optimizer's collectives after the flush for `dense` elements, in order: the
+// gradients reduce-scattered within the shard group, each shard all-reduced across the instances
+// (when there are several), the updated weights all-gathered within the shard group. With fsdp
+// only the all-reduce across instances is left (the rest ran per microbatch). Appends to `dp`.
+struct ShardedFlush {
+  Seconds gather = 0;  // the all-gather's time
+  int reductions = 0;  // entries appended before it (CostTable::dp_reduction_entries)
+};
+ShardedFlush AddShardedFlushCollectives(const HardwareProfile& hw, const ParallelConfig& c,
+                                        int64_t dense, const ShardedGroups& groups,
+                                        int gpus_per_node, std::vector<CollectiveCost>* dp);
+
 // The per-microbatch collectives of one chunk: all-gathers of `elements` weights and a reduce-
 // scatter of their gradients over the data group, in `units` FSDP units.
 struct FsdpChunkComm {
@@ -34,9 +56,10 @@ FsdpChunkComm PlanFsdpChunkComm(const HardwareProfile& hw, const ParallelConfig&
                                 int gpus_per_node);
 
 // Adds each chunk's exposed FSDP time to t->chunks' forward and backward dp_comm (nothing when
-// c.fsdp is off). `param_elements`: StageParameterCounts, per pipeline rank.
+// c.fsdp is off). `param_elements`: StageParameterCounts, per pipeline rank; `shard_span` the
+// group the weights are sharded over (ShardedGroups::shard).
 void AddFsdpCollectives(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
-                        const std::vector<int64_t>& param_elements, const GroupSpan& dp_span,
+                        const std::vector<int64_t>& param_elements, const GroupSpan& shard_span,
                         CostTable* t);
 
 }  // namespace ptdp::costmodel

@@ -16,6 +16,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!sequence_parallel || *sequence_parallel == c.sequence_parallel) &&
          (!distributed_optimizer || *distributed_optimizer == c.distributed_optimizer) &&
          (!fsdp || *fsdp == c.fsdp) &&
+         (!optimizer_instances || *optimizer_instances == c.optimizer_instances) &&
          (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
          (!grad_reduce_bf16 || *grad_reduce_bf16 == c.grad_reduce_bf16) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
@@ -138,6 +139,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
       PTDP_RETURN_IF_ERROR(positive(&f.mbs));
     } else if (key == "vp") {
       PTDP_RETURN_IF_ERROR(positive(&f.vp));
+    } else if (key == "optimizer_instances") {
+      PTDP_RETURN_IF_ERROR(positive(&f.optimizer_instances));
     } else if (key == "first_stage_layers") {
       PTDP_RETURN_IF_ERROR(integer(&f.first_stage_layers, 0));
     } else if (key == "last_stage_layers") {
@@ -184,8 +187,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "--fix: unknown key \"" + key +
           "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, recompute_modules, schedule, "
           "scatter_gather, "
-          "sequence_parallel, distributed_optimizer, fsdp, grad_accumulation_fusion, "
-          "grad_reduce_bf16, "
+          "sequence_parallel, distributed_optimizer, fsdp, optimizer_instances, "
+          "grad_accumulation_fusion, grad_reduce_bf16, "
           "fused_attention, moe_a2a_overlap, moe_dispatcher, precision, first_stage_layers, "
           "last_stage_layers, stage_layers)");
     }

@@ -460,6 +460,9 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   if (c.distributed_optimizer) o << " --use-distributed-optimizer";
   // Megatron-FSDP's full sharding (ZeRO-3) on the distributed optimizer, as the plan priced it; it
   // saves its checkpoints in its own format only.
+  if (c.optimizer_instances > 1) {
+    o << " --num-distributed-optimizer-instances " << c.optimizer_instances;
+  }
   if (c.fsdp) {
     o << " --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params"
       << " --ckpt-format fsdp_dtensor";

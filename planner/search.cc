@@ -333,6 +333,9 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
           ? *fx.distributed_optimizer
           : fsdp || (o.distributed_optimizer && (g.d * g.cp > 1 || c.ExpertWeightReplicas() > 1));
   c.fsdp = fsdp;
+  // Several optimizer instances only where fixed (never searched); on with the optimizer.
+  c.optimizer_instances = fx.optimizer_instances.value_or(1);
+  if (c.optimizer_instances > 1 && !fx.distributed_optimizer) c.distributed_optimizer = true;
   c.grad_accumulation_fusion =
       fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion : o.grad_accumulation_fusion;
   c.grad_reduce_bf16 = bf16_grads;

@@ -47,7 +47,11 @@ void CollectiveStreams::EnqueueDelay(EventQueue& q, Network& net, int r, Nanosec
 void CollectiveStreams::EnqueueReduction(EventQueue& q, Network& net, const costmodel::CostTable& c,
                                          int r, double fraction, Nanoseconds ready) {
   if (r < static_cast<int>(c.dp_collectives.size()) && !c.dp_collectives[r].empty()) {
-    Push(r, c.dp_collectives[r].front(), fraction, ready);  // no list built per bucket
+    // The reduction's entries (no list built per bucket): the front one, and with several
+    // optimizer instances the all-reduce across them after it.
+    const auto& list = c.dp_collectives[r];
+    const size_t n = std::min(list.size(), size_t(std::max(1, c.ReductionEntries(r))));
+    for (size_t i = 0; i < n; ++i) Push(r, list[i], fraction, ready);
     Pump(q, net, r);
     return;
   }
@@ -57,7 +61,8 @@ void CollectiveStreams::EnqueueReduction(EventQueue& q, Network& net, const cost
 
 void CollectiveStreams::EnqueueGather(EventQueue& q, Network& net, const costmodel::CostTable& c,
                                       int r, Nanoseconds ready) {
-  if (r < static_cast<int>(c.dp_collectives.size()) && c.dp_collectives[r].size() > 1) {
+  if (r < static_cast<int>(c.dp_collectives.size()) &&
+      c.dp_collectives[r].size() > size_t(std::max(1, c.ReductionEntries(r)))) {
     Push(r, c.dp_collectives[r].back(), 1.0, ready);
     Pump(q, net, r);
     return;

@@ -115,6 +115,8 @@ def expected_values(plan):
         ("--use-distributed-optimizer", "use_distributed_optimizer",
          bool(lay.get("distributed_optimizer", False))),
         ("--use-megatron-fsdp", "use_megatron_fsdp", bool(lay.get("fsdp", False))),
+        ("--num-distributed-optimizer-instances", "num_distributed_optimizer_instances",
+         int(lay.get("optimizer_instances", 1))),
         ("--no-gradient-accumulation-fusion", "gradient_accumulation_fusion",
          bool(lay.get("grad_accumulation_fusion", False))),
         # bf16 gradients: validate_args then turns accumulate_allreduce_grads_in_fp32 off.

@@ -86,6 +86,13 @@ plan deepseek-v3 --model deepseek-v3 --cluster dgx-h100 --gpus 1024 --global-bat
 # Fully sharded data parallelism (Megatron-FSDP, optim_grads_params) on a Llama 3 8B.
 plan llama3-8b-fsdp --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 \
   --fused-attention --grad-accumulation-fusion --fix tp=1,pp=1,fsdp=on || failed=1
+# Hybrid sharding: FSDP within 8 ranks, 8 instances across (--num-distributed-optimizer-instances).
+plan llama3-8b-hsdp --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batch 512 \
+  --fused-attention --grad-accumulation-fusion --fix tp=1,pp=1,fsdp=on,optimizer_instances=8 \
+  || failed=1
+# The distributed optimizer in 2 instances at t 8 (its shard over 4 data ranks).
+plan gpt3-175b-instances --model gpt3-175b --cluster dgx-h100 --gpus 512 --global-batch 512 \
+  --fix tp=8,pp=8,optimizer_instances=2 || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
   --global-batch 256 || failed=1

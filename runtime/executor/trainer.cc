@@ -104,6 +104,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
         "fp32 main gradients (use false)");
   }
+  if (cfg_.optimizer_instances > 1) {
+    return Status::Invalid(
+        "plan: layout.optimizer_instances: planned but not executed by this runtime, whose "
+        "distributed optimizer shards over the whole data-parallel group (use 1)");
+  }
   if (cfg_.fsdp) {
     return Status::Invalid(
         "plan: layout.fsdp: planned but not executed by this runtime, which holds every weight of "

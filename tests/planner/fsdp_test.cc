@@ -209,5 +209,89 @@ TEST(Fsdp, SearchedOnlyWhenAllowedAndEmitted) {
   EXPECT_EQ(MegatronArgs(*m, plain).find("fsdp"), std::string::npos);
 }
 
+// Several optimizer instances (Megatron-Core's --num-distributed-optimizer-instances; HSDP with
+// FSDP): the rules, the keys, the ledger's shard over one instance.
+TEST(OptimizerInstances, RulesKeysAndShard) {
+  auto m = LoadModel("llama3-8b");
+  ASSERT_TRUE(m.ok());
+  ParallelConfig c = ShardedLlama(false);
+  c.optimizer_instances = 4;
+  EXPECT_TRUE(c.Validate(*m).ok()) << c.Validate(*m).message();
+  EXPECT_EQ(c.OptimizerShardRanks(), 2);
+  c.optimizer_instances = 3;
+  EXPECT_EQ(c.Validate(*m).message(),
+            "optimizer_instances: 3 does not divide the dp * cp = 8 ranks holding each weight");
+  c.optimizer_instances = 4;
+  c.distributed_optimizer = false;
+  EXPECT_EQ(c.Validate(*m).message().rfind("optimizer_instances: 4 needs distributed_optimizer", 0),
+            0u);
+  c.distributed_optimizer = true;
+  const Json j = Json::parse(LayoutToJson(c).dump());
+  EXPECT_EQ(j.at("optimizer_instances").get<int>(), 4);
+  EXPECT_FALSE(
+      Json::parse(LayoutToJson(ShardedLlama(false)).dump()).contains("optimizer_instances"));
+  EXPECT_EQ(LayoutFromJson(j, "layout")->optimizer_instances, 4);
+  EXPECT_NE(c.ToString().find(",optimizer_instances=4"), std::string::npos);
+  EXPECT_EQ(ParseFix("optimizer_instances=4")->optimizer_instances.value_or(0), 4);
+  EXPECT_FALSE(ParseFix("optimizer_instances=0").ok());
+  const int64_t params = StageParameterElements(*m, c, 0);
+  EXPECT_EQ(OptimizerShardsOf(c, params).owned, (params + 1) / 2);
+  EXPECT_EQ(ParameterMemory(*m, c, 0).optimizer, (params + 1) / 2 * 12);
+  EXPECT_NE(MegatronArgs(*m, c).find(" --num-distributed-optimizer-instances 4"),
+            std::string::npos);
+}
+
+// gpt3-175b at t 8, p 8 over 16 nodes: the reduce-scatter and the all-gather within an instance of
+// 4 data ranks (4 nodes), each shard all-reduced across the 4 instances. The simulator runs both
+// parts of the reduction after the flush, as the closed form charges them; with FSDP only the
+// all-reduce is left after the flush.
+TEST(OptimizerInstances, ReductionWithinAndAcrossInstances) {
+  auto m = LoadModel("gpt3-175b");
+  ASSERT_TRUE(m.ok());
+  ClusterSpec cluster = H100s(1024);
+  cluster.software.overlap_grad_reduce.value = false;  // every collective after the flush
+  cluster.software.overlap_param_gather.value = false;
+  ParallelConfig c;
+  c.tp = 8;
+  c.pp = 8;
+  c.dp = 16;
+  c.mbs = 1;
+  c.global_batch = 128;
+  c.precision = Precision::kBf16;
+  c.sequence_parallel = c.distributed_optimizer = c.grad_accumulation_fusion = true;
+  c.fused_attention = true;
+  const costmodel::CostTable whole = costmodel::BuildCostTable(*m, cluster, c);
+  c.optimizer_instances = 4;
+  ASSERT_TRUE(c.Validate(*m).ok());
+  const costmodel::CostTable split = costmodel::BuildCostTable(*m, cluster, c);
+  const int r = 3;
+  ASSERT_EQ(whole.dp_collectives[r].size(), 2u);
+  ASSERT_EQ(split.dp_collectives[r].size(), 3u);
+  EXPECT_EQ(split.ReductionEntries(r), 2);
+  EXPECT_EQ(whole.ReductionEntries(r), 1);
+  // A quarter of the group: the reduce-scatter and the all-gather each send 4/16 of the ring's
+  // steps' bytes... fewer ranks, so each moves (n-1)/n of the buffer with n = 4, not 16.
+  EXPECT_LT(split.dp_collectives[r][0].nic_bytes, whole.dp_collectives[r][0].nic_bytes);
+  EXPECT_GT(split.dp_collectives[r][1].Time(), 0.0);  // the shard all-reduced across instances
+  EXPECT_EQ(split.dp_param_gather[r], split.dp_collectives[r][2].Time());
+  double listed = 0;
+  for (const auto& one : split.dp_collectives[r]) listed += one.Time();
+  EXPECT_NEAR(split.dp_allreduce[r], listed, 1e-12);
+  // The simulator's reduction after the flush on that rank (a middle one: no embedding group)
+  // is the three collectives, one after another on its NICs.
+  auto sim = sim::SimulateLayout(*m, cluster, c);
+  ASSERT_TRUE(sim.ok()) << sim.status().ToString();
+  const double sim_reduce = ToSeconds(sim->result.ranks[size_t(r)].allreduce_ns);
+  EXPECT_NEAR(sim_reduce, listed, 0.01 * listed);
+  // Without its all-reduce across instances it would be that much shorter: more than the
+  // tolerance above, so the check sees a dropped entry.
+  ASSERT_GT(split.dp_collectives[r][1].Time(), 0.05 * listed);
+  c.fsdp = true;
+  const costmodel::CostTable fsdp = costmodel::BuildCostTable(*m, cluster, c);
+  ASSERT_EQ(fsdp.dp_collectives[r].size(), 1u);
+  EXPECT_EQ(fsdp.dp_param_gather[r], 0.0);
+  EXPECT_NEAR(fsdp.dp_collectives[r][0].Time(), split.dp_collectives[r][1].Time(), 1e-12);
+}
+
 }  // namespace
 }  // namespace ptdp::planner

@@ -65,6 +65,11 @@ case "$case" in
                sed -i 's/"fused_attention": false/"fused_attention": false, "fsdp": true/' "$dir/plan.json"
                grep -q '"fsdp": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: layout.fsdp: planned but not executed by this runtime" ;;
+  optimizer_instances)  # the distributed optimizer in 2 instances of 1 rank: planned, refused
+               PTDP_TEST_DIST_OPT=true "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
+               sed -i 's/"fused_attention": false/"fused_attention": false, "optimizer_instances": 2/' "$dir/plan.json"
+               grep -q '"optimizer_instances": 2' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: layout.optimizer_instances: planned but not executed by this runtime" ;;
   context_parallel)  # 2 cp must divide the sequence (32): a plan of cp 3 (which ptdp schedule
                # refuses to complete, so it has no Program) is refused by name
                PTDP_TEST_CP=3 PTDP_TEST_FUSED_ATTENTION=true \
