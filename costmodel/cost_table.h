@@ -90,13 +90,17 @@ struct CostTable {
   // Of dp_allreduce, the distributed optimizer's all-gather of the updated weights (0 without it).
   std::vector<Seconds> dp_param_gather;  // [pp_rank]
   // The data-parallel collectives of each pipeline rank, in order: the gradient reduction (one
-  // all-reduce, or the distributed optimizer's reduce-scatter), then the distributed optimizer's
-  // all-gather of the weights. What the simulator runs through the rank's NIC (costmodel/
-  // collectives.h); empty: dp_allreduce and dp_param_gather are plain delays (hand-made tables).
+  // all-reduce, or the distributed optimizer's reduce-scatter; a mixture's experts' after the
+  // dense weights'; the all-reduce across optimizer instances), then the distributed optimizer's
+  // all-gathers of the weights (dp_reduction_entries says where they start). What the simulator
+  // runs through the rank's NIC (costmodel/ collectives.h); empty: dp_allreduce and dp_param_gather
+  // are plain delays (hand-made tables).
   std::vector<std::vector<CollectiveCost>> dp_collectives;  // [pp_rank]
   // How many of a rank's dp_collectives, from the front, are its gradient reduction (the rest are
-  // the all-gathers): 2 with several optimizer instances (the reduce-scatter, then the all-reduce
-  // across the instances); empty: 1 for every rank. ReductionEntries asks it.
+  // the all-gathers of the weights): 2 with several optimizer instances (the reduce-scatter, then
+  // the all-reduce across the instances) and with a mixture's experts (their own reduction after
+  // the dense weights'); empty: 1 for every rank. ReductionEntries asks it; the simulator queues
+  // those entries as the reduction and the rest as the all-gather.
   std::vector<int> dp_reduction_entries;  // [pp_rank]
   int ReductionEntries(int r) const {
     return r < int(dp_reduction_entries.size()) ? dp_reduction_entries[size_t(r)] : 1;

@@ -377,9 +377,10 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       const ShardedFlush flush = AddShardedFlushCollectives(hw, c, dense, sharded, G, &dp);
       t.dp_param_gather[r] = flush.gather;
       t.dp_reduction_entries[r] = flush.reductions;
-      if (experts > 0) {
-        dp.push_back(
-            PlanCollective(hw, Collective::kReduceScatter, experts * grad_bytes, edp_span, G));
+      if (experts > 0) {  // the experts' reduce-scatter joins the reduction, before the gathers
+        dp.insert(dp.begin() + flush.reductions, PlanCollective(hw, Collective::kReduceScatter,
+                                                                experts * grad_bytes, edp_span, G));
+        t.dp_reduction_entries[r] += 1;
         dp.push_back(
             PlanCollective(hw, Collective::kAllGather, experts * bytes_per.weight, edp_span, G));
         t.dp_param_gather[r] += dp.back().Time();
@@ -388,6 +389,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       dp.push_back(PlanCollective(hw, Collective::kAllReduce, dense * grad_bytes, dp_span, G));
       if (experts > 0) {
         dp.push_back(PlanCollective(hw, Collective::kAllReduce, experts * grad_bytes, edp_span, G));
+        t.dp_reduction_entries[r] = 2;
       }
     }
     for (const CollectiveCost& one : dp) t.dp_allreduce[r] += one.Time();

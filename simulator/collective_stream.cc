@@ -61,9 +61,10 @@ void CollectiveStreams::EnqueueReduction(EventQueue& q, Network& net, const cost
 
 void CollectiveStreams::EnqueueGather(EventQueue& q, Network& net, const costmodel::CostTable& c,
                                       int r, Nanoseconds ready) {
-  if (r < static_cast<int>(c.dp_collectives.size()) &&
-      c.dp_collectives[r].size() > size_t(std::max(1, c.ReductionEntries(r)))) {
-    Push(r, c.dp_collectives[r].back(), 1.0, ready);
+  const size_t reductions = size_t(std::max(1, c.ReductionEntries(r)));
+  if (r < static_cast<int>(c.dp_collectives.size()) && c.dp_collectives[r].size() > reductions) {
+    const auto& list = c.dp_collectives[r];
+    for (size_t i = reductions; i < list.size(); ++i) Push(r, list[i], 1.0, ready);
     Pump(q, net, r);
     return;
   }
