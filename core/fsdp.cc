@@ -49,6 +49,13 @@ Status ValidateOptimizerInstances(const ParallelConfig& c, const ModelSpec& m) {
   return Status::Ok();
 }
 
+int NodeShardInstances(int tp, int weight_replicas, int gpus_per_node) {
+  if (tp <= 0 || gpus_per_node % tp != 0) return 0;
+  const int per_node = gpus_per_node / tp;
+  if (per_node < 2 || per_node >= weight_replicas || weight_replicas % per_node != 0) return 0;
+  return weight_replicas / per_node;
+}
+
 int64_t FsdpLargestUnitElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   const int64_t layer = LayerParameterCounts(m, c).elements;
   const int layers = RankLayerCount(m, c, pp_rank);

@@ -29,6 +29,13 @@ Status ValidateFsdp(const ParallelConfig& c, const ModelSpec& m);
 // model, and the instances dividing the d cp ranks that hold a weight.
 Status ValidateOptimizerInstances(const ParallelConfig& c, const ModelSpec& m);
 
+// The optimizer instances (ParallelConfig::optimizer_instances) whose shard group is the data ranks
+// of one node: with ranks in tp-cp-dp order, G / t consecutive ones of the `weight_replicas` (d cp)
+// share a node of G GPUs, so weight_replicas / (G / t) instances; 0 when that is not a proper split
+// (t does not divide G, one rank a node, or the node holds them all). What the search tries as
+// hybrid sharding (HSDP) beside full sharding.
+int NodeShardInstances(int tp, int weight_replicas, int gpus_per_node);
+
 // The parameter elements of the largest FSDP unit pipeline rank `pp_rank` holds, on one tensor
 // rank: a transformer layer, the embedding or the output layer (where the rank holds them).
 int64_t FsdpLargestUnitElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);

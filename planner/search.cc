@@ -7,6 +7,7 @@
 #include <optional>
 #include <tuple>
 
+#include "core/fsdp.h"
 #include "planner/refinement.h"
 
 namespace ptdp::planner {
@@ -228,6 +229,7 @@ struct PriceCaches {
 // One point of the outer loops: the context-, tensor-, pipeline- and data-parallel sizes.
 struct GridPoint {
   int cp = 1, t = 1, p = 1, d = 1;
+  int node_instances = 0;  // core/fsdp.h NodeShardInstances: HSDP inside a node, or 0
 };
 
 // One recomputation the search tries: none, full, or selective with its modules
@@ -270,7 +272,8 @@ std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOp
 // The layout of one combination of the inner loops' choices, or none where --fix or the search
 // options leave it out (not counted as considered). `bits`: scatter/gather off (1), sequence
 // parallelism (2), fused attention (4), the combined 1F1B (8), fully sharded data parallelism
-// (16). `bf16_grads`: one value for the whole search.
+// (16), and with it hybrid sharding inside a node (32: GridPoint::node_instances). `bf16_grads`:
+// one value for the whole search.
 std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g,
                                       const PipelineShape& shape, int b,
                                       const RecomputeChoice& recompute, int bits,
@@ -278,7 +281,8 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   const Recompute rc = recompute.kind;
   const FixedLayout& fx = o.fix;
   const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
-  const bool a2a = (bits & 8) != 0, fsdp = (bits & 16) != 0;
+  const bool a2a = (bits & 8) != 0, fsdp = (bits & 16) != 0, hsdp = (bits & 32) != 0;
+  if (hsdp && (!fsdp || g.node_instances < 2 || fx.optimizer_instances)) return std::nullopt;
   if (fx.fsdp ? *fx.fsdp != fsdp : fsdp && !o.fsdp) return std::nullopt;
   // Nothing to shard with one rank per weight (fixed on, Validate says why not).
   if (fsdp && g.d * g.cp < 2 && !fx.fsdp) return std::nullopt;
@@ -334,7 +338,7 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
           : fsdp || (o.distributed_optimizer && (g.d * g.cp > 1 || c.ExpertWeightReplicas() > 1));
   c.fsdp = fsdp;
   // Several optimizer instances only where fixed (never searched); on with the optimizer.
-  c.optimizer_instances = fx.optimizer_instances.value_or(1);
+  c.optimizer_instances = hsdp ? g.node_instances : fx.optimizer_instances.value_or(1);
   if (c.optimizer_instances > 1 && !fx.distributed_optimizer) c.distributed_optimizer = true;
   c.grad_accumulation_fusion =
       fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion : o.grad_accumulation_fusion;
@@ -525,7 +529,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
   // Compose's bits: the combined 1F1B's only where the search may turn it on, FSDP's likewise.
   const bool a2a_bit = fx.moe_a2a_overlap.value_or(false) || (m.IsMoe() && o.moe_a2a_overlap);
   const bool fsdp_bit = fx.fsdp.value_or(false) || (o.fsdp && !m.IsMoe());
-  const int shift = 3 + int(a2a_bit) + int(fsdp_bit);
+  // FSDP's two bits: full sharding, and hybrid sharding inside a node.
+  const int shift = 3 + int(a2a_bit) + 2 * int(fsdp_bit);
   const int options = 1 << shift;
   const std::vector<RecomputeChoice> recompute_choices = RecomputeChoices(m, o, precision);
   Tally tally;
@@ -541,7 +546,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
       if (fx.tp && *fx.tp != t) continue;
       for (int p : Divisors(N / cp / t)) {
         if (fx.pp && *fx.pp != p) continue;
-        const GridPoint g{cp, t, p, N / (cp * t * p)};
+        GridPoint g{cp, t, p, N / (cp * t * p)};
+        g.node_instances = NodeShardInstances(t, g.d * cp, cluster.gpus_per_node);
         if (fx.dp && *fx.dp != g.d) continue;
         const std::vector<ExpertSplit> experts = ExpertSplits(m, t, cp, g.d, fx);
         for (const PipelineShape& shape : PipelineShapes(m, p, fx)) {
@@ -551,12 +557,12 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
             if (fx.mbs && *fx.mbs != b) continue;
             for (const RecomputeChoice& rc : recompute_choices) {
               // Three on/off options (Compose's bits) for each expert split (one when dense),
-              // and the combined 1F1B and FSDP when they may be on (their bits follow the
-              // three in that order; Compose reads FSDP as 16).
+              // and the combined 1F1B and FSDP's two when they may be on (their bits follow the
+              // three in that order; Compose reads them as 8, 16 and 32).
               // (The split and the bits as shift and mask: a division here was 3% of a search.)
               for (int combo = 0; combo < int(experts.size()) << shift; ++combo) {
                 const int raw = combo & (options - 1);
-                const int bits = fsdp_bit && !a2a_bit ? (raw & 7) | ((raw & 8) << 1) : raw;
+                const int bits = fsdp_bit && !a2a_bit ? (raw & 7) | ((raw & 24) << 1) : raw;
                 const std::optional<ParallelConfig> c =
                     Compose(o, g, shape, b, rc, bits, experts[size_t(combo >> shift)], precision,
                             bf16_grads);

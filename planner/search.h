@@ -59,9 +59,10 @@ struct SearchOptions {
   // every bf16 or fp8 layout when allowed (less memory, half the data-parallel bytes).
   bool grad_reduce_bf16 = false;
   // Fully sharded data parallelism (ParallelConfig::fsdp) is searched beside the distributed
-  // optimizer where d cp > 1 on a dense model (`ptdp plan --fsdp`; off by default: Megatron-Core's
-  // default is the distributed optimizer alone, and FSDP trades collectives on every microbatch
-  // for memory).
+  // optimizer where d cp > 1 on a dense model, whole and hybrid-sharded inside a node
+  // (optimizer_instances: core/fsdp.h NodeShardInstances) (`ptdp plan --fsdp`; off by default:
+  // Megatron-Core's default is the distributed optimizer alone, and FSDP trades collectives on
+  // every microbatch for memory).
   bool fsdp = false;
   // The combined 1F1B (ParallelConfig::moe_a2a_overlap) is searched beside the plain schedule
   // for a mixture of experts with ep > 1 (off by default, as in Megatron-Core: it holds one more

@@ -198,7 +198,7 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_flag("--fsdp", a->fsdp,
                 "Also search fully sharded data parallelism (ZeRO-3: weights and gradients "
                 "sharded too, gathered per layer and microbatch; Megatron-FSDP, torch FSDP2) "
-                "where dp * cp > 1 on a dense model");
+                "where dp * cp > 1 on a dense model, whole and hybrid-sharded inside a node");
   cmd->add_flag("--grad-accumulation-fusion", a->grad_accumulation_fusion,
                 "Accumulate weight gradients inside the GEMM (today's Megatron-LM default; the "
                 "paper's 2021 code added them separately)");

@@ -243,7 +243,8 @@ BENCHMARK(BM_Search1TAllOptionsEverySimulatedDefaultStack)
     ->Unit(benchmark::kMillisecond);
 
 // The default stack's search with fully sharded data parallelism searched too (`ptdp plan --fsdp`:
-// each layout of d cp > 1 once more with FSDP on). No target; side by side with the one above.
+// each layout of d cp > 1 again with FSDP, whole and hybrid-sharded inside a node). No target;
+// side by side with the one above.
 void BM_Search1TAllOptionsEverySimulatedDefaultStackFsdp(benchmark::State& state) {
   SearchOptions o = EveryOption1T();
   o.fsdp = true;

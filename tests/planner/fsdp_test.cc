@@ -293,6 +293,53 @@ TEST(OptimizerInstances, ReductionWithinAndAcrossInstances) {
   EXPECT_NEAR(fsdp.dp_collectives[r][0].Time(), split.dp_collectives[r][1].Time(), 1e-12);
 }
 
+// Hybrid sharding inside a node: t 1 on nodes of 8 leaves 8 data ranks a node, so d 256 is 32
+// instances of 8; t 8 leaves one (nothing to shard inside a node); the node holding every rank is
+// no split.
+TEST(OptimizerInstances, NodeShardInstances) {
+  EXPECT_EQ(NodeShardInstances(1, 256, 8), 32);
+  EXPECT_EQ(NodeShardInstances(2, 64, 8), 16);
+  EXPECT_EQ(NodeShardInstances(8, 32, 8), 0);
+  EXPECT_EQ(NodeShardInstances(1, 8, 8), 0);
+  EXPECT_EQ(NodeShardInstances(3, 12, 8), 0);
+}
+
+// With --fsdp the search tries each FSDP layout whole and hybrid-sharded inside a node, and --emit
+// megatron states the instances; without --fsdp neither (and here nothing fits).
+TEST(OptimizerInstances, SearchedBesideFullSharding) {
+  auto m = LoadModel("llama3-8b");
+  ASSERT_TRUE(m.ok());
+  const ClusterSpec cluster = H100s(64);
+  SearchOptions o;
+  o.global_batch = 128;
+  o.precision = Precision::kBf16;
+  o.distributed_optimizer = o.grad_accumulation_fusion = o.fused_attention = true;
+  o.fix = *ParseFix("tp=1,pp=1,mbs=1,recompute=none");
+  o.keep = 1000;
+  // Without it nothing of t = p = 1 and no recomputation fits (88 GiB a GPU).
+  auto plain = Search(*m, cluster, o);
+  ASSERT_FALSE(plain.ok());
+  EXPECT_EQ(plain.status().code(), StatusCode::kDoesNotFit);
+  o.fsdp = true;
+  auto both = Search(*m, cluster, o);
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  bool whole = false, hybrid = false;
+  for (const auto& cand : both->top) {
+    const ParallelConfig& l = cand.layout;
+    if (!l.fsdp) continue;
+    whole = whole || l.optimizer_instances == 1;
+    if (l.optimizer_instances > 1) {
+      hybrid = true;
+      EXPECT_EQ(l.OptimizerShardRanks(), 8) << l.ToString();  // one node's data ranks
+      EXPECT_NE(MegatronArgs(*m, l).find(" --num-distributed-optimizer-instances " +
+                                         std::to_string(l.optimizer_instances)),
+                std::string::npos);
+    }
+  }
+  EXPECT_TRUE(whole);
+  EXPECT_TRUE(hybrid);
+}
+
 // A mixture of experts reduces its experts' gradients over their own group after the dense
 // weights': with the distributed optimizer [dense reduce-scatter, experts' reduce-scatter, dense
 // all-gather, experts' all-gather], without it two all-reduces. The simulator runs every entry
