@@ -293,6 +293,15 @@ ModelSpec Llama3(const std::string& name, int l, int64_t h, int64_t f, int a) {
   return m;
 }
 
+// A Llama 3.1 model: Llama 3's decoder with the RoPE scaling every Llama 3.1 config.json carries
+// (rope_type llama3, factor 8, low 1, high 4, original 8192; Megatron-Bridge's llama_bridge.py turns
+// it into rope_scaling with that factor). No shape or FLOP changes.
+ModelSpec Llama31(const std::string& name, int l, int64_t h, int64_t f, int a) {
+  ModelSpec m = Llama3(name, l, h, f, a);
+  m.rope_scaling_factor = 8;
+  return m;
+}
+
 // Llama 3.2's small models (meta-llama/Llama-3.2-1B and -3B config.json): Llama 3's decoder with
 // tied embeddings and Llama 3.1's RoPE scaling of factor 32 (low 1, high 4, original 8192).
 ModelSpec Llama32(const std::string& name, int l, int64_t h, int a) {
@@ -399,9 +408,9 @@ const std::vector<ModelPreset>& ModelPresets() {
        "config.json; 8.03B parameters"},
       {Llama3("llama3-70b", 80, 8192, 28672, 64),
        "Dubey et al. 2024, Table 3; meta-llama/Meta-Llama-3-70B config.json; 70.6B parameters"},
-      {Llama3("llama3.1-405b", 126, 16384, 53248, 128),
+      {Llama31("llama3.1-405b", 126, 16384, 53248, 128),
        "Dubey et al. 2024, Table 3 (sequence 8192 as in pre-training); "
-       "meta-llama/Llama-3.1-405B config.json; 405.9B parameters"},
+       "meta-llama/Llama-3.1-405B config.json (rope_scaling llama3 factor 8); 405.9B parameters"},
       {Llama32("llama3.2-1b", 16, 2048, 32),
        "meta-llama/Llama-3.2-1B config.json (tied, rope_scaling llama3 factor 32; sequence 8192 as "
        "the Llama 3 presets); 1,235,814,400 parameters on its Hugging Face page"},

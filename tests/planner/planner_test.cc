@@ -481,14 +481,16 @@ TEST(Search, LlamaPlanAndMegatronFlags) {
   ModelSpec qwen_like = *m;
   qwen_like.norm_eps = 1e-6;
   EXPECT_NE(MegatronArgs(qwen_like, best).find("--norm-epsilon 1e-06"), std::string::npos);
-  // Llama 3.1's RoPE scaling: Megatron-Core's flags carry the factor; other low and high frequency
-  // factors or original length are said in a note, not silently dropped.
+  // Llama 3.1's RoPE scaling (the preset's, factor 8 as its config.json): Megatron-Core's flags
+  // carry the factor; other low and high frequency factors or original length are said in a note,
+  // not silently dropped; a model without scaling has no such flag.
   ModelSpec scaled = *m;
-  scaled.rope_scaling_factor = 8;
-  EXPECT_NE(MegatronArgs(scaled, best).find("--use-rope-scaling --rope-scaling-factor 8"),
-            std::string::npos);
+  ASSERT_EQ(scaled.rope_scaling_factor, 8);
+  EXPECT_NE(args.find("--use-rope-scaling --rope-scaling-factor 8"), std::string::npos) << args;
   EXPECT_EQ(MegatronModelNote(scaled), "");
-  EXPECT_EQ(args.find("--use-rope-scaling"), std::string::npos);
+  ModelSpec unscaled = *m;
+  unscaled.rope_scaling_factor = 0;
+  EXPECT_EQ(MegatronArgs(unscaled, best).find("--use-rope-scaling"), std::string::npos);
   scaled.rope_original_max_positions = 4096;
   EXPECT_NE(MegatronModelNote(scaled).find("this model's are 1, 4 and 4096"), std::string::npos)
       << MegatronModelNote(scaled);
