@@ -252,7 +252,9 @@ TEST_P(CudaOpsTest, Linear) {
   for (const bool epilogue : {true, false}) {
     SCOPED_TRACE(epilogue ? "dGeLU epilogue" : "dGeLU pass");
     cuda_ops->set_gelu_epilogue(epilogue);
-    if (bf16()) EXPECT_EQ(cuda_ops->FusesLinearGeluBackward(DType::kBf16), epilogue);
+    if (bf16()) {  // braces: EXPECT_EQ is an if-else of its own (-Wdangling-else)
+      EXPECT_EQ(cuda_ops->FusesLinearGeluBackward(DType::kBf16), epilogue);
+    }
     Run([&](Ops* o, auto pick) {
       if (o->FusesLinearGeluBackward(act())) {
         return o->LinearBackwardDataGelu(pick(dpre2).ref(), pick(dout).cref(), pick(w).cref(),
