@@ -56,14 +56,18 @@ int NodeShardInstances(int tp, int weight_replicas, int gpus_per_node) {
   return weight_replicas / per_node;
 }
 
+int64_t FsdpEndElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                        int64_t stage_elements) {
+  const int64_t layer = LayerParameterCounts(m, c).elements;
+  return std::max<int64_t>(0, stage_elements - int64_t(RankLayerCount(m, c, pp_rank)) * layer);
+}
+
 int64_t FsdpLargestUnitElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
   const int64_t layer = LayerParameterCounts(m, c).elements;
-  const int layers = RankLayerCount(m, c, pp_rank);
-  // What the rank holds beyond its layers: the embedding, the output layer (when untied, or on a
-  // rank of its own: the tied copy), the final norm. Split in two where it holds both ends, each
-  // its own unit (the final norm is a few thousand elements either way).
-  const int64_t extra =
-      std::max<int64_t>(0, StageParameterElements(m, c, pp_rank) - int64_t(layers) * layer);
+  // The embedding, the output layer (when untied, or on a rank of its own: the tied copy), the
+  // final norm: split in two where the rank holds both ends, each its own unit (the final norm is
+  // a few thousand elements either way).
+  const int64_t extra = FsdpEndElements(m, c, pp_rank, StageParameterElements(m, c, pp_rank));
   bool embedding = false, head = false;
   for (int k = 0; k < c.vp; ++k) {
     embedding = embedding || HoldsEmbedding(c, pp_rank, k);

@@ -36,6 +36,11 @@ Status ValidateOptimizerInstances(const ParallelConfig& c, const ModelSpec& m);
 // hybrid sharding (HSDP) beside full sharding.
 int NodeShardInstances(int tp, int weight_replicas, int gpus_per_node);
 
+// The parameter elements pipeline rank `pp_rank` holds beyond its transformer layers, on one
+// tensor rank (the embedding, the output layer, the final norm), given its `stage_elements`
+// (StageParameterElements, which callers may cache): what its end units hold.
+int64_t FsdpEndElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
+                        int64_t stage_elements);
 // The parameter elements of the largest FSDP unit pipeline rank `pp_rank` holds, on one tensor
 // rank: a transformer layer, the embedding or the output layer (where the rank holds them).
 int64_t FsdpLargestUnitElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);

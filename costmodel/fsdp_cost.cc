@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/fsdp.h"
 #include "core/ledger.h"
 #include "core/shapes.h"
 #include "costmodel/estimate.h"
@@ -84,8 +85,7 @@ void AddFsdpCollectives(const ModelSpec& m, const ClusterSpec& cluster, const Pa
   for (int r = 0; r < c.pp; ++r) {
     // The rank's parameters beyond its layers (embedding, output layer, final norm), shared by its
     // chunks that hold an end.
-    const int64_t extra =
-        std::max<int64_t>(0, param_elements[size_t(r)] - int64_t(RankLayerCount(m, c, r)) * layer);
+    const int64_t extra = FsdpEndElements(m, c, r, param_elements[size_t(r)]);
     int end_chunks = 0;
     for (int k = 0; k < c.vp; ++k) end_chunks += HoldsEmbedding(c, r, k) || HoldsHead(c, r, k);
     for (int k = 0; k < c.vp; ++k) {
