@@ -34,6 +34,17 @@ ParallelConfig ShardedLlama(bool fsdp) {
   return c;
 }
 
+// The search options both search tests start from: bf16, the distributed optimizer, fused
+// gradient accumulation and fused attention, the rest fixed by `fix`.
+SearchOptions Bf16Search(int64_t global_batch, const std::string& fix) {
+  SearchOptions o;
+  o.global_batch = global_batch;
+  o.precision = Precision::kBf16;
+  o.distributed_optimizer = o.grad_accumulation_fusion = o.fused_attention = true;
+  o.fix = *ParseFix(fix);
+  return o;
+}
+
 ClusterSpec H100s(int gpus) {
   auto c = LoadCluster("dgx-h100", gpus);
   EXPECT_TRUE(c.ok());
@@ -184,11 +195,7 @@ TEST(Fsdp, SearchedOnlyWhenAllowedAndEmitted) {
   auto m = LoadModel("gpt3-175b");
   ASSERT_TRUE(m.ok());
   const ClusterSpec cluster = H100s(64);
-  SearchOptions o;
-  o.global_batch = 64;
-  o.precision = Precision::kBf16;
-  o.distributed_optimizer = o.grad_accumulation_fusion = o.fused_attention = true;
-  o.fix = *ParseFix("tp=8,pp=1,recompute=full");
+  SearchOptions o = Bf16Search(64, "tp=8,pp=1,recompute=full");
   auto whole = Search(*m, cluster, o);
   ASSERT_FALSE(whole.ok());
   EXPECT_EQ(whole.status().code(), StatusCode::kDoesNotFit);
@@ -310,11 +317,7 @@ TEST(OptimizerInstances, SearchedBesideFullSharding) {
   auto m = LoadModel("llama3-8b");
   ASSERT_TRUE(m.ok());
   const ClusterSpec cluster = H100s(64);
-  SearchOptions o;
-  o.global_batch = 128;
-  o.precision = Precision::kBf16;
-  o.distributed_optimizer = o.grad_accumulation_fusion = o.fused_attention = true;
-  o.fix = *ParseFix("tp=1,pp=1,mbs=1,recompute=none");
+  SearchOptions o = Bf16Search(128, "tp=1,pp=1,mbs=1,recompute=none");
   o.keep = 1000;
   // Without it nothing of t = p = 1 and no recomputation fits (88 GiB a GPU).
   auto plain = Search(*m, cluster, o);
