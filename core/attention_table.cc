@@ -5,15 +5,11 @@
 #include <utility>
 
 #include "core/checked.h"
+#include "core/hardware.h"
 
 namespace ptdp {
 
 namespace {
-
-// Bounds as the rest of a profile's (core/hardware.cc): sizes as GEMM grid sizes, rates as
-// TFLOP/s figures.
-constexpr double kMaxSize = 1e9;
-constexpr double kMaxTflops = 1e5;
 
 Status CheckPositive(double v, double hi, const std::string& path) {
   if (std::isfinite(v) && v > 0 && v <= hi) return Status::Ok();
@@ -22,11 +18,12 @@ Status CheckPositive(double v, double hi, const std::string& path) {
 }
 
 Status CheckPoint(const AttentionPoint& p, const std::string& path) {
-  PTDP_RETURN_IF_ERROR(CheckPositive(p.s, kMaxSize, path + ".s"));
-  PTDP_RETURN_IF_ERROR(CheckPositive(p.d, kMaxSize, path + ".d"));
-  PTDP_RETURN_IF_ERROR(CheckPositive(p.tflops, kMaxTflops, path + ".tflops"));
+  PTDP_RETURN_IF_ERROR(CheckPositive(p.s, kMaxProfileGemmDim, path + ".s"));
+  PTDP_RETURN_IF_ERROR(CheckPositive(p.d, kMaxProfileGemmDim, path + ".d"));
+  PTDP_RETURN_IF_ERROR(CheckPositive(p.tflops, kMaxProfileTflops, path + ".tflops"));
   if (p.dropout_tflops != 0) {
-    PTDP_RETURN_IF_ERROR(CheckPositive(p.dropout_tflops, kMaxTflops, path + ".dropout_tflops"));
+    PTDP_RETURN_IF_ERROR(
+        CheckPositive(p.dropout_tflops, kMaxProfileTflops, path + ".dropout_tflops"));
   }
   return Status::Ok();
 }
@@ -122,7 +119,8 @@ Result<AttentionTable> AttentionTableFromJson(const Json& j, const std::string& 
           // Present means measured: 0 is no rate, refused like any other value out of range.
           if (pr.status().ok() && p.dropout_tflops == 0) {
             return Status::Invalid(epath + ".dropout_tflops: 0 is outside (0, " +
-                                   FormatDouble(kMaxTflops) + "] (leave the key out instead)");
+                                   FormatDouble(kMaxProfileTflops) +
+                                   "] (leave the key out instead)");
           }
         }
         points.push_back(p);

@@ -5,26 +5,26 @@
 #include <utility>
 
 #include "core/checked.h"
+#include "core/hardware.h"
 
 namespace ptdp {
 
 namespace {
 
-// Bounds as the rest of a profile's (core/hardware.cc): sizes as GEMM grid sizes, rates as
+// Bounds as the rest of a profile's (core/hardware.h): sizes as GEMM grid sizes, rates as
 // TFLOP/s figures.
-constexpr int64_t kMaxSize = 1000000000;
-constexpr double kMaxTflops = 1e5;
+constexpr int64_t kMaxPointDim = static_cast<int64_t>(kMaxProfileGemmDim);
 
 Status CheckSize(int64_t v, const std::string& path) {
-  if (v >= 1 && v <= kMaxSize) return Status::Ok();
+  if (v >= 1 && v <= kMaxPointDim) return Status::Ok();
   return Status::Invalid(path + ": " + std::to_string(v) + " is outside [1, " +
-                         std::to_string(kMaxSize) + "]");
+                         std::to_string(kMaxPointDim) + "]");
 }
 
 Status CheckRate(double v, const std::string& path) {
-  if (std::isfinite(v) && v > 0 && v <= kMaxTflops) return Status::Ok();
+  if (std::isfinite(v) && v > 0 && v <= kMaxProfileTflops) return Status::Ok();
   return Status::Invalid(path + ": " + FormatDouble(v) + " is outside (0, " +
-                         FormatDouble(kMaxTflops) + "]");
+                         FormatDouble(kMaxProfileTflops) + "]");
 }
 
 Status CheckPoint(const GemmPoint& p, const std::string& path) {

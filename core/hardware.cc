@@ -16,13 +16,13 @@ namespace {
 // Upper bounds of profile figures: far above any machine of today (an H100 is 989 TFLOP/s,
 // 80 GiB, 3.35 TB/s), low enough that no derived time or size overflows. Listed in
 // core/hardware.h.
-constexpr double kMaxTflops = 1e5;
+constexpr double kMaxTflops = kMaxProfileTflops;
 constexpr double kMaxGBps = 1e5;
 constexpr double kMaxGiB = 1e5;
 constexpr double kMaxMicroseconds = 1e6;
 constexpr double kMaxCount = 1e5;  // SMs, tile sizes
 constexpr double kMaxGpusPerNode = 1024;
-constexpr double kMaxGemmDim = 1e9;
+constexpr double kMaxGemmDim = kMaxProfileGemmDim;
 constexpr double kMaxEfficiency = 100;        // a multiple of a table's throughput
 constexpr double kMaxFp8GemmSpeedup = 10;     // FP8 against bf16 at one shape
 constexpr double kMaxGlogitsPerSecond = 1e5;  // cross-entropy throughput, 1e9 logits/s

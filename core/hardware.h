@@ -210,6 +210,11 @@ struct HardwareProfile {
 // 0.1 fs per element is noise, not a rate (`ptdp profile` then writes none).
 inline constexpr double kMaxEpilogueGelemsPerSecond = 1e7;
 
+// The upper bounds above that the profile's tables (core/gemm_points.cc, core/attention_table.cc)
+// share with core/hardware.cc: a TFLOP/s figure and a GEMM grid size.
+inline constexpr double kMaxProfileTflops = 1e5;
+inline constexpr double kMaxProfileGemmDim = 1e9;
+
 // A profile and how many nodes of it.
 // OK when `profile` can price `precision`; fp8 needs fp8_peak_tflops. The error names both.
 Status CheckPrecision(const HardwareProfile& profile, Precision precision);

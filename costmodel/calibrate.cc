@@ -8,6 +8,7 @@
 #include <set>
 #include <tuple>
 
+#include "core/checked.h"
 #include "core/rank_grid.h"
 #include "core/shapes.h"
 #include "costmodel/calibrate_fit.h"
@@ -19,19 +20,13 @@ namespace {
 
 using namespace calibrate_fit;
 
-std::string Fmt(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", x);
-  return b;
-}
-
 // Scales `f` by `x` and says so in its source.
 void Scale(Sourced* f, double x, const std::string& source) {
   if (x == 1.0) return;
   const double before = f->value;
   f->value = before * x;
-  f->source =
-      source + ": " + Fmt(before) + " x " + Fmt(x) + " (starting figure: " + f->source + ")";
+  f->source = source + ": " + FormatDouble(before) + " x " + FormatDouble(x) +
+              " (starting figure: " + f->source + ")";
 }
 
 // The mean of log2(2 m n k) over a table's entries: where gemm_size's per-doubling factor is 1.
@@ -50,10 +45,10 @@ double SizeScale(double m, double n, double k, double x, double per_doubling, do
 }
 
 std::string ScaleNote(double x, double per_doubling, double log2_mean) {
-  return "x " + Fmt(x) +
-         (per_doubling == 1.0
-              ? std::string()
-              : " x " + Fmt(per_doubling) + "^log2(2mnk / 2^" + Fmt(log2_mean) + ")");
+  return "x " + FormatDouble(x) +
+         (per_doubling == 1.0 ? std::string()
+                              : " x " + FormatDouble(per_doubling) + "^log2(2mnk / 2^" +
+                                    FormatDouble(log2_mean) + ")");
 }
 
 // Every entry times x, and times per_doubling for each doubling of its FLOPs (2 m n k) above the
@@ -98,7 +93,8 @@ void ScalePoints(const HardwareProfile& start, const CalibrationParams& x,
 void ScaleCurve(BusbwCurve* c, double x, const std::string& source) {
   if (x == 1.0) return;
   for (double& v : c->busbw_GBps) v *= x;
-  c->source = source + ": every point x " + Fmt(x) + " (starting curve: " + c->source + ")";
+  c->source =
+      source + ": every point x " + FormatDouble(x) + " (starting curve: " + c->source + ")";
 }
 
 void ScaleLink(LinkProfile* l, double p2p, double collective, double latency,

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "core/checked.h"
 #include "costmodel/calibrate_fit.h"
 #include "costmodel/estimate.h"
 
@@ -35,12 +36,6 @@ std::vector<CostTable> FitContext::TablesFor(const CalibrationParams& x) {
 }
 
 namespace {
-
-std::string Fmt(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", x);
-  return b;
-}
 
 // The `quantile` (0: the smallest) of measured / predicted under `x` over the samples; +inf when
 // nothing is predicted.
@@ -106,7 +101,7 @@ bool FitLatencyAndBandwidth(FitContext& f, const std::vector<Sample>& recvs, dou
   // measures no link) is fitted from 1 us, and says so.
   Sourced& start_latency = (link == 0 ? f.start.intra_node : f.start.inter_node).latency_us;
   if (!(start_latency.value > 0)) {
-    start_latency = {1.0, "none in the starting profile (" + Fmt(start_latency.value) +
+    start_latency = {1.0, "none in the starting profile (" + FormatDouble(start_latency.value) +
                               " us): the fit starts from 1 us; " + start_latency.source};
   }
   const auto cost_at = [&](double log_latency, CalibrationParams* out) {

@@ -2,17 +2,12 @@
 
 #include <cstdio>
 
+#include "core/checked.h"
 #include "core/units.h"
 #include "costmodel/layer_cost.h"
 
 namespace ptdp::costmodel {
 namespace {
-
-std::string Fmt(double x) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", x);
-  return b;
-}
 
 std::string Label(const MeasuredOp& op) {
   std::string s = op.op;
@@ -52,7 +47,7 @@ Status CheckOfModel(const MeasuredOp& op, const ModelSpec& m) {
 
 // Sets `f` to `value` and says so in its source, naming the starting figure where there was one.
 void Set(Sourced* f, double value, const std::string& source, const std::string& how) {
-  const std::string was = f->source.empty() ? "absent" : Fmt(f->value) + ", " + f->source;
+  const std::string was = f->source.empty() ? "absent" : FormatDouble(f->value) + ", " + f->source;
   *f = Sourced{value, source + ": " + how + " (starting figure: " + was + ")"};
 }
 
@@ -109,14 +104,15 @@ void FitAttention(const std::vector<MeasuredOp>& ops, const ModelSpec& model,
   // Both the whole device's (the unit profile keeps a device_share, so `rate` is too).
   const double rate = s.priced / s.measured,
                before = FusedAttentionTflops(model, p) * p.DeviceCopies();
-  const std::string how = Fmt(s.priced) + " TFLOP (causal count) a step over " + Fmt(s.measured) +
-                          " s, " + std::to_string(s.ops) + " attention ops";
+  const std::string how = FormatDouble(s.priced) + " TFLOP (causal count) a step over " +
+                          FormatDouble(s.measured) + " s, " + std::to_string(s.ops) +
+                          " attention ops";
   AttentionTable& t = p.attention_table;
   if (!t.empty() && (!dropout || t.HasDropout())) {
     // The table prices this model: its rates of that kind, all scaled by one multiple.
     for (double& r : dropout ? t.dropout_tflops : t.tflops) r *= rate / before;
-    t.source = source + ": every " + (dropout ? "dropout " : "") + "rate x " + Fmt(rate / before) +
-               ", " + how + " (starting table: " + t.source + ")";
+    t.source = source + ": every " + (dropout ? "dropout " : "") + "rate x " +
+               FormatDouble(rate / before) + ", " + how + " (starting table: " + t.source + ")";
     fit->figures.push_back({std::string("attention_table (") + (dropout ? "dropout " : "") +
                                 "rate at the model's s, d)",
                             before, rate, "TFLOP/s", s.ops});
@@ -127,7 +123,7 @@ void FitAttention(const std::vector<MeasuredOp>& ops, const ModelSpec& model,
     return;
   }
   if (rate > 1e5) {
-    fit->kept.push_back(key + ": kept, " + Fmt(rate) + " TFLOP/s is out of range");
+    fit->kept.push_back(key + ": kept, " + FormatDouble(rate) + " TFLOP/s is out of range");
     return;
   }
   Set(dropout ? &p.attention_dropout_tflops : &p.attention_tflops, rate, source, how);
@@ -154,9 +150,10 @@ bool EpilogueRate(const std::vector<MeasuredOp>& ops, const ModelSpec& model,
     return *why = "its ops ran no slower than their GEMMs at the fitted multiples", false;
   }
   *rate = elements / beside / 1e9;
-  if (*rate > kMaxEpilogueGelemsPerSecond) return *why = Fmt(*rate) + " is out of range", false;
-  *how = Fmt(elements) + " elements a step in " + Fmt(beside) + " s beside the GEMMs of " +
-         std::to_string(*count) + " ops";
+  if (*rate > kMaxEpilogueGelemsPerSecond)
+    return *why = FormatDouble(*rate) + " is out of range", false;
+  *how = FormatDouble(elements) + " elements a step in " + FormatDouble(beside) +
+         " s beside the GEMMs of " + std::to_string(*count) + " ops";
   return true;
 }
 
@@ -184,7 +181,8 @@ void FitEpilogues(const std::vector<MeasuredOp>& ops, const ModelSpec& model,
   if (!had_gelu && ok[0] != ok[1]) {
     const int fitted = ok[0] ? 0 : 1;
     ok[fitted] = false;
-    why[fitted] = std::string("fitted ") + Fmt(rate[fitted]) + ", but the profile has neither " +
+    why[fitted] = std::string("fitted ") + FormatDouble(rate[fitted]) +
+                  ", but the profile has neither " +
                   "GeLU epilogue rate and the other could not be fitted";
   }
   for (int i = 0; i < 3; ++i) {
