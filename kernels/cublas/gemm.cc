@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/cublas/lazy_cublas.h"
 #include "kernels/cublas/tune_pick.h"
 #include "kernels/cuda/check.h"
 
@@ -53,6 +54,7 @@ struct LtGemm::Plan {
 };
 
 Result<std::unique_ptr<LtGemm>> LtGemm::Create(size_t workspace_bytes) {
+  PTDP_RETURN_IF_ERROR(LoadCublasLibraries());  // names the library that did not load
   std::unique_ptr<LtGemm> g(new LtGemm());
   const cublasStatus_t st = cublasLtCreate(&g->handle_);
   if (st != CUBLAS_STATUS_SUCCESS) {

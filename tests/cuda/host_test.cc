@@ -6,6 +6,12 @@
 
 #include <vector>
 
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <string>
+
+#include "kernels/cublas/lazy_cublas.h"
 #include "kernels/cublas/tune_pick.h"
 #include "runtime/cuda/caching_allocator.h"
 #include "runtime/cuda/staged_mpi_communicator.h"
@@ -35,6 +41,31 @@ TEST(StagedConversionHostTest, Bf16WidenNarrowIsExactForRepresentableValues) {
   NarrowFromFp32(half.data(), &odd, 1, DType::kBf16);
   WidenToFp32(back.data(), half.data(), 1, DType::kBf16);
   EXPECT_EQ(back[0], 1.0f);
+}
+
+// cuBLAS and cuBLASLt are loaded on first use (kernels/cublas/lazy_cublas.h): the toolkit's files
+// load and export every forwarded entry point, and the forwarders reach them (the status strings
+// come from the libraries; no call here needs a GPU).
+TEST(LazyCublasHostTest, EveryForwardedEntryPointResolves) {
+  const Status st = cublas::LoadCublasLibraries();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(std::string(cublasLtGetStatusString(CUBLAS_STATUS_NOT_SUPPORTED)),
+            "the requested functionality is not supported");
+  EXPECT_EQ(std::string(cublasGetStatusString(CUBLAS_STATUS_INVALID_VALUE)),
+            "an unsupported value or parameter was passed to the function");
+}
+
+TEST(LazyCublasHostTest, AFileThatDoesNotLoadIsNamed) {
+  const Status missing =
+      cublas::TryLoadCublasFrom("/nonexistent/libcublasLt.so.99", cublas::CublasLibraryPath());
+  EXPECT_FALSE(missing.ok());
+  EXPECT_NE(missing.ToString().find("/nonexistent/libcublasLt.so.99"), std::string::npos)
+      << missing.ToString();
+  // A library that loads but lacks the entry points (the C maths library given as cuBLASLt).
+  const Status wrong = cublas::TryLoadCublasFrom("libm.so.6", cublas::CublasLibraryPath());
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.ToString().find("cublasLtCreate is missing"), std::string::npos)
+      << wrong.ToString();
 }
 
 // kernels/cublas's choice among cuBLASLt's candidates (rounds x candidates, milliseconds).
