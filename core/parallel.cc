@@ -92,7 +92,8 @@ Result<int> ShortEndsVirtualStageLayers(const ModelSpec& m, int pp, int vp, bool
 std::string StageLayersText(const std::vector<int>& counts) {
   std::string text;
   for (size_t r = 0; r < counts.size(); ++r) {
-    text += (r == 0 ? "" : "/") + std::to_string(counts[r]);
+    if (r > 0) text += '/';
+    text += std::to_string(counts[r]);
   }
   return text;
 }

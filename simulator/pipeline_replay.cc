@@ -511,7 +511,7 @@ void PipelineReplayer::Walk(int r, Nanoseconds gather) {
     }
     Nanoseconds dur = s.dur[size_t(int(st.op) * n + st.cc)];
     if (st.adjust) {  // recomputation, or a pair's share (PricePairs; one test where neither is)
-      dur = st.paired | st.pair_backward ? s.pair_dur[size_t(r)][pc] : dur + s.rc[st.cc];
+      dur = (st.paired || st.pair_backward) ? s.pair_dur[size_t(r)][pc] : dur + s.rc[st.cc];
     }
     if (st.reduces && s.collectives) {
       s.buckets_from[size_t(r)] = std::min(s.buckets_from[size_t(r)], now);
