@@ -53,6 +53,16 @@ Status ModelSpec::Validate(const std::string& path) const {
     }
     range("rope_original_max_positions", rope_original_max_positions, 1, int64_t(1) << 30);
   }
+  if (!(std::isfinite(rotary_percent) && rotary_percent > 0 && rotary_percent <= 1)) {
+    add(Status::Invalid(at + "rotary_percent: " + FormatDouble(rotary_percent) +
+                        " is outside (0, 1]"));
+  } else if (rotary_percent != 1 && !rotary) {
+    add(Status::Invalid(at + "rotary_percent: needs rotary"));
+  }
+  if (squared_relu && swiglu) {
+    add(Status::Invalid(at + "squared_relu: replaces the GeLU of a two-matrix MLP, not SwiGLU "
+                             "(set one of squared_relu and swiglu)"));
+  }
   if (!(std::isfinite(norm_eps) && norm_eps >= 1e-12 && norm_eps <= 1e-2)) {
     add(CheckRange(at + "norm_eps", norm_eps, 1e-12, 1e-2));
   } else if (!rmsnorm && norm_eps != 1e-5) {
@@ -194,6 +204,8 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(IsMoe(), "moe");
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
+  add(squared_relu, "squared_relu");
+  add(rotary_percent != 1, "partial_rotary");
   return out;
 }
 
@@ -294,8 +306,8 @@ ModelSpec Llama3(const std::string& name, int l, int64_t h, int64_t f, int a) {
 }
 
 // A Llama 3.1 model: Llama 3's decoder with the RoPE scaling every Llama 3.1 config.json carries
-// (rope_type llama3, factor 8, low 1, high 4, original 8192; Megatron-Bridge's llama_bridge.py turns
-// it into rope_scaling with that factor). No shape or FLOP changes.
+// (rope_type llama3, factor 8, low 1, high 4, original 8192; Megatron-Bridge's llama_bridge.py
+// turns it into rope_scaling with that factor). No shape or FLOP changes.
 ModelSpec Llama31(const std::string& name, int l, int64_t h, int64_t f, int a) {
   ModelSpec m = Llama3(name, l, h, f, a);
   m.rope_scaling_factor = 8;
@@ -324,6 +336,18 @@ ModelSpec Qwen3(const std::string& name, int l, int64_t h, int64_t f, int a, boo
   m.qk_norm = true;
   m.norm_eps = 1e-6;
   m.rotary_base = 1000000;
+  return m;
+}
+
+// Nemotron-4 (dgxc-benchmarking v25.01 nemotron/*-synth.yaml): 8 key/value heads, squared ReLU of
+// 4h, LayerNorm (its 1p form has the same shapes), RoPE on half of dh, no biases, untied, s 4096.
+ModelSpec Nemotron4(const std::string& name, int l, int64_t h, int a) {
+  ModelSpec m = Gpt(name, l, h, a, 4096, 256000);
+  m.kv_heads = 8;
+  m.squared_relu = m.rotary = true;
+  m.rotary_percent = 0.5;
+  m.linear_bias = m.tied_embeddings = false;
+  m.dropout = 0.0;
   return m;
 }
 
@@ -430,6 +454,10 @@ const std::vector<ModelPreset>& ModelPresets() {
       {Qwen3("qwen3-32b", 64, 5120, 25600, 64),
        "Qwen/Qwen3-32B config.json (64 heads of 128: attention 8192 wide at hidden 5120); Yang et "
        "al. 2025, Table 1; 32.8B parameters (31.2B without the embeddings) on its model card"},
+      {Nemotron4("nemotron4-15b", 32, 6144, 48),
+       "NVIDIA/dgxc-benchmarking v25.01 nemotron4-15b-synth.yaml; Parmar et al. 2024"},
+      {Nemotron4("nemotron4-340b", 96, 18432, 96),
+       "NVIDIA/dgxc-benchmarking v25.01 nemotron4-340b-synth.yaml; NVIDIA 2024 (tech. report)"},
       {Moe("mixtral-8x7b", 32, 4096, 32, 8, 0, false, 8, 2, 14336, 32000),
        "Jiang et al. 2024 (Mixtral of Experts); mistralai/Mixtral-8x7B-v0.1 config.json "
        "(sequence 4096 as Megatron-LM's reference mapping runs it); 46.7B parameters"},
@@ -465,9 +493,11 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("dropout", &m.dropout);
   r.Optional("kv_heads", &m.kv_heads);
   r.Optional("swiglu", &m.swiglu);
+  r.Optional("squared_relu", &m.squared_relu);
   r.Optional("rmsnorm", &m.rmsnorm);
   r.Optional("rotary", &m.rotary);
   r.Optional("rotary_base", &m.rotary_base);
+  r.Optional("rotary_percent", &m.rotary_percent);
   r.Optional("rope_scaling_factor", &m.rope_scaling_factor);
   r.Optional("rope_low_freq_factor", &m.rope_low_freq_factor);
   r.Optional("rope_high_freq_factor", &m.rope_high_freq_factor);
@@ -512,9 +542,11 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   if (m.IsGpt() && !m.qkv_bias && !m.qk_norm && !m.IsMoe() && m.mtp_layers == 0) return j;
   j["kv_heads"] = m.KvHeads();
   j["swiglu"] = m.swiglu;
+  if (m.squared_relu) j["squared_relu"] = true;  // files without it stay as they were
   j["rmsnorm"] = m.rmsnorm;
   j["rotary"] = m.rotary;
   j["rotary_base"] = m.rotary_base;
+  if (m.rotary_percent != 1) j["rotary_percent"] = m.rotary_percent;  // likewise
   if (m.rope_scaling_factor != 0) {  // files without it stay as they were
     j["rope_scaling_factor"] = m.rope_scaling_factor;
     j["rope_low_freq_factor"] = m.rope_low_freq_factor;

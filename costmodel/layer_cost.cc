@@ -169,7 +169,7 @@ double FusedAttentionTflops(const ModelSpec& m, const HardwareProfile& hw) {
 }
 
 bool GeluPricedByElements(const ModelSpec& m, const HardwareProfile& hw) {
-  return !m.swiglu && hw.gelu_forward_Gelems_per_s.value > 0 &&
+  return !m.swiglu && !m.squared_relu && hw.gelu_forward_Gelems_per_s.value > 0 &&
          hw.gelu_backward_Gelems_per_s.value > 0;
 }
 
@@ -181,8 +181,8 @@ GeluPass GeluPassTime(const ModelSpec& m, const HardwareProfile& hw, int tp, int
 }
 
 bool GeluPricedByEpilogue(const ModelSpec& m, const HardwareProfile& hw, bool gelu_gemm_epilogue) {
-  return gelu_gemm_epilogue && !m.swiglu && hw.gelu_epilogue_Gelems_per_s.value > 0 &&
-         hw.dgelu_epilogue_Gelems_per_s.value > 0;
+  return gelu_gemm_epilogue && !m.swiglu && !m.squared_relu &&
+         hw.gelu_epilogue_Gelems_per_s.value > 0 && hw.dgelu_epilogue_Gelems_per_s.value > 0;
 }
 
 Seconds GeluEpilogueSeconds(const HardwareProfile& hw, double elements, bool backward) {

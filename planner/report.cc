@@ -310,10 +310,12 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   // An RMSNorm with --normalization RMSNorm (under MLA, on the two latents).
   if (m.qk_norm) o << " --qk-layernorm";
   if (m.swiglu) o << " --swiglu";
+  if (m.squared_relu) o << " --squared-relu";
   if (m.rmsnorm) o << " --normalization RMSNorm";
   if (m.norm_eps != 1e-5) o << " --norm-epsilon " << FormatDouble(m.norm_eps);  // else Megatron's
   if (m.rotary) {
     o << " --position-embedding-type rope --rotary-base " << int64_t(m.rotary_base);
+    if (m.rotary_percent != 1) o << " --rotary-percent " << FormatDouble(m.rotary_percent);
   }
   // Llama 3.1's frequencies: Megatron-Core takes the factor and fixes the rest at 1, 4 and 8192
   // (rotary_pos_embedding.py _apply_scaling at d98e8a64dd); MegatronRopeScalingExpressible says

@@ -127,6 +127,7 @@ def expected_values(plan):
         ("--delay-wgrad-compute", "delay_wgrad_compute", bool(lay.get("moe_a2a_overlap", False))),
         # Architecture: a GPT's plan file leaves these keys out (core/model.h defaults).
         ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
+        ("--squared-relu", "squared_relu", bool(m.get("squared_relu", False))),
         ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),
         ("--norm-epsilon", "norm_epsilon", float(m.get("norm_eps", 1e-5))),
         ("--position-embedding-type", "position_embedding_type",
@@ -159,6 +160,7 @@ def expected_values(plan):
                     modules.split("+") if modules else None))
     if m.get("rotary"):
         out.append(("--rotary-base", "rotary_base", int(m.get("rotary_base", 10000))))
+        out.append(("--rotary-percent", "rotary_percent", float(m.get("rotary_percent", 1.0))))
     if not m.get("linear_bias", True):
         out.append(("--add-qkv-bias", "add_qkv_bias", bool(m.get("qkv_bias", False))))
     mla = bool(m.get("mla_kv_lora"))

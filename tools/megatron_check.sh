@@ -93,6 +93,9 @@ plan llama3-8b-hsdp --model llama3-8b --cluster dgx-h100 --gpus 64 --global-batc
 # The distributed optimizer in 2 instances at t 8 (its shard over 4 data ranks).
 plan gpt3-175b-instances --model gpt3-175b --cluster dgx-h100 --gpus 512 --global-batch 512 \
   --fix tp=8,pp=8,optimizer_instances=2 || failed=1
+# Nemotron-4 15B (squared-ReLU MLP, RoPE on half of each head) in the DGX Cloud recipe's layout.
+plan nemotron4-15b --model nemotron4-15b --cluster dgx-h100 --gpus 16 --global-batch 64 \
+  --fused-attention --sequence-parallel --distributed-optimizer --fix tp=4,pp=1,mbs=4 || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
   --global-batch 256 || failed=1

@@ -285,5 +285,29 @@ TEST(LayerCost, SwigluKeepsItsBytesWithGeluRates) {
   EXPECT_EQ(by_bytes.forward.memory, MemoryBoundTime(hw, b.forward, b.forward_kernels));
 }
 
+// Squared ReLU (Nemotron-4) has no measured rate and no GEMM epilogue: its layer keeps the
+// activation's bytes with the GeLU rates in the profile, to the bit, where the same layer with
+// GeLU takes the rates.
+TEST(LayerCost, SquaredReluKeepsItsBytesWithGeluRates) {
+  ModelSpec m = *LoadModel("nemotron4-15b");
+  ASSERT_TRUE(m.squared_relu);
+  HardwareProfile hw = testing::RoundProfile(Precision::kBf16);
+  const PieceCost by_bytes = TransformerLayerCost(m, hw, Precision::kBf16, 4, 1, 1e-3);
+  hw.gelu_forward_Gelems_per_s = {2.0, "test"};
+  hw.gelu_backward_Gelems_per_s = {1.0, "test"};
+  hw.gelu_epilogue_Gelems_per_s = {2.0, "test"};
+  hw.dgelu_epilogue_Gelems_per_s = {1.0, "test"};
+  EXPECT_FALSE(GeluPricedByElements(m, hw));
+  EXPECT_FALSE(GeluPricedByEpilogue(m, hw, /*gelu_gemm_epilogue=*/true));
+  const PieceCost with_rates = TransformerLayerCost(m, hw, Precision::kBf16, 4, 1, 1e-3);
+  EXPECT_EQ(with_rates.forward.memory, by_bytes.forward.memory);
+  EXPECT_EQ(with_rates.backward.memory, by_bytes.backward.memory);
+  ModelSpec gelu = m;
+  gelu.squared_relu = false;
+  EXPECT_TRUE(GeluPricedByElements(gelu, hw));
+  EXPECT_NE(TransformerLayerCost(gelu, hw, Precision::kBf16, 4, 1, 1e-3).forward.memory,
+            by_bytes.forward.memory);
+}
+
 }  // namespace
 }  // namespace ptdp::costmodel

@@ -32,6 +32,11 @@ case "$case" in
                grep -q '"moe_experts": 4' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="model tiny: the runtime does not execute moe yet" ;;
+  squared_relu)  # Nemotron-4's MLP activation and partial RoPE: planned, refused by name
+               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "squared_relu": true, "rotary": true, "rotary_percent": 0.5/' "$dir/plan.json"
+               grep -q '"squared_relu": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
+               expect="model tiny: the runtime does not execute squared_relu/partial_rotary yet" ;;
   program_size)   # the plan's Program must be its layout's: a message size edited by hand
                sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
                grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

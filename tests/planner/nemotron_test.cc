@@ -1,0 +1,97 @@
+// Nemotron-4 (squared-ReLU MLP, RoPE on half of each head): the model's fields, what the runtime
+// refuses, its FLOPs, and the flags `--emit megatron` writes for it.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/cluster.h"
+#include "core/json.h"
+#include "core/ledger.h"
+#include "core/model.h"
+#include "planner/fix.h"
+#include "planner/report.h"
+#include "planner/search.h"
+
+namespace ptdp::planner {
+namespace {
+
+TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
+  const ModelSpec m = *LoadModel("nemotron4-15b");
+  EXPECT_TRUE(m.squared_relu && m.rotary && !m.swiglu && !m.rmsnorm && !m.linear_bias);
+  EXPECT_EQ(m.rotary_percent, 0.5);
+  EXPECT_EQ(m.KvHeads(), 8);
+  EXPECT_EQ(m.FfnHidden(), 4 * 6144);
+  EXPECT_EQ(m.vocab, 256000);
+  EXPECT_FALSE(m.IsGpt());
+  EXPECT_EQ(m.UnexecutedFeatures(), "squared_relu/partial_rotary");
+  ModelSpec full_rope = m;
+  full_rope.rotary_percent = 1;
+  EXPECT_EQ(full_rope.UnexecutedFeatures(), "squared_relu");
+}
+
+// Squared ReLU has GeLU's shapes: the same FLOPs.
+TEST(Nemotron, SquaredReluHasTheGeluMlpsFlops) {
+  const ModelSpec m = *LoadModel("nemotron4-340b");
+  ModelSpec gelu = m;
+  gelu.squared_relu = false;
+  ParallelConfig c;
+  c.global_batch = 32;
+  EXPECT_EQ(ModelIterationFlops(m, c), ModelIterationFlops(gelu, c));
+  EXPECT_GT(ModelIterationFlops(m, c), 0);
+}
+
+TEST(Nemotron, BadFieldsAreNamed) {
+  ModelSpec m = *LoadModel("nemotron4-15b");
+  m.swiglu = true;
+  const Status both = m.Validate("model");
+  EXPECT_NE(both.message().find("model.squared_relu: replaces the GeLU"), std::string::npos)
+      << both.ToString();
+  m = *LoadModel("nemotron4-15b");
+  m.rotary_percent = 0;
+  EXPECT_NE(m.Validate("model").message().find("model.rotary_percent: 0 is outside (0, 1]"),
+            std::string::npos)
+      << m.Validate("model").ToString();
+  m.rotary_percent = 0.5;
+  m.rotary = false;
+  EXPECT_NE(m.Validate("model").message().find("model.rotary_percent: needs rotary"),
+            std::string::npos)
+      << m.Validate("model").ToString();
+}
+
+// The two fields survive a plan file; a model without them writes neither key.
+TEST(Nemotron, FieldsRoundTripThroughJson) {
+  const ModelSpec m = *LoadModel("nemotron4-15b");
+  const OrderedJson j = ModelToJson(m);
+  auto back = ModelFromJson(Json::parse(j.dump()), "model");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->squared_relu);
+  EXPECT_EQ(back->rotary_percent, 0.5);
+  const OrderedJson llama = ModelToJson(*LoadModel("llama3-8b"));
+  EXPECT_FALSE(llama.contains("squared_relu"));
+  EXPECT_FALSE(llama.contains("rotary_percent"));
+}
+
+// The recipe's layout of dgxc-benchmarking's 15B runs (TP 4, MBS 4, 16 H100s), and its flags:
+// the activation and the partial RoPE are said, SwiGLU is not.
+TEST(Nemotron, PlanAndMegatronFlags) {
+  auto m = LoadModel("nemotron4-15b");
+  auto c = LoadCluster("dgx-h100", 16);
+  ASSERT_TRUE(m.ok() && c.ok());
+  SearchOptions o;
+  o.global_batch = 64;
+  o.fused_attention = o.sequence_parallel = o.distributed_optimizer = true;
+  o.fix = *ParseFix("tp=4,pp=1,mbs=4,recompute=none");
+  auto r = Search(*m, *c, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const std::string args = MegatronArgs(*m, r->top.front().layout);
+  for (const char* flag : {"--squared-relu", "--rotary-percent 0.5",
+                           "--group-query-attention --num-query-groups 8", "--disable-bias-linear",
+                           "--untie-embeddings-and-output-weights", "--ffn-hidden-size 24576"}) {
+    EXPECT_NE(args.find(flag), std::string::npos) << flag << " not in " << args;
+  }
+  EXPECT_EQ(args.find("--swiglu"), std::string::npos) << args;
+  EXPECT_EQ(args.find("RMSNorm"), std::string::npos) << args;
+}
+
+}  // namespace
+}  // namespace ptdp::planner
