@@ -64,13 +64,15 @@ mkdir -p "$work"
 log() { echo "[compare] $*" >&2; }
 
 # 1. Build.
+# A relative --build-dir is under the repository root; an absolute one is taken as it is.
+case "$build" in /*) build_path=$build ;; *) build_path=$root/$build ;; esac
 if [ $skip_build = 0 ]; then
   cuda_flag=OFF
   [ "$backend" = cuda ] && cuda_flag=ON
-  cmake -S "$root" -B "$root/$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_WITH_CUDA=$cuda_flag >&2
-  cmake --build "$root/$build" --target ptdp -j"$(nproc)" >&2
+  cmake -S "$root" -B "$build_path" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPTDP_WITH_CUDA=$cuda_flag >&2
+  cmake --build "$build_path" --target ptdp -j"$(nproc)" >&2
 fi
-ptdp="$root/$build/tools/ptdp"
+ptdp="$build_path/tools/ptdp"
 [ -x "$ptdp" ] || { echo "compare.sh: $ptdp not built" >&2; exit 1; }
 
 # 2. Tokens (byte-level; valid ids for every model) and a profile of this device.
