@@ -101,7 +101,8 @@ plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
   --global-batch 256 || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
-# the plan (a tp, SwiGLU, a mixture's ep, the modules selective recomputation redoes), or a PASS
+# the plan (a tp, SwiGLU, a mixture's ep, the modules selective recomputation redoes, FSDP's
+# sharding, Nemotron's partial RoPE), or a PASS
 # above means nothing.
 mkdir -p "$work/controls"
 "$py" - "$work" <<'PY' || exit 2
@@ -112,6 +113,7 @@ llama = json.load(open(f"{w}/llama3-8b.json"))
 moe = json.load(open(f"{w}/qwen3-235b-moe.json"))
 dsv3 = json.load(open(f"{w}/deepseek-v3.json"))
 fsdp = json.load(open(f"{w}/llama3-8b-fsdp.json"))
+nemotron = json.load(open(f"{w}/nemotron4-15b.json"))
 tp = gpt.get("megatron_layout", gpt["layout"])["tp"]  # the layout the flags are for
 other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
@@ -123,7 +125,8 @@ for name, plan, old, new in [
         ("wrong-recompute-modules", dsv3, " --recompute-modules mla_up_proj mlp",
          " --recompute-modules mla_up_proj"),
         ("wrong-fsdp-sharding", fsdp, " --data-parallel-sharding-strategy optim_grads_params",
-         " --data-parallel-sharding-strategy optim_grads")]:
+         " --data-parallel-sharding-strategy optim_grads"),
+        ("no-partial-rope", nemotron, " --rotary-percent 0.5", "")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
               open(f"{w}/controls/{name}.json", "w"))
@@ -134,7 +137,8 @@ declare -A reason=([unknown-flag]="unrecognized arguments: --no-scatter-gather"
                    [wrong-tp]="--tensor-model-parallel-size:" [no-swiglu]="--swiglu:"
                    [wrong-ep]="--expert-model-parallel-size:"
                    [wrong-recompute-modules]="--recompute-modules:"
-                   [wrong-fsdp-sharding]="--data-parallel-sharding-strategy:")
+                   [wrong-fsdp-sharding]="--data-parallel-sharding-strategy:"
+                   [no-partial-rope]="--rotary-percent:")
 for c in "$work"/controls/*.json; do
   name=$(basename "$c" .json)
   if "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$c" > "${c%.json}.out"; then
