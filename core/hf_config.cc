@@ -87,7 +87,8 @@ constexpr Family kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
                                 {"qwen3_moe", "Qwen3MoeForCausalLM"},
                                 {"qwen2_moe", "Qwen2MoeForCausalLM"},
                                 {"deepseek_v2", "DeepseekV2ForCausalLM"},
-                                {"deepseek_v3", "DeepseekV3ForCausalLM"}};
+                                {"deepseek_v3", "DeepseekV3ForCausalLM"},
+                                {"nemotron", "NemotronForCausalLM"}};
 
 bool IsDeepSeek(const std::string& model_type) {
   return model_type == "deepseek_v2" || model_type == "deepseek_v3";
@@ -332,6 +333,37 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   for (const auto& k : LlamaIgnoredKeys()) r.Allow(k);
 }
 
+// Nemotron-4 (transformers' NemotronConfig): grouped-query attention, a squared-ReLU MLP
+// (hidden_act relu2, two matrices), LayerNorm1P (LayerNorm's shapes and cost; its epsilon is
+// norm_eps), RoPE on partial_rotary_factor of each head, no biases.
+void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
+  r.Required("num_hidden_layers", &m->layers);
+  r.Required("hidden_size", &m->hidden);
+  r.Required("num_attention_heads", &m->heads);
+  r.Required("intermediate_size", &m->ffn_hidden);
+  r.Required("max_position_embeddings", &m->seq_len);
+  r.Required("vocab_size", &m->vocab);
+  m->kv_heads = m->heads;  // transformers' default when num_key_value_heads is absent
+  r.Optional("num_key_value_heads", &m->kv_heads);
+  r.Optional("rope_theta", &m->rotary_base);
+  m->rotary_percent = 0.5;  // NemotronConfig's default
+  r.Optional("partial_rotary_factor", &m->rotary_percent);
+  r.Optional("norm_eps", &m->norm_eps);
+  r.Optional("attention_dropout", &m->dropout);
+  m->tied_embeddings = false;
+  r.Optional("tie_word_embeddings", &m->tied_embeddings);
+  m->squared_relu = m->rotary = true;
+  m->linear_bias = false;
+  RefuseUnless(r, "hidden_act", "relu2", "an activation other than squared ReLU");
+  RefuseUnless(r, "attention_bias", false, "a bias on the attention projections");
+  RefuseUnless(r, "mlp_bias", false, "a bias on the MLP");
+  if (const Json* hd = r.Child("head_dim", false); hd && !hd->is_null()) {
+    r.Optional("head_dim", &m->head_dim);
+  }
+  ReadRopeScaling(r, m);
+  for (const auto& k : LlamaIgnoredKeys()) r.Allow(k);
+}
+
 }  // namespace
 
 bool IsHfConfig(const Json& j) {
@@ -358,6 +390,8 @@ Result<ModelSpec> ModelFromHfConfig(const Json& j, const std::string& path) {
   CheckArchitectures(r, *family);
   if (model_type == "gpt2") {
     ReadGpt2(r, &m);
+  } else if (model_type == "nemotron") {
+    ReadNemotron(r, &m);
   } else {
     ReadLlamaFamily(r, *family, &m);
   }

@@ -3,11 +3,11 @@
 // "qwen2", "qwen3", and the mixtures of experts "mixtral", "qwen3_moe", "qwen2_moe" (a gated
 // shared expert, leading mlp_only_layers) and "deepseek_v2"/"deepseek_v3" (multi-latent
 // attention, a shared expert, leading dense layers, multi-token prediction): docs/moe.md), with
-// its head_dim where given. Every key is read or named as harmless; an unknown key, an unsupported
-// model_type or architecture, and a field that changes the maths we model (sliding-window
-// attention, experts in another family or on some layers only, an activation other than the
-// family's, attention or MLP biases where the family has none) are refused with one line naming
-// it.
+// its head_dim where given; and Nemotron-4 (model_type "nemotron": squared ReLU, partial RoPE).
+// Every key is read or named as harmless; an unknown key, an unsupported model_type or
+// architecture, and a field that changes the maths we model (sliding-window attention, experts in
+// another family or on some layers only, an activation other than the family's, attention or MLP
+// biases where the family has none) are refused with one line naming it.
 #pragma once
 
 #include <string>

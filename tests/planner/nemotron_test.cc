@@ -71,6 +71,32 @@ TEST(Nemotron, FieldsRoundTripThroughJson) {
   EXPECT_FALSE(llama.contains("rotary_percent"));
 }
 
+// A transformers NemotronConfig (model_type nemotron) with the 15B's shapes reads as the preset; an
+// activation other than relu2 is refused by name.
+TEST(Nemotron, HuggingFaceConfigReadsAsThePreset) {
+  const std::string config = R"({"architectures": ["NemotronForCausalLM"], "model_type": "nemotron",
+    "hidden_act": "relu2", "hidden_size": 6144, "intermediate_size": 24576,
+    "num_hidden_layers": 32, "num_attention_heads": 48, "num_key_value_heads": 8,
+    "max_position_embeddings": 4096, "vocab_size": 256000, "norm_eps": 1e-05,
+    "partial_rotary_factor": 0.5, "rope_theta": 10000.0, "attention_bias": false,
+    "mlp_bias": false, "tie_word_embeddings": false, "attention_dropout": 0.0,
+    "initializer_range": 0.0134, "bos_token_id": 2, "eos_token_id": 3, "torch_dtype": "bfloat16"})";
+  auto m = ModelFromJson(Json::parse(config), "model");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ModelSpec read = *m;
+  read.name = "nemotron4-15b";  // "hf-nemotron" from the file
+  EXPECT_EQ(ModelToJson(read).dump(), ModelToJson(*LoadModel("nemotron4-15b")).dump());
+  std::string silu = config;
+  silu.replace(silu.find("relu2"), 5, "silu");
+  auto refused = ModelFromJson(Json::parse(silu), "model");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(
+      refused.status().message().find(
+          "model.hidden_act: \"silu\": an activation other than squared ReLU is not modelled"),
+      std::string::npos)
+      << refused.status().ToString();
+}
+
 // The recipe's layout of dgxc-benchmarking's 15B runs (TP 4, MBS 4, 16 H100s), and its flags:
 // the activation and the partial RoPE are said, SwiGLU is not.
 TEST(Nemotron, PlanAndMegatronFlags) {
