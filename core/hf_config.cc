@@ -277,7 +277,9 @@ void ReadRopeScaling(JsonObjectReader& r, ModelSpec* m) {
   }
 }
 
-void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
+// The shapes every decoder family's config states alike: layers, widths, heads, sequence,
+// vocabulary, the key/value heads and RoPE's theta.
+void ReadDecoderShapes(JsonObjectReader& r, ModelSpec* m) {
   r.Required("num_hidden_layers", &m->layers);
   r.Required("hidden_size", &m->hidden);
   r.Required("num_attention_heads", &m->heads);
@@ -287,6 +289,10 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   m->kv_heads = m->heads;  // transformers' default when num_key_value_heads is absent
   r.Optional("num_key_value_heads", &m->kv_heads);
   r.Optional("rope_theta", &m->rotary_base);
+}
+
+void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
+  ReadDecoderShapes(r, m);
   m->norm_eps = 1e-6;  // transformers' LlamaConfig default when rms_norm_eps is absent
   r.Optional("rms_norm_eps", &m->norm_eps);
   // transformers 5 writes RoPE's theta inside rope_parameters (with its rope_type).
@@ -337,15 +343,7 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
 // (hidden_act relu2, two matrices), LayerNorm1P (LayerNorm's shapes and cost; its epsilon is
 // norm_eps), RoPE on partial_rotary_factor of each head, no biases.
 void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
-  r.Required("num_hidden_layers", &m->layers);
-  r.Required("hidden_size", &m->hidden);
-  r.Required("num_attention_heads", &m->heads);
-  r.Required("intermediate_size", &m->ffn_hidden);
-  r.Required("max_position_embeddings", &m->seq_len);
-  r.Required("vocab_size", &m->vocab);
-  m->kv_heads = m->heads;  // transformers' default when num_key_value_heads is absent
-  r.Optional("num_key_value_heads", &m->kv_heads);
-  r.Optional("rope_theta", &m->rotary_base);
+  ReadDecoderShapes(r, m);
   m->rotary_percent = 0.5;  // NemotronConfig's default
   r.Optional("partial_rotary_factor", &m->rotary_percent);
   r.Optional("norm_eps", &m->norm_eps);
