@@ -80,8 +80,20 @@ const Api& GetApi() {
   return api;
 }
 
-// The entry point `name` when everything resolved, else nullptr.
-#define PTDP_ENTRY(name) (GetApi().error.empty() ? GetApi().name : nullptr)
+// Calls the entry point `entry` when every one resolved, else returns NOT_INITIALIZED (the
+// status string then names the file that did not load: StatusString).
+template <typename Fn, typename... Args>
+cublasStatus_t Forward(Fn Api::*entry, Args... args) {
+  const Api& api = GetApi();
+  return api.error.empty() ? (api.*entry)(args...) : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+// A status string from the library, or the reason the libraries did not load.
+template <typename Fn>
+const char* StatusString(Fn Api::*entry, cublasStatus_t status) {
+  const Api& api = GetApi();
+  return api.error.empty() ? (api.*entry)(status) : api.error.c_str();
+}
 
 }  // namespace
 
@@ -106,26 +118,20 @@ const char* CublasLibraryPath() {
 
 }  // namespace ptdp::cublas
 
-using ptdp::cublas::GetApi;
-
-// The status string when the libraries did not load: the reason, for the caller's message.
-static const char* LoadError() {
-  return GetApi().error.c_str();
-}
+using ptdp::cublas::Api;
+using ptdp::cublas::Forward;
+using ptdp::cublas::StatusString;
 
 extern "C" {
 
 cublasStatus_t CUBLASWINAPI cublasLtCreate(cublasLtHandle_t* light_handle) {
-  auto f = PTDP_ENTRY(cublasLtCreate);
-  return f ? f(light_handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtCreate, light_handle);
 }
 cublasStatus_t CUBLASWINAPI cublasLtDestroy(cublasLtHandle_t light_handle) {
-  auto f = PTDP_ENTRY(cublasLtDestroy);
-  return f ? f(light_handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtDestroy, light_handle);
 }
 const char* CUBLASWINAPI cublasLtGetStatusString(cublasStatus_t status) {
-  auto f = PTDP_ENTRY(cublasLtGetStatusString);
-  return f ? f(status) : LoadError();
+  return StatusString(&Api::cublasLtGetStatusString, status);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmul(
     cublasLtHandle_t light_handle, cublasLtMatmulDesc_t compute_desc, const void* alpha,
@@ -133,90 +139,72 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(
     const void* beta, const void* c, cublasLtMatrixLayout_t c_desc, void* d,
     cublasLtMatrixLayout_t d_desc, const cublasLtMatmulAlgo_t* algo, void* workspace,
     size_t workspace_bytes, cudaStream_t stream) {
-  auto f = PTDP_ENTRY(cublasLtMatmul);
-  return f ? f(light_handle, compute_desc, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc,
-               algo, workspace, workspace_bytes, stream)
-           : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmul, light_handle, compute_desc, alpha, a, a_desc, b, b_desc,
+                 beta, c, c_desc, d, d_desc, algo, workspace, workspace_bytes, stream);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(
     cublasLtHandle_t light_handle, cublasLtMatmulDesc_t operation_desc,
     cublasLtMatrixLayout_t a_desc, cublasLtMatrixLayout_t b_desc, cublasLtMatrixLayout_t c_desc,
     cublasLtMatrixLayout_t d_desc, cublasLtMatmulPreference_t preference, int requested,
     cublasLtMatmulHeuristicResult_t results[], int* returned) {
-  auto f = PTDP_ENTRY(cublasLtMatmulAlgoGetHeuristic);
-  return f ? f(light_handle, operation_desc, a_desc, b_desc, c_desc, d_desc, preference, requested,
-               results, returned)
-           : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmulAlgoGetHeuristic, light_handle, operation_desc, a_desc, b_desc,
+                 c_desc, d_desc, preference, requested, results, returned);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
                                                      cublasComputeType_t compute_type,
                                                      cudaDataType_t scale_type) {
-  auto f = PTDP_ENTRY(cublasLtMatmulDescCreate);
-  return f ? f(desc, compute_type, scale_type) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmulDescCreate, desc, compute_type, scale_type);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
-  auto f = PTDP_ENTRY(cublasLtMatmulDescDestroy);
-  return f ? f(desc) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmulDescDestroy, desc);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
                                                            cublasLtMatmulDescAttributes_t attr,
                                                            const void* buf, size_t bytes) {
-  auto f = PTDP_ENTRY(cublasLtMatmulDescSetAttribute);
-  return f ? f(desc, attr, buf, bytes) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmulDescSetAttribute, desc, attr, buf, bytes);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* pref) {
-  auto f = PTDP_ENTRY(cublasLtMatmulPreferenceCreate);
-  return f ? f(pref) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmulPreferenceCreate, pref);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) {
-  auto f = PTDP_ENTRY(cublasLtMatmulPreferenceDestroy);
-  return f ? f(pref) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmulPreferenceDestroy, pref);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatmulPreferenceSetAttribute(
     cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
     size_t bytes) {
-  auto f = PTDP_ENTRY(cublasLtMatmulPreferenceSetAttribute);
-  return f ? f(pref, attr, buf, bytes) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatmulPreferenceSetAttribute, pref, attr, buf, bytes);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout,
                                                        cudaDataType type, uint64_t rows,
                                                        uint64_t cols, int64_t ld) {
-  auto f = PTDP_ENTRY(cublasLtMatrixLayoutCreate);
-  return f ? f(layout, type, rows, cols, ld) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatrixLayoutCreate, layout, type, rows, cols, ld);
 }
 cublasStatus_t CUBLASWINAPI cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
-  auto f = PTDP_ENTRY(cublasLtMatrixLayoutDestroy);
-  return f ? f(layout) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasLtMatrixLayoutDestroy, layout);
 }
 
 cublasStatus_t CUBLASWINAPI cublasCreate_v2(cublasHandle_t* handle) {
-  auto f = PTDP_ENTRY(cublasCreate_v2);
-  return f ? f(handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasCreate_v2, handle);
 }
 cublasStatus_t CUBLASWINAPI cublasDestroy_v2(cublasHandle_t handle) {
-  auto f = PTDP_ENTRY(cublasDestroy_v2);
-  return f ? f(handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasDestroy_v2, handle);
 }
 const char* CUBLASWINAPI cublasGetStatusString(cublasStatus_t status) {
-  auto f = PTDP_ENTRY(cublasGetStatusString);
-  return f ? f(status) : LoadError();
+  return StatusString(&Api::cublasGetStatusString, status);
 }
 cublasStatus_t CUBLASWINAPI cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
-  auto f = PTDP_ENTRY(cublasSetMathMode);
-  return f ? f(handle, mode) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasSetMathMode, handle, mode);
 }
 cublasStatus_t CUBLASWINAPI cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
-  auto f = PTDP_ENTRY(cublasSetStream_v2);
-  return f ? f(handle, stream) : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasSetStream_v2, handle, stream);
 }
 cublasStatus_t CUBLASWINAPI cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t trans_a,
                                            cublasOperation_t trans_b, int m, int n, int k,
                                            const float* alpha, const float* a, int lda,
                                            const float* b, int ldb, const float* beta, float* c,
                                            int ldc) {
-  auto f = PTDP_ENTRY(cublasSgemm_v2);
-  return f ? f(handle, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-           : CUBLAS_STATUS_NOT_INITIALIZED;
+  return Forward(&Api::cublasSgemm_v2, handle, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
+                 beta, c, ldc);
 }
 
 }  // extern "C"
