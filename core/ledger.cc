@@ -16,7 +16,7 @@ bool Fp32MainGrads(const ParallelConfig& c) {
 
 ParamBytes BytesPerParameter(const ParallelConfig& c) {
   if (c.precision == Precision::kFp32) return {4, 4, 8};
-  return {2, Fp32MainGrads(c) ? 4 : 2, 12};
+  return {2, Fp32MainGrads(c) ? 4 : 2, c.optimizer_state_bf16 ? 6 : 12};
 }
 
 Bytes ListBytes(const std::vector<ActTensor>& acts, const ParallelConfig& c) {

@@ -10,6 +10,8 @@
 //   fp16 without fusion:         weight 2, grad 2 (Megatron-LM 2021's fp16 grads), optimizer 12 =
 //   16
 //   bf16 with grad_reduce_bf16:  weight 2, grad 2 (bf16 gradient buffer), optimizer 12 = 16
+//   optimizer_state_bf16:        optimizer 6 in place of 12 (bf16 Adam m, v, and the master's
+//                                low 16 bits beside the bf16 weight)
 // With the distributed optimizer the optimizer bytes are divided over the data-parallel group.
 // fp8 is bf16's 18, plus the FP8 copies of the four Linears' weights in each layer (1 byte, and 1
 // for the transposed copy Transformer Engine keeps for the weight gradient on Hopper), counted

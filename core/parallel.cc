@@ -392,6 +392,13 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
     return bad(std::string("grad_reduce_bf16: needs precision bf16 or fp8, not ") +
                PrecisionName(precision));
   }
+  if (optimizer_state_bf16 && (!Bf16GradsAllowed(precision) || !distributed_optimizer)) {
+    return bad(!distributed_optimizer
+                   ? std::string("optimizer_state_bf16: needs distributed_optimizer (Megatron-Core "
+                                 "keeps 16-bit optimizer state only in its distributed optimizer)")
+                   : std::string("optimizer_state_bf16: needs precision bf16 or fp8, not ") +
+                         PrecisionName(precision));
+  }
   PTDP_RETURN_IF_ERROR(ValidateRecomputeModules(*this, m));
   PTDP_RETURN_IF_ERROR(ValidateFsdp(*this, m));
   PTDP_RETURN_IF_ERROR(ValidateOptimizerInstances(*this, m));
@@ -438,6 +445,7 @@ std::string ParallelConfig::ToString() const {
   if (optimizer_instances > 1) os << ",optimizer_instances=" << optimizer_instances;
   if (grad_accumulation_fusion) os << ",grad_accumulation_fusion=on";
   if (grad_reduce_bf16) os << ",grad_reduce_bf16=on";
+  if (optimizer_state_bf16) os << ",optimizer_state_bf16=on";
   if (moe_a2a_overlap) os << ",moe_a2a_overlap=on";
   if (moe_dispatcher != MoeDispatcher::kAllToAll) {
     os << ",moe_dispatcher=" << MoeDispatcherName(moe_dispatcher);
@@ -485,6 +493,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   j["last_stage_layers"] = c.last_stage_layers;
   if (!c.stage_layers.empty()) j["stage_layers"] = c.stage_layers;  // old plans stay as they were
   if (c.grad_reduce_bf16) j["grad_reduce_bf16"] = true;             // likewise
+  if (c.optimizer_state_bf16) j["optimizer_state_bf16"] = true;     // likewise
   if (c.fsdp) j["fsdp"] = true;                                     // likewise
   if (c.optimizer_instances > 1) j["optimizer_instances"] = c.optimizer_instances;  // likewise
   if (c.moe_a2a_overlap) j["moe_a2a_overlap"] = true;                               // likewise
@@ -521,6 +530,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("grad_accumulation_fusion", &c.grad_accumulation_fusion);
   r.Optional("fused_attention", &c.fused_attention);
   r.Optional("grad_reduce_bf16", &c.grad_reduce_bf16);
+  r.Optional("optimizer_state_bf16", &c.optimizer_state_bf16);
   r.Optional("fsdp", &c.fsdp);
   r.Optional("optimizer_instances", &c.optimizer_instances);
   r.Optional("moe_a2a_overlap", &c.moe_a2a_overlap);

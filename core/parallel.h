@@ -188,6 +188,14 @@ struct ParallelConfig {
   static bool Bf16GradsAllowed(Precision p) {
     return p == Precision::kBf16 || p == Precision::kFp8;
   }
+  // The optimizer's state in 16 bits: Adam's two moments in bf16, and the fp32 master weights
+  // kept as the 16 bits the bf16 weights lack (6 bytes per parameter, not 12). Megatron-Core's
+  // --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 (Transformer
+  // Engine's FusedAdam, store_param_remainders on by default); NeMo's distributed_fused_adam with
+  // dtype bf16 (Apex: the master copy and both moments in bf16) holds the same bytes. A numerics
+  // choice like grad_reduce_bf16: never searched alone. Needs bf16 or fp8 and the distributed
+  // optimizer, as Megatron-Core asserts.
+  bool optimizer_state_bf16 = false;
   // A fused (FlashAttention-class) attention kernel, Megatron-LM's --use-flash-attn: the attention
   // core stores no s^2 tensor, only the fp32 log-sum-exp of each score row, and its backward
   // recomputes the probabilities (and regenerates the dropout mask from the counter generator).
@@ -261,7 +269,8 @@ struct ParallelConfig {
   // vp) (uneven stages: pp >= 2, at least one layer per stage and the middle layers an equal
   // share of the middle stages; vp > 1 the form above; stage_layers: ValidateStageLayers), B % (b
   // d), the schedule's needs (interleaved: vp >= 2, pp >= 2 and m >= pp; others vp == 1),
-  // fused_attention without selective recomputation, grad_reduce_bf16 only in bf16 or fp8, fsdp's
+  // fused_attention without selective recomputation, grad_reduce_bf16 only in bf16 or fp8,
+  // optimizer_state_bf16 only there and with distributed_optimizer, fsdp's
   // (core/fsdp.h ValidateFsdp). The message names the field and the reason.
   Status Validate(const ModelSpec& m) const;
   // The layer-split part of Validate: layers % (pp vp), or the uneven stages' rules.
@@ -295,8 +304,9 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m);
 // sequence_parallel, distributed_optimizer, grad_accumulation_fusion and fused_attention (optional
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and
-// grad_reduce_bf16 (true), fsdp (true), optimizer_instances (> 1), moe_a2a_overlap (true) and
-// moe_dispatcher ("deepep"), each written only when set and optional when read.
+// grad_reduce_bf16 (true), optimizer_state_bf16 (true), fsdp (true), optimizer_instances (> 1),
+// moe_a2a_overlap (true) and moe_dispatcher ("deepep"), each written only when set and optional
+// when read.
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >

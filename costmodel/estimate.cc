@@ -401,7 +401,7 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
     // The distributed optimizer updates 1/(d cp) of the dense parameters on each GPU and its
     // share of the experts'.
     const int64_t updated = OptimizerShardsOf(c, params, experts).owned;
-    t.optimizer[r] = OptimizerStepTime(hw, pr, updated, cluster.software, Fp32MainGrads(c)) +
+    t.optimizer[r] = OptimizerStepTime(hw, c, updated, cluster.software) +
                      optimizer_small_allreduces + DataParallelCopyTime(cluster, m, c, r, params) +
                      GradBufferPassTime(cluster.software, hw, c, params);
   }

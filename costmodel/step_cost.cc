@@ -23,29 +23,36 @@ namespace ptdp::costmodel {
 // 16-bit gradient buffer (grad_reduce_bf16, or fp16 without fusion) is not the fp32 main gradient:
 // Megatron-Core's distributed optimizer casts its shard first (_copy_model_grads_to_main_grads,
 // `shard_model_grad.float()`, a copy unless the buffer is fp32): read e, write 4 more.
-double OptimizerBytesPerParam(Precision p, const SoftwareProfile& sw, bool fp32_main_grads) {
+// 16-bit optimizer state (ParallelConfig::optimizer_state_bf16): Adam and the copy to the model
+// weight become one kernel (Transformer Engine's FusedAdam) that reads the bf16 weight, the
+// master's 16-bit remainder, the fp32 gradient and the bf16 m and v (2 + 2 + 4 + 2 + 2) and writes
+// all but the gradient (8): 20 bytes in place of Adam's 28 and the copy's 4 + e. (Apex's bf16
+// state moves the same 20: Adam over a bf16 master, then the copy to the weight.)
+double OptimizerBytesPerParam(const ParallelConfig& c, const SoftwareProfile& sw) {
+  const Precision p = c.precision;
   const double e = ComputeBytes(p);
   if (!IsHalf(p)) return 4 + 28;
-  if (sw.fused_optimizer_step.value) return 4 + 28 + e;
+  const double adam_and_copy = c.optimizer_state_bf16 ? 20 : 28 + (4 + e);
+  if (sw.fused_optimizer_step.value) return 4 + (c.optimizer_state_bf16 ? 20 : 28 + e);
   if (sw.optimizer_main_grads_in_place.value) {
-    const double cast = fp32_main_grads ? 0.0 : e + 4;
-    return cast + 4 + 28 + (4 + e) + (p == Precision::kFp16 ? 8 : 0);
+    const double cast = Fp32MainGrads(c) ? 0.0 : e + 4;
+    return cast + 4 + adam_and_copy + (p == Precision::kFp16 ? 8 : 0);
   }
-  return (e + 4) + 8 + 4 + 28 + (4 + e);
+  return (e + 4) + 8 + 4 + adam_and_copy;
 }
-Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params,
-                      const SoftwareProfile& sw, bool fp32_main_grads) {
-  return hw.DeviceCopies() * double(params) * OptimizerBytesPerParam(p, sw, fp32_main_grads) /
+Seconds OptimizerTime(const HardwareProfile& hw, const ParallelConfig& c, int64_t params,
+                      const SoftwareProfile& sw) {
+  return hw.DeviceCopies() * double(params) * OptimizerBytesPerParam(c, sw) /
          GBpsToBytesPerSecond(hw.memory_bound_GBps.value);
 }
 // The step as priced: by its parameters at the profile's measured rate of the whole step where it
 // has one (optimizer_Gparams_per_s: a CPU, whose AdamW its square root and division bound, not its
 // bytes), else by its bytes (OptimizerTime).
-Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params,
-                          const SoftwareProfile& sw, bool fp32_main_grads) {
+Seconds OptimizerStepTime(const HardwareProfile& hw, const ParallelConfig& c, int64_t params,
+                          const SoftwareProfile& sw) {
   const double rate = hw.optimizer_Gparams_per_s.value;
   return rate > 0 ? hw.DeviceCopies() * double(params) / (rate * 1e9)
-                  : OptimizerTime(hw, p, params, sw, fp32_main_grads);
+                  : OptimizerTime(hw, c, params, sw);
 }
 
 // The data-parallel wrapper's gradient copies around the reduction (the software profile's

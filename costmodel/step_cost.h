@@ -14,14 +14,15 @@
 
 namespace ptdp::costmodel {
 
-// Bytes the optimizer step moves per parameter it updates (the sources are in step_cost.cc).
-double OptimizerBytesPerParam(Precision p, const SoftwareProfile& sw, bool fp32_main_grads);
+// Bytes the optimizer step moves per parameter it updates (the sources are in step_cost.cc): by
+// the layout's precision, gradient buffer (Fp32MainGrads) and optimizer_state_bf16.
+double OptimizerBytesPerParam(const ParallelConfig& c, const SoftwareProfile& sw);
 // The step over `params` at memory_bound_GBps.
-Seconds OptimizerTime(const HardwareProfile& hw, Precision p, int64_t params,
-                      const SoftwareProfile& sw, bool fp32_main_grads);
+Seconds OptimizerTime(const HardwareProfile& hw, const ParallelConfig& c, int64_t params,
+                      const SoftwareProfile& sw);
 // The step as priced: at the profile's measured optimizer rate where it has one, else by bytes.
-Seconds OptimizerStepTime(const HardwareProfile& hw, Precision p, int64_t params,
-                          const SoftwareProfile& sw, bool fp32_main_grads);
+Seconds OptimizerStepTime(const HardwareProfile& hw, const ParallelConfig& c, int64_t params,
+                          const SoftwareProfile& sw);
 // The data-parallel wrapper's gradient copies around the reduction (ddp_grad_copy_bytes_per_param).
 Seconds DataParallelCopyTime(const ClusterSpec& cluster, const ModelSpec& m,
                              const ParallelConfig& c, int rank, int64_t params);

@@ -19,6 +19,7 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!optimizer_instances || *optimizer_instances == c.optimizer_instances) &&
          (!grad_accumulation_fusion || *grad_accumulation_fusion == c.grad_accumulation_fusion) &&
          (!grad_reduce_bf16 || *grad_reduce_bf16 == c.grad_reduce_bf16) &&
+         (!optimizer_state_bf16 || *optimizer_state_bf16 == c.optimizer_state_bf16) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
          (!moe_a2a_overlap || *moe_a2a_overlap == c.moe_a2a_overlap) &&
          (!moe_dispatcher || *moe_dispatcher == c.moe_dispatcher) &&
@@ -169,7 +170,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
     } else if (key == "scatter_gather" || key == "sequence_parallel" ||
                key == "distributed_optimizer" || key == "fsdp" ||
                key == "grad_accumulation_fusion" || key == "grad_reduce_bf16" ||
-               key == "fused_attention" || key == "moe_a2a_overlap") {
+               key == "optimizer_state_bf16" || key == "fused_attention" ||
+               key == "moe_a2a_overlap") {
       if (value != "on" && value != "off") {
         return Status::Invalid("--fix: " + key + ": expected on or off, got \"" + value + "\"");
       }
@@ -179,6 +181,7 @@ Result<FixedLayout> ParseFix(const std::string& text) {
                                   : key == "fsdp"                  ? f.fsdp
                                   : key == "fused_attention"       ? f.fused_attention
                                   : key == "grad_reduce_bf16"      ? f.grad_reduce_bf16
+                                  : key == "optimizer_state_bf16"  ? f.optimizer_state_bf16
                                   : key == "moe_a2a_overlap"       ? f.moe_a2a_overlap
                                                                    : f.grad_accumulation_fusion;
       slot = value == "on";
@@ -188,7 +191,7 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "\" (known: tp, pp, dp, cp, ep, etp, mbs, vp, recompute, recompute_modules, schedule, "
           "scatter_gather, "
           "sequence_parallel, distributed_optimizer, fsdp, optimizer_instances, "
-          "grad_accumulation_fusion, grad_reduce_bf16, "
+          "grad_accumulation_fusion, grad_reduce_bf16, optimizer_state_bf16, "
           "fused_attention, moe_a2a_overlap, moe_dispatcher, precision, first_stage_layers, "
           "last_stage_layers, stage_layers)");
     }

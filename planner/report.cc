@@ -481,6 +481,9 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   // Today's Megatron-LM fuses the accumulation by default; the plan modelled the unfused add.
   if (!c.grad_accumulation_fusion) o << " --no-gradient-accumulation-fusion";
   if (c.grad_reduce_bf16) o << " --grad-reduce-in-bf16";
+  if (c.optimizer_state_bf16) {  // fp32 main params kept as remainders (TE >= 2.1's default)
+    o << " --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16";
+  }
   // The combined 1F1B: the all-to-alls beside another microbatch's compute, the weight gradients
   // delayed to make room for them (Megatron-Bridge's moe_a2a_overlap sets both).
   if (c.moe_a2a_overlap) o << " --overlap-moe-expert-parallel-comm --delay-wgrad-compute";

@@ -110,29 +110,6 @@ Status RefineAndRank(const ModelSpec& m, const ClusterSpec& cluster, const Searc
 
 }  // namespace
 
-std::string PrecisionCaveat(const ClusterSpec& cluster, Precision precision) {
-  const std::string& dtype = cluster.profile.gemm.dtype;
-  if (IsHalf(precision) == (dtype != "fp32")) return "";
-  return std::string(PrecisionName(precision)) + " on " + cluster.profile.name +
-         ", whose GEMM table is " + dtype + ": times use that table as measured (memory and " +
-         "message sizes are " + PrecisionName(precision) + "'s); profile the machine in " +
-         PrecisionName(precision) + " for its throughput";
-}
-
-Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOptions& o) {
-  if (o.fix.precision && o.precision && *o.fix.precision != *o.precision) {
-    return Status::Invalid(std::string("--precision ") + PrecisionName(*o.precision) +
-                           " differs from --fix precision=" + PrecisionName(*o.fix.precision));
-  }
-  const Precision p = o.fix.precision.value_or(o.precision.value_or(cluster.profile.precision));
-  PTDP_RETURN_IF_ERROR(CheckPrecision(cluster.profile, p));
-  if (o.fix.grad_reduce_bf16.value_or(false) && !ParallelConfig::Bf16GradsAllowed(p)) {
-    return Status::Invalid(std::string("--fix grad_reduce_bf16=on: needs precision bf16 or fp8, ") +
-                           "not " + PrecisionName(p));
-  }
-  return p;
-}
-
 namespace {
 
 // A checked layout's prediction, memory not yet compared with the GPU's.
@@ -272,12 +249,12 @@ std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOp
 // The layout of one combination of the inner loops' choices, or none where --fix or the search
 // options leave it out (not counted as considered). `bits`: scatter/gather off (1), sequence
 // parallelism (2), fused attention (4), the combined 1F1B (8), fully sharded data parallelism
-// (16), and with it hybrid sharding inside a node (32: GridPoint::node_instances). `bf16_grads`:
+// (16), and with it hybrid sharding inside a node (32: GridPoint::node_instances). `numerics`:
 // one value for the whole search.
 std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g,
                                       const PipelineShape& shape, int b,
                                       const RecomputeChoice& recompute, int bits,
-                                      const ExpertSplit& ex, Precision precision, bool bf16_grads) {
+                                      const ExpertSplit& ex, const SearchNumerics& numerics) {
   const Recompute rc = recompute.kind;
   const FixedLayout& fx = o.fix;
   const bool sg = (bits & 1) == 0, sp = (bits & 2) != 0, fused = (bits & 4) != 0;
@@ -342,7 +319,12 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   if (c.optimizer_instances > 1 && !fx.distributed_optimizer) c.distributed_optimizer = true;
   c.grad_accumulation_fusion =
       fx.grad_accumulation_fusion ? *fx.grad_accumulation_fusion : o.grad_accumulation_fusion;
-  c.grad_reduce_bf16 = bf16_grads;
+  c.grad_reduce_bf16 = numerics.grad_reduce_bf16;
+  // 16-bit optimizer state lives in the distributed optimizer: where it is off, so is the state,
+  // unless fixed on (then the optimizer too, as for optimizer_instances).
+  c.optimizer_state_bf16 = numerics.optimizer_state_bf16 &&
+                           (c.distributed_optimizer || fx.optimizer_state_bf16.value_or(false));
+  if (c.optimizer_state_bf16 && !fx.distributed_optimizer) c.distributed_optimizer = true;
   c.fused_attention = fused;
   c.moe_a2a_overlap = a2a;
   c.moe_dispatcher = fx.moe_dispatcher.value_or(MoeDispatcher::kAllToAll);
@@ -350,7 +332,7 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   c.last_stage_layers = shape.last;
   if (!shape.stages.empty()) c.stage_layers = shape.stages;  // most shapes have none
   c.global_batch = o.global_batch;
-  c.precision = precision;
+  c.precision = numerics.precision;
   return c;
 }
 
@@ -407,8 +389,8 @@ bool Admissible(const ModelSpec& m, const ClusterSpec& cluster, const SearchOpti
 }
 
 // Prices an admissible layout and keeps it, or counts it out of memory. Evaluate's checks hold:
-// the layout is valid (Admissible), its precision was checked (SearchPrecision) and it spans the
-// cluster's GPUs.
+// the layout is valid (Admissible), its precision was checked (ResolveSearchNumerics) and it spans
+// the cluster's GPUs.
 void ScoreAndKeep(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                   PriceCaches* caches, Tally* tally) {
   const PriceCaches::Key key{
@@ -521,11 +503,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                            std::to_string(kMaxGlobalBatch));
   }
   const FixedLayout& fx = o.fix;
-  PTDP_ASSIGN_OR_RETURN(const Precision precision, SearchPrecision(cluster, o));
-  // bf16 gradients: fixed, or allowed and the search's precision takes them.
-  const bool bf16_grads = fx.grad_reduce_bf16
-                              ? *fx.grad_reduce_bf16
-                              : o.grad_reduce_bf16 && ParallelConfig::Bf16GradsAllowed(precision);
+  PTDP_ASSIGN_OR_RETURN(const SearchNumerics numerics, ResolveSearchNumerics(cluster, o));
+  const Precision precision = numerics.precision;
   // Compose's bits: the combined 1F1B's only where the search may turn it on, FSDP's likewise.
   const bool a2a_bit = fx.moe_a2a_overlap.value_or(false) || (m.IsMoe() && o.moe_a2a_overlap);
   const bool fsdp_bit = fx.fsdp.value_or(false) || (o.fsdp && !m.IsMoe());
@@ -564,8 +543,7 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                 const int raw = combo & (options - 1);
                 const int bits = fsdp_bit && !a2a_bit ? (raw & 7) | ((raw & 24) << 1) : raw;
                 const std::optional<ParallelConfig> c =
-                    Compose(o, g, shape, b, rc, bits, experts[size_t(combo >> shift)], precision,
-                            bf16_grads);
+                    Compose(o, g, shape, b, rc, bits, experts[size_t(combo >> shift)], numerics);
                 if (!c) continue;
                 ++tally.res.considered;
                 ++done;

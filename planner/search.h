@@ -58,6 +58,9 @@ struct SearchOptions {
   // bf16 gradients (ParallelConfig::grad_reduce_bf16), a numerics choice the user makes: used on
   // every bf16 or fp8 layout when allowed (less memory, half the data-parallel bytes).
   bool grad_reduce_bf16 = false;
+  // 16-bit optimizer state (ParallelConfig::optimizer_state_bf16), likewise the user's: used on
+  // every bf16 or fp8 layout with the distributed optimizer.
+  bool optimizer_state_bf16 = false;
   // Fully sharded data parallelism (ParallelConfig::fsdp) is searched beside the distributed
   // optimizer where d cp > 1 on a dense model, whole and hybrid-sharded inside a node
   // (optimizer_instances: core/fsdp.h NodeShardInstances) (`ptdp plan --fsdp`; off by default:
@@ -179,8 +182,17 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
 // reverse, so the times are the table's, while memory and messages follow `precision`. (The CPU
 // backend computes bf16/fp16 in fp32 and rounds, so its fp32 table is what it runs at.)
 std::string PrecisionCaveat(const ClusterSpec& cluster, Precision precision);
-// The precision Search gives every candidate: --fix's, else options.precision, else the profile's.
-Result<Precision> SearchPrecision(const ClusterSpec& cluster, const SearchOptions& options);
+// The numerics Search gives every candidate (the user's choices, never searched; planner/
+// numerics.cc): the precision (--fix's, else options.precision, else the profile's), and the
+// 16-bit gradient buffer and optimizer state where fixed on, or asked for in the options and
+// allowed at that precision. Errors name the option that the precision refuses.
+struct SearchNumerics {
+  Precision precision = Precision::kFp32;
+  bool grad_reduce_bf16 = false;
+  bool optimizer_state_bf16 = false;  // where the distributed optimizer is on (Compose)
+};
+Result<SearchNumerics> ResolveSearchNumerics(const ClusterSpec& cluster,
+                                             const SearchOptions& options);
 
 // Scores one layout (used by Search and by callers evaluating a given layout). Returns the
 // rejection as an error (out of memory: kDoesNotFit naming the stage and bytes).

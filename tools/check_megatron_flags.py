@@ -121,6 +121,13 @@ def expected_values(plan):
          bool(lay.get("grad_accumulation_fusion", False))),
         # bf16 gradients: validate_args then turns accumulate_allreduce_grads_in_fp32 off.
         ("--grad-reduce-in-bf16", "grad_reduce_in_bf16", bool(lay.get("grad_reduce_bf16", False))),
+        # 16-bit optimizer state: TE's FusedAdam with bf16 moments (dtypes compared as text).
+        ("--use-precision-aware-optimizer", "use_precision_aware_optimizer",
+         bool(lay.get("optimizer_state_bf16", False))),
+        ("--exp-avg-dtype", "exp_avg_dtype",
+         "torch.bfloat16" if lay.get("optimizer_state_bf16") else "torch.float32"),
+        ("--exp-avg-sq-dtype", "exp_avg_sq_dtype",
+         "torch.bfloat16" if lay.get("optimizer_state_bf16") else "torch.float32"),
         # The combined 1F1B (layout moe_a2a_overlap) sets both.
         ("--overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm",
          bool(lay.get("moe_a2a_overlap", False))),
@@ -250,6 +257,8 @@ def child(plan_path):
         got = getattr(args, attr, getattr(args, DEST_ALIASES.get(attr, attr), "<absent>"))
         if hasattr(got, "name") and not isinstance(got, str):  # enums
             got = got.name
+        if type(got).__name__ == "dtype":  # torch dtypes, which map_dtype made of the flags
+            got = str(got)
         if got == "<absent>":
             same = False  # this Megatron-LM has no such argument: name it, do not crash
         elif isinstance(want, float) or isinstance(got, float):

@@ -38,8 +38,9 @@ struct PlanArgs {
   std::string software = kDefaultSoftware;
   bool allow_cross_node_tp = false;
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
-       grad_accumulation_fusion = false, grad_reduce_bf16 = false, fused_attention = false,
-       context_parallel = false, moe_a2a_overlap = false, recompute_modules = false, fsdp = false;
+       grad_accumulation_fusion = false, grad_reduce_bf16 = false, optimizer_state_bf16 = false,
+       fused_attention = false, context_parallel = false, moe_a2a_overlap = false,
+       recompute_modules = false, fsdp = false;
   double tokens = 0;
   int simulate_top = -1;  // -1: every layout that fits
   int threads = 0;        // 0: not given (the machine's hardware threads)
@@ -99,6 +100,7 @@ Status RunPlan(const PlanArgs& a) {
   o.distributed_optimizer = a.distributed_optimizer;
   o.grad_accumulation_fusion = a.grad_accumulation_fusion;
   o.grad_reduce_bf16 = a.grad_reduce_bf16;
+  o.optimizer_state_bf16 = a.optimizer_state_bf16;
   o.fsdp = a.fsdp;
   o.fused_attention = a.fused_attention;
   o.context_parallel = a.context_parallel;
@@ -206,6 +208,11 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
       "--grad-reduce-in-bf16", a->grad_reduce_bf16,
       "Keep and reduce the gradients in bf16, not fp32 (Megatron-LM --grad-reduce-in-bf16; "
       "a numerics choice): every bf16 or fp8 layout");
+  cmd->add_flag("--optimizer-state-bf16", a->optimizer_state_bf16,
+                "Keep Adam's moments in bf16 and the master weights as 16-bit remainders, 6 bytes "
+                "a parameter in place of 12 (Megatron-LM --use-precision-aware-optimizer "
+                "--exp-avg-dtype bf16 --exp-avg-sq-dtype bf16; a numerics choice): every bf16 or "
+                "fp8 layout with the distributed optimizer");
   cmd->add_flag("--fused-attention", a->fused_attention,
                 "Also search a fused (FlashAttention-class) attention kernel that stores no s^2 "
                 "tensor (Megatron-LM --attention-backend flash; not in the paper's runs)");

@@ -96,13 +96,17 @@ plan gpt3-175b-instances --model gpt3-175b --cluster dgx-h100 --gpus 512 --globa
 # Nemotron-4 15B (squared-ReLU MLP, RoPE on half of each head) in the DGX Cloud recipe's layout.
 plan nemotron4-15b --model nemotron4-15b --cluster dgx-h100 --gpus 16 --global-batch 64 \
   --fused-attention --sequence-parallel --distributed-optimizer --fix tp=4,pp=1,mbs=4 || failed=1
+# Nemotron-4 340B as dgxc-benchmarking ran it: 16-bit optimizer state (TE's precision-aware Adam).
+plan nemotron4-340b --model nemotron4-340b --cluster dgx-h100 --gpus 128 --global-batch 32 \
+  --fix tp=8,pp=8,mbs=1,vp=12,schedule=interleaved,precision=bf16,recompute=none,sequence_parallel=on,distributed_optimizer=on,fused_attention=on,grad_accumulation_fusion=on,grad_reduce_bf16=on,optimizer_state_bf16=on \
+  || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
   --global-batch 256 || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
 # the plan (a tp, SwiGLU, a mixture's ep, the modules selective recomputation redoes, FSDP's
-# sharding, Nemotron's partial RoPE), or a PASS
+# sharding, Nemotron's partial RoPE, 16-bit Adam moments), or a PASS
 # above means nothing.
 mkdir -p "$work/controls"
 "$py" - "$work" <<'PY' || exit 2
@@ -114,6 +118,7 @@ moe = json.load(open(f"{w}/qwen3-235b-moe.json"))
 dsv3 = json.load(open(f"{w}/deepseek-v3.json"))
 fsdp = json.load(open(f"{w}/llama3-8b-fsdp.json"))
 nemotron = json.load(open(f"{w}/nemotron4-15b.json"))
+nemotron340 = json.load(open(f"{w}/nemotron4-340b.json"))
 tp = gpt.get("megatron_layout", gpt["layout"])["tp"]  # the layout the flags are for
 other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
@@ -126,7 +131,8 @@ for name, plan, old, new in [
          " --recompute-modules mla_up_proj"),
         ("wrong-fsdp-sharding", fsdp, " --data-parallel-sharding-strategy optim_grads_params",
          " --data-parallel-sharding-strategy optim_grads"),
-        ("no-partial-rope", nemotron, " --rotary-percent 0.5", "")]:
+        ("no-partial-rope", nemotron, " --rotary-percent 0.5", ""),
+        ("fp32-moments", nemotron340, " --exp-avg-dtype bf16", "")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
               open(f"{w}/controls/{name}.json", "w"))
@@ -138,7 +144,7 @@ declare -A reason=([unknown-flag]="unrecognized arguments: --no-scatter-gather"
                    [wrong-ep]="--expert-model-parallel-size:"
                    [wrong-recompute-modules]="--recompute-modules:"
                    [wrong-fsdp-sharding]="--data-parallel-sharding-strategy:"
-                   [no-partial-rope]="--rotary-percent:")
+                   [no-partial-rope]="--rotary-percent:" [fp32-moments]="--exp-avg-dtype:")
 for c in "$work"/controls/*.json; do
   name=$(basename "$c" .json)
   if "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$c" > "${c%.json}.out"; then

@@ -104,6 +104,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
         "plan: layout.grad_reduce_bf16: planned but not executed by this runtime, which keeps "
         "fp32 main gradients (use false)");
   }
+  if (cfg_.optimizer_state_bf16) {
+    return Status::Invalid(
+        "plan: layout.optimizer_state_bf16: planned but not executed by this runtime, which keeps "
+        "fp32 master weights and Adam moments (use false)");
+  }
   if (cfg_.optimizer_instances > 1) {
     return Status::Invalid(
         "plan: layout.optimizer_instances: planned but not executed by this runtime, whose "

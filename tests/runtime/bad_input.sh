@@ -65,6 +65,11 @@ case "$case" in
                sed -i 's/"fused_attention": false/"fused_attention": false, "grad_reduce_bf16": true/' "$dir/plan.json"
                grep -q '"grad_reduce_bf16": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                expect="plan: layout.grad_reduce_bf16: planned but not executed by this runtime" ;;
+  bf16_state)  # 16-bit optimizer state (--use-precision-aware-optimizer) planned: refused
+               PTDP_TEST_DIST_OPT=true "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true bf16
+               sed -i 's/"fused_attention": false/"fused_attention": false, "optimizer_state_bf16": true/' "$dir/plan.json"
+               grep -q '"optimizer_state_bf16": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               expect="plan: layout.optimizer_state_bf16: planned but not executed by this runtime" ;;
   fsdp)        # full sharding (ZeRO-3) planned: this runtime holds its stage's weights whole
                PTDP_TEST_DIST_OPT=true "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
                sed -i 's/"fused_attention": false/"fused_attention": false, "fsdp": true/' "$dir/plan.json"
