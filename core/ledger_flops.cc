@@ -90,11 +90,12 @@ double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c)
 // core_attn Q K^T and P V, 4 B s^2 a dh (dqk and dv under MLA); mla_up_proj the up projections,
 // 2 B s (q_lora a dqk + kv_lora a (dqk_nope + dv)); mlp a dense layer's fc1 and fc2, 2 B s (h fc1 +
 // f h), on the dense layers (a mixture's leading ones; not a prediction depth's); moe_act an
-// elementwise pass, no FLOPs. Fused attention's own backward recomputation where core_attn is not
-// redone (FusedAttentionRecomputeFlops).
+// elementwise pass, no FLOPs. Fused attention's own backward recomputation on top
+// (FusedAttentionRecomputeFlops), core_attn redone or not.
 double SelectiveRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
   const double B = double(c.global_batch), s = m.seq_len, layers = TransformerLayers(m);
-  double flops = c.Recomputes(kRecomputeCoreAttn) ? 0.0 : FusedAttentionRecomputeFlops(m, c);
+  // The fused kernel's backward recomputes S = Q K^T whether or not its forward is redone.
+  double flops = FusedAttentionRecomputeFlops(m, c);
   if (c.Recomputes(kRecomputeCoreAttn)) {
     flops += m.IsMla() ? layers * 2.0 * B * s * s * double(m.QkWidth() + m.AttnWidth())
                        : layers * 4.0 * B * s * s * double(m.AttnWidth());

@@ -199,7 +199,9 @@ struct ParallelConfig {
   // A fused (FlashAttention-class) attention kernel, Megatron-LM's --use-flash-attn: the attention
   // core stores no s^2 tensor, only the fp32 log-sum-exp of each score row, and its backward
   // recomputes the probabilities (and regenerates the dropout mask from the counter generator).
-  // Selective recomputation then has nothing left to drop, so Validate refuses the pair.
+  // Selective recomputation of core_attn then drops only the log-sum-exp and redoes the kernel's
+  // forward (Megatron-Core checkpoints the core whatever its backend): allowed (not with cp > 1),
+  // never searched (it costs time for a few bytes), taken where --fix asks for both.
   bool fused_attention = false;
   // Megatron-Core's --overlap-moe-expert-parallel-comm with --delay-wgrad-compute (Megatron-
   // Bridge's moe_a2a_overlap; a mixture of experts with ep > 1): in the steady state the forward

@@ -61,11 +61,13 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m) {
       ~(kRecomputeCoreAttn | kRecomputeMlaUpProj | kRecomputeMlp | kRecomputeMoeAct)) {
     return bad("holds an unknown module bit");
   }
-  if (c.fused_attention && c.Recomputes(kRecomputeCoreAttn)) {
+  // With fused attention core_attn drops only the kernel's log-sum-exp and runs the kernel's
+  // forward again (Megatron-Core checkpoints the core whatever its backend); under context
+  // parallelism that forward would be the ring's, which is not priced.
+  if (c.fused_attention && c.Recomputes(kRecomputeCoreAttn) && c.cp > 1) {
     return Status::Invalid(
-        "recompute: selective recomputation of core_attn drops the attention core's s^2 tensors, "
-        "which fused_attention never stores; use recompute=none with fused_attention, or "
-        "recompute_modules without core_attn");
+        "recompute: selective recomputation of core_attn with context parallelism (cp > 1) is not "
+        "modelled; use recompute=none or full, or recompute_modules without core_attn");
   }
   if (c.Recomputes(kRecomputeMlaUpProj) && !m.IsMla()) {
     return bad("mla_up_proj needs multi-latent attention (Megatron-Core refuses it otherwise)");

@@ -14,7 +14,10 @@ ComputeBreakdown SelectiveRecomputeCost(const ModelSpec& m, const HardwareProfil
   const Precision pr = c.precision;
   const double e = ComputeBytes(pr), lin = LinearGemmScale(hw, pr);
   const int64_t tokens = int64_t(c.mbs) * m.seq_len, t = c.tp;
-  if (c.Recomputes(kRecomputeCoreAttn)) out = AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
+  if (c.Recomputes(kRecomputeCoreAttn)) {  // the fused kernel's forward, or the unfused sequence
+    out = c.fused_attention ? ComputeBreakdown{FusedAttentionCost(m, hw, c.tp, c.mbs).forward.gemm}
+                            : AttentionCoreForwardCost(m, hw, pr, c.tp, c.mbs);
+  }
   if (c.Recomputes(kRecomputeMlaUpProj) && m.IsMla()) {
     const std::vector<LinearShape> g = MlaProjections(m, c.tp, tokens, c.sequence_parallel);
     // [q_down,] q_up or q, kv_down, kv_up: the up projections are the ones on the latents.

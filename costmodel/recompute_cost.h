@@ -10,7 +10,8 @@
 namespace ptdp::costmodel {
 
 // One layer of `m`'s kind (as one context-parallel rank sees it) on one rank of `c`:
-// - core_attn: the attention core's forward (AttentionCoreForwardCost);
+// - core_attn: the attention core's forward (AttentionCoreForwardCost; with fused attention the
+//   kernel's forward, FusedAttentionCost);
 // - mla_up_proj: the up projections' GEMMs (MlaProjections' second and fourth) at the Linears'
 //   rate, and the pass that assembles q and k with their rotary parts (read and write both);
 // - mlp (a dense layer): fc1 and fc2 at the Linears' rate, the activation's forward, the norm

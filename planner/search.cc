@@ -276,10 +276,13 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
     return std::nullopt;
   }
   if (g.cp > 1 && !fused) return std::nullopt;  // the ring runs in the fused kernel (Validate)
-  // Selective recomputation of the attention core has nothing to drop with fused attention
-  // (Validate); its other modules do.
+  // Selective recomputation of the attention core drops only the log-sum-exp with fused attention
+  // and redoes the kernel's forward: searched only where --fix asks for both; its other modules
+  // drop more.
   const uint8_t modules = recompute.modules;
-  if (fused && rc == Recompute::kSelective && (modules == 0 || (modules & kRecomputeCoreAttn))) {
+  const bool fixed_both = fx.recompute == Recompute::kSelective && fx.fused_attention == true;
+  if (fused && rc == Recompute::kSelective && (modules == 0 || (modules & kRecomputeCoreAttn)) &&
+      !fixed_both) {
     return std::nullopt;
   }
   if (fx.scatter_gather) {

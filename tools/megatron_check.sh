@@ -96,9 +96,10 @@ plan gpt3-175b-instances --model gpt3-175b --cluster dgx-h100 --gpus 512 --globa
 # Nemotron-4 15B (squared-ReLU MLP, RoPE on half of each head) in the DGX Cloud recipe's layout.
 plan nemotron4-15b --model nemotron4-15b --cluster dgx-h100 --gpus 16 --global-batch 64 \
   --fused-attention --sequence-parallel --distributed-optimizer --fix tp=4,pp=1,mbs=4 || failed=1
-# Nemotron-4 340B as dgxc-benchmarking ran it: 16-bit optimizer state (TE's precision-aware Adam).
+# Nemotron-4 340B as dgxc-benchmarking ran it: 16-bit optimizer state (TE's precision-aware Adam),
+# selective recomputation of the attention core beside fused attention.
 plan nemotron4-340b --model nemotron4-340b --cluster dgx-h100 --gpus 128 --global-batch 32 \
-  --fix tp=8,pp=8,mbs=1,vp=12,schedule=interleaved,precision=bf16,recompute=none,sequence_parallel=on,distributed_optimizer=on,fused_attention=on,grad_accumulation_fusion=on,grad_reduce_bf16=on,optimizer_state_bf16=on \
+  --fix tp=8,pp=8,mbs=1,vp=12,schedule=interleaved,precision=bf16,recompute=selective,sequence_parallel=on,distributed_optimizer=on,fused_attention=on,grad_accumulation_fusion=on,grad_reduce_bf16=on,optimizer_state_bf16=on \
   || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
