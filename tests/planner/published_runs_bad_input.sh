@@ -38,8 +38,8 @@ case_ miss_of_no_run 'known_misses.no-such-run: no run has this id' \
   'd["known_misses"]["no-such-run"] = {"band": [-30, -20], "why": "x"}'
 case_ unknown_variant 'runs[0].cluster: "nowhere" is not a key of cluster_variants' \
   'd["runs"][0]["cluster"] = "nowhere"'
-case_ variant_base 'cluster_variants.dgx-h100-nemo-24.03.base: no profile' \
-  'd["cluster_variants"]["dgx-h100-nemo-24.03"]["base"] = "no-such-profile"'
+case_ variant_base 'cluster_variants.dgx-h100-flash-attention-2.base: no profile' \
+  'd["cluster_variants"]["dgx-h100-flash-attention-2"]["base"] = "no-such-profile"'
 case_ unknown_count 'published.flops_formula: made-up is not a count this harness knows' \
   'd["flops_formulas"]["made-up"] = "x"; d["runs"][0]["published"]["flops_formula"] = "made-up"'
 case_ malformed 'published_runs.py:' ''
