@@ -340,8 +340,8 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
 }
 
 // Nemotron-4 (transformers' NemotronConfig): grouped-query attention, a squared-ReLU MLP
-// (hidden_act relu2, two matrices), LayerNorm1P (LayerNorm's shapes and cost; its epsilon is
-// norm_eps), RoPE on partial_rotary_factor of each head, no biases.
+// (hidden_act relu2, two matrices), LayerNorm1P (layernorm_1p: LayerNorm's shapes and cost; its
+// epsilon is norm_eps), RoPE on partial_rotary_factor of each head, no biases.
 void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
   ReadDecoderShapes(r, m);
   m->rotary_percent = 0.5;  // NemotronConfig's default
@@ -350,7 +350,7 @@ void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
   r.Optional("attention_dropout", &m->dropout);
   m->tied_embeddings = false;
   r.Optional("tie_word_embeddings", &m->tied_embeddings);
-  m->squared_relu = m->rotary = true;
+  m->squared_relu = m->rotary = m->layernorm_1p = true;
   m->linear_bias = false;
   RefuseUnless(r, "hidden_act", "relu2", "an activation other than squared ReLU");
   RefuseUnless(r, "attention_bias", false, "a bias on the attention projections");

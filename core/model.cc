@@ -206,6 +206,7 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(mtp_layers > 0, "mtp");
   add(squared_relu, "squared_relu");
   add(rotary_percent != 1, "partial_rotary");
+  add(layernorm_1p, "layernorm_1p");
   return out;
 }
 
@@ -291,6 +292,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("kv_heads", &m.kv_heads);
   r.Optional("swiglu", &m.swiglu);
   r.Optional("squared_relu", &m.squared_relu);
+  r.Optional("layernorm_1p", &m.layernorm_1p);
   r.Optional("rmsnorm", &m.rmsnorm);
   r.Optional("rotary", &m.rotary);
   r.Optional("rotary_base", &m.rotary_base);
@@ -335,6 +337,7 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["tied_embeddings"] = m.tied_embeddings;
   j["vocab_divisible_by"] = m.vocab_divisible_by;
   j["dropout"] = m.dropout;
+  if (m.layernorm_1p) j["layernorm_1p"] = true;  // files without it stay as they were
   // A GPT's file keeps the 2021 schema.
   if (m.IsGpt() && !m.qkv_bias && !m.qk_norm && !m.IsMoe() && m.mtp_layers == 0) return j;
   j["kv_heads"] = m.KvHeads();

@@ -53,7 +53,12 @@ struct ModelSpec {
   // --squared-relu; Nemotron-4). The same shapes and FLOPs; its elementwise pass is priced by
   // the bytes it moves, as no GEMM epilogue or measured GeLU rate applies to it.
   bool squared_relu = false;
-  bool rmsnorm = false;        // RMSNorm (a weight, no bias, no mean) in place of LayerNorm
+  bool rmsnorm = false;  // RMSNorm (a weight, no bias, no mean) in place of LayerNorm
+  // The norms' weight stored as its offset from 1 (LayerNorm1P: y = x_hat (1 + w) + b;
+  // Megatron-LM's
+  // --apply-layernorm-1p, Transformer Engine's zero_centered_gamma; Nemotron). The same shapes,
+  // FLOPs and bytes: a numerics fact the flags and the runtime must carry.
+  bool layernorm_1p = false;
   bool rotary = false;         // rotary position embeddings (no learned position table)
   double rotary_base = 10000;  // RoPE's theta (flags only: it changes no shape or FLOP)
   // The share of each head's features RoPE turns (Megatron-Core's --rotary-percent; Nemotron-4's
@@ -165,9 +170,9 @@ struct ModelSpec {
   }
 
   // The features of this model the runtime's layers (runtime/model) do not execute, joined by
-  // "/" ("moe/mla", "squared_relu/partial_rotary"); empty for a GPT and a dense Llama or Qwen
-  // (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention, no biases, a bias on QKV alone, a
-  // head_dim of its own, QK norm).
+  // "/" ("moe/mla", "squared_relu/partial_rotary/layernorm_1p"); empty for a GPT and a dense Llama
+  // or Qwen (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention, no biases, a bias on QKV
+  // alone, a head_dim of its own, QK norm).
   std::string UnexecutedFeatures() const;
   // Every violated constraint, joined by "; ", each naming the field (a mixture of experts:
   // moe_topk in [1, moe_experts], SwiGLU experts only). `path` is where the model was read, as the
@@ -221,14 +226,15 @@ const std::vector<ModelPreset>& ModelPresets();
 // Llama, Mistral or Qwen2 model (core/hf_config.h).
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
-// "tied_embeddings", "vocab_divisible_by", "dropout", "kv_heads", "swiglu", "squared_relu",
-// "rmsnorm", "rotary", "rotary_base", "rotary_percent", "rope_scaling_factor",
-// "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_positions" (written when the
-// factor is set), "norm_eps", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts",
-// "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
-// "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora",
-// "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
-// n_positions, vocab_size, n_inner). `path` prefixes error key paths.
+// "tied_embeddings", "vocab_divisible_by", "dropout", "layernorm_1p" (written when set),
+// "kv_heads", "swiglu", "squared_relu", "rmsnorm", "rotary", "rotary_base", "rotary_percent",
+// "rope_scaling_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+// "rope_original_max_positions" (written when the factor is set), "norm_eps", "linear_bias",
+// "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk", "moe_ffn_hidden",
+// "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers", "moe_layer_pattern",
+// "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora", "mla_rope_dim",
+// "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size,
+// n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
 

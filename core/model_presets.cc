@@ -73,11 +73,12 @@ ModelSpec Qwen3(const std::string& name, int l, int64_t h, int64_t f, int a, boo
 }
 
 // Nemotron-4 (dgxc-benchmarking v25.01 nemotron/*-synth.yaml): 8 key/value heads, squared ReLU of
-// 4h, LayerNorm (its 1p form has the same shapes), RoPE on half of dh, no biases, untied, s 4096.
+// 4h, LayerNorm1P (layernorm_1p: LayerNorm's shapes), RoPE on half of dh, no biases, untied, s
+// 4096.
 ModelSpec Nemotron4(const std::string& name, int l, int64_t h, int a) {
   ModelSpec m = Gpt(name, l, h, a, 4096, 256000);
   m.kv_heads = 8;
-  m.squared_relu = m.rotary = true;
+  m.squared_relu = m.rotary = m.layernorm_1p = true;
   m.rotary_percent = 0.5;
   m.linear_bias = m.tied_embeddings = false;
   m.dropout = 0.0;

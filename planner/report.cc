@@ -311,6 +311,7 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (m.qk_norm) o << " --qk-layernorm";
   if (m.swiglu) o << " --swiglu";
   if (m.squared_relu) o << " --squared-relu";
+  if (m.layernorm_1p) o << " --apply-layernorm-1p";
   if (m.rmsnorm) o << " --normalization RMSNorm";
   if (m.norm_eps != 1e-5) o << " --norm-epsilon " << FormatDouble(m.norm_eps);  // else Megatron's
   if (m.rotary) {

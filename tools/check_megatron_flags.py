@@ -135,6 +135,7 @@ def expected_values(plan):
         # Architecture: a GPT's plan file leaves these keys out (core/model.h defaults).
         ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
         ("--squared-relu", "squared_relu", bool(m.get("squared_relu", False))),
+        ("--apply-layernorm-1p", "apply_layernorm_1p", bool(m.get("layernorm_1p", False))),
         ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),
         ("--norm-epsilon", "norm_epsilon", float(m.get("norm_eps", 1e-5))),
         ("--position-embedding-type", "position_embedding_type",
@@ -218,8 +219,10 @@ def expected_values(plan):
 
 # Arguments whose destination a later Megatron-LM renamed: d98e8a64's TransformerConfig declares
 # layernorm_epsilon with arg_names ["--norm-epsilon"] (megatron/core/transformer/transformer_config.py),
-# where arguments.py once stored norm_epsilon.
-DEST_ALIASES = {"norm_epsilon": "layernorm_epsilon"}
+# where arguments.py once stored norm_epsilon; likewise layernorm_zero_centered_gamma for
+# --apply-layernorm-1p, once apply_layernorm_1p.
+DEST_ALIASES = {"norm_epsilon": "layernorm_epsilon",
+                "apply_layernorm_1p": "layernorm_zero_centered_gamma"}
 
 
 def child(plan_path):

@@ -107,7 +107,7 @@ plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
 # the plan (a tp, SwiGLU, a mixture's ep, the modules selective recomputation redoes, FSDP's
-# sharding, Nemotron's partial RoPE, 16-bit Adam moments), or a PASS
+# sharding, Nemotron's partial RoPE and LayerNorm1P, 16-bit Adam moments), or a PASS
 # above means nothing.
 mkdir -p "$work/controls"
 "$py" - "$work" <<'PY' || exit 2
@@ -133,7 +133,8 @@ for name, plan, old, new in [
         ("wrong-fsdp-sharding", fsdp, " --data-parallel-sharding-strategy optim_grads_params",
          " --data-parallel-sharding-strategy optim_grads"),
         ("no-partial-rope", nemotron, " --rotary-percent 0.5", ""),
-        ("fp32-moments", nemotron340, " --exp-avg-dtype bf16", "")]:
+        ("fp32-moments", nemotron340, " --exp-avg-dtype bf16", ""),
+        ("no-layernorm-1p", nemotron, " --apply-layernorm-1p", "")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
               open(f"{w}/controls/{name}.json", "w"))
@@ -145,7 +146,8 @@ declare -A reason=([unknown-flag]="unrecognized arguments: --no-scatter-gather"
                    [wrong-ep]="--expert-model-parallel-size:"
                    [wrong-recompute-modules]="--recompute-modules:"
                    [wrong-fsdp-sharding]="--data-parallel-sharding-strategy:"
-                   [no-partial-rope]="--rotary-percent:" [fp32-moments]="--exp-avg-dtype:")
+                   [no-partial-rope]="--rotary-percent:" [fp32-moments]="--exp-avg-dtype:"
+                   [no-layernorm-1p]="--apply-layernorm-1p:")
 for c in "$work"/controls/*.json; do
   name=$(basename "$c" .json)
   if "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$c" > "${c%.json}.out"; then

@@ -17,15 +17,17 @@ namespace {
 
 TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   const ModelSpec m = *LoadModel("nemotron4-15b");
-  EXPECT_TRUE(m.squared_relu && m.rotary && !m.swiglu && !m.rmsnorm && !m.linear_bias);
+  EXPECT_TRUE(m.squared_relu && m.rotary && m.layernorm_1p && !m.swiglu && !m.rmsnorm &&
+              !m.linear_bias);
   EXPECT_EQ(m.rotary_percent, 0.5);
   EXPECT_EQ(m.KvHeads(), 8);
   EXPECT_EQ(m.FfnHidden(), 4 * 6144);
   EXPECT_EQ(m.vocab, 256000);
   EXPECT_FALSE(m.IsGpt());
-  EXPECT_EQ(m.UnexecutedFeatures(), "squared_relu/partial_rotary");
+  EXPECT_EQ(m.UnexecutedFeatures(), "squared_relu/partial_rotary/layernorm_1p");
   ModelSpec full_rope = m;
   full_rope.rotary_percent = 1;
+  full_rope.layernorm_1p = false;
   EXPECT_EQ(full_rope.UnexecutedFeatures(), "squared_relu");
 }
 
@@ -66,6 +68,12 @@ TEST(Nemotron, FieldsRoundTripThroughJson) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(back->squared_relu);
   EXPECT_EQ(back->rotary_percent, 0.5);
+  EXPECT_TRUE(back->layernorm_1p);
+  // A GPT keeps its 2021 schema, and the key where set (LayerNorm1P changes no shape or cost).
+  ModelSpec gpt = *LoadModel("gpt-1.7b");
+  EXPECT_FALSE(ModelToJson(gpt).contains("layernorm_1p"));
+  gpt.layernorm_1p = true;
+  EXPECT_TRUE(ModelFromJson(Json::parse(ModelToJson(gpt).dump()), "model")->layernorm_1p);
   const OrderedJson llama = ModelToJson(*LoadModel("llama3-8b"));
   EXPECT_FALSE(llama.contains("squared_relu"));
   EXPECT_FALSE(llama.contains("rotary_percent"));
@@ -110,13 +118,17 @@ TEST(Nemotron, PlanAndMegatronFlags) {
   auto r = Search(*m, *c, o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   const std::string args = MegatronArgs(*m, r->top.front().layout);
-  for (const char* flag : {"--squared-relu", "--rotary-percent 0.5",
+  for (const char* flag : {"--squared-relu", "--apply-layernorm-1p", "--rotary-percent 0.5",
                            "--group-query-attention --num-query-groups 8", "--disable-bias-linear",
                            "--untie-embeddings-and-output-weights", "--ffn-hidden-size 24576"}) {
     EXPECT_NE(args.find(flag), std::string::npos) << flag << " not in " << args;
   }
   EXPECT_EQ(args.find("--swiglu"), std::string::npos) << args;
   EXPECT_EQ(args.find("RMSNorm"), std::string::npos) << args;
+  ModelSpec plain = *m;
+  plain.layernorm_1p = false;
+  EXPECT_EQ(MegatronArgs(plain, r->top.front().layout).find("--apply-layernorm-1p"),
+            std::string::npos);
 }
 
 }  // namespace
