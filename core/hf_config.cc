@@ -135,6 +135,21 @@ void RefuseUnless(JsonObjectReader& r, const std::string& key, const Json& harml
   }
 }
 
+// Mistral's sliding_window S (null: none): each query attends the S tokens up to itself
+// (transformers' sliding-window mask keeps q - k < S), so S - 1 before it; a window as long as
+// the sequence changes nothing and is not kept. Read after max_position_embeddings.
+void ReadSlidingWindow(JsonObjectReader& r, ModelSpec* m) {
+  const Json* v = r.Child("sliding_window", false);
+  if (v == nullptr || v->is_null()) return;
+  int64_t window = 0;
+  r.Optional("sliding_window", &window);
+  if (window < 1) {
+    r.Fail("sliding_window", v->dump() + " is not a positive number of tokens");
+  } else if (window < m->seq_len) {
+    m->window_size = window - 1;
+  }
+}
+
 void ReadGpt2(JsonObjectReader& r, ModelSpec* m) {
   r.Required("n_layer", &m->layers);
   r.Required("n_embd", &m->hidden);
@@ -318,6 +333,8 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   // Mistral's window (Qwen2 writes one even when use_sliding_window is false).
   if (std::string(family.model_type).rfind("qwen", 0) == 0) {
     r.Allow("sliding_window");
+  } else if (std::string(family.model_type) == "mistral") {
+    ReadSlidingWindow(r, m);
   } else {
     RefuseUnless(r, "sliding_window", Json(), "sliding-window attention");
   }

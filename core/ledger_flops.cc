@@ -39,21 +39,32 @@ double LayerForwardFlops(const ModelSpec& m, double sequences) {
   return 2 * sequences * s * h * qkv + 2 * sequences * s * h * a + mlp + 4 * sequences * s * s * a;
 }
 
+// The transformer layers a pass runs: the model's and its multi-token prediction depths'.
+double TransformerLayers(const ModelSpec& m) {
+  return double(m.layers) + m.mtp_layers;
+}
+
+// The layers' attention cores counted as full ones: a windowed layer scores WindowPairShare of a
+// full layer's query-key pairs (ModelSpec::window_size; never with MLA or prediction depths).
+double AttentionLayers(const ModelSpec& m) {
+  return TransformerLayers(m) - m.WindowLayersIn(0, m.layers) * (1.0 - m.WindowPairShare());
+}
+
 // Every layer's forward GEMM FLOPs: l of them, a mixture's dense layers at their own, and each
-// multi-token prediction depth's layer at the last layer's.
+// multi-token prediction depth's layer at the last layer's; windowed layers' attention cores at
+// their share of the pairs.
 double LayersForwardFlops(const ModelSpec& m, double sequences) {
   const int dense = MixtureDenseLayersIn(m, 0, m.layers);
   double flops = (m.layers - dense) * LayerForwardFlops(m, sequences);
+  if (m.window_size > 0) {
+    const double s = m.seq_len, a = double(m.AttnWidth());
+    flops -= (TransformerLayers(m) - AttentionLayers(m)) * 4 * sequences * s * s * a;
+  }
   if (dense > 0) flops += dense * LayerForwardFlops(DenseLayerModel(m), sequences);
   if (m.mtp_layers > 0) {
     flops += m.mtp_layers * LayerForwardFlops(LayerModel(m, m.layers - 1), sequences);
   }
   return flops;
-}
-
-// The transformer layers a pass runs: the model's and its multi-token prediction depths'.
-double TransformerLayers(const ModelSpec& m) {
-  return double(m.layers) + m.mtp_layers;
 }
 
 // The output layer's GEMMs, forward and backward (never recomputed), over the padded vocabulary.
@@ -72,7 +83,9 @@ FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
     return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c) +
            m.mtp_layers * (3.0 * eh_proj + LogitsFlops(m, c));
   }
-  if (m.HasDenseLayers()) return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c);
+  if (m.HasDenseLayers() || m.window_size > 0) {
+    return 3.0 * LayersForwardFlops(m, B) + LogitsFlops(m, c);
+  }
   return 3.0 * m.layers * LayerForwardFlops(m, B) + LogitsFlops(m, c);
 }
 
@@ -83,7 +96,7 @@ FlopCount ModelIterationFlops(const ModelSpec& m, const ParallelConfig& c) {
 double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
   if (!c.fused_attention) return 0;
   const double B = double(c.global_batch);
-  return TransformerLayers(m) * 2.0 * B * m.seq_len * m.seq_len * double(m.QkWidth());
+  return AttentionLayers(m) * 2.0 * B * m.seq_len * m.seq_len * double(m.QkWidth());
 }
 
 // What selective recomputation redoes (ParallelConfig::recompute_modules), per iteration:
@@ -98,7 +111,7 @@ double SelectiveRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
   double flops = FusedAttentionRecomputeFlops(m, c);
   if (c.Recomputes(kRecomputeCoreAttn)) {
     flops += m.IsMla() ? layers * 2.0 * B * s * s * double(m.QkWidth() + m.AttnWidth())
-                       : layers * 4.0 * B * s * s * double(m.AttnWidth());
+                       : AttentionLayers(m) * 4.0 * B * s * s * double(m.AttnWidth());
   }
   if (c.Recomputes(kRecomputeMlaUpProj) && m.IsMla()) {
     const double a = m.heads;
@@ -142,6 +155,21 @@ FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_
   const double logits = LogitsFlops(m, c);
   const double per_layer = (HardwareIterationFlops(m, c) - logits) / m.layers;
   double flops = 0;
+  if (m.window_size > 0) {  // a full layer's share, less what each windowed layer on the rank saves
+    ModelSpec full = m;
+    full.window_size = full.window_full_every = 0;
+    const double full_flops = HardwareIterationFlops(full, c) - logits;
+    const int windowed = m.WindowLayersIn(0, m.layers);
+    const double saved =
+        windowed > 0 ? (full_flops + logits - HardwareIterationFlops(m, c)) / windowed : 0.0;
+    for (int chunk = 0; chunk < c.vp; ++chunk) {
+      const LayerRange layers = ChunkLayers(m, c, pp_rank, chunk);
+      flops += double(layers.size()) * full_flops / m.layers -
+               m.WindowLayersIn(layers.begin, layers.end) * saved;
+      if (HoldsHead(c, pp_rank, chunk)) flops += logits;
+    }
+    return flops / (double(c.dp) * c.cp * c.tp);
+  }
   if (m.HasDenseLayers()) {
     // Each kind's share: the iteration's FLOPs of a model of that kind alone, per layer.
     const ModelSpec dense = DenseLayerModel(m);

@@ -157,6 +157,17 @@ Status ModelSpec::Validate(const std::string& path) const {
   } else if (mla_q_lora != 0 || mla_rope_dim != 0 || mla_v_dim != 0) {
     add(Status::Invalid(at + "mla_q_lora: set without mla_kv_lora (no multi-latent attention)"));
   }
+  range("window_size", window_size, 0, kMaxSeqLen);
+  range("window_full_every", int64_t(window_full_every), 0, kMaxLayers);
+  if (window_full_every == 1 || (window_full_every > 1 && window_size == 0)) {
+    add(Status::Invalid(at + "window_full_every: needs window_size > 0 and N >= 2 (1 would leave "
+                             "no layer windowed)"));
+  }
+  if (window_size > 0 && (IsMla() || mtp_layers > 0 || HasDenseLayers())) {
+    add(Status::Invalid(at + "window_size: sliding-window attention is not modelled with "
+                             "multi-latent attention, prediction depths or a mixture's dense "
+                             "layers"));
+  }
   if (err.empty()) return Status::Ok();
   return Status::Invalid(path.empty() ? "model " + name + ": " + err : err);
 }
@@ -194,6 +205,18 @@ int64_t PaddedVocab(const ModelSpec& m, int tp) {
   return padded / multiple * multiple;
 }
 
+int ModelSpec::WindowLayersIn(int begin, int end) const {
+  int n = 0;
+  for (int l = begin; l < end; ++l) n += IsWindowLayer(l) ? 1 : 0;
+  return n;
+}
+
+double ModelSpec::WindowPairShare() const {
+  const double s = double(seq_len), w = double(window_size);
+  if (window_size == 0 || w + 1 >= s) return 1.0;
+  return (s * (w + 1) - w * (w + 1) / 2) / (s * (s + 1) / 2);
+}
+
 std::string ModelSpec::UnexecutedFeatures() const {
   std::string out;
   auto add = [&](bool on, const char* feature) {
@@ -207,6 +230,7 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(squared_relu, "squared_relu");
   add(rotary_percent != 1, "partial_rotary");
   add(layernorm_1p, "layernorm_1p");
+  add(window_size > 0, "sliding_window");
   return out;
 }
 
@@ -293,6 +317,8 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("swiglu", &m.swiglu);
   r.Optional("squared_relu", &m.squared_relu);
   r.Optional("layernorm_1p", &m.layernorm_1p);
+  r.Optional("window_size", &m.window_size);
+  r.Optional("window_full_every", &m.window_full_every);
   r.Optional("rmsnorm", &m.rmsnorm);
   r.Optional("rotary", &m.rotary);
   r.Optional("rotary_base", &m.rotary_base);
@@ -337,7 +363,9 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["tied_embeddings"] = m.tied_embeddings;
   j["vocab_divisible_by"] = m.vocab_divisible_by;
   j["dropout"] = m.dropout;
-  if (m.layernorm_1p) j["layernorm_1p"] = true;  // files without it stay as they were
+  if (m.layernorm_1p) j["layernorm_1p"] = true;             // files without it stay as they were
+  if (m.window_size > 0) j["window_size"] = m.window_size;  // likewise
+  if (m.window_full_every > 0) j["window_full_every"] = m.window_full_every;
   // A GPT's file keeps the 2021 schema.
   if (m.IsGpt() && !m.qkv_bias && !m.qk_norm && !m.IsMoe() && m.mtp_layers == 0) return j;
   j["kv_heads"] = m.KvHeads();

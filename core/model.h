@@ -124,6 +124,23 @@ struct ModelSpec {
   // a final norm, and scores the shared output layer again with its own cross-entropy; all on the
   // last pipeline stage, which holds a copy of the word embedding for it.
   int mtp_layers = 0;
+  // Sliding-window attention (Megatron-Core's --window-size W,0 with --window-attn-skip-freq N;
+  // Hugging Face's sliding_window and layer_types): each query of a windowed layer attends itself
+  // and the window_size tokens before it; 0: every earlier token. With window_full_every = N >= 2
+  // the layers numbered N, 2N, ... from 1 keep full attention (Megatron-Core's
+  // is_layer_window_attention; GPT-OSS alternates, N = 2); 0: every layer is windowed. Windows cut
+  // the fused kernel's work and the FLOPs (WindowPairShare), not its memory (the log-sum-exp per
+  // row).
+  int64_t window_size = 0;
+  int window_full_every = 0;
+
+  bool IsWindowLayer(int layer) const {  // `layer` from 0
+    return window_size > 0 && (window_full_every < 2 || (layer + 1) % window_full_every != 0);
+  }
+  int WindowLayersIn(int begin, int end) const;  // of layers [begin, end)
+  // The share of a full causal layer's query-key pairs a windowed layer scores: with w + 1 keys
+  // per query at most, (s (w + 1) - w (w + 1) / 2) / (s (s + 1) / 2); 1 without a window.
+  double WindowPairShare() const;
 
   bool IsMla() const { return mla_kv_lora > 0; }
   bool IsMoe() const { return moe_experts > 0; }
@@ -226,15 +243,15 @@ const std::vector<ModelPreset>& ModelPresets();
 // Llama, Mistral or Qwen2 model (core/hf_config.h).
 Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // Our schema: {"name", "layers", "hidden", "heads", "seq_len", "vocab", optional "ffn_hidden",
-// "tied_embeddings", "vocab_divisible_by", "dropout", "layernorm_1p" (written when set),
-// "kv_heads", "swiglu", "squared_relu", "rmsnorm", "rotary", "rotary_base", "rotary_percent",
-// "rope_scaling_factor", "rope_low_freq_factor", "rope_high_freq_factor",
-// "rope_original_max_positions" (written when the factor is set), "norm_eps", "linear_bias",
-// "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk", "moe_ffn_hidden",
-// "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers", "moe_layer_pattern",
-// "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora", "mla_rope_dim",
-// "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size,
-// n_inner). `path` prefixes error key paths.
+// "tied_embeddings", "vocab_divisible_by", "dropout", "layernorm_1p", "window_size",
+// "window_full_every" (these three written when set), "kv_heads", "swiglu", "squared_relu",
+// "rmsnorm", "rotary", "rotary_base", "rotary_percent", "rope_scaling_factor",
+// "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_positions" (written when the
+// factor is set), "norm_eps", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts",
+// "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
+// "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora",
+// "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
+// n_positions, vocab_size, n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
 

@@ -128,6 +128,12 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
     p.layer.backward = Add(p.layer.backward, experts.backward);
     p.layer.weight_grad = Add(p.layer.weight_grad, experts.weight_grad);
   }
+  if (m.window_size > 0) {  // fused attention at cp 1 (Validate): the layer's own kernel price
+    const PieceCost kernel = FusedAttentionCost(m, hw, c.tp, c.mbs);
+    const double cut = 1.0 - m.WindowPairShare();
+    p.window_cut_forward = cut * kernel.forward.gemm;
+    p.window_cut_backward = cut * kernel.backward.gemm;
+  }
   p.embed = EmbeddingCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, sp);
   p.head = HeadCost(m, hw, pr, c.tp, c.mbs, sp ? tp_rs : tp_ar, tp_small_ar, sp, tp_ag,
                     cluster.software.fused_cross_entropy.value);
@@ -283,6 +289,16 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       }
       if (c.recompute == Recompute::kSelective) {
         cc.recompute = Add(Add(cc.recompute, core, n), dense_core, dense);
+      }
+      if (m.window_size > 0) {  // the chunk's windowed layers' kernels score fewer pairs
+        const LayerRange held = ChunkLayers(m, c, r, k);
+        const double windowed = m.WindowLayersIn(held.begin, held.end);
+        const PieceCostMemo::Pieces& pieces = memo_it->second;
+        cc.forward.gemm -= windowed * pieces.window_cut_forward;
+        cc.backward.gemm -= windowed * pieces.window_cut_backward;
+        if (c.recompute == Recompute::kFull || c.Recomputes(kRecomputeCoreAttn)) {
+          cc.recompute.gemm -= windowed * pieces.window_cut_forward;
+        }
       }
       if (HoldsEmbedding(c, r, k)) {
         cc.forward = Add(cc.forward, embed.forward);

@@ -62,6 +62,9 @@ struct PieceCostMemo {
     ComputeBreakdown core, dense_core;
     // A mixture layer in the pieces the combined 1F1B interleaves (costmodel/a2a_overlap.h).
     MoeLayerPhases moe_phases;
+    // What a windowed layer's fused kernel does not run of a full one's, forward and backward
+    // (ModelSpec::window_size; zero without windows): 1 - WindowPairShare of its GEMM time.
+    Seconds window_cut_forward = 0, window_cut_backward = 0;
   };
   std::map<Key, Pieces> pieces;
 };

@@ -299,6 +299,8 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
     o << " --group-query-attention --num-query-groups " << m.KvHeads();
   }
   if (m.mtp_layers > 0) o << " --mtp-num-layers " << m.mtp_layers;  // on the last stage
+  if (m.window_size > 0) o << " --window-size " << m.window_size << ",0";
+  if (m.window_full_every > 0) o << " --window-attn-skip-freq " << m.window_full_every;
   if (m.IsMla()) {  // --kv-channels does not apply: the heads' widths are MLA's own
     o << " --multi-latent-attention";
     if (m.mla_q_lora > 0) o << " --q-lora-rank " << m.mla_q_lora;
@@ -318,9 +320,7 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
     o << " --position-embedding-type rope --rotary-base " << int64_t(m.rotary_base);
     if (m.rotary_percent != 1) o << " --rotary-percent " << FormatDouble(m.rotary_percent);
   }
-  // Llama 3.1's frequencies: Megatron-Core takes the factor and fixes the rest at 1, 4 and 8192
-  // (rotary_pos_embedding.py _apply_scaling at d98e8a64dd); MegatronRopeScalingExpressible says
-  // whether the model's are those.
+  // Llama 3.1's: Megatron-Core fixes the rest at 1, 4, 8192 (MegatronRopeScalingExpressible).
   if (m.rope_scaling_factor > 0) {
     o << " --use-rope-scaling --rope-scaling-factor " << FormatDouble(m.rope_scaling_factor);
   }

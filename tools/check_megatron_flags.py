@@ -136,6 +136,10 @@ def expected_values(plan):
         ("--swiglu", "swiglu", bool(m.get("swiglu", False))),
         ("--squared-relu", "squared_relu", bool(m.get("squared_relu", False))),
         ("--apply-layernorm-1p", "apply_layernorm_1p", bool(m.get("layernorm_1p", False))),
+        # Sliding-window attention: (left, right) keys; every N-th layer full.
+        ("--window-size", "window_size",
+         (m["window_size"], 0) if m.get("window_size") else None),
+        ("--window-attn-skip-freq", "window_attn_skip_freq", m.get("window_full_every") or None),
         ("--normalization", "normalization", "RMSNorm" if m.get("rmsnorm") else "LayerNorm"),
         ("--norm-epsilon", "norm_epsilon", float(m.get("norm_eps", 1e-5))),
         ("--position-embedding-type", "position_embedding_type",

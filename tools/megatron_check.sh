@@ -101,13 +101,16 @@ plan nemotron4-15b --model nemotron4-15b --cluster dgx-h100 --gpus 16 --global-b
 plan nemotron4-340b --model nemotron4-340b --cluster dgx-h100 --gpus 128 --global-batch 32 \
   --fix tp=8,pp=8,mbs=1,vp=12,schedule=interleaved,precision=bf16,recompute=selective,sequence_parallel=on,distributed_optimizer=on,fused_attention=on,grad_accumulation_fusion=on,grad_reduce_bf16=on,optimizer_state_bf16=on \
   || failed=1
+# Sliding-window attention on every layer but each second one (GPT-OSS's alternation).
+plan window-alternating --model "$data/window_alternating.json" --cluster dgx-h100 --gpus 8 \
+  --global-batch 64 --fused-attention || failed=1
 # Dense layers between the mixture ones (a per-layer pattern, emitted as Megatron-Core's list).
 plan moe-pattern --model "$data/moe_pattern.json" --cluster dgx-h100 --gpus 16 \
   --global-batch 256 || failed=1
 "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$work"/*.json || failed=1
 # Controls: the same check must refuse flags Megatron-LM does not know and flags that disagree with
 # the plan (a tp, SwiGLU, a mixture's ep, the modules selective recomputation redoes, FSDP's
-# sharding, Nemotron's partial RoPE and LayerNorm1P, 16-bit Adam moments), or a PASS
+# sharding, Nemotron's partial RoPE and LayerNorm1P, 16-bit Adam moments, a window), or a PASS
 # above means nothing.
 mkdir -p "$work/controls"
 "$py" - "$work" <<'PY' || exit 2
@@ -120,6 +123,7 @@ dsv3 = json.load(open(f"{w}/deepseek-v3.json"))
 fsdp = json.load(open(f"{w}/llama3-8b-fsdp.json"))
 nemotron = json.load(open(f"{w}/nemotron4-15b.json"))
 nemotron340 = json.load(open(f"{w}/nemotron4-340b.json"))
+window = json.load(open(f"{w}/window-alternating.json"))
 tp = gpt.get("megatron_layout", gpt["layout"])["tp"]  # the layout the flags are for
 other = tp // 2 if tp > 1 else 2  # another tp that still divides the GPUs
 for name, plan, old, new in [
@@ -134,7 +138,8 @@ for name, plan, old, new in [
          " --data-parallel-sharding-strategy optim_grads"),
         ("no-partial-rope", nemotron, " --rotary-percent 0.5", ""),
         ("fp32-moments", nemotron340, " --exp-avg-dtype bf16", ""),
-        ("no-layernorm-1p", nemotron, " --apply-layernorm-1p", "")]:
+        ("no-layernorm-1p", nemotron, " --apply-layernorm-1p", ""),
+        ("wider-window", window, " --window-size 127,0", " --window-size 255,0")]:
     assert old in plan["megatron_args"], (name, old)
     json.dump(dict(plan, megatron_args=plan["megatron_args"].replace(old, new)),
               open(f"{w}/controls/{name}.json", "w"))
@@ -147,7 +152,7 @@ declare -A reason=([unknown-flag]="unrecognized arguments: --no-scatter-gather"
                    [wrong-recompute-modules]="--recompute-modules:"
                    [wrong-fsdp-sharding]="--data-parallel-sharding-strategy:"
                    [no-partial-rope]="--rotary-percent:" [fp32-moments]="--exp-avg-dtype:"
-                   [no-layernorm-1p]="--apply-layernorm-1p:")
+                   [no-layernorm-1p]="--apply-layernorm-1p:" [wider-window]="--window-size:")
 for c in "$work"/controls/*.json; do
   name=$(basename "$c" .json)
   if "$py" "$here/check_megatron_flags.py" --megatron-lm "$mlm" "$c" > "${c%.json}.out"; then

@@ -64,6 +64,7 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   if (m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
     return bad("it has experts, latent attention or prediction depths");
   }
+  if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
   return Status::Ok();
 }
 
@@ -190,9 +191,9 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   auto bad = [&](const std::string& key, const std::string& why) {
     return Status::Invalid(source + ": " + key + ": " + why);
   };
-  // Mistral is Llama's computation with a sliding window, which core/hf_config.cc refuses unless
-  // it is null, Qwen2 Llama's with biases on q, k and v, and Qwen3 Llama's with QK norms; their
-  // tensors have Llama's names.
+  // Mistral is Llama's computation with a sliding window (core/hf_config.cc reads it; the runtime
+  // runs it only where it is null or spans the sequence), Qwen2 Llama's with biases on q, k and v,
+  // and Qwen3 Llama's with QK norms; their tensors have Llama's names.
   PTDP_ASSIGN_OR_RETURN(const std::string type, StringAt(j, "model_type", "", source));
   if (!IsHfLlamaFamily(type)) {
     return bad("model_type", "not \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"");

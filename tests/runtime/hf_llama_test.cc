@@ -129,18 +129,25 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   int biases = 0;
   for (const auto& s : HfLlamaTensors(q->model)) biases += s.ptdp == "layer1.attn.qkv.bias";
   EXPECT_EQ(biases, 3);
-  // Mistral without a window is Llama's computation; with one it is refused by name.
+  // Mistral without a window is Llama's computation, and with one that spans the sequence (8);
+  // with a shorter one it is refused by name.
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["model_type"] = "mistral";
               x["architectures"] = {"MistralForCausalLM"};
               x["sliding_window"] = nullptr;
             }),
             "ok");
+  EXPECT_EQ(LlamaConfigError([](Json& x) {
+              x["model_type"] = "mistral";
+              x["architectures"] = {"MistralForCausalLM"};
+              x["sliding_window"] = 8;
+            }),
+            "ok");
   EXPECT_NE(LlamaConfigError([](Json& x) {
               x["model_type"] = "mistral";
               x["architectures"] = {"MistralForCausalLM"};
-              x["sliding_window"] = 4096;
-            }).find("sliding_window"),
+              x["sliding_window"] = 4;
+            }).find("sliding-window attention (window_size)"),
             std::string::npos);
 }
 
