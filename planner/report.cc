@@ -164,14 +164,12 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   o << "software " << (cluster.software.name.empty() ? "(none)" : cluster.software.name)
     << SoftwareSummary(cluster.software) << "\n\n";
   char line[256];
-  // Sequence parallelism, the distributed optimizer and gradient-accumulation fusion get columns
-  // only when a listed layout uses one of them.
-  // Fused attention gets its own column (fa) only when a listed layout uses it, bf16 gradients
-  // (g16), full sharding (fsdp), optimizer instances (inst), context parallelism (cp, its size) and
-  // expert parallelism (ep, its size, "/etp" where etp is not tp) likewise. Uneven stages get a
-  // column (f/l: layers of the first and the last stage) only when a listed layout has them.
-  bool opts = false, fa = false, g16 = false, uneven = false, cp = false, ep = false, a2a = false,
-       fsdp = false, inst = false;
+  // Columns only where a listed layout uses them: sequence parallelism, the distributed optimizer,
+  // gradient-accumulation fusion; fused attention (fa), bf16 gradients (g16), 16-bit optimizer
+  // state (s16), full sharding (fsdp), optimizer instances (inst), context parallelism (cp, its
+  // size), expert parallelism (ep, its size, "/etp" where etp is not tp), uneven stages (f/l).
+  bool opts = false, fa = false, g16 = false, s16 = false, uneven = false, cp = false, ep = false,
+       a2a = false, fsdp = false, inst = false;
   for (const auto& c : r.top) {
     cp = cp || c.layout.cp > 1;
     ep = ep || c.layout.ep > 1 || c.layout.etp > 0;
@@ -179,6 +177,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
            c.layout.grad_accumulation_fusion;
     fa = fa || c.layout.fused_attention;
     g16 = g16 || c.layout.grad_reduce_bf16;
+    s16 = s16 || c.layout.optimizer_state_bf16;
     fsdp = fsdp || c.layout.fsdp;
     inst = inst || c.layout.optimizer_instances > 1;
     a2a = a2a || c.layout.moe_a2a_overlap;
@@ -186,8 +185,8 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
   }
   const std::string opt_header =
       std::string(cp ? " cp " : "") + (ep ? " ep    " : "") + (opts ? " sp  do  gaf" : "") +
-      (fa ? " fa " : "") + (g16 ? " g16" : "") + (fsdp ? " fsdp" : "") + (inst ? " inst" : "") +
-      (a2a ? " a2a" : "") + (uneven ? " f/l  " : "");
+      (fa ? " fa " : "") + (g16 ? " g16" : "") + (s16 ? " s16" : "") + (fsdp ? " fsdp" : "") +
+      (inst ? " inst" : "") + (a2a ? " a2a" : "") + (uneven ? " f/l  " : "");
   std::snprintf(line, sizeof(line),
                 "%4s %3s %4s %5s %4s %3s %-11s %-9s %-3s%s %11s %10s %8s %6s %6s %7s %9s\n", "rank",
                 "tp", "pp", "dp", "mbs", "vp", "schedule", "recompute", "sg", opt_header.c_str(),
@@ -216,6 +215,7 @@ std::string SearchToTable(const ModelSpec& m, const ClusterSpec& cluster, const 
     }
     if (fa) extra += std::string(" ") + (l.fused_attention ? "on " : "off");
     if (g16) extra += std::string(" ") + (l.grad_reduce_bf16 ? "on " : "off");
+    if (s16) extra += std::string(" ") + (l.optimizer_state_bf16 ? "on " : "off");
     if (fsdp) extra += std::string(" ") + (l.fsdp ? "on  " : "off ");
     if (inst) {
       std::string n = std::to_string(l.optimizer_instances);
