@@ -47,6 +47,18 @@ void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const s
   }
 }
 
+std::vector<ActTensor> ExpertRecomputed(const ModelSpec& m, const ParallelConfig& c) {
+  std::vector<ActTensor> out;
+  if (c.Recomputes(kRecomputeMoeAct)) out.push_back(ExpertActOutput(m, c));
+  if (c.Recomputes(kRecomputeLayernorm)) out.push_back(RouterInput(m, c));
+  return out;
+}
+
+ActTensor RouterInput(const ModelSpec& m, const ParallelConfig& c) {
+  const int64_t sbh = int64_t(c.mbs) * ContextShardLen(m, c) * m.hidden;
+  return {"moe.router.input", c.sequence_parallel ? sbh / c.tp : sbh, ActKind::kActivation};
+}
+
 ActTensor ExpertActOutput(const ModelSpec& m, const ParallelConfig& c) {
   return {"moe.fc2.input", ExpertTokens(m, c) * (m.MoeFfnHidden() / c.ExpertTp()),
           ActKind::kLinearInput};
@@ -57,11 +69,14 @@ std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfi
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
   const int64_t routed = RoutedTokens(m, c), n = ExpertTokens(m, c);
   const int64_t f = m.MoeFfnHidden() / c.ExpertTp();
-  std::vector<ActTensor> acts = {{"moe.router.input", seq, ActKind::kActivation},
-                                 {"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
-                                 {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
-                                 {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
-                                 {"moe.swiglu.input", n * 2 * f, ActKind::kActivation}};
+  // The pre-MLP norm's output (the router's and the shared expert's input), dropped and redone in
+  // the backward with recompute_modules layernorm (RouterInput).
+  std::vector<ActTensor> acts;
+  if (!c.Recomputes(kRecomputeLayernorm)) acts.push_back(RouterInput(m, c));
+  acts.insert(acts.end(), {{"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
+                           {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
+                           {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
+                           {"moe.swiglu.input", n * 2 * f, ActKind::kActivation}});
   // SwiGLU's output, dropped and redone in the backward with recompute_modules moe_act.
   if (!c.Recomputes(kRecomputeMoeAct)) acts.push_back(ExpertActOutput(m, c));
   if (m.HasSharedExpert()) {

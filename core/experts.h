@@ -53,6 +53,12 @@ std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfi
 // The last of those, SwiGLU's output (fc2's input, N f / etp): what recompute_modules moe_act
 // drops from them and rebuilds in the backward.
 ActTensor ExpertActOutput(const ModelSpec& m, const ParallelConfig& c);
+// A mixture layer's pre-MLP norm output, the router's input ([s b / t, h] under sequence
+// parallelism): what recompute_modules layernorm drops from the stash and rebuilds.
+ActTensor RouterInput(const ModelSpec& m, const ParallelConfig& c);
+// What selective recomputation rebuilds of a mixture layer at once: SwiGLU's output (moe_act) and
+// the router's input (layernorm), those of them `c` recomputes.
+std::vector<ActTensor> ExpertRecomputed(const ModelSpec& m, const ParallelConfig& c);
 
 // Parameter elements of one rank's experts in one layer (what is reduced over the expert
 // data-parallel group), and the same for all layers of pipeline rank `pp_rank`.

@@ -382,8 +382,9 @@ Status ParallelConfig::Validate(const ModelSpec& m) const {
   // Windows are priced in the fused kernel's work (the unfused sequence scores every pair and
   // masks); not with the ring of context parallelism nor inside the combined 1F1B's phases.
   if (m.window_size > 0 && (!fused_attention || cp > 1 || moe_a2a_overlap)) {
-    return bad("fused_attention: sliding-window attention (model window_size) is modelled with "
-               "fused_attention=on, cp = 1 and no moe_a2a_overlap only");
+    return bad(
+        "fused_attention: sliding-window attention (model window_size) is modelled with "
+        "fused_attention=on, cp = 1 and no moe_a2a_overlap only");
   }
   PTDP_RETURN_IF_ERROR(ValidateContextParallel(m));
   PTDP_RETURN_IF_ERROR(ValidateExperts(m));

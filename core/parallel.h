@@ -76,12 +76,16 @@ Result<Recompute> ParseRecompute(const std::string& s);
 // core_attn alone. core_attn drops the attention core's s^2 tensors (Korthikanti et al. 2022);
 // mla_up_proj multi-latent attention's up projections' outputs with their rotary embedding (the
 // q, k and v attention reads); mlp a dense layer's MLP inside (its input kept, as a checkpoint);
-// moe_act the experts' SwiGLU output (fc2's input). Each is redone in the backward.
+// moe_act the experts' SwiGLU output (fc2's input); layernorm a mixture layer's pre-MLP norm
+// output (the router's input: Transformer Engine's layers fuse the other norms into the Linear
+// after them, which keeps their output as its input, so Megatron-Core has nothing else to drop).
+// Each is redone in the backward.
 enum RecomputeModule : uint8_t {
   kRecomputeCoreAttn = 1,
   kRecomputeMlaUpProj = 2,
   kRecomputeMlp = 4,
   kRecomputeMoeAct = 8,
+  kRecomputeLayernorm = 16,
 };
 // "core_attn+mla_up_proj" (Megatron-Core's names, joined by '+'; "" for 0).
 std::string RecomputeModulesText(uint8_t modules);

@@ -18,7 +18,8 @@ struct ModuleName {
 constexpr ModuleName kModules[] = {{kRecomputeCoreAttn, "core_attn"},
                                    {kRecomputeMlaUpProj, "mla_up_proj"},
                                    {kRecomputeMlp, "mlp"},
-                                   {kRecomputeMoeAct, "moe_act"}};
+                                   {kRecomputeMoeAct, "moe_act"},
+                                   {kRecomputeLayernorm, "layernorm"}};
 
 }  // namespace
 
@@ -44,8 +45,9 @@ Result<uint8_t> ParseRecomputeModules(const std::string& s, const std::string& f
       if (name == m.name) modules |= m.module, known = true;
     }
     if (!known) {
-      return Status::Invalid(field + ": '" + name +
-                             "' is not one of core_attn, mla_up_proj, mlp, moe_act (joined by +)");
+      return Status::Invalid(
+          field + ": '" + name +
+          "' is not one of core_attn, mla_up_proj, mlp, moe_act, layernorm (joined by +)");
     }
     begin = end + 1;
   }
@@ -57,8 +59,8 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m) {
   if (c.recompute_modules != 0 && c.recompute != Recompute::kSelective) {
     return bad(std::string("needs recompute=selective, not ") + RecomputeName(c.recompute));
   }
-  if (c.recompute_modules &
-      ~(kRecomputeCoreAttn | kRecomputeMlaUpProj | kRecomputeMlp | kRecomputeMoeAct)) {
+  if (c.recompute_modules & ~(kRecomputeCoreAttn | kRecomputeMlaUpProj | kRecomputeMlp |
+                              kRecomputeMoeAct | kRecomputeLayernorm)) {
     return bad("holds an unknown module bit");
   }
   // With fused attention core_attn drops only the kernel's log-sum-exp and runs the kernel's
@@ -74,6 +76,11 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m) {
   }
   if (c.Recomputes(kRecomputeMoeAct) && !m.IsMoe()) {
     return bad("moe_act needs a mixture of experts");
+  }
+  if (c.Recomputes(kRecomputeLayernorm) && (!m.IsMoe() || m.IsMla())) {
+    return bad(
+        "layernorm is modelled for a mixture of experts without multi-latent attention "
+        "(its pre-MLP norm; elsewhere the norms are fused into the Linears after them)");
   }
   if (c.Recomputes(kRecomputeMoeAct) && c.precision == Precision::kFp8) {
     return bad(

@@ -480,7 +480,7 @@ std::vector<ActTensor> SelectiveWorkingSet(const ModelSpec& m, const ParallelCon
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
   const int64_t rows = ContextShardLen(m, c) * c.mbs / (c.sequence_parallel ? c.tp : 1);
   if (c.Recomputes(kRecomputeMlp) && !m.IsMoe()) mlp = DenseMlpInside(m, c, seq, rows);
-  if (c.Recomputes(kRecomputeMoeAct) && m.IsMoe()) mlp = {ExpertActOutput(m, c)};
+  if (m.IsMoe()) mlp = ExpertRecomputed(m, c);
   const int e = ComputeBytes(c.precision), lin = LinearInputBytes(c.precision);
   return ActivationBytes(mlp, e, lin) > ActivationBytes(attention, e, lin) ? mlp : attention;
 }

@@ -39,6 +39,10 @@ ComputeBreakdown SelectiveRecomputeCost(const ModelSpec& m, const HardwareProfil
     out.memory += MemoryBoundTime(hw, norm + act + casts, pr == Precision::kFp8 ? 4 : 2);
     out.tp_comm += mlp_tp_comm;
   }
+  if (c.Recomputes(kRecomputeLayernorm) && m.IsMoe()) {  // the pre-MLP norm: read, write
+    const double rows = c.sequence_parallel ? double(tokens) / double(t) : double(tokens);
+    out.memory += MemoryBoundTime(hw, 2 * e * rows * double(m.hidden), 1);
+  }
   if (c.Recomputes(kRecomputeMoeAct) && m.IsMoe()) {
     const double n = double(ExpertTokens(m, c)), f = double(m.MoeFfnHidden() / c.ExpertTp());
     out.memory += MemoryBoundTime(hw, 3 * e * n * f, 1);  // read gate and up, write the product

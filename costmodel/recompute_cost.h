@@ -17,7 +17,8 @@ namespace ptdp::costmodel {
 // - mlp (a dense layer): fc1 and fc2 at the Linears' rate, the activation's forward, the norm
 //   inside the module, the FP8 casts of its two inputs in fp8 training, and `mlp_tp_comm`, the
 //   MLP's own tensor-parallel collectives (the caller's: half the dense layer's forward tp_comm);
-// - moe_act (a mixture layer): SwiGLU's forward on the experts' N token copies.
+// - moe_act (a mixture layer): SwiGLU's forward on the experts' N token copies;
+// - layernorm (a mixture layer): its pre-MLP norm's forward (read its input, write its output).
 // Zero without selective recomputation.
 ComputeBreakdown SelectiveRecomputeCost(const ModelSpec& m, const HardwareProfile& hw,
                                         const ParallelConfig& c, Seconds mlp_tp_comm);

@@ -237,7 +237,8 @@ std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOp
       if (o.selective_recompute || fx.recompute) out.push_back({rc, 0});
       const uint8_t have = (m.IsMla() ? kRecomputeMlaUpProj : 0) |
                            (!m.IsMoe() || m.HasDenseLayers() ? kRecomputeMlp : 0) |
-                           (m.IsMoe() && precision != Precision::kFp8 ? kRecomputeMoeAct : 0);
+                           (m.IsMoe() && precision != Precision::kFp8 ? kRecomputeMoeAct : 0) |
+                           (m.IsMoe() && !m.IsMla() ? kRecomputeLayernorm : 0);
       for (int set = 1; o.recompute_modules && set <= have; ++set) {
         if ((set & have) == set) out.push_back({rc, uint8_t(set)});
       }

@@ -101,6 +101,9 @@ plan nemotron4-15b --model nemotron4-15b --cluster dgx-h100 --gpus 16 --global-b
 plan nemotron4-340b --model nemotron4-340b --cluster dgx-h100 --gpus 128 --global-batch 32 \
   --fix tp=8,pp=8,mbs=1,vp=12,schedule=interleaved,precision=bf16,recompute=selective,sequence_parallel=on,distributed_optimizer=on,fused_attention=on,grad_accumulation_fusion=on,grad_reduce_bf16=on,optimizer_state_bf16=on \
   || failed=1
+# A mixture recomputing SwiGLU's output and its pre-MLP norm (GPT-OSS's recipe's modules).
+plan qwen3-30b-norm-recompute --model qwen3-30b-a3b --cluster dgx-h100 --gpus 16 \
+  --global-batch 1024 --fix recompute_modules=moe_act+layernorm || failed=1
 # Sliding-window attention on every layer but each second one (GPT-OSS's alternation).
 plan window-alternating --model "$data/window_alternating.json" --cluster dgx-h100 --gpus 8 \
   --global-batch 64 --fused-attention || failed=1

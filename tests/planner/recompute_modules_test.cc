@@ -13,6 +13,7 @@
 #include "core/shapes.h"
 #include "core/software.h"
 #include "costmodel/estimate.h"
+#include "costmodel/layer_cost.h"
 #include "costmodel/recompute_cost.h"
 #include "planner/fix.h"
 #include "planner/report.h"
@@ -266,6 +267,54 @@ TEST(RecomputeModules, SearchedWhenAsked) {
   auto fp8 = planner::Search(dsv3, *cluster, o);
   ASSERT_TRUE(fp8.ok()) << fp8.status().message();
   EXPECT_EQ(fp8->considered, 2 + 3);
+}
+
+}  // namespace
+}  // namespace ptdp
+
+namespace ptdp {
+namespace {
+
+// layernorm (Megatron-Core's output-discarding checkpoint of the pre-MLP norm): a mixture layer's
+// router input, [s b / t, h] under sequence parallelism, leaves the stash and is rebuilt with
+// SwiGLU's output when both are redone; the backward pays a read and a write of it. Qwen3-30B-A3B
+// at t 2, b 1, s 4096, h 2048, bf16: 2 x 4096 / 2 x 2048 bytes.
+TEST(RecomputeModules, LayernormDropsTheRouterInput) {
+  const ModelSpec qwen = Preset("qwen3-30b-a3b");
+  ParallelConfig keep;
+  keep.tp = 2;
+  keep.dp = 4;
+  keep.ep = 8;
+  keep.etp = 1;
+  keep.mbs = 1;
+  keep.global_batch = 8;
+  keep.sequence_parallel = keep.fused_attention = true;
+  keep.precision = Precision::kBf16;
+  ParallelConfig norm = keep;
+  norm.recompute = Recompute::kSelective;
+  norm.recompute_modules = kRecomputeLayernorm;
+  ASSERT_TRUE(norm.Validate(qwen).ok()) << norm.Validate(qwen).message();
+  const Bytes router_input = 2 * (4096 / 2) * 2048;
+  EXPECT_EQ(Stash(qwen, keep) - Stash(qwen, norm), router_input);
+  EXPECT_EQ(ActivationBytes(RecomputeWorkingSet(qwen, norm, true), 2, 2), router_input);
+  ParallelConfig both = norm;
+  both.recompute_modules = kRecomputeLayernorm | kRecomputeMoeAct;
+  EXPECT_EQ(RecomputeModulesText(both.recompute_modules), "moe_act+layernorm");
+  EXPECT_EQ(ActivationBytes(RecomputeWorkingSet(qwen, both, true), 2, 2),
+            router_input + ActivationBytes({ExpertActOutput(qwen, both)}, 2, 2));
+  auto cluster = LoadCluster("dgx-h100", 8);
+  ASSERT_TRUE(cluster.ok());
+  EXPECT_NEAR(costmodel::SelectiveRecomputeCost(qwen, cluster->profile, norm, 0).memory,
+              costmodel::MemoryBoundTime(cluster->profile, 2.0 * double(router_input), 1), 1e-15);
+  // A dense model's norms (and an MLA model's) are not modelled as separate outputs: refused.
+  ParallelConfig dense;
+  dense.recompute = Recompute::kSelective;
+  dense.recompute_modules = kRecomputeLayernorm;
+  EXPECT_NE(dense.Validate(Preset("gpt-1.7b"))
+                .message()
+                .find("recompute_modules: layernorm is "
+                      "modelled for a mixture of experts"),
+            std::string::npos);
 }
 
 }  // namespace
