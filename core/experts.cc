@@ -65,8 +65,7 @@ ActTensor ExpertActOutput(const ModelSpec& m, const ParallelConfig& c) {
 }
 
 std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t sbh = int64_t(c.mbs) * ContextShardLen(m, c) * m.hidden;
-  const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
+  const int64_t seq = RouterInput(m, c).elements;  // s b h, or its s/t slice
   const int64_t routed = RoutedTokens(m, c), n = ExpertTokens(m, c);
   const int64_t f = m.MoeFfnHidden() / c.ExpertTp();
   // The pre-MLP norm's output (the router's and the shared expert's input), dropped and redone in

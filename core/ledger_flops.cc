@@ -153,7 +153,6 @@ FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_
            (pp_rank == HeadRank(c) ? depths / (double(c.dp) * c.cp * c.tp) : 0.0);
   }
   const double logits = LogitsFlops(m, c);
-  const double per_layer = (HardwareIterationFlops(m, c) - logits) / m.layers;
   double flops = 0;
   if (m.window_size > 0) {  // a full layer's share, less what each windowed layer on the rank saves
     ModelSpec full = m;
@@ -170,6 +169,7 @@ FlopCount PipelineRankFlops(const ModelSpec& m, const ParallelConfig& c, int pp_
     }
     return flops / (double(c.dp) * c.cp * c.tp);
   }
+  const double per_layer = (HardwareIterationFlops(m, c) - logits) / m.layers;
   if (m.HasDenseLayers()) {
     // Each kind's share: the iteration's FLOPs of a model of that kind alone, per layer.
     const ModelSpec dense = DenseLayerModel(m);
