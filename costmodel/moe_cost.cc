@@ -83,13 +83,19 @@ ExpertMlpParts ExpertMlpPartsOf(const ModelSpec& m, const HardwareProfile& hw,
       local * lin *
       (GemmBackwardWeightTime(hw, rows, fc1, h) + GemmBackwardWeightTime(hw, rows, h, f));
 
-  const double sort_again = et > 1 ? 2 * e * N * h : 0.0;
-  const int route_kernels = 3 + 1 + (et > 1);
+  // Megatron-Core's "permutation 2" (MoEAlltoAllTokenDispatcher's dispatch_postprocess and
+  // combine_preprocess, token_dispatcher.py at d98e8a64): with more than one local expert the
+  // received copies are sorted by local expert after the all-to-all and put back in source order
+  // before the one back, a read and a write of the N h copies each (a copy of the padded
+  // capacity view when dropping); backward the two again. One local expert: neither.
+  const bool sort_local = local > 1 && c.moe_dispatcher == MoeDispatcher::kAllToAll;
+  const double local_sort = sort_local ? 2 * (2 * e * N * h) : 0.0;
+  const int route_kernels = 3 + 1 + 2 * sort_local;
   // Router softmax and top-k (fp32) and the permute; backward the same scatter.
   route.forward.memory =
-      MemoryBoundTime(hw, 16 * T0 * E + 2 * e * T0 * k * h + sort_again, route_kernels);
+      MemoryBoundTime(hw, 16 * T0 * E + 2 * e * T0 * k * h + local_sort, route_kernels);
   route.backward.memory =
-      MemoryBoundTime(hw, 12 * T0 * E + 2 * e * T0 * k * h + sort_again, route_kernels);
+      MemoryBoundTime(hw, 12 * T0 * E + 2 * e * T0 * k * h + local_sort, route_kernels);
   double forward = 3 * e * N * f                   // SwiGLU
                    + e * T0 * k * h + e * T0 * h;  // unpermute
   double backward = 5 * e * N * f + e * T0 * h * (1 + 2 * k);

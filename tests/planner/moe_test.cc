@@ -285,6 +285,37 @@ TEST(Moe, OneExpertCostsTheDenseMlpPlusTheRouter) {
   EXPECT_GT(attn.forward.memory + experts.forward.memory, d.forward.memory);
 }
 
+// Megatron-Core's alltoall dispatcher sorts the copies a rank receives by local expert and back
+// ("permutation 2", token_dispatcher.py at d98e8a64): with 8 experts a rank (Qwen3-30B-A3B at EP
+// 16) a read and a write of the N h copies twice forward and twice backward, 2 kernels each way;
+// DeepEP permutes once on each side, and one expert a rank (EP 128) needs no sort.
+TEST(Moe, TheAllToAllDispatcherSortsByLocalExpert) {
+  const HardwareProfile hw = LoadCluster("dgx-h100", 8)->profile;
+  const ModelSpec qwen = Preset("qwen3-30b-a3b");
+  ParallelConfig c;
+  c.dp = c.ep = 16;
+  c.etp = 1;
+  c.precision = Precision::kBf16;
+  ASSERT_EQ(LocalExperts(qwen, c), 8);
+  ParallelConfig deepep = c;
+  deepep.moe_dispatcher = MoeDispatcher::kDeepEp;
+  const auto sorted = costmodel::ExpertMlpPartsOf(qwen, hw, c).routing;
+  const auto fused = costmodel::ExpertMlpPartsOf(qwen, hw, deepep).routing;
+  const double copies = double(ExpertTokens(qwen, c)) * double(qwen.hidden);  // N h
+  ASSERT_EQ(copies, 4096.0 * 8 * 2048);
+  const double sorts = costmodel::MemoryBoundTime(hw, 2 * (2 * 2 * copies), 2) -
+                       costmodel::MemoryBoundTime(hw, 0, 0);
+  EXPECT_NEAR(sorted.forward.memory - fused.forward.memory, sorts, 1e-12);
+  EXPECT_NEAR(sorted.backward.memory - fused.backward.memory, sorts, 1e-12);
+  ParallelConfig one_each = c;
+  one_each.dp = one_each.ep = 128;
+  ParallelConfig one_each_deepep = one_each;
+  one_each_deepep.moe_dispatcher = MoeDispatcher::kDeepEp;
+  ASSERT_EQ(LocalExperts(qwen, one_each), 1);
+  EXPECT_EQ(costmodel::ExpertMlpPartsOf(qwen, hw, one_each).routing.forward.memory,
+            costmodel::ExpertMlpPartsOf(qwen, hw, one_each_deepep).routing.forward.memory);
+}
+
 // Under context parallelism the experts are priced on the shard a rank holds (seq_len s / cp),
 // whose tokens are not divided again.
 TEST(Moe, ContextParallelPricesTheShardOnce) {
