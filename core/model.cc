@@ -58,6 +58,13 @@ Status ModelSpec::Validate(const std::string& path) const {
                         " is outside (0, 1]"));
   } else if (rotary_percent != 1 && !rotary) {
     add(Status::Invalid(at + "rotary_percent: needs rotary"));
+  } else if (const int64_t turned = static_cast<int64_t>(double(HeadDim()) * rotary_percent);
+             rotary && (turned < 2 || turned % 2 != 0)) {
+    // RoPE turns pairs (e, e + n / 2) of the first n features (Megatron-Core's int(kv_channels *
+    // rotary_percent), Hugging Face's int(head_dim * partial_rotary_factor)).
+    add(Status::Invalid(at + "rotary_percent: turns " + std::to_string(turned) + " of a head's " +
+                        std::to_string(HeadDim()) +
+                        " features; RoPE turns pairs, so it needs an even number of at least 2"));
   }
   if (squared_relu && swiglu) {
     add(Status::Invalid(at + "squared_relu: replaces the GeLU of a two-matrix MLP, not SwiGLU "
@@ -228,7 +235,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
   add(squared_relu, "squared_relu");
-  add(rotary_percent != 1, "partial_rotary");
   add(layernorm_1p, "layernorm_1p");
   add(window_size > 0, "sliding_window");
   return out;

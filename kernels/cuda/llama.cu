@@ -99,13 +99,16 @@ __global__ void SwigluBwd(T* din, const T* in, const T* dout, int64_t count) {
   }
 }
 
-// One thread per (row, rotated head, pair e < d/2): the rotated heads of a row are its query
-// heads, then its key heads.
+// One thread per (row, rotated head, pair e < rotated / 2): the rotated heads of a row are its
+// query heads, then its key heads; partial rotation (r.rope.percent) leaves a head's other
+// features.
+
 template <typename T>
 __global__ void RotaryPairs(T* qkv, RotaryDims r, float sign) {
   const kernels::ContextChunks chunks{r.s, r.cp, r.rank};
   const kernels::QkvLayout row{r.h, r.d, r.group};
-  const int64_t half = r.d / 2, heads = r.h + row.KvHeads(), S = chunks.Local();
+  const int64_t rotated = kernels::RotatedFeatures(r.d, r.rope), half = rotated / 2;
+  const int64_t heads = r.h + row.KvHeads(), S = chunks.Local();
   const int64_t total = r.b * S * heads * half;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -113,7 +116,7 @@ __global__ void RotaryPairs(T* qkv, RotaryDims r, float sign) {
     const int64_t at = head < r.h ? row.Q(head) : row.KvOf(head - r.h);
     T* x = qkv + n * row.Width() + at;
     const float pos = static_cast<float>(chunks.Position(n % S));
-    const float angle = pos * kernels::RopeInvFreq<float>(e, r.d, r.rope);
+    const float angle = pos * kernels::RopeInvFreq<float>(e, rotated, r.rope);
     float sn, cs;
     sincosf(angle, &sn, &cs);
     sn *= sign;
@@ -350,7 +353,8 @@ void SwigluBackward(T* din, const T* in, const T* dout, int64_t count, cudaStrea
 
 template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse, cudaStream_t stream) {
-  const int64_t total = r.b * (r.s / r.cp) * (r.h + r.h / r.group) * (r.d / 2);
+  const int64_t total =
+      r.b * (r.s / r.cp) * (r.h + r.h / r.group) * (kernels::RotatedFeatures(r.d, r.rope) / 2);
   if (total == 0) return;
   RotaryPairs<T><<<GridFor(total, 256), 256, 0, stream>>>(qkv, r, inverse ? -1.0f : 1.0f);
   PTDP_CUDA_CHECK(cudaGetLastError());

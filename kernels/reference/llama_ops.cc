@@ -74,10 +74,11 @@ template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse) {
   const ContextChunks chunks{r.s, r.cp, r.rank};
   const QkvLayout row{r.h, r.d, r.group};
-  const int64_t half = r.d / 2, S = chunks.Local();
+  // Pairs (e, e + half) of the rotated features; partial rotation leaves the rest of a head.
+  const int64_t rotated = RotatedFeatures(r.d, r.rope), half = rotated / 2, S = chunks.Local();
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int64_t e = 0; e < half; ++e) {
-    inv_freq[size_t(e)] = RopeInvFreq<double>(e, r.d, r.rope);
+    inv_freq[size_t(e)] = RopeInvFreq<double>(e, rotated, r.rope);
   }
   const double sign = inverse ? -1.0 : 1.0;
   auto turn = [&](T* x, double pos) {

@@ -26,10 +26,21 @@ struct RopeFreqs {
   double low_freq_factor = 1;
   double high_freq_factor = 4;
   double original_max_positions = 8192;
+  // The share of a head's features RoPE turns (model.rotary_percent; Megatron-Core's
+  // --rotary-percent, Hugging Face's partial_rotary_factor; Nemotron-4's 0.5): the first
+  // RotatedFeatures of each head, paired and with frequencies over that width; the rest pass
+  // through unchanged.
+  double percent = 1;
 };
 
-// The angle per position of pair e of a head of d features, in F (double or float; the float
-// form's exp2f and log2f are what the GPU kernels always computed).
+// Megatron-Core's int(kv_channels * rotary_percent) (RotaryEmbedding's dim) and Hugging Face's
+// int(head_dim * partial_rotary_factor): the features turned of a head of d.
+PTDP_HOST_DEVICE inline int64_t RotatedFeatures(int64_t d, const RopeFreqs& r) {
+  return static_cast<int64_t>(static_cast<double>(d) * r.percent);
+}
+
+// The angle per position of pair e of the d rotated features (RotatedFeatures), in F (double or
+// float; the float form's exp2f and log2f are what the GPU kernels always computed).
 template <typename F>
 PTDP_HOST_DEVICE F RopeInvFreq(int64_t e, int64_t d, const RopeFreqs& r) {
   F f;

@@ -63,8 +63,12 @@ Status CpuOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const Rop
   r.group = a.group;
   r.cp = a.cp;
   r.rank = a.cp_rank;
-  r.rope = {rope.base, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
-            rope.original_max_positions};
+  r.rope = {rope.base,
+            rope.factor,
+            rope.low_freq_factor,
+            rope.high_freq_factor,
+            rope.original_max_positions,
+            rope.percent};
   return Dispatch(qkv.dtype, [&](auto tag) {
     using T = decltype(tag);
     Out<T> o(qkv, true);

@@ -74,6 +74,7 @@ struct RopeSpec {
   double low_freq_factor = 1;
   double high_freq_factor = 4;
   double original_max_positions = 8192;
+  double percent = 1;  // model.rotary_percent: the share of a head's features turned
 };
 
 // Causal self-attention of one microbatch on one tensor rank.

@@ -65,6 +65,9 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
     return bad("it has experts, latent attention or prediction depths");
   }
   if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
+  // Llama's and Qwen's classes turn every feature of a head; Nemotron's partial rotation is a
+  // family of its own.
+  if (m.rotary_percent != 1) return bad("it turns part of each head (rotary_percent)");
   return Status::Ok();
 }
 

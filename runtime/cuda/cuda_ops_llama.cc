@@ -55,8 +55,12 @@ Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const Ro
   r.group = a.group;
   r.cp = a.cp;
   r.rank = a.cp_rank;
-  r.rope = {rope.base, rope.factor, rope.low_freq_factor, rope.high_freq_factor,
-            rope.original_max_positions};
+  r.rope = {rope.base,
+            rope.factor,
+            rope.low_freq_factor,
+            rope.high_freq_factor,
+            rope.original_max_positions,
+            rope.percent};
   return ForCompute(qkv.dtype, "RotaryEmbedding", [&](auto tag) {
     using T = decltype(tag);
     ck::RotaryEmbedding<T>(P<T>(qkv), r, inverse, stream_);

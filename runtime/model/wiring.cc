@@ -49,8 +49,12 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.rmsnorm = m.rmsnorm;
   a.swiglu = m.swiglu;
   a.rotary = m.rotary;
-  a.rope = {m.rotary_base, m.rope_scaling_factor, m.rope_low_freq_factor, m.rope_high_freq_factor,
-            static_cast<double>(m.rope_original_max_positions)};
+  a.rope = {m.rotary_base,
+            m.rope_scaling_factor,
+            m.rope_low_freq_factor,
+            m.rope_high_freq_factor,
+            static_cast<double>(m.rope_original_max_positions),
+            m.rotary_percent};
   a.norm_eps = m.norm_eps;
   a.qk_norm = m.qk_norm;
   return a;

@@ -68,13 +68,15 @@ TYPED_TEST(CudaLlama, SwigluForwardBackward) {
 }
 
 // 4 query heads over 2 key/value heads, rank 1 of cp 2 (its positions are two chunks of the
-// sequence), turned and turned back; unscaled, and with Llama 3.1's scaling of an original length
-// of 16 (pair 0 in the blended band, the others divided by the factor).
+// sequence), turned and turned back; unscaled, with Llama 3.1's scaling of an original length
+// of 16 (pair 0 in the blended band, the others divided by the factor), and turning half of each
+// head (rotary_percent 0.5, Nemotron-4's).
 TYPED_TEST(CudaLlama, RotaryOfGroupedQkvAtContextPositions) {
   using T = TypeParam;
   for (const kernels::RopeFreqs rope :
-       {kernels::RopeFreqs{10000}, kernels::RopeFreqs{500000, 8, 1, 4, 16}}) {
-    SCOPED_TRACE(rope.factor);
+       {kernels::RopeFreqs{10000}, kernels::RopeFreqs{500000, 8, 1, 4, 16},
+        kernels::RopeFreqs{10000, 0, 1, 4, 8192, 0.5}}) {
+    SCOPED_TRACE(::testing::Message() << rope.factor << " " << rope.percent);
     kernels::RotaryDims ref;
     ref.b = 2;
     ref.s = 24;

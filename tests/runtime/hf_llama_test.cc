@@ -149,6 +149,13 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
               x["sliding_window"] = 4;
             }).find("sliding-window attention (window_size)"),
             std::string::npos);
+  // Llama's classes turn every feature of a head: a partial rotation (Nemotron's) is not written
+  // as one.
+  ModelSpec partial = SmallLlamaModel();
+  partial.rotary_percent = 0.5;
+  EXPECT_EQ(CheckHfLlamaExportable(partial, HfLlamaArch::kLlama, "m").message(),
+            "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
+            "turns part of each head (rotary_percent)");
 }
 
 std::string LlamaMatch(const std::function<void(std::vector<StTensor>&)>& edit) {

@@ -265,6 +265,55 @@ TEST(LlamaKernels, RotaryTurnsQueriesAndKeysAndInverts) {
   for (size_t i = 0; i < qkv.size(); ++i) EXPECT_NEAR(turned[i], qkv[i], 1e-12);
 }
 
+// Partial rotation (model.rotary_percent; Nemotron-4's 0.5): a head of 12 features at 0.5 turns
+// its first 6 exactly as a whole head of 6 turns (pairs (e, e + 3), frequencies over 6) and
+// leaves its last 6 alone; values untouched.
+TEST(LlamaKernels, PartialRotaryTurnsTheLeadingFeaturesAsAHeadOfThatWidth) {
+  kernels::RotaryDims part;
+  part.b = 1;
+  part.s = 5;
+  part.h = 2;
+  part.d = 12;
+  part.rope.base = 100;
+  part.rope.percent = 0.5;
+  ASSERT_EQ(kernels::RotatedFeatures(part.d, part.rope), 6);
+  kernels::RotaryDims whole = part;
+  whole.d = 6;
+  whole.rope.percent = 1;
+  const kernels::QkvLayout wide{part.h, part.d, 1}, narrow{whole.h, whole.d, 1};
+  const Vec qkv = Random(part.s * wide.Width(), 51);
+  Vec turned = qkv, lead(static_cast<size_t>(part.s * narrow.Width()));
+  for (int64_t n = 0; n < part.s; ++n) {  // the leading 6 of every query and key head
+    for (int64_t hh = 0; hh < part.h; ++hh) {
+      for (int64_t e = 0; e < 6; ++e) {
+        lead[n * narrow.Width() + narrow.Q(hh) + e] = qkv[n * wide.Width() + wide.Q(hh) + e];
+        lead[n * narrow.Width() + narrow.K(hh) + e] = qkv[n * wide.Width() + wide.K(hh) + e];
+      }
+    }
+  }
+  kernels::RotaryEmbedding(turned.data(), part, false);
+  kernels::RotaryEmbedding(lead.data(), whole, false);
+  bool moved = false;
+  for (int64_t n = 0; n < part.s; ++n) {
+    for (int64_t hh = 0; hh < part.h; ++hh) {
+      for (int64_t e = 0; e < 12; ++e) {
+        const int64_t q = n * wide.Width() + wide.Q(hh) + e, k = n * wide.Width() + wide.K(hh) + e;
+        if (e < 6) {
+          EXPECT_EQ(turned[q], lead[n * narrow.Width() + narrow.Q(hh) + e]);
+          EXPECT_EQ(turned[k], lead[n * narrow.Width() + narrow.K(hh) + e]);
+          moved = moved || std::abs(turned[k] - qkv[k]) > 1e-3;
+        } else {
+          EXPECT_EQ(turned[q], qkv[q]);
+          EXPECT_EQ(turned[k], qkv[k]);
+        }
+        EXPECT_EQ(turned[n * wide.Width() + wide.V(hh) + e],
+                  qkv[n * wide.Width() + wide.V(hh) + e]);
+      }
+    }
+  }
+  EXPECT_TRUE(moved);
+}
+
 // A rotation by position p then scored against one by position q depends on q - p alone (what
 // makes it a relative position embedding): the same pair at positions (1, 3) and (2, 4).
 TEST(LlamaKernels, RotaryScoresDependOnRelativePosition) {
