@@ -235,7 +235,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
   add(squared_relu, "squared_relu");
-  add(layernorm_1p, "layernorm_1p");
   add(window_size > 0, "sliding_window");
   return out;
 }

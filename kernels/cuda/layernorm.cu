@@ -14,7 +14,8 @@ constexpr int kWarpsPerBlock = 8;
 // from L1/L2) keep the variance exact for rows with a large mean.
 template <typename T>
 __global__ void LayerNormFwdWarpPerRow(T* out, float* mean, float* rstd, const T* x,
-                                       const T* weight, const T* bias, int64_t n, int64_t c) {
+                                       const T* weight, const T* bias, int64_t n, int64_t c,
+                                       float weight_offset) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;  // whole warps leave together
@@ -31,7 +32,7 @@ __global__ void LayerNormFwdWarpPerRow(T* out, float* mean, float* rstd, const T
   T* o = out + row * c;
   for (int64_t i = lane; i < c; i += 32) {
     const float xhat = (ToFloat(xr[i]) - mu) * rs;
-    o[i] = FromFloat<T>(xhat * ToFloat(weight[i]) + ToFloat(bias[i]));
+    o[i] = FromFloat<T>(xhat * (ToFloat(weight[i]) + weight_offset) + ToFloat(bias[i]));
   }
   if (lane == 0) {
     mean[row] = mu;
@@ -42,8 +43,8 @@ __global__ void LayerNormFwdWarpPerRow(T* out, float* mean, float* rstd, const T
 // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dout * weight.
 template <typename T>
 __global__ void LayerNormBwdDxWarpPerRow(T* dx, const T* dout, const T* x, const T* weight,
-                                         const float* mean, const float* rstd, int64_t n,
-                                         int64_t c) {
+                                         const float* mean, const float* rstd, int64_t n, int64_t c,
+                                         float weight_offset) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
@@ -52,7 +53,7 @@ __global__ void LayerNormBwdDxWarpPerRow(T* dx, const T* dout, const T* x, const
   const float mu = mean[row], rs = rstd[row];
   float g_sum = 0.0f, gx_sum = 0.0f;
   for (int64_t i = lane; i < c; i += 32) {
-    const float g = ToFloat(dr[i]) * ToFloat(weight[i]);
+    const float g = ToFloat(dr[i]) * (ToFloat(weight[i]) + weight_offset);
     g_sum += g;
     gx_sum += g * (ToFloat(xr[i]) - mu) * rs;
   }
@@ -60,7 +61,7 @@ __global__ void LayerNormBwdDxWarpPerRow(T* dx, const T* dout, const T* x, const
   const float gx_mean = WarpSum(gx_sum) / static_cast<float>(c);
   T* o = dx + row * c;
   for (int64_t i = lane; i < c; i += 32) {
-    const float g = ToFloat(dr[i]) * ToFloat(weight[i]);
+    const float g = ToFloat(dr[i]) * (ToFloat(weight[i]) + weight_offset);
     const float xhat = (ToFloat(xr[i]) - mu) * rs;
     o[i] = FromFloat<T>(rs * (g - g_mean - xhat * gx_mean));
   }
@@ -103,22 +104,22 @@ __global__ void LayerNormBwdParamsColumns(float* dweight, float* dbias, const T*
 
 template <typename T>
 void LayerNormForward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
-                      int64_t n, int64_t c, cudaStream_t stream) {
+                      int64_t n, int64_t c, cudaStream_t stream, float weight_offset) {
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  LayerNormFwdWarpPerRow<T>
-      <<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(out, mean, rstd, x, weight, bias, n, c);
+  LayerNormFwdWarpPerRow<T><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(out, mean, rstd, x, weight,
+                                                                        bias, n, c, weight_offset);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T>
 void LayerNormBackward(T* dx, float* dweight, float* dbias, const T* dout, const T* x,
                        const T* weight, const float* mean, const float* rstd, int64_t n, int64_t c,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, float weight_offset) {
   if (n == 0) return;
   const unsigned blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  LayerNormBwdDxWarpPerRow<T>
-      <<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(dx, dout, x, weight, mean, rstd, n, c);
+  LayerNormBwdDxWarpPerRow<T><<<blocks, 32 * kWarpsPerBlock, 0, stream>>>(
+      dx, dout, x, weight, mean, rstd, n, c, weight_offset);
   PTDP_CUDA_CHECK(cudaGetLastError());
   const dim3 grid(static_cast<unsigned>((c + 31) / 32), ColumnGridRows(n));
   LayerNormBwdParamsColumns<T>
@@ -126,11 +127,12 @@ void LayerNormBackward(T* dx, float* dweight, float* dbias, const T* dout, const
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
-#define PTDP_INSTANTIATE(T)                                                                    \
-  template void LayerNormForward<T>(T*, float*, float*, const T*, const T*, const T*, int64_t, \
-                                    int64_t, cudaStream_t);                                    \
-  template void LayerNormBackward<T>(T*, float*, float*, const T*, const T*, const T*,         \
-                                     const float*, const float*, int64_t, int64_t, cudaStream_t);
+#define PTDP_INSTANTIATE(T)                                                                      \
+  template void LayerNormForward<T>(T*, float*, float*, const T*, const T*, const T*, int64_t,   \
+                                    int64_t, cudaStream_t, float);                               \
+  template void LayerNormBackward<T>(T*, float*, float*, const T*, const T*, const T*,           \
+                                     const float*, const float*, int64_t, int64_t, cudaStream_t, \
+                                     float);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(bf16)
 #undef PTDP_INSTANTIATE

@@ -27,15 +27,16 @@ using bf16 = __nv_bfloat16;
 using fp16 = __half;
 
 // ---- LayerNorm (eps 1e-5), one warp per row --------------------------------------------------
-// out[N][C] = (x - mean) * rstd * weight + bias; mean[N], rstd[N] saved for the backward.
+// out[N][C] = (x - mean) * rstd * (weight + weight_offset) + bias; mean[N], rstd[N] saved for
+// the backward. weight_offset 1: LayerNorm1P (kernels/reference/ops.h), added in fp32.
 template <typename T>
 void LayerNormForward(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
-                      int64_t n, int64_t c, cudaStream_t stream);
+                      int64_t n, int64_t c, cudaStream_t stream, float weight_offset = 0.0f);
 // dx overwritten; dweight[C], dbias[C] accumulated (fp32).
 template <typename T>
 void LayerNormBackward(T* dx, float* dweight, float* dbias, const T* dout, const T* x,
                        const T* weight, const float* mean, const float* rstd, int64_t n, int64_t c,
-                       cudaStream_t stream);
+                       cudaStream_t stream, float weight_offset = 0.0f);
 
 // ---- Llama-style layers (kernels/cuda/llama.cu; twins of kernels/reference/llama_ops.cc) ------
 // RMSNorm (eps: ModelSpec::norm_eps), one warp per row: out = x rstd weight, rstd[N] saved; the

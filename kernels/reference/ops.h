@@ -34,14 +34,18 @@ template <typename T>
 void MatmulBackward(T* dx, T* dw, T* dbias, const T* dout, const T* x, const T* w, int64_t n,
                     int64_t c, int64_t oc, bool accumulate_dx = false);
 
-// LayerNorm over the last dim (eps 1e-5): out = (x - mean) * rstd * weight + bias; saves mean[N]
-// and rstd[N] for the backward.
+// LayerNorm over the last dim (eps 1e-5): out = (x - mean) * rstd * (weight + weight_offset) +
+// bias; saves mean[N] and rstd[N] for the backward. weight_offset is 1 for LayerNorm1P
+// (model.layernorm_1p: the stored weight is its offset from 1, Megatron-LM's
+// --apply-layernorm-1p, Transformer Engine's zero_centered_gamma), added in double; dweight is
+// the same either way.
 template <typename T>
 void LayerNormForward(T* out, T* mean, T* rstd, const T* x, const T* weight, const T* bias,
-                      int64_t n, int64_t c);
+                      int64_t n, int64_t c, double weight_offset = 0);
 template <typename T>
 void LayerNormBackward(T* dx, T* dweight, T* dbias, const T* dout, const T* x, const T* weight,
-                       const T* mean, const T* rstd, int64_t n, int64_t c);
+                       const T* mean, const T* rstd, int64_t n, int64_t c,
+                       double weight_offset = 0);
 
 // RMSNorm over the last dim (Llama's; ModelSpec::norm_eps): out = x * rstd * weight with rstd =
 // 1 / sqrt(mean(x^2) + eps), saved per row [N] for the backward (no mean, no bias).

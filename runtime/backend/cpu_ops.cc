@@ -72,31 +72,33 @@ std::vector<T> MaskValues(ConstRef mask, double p) {
 }  // namespace
 
 Status CpuOps::LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
-                                ConstRef w, ConstRef b, int64_t n, int64_t c) {
+                                ConstRef w, ConstRef b, int64_t n, int64_t c,
+                                double weight_offset) {
   return Dispatch(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> xi(x), wi(w), bi(b);
     Out<T> o(out, false), mo(mean, false), ro(rstd, false);
-    k::LayerNormForward(o.get(), mo.get(), ro.get(), xi.get(), wi.get(), bi.get(), n, c);
+    k::LayerNormForward(o.get(), mo.get(), ro.get(), xi.get(), wi.get(), bi.get(), n, c,
+                        weight_offset);
     return Status::Ok();
   });
 }
 
 Status CpuOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                                  ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
-                                 int64_t c, bool accumulate_dx) {
+                                 int64_t c, bool accumulate_dx, double weight_offset) {
   return Dispatch(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> doi(dout), xi(x), wi(w), mi(mean), ri(rstd);
     Out<T> dxo(dx, accumulate_dx), dwo(dw, true), dbo(db, true);
     if (!accumulate_dx) {
       k::LayerNormBackward(dxo.get(), dwo.get(), dbo.get(), doi.get(), xi.get(), wi.get(), mi.get(),
-                           ri.get(), n, c);
+                           ri.get(), n, c, weight_offset);
       return Status::Ok();
     }
     std::vector<T> part(static_cast<size_t>(n * c));
     k::LayerNormBackward(part.data(), dwo.get(), dbo.get(), doi.get(), xi.get(), wi.get(), mi.get(),
-                         ri.get(), n, c);
+                         ri.get(), n, c, weight_offset);
     k::Accumulate(dxo.get(), part.data(), n * c);
     return Status::Ok();
   });

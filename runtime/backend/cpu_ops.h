@@ -13,10 +13,10 @@ class CpuOps : public Ops {
  public:
   const char* name() const override { return "cpu"; }
   Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
-                          ConstRef b, int64_t n, int64_t c) override;
+                          ConstRef b, int64_t n, int64_t c, double weight_offset) override;
   Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
                            ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
-                           bool accumulate_dx) override;
+                           bool accumulate_dx, double weight_offset) override;
   Status RmsNormForward(TensorRef out, TensorRef rstd, ConstRef x, ConstRef w, int64_t n, int64_t c,
                         double eps) override;
   Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,

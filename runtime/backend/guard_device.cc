@@ -21,15 +21,16 @@ class GuardOps final : public Ops {
   explicit GuardOps(std::shared_ptr<GuardState> s) : state_(std::move(s)) {}
   const char* name() const override { return "cpu-guard"; }
   Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
-                          ConstRef b, int64_t n, int64_t c) override {
+                          ConstRef b, int64_t n, int64_t c, double weight_offset) override {
     GuardWindow open(state_.get());
-    return inner_->LayerNormForward(out, mean, rstd, x, w, b, n, c);
+    return inner_->LayerNormForward(out, mean, rstd, x, w, b, n, c, weight_offset);
   }
   Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
                            ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
-                           bool accumulate_dx) override {
+                           bool accumulate_dx, double weight_offset) override {
     GuardWindow open(state_.get());
-    return inner_->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, n, c, accumulate_dx);
+    return inner_->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, n, c, accumulate_dx,
+                                     weight_offset);
   }
   Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
                        int64_t n, int64_t c, int64_t oc) override {

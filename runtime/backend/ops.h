@@ -157,13 +157,16 @@ class Ops {
   }
 
  public:
-  // ---- LayerNorm over rows of c: out = (x - mean) rstd w + b; mean, rstd wide [n].
+  // ---- LayerNorm over rows of c: out = (x - mean) rstd (w + weight_offset) + b; mean, rstd wide
+  // [n]. weight_offset is 1 for LayerNorm1P (model.layernorm_1p: w stored as its offset from 1,
+  // the 1 added in the wide type as Transformer Engine's zero_centered_gamma does), else 0.
   virtual Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
-                                  ConstRef w, ConstRef b, int64_t n, int64_t c) = 0;
+                                  ConstRef w, ConstRef b, int64_t n, int64_t c,
+                                  double weight_offset) = 0;
   // dx overwritten (or accumulated when accumulate_dx); dw, db (wide) accumulate.
   virtual Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                                    ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
-                                   int64_t c, bool accumulate_dx) = 0;
+                                   int64_t c, bool accumulate_dx, double weight_offset) = 0;
 
   // ---- RMSNorm over rows of c (model.rmsnorm, eps model.norm_eps): out = x rstd w, rstd wide
   // [n]. The backward overwrites dx and accumulates dw (wide).

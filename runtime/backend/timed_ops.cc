@@ -41,16 +41,19 @@ std::vector<OpTime> TimedOps::Table() const {
 }
 
 Status TimedOps::LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
-                                  ConstRef w, ConstRef b, int64_t n, int64_t c) {
-  return Timed(std::string("LayerNormForward ") + Dims({n, c}),
-               [&] { return inner_->LayerNormForward(out, mean, rstd, x, w, b, n, c); });
+                                  ConstRef w, ConstRef b, int64_t n, int64_t c,
+                                  double weight_offset) {
+  return Timed(std::string("LayerNormForward ") + Dims({n, c}), [&] {
+    return inner_->LayerNormForward(out, mean, rstd, x, w, b, n, c, weight_offset);
+  });
 }
 
 Status TimedOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                                    ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
-                                   int64_t c, bool accumulate_dx) {
+                                   int64_t c, bool accumulate_dx, double weight_offset) {
   return Timed(std::string("LayerNormBackward ") + Dims({n, c}), [&] {
-    return inner_->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, n, c, accumulate_dx);
+    return inner_->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, n, c, accumulate_dx,
+                                     weight_offset);
   });
 }
 

@@ -14,11 +14,11 @@ class UnimplementedOps final : public Ops {
   explicit UnimplementedOps(std::string backend) : backend_(std::move(backend)) {}
   const char* name() const override { return backend_.c_str(); }
   Status LayerNormForward(TensorRef, TensorRef, TensorRef, ConstRef, ConstRef, ConstRef, int64_t,
-                          int64_t) override {
+                          int64_t, double) override {
     return Fail("LayerNormForward");
   }
   Status LayerNormBackward(TensorRef, TensorRef, TensorRef, ConstRef, ConstRef, ConstRef, ConstRef,
-                           ConstRef, int64_t, int64_t, bool) override {
+                           ConstRef, int64_t, int64_t, bool, double) override {
     return Fail("LayerNormBackward");
   }
   Status LinearForward(TensorRef, TensorRef, ConstRef, ConstRef, ConstRef, int64_t, int64_t,

@@ -240,6 +240,11 @@ namespace {
 // A GPT-2 folder holds GPT-2's tensors (LayerNorms with biases, biased Linears, a position table,
 // multi-head attention, GeLU): a Llama-style model has other ones.
 Status RequireGpt2(const ModelSpec& m, const std::string& what) {
+  if (m.layernorm_1p) {
+    return Status::Invalid(what +
+                           " stores its LayerNorm weights as offsets from 1 (layernorm_1p): "
+                           "Hugging Face GPT-2 folders hold the weights themselves");
+  }
   if (m.IsGpt() && !m.IsMoe() && !m.qk_norm) return Status::Ok();
   return Status::Invalid(what +
                          " is not a GPT-2 (RMSNorm, SwiGLU, rotary embeddings, grouped-query "

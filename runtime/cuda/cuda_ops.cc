@@ -95,23 +95,27 @@ Result<void*> CudaOps::GroupScratch(int64_t bytes) {
 }
 
 Status CudaOps::LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x,
-                                 ConstRef w, ConstRef b, int64_t n, int64_t c) {
+                                 ConstRef w, ConstRef b, int64_t n, int64_t c,
+                                 double weight_offset) {
+  const float offset = static_cast<float>(weight_offset);
   return ForCompute(x.dtype, "LayerNormForward", [&](auto tag) {
     using T = decltype(tag);
     if (layernorm_packs_ && opk::LayerNormPacksApply<T>(c, out.data, x.data, w.data, b.data)) {
       PTDP_CUDA_RETURN(opk::LayerNormForwardPacks<T>(P<T>(out), P<float>(mean), P<float>(rstd),
-                                                     P<T>(x), P<T>(w), P<T>(b), n, c, stream_));
+                                                     P<T>(x), P<T>(w), P<T>(b), n, c, stream_,
+                                                     offset));
       return Status::Ok();
     }
     ck::LayerNormForward<T>(P<T>(out), P<float>(mean), P<float>(rstd), P<T>(x), P<T>(w), P<T>(b), n,
-                            c, stream_);
+                            c, stream_, offset);
     return Status::Ok();
   });
 }
 
 Status CudaOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                                   ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd, int64_t n,
-                                  int64_t c, bool accumulate_dx) {
+                                  int64_t c, bool accumulate_dx, double weight_offset) {
+  const float offset = static_cast<float>(weight_offset);
   return ForCompute(x.dtype, "LayerNormBackward", [&](auto tag) -> Status {
     using T = decltype(tag);
     T* target = P<T>(dx);
@@ -122,10 +126,10 @@ Status CudaOps::LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, Cons
     if (layernorm_packs_ && opk::LayerNormPacksApply<T>(c, target, dout.data, x.data, w.data)) {
       PTDP_CUDA_RETURN(opk::LayerNormBackwardPacks<T>(target, P<float>(dw), P<float>(db),
                                                       P<T>(dout), P<T>(x), P<T>(w), P<float>(mean),
-                                                      P<float>(rstd), n, c, stream_));
+                                                      P<float>(rstd), n, c, stream_, offset));
     } else {
       ck::LayerNormBackward<T>(target, P<float>(dw), P<float>(db), P<T>(dout), P<T>(x), P<T>(w),
-                               P<float>(mean), P<float>(rstd), n, c, stream_);
+                               P<float>(mean), P<float>(rstd), n, c, stream_, offset);
     }
     if (accumulate_dx) ck::Accumulate<T>(P<T>(dx), target, n * c, stream_);
     return Status::Ok();

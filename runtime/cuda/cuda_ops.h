@@ -66,10 +66,10 @@ class CudaOps final : public Ops {
   // Whether the latest attention call (forward or backward) ran cuDNN; for tests and the profile.
   bool last_attention_used_cudnn() const { return last_attention_cudnn_; }
   Status LayerNormForward(TensorRef out, TensorRef mean, TensorRef rstd, ConstRef x, ConstRef w,
-                          ConstRef b, int64_t n, int64_t c) override;
+                          ConstRef b, int64_t n, int64_t c, double weight_offset) override;
   Status LayerNormBackward(TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout, ConstRef x,
                            ConstRef w, ConstRef mean, ConstRef rstd, int64_t n, int64_t c,
-                           bool accumulate_dx) override;
+                           bool accumulate_dx, double weight_offset) override;
   Status LinearForward(TensorRef out, TensorRef gelu_out, ConstRef x, ConstRef w, ConstRef bias,
                        int64_t n, int64_t c, int64_t oc) override;
   Status LinearBackwardData(TensorRef dx, ConstRef dout, ConstRef w, int64_t n, int64_t c,

@@ -16,7 +16,7 @@ constexpr int kParamRowLanes = 8;  // rows a parameter-gradient block walks at o
 template <typename T, int V>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     LnFwdPacks(T* out, float* mean, float* rstd, const T* x, const T* weight, const T* bias,
-               int64_t n, int64_t c) {
+               int64_t n, int64_t c, float weight_offset) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;  // whole warps leave together
@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   }
   const float rs = rsqrtf(ck::WarpSum(sq) / static_cast<float>(c) + lnpacks::kEps);
   for (int64_t i = static_cast<int64_t>(lane) * V; i < c; i += 32 * V) {
-    lnpacks::NormalizePack<T, V>(out + row * c, xr, weight, bias, i, mu, rs);
+    lnpacks::NormalizePack<T, V>(out + row * c, xr, weight, bias, i, mu, rs, weight_offset);
   }
   if (lane == 0) {
     mean[row] = mu;
@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
 template <typename T, int V>
 __global__ void __launch_bounds__(32 * kWarpsPerBlock)
     LnBwdDxPacks(T* dx, const T* dout, const T* x, const T* weight, const float* mean,
-                 const float* rstd, int64_t n, int64_t c) {
+                 const float* rstd, int64_t n, int64_t c, float weight_offset) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= n) return;
@@ -52,12 +52,12 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock)
   const float mu = mean[row], rs = rstd[row];
   float g_sum = 0.0f, gx_sum = 0.0f;
   for (int64_t i = static_cast<int64_t>(lane) * V; i < c; i += 32 * V) {
-    lnpacks::PackGradSums<T, V>(&g_sum, &gx_sum, dr, xr, weight, i, mu, rs);
+    lnpacks::PackGradSums<T, V>(&g_sum, &gx_sum, dr, xr, weight, i, mu, rs, weight_offset);
   }
   const float g_mean = ck::WarpSum(g_sum) / static_cast<float>(c);
   const float gx_mean = ck::WarpSum(gx_sum) / static_cast<float>(c);
   for (int64_t i = static_cast<int64_t>(lane) * V; i < c; i += 32 * V) {
-    lnpacks::DxPack<T, V>(dx + row * c, dr, xr, weight, i, mu, rs, g_mean, gx_mean);
+    lnpacks::DxPack<T, V>(dx + row * c, dr, xr, weight, i, mu, rs, g_mean, gx_mean, weight_offset);
   }
 }
 
@@ -119,24 +119,25 @@ bool LayerNormPacksApply(int64_t c, const void* a, const void* b, const void* d,
 
 template <typename T>
 cudaError_t LayerNormForwardPacks(T* out, float* mean, float* rstd, const T* x, const T* weight,
-                                  const T* bias, int64_t n, int64_t c, cudaStream_t stream) {
+                                  const T* bias, int64_t n, int64_t c, cudaStream_t stream,
+                                  float weight_offset) {
   constexpr int V = packs::kWidth<T>;
   if (n == 0) return cudaSuccess;
   if (!LayerNormPacksApply<T>(c, out, x, weight, bias)) return cudaErrorInvalidValue;
-  LnFwdPacks<T, V>
-      <<<RowBlocks(n), 32 * kWarpsPerBlock, 0, stream>>>(out, mean, rstd, x, weight, bias, n, c);
+  LnFwdPacks<T, V><<<RowBlocks(n), 32 * kWarpsPerBlock, 0, stream>>>(out, mean, rstd, x, weight,
+                                                                     bias, n, c, weight_offset);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t LayerNormBackwardPacks(T* dx, float* dweight, float* dbias, const T* dout, const T* x,
                                    const T* weight, const float* mean, const float* rstd, int64_t n,
-                                   int64_t c, cudaStream_t stream) {
+                                   int64_t c, cudaStream_t stream, float weight_offset) {
   constexpr int V = packs::kWidth<T>;
   if (n == 0) return cudaSuccess;
   if (!LayerNormPacksApply<T>(c, dx, dout, x, weight)) return cudaErrorInvalidValue;
-  LnBwdDxPacks<T, V>
-      <<<RowBlocks(n), 32 * kWarpsPerBlock, 0, stream>>>(dx, dout, x, weight, mean, rstd, n, c);
+  LnBwdDxPacks<T, V><<<RowBlocks(n), 32 * kWarpsPerBlock, 0, stream>>>(dx, dout, x, weight, mean,
+                                                                       rstd, n, c, weight_offset);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   const int64_t col_blocks = (c / V + 31) / 32;
@@ -150,10 +151,10 @@ cudaError_t LayerNormBackwardPacks(T* dx, float* dweight, float* dbias, const T*
   template bool LayerNormPacksApply<T>(int64_t, const void*, const void*, const void*,             \
                                        const void*);                                               \
   template cudaError_t LayerNormForwardPacks<T>(T*, float*, float*, const T*, const T*, const T*,  \
-                                                int64_t, int64_t, cudaStream_t);                   \
+                                                int64_t, int64_t, cudaStream_t, float);            \
   template cudaError_t LayerNormBackwardPacks<T>(T*, float*, float*, const T*, const T*, const T*, \
                                                  const float*, const float*, int64_t, int64_t,     \
-                                                 cudaStream_t);
+                                                 cudaStream_t, float);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(__nv_bfloat16)
 #undef PTDP_INSTANTIATE

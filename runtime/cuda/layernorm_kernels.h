@@ -13,15 +13,17 @@ namespace ptdp::runtime::cuda::opk {
 
 template <typename T>
 bool LayerNormPacksApply(int64_t c, const void* a, const void* b, const void* d, const void* e);
-// out = (x - mean) rstd weight + bias; mean[n], rstd[n] saved for the backward.
+// out = (x - mean) rstd (weight + weight_offset) + bias; mean[n], rstd[n] saved for the
+// backward (weight_offset 1: LayerNorm1P).
 template <typename T>
 cudaError_t LayerNormForwardPacks(T* out, float* mean, float* rstd, const T* x, const T* weight,
-                                  const T* bias, int64_t n, int64_t c, cudaStream_t stream);
-// dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout weight (overwrites dx);
-// dweight += sum_rows dout xhat, dbias += sum_rows dout.
+                                  const T* bias, int64_t n, int64_t c, cudaStream_t stream,
+                                  float weight_offset = 0.0f);
+// dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout (weight + weight_offset) (overwrites
+// dx); dweight += sum_rows dout xhat, dbias += sum_rows dout.
 template <typename T>
 cudaError_t LayerNormBackwardPacks(T* dx, float* dweight, float* dbias, const T* dout, const T* x,
                                    const T* weight, const float* mean, const float* rstd, int64_t n,
-                                   int64_t c, cudaStream_t stream);
+                                   int64_t c, cudaStream_t stream, float weight_offset = 0.0f);
 
 }  // namespace ptdp::runtime::cuda::opk

@@ -46,27 +46,30 @@ PTDP_HOST_DEVICE inline float PackSquaredDeviation(const T* row, int64_t i, floa
   return s;
 }
 
-// out = (x - mean) rstd weight + bias over the pack (weight, bias indexed by column i).
+// out = (x - mean) rstd (weight + weight_offset) + bias over the pack (weight, bias indexed by
+// column i; weight_offset 1 for LayerNorm1P, kernels/reference/ops.h).
 template <typename T, int V>
 PTDP_HOST_DEVICE inline void NormalizePack(T* out_row, const T* row, const T* weight, const T* bias,
-                                           int64_t i, float mean, float rstd) {
+                                           int64_t i, float mean, float rstd,
+                                           float weight_offset = 0.0f) {
   const Pack<T, V> x = Load<T, V>(row, i), w = Load<T, V>(weight, i), b = Load<T, V>(bias, i);
   Pack<T, V> o;
   for (int j = 0; j < V; ++j) {
     const float xhat = (Wide(x.e[j]) - mean) * rstd;
-    o.e[j] = Narrow<T>(xhat * Wide(w.e[j]) + Wide(b.e[j]));
+    o.e[j] = Narrow<T>(xhat * (Wide(w.e[j]) + weight_offset) + Wide(b.e[j]));
   }
   Store<T, V>(out_row, i, o);
 }
 
-// With g = dout weight and xhat = (x - mean) rstd: adds sum g to *g_sum and sum g xhat to *gx_sum.
+// With g = dout (weight + weight_offset) and xhat = (x - mean) rstd: adds sum g to *g_sum and
+// sum g xhat to *gx_sum.
 template <typename T, int V>
 PTDP_HOST_DEVICE inline void PackGradSums(float* g_sum, float* gx_sum, const T* dout_row,
                                           const T* row, const T* weight, int64_t i, float mean,
-                                          float rstd) {
+                                          float rstd, float weight_offset = 0.0f) {
   const Pack<T, V> d = Load<T, V>(dout_row, i), x = Load<T, V>(row, i), w = Load<T, V>(weight, i);
   for (int j = 0; j < V; ++j) {
-    const float g = Wide(d.e[j]) * Wide(w.e[j]);
+    const float g = Wide(d.e[j]) * (Wide(w.e[j]) + weight_offset);
     *g_sum += g;
     *gx_sum += g * (Wide(x.e[j]) - mean) * rstd;
   }
@@ -75,12 +78,12 @@ PTDP_HOST_DEVICE inline void PackGradSums(float* g_sum, float* gx_sum, const T* 
 // dx = rstd (g - mean(g) - xhat mean(g xhat)) over the pack.
 template <typename T, int V>
 PTDP_HOST_DEVICE inline void DxPack(T* dx_row, const T* dout_row, const T* row, const T* weight,
-                                    int64_t i, float mean, float rstd, float g_mean,
-                                    float gx_mean) {
+                                    int64_t i, float mean, float rstd, float g_mean, float gx_mean,
+                                    float weight_offset = 0.0f) {
   const Pack<T, V> d = Load<T, V>(dout_row, i), x = Load<T, V>(row, i), w = Load<T, V>(weight, i);
   Pack<T, V> o;
   for (int j = 0; j < V; ++j) {
-    const float g = Wide(d.e[j]) * Wide(w.e[j]);
+    const float g = Wide(d.e[j]) * (Wide(w.e[j]) + weight_offset);
     const float xhat = (Wide(x.e[j]) - mean) * rstd;
     o.e[j] = Narrow<T>(rstd * (g - g_mean - xhat * gx_mean));
   }

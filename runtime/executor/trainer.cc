@@ -83,6 +83,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     return Status::Invalid("model " + model_.name + ": the runtime does not execute " + features +
                            " yet");
   }
+  if (model_.layernorm_1p && model_.rmsnorm) {
+    return Status::Invalid(
+        "plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime, whose "
+        "LayerNorm1P is LayerNorm's");
+  }
   if (cfg_.precision == Precision::kFp8) {
     return Status::Invalid(
         "plan: layout.precision: 'fp8' is planned but not executed by this runtime (use bf16)");

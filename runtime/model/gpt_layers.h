@@ -82,6 +82,8 @@ struct LayerArch {
   double norm_eps = 1e-5;  // RMSNorm's (LayerNorm keeps kernels/reference kLayerNormEps)
   // QK norm (Qwen3's): each query and key head RMSNormed (norm_eps) before the rotation.
   bool qk_norm = false;
+  // LayerNorm1P: every LayerNorm's weight stored as its offset from 1 (the kernels add the 1).
+  bool layernorm_1p = false;
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and

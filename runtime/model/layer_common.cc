@@ -123,6 +123,11 @@ VocabShard Shard(const LayerDims& d) {
   return {d.N(), d.v_local, d.vocab_begin, d.vocab_real};
 }
 
+// LayerNorm1P's weights are stored as their offsets from 1 (model.layernorm_1p).
+double WeightOffset(const LayerArch& arch) {
+  return arch.layernorm_1p ? 1.0 : 0.0;
+}
+
 Status NormForward(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
                    NormStash st) {
   const int64_t R = c.d.R(), h = c.d.h;
@@ -133,7 +138,8 @@ Status NormForward(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstR
   if (c.arch.rmsnorm) {
     return ops->RmsNormForward(st.out->ref(), st.rstd->ref(), x, w, R, h, c.arch.norm_eps);
   }
-  return ops->LayerNormForward(st.out->ref(), st.mean->ref(), st.rstd->ref(), x, w, b, R, h);
+  return ops->LayerNormForward(st.out->ref(), st.mean->ref(), st.rstd->ref(), x, w, b, R, h,
+                               WeightOffset(c.arch));
 }
 
 Status NormBackward(const LayerCtx& c, TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
@@ -141,7 +147,8 @@ Status NormBackward(const LayerCtx& c, TensorRef dx, TensorRef dw, TensorRef db,
   const int64_t R = c.d.R(), h = c.d.h;
   Ops* ops = c.dev->ops();
   if (c.arch.rmsnorm) return ops->RmsNormBackward(dx, dw, dout, x, w, rstd, R, h);
-  return ops->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, R, h, false);
+  return ops->LayerNormBackward(dx, dw, db, dout, x, w, mean, rstd, R, h, false,
+                                WeightOffset(c.arch));
 }
 
 }  // namespace ptdp::runtime::layer_common

@@ -134,7 +134,8 @@ Status ParamStore::InitialiseRows(const ModelSpec& m, int i, int64_t first_row, 
   }
   if (EndsWith(name, ".bias")) return ops->Fill(w, 0.0);
   if (EndsWith(name, "ln1.weight") || EndsWith(name, "ln2.weight") || name == "final_ln.weight") {
-    return ops->Fill(w, 1.0);
+    // LayerNorm1P stores the offset from 1 (Megatron-Core initialises it to zeros).
+    return ops->Fill(w, m.layernorm_1p ? 0.0 : 1.0);
   }
   double std = 0.02;
   if (EndsWith(name, "attn.proj.weight") || EndsWith(name, "mlp.fc2.weight")) {

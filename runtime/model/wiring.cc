@@ -47,6 +47,7 @@ LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
 LayerArch ArchOf(const ModelSpec& m) {
   LayerArch a;
   a.rmsnorm = m.rmsnorm;
+  a.layernorm_1p = m.layernorm_1p;
   a.swiglu = m.swiglu;
   a.rotary = m.rotary;
   a.rope = {m.rotary_base,

@@ -158,7 +158,7 @@ void CudaOpsTest::LayerNormCase(int64_t c) {
   Pair out = Make(n * c, act()), mean = Make(n, DType::kFp32), rstd = Make(n, DType::kFp32);
   Run([&](Ops* o, auto pick) {
     return o->LayerNormForward(pick(out).ref(), pick(mean).ref(), pick(rstd).ref(), pick(x).cref(),
-                               pick(w).cref(), pick(b).cref(), n, c);
+                               pick(w).cref(), pick(b).cref(), n, c, 0.0);
   });
   Expect(out, c, "ln out");
   Expect(mean, c, "ln mean");
@@ -169,7 +169,7 @@ void CudaOpsTest::LayerNormCase(int64_t c) {
     Run([&](Ops* o, auto pick) {
       return o->LayerNormBackward(pick(dx).ref(), pick(dw).ref(), pick(db).ref(), pick(dout).cref(),
                                   pick(x).cref(), pick(w).cref(), pick(mean).cref(),
-                                  pick(rstd).cref(), n, c, acc);
+                                  pick(rstd).cref(), n, c, acc, 0.0);
     });
     // Accumulating, the GPU rounds the part to bf16 before adding it: 2^-9 of |part| more.
     Expect(dx, c, "ln dx", 0, acc && bf16() ? 0x1p-9 * 4 * MaxAbs(dx) : 0);

@@ -24,33 +24,37 @@ TYPED_TEST_SUITE(CudaLayers, ElementTypes);
 // Rows and columns that are not multiples of the warp or block sizes.
 constexpr int64_t kN = 37, kC = 200;
 
+// Plain, and LayerNorm1P (weight offset 1, its weights near zero as they start).
 TYPED_TEST(CudaLayers, LayerNormForwardBackward) {
   using T = TypeParam;
-  const auto x = Store<T>(RandomVector(kN * kC, 1, 3.0));
-  const auto w = Store<T>(RandomVector(kC, 2));
-  const auto b = Store<T>(RandomVector(kC, 3));
-  const auto dout = Store<T>(RandomVector(kN * kC, 4));
-  const auto xd = AsDouble(x), wd = AsDouble(w), bd = AsDouble(b), doutd = AsDouble(dout);
-  std::vector<double> out(kN * kC), mean(kN), rstd(kN), dx(kN * kC), dw(kC, 1.0), db(kC, -1.0);
-  kernels::LayerNormForward(out.data(), mean.data(), rstd.data(), xd.data(), wd.data(), bd.data(),
-                            kN, kC);
-  kernels::LayerNormBackward(dx.data(), dw.data(), db.data(), doutd.data(), xd.data(), wd.data(),
-                             mean.data(), rstd.data(), kN, kC);
+  for (const float offset : {0.0f, 1.0f}) {
+    SCOPED_TRACE(offset);
+    const auto x = Store<T>(RandomVector(kN * kC, 1, 3.0));
+    const auto w = Store<T>(RandomVector(kC, 2, offset > 0 ? 0.05 : 1.0));
+    const auto b = Store<T>(RandomVector(kC, 3));
+    const auto dout = Store<T>(RandomVector(kN * kC, 4));
+    const auto xd = AsDouble(x), wd = AsDouble(w), bd = AsDouble(b), doutd = AsDouble(dout);
+    std::vector<double> out(kN * kC), mean(kN), rstd(kN), dx(kN * kC), dw(kC, 1.0), db(kC, -1.0);
+    kernels::LayerNormForward(out.data(), mean.data(), rstd.data(), xd.data(), wd.data(), bd.data(),
+                              kN, kC, offset);
+    kernels::LayerNormBackward(dx.data(), dw.data(), db.data(), doutd.data(), xd.data(), wd.data(),
+                               mean.data(), rstd.data(), kN, kC, offset);
 
-  DeviceBuffer<T> gx(x), gw(w), gb(b), gdout(dout), gout(kN * kC), gdx(kN * kC);
-  DeviceBuffer<float> gmean(kN), grstd(kN), gdw(std::vector<float>(kC, 1.0f)),
-      gdb(std::vector<float>(kC, -1.0f));
-  LayerNormForward<T>(gout.get(), gmean.get(), grstd.get(), gx.get(), gw.get(), gb.get(), kN, kC,
-                      nullptr);
-  LayerNormBackward<T>(gdx.get(), gdw.get(), gdb.get(), gdout.get(), gx.get(), gw.get(),
-                       gmean.get(), grstd.get(), kN, kC, nullptr);
-  this->Sync();
-  EXPECT_LT(Nmse(AsDouble(gout.Download()), out), testing::kTolOnce<T>);
-  EXPECT_LT(Nmse(AsDouble(gmean.Download()), mean), 1e-10);
-  EXPECT_LT(Nmse(AsDouble(grstd.Download()), rstd), 1e-10);
-  EXPECT_LT(Nmse(AsDouble(gdx.Download()), dx), testing::kTolOnce<T>);
-  EXPECT_LT(Nmse(AsDouble(gdw.Download()), dw), 1e-10);  // fp32 main grads, accumulated
-  EXPECT_LT(Nmse(AsDouble(gdb.Download()), db), 1e-10);
+    DeviceBuffer<T> gx(x), gw(w), gb(b), gdout(dout), gout(kN * kC), gdx(kN * kC);
+    DeviceBuffer<float> gmean(kN), grstd(kN), gdw(std::vector<float>(kC, 1.0f)),
+        gdb(std::vector<float>(kC, -1.0f));
+    LayerNormForward<T>(gout.get(), gmean.get(), grstd.get(), gx.get(), gw.get(), gb.get(), kN, kC,
+                        nullptr, offset);
+    LayerNormBackward<T>(gdx.get(), gdw.get(), gdb.get(), gdout.get(), gx.get(), gw.get(),
+                         gmean.get(), grstd.get(), kN, kC, nullptr, offset);
+    this->Sync();
+    EXPECT_LT(Nmse(AsDouble(gout.Download()), out), testing::kTolOnce<T>);
+    EXPECT_LT(Nmse(AsDouble(gmean.Download()), mean), 1e-10);
+    EXPECT_LT(Nmse(AsDouble(grstd.Download()), rstd), 1e-10);
+    EXPECT_LT(Nmse(AsDouble(gdx.Download()), dx), testing::kTolOnce<T>);
+    EXPECT_LT(Nmse(AsDouble(gdw.Download()), dw), 1e-10);  // fp32 main grads, accumulated
+    EXPECT_LT(Nmse(AsDouble(gdb.Download()), db), 1e-10);
+  }
 }
 
 TYPED_TEST(CudaLayers, BiasGeluForwardBackward) {

@@ -41,25 +41,56 @@ TEST(ReferenceGrad, Matmul) {
   for (size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx2[i], dx[i] + 1.0, 1e-12);
 }
 
+// Plain and LayerNorm1P (weight_offset 1: the stored weight is the offset from 1), whose
+// gradients are those of the stored weight.
 TEST(ReferenceGrad, LayerNorm) {
-  const int64_t n = 3, c = 8;
-  auto x = RandomVector(n * c, 11, 2.0);
-  auto weight = RandomVector(c, 12);
-  auto bias = RandomVector(c, 13);
-  const auto r = RandomVector(n * c, 14);
-  std::vector<double> out(n * c), mean(n), rstd(n);
-  auto loss = [&] {
-    LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), weight.data(), bias.data(), n,
-                     c);
-    return Dot(out, r);
-  };
-  loss();
-  std::vector<double> dx(n * c), dw(c, 0.0), db(c, 0.0);
-  LayerNormBackward(dx.data(), dw.data(), db.data(), r.data(), x.data(), weight.data(), mean.data(),
-                    rstd.data(), n, c);
-  EXPECT_LT(RelativeError(dx, NumericGradient(x, loss)), kGradTolerance);
-  EXPECT_LT(RelativeError(dw, NumericGradient(weight, loss)), kGradTolerance);
-  EXPECT_LT(RelativeError(db, NumericGradient(bias, loss)), kGradTolerance);
+  for (const double offset : {0.0, 1.0}) {
+    SCOPED_TRACE(offset);
+    const int64_t n = 3, c = 8;
+    auto x = RandomVector(n * c, 11, 2.0);
+    auto weight = RandomVector(c, 12, 0.1);
+    auto bias = RandomVector(c, 13);
+    const auto r = RandomVector(n * c, 14);
+    std::vector<double> out(n * c), mean(n), rstd(n);
+    auto loss = [&] {
+      LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), weight.data(), bias.data(),
+                       n, c, offset);
+      return Dot(out, r);
+    };
+    loss();
+    std::vector<double> dx(n * c), dw(c, 0.0), db(c, 0.0);
+    LayerNormBackward(dx.data(), dw.data(), db.data(), r.data(), x.data(), weight.data(),
+                      mean.data(), rstd.data(), n, c, offset);
+    EXPECT_LT(RelativeError(dx, NumericGradient(x, loss)), kGradTolerance);
+    EXPECT_LT(RelativeError(dw, NumericGradient(weight, loss)), kGradTolerance);
+    EXPECT_LT(RelativeError(db, NumericGradient(bias, loss)), kGradTolerance);
+  }
+}
+
+// LayerNorm1P of a weight w is LayerNorm of 1 + w, forward and backward (in double, exactly).
+TEST(ReferenceGrad, LayerNorm1PIsLayerNormOfOnePlusTheWeight) {
+  const int64_t n = 4, c = 6;
+  const auto x = RandomVector(n * c, 15, 2.0), w = RandomVector(c, 16, 0.1),
+             b = RandomVector(c, 17), dout = RandomVector(n * c, 18);
+  std::vector<double> gamma(w);
+  for (double& g : gamma) g += 1.0;
+  std::vector<double> out1(n * c), out(n * c), mean(n), rstd(n), dx1(n * c), dx(n * c), dw1(c, 0.0),
+      dw(c, 0.0), db1(c, 0.0), db(c, 0.0);
+  LayerNormForward(out1.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c, 1.0);
+  LayerNormBackward(dx1.data(), dw1.data(), db1.data(), dout.data(), x.data(), w.data(),
+                    mean.data(), rstd.data(), n, c, 1.0);
+  LayerNormForward(out.data(), mean.data(), rstd.data(), x.data(), gamma.data(), b.data(), n, c);
+  LayerNormBackward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), gamma.data(),
+                    mean.data(), rstd.data(), n, c);
+  EXPECT_EQ(out1, out);
+  EXPECT_EQ(dx1, dx);
+  EXPECT_EQ(dw1, dw);
+  EXPECT_EQ(db1, db);
+  EXPECT_NE(out1[0], [&] {  // and not LayerNorm of w itself
+    std::vector<double> plain(n * c);
+    LayerNormForward(plain.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c);
+    return plain[0];
+  }());
 }
 
 TEST(ReferenceGrad, Gelu) {

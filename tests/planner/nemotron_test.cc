@@ -24,7 +24,7 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(m.FfnHidden(), 4 * 6144);
   EXPECT_EQ(m.vocab, 256000);
   EXPECT_FALSE(m.IsGpt());
-  EXPECT_EQ(m.UnexecutedFeatures(), "squared_relu/layernorm_1p");
+  EXPECT_EQ(m.UnexecutedFeatures(), "squared_relu");
   ModelSpec full_rope = m;
   full_rope.rotary_percent = 1;
   full_rope.layernorm_1p = false;

@@ -37,11 +37,11 @@ case "$case" in
                grep -q '"squared_relu": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="model tiny: the runtime does not execute squared_relu yet" ;;
-  layernorm_1p)  # LayerNorm1P's zero-centred weight (Nemotron): planned, refused by name
-               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "layernorm_1p": true/' "$dir/plan.json"
+  layernorm_1p)  # LayerNorm1P runs on LayerNorm; beside RMSNorm it is planned, refused by name
+               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "layernorm_1p": true, "rmsnorm": true/' "$dir/plan.json"
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="model tiny: the runtime does not execute layernorm_1p yet" ;;
+               expect="plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime" ;;
   program_size)   # the plan's Program must be its layout's: a message size edited by hand
                sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
                grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
