@@ -226,6 +226,11 @@ TEST(HfFolder, LoadsIntoATensorParallelStore) {
   longer.seq_len = 7;
   EXPECT_NE(CheckHfMatchesModel(f->config(), longer, "c").message().find("n_positions is 6"),
             std::string::npos);
+  // A GPT-2 folder holds LayerNorm weights themselves, not LayerNorm1P's offsets from 1.
+  ModelSpec offsets = m;
+  offsets.layernorm_1p = true;
+  EXPECT_NE(CheckHfMatchesModel(f->config(), offsets, "c").message().find("(layernorm_1p)"),
+            std::string::npos);
   auto dev = CreateDevice("cpu");
   ASSERT_TRUE(dev.ok());
   ParallelConfig c;
