@@ -99,6 +99,23 @@ __global__ void SwigluBwd(T* din, const T* in, const T* dout, int64_t count) {
   }
 }
 
+template <typename T>
+__global__ void SquaredReluFwd(T* out, const T* in, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float r = fmaxf(ToFloat(in[i]), 0.0f);
+    out[i] = FromFloat<T>(r * r);
+  }
+}
+
+template <typename T>
+__global__ void SquaredReluBwd(T* din, const T* in, const T* dout, int64_t count) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    din[i] = FromFloat<T>(2.0f * fmaxf(ToFloat(in[i]), 0.0f) * ToFloat(dout[i]));
+  }
+}
+
 // One thread per (row, rotated head, pair e < rotated / 2): the rotated heads of a row are its
 // query heads, then its key heads; partial rotation (r.rope.percent) leaves a head's other
 // features.
@@ -352,6 +369,20 @@ void SwigluBackward(T* din, const T* in, const T* dout, int64_t count, cudaStrea
 }
 
 template <typename T>
+void SquaredReluForward(T* out, const T* in, int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  SquaredReluFwd<T><<<GridFor(count, 256), 256, 0, stream>>>(out, in, count);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void SquaredReluBackward(T* din, const T* in, const T* dout, int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  SquaredReluBwd<T><<<GridFor(count, 256), 256, 0, stream>>>(din, in, dout, count);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse, cudaStream_t stream) {
   const int64_t total =
       r.b * (r.s / r.cp) * (r.h + r.h / r.group) * (kernels::RotatedFeatures(r.d, r.rope) / 2);
@@ -479,6 +510,8 @@ void GroupedContextAttentionBackward(T* dqkv, T* dkv_src, float* attention_works
                                    int64_t, int64_t, cudaStream_t);                                \
   template void SwigluForward<T>(T*, const T*, int64_t, cudaStream_t);                             \
   template void SwigluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);                  \
+  template void SquaredReluForward<T>(T*, const T*, int64_t, cudaStream_t);                        \
+  template void SquaredReluBackward<T>(T*, const T*, const T*, int64_t, cudaStream_t);             \
   template void RotaryEmbedding<T>(T*, const RotaryDims&, bool, cudaStream_t);                     \
   template void QkNormForward<T>(T*, T*, float*, const T*, const T*, int64_t,                      \
                                  const kernels::QkvLayout&, float, cudaStream_t);                  \

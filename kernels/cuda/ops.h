@@ -52,6 +52,11 @@ template <typename T>
 void SwigluForward(T* out, const T* in, int64_t count, cudaStream_t stream);
 template <typename T>
 void SwigluBackward(T* din, const T* in, const T* dout, int64_t count, cudaStream_t stream);
+// Squared ReLU (model.squared_relu): out = relu(in)^2, din = 2 relu(in) dout (overwritten), fp32.
+template <typename T>
+void SquaredReluForward(T* out, const T* in, int64_t count, cudaStream_t stream);
+template <typename T>
+void SquaredReluBackward(T* din, const T* in, const T* dout, int64_t count, cudaStream_t stream);
 // The rotary embedding of the queries and keys of qkv [b][s/cp][QkvLayout width] in place
 // (kernels/reference/ops.h RotaryEmbedding; the frequencies and angles in fp32, as Megatron-Core
 // and Hugging Face compute them: kernels/reference/rope.h RopeInvFreq<float>).

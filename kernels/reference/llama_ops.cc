@@ -71,6 +71,22 @@ void SwigluBackward(T* din, const T* in, const T* dout, int64_t count) {
 }
 
 template <typename T>
+void SquaredReluForward(T* out, const T* in, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const double r = in[i] > 0 ? static_cast<double>(in[i]) : 0.0;
+    out[i] = static_cast<T>(r * r);
+  }
+}
+
+template <typename T>
+void SquaredReluBackward(T* din, const T* in, const T* dout, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const double r = in[i] > 0 ? static_cast<double>(in[i]) : 0.0;
+    din[i] = static_cast<T>(2.0 * r * static_cast<double>(dout[i]));
+  }
+}
+
+template <typename T>
 void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse) {
   const ContextChunks chunks{r.s, r.cp, r.rank};
   const QkvLayout row{r.h, r.d, r.group};
@@ -144,6 +160,8 @@ void QkNormBackward(T* dqkv, T* dq_w, T* dk_w, const T* qk_in, const T* rstd, co
                                    int64_t);                                                   \
   template void SwigluForward<T>(T*, const T*, int64_t);                                       \
   template void SwigluBackward<T>(T*, const T*, const T*, int64_t);                            \
+  template void SquaredReluForward<T>(T*, const T*, int64_t);                                  \
+  template void SquaredReluBackward<T>(T*, const T*, const T*, int64_t);                       \
   template void RotaryEmbedding<T>(T*, const RotaryDims&, bool);                               \
   template void QkNormForward<T>(T*, T*, T*, const T*, const T*, int64_t, const QkvLayout&,    \
                                  double);                                                      \

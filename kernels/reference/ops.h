@@ -64,6 +64,13 @@ void SwigluForward(T* out, const T* in, int64_t count);
 template <typename T>
 void SwigluBackward(T* din, const T* in, const T* dout, int64_t count);
 
+// Squared ReLU (So et al. 2021, Primer; Nemotron-4's MLP; model.squared_relu): out = relu(in)^2,
+// din = 2 relu(in) dout (overwritten).
+template <typename T>
+void SquaredReluForward(T* out, const T* in, int64_t count);
+template <typename T>
+void SquaredReluBackward(T* din, const T* in, const T* dout, int64_t count);
+
 // Rotary position embedding (Su et al. 2021; Llama's, the halves form: element e < d/2 pairs with
 // e + d/2) of the queries and keys of qkv [b][S][QkvLayout width] in place; values untouched.
 // Local position t of a sequence sits at global position ContextChunks{s, cp, rank}.Position(t)

@@ -53,6 +53,26 @@ Status CpuOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t
   });
 }
 
+Status CpuOps::SquaredReluForward(TensorRef out, ConstRef in, int64_t count) {
+  return Dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> ii(in);
+    Out<T> o(out, false);
+    k::SquaredReluForward(o.get(), ii.get(), count);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::SquaredReluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) {
+  return Dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> ii(in), di(dout);
+    Out<T> o(din, false);
+    k::SquaredReluBackward(o.get(), ii.get(), di.get(), count);
+    return Status::Ok();
+  });
+}
+
 Status CpuOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                                bool inverse) {
   k::RotaryDims r;

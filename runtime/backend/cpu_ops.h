@@ -23,6 +23,8 @@ class CpuOps : public Ops {
                          ConstRef rstd, int64_t n, int64_t c) override;
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
+  Status SquaredReluForward(TensorRef out, ConstRef in, int64_t count) override;
+  Status SquaredReluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
   Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                          bool inverse) override;
   Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,

@@ -98,6 +98,14 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->SwigluForward(out, in, count);
   }
+  Status SquaredReluForward(TensorRef out, ConstRef in, int64_t count) override {
+    GuardWindow open(state_.get());
+    return inner_->SquaredReluForward(out, in, count);
+  }
+  Status SquaredReluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override {
+    GuardWindow open(state_.get());
+    return inner_->SquaredReluBackward(din, in, dout, count);
+  }
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override {
     GuardWindow open(state_.get());
     return inner_->SwigluBackward(din, in, dout, count);

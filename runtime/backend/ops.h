@@ -188,6 +188,15 @@ class Ops {
                                 int64_t /*count*/) {
     return ArchUnsupported("swiglu");
   }
+  // ---- Squared ReLU (model.squared_relu; Nemotron-4's MLP): out [count] = relu(in)^2; the
+  // backward writes din [count] = 2 relu(in) dout.
+  virtual Status SquaredReluForward(TensorRef /*out*/, ConstRef /*in*/, int64_t /*count*/) {
+    return ArchUnsupported("squared_relu");
+  }
+  virtual Status SquaredReluBackward(TensorRef /*din*/, ConstRef /*in*/, ConstRef /*dout*/,
+                                     int64_t /*count*/) {
+    return ArchUnsupported("squared_relu");
+  }
   // ---- Rotary position embedding (model.rotary, its frequencies model.rotary_base and
   // model.rope_scaling) of the queries and keys of qkv [b S][...] in place, each row at its global
   // position (context parallelism's chunks included); `inverse` turns back (the backward, on the

@@ -142,6 +142,16 @@ Status TimedOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64
                [&] { return inner_->SwigluBackward(din, in, dout, count); });
 }
 
+Status TimedOps::SquaredReluForward(TensorRef out, ConstRef in, int64_t count) {
+  return Timed("SquaredReluForward " + Dims({count}),
+               [&] { return inner_->SquaredReluForward(out, in, count); });
+}
+
+Status TimedOps::SquaredReluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) {
+  return Timed("SquaredReluBackward " + Dims({count}),
+               [&] { return inner_->SquaredReluBackward(din, in, dout, count); });
+}
+
 Status TimedOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                                  bool inverse) {
   return Timed("RotaryEmbedding " + Dims({a.b, a.LocalSeq(), a.heads_local, a.head_dim}),

@@ -45,6 +45,22 @@ Status CudaOps::SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_
   });
 }
 
+Status CudaOps::SquaredReluForward(TensorRef out, ConstRef in, int64_t count) {
+  return ForCompute(in.dtype, "SquaredReluForward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::SquaredReluForward<T>(P<T>(out), P<T>(in), count, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::SquaredReluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) {
+  return ForCompute(in.dtype, "SquaredReluBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::SquaredReluBackward<T>(P<T>(din), P<T>(in), P<T>(dout), count, stream_);
+    return Status::Ok();
+  });
+}
+
 Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                                 bool inverse) {
   ck::RotaryDims r;

@@ -119,8 +119,9 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
                                   HiddenDropout(c, Site(layer, "attn_residual")));
 }
 
-// The MLP's inside: ln2 -> fc1 + GeLU (or SwiGLU), into the stash (tagged `tag`) from st->x2.
-// The forward runs it, and the backward again under recompute_modules mlp (LayerCtx::redo_mlp).
+// The MLP's inside: ln2 -> fc1 + GeLU (or SwiGLU, or squared ReLU), into the stash (tagged `tag`)
+// from st->x2. The forward runs it, and the backward again under recompute_modules mlp
+// (LayerCtx::redo_mlp).
 Status MlpInsideForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
@@ -131,12 +132,15 @@ Status MlpInsideForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, La
   PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, N * fc1, a, tag));
   PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, N * f, a, tag));
   PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-  if (!c.arch.swiglu) {  // the bias-GeLU epilogue
+  if (!c.arch.swiglu && !c.arch.squared_relu) {  // the bias-GeLU epilogue
     return ops->LinearForward(st->fc1_out.ref(), st->gelu_out.ref(), ln2.ref, w.fc1_w, w.fc1_b, N,
                               h, f);
   }
   PTDP_RETURN_IF_ERROR(
       ops->LinearForward(st->fc1_out.ref(), {}, ln2.ref, w.fc1_w, w.fc1_b, N, h, fc1));
+  if (c.arch.squared_relu) {
+    return ops->SquaredReluForward(st->gelu_out.ref(), st->fc1_out.cref(), N * f);
+  }
   return ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), N * f);
 }
 
@@ -183,7 +187,7 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
     dbranch = std::move(full.owned);
   }
   Tensor dfc1;
-  if (!c.arch.swiglu && ops->FusesLinearGeluBackward(a)) {
+  if (!c.arch.swiglu && !c.arch.squared_relu && ops->FusesLinearGeluBackward(a)) {
     // fc2's data gradient and GeLU' in one GEMM: no dgelu buffer (N f); dbranch (N h, h <= f)
     // lives until dfc1 is written, so this never holds more than the two-op order below. The
     // weight gradient comes after (WeightGrad may move dbranch into the deferred W pass).
@@ -201,6 +205,9 @@ Status MlpBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
     if (c.arch.swiglu) {
       PTDP_RETURN_IF_ERROR(
           ops->SwigluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
+    } else if (c.arch.squared_relu) {
+      PTDP_RETURN_IF_ERROR(
+          ops->SquaredReluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
     } else {
       PTDP_RETURN_IF_ERROR(ops->GeluBackward(dfc1.ref(), st->fc1_out.cref(), dgelu.cref(), N * f));
     }

@@ -84,6 +84,8 @@ struct LayerArch {
   bool qk_norm = false;
   // LayerNorm1P: every LayerNorm's weight stored as its offset from 1 (the kernels add the 1).
   bool layernorm_1p = false;
+  // Squared ReLU in place of the GeLU of the two-matrix MLP (Nemotron-4's): fc1 then relu^2.
+  bool squared_relu = false;
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and

@@ -48,6 +48,7 @@ LayerArch ArchOf(const ModelSpec& m) {
   LayerArch a;
   a.rmsnorm = m.rmsnorm;
   a.layernorm_1p = m.layernorm_1p;
+  a.squared_relu = m.squared_relu;
   a.swiglu = m.swiglu;
   a.rotary = m.rotary;
   a.rope = {m.rotary_base,

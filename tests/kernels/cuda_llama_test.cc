@@ -67,6 +67,24 @@ TYPED_TEST(CudaLlama, SwigluForwardBackward) {
   EXPECT_LT(Nmse(AsDouble(gdin.Download()), din), testing::kTolOnce<T>);
 }
 
+// Nemotron-4's squared ReLU, forward and backward, against the reference.
+TYPED_TEST(CudaLlama, SquaredReluForwardBackward) {
+  using T = TypeParam;
+  const int64_t count = kRows * kCols;
+  const auto in = Store<T>(RandomVector(count, 13, 2.0));
+  const auto dout = Store<T>(RandomVector(count, 14));
+  const auto ind = AsDouble(in), doutd = AsDouble(dout);
+  std::vector<double> out(count), din(count);
+  kernels::SquaredReluForward(out.data(), ind.data(), count);
+  kernels::SquaredReluBackward(din.data(), ind.data(), doutd.data(), count);
+  DeviceBuffer<T> gin(in), gdout(dout), gout(count), gdin(count);
+  SquaredReluForward<T>(gout.get(), gin.get(), count, nullptr);
+  SquaredReluBackward<T>(gdin.get(), gin.get(), gdout.get(), count, nullptr);
+  this->Sync();
+  EXPECT_LT(Nmse(AsDouble(gout.Download()), out), testing::kTolOnce<T>);
+  EXPECT_LT(Nmse(AsDouble(gdin.Download()), din), testing::kTolOnce<T>);
+}
+
 // 4 query heads over 2 key/value heads, rank 1 of cp 2 (its positions are two chunks of the
 // sequence), turned and turned back; unscaled, with Llama 3.1's scaling of an original length
 // of 16 (pair 0 in the blended band, the others divided by the factor), and turning half of each

@@ -93,6 +93,26 @@ TEST(ReferenceGrad, LayerNorm1PIsLayerNormOfOnePlusTheWeight) {
   }());
 }
 
+// Squared ReLU (Nemotron-4's MLP): d/dx relu(x)^2 = 2 relu(x), checked away from the kink at 0.
+TEST(ReferenceGrad, SquaredRelu) {
+  const int64_t count = 20;
+  auto x = RandomVector(count, 23, 2.0);
+  for (double& v : x) v += v > 0 ? 0.01 : -0.01;
+  const auto r = RandomVector(count, 24);
+  std::vector<double> out(count);
+  auto loss = [&] {
+    SquaredReluForward(out.data(), x.data(), count);
+    return Dot(out, r);
+  };
+  std::vector<double> dx(count);
+  SquaredReluBackward(dx.data(), x.data(), r.data(), count);
+  EXPECT_LT(RelativeError(dx, NumericGradient(x, loss)), kGradTolerance);
+  loss();
+  for (int64_t i = 0; i < count; ++i) {
+    EXPECT_EQ(out[i], x[i] > 0 ? x[i] * x[i] : 0.0);
+  }
+}
+
 TEST(ReferenceGrad, Gelu) {
   const int64_t count = 20;
   auto x = RandomVector(count, 21, 2.0);

@@ -15,6 +15,8 @@
 namespace ptdp::planner {
 namespace {
 
+// Every part of Nemotron-4's layer runs in the runtime since 2026-11-30 (squared ReLU, partial
+// RoPE, LayerNorm1P).
 TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   const ModelSpec m = *LoadModel("nemotron4-15b");
   EXPECT_TRUE(m.squared_relu && m.rotary && m.layernorm_1p && !m.swiglu && !m.rmsnorm &&
@@ -24,11 +26,10 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(m.FfnHidden(), 4 * 6144);
   EXPECT_EQ(m.vocab, 256000);
   EXPECT_FALSE(m.IsGpt());
-  EXPECT_EQ(m.UnexecutedFeatures(), "squared_relu");
-  ModelSpec full_rope = m;
-  full_rope.rotary_percent = 1;
-  full_rope.layernorm_1p = false;
-  EXPECT_EQ(full_rope.UnexecutedFeatures(), "squared_relu");
+  EXPECT_EQ(m.UnexecutedFeatures(), "");
+  ModelSpec window = m;
+  window.window_size = 1023;
+  EXPECT_EQ(window.UnexecutedFeatures(), "sliding_window");
 }
 
 // Squared ReLU has GeLU's shapes: the same FLOPs.

@@ -32,11 +32,6 @@ case "$case" in
                grep -q '"moe_experts": 4' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="model tiny: the runtime does not execute moe yet" ;;
-  squared_relu)  # Nemotron-4's MLP activation (beside partial RoPE, which runs): planned, refused by name
-               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "squared_relu": true, "rotary": true, "rotary_percent": 0.5/' "$dir/plan.json"
-               grep -q '"squared_relu": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
-               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="model tiny: the runtime does not execute squared_relu yet" ;;
   layernorm_1p)  # LayerNorm1P runs on LayerNorm; beside RMSNorm it is planned, refused by name
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "layernorm_1p": true, "rmsnorm": true/' "$dir/plan.json"
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

@@ -15,14 +15,15 @@
 # cluster's GPUs count it (tp cp pp dp). PTDP_TEST_DIST_OPT (true | false, default false) goes into
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
 # qwen3 the Llama-style model with Qwen3's attention: heads of 32 (128 wide at hidden 64), QK norm,
 # and RMSNorm's epsilon 1e-6; partial the Llama-style model turning half of each head's 16
 # features (rotary_percent 0.5, Nemotron-4's partial RoPE); ln1p the GPT with LayerNorm1P (its norms'
-# weights stored as their offsets from 1, Nemotron's).
+# weights stored as their offsets from 1, Nemotron's); nemotron Nemotron-4's layer: squared-ReLU
+# MLP, LayerNorm1P, RoPE on half of each head, 2 key/value heads, no biases, untied output layer.
 set -euo pipefail
 ptdp=$1
 shift
@@ -52,6 +53,9 @@ case "${PTDP_TEST_ARCH:-gpt}" in
     [ "$PTDP_TEST_ARCH" = partial ] && arch="$arch, \"rotary_percent\": 0.5" ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
+  nemotron)
+    arch=", \"kv_heads\": 2, \"squared_relu\": true, \"layernorm_1p\": true, \"rotary\": true,
+            \"rotary_percent\": 0.5, \"linear_bias\": false, \"tied_embeddings\": false" ;;
   qwen3)
     arch=", \"kv_heads\": 2, \"swiglu\": true, \"ffn_hidden\": 176, \"head_dim\": 32, \"qk_norm\": true,
             \"norm_eps\": 1e-6, \"rmsnorm\": true, \"rotary\": true, \"linear_bias\": false,
