@@ -234,7 +234,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
   add(IsMoe(), "moe");
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
-  add(window_size > 0, "sliding_window");
   return out;
 }
 

@@ -23,11 +23,16 @@ struct QkvIndex {
   }
 };
 
+// The first key query i attends: i - window with a window (model.window_size), else 0.
+int64_t FirstKey(int64_t i, int64_t window) {
+  return window > 0 ? std::max<int64_t>(0, i - window) : 0;
+}
+
 }  // namespace
 
 template <typename T>
 void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64_t b, int64_t s,
-                      int64_t h, int64_t d, int64_t group) {
+                      int64_t h, int64_t d, int64_t group, int64_t window) {
   const QkvIndex at{s, h, d, group};
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   std::vector<double> acc(d);
@@ -39,8 +44,9 @@ void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64
       for (int64_t i = 0; i < s; ++i) {
         const T* q = qkv + at(bi, i, hh, 0);
         T* prow = p + i * s;
+        const int64_t j0 = FirstKey(i, window);
         double row_max = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = j0; j <= i; ++j) {
           const T* k = qkv + at(bi, j, hh, 1);
           double dot = 0.0;
           for (int64_t e = 0; e < d; ++e) dot += static_cast<double>(q[e]) * k[e];
@@ -48,13 +54,13 @@ void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64
           row_max = std::max(row_max, score[j]);
         }
         double sum = 0.0;
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = j0; j <= i; ++j) {
           score[j] = std::exp(score[j] - row_max);
           sum += score[j];
         }
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int64_t j = 0; j < s; ++j) {
-          if (j > i) {
+          if (j > i || j < j0) {
             prow[j] = T(0);
             continue;
           }
@@ -121,12 +127,13 @@ void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const
 
 namespace {
 
-// Scaled scores q_i . k_j / sqrt(d) of row i for j <= i into score[0..i].
+// Scaled scores q_i . k_j / sqrt(d) of row i for j0 <= j <= i into score[j0..i].
 template <typename T>
-void RowScores(double* score, const T* qkv, const QkvIndex& at, int64_t bi, int64_t hh, int64_t i) {
+void RowScores(double* score, const T* qkv, const QkvIndex& at, int64_t bi, int64_t hh, int64_t i,
+               int64_t j0) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(at.d));
   const T* q = qkv + at(bi, i, hh, 0);
-  for (int64_t j = 0; j <= i; ++j) {
+  for (int64_t j = j0; j <= i; ++j) {
     const T* k = qkv + at(bi, j, hh, 1);
     double dot = 0.0;
     for (int64_t e = 0; e < at.d; ++e) dot += static_cast<double>(q[e]) * k[e];
@@ -138,16 +145,17 @@ void RowScores(double* score, const T* qkv, const QkvIndex& at, int64_t bi, int6
 
 template <typename T>
 void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
-                        int64_t group) {
+                        int64_t group, int64_t window) {
   const QkvIndex at{s, h, d, group};
   std::vector<double> score(s);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hh = 0; hh < h; ++hh) {
       for (int64_t i = 0; i < s; ++i) {
-        RowScores(score.data(), qkv, at, bi, hh, i);
-        const double row_max = *std::max_element(score.begin(), score.begin() + i + 1);
+        const int64_t j0 = FirstKey(i, window);
+        RowScores(score.data(), qkv, at, bi, hh, i, j0);
+        const double row_max = *std::max_element(score.begin() + j0, score.begin() + i + 1);
         double sum = 0.0;
-        for (int64_t j = 0; j <= i; ++j) sum += std::exp(score[j] - row_max);
+        for (int64_t j = j0; j <= i; ++j) sum += std::exp(score[j] - row_max);
         lse[(bi * h + hh) * s + i] = static_cast<T>(row_max + std::log(sum));
       }
     }
@@ -156,17 +164,18 @@ void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, i
 
 template <typename T>
 void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_t s, int64_t h,
-                           int64_t d, int64_t group) {
+                           int64_t d, int64_t group, int64_t window) {
   const QkvIndex at{s, h, d, group};
   std::vector<double> score(s);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hh = 0; hh < h; ++hh) {
       for (int64_t i = 0; i < s; ++i) {
-        RowScores(score.data(), qkv, at, bi, hh, i);
+        const int64_t j0 = FirstKey(i, window);
+        RowScores(score.data(), qkv, at, bi, hh, i, j0);
         const double row_lse = lse[(bi * h + hh) * s + i];
         T* prow = att + ((bi * h + hh) * s + i) * s;
         for (int64_t j = 0; j < s; ++j) {
-          prow[j] = j <= i ? static_cast<T>(std::exp(score[j] - row_lse)) : T(0);
+          prow[j] = j <= i && j >= j0 ? static_cast<T>(std::exp(score[j] - row_lse)) : T(0);
         }
       }
     }
@@ -175,12 +184,13 @@ void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_
 
 #define PTDP_INSTANTIATE(T)                                                                        \
   template void AttentionForward<T>(T*, T*, const T*, const T*, int64_t, int64_t, int64_t,         \
-                                    int64_t, int64_t);                                             \
+                                    int64_t, int64_t, int64_t);                                    \
   template void AttentionBackward<T>(T*, const T*, const T*, const T*, const T*, int64_t, int64_t, \
                                      int64_t, int64_t, int64_t);                                   \
-  template void AttentionLogSumExp<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t);  \
+  template void AttentionLogSumExp<T>(T*, const T*, int64_t, int64_t, int64_t, int64_t, int64_t,   \
+                                      int64_t);                                                    \
   template void AttentionProbsFromLse<T>(T*, const T*, const T*, int64_t, int64_t, int64_t,        \
-                                         int64_t, int64_t);
+                                         int64_t, int64_t, int64_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(double)
 #undef PTDP_INSTANTIATE

@@ -109,10 +109,12 @@ void GeluBackward(T* dx, const T* x, const T* dout, int64_t count);
 // (or its grouped form, `group` query heads per key/value head) to out [b*s][h*d]; scale
 // 1/sqrt(d). Saves the attention probabilities att[b][h][s][s] (after
 // softmax, before dropout) for the backward. `dropout_mask` (nullable) [b][h][s][s] holds 0 or
-// 1/(1-p) per element, applied to the probabilities before they weight v.
+// 1/(1-p) per element, applied to the probabilities before they weight v. With window W > 0
+// (model.window_size; Megatron-Core's --window-size W,0) query i attends keys i - W .. i alone; its
+// other probabilities are 0, so the backward needs no window of its own.
 template <typename T>
 void AttentionForward(T* out, T* att, const T* qkv, const T* dropout_mask, int64_t b, int64_t s,
-                      int64_t h, int64_t d, int64_t group = 1);
+                      int64_t h, int64_t d, int64_t group = 1, int64_t window = 0);
 // dqkv overwritten (a group's key and value gradients summed over its heads); needs the saved
 // att and the same mask.
 template <typename T>
@@ -122,13 +124,13 @@ void AttentionBackward(T* dqkv, const T* dout, const T* qkv, const T* att, const
 // log(sum_{j <= i} exp(q_i . k_j / sqrt(d))) (computed as row max + log sum, in double).
 template <typename T>
 void AttentionLogSumExp(T* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
-                        int64_t group = 1);
+                        int64_t group = 1, int64_t window = 0);
 // A fused backward's recomputation of att from qkv and lse: att_ij = exp(q_i . k_j / sqrt(d) -
 // lse_i) for j <= i, 0 above the diagonal (the probabilities AttentionForward saved, within
 // rounding).
 template <typename T>
 void AttentionProbsFromLse(T* att, const T* qkv, const T* lse, int64_t b, int64_t s, int64_t h,
-                           int64_t d, int64_t group = 1);
+                           int64_t d, int64_t group = 1, int64_t window = 0);
 
 // Context parallelism (kernels/reference/context_chunks.h): a rank's S = s / cp queries, at
 // their global positions, against the keys and values of every rank of its group. Dropout of the

@@ -225,8 +225,9 @@ Status FusedAttentionForward(TensorRef out, const AttentionStash& stash, ConstRe
   std::vector<T> probs(static_cast<size_t>(a.b * a.heads_local * a.s * a.s));
   const std::vector<T> mask = RegeneratedMask<T>(a, drop.p, drop.key);
   k::AttentionForward(o.get(), probs.data(), qi.get(), mask.empty() ? nullptr : mask.data(), a.b,
-                      a.s, a.heads_local, a.head_dim, a.group);
-  k::AttentionLogSumExp(lse.get(), qi.get(), a.b, a.s, a.heads_local, a.head_dim, a.group);
+                      a.s, a.heads_local, a.head_dim, a.group, a.window);
+  k::AttentionLogSumExp(lse.get(), qi.get(), a.b, a.s, a.heads_local, a.head_dim, a.group,
+                        a.window);
   return Status::Ok();
 }
 
@@ -237,7 +238,7 @@ Status FusedAttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
   Out<T> o(dqkv, false);
   std::vector<T> probs(static_cast<size_t>(a.b * a.heads_local * a.s * a.s));
   k::AttentionProbsFromLse(probs.data(), qi.get(), lse.get(), a.b, a.s, a.heads_local, a.head_dim,
-                           a.group);
+                           a.group, a.window);
   const std::vector<T> mask = RegeneratedMask<T>(a, p, stash.dropout_key);
   k::AttentionBackward(o.get(), doi.get(), qi.get(), probs.data(),
                        mask.empty() ? nullptr : mask.data(), a.b, a.s, a.heads_local, a.head_dim,
@@ -260,7 +261,7 @@ Status CpuOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef q
       mask = MaskValues<T>(stash->mask, drop.p);
     }
     k::AttentionForward(o.get(), probs.get(), qi.get(), drop.p > 0 ? mask.data() : nullptr, a.b,
-                        a.s, a.heads_local, a.head_dim, a.group);
+                        a.s, a.heads_local, a.head_dim, a.group, a.window);
     if (drop.p > 0) {
       Out<T> dropped(stash->dropped, false);
       k::Mul(dropped.get(), probs.get(), mask.data(), stash->dropped.count);

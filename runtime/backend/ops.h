@@ -90,6 +90,10 @@ struct AttentionShape {
   // of its positions (kernels/reference/context_chunks.h); the Context* ops below take it.
   int cp = 1, cp_rank = 0;
   int64_t LocalSeq() const { return s / cp; }
+  // Sliding-window attention (model.window_size, in a windowed layer): query i attends keys
+  // i - window .. i; 0: every earlier key. The layout refuses it beside cp > 1 or unfused
+  // attention.
+  int64_t window = 0;
 };
 
 // The attention state kept from forward to backward, as core/shapes.h AttentionCoreActivations

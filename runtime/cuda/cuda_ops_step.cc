@@ -99,6 +99,8 @@ Result<bool> CudaOps::UseCudnn(DType t, const AttentionShape& a, double p) {
 // and the log-sum-exp are per query head either way.
 Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
                                  const AttentionShape& a, const DropoutSpec& drop) {
+  // kernels/cuda's attention and the cuDNN graph are causal over every earlier key.
+  if (a.window > 0) return ArchUnsupported("window_size");
   if (a.group > 1) {
     const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
     const int64_t rows = a.b * a.LocalSeq(), mha = rows * a.heads_local * 3 * a.head_dim;
@@ -129,6 +131,7 @@ Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef 
 
 Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                                   const AttentionStash& stash, const AttentionShape& a, double p) {
+  if (a.window > 0) return ArchUnsupported("window_size");
   if (a.group > 1) {
     const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
     const int64_t rows = a.b * a.LocalSeq(), mha = rows * a.heads_local * 3 * a.head_dim;

@@ -1,5 +1,6 @@
 #include "runtime/model/gpt_layers.h"
 
+#include "core/model.h"
 #include "kernels/reference/ops.h"
 #include "runtime/model/context_attention.h"
 #include "runtime/model/layer_common.h"
@@ -46,6 +47,17 @@ AttentionStash AttentionStashOf(const LayerCtx& c, int layer, LayerStash* st) {
   return as;
 }
 
+// The attention shape of global layer `layer`: its window, when the model windows it
+// (ModelSpec::IsWindowLayer, the one rule the planner prices).
+AttentionShape LayerShape(const LayerCtx& c, int layer) {
+  AttentionShape a = Shape(c.d, c.drop);
+  ModelSpec windows;
+  windows.window_size = c.arch.window_size;
+  windows.window_full_every = c.arch.window_full_every;
+  if (windows.IsWindowLayer(layer)) a.window = c.arch.window_size;
+  return a;
+}
+
 // The attention core's forward into `out` (the stash's output, or selective recomputation's
 // scratch), through the context-parallel group when there is one (fused form: lse).
 Status AttentionCoreForward(const LayerCtx& c, int layer, LayerStash* st, TensorRef out) {
@@ -55,7 +67,7 @@ Status AttentionCoreForward(const LayerCtx& c, int layer, LayerStash* st, Tensor
                                         st->att_lse.ref());
   }
   AttentionStash as = AttentionStashOf(c, layer, st);
-  return c.dev->ops()->AttentionForward(out, &as, st->qkv.cref(), Shape(c.d, c.drop), adrop);
+  return c.dev->ops()->AttentionForward(out, &as, st->qkv.cref(), LayerShape(c, layer), adrop);
 }
 
 void DropAttentionCore(LayerStash* st) {
@@ -256,7 +268,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   } else {
     const AttentionStash as = AttentionStashOf(c, layer, st);
     PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
-                                                Shape(d, c.drop), c.drop.p));
+                                                LayerShape(c, layer), c.drop.p));
   }
   dattn.Reset();
   if (c.arch.rotary) {  // the rotation is orthogonal: its backward turns back

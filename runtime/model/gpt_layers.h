@@ -86,6 +86,10 @@ struct LayerArch {
   bool layernorm_1p = false;
   // Squared ReLU in place of the GeLU of the two-matrix MLP (Nemotron-4's): fc1 then relu^2.
   bool squared_relu = false;
+  // Sliding-window attention (model.window_size, window_full_every): which layers are windowed
+  // is ModelSpec::IsWindowLayer's (WindowOfLayer).
+  int64_t window_size = 0;
+  int window_full_every = 0;
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and

@@ -49,6 +49,8 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.rmsnorm = m.rmsnorm;
   a.layernorm_1p = m.layernorm_1p;
   a.squared_relu = m.squared_relu;
+  a.window_size = m.window_size;
+  a.window_full_every = m.window_full_every;
   a.swiglu = m.swiglu;
   a.rotary = m.rotary;
   a.rope = {m.rotary_base,

@@ -45,6 +45,42 @@ TEST(ReferenceForward, GeluAtPoints) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-14) << "x=" << x[i];
 }
 
+// A window of W keys before each query: probabilities 0 outside i - W .. i, rows still sum to 1,
+// a window as long as the sequence is the causal attention itself, and the fused form's
+// log-sum-exp and recomputed probabilities agree with the explicit ones.
+TEST(ReferenceForward, AttentionWindowMasksEarlierKeys) {
+  const int64_t b = 1, s = 6, h = 2, d = 4, window = 2;
+  auto qkv = RandomVector(b * s * h * 3 * d, 62);
+  std::vector<double> out(b * s * h * d), att(b * h * s * s), full_out(out.size()),
+      full_att(att.size()), lse(b * h * s), rebuilt(att.size());
+  AttentionForward<double>(out.data(), att.data(), qkv.data(), nullptr, b, s, h, d, 1, window);
+  for (int64_t bh = 0; bh < b * h; ++bh) {
+    for (int64_t i = 0; i < s; ++i) {
+      double row = 0.0;
+      for (int64_t j = 0; j < s; ++j) {
+        const double p = att[(bh * s + i) * s + j];
+        if (j > i || j < i - window) EXPECT_EQ(p, 0.0) << i << " " << j;
+        if (j <= i && j >= i - window) EXPECT_GT(p, 0.0) << i << " " << j;
+        row += p;
+      }
+      EXPECT_NEAR(row, 1.0, 1e-14);
+    }
+  }
+  AttentionForward<double>(full_out.data(), full_att.data(), qkv.data(), nullptr, b, s, h, d);
+  EXPECT_NE(out, full_out);                // rows past the window differ
+  for (int64_t i = 0; i <= window; ++i) {  // rows within reach of every earlier key do not
+    for (int64_t hd = 0; hd < h * d; ++hd)
+      EXPECT_NEAR(out[i * h * d + hd], full_out[i * h * d + hd], 1e-15);
+  }
+  std::vector<double> long_out(out.size()), long_att(att.size());
+  AttentionForward<double>(long_out.data(), long_att.data(), qkv.data(), nullptr, b, s, h, d, 1,
+                           s - 1);
+  EXPECT_EQ(long_out, full_out);
+  AttentionLogSumExp<double>(lse.data(), qkv.data(), b, s, h, d, 1, window);
+  AttentionProbsFromLse<double>(rebuilt.data(), qkv.data(), lse.data(), b, s, h, d, 1, window);
+  for (size_t i = 0; i < att.size(); ++i) EXPECT_NEAR(rebuilt[i], att[i], 1e-14);
+}
+
 TEST(ReferenceForward, AttentionCausalMaskAndRows) {
   const int64_t b = 2, s = 4, h = 3, d = 4;
   auto qkv = RandomVector(b * s * h * 3 * d, 61);

@@ -127,7 +127,7 @@ TEST(ReferenceGrad, Gelu) {
   EXPECT_LT(RelativeError(dx, NumericGradient(x, loss)), kGradTolerance);
 }
 
-void CheckAttentionGrad(bool with_dropout) {
+void CheckAttentionGrad(bool with_dropout, int64_t window = 0) {
   const int64_t b = 2, s = 5, h = 2, d = 3;
   auto qkv = RandomVector(b * s * h * 3 * d, 31);
   const auto r = RandomVector(b * s * h * d, 32);
@@ -139,7 +139,7 @@ void CheckAttentionGrad(bool with_dropout) {
   const double* m = with_dropout ? mask.data() : nullptr;
   std::vector<double> out(b * s * h * d), att(b * h * s * s);
   auto loss = [&] {
-    AttentionForward(out.data(), att.data(), qkv.data(), m, b, s, h, d);
+    AttentionForward(out.data(), att.data(), qkv.data(), m, b, s, h, d, 1, window);
     return Dot(out, r);
   };
   loss();
@@ -153,6 +153,12 @@ TEST(ReferenceGrad, Attention) {
 }
 TEST(ReferenceGrad, AttentionWithDropout) {
   CheckAttentionGrad(true);
+}
+// A sliding window of 2 keys before each query (of 5): the backward through the saved
+// probabilities, which are 0 outside the window, is the windowed forward's gradient.
+TEST(ReferenceGrad, AttentionWithAWindow) {
+  CheckAttentionGrad(false, 2);
+  CheckAttentionGrad(true, 2);
 }
 
 TEST(ReferenceGrad, Embedding) {

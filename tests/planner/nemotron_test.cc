@@ -27,9 +27,9 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(m.vocab, 256000);
   EXPECT_FALSE(m.IsGpt());
   EXPECT_EQ(m.UnexecutedFeatures(), "");
-  ModelSpec window = m;
-  window.window_size = 1023;
-  EXPECT_EQ(window.UnexecutedFeatures(), "sliding_window");
+  ModelSpec moe = m;
+  moe.moe_experts = 8;
+  EXPECT_EQ(moe.UnexecutedFeatures(), "moe");
 }
 
 // Squared ReLU has GeLU's shapes: the same FLOPs.

@@ -15,7 +15,7 @@
 # cluster's GPUs count it (tp cp pp dp). PTDP_TEST_DIST_OPT (true | false, default false) goes into
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
@@ -23,7 +23,9 @@
 # and RMSNorm's epsilon 1e-6; partial the Llama-style model turning half of each head's 16
 # features (rotary_percent 0.5, Nemotron-4's partial RoPE); ln1p the GPT with LayerNorm1P (its norms'
 # weights stored as their offsets from 1, Nemotron's); nemotron Nemotron-4's layer: squared-ReLU
-# MLP, LayerNorm1P, RoPE on half of each head, 2 key/value heads, no biases, untied output layer.
+# MLP, LayerNorm1P, RoPE on half of each head, 2 key/value heads, no biases, untied output layer;
+# window the Llama-style model with a sliding window of 7 keys before each query on every other
+# layer (window_size 7, window_full_every 2; needs PTDP_TEST_FUSED_ATTENTION=true).
 set -euo pipefail
 ptdp=$1
 shift
@@ -43,14 +45,15 @@ modules=""
 gpus=$((tp * pp * dp * cp))
 arch=""
 case "${PTDP_TEST_ARCH:-gpt}" in
-  llama | llama_mha | partial)
+  llama | llama_mha | partial | window)
     kv=2
     [ "$PTDP_TEST_ARCH" = llama_mha ] && kv=4
     arch=", \"kv_heads\": $kv, \"swiglu\": true, \"ffn_hidden\": 176,
             \"rmsnorm\": true, \"rotary\": true, \"linear_bias\": false, \"tied_embeddings\": false,
             \"rope_scaling_factor\": 8, \"rope_low_freq_factor\": 1, \"rope_high_freq_factor\": 4,
             \"rope_original_max_positions\": 16"
-    [ "$PTDP_TEST_ARCH" = partial ] && arch="$arch, \"rotary_percent\": 0.5" ;;
+    [ "$PTDP_TEST_ARCH" = partial ] && arch="$arch, \"rotary_percent\": 0.5"
+    [ "$PTDP_TEST_ARCH" = window ] && arch="$arch, \"window_size\": 7, \"window_full_every\": 2" ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
   nemotron)
