@@ -12,6 +12,9 @@
 // row backward), thread `part` of the group holding elements e * G + part (e < D / G) so that the
 // group reads consecutive shared-memory banks; dot products finish with xor-shuffles in the group.
 // All arithmetic is fp32 (CUDA cores; a tensor-core version is future work).
+// A sliding window W > 0 (model.window_size) masks keys j < i - W as well; the forward starts at
+// the first tile a block's rows can see and the backward stops at the last query tile that sees
+// a block's keys.
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/common.cuh"
@@ -24,7 +27,8 @@ using namespace attention;  // NOLINT: this file's own helpers (attention_common
 
 template <typename T, int D>
 __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
-    AttnFwdOnlineSoftmax(T* out, float* lse, const T* qkv, int64_t s, int64_t h, DropoutParams dp) {
+    AttnFwdOnlineSoftmax(T* out, float* lse, const T* qkv, int64_t s, int64_t h, DropoutParams dp,
+                         int64_t window) {
   constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
   __shared__ float ks[kFwdKeys][D];
   __shared__ float vs[kFwdKeys][D];
@@ -45,7 +49,8 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
   float m = -INFINITY, l = 0.0f;
   const int64_t last_row = min(q0 + kFwdRows, s);  // exclusive
   const int64_t tiles = (last_row + kFwdKeys - 1) / kFwdKeys;
-  for (int64_t kt = 0; kt < tiles; ++kt) {
+  const int64_t first_tile = window > 0 ? max(q0 - window, int64_t(0)) / kFwdKeys : 0;
+  for (int64_t kt = first_tile; kt < tiles; ++kt) {
     const int64_t k0 = kt * kFwdKeys;
     __syncthreads();  // the previous tile is no longer read
     for (int idx = threadIdx.x; idx < kFwdKeys * D; idx += blockDim.x) {
@@ -64,7 +69,7 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
       for (int e = 0; e < E; ++e) partial += q[e] * ks[jj][e * G + part];
       const float score = GroupSum<G>(partial);
       const int64_t j = k0 + jj;
-      sc[jj] = (row_active && j <= i) ? score : -INFINITY;
+      sc[jj] = (row_active && j <= i && (window == 0 || j >= i - window)) ? score : -INFINITY;
       tile_max = fmaxf(tile_max, sc[jj]);
     }
     const float m_new = fmaxf(m, tile_max);
@@ -94,7 +99,7 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
 template <typename T, int D>
 __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
     AttnBwdKeyBlock(T* dqkv, float* dq_acc, const T* dout, const T* qkv, const float* lse,
-                    const float* delta, int64_t s, int64_t h, DropoutParams dp) {
+                    const float* delta, int64_t s, int64_t h, DropoutParams dp, int64_t window) {
   constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
   extern __shared__ float smem[];
   float(*qs)[D] = reinterpret_cast<float(*)[D]>(smem);                     // [kBwdRows][D]
@@ -126,7 +131,10 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
     ks[jj][e] = k0 + jj < s ? ToFloat(qkv[QkvOffset(bi, k0 + jj, hh, 1, s, h, D) + e]) : 0.0f;
   }
 
-  const int64_t tiles = (s + kBwdRows - 1) / kBwdRows;
+  const int64_t all_tiles = (s + kBwdRows - 1) / kBwdRows;
+  // With a window the block's last key is seen by queries up to k0 + kBwdKeys - 1 + window.
+  const int64_t tiles =
+      window > 0 ? min(all_tiles, (k0 + kBwdKeys + window + kBwdRows - 1) / kBwdRows) : all_tiles;
   for (int64_t qt = k0 / kBwdRows; qt < tiles; ++qt) {
     const int64_t i0 = qt * kBwdRows;
     __syncthreads();  // previous tile's qs/dos/dss are no longer read (and ks is written)
@@ -152,7 +160,7 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
       }
       qk = GroupSum<G>(qk);
       dov = GroupSum<G>(dov);
-      const bool visible = key_active && i < s && j <= i;
+      const bool visible = key_active && i < s && j <= i && (window == 0 || i - j <= window);
       const float p = visible ? expf(qk * scale - lse_s[r]) : 0.0f;
       const float drop = visible ? AttnDropFactor(dp, bi, hh, i, j, s) : 0.0f;
       const float ds = p * (drop * dov - delta_s[r]) * scale;  // dS, with the score's scale
@@ -185,25 +193,25 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
 
 template <typename T, int D>
 void LaunchForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h,
-                   const DropoutParams& dp, cudaStream_t stream) {
+                   const DropoutParams& dp, int64_t window, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((s + kFwdRows - 1) / kFwdRows),
                   static_cast<unsigned>(b * h));
   AttnFwdOnlineSoftmax<T, D>
-      <<<grid, kFwdRows * HeadLayout<D>::G, 0, stream>>>(out, lse, qkv, s, h, dp);
+      <<<grid, kFwdRows * HeadLayout<D>::G, 0, stream>>>(out, lse, qkv, s, h, dp, window);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T, int D>
 void LaunchBackwardKeys(T* dqkv, float* dq_acc, const T* dout, const T* qkv, const float* lse,
                         const float* delta, int64_t b, int64_t s, int64_t h,
-                        const DropoutParams& dp, cudaStream_t stream) {
+                        const DropoutParams& dp, int64_t window, cudaStream_t stream) {
   constexpr int kSmemBytes = BwdSharedFloats<D>() * static_cast<int>(sizeof(float));
   PTDP_CUDA_CHECK(cudaFuncSetAttribute(AttnBwdKeyBlock<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const dim3 grid(static_cast<unsigned>((s + kBwdKeys - 1) / kBwdKeys),
                   static_cast<unsigned>(b * h));
   AttnBwdKeyBlock<T, D><<<grid, kBwdKeys * HeadLayout<D>::G, kSmemBytes, stream>>>(
-      dqkv, dq_acc, dout, qkv, lse, delta, s, h, dp);
+      dqkv, dq_acc, dout, qkv, lse, delta, s, h, dp, window);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -219,27 +227,27 @@ int64_t AttentionBackwardWorkspaceFloats(int64_t b, int64_t s, int64_t h, int64_
 
 template <typename T>
 void AttentionForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
-                      AttentionDropout dropout, cudaStream_t stream) {
+                      AttentionDropout dropout, cudaStream_t stream, int64_t window) {
   PTDP_CHECK_MSG(AttentionSupportsHeadDim(d),
                  "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128");
   if (b * s * h == 0) return;
   const DropoutParams dp = MakeDropout(dropout, h);
   switch (d) {
     case 16:
-      return LaunchForward<T, 16>(out, lse, qkv, b, s, h, dp, stream);
+      return LaunchForward<T, 16>(out, lse, qkv, b, s, h, dp, window, stream);
     case 32:
-      return LaunchForward<T, 32>(out, lse, qkv, b, s, h, dp, stream);
+      return LaunchForward<T, 32>(out, lse, qkv, b, s, h, dp, window, stream);
     case 64:
-      return LaunchForward<T, 64>(out, lse, qkv, b, s, h, dp, stream);
+      return LaunchForward<T, 64>(out, lse, qkv, b, s, h, dp, window, stream);
     default:
-      return LaunchForward<T, 128>(out, lse, qkv, b, s, h, dp, stream);
+      return LaunchForward<T, 128>(out, lse, qkv, b, s, h, dp, window, stream);
   }
 }
 
 template <typename T>
 void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, const T* out,
                        const float* lse, int64_t b, int64_t s, int64_t h, int64_t d,
-                       AttentionDropout dropout, cudaStream_t stream) {
+                       AttentionDropout dropout, cudaStream_t stream, int64_t window) {
   PTDP_CHECK_MSG(AttentionSupportsHeadDim(d),
                  "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128");
   if (b * s * h == 0) return;
@@ -253,16 +261,16 @@ void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, c
   PTDP_CUDA_CHECK(cudaGetLastError());
   switch (d) {
     case 16:
-      LaunchBackwardKeys<T, 16>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      LaunchBackwardKeys<T, 16>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, window, stream);
       break;
     case 32:
-      LaunchBackwardKeys<T, 32>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      LaunchBackwardKeys<T, 32>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, window, stream);
       break;
     case 64:
-      LaunchBackwardKeys<T, 64>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      LaunchBackwardKeys<T, 64>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, window, stream);
       break;
     default:
-      LaunchBackwardKeys<T, 128>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, stream);
+      LaunchBackwardKeys<T, 128>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, window, stream);
       break;
   }
   AttnBwdWriteDq<T><<<GridFor(rows * d, 256), 256, 0, stream>>>(dqkv, dq_acc, rows, d);
@@ -271,10 +279,10 @@ void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, c
 
 #define PTDP_INSTANTIATE(T)                                                                   \
   template void AttentionForward<T>(T*, float*, const T*, int64_t, int64_t, int64_t, int64_t, \
-                                    AttentionDropout, cudaStream_t);                          \
+                                    AttentionDropout, cudaStream_t, int64_t);                 \
   template void AttentionBackward<T>(T*, float*, const T*, const T*, const T*, const float*,  \
                                      int64_t, int64_t, int64_t, int64_t, AttentionDropout,    \
-                                     cudaStream_t);
+                                     cudaStream_t, int64_t);
 PTDP_INSTANTIATE(float)
 PTDP_INSTANTIATE(bf16)
 #undef PTDP_INSTANTIATE

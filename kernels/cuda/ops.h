@@ -133,16 +133,17 @@ struct AttentionDropout {
   float p = 0.0f;           // 0: no dropout
 };
 bool AttentionSupportsHeadDim(int64_t d);
+// `window` W > 0: query i attends keys i - W .. i alone (model.window_size; the reference's).
 template <typename T>
 void AttentionForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
-                      AttentionDropout dropout, cudaStream_t stream);
+                      AttentionDropout dropout, cudaStream_t stream, int64_t window = 0);
 // Workspace floats for AttentionBackward: dq accumulators and the per-row dot(dout, out).
 int64_t AttentionBackwardWorkspaceFloats(int64_t b, int64_t s, int64_t h, int64_t d);
 // dqkv overwritten. `workspace` holds AttentionBackwardWorkspaceFloats(...) floats.
 template <typename T>
 void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, const T* out,
                        const float* lse, int64_t b, int64_t s, int64_t h, int64_t d,
-                       AttentionDropout dropout, cudaStream_t stream);
+                       AttentionDropout dropout, cudaStream_t stream, int64_t window = 0);
 
 // ---- Context-parallel attention (layout.cp; the reference twins in kernels/reference/ops.h) ---
 // A rank's S = s / cp queries at their global positions (kernels/reference/context_chunks.h)

@@ -76,6 +76,8 @@ std::string ShapeText(const AttentionShape& a, double p) {
 
 Result<bool> CudaOps::UseCudnn(DType t, const AttentionShape& a, double p) {
   if (t != DType::kBf16 || attention_path_ != AttentionPath::kCudnn) return false;
+  // The cuDNN graph is causal over every earlier key: a window runs kernels/cuda's attention.
+  if (a.window > 0) return false;
   if (!cudnn_tried_) {  // started once: a failure here is not retried every layer
     cudnn_tried_ = true;
     auto created = CudnnAttention::Create(stream_);
@@ -99,8 +101,6 @@ Result<bool> CudaOps::UseCudnn(DType t, const AttentionShape& a, double p) {
 // and the log-sum-exp are per query head either way.
 Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef qkv,
                                  const AttentionShape& a, const DropoutSpec& drop) {
-  // kernels/cuda's attention and the cuDNN graph are causal over every earlier key.
-  if (a.window > 0) return ArchUnsupported("window_size");
   if (a.group > 1) {
     const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
     const int64_t rows = a.b * a.LocalSeq(), mha = rows * a.heads_local * 3 * a.head_dim;
@@ -124,14 +124,13 @@ Status CudaOps::AttentionForward(TensorRef out, AttentionStash* stash, ConstRef 
   return ForCompute(qkv.dtype, "AttentionForward", [&](auto tag) {
     using T = decltype(tag);
     ck::AttentionForward<T>(P<T>(out), lse, P<T>(qkv), a.b, a.s, a.heads_local, a.head_dim,
-                            AttDrop(a, drop.key, drop.p), stream_);
+                            AttDrop(a, drop.key, drop.p), stream_, a.window);
     return Status::Ok();
   });
 }
 
 Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
                                   const AttentionStash& stash, const AttentionShape& a, double p) {
-  if (a.window > 0) return ArchUnsupported("window_size");
   if (a.group > 1) {
     const kernels::QkvLayout row{a.heads_local, a.head_dim, a.group};
     const int64_t rows = a.b * a.LocalSeq(), mha = rows * a.heads_local * 3 * a.head_dim;
@@ -174,7 +173,7 @@ Status CudaOps::AttentionBackward(TensorRef dqkv, ConstRef dout, ConstRef qkv,
     using T = decltype(tag);
     ck::AttentionBackward<T>(P<T>(dqkv), static_cast<float*>(ws), P<T>(dout), P<T>(qkv),
                              P<T>(stash.out), lse, a.b, a.s, a.heads_local, a.head_dim,
-                             AttDrop(a, stash.dropout_key, p), stream_);
+                             AttDrop(a, stash.dropout_key, p), stream_, a.window);
     return Status::Ok();
   });
 }

@@ -53,9 +53,9 @@ std::vector<double> ReferenceLse(const std::vector<double>& qkv, int64_t b, int6
 }
 
 template <typename T>
-void CheckAttention(int64_t b, int64_t s, int64_t h, int64_t d, float p) {
-  SCOPED_TRACE(::testing::Message()
-               << "b=" << b << " s=" << s << " h=" << h << " d=" << d << " p=" << p);
+void CheckAttention(int64_t b, int64_t s, int64_t h, int64_t d, float p, int64_t window = 0) {
+  SCOPED_TRACE(::testing::Message() << "b=" << b << " s=" << s << " h=" << h << " d=" << d
+                                    << " p=" << p << " window=" << window);
   const auto qkv = Store<T>(RandomVector(b * s * h * 3 * d, 100 + d, 1.5));
   const auto dout = Store<T>(RandomVector(b * s * h * d, 200 + d));
   const auto qkvd = AsDouble(qkv), doutd = AsDouble(dout);
@@ -74,15 +74,18 @@ void CheckAttention(int64_t b, int64_t s, int64_t h, int64_t d, float p) {
   }
   const double* m = p > 0.0f ? mask.data() : nullptr;
   std::vector<double> out(b * s * h * d), att(b * h * s * s), dqkv(qkvd.size());
-  kernels::AttentionForward(out.data(), att.data(), qkvd.data(), m, b, s, h, d);
+  kernels::AttentionForward(out.data(), att.data(), qkvd.data(), m, b, s, h, d, 1, window);
   kernels::AttentionBackward(dqkv.data(), doutd.data(), qkvd.data(), att.data(), m, b, s, h, d);
-  const auto lse = ReferenceLse(qkvd, b, s, h, d);
+  // The test's own log-sum-exp without a window; the reference kernel's (checked against the
+  // explicit probabilities in ReferenceForward.AttentionWindowMasksEarlierKeys) with one.
+  std::vector<double> lse = ReferenceLse(qkvd, b, s, h, d);
+  if (window > 0) kernels::AttentionLogSumExp(lse.data(), qkvd.data(), b, s, h, d, 1, window);
 
   DeviceBuffer<T> gqkv(qkv), gdout(dout), gout(out.size()), gdqkv(qkv.size());
   DeviceBuffer<float> glse(lse.size()), gws(AttentionBackwardWorkspaceFloats(b, s, h, d));
-  AttentionForward<T>(gout.get(), glse.get(), gqkv.get(), b, s, h, d, drop, nullptr);
+  AttentionForward<T>(gout.get(), glse.get(), gqkv.get(), b, s, h, d, drop, nullptr, window);
   AttentionBackward<T>(gdqkv.get(), gws.get(), gdout.get(), gqkv.get(), gout.get(), glse.get(), b,
-                       s, h, d, drop, nullptr);
+                       s, h, d, drop, nullptr, window);
   PTDP_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_LT(Nmse(AsDouble(gout.Download()), out), testing::kTolOnce<T>);
   EXPECT_LT(Nmse(AsDouble(glse.Download()), lse), 1e-10);
@@ -104,6 +107,15 @@ TYPED_TEST(CudaAttention, WithDropout) {
 TYPED_TEST(CudaAttention, ShortAndLongSequences) {
   CheckAttention<TypeParam>(1, 1, 1, 64, 0.0f);  // a single position attends to itself
   CheckAttention<TypeParam>(1, SizeFor(300, 150), SizeFor(2, 1), 64, 0.0f);  // several tiles
+}
+
+// A sliding window (model.window_size) shorter than a tile and longer than one, with dropout:
+// the forward's first tile and the backward's last query tile move with it.
+TYPED_TEST(CudaAttention, SlidingWindow) {
+  for (int64_t window : {int64_t(5), int64_t(80)}) {
+    CheckAttention<TypeParam>(1, SizeFor(200, 150), 2, 32, 0.0f, window);
+  }
+  CheckAttention<TypeParam>(1, SizeFor(200, 150), 2, 64, 0.2f, 40);
 }
 
 TEST(CudaAttentionApi, HeadDims) {
