@@ -58,13 +58,15 @@ Status ModelSpec::Validate(const std::string& path) const {
                         " is outside (0, 1]"));
   } else if (rotary_percent != 1 && !rotary) {
     add(Status::Invalid(at + "rotary_percent: needs rotary"));
-  } else if (const int64_t turned = static_cast<int64_t>(double(HeadDim()) * rotary_percent);
-             rotary && (turned < 2 || turned % 2 != 0)) {
+  } else if (rotary && heads > 0 && HeadDim() > 0) {  // (heads and head_dim checked above)
     // RoPE turns pairs (e, e + n / 2) of the first n features (Megatron-Core's int(kv_channels *
     // rotary_percent), Hugging Face's int(head_dim * partial_rotary_factor)).
-    add(Status::Invalid(at + "rotary_percent: turns " + std::to_string(turned) + " of a head's " +
-                        std::to_string(HeadDim()) +
-                        " features; RoPE turns pairs, so it needs an even number of at least 2"));
+    const int64_t turned = static_cast<int64_t>(double(HeadDim()) * rotary_percent);
+    if (turned < 2 || turned % 2 != 0) {
+      add(Status::Invalid(at + "rotary_percent: turns " + std::to_string(turned) + " of a head's " +
+                          std::to_string(HeadDim()) +
+                          " features; RoPE turns pairs, so it needs an even number of at least 2"));
+    }
   }
   if (squared_relu && swiglu) {
     add(Status::Invalid(at + "squared_relu: replaces the GeLU of a two-matrix MLP, not SwiGLU "
