@@ -28,6 +28,13 @@ inline constexpr int64_t kMaxVocabDivisibleBy = 65536;
 inline constexpr int64_t kMaxExperts = 4096;  // moe_experts (DeepSeek-V3 and Kimi K2 have 256, 384)
 // dropout: [0, 1)
 
+// Whether layer `layer` (from 0) of a model with these window fields is windowed: every layer
+// with a window, but those numbered N, 2N, ... from 1 with window_full_every = N >= 2. The one rule
+// the planner prices and the runtime runs (ModelSpec::IsWindowLayer, runtime LayerShape).
+inline bool WindowedLayer(int64_t window_size, int window_full_every, int layer) {
+  return window_size > 0 && (window_full_every < 2 || (layer + 1) % window_full_every != 0);
+}
+
 struct ModelSpec {
   std::string name;              // preset or file name, for reports
   int layers = 0;                // l: transformer layers
@@ -135,7 +142,7 @@ struct ModelSpec {
   int window_full_every = 0;
 
   bool IsWindowLayer(int layer) const {  // `layer` from 0
-    return window_size > 0 && (window_full_every < 2 || (layer + 1) % window_full_every != 0);
+    return WindowedLayer(window_size, window_full_every, layer);
   }
   int WindowLayersIn(int begin, int end) const;  // of layers [begin, end)
   // The share of a full causal layer's query-key pairs a windowed layer scores: with w + 1 keys

@@ -48,13 +48,12 @@ AttentionStash AttentionStashOf(const LayerCtx& c, int layer, LayerStash* st) {
 }
 
 // The attention shape of global layer `layer`: its window, when the model windows it
-// (ModelSpec::IsWindowLayer, the one rule the planner prices).
+// (core/model.h WindowedLayer, the one rule the planner prices).
 AttentionShape LayerShape(const LayerCtx& c, int layer) {
   AttentionShape a = Shape(c.d, c.drop);
-  ModelSpec windows;
-  windows.window_size = c.arch.window_size;
-  windows.window_full_every = c.arch.window_full_every;
-  if (windows.IsWindowLayer(layer)) a.window = c.arch.window_size;
+  if (WindowedLayer(c.arch.window_size, c.arch.window_full_every, layer)) {
+    a.window = c.arch.window_size;
+  }
   return a;
 }
 

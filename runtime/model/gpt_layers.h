@@ -87,7 +87,7 @@ struct LayerArch {
   // Squared ReLU in place of the GeLU of the two-matrix MLP (Nemotron-4's): fc1 then relu^2.
   bool squared_relu = false;
   // Sliding-window attention (model.window_size, window_full_every): which layers are windowed
-  // is ModelSpec::IsWindowLayer's (WindowOfLayer).
+  // is core/model.h WindowedLayer's, the rule ModelSpec::IsWindowLayer applies.
   int64_t window_size = 0;
   int window_full_every = 0;
 };
