@@ -3,6 +3,7 @@
 
   hf_check.py random OUT --layers L --hidden H --heads A --positions N --vocab V [--inner F] [--untied]
                      [--llama|--mistral|--qwen2|--qwen3 --kv-heads K [--rope-theta T] [--head-dim D]]
+                     [--sliding-window W (with --mistral)]
       a GPT2LMHeadModel (or a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
       Qwen3ForCausalLM) with every parameter drawn at random (biases and
       norms included, so that a misplaced bias or a permuted head shows), saved with
@@ -45,8 +46,8 @@ def random_llama(a):
         kw["rope_scaling"] = {"rope_type": "llama3", "factor": float(factor),
                               "low_freq_factor": float(low), "high_freq_factor": float(high),
                               "original_max_position_embeddings": int(original)}
-    if a.mistral:  # Llama's computation without a sliding window
-        cfg, cls = MistralConfig(sliding_window=None, **kw), MistralForCausalLM
+    if a.mistral:  # Llama's computation, with --sliding-window's window on every layer or none
+        cfg, cls = MistralConfig(sliding_window=a.sliding_window, **kw), MistralForCausalLM
     elif a.qwen2:  # biases on q, k and v, rms_norm_eps 1e-6
         kw["rms_norm_eps"] = 1e-6
         cfg, cls = Qwen2Config(use_sliding_window=False, **kw), Qwen2ForCausalLM
@@ -137,7 +138,8 @@ def main():
     r.add_argument("--inner", type=int, default=None)
     r.add_argument("--untied", action="store_true")
     r.add_argument("--llama", action="store_true")  # a LlamaForCausalLM (--inner: its MLP)
-    r.add_argument("--mistral", action="store_true")  # a MistralForCausalLM, no sliding window
+    r.add_argument("--mistral", action="store_true")  # a MistralForCausalLM
+    r.add_argument("--sliding-window", type=int, default=None)  # Mistral's (None: no window)
     r.add_argument("--qwen2", action="store_true")  # a Qwen2ForCausalLM (q, k, v biases)
     r.add_argument("--qwen3", action="store_true")  # a Qwen3ForCausalLM (QK norms)
     r.add_argument("--head-dim", type=int, default=None)  # Qwen3's, any width

@@ -33,6 +33,10 @@
 #  11. qwen2        the same for a Qwen2-style model (biases on q, k and v) with `--to hf-qwen2`
 #  12. llama3.2-init check 7's for a random tied LlamaForCausalLM with Llama 3.2's RoPE scaling
 #                   (factor 32, original length 16): the tied embedding split over the pipeline
+#  13. mistral-window-init check 7's for a random MistralForCausalLM with sliding_window 6 at s 32
+#                   (each query and the 5 keys before it)
+#  14. mistral      a Mistral-style model (window 9 keys) trained 20 steps at t2 p2, exported with
+#                   `--to hf-mistral`: MistralForCausalLM's logits and loss against ptdp's
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -61,6 +65,7 @@ die() { echo "FAIL: $*" | tee -a summary.txt; exit 1; }
 text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/hf_check.py"
 "$ptdp" tokenize --in "$text" --out data.bin > /dev/null || die "tokenize"
+# $arch: more model keys; $layout: more layout keys (a window needs fused attention).
 plan() {  # NAME TP PP LAYERS HIDDEN HEADS SEQ VOCAB DROPOUT [FFN TIED]
   local g=$(($2 * $3))
   cat > "$1.json" <<JSON
@@ -70,7 +75,7 @@ plan() {  # NAME TP PP LAYERS HIDDEN HEADS SEQ VOCAB DROPOUT [FFN TIED]
  "cluster": {"name": "cpu", "gpus": $g, "gpus_per_node": $g},
  "global_batch": 8,
  "layout": {"tp": $2, "pp": $3, "dp": 1, "mbs": 2, "vp": 1, "schedule": "1f1b",
-            "recompute": "none", "scatter_gather": true, "precision": "fp32"}}
+            "recompute": "none", "scatter_gather": true, "precision": "fp32"${layout:-}}}
 JSON
   "$ptdp" schedule --plan "$1.json" --out "$1.json" > /dev/null || die "plan $1"
 }
@@ -236,6 +241,16 @@ echo "== 12. llama3.2-init: a random tied LlamaForCausalLM with Llama 3.2's RoPE
 family_init llama ', "rope_scaling_factor": 32, "rope_low_freq_factor": 1,
            "rope_high_freq_factor": 4, "rope_original_max_positions": 16' \
   "--rope-scaling 32,1,4,16" llama32 true
+
+echo "== 13. mistral-window-init: a random MistralForCausalLM with sliding_window 6 trained by ptdp"
+layout=', "fused_attention": true'
+family_init mistral ', "window_size": 5' "--sliding-window 6" mistral-window
+
+echo "== 14. mistral: a Mistral-style model (window 9) trained at t2 p2, exported, loaded by MistralForCausalLM"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"rotary_base\": 1000000, \"window_size\": 9"
+export_check mistral hf-mistral 64 176
+layout=
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -15,7 +15,22 @@ int64_t ColsOf(const HfTensorSpec& s) {
 
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
   if (m.qk_norm) return HfLlamaArch::kQwen3;
-  return m.qkv_bias ? HfLlamaArch::kQwen2 : HfLlamaArch::kLlama;
+  if (m.qkv_bias) return HfLlamaArch::kQwen2;
+  return m.window_size > 0 ? HfLlamaArch::kMistral : HfLlamaArch::kLlama;
+}
+
+const char* HfLlamaFormatName(HfLlamaArch a) {
+  switch (a) {
+    case HfLlamaArch::kLlama:
+      return "hf-llama";
+    case HfLlamaArch::kQwen2:
+      return "hf-qwen2";
+    case HfLlamaArch::kQwen3:
+      return "hf-qwen3";
+    case HfLlamaArch::kMistral:
+      return "hf-mistral";
+  }
+  return "?";
 }
 
 const char* HfLlamaArchName(HfLlamaArch a) {
@@ -26,6 +41,8 @@ const char* HfLlamaArchName(HfLlamaArch a) {
       return "Qwen2ForCausalLM";
     case HfLlamaArch::kQwen3:
       return "Qwen3ForCausalLM";
+    case HfLlamaArch::kMistral:
+      return "MistralForCausalLM";
   }
   return "?";
 }
@@ -38,14 +55,14 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
   if (m.qkv_bias && m.qk_norm) return bad("it has both a bias on q, k and v and QK norms");
   const HfLlamaArch its = HfLlamaArchOf(m);
   if (its != arch) {
-    const std::string has = m.qk_norm                     ? "it has QK norms"
-                            : m.qkv_bias                  ? "it has a bias on q, k and v alone"
-                            : arch == HfLlamaArch::kQwen3 ? "it has no QK norms"
-                                                          : "it has no bias on q, k and v";
-    const char* to = its == HfLlamaArch::kQwen3   ? "hf-qwen3"
-                     : its == HfLlamaArch::kQwen2 ? "hf-qwen2"
-                                                  : "hf-llama";
-    return bad(has + " (--to " + to + " writes it)");
+    // What the model has that `arch` lacks, or (a plain Llama) what `arch` needs that it lacks.
+    const std::string has = its == HfLlamaArch::kQwen3     ? "it has QK norms"
+                            : its == HfLlamaArch::kQwen2   ? "it has a bias on q, k and v alone"
+                            : its == HfLlamaArch::kMistral ? "it has a sliding window (window_size)"
+                            : arch == HfLlamaArch::kQwen3  ? "it has no QK norms"
+                            : arch == HfLlamaArch::kQwen2  ? "it has no bias on q, k and v"
+                                                           : "it has no sliding window";
+    return bad(has + " (--to " + HfLlamaFormatName(its) + " writes it)");
   }
   return CheckHfLlamaReadable(m, what);
 }
@@ -64,7 +81,15 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   if (m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
     return bad("it has experts, latent attention or prediction depths");
   }
-  if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
+  // Mistral's window is on every layer; Qwen's classes place theirs by max_window_layers, which
+  // ptdp's rule (core/model.h WindowedLayer) does not express, and core/hf_config.cc refuses.
+  if (m.window_size > 0 && m.window_full_every != 0) {
+    return bad("it alternates windowed and full layers (window_full_every)");
+  }
+  if (m.window_size > 0 && (m.qk_norm || m.qkv_bias)) {
+    return bad(
+        "it has a sliding window with QK norms or biases on q, k and v (Mistral's has neither)");
+  }
   // Llama's and Qwen's classes turn every feature of a head; Nemotron's partial rotation is a
   // family of its own.
   if (m.rotary_percent != 1) return bad("it turns part of each head (rotary_percent)");
@@ -75,9 +100,10 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   const HfLlamaArch arch = HfLlamaArchOf(m);
   OrderedJson j;
   j["architectures"] = {HfLlamaArchName(arch)};
-  j["model_type"] = arch == HfLlamaArch::kQwen3   ? "qwen3"
-                    : arch == HfLlamaArch::kQwen2 ? "qwen2"
-                                                  : "llama";
+  j["model_type"] = arch == HfLlamaArch::kQwen3     ? "qwen3"
+                    : arch == HfLlamaArch::kQwen2   ? "qwen2"
+                    : arch == HfLlamaArch::kMistral ? "mistral"
+                                                    : "llama";
   j["hidden_act"] = "silu";
   j["num_hidden_layers"] = m.layers;
   j["hidden_size"] = m.hidden;
@@ -99,7 +125,10 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     j["rope_scaling"] = nullptr;
   }
   j["attention_bias"] = false;
-  if (arch != HfLlamaArch::kLlama) {  // Qwen's: no window (ptdp's attention is full everywhere)
+  if (arch == HfLlamaArch::kMistral) {
+    // transformers' mask keeps q - k < sliding_window: the query and window_size keys before it.
+    j["sliding_window"] = m.window_size + 1;
+  } else if (arch != HfLlamaArch::kLlama) {  // Qwen's: no window
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
   } else {

@@ -1,7 +1,8 @@
 // Hugging Face Llama folders as `ptdp export --to hf-llama` writes them (docs/llama.md):
 // config.json and model.safetensors for transformers' LlamaForCausalLM, from a checkpoint of a
 // Llama-style model; Qwen2 folders (`--to hf-qwen2`, Qwen2ForCausalLM), the same with biases on
-// q, k and v; and Qwen3 folders (`--to hf-qwen3`, Qwen3ForCausalLM), the same with QK norms.
+// q, k and v; Qwen3 folders (`--to hf-qwen3`, Qwen3ForCausalLM), the same with QK norms; and
+// Mistral folders (`--to hf-mistral`, MistralForCausalLM), the same with a sliding window.
 // Pure functions over values, like hf_gpt2.h; the file writing is param_io.h ExportHf's.
 //
 // The mapping (every HF name whole, "model." included):
@@ -35,19 +36,23 @@
 namespace ptdp::runtime {
 
 // The Llama family's architectures, told apart by the model: Qwen2's biases on q, k and v alone
-// (ModelSpec::qkv_bias), Qwen3's QK norms (qk_norm), Llama's neither.
-enum class HfLlamaArch { kLlama, kQwen2, kQwen3 };
+// (ModelSpec::qkv_bias), Qwen3's QK norms (qk_norm), Mistral's sliding window on every layer
+// (window_size), Llama's none of them.
+enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral };
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
-// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM".
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM".
 const char* HfLlamaArchName(HfLlamaArch a);
+// The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral".
+const char* HfLlamaFormatName(HfLlamaArch a);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
-// and rotary embeddings, no biases but `arch`'s, QK norms exactly for Qwen3, no experts, latent
+// and rotary embeddings, no biases but `arch`'s, QK norms exactly for Qwen3, a sliding window
+// (on every layer) exactly for Mistral, no experts, latent
 // attention or prediction depths; else one error `what` + ": ..." naming what differs (and the
 // --to that writes the model). Any head_dim.
 Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::string& what);
-// The same for reading a folder, which may also be Qwen2's (biases on q, k and v alone) or
-// Qwen3's (QK norms).
+// The same for reading a folder, which may be any of the four: Mistral's window must be on every
+// layer, and with neither QK norms nor biases on q, k and v.
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
 // The model_types read as Llama's computation: "llama", "mistral", "qwen2", "qwen3".
 inline bool IsHfLlamaFamily(const std::string& model_type) {
@@ -69,8 +74,8 @@ void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float
                    std::vector<float>* rt);
 
 // Reading a folder (`ptdp train --init-from`, `ptdp forward --hf`). The config through
-// core/hf_config.h (model_type "llama", "mistral" without a sliding window, "qwen2" or "qwen3"; its
-// rms_norm_eps becomes norm_eps), then no rope_scaling and a "default" rope_type, and
+// core/hf_config.h (model_type "llama", "mistral" with or without a sliding window, "qwen2" or
+// "qwen3"; its rms_norm_eps becomes norm_eps), then no rope_scaling and a "default" rope_type, and
 // CheckHfLlamaReadable's architecture; one error naming the field otherwise.
 Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& source);
 // Every tensor of HfLlamaTensors present once with its shape and a float dtype, by HF name;

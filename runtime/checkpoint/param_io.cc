@@ -492,9 +492,10 @@ Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::str
   const HfFormat format = options.format;
   const bool llama = format != HfFormat::kGpt2;
   const std::string what = dir + ": the checkpoint's model " + model.name;
-  const HfLlamaArch arch = format == HfFormat::kQwen3   ? HfLlamaArch::kQwen3
-                           : format == HfFormat::kQwen2 ? HfLlamaArch::kQwen2
-                                                        : HfLlamaArch::kLlama;
+  const HfLlamaArch arch = format == HfFormat::kQwen3     ? HfLlamaArch::kQwen3
+                           : format == HfFormat::kQwen2   ? HfLlamaArch::kQwen2
+                           : format == HfFormat::kMistral ? HfLlamaArch::kMistral
+                                                          : HfLlamaArch::kLlama;
   PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, arch, what)
                              : RequireGpt2(model, what));
   const std::vector<HfTensorSpec> specs =

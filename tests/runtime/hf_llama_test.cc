@@ -130,7 +130,7 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   for (const auto& s : HfLlamaTensors(q->model)) biases += s.ptdp == "layer1.attn.qkv.bias";
   EXPECT_EQ(biases, 3);
   // Mistral without a window is Llama's computation, and with one that spans the sequence (8);
-  // with a shorter one it is refused by name.
+  // a shorter one is read as ptdp's window (HfLlama.MistralWindowReadAndWritten).
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["model_type"] = "mistral";
               x["architectures"] = {"MistralForCausalLM"};
@@ -143,12 +143,12 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
               x["sliding_window"] = 8;
             }),
             "ok");
-  EXPECT_NE(LlamaConfigError([](Json& x) {
+  EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["model_type"] = "mistral";
               x["architectures"] = {"MistralForCausalLM"};
               x["sliding_window"] = 4;
-            }).find("sliding-window attention (window_size)"),
-            std::string::npos);
+            }),
+            "ok");
   // Llama's classes turn every feature of a head: a partial rotation (Nemotron's) is not written
   // as one.
   ModelSpec partial = SmallLlamaModel();
@@ -231,6 +231,48 @@ TEST(HfLlama, Qwen3ConfigAndTensors) {
   EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), HfLlamaArch::kQwen2, "m").message(),
             "m is not a model that Hugging Face's Qwen2ForCausalLM computes: it has no bias on q, "
             "k and v (--to hf-llama writes it)");
+}
+
+// Mistral: transformers keeps q - k < sliding_window, ptdp the query and window_size keys before
+// it, so S reads as S - 1 and is written back as S. The window is on every layer; export refuses
+// it to the other classes, and a window ptdp's runtime has that Mistral's class does not compute
+// (alternating layers, or with Qwen's features) is refused by name, on reading and on export.
+TEST(HfLlama, MistralWindowReadAndWritten) {
+  Json j = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
+  j["model_type"] = "mistral";
+  j["architectures"] = {"MistralForCausalLM"};
+  j.erase("mlp_bias");
+  j["sliding_window"] = 5;
+  auto c = HfLlamaConfigFromJson(j, "cfg.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model.window_size, 4);
+  EXPECT_EQ(c->model.window_full_every, 0);
+  EXPECT_EQ(HfLlamaArchOf(c->model), HfLlamaArch::kMistral);
+  const OrderedJson out = HfLlamaConfigToJson(c->model);
+  EXPECT_EQ(out["architectures"][0], "MistralForCausalLM");
+  EXPECT_EQ(out["model_type"], "mistral");
+  EXPECT_EQ(out["sliding_window"], 5);
+  EXPECT_FALSE(out.contains("use_sliding_window"));
+  auto back = HfLlamaConfigFromJson(Json::parse(out.dump()), "cfg.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->model.window_size, 4);
+  EXPECT_TRUE(CheckHfLlamaExportable(c->model, HfLlamaArch::kMistral, "m").ok());
+  EXPECT_EQ(CheckHfLlamaExportable(c->model, HfLlamaArch::kLlama, "m").message(),
+            "m is not a model that Hugging Face's LlamaForCausalLM computes: it has a sliding "
+            "window (window_size) (--to hf-mistral writes it)");
+  EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), HfLlamaArch::kMistral, "m").message(),
+            "m is not a model that Hugging Face's MistralForCausalLM computes: it has no sliding "
+            "window (--to hf-llama writes it)");
+  ModelSpec alternating = c->model;
+  alternating.window_full_every = 2;
+  EXPECT_EQ(CheckHfLlamaExportable(alternating, HfLlamaArch::kMistral, "m").message(),
+            "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
+            "alternates windowed and full layers (window_full_every)");
+  ModelSpec qwen = c->model;
+  qwen.qk_norm = true;
+  EXPECT_EQ(CheckHfLlamaReadable(qwen, "m").message(),
+            "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
+            "has a sliding window with QK norms or biases on q, k and v (Mistral's has neither)");
 }
 
 // Llama 3.1's RoPE scaling: read from rope_scaling (transformers 4's form) and from
