@@ -38,6 +38,11 @@ struct TrainArgs {
   int keep = 2;
   int64_t steps = 0;
   int64_t monitor_every = 0;  // the monitor's window in steps (0: off)
+  // Validation (--eval-data): every eval_every steps (0: only after the last) eval_iters global
+  // batches of it, forward only (runtime/executor/evaluate.cc).
+  std::string eval_data;
+  int64_t eval_every = 0;
+  int64_t eval_iters = 10;
   double straggler_threshold = 0.2;
   AdaptArgs adapt;  // --adapt, --switch-plan (tools/train_adapt.h)
   double params_tol = 1e-4, loss_tol = 1e-5, memory_tol = -1;
@@ -100,9 +105,11 @@ Result<Bytes> ParseBytes(const std::string& s) {
   return static_cast<Bytes>(bytes);
 }
 
-// The step's --log line; a monitor window that ends at this step is its "monitor" field (so every
-// line stays one step's metrics for the readers of the log).
-std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor) {
+// The step's --log line; a monitor window that ends at this step is its "monitor" field, and a
+// validation after it its "eval_loss" and "eval_ppl" (so every line stays one step's metrics for
+// the readers of the log).
+std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor,
+                        const std::optional<double>& eval_loss) {
   OrderedJson j;
   j["step"] = m.step;
   j["loss"] = m.loss;
@@ -115,6 +122,10 @@ std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorRep
   j["tflops_per_gpu"] = m.tflops_per_gpu;
   j["peak_memory_bytes"] = m.peak_memory_bytes;
   if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
+  if (eval_loss) {
+    j["eval_loss"] = *eval_loss;
+    j["eval_ppl"] = std::exp(*eval_loss);
+  }
   return j.dump();
 }
 
@@ -130,6 +141,11 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = Status::Invalid("--save-every: must be >= 0, --keep: >= 1");
   } else if (a.save.empty() && (a.save_every > 0 || a.load == "latest")) {
     pre = Status::Invalid("--save-every and --load latest need --save DIR");
+  } else if (a.eval_every < 0 || a.eval_iters < 1) {
+    pre =
+        Status::Invalid("--eval-every: must be >= 0 (0: after the last step), --eval-iters: >= 1");
+  } else if (a.eval_data.empty() && a.eval_every > 0) {
+    pre = Status::Invalid("--eval-every: needs --eval-data (the validation token file)");
   } else if (a.monitor_every < 0) {
     pre = Status::Invalid("--monitor-every: must be >= 0 (0: no monitor)");
   } else if (!(a.straggler_threshold > 0)) {
@@ -151,6 +167,10 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = f;
   } else if (Status d = CheckNotSpecialFile("--data", a.data); !d.ok()) {
     pre = d;
+  } else if (Status e = a.eval_data.empty() ? Status::Ok()
+                                            : CheckNotSpecialFile("--eval-data", a.eval_data);
+             !e.ok()) {
+    pre = e;
   } else {
     *plan = ReadPlanFile(a.plan);
     if (!plan->ok()) pre = plan->status().WithPrefix("--plan");
@@ -221,6 +241,11 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
     if (a.monitor_every > 0 && (step % a.monitor_every == 0 || step == last)) {
       PTDP_ASSIGN_OR_RETURN(monitor, trainer.GatherMonitor(a.straggler_threshold));
     }
+    std::optional<double> eval_loss;
+    if (trainer.has_eval_data() &&
+        ((a.eval_every > 0 && step % a.eval_every == 0) || step == a.steps)) {
+      PTDP_ASSIGN_OR_RETURN(eval_loss, trainer.Evaluate(a.eval_iters));
+    }
     if (root) {
       std::printf(
           " iteration %6lld/%6lld | consumed samples %8lld | elapsed time per iteration (ms): "
@@ -231,9 +256,16 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
           m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB, m.loss_scale,
           static_cast<long long>(m.skipped_steps));
       if (monitor) std::printf("%s\n", runtime::MonitorLine(*monitor).c_str());
+      if (eval_loss) {
+        std::printf(
+            " validation loss at iteration %6lld | lm loss value: %.6E | lm loss PPL: %.6E "
+            "| %lld global batches of --eval-data\n",
+            static_cast<long long>(step), *eval_loss, std::exp(*eval_loss),
+            static_cast<long long>(a.eval_iters));
+      }
       std::fflush(stdout);
       if (!a.log.empty()) {
-        log += MetricsJson(m, monitor ? &*monitor : nullptr) + "\n";
+        log += MetricsJson(m, monitor ? &*monitor : nullptr, eval_loss) + "\n";
         PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
       }
     }
@@ -320,6 +352,7 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
   std::string hosts;
   PTDP_RETURN_IF_ERROR(CheckRankPlacement(world, *plan, a.fake_hosts, &hosts));
   a.opts.steps = a.steps;
+  a.opts.eval_data_path = a.eval_data;
   a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
   // With --load the checkpoint's parameters replace the initial ones: they are drawn only when
@@ -415,6 +448,15 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
                   "(builds with CUDA; GPU by local rank; never run on a GPU yet)");
   cmd->add_option("--kill-in-save-step", a.opts.kill_in_save_step,
                   "tests: SIGKILL the last rank inside this step's --save");
+  cmd->add_option("--eval-data", a.eval_data,
+                  "validation token file (ptdp tokenize): its loss, forward only and without "
+                  "dropout, after the last step and every --eval-every steps (the \"eval_loss\" "
+                  "field of --log)");
+  cmd->add_option("--eval-every", a.eval_every,
+                  "steps between validations (0, the default: after the last step only)");
+  cmd->add_option("--eval-iters", a.eval_iters,
+                  "global batches of --eval-data per validation (default 10; the same ones each "
+                  "time)");
   cmd->add_option("--monitor-every", a.monitor_every,
                   "every N steps: utilisation per rank, bubble, stage imbalance and stragglers "
                   "(one line; the \"monitor\" field of --log)");

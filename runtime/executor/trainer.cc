@@ -158,6 +158,16 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     }
     data_ = std::make_unique<TokenFile>(std::move(tf).value());
   }
+  if (!opts.eval_data_path.empty()) {
+    auto tf = TokenFile::Open(opts.eval_data_path, model_.vocab);
+    if (!tf.ok()) return tf.status().WithPrefix("--eval-data");
+    if (tf->count() < model_.seq_len + 2) {
+      return Status::Invalid(
+          "--eval-data: '" + opts.eval_data_path + "' has " + std::to_string(tf->count()) +
+          " tokens, fewer than seq_len + 2 = " + std::to_string(model_.seq_len + 2));
+    }
+    eval_data_ = std::make_unique<TokenFile>(std::move(tf).value());
+  }
   return Status::Ok();
 }
 

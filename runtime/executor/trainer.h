@@ -63,6 +63,8 @@ struct Manifest;
 
 struct TrainOptions {
   std::string data_path;
+  // A validation token file for Evaluate (Megatron-LM's validation split); empty: none.
+  std::string eval_data_path;
   int64_t steps = 1;
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
@@ -142,6 +144,13 @@ class Trainer {
   ~Trainer();
   // Runs iteration `step` (1-based). Collective.
   Result<StepMetrics> Step(int64_t step);
+  // Collective, between iterations: the mean token loss of `batches` global batches of the
+  // validation file (TrainOptions::eval_data_path; its batch j drawn as iteration j's from the
+  // training file), the model in eval mode (no dropout), forward only (runtime/executor/
+  // evaluate.cc). Parameters, optimizer state and the training data's order are untouched. The
+  // same value on every rank.
+  Result<double> Evaluate(int64_t batches);
+  bool has_eval_data() const { return eval_data_ != nullptr; }
   // Collective: every rank's peak memory.
   Result<std::vector<RankMemory>> GatherMemory();
   // Collective: the last iteration's measured timeline of every pipeline rank (tensor rank 0, data
@@ -302,6 +311,12 @@ class Trainer {
   std::unique_ptr<Device> dev_;
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<TokenFile> data_;
+  std::unique_ptr<TokenFile> eval_data_;  // TrainOptions::eval_data_path (nullptr: none)
+  // Set inside Evaluate: the forwards read eval_data_ and draw no dropout, and keep nothing for a
+  // backward.
+  bool evaluating_ = false;
+  Status EvaluateBatches(int64_t batches);
+  Status ForgetAfterEvalForward(int mb, int chunk);
   LayerDims dims_;
   DTypes types_;
   // Per local chunk: its global layers and their weights / gradients.
