@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 
 .PHONY: deps configure build run test paper bench train-demo format clean gpu-carry gpu-dry-run \
         san-configure san-test fuzz-build fuzz hf-check \
-        megatron-check
+        megatron-check megatron-data-check
 
 # Hardening build (docs/fuzzing.md): clang, AddressSanitizer + UndefinedBehaviorSanitizer and
 # libFuzzer instrumentation, in its own folder. It builds the fuzzers (fuzz/) and the unit tests
@@ -77,6 +77,12 @@ fuzz: fuzz-build
 # then compares logits and losses of exported and imported models; PASS/FAIL lines, exit 1 on a FAIL.
 hf-check: build
 	bench/hf/hf_check.sh $(PTDP) $(BUILD)
+
+# `ptdp tokenize --megatron PREFIX` against Megatron-Core's own IndexedDatasetBuilder and
+# IndexedDataset (bench/megatron_data/check.sh): torch, numpy and megatron-core from PyPI into
+# $(BUILD)/hf-venv once; PASS/FAIL per dataset, exit 1 on a FAIL.
+megatron-data-check: build
+	bench/megatron_data/check.sh $(PTDP) $(BUILD)
 
 # `--emit megatron` flags of GPT and Llama plans through Megatron-LM's own parse_args and
 # validate_args (tools/megatron_check.sh): needs a Megatron-LM checkout, MEGATRON_LM=/path (its
