@@ -301,6 +301,17 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
       return Status::Invalid(source + ": rope_theta is " + FormatDouble(m.rotary_base) +
                              ", the plan's model.rotary_base is " + FormatDouble(plan.rotary_base));
     }
+    // Mistral's window: the query and sliding_window - 1 keys before it (core/hf_config.cc).
+    if (m.window_size != plan.window_size || m.window_full_every != plan.window_full_every) {
+      return Status::Invalid(
+          source + ": sliding_window is " +
+          (m.window_size > 0 ? std::to_string(m.window_size + 1) : std::string("none")) +
+          ", the plan's model.window_size is " + std::to_string(plan.window_size) +
+          (plan.window_full_every != 0
+               ? " with window_full_every " + std::to_string(plan.window_full_every)
+               : std::string()) +
+          " (sliding_window - 1 on every layer)");
+    }
   }
   if (m.layers != plan.layers) return Mismatch(source, "n_layer", m.layers, "layers", plan.layers);
   if (m.hidden != plan.hidden) return Mismatch(source, "n_embd", m.hidden, "hidden", plan.hidden);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "runtime/checkpoint/hf_llama.h"
+#include "runtime/checkpoint/param_io.h"
 #include "runtime/checkpoint/safetensors.h"
 
 namespace ptdp::runtime {
@@ -263,8 +264,15 @@ TEST(HfLlama, MistralWindowReadAndWritten) {
   EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), HfLlamaArch::kMistral, "m").message(),
             "m is not a model that Hugging Face's MistralForCausalLM computes: it has no sliding "
             "window (--to hf-llama writes it)");
+  // --init-from: the plan's window must be the folder's.
+  EXPECT_TRUE(CheckHfMatchesModel(*c, c->model, "cfg.json").ok());
+  EXPECT_EQ(CheckHfMatchesModel(*c, SmallLlamaModel(), "cfg.json").message(),
+            "cfg.json: sliding_window is 5, the plan's model.window_size is 0 (sliding_window - 1 "
+            "on every layer)");
   ModelSpec alternating = c->model;
   alternating.window_full_every = 2;
+  EXPECT_NE(CheckHfMatchesModel(*c, alternating, "cfg.json").message().find("window_full_every"),
+            std::string::npos);
   EXPECT_EQ(CheckHfLlamaExportable(alternating, HfLlamaArch::kMistral, "m").message(),
             "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
             "alternates windowed and full layers (window_full_every)");
