@@ -304,18 +304,18 @@ void ReadDecoderShapes(JsonObjectReader& r, ModelSpec* m) {
   m->kv_heads = m->heads;  // transformers' default when num_key_value_heads is absent
   r.Optional("num_key_value_heads", &m->kv_heads);
   r.Optional("rope_theta", &m->rotary_base);
-}
-
-void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
-  ReadDecoderShapes(r, m);
-  m->norm_eps = 1e-6;  // transformers' LlamaConfig default when rms_norm_eps is absent
-  r.Optional("rms_norm_eps", &m->norm_eps);
   // transformers 5 writes RoPE's theta inside rope_parameters (with its rope_type).
   if (const Json* rp = r.Child("rope_parameters", false); rp && rp->is_object()) {
     if (auto t = rp->find("rope_theta"); t != rp->end() && t->is_number()) {
       m->rotary_base = t->get<double>();
     }
   }
+}
+
+void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
+  ReadDecoderShapes(r, m);
+  m->norm_eps = 1e-6;  // transformers' LlamaConfig default when rms_norm_eps is absent
+  r.Optional("rms_norm_eps", &m->norm_eps);
   ReadRopeScaling(r, m);
   r.Optional("attention_dropout", &m->dropout);
   // transformers' default is tied for Llama and Mistral only when the file says so.
@@ -363,6 +363,12 @@ void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
   ReadDecoderShapes(r, m);
   m->rotary_percent = 0.5;  // NemotronConfig's default
   r.Optional("partial_rotary_factor", &m->rotary_percent);
+  // transformers 5 writes it inside rope_parameters, beside rope_theta.
+  if (const Json* rp = r.Child("rope_parameters", false); rp && rp->is_object()) {
+    if (auto f = rp->find("partial_rotary_factor"); f != rp->end() && f->is_number()) {
+      m->rotary_percent = f->get<double>();
+    }
+  }
   r.Optional("norm_eps", &m->norm_eps);
   r.Optional("attention_dropout", &m->dropout);
   m->tied_embeddings = false;

@@ -104,6 +104,16 @@ TEST(Nemotron, HuggingFaceConfigReadsAsThePreset) {
           "model.hidden_act: \"silu\": an activation other than squared ReLU is not modelled"),
       std::string::npos)
       << refused.status().ToString();
+  // transformers 5 writes rope_theta and partial_rotary_factor inside rope_parameters.
+  std::string v5 = config;
+  v5.replace(v5.find(R"("partial_rotary_factor": 0.5, "rope_theta": 10000.0,)"),
+             std::string(R"("partial_rotary_factor": 0.5, "rope_theta": 10000.0,)").size(),
+             R"("rope_parameters": {"rope_type": "default", "rope_theta": 500000.0,
+                "partial_rotary_factor": 0.25},)");
+  auto five = ModelFromJson(Json::parse(v5), "model");
+  ASSERT_TRUE(five.ok()) << five.status().ToString();
+  EXPECT_EQ(five->rotary_base, 500000.0);
+  EXPECT_EQ(five->rotary_percent, 0.25);
 }
 
 // The recipe's layout of dgxc-benchmarking's 15B runs (TP 4, MBS 4, 16 H100s), and its flags:
