@@ -1,4 +1,5 @@
-// `ptdp export --checkpoint DIR --to hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral [--dtype bf16]
+// `ptdp export --checkpoint DIR --to hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron
+// [--dtype bf16]
 // [--max-shard-size 5GB] OUT`: a checkpoint (any layout) as a Hugging Face folder (config.json and
 // the weights, one file or shards with their index) that transformers loads.
 // `ptdp forward (--checkpoint DIR | --hf DIR) (--tokens FILE | --data FILE --step K
@@ -165,7 +166,7 @@ Status RunForward(const ForwardArgs& a) {
 void RegisterExport(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand(
       "export",
-      "Write a checkpoint as a Hugging Face GPT-2, Llama, Qwen2, Qwen3 or Mistral folder "
+      "Write a checkpoint as a Hugging Face GPT-2, Llama, Qwen2, Qwen3, Mistral or Nemotron folder "
       "(config.json, model.safetensors)");
   static std::string checkpoint, to, out, dtype = "fp32", shard_size;
   cmd->add_option("--checkpoint", checkpoint,
@@ -173,10 +174,12 @@ void RegisterExport(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--to", to,
                   "the format: hf-gpt2 (GPT2LMHeadModel), hf-llama (LlamaForCausalLM), "
-                  "hf-qwen2 (Qwen2ForCausalLM), hf-qwen3 (Qwen3ForCausalLM) or hf-mistral "
-                  "(MistralForCausalLM: Llama's with a sliding window)")
+                  "hf-qwen2 (Qwen2ForCausalLM), hf-qwen3 (Qwen3ForCausalLM), hf-mistral "
+                  "(MistralForCausalLM: Llama's with a sliding window) or hf-nemotron "
+                  "(NemotronForCausalLM)")
       ->required()
-      ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral"}));
+      ->check(CLI::IsMember(
+          {"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral", "hf-nemotron"}));
   cmd->add_option("--dtype", dtype,
                   "the weights' type: fp32 (default) or bf16 (rounded to nearest even)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
@@ -189,11 +192,12 @@ void RegisterExport(CLI::App& app, int* exit_code) {
     auto run = [&]() -> Status {
       PTDP_ASSIGN_OR_RETURN(std::string dir, runtime::ResolveCheckpoint(checkpoint, "ptdp export"));
       PTDP_ASSIGN_OR_RETURN(runtime::Manifest m, runtime::ReadManifest(dir));
-      const auto format = to == "hf-llama"     ? runtime::HfFormat::kLlama
-                          : to == "hf-qwen2"   ? runtime::HfFormat::kQwen2
-                          : to == "hf-qwen3"   ? runtime::HfFormat::kQwen3
-                          : to == "hf-mistral" ? runtime::HfFormat::kMistral
-                                               : runtime::HfFormat::kGpt2;
+      const auto format = to == "hf-llama"      ? runtime::HfFormat::kLlama
+                          : to == "hf-qwen2"    ? runtime::HfFormat::kQwen2
+                          : to == "hf-qwen3"    ? runtime::HfFormat::kQwen3
+                          : to == "hf-mistral"  ? runtime::HfFormat::kMistral
+                          : to == "hf-nemotron" ? runtime::HfFormat::kNemotron
+                                                : runtime::HfFormat::kGpt2;
       runtime::HfExportOptions options;
       options.format = format;
       options.bf16 = dtype == "bf16";

@@ -2,10 +2,11 @@
 """transformers' side of bench/hf/hf_check.sh (docs/checkpoints.md "Hugging Face GPT-2").
 
   hf_check.py random OUT --layers L --hidden H --heads A --positions N --vocab V [--inner F] [--untied]
-                     [--llama|--mistral|--qwen2|--qwen3 --kv-heads K [--rope-theta T] [--head-dim D]]
+                     [--llama|--mistral|--qwen2|--qwen3|--nemotron --kv-heads K [--rope-theta T]
+                      [--head-dim D]]
                      [--sliding-window W (with --mistral)]
-      a GPT2LMHeadModel (or a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
-      Qwen3ForCausalLM) with every parameter drawn at random (biases and
+      a GPT2LMHeadModel (or a LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+      Qwen3ForCausalLM or NemotronForCausalLM) with every parameter drawn at random (biases and
       norms included, so that a misplaced bias or a permuted head shows), saved with
       save_pretrained(safe_serialization)
   hf_check.py compare HFDIR BATCH SEQ_LEN LOGITS [--loss NAME=VALUE ...] [--logit-tol T] [--loss-tol R]
@@ -22,8 +23,9 @@ import sys
 import numpy as np
 import torch
 from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          LlamaForCausalLM, MistralConfig, MistralForCausalLM, NemotronConfig,
+                          NemotronForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
+                          Qwen3ForCausalLM)
 
 
 def read_tokens(path):
@@ -46,7 +48,12 @@ def random_llama(a):
         kw["rope_scaling"] = {"rope_type": "llama3", "factor": float(factor),
                               "low_freq_factor": float(low), "high_freq_factor": float(high),
                               "original_max_position_embeddings": int(original)}
-    if a.mistral:  # Llama's computation, with --sliding-window's window on every layer or none
+    if a.nemotron:  # LayerNorm1P with biases, squared ReLU, RoPE on half of each head
+        kw["norm_eps"] = kw.pop("rms_norm_eps")
+        cfg = NemotronConfig(hidden_act="relu2", partial_rotary_factor=0.5, attention_bias=False,
+                             mlp_bias=False, head_dim=a.hidden // a.heads, **kw)
+        cls = NemotronForCausalLM
+    elif a.mistral:  # Llama's computation, with --sliding-window's window on every layer or none
         cfg, cls = MistralConfig(sliding_window=a.sliding_window, **kw), MistralForCausalLM
     elif a.qwen2:  # biases on q, k and v, rms_norm_eps 1e-6
         kw["rms_norm_eps"] = 1e-6
@@ -72,7 +79,7 @@ def random_llama(a):
 
 
 def random_model(a):
-    if a.llama or a.mistral or a.qwen2 or a.qwen3:
+    if a.llama or a.mistral or a.qwen2 or a.qwen3 or a.nemotron:
         return random_llama(a)
     cfg = GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_positions=a.positions,
                      vocab_size=a.vocab, n_inner=a.inner, activation_function="gelu_new",
@@ -142,6 +149,7 @@ def main():
     r.add_argument("--sliding-window", type=int, default=None)  # Mistral's (None: no window)
     r.add_argument("--qwen2", action="store_true")  # a Qwen2ForCausalLM (q, k, v biases)
     r.add_argument("--qwen3", action="store_true")  # a Qwen3ForCausalLM (QK norms)
+    r.add_argument("--nemotron", action="store_true")  # a NemotronForCausalLM
     r.add_argument("--head-dim", type=int, default=None)  # Qwen3's, any width
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)

@@ -37,6 +37,10 @@
 #                   (each query and the 5 keys before it)
 #  14. mistral      a Mistral-style model (window 9 keys) trained 20 steps at t2 p2, exported with
 #                   `--to hf-mistral`: MistralForCausalLM's logits and loss against ptdp's
+#  15. nemotron-init check 7's for a random NemotronForCausalLM (LayerNorm1P with random weights
+#                   and biases, squared ReLU, RoPE on half of each head of 16)
+#  16. nemotron     a Nemotron-style model trained 20 steps at t2 p2, exported with
+#                   `--to hf-nemotron`: NemotronForCausalLM's logits and loss against ptdp's
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -207,7 +211,9 @@ family_init() {  # FAMILY EXTRA [PYARGS] [NAME] [TIED]
   "$py" "$here/hf_check.py" random "random-$name" "--$1" --layers 2 --hidden 64 --heads 4 \
     --kv-heads 2 --positions 64 --vocab 257 --inner 112 $untied --rope-theta 1000000 ${3:-} |
     tee -a summary.txt || die "making the random $name model"
-  arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+  local norm_mlp='"rmsnorm": true, "swiglu": true'
+  [ "$1" = nemotron ] && norm_mlp='"rmsnorm": false, "swiglu": false'
+  arch=", \"kv_heads\": 2, $norm_mlp, \"rotary\": true,
            \"linear_bias\": false, \"rotary_base\": 1000000$2"
   plan "tp-$name" 2 2 2 64 4 32 257 0.0 112 "$tied"
   arch=
@@ -251,6 +257,14 @@ arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"linear_bias\": false, \"rotary_base\": 1000000, \"window_size\": 9"
 export_check mistral hf-mistral 64 176
 layout=
+
+nemotron_keys=', "squared_relu": true, "layernorm_1p": true, "rotary_percent": 0.5'
+echo "== 15. nemotron-init: a random NemotronForCausalLM (LayerNorm1P, squared ReLU, half-turned RoPE) trained by ptdp"
+family_init nemotron "$nemotron_keys"
+
+echo "== 16. nemotron: a Nemotron-style model trained at t2 p2, exported, loaded by NemotronForCausalLM"
+arch=", \"kv_heads\": 2, \"rotary\": true, \"linear_bias\": false, \"rotary_base\": 1000000$nemotron_keys"
+export_check nemotron hf-nemotron 64 176
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -14,6 +14,7 @@ int64_t ColsOf(const HfTensorSpec& s) {
 }  // namespace
 
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
+  if (m.squared_relu || m.layernorm_1p) return HfLlamaArch::kNemotron;
   if (m.qk_norm) return HfLlamaArch::kQwen3;
   if (m.qkv_bias) return HfLlamaArch::kQwen2;
   return m.window_size > 0 ? HfLlamaArch::kMistral : HfLlamaArch::kLlama;
@@ -29,6 +30,8 @@ const char* HfLlamaFormatName(HfLlamaArch a) {
       return "hf-qwen3";
     case HfLlamaArch::kMistral:
       return "hf-mistral";
+    case HfLlamaArch::kNemotron:
+      return "hf-nemotron";
   }
   return "?";
 }
@@ -43,6 +46,8 @@ const char* HfLlamaArchName(HfLlamaArch a) {
       return "Qwen3ForCausalLM";
     case HfLlamaArch::kMistral:
       return "MistralForCausalLM";
+    case HfLlamaArch::kNemotron:
+      return "NemotronForCausalLM";
   }
   return "?";
 }
@@ -56,18 +61,47 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
   const HfLlamaArch its = HfLlamaArchOf(m);
   if (its != arch) {
     // What the model has that `arch` lacks, or (a plain Llama) what `arch` needs that it lacks.
-    const std::string has = its == HfLlamaArch::kQwen3     ? "it has QK norms"
+    const std::string has = its == HfLlamaArch::kNemotron
+                                ? "it has Nemotron's squared-ReLU MLP and LayerNorm1P"
+                            : its == HfLlamaArch::kQwen3   ? "it has QK norms"
                             : its == HfLlamaArch::kQwen2   ? "it has a bias on q, k and v alone"
                             : its == HfLlamaArch::kMistral ? "it has a sliding window (window_size)"
                             : arch == HfLlamaArch::kQwen3  ? "it has no QK norms"
                             : arch == HfLlamaArch::kQwen2  ? "it has no bias on q, k and v"
-                                                           : "it has no sliding window";
+                            : arch == HfLlamaArch::kMistral
+                                ? "it has no sliding window"
+                                : "it has SwiGLU and RMSNorm, not squared ReLU and LayerNorm1P";
     return bad(has + " (--to " + HfLlamaFormatName(its) + " writes it)");
   }
   return CheckHfLlamaReadable(m, what);
 }
 
+namespace {
+
+// Nemotron-4 as transformers' NemotronForCausalLM computes it: LayerNorm1P (weight + 1, with a
+// bias), a squared-ReLU MLP of two matrices, RoPE on partial_rotary_factor of each head, no biases
+// on the Linears.
+Status CheckNemotronReadable(const ModelSpec& m, const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return Status::Invalid(
+        what + " is not a model of Hugging Face's Nemotron (NemotronForCausalLM): " + why);
+  };
+  if (!m.squared_relu || !m.layernorm_1p || !m.rotary || m.rmsnorm || m.swiglu) {
+    return bad("it needs squared_relu, layernorm_1p and rotary true, rmsnorm and swiglu false");
+  }
+  if (m.linear_bias || m.qkv_bias) return bad("it has biases on its Linears");
+  if (m.qk_norm) return bad("it has QK norms");
+  if (m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
+    return bad("it has experts, latent attention or prediction depths");
+  }
+  if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
+  if (HfLlamaArchOf(m) == HfLlamaArch::kNemotron) return CheckNemotronReadable(m, what);
   auto bad = [&](const std::string& why) {
     return Status::Invalid(what +
                            " is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, "
@@ -100,11 +134,13 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   const HfLlamaArch arch = HfLlamaArchOf(m);
   OrderedJson j;
   j["architectures"] = {HfLlamaArchName(arch)};
-  j["model_type"] = arch == HfLlamaArch::kQwen3     ? "qwen3"
+  const bool nemotron = arch == HfLlamaArch::kNemotron;
+  j["model_type"] = nemotron                        ? "nemotron"
+                    : arch == HfLlamaArch::kQwen3   ? "qwen3"
                     : arch == HfLlamaArch::kQwen2   ? "qwen2"
                     : arch == HfLlamaArch::kMistral ? "mistral"
                                                     : "llama";
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = nemotron ? "relu2" : "silu";
   j["num_hidden_layers"] = m.layers;
   j["hidden_size"] = m.hidden;
   j["intermediate_size"] = m.FfnHidden();
@@ -113,8 +149,9 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["head_dim"] = m.HeadDim();
   j["max_position_embeddings"] = m.seq_len;
   j["vocab_size"] = m.vocab;
-  j["rms_norm_eps"] = m.norm_eps;
+  j[nemotron ? "norm_eps" : "rms_norm_eps"] = m.norm_eps;
   j["rope_theta"] = m.rotary_base;
+  if (nemotron) j["partial_rotary_factor"] = m.rotary_percent;
   if (m.rope_scaling_factor > 0) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", m.rope_scaling_factor},
@@ -125,7 +162,9 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     j["rope_scaling"] = nullptr;
   }
   j["attention_bias"] = false;
-  if (arch == HfLlamaArch::kMistral) {
+  if (nemotron) {
+    j["mlp_bias"] = false;
+  } else if (arch == HfLlamaArch::kMistral) {
     // transformers' mask keeps q - k < sliding_window: the query and window_size keys before it.
     j["sliding_window"] = m.window_size + 1;
   } else if (arch != HfLlamaArch::kLlama) {  // Qwen's: no window
@@ -146,6 +185,7 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
 std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
   const int64_t h = m.hidden, f = m.FfnHidden(), V = m.vocab;
   const int64_t q = int64_t(m.heads) * m.HeadDim(), kv = int64_t(m.KvHeads()) * m.HeadDim();
+  const bool nemotron = HfLlamaArchOf(m) == HfLlamaArch::kNemotron;
   using L = HfLayout;
   auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
     return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
@@ -156,6 +196,7 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
     const std::string p = "layer" + std::to_string(l) + ".";
     const std::string q_ = "model.layers." + std::to_string(l) + ".";
     out.push_back(spec(p + "ln1.weight", q_ + "input_layernorm.weight", {h}, L::kSame));
+    if (nemotron) out.push_back(spec(p + "ln1.bias", q_ + "input_layernorm.bias", {h}, L::kSame));
     out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.q_proj.weight", {q, h}, L::kQProj));
     out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.k_proj.weight", {kv, h}, L::kKProj));
     out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.v_proj.weight", {kv, h}, L::kVProj));
@@ -172,11 +213,17 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
     }
     out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
     out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
-    out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.gate_proj.weight", {f, h}, L::kGateProj));
-    out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kUpProj));
+    if (nemotron) {  // LayerNorm1P's bias, and the two-matrix MLP's fc1 whole
+      out.push_back(spec(p + "ln2.bias", q_ + "post_attention_layernorm.bias", {h}, L::kSame));
+      out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kSame));
+    } else {
+      out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.gate_proj.weight", {f, h}, L::kGateProj));
+      out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kUpProj));
+    }
     out.push_back(spec(p + "mlp.fc2.weight", q_ + "mlp.down_proj.weight", {h, f}, L::kSame));
   }
   out.push_back(spec("final_ln.weight", "model.norm.weight", {h}, L::kSame));
+  if (nemotron) out.push_back(spec("final_ln.bias", "model.norm.bias", {h}, L::kSame));
   if (!m.tied_embeddings) out.push_back(spec("output.weight", "lm_head.weight", {V, h}, L::kSame));
   return out;
 }
@@ -228,7 +275,7 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   // and Qwen3 Llama's with QK norms; their tensors have Llama's names.
   PTDP_ASSIGN_OR_RETURN(const std::string type, StringAt(j, "model_type", "", source));
   if (!IsHfLlamaFamily(type)) {
-    return bad("model_type", "not \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"");
+    return bad("model_type", "not \"llama\", \"mistral\", \"qwen2\", \"qwen3\" or \"nemotron\"");
   }
   // rms_norm_eps becomes norm_eps (transformers' default 1e-6 when absent).
   PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));

@@ -2,7 +2,11 @@
 // config.json and model.safetensors for transformers' LlamaForCausalLM, from a checkpoint of a
 // Llama-style model; Qwen2 folders (`--to hf-qwen2`, Qwen2ForCausalLM), the same with biases on
 // q, k and v; Qwen3 folders (`--to hf-qwen3`, Qwen3ForCausalLM), the same with QK norms; and
-// Mistral folders (`--to hf-mistral`, MistralForCausalLM), the same with a sliding window.
+// Mistral folders (`--to hf-mistral`, MistralForCausalLM), the same with a sliding window; and
+// Nemotron folders (`--to hf-nemotron`, NemotronForCausalLM): LayerNorm1P with its bias
+// (input_layernorm, post_attention_layernorm and model.norm carry .weight, the offset from 1 as
+// ptdp stores it, and .bias), a squared-ReLU MLP of up_proj and down_proj (up_proj is fc1 whole),
+// RoPE on partial_rotary_factor of each head, norm_eps for rms_norm_eps.
 // Pure functions over values, like hf_gpt2.h; the file writing is param_io.h ExportHf's.
 //
 // The mapping (every HF name whole, "model." included):
@@ -37,12 +41,15 @@ namespace ptdp::runtime {
 
 // The Llama family's architectures, told apart by the model: Qwen2's biases on q, k and v alone
 // (ModelSpec::qkv_bias), Qwen3's QK norms (qk_norm), Mistral's sliding window on every layer
-// (window_size), Llama's none of them.
-enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral };
+// (window_size), Nemotron-4's squared-ReLU MLP and LayerNorm1P (squared_relu, layernorm_1p),
+// Llama's none of them.
+enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral, kNemotron };
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
-// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM".
+// "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM",
+// "NemotronForCausalLM".
 const char* HfLlamaArchName(HfLlamaArch a);
-// The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral".
+// The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
+// "hf-nemotron".
 const char* HfLlamaFormatName(HfLlamaArch a);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
@@ -54,10 +61,10 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
 // The same for reading a folder, which may be any of the four: Mistral's window must be on every
 // layer, and with neither QK norms nor biases on q, k and v.
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
-// The model_types read as Llama's computation: "llama", "mistral", "qwen2", "qwen3".
+// The model_types read here: "llama", "mistral", "qwen2", "qwen3", "nemotron".
 inline bool IsHfLlamaFamily(const std::string& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
-         model_type == "qwen3";
+         model_type == "qwen3" || model_type == "nemotron";
 }
 
 // The config.json for `m` (max_position_embeddings = m.seq_len), of HfLlamaArchOf(m).

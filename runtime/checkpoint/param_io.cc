@@ -301,6 +301,20 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
       return Status::Invalid(source + ": rope_theta is " + FormatDouble(m.rotary_base) +
                              ", the plan's model.rotary_base is " + FormatDouble(plan.rotary_base));
     }
+    if (m.rotary_percent != plan.rotary_percent) {
+      return Status::Invalid(
+          source + ": partial_rotary_factor is " + FormatDouble(m.rotary_percent) +
+          ", the plan's model.rotary_percent is " + FormatDouble(plan.rotary_percent));
+    }
+    // The architecture (Qwen2's and Mistral's are told apart above and below by their own field).
+    if (HfLlamaArchOf(m) == HfLlamaArch::kNemotron ||
+        HfLlamaArchOf(plan) == HfLlamaArch::kNemotron) {
+      if (HfLlamaArchOf(m) != HfLlamaArchOf(plan)) {
+        return Status::Invalid(source + ": the folder's model is " +
+                               HfLlamaArchName(HfLlamaArchOf(m)) + "'s, the plan's " +
+                               HfLlamaArchName(HfLlamaArchOf(plan)) + "'s");
+      }
+    }
     // Mistral's window: the query and sliding_window - 1 keys before it (core/hf_config.cc).
     if (m.window_size != plan.window_size || m.window_full_every != plan.window_full_every) {
       return Status::Invalid(
@@ -503,10 +517,11 @@ Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::str
   const HfFormat format = options.format;
   const bool llama = format != HfFormat::kGpt2;
   const std::string what = dir + ": the checkpoint's model " + model.name;
-  const HfLlamaArch arch = format == HfFormat::kQwen3     ? HfLlamaArch::kQwen3
-                           : format == HfFormat::kQwen2   ? HfLlamaArch::kQwen2
-                           : format == HfFormat::kMistral ? HfLlamaArch::kMistral
-                                                          : HfLlamaArch::kLlama;
+  const HfLlamaArch arch = format == HfFormat::kQwen3      ? HfLlamaArch::kQwen3
+                           : format == HfFormat::kQwen2    ? HfLlamaArch::kQwen2
+                           : format == HfFormat::kMistral  ? HfLlamaArch::kMistral
+                           : format == HfFormat::kNemotron ? HfLlamaArch::kNemotron
+                                                           : HfLlamaArch::kLlama;
   PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, arch, what)
                              : RequireGpt2(model, what));
   const std::vector<HfTensorSpec> specs =

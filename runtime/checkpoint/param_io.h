@@ -77,14 +77,14 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
 
 // Writes OUT/config.json and the weights (the vocabulary unpadded) from checkpoint `dir` (manifest
 // `m`, verified by the caller) in `format`: GPT2LMHeadModel's names (hf_gpt2.h) or
-// LlamaForCausalLM's, Qwen2ForCausalLM's, Qwen3ForCausalLM's or MistralForCausalLM's (hf_llama.h);
-// a model the format does not compute is refused by name. The weights are F32, or BF16 (rounded to
-// nearest even, as Hugging Face ships checkpoints), in OUT/model.safetensors, or with a shard size
-// in model-0000i-of-0000N.safetensors files of at most that many bytes each (a larger tensor alone
-// in its file) and model.safetensors.index.json, Hugging Face's sharded form (the other form's
-// files are removed, so that a reader finds one). Each file is written under a temporary name,
-// fsynced and renamed. Returns the bytes written.
-enum class HfFormat { kGpt2, kLlama, kQwen2, kQwen3, kMistral };
+// LlamaForCausalLM's, Qwen2ForCausalLM's, Qwen3ForCausalLM's, MistralForCausalLM's or
+// NemotronForCausalLM's (hf_llama.h); a model the format does not compute is refused by name. The
+// weights are F32, or BF16 (rounded to nearest even, as Hugging Face ships checkpoints), in
+// OUT/model.safetensors, or with a shard size in model-0000i-of-0000N.safetensors files of at most
+// that many bytes each (a larger tensor alone in its file) and model.safetensors.index.json,
+// Hugging Face's sharded form (the other form's files are removed, so that a reader finds one).
+// Each file is written under a temporary name, fsynced and renamed. Returns the bytes written.
+enum class HfFormat { kGpt2, kLlama, kQwen2, kQwen3, kMistral, kNemotron };
 struct HfExportOptions {
   HfFormat format = HfFormat::kGpt2;
   bool bf16 = false;

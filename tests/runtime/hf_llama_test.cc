@@ -109,7 +109,8 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_NE(LlamaConfigError([](Json& x) { x["attention_bias"] = true; }).find("attention_bias"),
             std::string::npos);
   EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
-            "cfg.json: model_type: not \"llama\", \"mistral\", \"qwen2\" or \"qwen3\"");
+            "cfg.json: model_type: not \"llama\", \"mistral\", \"qwen2\", \"qwen3\" or "
+            "\"nemotron\"");
   // Qwen2: biases on q, k and v alone, read (refused by the hf-llama export, --to hf-qwen2's).
   Json qwen = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
   qwen["model_type"] = "qwen2";
@@ -281,6 +282,70 @@ TEST(HfLlama, MistralWindowReadAndWritten) {
   EXPECT_EQ(CheckHfLlamaReadable(qwen, "m").message(),
             "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
             "has a sliding window with QK norms or biases on q, k and v (Mistral's has neither)");
+}
+
+// Nemotron-4: LayerNorm1P with a bias (the weight stored as the offset from 1, as transformers'
+// NemotronLayerNorm1P adds the 1 too), a squared-ReLU MLP of up_proj and down_proj, RoPE on half of
+// each head. Export writes NemotronForCausalLM's config, which reads back to the same model; the
+// other classes refuse it and it refuses theirs; --init-from refuses a Nemotron folder for a
+// Llama plan.
+TEST(HfLlama, NemotronConfigAndTensors) {
+  ModelSpec m = SmallLlamaModel();
+  m.rmsnorm = m.swiglu = false;
+  m.squared_relu = m.layernorm_1p = true;
+  m.rotary_percent = 0.5;
+  ASSERT_TRUE(m.Validate().ok()) << m.Validate().ToString();
+  EXPECT_EQ(HfLlamaArchOf(m), HfLlamaArch::kNemotron);
+  const OrderedJson out = HfLlamaConfigToJson(m);
+  EXPECT_EQ(out["architectures"][0], "NemotronForCausalLM");
+  EXPECT_EQ(out["model_type"], "nemotron");
+  EXPECT_EQ(out["hidden_act"], "relu2");
+  EXPECT_EQ(out["partial_rotary_factor"], 0.5);
+  EXPECT_TRUE(out.contains("norm_eps"));
+  EXPECT_FALSE(out.contains("rms_norm_eps"));
+  auto c = HfLlamaConfigFromJson(Json::parse(out.dump()), "cfg.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->model.squared_relu && c->model.layernorm_1p && !c->model.rmsnorm);
+  EXPECT_EQ(c->model.rotary_percent, 0.5);
+  EXPECT_EQ(c->model.KvHeads(), 2);
+  EXPECT_TRUE(CheckHfMatchesModel(*c, m, "cfg.json").ok());
+  std::vector<std::string> names;
+  for (const auto& s : HfLlamaTensors(m)) {
+    if (s.hf.rfind("model.layers.1.", 0) == 0 || s.hf.rfind("model.norm", 0) == 0) {
+      names.push_back(s.hf.substr(6));  // after "model."
+    }
+    if (s.hf == "model.layers.0.mlp.up_proj.weight") {
+      EXPECT_EQ(s.layout, HfLayout::kSame);
+      EXPECT_EQ(s.hf_shape, (std::vector<int64_t>{10, 24}));
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "layers.1.input_layernorm.weight", "layers.1.input_layernorm.bias",
+                       "layers.1.self_attn.q_proj.weight", "layers.1.self_attn.k_proj.weight",
+                       "layers.1.self_attn.v_proj.weight", "layers.1.self_attn.o_proj.weight",
+                       "layers.1.post_attention_layernorm.weight",
+                       "layers.1.post_attention_layernorm.bias", "layers.1.mlp.up_proj.weight",
+                       "layers.1.mlp.down_proj.weight", "norm.weight", "norm.bias"}));
+  EXPECT_TRUE(CheckHfLlamaExportable(m, HfLlamaArch::kNemotron, "m").ok());
+  EXPECT_EQ(CheckHfLlamaExportable(m, HfLlamaArch::kLlama, "m").message(),
+            "m is not a model that Hugging Face's LlamaForCausalLM computes: it has Nemotron's "
+            "squared-ReLU MLP and LayerNorm1P (--to hf-nemotron writes it)");
+  EXPECT_EQ(CheckHfLlamaExportable(SmallLlamaModel(), HfLlamaArch::kNemotron, "m").message(),
+            "m is not a model that Hugging Face's NemotronForCausalLM computes: it has SwiGLU and "
+            "RMSNorm, not squared ReLU and LayerNorm1P (--to hf-llama writes it)");
+  ModelSpec half = m;
+  half.swiglu = true;  // squared ReLU and SwiGLU at once: no class of the family
+  EXPECT_NE(CheckHfLlamaReadable(half, "m").message().find("it needs squared_relu, layernorm_1p"),
+            std::string::npos);
+  EXPECT_EQ(CheckHfMatchesModel(*c, SmallLlamaModel(), "cfg.json").message(),
+            "cfg.json: partial_rotary_factor is 0.5, the plan's model.rotary_percent is 1");
+  ModelSpec whole = m;
+  whole.rotary_percent = 1;
+  auto w = HfLlamaConfigFromJson(Json::parse(HfLlamaConfigToJson(whole).dump()), "cfg.json");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ModelSpec llama = SmallLlamaModel();
+  EXPECT_EQ(CheckHfMatchesModel(*w, llama, "cfg.json").message(),
+            "cfg.json: the folder's model is NemotronForCausalLM's, the plan's LlamaForCausalLM's");
 }
 
 // Llama 3.1's RoPE scaling: read from rope_scaling (transformers 4's form) and from
