@@ -67,8 +67,10 @@ class ReadOnlyFile {
     auto* out = static_cast<char*>(dst);
     while (n > 0) {
       const ssize_t got = ::pread(fd_, out, size_t(n), off_t(offset));
-      if (got <= 0)
+      if (got < 0 && errno == EINTR) continue;  // a signal (Slurm's, for one) is not a failure
+      if (got <= 0) {
         return Status::IoError("'" + path_ + "': read failed at byte " + std::to_string(offset));
+      }
       out += got;
       offset += got;
       n -= got;
@@ -217,6 +219,7 @@ class AtomicOut {
     size_t done = 0;
     while (done < s.size()) {
       const ssize_t w = ::write(fd_, s.data() + done, s.size() - done);
+      if (w < 0 && errno == EINTR) continue;
       if (w <= 0) return Status::IoError("'" + tmp_ + "': write failed: " + std::strerror(errno));
       done += size_t(w);
     }
