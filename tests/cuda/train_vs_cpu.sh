@@ -20,7 +20,10 @@
 #   loss       |L' - L| / L <= 2u (TV_k / L + 1 / sqrt(B s))  as tests/runtime/half_equivalence.sh
 #              (TV_k: the reference's loss variation so far; B s: the tokens of a step);
 #   grad norm  |G' - G| / G <= R u at step 1 with R = 4 l + 2 (every gradient element carries at
-#              most R roundings of u, docs/runtime.md "Precision"), and is only reported later.
+#              most R roundings of u, docs/runtime.md "Precision"), and is only reported later;
+#   validation after the last step (--eval-data, one global batch: runtime/executor/evaluate.cc on
+#              the backend) within the loss's bound with TV_k grown by the last step's change, the
+#              step the validation's parameters have taken beyond the last loss.
 # The staged run's schedule is SCHEDULE (default 1f1b; zb-h1 runs the split backward on the GPU).
 # usage: train_vs_cpu.sh PTDP WORKDIR MODE PREC LAYERS DROPOUT [SCHEDULE]
 set -euo pipefail
@@ -46,7 +49,8 @@ write_plan() {  # plan-name tp pp [schedule [dp]]
 train() {  # plan-name tp pp backend np [schedule [dp]]
   write_plan "$1" "$2" "$3" "${6:-1f1b}" "${7:-1}"
   timeout 300 mpirun -np "$5" --oversubscribe "$ptdp" train --plan "$work/$1.plan.json" \
-    --data "$work/data.bin" --steps $steps --backend "$4" --log "$work/$1.jsonl" 2>&1
+    --data "$work/data.bin" --steps $steps --backend "$4" --log "$work/$1.jsonl" \
+    --eval-data "$work/data.bin" --eval-iters 1 2>&1
 }
 # Whether there is anything to test, asked of one process started without mpirun: the device is
 # ptdp train's first check, so --steps 0 ends right after it. (Through mpirun a failed rank costs
@@ -102,4 +106,15 @@ paste -d' ' <(field "$run" loss) <(field "$ref" loss) <(field "$run" grad_norm) 
       if (k == 1 && gd > (4 * l + 2) * u) { printf "FAIL: step-1 grad norm over %.2e\n", (4 * l + 2) * u; bad = 1 }
     }
     END { if (k != steps) { print "FAIL: " k " steps compared"; exit 1 } exit bad }'
+paste -d' ' <(field "$run" eval_loss) <(field "$ref" eval_loss) <(field "$ref" loss | tr '\n' ' ') |
+  awk -v u="$u" -v tokens=$((16 * 32)) -v steps=$steps '
+    { run = $1; ref = $2
+      for (i = 4; i < 3 + steps; ++i) tv += ($i > $(i - 1) ? $i - $(i - 1) : $(i - 1) - $i)
+      tv += ($(2 + steps) > $(1 + steps) ? $(2 + steps) - $(1 + steps) : $(1 + steps) - $(2 + steps))
+      bound = 2 * u * (tv / ref + 1 / sqrt(tokens))
+      d = (run > ref ? run - ref : ref - run) / ref
+      printf "validation after step %d: loss %.6f vs %.6f (rel %.2e, bound %.2e)\n", steps, run, ref, d, bound
+      n++; if (!(d <= bound)) bad = 1 }
+    END { if (n != 1) { print "FAIL: " n + 0 " validations compared, want 1"; exit 1 }
+          if (bad) print "FAIL: validation loss over its bound"; exit bad }'
 echo PASS
