@@ -306,15 +306,6 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
           source + ": partial_rotary_factor is " + FormatDouble(m.rotary_percent) +
           ", the plan's model.rotary_percent is " + FormatDouble(plan.rotary_percent));
     }
-    // The architecture (Qwen2's and Mistral's are told apart above and below by their own field).
-    if (HfLlamaArchOf(m) == HfLlamaArch::kNemotron ||
-        HfLlamaArchOf(plan) == HfLlamaArch::kNemotron) {
-      if (HfLlamaArchOf(m) != HfLlamaArchOf(plan)) {
-        return Status::Invalid(source + ": the folder's model is " +
-                               HfLlamaArchName(HfLlamaArchOf(m)) + "'s, the plan's " +
-                               HfLlamaArchName(HfLlamaArchOf(plan)) + "'s");
-      }
-    }
     // Mistral's window: the query and sliding_window - 1 keys before it (core/hf_config.cc).
     if (m.window_size != plan.window_size || m.window_full_every != plan.window_full_every) {
       return Status::Invalid(
@@ -325,6 +316,12 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
                ? " with window_full_every " + std::to_string(plan.window_full_every)
                : std::string()) +
           " (sliding_window - 1 on every layer)");
+    }
+    // What the fields above do not name (Nemotron's MLP and norms): the class itself.
+    if (HfLlamaArchOf(m) != HfLlamaArchOf(plan)) {
+      return Status::Invalid(source + ": the folder's model is " +
+                             HfLlamaArchName(HfLlamaArchOf(m)) + "'s, the plan's " +
+                             HfLlamaArchName(HfLlamaArchOf(plan)) + "'s");
     }
   }
   if (m.layers != plan.layers) return Mismatch(source, "n_layer", m.layers, "layers", plan.layers);
