@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/checked.h"
 #include "core/json.h"
@@ -18,6 +19,7 @@
 #include "runtime/checkpoint/param_io.h"
 #include "runtime/checkpoint/store.h"
 #include "runtime/data/token_file.h"
+#include "runtime/data/token_set.h"
 #include "runtime/model/forward.h"
 #include "tools/common.h"
 
@@ -50,35 +52,36 @@ Result<int64_t> ParseShardSize(const std::string& text) {
 constexpr int64_t kMaxForwardTokens = int64_t(1) << 24;
 
 struct ForwardArgs {
-  std::string checkpoint, hf, tokens, data, out, batch_out, backend = "cpu";
+  std::string checkpoint, hf, tokens, out, batch_out, backend = "cpu";
+  std::vector<std::string> data;      // one token file or a blend (ptdp train's --data)
+  std::string split, part = "train";  // ptdp train's --split, and which of its parts
   int64_t seq_len = 0, step = 0, global_batch = 0;
   uint64_t seed = 1234;  // ptdp train's default --seed
 };
 
-// The sequences (S + 1 tokens each) the forward runs: a token file cut into them, or the batch
-// `ptdp train` reads at --step (runtime/data/token_file.h SequenceStart).
-Result<std::vector<int32_t>> ReadSequences(const ForwardArgs& a, int64_t vocab, int64_t S) {
-  const bool from_data = !a.data.empty();
-  const std::string flag = from_data ? "--data" : "--tokens";
-  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile(flag, from_data ? a.data : a.tokens));
-  auto tf = runtime::TokenFile::Open(from_data ? a.data : a.tokens, vocab);
-  if (!tf.ok()) return tf.status().WithPrefix(flag);
-  std::vector<int32_t> seqs;
-  if (!from_data) {
-    if (tf->count() > kMaxForwardTokens) {
-      return Status::Invalid("--tokens: " + std::to_string(tf->count()) +
-                             " tokens, more than the " + std::to_string(kMaxForwardTokens) +
-                             " one forward takes");
-    }
-    if (tf->count() == 0 || tf->count() % (S + 1) != 0) {
-      return Status::Invalid(
-          "--tokens: " + std::to_string(tf->count()) +
-          " tokens are not whole sequences of --seq-len + 1 = " + std::to_string(S + 1));
-    }
-    seqs.resize(size_t(tf->count()));
-    PTDP_RETURN_IF_ERROR(tf->Read(0, tf->count(), seqs.data()));
-    return seqs;
+// The sequences (S + 1 tokens each) of a token file cut into them (--tokens).
+Result<std::vector<int32_t>> ReadTokenSequences(const ForwardArgs& a, int64_t vocab, int64_t S) {
+  PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--tokens", a.tokens));
+  auto tf = runtime::TokenFile::Open(a.tokens, vocab);
+  if (!tf.ok()) return tf.status().WithPrefix("--tokens");
+  if (tf->count() > kMaxForwardTokens) {
+    return Status::Invalid("--tokens: " + std::to_string(tf->count()) + " tokens, more than the " +
+                           std::to_string(kMaxForwardTokens) + " one forward takes");
   }
+  if (tf->count() == 0 || tf->count() % (S + 1) != 0) {
+    return Status::Invalid(
+        "--tokens: " + std::to_string(tf->count()) +
+        " tokens are not whole sequences of --seq-len + 1 = " + std::to_string(S + 1));
+  }
+  std::vector<int32_t> seqs(size_t(tf->count()));
+  PTDP_RETURN_IF_ERROR(tf->Read(0, tf->count(), seqs.data()));
+  return seqs;
+}
+
+// The batch `ptdp train` reads at --step from --data (one file or a blend) cut by --split, its
+// --part (runtime/data/token_set.h): the training data's, or the validation's or the test's, of
+// which a validation's batch j is drawn as iteration j's.
+Result<std::vector<int32_t>> ReadDataSequences(const ForwardArgs& a, int64_t vocab, int64_t S) {
   int64_t total = 0;
   if (a.step < 1 || a.global_batch < 1) {
     return Status::Invalid("--data needs --step >= 1 and --global-batch >= 1");
@@ -88,15 +91,29 @@ Result<std::vector<int32_t>> ReadSequences(const ForwardArgs& a, int64_t vocab, 
                            " sequences are more than the " + std::to_string(kMaxForwardTokens) +
                            " tokens one forward takes");
   }
-  if (tf->count() < S + 2) {
-    return Status::Invalid("--data: " + std::to_string(tf->count()) +
-                           " tokens, fewer than seq_len + 2 = " + std::to_string(S + 2));
+  const runtime::SplitPart part = a.part == "valid"  ? runtime::SplitPart::kValid
+                                  : a.part == "test" ? runtime::SplitPart::kTest
+                                                     : runtime::SplitPart::kTrain;
+  if (a.part != "train" && part == runtime::SplitPart::kTrain) {
+    return Status::Invalid("--part: '" + a.part + "' is not train, valid or test");
   }
-  seqs.resize(size_t(a.global_batch * (S + 1)));
+  runtime::DataSplit split;
+  if (!a.split.empty()) {
+    PTDP_ASSIGN_OR_RETURN(split, runtime::ParseSplit(a.split));
+  }
+  if (split.share[static_cast<size_t>(part)] == 0) {
+    return Status::Invalid("--part " + a.part + ": --split " + split.text + " gives it no share");
+  }
+  PTDP_ASSIGN_OR_RETURN(const runtime::BlendSpec spec, runtime::ParseBlend(a.data, "--data"));
+  for (const std::string& path : spec.paths) {
+    PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--data", path));
+  }
+  PTDP_ASSIGN_OR_RETURN(const auto files, runtime::TokenSet::OpenFiles(spec, vocab, "--data"));
+  PTDP_ASSIGN_OR_RETURN(runtime::TokenSet set, runtime::TokenSet::Cut(spec, files, split, part, S,
+                                                                      a.global_batch, "--data"));
+  std::vector<int32_t> seqs(size_t(a.global_batch * (S + 1)));
   for (int64_t i = 0; i < a.global_batch; ++i) {
-    const int64_t start =
-        runtime::SequenceStart(a.seed, a.step - 1, a.global_batch, i, tf->count(), S);
-    PTDP_RETURN_IF_ERROR(tf->Read(start, S + 1, seqs.data() + i * (S + 1)));
+    PTDP_RETURN_IF_ERROR(set.ReadSequence(a.seed, a.step, i, S, seqs.data() + i * (S + 1)));
   }
   return seqs;
 }
@@ -128,7 +145,9 @@ Status RunForward(const ForwardArgs& a) {
     return Status::Invalid("--seq-len: " + std::to_string(S) + " is outside [1, " +
                            std::to_string(model.seq_len) + "] (the model's positions)");
   }
-  PTDP_ASSIGN_OR_RETURN(std::vector<int32_t> seqs, ReadSequences(a, model.vocab, S));
+  PTDP_ASSIGN_OR_RETURN(std::vector<int32_t> seqs, a.data.empty()
+                                                       ? ReadTokenSequences(a, model.vocab, S)
+                                                       : ReadDataSequences(a, model.vocab, S));
   PTDP_ASSIGN_OR_RETURN(
       runtime::ParamStore params,
       runtime::ParamStore::Create(dev.get(), model, ParallelConfig{}, 0, 0, DType::kFp32));
@@ -225,7 +244,12 @@ void RegisterForward(CLI::App& app, int* exit_code) {
   cmd->add_option("--hf", a.hf,
                   "a Hugging Face GPT-2 or Llama folder (config.json, model.safetensors)");
   cmd->add_option("--tokens", a.tokens, "token file: whole sequences of --seq-len + 1 tokens");
-  cmd->add_option("--data", a.data, "token file: the batch `ptdp train` reads at --step");
+  cmd->add_option("--data", a.data,
+                  "token file or blend (as ptdp train's): the batch `ptdp train` reads at --step");
+  cmd->add_option("--split", a.split, "with --data: ptdp train's --split");
+  cmd->add_option("--part", a.part,
+                  "with --data: train (default), or valid or test: the batch of --split's "
+                  "validation or test part that a validation reads as its --step-th");
   cmd->add_option("--step", a.step, "with --data: the training step (1-based)");
   cmd->add_option("--global-batch", a.global_batch, "with --data: the plan's global batch");
   cmd->add_option("--seed", a.seed, "with --data: ptdp train's --seed (default 1234)");

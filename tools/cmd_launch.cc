@@ -14,6 +14,7 @@
 
 #include "core/json.h"
 #include "core/plan_file.h"
+#include "runtime/data/token_set.h"
 #include "tools/common.h"
 #include "tools/launch_script.h"
 
@@ -89,9 +90,14 @@ Status Run(LaunchArgs& a, int* submit_rc) {
   if (a.req.signal_lead_s < 1 || a.req.signal_lead_s > 65535) {
     return Status::Invalid("--signal-lead: must be in [1, 65535] seconds");
   }
-  // The job would fail only after its wait in the queue.
-  if (!std::filesystem::is_regular_file(a.req.data)) {
-    return Status::Invalid("--data: '" + a.req.data + "' is not a file here");
+  // The job would fail only after its wait in the queue: every file of the blend is checked, and
+  // its path made absolute (a blend's words alternate weights and files).
+  PTDP_RETURN_IF_ERROR(runtime::ParseBlend(a.req.data, "--data").status());
+  for (size_t i = a.req.data.size() == 1 ? 0 : 1; i < a.req.data.size(); i += 2) {
+    if (!std::filesystem::is_regular_file(a.req.data[i])) {
+      return Status::Invalid("--data: '" + a.req.data[i] + "' is not a file here");
+    }
+    a.req.data[i] = AbsolutePath(a.req.data[i]);
   }
   PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--plan", a.plan));
   PTDP_ASSIGN_OR_RETURN(std::string plan_text, ReadTextFile(a.plan));
@@ -99,7 +105,6 @@ Status Run(LaunchArgs& a, int* submit_rc) {
   if (!read.ok()) return read.status().WithPrefix("--plan");
   const PlanFile& plan = *read;
   a.req.job_dir = AbsolutePath(a.out);
-  a.req.data = AbsolutePath(a.req.data);
   a.req.ptdp = SelfPath();
   PTDP_RETURN_IF_ERROR(CheckWord("--out", a.req.job_dir));
   PTDP_RETURN_IF_ERROR(CheckWord("--partition", a.req.partition));
@@ -139,7 +144,10 @@ void RegisterLaunch(CLI::App& app, int* exit_code) {
   static LaunchArgs a;
   cmd->add_option("--plan", a.plan, "plan file (ptdp plan --out)")->required();
   cmd->add_option("--scheduler", a.req.scheduler, "slurm | mpirun")->required();
-  cmd->add_option("--data", a.req.data, "token file (ptdp tokenize)")->required();
+  cmd->add_option(
+         "--data", a.req.data,
+         "token file (ptdp tokenize), or a blend WEIGHT FILE WEIGHT FILE ... (ptdp train's)")
+      ->required();
   cmd->add_option("--steps", a.req.steps, "iterations")->required();
   cmd->add_option("--out", a.out, "the job's folder (default ptdp-job)");
   cmd->add_option("--nodes", a.req.nodes, "check: the plan's node count");

@@ -28,7 +28,7 @@ namespace ptdp::tools {
 namespace {
 
 struct TrainArgs {
-  std::string plan, data, log, trace, backend = "cpu", memory_limit;
+  std::string plan, log, trace, backend = "cpu", memory_limit;
   std::string dump_params, expect_params, expect_losses;
   std::string save, load;  // checkpoints (docs/checkpoints.md)
   std::string init_from;   // a Hugging Face GPT-2 or Llama folder (docs/checkpoints.md)
@@ -38,9 +38,9 @@ struct TrainArgs {
   int keep = 2;
   int64_t steps = 0;
   int64_t monitor_every = 0;  // the monitor's window in steps (0: off)
-  // Validation (--eval-data): every eval_every steps (0: only after the last) eval_iters global
-  // batches of it, forward only (runtime/executor/evaluate.cc).
-  std::string eval_data;
+  // Validation (--eval-data, or --split's share of --data): every eval_every steps (0: only after
+  // the last) eval_iters global batches of it, forward only (runtime/executor/evaluate.cc); the
+  // test data's after the last step.
   int64_t eval_every = 0;
   int64_t eval_iters = 10;
   double straggler_threshold = 0.2;
@@ -105,28 +105,26 @@ Result<Bytes> ParseBytes(const std::string& s) {
   return static_cast<Bytes>(bytes);
 }
 
-// The step's --log line; a monitor window that ends at this step is its "monitor" field, and a
-// validation after it its "eval_loss" and "eval_ppl" (so every line stays one step's metrics for
-// the readers of the log).
-std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor,
-                        const std::optional<double>& eval_loss) {
-  OrderedJson j;
-  j["step"] = m.step;
-  j["loss"] = m.loss;
-  j["grad_norm"] = m.grad_norm;
-  j["lr"] = m.lr;
-  j["loss_scale"] = m.loss_scale;
-  j["skipped_steps"] = m.skipped_steps;
-  j["iteration_s"] = m.iteration_s;
-  j["tokens_per_s"] = m.tokens_per_s;
-  j["tflops_per_gpu"] = m.tflops_per_gpu;
-  j["peak_memory_bytes"] = m.peak_memory_bytes;
-  if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
-  if (eval_loss) {
-    j["eval_loss"] = *eval_loss;
-    j["eval_ppl"] = std::exp(*eval_loss);
+// The flags of the data (docs/data.md): each blend and the split well formed, every file a file.
+Status CheckDataArgs(const runtime::TrainOptions& o) {
+  if (!o.split.empty()) PTDP_RETURN_IF_ERROR(runtime::ParseSplit(o.split).status());
+  for (const auto& [flag, words] : {std::pair{"--data", &o.data},
+                                    {"--eval-data", &o.eval_data},
+                                    {"--test-data", &o.test_data}}) {
+    if (words->empty()) continue;
+    PTDP_ASSIGN_OR_RETURN(const runtime::BlendSpec spec, runtime::ParseBlend(*words, flag));
+    for (const std::string& path : spec.paths) {
+      PTDP_RETURN_IF_ERROR(CheckNotSpecialFile(flag, path));
+    }
   }
-  return j.dump();
+  return Status::Ok();
+}
+
+// The words of a flag, as a shell would take them back (for the relaunch line).
+std::string JoinWords(const std::vector<std::string>& words) {
+  std::string s;
+  for (const std::string& w : words) s += (s.empty() ? "" : " ") + w;
+  return s;
 }
 
 // This rank's checks of the arguments and the plan, and the memory limit (--memory-limit, else the
@@ -144,8 +142,10 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
   } else if (a.eval_every < 0 || a.eval_iters < 1) {
     pre =
         Status::Invalid("--eval-every: must be >= 0 (0: after the last step), --eval-iters: >= 1");
-  } else if (a.eval_data.empty() && a.eval_every > 0) {
-    pre = Status::Invalid("--eval-every: needs --eval-data (the validation token file)");
+  } else if (Status d = CheckDataArgs(a.opts); !d.ok()) {
+    pre = d;
+  } else if (a.opts.eval_data.empty() && a.eval_every > 0 && a.opts.split.empty()) {
+    pre = Status::Invalid("--eval-every: needs --eval-data (the validation data) or --split");
   } else if (a.monitor_every < 0) {
     pre = Status::Invalid("--monitor-every: must be >= 0 (0: no monitor)");
   } else if (!(a.straggler_threshold > 0)) {
@@ -165,12 +165,6 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     pre = Status::Invalid("--slow-factor: must be in [1, 1000]");
   } else if (Status f = CheckNotSpecialFile("--plan", a.plan); !f.ok()) {
     pre = f;
-  } else if (Status d = CheckNotSpecialFile("--data", a.data); !d.ok()) {
-    pre = d;
-  } else if (Status e = a.eval_data.empty() ? Status::Ok()
-                                            : CheckNotSpecialFile("--eval-data", a.eval_data);
-             !e.ok()) {
-    pre = e;
   } else {
     *plan = ReadPlanFile(a.plan);
     if (!plan->ok()) pre = plan->status().WithPrefix("--plan");
@@ -241,10 +235,13 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
     if (a.monitor_every > 0 && (step % a.monitor_every == 0 || step == last)) {
       PTDP_ASSIGN_OR_RETURN(monitor, trainer.GatherMonitor(a.straggler_threshold));
     }
-    std::optional<double> eval_loss;
+    EvalLosses eval;
     if (trainer.has_eval_data() &&
         ((a.eval_every > 0 && step % a.eval_every == 0) || step == a.steps)) {
-      PTDP_ASSIGN_OR_RETURN(eval_loss, trainer.Evaluate(a.eval_iters));
+      PTDP_ASSIGN_OR_RETURN(eval.valid, trainer.Evaluate(a.eval_iters));
+    }
+    if (trainer.has_test_data() && step == a.steps) {
+      PTDP_ASSIGN_OR_RETURN(eval.test, trainer.Evaluate(a.eval_iters, runtime::SplitPart::kTest));
     }
     if (root) {
       std::printf(
@@ -256,16 +253,23 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
           m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB, m.loss_scale,
           static_cast<long long>(m.skipped_steps));
       if (monitor) std::printf("%s\n", runtime::MonitorLine(*monitor).c_str());
-      if (eval_loss) {
+      // Megatron-LM's lines (training.py evaluate_and_print_results), and how many batches.
+      if (eval.valid) {
         std::printf(
             " validation loss at iteration %6lld | lm loss value: %.6E | lm loss PPL: %.6E "
-            "| %lld global batches of --eval-data\n",
-            static_cast<long long>(step), *eval_loss, std::exp(*eval_loss),
+            "| %lld global batches of the validation data\n",
+            static_cast<long long>(step), *eval.valid, std::exp(*eval.valid),
             static_cast<long long>(a.eval_iters));
+      }
+      if (eval.test) {
+        std::printf(
+            " validation loss at the end of training for test data | lm loss value: %.6E | lm "
+            "loss PPL: %.6E | %lld global batches of the test data\n",
+            *eval.test, std::exp(*eval.test), static_cast<long long>(a.eval_iters));
       }
       std::fflush(stdout);
       if (!a.log.empty()) {
-        log += MetricsJson(m, monitor ? &*monitor : nullptr, eval_loss) + "\n";
+        log += MetricsJson(m, monitor ? &*monitor : nullptr, eval) + "\n";
         PTDP_RETURN_IF_ERROR(WriteFileAtomic(a.log, log).WithPrefix("--log"));
       }
     }
@@ -300,7 +304,7 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
             " adapt after step %lld: relaunch with: ptdp train --plan %s --load latest --save %s "
             "--data %s --steps %lld (and this run's other flags); every rank exits %d\n",
             static_cast<long long>(step), adapt.relaunch_plan.c_str(), a.save.c_str(),
-            a.data.c_str(), static_cast<long long>(a.steps), kRelaunchExitCode);
+            JoinWords(a.opts.data).c_str(), static_cast<long long>(a.steps), kRelaunchExitCode);
         std::fflush(stdout);
       }
       *relaunch = true;
@@ -352,7 +356,6 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
   std::string hosts;
   PTDP_RETURN_IF_ERROR(CheckRankPlacement(world, *plan, a.fake_hosts, &hosts));
   a.opts.steps = a.steps;
-  a.opts.eval_data_path = a.eval_data;
   a.opts.backend = a.backend;
   if (a.opts.optim.decay_steps == 0) a.opts.optim.decay_steps = a.steps;
   // With --load the checkpoint's parameters replace the initial ones: they are drawn only when
@@ -369,6 +372,11 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
                 static_cast<long long>(c.Microbatches()), c.mbs);
     std::printf("ranks per host: %s (tensor groups as the plan places them, %d ranks per node)\n",
                 hosts.c_str(), plan->cluster.gpus_per_node);
+    for (auto part :
+         {runtime::SplitPart::kTrain, runtime::SplitPart::kValid, runtime::SplitPart::kTest}) {
+      const std::string d = trainer->DescribeData(part);
+      if (!d.empty()) std::printf(" > %s data: %s\n", runtime::SplitPartName(part), d.c_str());
+    }
   }
   PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed
   if (!a.init_from.empty() && done > 0) {
@@ -438,7 +446,13 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
       "train", "Train a plan's model with PTD-P (run under mpirun -np tp*cp*pp*dp)");
   static TrainArgs a;
   cmd->add_option("--plan", a.plan, "plan file (ptdp plan --out)")->required();
-  cmd->add_option("--data", a.data, "token file (ptdp tokenize)")->required();
+  cmd->add_option(
+         "--data", a.opts.data,
+         "token file (ptdp tokenize), or a blend WEIGHT FILE WEIGHT FILE ... (docs/data.md)")
+      ->required();
+  cmd->add_option("--split", a.opts.split,
+                  "TRAIN,VALID,TEST shares of each --data file (e.g. 969,30,1; default: all "
+                  "trains): validation and test data cut from it");
   cmd->add_option("--steps", a.steps, "iterations")->required();
   cmd->add_option("--log", a.log, "JSON lines of per-step metrics (rank 0 writes)");
   cmd->add_flag("--op-times", a.opts.op_times,
@@ -448,14 +462,15 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
                   "(builds with CUDA; GPU by local rank; never run on a GPU yet)");
   cmd->add_option("--kill-in-save-step", a.opts.kill_in_save_step,
                   "tests: SIGKILL the last rank inside this step's --save");
-  cmd->add_option("--eval-data", a.eval_data,
-                  "validation token file (ptdp tokenize): its loss, forward only and without "
-                  "dropout, after the last step and every --eval-every steps (the \"eval_loss\" "
-                  "field of --log)");
+  cmd->add_option("--eval-data", a.opts.eval_data,
+                  "validation data (as --data): its loss, forward only and without dropout, after "
+                  "the last step and every --eval-every steps (\"eval_loss\" in --log)");
+  cmd->add_option("--test-data", a.opts.test_data,
+                  "test data (as --data): its loss after the last step (\"test_loss\" in --log)");
   cmd->add_option("--eval-every", a.eval_every,
                   "steps between validations (0, the default: after the last step only)");
   cmd->add_option("--eval-iters", a.eval_iters,
-                  "global batches of --eval-data per validation (default 10; the same ones each "
+                  "global batches per validation or test (default 10; the same ones each "
                   "time)");
   cmd->add_option("--monitor-every", a.monitor_every,
                   "every N steps: utilisation per rank, bubble, stage imbalance and stragglers "
@@ -530,7 +545,6 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--params-tol", a.params_tol, "relative tolerance of --expect-params");
   cmd->add_option("--loss-tol", a.loss_tol, "relative tolerance of --expect-losses");
   cmd->callback([exit_code] {
-    a.opts.data_path = a.data;
     Status st = runtime::InitComm(nullptr, nullptr);
     if (!st.ok()) {
       *exit_code = Fail("train", st);

@@ -26,8 +26,9 @@ constexpr int kMaxRelaunches = 3;
 // resumes where the last one saved.
 std::string TrainLine(const LaunchRequest& req) {
   std::ostringstream s;
-  s << ShellQuote(req.ptdp) << " train --plan \"$plan\" --data " << ShellQuote(req.data)
-    << " --steps " << req.steps << " --backend " << ShellQuote(req.backend)
+  s << ShellQuote(req.ptdp) << " train --plan \"$plan\" --data";
+  for (const std::string& word : req.data) s << " " << ShellQuote(word);
+  s << " --steps " << req.steps << " --backend " << ShellQuote(req.backend)
     << " \\\n    --log \"$job/logs/metrics.jsonl\" --save \"$job/checkpoints\" --save-every "
     << req.save_every << " --load latest";
   if (!req.train_args.empty()) s << " \\\n    " << req.train_args;

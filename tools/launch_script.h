@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/plan_file.h"
 #include "core/status.h"
@@ -15,7 +16,8 @@ struct LaunchRequest {
   std::string scheduler;  // "slurm" | "mpirun"
   std::string ptdp;       // absolute path of the ptdp binary the job runs
   std::string job_dir;    // absolute: the job's folder (plan.json, logs/, checkpoints/)
-  std::string data;       // absolute path of the token file
+  // --data's words: a token file, or a blend WEIGHT FILE WEIGHT FILE ... (the paths absolute)
+  std::vector<std::string> data;
   int64_t steps = 0;
   int64_t save_every = 0;
   int nodes = 0;          // 0: the plan's

@@ -164,4 +164,29 @@ void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
   std::printf("%-58s %8s %10.3f\n", "all ops", "", total / per * 1e3);
 }
 
+std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor,
+                        const EvalLosses& eval) {
+  OrderedJson j;
+  j["step"] = m.step;
+  j["loss"] = m.loss;
+  j["grad_norm"] = m.grad_norm;
+  j["lr"] = m.lr;
+  j["loss_scale"] = m.loss_scale;
+  j["skipped_steps"] = m.skipped_steps;
+  j["iteration_s"] = m.iteration_s;
+  j["tokens_per_s"] = m.tokens_per_s;
+  j["tflops_per_gpu"] = m.tflops_per_gpu;
+  j["peak_memory_bytes"] = m.peak_memory_bytes;
+  if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
+  if (eval.valid) {
+    j["eval_loss"] = *eval.valid;
+    j["eval_ppl"] = std::exp(*eval.valid);
+  }
+  if (eval.test) {
+    j["test_loss"] = *eval.test;
+    j["test_ppl"] = std::exp(*eval.test);
+  }
+  return j.dump();
+}
+
 }  // namespace ptdp::tools

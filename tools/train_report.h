@@ -1,8 +1,10 @@
-// What `ptdp train` reports at the end of a run (tools/cmd_train.cc): the measured memory against
-// the ledger and the plan, the per-step losses against a reference log, and the op-time table.
+// What `ptdp train` reports (tools/cmd_train.cc): each step's --log line, and at the end of a run
+// the measured memory against the ledger and the plan, the per-step losses against a reference
+// log, and the op-time table.
 // Rank 0 only; the callers agree the returned statuses over the ranks.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,17 @@
 #include "runtime/executor/trainer.h"
 
 namespace ptdp::tools {
+
+// Losses of the validation and the test data after a step (none: not evaluated).
+struct EvalLosses {
+  std::optional<double> valid, test;
+};
+
+// The step's --log line; a monitor window that ends at this step is its "monitor" field, and a
+// validation after it its "eval_loss" and "eval_ppl", the test its "test_loss" and "test_ppl" (so
+// every line stays one step's metrics for the readers of the log).
+std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor,
+                        const EvalLosses& eval);
 
 // Per pipeline rank: the measured peak without workspace (max over its ranks) beside the ledger
 // and the plan's prediction; an error when over `memory_tol` (< 0: no check).

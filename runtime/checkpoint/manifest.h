@@ -48,8 +48,9 @@ struct Manifest {
   int64_t step = 0;  // iterations completed; training resumes at step + 1
   ModelSpec model;
   ParallelConfig layout;  // the writer's (for information: any layout may load it)
-  // The token stream: iteration k's batch is a function of (seed, k, global_batch, token_count),
-  // runtime/data/token_file.h SequenceStart; dropout masks depend on (k, sequence) only.
+  // The token stream: iteration k's batch is a function of (seed, k, global_batch) and the
+  // training data (runtime/data/token_set.h), checked on resume by its token count (all its
+  // parts'; a blend's weights are not recorded); dropout masks depend on (k, sequence) only.
   uint64_t data_seed = 0;
   int64_t token_count = 0;
   OptimizerConfig optim;

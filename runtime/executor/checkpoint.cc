@@ -4,7 +4,8 @@
 // checksums, writes the manifest, and publishes the folder once every rank has agreed that its
 // file is complete. The load: world rank 0 picks and verifies the checkpoint, then every rank
 // assembles its own blocks from whichever pieces overlap them (any writing layout). --init-from:
-// every rank reads its tensors from a Hugging Face GPT-2 or Llama folder (runtime/checkpoint/param_io.h).
+// every rank reads its tensors from a Hugging Face GPT-2 or Llama folder
+// (runtime/checkpoint/param_io.h).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -83,7 +84,7 @@ Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
   m.model = model_;
   m.layout = cfg_;
   m.data_seed = opts_.data_seed;
-  m.token_count = data_->count();
+  m.token_count = data_->tokens();
   m.optim = opts_.optim;
   m.skipped_steps = scaler_->skipped_steps();
   m.adam_steps = step - m.skipped_steps;
@@ -162,9 +163,10 @@ Status Trainer::CheckCompatible(const Manifest& m, const std::string& source) co
     return Status::Invalid(source + ": saved with --seed " + std::to_string(m.data_seed) +
                            ", this run has " + std::to_string(opts_.data_seed));
   }
-  if (m.token_count != data_->count()) {
-    return Status::Invalid(source + ": saved with a data file of " + std::to_string(m.token_count) +
-                           " tokens, --data has " + std::to_string(data_->count()));
+  if (m.token_count != data_->tokens()) {
+    return Status::Invalid(source + ": saved with training data of " +
+                           std::to_string(m.token_count) + " tokens, --data has " +
+                           std::to_string(data_->tokens()));
   }
   if (m.layout.global_batch != cfg_.global_batch) {
     return Status::Invalid(source + ": saved with global_batch " +

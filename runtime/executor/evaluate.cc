@@ -12,13 +12,16 @@
 
 namespace ptdp::runtime {
 
-Result<double> Trainer::Evaluate(int64_t batches) {
-  if (eval_data_ == nullptr) return Status::Internal("Evaluate without an evaluation file");
+Result<double> Trainer::Evaluate(int64_t batches, SplitPart part) {
+  TokenSet* set = part == SplitPart::kTest ? test_.get() : valid_.get();
+  if (set == nullptr || part == SplitPart::kTrain) {
+    return Status::Internal("Evaluate without validation or test data");
+  }
   if (batches < 1) return Status::Internal("Evaluate of no batch");
   if (!live_.empty()) return Status::Internal("Evaluate with microbatch states still live");
-  evaluating_ = true;
+  evaluating_ = set;
   const Status st = EvaluateBatches(batches);
-  evaluating_ = false;
+  evaluating_ = nullptr;
   live_.clear();
   executed_.clear();
   PTDP_RETURN_IF_ERROR(st);

@@ -19,7 +19,7 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.d = dims_;
   c.arch = ArchOf(model_);
   c.types = types_;
-  c.drop.p = evaluating_ ? 0.0 : model_.dropout;  // eval mode: no dropout
+  c.drop.p = evaluating_ != nullptr ? 0.0 : model_.dropout;  // eval mode: no dropout
   c.fused_attention = cfg_.fused_attention;
   c.redo_attention_core = cfg_.Recomputes(kRecomputeCoreAttn);
   c.redo_mlp = cfg_.Recomputes(kRecomputeMlp);
@@ -34,14 +34,12 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
 Status Trainer::UploadTokens(int mb, int64_t step, bool inputs, Tensor* out) {
   const int64_t s = model_.seq_len, b = cfg_.mbs;
   const int64_t seq0 = Ctx(mb, step).drop.seq0;
-  const TokenFile& data = evaluating_ ? *eval_data_ : *data_;
+  TokenSet& data = evaluating_ != nullptr ? *evaluating_ : *data_;
   const kernels::ContextChunks chunks{s, cfg_.cp, ContextRank()};
   const int64_t local = chunks.Local();
   std::vector<int32_t> seq(static_cast<size_t>(s + 1)), host(static_cast<size_t>(b * local));
   for (int64_t i = 0; i < b; ++i) {
-    const int64_t start =
-        SequenceStart(opts_.data_seed, step - 1, cfg_.global_batch, seq0 + i, data.count(), s);
-    PTDP_RETURN_IF_ERROR(data.Read(start, s + 1, seq.data()));
+    PTDP_RETURN_IF_ERROR(data.ReadSequence(opts_.data_seed, step, seq0 + i, s, seq.data()));
     for (int64_t t = 0; t < local; ++t) {
       const int64_t j = chunks.Position(t) + (inputs ? 0 : 1);
       host[static_cast<size_t>(i * local + t)] = seq[static_cast<size_t>(j)];
@@ -84,7 +82,7 @@ int Trainer::LocalChunkOfStage(int stage) const {
 Status Trainer::ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool last) {
   const int nl = static_cast<int>(chunk_layers_[chunk].size());
   const int64_t nh = dims_.R() * dims_.h;
-  const bool recompute = cfg_.recompute == Recompute::kFull || evaluating_;
+  const bool recompute = cfg_.recompute == Recompute::kFull || evaluating_ != nullptr;
   for (int li = 0; li < nl; ++li) {
     const LayerOutput y = [&, li]() -> Result<TensorRef> {
       if (li + 1 < nl) {

@@ -147,28 +147,64 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   PTDP_ASSIGN_OR_RETURN(program_, TrainerProgram(plan));
 
   PTDP_RETURN_IF_ERROR(CheckMemoryLimit());
-  // Data: header, size and every token's range, on every rank (each then reads its share).
-  {
-    auto tf = TokenFile::Open(opts.data_path, model_.vocab);
-    if (!tf.ok()) return tf.status();
-    if (tf->count() < model_.seq_len + 2) {
-      return Status::Invalid(
-          "data file '" + opts.data_path + "' has " + std::to_string(tf->count()) +
-          " tokens, fewer than seq_len + 2 = " + std::to_string(model_.seq_len + 2));
-    }
-    data_ = std::make_unique<TokenFile>(std::move(tf).value());
+  return OpenData();
+}
+
+// Data: headers, sizes and every token's range, on every rank (each then reads its share). Each
+// file is opened once for all the parts cut from it.
+Status Trainer::OpenData() {
+  const int64_t s = model_.seq_len, batch = cfg_.global_batch;
+  PTDP_ASSIGN_OR_RETURN(const BlendSpec spec, ParseBlend(opts_.data, "--data"));
+  DataSplit split;
+  if (!opts_.split.empty()) {
+    PTDP_ASSIGN_OR_RETURN(split, ParseSplit(opts_.split));
   }
-  if (!opts.eval_data_path.empty()) {
-    auto tf = TokenFile::Open(opts.eval_data_path, model_.vocab);
-    if (!tf.ok()) return tf.status().WithPrefix("--eval-data");
-    if (tf->count() < model_.seq_len + 2) {
-      return Status::Invalid(
-          "--eval-data: '" + opts.eval_data_path + "' has " + std::to_string(tf->count()) +
-          " tokens, fewer than seq_len + 2 = " + std::to_string(model_.seq_len + 2));
-    }
-    eval_data_ = std::make_unique<TokenFile>(std::move(tf).value());
+  const auto& share = split.share;
+  if (share[0] == 0) return Status::Invalid("--split " + split.text + ": no training share");
+  if (share[1] > 0 && !opts_.eval_data.empty()) {
+    return Status::Invalid("--eval-data: --split " + split.text +
+                           " takes the validation data from --data already");
+  }
+  if (share[2] > 0 && !opts_.test_data.empty()) {
+    return Status::Invalid("--test-data: --split " + split.text +
+                           " takes the test data from --data already");
+  }
+  PTDP_ASSIGN_OR_RETURN(const TokenSet::Files files,
+                        TokenSet::OpenFiles(spec, model_.vocab, "--data"));
+  auto cut = [&](SplitPart part) -> Result<std::unique_ptr<TokenSet>> {
+    PTDP_ASSIGN_OR_RETURN(TokenSet set,
+                          TokenSet::Cut(spec, files, split, part, s, batch, "--data"));
+    return std::make_unique<TokenSet>(std::move(set));
+  };
+  // Data of its own, whole.
+  auto whole = [&](const std::vector<std::string>& words,
+                   const std::string& flag) -> Result<std::unique_ptr<TokenSet>> {
+    PTDP_ASSIGN_OR_RETURN(const BlendSpec own, ParseBlend(words, flag));
+    PTDP_ASSIGN_OR_RETURN(const TokenSet::Files own_files,
+                          TokenSet::OpenFiles(own, model_.vocab, flag));
+    PTDP_ASSIGN_OR_RETURN(TokenSet set, TokenSet::Cut(own, own_files, DataSplit{},
+                                                      SplitPart::kTrain, s, batch, flag));
+    return std::make_unique<TokenSet>(std::move(set));
+  };
+  PTDP_ASSIGN_OR_RETURN(data_, cut(SplitPart::kTrain));
+  if (share[1] > 0) {
+    PTDP_ASSIGN_OR_RETURN(valid_, cut(SplitPart::kValid));
+  } else if (!opts_.eval_data.empty()) {
+    PTDP_ASSIGN_OR_RETURN(valid_, whole(opts_.eval_data, "--eval-data"));
+  }
+  if (share[2] > 0) {
+    PTDP_ASSIGN_OR_RETURN(test_, cut(SplitPart::kTest));
+  } else if (!opts_.test_data.empty()) {
+    PTDP_ASSIGN_OR_RETURN(test_, whole(opts_.test_data, "--test-data"));
   }
   return Status::Ok();
+}
+
+std::string Trainer::DescribeData(SplitPart part) const {
+  const TokenSet* set = part == SplitPart::kTrain   ? data_.get()
+                        : part == SplitPart::kValid ? valid_.get()
+                                                    : test_.get();
+  return set == nullptr ? "" : set->Describe();
 }
 
 Status Trainer::Build(ParamInit init) {

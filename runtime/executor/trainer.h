@@ -48,7 +48,7 @@
 #include "runtime/backend/device.h"
 #include "runtime/backend/timed_ops.h"
 #include "runtime/comm/communicator.h"
-#include "runtime/data/token_file.h"
+#include "runtime/data/token_set.h"
 #include "runtime/executor/grad_reduce.h"
 #include "runtime/executor/monitor.h"
 #include "runtime/model/gpt_layers.h"
@@ -62,9 +62,14 @@ struct CkptFile;  // runtime/checkpoint/manifest.h
 struct Manifest;
 
 struct TrainOptions {
-  std::string data_path;
-  // A validation token file for Evaluate (Megatron-LM's validation split); empty: none.
-  std::string eval_data_path;
+  // The training data: one token file, or a blend WEIGHT FILE WEIGHT FILE ... (runtime/data/
+  // token_set.h), and the split that cuts a validation and a test part from each of its files
+  // (Megatron-LM's --split; empty: all of it trains).
+  std::vector<std::string> data;
+  std::string split;
+  // Validation and test data of their own (Megatron-LM's --valid-data-path, --test-data-path):
+  // the same words as `data`, whole; empty: none, or the split's parts. Not both for one.
+  std::vector<std::string> eval_data, test_data;
   int64_t steps = 1;
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
@@ -145,12 +150,15 @@ class Trainer {
   // Runs iteration `step` (1-based). Collective.
   Result<StepMetrics> Step(int64_t step);
   // Collective, between iterations: the mean token loss of `batches` global batches of the
-  // validation file (TrainOptions::eval_data_path; its batch j drawn as iteration j's from the
-  // training file), the model in eval mode (no dropout), forward only (runtime/executor/
-  // evaluate.cc). Parameters, optimizer state and the training data's order are untouched. The
-  // same value on every rank.
-  Result<double> Evaluate(int64_t batches);
-  bool has_eval_data() const { return eval_data_ != nullptr; }
+  // validation data (or the test data; its batch j drawn as iteration j's from the training
+  // data), the model in eval mode (no dropout), forward only (runtime/executor/evaluate.cc).
+  // Parameters, optimizer state and the training data's order are untouched. The same value on
+  // every rank.
+  Result<double> Evaluate(int64_t batches, SplitPart part = SplitPart::kValid);
+  bool has_eval_data() const { return valid_ != nullptr; }
+  bool has_test_data() const { return test_ != nullptr; }
+  // The data each part draws from (TokenSet::Describe; empty: none), for the start line.
+  std::string DescribeData(SplitPart part) const;
   // Collective: every rank's peak memory.
   Result<std::vector<RankMemory>> GatherMemory();
   // Collective: the last iteration's measured timeline of every pipeline rank (tensor rank 0, data
@@ -310,11 +318,12 @@ class Trainer {
   Program program_;
   std::unique_ptr<Device> dev_;
   std::unique_ptr<ParamStore> params_;
-  std::unique_ptr<TokenFile> data_;
-  std::unique_ptr<TokenFile> eval_data_;  // TrainOptions::eval_data_path (nullptr: none)
-  // Set inside Evaluate: the forwards read eval_data_ and draw no dropout, and keep nothing for a
-  // backward.
-  bool evaluating_ = false;
+  std::unique_ptr<TokenSet> data_;
+  std::unique_ptr<TokenSet> valid_, test_;  // nullptr: none
+  Status OpenData();
+  // Set inside Evaluate to the part evaluated (valid_ or test_): the forwards read it and draw no
+  // dropout, and keep nothing for a backward.
+  TokenSet* evaluating_ = nullptr;
   Status EvaluateBatches(int64_t batches);
   Status ForgetAfterEvalForward(int mb, int chunk);
   LayerDims dims_;

@@ -11,7 +11,8 @@
 #   4. srun's numbering (SLURM_PROCID of SLURM_STEP_NUM_TASKS, SLURM_LOCALID) against MPI's and the
 #      hosts': a world of one under a step of two, a wrong local rank; refused
 #   5. bad requests: --nodes other than the plan's, an unknown scheduler, a --time that would add a
-#      line to the script, a missing --data; exit 2 with one line
+#      line to the script, a missing --data or file of a blend; exit 2 with one line; a blend's
+#      train line, its paths absolute
 #   6. a plan of two nodes of 2: hostfile n1, n2 with 2 slots each, sbatch --nodes=2
 #      --ntasks-per-node=2; one host for it, or 3 GPUs per node for 4 ranks, refused
 #   7. the relaunch loop: a 2-rank t1 p2 d1 job (2 layers, B 2, mbs 1) with --train-args "--adapt
@@ -142,6 +143,15 @@ sed 's/"gpus_per_node": *[0-9]*/"gpus_per_node": 3/' plan.json > plan3.json
   > /dev/null 2> data.err
 [ $? = 2 ] && grep -q -- "--data: '.*missing.bin' is not a file here" data.err ||
   { cat data.err; fail "missing --data"; }
+# A blend (docs/data.md): every file checked, each path made absolute in the train line.
+"$ptdp" launch --plan plan.json --scheduler slurm --data 0.3 data.bin 0.7 missing.bin --steps 6 \
+  --dry-run > /dev/null 2> blend.err
+[ $? = 2 ] && grep -q -- "--data: 'missing.bin' is not a file here" blend.err ||
+  { cat blend.err; fail "a blend's missing file"; }
+"$ptdp" launch --plan plan.json --scheduler slurm --data 0.3 data.bin 0.7 data.bin --steps 6 \
+  --dry-run > blend.sbatch || fail "a blend's dry run"
+grep -qF -- "--data '0.3' '$PWD/data.bin' '0.7' '$PWD/data.bin' --steps 6" blend.sbatch ||
+  { grep -- "--data" blend.sbatch; fail "a blend's train line"; }
 # 7. The relaunch loop of job.sh.
 "$here/../runtime/write_plan.sh" "$ptdp" plan_p2.json 2 0.1 256 2 1 2 1 1 1 1f1b none true ||
   fail "plan_p2"
