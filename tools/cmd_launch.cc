@@ -94,8 +94,11 @@ Status Run(LaunchArgs& a, int* submit_rc) {
   // its path made absolute (a blend's words alternate weights and files).
   PTDP_RETURN_IF_ERROR(runtime::ParseBlend(a.req.data, "--data").status());
   for (size_t i = a.req.data.size() == 1 ? 0 : 1; i < a.req.data.size(); i += 2) {
-    if (!std::filesystem::is_regular_file(a.req.data[i])) {
-      return Status::Invalid("--data: '" + a.req.data[i] + "' is not a file here");
+    const std::string& f = a.req.data[i];  // a token file, or a Megatron-LM dataset's prefix
+    if (!std::filesystem::is_regular_file(f) && !(std::filesystem::is_regular_file(f + ".bin") &&
+                                                  std::filesystem::is_regular_file(f + ".idx"))) {
+      return Status::Invalid("--data: '" + f +
+                             "' is not a file (or a PREFIX of .bin and .idx) here");
     }
     a.req.data[i] = AbsolutePath(a.req.data[i]);
   }

@@ -304,4 +304,30 @@ Result<MegatronConversion> ConvertMegatronDataset(const std::string& prefix,
   return c;
 }
 
+Result<TokenFile> OpenMegatronTokens(const std::string& prefix, int64_t vocab) {
+  ReadOnlyFile idx, bin;
+  PTDP_RETURN_IF_ERROR(idx.Open(prefix + ".idx"));
+  PTDP_RETURN_IF_ERROR(bin.Open(prefix + ".bin"));
+  PTDP_ASSIGN_OR_RETURN(const IndexLayout l, ReadIndexHeader(idx));
+  PTDP_RETURN_IF_ERROR(CheckDocuments(idx, l));
+  // Read in place only when the sequences lie back to back from byte 0, in order: then the .bin's
+  // first `tokens` items are the stream the conversion would write.
+  int64_t tokens = 0;
+  const int64_t item = l.dtype->bytes;
+  PTDP_RETURN_IF_ERROR(
+      ForEachSequence(idx, l, bin.size(), [&](int64_t seq, int64_t at, int64_t len) -> Status {
+        if (at != tokens * item) {
+          return Status::Invalid(idx.path() + ": sequence " + std::to_string(seq) +
+                                 " starts at byte " + std::to_string(at) + ", not " +
+                                 std::to_string(tokens * item) +
+                                 ": its sequences are not back to back in the .bin, so it is "
+                                 "not read in place (convert it: ptdp tokenize --megatron)");
+        }
+        tokens += len;
+        return Status::Ok();
+      }));
+  if (tokens == 0) return Status::Invalid(bin.path() + ": the dataset holds no token");
+  return TokenFile::FromStream(bin.path(), 0, tokens, int(item), l.dtype->is_signed, vocab);
+}
+
 }  // namespace ptdp::runtime

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "runtime/data/token_file.h"
 
 namespace ptdp::runtime {
 
@@ -39,5 +40,12 @@ struct MegatronConversion {
 // and the reason, and leave no `out` behind.
 Result<MegatronConversion> ConvertMegatronDataset(const std::string& prefix,
                                                   const std::string& out);
+
+// The dataset read in place, without a conversion (`ptdp train --data PREFIX`, as Megatron-LM's
+// --data-path takes it): PREFIX.bin as the token stream the conversion would write, when its
+// sequences lie back to back from byte 0 in the index's order (as Megatron-Core's builder writes
+// them; else refused, naming the sequence). The index is checked as for a conversion; the tokens
+// against `vocab` (> 0) as a token file's, and a negative or int64 id beyond 2^31 - 1 refused.
+Result<TokenFile> OpenMegatronTokens(const std::string& prefix, int64_t vocab);
 
 }  // namespace ptdp::runtime

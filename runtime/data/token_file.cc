@@ -98,10 +98,18 @@ Result<TokenFile> TokenFile::Open(const std::string& path, int64_t vocab) {
                            std::to_string(count) + " tokens (" + want + ") but the file has " +
                            std::to_string(size) + " bytes");
   }
+  return FromStream(path, kTokenHeaderBytes, static_cast<int64_t>(count), static_cast<int>(bytes),
+                    false, vocab);
+}
+
+Result<TokenFile> TokenFile::FromStream(const std::string& path, int64_t header_bytes,
+                                        int64_t count, int bytes, bool is_signed, int64_t vocab) {
   TokenFile tf;
   tf.path_ = path;
-  tf.count_ = static_cast<int64_t>(count);
-  tf.bytes_ = static_cast<int>(bytes);
+  tf.header_ = header_bytes;
+  tf.count_ = count;
+  tf.bytes_ = bytes;
+  tf.signed_ = is_signed;
   if (vocab > 0) {
     constexpr int64_t kChunk = 1 << 16;
     std::vector<int32_t> buf(kChunk);
@@ -127,13 +135,22 @@ Status TokenFile::Read(int64_t begin, int64_t n, int32_t* out) const {
   }
   std::ifstream f(path_, std::ios::binary);
   if (!f) return Status::IoError("data file '" + path_ + "' cannot be reopened");
-  f.seekg(kTokenHeaderBytes + begin * bytes_);
+  f.seekg(header_ + begin * bytes_);
   std::vector<unsigned char> raw(static_cast<size_t>(n * bytes_));
   f.read(reinterpret_cast<char*>(raw.data()), static_cast<std::streamsize>(raw.size()));
   if (!f || f.gcount() != static_cast<std::streamsize>(raw.size()))
     return Status::IoError("data file '" + path_ + "': short read");
   for (int64_t i = 0; i < n; ++i) {
-    out[i] = static_cast<int32_t>(GetLe(raw.data() + i * bytes_, bytes_));
+    uint64_t v = GetLe(raw.data() + i * bytes_, bytes_);
+    if (signed_ && bytes_ < 8 && (v >> (8 * bytes_ - 1)) != 0) v |= ~uint64_t(0) << (8 * bytes_);
+    const auto token = static_cast<int64_t>(v);
+    // A token id is below 2^31 (int32 here): a wider or negative value is no token, whatever the
+    // vocabulary (a 4-byte unsigned one above it shows as negative to the vocabulary check).
+    if (bytes_ == 8 && (token < 0 || token > INT32_MAX)) {
+      return Status::Invalid("data file '" + path_ + "': token " + std::to_string(begin + i) +
+                             " is " + std::to_string(token) + ", not a token id");
+    }
+    out[i] = static_cast<int32_t>(token);
   }
   return Status::Ok();
 }

@@ -33,6 +33,11 @@ class TokenFile {
   // Checks magic, version, dtype and that the size matches the count. When `vocab` > 0 every
   // token is also scanned and one >= vocab is an error naming its index.
   static Result<TokenFile> Open(const std::string& path, int64_t vocab);
+  // Tokens stored without ptdp's header (Megatron-LM's PREFIX.bin: megatron_indexed.h): `count`
+  // tokens of `bytes` (1, 2, 4 or 8; signed or not) little-endian from byte `header_bytes`, the
+  // caller having checked that the file holds them. The vocabulary check as Open's.
+  static Result<TokenFile> FromStream(const std::string& path, int64_t header_bytes, int64_t count,
+                                      int bytes, bool is_signed, int64_t vocab);
   int64_t count() const { return count_; }
   int bytes_per_token() const { return bytes_; }
   // Reads tokens [begin, begin + n) as int32.
@@ -40,8 +45,10 @@ class TokenFile {
 
  private:
   std::string path_;
+  int64_t header_ = kTokenHeaderBytes;
   int64_t count_ = 0;
   int bytes_ = 2;
+  bool signed_ = false;
 };
 
 // Deterministic sampling: sequence `global_seq` (0 .. B-1) of iteration `step` starts at a

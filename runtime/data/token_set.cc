@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
+
+#include "runtime/data/megatron_indexed.h"
 
 namespace ptdp::runtime {
 namespace {
@@ -18,6 +22,16 @@ bool ParseNumber(const std::string& text, double* v) {
     return false;
   }
   return pos == text.size();
+}
+
+// Whether `path` is a ptdp token file by its first bytes (a PREFIX.bin beside a PREFIX.idx may
+// also be one: a conversion's output named so).
+bool StartsWithTokenMagic(const std::string& path) {
+  char head[sizeof(kTokenMagic)] = {};
+  std::ifstream f(path, std::ios::binary);
+  f.read(head, sizeof(head));
+  return f.gcount() == std::streamsize(sizeof(head)) &&
+         std::equal(head, head + sizeof(head), kTokenMagic);
 }
 
 std::string Trim(const std::string& s) {
@@ -144,7 +158,16 @@ Result<TokenSet::Files> TokenSet::OpenFiles(const BlendSpec& spec, int64_t vocab
                                             const std::string& flag) {
   Files files;
   for (const std::string& path : spec.paths) {
-    auto tf = TokenFile::Open(path, vocab);
+    // A Megatron-LM dataset by its prefix (as its --data-path names it), or by its PREFIX.bin.
+    std::string prefix;
+    if (std::filesystem::exists(path + ".idx") && !std::filesystem::exists(path)) {
+      prefix = path;
+    } else if (path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0 &&
+               std::filesystem::exists(path.substr(0, path.size() - 4) + ".idx") &&
+               !StartsWithTokenMagic(path)) {
+      prefix = path.substr(0, path.size() - 4);
+    }
+    auto tf = prefix.empty() ? TokenFile::Open(path, vocab) : OpenMegatronTokens(prefix, vocab);
     if (!tf.ok()) return tf.status().WithPrefix(flag);
     files.push_back(std::make_shared<const TokenFile>(std::move(tf).value()));
   }

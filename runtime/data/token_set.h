@@ -1,4 +1,5 @@
-// What `ptdp train` draws its sequences from (docs/data.md "Blends and splits"): one token file,
+// What `ptdp train` draws its sequences from (docs/data.md "Blends and splits"): one token file
+// (or a Megatron-LM dataset, by its PREFIX or PREFIX.bin, read in place: megatron_indexed.h),
 // or a blend of several with weights, as Megatron-LM's `--data-path 0.3 A 0.7 B`; each file cut
 // by a split into a training, a validation and a test part, as its `--split 969,30,1`.
 //

@@ -141,12 +141,12 @@ sed 's/"gpus_per_node": *[0-9]*/"gpus_per_node": 3/' plan.json > plan3.json
   { cat three.err; fail "3 GPUs per node for 4 ranks"; }
 "$ptdp" launch --plan plan.json --scheduler slurm --data missing.bin --steps 6 --dry-run \
   > /dev/null 2> data.err
-[ $? = 2 ] && grep -q -- "--data: '.*missing.bin' is not a file here" data.err ||
+[ $? = 2 ] && grep -q -- "--data: '.*missing.bin' is not a file (or a PREFIX of .bin and .idx) here" data.err ||
   { cat data.err; fail "missing --data"; }
 # A blend (docs/data.md): every file checked, each path made absolute in the train line.
 "$ptdp" launch --plan plan.json --scheduler slurm --data 0.3 data.bin 0.7 missing.bin --steps 6 \
   --dry-run > /dev/null 2> blend.err
-[ $? = 2 ] && grep -q -- "--data: 'missing.bin' is not a file here" blend.err ||
+[ $? = 2 ] && grep -q -- "--data: 'missing.bin' is not a file (or a PREFIX of .bin and .idx) here" blend.err ||
   { cat blend.err; fail "a blend's missing file"; }
 "$ptdp" launch --plan plan.json --scheduler slurm --data 0.3 data.bin 0.7 data.bin --steps 6 \
   --dry-run > blend.sbatch || fail "a blend's dry run"

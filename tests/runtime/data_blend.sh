@@ -9,6 +9,10 @@
 #       loss that of --part test, within 1e-6 (the parts and the order each evaluation reads)
 #   resume        one process, 4 steps against 2 steps saved and 2 resumed (--load): training and
 #       test losses bit for bit (the blend's order replayed from sample 0 on resume)
+#   megatron      a Megatron-LM dataset (PREFIX.bin and PREFIX.idx, written here as Megatron-Core's
+#       builder writes them: uint16 tokens of documents of several sequences) read in place in the
+#       blend, by its prefix and by PREFIX.bin: training, validation and test losses bit for bit
+#       those of its conversion (ptdp tokenize --megatron) in its place
 #   bad_input     each malformed blend or split, and each impossible one: exit 2, one line naming
 #       the flag
 # usage: data_blend.sh PTDP WORKDIR CASE
@@ -83,6 +87,54 @@ case "$case" in
       [ "$part" = test ] && key=test_loss
       close "$part loss against the mean of ptdp forward --part $part --step 1 and 2" \
         "$(field $key one.jsonl | tail -1)" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.12f", (a + b) / 2 }')" 1e-6
+    done
+    echo PASS
+    exit 0 ;;
+  megatron)
+    # data.bin's tokens as a Megatron-LM dataset: sequences of 1 to 97 tokens, documents of 1 to 3
+    # sequences, back to back in mg.bin (megatron/core/datasets/indexed_dataset.py's layout).
+    python3 - data.bin mg <<'PY' || fail "write the Megatron dataset"
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+count = struct.unpack("<Q", raw[16:24])[0]
+tokens = struct.unpack("<%dH" % count, raw[24:24 + 2 * count])
+lengths, at = [], 0
+while at < count:
+    n = min(1 + (at * 7919) % 97, count - at)
+    lengths.append(n)
+    at += n
+docs, s = [0], 0
+while s < len(lengths):
+    s = min(s + 1 + s % 3, len(lengths))
+    docs.append(s)
+pointers, byte = [], 0
+for n in lengths:
+    pointers.append(byte)
+    byte += 2 * n
+with open(sys.argv[2] + ".bin", "wb") as f:
+    f.write(struct.pack("<%dH" % count, *tokens))
+with open(sys.argv[2] + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\0\0" + struct.pack("<QBQQ", 1, 8, len(lengths), len(docs)))
+    f.write(struct.pack("<%di" % len(lengths), *lengths))
+    f.write(struct.pack("<%dq" % len(pointers), *pointers))
+    f.write(struct.pack("<%dq" % len(docs), *docs))
+PY
+    "$ptdp" tokenize --megatron mg --out converted.tok > /dev/null || fail "ptdp tokenize --megatron"
+    plan conv 1 1 1 1 1f1b
+    for run in conv prefix bin; do
+      [ "$run" = conv ] || cp conv.json "$run.json"
+      file=converted.tok
+      [ "$run" = prefix ] && file=mg
+      [ "$run" = bin ] && file=mg.bin
+      blend=(--data 0.3 "$file" 0.7 eval.bin --split 90,5,5)
+      train "$run" 1 3
+    done
+    grep -q " > training data: mg \[0, " prefix.out || { cat prefix.out; fail "the prefix's data line"; }
+    for run in prefix bin; do
+      for key in loss eval_loss test_loss; do
+        [ "$(field $key $run.jsonl)" = "$(field $key conv.jsonl)" ] || fail "$run: $key differs from the conversion's"
+      done
+      echo "read in place by $run: training, validation and test losses bit for bit the conversion's"
     done
     echo PASS
     exit 0 ;;

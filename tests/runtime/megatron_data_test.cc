@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/data/token_file.h"
+#include "runtime/data/token_set.h"
 
 namespace ptdp::runtime {
 namespace {
@@ -175,6 +176,83 @@ TEST(MegatronData, BadInputIsNamed) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("mg_gone.idx' cannot be opened"), std::string::npos)
       << c.status().message();
+}
+
+// Read in place (ptdp train --data PREFIX): the same tokens as the conversion's, for every integer
+// dtype, by the prefix and by PREFIX.bin through TokenSet (a blend's file).
+TEST(MegatronData, ReadInPlaceIsTheConversionsStream) {
+  struct Case {
+    int code, item;
+    std::vector<std::vector<int64_t>> sequences;
+  };
+  for (const Case& c : std::vector<Case>{{8, 2, {{5, 6, 7}, {1}, {2, 3}, {65535, 0, 9, 9}}},
+                                         {1, 1, {{200, 3}, {255}}},
+                                         {2, 1, {{100, 3}, {127}}},
+                                         {3, 2, {{30000, 3}}},
+                                         {4, 4, {{70000, 1}, {151935}}},
+                                         {5, 8, {{70000, 1}, {2147483647}}}}) {
+    Dataset d;
+    d.code = c.code;
+    d.item = c.item;
+    d.sequences = c.sequences;
+    d.documents = {0, int64_t(c.sequences.size())};
+    const std::string prefix = Write(d, "mg_inplace" + std::to_string(c.code));
+    ASSERT_TRUE(ConvertMegatronDataset(prefix, prefix + ".tok").ok());
+    const std::vector<int32_t> want = ReadAll(prefix + ".tok");
+    auto tf = OpenMegatronTokens(prefix, 0);
+    ASSERT_TRUE(tf.ok()) << tf.status().ToString();
+    ASSERT_EQ(tf->count(), int64_t(want.size())) << "code " << c.code;
+    std::vector<int32_t> got(want.size());
+    ASSERT_TRUE(tf->Read(0, tf->count(), got.data()).ok());
+    EXPECT_EQ(got, want) << "code " << c.code;
+    for (const std::string& name : {prefix, prefix + ".bin"}) {
+      auto files = TokenSet::OpenFiles(BlendSpec{{1.0}, {name}}, 0, "--data");
+      ASSERT_TRUE(files.ok()) << files.status().ToString();
+      EXPECT_EQ((*files)[0]->count(), int64_t(want.size())) << name;
+    }
+  }
+}
+
+TEST(MegatronData, ReadInPlaceRefusals) {
+  Dataset d;
+  d.sequences = {{1, 2}, {3}};
+  d.documents = {0, 2};
+  // The second sequence at byte 2 of 4 rather than right after the first (byte 4): a gap, or a
+  // reordering, that the stream cannot be read in place through.
+  const std::string gap = Write(d, "mg_gap", [](std::string& s) { s[34 + 8 + 8] = 2; });
+  auto tf = OpenMegatronTokens(gap, 0);
+  ASSERT_FALSE(tf.ok());
+  EXPECT_NE(tf.status().message().find("mg_gap.idx: sequence 1 starts at byte 2, not 4: its "
+                                       "sequences are not back to back in the .bin, so it is not "
+                                       "read in place (convert it: ptdp tokenize --megatron)"),
+            std::string::npos)
+      << tf.status().ToString();
+  Dataset wide;
+  wide.code = 5;
+  wide.item = 8;
+  wide.sequences = {{7, int64_t(1) << 33}};
+  wide.documents = {0, 1};
+  auto big = OpenMegatronTokens(Write(wide, "mg_big"), 100);
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("mg_big.bin': token 1 is 8589934592, not a token id"),
+            std::string::npos)
+      << big.status().ToString();
+  Dataset neg;
+  neg.code = 3;  // int16
+  neg.sequences = {{4, -3}};
+  neg.documents = {0, 1};
+  auto below = OpenMegatronTokens(Write(neg, "mg_neg"), 100);
+  ASSERT_FALSE(below.ok());
+  EXPECT_NE(below.status().message().find("mg_neg.bin': token 1 is 4294967293, beyond the model's "
+                                          "vocabulary of 100"),
+            std::string::npos)
+      << below.status().ToString();
+  // A ptdp token file named PREFIX.bin beside a PREFIX.idx is read as the token file it is.
+  const std::string prefix = Write(d, "mg_tok");
+  ASSERT_TRUE(ConvertMegatronDataset(prefix, prefix + ".bin").ok());
+  auto files = TokenSet::OpenFiles(BlendSpec{{1.0}, {prefix + ".bin"}}, 0, "--data");
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  EXPECT_EQ((*files)[0]->count(), 3);
 }
 
 }  // namespace
