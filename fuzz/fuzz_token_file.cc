@@ -57,7 +57,7 @@ void FuzzMegatron(const uint8_t* data, size_t size) {
 void FuzzDataFlags(const uint8_t* data, size_t size) {
   using namespace ptdp;
   const std::string text = fuzz::AsString(data, size);
-  (void)runtime::ParseSplit(text);
+  (void)ParseSplit(text);
   std::vector<std::string> words;
   std::string word;
   for (char ch : text) {
@@ -69,7 +69,7 @@ void FuzzDataFlags(const uint8_t* data, size_t size) {
     }
   }
   words.push_back(word);
-  (void)runtime::ParseBlend(words, "--data");
+  (void)ParseBlend(words, "--data");
 }
 
 }  // namespace

@@ -91,20 +91,20 @@ Result<std::vector<int32_t>> ReadDataSequences(const ForwardArgs& a, int64_t voc
                            " sequences are more than the " + std::to_string(kMaxForwardTokens) +
                            " tokens one forward takes");
   }
-  const runtime::SplitPart part = a.part == "valid"  ? runtime::SplitPart::kValid
-                                  : a.part == "test" ? runtime::SplitPart::kTest
-                                                     : runtime::SplitPart::kTrain;
-  if (a.part != "train" && part == runtime::SplitPart::kTrain) {
+  const SplitPart part = a.part == "valid"  ? SplitPart::kValid
+                         : a.part == "test" ? SplitPart::kTest
+                                            : SplitPart::kTrain;
+  if (a.part != "train" && part == SplitPart::kTrain) {
     return Status::Invalid("--part: '" + a.part + "' is not train, valid or test");
   }
-  runtime::DataSplit split;
+  DataSplit split;
   if (!a.split.empty()) {
-    PTDP_ASSIGN_OR_RETURN(split, runtime::ParseSplit(a.split));
+    PTDP_ASSIGN_OR_RETURN(split, ParseSplit(a.split));
   }
   if (split.share[static_cast<size_t>(part)] == 0) {
     return Status::Invalid("--part " + a.part + ": --split " + split.text + " gives it no share");
   }
-  PTDP_ASSIGN_OR_RETURN(const runtime::BlendSpec spec, runtime::ParseBlend(a.data, "--data"));
+  PTDP_ASSIGN_OR_RETURN(const BlendSpec spec, ParseBlend(a.data, "--data"));
   for (const std::string& path : spec.paths) {
     PTDP_RETURN_IF_ERROR(CheckNotSpecialFile("--data", path));
   }

@@ -12,9 +12,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "core/data_spec.h"
 #include "core/json.h"
 #include "core/plan_file.h"
-#include "runtime/data/token_set.h"
 #include "tools/common.h"
 #include "tools/launch_script.h"
 
@@ -92,7 +92,7 @@ Status Run(LaunchArgs& a, int* submit_rc) {
   }
   // The job would fail only after its wait in the queue: every file of the blend is checked, and
   // its path made absolute (a blend's words alternate weights and files).
-  PTDP_RETURN_IF_ERROR(runtime::ParseBlend(a.req.data, "--data").status());
+  PTDP_RETURN_IF_ERROR(ParseBlend(a.req.data, "--data").status());
   for (size_t i = a.req.data.size() == 1 ? 0 : 1; i < a.req.data.size(); i += 2) {
     const std::string& f = a.req.data[i];  // a token file, or a Megatron-LM dataset's prefix
     if (!std::filesystem::is_regular_file(f) && !(std::filesystem::is_regular_file(f + ".bin") &&

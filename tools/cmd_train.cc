@@ -107,12 +107,12 @@ Result<Bytes> ParseBytes(const std::string& s) {
 
 // The flags of the data (docs/data.md): each blend and the split well formed, every file a file.
 Status CheckDataArgs(const runtime::TrainOptions& o) {
-  if (!o.split.empty()) PTDP_RETURN_IF_ERROR(runtime::ParseSplit(o.split).status());
+  if (!o.split.empty()) PTDP_RETURN_IF_ERROR(ParseSplit(o.split).status());
   for (const auto& [flag, words] : {std::pair{"--data", &o.data},
                                     {"--eval-data", &o.eval_data},
                                     {"--test-data", &o.test_data}}) {
     if (words->empty()) continue;
-    PTDP_ASSIGN_OR_RETURN(const runtime::BlendSpec spec, runtime::ParseBlend(*words, flag));
+    PTDP_ASSIGN_OR_RETURN(const BlendSpec spec, ParseBlend(*words, flag));
     for (const std::string& path : spec.paths) {
       PTDP_RETURN_IF_ERROR(CheckNotSpecialFile(flag, path));
     }
@@ -241,7 +241,7 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
       PTDP_ASSIGN_OR_RETURN(eval.valid, trainer.Evaluate(a.eval_iters));
     }
     if (trainer.has_test_data() && step == a.steps) {
-      PTDP_ASSIGN_OR_RETURN(eval.test, trainer.Evaluate(a.eval_iters, runtime::SplitPart::kTest));
+      PTDP_ASSIGN_OR_RETURN(eval.test, trainer.Evaluate(a.eval_iters, SplitPart::kTest));
     }
     if (root) {
       std::printf(
@@ -372,10 +372,9 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
                 static_cast<long long>(c.Microbatches()), c.mbs);
     std::printf("ranks per host: %s (tensor groups as the plan places them, %d ranks per node)\n",
                 hosts.c_str(), plan->cluster.gpus_per_node);
-    for (auto part :
-         {runtime::SplitPart::kTrain, runtime::SplitPart::kValid, runtime::SplitPart::kTest}) {
+    for (auto part : {SplitPart::kTrain, SplitPart::kValid, SplitPart::kTest}) {
       const std::string d = trainer->DescribeData(part);
-      if (!d.empty()) std::printf(" > %s data: %s\n", runtime::SplitPartName(part), d.c_str());
+      if (!d.empty()) std::printf(" > %s data: %s\n", SplitPartName(part), d.c_str());
     }
   }
   PTDP_ASSIGN_OR_RETURN(const int64_t done, Resume(a, *trainer, root));  // agreed

@@ -16,31 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "core/data_spec.h"
 #include "core/status.h"
 #include "runtime/data/token_file.h"
 
 namespace ptdp::runtime {
-
-// The shares of training, validation and test data, normalised to add up to 1.
-struct DataSplit {
-  std::array<double, 3> share{1.0, 0.0, 0.0};
-  std::string text = "1,0,0";  // as given, for messages
-};
-enum class SplitPart { kTrain = 0, kValid = 1, kTest = 2 };
-const char* SplitPartName(SplitPart p);  // "training", "validation", "test"
-
-// "969,30,1" (or "969/30/1"); as Megatron-LM, fewer than three shares are padded with 0, and the
-// shares are normalised. Refuses, naming --split, anything else.
-Result<DataSplit> ParseSplit(const std::string& text);
-
-// The files of a blend with their weights (normalised to add up to 1).
-struct BlendSpec {
-  std::vector<double> weights;
-  std::vector<std::string> paths;
-};
-// The words of a --data flag: one FILE, or WEIGHT FILE WEIGHT FILE ... (weights > 0, finite).
-// `flag` names the flag in the refusals.
-Result<BlendSpec> ParseBlend(const std::vector<std::string>& words, const std::string& flag);
 
 // Megatron-Core's blending order (BlendedDataset, megatron/core/datasets/helpers.cpp
 // build_blending_indices): sample g goes to the file furthest behind its share, the largest
