@@ -121,11 +121,12 @@ StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {
   p.head = ListBytes(HeadActivations(m, c), c);
   // The head's stage keeps the multi-token prediction depths' too (core/shapes.h).
   if (m.mtp_layers > 0) p.head += m.mtp_layers * ListBytes(MtpActivations(m, c, dropout), c);
-  p.working_set = ListBytes(RecomputeWorkingSet(m, c, dropout), c);
+  p.working_set = p.layer_working_set = ListBytes(RecomputeWorkingSet(m, c, dropout), c);
   if (m.HasDenseLayers()) {  // a mixture's dense layers (core/model.h LayerModel)
     const ModelSpec dense = DenseLayerModel(m);
     p.dense_layer = ListBytes(LayerStash(dense, c, dropout), c);
-    p.working_set = std::max(p.working_set, ListBytes(RecomputeWorkingSet(dense, c, dropout), c));
+    p.dense_working_set = ListBytes(RecomputeWorkingSet(dense, c, dropout), c);
+    p.working_set = std::max(p.working_set, p.dense_working_set);
   }
   if (SplitsBackward(c.schedule)) {
     p.layer_wgrad = ListBytes(LayerWeightGradStash(m, c), c);
@@ -161,6 +162,19 @@ Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const Paral
 
 Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, int chunk) {
   return ChunkStashBytes(StashPricesOf(m, c), m, c, pp_rank, chunk);
+}
+
+Bytes ChunkWorkingSetBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                           int pp_rank, int chunk) {
+  if (!m.HasDenseLayers()) return prices.working_set;
+  Bytes ws = 0;
+  for (int k = chunk < 0 ? 0 : chunk; k < (chunk < 0 ? c.vp : chunk + 1); ++k) {
+    const int64_t layers = int64_t(ChunkLayers(m, c, pp_rank, k).size());
+    const int64_t dense = ChunkDenseLayers(m, c, pp_rank, k);
+    if (dense > 0) ws = std::max(ws, prices.dense_working_set);
+    if (layers > dense) ws = std::max(ws, prices.layer_working_set);
+  }
+  return ws;
 }
 
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c) {
@@ -232,7 +246,8 @@ void SplitBackwardInput(const StashPrices& prices, const ModelSpec& m, const Par
   // Layer k (from the last) holds the live bytes, its working set and its output gradients, each
   // layer before it having traded its stash for its weight-gradient stash: the largest is the
   // first layer's or the last's.
-  const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
+  const Bytes working_set =
+      c.recompute == Recompute::kNone ? 0 : ChunkWorkingSetBytes(prices, m, c, pp_rank, chunk);
   const int64_t layers = int64_t(ChunkLayers(m, c, pp_rank, chunk).size());
   const Bytes trade = prices.layer_wgrad - prices.layer;
   if (layers > 0) {
@@ -322,7 +337,8 @@ Bytes GroupTableInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
     if (s.microbatch >= order.microbatches) return;
     const int chunk = c.vp - 1 - s.chunk;
     if (c.recompute != Recompute::kNone) {
-      peak = std::max(peak, live - HeadStashBytes(prices, c, pp_rank, chunk) + prices.working_set);
+      peak = std::max(peak, live - HeadStashBytes(prices, c, pp_rank, chunk) +
+                                ChunkWorkingSetBytes(prices, m, c, pp_rank, chunk));
     }
     live -= ChunkStashBytes(prices, m, c, pp_rank, chunk);
   };
@@ -354,7 +370,8 @@ Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const P
   const RankOrder order = RankOrderOf(c, pp_rank);
   auto stash = [&](int64_t chunk) { return ChunkStashBytes(prices, m, c, pp_rank, int(chunk)); };
   auto backward_peak = [&](Bytes live, int64_t chunk) {
-    return live - HeadStashBytes(prices, c, pp_rank, int(chunk)) + prices.working_set;
+    return live - HeadStashBytes(prices, c, pp_rank, int(chunk)) +
+           ChunkWorkingSetBytes(prices, m, c, pp_rank, int(chunk));
   };
   Bytes live = 0;
   for (int64_t chunk = 0; chunk < v; ++chunk) {
@@ -410,8 +427,8 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
     // Backward: the head phase holds everything; the first (last) layer's phase has freed the head
     // and rebuilt the working set.
     if (in.recompute) {
-      peak =
-          std::max(peak, live - HeadStashBytes(prices, c, pp_rank, in.chunk) + prices.working_set);
+      peak = std::max(peak, live - HeadStashBytes(prices, c, pp_rank, in.chunk) +
+                                ChunkWorkingSetBytes(prices, m, c, pp_rank, in.chunk));
     }
     live -= stash;
   }
@@ -477,7 +494,8 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   const bool seq = c.sequence_parallel && !m.IsMoe();
   const bool sp = seq && !split;  // the whole backward's orders below; the split's further down
   const Bytes rh = nh / c.tp;
-  const Bytes working_set = c.recompute == Recompute::kNone ? 0 : prices.working_set;
+  const Bytes rank_working_set = ChunkWorkingSetBytes(prices, m, c, pp_rank, -1);
+  const Bytes working_set = c.recompute == Recompute::kNone ? 0 : rank_working_set;
   // A head chunk's layers and embedding run their backward after the head's freed its stash (the
   // split backward: traded it for its weight-gradient stash), holding at most the working set and
   // the output gradients in its place: the ledger's live bytes are at least this below its peak.
@@ -494,8 +512,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
     // on it less the head's freed stash, within the ledger's peak: the forward's excess is at most
     // what the head freed.
     if (c.recompute == Recompute::kFull) {
-      // (prices.working_set is RecomputeWorkingSetBytes, priced once per layout.)
-      forward += std::min(prices.working_set, roles.head ? head_freed : 0);
+      forward += std::min(rank_working_set, roles.head ? head_freed : 0);
     }
     // The block's gradients in the order runtime/model/gpt_layers.cc allocates and frees them
     // (the unfused GeLU order; the fused one never holds more).

@@ -128,7 +128,10 @@ struct StashPrices {
   Bytes dense_layer = 0;
   Bytes embedding = 0;
   Bytes head = 0;
+  // One layer's recompute working set: the larger of the mixture's and its dense layers' (each
+  // kind's below; a chunk's is the largest of the kinds it holds, ChunkWorkingSetBytes).
   Bytes working_set = 0;
+  Bytes layer_working_set = 0, dense_working_set = 0;
   // The split backward's (core/shapes.h): one layer's and the head's weight-gradient stash, and
   // the parts of them allocated by the input half (the layer's output gradients, the logits').
   Bytes layer_wgrad = 0;
@@ -148,6 +151,10 @@ Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const Paral
                       int pp_rank, int chunk);
 // What one layer's backward holds on top of the stash (RecomputeWorkingSet).
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c);
+// The working set of `chunk` of `pp_rank`: of the kinds of layer it holds (a mixture's leading
+// dense layers sit on the first stages), and of all of `pp_rank`'s chunks (chunk < 0).
+Bytes ChunkWorkingSetBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
+                           int pp_rank, int chunk);
 // Chunk-microbatches in flight on `pp_rank` at the end of the warm-up (+1 in 1F1B's steady state):
 //   GPipe m; 1F1B min(m, p - r); interleaved min(m v, 2 (p - r - 1) + (v - 1) G + 1) with G the
 //   microbatch group (core/interleaved_order.h; p when p divides m, so (v - 1)(G - p) more

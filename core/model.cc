@@ -233,7 +233,9 @@ std::string ModelSpec::UnexecutedFeatures() const {
     if (!out.empty()) out += '/';
     out += feature;
   };
-  add(IsMoe(), "moe");
+  // A mixture of experts runs (runtime/model/moe_layer.h) but for these of it.
+  add(HasSharedExpert(), "moe_shared_expert");
+  add(moe_router_groups > 0, "moe_router_groups");
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
   return out;

@@ -21,6 +21,18 @@ class CpuOps : public Ops {
                         double eps) override;
   Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
                          ConstRef rstd, int64_t n, int64_t c) override;
+  Status MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
+                       int64_t experts, int64_t k) override;
+  Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
+                               int64_t n, int64_t experts, int64_t k) override;
+  Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
+                        int64_t width) override;
+  Status MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,
+                             int64_t width) override;
+  Status MoeScaleRows(TensorRef out, ConstRef in, ConstRef weight, ConstRef slot, int64_t n,
+                      int64_t width) override;
+  Status MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, int64_t n,
+                    int64_t width) override;
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
   Status SquaredReluForward(TensorRef out, ConstRef in, int64_t count) override;

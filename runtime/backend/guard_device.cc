@@ -94,6 +94,36 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->RmsNormBackward(dx, dw, dout, x, w, rstd, n, c);
   }
+  Status MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
+                       int64_t experts, int64_t k) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeRouterTopK(probs, index, logits, n, experts, k);
+  }
+  Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
+                               int64_t n, int64_t experts, int64_t k) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, n, experts, k);
+  }
+  Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
+                        int64_t width) override {
+    GuardWindow open(state_.get());
+    return inner_->MoePermuteRows(out, x, rows, n, width);
+  }
+  Status MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,
+                             int64_t width) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeUnpermuteAddRows(out, y, rows, n, width);
+  }
+  Status MoeScaleRows(TensorRef out, ConstRef in, ConstRef weight, ConstRef slot, int64_t n,
+                      int64_t width) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeScaleRows(out, in, weight, slot, n, width);
+  }
+  Status MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, int64_t n,
+                    int64_t width) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeRowDots(out, a, b, slot, n, width);
+  }
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override {
     GuardWindow open(state_.get());
     return inner_->SwigluForward(out, in, count);

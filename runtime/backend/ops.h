@@ -192,6 +192,37 @@ class Ops {
                                 int64_t /*count*/) {
     return ArchUnsupported("swiglu");
   }
+  // ---- Mixture of experts (model.moe_experts; runtime/model/moe_layer.h, kernels/reference/
+  // moe.h). The router: the top k of each of n rows of E logits (wide) into probs [n][k] (wide,
+  // their softmax) and index [n][k] (i32), and its backward into dlogits [n][E] (wide,
+  // overwritten). The moves of rows of `width` between the tokens' order and the experts' (rows,
+  // slot: i32 [n]): out[i] = x[rows[i]]; out[rows[i]] += y[i]; out[i] = in[i] weight[slot[i]]
+  // (weight wide); out[slot[i]] = <a[i], b[i]> (out wide).
+  virtual Status MoeRouterTopK(TensorRef /*probs*/, TensorRef /*index*/, ConstRef /*logits*/,
+                               int64_t /*n*/, int64_t /*experts*/, int64_t /*k*/) {
+    return ArchUnsupported("moe_experts");
+  }
+  virtual Status MoeRouterTopKBackward(TensorRef /*dlogits*/, ConstRef /*dprobs*/,
+                                       ConstRef /*probs*/, ConstRef /*index*/, int64_t /*n*/,
+                                       int64_t /*experts*/, int64_t /*k*/) {
+    return ArchUnsupported("moe_experts");
+  }
+  virtual Status MoePermuteRows(TensorRef /*out*/, ConstRef /*x*/, ConstRef /*rows*/, int64_t /*n*/,
+                                int64_t /*width*/) {
+    return ArchUnsupported("moe_experts");
+  }
+  virtual Status MoeUnpermuteAddRows(TensorRef /*out*/, ConstRef /*y*/, ConstRef /*rows*/,
+                                     int64_t /*n*/, int64_t /*width*/) {
+    return ArchUnsupported("moe_experts");
+  }
+  virtual Status MoeScaleRows(TensorRef /*out*/, ConstRef /*in*/, ConstRef /*weight*/,
+                              ConstRef /*slot*/, int64_t /*n*/, int64_t /*width*/) {
+    return ArchUnsupported("moe_experts");
+  }
+  virtual Status MoeRowDots(TensorRef /*out*/, ConstRef /*a*/, ConstRef /*b*/, ConstRef /*slot*/,
+                            int64_t /*n*/, int64_t /*width*/) {
+    return ArchUnsupported("moe_experts");
+  }
   // ---- Squared ReLU (model.squared_relu; Nemotron-4's MLP): out [count] = relu(in)^2; the
   // backward writes din [count] = 2 relu(in) dout.
   virtual Status SquaredReluForward(TensorRef /*out*/, ConstRef /*in*/, int64_t /*count*/) {

@@ -132,6 +132,43 @@ Status TimedOps::RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, Cons
                [&] { return inner_->RmsNormBackward(dx, dw, dout, x, w, rstd, n, c); });
 }
 
+Status TimedOps::MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
+                               int64_t experts, int64_t k) {
+  return Timed("MoeRouterTopK " + Dims({n, experts, k}),
+               [&] { return inner_->MoeRouterTopK(probs, index, logits, n, experts, k); });
+}
+
+Status TimedOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs,
+                                       ConstRef index, int64_t n, int64_t experts, int64_t k) {
+  return Timed("MoeRouterTopKBackward " + Dims({n, experts, k}), [&] {
+    return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, n, experts, k);
+  });
+}
+
+Status TimedOps::MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
+                                int64_t width) {
+  return Timed("MoePermuteRows " + Dims({n, width}),
+               [&] { return inner_->MoePermuteRows(out, x, rows, n, width); });
+}
+
+Status TimedOps::MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,
+                                     int64_t width) {
+  return Timed("MoeUnpermuteAddRows " + Dims({n, width}),
+               [&] { return inner_->MoeUnpermuteAddRows(out, y, rows, n, width); });
+}
+
+Status TimedOps::MoeScaleRows(TensorRef out, ConstRef in, ConstRef weight, ConstRef slot, int64_t n,
+                              int64_t width) {
+  return Timed("MoeScaleRows " + Dims({n, width}),
+               [&] { return inner_->MoeScaleRows(out, in, weight, slot, n, width); });
+}
+
+Status TimedOps::MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, int64_t n,
+                            int64_t width) {
+  return Timed("MoeRowDots " + Dims({n, width}),
+               [&] { return inner_->MoeRowDots(out, a, b, slot, n, width); });
+}
+
 Status TimedOps::SwigluForward(TensorRef out, ConstRef in, int64_t count) {
   return Timed("SwigluForward " + Dims({count}),
                [&] { return inner_->SwigluForward(out, in, count); });

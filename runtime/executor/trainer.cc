@@ -72,6 +72,43 @@ Status Trainer::CheckMemoryLimit() const {
   return Status::Ok();
 }
 
+namespace {
+
+// What of a mixture of experts this runtime executes (runtime/model/moe_layer.h): its experts on
+// every rank of the tensor group (expert parallelism 1, expert tensor parallelism t), a whole
+// backward, on the CPU backends.
+Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
+                            const std::string& backend) {
+  if (!m.IsMoe()) return Status::Ok();
+  if (c.ep > 1) {
+    return Status::Invalid("plan: layout.ep: " + std::to_string(c.ep) +
+                           " is planned but not executed by this runtime, whose experts are all "
+                           "on every rank of a tensor group (use 1)");
+  }
+  if (c.ExpertTp() != c.tp) {
+    return Status::Invalid("plan: layout.etp: " + std::to_string(c.etp) +
+                           " is planned but not executed by this runtime, which splits each "
+                           "expert over the tensor group (use tp)");
+  }
+  if (SplitsBackward(c.schedule)) {
+    return Status::Invalid("plan: layout.schedule: '" + std::string(ScheduleName(c.schedule)) +
+                           "' splits the backward, which this runtime does not do for experts");
+  }
+  if (c.Recomputes(kRecomputeMlp)) {
+    return Status::Invalid(
+        "plan: layout.recompute_modules: 'mlp' of a mixture of experts is not executed by this "
+        "runtime");
+  }
+  if (backend != "cpu" && backend != "cpu-guard") {
+    return Status::Invalid("--backend " + backend +
+                           ": a mixture of experts runs on the cpu backends only (its routing "
+                           "ops have no kernels there yet)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   model_ = plan.model;
   cfg_ = plan.layout;
@@ -83,6 +120,7 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     return Status::Invalid("model " + model_.name + ": the runtime does not execute " + features +
                            " yet");
   }
+  PTDP_RETURN_IF_ERROR(CheckExecutesExperts(model_, cfg_, opts.backend));
   if (model_.layernorm_1p && model_.rmsnorm) {
     return Status::Invalid(
         "plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime, whose "
@@ -277,6 +315,7 @@ Status Trainer::Build(ParamInit init) {
   dims_.head_dim = model_.HeadDim();
   dims_.head0 = int64_t(coord_.tp) * dims_.heads_local;
   dims_.f_local = model_.FfnHidden() / t;
+  dims_.expert_f_local = model_.IsMoe() ? model_.MoeFfnHidden() / t : 0;
   dims_.v_local = PaddedVocab(model_, t) / t;
   dims_.vocab_begin = int64_t(coord_.tp) * dims_.v_local;
   dims_.vocab_real = model_.vocab;

@@ -54,6 +54,7 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
   c.d.head_dim = m.HeadDim();
   c.arch = ArchOf(m);
   c.d.f_local = m.FfnHidden();
+  c.d.expert_f_local = m.IsMoe() ? m.MoeFfnHidden() : 0;
   c.d.v_local = Vp;
   c.d.vocab_real = V;
   PTDP_ASSIGN_OR_RETURN(Tensor loss_sum, Tensor::Make(dev, 1, DType::kFp64, MemTag::kWorkspace));

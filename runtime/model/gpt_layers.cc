@@ -4,6 +4,7 @@
 #include "kernels/reference/ops.h"
 #include "runtime/model/context_attention.h"
 #include "runtime/model/layer_common.h"
+#include "runtime/model/moe_layer.h"
 
 namespace ptdp::runtime {
 
@@ -299,10 +300,12 @@ Status AllocLayerInput(const LayerCtx& c, LayerStash* st) {
 }
 
 void DropLayerActivations(LayerStash* st) {
-  for (Tensor* t : {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out, &st->qk_in, &st->qk_rstd, &st->qkv,
-                    &st->probs, &st->att_mask, &st->att_dropped, &st->att_lse, &st->attn_out,
-                    &st->attn_res_mask, &st->x2, &st->ln2_mean, &st->ln2_rstd, &st->ln2_out,
-                    &st->fc1_out, &st->gelu_out, &st->mlp_res_mask}) {
+  for (Tensor* t :
+       {&st->ln1_mean,     &st->ln1_rstd,      &st->ln1_out,  &st->qk_in,        &st->qk_rstd,
+        &st->qkv,          &st->probs,         &st->att_mask, &st->att_dropped,  &st->att_lse,
+        &st->attn_out,     &st->attn_res_mask, &st->x2,       &st->ln2_mean,     &st->ln2_rstd,
+        &st->ln2_out,      &st->fc1_out,       &st->gelu_out, &st->mlp_res_mask, &st->router_logits,
+        &st->router_probs, &st->moe_in}) {
     t->Reset();
   }
 }
@@ -314,6 +317,7 @@ Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag 
     PTDP_ASSIGN_OR_RETURN(y, out());
   }
   PTDP_RETURN_IF_ERROR(AttentionBlockForward(c, w, layer, stash_tag, st));
+  if (!w.router_w.empty()) return MoeBlockForward(c, w, layer, stash_tag, st, out, y);
   return MlpBlockForward(c, w, layer, stash_tag, st, out, y);
 }
 
@@ -329,7 +333,8 @@ Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads&
   if (c.redo_mlp) PTDP_RETURN_IF_ERROR(MlpInsideForward(c, w, MemTag::kActivations, st));
   PTDP_CHECK(!st->gelu_out.empty());
   Tensor dx2;
-  PTDP_RETURN_IF_ERROR(MlpBlockBackward(c, w, g, st, dy, &dx2));
+  PTDP_RETURN_IF_ERROR(w.router_w.empty() ? MlpBlockBackward(c, w, g, st, dy, &dx2)
+                                          : MoeBlockBackward(c, w, g, st, dy, &dx2));
   if (c.redo_mlp) DropMlpInside(st);
   PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, layer, st, dx2.cref(), dx));
   if (c.defer_weight_grads == nullptr) {

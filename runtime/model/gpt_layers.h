@@ -45,10 +45,11 @@ struct LayerDims {
   // Features per head (ModelSpec::head_dim; Qwen3's 128 at any hidden size); 0: h / heads. The
   // attention's output, the projection's input, is heads_local D wide.
   int64_t head_dim = 0;
-  int64_t f_local = 1;      // MLP inner size / t
-  int64_t v_local = 1;      // padded vocabulary / t
-  int64_t vocab_begin = 0;  // first global vocabulary row of this rank's shard
-  int64_t vocab_real = 1;   // unpadded vocabulary: columns >= this are masked
+  int64_t f_local = 1;         // MLP inner size / t
+  int64_t expert_f_local = 0;  // a mixture's expert inner size / t (the expert tensor group is t)
+  int64_t v_local = 1;         // padded vocabulary / t
+  int64_t vocab_begin = 0;     // first global vocabulary row of this rank's shard
+  int64_t vocab_real = 1;      // unpadded vocabulary: columns >= this are masked
   // Sequence parallelism (layout.sequence_parallel; Korthikanti et al. 2022): the residual
   // stream, the LayerNorms, dropouts and residual adds hold `sp_rank`'s block of R = N / sp of
   // the microbatch's N rows (sp = t; 1 without it). A contiguous block of rows, not a slice of
@@ -90,6 +91,10 @@ struct LayerArch {
   // is core/model.h WindowedLayer's, the rule ModelSpec::IsWindowLayer applies.
   int64_t window_size = 0;
   int window_full_every = 0;
+  // A mixture of experts (model.moe_experts; runtime/model/moe_layer.h): the layers whose
+  // weights hold a router run it in place of the MLP, each token through its moe_topk experts.
+  int moe_experts = 0;
+  int moe_topk = 0;
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and
@@ -111,16 +116,22 @@ struct DropoutCtx {
   uint64_t Key(const std::string& site) const;
 };
 
-// A tensor the model lacks (a bias, RMSNorm's bias, the QK norm's weights) is an empty view.
+// A tensor the model lacks (a bias, RMSNorm's bias, the QK norm's weights) is an empty view. A
+// mixture-of-experts layer has no fc1 and fc2 but a router [E][h] and each expert's fc1 [2f/t][h]
+// and fc2 [h][f/t] (a dense layer: an empty router and no experts).
 struct LayerWeights {
   ConstRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
   ConstRef ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
   ConstRef q_norm_w, k_norm_w;
+  ConstRef router_w;
+  std::vector<ConstRef> expert_fc1, expert_fc2;
 };
 struct LayerGrads {
   TensorRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
   TensorRef ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
   TensorRef q_norm_w, k_norm_w;
+  TensorRef router_w;
+  std::vector<TensorRef> expert_fc1, expert_fc2;
 };
 
 // What a layer keeps for its backward: core/shapes.h LayerActivations, entry by entry. With full
@@ -139,10 +150,15 @@ struct LayerStash {
   Tensor attn_res_mask;                 // attn.residual_dropout.mask [N][h] u8
   Tensor x2;                            // ln2.input [N][h]
   Tensor ln2_mean, ln2_rstd;            // ln2.mean, ln2.rstd
-  Tensor ln2_out;                       // mlp.fc1.input [N][h]
+  Tensor ln2_out;                       // mlp.fc1.input [N][h] (a mixture: moe.router.input [R][h])
   Tensor fc1_out;                       // mlp.gelu.input [N][f/t] (mlp.swiglu.input [N][2f/t])
   Tensor gelu_out;                      // mlp.fc2.input [N][f/t]
-  Tensor mlp_res_mask;                  // mlp.residual_dropout.mask [N][h] u8
+  // A mixture of experts (core/experts.h ExpertActivations): moe.router.logits [R][E] and
+  // moe.router.probs [R][k] (wide), and moe.fc1.input [N k][h], the token copies in the experts'
+  // order; fc1_out and gelu_out are then moe.swiglu.input [N k][2f/t] and moe.fc2.input
+  // [N k][f/t] (the activation times the token's probability).
+  Tensor router_logits, router_probs, moe_in;
+  Tensor mlp_res_mask;  // mlp.residual_dropout.mask [N][h] u8
 };
 
 // A Linear's weight-gradient GEMM, dw (+ dbias) += dout^T x, deferred by the input half of a split

@@ -138,7 +138,10 @@ Status ParamStore::InitialiseRows(const ModelSpec& m, int i, int64_t first_row, 
     return ops->Fill(w, m.layernorm_1p ? 0.0 : 1.0);
   }
   double std = 0.02;
-  if (EndsWith(name, "attn.proj.weight") || EndsWith(name, "mlp.fc2.weight")) {
+  // The output Linears of a layer's branches (an expert's fc2 too, as Megatron-Core's
+  // output_layer_init_method scales them).
+  if (EndsWith(name, "attn.proj.weight") || EndsWith(name, "mlp.fc2.weight") ||
+      (EndsWith(name, ".fc2.weight") && name.find(".moe.expert") != std::string::npos)) {
     std /= std::sqrt(2.0 * m.layers);
   }
   // Local element j sits at global (row0 + j / cols) * global_cols + col0 + j % cols.

@@ -1,6 +1,7 @@
 #include "runtime/model/wiring.h"
 
 #include <string>
+#include <vector>
 
 namespace ptdp::runtime {
 namespace {
@@ -19,13 +20,37 @@ constexpr Slot kSlots[kSlotCount] = {
     {"mlp.fc1.bias", true},       {"mlp.fc2.weight", false},   {"mlp.fc2.bias", true},
     {"attn.q_norm.weight", true}, {"attn.k_norm.weight", true}};
 
-// Store indices of the layer's slots (-1: absent).
+// Store indices of the layer's slots (-1: absent). A mixture-of-experts layer has no fc1 and fc2.
 void Indices(const ParamStore& s, int chunk, int layer, int out[kSlotCount]) {
   const std::string p = "layer" + std::to_string(layer) + ".";
+  const bool moe = s.Find(chunk, p + "moe.router.weight") >= 0;
   for (int k = 0; k < kSlotCount; ++k) {
     out[k] = s.Find(chunk, p + kSlots[k].name);
-    PTDP_CHECK_MSG(out[k] >= 0 || kSlots[k].optional, "the store holds no " + p + kSlots[k].name);
+    const bool optional = kSlots[k].optional || (moe && (k == 8 || k == 10));
+    PTDP_CHECK_MSG(out[k] >= 0 || optional, "the store holds no " + p + kSlots[k].name);
   }
+}
+
+// The router's index and each local expert's fc1 and fc2 (core/experts.h AppendExpertParameters'
+// names), or -1 and none for a dense layer.
+struct ExpertIndices {
+  int router = -1;
+  std::vector<int> fc1, fc2;
+};
+ExpertIndices ExpertsOf(const ParamStore& s, int chunk, int layer) {
+  const std::string p = "layer" + std::to_string(layer) + ".moe.";
+  ExpertIndices x;
+  x.router = s.Find(chunk, p + "router.weight");
+  if (x.router < 0) return x;
+  for (int e = 0;; ++e) {
+    const std::string name = p + "expert" + std::to_string(e) + ".";
+    const int fc1 = s.Find(chunk, name + "fc1.weight"), fc2 = s.Find(chunk, name + "fc2.weight");
+    if (fc1 < 0 || fc2 < 0) break;
+    x.fc1.push_back(fc1);
+    x.fc2.push_back(fc2);
+  }
+  PTDP_CHECK_MSG(!x.fc1.empty(), "the store holds a router but no expert in " + p);
+  return x;
 }
 
 }  // namespace
@@ -34,14 +59,26 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto w = [&](int k) { return at[k] >= 0 ? s.weight(at[k]) : ConstRef{}; };
-  return {w(0), w(1), w(2), w(3), w(4), w(5), w(6), w(7), w(8), w(9), w(10), w(11), w(12), w(13)};
+  LayerWeights lw{w(0), w(1),  w(2),  w(3),  w(4),  w(5), w(6), w(7), w(8),
+                  w(9), w(10), w(11), w(12), w(13), {},   {},   {}};
+  const ExpertIndices x = ExpertsOf(s, chunk, layer);
+  if (x.router >= 0) lw.router_w = s.weight(x.router);
+  for (int i : x.fc1) lw.expert_fc1.push_back(s.weight(i));
+  for (int i : x.fc2) lw.expert_fc2.push_back(s.weight(i));
+  return lw;
 }
 
 LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto g = [&](int k) { return at[k] >= 0 ? s.grad(at[k]) : TensorRef{}; };
-  return {g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7), g(8), g(9), g(10), g(11), g(12), g(13)};
+  LayerGrads lg{g(0), g(1),  g(2),  g(3),  g(4),  g(5), g(6), g(7), g(8),
+                g(9), g(10), g(11), g(12), g(13), {},   {},   {}};
+  const ExpertIndices x = ExpertsOf(s, chunk, layer);
+  if (x.router >= 0) lg.router_w = s.grad(x.router);
+  for (int i : x.fc1) lg.expert_fc1.push_back(s.grad(i));
+  for (int i : x.fc2) lg.expert_fc2.push_back(s.grad(i));
+  return lg;
 }
 
 LayerArch ArchOf(const ModelSpec& m) {
@@ -61,6 +98,8 @@ LayerArch ArchOf(const ModelSpec& m) {
             m.rotary_percent};
   a.norm_eps = m.norm_eps;
   a.qk_norm = m.qk_norm;
+  a.moe_experts = m.moe_experts;
+  a.moe_topk = m.moe_topk;
   return a;
 }
 

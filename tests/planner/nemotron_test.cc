@@ -29,7 +29,9 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(m.UnexecutedFeatures(), "");
   ModelSpec moe = m;
   moe.moe_experts = 8;
-  EXPECT_EQ(moe.UnexecutedFeatures(), "moe");
+  EXPECT_EQ(moe.UnexecutedFeatures(), "");  // a mixture runs (its shared expert would not)
+  moe.moe_shared_ffn_hidden = 1024;
+  EXPECT_EQ(moe.UnexecutedFeatures(), "moe_shared_expert");
 }
 
 // Squared ReLU has GeLU's shapes: the same FLOPs.

@@ -27,16 +27,24 @@ case "$case" in
   param_gather)  # --overlap-param-gather without the distributed optimizer: nothing to gather
                extra=(--overlap-param-gather)
                expect="[-]-overlap-param-gather: needs layout.distributed_optimizer" ;;
-  moe)         # a mixture of experts: planned, refused by name (runtime/model)
-               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "moe_experts": 4, "moe_topk": 2, "swiglu": true, "linear_bias": false/' "$dir/plan.json"
+  moe)         # a mixture of experts with a shared expert: planned, refused by name (the runtime
+               # executes the mixture, runtime/model/moe_layer.h, but not its shared expert)
+               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "moe_experts": 4, "moe_topk": 2, "moe_shared_ffn_hidden": 64, "swiglu": true, "linear_bias": false/' "$dir/plan.json"
                grep -q '"moe_experts": 4' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="model tiny: the runtime does not execute moe yet" ;;
+               expect="model tiny: the runtime does not execute moe_shared_expert yet" ;;
   layernorm_1p)  # LayerNorm1P runs on LayerNorm; beside RMSNorm it is planned, refused by name
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "layernorm_1p": true, "rmsnorm": true/' "$dir/plan.json"
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime" ;;
+  moe_ep)      # expert parallelism: planned, refused by name (the runtime's experts are on every
+               # rank of a tensor group)
+               "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
+               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "moe_experts": 4, "moe_topk": 2, "swiglu": true, "linear_bias": false/; s/"tp": 1,/"tp": 1, "ep": 2,/' "$dir/plan.json"
+               grep -q '"ep": 2' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
+               expect="plan: layout.ep: 2 is planned but not executed by this runtime" ;;
   program_size)   # the plan's Program must be its layout's: a message size edited by hand
                sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
                grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

@@ -90,7 +90,10 @@ struct LlamaParams {
             C(fc2_w),
             {},
             qk ? C(q_norm_w) : ConstRef{},
-            qk ? C(k_norm_w) : ConstRef{}};
+            qk ? C(k_norm_w) : ConstRef{},
+            {},
+            {},
+            {}};
   }
   LayerGrads G() {
     return {M(ln1_w),
@@ -106,7 +109,10 @@ struct LlamaParams {
             M(fc2_w),
             {},
             qk ? M(q_norm_w) : TensorRef{},
-            qk ? M(k_norm_w) : TensorRef{}};
+            qk ? M(k_norm_w) : TensorRef{},
+            {},
+            {},
+            {}};
   }
   void Zero() {
     for (Vec* v : {&ln1_w, &qkv_w, &qkv_b, &proj_w, &ln2_w, &fc1_w, &fc2_w, &q_norm_w, &k_norm_w}) {

@@ -25,7 +25,9 @@
 # weights stored as their offsets from 1, Nemotron's); nemotron Nemotron-4's layer: squared-ReLU
 # MLP, LayerNorm1P, RoPE on half of each head, 2 key/value heads, no biases, untied output layer;
 # window the Llama-style model with a sliding window of 7 keys before each query on every other
-# layer (window_size 7, window_full_every 2; needs PTDP_TEST_FUSED_ATTENTION=true).
+# layer (window_size 7, window_full_every 2; needs PTDP_TEST_FUSED_ATTENTION=true); moe the
+# Llama-style model with a mixture of experts (Qwen3-MoE's kind) after one dense layer: 4 SwiGLU
+# experts of 48 features, top 2 (moe_dense_layers 1; needs sequence parallelism with tp > 1).
 set -euo pipefail
 ptdp=$1
 shift
@@ -45,7 +47,7 @@ modules=""
 gpus=$((tp * pp * dp * cp))
 arch=""
 case "${PTDP_TEST_ARCH:-gpt}" in
-  llama | llama_mha | partial | window)
+  llama | llama_mha | partial | window | moe)
     kv=2
     [ "$PTDP_TEST_ARCH" = llama_mha ] && kv=4
     arch=", \"kv_heads\": $kv, \"swiglu\": true, \"ffn_hidden\": 176,
@@ -53,7 +55,9 @@ case "${PTDP_TEST_ARCH:-gpt}" in
             \"rope_scaling_factor\": 8, \"rope_low_freq_factor\": 1, \"rope_high_freq_factor\": 4,
             \"rope_original_max_positions\": 16"
     [ "$PTDP_TEST_ARCH" = partial ] && arch="$arch, \"rotary_percent\": 0.5"
-    [ "$PTDP_TEST_ARCH" = window ] && arch="$arch, \"window_size\": 7, \"window_full_every\": 2" ;;
+    [ "$PTDP_TEST_ARCH" = window ] && arch="$arch, \"window_size\": 7, \"window_full_every\": 2"
+    [ "$PTDP_TEST_ARCH" = moe ] &&
+      arch="$arch, \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1" ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
   nemotron)

@@ -1,0 +1,95 @@
+// Reference kernels of a mixture-of-experts layer (docs/moe.md "In the runtime"): the router's
+// top-k and its backward, and the moves of token rows between the token order and the experts'
+// order. Templated on the element type (float, double) like kernels/reference/ops.h; indices are
+// int32. Header-only: each is a loop.
+//
+// The router (Megatron-Core's default: `--moe-router-topk k`, softmax scores, not pre-softmax):
+// the k largest of each token's E logits (the lower expert first on a tie), and their softmax over
+// those k (Mixtral's, and Qwen3's with norm_topk_prob: the probabilities add up to 1).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+namespace ptdp::kernels {
+
+// logits [n][E] -> index [n][k] (descending logit, ties to the lower expert), probs [n][k].
+template <typename T>
+void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t experts,
+                   int64_t k) {
+  std::vector<int32_t> order(static_cast<size_t>(experts));
+  for (int64_t r = 0; r < n; ++r) {
+    const T* row = logits + r * experts;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int32_t a, int32_t b) {
+      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    });
+    // Softmax over the k chosen logits (the first is their maximum).
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += std::exp(double(row[order[size_t(j)]] - row[order[0]]));
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = order[size_t(j)];
+      index[r * k + j] = e;
+      probs[r * k + j] = T(std::exp(double(row[e] - row[order[0]])) / sum);
+    }
+  }
+}
+
+// The softmax's backward over the k chosen logits into dlogits [n][E] (overwritten: zero at the
+// experts not chosen): dl_j = p_j (dp_j - sum_i p_i dp_i).
+template <typename T>
+void MoeRouterTopKBackward(T* dlogits, const T* dprobs, const T* probs, const int32_t* index,
+                           int64_t n, int64_t experts, int64_t k) {
+  std::fill(dlogits, dlogits + n * experts, T(0));
+  for (int64_t r = 0; r < n; ++r) {
+    double dot = 0;
+    for (int64_t j = 0; j < k; ++j) dot += double(probs[r * k + j]) * double(dprobs[r * k + j]);
+    for (int64_t j = 0; j < k; ++j) {
+      const double p = probs[r * k + j];
+      dlogits[r * experts + index[r * k + j]] = T(p * (double(dprobs[r * k + j]) - dot));
+    }
+  }
+}
+
+// out[i][:] = x[rows[i]][:] for i < n (the dispatch: token rows into the experts' order).
+template <typename T>
+void MoePermuteRows(T* out, const T* x, const int32_t* rows, int64_t n, int64_t width) {
+  for (int64_t i = 0; i < n; ++i) std::copy_n(x + int64_t(rows[i]) * width, width, out + i * width);
+}
+
+// out[rows[i]][:] += y[i][:] for i < n (the combine, and the dispatch's backward), in order of i.
+template <typename T>
+void MoeUnpermuteAddRows(T* out, const T* y, const int32_t* rows, int64_t n, int64_t width) {
+  for (int64_t i = 0; i < n; ++i) {
+    T* o = out + int64_t(rows[i]) * width;
+    const T* src = y + i * width;
+    for (int64_t c = 0; c < width; ++c) o[c] += src[c];
+  }
+}
+
+// out[i][:] = in[i][:] * weight[slot[i]] (the expert's activation times its token's probability;
+// out may be in).
+template <typename T, typename W>
+void MoeScaleRows(T* out, const T* in, const W* weight, const int32_t* slot, int64_t n,
+                  int64_t width) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T w = T(weight[slot[i]]);
+    for (int64_t c = 0; c < width; ++c) out[i * width + c] = in[i * width + c] * w;
+  }
+}
+
+// out[slot[i]] = sum_c a[i][c] b[i][c] for i < n (a probability's gradient from its expert's
+// activation; the slots not named keep their values).
+template <typename T, typename W>
+void MoeRowDots(W* out, const T* a, const T* b, const int32_t* slot, int64_t n, int64_t width) {
+  for (int64_t i = 0; i < n; ++i) {
+    double s = 0;
+    for (int64_t c = 0; c < width; ++c) s += double(a[i * width + c]) * double(b[i * width + c]);
+    out[slot[i]] = W(s);
+  }
+}
+
+}  // namespace ptdp::kernels

@@ -1,0 +1,100 @@
+// CpuOps' ops of a mixture-of-experts layer (runtime/backend/ops.h Moe*): the reference kernels of
+// kernels/reference/moe.h through the compute-type views (the index tensors are int32 as they
+// are).
+#include "kernels/reference/moe.h"
+#include "runtime/backend/cpu_ops.h"
+#include "runtime/backend/cpu_views.h"
+
+namespace ptdp::runtime {
+namespace k = ::ptdp::kernels;
+using cpu_views::Dispatch;
+using cpu_views::In;
+using cpu_views::Out;
+
+namespace {
+
+Status CheckMoeIndex(ConstRef r, int64_t n, const char* what) {
+  if (r.dtype != DType::kI32 || r.count < n) {
+    return Status::Internal(std::string("cpu ops: ") + what + " must be i32 of at least " +
+                            std::to_string(n));
+  }
+  return Status::Ok();
+}
+const int32_t* MoeIndexData(ConstRef r) {
+  return static_cast<const int32_t*>(r.data);
+}
+
+}  // namespace
+
+Status CpuOps::MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
+                             int64_t experts, int64_t k) {
+  if (index.dtype != DType::kI32) return Status::Internal("cpu ops: router index must be i32");
+  return Dispatch(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> li(logits);
+    Out<T> po(probs, false);
+    k::MoeRouterTopK(po.get(), static_cast<int32_t*>(index.data), li.get(), n, experts, k);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs,
+                                     ConstRef index, int64_t n, int64_t experts, int64_t k) {
+  PTDP_RETURN_IF_ERROR(CheckMoeIndex(index, n * k, "router index"));
+  return Dispatch(probs.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> di(dprobs), pi(probs);
+    Out<T> o(dlogits, false);
+    k::MoeRouterTopKBackward(o.get(), di.get(), pi.get(), MoeIndexData(index), n, experts, k);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n, int64_t width) {
+  PTDP_RETURN_IF_ERROR(CheckMoeIndex(rows, n, "rows"));
+  return Dispatch(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> xi(x);
+    Out<T> o(out, false);
+    k::MoePermuteRows(o.get(), xi.get(), MoeIndexData(rows), n, width);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,
+                                   int64_t width) {
+  PTDP_RETURN_IF_ERROR(CheckMoeIndex(rows, n, "rows"));
+  return Dispatch(y.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> yi(y);
+    Out<T> o(out, true);
+    k::MoeUnpermuteAddRows(o.get(), yi.get(), MoeIndexData(rows), n, width);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::MoeScaleRows(TensorRef out, ConstRef in, ConstRef weight, ConstRef slot, int64_t n,
+                            int64_t width) {
+  PTDP_RETURN_IF_ERROR(CheckMoeIndex(slot, n, "slot"));
+  return Dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> ii(in), wi(weight);
+    Out<T> o(out, false);
+    k::MoeScaleRows(o.get(), ii.get(), wi.get(), MoeIndexData(slot), n, width);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, int64_t n,
+                          int64_t width) {
+  PTDP_RETURN_IF_ERROR(CheckMoeIndex(slot, n, "slot"));
+  return Dispatch(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> ai(a), bi(b);
+    Out<T> o(out, true);
+    k::MoeRowDots(o.get(), ai.get(), bi.get(), MoeIndexData(slot), n, width);
+    return Status::Ok();
+  });
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,224 @@
+#include "runtime/model/moe_layer.h"
+
+#include <vector>
+
+#include "runtime/model/layer_common.h"
+
+namespace ptdp::runtime {
+
+using namespace layer_common;  // NOLINT(build/namespaces): the layers' shared helpers
+
+namespace {
+
+// Where every token copy goes: the N k copies in the experts' order (expert e's rows
+// [offsets[e], offsets[e + 1])), each with its token's row in [N] and its slot in the [N][k]
+// choice, on the device; and the microbatch's probabilities [N][k] (wide), gathered over the
+// tensor group.
+struct MoeRoute {
+  std::vector<int64_t> offsets;
+  Tensor token, slot, probs;
+  int64_t copies() const { return offsets.back(); }
+};
+
+// The route of the microbatch from this rank's choice (index i32 [R][k], probs wide [R][k]).
+Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
+  const int64_t N = c.d.N(), k = c.arch.moe_topk, experts = c.arch.moe_experts;
+  PTDP_ASSIGN_OR_RETURN(FullRows all_index, GatherRows(c, index));
+  PTDP_ASSIGN_OR_RETURN(FullRows all_probs, GatherRows(c, probs));
+  MoeRoute r;
+  if (all_probs.owned.empty()) {  // no sequence parallelism: this rank's rows are all of them
+    PTDP_ASSIGN_OR_RETURN(r.probs, Tmp(c, N * k, probs.dtype));
+    c.dev->Copy(r.probs.data(), probs.data, r.probs.bytes());
+  } else {
+    r.probs = std::move(all_probs.owned);
+  }
+  std::vector<int32_t> chosen(static_cast<size_t>(N * k));
+  c.dev->Copy(chosen.data(), all_index.ref.data, chosen.size() * sizeof(int32_t));
+  r.offsets.assign(static_cast<size_t>(experts) + 1, 0);
+  for (int32_t e : chosen) {
+    if (e < 0 || e >= experts) return Status::Internal("router chose expert " + std::to_string(e));
+    ++r.offsets[static_cast<size_t>(e) + 1];
+  }
+  for (int64_t e = 0; e < experts; ++e) r.offsets[size_t(e + 1)] += r.offsets[size_t(e)];
+  // Each expert's copies in token order (a stable counting sort).
+  std::vector<int32_t> token(chosen.size()), slot(chosen.size());
+  std::vector<int64_t> next(r.offsets.begin(), r.offsets.end() - 1);
+  for (size_t s = 0; s < chosen.size(); ++s) {
+    const int64_t at = next[size_t(chosen[s])]++;
+    token[size_t(at)] = static_cast<int32_t>(s / size_t(k));
+    slot[size_t(at)] = static_cast<int32_t>(s);
+  }
+  PTDP_ASSIGN_OR_RETURN(r.token, Tmp(c, N * k, DType::kI32));
+  PTDP_ASSIGN_OR_RETURN(r.slot, Tmp(c, N * k, DType::kI32));
+  c.dev->Upload(r.token.data(), token.data(), r.token.bytes());
+  c.dev->Upload(r.slot.data(), slot.data(), r.slot.bytes());
+  return r;
+}
+
+// The router's choice from the stashed logits: index [R][k] (and probs, into `probs`).
+Result<Tensor> Choose(const LayerCtx& c, ConstRef logits, TensorRef probs) {
+  const int64_t R = c.d.R(), k = c.arch.moe_topk;
+  PTDP_ASSIGN_OR_RETURN(Tensor index, Tmp(c, R * k, DType::kI32));
+  PTDP_RETURN_IF_ERROR(
+      c.dev->ops()->MoeRouterTopK(probs, index.ref(), logits, R, c.arch.moe_experts, k));
+  return index;
+}
+
+// out[rows of e] = in[rows of e] W_e^T for every expert with rows (fc1 and fc2 of the experts).
+Status ExpertsForward(const LayerCtx& c, const MoeRoute& r, const std::vector<ConstRef>& w,
+                      TensorRef out, ConstRef in, int64_t cols, int64_t oc) {
+  for (size_t e = 0; e + 1 < r.offsets.size(); ++e) {
+    const int64_t at = r.offsets[e], n = r.offsets[e + 1] - at;
+    if (n == 0) continue;
+    PTDP_RETURN_IF_ERROR(c.dev->ops()->LinearForward(Rows(out, at, n, oc), {},
+                                                     Rows(in, at, n, cols), w[e], {}, n, cols, oc));
+  }
+  return Status::Ok();
+}
+
+// The experts' backward of out = in W_e^T: din (overwritten) and dW_e (accumulated).
+Status ExpertsBackward(const LayerCtx& c, const MoeRoute& r, const std::vector<ConstRef>& w,
+                       const std::vector<TensorRef>& dw, TensorRef din, ConstRef dout, ConstRef in,
+                       int64_t cols, int64_t oc) {
+  Ops* ops = c.dev->ops();
+  for (size_t e = 0; e + 1 < r.offsets.size(); ++e) {
+    const int64_t at = r.offsets[e], n = r.offsets[e + 1] - at;
+    if (n == 0) continue;
+    const ConstRef g = Rows(dout, at, n, oc);
+    PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(Rows(din, at, n, cols), g, w[e], n, cols, oc));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearBackwardWeight(dw[e], {}, g, Rows(in, at, n, cols), n, cols, oc));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
+                       LayerStash* st, const LayerOutput& out, TensorRef y) {
+  Ops* ops = c.dev->ops();
+  const LayerDims& d = c.d;
+  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.expert_f_local;
+  const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk, copies = N * k;
+  const DType a = c.types.act;
+  PTDP_RETURN_IF_ERROR(NormForward(c, tag, st->x2.cref(), w.ln2_w, w.ln2_b,
+                                   {&st->ln2_mean, &st->ln2_rstd, &st->ln2_out}));
+  // The router on this rank's rows, its logits kept wide.
+  {
+    PTDP_ASSIGN_OR_RETURN(Tensor logits, Tmp(c, R * experts, a));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearForward(logits.ref(), {}, st->ln2_out.cref(), w.router_w, {}, R, h, experts));
+    PTDP_ASSIGN_OR_RETURN(st->router_logits, Alloc(c, R * experts, c.types.wide, tag));
+    PTDP_RETURN_IF_ERROR(ops->Cast(st->router_logits.ref(), logits.cref()));
+  }
+  PTDP_ASSIGN_OR_RETURN(st->router_probs, Alloc(c, R * k, c.types.wide, tag));
+  PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, st->router_logits.cref(), st->router_probs.ref()));
+  PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
+  index.Reset();
+  // The experts, on the token copies in their order.
+  PTDP_ASSIGN_OR_RETURN(st->moe_in, Alloc(c, copies * h, a, tag));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+    PTDP_RETURN_IF_ERROR(ops->MoePermuteRows(st->moe_in.ref(), ln2.ref, r.token.cref(), copies, h));
+  }
+  PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, copies * 2 * f, a, tag));
+  PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, copies * f, a, tag));
+  PTDP_RETURN_IF_ERROR(
+      ExpertsForward(c, r, w.expert_fc1, st->fc1_out.ref(), st->moe_in.cref(), h, 2 * f));
+  PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), copies * f));
+  PTDP_RETURN_IF_ERROR(ops->MoeScaleRows(st->gelu_out.ref(), st->gelu_out.cref(), r.probs.cref(),
+                                         r.slot.cref(), copies, f));
+  PTDP_ASSIGN_OR_RETURN(Tensor expert_out, Tmp(c, copies * h, a));
+  PTDP_RETURN_IF_ERROR(
+      ExpertsForward(c, r, w.expert_fc2, expert_out.ref(), st->gelu_out.cref(), f, h));
+  // The copies back into their tokens (partial sums over the tensor group), then g.
+  PTDP_ASSIGN_OR_RETURN(Tensor mlp, Tmp(c, N * h, a));
+  PTDP_RETURN_IF_ERROR(ops->Fill(mlp.ref(), 0.0));
+  PTDP_RETURN_IF_ERROR(
+      ops->MoeUnpermuteAddRows(mlp.ref(), expert_out.cref(), r.token.cref(), copies, h));
+  expert_out.Reset();
+  PTDP_ASSIGN_OR_RETURN(mlp, SumRows(c, std::move(mlp)));
+  if (y.empty()) {
+    PTDP_ASSIGN_OR_RETURN(y, out());
+  }
+  PTDP_ASSIGN_OR_RETURN(st->mlp_res_mask, Alloc(c, c.drop.p > 0 ? R * h : 0, DType::kU8, tag));
+  return ops->BiasDropoutResidual(y, st->mlp_res_mask.ref(), mlp.cref(), {}, st->x2.cref(), R, h,
+                                  HiddenDropout(c, Site(layer, "mlp_residual")));
+}
+
+Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g,
+                        LayerStash* st, ConstRef dy, Tensor* dx2) {
+  if (c.defer_weight_grads != nullptr) {
+    return Status::Internal("a mixture of experts in a split backward");
+  }
+  Ops* ops = c.dev->ops();
+  const LayerDims& d = c.d;
+  const int64_t N = d.N(), R = d.R(), h = d.h, f = d.expert_f_local;
+  const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk, copies = N * k;
+  const DType a = c.types.act, wide = c.types.wide;
+  PTDP_ASSIGN_OR_RETURN(Tensor dbranch, Tmp(c, R * h, a));
+  PTDP_RETURN_IF_ERROR(
+      ops->DropoutBackward(dbranch.ref(), {}, dy, st->mlp_res_mask.cref(), R, h, c.drop.p));
+  PTDP_ASSIGN_OR_RETURN(FullRows dfull, GatherRows(c, dbranch.cref()));
+  // The forward's route again, from the stashed logits.
+  PTDP_ASSIGN_OR_RETURN(Tensor probs_again, Tmp(c, R * k, wide));
+  PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, st->router_logits.cref(), probs_again.ref()));
+  PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
+  // The combine's backward: each copy gets its token's gradient; fc2's backward.
+  PTDP_ASSIGN_OR_RETURN(Tensor dout, Tmp(c, copies * h, a));
+  PTDP_RETURN_IF_ERROR(ops->MoePermuteRows(dout.ref(), dfull.ref, r.token.cref(), copies, h));
+  dfull = {};
+  dbranch.Reset();
+  PTDP_ASSIGN_OR_RETURN(Tensor dact, Tmp(c, copies * f, a));
+  PTDP_RETURN_IF_ERROR(ExpertsBackward(c, r, w.expert_fc2, g.expert_fc2, dact.ref(), dout.cref(),
+                                       st->gelu_out.cref(), f, h));
+  dout.Reset();
+  // The probabilities' gradient, <d(act p), act> summed over the tensor group (each rank holds
+  // f/t of the features), then the activation's, p d(act p).
+  PTDP_ASSIGN_OR_RETURN(Tensor dprobs, Tmp(c, N * k, wide));
+  {
+    PTDP_ASSIGN_OR_RETURN(Tensor act, Tmp(c, copies * f, a));
+    PTDP_RETURN_IF_ERROR(ops->SwigluForward(act.ref(), st->fc1_out.cref(), copies * f));
+    PTDP_RETURN_IF_ERROR(ops->Fill(dprobs.ref(), 0.0));
+    PTDP_RETURN_IF_ERROR(
+        ops->MoeRowDots(dprobs.ref(), dact.cref(), act.cref(), r.slot.cref(), copies, f));
+  }
+  PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dprobs.ref()));
+  PTDP_RETURN_IF_ERROR(
+      ops->MoeScaleRows(dact.ref(), dact.cref(), r.probs.cref(), r.slot.cref(), copies, f));
+  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, Tmp(c, copies * 2 * f, a));
+  PTDP_RETURN_IF_ERROR(
+      ops->SwigluBackward(dfc1.ref(), st->fc1_out.cref(), dact.cref(), copies * f));
+  dact.Reset();
+  PTDP_ASSIGN_OR_RETURN(Tensor din, Tmp(c, copies * h, a));
+  PTDP_RETURN_IF_ERROR(ExpertsBackward(c, r, w.expert_fc1, g.expert_fc1, din.ref(), dfc1.cref(),
+                                       st->moe_in.cref(), h, 2 * f));
+  dfc1.Reset();
+  // The dispatch's backward (partial sums over the tensor group), then f's backward.
+  PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
+  PTDP_RETURN_IF_ERROR(ops->Fill(dln.ref(), 0.0));
+  PTDP_RETURN_IF_ERROR(ops->MoeUnpermuteAddRows(dln.ref(), din.cref(), r.token.cref(), copies, h));
+  din.Reset();
+  PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));
+  // The router's backward on this rank's rows (its part of the probabilities' gradient).
+  {
+    PTDP_ASSIGN_OR_RETURN(Tensor dlogits, Tmp(c, R * experts, wide));
+    PTDP_RETURN_IF_ERROR(
+        ops->MoeRouterTopKBackward(dlogits.ref(), Rows(dprobs.cref(), d.sp_rank * R, R, k),
+                                   st->router_probs.cref(), index.cref(), R, experts, k));
+    PTDP_ASSIGN_OR_RETURN(Tensor dlogits_act, Tmp(c, R * experts, a));
+    PTDP_RETURN_IF_ERROR(ops->Cast(dlogits_act.ref(), dlogits.cref()));
+    PTDP_ASSIGN_OR_RETURN(Tensor drouter, Tmp(c, R * h, a));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearBackwardData(drouter.ref(), dlogits_act.cref(), w.router_w, R, h, experts));
+    PTDP_RETURN_IF_ERROR(ops->LinearBackwardWeight(g.router_w, {}, dlogits_act.cref(),
+                                                   st->ln2_out.cref(), R, h, experts));
+    PTDP_RETURN_IF_ERROR(ops->Add(dln.ref(), dln.cref(), drouter.cref()));
+  }
+  PTDP_ASSIGN_OR_RETURN(*dx2, Tmp(c, R * h, a));
+  PTDP_RETURN_IF_ERROR(NormBackward(c, dx2->ref(), g.ln2_w, g.ln2_b, dln.cref(), st->x2.cref(),
+                                    w.ln2_w, st->ln2_mean.cref(), st->ln2_rstd.cref()));
+  return ops->Add(dx2->ref(), dx2->cref(), dy);  // the residual path
+}
+
+}  // namespace ptdp::runtime

@@ -1,0 +1,208 @@
+// The mixture-of-experts layer (runtime/model/moe_layer.h) against central finite differences, in
+// double precision through the CPU backend's fp64 Ops: a Llama-style layer (RMSNorm, rotary,
+// SwiGLU) whose MLP is 4 experts of 6 features, top 2, with and without dropout; every gradient
+// (the input's, the router's, each expert's, the norm's and the attention's) through the top-k
+// choice, its softmax and the probability inside the expert. And its forward against the dense
+// MLP it must equal when every expert holds the same weights (the probabilities add up to 1), and
+// the stash's sizes against core/experts.h ExpertActivations' list.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/reference/moe.h"
+#include "runtime/model/gpt_layers.h"
+#include "tests/runtime/gradient_check.h"
+
+namespace ptdp::runtime {
+namespace {
+
+using namespace gradient_check;  // NOLINT(build/namespaces): the tests' shared helpers
+
+constexpr int kExperts = 4, kTopK = 2;
+
+LayerCtx MoeCtx(Device* dev, double dropout, int experts = kExperts, int topk = kTopK) {
+  LayerCtx c;
+  c.dev = dev;
+  c.d.b = 2;
+  c.d.s = 5;
+  c.d.h = 16;
+  c.d.heads = c.d.heads_local = 4;
+  c.d.kv_heads_local = 2;
+  c.d.f_local = 12;  // a dense layer's (not read by a mixture)
+  c.d.expert_f_local = 6;
+  c.arch = {true, true, true, {500.0}};
+  c.arch.moe_experts = experts;
+  c.arch.moe_topk = topk;
+  c.types = {DType::kFp64, DType::kFp64};
+  c.drop.p = dropout;
+  c.drop.step = 2;
+  c.drop.seq0 = 3;
+  return c;
+}
+
+struct MoeParams {
+  Vec ln1_w, qkv_w, proj_w, ln2_w, router_w;
+  std::vector<Vec> fc1, fc2;
+  MoeParams(const LayerDims& d, int experts, bool alike = false) {
+    const int64_t h = d.h, f = d.expert_f_local;
+    ln1_w = Random(h, 1, 0.2);
+    ln2_w = Random(h, 5, 0.2);
+    for (Vec* v : {&ln1_w, &ln2_w}) {
+      for (auto& e : *v) e += 1;
+    }
+    qkv_w = Random(d.QkvWidth() * h, 2, 0.3);
+    proj_w = Random(h * d.heads_local * d.D(), 4, 0.3);
+    router_w = Random(experts * h, 6, 0.5);
+    for (int e = 0; e < experts; ++e) {
+      fc1.push_back(Random(2 * f * h, alike ? 7 : 7 + 2 * e, 0.3));
+      fc2.push_back(Random(h * f, alike ? 8 : 8 + 2 * e, 0.3));
+    }
+  }
+  LayerWeights W() const {
+    LayerWeights w;
+    w.ln1_w = C(ln1_w);
+    w.qkv_w = C(qkv_w);
+    w.proj_w = C(proj_w);
+    w.ln2_w = C(ln2_w);
+    w.router_w = C(router_w);
+    for (size_t e = 0; e < fc1.size(); ++e) {
+      w.expert_fc1.push_back(C(fc1[e]));
+      w.expert_fc2.push_back(C(fc2[e]));
+    }
+    return w;
+  }
+  LayerGrads G() {
+    LayerGrads g;
+    g.ln1_w = M(ln1_w);
+    g.qkv_w = M(qkv_w);
+    g.proj_w = M(proj_w);
+    g.ln2_w = M(ln2_w);
+    g.router_w = M(router_w);
+    for (size_t e = 0; e < fc1.size(); ++e) {
+      g.expert_fc1.push_back(M(fc1[e]));
+      g.expert_fc2.push_back(M(fc2[e]));
+    }
+    return g;
+  }
+  void Zero() {
+    for (Vec* v : {&ln1_w, &qkv_w, &proj_w, &ln2_w, &router_w})
+      std::fill(v->begin(), v->end(), 0.0);
+    for (auto* vs : {&fc1, &fc2}) {
+      for (Vec& v : *vs) std::fill(v.begin(), v.end(), 0.0);
+    }
+  }
+};
+
+void MoeLayerCase(double dropout) {
+  CpuDevice dev;
+  const LayerCtx c = MoeCtx(&dev, dropout);
+  const int64_t nh = c.d.N() * c.d.h;
+  MoeParams p(c.d, kExperts);
+  Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
+  auto objective = [&]() {
+    LayerStash st;
+    EXPECT_TRUE(AllocLayerInput(c, &st).ok());
+    gradient_check::Put(st.x, x);
+    Vec y(static_cast<size_t>(nh));
+    EXPECT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
+    double s = 0;
+    for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
+    return s;
+  };
+  MoeParams g(c.d, kExperts);
+  g.Zero();
+  LayerStash st;
+  ASSERT_TRUE(AllocLayerInput(c, &st).ok());
+  gradient_check::Put(st.x, x);
+  Vec y(static_cast<size_t>(nh)), dx(static_cast<size_t>(nh));
+  ASSERT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
+  // The stash as core/experts.h lists it: router input, logits, probabilities, then the N k
+  // token copies' fc1 input, SwiGLU input and fc2 input.
+  const int64_t N = c.d.N(), copies = N * kTopK, f = c.d.expert_f_local;
+  EXPECT_EQ(st.ln2_out.count(), nh);
+  EXPECT_EQ(st.router_logits.count(), N * kExperts);
+  EXPECT_EQ(st.router_probs.count(), N * kTopK);
+  EXPECT_EQ(st.moe_in.count(), copies * c.d.h);
+  EXPECT_EQ(st.fc1_out.count(), copies * 2 * f);
+  EXPECT_EQ(st.gelu_out.count(), copies * f);
+  const auto* probs = static_cast<const double*>(st.router_probs.data());
+  for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(probs[2 * n] + probs[2 * n + 1], 1.0, 1e-12);
+  ASSERT_TRUE(LayerBackward(c, p.W(), g.G(), 1, &st, C(r), M(dx)).ok());
+  EXPECT_TRUE(st.router_logits.empty() && st.moe_in.empty());  // the stash freed
+  CheckGrad("x", x, dx, objective);
+  CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
+  CheckGrad("router.weight", p.router_w, g.router_w, objective, 40);
+  for (int e = 0; e < kExperts; ++e) {
+    CheckGrad("expert.fc1.weight", p.fc1[size_t(e)], g.fc1[size_t(e)], objective);
+    CheckGrad("expert.fc2.weight", p.fc2[size_t(e)], g.fc2[size_t(e)], objective);
+  }
+  CheckGrad("qkv.weight", p.qkv_w, g.qkv_w, objective);
+  CheckGrad("ln1.weight", p.ln1_w, g.ln1_w, objective);
+}
+
+TEST(MoeLayerGradient, LayerMatchesFiniteDifferences) {
+  MoeLayerCase(0.0);
+}
+TEST(MoeLayerGradient, LayerWithDropoutMatchesFiniteDifferences) {
+  MoeLayerCase(0.2);
+}
+
+// Three experts alike, two of them per token: the probabilities add up to 1, so the layer is the
+// dense SwiGLU MLP of those weights, and the router's gradient is zero (no choice changes it).
+TEST(MoeLayer, ExpertsAlikeAreTheDenseMlp) {
+  CpuDevice dev;
+  const LayerCtx moe = MoeCtx(&dev, 0.1, 3, 2);
+  LayerCtx dense = moe;
+  dense.d.f_local = moe.d.expert_f_local;
+  const int64_t nh = moe.d.N() * moe.d.h;
+  MoeParams p(moe.d, 3, /*alike=*/true);
+  LayerWeights dw = p.W();
+  dw.router_w = {};
+  dw.fc1_w = dw.expert_fc1[0];
+  dw.fc2_w = dw.expert_fc2[0];
+  dw.expert_fc1.clear();
+  dw.expert_fc2.clear();
+  const Vec x = Random(nh, 31, 1.0);
+  Vec y_moe(static_cast<size_t>(nh)), y_dense(static_cast<size_t>(nh));
+  auto forward = [&](const LayerCtx& ctx, const LayerWeights& w, Vec* y) {
+    LayerStash st;
+    ASSERT_TRUE(AllocLayerInput(ctx, &st).ok());
+    gradient_check::Put(st.x, x);
+    ASSERT_TRUE(LayerForward(ctx, w, 1, MemTag::kActivations, &st, M(*y)).ok());
+  };
+  forward(moe, p.W(), &y_moe);
+  forward(dense, dw, &y_dense);
+  double worst = 0;
+  for (int64_t i = 0; i < nh; ++i) worst = std::max(worst, std::abs(y_moe[i] - y_dense[i]));
+  EXPECT_LT(worst, 1e-12);
+  MoeParams g(moe.d, 3, true);
+  g.Zero();
+  LayerStash st;
+  ASSERT_TRUE(AllocLayerInput(moe, &st).ok());
+  gradient_check::Put(st.x, x);
+  Vec dx(static_cast<size_t>(nh));
+  ASSERT_TRUE(LayerForward(moe, p.W(), 1, MemTag::kActivations, &st, M(y_moe)).ok());
+  ASSERT_TRUE(LayerBackward(moe, p.W(), g.G(), 1, &st, C(Random(nh, 32, 1.0)), M(dx)).ok());
+  for (double v : g.router_w) EXPECT_NEAR(v, 0.0, 1e-12);
+}
+
+// The router's kernel: the k largest logits (the lower expert first on a tie) and their softmax.
+TEST(MoeKernels, TopKTakesTheLargestAndBreaksTiesToTheLowerExpert) {
+  const std::vector<double> logits{0.5, 2.0, 2.0, -1.0, /**/ 3.0, 0.0, 1.0, 3.0};
+  std::vector<double> probs(4);
+  std::vector<int32_t> index(4);
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 2, 4, 2);
+  EXPECT_EQ(index, (std::vector<int32_t>{1, 2, 0, 3}));
+  for (double p : probs) EXPECT_DOUBLE_EQ(p, 0.5);
+  const std::vector<double> skewed{0.0, std::log(3.0), -5.0};
+  kernels::MoeRouterTopK(probs.data(), index.data(), skewed.data(), 1, 3, 2);
+  EXPECT_EQ(index[0], 1);
+  EXPECT_EQ(index[1], 0);
+  EXPECT_NEAR(probs[0], 0.75, 1e-15);
+  EXPECT_NEAR(probs[1], 0.25, 1e-15);
+}
+
+}  // namespace
+}  // namespace ptdp::runtime
