@@ -29,6 +29,11 @@
 #   reshard_cp          fp32, vocabulary 300: t1 p1 d2 saves at step 3, cp 2 d2 with the distributed
 #                       optimizer (state sharded over d cp = 4 ranks) loads it and saves at step 6,
 #                       t1 p1 d2 loads that: losses within 1e-5 at every hop
+#   reshard_moe         a mixture of experts (write_plan.sh PTDP_TEST_ARCH=moe: a dense layer, then
+#                       4 experts of 48, top 2): t2 p2 d1 with sequence parallelism (each expert
+#                       split over t) saves at step 3, t1 p1 d2 loads it and saves at step 6, t2 p2
+#                       d1 loads that: losses within 1e-5 at every hop; `ptdp export --to hf-llama`
+#                       refuses it by name
 #   reshard_llama       the Llama-style model (write_plan.sh PTDP_TEST_ARCH=llama): t2 p2 d1 (key
 #                       and value heads, SwiGLU features and the untied output split over t) saves at
 #                       step 3, t1 p1 d2 loads it and saves at step 6, t2 p2 d1 loads that: losses
@@ -92,7 +97,7 @@ there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
-    | reshard_cp | reshard_llama | preempt \
+    | reshard_cp | reshard_llama | reshard_moe | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -204,6 +209,15 @@ case "$case" in
     plan E 1 1 2 1 1f1b 4 fp32 300
     PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true PTDP_TEST_DIST_OPT=true plan C 1 1 2 1 1f1b 4 fp32 300
     there_and_back E C "cp2 d2 distributed optimizer from t1 d2" "t1 d2 from the cp2 checkpoint" ;;
+  reshard_moe)
+    export PTDP_TEST_ARCH=moe
+    PTDP_TEST_SEQ_PARALLEL=true plan L 2 2 1 1 1f1b
+    plan M 1 1 2 1 1f1b
+    there_and_back L M "t1 d2 from the t2 p2 checkpoint" "t2 p2 from the t1 d2 checkpoint"
+    "$ptdp" export --checkpoint ck2 --to hf-llama hf > export.out 2>&1 && fail "export of a mixture"
+    grep -q "it has experts" export.out || { cat export.out; fail "export's error"; }
+    [ ! -e hf/model.safetensors ] || fail "export wrote a file"
+    ;;
   reshard_llama)
     export PTDP_TEST_ARCH=llama
     plan L 2 2 1 1 1f1b
