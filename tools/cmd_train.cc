@@ -471,6 +471,9 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option("--eval-iters", a.eval_iters,
                   "global batches per validation or test (default 10; the same ones each "
                   "time)");
+  cmd->add_option(
+      "--moe-aux-loss-coeff", a.opts.moe_aux_loss_coeff,
+      "a mixture of experts' load-balancing loss coefficient (Megatron-LM's; default 0)");
   cmd->add_option("--monitor-every", a.monitor_every,
                   "every N steps: utilisation per rank, bubble, stage imbalance and stragglers "
                   "(one line; the \"monitor\" field of --log)");

@@ -54,6 +54,27 @@ void MoeRouterTopKBackward(T* dlogits, const T* dprobs, const T* probs, const in
   }
 }
 
+// The auxiliary load-balancing loss's gradient (Megatron-Core's switch_load_balancing_loss_func,
+// Switch Transformer's: aux = coeff E / (T^2 k) sum_e P_e c_e, P_e the sum over the T tokens of
+// the softmax over all E logits, c_e the tokens routed to e, constant) into dlogits [n][E]
+// (accumulated), `scale` holding coeff E / (T^2 k) and the objective's weight:
+// dl_j += scale p_j (c_j - sum_e p_e c_e).
+template <typename T, typename W>
+void MoeAuxLossBackward(T* dlogits, const T* logits, const W* counts, double scale, int64_t n,
+                        int64_t experts) {
+  std::vector<double> p(static_cast<size_t>(experts));
+  for (int64_t r = 0; r < n; ++r) {
+    const T* row = logits + r * experts;
+    const double top = double(*std::max_element(row, row + experts));
+    double sum = 0, dot = 0;
+    for (int64_t e = 0; e < experts; ++e) sum += p[size_t(e)] = std::exp(double(row[e]) - top);
+    for (int64_t e = 0; e < experts; ++e) dot += (p[size_t(e)] /= sum) * double(counts[e]);
+    for (int64_t e = 0; e < experts; ++e) {
+      dlogits[r * experts + e] += T(scale * p[size_t(e)] * (double(counts[e]) - dot));
+    }
+  }
+}
+
 // out[i][:] = x[rows[i]][:] for i < n (the dispatch: token rows into the experts' order).
 template <typename T>
 void MoePermuteRows(T* out, const T* x, const int32_t* rows, int64_t n, int64_t width) {

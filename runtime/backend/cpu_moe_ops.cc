@@ -50,6 +50,17 @@ Status CpuOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRe
   });
 }
 
+Status CpuOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
+                                  int64_t n, int64_t experts) {
+  return Dispatch(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> li(logits), ci(counts);
+    Out<T> o(dlogits, true);
+    k::MoeAuxLossBackward(o.get(), li.get(), ci.get(), scale, n, experts);
+    return Status::Ok();
+  });
+}
+
 Status CpuOps::MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n, int64_t width) {
   PTDP_RETURN_IF_ERROR(CheckMoeIndex(rows, n, "rows"));
   return Dispatch(x.dtype, [&](auto tag) {

@@ -25,6 +25,8 @@ class CpuOps : public Ops {
                        int64_t experts, int64_t k) override;
   Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
                                int64_t n, int64_t experts, int64_t k) override;
+  Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
+                            int64_t n, int64_t experts) override;
   Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                         int64_t width) override;
   Status MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,

@@ -104,6 +104,11 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, n, experts, k);
   }
+  Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
+                            int64_t n, int64_t experts) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeAuxLossBackward(dlogits, logits, counts, scale, n, experts);
+  }
   Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                         int64_t width) override {
     GuardWindow open(state_.get());

@@ -207,6 +207,12 @@ class Ops {
                                        int64_t /*experts*/, int64_t /*k*/) {
     return ArchUnsupported("moe_experts");
   }
+  // The auxiliary load-balancing loss's gradient into dlogits [n][E] (wide, accumulated) from the
+  // logits and the tokens each expert got (counts wide [E]; kernels/reference/moe.h).
+  virtual Status MoeAuxLossBackward(TensorRef /*dlogits*/, ConstRef /*logits*/, ConstRef /*counts*/,
+                                    double /*scale*/, int64_t /*n*/, int64_t /*experts*/) {
+    return ArchUnsupported("moe_experts");
+  }
   virtual Status MoePermuteRows(TensorRef /*out*/, ConstRef /*x*/, ConstRef /*rows*/, int64_t /*n*/,
                                 int64_t /*width*/) {
     return ArchUnsupported("moe_experts");

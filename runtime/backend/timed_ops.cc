@@ -145,6 +145,13 @@ Status TimedOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, Const
   });
 }
 
+Status TimedOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts,
+                                    double scale, int64_t n, int64_t experts) {
+  return Timed("MoeAuxLossBackward " + Dims({n, experts}), [&] {
+    return inner_->MoeAuxLossBackward(dlogits, logits, counts, scale, n, experts);
+  });
+}
+
 Status TimedOps::MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                                 int64_t width) {
   return Timed("MoePermuteRows " + Dims({n, width}),

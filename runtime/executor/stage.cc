@@ -25,6 +25,15 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.redo_mlp = cfg_.Recomputes(kRecomputeMlp);
   c.drop.step = step;
   c.drop.seq0 = int64_t(DataRank()) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
+  // The auxiliary loss of each mixture layer and microbatch, coeff E / (T^2 k) sum_e P_e c_e over
+  // the microbatch's T tokens, weighs mbs / B in the objective, as a microbatch's mean token loss
+  // does (Megatron-Core's MoEAuxLossAutoScaler: the loss scale over the microbatch count).
+  if (opts_.moe_aux_loss_coeff > 0 && evaluating_ == nullptr && model_.IsMoe()) {
+    const double tokens = double(cfg_.mbs) * double(model_.seq_len);
+    c.moe_aux_grad = scaler_->scale() * double(cfg_.mbs) / double(cfg_.global_batch) *
+                     opts_.moe_aux_loss_coeff * model_.moe_experts /
+                     (tokens * tokens * model_.moe_topk);
+  }
   return c;
 }
 

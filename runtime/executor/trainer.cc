@@ -121,6 +121,11 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                            " yet");
   }
   PTDP_RETURN_IF_ERROR(CheckExecutesExperts(model_, cfg_, opts.backend));
+  if (opts.moe_aux_loss_coeff != 0 && (!model_.IsMoe() || !(opts.moe_aux_loss_coeff > 0))) {
+    return Status::Invalid("--moe-aux-loss-coeff: " +
+                           std::string(model_.IsMoe() ? "must be a number >= 0"
+                                                      : "the model has no mixture of experts"));
+  }
   if (model_.layernorm_1p && model_.rmsnorm) {
     return Status::Invalid(
         "plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime, whose "

@@ -71,6 +71,9 @@ struct TrainOptions {
   // the same words as `data`, whole; empty: none, or the split's parts. Not both for one.
   std::vector<std::string> eval_data, test_data;
   int64_t steps = 1;
+  // A mixture of experts' auxiliary load-balancing loss coefficient (Megatron-LM's
+  // --moe-aux-loss-coeff; 0: none): runtime/model/moe_layer.h.
+  double moe_aux_loss_coeff = 0;
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)

@@ -199,6 +199,10 @@ struct LayerCtx {
   // (LayerBackward keeps the four Linear inputs, HeadBackward the output layer's input); the
   // LayerNorm, bias and embedding gradients are computed as in the whole backward.
   WeightGradQueue* defer_weight_grads = nullptr;
+  // A mixture of experts' auxiliary load-balancing loss (--moe-aux-loss-coeff): the factor of its
+  // gradient, coeff E / (T^2 k) times the microbatch's weight in the objective and the loss scale
+  // (0: none; runtime/model/moe_layer.h).
+  double moe_aux_grad = 0;
 };
 
 // Allocates st.x (the checkpoint, tagged activations).

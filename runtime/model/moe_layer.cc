@@ -92,6 +92,30 @@ Status ExpertsBackward(const LayerCtx& c, const MoeRoute& r, const std::vector<C
   return Status::Ok();
 }
 
+// The auxiliary load-balancing loss's gradient into dlogits [R][E], from the microbatch's counts
+// per expert: the route's (every token of the tensor group's rows) summed over the context group.
+Status AuxLossBackward(const LayerCtx& c, const MoeRoute& r, const LayerStash* st,
+                       TensorRef dlogits) {
+  const int64_t experts = c.arch.moe_experts;
+  // The counts in the wide dtype (fp32 in training, fp64 in the finite-difference tests).
+  const bool fp64 = c.types.wide == DType::kFp64;
+  std::vector<double> wide(static_cast<size_t>(experts));
+  std::vector<float> narrow(static_cast<size_t>(experts));
+  for (int64_t e = 0; e < experts; ++e) {
+    wide[size_t(e)] = double(r.offsets[size_t(e + 1)] - r.offsets[size_t(e)]);
+    narrow[size_t(e)] = float(wide[size_t(e)]);
+  }
+  const DType t = fp64 ? DType::kFp64 : DType::kFp32;
+  PTDP_ASSIGN_OR_RETURN(Tensor counts, Tmp(c, experts, t));
+  c.dev->Upload(counts.data(), fp64 ? static_cast<const void*>(wide.data()) : narrow.data(),
+                counts.bytes());
+  if (c.cp != nullptr && c.cp->size() > 1) {
+    PTDP_RETURN_IF_ERROR(c.cp->AllReduceSum(counts.data(), experts, t));
+  }
+  return c.dev->ops()->MoeAuxLossBackward(dlogits, st->router_logits.cref(), counts.cref(),
+                                          c.moe_aux_grad, c.d.R(), experts);
+}
+
 }  // namespace
 
 Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
@@ -206,6 +230,7 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
     PTDP_RETURN_IF_ERROR(
         ops->MoeRouterTopKBackward(dlogits.ref(), Rows(dprobs.cref(), d.sp_rank * R, R, k),
                                    st->router_probs.cref(), index.cref(), R, experts, k));
+    if (c.moe_aux_grad != 0) PTDP_RETURN_IF_ERROR(AuxLossBackward(c, r, st, dlogits.ref()));
     PTDP_ASSIGN_OR_RETURN(Tensor dlogits_act, Tmp(c, R * experts, a));
     PTDP_RETURN_IF_ERROR(ops->Cast(dlogits_act.ref(), dlogits.cref()));
     PTDP_ASSIGN_OR_RETURN(Tensor drouter, Tmp(c, R * h, a));

@@ -1,6 +1,7 @@
 // The mixture-of-experts layer (runtime/model/moe_layer.h) against central finite differences, in
 // double precision through the CPU backend's fp64 Ops: a Llama-style layer (RMSNorm, rotary,
-// SwiGLU) whose MLP is 4 experts of 6 features, top 2, with and without dropout; every gradient
+// SwiGLU) whose MLP is 4 experts of 6 features, top 2, with and without dropout and with the
+// auxiliary load-balancing loss; every gradient
 // (the input's, the router's, each expert's, the norm's and the attention's) through the top-k
 // choice, its softmax and the probability inside the expert. And its forward against the dense
 // MLP it must equal when every expert holds the same weights (the probabilities add up to 1), and
@@ -95,9 +96,29 @@ struct MoeParams {
   }
 };
 
-void MoeLayerCase(double dropout) {
+// The auxiliary loss's value from the forward's logits (the counts held constant, as the loss's
+// gradient holds them): scale sum_e P_e c_e.
+double AuxLoss(const LayerCtx& c, const LayerStash& st) {
+  const int64_t N = c.d.N(), E = kExperts;
+  const auto* logits = static_cast<const double*>(st.router_logits.data());
+  std::vector<double> probs(size_t(N * kTopK)), P(size_t(E), 0.0), count(size_t(E), 0.0);
+  std::vector<int32_t> index(size_t(N * kTopK));
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits, N, E, kTopK);
+  for (int32_t e : index) count[size_t(e)] += 1;
+  for (int64_t n = 0; n < N; ++n) {
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += std::exp(logits[n * E + e]);
+    for (int64_t e = 0; e < E; ++e) P[size_t(e)] += std::exp(logits[n * E + e]) / sum;
+  }
+  double aux = 0;
+  for (int64_t e = 0; e < E; ++e) aux += P[size_t(e)] * count[size_t(e)];
+  return c.moe_aux_grad * aux;
+}
+
+void MoeLayerCase(double dropout, double aux = 0) {
   CpuDevice dev;
-  const LayerCtx c = MoeCtx(&dev, dropout);
+  LayerCtx c = MoeCtx(&dev, dropout);
+  c.moe_aux_grad = aux;
   const int64_t nh = c.d.N() * c.d.h;
   MoeParams p(c.d, kExperts);
   Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
@@ -107,7 +128,7 @@ void MoeLayerCase(double dropout) {
     gradient_check::Put(st.x, x);
     Vec y(static_cast<size_t>(nh));
     EXPECT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
-    double s = 0;
+    double s = aux != 0 ? AuxLoss(c, st) : 0.0;
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
   };
@@ -129,7 +150,8 @@ void MoeLayerCase(double dropout) {
   EXPECT_EQ(st.gelu_out.count(), copies * f);
   const auto* probs = static_cast<const double*>(st.router_probs.data());
   for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(probs[2 * n] + probs[2 * n + 1], 1.0, 1e-12);
-  ASSERT_TRUE(LayerBackward(c, p.W(), g.G(), 1, &st, C(r), M(dx)).ok());
+  const Status back = LayerBackward(c, p.W(), g.G(), 1, &st, C(r), M(dx));
+  ASSERT_TRUE(back.ok()) << back.ToString();
   EXPECT_TRUE(st.router_logits.empty() && st.moe_in.empty());  // the stash freed
   CheckGrad("x", x, dx, objective);
   CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
@@ -147,6 +169,10 @@ TEST(MoeLayerGradient, LayerMatchesFiniteDifferences) {
 }
 TEST(MoeLayerGradient, LayerWithDropoutMatchesFiniteDifferences) {
   MoeLayerCase(0.2);
+}
+// With the auxiliary load-balancing loss (its scale large enough to dominate the router's).
+TEST(MoeLayerGradient, AuxLossMatchesFiniteDifferences) {
+  MoeLayerCase(0.0, 0.37);
 }
 
 // Three experts alike, two of them per token: the probabilities add up to 1, so the layer is the

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# A mixture of experts' auxiliary load-balancing loss (`ptdp train --moe-aux-loss-coeff`,
+# docs/moe.md "In the runtime"): the Llama-style model with 4 experts of 48, top 2, after a dense
+# layer (write_plan.sh PTDP_TEST_ARCH=moe), 6 steps with dropout 0.1 (global batch 16).
+#   t2p2d2_seqpar, t2p1d1_cp2_seqpar_fused   the layout's losses within 1e-5 of one process's with
+#       the same coefficient (the loss's counts are the whole microbatch's: gathered over the tensor
+#       group, summed over the context group), and one process's losses with it differ from
+#       those without it from step 2 on (it changes the router's gradient)
+#   bad_input   the coefficient on a dense model, and a negative one: exit 2, one line
+#   (the coefficient is 1 in these runs: see aux below)
+# usage: moe_aux.sh PTDP WORKDIR CASE
+set -euo pipefail
+ptdp=$(realpath "$1")
+work=$2 case=$3
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"  # OpenMPI as root, oversubscribed; fail; fresh_dir_with_data
+fresh_dir_with_data "moe-aux-$case"
+export PTDP_TEST_ARCH=moe
+plan() {  # NAME TP PP DP [ENV...]
+  local name=$1 tp=$2 pp=$3 dp=$4
+  shift 4
+  env "$@" "$here/write_plan.sh" "$ptdp" "$name.json" 4 0.1 256 16 "$tp" "$pp" "$dp" 2 1 1f1b none true
+}
+train() {  # NAME NP [flags]
+  local name=$1 np=$2
+  shift 2
+  timeout 120 mpirun -np "$np" "$ptdp" train --plan "$name.json" --data data.bin --steps 6 \
+    --log "$name.jsonl" "$@" > "$name.out" 2>&1 || { cat "$name.out"; fail "ptdp train $name $*"; }
+}
+field() { grep -o "\"$1\":[^,}]*" "$2" | cut -d: -f2; }
+# A coefficient of 1 (recipes use 1e-3 to 1e-2): its part of each step is then far above the
+# tolerance, so a wrong count or scale in one layout shows.
+aux=(--moe-aux-loss-coeff 1)
+
+if [ "$case" = bad_input ]; then
+  plan moe 1 1 1
+  PTDP_TEST_ARCH=llama plan dense 1 1 1
+  for args in "dense|0.01|--moe-aux-loss-coeff: the model has no mixture of experts" \
+              "moe|-1|--moe-aux-loss-coeff: must be a number >= 0"; do
+    IFS='|' read -r p coeff want <<< "$args"
+    "$ptdp" train --plan "$p.json" --data data.bin --steps 1 --moe-aux-loss-coeff "$coeff" > bad.out 2>&1 &&
+      fail "$p $coeff ran"
+    rc=$?
+    [ "$rc" -eq 2 ] || { cat bad.out; fail "$p $coeff: exit $rc, want 2"; }
+    [ "$(wc -l < bad.out)" -eq 1 ] && grep -qF -e "$want" bad.out || { cat bad.out; fail "$p $coeff: the error line"; }
+    echo "$p $coeff: $(cat bad.out)"
+  done
+  echo PASS
+  exit 0
+fi
+
+plan one 1 1 1
+train one 1 "${aux[@]}"
+cp one.json plain.json
+train plain 1
+case "$case" in
+  t2p2d2_seqpar) plan lay 2 2 2 PTDP_TEST_SEQ_PARALLEL=true; np=8 ;;
+  t2p1d1_cp2_seqpar_fused)
+    plan lay 2 1 1 PTDP_TEST_SEQ_PARALLEL=true PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true; np=4 ;;
+  *) fail "unknown case $case" ;;
+esac
+train lay "$np" "${aux[@]}" --expect-losses one.jsonl --memory-tol 0.01
+grep "losses vs reference" lay.out
+paste -d' ' <(field loss one.jsonl) <(field loss plain.jsonl) | awk '
+  NR == 1 && $1 != $2 { bad = 1 }   # step 1: the aux loss has not yet changed a weight
+  NR > 1 { d = ($1 > $2 ? $1 - $2 : $2 - $1) / $2; if (d < 1e-7) bad = 1; if (d > worst) worst = d }
+  END { printf "with and without the aux loss: step 1 equal, steps 2-6 apart by up to %.2e\n", worst; exit bad }' ||
+  fail "the aux loss changed nothing, or changed step 1"
+echo PASS
