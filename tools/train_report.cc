@@ -177,6 +177,7 @@ std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorRep
   j["tokens_per_s"] = m.tokens_per_s;
   j["tflops_per_gpu"] = m.tflops_per_gpu;
   j["peak_memory_bytes"] = m.peak_memory_bytes;
+  if (m.moe_aux_loss != 0) j["moe_aux_loss"] = m.moe_aux_loss;
   if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
   if (eval.valid) {
     j["eval_loss"] = *eval.valid;

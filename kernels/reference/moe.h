@@ -75,6 +75,20 @@ void MoeAuxLossBackward(T* dlogits, const T* logits, const W* counts, double sca
   }
 }
 
+// out[e] = sum over the n rows of the softmax over all E logits (the auxiliary loss's P_e).
+template <typename T, typename W>
+void MoeRouterProbSums(W* out, const T* logits, int64_t n, int64_t experts) {
+  std::vector<double> sums(static_cast<size_t>(experts), 0.0);
+  for (int64_t r = 0; r < n; ++r) {
+    const T* row = logits + r * experts;
+    const double top = double(*std::max_element(row, row + experts));
+    double sum = 0;
+    for (int64_t e = 0; e < experts; ++e) sum += std::exp(double(row[e]) - top);
+    for (int64_t e = 0; e < experts; ++e) sums[size_t(e)] += std::exp(double(row[e]) - top) / sum;
+  }
+  for (int64_t e = 0; e < experts; ++e) out[e] = W(sums[size_t(e)]);
+}
+
 // out[i][:] = x[rows[i]][:] for i < n (the dispatch: token rows into the experts' order).
 template <typename T>
 void MoePermuteRows(T* out, const T* x, const int32_t* rows, int64_t n, int64_t width) {

@@ -61,6 +61,16 @@ Status CpuOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef c
   });
 }
 
+Status CpuOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) {
+  return Dispatch(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> li(logits);
+    Out<T> o(out, false);
+    k::MoeRouterProbSums(o.get(), li.get(), n, experts);
+    return Status::Ok();
+  });
+}
+
 Status CpuOps::MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n, int64_t width) {
   PTDP_RETURN_IF_ERROR(CheckMoeIndex(rows, n, "rows"));
   return Dispatch(x.dtype, [&](auto tag) {

@@ -27,6 +27,7 @@ class CpuOps : public Ops {
                                int64_t n, int64_t experts, int64_t k) override;
   Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
                             int64_t n, int64_t experts) override;
+  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) override;
   Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                         int64_t width) override;
   Status MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,

@@ -109,6 +109,10 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->MoeAuxLossBackward(dlogits, logits, counts, scale, n, experts);
   }
+  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeRouterProbSums(out, logits, n, experts);
+  }
   Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                         int64_t width) override {
     GuardWindow open(state_.get());

@@ -213,6 +213,11 @@ class Ops {
                                     double /*scale*/, int64_t /*n*/, int64_t /*experts*/) {
     return ArchUnsupported("moe_experts");
   }
+  // The sum over n rows of the softmax over all E logits into out [E] (wide, overwritten).
+  virtual Status MoeRouterProbSums(TensorRef /*out*/, ConstRef /*logits*/, int64_t /*n*/,
+                                   int64_t /*experts*/) {
+    return ArchUnsupported("moe_experts");
+  }
   virtual Status MoePermuteRows(TensorRef /*out*/, ConstRef /*x*/, ConstRef /*rows*/, int64_t /*n*/,
                                 int64_t /*width*/) {
     return ArchUnsupported("moe_experts");

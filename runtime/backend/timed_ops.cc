@@ -152,6 +152,11 @@ Status TimedOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef
   });
 }
 
+Status TimedOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) {
+  return Timed("MoeRouterProbSums " + Dims({n, experts}),
+               [&] { return inner_->MoeRouterProbSums(out, logits, n, experts); });
+}
+
 Status TimedOps::MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                                 int64_t width) {
   return Timed("MoePermuteRows " + Dims({n, width}),

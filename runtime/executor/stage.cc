@@ -30,9 +30,12 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   // does (Megatron-Core's MoEAuxLossAutoScaler: the loss scale over the microbatch count).
   if (opts_.moe_aux_loss_coeff > 0 && evaluating_ == nullptr && model_.IsMoe()) {
     const double tokens = double(cfg_.mbs) * double(model_.seq_len);
-    c.moe_aux_grad = scaler_->scale() * double(cfg_.mbs) / double(cfg_.global_batch) *
-                     opts_.moe_aux_loss_coeff * model_.moe_experts /
-                     (tokens * tokens * model_.moe_topk);
+    c.moe_aux_value_scale =
+        opts_.moe_aux_loss_coeff * model_.moe_experts / (tokens * tokens * model_.moe_topk);
+    c.moe_aux_grad =
+        scaler_->scale() * double(cfg_.mbs) / double(cfg_.global_batch) * c.moe_aux_value_scale;
+    // Each tensor and context group computes the value once per layer and microbatch.
+    if (coord_.tp == 0 && ContextRank() == 0) c.moe_aux_sum = &moe_aux_sum_;
   }
   return c;
 }

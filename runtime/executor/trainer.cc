@@ -372,6 +372,7 @@ void Trainer::WireLayers() {
 Result<StepMetrics> Trainer::Step(int64_t step) {
   PTDP_RETURN_IF_ERROR(params_->ZeroGrads());
   PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(loss_sum_.ref(), 0.0));
+  moe_aux_sum_ = 0;
   events_.clear();
   activation_bytes_.clear();
   grad_reduce_bytes_.clear();
@@ -384,17 +385,20 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   const bool reports = coord_.pp == HeadRank(cfg_) && coord_.tp == 0;
   double loss_sum = 0;
   dev_->Copy(&loss_sum, loss_sum_.data(), sizeof(double));
-  PTDP_ASSIGN_OR_RETURN(std::vector<double> all,
-                        AllGatherDoubles(*world_, {reports ? loss_sum : 0.0, iter_s,
-                                                   static_cast<double>(dev_->stats().peak_total)}));
+  PTDP_ASSIGN_OR_RETURN(
+      std::vector<double> all,
+      AllGatherDoubles(*world_, {reports ? loss_sum : 0.0, iter_s,
+                                 static_cast<double>(dev_->stats().peak_total), moe_aux_sum_}));
   StepMetrics m;
   m.step = step;
-  double loss = 0, slowest = 0, peak = 0;
-  for (size_t r = 0; r < all.size(); r += 3) {
+  double loss = 0, slowest = 0, peak = 0, aux = 0;
+  for (size_t r = 0; r < all.size(); r += 4) {
     loss += all[r];
     slowest = std::max(slowest, all[r + 1]);
     peak = std::max(peak, all[r + 2]);
+    aux += all[r + 3];
   }
+  m.moe_aux_loss = aux * double(cfg_.mbs) / double(cfg_.global_batch);
   const double tokens = double(cfg_.global_batch) * double(model_.seq_len);
   m.loss = loss / tokens;
   m.grad_norm = last_grad_norm_;

@@ -111,6 +111,9 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;
   Bytes peak_memory_bytes = 0;  // max over ranks, since the start
+  // --moe-aux-loss-coeff: the auxiliary load-balancing loss, summed over the mixture layers and
+  // averaged over the microbatches (0 without it).
+  double moe_aux_loss = 0;
 };
 
 // One rank's measured memory, gathered to every rank.
@@ -327,6 +330,7 @@ class Trainer {
   // Set inside Evaluate to the part evaluated (valid_ or test_): the forwards read it and draw no
   // dropout, and keep nothing for a backward.
   TokenSet* evaluating_ = nullptr;
+  double moe_aux_sum_ = 0;  // this step's auxiliary loss values (LayerCtx::moe_aux_sum)
   Status EvaluateBatches(int64_t batches);
   Status ForgetAfterEvalForward(int mb, int chunk);
   LayerDims dims_;

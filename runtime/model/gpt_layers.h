@@ -203,6 +203,10 @@ struct LayerCtx {
   // gradient, coeff E / (T^2 k) times the microbatch's weight in the objective and the loss scale
   // (0: none; runtime/model/moe_layer.h).
   double moe_aux_grad = 0;
+  // With it, its value (coeff E / (T^2 k) sum_e P_e c_e, the factor `moe_aux_value_scale`) is
+  // added to *moe_aux_sum by the backward on the ranks that report it (every rank computes it).
+  double moe_aux_value_scale = 0;
+  double* moe_aux_sum = nullptr;
 };
 
 // Allocates st.x (the checkpoint, tagged activations).

@@ -112,8 +112,27 @@ Status AuxLossBackward(const LayerCtx& c, const MoeRoute& r, const LayerStash* s
   if (c.cp != nullptr && c.cp->size() > 1) {
     PTDP_RETURN_IF_ERROR(c.cp->AllReduceSum(counts.data(), experts, t));
   }
-  return c.dev->ops()->MoeAuxLossBackward(dlogits, st->router_logits.cref(), counts.cref(),
-                                          c.moe_aux_grad, c.d.R(), experts);
+  PTDP_RETURN_IF_ERROR(c.dev->ops()->MoeAuxLossBackward(
+      dlogits, st->router_logits.cref(), counts.cref(), c.moe_aux_grad, c.d.R(), experts));
+  // The loss's value, for the log: P_e over the whole microbatch (the rank's rows summed over the
+  // tensor group under sequence parallelism, and over the context group).
+  PTDP_ASSIGN_OR_RETURN(Tensor probs, Tmp(c, experts, t));
+  PTDP_RETURN_IF_ERROR(
+      c.dev->ops()->MoeRouterProbSums(probs.ref(), st->router_logits.cref(), c.d.R(), experts));
+  if (c.d.sp > 1) PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, probs.ref()));
+  if (c.cp != nullptr && c.cp->size() > 1) {
+    PTDP_RETURN_IF_ERROR(c.cp->AllReduceSum(probs.data(), experts, t));
+  }
+  std::vector<double> p(static_cast<size_t>(experts)), n(p.size());
+  std::vector<float> p32(p.size()), n32(p.size());
+  c.dev->Copy(fp64 ? static_cast<void*>(p.data()) : p32.data(), probs.data(), probs.bytes());
+  c.dev->Copy(fp64 ? static_cast<void*>(n.data()) : n32.data(), counts.data(), counts.bytes());
+  double value = 0;
+  for (size_t e = 0; e < p.size(); ++e) {
+    value += fp64 ? p[e] * n[e] : double(p32[e]) * double(n32[e]);
+  }
+  if (c.moe_aux_sum != nullptr) *c.moe_aux_sum += c.moe_aux_value_scale * value;
+  return Status::Ok();
 }
 
 }  // namespace

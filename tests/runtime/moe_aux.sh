@@ -5,7 +5,9 @@
 #   t2p2d2_seqpar, t2p1d1_cp2_seqpar_fused   the layout's losses within 1e-5 of one process's with
 #       the same coefficient (the loss's counts are the whole microbatch's: gathered over the tensor
 #       group, summed over the context group), and one process's losses with it differ from
-#       those without it from step 2 on (it changes the router's gradient)
+#       those without it from step 2 on (it changes the router's gradient); the logged
+#       moe_aux_loss (its value, summed over the 3 mixture layers) within 1e-5 of one process's at
+#       every step, and lower at step 6 than at step 1 (the router learns to balance)
 #   bad_input   the coefficient on a dense model, and a negative one: exit 2, one line
 #   (the coefficient is 1 in these runs: see aux below)
 # usage: moe_aux.sh PTDP WORKDIR CASE
@@ -61,6 +63,11 @@ case "$case" in
 esac
 train lay "$np" "${aux[@]}" --expect-losses one.jsonl --memory-tol 0.01
 grep "losses vs reference" lay.out
+grep -q " load_balancing_loss: " lay.out || { cat lay.out; fail "no load_balancing_loss line"; }
+paste -d' ' <(field moe_aux_loss lay.jsonl) <(field moe_aux_loss one.jsonl) | awk '
+  { d = ($1 > $2 ? $1 - $2 : $2 - $1) / $2; if (d > worst) worst = d; n++; if (n == 1) first = $2; last = $2 }
+  END { printf "moe_aux_loss: %d steps, within %.2e of one process; %.6f at step 1, %.6f at step %d\n", n, worst, first, last, n
+        exit !(n == 6 && worst <= 1e-5 && last < first) }' || fail "moe_aux_loss"
 paste -d' ' <(field loss one.jsonl) <(field loss plain.jsonl) | awk '
   NR == 1 && $1 != $2 { bad = 1 }   # step 1: the aux loss has not yet changed a weight
   NR > 1 { d = ($1 > $2 ? $1 - $2 : $2 - $1) / $2; if (d < 1e-7) bad = 1; if (d > worst) worst = d }

@@ -150,8 +150,15 @@ void MoeLayerCase(double dropout, double aux = 0) {
   EXPECT_EQ(st.gelu_out.count(), copies * f);
   const auto* probs = static_cast<const double*>(st.router_probs.data());
   for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(probs[2 * n] + probs[2 * n + 1], 1.0, 1e-12);
-  const Status back = LayerBackward(c, p.W(), g.G(), 1, &st, C(r), M(dx));
+  // The backward also adds the loss's value (moe_aux_value_scale sum_e P_e c_e) for the log.
+  const double want_aux = aux != 0 ? AuxLoss(c, st) : 0.0;
+  double got_aux = 0;
+  LayerCtx back_ctx = c;
+  back_ctx.moe_aux_value_scale = aux;
+  back_ctx.moe_aux_sum = &got_aux;
+  const Status back = LayerBackward(back_ctx, p.W(), g.G(), 1, &st, C(r), M(dx));
   ASSERT_TRUE(back.ok()) << back.ToString();
+  EXPECT_NEAR(got_aux, want_aux, 1e-12 * std::max(1.0, std::abs(want_aux)));
   EXPECT_TRUE(st.router_logits.empty() && st.moe_in.empty());  // the stash freed
   CheckGrad("x", x, dx, objective);
   CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
