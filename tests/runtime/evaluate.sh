@@ -3,7 +3,8 @@
 # --eval-iters 2`, 6 steps of the 4-layer GPT with dropout 0.1 (global batch 16), the validation
 # file another text than the training one.
 #   LAYOUT (t2p2d2_1f1b | t1p2d1_zbv | t2p2d1_interleaved_seqpar | t1p1d1_cp2_fused, and
-#       t2p2d2_1f1b_guard on the guard device, whose tensors fault on host access): the layout's
+#       t2p2d2_1f1b_guard on the guard device, whose tensors fault on host access; t2p2d2_seqpar_moe
+#       the Llama-style model with a mixture of experts, PTDP_TEST_ARCH=moe): the layout's
 #       eval losses after steps 3 and 6 (and only there) within 1e-5 (relative) of one process's,
 #       its training losses within 1e-5 of one process's, and equal bit for bit to the same layout
 #       trained without --eval-data (a validation changes nothing of the training); the memory
@@ -21,6 +22,7 @@ work=$2 case=$3
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"  # OpenMPI as root, oversubscribed; fail; fresh_dir_with_data
 fresh_dir_with_data "eval-$case"
+[[ "$case" == *_moe ]] && export PTDP_TEST_ARCH=moe  # both sides: the layout and one process
 eval_text=/usr/share/common-licenses/Apache-2.0
 [ -f "$eval_text" ] || eval_text="$here/equivalence.sh"
 "$ptdp" tokenize --in "$eval_text" --out eval.bin > /dev/null || fail "tokenize the eval text"
@@ -80,6 +82,7 @@ case "$case" in
   t1p2d1_zbv) plan lay 1 2 1 2 zb-v; np=2 ;;
   t2p2d1_interleaved_seqpar) plan lay 2 2 1 2 interleaved PTDP_TEST_SEQ_PARALLEL=true; np=4 ;;
   t1p1d1_cp2_fused) plan lay 1 1 1 1 1f1b PTDP_TEST_CP=2 PTDP_TEST_FUSED_ATTENTION=true; np=2 ;;
+  t2p2d2_seqpar_moe) plan lay 2 2 2 1 1f1b PTDP_TEST_SEQ_PARALLEL=true; np=8 ;;
   *) fail "unknown case $case" ;;
 esac
 train lay "$np" "${evals[@]}" --expect-losses one.jsonl --memory-tol 0.01 "${backend[@]}"
