@@ -1,4 +1,5 @@
-// `ptdp export --checkpoint DIR --to hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron
+// `ptdp export --checkpoint DIR --to
+// hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron|hf-qwen3-moe
 // [--dtype bf16]
 // [--max-shard-size 5GB] OUT`: a checkpoint (any layout) as a Hugging Face folder (config.json and
 // the weights, one file or shards with their index) that transformers loads.
@@ -194,11 +195,11 @@ void RegisterExport(CLI::App& app, int* exit_code) {
   cmd->add_option("--to", to,
                   "the format: hf-gpt2 (GPT2LMHeadModel), hf-llama (LlamaForCausalLM), "
                   "hf-qwen2 (Qwen2ForCausalLM), hf-qwen3 (Qwen3ForCausalLM), hf-mistral "
-                  "(MistralForCausalLM: Llama's with a sliding window) or hf-nemotron "
-                  "(NemotronForCausalLM)")
+                  "(MistralForCausalLM: Llama's with a sliding window), hf-nemotron "
+                  "(NemotronForCausalLM) or hf-qwen3-moe (Qwen3MoeForCausalLM)")
       ->required()
-      ->check(CLI::IsMember(
-          {"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral", "hf-nemotron"}));
+      ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
+                             "hf-nemotron", "hf-qwen3-moe"}));
   cmd->add_option("--dtype", dtype,
                   "the weights' type: fp32 (default) or bf16 (rounded to nearest even)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
@@ -211,12 +212,13 @@ void RegisterExport(CLI::App& app, int* exit_code) {
     auto run = [&]() -> Status {
       PTDP_ASSIGN_OR_RETURN(std::string dir, runtime::ResolveCheckpoint(checkpoint, "ptdp export"));
       PTDP_ASSIGN_OR_RETURN(runtime::Manifest m, runtime::ReadManifest(dir));
-      const auto format = to == "hf-llama"      ? runtime::HfFormat::kLlama
-                          : to == "hf-qwen2"    ? runtime::HfFormat::kQwen2
-                          : to == "hf-qwen3"    ? runtime::HfFormat::kQwen3
-                          : to == "hf-mistral"  ? runtime::HfFormat::kMistral
-                          : to == "hf-nemotron" ? runtime::HfFormat::kNemotron
-                                                : runtime::HfFormat::kGpt2;
+      const auto format = to == "hf-llama"       ? runtime::HfFormat::kLlama
+                          : to == "hf-qwen2"     ? runtime::HfFormat::kQwen2
+                          : to == "hf-qwen3"     ? runtime::HfFormat::kQwen3
+                          : to == "hf-mistral"   ? runtime::HfFormat::kMistral
+                          : to == "hf-nemotron"  ? runtime::HfFormat::kNemotron
+                          : to == "hf-qwen3-moe" ? runtime::HfFormat::kQwen3Moe
+                                                 : runtime::HfFormat::kGpt2;
       runtime::HfExportOptions options;
       options.format = format;
       options.bf16 = dtype == "bf16";

@@ -41,6 +41,9 @@
 #                   and biases, squared ReLU, RoPE on half of each head of 16)
 #  16. nemotron     a Nemotron-style model trained 20 steps at t2 p2, exported with
 #                   `--to hf-nemotron`: NemotronForCausalLM's logits and loss against ptdp's
+#  17. qwen3-moe    a Qwen3-MoE-style model (one dense layer, then 4 experts of 48, top 2; QK
+#                   norms) trained 20 steps at t2 p2 with sequence parallelism, exported with
+#                   `--to hf-qwen3-moe`: Qwen3MoeForCausalLM's logits and loss against ptdp's
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -265,6 +268,14 @@ family_init nemotron "$nemotron_keys"
 echo "== 16. nemotron: a Nemotron-style model trained at t2 p2, exported, loaded by NemotronForCausalLM"
 arch=", \"kv_heads\": 2, \"rotary\": true, \"linear_bias\": false, \"rotary_base\": 1000000$nemotron_keys"
 export_check nemotron hf-nemotron 64 176
+
+echo "== 17. qwen3-moe: a Qwen3-MoE-style model trained at t2 p2, exported, loaded by Qwen3MoeForCausalLM"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"rotary_base\": 1000000$qwen3_keys, \"moe_experts\": 4,
+           \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1"
+layout=', "sequence_parallel": true'
+export_check qwen3moe hf-qwen3-moe 64 176
+layout=
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -15,6 +15,7 @@ int64_t ColsOf(const HfTensorSpec& s) {
 
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
   if (m.squared_relu || m.layernorm_1p) return HfLlamaArch::kNemotron;
+  if (m.IsMoe()) return HfLlamaArch::kQwen3Moe;
   if (m.qk_norm) return HfLlamaArch::kQwen3;
   if (m.qkv_bias) return HfLlamaArch::kQwen2;
   return m.window_size > 0 ? HfLlamaArch::kMistral : HfLlamaArch::kLlama;
@@ -32,6 +33,8 @@ const char* HfLlamaFormatName(HfLlamaArch a) {
       return "hf-mistral";
     case HfLlamaArch::kNemotron:
       return "hf-nemotron";
+    case HfLlamaArch::kQwen3Moe:
+      return "hf-qwen3-moe";
   }
   return "?";
 }
@@ -48,6 +51,8 @@ const char* HfLlamaArchName(HfLlamaArch a) {
       return "MistralForCausalLM";
     case HfLlamaArch::kNemotron:
       return "NemotronForCausalLM";
+    case HfLlamaArch::kQwen3Moe:
+      return "Qwen3MoeForCausalLM";
   }
   return "?";
 }
@@ -63,8 +68,10 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
     // What the model has that `arch` lacks, or (a plain Llama) what `arch` needs that it lacks.
     const std::string has = its == HfLlamaArch::kNemotron
                                 ? "it has Nemotron's squared-ReLU MLP and LayerNorm1P"
-                            : its == HfLlamaArch::kQwen3   ? "it has QK norms"
-                            : its == HfLlamaArch::kQwen2   ? "it has a bias on q, k and v alone"
+                            : its == HfLlamaArch::kQwen3Moe  ? "it has a mixture of experts"
+                            : arch == HfLlamaArch::kQwen3Moe ? "it has no mixture of experts"
+                            : its == HfLlamaArch::kQwen3     ? "it has QK norms"
+                            : its == HfLlamaArch::kQwen2     ? "it has a bias on q, k and v alone"
                             : its == HfLlamaArch::kMistral ? "it has a sliding window (window_size)"
                             : arch == HfLlamaArch::kQwen3  ? "it has no QK norms"
                             : arch == HfLlamaArch::kQwen2  ? "it has no bias on q, k and v"
@@ -112,8 +119,12 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
     return bad("it needs rmsnorm, swiglu and rotary all true");
   }
   if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
-  if (m.IsMoe() || m.IsMla() || m.mtp_layers > 0) {
-    return bad("it has experts, latent attention or prediction depths");
+  if (m.IsMla() || m.mtp_layers > 0) return bad("it has latent attention or prediction depths");
+  // Qwen3-MoE's mixture: QK norms, its experts alone (no shared one), a plain top-k router.
+  if (m.IsMoe() && (!m.qk_norm || m.HasSharedExpert() || m.moe_router_groups > 0 || m.qkv_bias)) {
+    return bad(
+        "its experts are not Qwen3-MoE's (QK norms, no shared expert, no router groups, no "
+        "bias on q, k and v)");
   }
   // Mistral's window is on every layer; Qwen's classes place theirs by max_window_layers, which
   // ptdp's rule (core/model.h WindowedLayer) does not express, and core/hf_config.cc refuses.
@@ -135,7 +146,9 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   OrderedJson j;
   j["architectures"] = {HfLlamaArchName(arch)};
   const bool nemotron = arch == HfLlamaArch::kNemotron;
+  const bool moe = arch == HfLlamaArch::kQwen3Moe;
   j["model_type"] = nemotron                        ? "nemotron"
+                    : moe                           ? "qwen3_moe"
                     : arch == HfLlamaArch::kQwen3   ? "qwen3"
                     : arch == HfLlamaArch::kQwen2   ? "qwen2"
                     : arch == HfLlamaArch::kMistral ? "mistral"
@@ -144,6 +157,19 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["num_hidden_layers"] = m.layers;
   j["hidden_size"] = m.hidden;
   j["intermediate_size"] = m.FfnHidden();
+  if (moe) {  // Qwen3-MoE's: top-k of the softmax, renormalised (ptdp's top-k softmax)
+    j["num_experts"] = m.moe_experts;
+    j["num_experts_per_tok"] = m.moe_topk;
+    j["moe_intermediate_size"] = m.MoeFfnHidden();
+    j["norm_topk_prob"] = true;
+    j["decoder_sparse_step"] = 1;
+    std::vector<int> dense;
+    for (int l = 0; l < m.layers; ++l) {
+      if (!m.IsMoeLayer(l)) dense.push_back(l);
+    }
+    j["mlp_only_layers"] = dense;
+    j["output_router_logits"] = false;
+  }
   j["num_attention_heads"] = m.heads;
   j["num_key_value_heads"] = m.KvHeads();
   j["head_dim"] = m.HeadDim();
@@ -213,6 +239,19 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
     }
     out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
     out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
+    if (m.IsMoeLayer(l)) {  // Qwen3-MoE's router and experts
+      const int64_t fe = m.MoeFfnHidden();
+      out.push_back(
+          spec(p + "moe.router.weight", q_ + "mlp.gate.weight", {m.moe_experts, h}, L::kSame));
+      for (int e = 0; e < m.moe_experts; ++e) {
+        const std::string pe = p + "moe.expert" + std::to_string(e) + ".";
+        const std::string he = q_ + "mlp.experts." + std::to_string(e) + ".";
+        out.push_back(spec(pe + "fc1.weight", he + "gate_proj.weight", {fe, h}, L::kGateProj));
+        out.push_back(spec(pe + "fc1.weight", he + "up_proj.weight", {fe, h}, L::kUpProj));
+        out.push_back(spec(pe + "fc2.weight", he + "down_proj.weight", {h, fe}, L::kSame));
+      }
+      continue;
+    }
     if (nemotron) {  // LayerNorm1P's bias, and the two-matrix MLP's fc1 whole
       out.push_back(spec(p + "ln2.bias", q_ + "post_attention_layernorm.bias", {h}, L::kSame));
       out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kSame));
@@ -290,6 +329,14 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
     if (type != "default" && type != "llama3") {
       return bad(std::string(key) + ".rope_type",
                  type + " is not supported: ptdp's rotation is unscaled or Llama 3.1's (llama3)");
+    }
+  }
+  // Qwen3-MoE's router renormalises its top k only with norm_topk_prob (transformers' default
+  // false); ptdp's takes the softmax over the top k, which is that renormalisation.
+  if (type == "qwen3_moe") {
+    const auto it = j.find("norm_topk_prob");
+    if (it == j.end() || !it->is_boolean() || !it->get<bool>()) {
+      return bad("norm_topk_prob", "must be true: ptdp's router renormalises its top k");
     }
   }
   PTDP_RETURN_IF_ERROR(CheckHfLlamaReadable(m, source + ": the model"));

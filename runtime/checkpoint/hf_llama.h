@@ -20,6 +20,10 @@
 //   model.layers.L.post_attention_layernorm.weight layerL.ln2.weight
 //   model.layers.L.mlp.{gate,up}_proj.weight      the even and odd rows of layerL.mlp.fc1.weight
 //   model.layers.L.mlp.down_proj.weight           layerL.mlp.fc2.weight
+//   model.layers.L.mlp.gate.weight [E, h]         layerL.moe.router.weight (Qwen3-MoE's layers)
+//   model.layers.L.mlp.experts.X.{gate,up}_proj   the even and odd rows of
+//                                                 layerL.moe.expertX.fc1.weight
+//   model.layers.L.mlp.experts.X.down_proj        layerL.moe.expertX.fc2.weight
 //   model.norm.weight                             final_ln.weight
 //   lm_head.weight [V, h]                         output.weight (untied models only)
 // Both rotate q and k in halves (rotate_half) by position * rope_theta^(-2e/d), norm with
@@ -43,13 +47,14 @@ namespace ptdp::runtime {
 // (ModelSpec::qkv_bias), Qwen3's QK norms (qk_norm), Mistral's sliding window on every layer
 // (window_size), Nemotron-4's squared-ReLU MLP and LayerNorm1P (squared_relu, layernorm_1p),
 // Llama's none of them.
-enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral, kNemotron };
+enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral, kNemotron, kQwen3Moe };
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
 // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM",
-// "NemotronForCausalLM".
+// "NemotronForCausalLM", "Qwen3MoeForCausalLM" (Qwen3's attention with a mixture of experts:
+// model.moe_experts with QK norms; its leading dense layers are mlp_only_layers).
 const char* HfLlamaArchName(HfLlamaArch a);
 // The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
-// "hf-nemotron".
+// "hf-nemotron", "hf-qwen3-moe".
 const char* HfLlamaFormatName(HfLlamaArch a);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
@@ -64,7 +69,7 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
 // The model_types read here: "llama", "mistral", "qwen2", "qwen3", "nemotron".
 inline bool IsHfLlamaFamily(const std::string& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
-         model_type == "qwen3" || model_type == "nemotron";
+         model_type == "qwen3" || model_type == "nemotron" || model_type == "qwen3_moe";
 }
 
 // The config.json for `m` (max_position_embeddings = m.seq_len), of HfLlamaArchOf(m).

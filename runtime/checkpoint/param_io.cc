@@ -261,6 +261,31 @@ std::string RopeScalingText(const ModelSpec& m) {
 
 }  // namespace
 
+// A Qwen3-MoE folder's mixture against the plan's: what the tensors' shapes do not show (the
+// router's k) and what they do, named by both keys.
+Status CheckHfExpertsMatch(const ModelSpec& m, const ModelSpec& plan, const std::string& source) {
+  if (m.moe_experts != plan.moe_experts) {
+    return Mismatch(source, "num_experts", m.moe_experts, "moe_experts", plan.moe_experts);
+  }
+  if (!m.IsMoe()) return Status::Ok();
+  if (m.moe_topk != plan.moe_topk) {
+    return Mismatch(source, "num_experts_per_tok", m.moe_topk, "moe_topk", plan.moe_topk);
+  }
+  if (m.MoeFfnHidden() != plan.MoeFfnHidden()) {
+    return Mismatch(source, "moe_intermediate_size", m.MoeFfnHidden(), "moe_ffn_hidden",
+                    plan.MoeFfnHidden());
+  }
+  for (int l = 0; l < m.layers && l < plan.layers; ++l) {
+    if (m.IsMoeLayer(l) != plan.IsMoeLayer(l)) {
+      return Status::Invalid(source + ": layer " + std::to_string(l) + " is " +
+                             (m.IsMoeLayer(l) ? "a mixture" : "dense (mlp_only_layers)") +
+                             ", the plan's model has it " +
+                             (plan.IsMoeLayer(l) ? "a mixture" : "dense"));
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
                            const std::string& source) {
   const ModelSpec& m = c.model;
@@ -289,6 +314,7 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
     if (m.HeadDim() != plan.HeadDim()) {
       return Mismatch(source, "head_dim", m.HeadDim(), "head_dim", plan.HeadDim());
     }
+    PTDP_RETURN_IF_ERROR(CheckHfExpertsMatch(m, plan, source));
     if (m.rope_scaling_factor != plan.rope_scaling_factor ||
         (m.rope_scaling_factor > 0 &&
          (m.rope_low_freq_factor != plan.rope_low_freq_factor ||
@@ -518,6 +544,7 @@ Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::str
                            : format == HfFormat::kQwen2    ? HfLlamaArch::kQwen2
                            : format == HfFormat::kMistral  ? HfLlamaArch::kMistral
                            : format == HfFormat::kNemotron ? HfLlamaArch::kNemotron
+                           : format == HfFormat::kQwen3Moe ? HfLlamaArch::kQwen3Moe
                                                            : HfLlamaArch::kLlama;
   PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, arch, what)
                              : RequireGpt2(model, what));

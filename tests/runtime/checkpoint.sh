@@ -33,7 +33,8 @@
 #                       4 experts of 48, top 2): t2 p2 d1 with sequence parallelism (each expert
 #                       split over t) saves at step 3, t1 p1 d2 loads it and saves at step 6, t2 p2
 #                       d1 loads that: losses within 1e-5 at every hop; `ptdp export --to hf-llama`
-#                       refuses it by name
+#                       refuses it by name; `--to hf-qwen3-moe` writes Qwen3-MoE's folder, which
+#                       `--init-from` reads back byte for byte, but with norm_topk_prob false
 #   reshard_llama       the Llama-style model (write_plan.sh PTDP_TEST_ARCH=llama): t2 p2 d1 (key
 #                       and value heads, SwiGLU features and the untied output split over t) saves at
 #                       step 3, t1 p1 d2 loads it and saves at step 6, t2 p2 d1 loads that: losses
@@ -215,8 +216,21 @@ case "$case" in
     plan M 1 1 2 1 1f1b
     there_and_back L M "t1 d2 from the t2 p2 checkpoint" "t2 p2 from the t1 d2 checkpoint"
     "$ptdp" export --checkpoint ck2 --to hf-llama hf > export.out 2>&1 && fail "export of a mixture"
-    grep -q "it has experts" export.out || { cat export.out; fail "export's error"; }
+    grep -q "it has a mixture of experts (--to hf-qwen3-moe writes it)" export.out ||
+      { cat export.out; fail "export's error"; }
     [ ! -e hf/model.safetensors ] || fail "export wrote a file"
+    # Qwen3-MoE's folder (bench/hf check 17 loads it in transformers): the router as mlp.gate, each
+    # expert's gate, up and down projections; back through --init-from and out again, byte for byte.
+    "$ptdp" export --checkpoint ck2 --to hf-qwen3-moe hfm > export.out 2>&1 || { cat export.out; fail "hf-qwen3-moe"; }
+    grep -q '"num_experts": 4' hfm/config.json && grep -q '"mlp_only_layers": \[' hfm/config.json ||
+      { cat hfm/config.json; fail "config.json's mixture"; }
+    STEPS=1 train L --init-from hfm --lr 0 --min-lr 0 --save ck3 || { cat L.out; fail "init-from hfm"; }
+    "$ptdp" export --checkpoint ck3 --to hf-qwen3-moe hfm2 > export.out 2>&1 || { cat export.out; fail "export 2"; }
+    cmp hfm/model.safetensors hfm2/model.safetensors || fail "model.safetensors differs after the round trip"
+    echo "hf-qwen3-moe -> init-from (t2 p2) -> save -> hf-qwen3-moe: byte-identical"
+    sed -i 's/"norm_topk_prob": true/"norm_topk_prob": false/' hfm2/config.json
+    STEPS=1 train L --init-from hfm2 > /dev/null 2>&1 && fail "norm_topk_prob false loaded"
+    grep -q "norm_topk_prob: must be true" L.out || { cat L.out; fail "norm_topk_prob's error"; }
     ;;
   reshard_llama)
     export PTDP_TEST_ARCH=llama

@@ -26,8 +26,9 @@
 # MLP, LayerNorm1P, RoPE on half of each head, 2 key/value heads, no biases, untied output layer;
 # window the Llama-style model with a sliding window of 7 keys before each query on every other
 # layer (window_size 7, window_full_every 2; needs PTDP_TEST_FUSED_ATTENTION=true); moe the
-# Llama-style model with a mixture of experts (Qwen3-MoE's kind) after one dense layer: 4 SwiGLU
-# experts of 48 features, top 2 (moe_dense_layers 1; needs sequence parallelism with tp > 1).
+# Llama-style model with a mixture of experts (Qwen3-MoE's kind, with its QK norms) after one dense
+# layer: 4 SwiGLU experts of 48 features, top 2 (moe_dense_layers 1; needs sequence parallelism
+# with tp > 1).
 set -euo pipefail
 ptdp=$1
 shift
@@ -57,7 +58,8 @@ case "${PTDP_TEST_ARCH:-gpt}" in
     [ "$PTDP_TEST_ARCH" = partial ] && arch="$arch, \"rotary_percent\": 0.5"
     [ "$PTDP_TEST_ARCH" = window ] && arch="$arch, \"window_size\": 7, \"window_full_every\": 2"
     [ "$PTDP_TEST_ARCH" = moe ] &&
-      arch="$arch, \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1" ;;
+      arch="$arch, \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1,
+            \"qk_norm\": true" ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
   nemotron)
