@@ -44,6 +44,8 @@
 #  17. qwen3-moe    a Qwen3-MoE-style model (one dense layer, then 4 experts of 48, top 2; QK
 #                   norms) trained 20 steps at t2 p2 with sequence parallelism, exported with
 #                   `--to hf-qwen3-moe`: Qwen3MoeForCausalLM's logits and loss against ptdp's
+#  18. mixtral      a Mixtral-style model (4 experts of 48, top 2, on every layer; no QK norms)
+#                   trained the same way, exported with `--to hf-mixtral`: MixtralForCausalLM's
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -275,6 +277,11 @@ arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1"
 layout=', "sequence_parallel": true'
 export_check qwen3moe hf-qwen3-moe 64 176
+echo "== 18. mixtral: a Mixtral-style model trained at t2 p2, exported, loaded by MixtralForCausalLM"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"rotary_base\": 1000000, \"norm_eps\": 1e-6, \"moe_experts\": 4,
+           \"moe_topk\": 2"
+export_check mixtral hf-mixtral 64 48
 layout=
 
 echo "== summary ($work/summary.txt)"

@@ -15,7 +15,7 @@ int64_t ColsOf(const HfTensorSpec& s) {
 
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
   if (m.squared_relu || m.layernorm_1p) return HfLlamaArch::kNemotron;
-  if (m.IsMoe()) return HfLlamaArch::kQwen3Moe;
+  if (m.IsMoe()) return m.qk_norm ? HfLlamaArch::kQwen3Moe : HfLlamaArch::kMixtral;
   if (m.qk_norm) return HfLlamaArch::kQwen3;
   if (m.qkv_bias) return HfLlamaArch::kQwen2;
   return m.window_size > 0 ? HfLlamaArch::kMistral : HfLlamaArch::kLlama;
@@ -35,6 +35,8 @@ const char* HfLlamaFormatName(HfLlamaArch a) {
       return "hf-nemotron";
     case HfLlamaArch::kQwen3Moe:
       return "hf-qwen3-moe";
+    case HfLlamaArch::kMixtral:
+      return "hf-mixtral";
   }
   return "?";
 }
@@ -53,6 +55,8 @@ const char* HfLlamaArchName(HfLlamaArch a) {
       return "NemotronForCausalLM";
     case HfLlamaArch::kQwen3Moe:
       return "Qwen3MoeForCausalLM";
+    case HfLlamaArch::kMixtral:
+      return "MixtralForCausalLM";
   }
   return "?";
 }
@@ -68,10 +72,14 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
     // What the model has that `arch` lacks, or (a plain Llama) what `arch` needs that it lacks.
     const std::string has = its == HfLlamaArch::kNemotron
                                 ? "it has Nemotron's squared-ReLU MLP and LayerNorm1P"
-                            : its == HfLlamaArch::kQwen3Moe  ? "it has a mixture of experts"
-                            : arch == HfLlamaArch::kQwen3Moe ? "it has no mixture of experts"
-                            : its == HfLlamaArch::kQwen3     ? "it has QK norms"
-                            : its == HfLlamaArch::kQwen2     ? "it has a bias on q, k and v alone"
+                            : its == HfLlamaArch::kQwen3Moe || its == HfLlamaArch::kMixtral
+                                ? (arch == HfLlamaArch::kQwen3Moe || arch == HfLlamaArch::kMixtral
+                                       ? (m.qk_norm ? "it has QK norms" : "it has no QK norms")
+                                       : "it has a mixture of experts")
+                            : arch == HfLlamaArch::kQwen3Moe || arch == HfLlamaArch::kMixtral
+                                ? "it has no mixture of experts"
+                            : its == HfLlamaArch::kQwen3   ? "it has QK norms"
+                            : its == HfLlamaArch::kQwen2   ? "it has a bias on q, k and v alone"
                             : its == HfLlamaArch::kMistral ? "it has a sliding window (window_size)"
                             : arch == HfLlamaArch::kQwen3  ? "it has no QK norms"
                             : arch == HfLlamaArch::kQwen2  ? "it has no bias on q, k and v"
@@ -112,7 +120,7 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   auto bad = [&](const std::string& why) {
     return Status::Invalid(what +
                            " is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, "
-                           "Qwen3): " +
+                           "Qwen3, Qwen3-MoE, Mixtral): " +
                            why);
   };
   if (!m.rmsnorm || !m.swiglu || !m.rotary) {
@@ -120,11 +128,17 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   }
   if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
   if (m.IsMla() || m.mtp_layers > 0) return bad("it has latent attention or prediction depths");
-  // Qwen3-MoE's mixture: QK norms, its experts alone (no shared one), a plain top-k router.
-  if (m.IsMoe() && (!m.qk_norm || m.HasSharedExpert() || m.moe_router_groups > 0 || m.qkv_bias)) {
+  // Qwen3-MoE's mixture (QK norms) or Mixtral's (none): its experts alone (no shared one), a plain
+  // top-k router; Mixtral's on every layer, without a window.
+  if (m.IsMoe() && (m.HasSharedExpert() || m.moe_router_groups > 0 || m.qkv_bias)) {
     return bad(
-        "its experts are not Qwen3-MoE's (QK norms, no shared expert, no router groups, no "
-        "bias on q, k and v)");
+        "its experts are neither Qwen3-MoE's nor Mixtral's (a shared expert, router groups "
+        "or a bias on q, k and v)");
+  }
+  if (m.IsMoe() && !m.qk_norm && (m.HasDenseLayers() || m.window_size > 0)) {
+    return bad(
+        "its mixture is not Mixtral's (dense layers, or a sliding window); with QK norms it "
+        "would be Qwen3-MoE's");
   }
   // Mistral's window is on every layer; Qwen's classes place theirs by max_window_layers, which
   // ptdp's rule (core/model.h WindowedLayer) does not express, and core/hf_config.cc refuses.
@@ -146,9 +160,10 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   OrderedJson j;
   j["architectures"] = {HfLlamaArchName(arch)};
   const bool nemotron = arch == HfLlamaArch::kNemotron;
-  const bool moe = arch == HfLlamaArch::kQwen3Moe;
+  const bool moe = arch == HfLlamaArch::kQwen3Moe, mixtral = arch == HfLlamaArch::kMixtral;
   j["model_type"] = nemotron                        ? "nemotron"
                     : moe                           ? "qwen3_moe"
+                    : mixtral                       ? "mixtral"
                     : arch == HfLlamaArch::kQwen3   ? "qwen3"
                     : arch == HfLlamaArch::kQwen2   ? "qwen2"
                     : arch == HfLlamaArch::kMistral ? "mistral"
@@ -156,7 +171,13 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["hidden_act"] = nemotron ? "relu2" : "silu";
   j["num_hidden_layers"] = m.layers;
   j["hidden_size"] = m.hidden;
-  j["intermediate_size"] = m.FfnHidden();
+  j["intermediate_size"] = mixtral ? m.MoeFfnHidden() : m.FfnHidden();
+  if (mixtral) {  // top-k of the softmax, renormalised (ptdp's top-k softmax)
+    j["num_local_experts"] = m.moe_experts;
+    j["num_experts_per_tok"] = m.moe_topk;
+    j["router_jitter_noise"] = 0.0;
+    j["output_router_logits"] = false;
+  }
   if (moe) {  // Qwen3-MoE's: top-k of the softmax, renormalised (ptdp's top-k softmax)
     j["num_experts"] = m.moe_experts;
     j["num_experts_per_tok"] = m.moe_topk;
@@ -190,9 +211,13 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j["attention_bias"] = false;
   if (nemotron) {
     j["mlp_bias"] = false;
-  } else if (arch == HfLlamaArch::kMistral) {
-    // transformers' mask keeps q - k < sliding_window: the query and window_size keys before it.
-    j["sliding_window"] = m.window_size + 1;
+  } else if (arch == HfLlamaArch::kMistral || mixtral) {
+    if (mixtral) {
+      j["sliding_window"] = nullptr;
+    } else {
+      // transformers' mask keeps q - k < sliding_window: the query and window_size keys before it.
+      j["sliding_window"] = m.window_size + 1;
+    }
   } else if (arch != HfLlamaArch::kLlama) {  // Qwen's: no window
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
@@ -239,16 +264,21 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
     }
     out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
     out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
-    if (m.IsMoeLayer(l)) {  // Qwen3-MoE's router and experts
+    if (m.IsMoeLayer(l)) {  // Qwen3-MoE's router and experts, or Mixtral's
       const int64_t fe = m.MoeFfnHidden();
+      const bool mx = !m.qk_norm;
+      const std::string block = q_ + (mx ? "block_sparse_moe." : "mlp.");
       out.push_back(
-          spec(p + "moe.router.weight", q_ + "mlp.gate.weight", {m.moe_experts, h}, L::kSame));
+          spec(p + "moe.router.weight", block + "gate.weight", {m.moe_experts, h}, L::kSame));
       for (int e = 0; e < m.moe_experts; ++e) {
         const std::string pe = p + "moe.expert" + std::to_string(e) + ".";
-        const std::string he = q_ + "mlp.experts." + std::to_string(e) + ".";
-        out.push_back(spec(pe + "fc1.weight", he + "gate_proj.weight", {fe, h}, L::kGateProj));
-        out.push_back(spec(pe + "fc1.weight", he + "up_proj.weight", {fe, h}, L::kUpProj));
-        out.push_back(spec(pe + "fc2.weight", he + "down_proj.weight", {h, fe}, L::kSame));
+        const std::string he = block + "experts." + std::to_string(e) + ".";
+        out.push_back(spec(pe + "fc1.weight", he + (mx ? "w1.weight" : "gate_proj.weight"), {fe, h},
+                           L::kGateProj));
+        out.push_back(spec(pe + "fc1.weight", he + (mx ? "w3.weight" : "up_proj.weight"), {fe, h},
+                           L::kUpProj));
+        out.push_back(spec(pe + "fc2.weight", he + (mx ? "w2.weight" : "down_proj.weight"), {h, fe},
+                           L::kSame));
       }
       continue;
     }

@@ -24,6 +24,8 @@
 //   model.layers.L.mlp.experts.X.{gate,up}_proj   the even and odd rows of
 //                                                 layerL.moe.expertX.fc1.weight
 //   model.layers.L.mlp.experts.X.down_proj        layerL.moe.expertX.fc2.weight
+//   model.layers.L.block_sparse_moe.gate.weight   layerL.moe.router.weight (Mixtral's), and
+//   ...block_sparse_moe.experts.X.{w1,w3,w2}      its experts' gate, up and down projections
 //   model.norm.weight                             final_ln.weight
 //   lm_head.weight [V, h]                         output.weight (untied models only)
 // Both rotate q and k in halves (rotate_half) by position * rope_theta^(-2e/d), norm with
@@ -47,14 +49,15 @@ namespace ptdp::runtime {
 // (ModelSpec::qkv_bias), Qwen3's QK norms (qk_norm), Mistral's sliding window on every layer
 // (window_size), Nemotron-4's squared-ReLU MLP and LayerNorm1P (squared_relu, layernorm_1p),
 // Llama's none of them.
-enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral, kNemotron, kQwen3Moe };
+enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral, kNemotron, kQwen3Moe, kMixtral };
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
 // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM",
 // "NemotronForCausalLM", "Qwen3MoeForCausalLM" (Qwen3's attention with a mixture of experts:
-// model.moe_experts with QK norms; its leading dense layers are mlp_only_layers).
+// model.moe_experts with QK norms; its leading dense layers are mlp_only_layers),
+// "MixtralForCausalLM" (Llama's attention with a mixture on every layer: no QK norms).
 const char* HfLlamaArchName(HfLlamaArch a);
 // The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
-// "hf-nemotron", "hf-qwen3-moe".
+// "hf-nemotron", "hf-qwen3-moe", "hf-mixtral".
 const char* HfLlamaFormatName(HfLlamaArch a);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
@@ -69,7 +72,8 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
 // The model_types read here: "llama", "mistral", "qwen2", "qwen3", "nemotron".
 inline bool IsHfLlamaFamily(const std::string& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
-         model_type == "qwen3" || model_type == "nemotron" || model_type == "qwen3_moe";
+         model_type == "qwen3" || model_type == "nemotron" || model_type == "qwen3_moe" ||
+         model_type == "mixtral";
 }
 
 // The config.json for `m` (max_position_embeddings = m.seq_len), of HfLlamaArchOf(m).

@@ -155,9 +155,11 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   // as one.
   ModelSpec partial = SmallLlamaModel();
   partial.rotary_percent = 0.5;
-  EXPECT_EQ(CheckHfLlamaExportable(partial, HfLlamaArch::kLlama, "m").message(),
-            "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
-            "turns part of each head (rotary_percent)");
+  EXPECT_EQ(
+      CheckHfLlamaExportable(partial, HfLlamaArch::kLlama, "m").message(),
+      "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, "
+      "Mixtral): it "
+      "turns part of each head (rotary_percent)");
 }
 
 std::string LlamaMatch(const std::function<void(std::vector<StTensor>&)>& edit) {
@@ -274,14 +276,18 @@ TEST(HfLlama, MistralWindowReadAndWritten) {
   alternating.window_full_every = 2;
   EXPECT_NE(CheckHfMatchesModel(*c, alternating, "cfg.json").message().find("window_full_every"),
             std::string::npos);
-  EXPECT_EQ(CheckHfLlamaExportable(alternating, HfLlamaArch::kMistral, "m").message(),
-            "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
-            "alternates windowed and full layers (window_full_every)");
+  EXPECT_EQ(
+      CheckHfLlamaExportable(alternating, HfLlamaArch::kMistral, "m").message(),
+      "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, "
+      "Mixtral): it "
+      "alternates windowed and full layers (window_full_every)");
   ModelSpec qwen = c->model;
   qwen.qk_norm = true;
-  EXPECT_EQ(CheckHfLlamaReadable(qwen, "m").message(),
-            "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3): it "
-            "has a sliding window with QK norms or biases on q, k and v (Mistral's has neither)");
+  EXPECT_EQ(
+      CheckHfLlamaReadable(qwen, "m").message(),
+      "m is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, Qwen3, Qwen3-MoE, "
+      "Mixtral): it "
+      "has a sliding window with QK norms or biases on q, k and v (Mistral's has neither)");
 }
 
 // Nemotron-4: LayerNorm1P with a bias (the weight stored as the offset from 1, as transformers'
@@ -373,6 +379,73 @@ TEST(HfLlama, Llama31RopeScalingReadAndWritten) {
     EXPECT_EQ(back->model.rope_scaling_factor, 8);
     EXPECT_EQ(back->model.rope_original_max_positions, 8192);
   }
+}
+
+// Mixtures of experts: Qwen3-MoE's folder (QK norms; the router as mlp.gate, per-expert
+// projections, the leading dense layers as mlp_only_layers) and Mixtral's (no QK norms, a mixture
+// on every layer, block_sparse_moe's w1, w3, w2); each config reads back to the same mixture, a
+// Qwen3-MoE folder without norm_topk_prob refused, and the mixtures that neither class computes
+// refused by name (`make hf-check` 17 and 18 compare their logits with transformers').
+TEST(HfLlama, MixturesAreQwen3MoeOrMixtral) {
+  ModelSpec qwen = SmallLlamaModel();
+  qwen.layers = 3;
+  qwen.qk_norm = true;
+  qwen.moe_experts = 4;
+  qwen.moe_topk = 2;
+  qwen.moe_ffn_hidden = 6;
+  qwen.moe_dense_layers = 1;
+  ASSERT_TRUE(qwen.Validate("m").ok()) << qwen.Validate("m").ToString();
+  EXPECT_EQ(HfLlamaArchOf(qwen), HfLlamaArch::kQwen3Moe);
+  ModelSpec mixtral = SmallLlamaModel();
+  mixtral.moe_experts = 4;
+  mixtral.moe_topk = 2;
+  EXPECT_EQ(HfLlamaArchOf(mixtral), HfLlamaArch::kMixtral);
+  auto names = [](const ModelSpec& m) {
+    std::vector<std::string> out;
+    for (const HfTensorSpec& t : HfLlamaTensors(m)) out.push_back(t.ptdp + "=" + t.hf);
+    return out;
+  };
+  const std::vector<std::string> q = names(qwen), x = names(mixtral);
+  auto has = [](const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  EXPECT_TRUE(has(q, "layer0.mlp.fc1.weight=model.layers.0.mlp.gate_proj.weight"));
+  EXPECT_TRUE(has(q, "layer1.moe.router.weight=model.layers.1.mlp.gate.weight"));
+  EXPECT_TRUE(has(q, "layer2.moe.expert3.fc1.weight=model.layers.2.mlp.experts.3.up_proj.weight"));
+  EXPECT_TRUE(has(x, "layer0.moe.router.weight=model.layers.0.block_sparse_moe.gate.weight"));
+  EXPECT_TRUE(
+      has(x, "layer1.moe.expert2.fc2.weight=model.layers.1.block_sparse_moe.experts.2.w2.weight"));
+  // The embedding; per layer its two norms, q, k, v, o and the QK norms (8); the dense layer's
+  // gate, up and down (3); each mixture's router and 4 experts of 3 (13); the final norm, lm_head.
+  EXPECT_EQ(q.size(), size_t(1 + 3 * 8 + 3 + 2 * 13 + 1 + 1));
+  for (const ModelSpec& m : {qwen, mixtral}) {
+    Json j = Json::parse(HfLlamaConfigToJson(m).dump());
+    auto c = HfLlamaConfigFromJson(j, "cfg.json");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->model.moe_experts, 4);
+    EXPECT_EQ(c->model.moe_topk, 2);
+    EXPECT_EQ(c->model.MoeFfnHidden(), m.MoeFfnHidden());
+    EXPECT_EQ(c->model.moe_dense_layers, m.moe_dense_layers);
+    EXPECT_TRUE(CheckHfMatchesModel(*c, m, "cfg.json").ok());
+  }
+  Json j = Json::parse(HfLlamaConfigToJson(qwen).dump());
+  j.erase("norm_topk_prob");
+  EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json").status().message(),
+            "cfg.json: norm_topk_prob: must be true: ptdp's router renormalises its top k");
+  ModelSpec dense_mixtral = mixtral;
+  dense_mixtral.layers = 3;
+  dense_mixtral.moe_dense_layers = 1;
+  EXPECT_NE(CheckHfLlamaExportable(dense_mixtral, HfLlamaArch::kMixtral, "m")
+                .message()
+                .find("its mixture is not Mixtral's (dense layers, or a sliding window)"),
+            std::string::npos);
+  EXPECT_NE(
+      CheckHfLlamaExportable(qwen, HfLlamaArch::kMixtral, "m").message().find("it has QK norms"),
+      std::string::npos);
+  EXPECT_NE(CheckHfLlamaExportable(mixtral, HfLlamaArch::kLlama, "m")
+                .message()
+                .find("it has a mixture of experts (--to hf-mixtral writes it)"),
+            std::string::npos);
 }
 
 }  // namespace
