@@ -59,8 +59,11 @@ TEST(ReferenceForward, AttentionWindowMasksEarlierKeys) {
       double row = 0.0;
       for (int64_t j = 0; j < s; ++j) {
         const double p = att[(bh * s + i) * s + j];
-        if (j > i || j < i - window) EXPECT_EQ(p, 0.0) << i << " " << j;
-        if (j <= i && j >= i - window) EXPECT_GT(p, 0.0) << i << " " << j;
+        if (j > i || j < i - window) {
+          EXPECT_EQ(p, 0.0) << i << " " << j;
+        } else {
+          EXPECT_GT(p, 0.0) << i << " " << j;
+        }
         row += p;
       }
       EXPECT_NEAR(row, 1.0, 1e-14);

@@ -124,7 +124,7 @@ TEST(CpuOps, AdamWGradScaleEqualsScaleThenUpdate) {
   h.lr = 3e-3, h.weight_decay = 0.1, h.step = 4;
   std::vector<float> p1 = param, m1 = m, v1 = v, g1 = grad;  // fused
   std::vector<float> p2 = param, m2 = m, v2 = v, g2 = grad;  // Scale, then AdamW
-  auto ref = [n](std::vector<float>& x) { return TensorRef{x.data(), DType::kFp32, n}; };
+  auto ref = [&](std::vector<float>& x) { return TensorRef{x.data(), DType::kFp32, n}; };
   h.grad_scale = 0.37;
   ASSERT_TRUE(ops.AdamW(ref(p1), {}, ref(g1), ref(m1), ref(v1), h).ok());
   ASSERT_TRUE(ops.Scale(ref(g2), 0.37).ok());
