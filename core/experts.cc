@@ -34,12 +34,13 @@ ExpertParameterShapes ExpertShapes(const ModelSpec& m, const ParallelConfig& c) 
 }
 
 void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const std::string& prefix,
-                            std::vector<ParamTensor>* ps) {
+                            std::vector<ParamTensor>* ps, int ep_rank) {
   const ExpertParameterShapes shapes = ExpertShapes(m, c);
   ps->push_back(shapes.router);
   ps->back().name = prefix + "moe.router.weight";
-  for (int j = 0; j < LocalExperts(m, c); ++j) {
-    const std::string e = prefix + "moe.expert" + std::to_string(j) + ".";
+  const int local = LocalExperts(m, c);
+  for (int j = 0; j < local; ++j) {
+    const std::string e = prefix + "moe.expert" + std::to_string(ep_rank * local + j) + ".";
     ps->push_back(shapes.fc1);
     ps->back().name = e + "fc1.weight";
     ps->push_back(shapes.fc2);

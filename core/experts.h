@@ -39,9 +39,10 @@ struct ExpertParameterShapes {
 ExpertParameterShapes ExpertShapes(const ModelSpec& m, const ParallelConfig& c);
 
 // The MoE block's parameters on one rank, in place of the dense MLP's fc1 and fc2: the router,
-// then each local expert's fc1 and fc2 (named by its local index), each marked `expert`.
+// then each local expert's fc1 and fc2, each marked `expert` and named by its global index
+// (expert-parallel rank ep_rank holds experts [ep_rank E / ep, (ep_rank + 1) E / ep)).
 void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const std::string& prefix,
-                            std::vector<ParamTensor>* ps);
+                            std::vector<ParamTensor>* ps, int ep_rank = 0);
 
 // What the MoE block keeps for its backward, in place of the dense MLP's fc1 input, activation
 // input and fc2 input: the router's input (the LayerNorm's output, s b h or its s/t slice), its

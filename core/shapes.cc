@@ -127,7 +127,7 @@ void AppendMlaProjections(const ModelSpec& m, int t, const std::string& p,
 // A mixture of experts has the router and its experts (core/experts.h) in place of fc1 and fc2;
 // without `with_experts` they are left out (LayerParameterCounts counts them from ExpertShapes).
 void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string& p,
-                 std::vector<ParamTensor>* ps, bool with_experts = true) {
+                 std::vector<ParamTensor>* ps, bool with_experts = true, int ep_rank = 0) {
   const int t = c.tp;
   const int64_t h = m.hidden, f = m.FfnHidden(), qkv = m.QkvOut(), fc1 = m.Fc1Out();
   auto norm = [&](const std::string& name) {
@@ -152,7 +152,7 @@ void AppendLayer(const ModelSpec& m, const ParallelConfig& c, const std::string&
   bias("attn.proj.bias", h, Sharding::kReplicated);
   norm("ln2");
   if (m.IsMoe()) {
-    if (with_experts) AppendExpertParameters(m, c, p, ps);
+    if (with_experts) AppendExpertParameters(m, c, p, ps, ep_rank);
     if (m.HasSharedExpert()) {  // a SwiGLU MLP over the tensor group, as a dense layer's
       const int64_t fs = m.moe_shared_ffn_hidden;
       ps->push_back(Make(p + "moe.shared.fc1.weight", {2 * fs, h}, Sharding::kRows, t));
@@ -215,12 +215,12 @@ void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
 }  // namespace
 
 std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
-                                         int chunk) {
+                                         int chunk, int ep_rank) {
   std::vector<ParamTensor> ps;
   if (HoldsEmbedding(c, pp_rank, chunk)) AppendEmbedding(m, c.tp, &ps);
   const LayerRange lr = ChunkLayers(m, c, pp_rank, chunk);
   for (int l = lr.begin; l < lr.end; ++l) {
-    AppendLayer(LayerModel(m, l), c, "layer" + std::to_string(l) + ".", &ps);
+    AppendLayer(LayerModel(m, l), c, "layer" + std::to_string(l) + ".", &ps, true, ep_rank);
   }
   if (HoldsHead(c, pp_rank, chunk)) AppendHead(m, c, pp_rank, &ps);
   return ps;

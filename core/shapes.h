@@ -99,8 +99,9 @@ struct ParamTensor {
 };
 
 // The parameters one tensor rank of (pp_rank, chunk) holds, in a fixed order.
+// Experts are named by their global index: ep_rank's E / ep experts (core/experts.h).
 std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
-                                         int chunk);
+                                         int chunk, int ep_rank = 0);
 // All chunks of a pipeline rank.
 std::vector<ParamTensor> StageParameters(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 // One transformer layer on one tensor rank: its parameter tensors and elements (the same list

@@ -169,6 +169,13 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     *plan = ReadPlanFile(a.plan);
     if (!plan->ok()) pre = plan->status().WithPrefix("--plan");
   }
+  // Checkpoints (and --adapt's switches, which go through one) are written per (pp, tp) rank.
+  if (pre.ok() && (*plan)->layout.ep > 1 &&
+      (!(a.save + a.load + a.init_from + a.adapt.switch_plan).empty() || a.adapt.adapt)) {
+    pre = Status::Invalid(
+        "plan: layout.ep: > 1 with --save, --load, --init-from or --adapt: "
+        "this runtime does not checkpoint expert parallelism yet");
+  }
   if (pre.ok() && !a.memory_limit.empty()) {
     auto b = ParseBytes(a.memory_limit);
     if (!b.ok())

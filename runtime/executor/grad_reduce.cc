@@ -103,6 +103,24 @@ ElementRange Trainer::ChunkGradRange(int chunk) const {
   return r.begin < 0 ? ElementRange{} : r;
 }
 
+// With ep > 1 the experts' gradients differ between the members of ep_: they are held out of dp_'s
+// buckets and summed over edp_ alone (ReduceGrads), as Megatron-Core reduces expert parameters
+// over the expert data-parallel group. Adjacent entries merged (a layer's experts are one range).
+std::vector<ElementRange> Trainer::ExpertGradRanges() const {
+  std::vector<ElementRange> out;
+  if (cfg_.ep <= 1) return out;
+  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+    if (!params_->entries()[static_cast<size_t>(i)].spec.expert) continue;
+    const ElementRange r = EntryRange(i);
+    if (!out.empty() && out.back().end == r.begin) {
+      out.back().end = r.end;
+    } else {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 void Trainer::PlanGradReduce() {
   const std::vector<Instr>& instrs = program_.ranks[static_cast<size_t>(coord_.pp)].instrs;
   chunk_grads_final_at_.assign(instrs.size(), -1);
@@ -124,7 +142,7 @@ void Trainer::BeginChunkGradReduce(size_t i) {
   buckets_started_early_ = 0;
   if (i >= chunk_grads_final_at_.size() || chunk_grads_final_at_[i] < 0) return;
   early_chunk_ = chunk_grads_final_at_[i];
-  std::vector<ElementRange> held;
+  std::vector<ElementRange> held = ExpertGradRanges();
   if (const int tied = TiedGradIndex(); tied >= 0) held.push_back(EntryRange(tied));
   unstarted_grad_buckets_ = GradBuckets(ChunkGradRange(early_chunk_), BucketElements(), held);
 }
@@ -323,12 +341,20 @@ Status Trainer::ReduceGrads() {
     const ElementRange whole{0, params_->size()};
     const ElementRange now = overlapped ? (tied >= 0 ? EntryRange(tied) : ElementRange{}) : whole;
     float* arena = static_cast<float*>(params_->all_grads().data);
-    for (const ElementRange& b : GradBuckets(now, BucketElements())) {
+    for (const ElementRange& b : GradBuckets(now, BucketElements(), ExpertGradRanges())) {
       PTDP_RETURN_IF_ERROR(dp_->AllReduceSum(arena + b.begin, b.count(), DType::kFp32));
     }
   }
   for (auto& b : grad_buckets_) PTDP_RETURN_IF_ERROR(b->req->Wait());
   grad_buckets_.clear();
+  if (edp_ != nullptr && edp_->size() > 1) {  // the experts' (ep > 1), over their replicas
+    float* arena = static_cast<float*>(params_->all_grads().data);
+    for (const ElementRange& r : ExpertGradRanges()) {
+      for (const ElementRange& b : GradBuckets(r, BucketElements())) {
+        PTDP_RETURN_IF_ERROR(edp_->AllReduceSum(arena + b.begin, b.count(), DType::kFp32));
+      }
+    }
+  }
   return SumTensorPartialGrads();
 }
 

@@ -46,18 +46,20 @@ TensorRef Trainer::StepGrads() {
 
 // Sum of squares of the gradients, a tensor counted once over the world: tensor-replicated ones on
 // tensor rank 0 only, the tied copy never, and (gradients being equal after the all-reduce) data
-// rank 0 only, or with the distributed optimizer each data rank its shard. Summed in rank order,
-// identical on every rank.
+// rank 0 only (with ep > 1 an expert's on the first of its replicas, the members of ep_ in data
+// ranks 0 to ep - 1), or with the distributed optimizer each data rank its shard. Summed in rank
+// order, identical on every rank.
 Result<double> Trainer::GradNormSquared() {
   Ops* ops = dev_->ops();
   PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
-  if (coord_.dp == 0 || params_->sharded()) {
+  if (coord_.dp < cfg_.ep || params_->sharded()) {
     const ElementRange mine = StepRange();
     std::vector<ConstRef> counted;  // one multi-tensor call (one launch on CUDA)
     for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
       const ParamTensor& p = params_->entries()[i].spec;
       if (p.tied_copy) continue;
       if (p.sharding == Sharding::kReplicated && coord_.tp != 0) continue;
+      if (!params_->sharded() && !p.expert && coord_.dp != 0) continue;
       const ElementRange r = Intersect(params_->range(i), mine);
       if (r.count() > 0) counted.push_back(params_->grads_of(r));
     }

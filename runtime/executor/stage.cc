@@ -16,6 +16,7 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.dev = dev_.get();
   c.tp = tp_.get();
   c.cp = cp_.get();
+  c.ep = ep_.get();
   c.d = dims_;
   c.arch = ArchOf(model_);
   c.types = types_;

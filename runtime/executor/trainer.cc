@@ -80,10 +80,15 @@ namespace {
 Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
                             const std::string& backend) {
   if (!m.IsMoe()) return Status::Ok();
-  if (c.ep > 1) {
+  if (c.ep > 1 && c.distributed_optimizer) {
     return Status::Invalid("plan: layout.ep: " + std::to_string(c.ep) +
-                           " is planned but not executed by this runtime, whose experts are all "
-                           "on every rank of a tensor group (use 1)");
+                           " with the distributed optimizer is not executed by this runtime (its "
+                           "shards would need the experts' own data-parallel group)");
+  }
+  if (c.moe_a2a_overlap) {
+    return Status::Invalid(
+        "plan: layout.moe_a2a_overlap: the combined 1F1B is planned but not "
+        "executed by this runtime (use false)");
   }
   if (c.ExpertTp() != c.tp) {
     return Status::Invalid("plan: layout.etp: " + std::to_string(c.etp) +
@@ -288,6 +293,22 @@ Status Trainer::Build(ParamInit init) {
     PTDP_ASSIGN_OR_RETURN(cp_, split(cp_groups));
     PTDP_CHECK(cp_ != nullptr && cp_->rank() == ContextRank());
   }
+  if (cfg_.ep > 1) {  // blocks of ep in each data group; every ep-th member
+    std::vector<std::vector<int>> ep_groups, edp_groups;
+    for (const auto& g : grid.AllDataGroups()) {
+      for (size_t i = 0; i < g.size(); i += size_t(cfg_.ep)) {
+        ep_groups.emplace_back(g.begin() + long(i), g.begin() + long(i) + cfg_.ep);
+      }
+      for (int r = 0; r < cfg_.ep; ++r) {
+        edp_groups.emplace_back();
+        for (size_t i = size_t(r); i < g.size(); i += size_t(cfg_.ep))
+          edp_groups.back().push_back(g[i]);
+      }
+    }
+    PTDP_ASSIGN_OR_RETURN(ep_, split(ep_groups));
+    PTDP_ASSIGN_OR_RETURN(edp_, split(edp_groups));
+    PTDP_CHECK(ep_ != nullptr && ep_->rank() == ExpertRank() && edp_ != nullptr);
+  }
   if (tp_ == nullptr || dp_ == nullptr || pipe_ == nullptr) {
     return Status::Internal("rank " + std::to_string(me) + " is in no tensor/data/pipeline group");
   }
@@ -302,8 +323,9 @@ Status Trainer::Build(ParamInit init) {
   const OptimizerShard shard = cfg_.distributed_optimizer
                                    ? OptimizerShard{cfg_.WeightReplicas(), coord_.dp}
                                    : OptimizerShard{};
-  PTDP_ASSIGN_OR_RETURN(ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp,
-                                                          coord_.tp, types_.act, init, shard));
+  PTDP_ASSIGN_OR_RETURN(
+      ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp, coord_.tp, types_.act,
+                                        init, shard, ExpertRank()));
   params_ = std::make_unique<ParamStore>(std::move(ps));
   PTDP_ASSIGN_OR_RETURN(loss_sum_, Tensor::Make(dev_.get(), 1, DType::kFp64, MemTag::kWorkspace));
   PTDP_ASSIGN_OR_RETURN(scratch_scalar_,
@@ -351,6 +373,8 @@ void Trainer::GuardCommunicators() {
   if (pipe_grad_ != nullptr) pipe_grad_ = GuardCommunicator(std::move(pipe_grad_), guard->state());
   emb_ = GuardCommunicator(std::move(emb_), guard->state());
   if (cp_ != nullptr) cp_ = GuardCommunicator(std::move(cp_), guard->state());
+  if (ep_ != nullptr) ep_ = GuardCommunicator(std::move(ep_), guard->state());
+  if (edp_ != nullptr) edp_ = GuardCommunicator(std::move(edp_), guard->state());
   guarded_world_ = GuardCommunicatorView(world_, guard->state());
   world_ = guarded_world_.get();
 }

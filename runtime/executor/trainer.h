@@ -310,6 +310,13 @@ class Trainer {
   // cp_: the context-parallel group (layout.cp > 1 only), the attention's.
   std::unique_ptr<Communicator> tp_, dp_, pipe_, emb_, cp_;
   std::unique_ptr<Communicator> pipe_grad_;  // a V's gradient channel (nullptr: pipe_ carries all)
+  // With layout.ep > 1 (core/experts.h's etp-ep-edp grid over a stage's tp cp dp ranks, etp = tp):
+  // ep_, the expert-parallel group (consecutive blocks of ep in dp_), whose members hold E / ep
+  // experts each; edp_, the expert data-parallel group (every ep-th member of dp_), over which the
+  // experts' gradients are reduced.
+  std::unique_ptr<Communicator> ep_, edp_;
+  int ExpertRank() const { return coord_.dp % cfg_.ep; }  // which experts this rank holds
+  std::vector<ElementRange> ExpertGradRanges() const;     // grad_reduce.cc
   Communicator* PipeFor(Op op) const {
     const bool grad = op == Op::kSendGrad || op == Op::kRecvGrad;
     return grad && pipe_grad_ != nullptr ? pipe_grad_.get() : pipe_.get();

@@ -179,6 +179,9 @@ struct LayerCtx {
   Device* dev = nullptr;
   Communicator* tp = nullptr;  // nullptr: a tensor group of one
   Communicator* cp = nullptr;  // the context-parallel group (LayerDims::cp > 1 only)
+  // The expert-parallel group (layout.ep > 1 only; runtime/model/moe_layer.h): its members hold
+  // E / ep experts each, in member order, and exchange the token copies.
+  Communicator* ep = nullptr;
   LayerDims d;
   LayerArch arch;
   DTypes types;

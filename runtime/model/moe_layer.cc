@@ -1,5 +1,7 @@
 #include "runtime/model/moe_layer.h"
 
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 #include "runtime/model/layer_common.h"
@@ -64,31 +66,188 @@ Result<Tensor> Choose(const LayerCtx& c, ConstRef logits, TensorRef probs) {
   return index;
 }
 
-// out[rows of e] = in[rows of e] W_e^T for every expert with rows (fc1 and fc2 of the experts).
-Status ExpertsForward(const LayerCtx& c, const MoeRoute& r, const std::vector<ConstRef>& w,
+// Rows [at, at + rows) of the expert side are local expert `expert`'s.
+struct ExpertBlock {
+  int expert = 0;
+  int64_t at = 0, rows = 0;
+};
+
+// The expert side of a microbatch: the token copies this rank's experts process, in blocks, and
+// each copy's probability, probs[slot[row]]. With ep = 1 these are the route's own copies (every
+// expert here); with ep > 1 the copies of this rank's E / ep experts from every member of the
+// expert-parallel group, member after member, each member's in expert order: member q is sent
+// this rank's copies of q's experts (the route's rows [offsets[q El], offsets[(q + 1) El])), as
+// Megatron-Core's alltoall dispatcher sends them.
+struct ExpertSide {
+  std::vector<ExpertBlock> blocks;
+  int64_t rows = 0;
+  std::vector<int64_t> send_rows, recv_rows;  // per member (ep > 1)
+  Tensor own_probs, own_slot;                 // ep > 1: the received probabilities, 0..rows-1
+  ConstRef probs, slot;
+  bool exchanged() const { return !send_rows.empty(); }
+};
+
+bool ExpertParallel(const LayerCtx& c) {
+  return c.ep != nullptr && c.ep->size() > 1;
+}
+
+// Sends member q send_rows[q] rows of `width` elements from `send` (member after member) and
+// receives recv_rows[q] rows from each into `recv`: the dispatcher's all-to-all, as point-to-point
+// sends started first and receives after (no member waits on a send).
+Status ExchangeRows(const LayerCtx& c, const void* send, const std::vector<int64_t>& send_rows,
+                    void* recv, const std::vector<int64_t>& recv_rows, int64_t width, DType t) {
+  constexpr int kTag = 7;
+  Communicator* ep = c.ep;
+  const Bytes row = width * DTypeBytes(t);
+  std::vector<int64_t> s_at(send_rows.size() + 1, 0), r_at(recv_rows.size() + 1, 0);
+  for (size_t q = 0; q < send_rows.size(); ++q) s_at[q + 1] = s_at[q] + send_rows[q];
+  for (size_t q = 0; q < recv_rows.size(); ++q) r_at[q + 1] = r_at[q] + recv_rows[q];
+  const auto* from = static_cast<const char*>(send);
+  auto* to = static_cast<char*>(recv);
+  std::vector<std::unique_ptr<CommRequest>> sends;
+  for (int q = 0; q < ep->size(); ++q) {
+    if (q == ep->rank() || send_rows[size_t(q)] == 0) continue;
+    PTDP_ASSIGN_OR_RETURN(auto req, ep->ISend(from + s_at[size_t(q)] * row,
+                                              send_rows[size_t(q)] * width, t, q, kTag));
+    sends.push_back(std::move(req));
+  }
+  const size_t me = size_t(ep->rank());
+  if (send_rows[me] > 0)
+    c.dev->Copy(to + r_at[me] * row, from + s_at[me] * row, send_rows[me] * row);
+  for (int q = 0; q < ep->size(); ++q) {
+    if (q == ep->rank() || recv_rows[size_t(q)] == 0) continue;
+    PTDP_RETURN_IF_ERROR(
+        ep->Recv(to + r_at[size_t(q)] * row, recv_rows[size_t(q)] * width, t, q, kTag));
+  }
+  for (auto& req : sends) PTDP_RETURN_IF_ERROR(req->Wait());
+  return Status::Ok();
+}
+
+// The expert side of route `r`. With ep > 1: every member's counts per expert (an all-gather),
+// and each copy's probability sent with it.
+Result<ExpertSide> ExpertSideOf(const LayerCtx& c, const MoeRoute& r) {
+  ExpertSide x;
+  const int64_t experts = c.arch.moe_experts;
+  if (!ExpertParallel(c)) {
+    for (int64_t e = 0; e < experts; ++e) {
+      const int64_t at = r.offsets[size_t(e)], n = r.offsets[size_t(e + 1)] - at;
+      if (n > 0) x.blocks.push_back({int(e), at, n});
+    }
+    x.rows = r.copies();
+    x.probs = r.probs.cref();
+    x.slot = r.slot.cref();
+    return x;
+  }
+  const int members = c.ep->size(), me = c.ep->rank();
+  const int64_t local = experts / members;
+  std::vector<int32_t> mine(static_cast<size_t>(experts)), all(size_t(members) * mine.size());
+  for (int64_t e = 0; e < experts; ++e) {
+    mine[size_t(e)] = int32_t(r.offsets[size_t(e + 1)] - r.offsets[size_t(e)]);
+  }
+  {
+    PTDP_ASSIGN_OR_RETURN(Tensor counts, Tmp(c, members * experts, DType::kI32));
+    char* at = static_cast<char*>(counts.data()) + me * experts * int64_t(sizeof(int32_t));
+    c.dev->Upload(at, mine.data(), mine.size() * sizeof(int32_t));
+    PTDP_RETURN_IF_ERROR(c.ep->AllGather(at, counts.data(), experts, DType::kI32));
+    c.dev->Copy(all.data(), counts.data(), all.size() * sizeof(int32_t));
+  }
+  x.send_rows.assign(size_t(members), 0);
+  x.recv_rows.assign(size_t(members), 0);
+  for (int q = 0; q < members; ++q) {
+    x.send_rows[size_t(q)] = r.offsets[size_t((q + 1) * local)] - r.offsets[size_t(q * local)];
+    for (int64_t j = 0; j < local; ++j) {
+      const int64_t n = all[size_t(q * experts + me * local + j)];
+      if (n > 0) x.blocks.push_back({int(j), x.rows, n});
+      x.recv_rows[size_t(q)] += n;
+      x.rows += n;
+    }
+  }
+  // Each copy's probability (probs[slot[i]], on the host), sent with the copy.
+  const int64_t copies = r.copies();
+  std::vector<int32_t> slot(static_cast<size_t>(copies));
+  c.dev->Copy(slot.data(), r.slot.data(), r.slot.bytes());
+  const DType wide = r.probs.dtype();
+  const Bytes w = DTypeBytes(wide);
+  std::vector<char> probs(size_t(r.probs.bytes())), sent(size_t(copies * w));
+  c.dev->Copy(probs.data(), r.probs.data(), r.probs.bytes());
+  for (int64_t i = 0; i < copies; ++i) {
+    std::copy_n(probs.data() + slot[size_t(i)] * w, w, sent.data() + i * w);
+  }
+  PTDP_ASSIGN_OR_RETURN(Tensor send, Tmp(c, copies, wide));
+  c.dev->Upload(send.data(), sent.data(), send.bytes());
+  PTDP_ASSIGN_OR_RETURN(x.own_probs, Tmp(c, x.rows, wide));
+  PTDP_RETURN_IF_ERROR(
+      ExchangeRows(c, send.data(), x.send_rows, x.own_probs.data(), x.recv_rows, 1, wide));
+  std::vector<int32_t> identity(static_cast<size_t>(x.rows));
+  for (int64_t i = 0; i < x.rows; ++i) identity[size_t(i)] = int32_t(i);
+  PTDP_ASSIGN_OR_RETURN(x.own_slot, Tmp(c, x.rows, DType::kI32));
+  c.dev->Upload(x.own_slot.data(), identity.data(), x.own_slot.bytes());
+  x.probs = x.own_probs.cref();
+  x.slot = x.own_slot.cref();
+  return x;
+}
+
+// The route's copies [copies][width] (expert order) to the expert side, into `out` [rows][width];
+// with ep = 1 `out` is `in` moved.
+Result<Tensor> ToExperts(const LayerCtx& c, const ExpertSide& x, Tensor in, int64_t width,
+                         MemTag tag) {
+  if (!x.exchanged()) return in;
+  PTDP_ASSIGN_OR_RETURN(Tensor out, Alloc(c, x.rows * width, in.dtype(), tag));
+  PTDP_RETURN_IF_ERROR(
+      ExchangeRows(c, in.data(), x.send_rows, out.data(), x.recv_rows, width, in.dtype()));
+  return out;
+}
+
+// The way back: the expert side's rows [rows][width] to the route's copies [copies][width].
+Result<Tensor> FromExperts(const LayerCtx& c, const ExpertSide& x, Tensor in, int64_t copies,
+                           int64_t width) {
+  if (!x.exchanged()) return in;
+  PTDP_ASSIGN_OR_RETURN(Tensor out, Tmp(c, copies * width, in.dtype()));
+  PTDP_RETURN_IF_ERROR(
+      ExchangeRows(c, in.data(), x.recv_rows, out.data(), x.send_rows, width, in.dtype()));
+  return out;
+}
+
+// out[rows of e] = in[rows of e] W_e^T for every block (fc1 and fc2 of the experts).
+Status ExpertsForward(const LayerCtx& c, const ExpertSide& x, const std::vector<ConstRef>& w,
                       TensorRef out, ConstRef in, int64_t cols, int64_t oc) {
-  for (size_t e = 0; e + 1 < r.offsets.size(); ++e) {
-    const int64_t at = r.offsets[e], n = r.offsets[e + 1] - at;
-    if (n == 0) continue;
-    PTDP_RETURN_IF_ERROR(c.dev->ops()->LinearForward(Rows(out, at, n, oc), {},
-                                                     Rows(in, at, n, cols), w[e], {}, n, cols, oc));
+  for (const ExpertBlock& b : x.blocks) {
+    PTDP_RETURN_IF_ERROR(c.dev->ops()->LinearForward(Rows(out, b.at, b.rows, oc), {},
+                                                     Rows(in, b.at, b.rows, cols),
+                                                     w[size_t(b.expert)], {}, b.rows, cols, oc));
   }
   return Status::Ok();
 }
 
 // The experts' backward of out = in W_e^T: din (overwritten) and dW_e (accumulated).
-Status ExpertsBackward(const LayerCtx& c, const MoeRoute& r, const std::vector<ConstRef>& w,
+Status ExpertsBackward(const LayerCtx& c, const ExpertSide& x, const std::vector<ConstRef>& w,
                        const std::vector<TensorRef>& dw, TensorRef din, ConstRef dout, ConstRef in,
                        int64_t cols, int64_t oc) {
   Ops* ops = c.dev->ops();
-  for (size_t e = 0; e + 1 < r.offsets.size(); ++e) {
-    const int64_t at = r.offsets[e], n = r.offsets[e + 1] - at;
-    if (n == 0) continue;
-    const ConstRef g = Rows(dout, at, n, oc);
-    PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(Rows(din, at, n, cols), g, w[e], n, cols, oc));
+  for (const ExpertBlock& b : x.blocks) {
+    const ConstRef g = Rows(dout, b.at, b.rows, oc);
+    const size_t e = size_t(b.expert);
     PTDP_RETURN_IF_ERROR(
-        ops->LinearBackwardWeight(dw[e], {}, g, Rows(in, at, n, cols), n, cols, oc));
+        ops->LinearBackwardData(Rows(din, b.at, b.rows, cols), g, w[e], b.rows, cols, oc));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearBackwardWeight(dw[e], {}, g, Rows(in, b.at, b.rows, cols), b.rows, cols, oc));
   }
+  return Status::Ok();
+}
+
+// dprobs[slot[i]] = per_copy[i] for the route's copies (each slot has one copy): the probability
+// gradients that came back from the experts' ranks, on the host.
+Status ScatterCopies(const LayerCtx& c, const MoeRoute& r, ConstRef per_copy, TensorRef dprobs) {
+  const int64_t copies = r.copies();
+  const Bytes w = DTypeBytes(dprobs.dtype);
+  std::vector<int32_t> slot(static_cast<size_t>(copies));
+  c.dev->Copy(slot.data(), r.slot.data(), r.slot.bytes());
+  std::vector<char> from(size_t(copies * w)), to(size_t(dprobs.count * w));
+  c.dev->Copy(from.data(), per_copy.data, copies * w);
+  for (int64_t i = 0; i < copies; ++i) {
+    std::copy_n(from.data() + i * w, w, to.data() + slot[size_t(i)] * w);
+  }
+  c.dev->Upload(dprobs.data, to.data(), dprobs.count * w);
   return Status::Ok();
 }
 
@@ -158,22 +317,27 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
   PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, st->router_logits.cref(), st->router_probs.ref()));
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
   index.Reset();
-  // The experts, on the token copies in their order.
-  PTDP_ASSIGN_OR_RETURN(st->moe_in, Alloc(c, copies * h, a, tag));
+  PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
+  const int64_t rows = x.rows;
+  // The experts, on the token copies in their order (with ep > 1: sent to their experts' ranks).
   {
+    const MemTag local_tag = x.exchanged() ? MemTag::kWorkspace : tag;
+    PTDP_ASSIGN_OR_RETURN(Tensor copied, Alloc(c, copies * h, a, local_tag));
     PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-    PTDP_RETURN_IF_ERROR(ops->MoePermuteRows(st->moe_in.ref(), ln2.ref, r.token.cref(), copies, h));
+    PTDP_RETURN_IF_ERROR(ops->MoePermuteRows(copied.ref(), ln2.ref, r.token.cref(), copies, h));
+    PTDP_ASSIGN_OR_RETURN(st->moe_in, ToExperts(c, x, std::move(copied), h, tag));
   }
-  PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, copies * 2 * f, a, tag));
-  PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, copies * f, a, tag));
+  PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, rows * 2 * f, a, tag));
+  PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, rows * f, a, tag));
   PTDP_RETURN_IF_ERROR(
-      ExpertsForward(c, r, w.expert_fc1, st->fc1_out.ref(), st->moe_in.cref(), h, 2 * f));
-  PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), copies * f));
-  PTDP_RETURN_IF_ERROR(ops->MoeScaleRows(st->gelu_out.ref(), st->gelu_out.cref(), r.probs.cref(),
-                                         r.slot.cref(), copies, f));
-  PTDP_ASSIGN_OR_RETURN(Tensor expert_out, Tmp(c, copies * h, a));
+      ExpertsForward(c, x, w.expert_fc1, st->fc1_out.ref(), st->moe_in.cref(), h, 2 * f));
+  PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), rows * f));
   PTDP_RETURN_IF_ERROR(
-      ExpertsForward(c, r, w.expert_fc2, expert_out.ref(), st->gelu_out.cref(), f, h));
+      ops->MoeScaleRows(st->gelu_out.ref(), st->gelu_out.cref(), x.probs, x.slot, rows, f));
+  PTDP_ASSIGN_OR_RETURN(Tensor expert_out, Tmp(c, rows * h, a));
+  PTDP_RETURN_IF_ERROR(
+      ExpertsForward(c, x, w.expert_fc2, expert_out.ref(), st->gelu_out.cref(), f, h));
+  PTDP_ASSIGN_OR_RETURN(expert_out, FromExperts(c, x, std::move(expert_out), copies, h));
   // The copies back into their tokens (partial sums over the tensor group), then g.
   PTDP_ASSIGN_OR_RETURN(Tensor mlp, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->Fill(mlp.ref(), 0.0));
@@ -207,36 +371,46 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_ASSIGN_OR_RETURN(Tensor probs_again, Tmp(c, R * k, wide));
   PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, st->router_logits.cref(), probs_again.ref()));
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
-  // The combine's backward: each copy gets its token's gradient; fc2's backward.
+  PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
+  const int64_t rows = x.rows;
+  // The combine's backward: each copy gets its token's gradient (sent to its expert's rank with
+  // ep > 1); fc2's backward.
   PTDP_ASSIGN_OR_RETURN(Tensor dout, Tmp(c, copies * h, a));
   PTDP_RETURN_IF_ERROR(ops->MoePermuteRows(dout.ref(), dfull.ref, r.token.cref(), copies, h));
   dfull = {};
   dbranch.Reset();
-  PTDP_ASSIGN_OR_RETURN(Tensor dact, Tmp(c, copies * f, a));
-  PTDP_RETURN_IF_ERROR(ExpertsBackward(c, r, w.expert_fc2, g.expert_fc2, dact.ref(), dout.cref(),
+  PTDP_ASSIGN_OR_RETURN(dout, ToExperts(c, x, std::move(dout), h, MemTag::kWorkspace));
+  PTDP_ASSIGN_OR_RETURN(Tensor dact, Tmp(c, rows * f, a));
+  PTDP_RETURN_IF_ERROR(ExpertsBackward(c, x, w.expert_fc2, g.expert_fc2, dact.ref(), dout.cref(),
                                        st->gelu_out.cref(), f, h));
   dout.Reset();
   // The probabilities' gradient, <d(act p), act> summed over the tensor group (each rank holds
   // f/t of the features), then the activation's, p d(act p).
   PTDP_ASSIGN_OR_RETURN(Tensor dprobs, Tmp(c, N * k, wide));
   {
-    PTDP_ASSIGN_OR_RETURN(Tensor act, Tmp(c, copies * f, a));
-    PTDP_RETURN_IF_ERROR(ops->SwigluForward(act.ref(), st->fc1_out.cref(), copies * f));
-    PTDP_RETURN_IF_ERROR(ops->Fill(dprobs.ref(), 0.0));
-    PTDP_RETURN_IF_ERROR(
-        ops->MoeRowDots(dprobs.ref(), dact.cref(), act.cref(), r.slot.cref(), copies, f));
+    PTDP_ASSIGN_OR_RETURN(Tensor act, Tmp(c, rows * f, a));
+    PTDP_RETURN_IF_ERROR(ops->SwigluForward(act.ref(), st->fc1_out.cref(), rows * f));
+    if (!x.exchanged()) {
+      PTDP_RETURN_IF_ERROR(ops->Fill(dprobs.ref(), 0.0));
+      PTDP_RETURN_IF_ERROR(ops->MoeRowDots(dprobs.ref(), dact.cref(), act.cref(), x.slot, rows, f));
+    } else {
+      PTDP_ASSIGN_OR_RETURN(Tensor drow, Tmp(c, rows, wide));
+      PTDP_RETURN_IF_ERROR(ops->Fill(drow.ref(), 0.0));
+      PTDP_RETURN_IF_ERROR(ops->MoeRowDots(drow.ref(), dact.cref(), act.cref(), x.slot, rows, f));
+      PTDP_ASSIGN_OR_RETURN(drow, FromExperts(c, x, std::move(drow), copies, 1));
+      PTDP_RETURN_IF_ERROR(ScatterCopies(c, r, drow.cref(), dprobs.ref()));
+    }
   }
   PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dprobs.ref()));
-  PTDP_RETURN_IF_ERROR(
-      ops->MoeScaleRows(dact.ref(), dact.cref(), r.probs.cref(), r.slot.cref(), copies, f));
-  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, Tmp(c, copies * 2 * f, a));
-  PTDP_RETURN_IF_ERROR(
-      ops->SwigluBackward(dfc1.ref(), st->fc1_out.cref(), dact.cref(), copies * f));
+  PTDP_RETURN_IF_ERROR(ops->MoeScaleRows(dact.ref(), dact.cref(), x.probs, x.slot, rows, f));
+  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, Tmp(c, rows * 2 * f, a));
+  PTDP_RETURN_IF_ERROR(ops->SwigluBackward(dfc1.ref(), st->fc1_out.cref(), dact.cref(), rows * f));
   dact.Reset();
-  PTDP_ASSIGN_OR_RETURN(Tensor din, Tmp(c, copies * h, a));
-  PTDP_RETURN_IF_ERROR(ExpertsBackward(c, r, w.expert_fc1, g.expert_fc1, din.ref(), dfc1.cref(),
+  PTDP_ASSIGN_OR_RETURN(Tensor din, Tmp(c, rows * h, a));
+  PTDP_RETURN_IF_ERROR(ExpertsBackward(c, x, w.expert_fc1, g.expert_fc1, din.ref(), dfc1.cref(),
                                        st->moe_in.cref(), h, 2 * f));
   dfc1.Reset();
+  PTDP_ASSIGN_OR_RETURN(din, FromExperts(c, x, std::move(din), copies, h));
   // The dispatch's backward (partial sums over the tensor group), then f's backward.
   PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->Fill(dln.ref(), 0.0));

@@ -1,6 +1,6 @@
 // The mixture-of-experts half of a layer (model.moe_experts; docs/moe.md "In the runtime"), in
-// place of the MLP half of gpt_layers.cc, as Megatron-Core runs it with expert parallelism 1 and
-// the experts split over the tensor group (etp = tp, its default), dropless:
+// place of the MLP half of gpt_layers.cc, as Megatron-Core runs it with the experts split over the
+// tensor group (etp = tp, its default), dropless:
 //
 //   ln2 -> router ([E][h], on this rank's rows: R of them under sequence parallelism) -> the top
 //   k of each token's logits and their softmax (kernels/reference/moe.h) -> the tokens gathered
@@ -14,7 +14,15 @@
 // output. Which tokens go to which expert is read on the host (one download of the chosen
 // indices per forward and per backward: the sizes of the experts' GEMMs), as Megatron-Core's
 // dropless dispatcher reads its token counts; the backward chooses again from the stashed
-// logits (the same choice), so the indices are not kept. Internal to runtime/model.
+// logits (the same choice), so the indices are not kept.
+//
+// With expert parallelism (LayerCtx::ep, ep > 1) each rank holds E / ep experts, and the copies
+// of the route (after the gather over the tensor group, so tensor rank j exchanges with tensor rank
+// j of the other members) travel to their experts' ranks and back by point-to-point all-to-alls,
+// each with its probability; the probability gradients come back the same way. The counts per
+// expert are all-gathered over the group first (Megatron-Core's alltoall dispatcher's). What a
+// rank's experts process then depends on the routing, so the ledger's balanced figure is what
+// the memory check cannot hold them to (docs/moe.md). Internal to runtime/model.
 #pragma once
 
 #include "runtime/model/gpt_layers.h"

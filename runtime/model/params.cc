@@ -45,7 +45,7 @@ int64_t ParamStore::GlobalIndex(const ParamTensor& p, int tp_rank, int64_t i) {
 
 Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
                                       int pp_rank, int tp_rank, DType compute, ParamInit init,
-                                      OptimizerShard shard) {
+                                      OptimizerShard shard, int ep_rank) {
   PTDP_CHECK_MSG(
       shard.count >= 1 && shard.rank >= 0 && shard.rank < shard.count,
       "optimizer shard " + std::to_string(shard.rank) + " of " + std::to_string(shard.count));
@@ -55,7 +55,7 @@ Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const Par
   s.compute_ = compute;
   s.shard_ = shard;
   for (int chunk = 0; chunk < c.vp; ++chunk) {
-    for (auto& p : ChunkParameters(m, c, pp_rank, chunk)) {
+    for (auto& p : ChunkParameters(m, c, pp_rank, chunk, ep_rank)) {
       ParamEntry e;
       e.spec = std::move(p);
       e.chunk = chunk;

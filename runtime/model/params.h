@@ -80,10 +80,12 @@ class ParamStore {
   // Allocates the arenas for `compute` (fp32, bf16 or fp16) and initialises them as `init` says.
   // With shard.count > 1 (the distributed optimizer, over the data-parallel group) this rank keeps
   // the optimizer state of its shard alone: Adam's m and v, and in 16-bit training the fp32
-  // master (in fp32 training the master is the weights, whole).
+  // master (in fp32 training the master is the weights, whole). A mixture of experts' store holds
+  // expert-parallel rank ep_rank's experts (core/experts.h), each initialised as its global index.
   static Result<ParamStore> Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
                                    int pp_rank, int tp_rank, DType compute,
-                                   ParamInit init = ParamInit::kRandom, OptimizerShard shard = {});
+                                   ParamInit init = ParamInit::kRandom, OptimizerShard shard = {},
+                                   int ep_rank = 0);
   // The kRandom initialisation of every element (a kLoadFollows store whose load found nothing).
   Status InitialiseRandom(const ModelSpec& m) { return Initialise(m, ParamInit::kRandom); }
   const std::vector<ParamEntry>& entries() const { return entries_; }

@@ -31,8 +31,9 @@ void Indices(const ParamStore& s, int chunk, int layer, int out[kSlotCount]) {
   }
 }
 
-// The router's index and each local expert's fc1 and fc2 (core/experts.h AppendExpertParameters'
-// names), or -1 and none for a dense layer.
+// The router's index and each local expert's fc1 and fc2 in the store's order (core/experts.h
+// AppendExpertParameters' names: the global indices of this expert-parallel rank's experts), or -1
+// and none for a dense layer.
 struct ExpertIndices {
   int router = -1;
   std::vector<int> fc1, fc2;
@@ -42,14 +43,19 @@ ExpertIndices ExpertsOf(const ParamStore& s, int chunk, int layer) {
   ExpertIndices x;
   x.router = s.Find(chunk, p + "router.weight");
   if (x.router < 0) return x;
-  for (int e = 0;; ++e) {
-    const std::string name = p + "expert" + std::to_string(e) + ".";
-    const int fc1 = s.Find(chunk, name + "fc1.weight"), fc2 = s.Find(chunk, name + "fc2.weight");
-    if (fc1 < 0 || fc2 < 0) break;
-    x.fc1.push_back(fc1);
-    x.fc2.push_back(fc2);
+  const std::string expert = p + "expert";
+  auto has_suffix = [](const std::string& name, const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  for (int i = 0; i < static_cast<int>(s.entries().size()); ++i) {
+    const ParamEntry& e = s.entries()[size_t(i)];
+    if (e.chunk != chunk || e.spec.name.compare(0, expert.size(), expert) != 0) continue;
+    if (has_suffix(e.spec.name, ".fc1.weight")) x.fc1.push_back(i);
+    if (has_suffix(e.spec.name, ".fc2.weight")) x.fc2.push_back(i);
   }
-  PTDP_CHECK_MSG(!x.fc1.empty(), "the store holds a router but no expert in " + p);
+  PTDP_CHECK_MSG(!x.fc1.empty() && x.fc1.size() == x.fc2.size(),
+                 "the store holds a router but not each expert's fc1 and fc2 in " + p);
   return x;
 }
 

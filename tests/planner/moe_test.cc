@@ -547,3 +547,27 @@ TEST(Moe, TheSearchSplitsTheExpertsToFit) {
 
 }  // namespace
 }  // namespace ptdp::planner
+
+namespace ptdp::planner {
+namespace {
+
+// Each expert-parallel rank's experts carry their global indices (what the runtime initialises and
+// a checkpoint would name them by): Mixtral's 8 over ep 4, rank 2 holds experts 4 and 5.
+TEST(Moe, ExpertParallelRanksNameTheirExpertsGlobally) {
+  const ModelSpec m = Preset("mixtral-8x7b");
+  ParallelConfig c;
+  c.dp = 4;
+  c.ep = 4;
+  c.pp = 1;
+  c.global_batch = 8;
+  std::vector<std::string> experts;
+  for (const ParamTensor& p : ChunkParameters(m, c, 0, 0, /*ep_rank=*/2)) {
+    if (p.expert && p.name.rfind("layer0.", 0) == 0) experts.push_back(p.name);
+  }
+  EXPECT_EQ(experts, (std::vector<std::string>{
+                         "layer0.moe.expert4.fc1.weight", "layer0.moe.expert4.fc2.weight",
+                         "layer0.moe.expert5.fc1.weight", "layer0.moe.expert5.fc2.weight"}));
+}
+
+}  // namespace
+}  // namespace ptdp::planner

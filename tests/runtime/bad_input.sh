@@ -38,13 +38,22 @@ case "$case" in
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime" ;;
-  moe_ep)      # expert parallelism: planned, refused by name (the runtime's experts are on every
-               # rank of a tensor group)
-               "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
-               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "moe_experts": 4, "moe_topk": 2, "swiglu": true, "linear_bias": false/; s/"tp": 1,/"tp": 1, "ep": 2,/' "$dir/plan.json"
-               grep -q '"ep": 2' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+  moe_ep)      # expert parallelism with the distributed optimizer: planned, refused by name (its
+               # shards would need the experts' own data-parallel group)
+               PTDP_TEST_ARCH=moe PTDP_TEST_EP=2 PTDP_TEST_DIST_OPT=true \
+                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
+               expect="plan: layout.ep: 2 with the distributed optimizer is not executed by this runtime" ;;
+  moe_a2a)     # Megatron-Core's combined 1F1B (ep 2, bf16): planned, refused by name
+               PTDP_TEST_ARCH=moe PTDP_TEST_EP=2 \
+                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true bf16
+               sed -i 's/"ep": 2,/"ep": 2, "moe_a2a_overlap": true,/' "$dir/plan.json"
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="plan: layout.ep: 2 is planned but not executed by this runtime" ;;
+               expect="plan: layout.moe_a2a_overlap: the combined 1F1B is planned but not executed" ;;
+  moe_ep_save)  # expert parallelism with --save: refused before the first step (no checkpoint yet)
+               PTDP_TEST_ARCH=moe PTDP_TEST_EP=2 \
+                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
+               extra=(--save "$dir/ckpt")
+               expect="plan: layout.ep: > 1 with --save, --load, --init-from or --adapt: this runtime does not checkpoint expert parallelism yet" ;;
   program_size)   # the plan's Program must be its layout's: a message size edited by hand
                sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
                grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

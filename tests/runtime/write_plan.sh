@@ -15,6 +15,7 @@
 # cluster's GPUs count it (tp cp pp dp). PTDP_TEST_DIST_OPT (true | false, default false) goes into
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
+# PTDP_TEST_EP (default 1) goes into layout.ep (expert parallelism; a mixture of experts).
 # PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
@@ -43,6 +44,7 @@ stages=""
 cp=${PTDP_TEST_CP:-1}
 distopt=${PTDP_TEST_DIST_OPT:-false}
 seqpar=${PTDP_TEST_SEQ_PARALLEL:-false}
+ep=${PTDP_TEST_EP:-1}
 modules=""
 [ -n "${PTDP_TEST_RECOMPUTE_MODULES:-}" ] && modules=", \"recompute_modules\": \"$PTDP_TEST_RECOMPUTE_MODULES\""
 gpus=$((tp * pp * dp * cp))
@@ -77,7 +79,7 @@ cat > "$out" <<JSON
             "vocab": $vocab, "dropout": $dropout$arch},
   "cluster": {"name": "cpu", "gpus": $gpus, "gpus_per_node": $gpus},
   "global_batch": $gb,
-  "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "cp": $cp, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
+  "layout": {"tp": $tp, "pp": $pp, "dp": $dp, "cp": $cp, "ep": $ep, "mbs": $mbs, "vp": $vp, "schedule": "$sched",
              "recompute": "$rec", "scatter_gather": $sg, "precision": "$prec",
              "grad_accumulation_fusion": $fusion, "fused_attention": $fused,
              "first_stage_layers": $first, "last_stage_layers": $last$stages,
