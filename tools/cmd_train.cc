@@ -169,12 +169,11 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     *plan = ReadPlanFile(a.plan);
     if (!plan->ok()) pre = plan->status().WithPrefix("--plan");
   }
-  // Checkpoints (and --adapt's switches, which go through one) are written per (pp, tp) rank.
-  if (pre.ok() && (*plan)->layout.ep > 1 &&
-      (!(a.save + a.load + a.init_from + a.adapt.switch_plan).empty() || a.adapt.adapt)) {
+  // --adapt's switches (through a checkpoint in a scratch folder) are not tried with experts apart.
+  if (pre.ok() && (*plan)->layout.ep > 1 && (!a.adapt.switch_plan.empty() || a.adapt.adapt)) {
     pre = Status::Invalid(
-        "plan: layout.ep: > 1 with --save, --load, --init-from or --adapt: "
-        "this runtime does not checkpoint expert parallelism yet");
+        "plan: layout.ep: > 1 with --adapt or --switch-plan: a plan switch of "
+        "expert parallelism is not executed by this runtime yet");
   }
   if (pre.ok() && !a.memory_limit.empty()) {
     auto b = ParseBytes(a.memory_limit);

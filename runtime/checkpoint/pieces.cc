@@ -98,12 +98,14 @@ Status CheckGlobalShape(const std::string& key, const CkptTensor& t, const Param
 
 }  // namespace
 
-std::string ShardFileName(int pp, int tp) {
-  return "pp" + std::to_string(pp) + "-tp" + std::to_string(tp) + ".safetensors";
+std::string ShardFileName(int pp, int tp, int ep_rank) {
+  const std::string ep = ep_rank > 0 ? "-ep" + std::to_string(ep_rank) : "";
+  return "pp" + std::to_string(pp) + "-tp" + std::to_string(tp) + ep + ".safetensors";
 }
 
-bool IsSavedBy(const ParamTensor& p, int tp_rank) {
-  return !p.tied_copy && (p.sharding != Sharding::kReplicated || tp_rank == 0);
+bool IsSavedBy(const ParamTensor& p, int tp_rank, int ep_rank) {
+  return !p.tied_copy && (p.sharding != Sharding::kReplicated || tp_rank == 0) &&
+         (ep_rank == 0 || p.expert);
 }
 
 std::vector<int64_t> BlockOffset(const ParamTensor& p, int tp_rank) {
@@ -113,13 +115,14 @@ std::vector<int64_t> BlockOffset(const ParamTensor& p, int tp_rank) {
   return o;
 }
 
-void AddPiecesOf(const ModelSpec& model, const ParallelConfig& c, int pp, int tp, Manifest* m) {
+void AddPiecesOf(const ModelSpec& model, const ParallelConfig& c, int pp, int tp, Manifest* m,
+                 int ep_rank) {
   for (int chunk = 0; chunk < c.vp; ++chunk) {
-    for (const ParamTensor& p : ChunkParameters(model, c, pp, chunk)) {
-      if (!IsSavedBy(p, tp)) continue;
+    for (const ParamTensor& p : ChunkParameters(model, c, pp, chunk, ep_rank)) {
+      if (!IsSavedBy(p, tp, ep_rank)) continue;
       CkptTensor& t = m->tensors[p.name];
       t.shape = p.global_shape;
-      t.pieces.push_back({ShardFileName(pp, tp), BlockOffset(p, tp), p.local_shape});
+      t.pieces.push_back({ShardFileName(pp, tp, ep_rank), BlockOffset(p, tp), p.local_shape});
     }
   }
 }

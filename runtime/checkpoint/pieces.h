@@ -23,15 +23,20 @@ namespace ptdp::runtime {
 inline constexpr int kStateKinds = 3;
 inline constexpr std::array<const char*, kStateKinds> kStateSuffix = {"", "#adam_m", "#adam_v"};
 
-// The file pipeline rank `pp`, tensor rank `tp` (data rank 0) writes.
-std::string ShardFileName(int pp, int tp);
-// Whether tensor rank `tp_rank` writes its piece of `p`: not the tied copy (it equals the
-// embedding), and a tensor replicated over the tensor ranks only from tensor rank 0.
-bool IsSavedBy(const ParamTensor& p, int tp_rank);
+// The file pipeline rank `pp`, tensor rank `tp` of data rank `ep_rank` writes: data rank 0's, and
+// with expert parallelism (layout.ep > 1) each other member of the first expert-parallel group's,
+// "-epQ" added, which holds its experts alone.
+std::string ShardFileName(int pp, int tp, int ep_rank = 0);
+// Whether tensor rank `tp_rank` of expert-parallel rank `ep_rank` writes its piece of `p`: not the
+// tied copy (it equals the embedding), a tensor replicated over the tensor ranks only from tensor
+// rank 0, and on ep ranks other than 0 the experts alone (the dense tensors are ep rank 0's).
+bool IsSavedBy(const ParamTensor& p, int tp_rank, int ep_rank = 0);
 // Where tensor rank `tp_rank`'s block of `p` starts in the global tensor.
 std::vector<int64_t> BlockOffset(const ParamTensor& p, int tp_rank);
-// Adds the pieces that (pp, tp) writes to m->tensors (file ShardFileName(pp, tp)).
-void AddPiecesOf(const ModelSpec& model, const ParallelConfig& c, int pp, int tp, Manifest* m);
+// Adds the pieces that (pp, tp, ep_rank) writes to m->tensors (file ShardFileName(pp, tp,
+// ep_rank)).
+void AddPiecesOf(const ModelSpec& model, const ParallelConfig& c, int pp, int tp, Manifest* m,
+                 int ep_rank = 0);
 
 // The verified files of one checkpoint, mapped (and checksummed) on first use.
 class ShardCache {

@@ -21,15 +21,16 @@
 
 namespace ptdp::runtime {
 
-// Data rank 0 writes; with the distributed optimizer every data rank calls it, to gather each
-// state kind of the shards into its gradient arena (ParamStore::GatherWhole) for the writer. The
-// file holds the masters, then Adam's m, then v (one kind gathered at a time).
+// Data rank 0 writes (with ep > 1 data ranks 0 to ep - 1: ShardWriter); with the distributed
+// optimizer every data rank calls it, to gather each state kind of the shards into its gradient
+// arena (ParamStore::GatherWhole) for the writer. The file holds the masters, then Adam's m, then
+// v (one kind gathered at a time).
 Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out) {
-  const bool writer = coord_.dp == 0;
+  const bool writer = ShardWriter();
   std::vector<StTensor> tensors;
   std::vector<int> saved;  // entries, in the file's order within each kind
   for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
-    if (IsSavedBy(params_->entries()[i].spec, coord_.tp)) saved.push_back(i);
+    if (IsSavedBy(params_->entries()[i].spec, coord_.tp, ExpertRank())) saved.push_back(i);
   }
   for (int k = 0; k < kStateKinds; ++k) {
     for (int i : saved) {
@@ -76,7 +77,8 @@ Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out)
   return Status::Ok();
 }
 
-// World rank 0. `files`: per world rank (writes?, pp, tp, bytes, checksum high, checksum low).
+// World rank 0. `files`: per world rank (writes?, pp, tp, bytes, checksum high, checksum low,
+// ep rank).
 Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
                               const std::vector<double>& files) {
   Manifest m;
@@ -90,13 +92,14 @@ Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
   m.adam_steps = step - m.skipped_steps;
   m.loss_scale = scaler_->scale();
   m.clean_steps = scaler_->clean_steps();
-  for (size_t r = 0; r + 6 <= files.size(); r += 6) {
+  for (size_t r = 0; r + 7 <= files.size(); r += 7) {
     if (files[r] == 0) continue;
     const int pp = static_cast<int>(files[r + 1]), tp = static_cast<int>(files[r + 2]);
-    m.files.push_back({ShardFileName(pp, tp), static_cast<int64_t>(files[r + 3]),
+    const int ep = static_cast<int>(files[r + 6]);
+    m.files.push_back({ShardFileName(pp, tp, ep), static_cast<int64_t>(files[r + 3]),
                        ChecksumKind::kCrc32c,
                        (uint64_t(files[r + 4]) << 32) | uint64_t(files[r + 5])});
-    AddPiecesOf(model_, cfg_, pp, tp, &m);
+    AddPiecesOf(model_, cfg_, pp, tp, &m, ep);
   }
   SyncedFile f;
   const std::string text = ManifestToJson(m).dump(1) + "\n";
@@ -118,20 +121,20 @@ Result<Bytes> Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int 
     if (prep.ok()) prep = MakeDirs(tmp);
   }
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, prep.WithPrefix("--save")));
-  const bool writer = coord_.dp == 0;
+  const bool writer = ShardWriter();
   CkptFile mine;
-  Status w = writer || params_->sharded()
-                 ? WriteShard(tmp + "/" + ShardFileName(coord_.pp, coord_.tp), step, &mine)
-                 : Status::Ok();
+  const std::string file = ShardFileName(coord_.pp, coord_.tp, ExpertRank());
+  Status w =
+      writer || params_->sharded() ? WriteShard(tmp + "/" + file, step, &mine) : Status::Ok();
   // Tests: a rank dies with the shards written but nothing published (runtime_checkpoint_killed).
   if (step == opts_.kill_in_save_step && world_->rank() == world_->size() - 1) std::raise(SIGKILL);
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, w.WithPrefix("--save")));
   // Sizes below 2^53 and the checksum in two 32-bit halves travel exactly as doubles.
   PTDP_ASSIGN_OR_RETURN(
       std::vector<double> files,
-      AllGatherDoubles(
-          *world_, {writer ? 1.0 : 0.0, double(coord_.pp), double(coord_.tp), double(mine.bytes),
-                    double(mine.checksum >> 32), double(mine.checksum & 0xffffffffu)}));
+      AllGatherDoubles(*world_, {writer ? 1.0 : 0.0, double(coord_.pp), double(coord_.tp),
+                                 double(mine.bytes), double(mine.checksum >> 32),
+                                 double(mine.checksum & 0xffffffffu), double(ExpertRank())}));
   Status pub;
   if (root) {
     pub = WriteManifest(tmp, step, files);
@@ -139,7 +142,7 @@ Result<Bytes> Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int 
   }
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, pub.WithPrefix("--save")));
   Bytes total = 0;
-  for (size_t r = 0; r + 6 <= files.size(); r += 6) total += static_cast<Bytes>(files[r + 3]);
+  for (size_t r = 0; r + 7 <= files.size(); r += 7) total += static_cast<Bytes>(files[r + 3]);
   return total;
 }
 

@@ -316,7 +316,10 @@ class Trainer {
   // experts' gradients are reduced.
   std::unique_ptr<Communicator> ep_, edp_;
   int ExpertRank() const { return coord_.dp % cfg_.ep; }  // which experts this rank holds
-  std::vector<ElementRange> ExpertGradRanges() const;     // grad_reduce.cc
+  // Whether this rank writes a checkpoint file: data rank 0, and with ep > 1 the rest of the first
+  // expert-parallel group (each file then holds its experts; pieces.h ShardFileName).
+  bool ShardWriter() const { return coord_.dp < cfg_.ep; }
+  std::vector<ElementRange> ExpertGradRanges() const;  // grad_reduce.cc
   Communicator* PipeFor(Op op) const {
     const bool grad = op == Op::kSendGrad || op == Op::kRecvGrad;
     return grad && pipe_grad_ != nullptr ? pipe_grad_.get() : pipe_.get();

@@ -98,7 +98,7 @@ there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
-    | reshard_cp | reshard_llama | reshard_moe | preempt \
+    | reshard_cp | reshard_llama | reshard_moe | reshard_ep | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -231,6 +231,23 @@ case "$case" in
     sed -i 's/"norm_topk_prob": true/"norm_topk_prob": false/' hfm2/config.json
     STEPS=1 train L --init-from hfm2 > /dev/null 2>&1 && fail "norm_topk_prob false loaded"
     grep -q "norm_topk_prob: must be true" L.out || { cat L.out; fail "norm_topk_prob's error"; }
+    ;;
+  reshard_ep)
+    # Expert parallelism: data ranks 0 and 1 each write their experts (pp0-tp0.safetensors, and
+    # pp0-tp0-ep1.safetensors with ep rank 1's alone); t1 d4 ep 2 (two replicas of each expert) to
+    # t2 p2 d2 ep 2 with sequence parallelism and back; then Qwen3-MoE's folder through --init-from
+    # into ep 2 and out again, byte for byte (every expert read and written by its global name).
+    export PTDP_TEST_ARCH=moe
+    PTDP_TEST_EP=2 plan E 1 1 4 1 1f1b
+    PTDP_TEST_EP=2 PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b
+    there_and_back E F "t2 p2 d2 ep2 from the t1 d4 ep2 checkpoint" "t1 d4 ep2 from the t2 p2 d2 ep2 one"
+    [ -f ck/step-00000003/pp0-tp0-ep1.safetensors ] || { ls ck/*; fail "ep rank 1's file"; }
+    [ ! -e ck/step-00000003/pp0-tp0-ep2.safetensors ] || fail "a file of an expert replica"
+    "$ptdp" export --checkpoint ck2 --to hf-qwen3-moe hfm > export.out 2>&1 || { cat export.out; fail "hf-qwen3-moe"; }
+    STEPS=1 train E --init-from hfm --lr 0 --min-lr 0 --save ck3 || { cat E.out; fail "init-from hfm"; }
+    "$ptdp" export --checkpoint ck3 --to hf-qwen3-moe hfm2 > export.out 2>&1 || { cat export.out; fail "export 2"; }
+    cmp hfm/model.safetensors hfm2/model.safetensors || fail "model.safetensors differs after the round trip"
+    echo "hf-qwen3-moe -> init-from (t1 d4 ep2) -> save -> hf-qwen3-moe: byte-identical"
     ;;
   reshard_llama)
     export PTDP_TEST_ARCH=llama
