@@ -234,7 +234,7 @@ std::string ModelSpec::UnexecutedFeatures() const {
     out += feature;
   };
   // A mixture of experts runs (runtime/model/moe_layer.h) but for these of it.
-  add(HasSharedExpert(), "moe_shared_expert");
+  add(moe_shared_gate, "moe_shared_gate");
   add(moe_router_groups > 0, "moe_router_groups");
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");

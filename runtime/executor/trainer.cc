@@ -343,6 +343,7 @@ Status Trainer::Build(ParamInit init) {
   dims_.head0 = int64_t(coord_.tp) * dims_.heads_local;
   dims_.f_local = model_.FfnHidden() / t;
   dims_.expert_f_local = model_.IsMoe() ? model_.MoeFfnHidden() / t : 0;
+  dims_.shared_f_local = model_.IsMoe() ? model_.moe_shared_ffn_hidden / t : 0;
   dims_.v_local = PaddedVocab(model_, t) / t;
   dims_.vocab_begin = int64_t(coord_.tp) * dims_.v_local;
   dims_.vocab_real = model_.vocab;

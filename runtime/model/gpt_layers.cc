@@ -305,7 +305,7 @@ void DropLayerActivations(LayerStash* st) {
         &st->qkv,          &st->probs,         &st->att_mask, &st->att_dropped,  &st->att_lse,
         &st->attn_out,     &st->attn_res_mask, &st->x2,       &st->ln2_mean,     &st->ln2_rstd,
         &st->ln2_out,      &st->fc1_out,       &st->gelu_out, &st->mlp_res_mask, &st->router_logits,
-        &st->router_probs, &st->moe_in}) {
+        &st->router_probs, &st->moe_in, &st->shared_fc1_out, &st->shared_act}) {
     t->Reset();
   }
 }

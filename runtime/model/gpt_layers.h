@@ -45,8 +45,10 @@ struct LayerDims {
   // Features per head (ModelSpec::head_dim; Qwen3's 128 at any hidden size); 0: h / heads. The
   // attention's output, the projection's input, is heads_local D wide.
   int64_t head_dim = 0;
-  int64_t f_local = 1;         // MLP inner size / t
-  int64_t expert_f_local = 0;  // a mixture's expert inner size / t (the expert tensor group is t)
+  int64_t f_local = 1;  // MLP inner size / t
+  int64_t expert_f_local = 0;
+  int64_t shared_f_local = 0;  // a mixture's shared expert's inner size / t (0: none)  // a
+                               // mixture's expert inner size / t (the expert tensor group is t)
   int64_t v_local = 1;         // padded vocabulary / t
   int64_t vocab_begin = 0;     // first global vocabulary row of this rank's shard
   int64_t vocab_real = 1;      // unpadded vocabulary: columns >= this are masked
@@ -125,6 +127,7 @@ struct LayerWeights {
   ConstRef q_norm_w, k_norm_w;
   ConstRef router_w;
   std::vector<ConstRef> expert_fc1, expert_fc2;
+  ConstRef shared_fc1, shared_fc2;  // a mixture's shared expert (model.moe_shared_ffn_hidden)
 };
 struct LayerGrads {
   TensorRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
@@ -132,6 +135,7 @@ struct LayerGrads {
   TensorRef q_norm_w, k_norm_w;
   TensorRef router_w;
   std::vector<TensorRef> expert_fc1, expert_fc2;
+  TensorRef shared_fc1, shared_fc2;
 };
 
 // What a layer keeps for its backward: core/shapes.h LayerActivations, entry by entry. With full
@@ -158,6 +162,8 @@ struct LayerStash {
   // order; fc1_out and gelu_out are then moe.swiglu.input [N k][2f/t] and moe.fc2.input
   // [N k][f/t] (the activation times the token's probability).
   Tensor router_logits, router_probs, moe_in;
+  // Its shared expert's moe.shared.swiglu.input [N][2fs/t] and moe.shared.fc2.input [N][fs/t].
+  Tensor shared_fc1_out, shared_act;
   Tensor mlp_res_mask;  // mlp.residual_dropout.mask [N][h] u8
 };
 

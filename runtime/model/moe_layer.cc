@@ -235,6 +235,54 @@ Status ExpertsBackward(const LayerCtx& c, const ExpertSide& x, const std::vector
   return Status::Ok();
 }
 
+// The shared expert (model.moe_shared_ffn_hidden; Megatron-Core's SharedExpertMLP without its
+// gate): a SwiGLU MLP of fs / t features on every token of the microbatch, read from the router's
+// input (gathered over the tensor group again, as the shared expert's own column-parallel fc1
+// gathers it), its output's partial sums added to the routed experts' before the g reduction.
+Status SharedForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st,
+                     TensorRef mlp) {
+  Ops* ops = c.dev->ops();
+  const int64_t N = c.d.N(), h = c.d.h, fs = c.d.shared_f_local;
+  const DType a = c.types.act;
+  PTDP_ASSIGN_OR_RETURN(st->shared_fc1_out, Alloc(c, N * 2 * fs, a, tag));
+  PTDP_ASSIGN_OR_RETURN(st->shared_act, Alloc(c, N * fs, a, tag));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearForward(st->shared_fc1_out.ref(), {}, ln2.ref, w.shared_fc1, {}, N, h, 2 * fs));
+  }
+  PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->shared_act.ref(), st->shared_fc1_out.cref(), N * fs));
+  PTDP_ASSIGN_OR_RETURN(Tensor out, Tmp(c, N * h, a));
+  PTDP_RETURN_IF_ERROR(
+      ops->LinearForward(out.ref(), {}, st->shared_act.cref(), w.shared_fc2, {}, N, fs, h));
+  return ops->Add(mlp, mlp, out.cref());
+}
+
+// Its backward from the gathered output gradient dout [N][h]: its weights' gradients, and its
+// input gradient's partial sums into dln [N][h].
+Status SharedBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g,
+                      const LayerStash* st, ConstRef dout, TensorRef dln) {
+  Ops* ops = c.dev->ops();
+  const int64_t N = c.d.N(), h = c.d.h, fs = c.d.shared_f_local;
+  const DType a = c.types.act;
+  PTDP_ASSIGN_OR_RETURN(Tensor dact, Tmp(c, N * fs, a));
+  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dact.ref(), dout, w.shared_fc2, N, fs, h));
+  PTDP_RETURN_IF_ERROR(
+      ops->LinearBackwardWeight(g.shared_fc2, {}, dout, st->shared_act.cref(), N, fs, h));
+  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, Tmp(c, N * 2 * fs, a));
+  PTDP_RETURN_IF_ERROR(
+      ops->SwigluBackward(dfc1.ref(), st->shared_fc1_out.cref(), dact.cref(), N * fs));
+  dact.Reset();
+  PTDP_ASSIGN_OR_RETURN(Tensor din, Tmp(c, N * h, a));
+  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(din.ref(), dfc1.cref(), w.shared_fc1, N, h, 2 * fs));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearBackwardWeight(g.shared_fc1, {}, dfc1.cref(), ln2.ref, N, h, 2 * fs));
+  }
+  return ops->Add(dln, dln, din.cref());
+}
+
 // dprobs[slot[i]] = per_copy[i] for the route's copies (each slot has one copy): the probability
 // gradients that came back from the experts' ranks, on the host.
 Status ScatterCopies(const LayerCtx& c, const MoeRoute& r, ConstRef per_copy, TensorRef dprobs) {
@@ -344,6 +392,7 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
   PTDP_RETURN_IF_ERROR(
       ops->MoeUnpermuteAddRows(mlp.ref(), expert_out.cref(), r.token.cref(), copies, h));
   expert_out.Reset();
+  if (!w.shared_fc1.empty()) PTDP_RETURN_IF_ERROR(SharedForward(c, w, tag, st, mlp.ref()));
   PTDP_ASSIGN_OR_RETURN(mlp, SumRows(c, std::move(mlp)));
   if (y.empty()) {
     PTDP_ASSIGN_OR_RETURN(y, out());
@@ -373,6 +422,14 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
   PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
   const int64_t rows = x.rows;
+  // A shared expert's backward first, while the gathered gradient lives: its input gradient
+  // starts dln.
+  Tensor dln;
+  if (!w.shared_fc1.empty()) {
+    PTDP_ASSIGN_OR_RETURN(dln, Tmp(c, N * h, a));
+    PTDP_RETURN_IF_ERROR(ops->Fill(dln.ref(), 0.0));
+    PTDP_RETURN_IF_ERROR(SharedBackward(c, w, g, st, dfull.ref, dln.ref()));
+  }
   // The combine's backward: each copy gets its token's gradient (sent to its expert's rank with
   // ep > 1); fc2's backward.
   PTDP_ASSIGN_OR_RETURN(Tensor dout, Tmp(c, copies * h, a));
@@ -412,8 +469,10 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   dfc1.Reset();
   PTDP_ASSIGN_OR_RETURN(din, FromExperts(c, x, std::move(din), copies, h));
   // The dispatch's backward (partial sums over the tensor group), then f's backward.
-  PTDP_ASSIGN_OR_RETURN(Tensor dln, Tmp(c, N * h, a));
-  PTDP_RETURN_IF_ERROR(ops->Fill(dln.ref(), 0.0));
+  if (dln.empty()) {
+    PTDP_ASSIGN_OR_RETURN(dln, Tmp(c, N * h, a));
+    PTDP_RETURN_IF_ERROR(ops->Fill(dln.ref(), 0.0));
+  }
   PTDP_RETURN_IF_ERROR(ops->MoeUnpermuteAddRows(dln.ref(), din.cref(), r.token.cref(), copies, h));
   din.Reset();
   PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));

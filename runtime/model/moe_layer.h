@@ -14,7 +14,9 @@
 // output. Which tokens go to which expert is read on the host (one download of the chosen
 // indices per forward and per backward: the sizes of the experts' GEMMs), as Megatron-Core's
 // dropless dispatcher reads its token counts; the backward chooses again from the stashed
-// logits (the same choice), so the indices are not kept.
+// logits (the same choice), so the indices are not kept. A shared expert
+// (model.moe_shared_ffn_hidden, no gate) is a SwiGLU MLP on every token whose partial sums join the
+// routed experts' before g.
 //
 // With expert parallelism (LayerCtx::ep, ep > 1) each rank holds E / ep experts, and the copies
 // of the route (after the gather over the tensor group, so tensor rank j exchanges with tensor rank

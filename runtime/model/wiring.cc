@@ -37,12 +37,15 @@ void Indices(const ParamStore& s, int chunk, int layer, int out[kSlotCount]) {
 struct ExpertIndices {
   int router = -1;
   std::vector<int> fc1, fc2;
+  int shared_fc1 = -1, shared_fc2 = -1;  // the shared expert's, if any
 };
 ExpertIndices ExpertsOf(const ParamStore& s, int chunk, int layer) {
   const std::string p = "layer" + std::to_string(layer) + ".moe.";
   ExpertIndices x;
   x.router = s.Find(chunk, p + "router.weight");
   if (x.router < 0) return x;
+  x.shared_fc1 = s.Find(chunk, p + "shared.fc1.weight");
+  x.shared_fc2 = s.Find(chunk, p + "shared.fc2.weight");
   const std::string expert = p + "expert";
   auto has_suffix = [](const std::string& name, const std::string& suffix) {
     return name.size() >= suffix.size() &&
@@ -71,6 +74,8 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
   if (x.router >= 0) lw.router_w = s.weight(x.router);
   for (int i : x.fc1) lw.expert_fc1.push_back(s.weight(i));
   for (int i : x.fc2) lw.expert_fc2.push_back(s.weight(i));
+  if (x.shared_fc1 >= 0) lw.shared_fc1 = s.weight(x.shared_fc1);
+  if (x.shared_fc2 >= 0) lw.shared_fc2 = s.weight(x.shared_fc2);
   return lw;
 }
 
@@ -84,6 +89,8 @@ LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
   if (x.router >= 0) lg.router_w = s.grad(x.router);
   for (int i : x.fc1) lg.expert_fc1.push_back(s.grad(i));
   for (int i : x.fc2) lg.expert_fc2.push_back(s.grad(i));
+  if (x.shared_fc1 >= 0) lg.shared_fc1 = s.grad(x.shared_fc1);
+  if (x.shared_fc2 >= 0) lg.shared_fc2 = s.grad(x.shared_fc2);
   return lg;
 }
 

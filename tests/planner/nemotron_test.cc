@@ -29,9 +29,11 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(m.UnexecutedFeatures(), "");
   ModelSpec moe = m;
   moe.moe_experts = 8;
-  EXPECT_EQ(moe.UnexecutedFeatures(), "");  // a mixture runs (its shared expert would not)
+  EXPECT_EQ(moe.UnexecutedFeatures(), "");  // a mixture runs, with a shared expert too
   moe.moe_shared_ffn_hidden = 1024;
-  EXPECT_EQ(moe.UnexecutedFeatures(), "moe_shared_expert");
+  EXPECT_EQ(moe.UnexecutedFeatures(), "");
+  moe.moe_shared_gate = true;  // Qwen2-MoE's sigmoid gate on it does not
+  EXPECT_EQ(moe.UnexecutedFeatures(), "moe_shared_gate");
 }
 
 // Squared ReLU has GeLU's shapes: the same FLOPs.

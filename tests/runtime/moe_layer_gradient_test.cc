@@ -46,6 +46,7 @@ LayerCtx MoeCtx(Device* dev, double dropout, int experts = kExperts, int topk = 
 struct MoeParams {
   Vec ln1_w, qkv_w, proj_w, ln2_w, router_w;
   std::vector<Vec> fc1, fc2;
+  Vec shared_fc1, shared_fc2;  // with d.shared_f_local > 0
   MoeParams(const LayerDims& d, int experts, bool alike = false) {
     const int64_t h = d.h, f = d.expert_f_local;
     ln1_w = Random(h, 1, 0.2);
@@ -60,6 +61,10 @@ struct MoeParams {
       fc1.push_back(Random(2 * f * h, alike ? 7 : 7 + 2 * e, 0.3));
       fc2.push_back(Random(h * f, alike ? 8 : 8 + 2 * e, 0.3));
     }
+    if (d.shared_f_local > 0) {
+      shared_fc1 = Random(2 * d.shared_f_local * h, 41, 0.3);
+      shared_fc2 = Random(h * d.shared_f_local, 42, 0.3);
+    }
   }
   LayerWeights W() const {
     LayerWeights w;
@@ -72,6 +77,7 @@ struct MoeParams {
       w.expert_fc1.push_back(C(fc1[e]));
       w.expert_fc2.push_back(C(fc2[e]));
     }
+    if (!shared_fc1.empty()) w.shared_fc1 = C(shared_fc1), w.shared_fc2 = C(shared_fc2);
     return w;
   }
   LayerGrads G() {
@@ -85,10 +91,11 @@ struct MoeParams {
       g.expert_fc1.push_back(M(fc1[e]));
       g.expert_fc2.push_back(M(fc2[e]));
     }
+    if (!shared_fc1.empty()) g.shared_fc1 = M(shared_fc1), g.shared_fc2 = M(shared_fc2);
     return g;
   }
   void Zero() {
-    for (Vec* v : {&ln1_w, &qkv_w, &proj_w, &ln2_w, &router_w})
+    for (Vec* v : {&ln1_w, &qkv_w, &proj_w, &ln2_w, &router_w, &shared_fc1, &shared_fc2})
       std::fill(v->begin(), v->end(), 0.0);
     for (auto* vs : {&fc1, &fc2}) {
       for (Vec& v : *vs) std::fill(v.begin(), v.end(), 0.0);
@@ -115,10 +122,11 @@ double AuxLoss(const LayerCtx& c, const LayerStash& st) {
   return c.moe_aux_grad * aux;
 }
 
-void MoeLayerCase(double dropout, double aux = 0) {
+void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0) {
   CpuDevice dev;
   LayerCtx c = MoeCtx(&dev, dropout);
   c.moe_aux_grad = aux;
+  c.d.shared_f_local = shared_f;
   const int64_t nh = c.d.N() * c.d.h;
   MoeParams p(c.d, kExperts);
   Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
@@ -148,6 +156,8 @@ void MoeLayerCase(double dropout, double aux = 0) {
   EXPECT_EQ(st.moe_in.count(), copies * c.d.h);
   EXPECT_EQ(st.fc1_out.count(), copies * 2 * f);
   EXPECT_EQ(st.gelu_out.count(), copies * f);
+  EXPECT_EQ(st.shared_fc1_out.count(), N * 2 * shared_f);  // the shared expert's, on every token
+  EXPECT_EQ(st.shared_act.count(), N * shared_f);
   const auto* probs = static_cast<const double*>(st.router_probs.data());
   for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(probs[2 * n] + probs[2 * n + 1], 1.0, 1e-12);
   // The backward also adds the loss's value (moe_aux_value_scale sum_e P_e c_e) for the log.
@@ -159,13 +169,17 @@ void MoeLayerCase(double dropout, double aux = 0) {
   const Status back = LayerBackward(back_ctx, p.W(), g.G(), 1, &st, C(r), M(dx));
   ASSERT_TRUE(back.ok()) << back.ToString();
   EXPECT_NEAR(got_aux, want_aux, 1e-12 * std::max(1.0, std::abs(want_aux)));
-  EXPECT_TRUE(st.router_logits.empty() && st.moe_in.empty());  // the stash freed
+  EXPECT_TRUE(st.router_logits.empty() && st.moe_in.empty() && st.shared_act.empty());  // freed
   CheckGrad("x", x, dx, objective);
   CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
   CheckGrad("router.weight", p.router_w, g.router_w, objective, 40);
   for (int e = 0; e < kExperts; ++e) {
     CheckGrad("expert.fc1.weight", p.fc1[size_t(e)], g.fc1[size_t(e)], objective);
     CheckGrad("expert.fc2.weight", p.fc2[size_t(e)], g.fc2[size_t(e)], objective);
+  }
+  if (shared_f > 0) {
+    CheckGrad("shared.fc1.weight", p.shared_fc1, g.shared_fc1, objective);
+    CheckGrad("shared.fc2.weight", p.shared_fc2, g.shared_fc2, objective);
   }
   CheckGrad("qkv.weight", p.qkv_w, g.qkv_w, objective);
   CheckGrad("ln1.weight", p.ln1_w, g.ln1_w, objective);
@@ -176,6 +190,10 @@ TEST(MoeLayerGradient, LayerMatchesFiniteDifferences) {
 }
 TEST(MoeLayerGradient, LayerWithDropoutMatchesFiniteDifferences) {
   MoeLayerCase(0.2);
+}
+// With a shared expert of 5 features (DeepSeek's kind: no gate) beside the routed ones.
+TEST(MoeLayerGradient, SharedExpertMatchesFiniteDifferences) {
+  MoeLayerCase(0.2, 0.0, 5);
 }
 // With the auxiliary load-balancing loss (its scale large enough to dominate the router's).
 TEST(MoeLayerGradient, AuxLossMatchesFiniteDifferences) {
