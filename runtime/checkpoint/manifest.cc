@@ -101,6 +101,7 @@ Status ReadState(JsonObjectReader& r, Manifest* m) {
   std::string seed;
   d.Required("seed", &seed);
   d.Required("token_count", &m->token_count);
+  d.Optional("parts", &m->data_parts);
   d.Required("global_batch", &m->layout.global_batch);
   PTDP_RETURN_IF_ERROR(d.Finish());
   char* end = nullptr;
@@ -151,6 +152,7 @@ OrderedJson ManifestToJson(const Manifest& m) {
   j["data"] = {{"seed", std::to_string(m.data_seed)},
                {"token_count", m.token_count},
                {"global_batch", m.layout.global_batch}};
+  if (!m.data_parts.empty()) j["data"]["parts"] = m.data_parts;
   const OptimizerConfig& o = m.optim;
   j["optimizer"] = {{"adam_steps", m.adam_steps},
                     {"lr", o.lr},

@@ -53,6 +53,9 @@ struct Manifest {
   // parts'; a blend's weights are not recorded); dropout masks depend on (k, sequence) only.
   uint64_t data_seed = 0;
   int64_t token_count = 0;
+  // The training data's parts and weights (TokenSet::Signature); empty in checkpoints written
+  // before 2026-11-30, which recorded the token count alone.
+  std::string data_parts;
   OptimizerConfig optim;
   int64_t adam_steps = 0;  // steps Adam has taken (bias correction): step - skipped
   // fp16 dynamic loss scaling (runtime/optim/loss_scaler.h).

@@ -130,6 +130,16 @@ int64_t TokenSet::tokens() const {
   return n;
 }
 
+std::string TokenSet::Signature() const {
+  std::ostringstream s;
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    char w[40];
+    std::snprintf(w, sizeof(w), "%.17g", parts_[i].weight);
+    s << (i ? " + " : "") << "[" << parts_[i].begin << ", " << parts_[i].end << ") " << w;
+  }
+  return s.str();
+}
+
 std::string TokenSet::Describe() const {
   std::ostringstream s;
   for (size_t i = 0; i < parts_.size(); ++i) {

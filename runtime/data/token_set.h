@@ -67,6 +67,10 @@ class TokenSet {
   size_t files() const { return parts_.size(); }
   // Tokens in all the parts (a checkpoint's check that a resumed run reads the same data).
   int64_t tokens() const;
+  // The parts without their paths, "[0, 9690) 0.3 + [0, 96900) 0.7" (each weight exact): what a
+  // checkpoint records, so that a resume with other weights or another split is refused while a
+  // moved file is not.
+  std::string Signature() const;
 
  private:
   struct Part {

@@ -87,6 +87,7 @@ Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
   m.layout = cfg_;
   m.data_seed = opts_.data_seed;
   m.token_count = data_->tokens();
+  m.data_parts = data_->Signature();
   m.optim = opts_.optim;
   m.skipped_steps = scaler_->skipped_steps();
   m.adam_steps = step - m.skipped_steps;
@@ -170,6 +171,11 @@ Status Trainer::CheckCompatible(const Manifest& m, const std::string& source) co
     return Status::Invalid(source + ": saved with training data of " +
                            std::to_string(m.token_count) + " tokens, --data has " +
                            std::to_string(data_->tokens()));
+  }
+  if (!m.data_parts.empty() && m.data_parts != data_->Signature()) {
+    return Status::Invalid(source + ": saved with training data " + m.data_parts +
+                           " (token ranges and weights), --data and --split give " +
+                           data_->Signature());
   }
   if (m.layout.global_batch != cfg_.global_batch) {
     return Status::Invalid(source + ": saved with global_batch " +

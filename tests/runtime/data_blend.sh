@@ -150,6 +150,13 @@ PY
     [ "$(field test_loss whole.jsonl)" = "$(field test_loss rest.jsonl)" ] && [ -n "$(field test_loss rest.jsonl)" ] ||
       fail "resumed test loss"
     echo "steps 3 and 4 and the test loss, straight and resumed: bit for bit"
+    # The same files in other weights: the checkpoint's parts differ, refused in one line.
+    timeout 120 mpirun -np 1 "$ptdp" train --plan rest.json --data 0.5 data.bin 0.5 eval.bin \
+      --split 90,5,5 --steps 4 --load ck > other.out 2>&1 && { cat other.out; fail "other weights resumed"; }
+    grep -q "saved with training data .* (token ranges and weights), --data and --split give" other.out ||
+      { cat other.out; fail "other weights' error"; }
+    [ "$(grep -c "ptdp train: error:" other.out)" -eq 1 ] || { cat other.out; fail "error lines"; }
+    echo "a resume with other blend weights: refused"
     echo PASS
     exit 0 ;;
   t2p2d2_1f1b)
