@@ -248,6 +248,13 @@ case "$case" in
     "$ptdp" export --checkpoint ck3 --to hf-qwen3-moe hfm2 > export.out 2>&1 || { cat export.out; fail "export 2"; }
     cmp hfm/model.safetensors hfm2/model.safetensors || fail "model.safetensors differs after the round trip"
     echo "hf-qwen3-moe -> init-from (t1 d4 ep2) -> save -> hf-qwen3-moe: byte-identical"
+    # A plan switch at a step boundary from ep 2 to ep 4 (each expert moves to its new rank through
+    # the switch's scratch checkpoint).
+    PTDP_TEST_EP=4 plan G 1 1 4 1 1f1b
+    train E --switch-plan G.json --switch-at 3 --expect-losses eref.jsonl --loss-tol 1e-5 ||
+      { cat E.out; fail "switch from ep 2 to ep 4"; }
+    grep -q "switched after step 3 to tp=1,pp=1,dp=4,ep=4" E.out || { cat E.out; fail "no switch"; }
+    grep "losses vs reference" E.out
     ;;
   reshard_llama)
     export PTDP_TEST_ARCH=llama
