@@ -235,7 +235,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
   };
   // A mixture of experts runs (runtime/model/moe_layer.h) but for these of it.
   add(moe_shared_gate, "moe_shared_gate");
-  add(moe_router_groups > 0, "moe_router_groups");
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
   return out;

@@ -17,16 +17,46 @@
 namespace ptdp::kernels {
 
 // logits [n][E] -> index [n][k] (descending logit, ties to the lower expert), probs [n][k].
+// Group-limited routing (groups > 0; Megatron-Core's group_limited_topk): the E experts fall into
+// `groups` equal groups, each scored by the sum of its k / group_topk largest logits, and the k
+// come from the group_topk best groups (ties to the lower group).
 template <typename T>
-void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t experts,
-                   int64_t k) {
+void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t experts, int64_t k,
+                   int64_t groups = 0, int64_t group_topk = 0) {
   std::vector<int32_t> order(static_cast<size_t>(experts));
+  const int64_t per_group = groups > 0 ? experts / groups : experts;
+  std::vector<double> group_score(static_cast<size_t>(groups > 0 ? groups : 0));
+  std::vector<int32_t> group_order(group_score.size());
+  std::vector<T> scores(static_cast<size_t>(per_group));
   for (int64_t r = 0; r < n; ++r) {
     const T* row = logits + r * experts;
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [row](int32_t a, int32_t b) {
+    auto larger = [row](int32_t a, int32_t b) {
       return row[a] > row[b] || (row[a] == row[b] && a < b);
-    });
+    };
+    auto candidates = order.end();  // the experts of the chosen groups: [begin, candidates)
+    if (groups > 0) {
+      const int64_t summed = std::max<int64_t>(1, k / group_topk);
+      for (int64_t g = 0; g < groups; ++g) {
+        std::copy_n(row + g * per_group, per_group, scores.begin());
+        std::partial_sort(scores.begin(), scores.begin() + summed, scores.end(),
+                          [](T a, T b) { return a > b; });
+        group_score[size_t(g)] = 0;
+        for (int64_t j = 0; j < summed; ++j) group_score[size_t(g)] += double(scores[size_t(j)]);
+      }
+      std::iota(group_order.begin(), group_order.end(), 0);
+      std::partial_sort(group_order.begin(), group_order.begin() + group_topk, group_order.end(),
+                        [&](int32_t a, int32_t b) {
+                          return group_score[size_t(a)] > group_score[size_t(b)] ||
+                                 (group_score[size_t(a)] == group_score[size_t(b)] && a < b);
+                        });
+      candidates = std::stable_partition(order.begin(), order.end(), [&](int32_t e) {
+        const int32_t g = int32_t(e / per_group);
+        return std::find(group_order.begin(), group_order.begin() + group_topk, g) !=
+               group_order.begin() + group_topk;
+      });
+    }
+    std::partial_sort(order.begin(), order.begin() + k, candidates, larger);
     // Softmax over the k chosen logits (the first is their maximum).
     double sum = 0;
     for (int64_t j = 0; j < k; ++j) sum += std::exp(double(row[order[size_t(j)]] - row[order[0]]));

@@ -27,13 +27,14 @@ const int32_t* MoeIndexData(ConstRef r) {
 }  // namespace
 
 Status CpuOps::MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
-                             int64_t experts, int64_t k) {
+                             int64_t experts, int64_t k, int64_t groups, int64_t group_topk) {
   if (index.dtype != DType::kI32) return Status::Internal("cpu ops: router index must be i32");
   return Dispatch(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> li(logits);
     Out<T> po(probs, false);
-    k::MoeRouterTopK(po.get(), static_cast<int32_t*>(index.data), li.get(), n, experts, k);
+    k::MoeRouterTopK(po.get(), static_cast<int32_t*>(index.data), li.get(), n, experts, k, groups,
+                     group_topk);
     return Status::Ok();
   });
 }

@@ -95,9 +95,9 @@ class GuardOps final : public Ops {
     return inner_->RmsNormBackward(dx, dw, dout, x, w, rstd, n, c);
   }
   Status MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
-                       int64_t experts, int64_t k) override {
+                       int64_t experts, int64_t k, int64_t groups, int64_t group_topk) override {
     GuardWindow open(state_.get());
-    return inner_->MoeRouterTopK(probs, index, logits, n, experts, k);
+    return inner_->MoeRouterTopK(probs, index, logits, n, experts, k, groups, group_topk);
   }
   Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
                                int64_t n, int64_t experts, int64_t k) override {

@@ -195,11 +195,13 @@ class Ops {
   // ---- Mixture of experts (model.moe_experts; runtime/model/moe_layer.h, kernels/reference/
   // moe.h). The router: the top k of each of n rows of E logits (wide) into probs [n][k] (wide,
   // their softmax) and index [n][k] (i32), and its backward into dlogits [n][E] (wide,
-  // overwritten). The moves of rows of `width` between the tokens' order and the experts' (rows,
-  // slot: i32 [n]): out[i] = x[rows[i]]; out[rows[i]] += y[i]; out[i] = in[i] weight[slot[i]]
-  // (weight wide); out[slot[i]] = <a[i], b[i]> (out wide).
+  // overwritten); with groups > 0 the k come from the group_topk best of `groups` equal groups of
+  // experts (kernels/reference/moe.h). The moves of rows of `width` between the tokens' order and
+  // the experts' (rows, slot: i32 [n]): out[i] = x[rows[i]]; out[rows[i]] += y[i]; out[i] = in[i]
+  // weight[slot[i]] (weight wide); out[slot[i]] = <a[i], b[i]> (out wide).
   virtual Status MoeRouterTopK(TensorRef /*probs*/, TensorRef /*index*/, ConstRef /*logits*/,
-                               int64_t /*n*/, int64_t /*experts*/, int64_t /*k*/) {
+                               int64_t /*n*/, int64_t /*experts*/, int64_t /*k*/,
+                               int64_t /*groups*/, int64_t /*group_topk*/) {
     return ArchUnsupported("moe_experts");
   }
   virtual Status MoeRouterTopKBackward(TensorRef /*dlogits*/, ConstRef /*dprobs*/,

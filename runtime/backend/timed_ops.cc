@@ -133,9 +133,10 @@ Status TimedOps::RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, Cons
 }
 
 Status TimedOps::MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
-                               int64_t experts, int64_t k) {
-  return Timed("MoeRouterTopK " + Dims({n, experts, k}),
-               [&] { return inner_->MoeRouterTopK(probs, index, logits, n, experts, k); });
+                               int64_t experts, int64_t k, int64_t groups, int64_t group_topk) {
+  return Timed("MoeRouterTopK " + Dims({n, experts, k}), [&] {
+    return inner_->MoeRouterTopK(probs, index, logits, n, experts, k, groups, group_topk);
+  });
 }
 
 Status TimedOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs,

@@ -97,6 +97,7 @@ struct LayerArch {
   // weights hold a router run it in place of the MLP, each token through its moe_topk experts.
   int moe_experts = 0;
   int moe_topk = 0;
+  int moe_router_groups = 0, moe_router_group_topk = 0;  // group-limited routing (0: none)
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and

@@ -61,8 +61,9 @@ Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
 Result<Tensor> Choose(const LayerCtx& c, ConstRef logits, TensorRef probs) {
   const int64_t R = c.d.R(), k = c.arch.moe_topk;
   PTDP_ASSIGN_OR_RETURN(Tensor index, Tmp(c, R * k, DType::kI32));
-  PTDP_RETURN_IF_ERROR(
-      c.dev->ops()->MoeRouterTopK(probs, index.ref(), logits, R, c.arch.moe_experts, k));
+  PTDP_RETURN_IF_ERROR(c.dev->ops()->MoeRouterTopK(probs, index.ref(), logits, R,
+                                                   c.arch.moe_experts, k, c.arch.moe_router_groups,
+                                                   c.arch.moe_router_group_topk));
   return index;
 }
 

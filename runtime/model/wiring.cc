@@ -113,6 +113,8 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.qk_norm = m.qk_norm;
   a.moe_experts = m.moe_experts;
   a.moe_topk = m.moe_topk;
+  a.moe_router_groups = m.moe_router_groups;
+  a.moe_router_group_topk = m.moe_router_group_topk;
   return a;
 }
 

@@ -110,7 +110,8 @@ double AuxLoss(const LayerCtx& c, const LayerStash& st) {
   const auto* logits = static_cast<const double*>(st.router_logits.data());
   std::vector<double> probs(size_t(N * kTopK)), P(size_t(E), 0.0), count(size_t(E), 0.0);
   std::vector<int32_t> index(size_t(N * kTopK));
-  kernels::MoeRouterTopK(probs.data(), index.data(), logits, N, E, kTopK);
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits, N, E, kTopK, c.arch.moe_router_groups,
+                         c.arch.moe_router_group_topk);
   for (int32_t e : index) count[size_t(e)] += 1;
   for (int64_t n = 0; n < N; ++n) {
     double sum = 0;
@@ -122,11 +123,13 @@ double AuxLoss(const LayerCtx& c, const LayerStash& st) {
   return c.moe_aux_grad * aux;
 }
 
-void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0) {
+void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int groups = 0) {
   CpuDevice dev;
   LayerCtx c = MoeCtx(&dev, dropout);
   c.moe_aux_grad = aux;
   c.d.shared_f_local = shared_f;
+  c.arch.moe_router_groups = groups;
+  c.arch.moe_router_group_topk = groups > 0 ? 1 : 0;
   const int64_t nh = c.d.N() * c.d.h;
   MoeParams p(c.d, kExperts);
   Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
@@ -195,6 +198,11 @@ TEST(MoeLayerGradient, LayerWithDropoutMatchesFiniteDifferences) {
 TEST(MoeLayerGradient, SharedExpertMatchesFiniteDifferences) {
   MoeLayerCase(0.2, 0.0, 5);
 }
+// Group-limited routing: 2 groups of 2 experts, each token's 2 from its best group (with the
+// auxiliary loss, whose counts follow the limited choice).
+TEST(MoeLayerGradient, GroupLimitedRoutingMatchesFiniteDifferences) {
+  MoeLayerCase(0.0, 0.37, 0, 2);
+}
 // With the auxiliary load-balancing loss (its scale large enough to dominate the router's).
 TEST(MoeLayerGradient, AuxLossMatchesFiniteDifferences) {
   MoeLayerCase(0.0, 0.37);
@@ -253,6 +261,26 @@ TEST(MoeKernels, TopKTakesTheLargestAndBreaksTiesToTheLowerExpert) {
   EXPECT_EQ(index[1], 0);
   EXPECT_NEAR(probs[0], 0.75, 1e-15);
   EXPECT_NEAR(probs[1], 0.25, 1e-15);
+}
+
+// Group-limited routing: 6 experts in 3 groups of 2, the best group_topk of them by the sum of
+// their k / group_topk largest logits, then the top k of those groups' experts.
+TEST(MoeKernels, GroupLimitedTopKChoosesWithinTheBestGroups) {
+  // Groups {0, 1}: 2.0 + 1.9 = 3.9; {2, 3}: 3.0 + -5 = -2; {4, 5}: 1.0 + 1.0 = 2.
+  const std::vector<double> logits{2.0, 1.9, 3.0, -5.0, 1.0, 1.0};
+  std::vector<double> probs(2);
+  std::vector<int32_t> index(2);
+  // One group, top 2 (each group scored by its 2 largest): group {0, 1}, though expert 2 is the
+  // largest logit of all.
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 2, 3, 1);
+  EXPECT_EQ(index, (std::vector<int32_t>{0, 1}));
+  EXPECT_NEAR(probs[0], 1.0 / (1.0 + std::exp(-0.1)), 1e-15);
+  // Two groups, top 2 (each scored by its largest): {2, 3} (3.0) and {0, 1} (2.0); 2 and 0.
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 2, 3, 2);
+  EXPECT_EQ(index, (std::vector<int32_t>{2, 0}));
+  // Without groups: 2 and 0 as well; with one group scored by its single largest (top 1), {2, 3}.
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 1, 3, 1);
+  EXPECT_EQ(index[0], 2);
 }
 
 }  // namespace
