@@ -18,8 +18,9 @@ namespace ptdp::kernels {
 
 // logits [n][E] -> index [n][k] (descending logit, ties to the lower expert), probs [n][k].
 // Group-limited routing (groups > 0; Megatron-Core's group_limited_topk): the E experts fall into
-// `groups` equal groups, each scored by the sum of its k / group_topk largest logits, and the k
-// come from the group_topk best groups (ties to the lower group).
+// `groups` equal groups, each scored by the sum of its k / group_topk largest logits (at least
+// one: Megatron-Core's k // group_topk is 0 for k < group_topk and scores every group 0), and the
+// k come from the group_topk best groups (ties to the lower group).
 template <typename T>
 void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t experts, int64_t k,
                    int64_t groups = 0, int64_t group_topk = 0) {
