@@ -258,10 +258,7 @@ Result<std::vector<double>> TrainSteps(const TrainArgs& a,
           static_cast<long long>(step * global_batch), m.iteration_s * 1e3, m.lr, m.loss,
           m.grad_norm, m.tokens_per_s, m.tflops_per_gpu, m.peak_memory_bytes / kMiB, m.loss_scale,
           static_cast<long long>(m.skipped_steps));
-      if (a.opts.moe_aux_loss_coeff > 0) {  // Megatron-LM's name for it
-        std::printf(" load_balancing_loss: %.6E (summed over the mixture layers)\n",
-                    m.moe_aux_loss);
-      }
+      PrintMoeLosses(a.opts, m);
       if (monitor) std::printf("%s\n", runtime::MonitorLine(*monitor).c_str());
       // Megatron-LM's lines (training.py evaluate_and_print_results), and how many batches.
       if (eval.valid) {
@@ -484,6 +481,8 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option(
       "--moe-aux-loss-coeff", a.opts.moe_aux_loss_coeff,
       "a mixture of experts' load-balancing loss coefficient (Megatron-LM's; default 0)");
+  cmd->add_option("--moe-z-loss-coeff", a.opts.moe_z_loss_coeff,
+                  "a mixture of experts' router z-loss coefficient (Megatron-LM's; default 0)");
   cmd->add_option("--monitor-every", a.monitor_every,
                   "every N steps: utilisation per rank, bubble, stage imbalance and stragglers "
                   "(one line; the \"monitor\" field of --log)");

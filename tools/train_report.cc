@@ -164,6 +164,15 @@ void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
   std::printf("%-58s %8s %10.3f\n", "all ops", "", total / per * 1e3);
 }
 
+void PrintMoeLosses(const runtime::TrainOptions& o, const runtime::StepMetrics& m) {
+  if (o.moe_aux_loss_coeff > 0) {
+    std::printf(" load_balancing_loss: %.6E (summed over the mixture layers)\n", m.moe_aux_loss);
+  }
+  if (o.moe_z_loss_coeff > 0) {
+    std::printf(" z_loss: %.6E (summed over the mixture layers)\n", m.moe_z_loss);
+  }
+}
+
 std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorReport* monitor,
                         const EvalLosses& eval) {
   OrderedJson j;
@@ -178,6 +187,7 @@ std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorRep
   j["tflops_per_gpu"] = m.tflops_per_gpu;
   j["peak_memory_bytes"] = m.peak_memory_bytes;
   if (m.moe_aux_loss != 0) j["moe_aux_loss"] = m.moe_aux_loss;
+  if (m.moe_z_loss != 0) j["moe_z_loss"] = m.moe_z_loss;
   if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
   if (eval.valid) {
     j["eval_loss"] = *eval.valid;

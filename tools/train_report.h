@@ -19,6 +19,11 @@ struct EvalLosses {
   std::optional<double> valid, test;
 };
 
+// The mixture's loss lines after an iteration line, Megatron-LM's names for them: the auxiliary
+// load-balancing loss (--moe-aux-loss-coeff) and the router z-loss (--moe-z-loss-coeff), each
+// summed over the mixture layers.
+void PrintMoeLosses(const runtime::TrainOptions& o, const runtime::StepMetrics& m);
+
 // The step's --log line; a monitor window that ends at this step is its "monitor" field, and a
 // validation after it its "eval_loss" and "eval_ppl", the test its "test_loss" and "test_ppl" (so
 // every line stays one step's metrics for the readers of the log).

@@ -85,6 +85,27 @@ void MoeRouterTopKBackward(T* dlogits, const T* dprobs, const T* probs, const in
   }
 }
 
+// The router's z-loss (ST-MoE; Megatron-Core's z_loss_func): z = sum over the n rows of lse_r^2,
+// lse_r = log sum_e exp(l_re), into *sum_sq (T wide, overwritten), and its gradient times `scale`
+// into dlogits [n][E] (accumulated): dl_re += scale 2 lse_r softmax_re.
+template <typename T>
+void MoeZLossBackward(T* dlogits, T* sum_sq, const T* logits, double scale, int64_t n,
+                      int64_t experts) {
+  double z = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const T* row = logits + r * experts;
+    const double top = double(*std::max_element(row, row + experts));
+    double sum = 0;
+    for (int64_t e = 0; e < experts; ++e) sum += std::exp(double(row[e]) - top);
+    const double lse = top + std::log(sum);
+    z += lse * lse;
+    for (int64_t e = 0; e < experts; ++e) {
+      dlogits[r * experts + e] += T(scale * 2 * lse * std::exp(double(row[e]) - lse));
+    }
+  }
+  *sum_sq = T(z);
+}
+
 // The auxiliary load-balancing loss's gradient (Megatron-Core's switch_load_balancing_loss_func,
 // Switch Transformer's: aux = coeff E / (T^2 k) sum_e P_e c_e, P_e the sum over the T tokens of
 // the softmax over all E logits, c_e the tokens routed to e, constant) into dlogits [n][E]

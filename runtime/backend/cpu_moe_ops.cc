@@ -62,6 +62,17 @@ Status CpuOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef c
   });
 }
 
+Status CpuOps::MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
+                                int64_t n, int64_t experts) {
+  return Dispatch(logits.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> li(logits);
+    Out<T> o(dlogits, true), z(sum_sq, false);
+    k::MoeZLossBackward(o.get(), z.get(), li.get(), scale, n, experts);
+    return Status::Ok();
+  });
+}
+
 Status CpuOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) {
   return Dispatch(logits.dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -25,6 +25,8 @@ class CpuOps : public Ops {
                        int64_t experts, int64_t k, int64_t groups, int64_t group_topk) override;
   Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
                                int64_t n, int64_t experts, int64_t k) override;
+  Status MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
+                          int64_t n, int64_t experts) override;
   Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
                             int64_t n, int64_t experts) override;
   Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) override;

@@ -104,6 +104,11 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, n, experts, k);
   }
+  Status MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
+                          int64_t n, int64_t experts) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeZLossBackward(dlogits, sum_sq, logits, scale, n, experts);
+  }
   Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
                             int64_t n, int64_t experts) override {
     GuardWindow open(state_.get());

@@ -215,6 +215,12 @@ class Ops {
                                     double /*scale*/, int64_t /*n*/, int64_t /*experts*/) {
     return ArchUnsupported("moe_experts");
   }
+  // The router's z-loss (kernels/reference/moe.h MoeZLossBackward): sum_sq [1] (wide, overwritten)
+  // = the sum over n rows of lse^2, and scale times its gradient into dlogits [n][E] (accumulated).
+  virtual Status MoeZLossBackward(TensorRef /*dlogits*/, TensorRef /*sum_sq*/, ConstRef /*logits*/,
+                                  double /*scale*/, int64_t /*n*/, int64_t /*experts*/) {
+    return ArchUnsupported("moe_experts");
+  }
   // The sum over n rows of the softmax over all E logits into out [E] (wide, overwritten).
   virtual Status MoeRouterProbSums(TensorRef /*out*/, ConstRef /*logits*/, int64_t /*n*/,
                                    int64_t /*experts*/) {

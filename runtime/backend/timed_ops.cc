@@ -146,6 +146,13 @@ Status TimedOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, Const
   });
 }
 
+Status TimedOps::MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits,
+                                  double scale, int64_t n, int64_t experts) {
+  return Timed("MoeZLossBackward " + Dims({n, experts}), [&] {
+    return inner_->MoeZLossBackward(dlogits, sum_sq, logits, scale, n, experts);
+  });
+}
+
 Status TimedOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts,
                                     double scale, int64_t n, int64_t experts) {
   return Timed("MoeAuxLossBackward " + Dims({n, experts}), [&] {

@@ -28,15 +28,25 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.drop.seq0 = int64_t(DataRank()) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;
   // The auxiliary loss of each mixture layer and microbatch, coeff E / (T^2 k) sum_e P_e c_e over
   // the microbatch's T tokens, weighs mbs / B in the objective, as a microbatch's mean token loss
-  // does (Megatron-Core's MoEAuxLossAutoScaler: the loss scale over the microbatch count).
+  // does (Megatron-Core's MoEAuxLossAutoScaler: the loss scale over the microbatch count). The
+  // value reported leaves coeff out, as Megatron-Core logs aux_loss / coeff.
+  const double weight = scaler_->scale() * double(cfg_.mbs) / double(cfg_.global_batch);
   if (opts_.moe_aux_loss_coeff > 0 && evaluating_ == nullptr && model_.IsMoe()) {
     const double tokens = double(cfg_.mbs) * double(model_.seq_len);
-    c.moe_aux_value_scale =
-        opts_.moe_aux_loss_coeff * model_.moe_experts / (tokens * tokens * model_.moe_topk);
-    c.moe_aux_grad =
-        scaler_->scale() * double(cfg_.mbs) / double(cfg_.global_batch) * c.moe_aux_value_scale;
+    c.moe_aux_value_scale = model_.moe_experts / (tokens * tokens * model_.moe_topk);
+    c.moe_aux_grad = weight * opts_.moe_aux_loss_coeff * c.moe_aux_value_scale;
     // Each tensor and context group computes the value once per layer and microbatch.
     if (coord_.tp == 0 && ContextRank() == 0) c.moe_aux_sum = &moe_aux_sum_;
+  }
+  // The router's z-loss of each mixture layer and microbatch, coeff / T sum_t lse_t^2 over its T
+  // tokens (Megatron-Core's z_loss_func: coeff / (t cp) times the mean over a rank's rows), weighed
+  // as the auxiliary loss and reported without coeff. Every rank computes it on its own rows: the
+  // tensor ranks' rows differ under sequence parallelism (and are all of them, alike, without),
+  // the context ranks' always.
+  if (opts_.moe_z_loss_coeff > 0 && evaluating_ == nullptr && model_.IsMoe()) {
+    c.moe_z_value_scale = 1.0 / (double(cfg_.mbs) * double(model_.seq_len));
+    c.moe_z_grad = weight * opts_.moe_z_loss_coeff * c.moe_z_value_scale;
+    if (cfg_.sequence_parallel || coord_.tp == 0) c.moe_z_sum = &moe_z_sum_;
   }
   return c;
 }

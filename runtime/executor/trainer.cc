@@ -126,10 +126,13 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                            " yet");
   }
   PTDP_RETURN_IF_ERROR(CheckExecutesExperts(model_, cfg_, opts.backend));
-  if (opts.moe_aux_loss_coeff != 0 && (!model_.IsMoe() || !(opts.moe_aux_loss_coeff > 0))) {
-    return Status::Invalid("--moe-aux-loss-coeff: " +
-                           std::string(model_.IsMoe() ? "must be a number >= 0"
-                                                      : "the model has no mixture of experts"));
+  for (const auto& [flag, coeff] : {std::pair{"--moe-aux-loss-coeff", opts.moe_aux_loss_coeff},
+                                    std::pair{"--moe-z-loss-coeff", opts.moe_z_loss_coeff}}) {
+    if (coeff != 0 && (!model_.IsMoe() || !(coeff > 0))) {
+      return Status::Invalid(
+          std::string(flag) + ": " +
+          (model_.IsMoe() ? "must be a number >= 0" : "the model has no mixture of experts"));
+    }
   }
   if (model_.layernorm_1p && model_.rmsnorm) {
     return Status::Invalid(
@@ -397,7 +400,7 @@ void Trainer::WireLayers() {
 Result<StepMetrics> Trainer::Step(int64_t step) {
   PTDP_RETURN_IF_ERROR(params_->ZeroGrads());
   PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(loss_sum_.ref(), 0.0));
-  moe_aux_sum_ = 0;
+  moe_aux_sum_ = moe_z_sum_ = 0;
   events_.clear();
   activation_bytes_.clear();
   grad_reduce_bytes_.clear();
@@ -410,20 +413,22 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   const bool reports = coord_.pp == HeadRank(cfg_) && coord_.tp == 0;
   double loss_sum = 0;
   dev_->Copy(&loss_sum, loss_sum_.data(), sizeof(double));
-  PTDP_ASSIGN_OR_RETURN(
-      std::vector<double> all,
-      AllGatherDoubles(*world_, {reports ? loss_sum : 0.0, iter_s,
-                                 static_cast<double>(dev_->stats().peak_total), moe_aux_sum_}));
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all,
+                        AllGatherDoubles(*world_, {reports ? loss_sum : 0.0, iter_s,
+                                                   static_cast<double>(dev_->stats().peak_total),
+                                                   moe_aux_sum_, moe_z_sum_}));
   StepMetrics m;
   m.step = step;
-  double loss = 0, slowest = 0, peak = 0, aux = 0;
-  for (size_t r = 0; r < all.size(); r += 4) {
+  double loss = 0, slowest = 0, peak = 0, aux = 0, z = 0;
+  for (size_t r = 0; r < all.size(); r += 5) {
     loss += all[r];
     slowest = std::max(slowest, all[r + 1]);
     peak = std::max(peak, all[r + 2]);
     aux += all[r + 3];
+    z += all[r + 4];
   }
   m.moe_aux_loss = aux * double(cfg_.mbs) / double(cfg_.global_batch);
+  m.moe_z_loss = z * double(cfg_.mbs) / double(cfg_.global_batch);
   const double tokens = double(cfg_.global_batch) * double(model_.seq_len);
   m.loss = loss / tokens;
   m.grad_norm = last_grad_norm_;

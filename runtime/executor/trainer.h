@@ -74,6 +74,8 @@ struct TrainOptions {
   // A mixture of experts' auxiliary load-balancing loss coefficient (Megatron-LM's
   // --moe-aux-loss-coeff; 0: none): runtime/model/moe_layer.h.
   double moe_aux_loss_coeff = 0;
+  // Its router z-loss coefficient (Megatron-LM's --moe-z-loss-coeff; 0: none).
+  double moe_z_loss_coeff = 0;
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
@@ -114,6 +116,7 @@ struct StepMetrics {
   // --moe-aux-loss-coeff: the auxiliary load-balancing loss, summed over the mixture layers and
   // averaged over the microbatches (0 without it).
   double moe_aux_loss = 0;
+  double moe_z_loss = 0;  // --moe-z-loss-coeff's z-loss, the same way
 };
 
 // One rank's measured memory, gathered to every rank.
@@ -341,6 +344,7 @@ class Trainer {
   // dropout, and keep nothing for a backward.
   TokenSet* evaluating_ = nullptr;
   double moe_aux_sum_ = 0;  // this step's auxiliary loss values (LayerCtx::moe_aux_sum)
+  double moe_z_sum_ = 0;    // and z-loss values (LayerCtx::moe_z_sum)
   Status EvaluateBatches(int64_t batches);
   Status ForgetAfterEvalForward(int mb, int chunk);
   LayerDims dims_;

@@ -213,10 +213,16 @@ struct LayerCtx {
   // gradient, coeff E / (T^2 k) times the microbatch's weight in the objective and the loss scale
   // (0: none; runtime/model/moe_layer.h).
   double moe_aux_grad = 0;
-  // With it, its value (coeff E / (T^2 k) sum_e P_e c_e, the factor `moe_aux_value_scale`) is
-  // added to *moe_aux_sum by the backward on the ranks that report it (every rank computes it).
+  // With it, its value without coeff (E / (T^2 k) sum_e P_e c_e, the factor
+  // `moe_aux_value_scale`: Megatron-Core logs aux_loss / coeff) is added to *moe_aux_sum by the
+  // backward on the ranks that report it (every rank computes it).
   double moe_aux_value_scale = 0;
   double* moe_aux_sum = nullptr;
+  // The router's z-loss (--moe-z-loss-coeff): coeff / T times the microbatch's weight and the loss
+  // scale (the gradient's factor; 0: none), 1 / T (the value's, without coeff), and where it goes.
+  double moe_z_grad = 0;
+  double moe_z_value_scale = 0;
+  double* moe_z_sum = nullptr;
 };
 
 // Allocates st.x (the checkpoint, tagged activations).

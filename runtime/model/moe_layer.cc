@@ -484,6 +484,18 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
         ops->MoeRouterTopKBackward(dlogits.ref(), Rows(dprobs.cref(), d.sp_rank * R, R, k),
                                    st->router_probs.cref(), index.cref(), R, experts, k));
     if (c.moe_aux_grad != 0) PTDP_RETURN_IF_ERROR(AuxLossBackward(c, r, st, dlogits.ref()));
+    if (c.moe_z_grad != 0) {  // the z-loss on this rank's rows (their share of the microbatch's)
+      PTDP_ASSIGN_OR_RETURN(Tensor sum_sq, Tmp(c, 1, wide));
+      PTDP_RETURN_IF_ERROR(ops->MoeZLossBackward(
+          dlogits.ref(), sum_sq.ref(), st->router_logits.cref(), c.moe_z_grad, R, experts));
+      if (c.moe_z_sum != nullptr) {
+        double z = 0;
+        float z32 = 0;
+        const bool fp64 = wide == DType::kFp64;
+        c.dev->Copy(fp64 ? static_cast<void*>(&z) : &z32, sum_sq.data(), sum_sq.bytes());
+        *c.moe_z_sum += c.moe_z_value_scale * (fp64 ? z : double(z32));
+      }
+    }
     PTDP_ASSIGN_OR_RETURN(Tensor dlogits_act, Tmp(c, R * experts, a));
     PTDP_RETURN_IF_ERROR(ops->Cast(dlogits_act.ref(), dlogits.cref()));
     PTDP_ASSIGN_OR_RETURN(Tensor drouter, Tmp(c, R * h, a));

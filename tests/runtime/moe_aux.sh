@@ -12,7 +12,10 @@
 #       by step 3 a near tie in some token's top 2 falls the other way under the layout's
 #       differently rounded GEMMs (docs/moe.md "In the runtime")
 #   bad_input   the coefficient on a dense model, and a negative one: exit 2, one line
-#   (the coefficient is 1 in these runs: see aux below)
+#   (the coefficient is 1 in these runs: see aux below). The router z-loss (--moe-z-loss-coeff
+#   0.1) runs beside it: its logged moe_z_loss (each rank's rows, summed over the tensor group under
+#   sequence parallelism and over the context group) within 1e-5 of one process's too, and its
+#   coefficient refused on a dense model.
 # usage: moe_aux.sh PTDP WORKDIR CASE
 set -euo pipefail
 ptdp=$(realpath "$1")
@@ -35,15 +38,18 @@ train() {  # NAME NP [flags]; STEPS (default 6)
 field() { grep -o "\"$1\":[^,}]*" "$2" | cut -d: -f2; }
 # A coefficient of 1 (recipes use 1e-3 to 1e-2): its part of each step is then far above the
 # tolerance, so a wrong count or scale in one layout shows.
-aux=(--moe-aux-loss-coeff 1)
+aux=(--moe-aux-loss-coeff 1 --moe-z-loss-coeff 0.1)
 
 if [ "$case" = bad_input ]; then
   plan moe 1 1 1
   PTDP_TEST_ARCH=llama plan dense 1 1 1
   for args in "dense|0.01|--moe-aux-loss-coeff: the model has no mixture of experts" \
-              "moe|-1|--moe-aux-loss-coeff: must be a number >= 0"; do
-    IFS='|' read -r p coeff want <<< "$args"
-    "$ptdp" train --plan "$p.json" --data data.bin --steps 1 --moe-aux-loss-coeff "$coeff" > bad.out 2>&1 &&
+              "moe|-1|--moe-aux-loss-coeff: must be a number >= 0" \
+              "dense|0.01|--moe-z-loss-coeff: the model has no mixture of experts|z"; do
+    IFS='|' read -r p coeff want z <<< "$args"
+    flag=--moe-aux-loss-coeff
+    [ -z "${z:-}" ] || flag=--moe-z-loss-coeff
+    "$ptdp" train --plan "$p.json" --data data.bin --steps 1 "$flag" "$coeff" > bad.out 2>&1 &&
       fail "$p $coeff ran"
     rc=$?
     [ "$rc" -eq 2 ] || { cat bad.out; fail "$p $coeff: exit $rc, want 2"; }
@@ -73,6 +79,11 @@ paste -d' ' <(field moe_aux_loss lay.jsonl) <(field moe_aux_loss two.jsonl) | aw
   { d = ($1 > $2 ? $1 - $2 : $2 - $1) / $2; if (d > worst) worst = d; n++ }
   END { printf "moe_aux_loss: %d steps, within %.2e of one process\n", n, worst
         exit !(n == 2 && worst <= 1e-5) }' || fail "moe_aux_loss across layouts"
+grep -q " z_loss: " lay.out || { cat lay.out; fail "no z_loss line"; }
+paste -d' ' <(field moe_z_loss lay.jsonl) <(field moe_z_loss two.jsonl) | awk '
+  { d = ($1 > $2 ? $1 - $2 : $2 - $1) / $2; if (d > worst) worst = d; n++ }
+  END { printf "moe_z_loss: %d steps, within %.2e of one process\n", n, worst
+        exit !(n == 2 && worst <= 1e-5) }' || fail "moe_z_loss across layouts"
 field moe_aux_loss one.jsonl | awk '
   NR == 1 { first = $1 } { last = $1; n++ }
   END { printf "moe_aux_loss in one process: %.6f at step 1, %.6f at step %d\n", first, last, n

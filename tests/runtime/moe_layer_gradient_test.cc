@@ -123,10 +123,25 @@ double AuxLoss(const LayerCtx& c, const LayerStash& st) {
   return c.moe_aux_grad * aux;
 }
 
-void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int groups = 0) {
+// The router z-loss's value from the forward's logits: scale sum_r lse_r^2.
+double ZLoss(const LayerCtx& c, const LayerStash& st) {
+  const int64_t N = c.d.N(), E = kExperts;
+  const auto* logits = static_cast<const double*>(st.router_logits.data());
+  double z = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    double sum = 0;
+    for (int64_t e = 0; e < E; ++e) sum += std::exp(logits[n * E + e]);
+    z += std::log(sum) * std::log(sum);
+  }
+  return c.moe_z_grad * z;
+}
+
+void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int groups = 0,
+                  double zloss = 0) {
   CpuDevice dev;
   LayerCtx c = MoeCtx(&dev, dropout);
   c.moe_aux_grad = aux;
+  c.moe_z_grad = zloss;
   c.d.shared_f_local = shared_f;
   c.arch.moe_router_groups = groups;
   c.arch.moe_router_group_topk = groups > 0 ? 1 : 0;
@@ -139,7 +154,7 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
     gradient_check::Put(st.x, x);
     Vec y(static_cast<size_t>(nh));
     EXPECT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
-    double s = aux != 0 ? AuxLoss(c, st) : 0.0;
+    double s = (aux != 0 ? AuxLoss(c, st) : 0.0) + (zloss != 0 ? ZLoss(c, st) : 0.0);
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
   };
@@ -165,13 +180,17 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(probs[2 * n] + probs[2 * n + 1], 1.0, 1e-12);
   // The backward also adds the loss's value (moe_aux_value_scale sum_e P_e c_e) for the log.
   const double want_aux = aux != 0 ? AuxLoss(c, st) : 0.0;
-  double got_aux = 0;
+  const double want_z = zloss != 0 ? ZLoss(c, st) : 0.0;
+  double got_aux = 0, got_z = 0;
   LayerCtx back_ctx = c;
   back_ctx.moe_aux_value_scale = aux;
   back_ctx.moe_aux_sum = &got_aux;
+  back_ctx.moe_z_value_scale = zloss;
+  back_ctx.moe_z_sum = &got_z;
   const Status back = LayerBackward(back_ctx, p.W(), g.G(), 1, &st, C(r), M(dx));
   ASSERT_TRUE(back.ok()) << back.ToString();
   EXPECT_NEAR(got_aux, want_aux, 1e-12 * std::max(1.0, std::abs(want_aux)));
+  EXPECT_NEAR(got_z, want_z, 1e-12 * std::max(1.0, std::abs(want_z)));
   EXPECT_TRUE(st.router_logits.empty() && st.moe_in.empty() && st.shared_act.empty());  // freed
   CheckGrad("x", x, dx, objective);
   CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
@@ -202,6 +221,10 @@ TEST(MoeLayerGradient, SharedExpertMatchesFiniteDifferences) {
 // auxiliary loss, whose counts follow the limited choice).
 TEST(MoeLayerGradient, GroupLimitedRoutingMatchesFiniteDifferences) {
   MoeLayerCase(0.0, 0.37, 0, 2);
+}
+// With the router z-loss (its scale large enough to dominate the router's gradient) and dropout.
+TEST(MoeLayerGradient, ZLossMatchesFiniteDifferences) {
+  MoeLayerCase(0.2, 0.0, 0, 0, 0.29);
 }
 // With the auxiliary load-balancing loss (its scale large enough to dominate the router's).
 TEST(MoeLayerGradient, AuxLossMatchesFiniteDifferences) {
