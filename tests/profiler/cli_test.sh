@@ -5,18 +5,19 @@
 set -euo pipefail
 ptdp=$1 check=$2 work=$3
 mkdir -p "$work"
-out="$work/cpu-quick.json"
-rm -f "$out" "$work/raw.json"
+# The single-process and the mpi variants may run at once (ctest -j): each its own files.
 if [ "${4:-}" = mpi ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
   out="$work/cpu-quick-mpi.json"
-  rm -f "$out"
+  rm -f "$out" "$work/raw-mpi.json"
   timeout 120 mpirun -np "$5" --oversubscribe "$ptdp" profile --backend cpu --quick --out "$out" \
-    --raw "$work/raw.json"
+    --raw "$work/raw-mpi.json"
   "$check" "$out" "$5" measured
-  grep -q '"op": "all_reduce"' "$work/raw.json"
+  grep -q '"op": "all_reduce"' "$work/raw-mpi.json"
   exit 0
 fi
+out="$work/cpu-quick.json"
+rm -f "$out" "$work/raw.json"
 timeout 60 "$ptdp" profile --backend cpu --quick --out "$out" --raw "$work/raw.json" \
   --attention-grid 32,64 8,16
 "$check" "$out" 1 estimated
