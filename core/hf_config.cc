@@ -218,6 +218,13 @@ void ReadExperts(JsonObjectReader& r, const Family& family, ModelSpec* m) {
     r.Required("shared_expert_intermediate_size", &m->moe_shared_ffn_hidden);
     m->moe_shared_gate = true;  // Qwen2MoeSparseMoeBlock's shared_expert_gate, [1, h]
   }
+  // Qwen's routers renormalise their top k only with norm_topk_prob (transformers' default
+  // false): without it the top k's full-softmax values (pre-softmax routing). Mixtral's always do.
+  if (!mixtral) {
+    bool norm_topk_prob = false;
+    r.Optional("norm_topk_prob", &norm_topk_prob);
+    m->moe_router_pre_softmax = !norm_topk_prob;
+  }
   for (const char* k :
        {"router_aux_loss_coef", "router_jitter_noise", "output_router_logits", "norm_topk_prob"}) {
     r.Allow(k);

@@ -114,12 +114,13 @@ Status ModelSpec::Validate(const std::string& path) const {
   } else if (moe_topk != 0 || moe_ffn_hidden != 0) {
     add(Status::Invalid(at + "moe_topk: set without moe_experts (a dense model has no router)"));
   } else if (moe_shared_ffn_hidden != 0 || moe_dense_layers != 0 || moe_shared_gate ||
-             !moe_layer_pattern.empty()) {
+             !moe_layer_pattern.empty() || moe_router_pre_softmax) {
     add(Status::Invalid(at +
                         (moe_shared_ffn_hidden != 0   ? "moe_shared_ffn_hidden"
                          : moe_dense_layers != 0      ? "moe_dense_layers"
                          : !moe_layer_pattern.empty() ? "moe_layer_pattern"
-                                                      : "moe_shared_gate") +
+                         : moe_shared_gate            ? "moe_shared_gate"
+                                                      : "moe_router_pre_softmax") +
                         ": set without moe_experts (a dense model has no experts)"));
   }
   if (moe_router_groups != 0 || moe_router_group_topk != 0) {
@@ -185,7 +186,7 @@ ModelSpec DenseLayerModel(const ModelSpec& m) {
   ModelSpec dense = m;
   dense.moe_experts = dense.moe_topk = dense.moe_dense_layers = 0;
   dense.moe_ffn_hidden = dense.moe_shared_ffn_hidden = 0;
-  dense.moe_shared_gate = false;
+  dense.moe_shared_gate = dense.moe_router_pre_softmax = false;
   dense.moe_layer_pattern.clear();
   dense.moe_router_groups = dense.moe_router_group_topk = 0;
   dense.mtp_layers = 0;  // a layer kind, not a model with its own prediction depths
@@ -343,6 +344,7 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("moe_ffn_hidden", &m.moe_ffn_hidden);
   r.Optional("moe_shared_ffn_hidden", &m.moe_shared_ffn_hidden);
   r.Optional("moe_shared_gate", &m.moe_shared_gate);
+  r.Optional("moe_router_pre_softmax", &m.moe_router_pre_softmax);
   r.Optional("moe_dense_layers", &m.moe_dense_layers);
   r.Optional("moe_layer_pattern", &m.moe_layer_pattern);
   r.Optional("moe_router_groups", &m.moe_router_groups);
@@ -405,6 +407,7 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   j["moe_ffn_hidden"] = m.MoeFfnHidden();
   if (m.HasSharedExpert()) j["moe_shared_ffn_hidden"] = m.moe_shared_ffn_hidden;
   if (m.moe_shared_gate) j["moe_shared_gate"] = true;
+  if (m.moe_router_pre_softmax) j["moe_router_pre_softmax"] = true;
   if (m.moe_dense_layers > 0) j["moe_dense_layers"] = m.moe_dense_layers;
   if (!m.moe_layer_pattern.empty()) j["moe_layer_pattern"] = m.moe_layer_pattern;
   if (m.moe_router_groups > 0) {

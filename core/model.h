@@ -113,6 +113,11 @@ struct ModelSpec {
   // What it changes here is the DeepEP dispatcher's traffic (costmodel/moe_cost.h).
   int moe_router_groups = 0;
   int moe_router_group_topk = 0;
+  // The router's probabilities (Megatron-Core's --moe-router-pre-softmax; transformers'
+  // norm_topk_prob false, DeepSeek-V2's): the softmax over all E logits, the top k's values as
+  // they are; false (the default): the softmax over the top k's logits (Mixtral's, Qwen3's with
+  // norm_topk_prob true).
+  bool moe_router_pre_softmax = false;
 
   // Multi-latent attention (DeepSeek-V2/V3; Megatron-Core's --multi-latent-attention): the
   // queries from a q_lora-wide latent (or straight from h when mla_q_lora is 0), keys and values
@@ -255,7 +260,8 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // "rmsnorm", "rotary", "rotary_base", "rotary_percent", "rope_scaling_factor",
 // "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_positions" (written when the
 // factor is set), "norm_eps", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts",
-// "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate", "moe_dense_layers",
+// "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate",
+// "moe_router_pre_softmax" (written when true), "moe_dense_layers",
 // "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora",
 // "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
 // n_positions, vocab_size, n_inner). `path` prefixes error key paths.

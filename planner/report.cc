@@ -340,6 +340,7 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
       o << " --moe-shared-expert-intermediate-size " << m.moe_shared_ffn_hidden;
       if (m.moe_shared_gate) o << " --moe-shared-expert-gate";
     }
+    if (m.moe_router_pre_softmax) o << " --moe-router-pre-softmax";
     // Leading dense layers as Megatron-Core's list pattern: 0 a dense layer, 1 a mixture.
     if (m.moe_dense_layers > 0) {
       o << " --moe-layer-freq \"([0]*" << m.moe_dense_layers << "+[1]*"

@@ -46,6 +46,9 @@
 #                   `--to hf-qwen3-moe`: Qwen3MoeForCausalLM's logits and loss against ptdp's
 #  18. mixtral      a Mixtral-style model (4 experts of 48, top 2, on every layer; no QK norms)
 #                   trained the same way, exported with `--to hf-mixtral`: MixtralForCausalLM's
+#                   logits and loss against ptdp's
+#  19. qwen3-moe-pre  check 17's model with pre-softmax routing (moe_router_pre_softmax: the top
+#                   2's full-softmax values, unrenormalised), exported with norm_topk_prob false
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -282,6 +285,15 @@ arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"linear_bias\": false, \"rotary_base\": 1000000, \"norm_eps\": 1e-6, \"moe_experts\": 4,
            \"moe_topk\": 2"
 export_check mixtral hf-mixtral 64 48
+echo "== 19. qwen3-moe-pre: check 17's model with pre-softmax routing (norm_topk_prob false)"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"rotary_base\": 1000000$qwen3_keys, \"moe_experts\": 4,
+           \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1,
+           \"moe_router_pre_softmax\": true"
+layout=', "sequence_parallel": true'
+export_check qwen3moepre hf-qwen3-moe 64 176
+grep -q '"norm_topk_prob": false' exported-qwen3moepre/config.json ||
+  die "check 19's config.json has no norm_topk_prob false"
 layout=
 
 echo "== summary ($work/summary.txt)"

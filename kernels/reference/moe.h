@@ -16,34 +16,51 @@
 
 namespace ptdp::kernels {
 
-// logits [n][E] -> index [n][k] (descending logit, ties to the lower expert), probs [n][k].
-// Group-limited routing (groups > 0; Megatron-Core's group_limited_topk): the E experts fall into
-// `groups` equal groups, each scored by the sum of its k / group_topk largest logits (at least
-// one: Megatron-Core's k // group_topk is 0 for k < group_topk and scores every group 0), and the
-// k come from the group_topk best groups (ties to the lower group).
+// The softmax of one row of E logits into s (double).
+template <typename T>
+void MoeRowSoftmax(std::vector<double>& s, const T* row, int64_t experts) {
+  const double top = double(*std::max_element(row, row + experts));
+  double sum = 0;
+  for (int64_t e = 0; e < experts; ++e) sum += s[size_t(e)] = std::exp(double(row[e]) - top);
+  for (int64_t e = 0; e < experts; ++e) s[size_t(e)] /= sum;
+}
+
+// logits [n][E] -> index [n][k] (descending score, ties to the lower expert), probs [n][k]: the
+// softmax over the k chosen logits, or with pre_softmax (Megatron-Core's --moe-router-pre-softmax,
+// transformers' norm_topk_prob false) the softmax over all E, the chosen k's values as they are.
+// The scores chosen by are the logits, or with pre_softmax that softmax (the same top k; group
+// sums differ). Group-limited routing (groups > 0; Megatron-Core's group_limited_topk): the E
+// experts fall into `groups` equal groups, each scored by the sum of its k / group_topk largest
+// scores (at least one: Megatron-Core's k // group_topk is 0 for k < group_topk and scores every
+// group 0), and the k come from the group_topk best groups (ties to the lower group).
 template <typename T>
 void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t experts, int64_t k,
-                   int64_t groups = 0, int64_t group_topk = 0) {
+                   int64_t groups = 0, int64_t group_topk = 0, bool pre_softmax = false) {
   std::vector<int32_t> order(static_cast<size_t>(experts));
   const int64_t per_group = groups > 0 ? experts / groups : experts;
   std::vector<double> group_score(static_cast<size_t>(groups > 0 ? groups : 0));
   std::vector<int32_t> group_order(group_score.size());
-  std::vector<T> scores(static_cast<size_t>(per_group));
+  std::vector<double> scores(static_cast<size_t>(per_group)), row(static_cast<size_t>(experts));
   for (int64_t r = 0; r < n; ++r) {
-    const T* row = logits + r * experts;
+    const T* logit = logits + r * experts;
+    if (pre_softmax) {
+      MoeRowSoftmax(row, logit, experts);
+    } else {
+      for (int64_t e = 0; e < experts; ++e) row[size_t(e)] = double(logit[e]);
+    }
     std::iota(order.begin(), order.end(), 0);
-    auto larger = [row](int32_t a, int32_t b) {
-      return row[a] > row[b] || (row[a] == row[b] && a < b);
+    auto larger = [&row](int32_t a, int32_t b) {
+      return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
     };
     auto candidates = order.end();  // the experts of the chosen groups: [begin, candidates)
     if (groups > 0) {
       const int64_t summed = std::max<int64_t>(1, k / group_topk);
       for (int64_t g = 0; g < groups; ++g) {
-        std::copy_n(row + g * per_group, per_group, scores.begin());
+        std::copy_n(row.begin() + g * per_group, per_group, scores.begin());
         std::partial_sort(scores.begin(), scores.begin() + summed, scores.end(),
-                          [](T a, T b) { return a > b; });
+                          [](double a, double b) { return a > b; });
         group_score[size_t(g)] = 0;
-        for (int64_t j = 0; j < summed; ++j) group_score[size_t(g)] += double(scores[size_t(j)]);
+        for (int64_t j = 0; j < summed; ++j) group_score[size_t(g)] += scores[size_t(j)];
       }
       std::iota(group_order.begin(), group_order.end(), 0);
       std::partial_sort(group_order.begin(), group_order.begin() + group_topk, group_order.end(),
@@ -58,26 +75,43 @@ void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t
       });
     }
     std::partial_sort(order.begin(), order.begin() + k, candidates, larger);
-    // Softmax over the k chosen logits (the first is their maximum).
+    // Softmax over the k chosen logits (the first is their maximum), or their full-softmax values.
     double sum = 0;
-    for (int64_t j = 0; j < k; ++j) sum += std::exp(double(row[order[size_t(j)]] - row[order[0]]));
+    const int32_t first = order[0];
+    for (int64_t j = 0; j < k; ++j) {
+      sum += std::exp(double(logit[order[size_t(j)]]) - double(logit[first]));
+    }
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = order[size_t(j)];
       index[r * k + j] = e;
-      probs[r * k + j] = T(std::exp(double(row[e] - row[order[0]])) / sum);
+      probs[r * k + j] = pre_softmax ? T(row[size_t(e)])
+                                     : T(std::exp(double(logit[e]) - double(logit[first])) / sum);
     }
   }
 }
 
-// The softmax's backward over the k chosen logits into dlogits [n][E] (overwritten: zero at the
-// experts not chosen): dl_j = p_j (dp_j - sum_i p_i dp_i).
+// The router's backward into dlogits [n][E] (overwritten). The softmax over the k chosen: dl_j =
+// p_j (dp_j - sum_i p_i dp_i) at the chosen, zero elsewhere. With pre_softmax, through the softmax
+// over all E (s, from the logits): dl_e = s_e (g_e - sum_i p_i dp_i), g_e = dp at the chosen,
+// zero elsewhere.
 template <typename T>
 void MoeRouterTopKBackward(T* dlogits, const T* dprobs, const T* probs, const int32_t* index,
-                           int64_t n, int64_t experts, int64_t k) {
+                           const T* logits, int64_t n, int64_t experts, int64_t k,
+                           bool pre_softmax = false) {
   std::fill(dlogits, dlogits + n * experts, T(0));
+  std::vector<double> s(static_cast<size_t>(experts));
   for (int64_t r = 0; r < n; ++r) {
     double dot = 0;
     for (int64_t j = 0; j < k; ++j) dot += double(probs[r * k + j]) * double(dprobs[r * k + j]);
+    if (pre_softmax) {
+      MoeRowSoftmax(s, logits + r * experts, experts);
+      for (int64_t e = 0; e < experts; ++e) dlogits[r * experts + e] = T(-s[size_t(e)] * dot);
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = index[r * k + j];
+        dlogits[r * experts + e] = T(s[size_t(e)] * (double(dprobs[r * k + j]) - dot));
+      }
+      continue;
+    }
     for (int64_t j = 0; j < k; ++j) {
       const double p = probs[r * k + j];
       dlogits[r * experts + index[r * k + j]] = T(p * (double(dprobs[r * k + j]) - dot));

@@ -27,26 +27,28 @@ const int32_t* MoeIndexData(ConstRef r) {
 }  // namespace
 
 Status CpuOps::MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
-                             int64_t experts, int64_t k, int64_t groups, int64_t group_topk) {
+                             const MoeRouting& r) {
   if (index.dtype != DType::kI32) return Status::Internal("cpu ops: router index must be i32");
   return Dispatch(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> li(logits);
     Out<T> po(probs, false);
-    k::MoeRouterTopK(po.get(), static_cast<int32_t*>(index.data), li.get(), n, experts, k, groups,
-                     group_topk);
+    k::MoeRouterTopK(po.get(), static_cast<int32_t*>(index.data), li.get(), n, r.experts, r.k,
+                     r.groups, r.group_topk, r.pre_softmax);
     return Status::Ok();
   });
 }
 
 Status CpuOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs,
-                                     ConstRef index, int64_t n, int64_t experts, int64_t k) {
-  PTDP_RETURN_IF_ERROR(CheckMoeIndex(index, n * k, "router index"));
+                                     ConstRef index, ConstRef logits, int64_t n,
+                                     const MoeRouting& r) {
+  PTDP_RETURN_IF_ERROR(CheckMoeIndex(index, n * r.k, "router index"));
   return Dispatch(probs.dtype, [&](auto tag) {
     using T = decltype(tag);
-    In<T> di(dprobs), pi(probs);
+    In<T> di(dprobs), pi(probs), li(logits);
     Out<T> o(dlogits, false);
-    k::MoeRouterTopKBackward(o.get(), di.get(), pi.get(), MoeIndexData(index), n, experts, k);
+    k::MoeRouterTopKBackward(o.get(), di.get(), pi.get(), MoeIndexData(index), li.get(), n,
+                             r.experts, r.k, r.pre_softmax);
     return Status::Ok();
   });
 }

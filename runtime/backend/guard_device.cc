@@ -95,14 +95,14 @@ class GuardOps final : public Ops {
     return inner_->RmsNormBackward(dx, dw, dout, x, w, rstd, n, c);
   }
   Status MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
-                       int64_t experts, int64_t k, int64_t groups, int64_t group_topk) override {
+                       const MoeRouting& routing) override {
     GuardWindow open(state_.get());
-    return inner_->MoeRouterTopK(probs, index, logits, n, experts, k, groups, group_topk);
+    return inner_->MoeRouterTopK(probs, index, logits, n, routing);
   }
   Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
-                               int64_t n, int64_t experts, int64_t k) override {
+                               ConstRef logits, int64_t n, const MoeRouting& routing) override {
     GuardWindow open(state_.get());
-    return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, n, experts, k);
+    return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, logits, n, routing);
   }
   Status MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
                           int64_t n, int64_t experts) override {

@@ -144,6 +144,15 @@ struct AdamWTensor {
   double weight_decay = 0;
 };
 
+// A mixture of experts' router (model.moe_*; kernels/reference/moe.h MoeRouterTopK): E experts,
+// the top k; group-limited routing (groups > 0: the k from the group_topk best of `groups`); and
+// pre_softmax (the softmax over all E, the top k's values unrenormalised; else the softmax over
+// the top k's logits).
+struct MoeRouting {
+  int64_t experts = 0, k = 0, groups = 0, group_topk = 0;
+  bool pre_softmax = false;
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -193,20 +202,20 @@ class Ops {
     return ArchUnsupported("swiglu");
   }
   // ---- Mixture of experts (model.moe_experts; runtime/model/moe_layer.h, kernels/reference/
-  // moe.h). The router: the top k of each of n rows of E logits (wide) into probs [n][k] (wide,
-  // their softmax) and index [n][k] (i32), and its backward into dlogits [n][E] (wide,
-  // overwritten); with groups > 0 the k come from the group_topk best of `groups` equal groups of
+  // moe.h). The router (MoeRouting): the top k of each of n rows of E logits (wide) into probs
+  // [n][k] (wide, their softmax, or with pre_softmax the full softmax's values) and index [n][k]
+  // (i32), and its backward into dlogits [n][E] (wide, overwritten; it reads the logits with
+  // pre_softmax); with groups > 0 the k come from the group_topk best of `groups` equal groups of
   // experts (kernels/reference/moe.h). The moves of rows of `width` between the tokens' order and
   // the experts' (rows, slot: i32 [n]): out[i] = x[rows[i]]; out[rows[i]] += y[i]; out[i] = in[i]
   // weight[slot[i]] (weight wide); out[slot[i]] = <a[i], b[i]> (out wide).
   virtual Status MoeRouterTopK(TensorRef /*probs*/, TensorRef /*index*/, ConstRef /*logits*/,
-                               int64_t /*n*/, int64_t /*experts*/, int64_t /*k*/,
-                               int64_t /*groups*/, int64_t /*group_topk*/) {
+                               int64_t /*n*/, const MoeRouting& /*routing*/) {
     return ArchUnsupported("moe_experts");
   }
   virtual Status MoeRouterTopKBackward(TensorRef /*dlogits*/, ConstRef /*dprobs*/,
-                                       ConstRef /*probs*/, ConstRef /*index*/, int64_t /*n*/,
-                                       int64_t /*experts*/, int64_t /*k*/) {
+                                       ConstRef /*probs*/, ConstRef /*index*/, ConstRef /*logits*/,
+                                       int64_t /*n*/, const MoeRouting& /*routing*/) {
     return ArchUnsupported("moe_experts");
   }
   // The auxiliary load-balancing loss's gradient into dlogits [n][E] (wide, accumulated) from the

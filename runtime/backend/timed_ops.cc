@@ -133,16 +133,16 @@ Status TimedOps::RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, Cons
 }
 
 Status TimedOps::MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
-                               int64_t experts, int64_t k, int64_t groups, int64_t group_topk) {
-  return Timed("MoeRouterTopK " + Dims({n, experts, k}), [&] {
-    return inner_->MoeRouterTopK(probs, index, logits, n, experts, k, groups, group_topk);
-  });
+                               const MoeRouting& routing) {
+  return Timed("MoeRouterTopK " + Dims({n, routing.experts, routing.k}),
+               [&] { return inner_->MoeRouterTopK(probs, index, logits, n, routing); });
 }
 
 Status TimedOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs,
-                                       ConstRef index, int64_t n, int64_t experts, int64_t k) {
-  return Timed("MoeRouterTopKBackward " + Dims({n, experts, k}), [&] {
-    return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, n, experts, k);
+                                       ConstRef index, ConstRef logits, int64_t n,
+                                       const MoeRouting& routing) {
+  return Timed("MoeRouterTopKBackward " + Dims({n, routing.experts, routing.k}), [&] {
+    return inner_->MoeRouterTopKBackward(dlogits, dprobs, probs, index, logits, n, routing);
   });
 }
 

@@ -66,9 +66,9 @@ class TimedOps final : public Ops {
   Status RmsNormBackward(TensorRef dx, TensorRef dw, ConstRef dout, ConstRef x, ConstRef w,
                          ConstRef rstd, int64_t n, int64_t c) override;
   Status MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
-                       int64_t experts, int64_t k, int64_t groups, int64_t group_topk) override;
+                       const MoeRouting& routing) override;
   Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
-                               int64_t n, int64_t experts, int64_t k) override;
+                               ConstRef logits, int64_t n, const MoeRouting& routing) override;
   Status MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
                           int64_t n, int64_t experts) override;
   Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,

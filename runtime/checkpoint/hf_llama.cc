@@ -135,10 +135,11 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
         "its experts are neither Qwen3-MoE's nor Mixtral's (a shared expert, router groups "
         "or a bias on q, k and v)");
   }
-  if (m.IsMoe() && !m.qk_norm && (m.HasDenseLayers() || m.window_size > 0)) {
+  if (m.IsMoe() && !m.qk_norm &&
+      (m.HasDenseLayers() || m.window_size > 0 || m.moe_router_pre_softmax)) {
     return bad(
-        "its mixture is not Mixtral's (dense layers, or a sliding window); with QK norms it "
-        "would be Qwen3-MoE's");
+        "its mixture is not Mixtral's (dense layers, a sliding window, or pre-softmax routing); "
+        "with QK norms it would be Qwen3-MoE's");
   }
   // Mistral's window is on every layer; Qwen's classes place theirs by max_window_layers, which
   // ptdp's rule (core/model.h WindowedLayer) does not express, and core/hf_config.cc refuses.
@@ -178,11 +179,11 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     j["router_jitter_noise"] = 0.0;
     j["output_router_logits"] = false;
   }
-  if (moe) {  // Qwen3-MoE's: top-k of the softmax, renormalised (ptdp's top-k softmax)
+  if (moe) {  // Qwen3-MoE's: top-k of the softmax, renormalised unless pre-softmax
     j["num_experts"] = m.moe_experts;
     j["num_experts_per_tok"] = m.moe_topk;
     j["moe_intermediate_size"] = m.MoeFfnHidden();
-    j["norm_topk_prob"] = true;
+    j["norm_topk_prob"] = !m.moe_router_pre_softmax;  // false: the top k's full-softmax values
     j["decoder_sparse_step"] = 1;
     std::vector<int> dense;
     for (int l = 0; l < m.layers; ++l) {
@@ -359,14 +360,6 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
     if (type != "default" && type != "llama3") {
       return bad(std::string(key) + ".rope_type",
                  type + " is not supported: ptdp's rotation is unscaled or Llama 3.1's (llama3)");
-    }
-  }
-  // Qwen3-MoE's router renormalises its top k only with norm_topk_prob (transformers' default
-  // false); ptdp's takes the softmax over the top k, which is that renormalisation.
-  if (type == "qwen3_moe") {
-    const auto it = j.find("norm_topk_prob");
-    if (it == j.end() || !it->is_boolean() || !it->get<bool>()) {
-      return bad("norm_topk_prob", "must be true: ptdp's router renormalises its top k");
     }
   }
   PTDP_RETURN_IF_ERROR(CheckHfLlamaReadable(m, source + ": the model"));

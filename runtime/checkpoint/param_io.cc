@@ -271,6 +271,12 @@ Status CheckHfExpertsMatch(const ModelSpec& m, const ModelSpec& plan, const std:
   if (m.moe_topk != plan.moe_topk) {
     return Mismatch(source, "num_experts_per_tok", m.moe_topk, "moe_topk", plan.moe_topk);
   }
+  if (m.moe_router_pre_softmax != plan.moe_router_pre_softmax) {
+    return Status::Invalid(source + ": norm_topk_prob is " +
+                           (m.moe_router_pre_softmax ? "false" : "true") +
+                           ", the plan's model has moe_router_pre_softmax " +
+                           (plan.moe_router_pre_softmax ? "true" : "false"));
+  }
   if (m.MoeFfnHidden() != plan.MoeFfnHidden()) {
     return Mismatch(source, "moe_intermediate_size", m.MoeFfnHidden(), "moe_ffn_hidden",
                     plan.MoeFfnHidden());

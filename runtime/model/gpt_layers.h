@@ -98,6 +98,7 @@ struct LayerArch {
   int moe_experts = 0;
   int moe_topk = 0;
   int moe_router_groups = 0, moe_router_group_topk = 0;  // group-limited routing (0: none)
+  bool moe_router_pre_softmax = false;  // the softmax over all E (model.moe_router_pre_softmax)
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and

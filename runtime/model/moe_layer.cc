@@ -57,13 +57,18 @@ Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
   return r;
 }
 
+// The model's router (LayerArch's moe_* fields).
+MoeRouting RoutingOf(const LayerArch& a) {
+  return {a.moe_experts, a.moe_topk, a.moe_router_groups, a.moe_router_group_topk,
+          a.moe_router_pre_softmax};
+}
+
 // The router's choice from the stashed logits: index [R][k] (and probs, into `probs`).
 Result<Tensor> Choose(const LayerCtx& c, ConstRef logits, TensorRef probs) {
   const int64_t R = c.d.R(), k = c.arch.moe_topk;
   PTDP_ASSIGN_OR_RETURN(Tensor index, Tmp(c, R * k, DType::kI32));
-  PTDP_RETURN_IF_ERROR(c.dev->ops()->MoeRouterTopK(probs, index.ref(), logits, R,
-                                                   c.arch.moe_experts, k, c.arch.moe_router_groups,
-                                                   c.arch.moe_router_group_topk));
+  PTDP_RETURN_IF_ERROR(
+      c.dev->ops()->MoeRouterTopK(probs, index.ref(), logits, R, RoutingOf(c.arch)));
   return index;
 }
 
@@ -480,9 +485,9 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   // The router's backward on this rank's rows (its part of the probabilities' gradient).
   {
     PTDP_ASSIGN_OR_RETURN(Tensor dlogits, Tmp(c, R * experts, wide));
-    PTDP_RETURN_IF_ERROR(
-        ops->MoeRouterTopKBackward(dlogits.ref(), Rows(dprobs.cref(), d.sp_rank * R, R, k),
-                                   st->router_probs.cref(), index.cref(), R, experts, k));
+    PTDP_RETURN_IF_ERROR(ops->MoeRouterTopKBackward(
+        dlogits.ref(), Rows(dprobs.cref(), d.sp_rank * R, R, k), st->router_probs.cref(),
+        index.cref(), st->router_logits.cref(), R, RoutingOf(c.arch)));
     if (c.moe_aux_grad != 0) PTDP_RETURN_IF_ERROR(AuxLossBackward(c, r, st, dlogits.ref()));
     if (c.moe_z_grad != 0) {  // the z-loss on this rank's rows (their share of the microbatch's)
       PTDP_ASSIGN_OR_RETURN(Tensor sum_sq, Tmp(c, 1, wide));

@@ -115,6 +115,7 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.moe_topk = m.moe_topk;
   a.moe_router_groups = m.moe_router_groups;
   a.moe_router_group_topk = m.moe_router_group_topk;
+  a.moe_router_pre_softmax = m.moe_router_pre_softmax;
   return a;
 }
 

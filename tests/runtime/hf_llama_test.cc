@@ -429,15 +429,21 @@ TEST(HfLlama, MixturesAreQwen3MoeOrMixtral) {
     EXPECT_TRUE(CheckHfMatchesModel(*c, m, "cfg.json").ok());
   }
   Json j = Json::parse(HfLlamaConfigToJson(qwen).dump());
+  // Without norm_topk_prob (transformers' default false) the router is pre-softmax: read so, and
+  // refused against a plan whose router renormalises.
   j.erase("norm_topk_prob");
-  EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json").status().message(),
-            "cfg.json: norm_topk_prob: must be true: ptdp's router renormalises its top k");
+  auto pre = HfLlamaConfigFromJson(j, "cfg.json");
+  ASSERT_TRUE(pre.ok()) << pre.status().ToString();
+  EXPECT_TRUE(pre->model.moe_router_pre_softmax);
+  EXPECT_EQ(CheckHfMatchesModel(*pre, qwen, "cfg.json").message(),
+            "cfg.json: norm_topk_prob is false, the plan's model has moe_router_pre_softmax false");
   ModelSpec dense_mixtral = mixtral;
   dense_mixtral.layers = 3;
   dense_mixtral.moe_dense_layers = 1;
   EXPECT_NE(CheckHfLlamaExportable(dense_mixtral, HfLlamaArch::kMixtral, "m")
                 .message()
-                .find("its mixture is not Mixtral's (dense layers, or a sliding window)"),
+                .find("its mixture is not Mixtral's (dense layers, a sliding window, or "
+                      "pre-softmax routing)"),
             std::string::npos);
   EXPECT_NE(
       CheckHfLlamaExportable(qwen, HfLlamaArch::kMixtral, "m").message().find("it has QK norms"),

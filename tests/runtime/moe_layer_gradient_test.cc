@@ -111,7 +111,7 @@ double AuxLoss(const LayerCtx& c, const LayerStash& st) {
   std::vector<double> probs(size_t(N * kTopK)), P(size_t(E), 0.0), count(size_t(E), 0.0);
   std::vector<int32_t> index(size_t(N * kTopK));
   kernels::MoeRouterTopK(probs.data(), index.data(), logits, N, E, kTopK, c.arch.moe_router_groups,
-                         c.arch.moe_router_group_topk);
+                         c.arch.moe_router_group_topk, c.arch.moe_router_pre_softmax);
   for (int32_t e : index) count[size_t(e)] += 1;
   for (int64_t n = 0; n < N; ++n) {
     double sum = 0;
@@ -137,9 +137,10 @@ double ZLoss(const LayerCtx& c, const LayerStash& st) {
 }
 
 void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int groups = 0,
-                  double zloss = 0) {
+                  double zloss = 0, bool pre_softmax = false) {
   CpuDevice dev;
   LayerCtx c = MoeCtx(&dev, dropout);
+  c.arch.moe_router_pre_softmax = pre_softmax;
   c.moe_aux_grad = aux;
   c.moe_z_grad = zloss;
   c.d.shared_f_local = shared_f;
@@ -177,7 +178,14 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   EXPECT_EQ(st.shared_fc1_out.count(), N * 2 * shared_f);  // the shared expert's, on every token
   EXPECT_EQ(st.shared_act.count(), N * shared_f);
   const auto* probs = static_cast<const double*>(st.router_probs.data());
-  for (int64_t n = 0; n < N; ++n) EXPECT_NEAR(probs[2 * n] + probs[2 * n + 1], 1.0, 1e-12);
+  for (int64_t n = 0; n < N; ++n) {  // renormalised, or part of the softmax over all 4
+    const double sum = probs[2 * n] + probs[2 * n + 1];
+    if (pre_softmax) {
+      EXPECT_LT(sum, 1.0);
+    } else {
+      EXPECT_NEAR(sum, 1.0, 1e-12);
+    }
+  }
   // The backward also adds the loss's value (moe_aux_value_scale sum_e P_e c_e) for the log.
   const double want_aux = aux != 0 ? AuxLoss(c, st) : 0.0;
   const double want_z = zloss != 0 ? ZLoss(c, st) : 0.0;
@@ -221,6 +229,11 @@ TEST(MoeLayerGradient, SharedExpertMatchesFiniteDifferences) {
 // auxiliary loss, whose counts follow the limited choice).
 TEST(MoeLayerGradient, GroupLimitedRoutingMatchesFiniteDifferences) {
   MoeLayerCase(0.0, 0.37, 0, 2);
+}
+// Pre-softmax routing (the top 2's values of the softmax over all 4, unrenormalised), with group-
+// limited routing on those values and the auxiliary loss: DeepSeek-V2's router.
+TEST(MoeLayerGradient, PreSoftmaxRoutingMatchesFiniteDifferences) {
+  MoeLayerCase(0.2, 0.37, 0, 2, 0.0, true);
 }
 // With the router z-loss (its scale large enough to dominate the router's gradient) and dropout.
 TEST(MoeLayerGradient, ZLossMatchesFiniteDifferences) {
@@ -284,6 +297,25 @@ TEST(MoeKernels, TopKTakesTheLargestAndBreaksTiesToTheLowerExpert) {
   EXPECT_EQ(index[1], 0);
   EXPECT_NEAR(probs[0], 0.75, 1e-15);
   EXPECT_NEAR(probs[1], 0.25, 1e-15);
+}
+
+// Pre-softmax: the top k's values of the softmax over all E, as they are; the backward through that
+// softmax reaches every logit.
+TEST(MoeKernels, PreSoftmaxKeepsTheFullSoftmaxValues) {
+  const std::vector<double> logits{0.0, std::log(3.0), std::log(2.0), 0.0};  // softmax 1,3,2,1 / 7
+  std::vector<double> probs(2), dlogits(4);
+  std::vector<int32_t> index(2);
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 4, 2, 0, 0, true);
+  EXPECT_EQ(index, (std::vector<int32_t>{1, 2}));
+  EXPECT_NEAR(probs[0], 3.0 / 7, 1e-15);
+  EXPECT_NEAR(probs[1], 2.0 / 7, 1e-15);
+  const std::vector<double> dprobs{1.0, 0.0};  // d(p_1)/d(l_e) = p_1 (1[e = 1] - s_e)
+  kernels::MoeRouterTopKBackward(dlogits.data(), dprobs.data(), probs.data(), index.data(),
+                                 logits.data(), 1, 4, 2, true);
+  EXPECT_NEAR(dlogits[0], -3.0 / 49, 1e-15);
+  EXPECT_NEAR(dlogits[1], 3.0 / 7 * (1 - 3.0 / 7), 1e-15);
+  EXPECT_NEAR(dlogits[2], -6.0 / 49, 1e-15);
+  EXPECT_NEAR(dlogits[3], -3.0 / 49, 1e-15);
 }
 
 // Group-limited routing: 6 experts in 3 groups of 2, the best group_topk of them by the sum of

@@ -30,7 +30,8 @@
 # Llama-style model with a mixture of experts (Qwen3-MoE's kind, with its QK norms) after one dense
 # layer: 4 SwiGLU experts of 48 features, top 2 (moe_dense_layers 1; needs sequence parallelism
 # with tp > 1); dsmoe the same with DeepSeek's kind of mixture: a shared expert of 32 features (no
-# gate) and group-limited routing (2 groups of 2 experts, each token's 2 from its best group).
+# gate), group-limited routing (2 groups of 2 experts, each token's 2 from its best group) and
+# pre-softmax routing (DeepSeek-V2's: the top 2's full-softmax values, unrenormalised).
 set -euo pipefail
 ptdp=$1
 shift
@@ -64,7 +65,7 @@ case "${PTDP_TEST_ARCH:-gpt}" in
       arch="$arch, \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1,
             \"qk_norm\": true"
     [ "$PTDP_TEST_ARCH" = dsmoe ] && arch="$arch, \"moe_shared_ffn_hidden\": 32,
-            \"moe_router_groups\": 2, \"moe_router_group_topk\": 1"
+            \"moe_router_groups\": 2, \"moe_router_group_topk\": 1, \"moe_router_pre_softmax\": true"
     true ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
