@@ -20,8 +20,8 @@ struct EvalLosses {
 };
 
 // The mixture's loss lines after an iteration line, Megatron-LM's names for them: the auxiliary
-// load-balancing loss (--moe-aux-loss-coeff) and the router z-loss (--moe-z-loss-coeff), each
-// summed over the mixture layers.
+// load-balancing loss (--moe-aux-loss-coeff) and the router z-loss (--moe-z-loss-coeff), each the
+// mean over the mixture layers.
 void PrintMoeLosses(const runtime::TrainOptions& o, const runtime::StepMetrics& m);
 
 // The step's --log line; a monitor window that ends at this step is its "monitor" field, and a

@@ -427,8 +427,13 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
     aux += all[r + 3];
     z += all[r + 4];
   }
-  m.moe_aux_loss = aux * double(cfg_.mbs) / double(cfg_.global_batch);
-  m.moe_z_loss = z * double(cfg_.mbs) / double(cfg_.global_batch);
+  // Averaged over the microbatches and, as Megatron-Core's track_moe_metrics prints them, over the
+  // mixture layers.
+  int moe_layers = 0;
+  for (int l = 0; l < model_.layers; ++l) moe_layers += model_.IsMoeLayer(l) ? 1 : 0;
+  const double per = double(cfg_.mbs) / double(cfg_.global_batch) / std::max(1, moe_layers);
+  m.moe_aux_loss = aux * per;
+  m.moe_z_loss = z * per;
   const double tokens = double(cfg_.global_batch) * double(model_.seq_len);
   m.loss = loss / tokens;
   m.grad_norm = last_grad_norm_;

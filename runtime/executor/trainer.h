@@ -113,8 +113,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;
   Bytes peak_memory_bytes = 0;  // max over ranks, since the start
-  // --moe-aux-loss-coeff: the auxiliary load-balancing loss, summed over the mixture layers and
-  // averaged over the microbatches (0 without it).
+  // --moe-aux-loss-coeff: the auxiliary load-balancing loss without its coefficient, averaged over
+  // the mixture layers and the microbatches, as Megatron-LM prints it (0 without it).
   double moe_aux_loss = 0;
   double moe_z_loss = 0;  // --moe-z-loss-coeff's z-loss, the same way
 };

@@ -3,7 +3,7 @@
 # docs/moe.md "In the runtime"): the Llama-style model with 4 experts of 48, top 2, after a dense
 # layer (write_plan.sh PTDP_TEST_ARCH=moe), 6 steps with dropout 0.1 (global batch 16).
 #   t2p2d2_seqpar, t2p1d1_cp2_seqpar_fused   over 2 steps, the layout's losses and logged
-#       moe_aux_loss (the loss's value, summed over the 3 mixture layers) within 1e-5 of one
+#       moe_aux_loss (the loss's value, the mean over the 3 mixture layers) within 1e-5 of one
 #       process's with the same coefficient (the loss's counts are the whole microbatch's: gathered
 #       over the tensor group, summed over the context group; its gradient has moved the router
 #       once by step 2). Over 6 steps in one process: the losses with it differ from those without
