@@ -1,7 +1,8 @@
 #include "runtime/model/moe_layer.h"
 
-#include <algorithm>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/model/layer_common.h"
@@ -168,19 +169,13 @@ Result<ExpertSide> ExpertSideOf(const LayerCtx& c, const MoeRoute& r) {
       x.rows += n;
     }
   }
-  // Each copy's probability (probs[slot[i]], on the host), sent with the copy.
+  // Each copy's probability, probs[slot[i]] (the dispatch's permutation, rows of one), sent with
+  // the copy.
   const int64_t copies = r.copies();
-  std::vector<int32_t> slot(static_cast<size_t>(copies));
-  c.dev->Copy(slot.data(), r.slot.data(), r.slot.bytes());
   const DType wide = r.probs.dtype();
-  const Bytes w = DTypeBytes(wide);
-  std::vector<char> probs(size_t(r.probs.bytes())), sent(size_t(copies * w));
-  c.dev->Copy(probs.data(), r.probs.data(), r.probs.bytes());
-  for (int64_t i = 0; i < copies; ++i) {
-    std::copy_n(probs.data() + slot[size_t(i)] * w, w, sent.data() + i * w);
-  }
   PTDP_ASSIGN_OR_RETURN(Tensor send, Tmp(c, copies, wide));
-  c.dev->Upload(send.data(), sent.data(), send.bytes());
+  PTDP_RETURN_IF_ERROR(
+      c.dev->ops()->MoePermuteRows(send.ref(), r.probs.cref(), r.slot.cref(), copies, 1));
   PTDP_ASSIGN_OR_RETURN(x.own_probs, Tmp(c, x.rows, wide));
   PTDP_RETURN_IF_ERROR(
       ExchangeRows(c, send.data(), x.send_rows, x.own_probs.data(), x.recv_rows, 1, wide));
@@ -287,22 +282,6 @@ Status SharedBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
         ops->LinearBackwardWeight(g.shared_fc1, {}, dfc1.cref(), ln2.ref, N, h, 2 * fs));
   }
   return ops->Add(dln, dln, din.cref());
-}
-
-// dprobs[slot[i]] = per_copy[i] for the route's copies (each slot has one copy): the probability
-// gradients that came back from the experts' ranks, on the host.
-Status ScatterCopies(const LayerCtx& c, const MoeRoute& r, ConstRef per_copy, TensorRef dprobs) {
-  const int64_t copies = r.copies();
-  const Bytes w = DTypeBytes(dprobs.dtype);
-  std::vector<int32_t> slot(static_cast<size_t>(copies));
-  c.dev->Copy(slot.data(), r.slot.data(), r.slot.bytes());
-  std::vector<char> from(size_t(copies * w)), to(size_t(dprobs.count * w));
-  c.dev->Copy(from.data(), per_copy.data, copies * w);
-  for (int64_t i = 0; i < copies; ++i) {
-    std::copy_n(from.data() + i * w, w, to.data() + slot[size_t(i)] * w);
-  }
-  c.dev->Upload(dprobs.data, to.data(), dprobs.count * w);
-  return Status::Ok();
 }
 
 // The auxiliary load-balancing loss's gradient into dlogits [R][E], from the microbatch's counts
@@ -460,8 +439,11 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
       PTDP_ASSIGN_OR_RETURN(Tensor drow, Tmp(c, rows, wide));
       PTDP_RETURN_IF_ERROR(ops->Fill(drow.ref(), 0.0));
       PTDP_RETURN_IF_ERROR(ops->MoeRowDots(drow.ref(), dact.cref(), act.cref(), x.slot, rows, f));
+      // Back to the route's copies, then into their slots (each slot has one copy).
       PTDP_ASSIGN_OR_RETURN(drow, FromExperts(c, x, std::move(drow), copies, 1));
-      PTDP_RETURN_IF_ERROR(ScatterCopies(c, r, drow.cref(), dprobs.ref()));
+      PTDP_RETURN_IF_ERROR(ops->Fill(dprobs.ref(), 0.0));
+      PTDP_RETURN_IF_ERROR(
+          ops->MoeUnpermuteAddRows(dprobs.ref(), drow.cref(), r.slot.cref(), copies, 1));
     }
   }
   PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, dprobs.ref()));
