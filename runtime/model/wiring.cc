@@ -68,8 +68,8 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto w = [&](int k) { return at[k] >= 0 ? s.weight(at[k]) : ConstRef{}; };
-  LayerWeights lw{w(0), w(1),  w(2),  w(3),  w(4),  w(5), w(6), w(7), w(8),
-                  w(9), w(10), w(11), w(12), w(13), {},   {},   {}};
+  LayerWeights lw{w(0),  w(1),  w(2),  w(3),  w(4), w(5), w(6), w(7), w(8), w(9),
+                  w(10), w(11), w(12), w(13), {},   {},   {},   {},   {}};
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lw.router_w = s.weight(x.router);
   for (int i : x.fc1) lw.expert_fc1.push_back(s.weight(i));
@@ -83,8 +83,8 @@ LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto g = [&](int k) { return at[k] >= 0 ? s.grad(at[k]) : TensorRef{}; };
-  LayerGrads lg{g(0), g(1),  g(2),  g(3),  g(4),  g(5), g(6), g(7), g(8),
-                g(9), g(10), g(11), g(12), g(13), {},   {},   {}};
+  LayerGrads lg{g(0),  g(1),  g(2),  g(3),  g(4), g(5), g(6), g(7), g(8), g(9),
+                g(10), g(11), g(12), g(13), {},   {},   {},   {},   {}};
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lg.router_w = s.grad(x.router);
   for (int i : x.fc1) lg.expert_fc1.push_back(s.grad(i));

@@ -93,6 +93,8 @@ struct LlamaParams {
             qk ? C(k_norm_w) : ConstRef{},
             {},
             {},
+            {},
+            {},
             {}};
   }
   LayerGrads G() {
@@ -110,6 +112,8 @@ struct LlamaParams {
             {},
             qk ? M(q_norm_w) : TensorRef{},
             qk ? M(k_norm_w) : TensorRef{},
+            {},
+            {},
             {},
             {},
             {}};
