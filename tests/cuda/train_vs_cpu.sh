@@ -33,6 +33,7 @@ plans="$here/../runtime/write_plan.sh"
 steps=3
 mkdir -p "$work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+. "$here/../mpi_session.sh"
 # bf16 attention on kernels/cuda, whose dropout masks are the CPU's, unless the caller sets
 # PTDP_ATTENTION=cudnn (then with DROPOUT 0 only: cuDNN draws its own masks).
 export PTDP_ATTENTION=${PTDP_ATTENTION:-reference}

@@ -17,11 +17,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/slurm_cluster.sh"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
+. "$here/../mpi_session.sh"
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; tail -n 20 job/logs/slurm-*.out 2> /dev/null; exit 1; }
 fields() { grep -o '"step":[0-9]*,"loss":[^,]*' "$1"; }
 ensure_slurm || exit $?
-trap stop_slurm EXIT
+trap 'stop_slurm; ptdp_mpi_session_end' EXIT
 trap 'exit 1' TERM INT  # so that the EXIT trap stops the daemons
 start_slurm "$work/slurm" || exit $?
 

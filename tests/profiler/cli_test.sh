@@ -8,6 +8,7 @@ mkdir -p "$work"
 # The single-process and the mpi variants may run at once (ctest -j): each its own files.
 if [ "${4:-}" = mpi ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+  . "$(dirname "$0")/../mpi_session.sh"
   out="$work/cpu-quick-mpi.json"
   rm -f "$out" "$work/raw-mpi.json"
   timeout 120 mpirun -np "$5" --oversubscribe "$ptdp" profile --backend cpu --quick --out "$out" \

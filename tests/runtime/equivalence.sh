@@ -14,6 +14,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 "$here/write_plan.sh" "$ptdp" "$work/$name.plan.json" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" \
   "$vp" "$sched" "$rec" "$sg"
 np=$((tp * pp * dp * ${PTDP_TEST_CP:-1}))
-exec timeout 300 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$work/$name.plan.json" \
+timeout 300 mpirun -np "$np" --oversubscribe "$ptdp" train --plan "$work/$name.plan.json" \
   --data "$work/data.bin" --steps 20 --log "$work/$name.jsonl" \
   --expect-losses "$work/$ref.jsonl" --expect-params "$work/$ref.params" --memory-tol "${PTDP_TEST_MEMORY_TOL:-0.01}" "$@"

@@ -15,5 +15,5 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_btl_sm_single_copy
 plan="$work/guard-$name-$prec.plan.json"
 "$here/write_plan.sh" "$ptdp" "$plan" "$layers" "$dropout" 256 16 "$tp" "$pp" "$dp" "$mbs" "$vp" "$sched" \
   "$rec" "$sg" "$prec"
-exec timeout 250 mpirun -np $((tp * pp * dp * ${PTDP_TEST_CP:-1})) --oversubscribe "$ptdp" train --plan "$plan" \
+timeout 250 mpirun -np $((tp * pp * dp * ${PTDP_TEST_CP:-1})) --oversubscribe "$ptdp" train --plan "$plan" \
   --data "$work/data.bin" --steps 1 --backend cpu-guard --memory-tol "${PTDP_TEST_MEMORY_TOL:-0.01}"

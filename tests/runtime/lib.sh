@@ -9,6 +9,8 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # hundreds of short jobs here does not probe UCX and the network first. On this 2-core machine
 # that halved a job's start (8 ranks, MPI_Init to MPI_Finalize: 0.42 s against 0.22 s).
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader
+# Its own folder for OpenMPI's session files (mpi_session.sh says why).
+. "$(dirname "${BASH_SOURCE[0]}")/../mpi_session.sh"
 
 # One line naming what failed, exit 1.
 fail() { echo "FAIL: $*"; exit 1; }
