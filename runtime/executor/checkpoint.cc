@@ -54,7 +54,7 @@ Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out)
   constexpr Bytes kStage = Bytes(8) << 20;
   std::vector<char> stage(writer ? static_cast<size_t>(kStage) : 0);
   for (int k = 0; k < kStateKinds; ++k) {
-    PTDP_RETURN_IF_ERROR(params_->GatherWhole(static_cast<StateKind>(k), dp_.get()));
+    PTDP_RETURN_IF_ERROR(params_->GatherWhole(static_cast<StateKind>(k), dp_.get(), edp_.get()));
     for (int i : saved) {
       if (!writer || !io.ok()) break;
       const TensorRef r = params_->whole(i, static_cast<StateKind>(k));

@@ -90,11 +90,13 @@ ElementRange Trainer::EntryRange(int i) const {
 }
 
 // The arena is laid out chunk after chunk (runtime/model/params.cc), so a chunk's gradients are
-// one range.
+// one range. With ep > 1 the experts are apart, after every chunk's dense parameters, and reduced
+// over their own group (ExpertGradRanges): the range is the chunk's dense parameters.
 ElementRange Trainer::ChunkGradRange(int chunk) const {
   ElementRange r{-1, -1};
   for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
-    if (params_->entries()[static_cast<size_t>(i)].chunk != chunk) continue;
+    const ParamEntry& entry = params_->entries()[static_cast<size_t>(i)];
+    if (entry.chunk != chunk || (cfg_.ep > 1 && entry.spec.expert)) continue;
     const ElementRange e = EntryRange(i);
     PTDP_CHECK_MSG(r.end < 0 || r.end == e.begin, "chunk gradients not contiguous");
     if (r.begin < 0) r.begin = e.begin;
@@ -301,12 +303,13 @@ bool GradIsPartialOverTensorGroup(const ParamTensor& p, bool sequence_parallel) 
 // own the same arena range: their arenas are alike).
 Status Trainer::SumTensorPartialGrads() {
   if (tp_->size() == 1) return Status::Ok();
-  const ElementRange mine = StepRange();
-  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
-    const ParamTensor& p = params_->entries()[static_cast<size_t>(i)].spec;
-    if (!GradIsPartialOverTensorGroup(p, cfg_.sequence_parallel)) continue;
-    const TensorRef g = params_->grads_of(Intersect(params_->range(i), mine));
-    if (g.count > 0) PTDP_RETURN_IF_ERROR(tp_->AllReduceSum(g.data, g.count, g.dtype));
+  for (const ElementRange& mine : StepRanges()) {
+    for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+      const ParamTensor& p = params_->entries()[static_cast<size_t>(i)].spec;
+      if (!GradIsPartialOverTensorGroup(p, cfg_.sequence_parallel)) continue;
+      const TensorRef g = params_->grads_of(Intersect(params_->range(i), mine));
+      if (g.count > 0) PTDP_RETURN_IF_ERROR(tp_->AllReduceSum(g.data, g.count, g.dtype));
+    }
   }
   return Status::Ok();
 }
@@ -331,11 +334,11 @@ Status Trainer::ReduceGrads() {
     }
   } else if (dp_->size() > 1 && params_->sharded()) {
     // The distributed optimizer: each data rank needs the sum of its shard alone (a
-    // reduce-scatter in place over the padded arena, whose padding is zero).
-    const int64_t shard = params_->shard_elements();
+    // reduce-scatter in place over the dense region of the padded arena, whose padding is zero).
+    const StateRegion& r = params_->regions()[0];
     float* arena = static_cast<float*>(params_->all_grads().data);
-    PTDP_RETURN_IF_ERROR(
-        dp_->ReduceScatterSum(arena, arena + dp_->rank() * shard, shard, DType::kFp32));
+    PTDP_RETURN_IF_ERROR(dp_->ReduceScatterSum(arena + r.begin, arena + r.ShardOf(r.rank).begin,
+                                               r.shard, DType::kFp32));
   } else if (dp_->size() > 1) {
     const bool overlapped = opts_.overlap_grad_reduce;
     const ElementRange whole{0, params_->size()};
@@ -347,8 +350,14 @@ Status Trainer::ReduceGrads() {
   }
   for (auto& b : grad_buckets_) PTDP_RETURN_IF_ERROR(b->req->Wait());
   grad_buckets_.clear();
-  if (edp_ != nullptr && edp_->size() > 1) {  // the experts' (ep > 1), over their replicas
-    float* arena = static_cast<float*>(params_->all_grads().data);
+  float* arena = static_cast<float*>(params_->all_grads().data);
+  if (edp_ != nullptr && edp_->size() > 1 && params_->sharded()) {
+    // The experts' region (ep > 1) with the distributed optimizer: its shards' sums over the
+    // expert data-parallel group, a reduce-scatter as the dense region's.
+    const StateRegion& r = params_->regions()[1];
+    PTDP_RETURN_IF_ERROR(edp_->ReduceScatterSum(arena + r.begin, arena + r.ShardOf(r.rank).begin,
+                                                r.shard, DType::kFp32));
+  } else if (edp_ != nullptr && edp_->size() > 1) {  // the experts' (ep > 1), over their replicas
     for (const ElementRange& r : ExpertGradRanges()) {
       for (const ElementRange& b : GradBuckets(r, BucketElements())) {
         PTDP_RETURN_IF_ERROR(edp_->AllReduceSum(arena + b.begin, b.count(), DType::kFp32));

@@ -25,7 +25,8 @@ Result<bool> Trainer::GradientsFinite() {
     PTDP_RETURN_IF_ERROR(ops->Fill(first, std::numeric_limits<double>::infinity()));
   }
   PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
-  PTDP_RETURN_IF_ERROR(ops->FlagNonFinite(scratch_scalar_.ref(), StepGrads()));
+  for (TensorRef g : StepGrads())
+    PTDP_RETURN_IF_ERROR(ops->FlagNonFinite(scratch_scalar_.ref(), g));
   double flag = 0;
   dev_->Copy(&flag, scratch_scalar_.data(), sizeof(double));
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, {flag}));
@@ -35,13 +36,18 @@ Result<bool> Trainer::GradientsFinite() {
   return true;
 }
 
-// The gradients this rank's step reads: its shard's (distributed optimizer), else all of them.
-ElementRange Trainer::StepRange() const {
-  return params_->sharded() ? params_->owned() : ElementRange{0, params_->size()};
+// The gradients this rank's step reads: its shards' (distributed optimizer), else all of them.
+std::vector<ElementRange> Trainer::StepRanges() const {
+  if (params_->sharded()) return params_->owned();
+  return {ElementRange{0, params_->size()}};
 }
 
-TensorRef Trainer::StepGrads() {
-  return params_->grads_of(StepRange());
+std::vector<TensorRef> Trainer::StepGrads() {
+  std::vector<TensorRef> out;
+  for (const ElementRange& r : StepRanges()) {
+    if (r.count() > 0) out.push_back(params_->grads_of(r));
+  }
+  return out;
 }
 
 // Sum of squares of the gradients, a tensor counted once over the world: tensor-replicated ones on
@@ -53,15 +59,16 @@ Result<double> Trainer::GradNormSquared() {
   Ops* ops = dev_->ops();
   PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
   if (coord_.dp < cfg_.ep || params_->sharded()) {
-    const ElementRange mine = StepRange();
     std::vector<ConstRef> counted;  // one multi-tensor call (one launch on CUDA)
     for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
       const ParamTensor& p = params_->entries()[i].spec;
       if (p.tied_copy) continue;
       if (p.sharding == Sharding::kReplicated && coord_.tp != 0) continue;
       if (!params_->sharded() && !p.expert && coord_.dp != 0) continue;
-      const ElementRange r = Intersect(params_->range(i), mine);
-      if (r.count() > 0) counted.push_back(params_->grads_of(r));
+      for (const ElementRange& mine : StepRanges()) {
+        const ElementRange r = Intersect(params_->range(i), mine);
+        if (r.count() > 0) counted.push_back(params_->grads_of(r));
+      }
     }
     PTDP_RETURN_IF_ERROR(ops->SumSquaresMany(scratch_scalar_.ref(), counted));
   }
@@ -85,27 +92,38 @@ Status Trainer::ApplyAdamW(int64_t step, double clip_coef) {
   h.step = step - scaler_->skipped_steps();  // Adam's bias correction counts the steps taken
   std::vector<AdamWTensor> tensors;          // every tensor in one multi-tensor call
   tensors.reserve(params_->entries().size());
-  const ElementRange mine = StepRange();
-  for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
-    const ParamTensor& p = params_->entries()[i].spec;
-    const ElementRange r = Intersect(params_->range(i), mine);  // its part in the shard
-    if (r.count() == 0) continue;
-    tensors.push_back({params_->state(StateKind::kMaster, r), params_->compute_copy_of(r),
-                       params_->grads_of(r), params_->state(StateKind::kAdamM, r),
-                       params_->state(StateKind::kAdamV, r),
-                       p.global_shape.size() == 2 ? o.weight_decay : 0.0});
+  for (const ElementRange& mine : StepRanges()) {
+    for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
+      const ParamTensor& p = params_->entries()[i].spec;
+      const ElementRange r = Intersect(params_->range(i), mine);  // its part in the shard
+      if (r.count() == 0) continue;
+      tensors.push_back({params_->state(StateKind::kMaster, r), params_->compute_copy_of(r),
+                         params_->grads_of(r), params_->state(StateKind::kAdamM, r),
+                         params_->state(StateKind::kAdamV, r),
+                         p.global_shape.size() == 2 ? o.weight_decay : 0.0});
+    }
   }
   PTDP_RETURN_IF_ERROR(ops->AdamWMany(tensors, h));
   return params_->sharded() ? GatherUpdatedWeights() : Status::Ok();
 }
 
+// Each region's updated shards over its group, in place: the dense parameters' over dp_ (bucket
+// by bucket with --overlap-param-gather), the experts' over edp_ (at once: the expert layers wait
+// for them in the first microbatch's forward either way).
 Status Trainer::GatherUpdatedWeights() {
   const TensorRef w = params_->all_weights();
-  const int64_t shard = params_->shard_elements();
   char* base = static_cast<char*>(w.data);
   const Bytes per = DTypeBytes(w.dtype);
-  if (!opts_.overlap_param_gather) {  // every data rank's updated shard, in place
-    return dp_->AllGather(base + dp_->rank() * shard * per, w.data, shard, w.dtype);
+  const std::vector<StateRegion>& regions = params_->regions();
+  if (regions.size() > 1) {
+    const StateRegion& x = regions[1];
+    PTDP_CHECK(edp_ != nullptr && edp_->size() == x.count && edp_->rank() == x.rank);
+    PTDP_RETURN_IF_ERROR(edp_->AllGather(base + x.ShardOf(x.rank).begin * per, base + x.begin * per,
+                                         x.shard, w.dtype));
+  }
+  const StateRegion& dense = regions[0];
+  if (!opts_.overlap_param_gather) {
+    return dp_->AllGather(base + dense.ShardOf(dense.rank).begin * per, base, dense.shard, w.dtype);
   }
   // Chunk by chunk in the gradient reduction's buckets (the arenas share their layout), each
   // bucket's pieces from the ranks whose shards hold them; the padding is never read.
@@ -143,7 +161,9 @@ Status Trainer::OptimizerStep(int64_t step) {
       return Status::Ok();  // skipped: parameters and Adam state unchanged
     }
     if (last_loss_scale_ != 1.0) {
-      PTDP_RETURN_IF_ERROR(dev_->ops()->Scale(StepGrads(), 1.0 / last_loss_scale_));
+      for (TensorRef g : StepGrads()) {
+        PTDP_RETURN_IF_ERROR(dev_->ops()->Scale(g, 1.0 / last_loss_scale_));
+      }
     }
   }
   PTDP_ASSIGN_OR_RETURN(const double sq, GradNormSquared());

@@ -89,7 +89,7 @@ Result<double> Trainer::CompareParams(const std::string& dump_path) {
   // A sharded fp32 master is whole here only gathered (after the last step: the gradients are
   // spent), an fp32 weight arena once its overlapped gather is complete.
   PTDP_RETURN_IF_ERROR(WaitForWeights(-1));
-  PTDP_RETURN_IF_ERROR(params_->GatherWhole(StateKind::kMaster, dp_.get()));
+  PTDP_RETURN_IF_ERROR(params_->GatherWhole(StateKind::kMaster, dp_.get(), edp_.get()));
   auto ref = ReadDump(dump_path);
   double worst = 0;
   Status local = ref.status();

@@ -74,17 +74,12 @@ Status Trainer::CheckMemoryLimit() const {
 
 namespace {
 
-// What of a mixture of experts this runtime executes (runtime/model/moe_layer.h): its experts on
-// every rank of the tensor group (expert parallelism 1, expert tensor parallelism t), a whole
+// What of a mixture of experts this runtime executes (runtime/model/moe_layer.h): its experts split
+// over the tensor group (etp = t), spread over the data ranks by expert parallelism, a whole
 // backward, on the CPU backends.
 Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
                             const std::string& backend) {
   if (!m.IsMoe()) return Status::Ok();
-  if (c.ep > 1 && c.distributed_optimizer) {
-    return Status::Invalid("plan: layout.ep: " + std::to_string(c.ep) +
-                           " with the distributed optimizer is not executed by this runtime (its "
-                           "shards would need the experts' own data-parallel group)");
-  }
   if (c.moe_a2a_overlap) {
     return Status::Invalid(
         "plan: layout.moe_a2a_overlap: the combined 1F1B is planned but not "
@@ -321,11 +316,18 @@ Status Trainer::Build(ParamInit init) {
   types_.act = ComputeDType(cfg_.precision);
   types_.wide = DType::kFp32;
   // The distributed optimizer shards the state over the data-parallel group, in its rank order
-  // (docs/distributed_optimizer.md).
+  // (docs/distributed_optimizer.md); with ep > 1 the experts' over the expert data-parallel group
+  // (member dp / ep of its ExpertWeightReplicas).
   PTDP_CHECK(dp_->rank() == coord_.dp);
-  const OptimizerShard shard = cfg_.distributed_optimizer
-                                   ? OptimizerShard{cfg_.WeightReplicas(), coord_.dp}
-                                   : OptimizerShard{};
+  OptimizerShard shard;
+  if (cfg_.distributed_optimizer) {
+    shard = {cfg_.WeightReplicas(), coord_.dp, 1, 0};
+    if (cfg_.ep > 1) {
+      shard.expert_count = cfg_.ExpertWeightReplicas();
+      shard.expert_rank = coord_.dp / cfg_.ep;
+      PTDP_CHECK(edp_->size() == shard.expert_count && edp_->rank() == shard.expert_rank);
+    }
+  }
   PTDP_ASSIGN_OR_RETURN(
       ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp, coord_.tp, types_.act,
                                         init, shard, ExpertRank()));

@@ -292,10 +292,11 @@ class Trainer {
   int64_t BucketElements() const { return std::max<int64_t>(1, opts_.bucket_elements); }
   // optimizer_step.cc
   Status OptimizerStep(int64_t step);
-  // The arena elements this rank's optimizer step updates (its shard with the distributed
-  // optimizer) and their gradients.
-  ElementRange StepRange() const;
-  TensorRef StepGrads();
+  // The arena elements this rank's optimizer step updates (with the distributed optimizer its
+  // shard of each region: the dense parameters', and with ep > 1 the experts') and their
+  // gradients.
+  std::vector<ElementRange> StepRanges() const;
+  std::vector<TensorRef> StepGrads();
   Result<double> GradNormSquared();
   Result<bool> GradientsFinite();
   Status ApplyAdamW(int64_t step, double clip_coef);

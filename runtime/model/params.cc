@@ -49,6 +49,11 @@ Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const Par
   PTDP_CHECK_MSG(
       shard.count >= 1 && shard.rank >= 0 && shard.rank < shard.count,
       "optimizer shard " + std::to_string(shard.rank) + " of " + std::to_string(shard.count));
+  PTDP_CHECK_MSG(shard.expert_count >= 1 && shard.expert_rank >= 0 &&
+                     shard.expert_rank < shard.expert_count &&
+                     (c.ep > 1 || shard.expert_count == 1),
+                 "expert optimizer shard " + std::to_string(shard.expert_rank) + " of " +
+                     std::to_string(shard.expert_count));
   ParamStore s;
   s.dev_ = dev;
   s.tp_rank_ = tp_rank;
@@ -59,30 +64,69 @@ Result<ParamStore> ParamStore::Create(Device* dev, const ModelSpec& m, const Par
       ParamEntry e;
       e.spec = std::move(p);
       e.chunk = chunk;
-      e.offset = s.total_;
-      s.total_ += e.spec.LocalElements();
       s.entries_.push_back(std::move(e));
     }
   }
-  // The ledger's split (core/ledger.h OptimizerShards): S whole elements of state per rank, the
-  // weight and gradient arenas padded to count * S.
-  s.shard_elements_ = OptimizerShardElements(s.total_, shard.count);
-  const int64_t padded = s.shard_elements_ * shard.count;
+  s.LayOut(c.ep > 1);
+  const int64_t padded = s.padded_total_;
   const bool half = compute != DType::kFp32;
   if (half) {
     PTDP_ASSIGN_OR_RETURN(s.master_,
-                          Tensor::Make(dev, s.shard_elements_, DType::kFp32, MemTag::kOptimizer));
+                          Tensor::Make(dev, s.state_total_, DType::kFp32, MemTag::kOptimizer));
     PTDP_ASSIGN_OR_RETURN(s.copy_, Tensor::Make(dev, padded, compute, MemTag::kWeights));
   } else {
     PTDP_ASSIGN_OR_RETURN(s.master_, Tensor::Make(dev, padded, DType::kFp32, MemTag::kWeights));
   }
   PTDP_ASSIGN_OR_RETURN(s.grads_, Tensor::Make(dev, padded, DType::kFp32, MemTag::kGrads));
-  PTDP_ASSIGN_OR_RETURN(s.m_,
-                        Tensor::Make(dev, s.shard_elements_, DType::kFp32, MemTag::kOptimizer));
-  PTDP_ASSIGN_OR_RETURN(s.v_,
-                        Tensor::Make(dev, s.shard_elements_, DType::kFp32, MemTag::kOptimizer));
+  PTDP_ASSIGN_OR_RETURN(s.m_, Tensor::Make(dev, s.state_total_, DType::kFp32, MemTag::kOptimizer));
+  PTDP_ASSIGN_OR_RETURN(s.v_, Tensor::Make(dev, s.state_total_, DType::kFp32, MemTag::kOptimizer));
   PTDP_RETURN_IF_ERROR(s.Initialise(m, init));
   return s;
+}
+
+// The ledger's split (core/ledger.h OptimizerShards): each region S whole elements of state per
+// rank of its group, its part of the weight and gradient arenas padded to count * S. The experts
+// apart (layout.ep > 1: their gradients are summed and their state sharded over another group
+// than the dense parameters'), each region is one contiguous range of the arenas, in the entries'
+// order within it: a chunk's dense parameters stay one range (Trainer::ChunkGradRange).
+void ParamStore::LayOut(bool experts_apart) {
+  int64_t dense = 0, experts = 0;
+  for (const ParamEntry& e : entries_) {
+    (experts_apart && e.spec.expert ? experts : dense) += e.spec.LocalElements();
+  }
+  total_ = dense + experts;
+  StateRegion d;
+  d.elements = dense;
+  d.count = shard_.count;
+  d.rank = shard_.rank;
+  d.shard = OptimizerShardElements(dense, d.count);
+  regions_ = {d};
+  if (experts_apart) {
+    StateRegion x;
+    x.begin = d.padded();
+    x.elements = experts;
+    x.count = shard_.expert_count;
+    x.rank = shard_.expert_rank;
+    x.shard = OptimizerShardElements(experts, x.count);
+    x.state_begin = d.shard;
+    regions_.push_back(x);
+  }
+  int64_t at[2] = {0, regions_.back().begin};
+  for (ParamEntry& e : entries_) {
+    int64_t& next = at[experts_apart && e.spec.expert ? 1 : 0];
+    e.offset = next;
+    next += e.spec.LocalElements();
+  }
+  padded_total_ = regions_.back().begin + regions_.back().padded();
+  state_total_ = regions_.back().state_begin + regions_.back().shard;
+}
+
+const StateRegion& ParamStore::RegionOf(int64_t at) const {
+  for (const StateRegion& r : regions_) {
+    if (at >= r.begin && at < r.begin + r.padded()) return r;
+  }
+  PTDP_CHECK_MSG(false, "arena element " + std::to_string(at) + " is in no region");
+  return regions_.front();
 }
 
 // A sharded master (16-bit training with the distributed optimizer) is drawn whole into the
@@ -97,8 +141,11 @@ Status ParamStore::Initialise(const ModelSpec& m, ParamInit init) {
   if (!master_whole) {
     PTDP_RETURN_IF_ERROR(ZeroGrads());
     master_in_grads_ = true;
-  } else if (master_.count() > total_) {  // the padding, which the all-gathers carry
-    PTDP_RETURN_IF_ERROR(ops->Fill(master_.slice(total_, master_.count() - total_), 0.0));
+  } else {
+    for (const StateRegion& r : regions_) {  // the padding, which the all-gathers carry
+      const int64_t pad = r.padded() - r.elements;
+      if (pad > 0) PTDP_RETURN_IF_ERROR(ops->Fill(master_.slice(r.begin + r.elements, pad), 0.0));
+    }
   }
   Tensor& weights = master_whole ? master_ : grads_;
   for (int i = 0; i < static_cast<int>(entries_.size()); ++i) {
@@ -107,8 +154,11 @@ Status ParamStore::Initialise(const ModelSpec& m, ParamInit init) {
     if (first_row >= 0) PTDP_RETURN_IF_ERROR(InitialiseRows(m, i, first_row, weights));
   }
   if (!master_whole) {
-    dev_->Copy(master_.data(), grads_.slice(owned().begin, shard_elements_).data,
-               shard_elements_ * Bytes(sizeof(float)));
+    for (const StateRegion& r : regions_) {
+      dev_->Copy(master_.slice(r.state_begin, r.shard).data,
+                 grads_.slice(r.ShardOf(r.rank).begin, r.shard).data,
+                 r.shard * Bytes(sizeof(float)));
+    }
   }
   if (sharded() || init == ParamInit::kWeightsLoadFollows) {
     PTDP_RETURN_IF_ERROR(ops->Fill(m_.ref(), 0.0));
@@ -197,16 +247,21 @@ std::vector<float> ParamStore::HostMaster(int i) {
   return out;
 }
 
-ElementRange ParamStore::owned() const {
-  const int64_t begin = std::min(total_, shard_.rank * shard_elements_);
-  return {begin, std::min(total_, begin + shard_elements_)};
+std::vector<ElementRange> ParamStore::owned() const {
+  std::vector<ElementRange> out;
+  for (const StateRegion& r : regions_) out.push_back(r.owned());
+  return out;
 }
 
 std::vector<ParamStore::ShardPiece> ParamStore::ShardPieces(ElementRange r) const {
   std::vector<ShardPiece> out;
+  if (r.count() == 0) return out;
+  const StateRegion& g = RegionOf(r.begin);
+  PTDP_CHECK_MSG(r.end <= g.begin + g.padded(), "elements [" + std::to_string(r.begin) + ", " +
+                                                    std::to_string(r.end) + ") span two regions");
   for (int64_t at = r.begin; at < r.end;) {
-    const int owner = static_cast<int>(at / shard_elements_);
-    const int64_t end = std::min(r.end, (owner + 1) * shard_elements_);
+    const int owner = static_cast<int>((at - g.begin) / g.shard);
+    const int64_t end = std::min(r.end, g.ShardOf(owner).end);
     out.push_back({{at, end}, owner});
     at = end;
   }
@@ -231,11 +286,12 @@ Tensor& ParamStore::StateBuffer(StateKind k) {
 
 TensorRef ParamStore::state(StateKind k, ElementRange r) {
   if (HoldsWhole(k)) return StateBuffer(k).slice(r.begin, r.count());
-  const int64_t first = shard_.rank * shard_elements_;
-  PTDP_CHECK_MSG(r.begin >= first && r.end <= first + shard_elements_,
+  const StateRegion& g = RegionOf(r.begin);
+  const int64_t first = g.ShardOf(g.rank).begin;
+  PTDP_CHECK_MSG(r.begin >= first && r.end <= first + g.shard,
                  "elements [" + std::to_string(r.begin) + ", " + std::to_string(r.end) +
                      ") outside this rank's optimizer shard");
-  return StateBuffer(k).slice(r.begin - first, r.count());
+  return StateBuffer(k).slice(g.state_begin + r.begin - first, r.count());
 }
 
 TensorRef ParamStore::whole(int i, StateKind k) {
@@ -245,11 +301,21 @@ TensorRef ParamStore::whole(int i, StateKind k) {
   return grads_.slice(entries_[i].offset, Count(i));
 }
 
-Status ParamStore::GatherWhole(StateKind k, Communicator* dp) {
+Status ParamStore::GatherWhole(StateKind k, Communicator* dp, Communicator* edp) {
   if (HoldsWhole(k)) return Status::Ok();
-  PTDP_CHECK(!master_in_grads_ && dp->size() == shard_.count && dp->rank() == shard_.rank);
-  PTDP_RETURN_IF_ERROR(
-      dp->AllGather(StateBuffer(k).data(), grads_.data(), shard_elements_, DType::kFp32));
+  PTDP_CHECK(!master_in_grads_);
+  for (size_t i = 0; i < regions_.size(); ++i) {
+    const StateRegion& r = regions_[i];
+    const TensorRef mine = StateBuffer(k).slice(r.state_begin, r.shard);
+    const TensorRef whole = grads_.slice(r.begin, r.padded());
+    Communicator* group = i == 0 ? dp : edp;
+    if (r.count == 1 && group == nullptr) {  // a region held whole: no group needed
+      dev_->Copy(whole.data, mine.data, r.shard * Bytes(sizeof(float)));
+      continue;
+    }
+    PTDP_CHECK(group != nullptr && group->size() == r.count && group->rank() == r.rank);
+    PTDP_RETURN_IF_ERROR(group->AllGather(mine.data, whole.data, r.shard, DType::kFp32));
+  }
   gathered_ = static_cast<int>(k);
   return Status::Ok();
 }
@@ -266,9 +332,11 @@ void ParamStore::ReadCurrent(int i, StateKind k, float* host) {
     dev_->Copy(host, whole(i, k).data, Count(i) * f);
     return;
   }
-  const ElementRange e{entries_[i].offset, entries_[i].offset + Count(i)};
-  const ElementRange o = Intersect(e, owned());
-  if (o.count() > 0) dev_->Copy(host + (o.begin - e.begin), state(k, o).data, o.count() * f);
+  const ElementRange e = range(i);
+  for (const ElementRange& mine : owned()) {
+    const ElementRange o = Intersect(e, mine);
+    if (o.count() > 0) dev_->Copy(host + (o.begin - e.begin), state(k, o).data, o.count() * f);
+  }
 }
 
 Status ParamStore::SetWhole(int i, StateKind k, const float* host) {
@@ -278,9 +346,11 @@ Status ParamStore::SetWhole(int i, StateKind k, const float* host) {
     return Status::Ok();
   }
   PTDP_CHECK_MSG(gathered_ < 0, "SetWhole while the gradient arena holds a gathered state");
-  const ElementRange e{entries_[i].offset, entries_[i].offset + Count(i)};
-  const ElementRange o = Intersect(e, owned());
-  if (o.count() > 0) dev_->Copy(state(k, o).data, host + (o.begin - e.begin), o.count() * f);
+  const ElementRange e = range(i);
+  for (const ElementRange& mine : owned()) {
+    const ElementRange o = Intersect(e, mine);
+    if (o.count() > 0) dev_->Copy(state(k, o).data, host + (o.begin - e.begin), o.count() * f);
+  }
   if (k == StateKind::kMaster) {
     if (!master_in_grads_) PTDP_RETURN_IF_ERROR(ZeroGrads());  // the padding stays zero
     dev_->Copy(grads_.slice(e.begin, e.count()).data, host, e.count() * f);

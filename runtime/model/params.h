@@ -60,10 +60,36 @@ inline ElementRange Intersect(ElementRange a, ElementRange b) {
 
 // The distributed optimizer's share of the optimizer state (core/ledger.h OptimizerShards): data
 // rank `rank` of `count` keeps the state of arena elements [rank * S, (rank + 1) * S), S =
-// ceil(elements / count), and the weight and gradient arenas are padded to count * S.
+// ceil(elements / count), and the weight and gradient arenas are padded to count * S. With expert
+// parallelism (layout.ep > 1) the experts are a region of their own after the dense parameters,
+// sharded the same way over the expert data-parallel group: rank `expert_rank` of `expert_count`.
 struct OptimizerShard {
   int count = 1;
   int rank = 0;
+  int expert_count = 1;
+  int expert_rank = 0;
+};
+
+// A region of the arenas whose optimizer state is sharded over one group: the dense parameters
+// (all of them without expert parallelism), or the experts'. Its `elements` start at arena offset
+// `begin` and are padded to count * shard; this rank keeps the state of shard `rank`, at
+// `state_begin` in the state buffers.
+struct StateRegion {
+  int64_t begin = 0;
+  int64_t elements = 0;
+  int count = 1;
+  int rank = 0;
+  int64_t shard = 0;
+  int64_t state_begin = 0;
+  int64_t padded() const { return shard * count; }
+  // Shard r's arena elements, padding included.
+  ElementRange ShardOf(int r) const { return {begin + r * shard, begin + (r + 1) * shard}; }
+  // The parameter elements whose state this rank keeps (padding excluded; may be empty).
+  ElementRange owned() const {
+    const int64_t b = rank * shard < elements ? rank * shard : elements;
+    const int64_t e = (rank + 1) * shard < elements ? (rank + 1) * shard : elements;
+    return {begin + b, begin + e};
+  }
 };
 
 // The optimizer state of a parameter, in the checkpoint's order (runtime/checkpoint/pieces.h).
@@ -81,7 +107,8 @@ class ParamStore {
   // With shard.count > 1 (the distributed optimizer, over the data-parallel group) this rank keeps
   // the optimizer state of its shard alone: Adam's m and v, and in 16-bit training the fp32
   // master (in fp32 training the master is the weights, whole). A mixture of experts' store holds
-  // expert-parallel rank ep_rank's experts (core/experts.h), each initialised as its global index.
+  // expert-parallel rank ep_rank's experts (core/experts.h), each initialised as its global index;
+  // with c.ep > 1 they follow the dense parameters in the arenas, a StateRegion of their own.
   static Result<ParamStore> Create(Device* dev, const ModelSpec& m, const ParallelConfig& c,
                                    int pp_rank, int tp_rank, DType compute,
                                    ParamInit init = ParamInit::kRandom, OptimizerShard shard = {},
@@ -89,7 +116,9 @@ class ParamStore {
   // The kRandom initialisation of every element (a kLoadFollows store whose load found nothing).
   Status InitialiseRandom(const ModelSpec& m) { return Initialise(m, ParamInit::kRandom); }
   const std::vector<ParamEntry>& entries() const { return entries_; }
-  int64_t size() const { return total_; }  // parameter elements (the arenas may be padded)
+  // Parameter elements. The arenas may be padded (the distributed optimizer), and with expert
+  // parallelism the experts' region starts after the dense region's padding.
+  int64_t size() const { return total_; }
   DType compute_dtype() const { return compute_; }
   // Index of `name` in `chunk`, or -1.
   int Find(int chunk, const std::string& name) const;
@@ -126,25 +155,29 @@ class ParamStore {
   int tp_rank() const { return tp_rank_; }
 
   // The distributed optimizer's shard (docs/runtime.md "Distributed optimizer").
-  bool sharded() const { return shard_.count > 1; }
+  bool sharded() const { return shard_.count > 1 || shard_.expert_count > 1; }
   const OptimizerShard& shard() const { return shard_; }
-  int64_t shard_elements() const { return shard_elements_; }  // S, padding included
-  // The parameter elements whose state this rank keeps: [rank * S, min((rank + 1) * S, size())).
-  ElementRange owned() const;
+  // The dense region, then (layout.ep > 1) the experts'; one region without expert parallelism.
+  const std::vector<StateRegion>& regions() const { return regions_; }
+  // Each region's parameter elements whose state this rank keeps (every element when unsharded).
+  std::vector<ElementRange> owned() const;
   // Whether kind k of every entry is on this rank (unsharded, or the fp32 training's master).
   bool HoldsWhole(StateKind k) const;
-  // `r` cut at the shards' boundaries: each piece with the data rank whose shard holds it.
+  // `r` (inside one region) cut at the shards' boundaries: each piece with the rank of the
+  // region's group whose shard holds it.
   struct ShardPiece {
     ElementRange elements;
     int owner = 0;
   };
   std::vector<ShardPiece> ShardPieces(ElementRange r) const;
-  // Kind k's state of the arena elements `r` (inside owned(), or anywhere when held whole).
+  // Kind k's state of the arena elements `r` (inside one region's owned(), or anywhere when held
+  // whole).
   TensorRef state(StateKind k, ElementRange r);
-  // Every data rank's shard of kind k into the gradient arena (which holds no gradients between
+  // Every rank's shard of kind k into the gradient arena (which holds no gradients between
   // steps), so that whole(i, k) reads it; EndGather zeroes the arena again. All members of `dp`
-  // call it alike. Nothing to do for a kind held whole.
-  Status GatherWhole(StateKind k, Communicator* dp);
+  // (the dense region's group) and `edp` (the experts', with layout.ep > 1) call it alike.
+  // Nothing to do for a kind held whole.
+  Status GatherWhole(StateKind k, Communicator* dp, Communicator* edp = nullptr);
   Status EndGather();
   // Entry i's values of kind k as this store holds them, into host[0, Count(i)): all of them for a
   // kind held whole or gathered, or a master a load is writing; else the owned part only (the
@@ -158,6 +191,11 @@ class ParamStore {
  private:
   int64_t Count(int i) const { return entries_[i].spec.LocalElements(); }
   Status Initialise(const ModelSpec& m, ParamInit init);
+  // Lays the entries out (the experts after the dense region's padding when `experts_apart`) and
+  // sizes the regions.
+  void LayOut(bool experts_apart);
+  // The region whose padded range holds arena element `at`.
+  const StateRegion& RegionOf(int64_t at) const;
   // Entry i's local rows from `first_row` on: its initial weights into `weights` (the entry's
   // slice of the master arena, or of the gradient arena for a sharded master), Adam's moments
   // zero when they are held whole.
@@ -169,7 +207,9 @@ class ParamStore {
   int tp_rank_ = 0;
   DType compute_ = DType::kFp32;
   OptimizerShard shard_;
-  int64_t shard_elements_ = 0;
+  std::vector<StateRegion> regions_;
+  int64_t padded_total_ = 0;  // the arenas' elements
+  int64_t state_total_ = 0;   // the state buffers' elements (the regions' shards)
   // The gradient arena holds a whole state kind (GatherWhole) or the whole masters a sharded
   // store's initialisation or load wrote (master_in_grads_), not gradients.
   int gathered_ = -1;

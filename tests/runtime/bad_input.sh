@@ -38,11 +38,15 @@ case "$case" in
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime" ;;
-  moe_ep)      # expert parallelism with the distributed optimizer: planned, refused by name (its
-               # shards would need the experts' own data-parallel group)
-               PTDP_TEST_ARCH=moe PTDP_TEST_EP=2 PTDP_TEST_DIST_OPT=true \
-                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
-               expect="plan: layout.ep: 2 with the distributed optimizer is not executed by this runtime" ;;
+  moe_etp)     # experts split over fewer tensor ranks than the dense layers (etp 1 < tp 2):
+               # planned, refused by name
+               np=4
+               PTDP_TEST_ARCH=moe PTDP_TEST_EP=2 PTDP_TEST_SEQ_PARALLEL=true \
+                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 2 1 2 1 1 1f1b none true
+               sed -i 's/"ep": 2,/"ep": 2, "etp": 1,/' "$dir/plan.json"
+               grep -q '"etp": 1' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
+               expect="plan: layout.etp: 1 is planned but not executed by this runtime, which splits each expert over the tensor group" ;;
   moe_a2a)     # Megatron-Core's combined 1F1B (ep 2, bf16): planned, refused by name
                PTDP_TEST_ARCH=moe PTDP_TEST_EP=2 \
                  "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true bf16

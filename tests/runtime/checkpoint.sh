@@ -99,7 +99,7 @@ there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
-    | reshard_cp | reshard_llama | reshard_moe | reshard_ep | preempt \
+    | reshard_cp | reshard_llama | reshard_moe | reshard_ep | ep_distopt | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -258,6 +258,29 @@ case "$case" in
     grep -q "switched after step 3 to tp=1,pp=1,dp=4,ep=4" E.out || { cat E.out; fail "no switch"; }
     grep "losses vs reference" E.out
     ;;
+  ep_distopt)
+    # Expert parallelism with the distributed optimizer (t1 d4 ep 2: the dense state in four
+    # shards, each expert-parallel rank's experts' in two over its replicas), bf16: a resume bit
+    # for bit, its final state the uninterrupted run's; then in fp32 its checkpoint loaded by t2 p2
+    # d2 ep 2 without the distributed optimizer, and back.
+    export PTDP_TEST_ARCH=moe PTDP_TEST_EP=2
+    PTDP_TEST_DIST_OPT=true plan S 1 1 4 1 1f1b 4 bf16
+    train S --log sref.jsonl || { cat S.out; fail "reference"; }
+    train S --stop-at 4 --save rk --log srun.jsonl || { cat S.out; fail "first half"; }
+    train S --load rk --save rk --expect-losses sref.jsonl --loss-tol 0 --log srun.jsonl \
+      || { cat S.out; fail "resumed run"; }
+    grep -q "resumed from step 4" S.out || fail "did not resume from step 4"
+    cmp <(fields sref.jsonl) <(fields srun.jsonl) || fail "steps 5..8 differ"
+    train S --save refck || { cat S.out; fail "uninterrupted save"; }
+    for f in refck/step-00000008/*.safetensors; do
+      cmp "$f" "rk/step-00000008/$(basename "$f")" || fail "final state differs: $(basename "$f")"
+    done
+    [ -f rk/step-00000008/pp0-tp0-ep1.safetensors ] || { ls rk/*; fail "ep rank 1's file"; }
+    echo "steps 5..8 and the final sharded state bit-identical to the uninterrupted run"
+    PTDP_TEST_DIST_OPT=true plan D 1 1 4 1 1f1b
+    PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b
+    there_and_back D F "t2 p2 d2 ep2 from the t1 d4 ep2 distributed optimizer's checkpoint" \
+      "t1 d4 ep2 distributed optimizer from the t2 p2 d2 ep2 one" ;;
   reshard_llama)
     export PTDP_TEST_ARCH=llama
     plan L 2 2 1 1 1f1b

@@ -26,6 +26,20 @@ inline ModelSpec PaddedTinyModel() {
   return m;
 }
 
+// The same with a mixture of experts on its second layer (4 SwiGLU experts, top 2; no biases, as
+// the experts need).
+inline ModelSpec PaddedTinyMoeModel() {
+  ModelSpec m = PaddedTinyModel();
+  m.name = "tiny-moe";
+  m.swiglu = true;
+  m.linear_bias = false;
+  m.moe_experts = 4;
+  m.moe_topk = 2;
+  m.moe_ffn_hidden = 24;
+  m.moe_dense_layers = 1;
+  return m;
+}
+
 // A one-rank (t 1, p 1) checkpoint in `dir`: a kRandom store's weights, and Adam moments that
 // differ per element (a fresh store's are zero, which would not tell a load from an init).
 inline Manifest WriteOneRankCheckpoint(const ModelSpec& model, const std::string& dir) {
