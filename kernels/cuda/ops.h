@@ -279,6 +279,51 @@ void SumSquaresMulti(double* sum, double* partials, const SquaresSegment* segmen
 template <typename T>
 void FlagNonFinite(int* found, const T* x, int64_t count, cudaStream_t stream);
 
+// ---- Mixture of experts (kernels/cuda/moe.cu; twins of kernels/reference/moe.h) --------------
+// The router's logits, probabilities, gradients and counts are fp32 (the trainer's wide type on
+// this backend), its indices int32. The router's kernels compute in double as the reference
+// does, a thread per token row.
+inline constexpr int64_t kMaxRouterGroups = 64;  // group-limited routing: a bit mask per row
+struct MoeRouterShape {
+  int64_t experts = 0, k = 0, groups = 0, group_topk = 0;
+  bool pre_softmax = false;
+};
+// index [n][k], probs [n][k] from logits [n][E] (kernels/reference/moe.h MoeRouterTopK).
+void MoeRouterTopK(float* probs, int32_t* index, const float* logits, int64_t n,
+                   const MoeRouterShape& m, cudaStream_t stream);
+// dlogits [n][E] overwritten.
+void MoeRouterTopKBackward(float* dlogits, const float* dprobs, const float* probs,
+                           const int32_t* index, const float* logits, int64_t n,
+                           const MoeRouterShape& m, cudaStream_t stream);
+// dlogits += scale d(sum lse^2); *sum_sq = sum over the rows of lse^2 (row_sq: n doubles of
+// scratch; the rows' values are added in a fixed order).
+void MoeZLossBackward(float* dlogits, float* sum_sq, double* row_sq, const float* logits,
+                      double scale, int64_t n, int64_t experts, cudaStream_t stream);
+// dlogits += the auxiliary loss's gradient (counts [E]).
+void MoeAuxLossBackward(float* dlogits, const float* logits, const float* counts, double scale,
+                        int64_t n, int64_t experts, cudaStream_t stream);
+// out [E] = the sum over the rows of the softmax over all E; scratch of MoeProbSumsScratchBytes.
+int64_t MoeProbSumsScratchBytes(int64_t n);
+void MoeRouterProbSums(float* out, void* scratch, const float* logits, int64_t n, int64_t experts,
+                       cudaStream_t stream);
+// out[i] = x[rows[i]] for i < n (rows of `width`).
+template <typename T>
+void MoePermuteRows(T* out, const T* x, const int32_t* rows, int64_t n, int64_t width,
+                    cudaStream_t stream);
+// out[rows[i]] += y[i] for i < n, each of the out_rows rows adding its copies in ascending i (in
+// fp32, rounded once); scratch of MoeUnpermuteScratchBytes (a counting sort of the copies).
+int64_t MoeUnpermuteScratchBytes(int64_t n, int64_t out_rows);
+template <typename T>
+void MoeUnpermuteAddRows(T* out, const T* y, const int32_t* rows, int64_t n, int64_t out_rows,
+                         int64_t width, void* scratch, cudaStream_t stream);
+// out[i] = in[i] weight[slot[i]] (out may be in); out[slot[i]] = <a[i], b[i]> (fp32 sums).
+template <typename T>
+void MoeScaleRows(T* out, const T* in, const float* weight, const int32_t* slot, int64_t n,
+                  int64_t width, cudaStream_t stream);
+template <typename T>
+void MoeRowDots(float* out, const T* a, const T* b, const int32_t* slot, int64_t n, int64_t width,
+                cudaStream_t stream);
+
 // ---- Elementwise -----------------------------------------------------------------------------
 // out = in converted (round to nearest even): float <-> bf16, float <-> fp16.
 template <typename To, typename From>

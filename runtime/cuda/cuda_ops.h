@@ -86,6 +86,24 @@ class CudaOps final : public Ops {
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
   Status SquaredReluForward(TensorRef out, ConstRef in, int64_t count) override;
   Status SquaredReluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
+  // Mixture of experts (cuda_ops_moe.cc): the router's tensors fp32, the rows fp32 or bf16.
+  Status MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, int64_t n,
+                       const MoeRouting& routing) override;
+  Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
+                               ConstRef logits, int64_t n, const MoeRouting& routing) override;
+  Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
+                            int64_t n, int64_t experts) override;
+  Status MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
+                          int64_t n, int64_t experts) override;
+  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) override;
+  Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
+                        int64_t width) override;
+  Status MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,
+                             int64_t width) override;
+  Status MoeScaleRows(TensorRef out, ConstRef in, ConstRef weight, ConstRef slot, int64_t n,
+                      int64_t width) override;
+  Status MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, int64_t n,
+                    int64_t width) override;
   Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                          bool inverse) override;
   Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,

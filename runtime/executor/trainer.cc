@@ -76,7 +76,7 @@ namespace {
 
 // What of a mixture of experts this runtime executes (runtime/model/moe_layer.h): its experts split
 // over the tensor group (etp = t), spread over the data ranks by expert parallelism, a whole
-// backward, on the CPU backends.
+// backward, on the CPU backends and CUDA (kernels/cuda/moe.cu).
 Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
                             const std::string& backend) {
   if (!m.IsMoe()) return Status::Ok();
@@ -99,10 +99,10 @@ Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
         "plan: layout.recompute_modules: 'mlp' of a mixture of experts is not executed by this "
         "runtime");
   }
-  if (backend != "cpu" && backend != "cpu-guard") {
+  if (backend != "cpu" && backend != "cpu-guard" && backend != "cuda") {
     return Status::Invalid("--backend " + backend +
-                           ": a mixture of experts runs on the cpu backends only (its routing "
-                           "ops have no kernels there yet)");
+                           ": a mixture of experts runs on the cpu and cuda backends only (its "
+                           "routing ops have no kernels there)");
   }
   return Status::Ok();
 }

@@ -41,7 +41,13 @@ text=/usr/share/common-licenses/GPL-3
 [ -f "$text" ] || text="$here/CMakeLists.txt"
 [ -f "$work/data.bin" ] || { "$ptdp" tokenize --in "$text" --out "$work/data.tmp.$$" &&
   mv -f "$work/data.tmp.$$" "$work/data.bin"; }
-name=cuda_${mode}_${prec}_${schedule}${PTDP_TEST_ARCH:+_$PTDP_TEST_ARCH}
+# PTDP_TEST_EP (expert parallelism) applies to the distopt mode's run alone: the one-process
+# reference has a single data rank.
+run_ep=${PTDP_TEST_EP:-1}
+unset PTDP_TEST_EP
+ep_tag=""
+[ "$run_ep" = 1 ] || ep_tag=_ep$run_ep
+name=cuda_${mode}_${prec}_${schedule}${PTDP_TEST_ARCH:+_$PTDP_TEST_ARCH}$ep_tag
 write_plan() {  # plan-name tp pp [schedule [dp]]
   local dp=${5:-1}
   "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" "$dp" $((4 / dp)) 1 \
@@ -83,7 +89,7 @@ elif [ "$mode" = cp ]; then
     { echo "$out"; echo "FAIL: the context-parallel cuda run failed"; exit 1; }
   run="${name}_cp" ref="${name}_one"
 elif [ "$mode" = distopt ]; then
-  out=$(PTDP_TEST_DIST_OPT=true train "${name}_distopt" 1 2 cuda 4 "$schedule" 2) ||
+  out=$(PTDP_TEST_DIST_OPT=true PTDP_TEST_EP=$run_ep train "${name}_distopt" 1 2 cuda 4 "$schedule" 2) ||
     { echo "$out"; echo "FAIL: the distributed-optimizer cuda run failed"; exit 1; }
   run="${name}_distopt" ref="${name}_one"
 else

@@ -1,0 +1,163 @@
+// The CUDA kernels of a mixture-of-experts layer (kernels/cuda/moe.cu) against their
+// kernels/reference/moe.h twins: the router's choice (the same experts, exactly) and
+// probabilities, plain, pre-softmax and group-limited, and its backward; the auxiliary and z-loss
+// gradients and values; the row moves in fp32 (the combine bit for bit: each row's copies added in
+// ascending order, as the reference adds them) and bf16.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/cuda/ops.h"
+#include "kernels/reference/moe.h"
+#include "tests/kernels/cuda_test_util.h"
+#include "tests/kernels/test_util.h"
+
+namespace ptdp::cuda_kernels {
+namespace {
+
+using kernels::testing::RandomVector;
+using testing::AsDouble;
+using testing::DeviceBuffer;
+using testing::Nmse;
+using testing::Store;
+
+class CudaMoe : public testing::CudaTest {};
+
+// Rows not a multiple of the block, logits that are floats (the reference reads the same values).
+constexpr int64_t kRouterRows = 300;
+
+std::vector<float> Logits(int64_t rows, int64_t experts, uint64_t seed) {
+  return Store<float>(RandomVector(rows * experts, seed, 2.0));
+}
+
+void CheckRouter(const MoeRouterShape& m, const char* what) {
+  const std::vector<float> logits = Logits(kRouterRows, m.experts, 11);
+  const std::vector<double> ld = AsDouble(logits);
+  std::vector<double> probs(kRouterRows * m.k);
+  std::vector<int32_t> index(kRouterRows * m.k);
+  kernels::MoeRouterTopK(probs.data(), index.data(), ld.data(), kRouterRows, m.experts, m.k,
+                         m.groups, m.group_topk, m.pre_softmax);
+  DeviceBuffer<float> gl(logits), gp(kRouterRows * m.k);
+  DeviceBuffer<int32_t> gi(kRouterRows * m.k);
+  MoeRouterTopK(gp.get(), gi.get(), gl.get(), kRouterRows, m, nullptr);
+  const std::vector<float> dprobs = Store<float>(RandomVector(kRouterRows * m.k, 12));
+  const std::vector<double> dpd = AsDouble(dprobs);
+  std::vector<double> dlogits(kRouterRows * m.experts);
+  kernels::MoeRouterTopKBackward(dlogits.data(), dpd.data(), probs.data(), index.data(), ld.data(),
+                                 kRouterRows, m.experts, m.k, m.pre_softmax);
+  // The backward from the kernel's own probabilities (float), as the layer runs it.
+  DeviceBuffer<float> gdp(dprobs), gdl(std::vector<float>(kRouterRows * m.experts, 7.0f));
+  MoeRouterTopKBackward(gdl.get(), gdp.get(), gp.get(), gi.get(), gl.get(), kRouterRows, m,
+                        nullptr);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(gi.Download(), index) << what;
+  EXPECT_LT(Nmse(AsDouble(gp.Download()), probs), 1e-13) << what;
+  EXPECT_LT(Nmse(AsDouble(gdl.Download()), dlogits), 1e-12) << what;  // overwritten, not added
+}
+
+TEST_F(CudaMoe, RouterChoosesTheReferenceExperts) {
+  CheckRouter({8, 2, 0, 0, false}, "top 2 of 8");
+  CheckRouter({8, 2, 0, 0, true}, "pre-softmax top 2 of 8");
+  CheckRouter({64, 6, 0, 0, false}, "top 6 of 64");
+  // Group-limited: 4 groups of 4, the best 2 groups, 3 of their 8 experts (each group scored by
+  // its best one, k / group_topk = 1); and with k < group_topk (each group by its best one).
+  CheckRouter({16, 3, 4, 2, false}, "groups 4, best 2, top 3");
+  CheckRouter({16, 4, 4, 2, true}, "pre-softmax groups 4, best 2, top 4");
+  CheckRouter({16, 1, 4, 2, false}, "groups 4, best 2, top 1");
+}
+
+TEST_F(CudaMoe, AuxAndZLossGradientsAndValues) {
+  constexpr int64_t experts = 8;
+  const std::vector<float> logits = Logits(kRouterRows, experts, 21);
+  const std::vector<double> ld = AsDouble(logits);
+  std::vector<float> counts(experts);
+  for (int64_t e = 0; e < experts; ++e) counts[size_t(e)] = float(30 + 7 * e);
+  const std::vector<double> cd = AsDouble(counts);
+  const std::vector<float> start = Store<float>(RandomVector(kRouterRows * experts, 22));
+  std::vector<double> aux = AsDouble(start), z = AsDouble(start), sums(experts);
+  double sum_sq = 0;
+  kernels::MoeAuxLossBackward(aux.data(), ld.data(), cd.data(), 0.37, kRouterRows, experts);
+  kernels::MoeZLossBackward(z.data(), &sum_sq, ld.data(), 0.05, kRouterRows, experts);
+  kernels::MoeRouterProbSums(sums.data(), ld.data(), kRouterRows, experts);
+  DeviceBuffer<float> gl(logits), gc(counts), gaux(start), gz(start), gsq(1), gsums(experts);
+  DeviceBuffer<double> rows_sq(kRouterRows);
+  DeviceBuffer<char> scratch(static_cast<size_t>(MoeProbSumsScratchBytes(kRouterRows)));
+  MoeAuxLossBackward(gaux.get(), gl.get(), gc.get(), 0.37, kRouterRows, experts, nullptr);
+  MoeZLossBackward(gz.get(), gsq.get(), rows_sq.get(), gl.get(), 0.05, kRouterRows, experts,
+                   nullptr);
+  MoeRouterProbSums(gsums.get(), scratch.get(), gl.get(), kRouterRows, experts, nullptr);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_LT(Nmse(AsDouble(gaux.Download()), aux), 1e-13);  // accumulated onto `start`
+  EXPECT_LT(Nmse(AsDouble(gz.Download()), z), 1e-13);
+  EXPECT_NEAR(gsq.Download()[0], sum_sq, 1e-6 * sum_sq);
+  EXPECT_LT(Nmse(AsDouble(gsums.Download()), sums), 1e-13);
+  // Every row's softmax sums to 1: the sums over the experts are the rows.
+  const std::vector<float> got = gsums.Download();
+  EXPECT_NEAR(std::accumulate(got.begin(), got.end(), 0.0), double(kRouterRows), 1e-3);
+}
+
+// Destination rows of n copies among `out_rows`: some rows get several copies, some none.
+std::vector<int32_t> Destinations(int64_t n, int64_t out_rows) {
+  std::vector<int32_t> rows(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) rows[size_t(i)] = int32_t((i * 7 + i / 3) % (out_rows - 3));
+  return rows;
+}
+
+TEST_F(CudaMoe, CombineAddsEachRowsCopiesInOrderBitForBit) {
+  constexpr int64_t n = 250, out_rows = 90, width = 37;
+  const std::vector<int32_t> rows = Destinations(n, out_rows);
+  const std::vector<float> y = Store<float>(RandomVector(n * width, 31));
+  std::vector<float> out = Store<float>(RandomVector(out_rows * width, 32));
+  DeviceBuffer<float> gy(y), gout(out);
+  DeviceBuffer<int32_t> grows(rows);
+  DeviceBuffer<char> scratch(static_cast<size_t>(MoeUnpermuteScratchBytes(n, out_rows)));
+  MoeUnpermuteAddRows<float>(gout.get(), gy.get(), grows.get(), n, out_rows, width, scratch.get(),
+                             nullptr);
+  kernels::MoeUnpermuteAddRows(out.data(), y.data(), rows.data(), n, width);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(gout.Download(), out);  // the same float additions in the same order
+}
+
+template <typename T>
+class CudaMoeRows : public testing::CudaTest {};
+using MoeElementTypes = ::testing::Types<float, bf16>;
+TYPED_TEST_SUITE(CudaMoeRows, MoeElementTypes);
+
+TYPED_TEST(CudaMoeRows, PermuteScaleDotsAndCombine) {
+  using T = TypeParam;
+  constexpr int64_t tokens = 40, n = 100, width = 45;
+  std::vector<int32_t> rows(n), slot(n);
+  for (int64_t i = 0; i < n; ++i) {
+    rows[size_t(i)] = int32_t((i * 13) % tokens);
+    slot[size_t(i)] = int32_t((i * 29 + 5) % n);  // a permutation (29 and 100 are coprime)
+  }
+  const auto x = Store<T>(RandomVector(tokens * width, 41));
+  const auto b = Store<T>(RandomVector(n * width, 42));
+  const std::vector<float> weight = Store<float>(RandomVector(n, 43));
+  const auto xd = AsDouble(x), bd = AsDouble(b), wd = AsDouble(weight);
+  std::vector<double> permuted(n * width), scaled(n * width), dots(n, -1.0);
+  std::vector<double> combined(tokens * width, 0.5);
+  kernels::MoePermuteRows(permuted.data(), xd.data(), rows.data(), n, width);
+  kernels::MoeScaleRows(scaled.data(), permuted.data(), wd.data(), slot.data(), n, width);
+  kernels::MoeRowDots(dots.data(), permuted.data(), bd.data(), slot.data(), n, width);
+  kernels::MoeUnpermuteAddRows(combined.data(), bd.data(), rows.data(), n, width);
+  DeviceBuffer<T> gx(x), gb(b), gperm(n * width), gscaled(n * width);
+  DeviceBuffer<T> gcomb(Store<T>(std::vector<double>(tokens * width, 0.5)));
+  DeviceBuffer<float> gw(weight), gdots(std::vector<float>(n, -1.0f));
+  DeviceBuffer<int32_t> grows(rows), gslot(slot);
+  DeviceBuffer<char> scratch(static_cast<size_t>(MoeUnpermuteScratchBytes(n, tokens)));
+  MoePermuteRows<T>(gperm.get(), gx.get(), grows.get(), n, width, nullptr);
+  MoeScaleRows<T>(gscaled.get(), gperm.get(), gw.get(), gslot.get(), n, width, nullptr);
+  MoeRowDots<T>(gdots.get(), gperm.get(), gb.get(), gslot.get(), n, width, nullptr);
+  MoeUnpermuteAddRows<T>(gcomb.get(), gb.get(), grows.get(), n, tokens, width, scratch.get(),
+                         nullptr);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(AsDouble(gperm.Download()), permuted);  // copies, exactly
+  EXPECT_LT(Nmse(AsDouble(gscaled.Download()), scaled), testing::kTolOnce<T>);
+  EXPECT_LT(Nmse(AsDouble(gdots.Download()), dots), 1e-10);  // fp32 sums of the stored values
+  EXPECT_LT(Nmse(AsDouble(gcomb.Download()), combined), testing::kTolOnce<T>);
+}
+
+}  // namespace
+}  // namespace ptdp::cuda_kernels
