@@ -234,8 +234,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
     if (!out.empty()) out += '/';
     out += feature;
   };
-  // A mixture of experts runs (runtime/model/moe_layer.h) but for these of it.
-  add(moe_shared_gate, "moe_shared_gate");
   add(IsMla(), "mla");
   add(mtp_layers > 0, "mtp");
   return out;

@@ -321,6 +321,18 @@ __global__ void RowDots(float* out, const T* a, const T* b, const int32_t* slot,
   if (lane == 0) out[slot[row]] = s;
 }
 
+template <typename T>
+__global__ void GateSigmoid(float* gate, const T* logit, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) gate[i] = 1.0f / (1.0f + expf(-ToFloat(logit[i])));
+}
+
+template <typename T>
+__global__ void GateSigmoidBackward(T* dlogit, const float* gate, const float* dgate, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dlogit[i] = FromFloat<T>(dgate[i] * gate[i] * (1.0f - gate[i]));
+}
+
 unsigned RowBlocks(int64_t rows) {
   return static_cast<unsigned>((rows + kThreads - 1) / kThreads);
 }
@@ -423,6 +435,21 @@ void MoeRowDots(float* out, const T* a, const T* b, const int32_t* slot, int64_t
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
+template <typename T>
+void MoeGateSigmoid(float* gate, const T* logit, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GateSigmoid<T><<<RowBlocks(n), kThreads, 0, stream>>>(gate, logit, n);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T>
+void MoeGateSigmoidBackward(T* dlogit, const float* gate, const float* dgate, int64_t n,
+                            cudaStream_t stream) {
+  if (n == 0) return;
+  GateSigmoidBackward<T><<<RowBlocks(n), kThreads, 0, stream>>>(dlogit, gate, dgate, n);
+  PTDP_CUDA_CHECK(cudaGetLastError());
+}
+
 #define PTDP_MOE_INSTANTIATE(T)                                                                  \
   template void MoePermuteRows<T>(T*, const T*, const int32_t*, int64_t, int64_t, cudaStream_t); \
   template void MoeUnpermuteAddRows<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t,  \
@@ -430,7 +457,9 @@ void MoeRowDots(float* out, const T* a, const T* b, const int32_t* slot, int64_t
   template void MoeScaleRows<T>(T*, const T*, const float*, const int32_t*, int64_t, int64_t,    \
                                 cudaStream_t);                                                   \
   template void MoeRowDots<T>(float*, const T*, const T*, const int32_t*, int64_t, int64_t,      \
-                              cudaStream_t);
+                              cudaStream_t);                                                     \
+  template void MoeGateSigmoid<T>(float*, const T*, int64_t, cudaStream_t);                      \
+  template void MoeGateSigmoidBackward<T>(T*, const float*, const float*, int64_t, cudaStream_t);
 PTDP_MOE_INSTANTIATE(float)
 PTDP_MOE_INSTANTIATE(bf16)
 #undef PTDP_MOE_INSTANTIATE

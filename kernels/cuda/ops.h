@@ -323,6 +323,12 @@ void MoeScaleRows(T* out, const T* in, const float* weight, const int32_t* slot,
 template <typename T>
 void MoeRowDots(float* out, const T* a, const T* b, const int32_t* slot, int64_t n, int64_t width,
                 cudaStream_t stream);
+// The shared expert's gate: gate = sigmoid(logit) (fp32), dlogit = dgate gate (1 - gate).
+template <typename T>
+void MoeGateSigmoid(float* gate, const T* logit, int64_t n, cudaStream_t stream);
+template <typename T>
+void MoeGateSigmoidBackward(T* dlogit, const float* gate, const float* dgate, int64_t n,
+                            cudaStream_t stream);
 
 // ---- Elementwise -----------------------------------------------------------------------------
 // out = in converted (round to nearest even): float <-> bf16, float <-> fp16.

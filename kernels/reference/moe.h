@@ -213,4 +213,19 @@ void MoeRowDots(W* out, const T* a, const T* b, const int32_t* slot, int64_t n, 
   }
 }
 
+// The shared expert's gate (Qwen2-MoE's shared_expert_gate, Megatron-Core's
+// --moe-shared-expert-gate): gate[i] = sigmoid(logit[i]) in the wide type W, and its backward
+// dlogit[i] = dgate[i] gate[i] (1 - gate[i]).
+template <typename T, typename W>
+void MoeGateSigmoid(W* gate, const T* logit, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = W(1.0 / (1.0 + std::exp(-double(logit[i]))));
+}
+template <typename T, typename W>
+void MoeGateSigmoidBackward(T* dlogit, const W* gate, const W* dgate, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = double(gate[i]);
+    dlogit[i] = T(double(dgate[i]) * g * (1.0 - g));
+  }
+}
+
 }  // namespace ptdp::kernels

@@ -132,4 +132,24 @@ Status CpuOps::MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, 
   });
 }
 
+Status CpuOps::MoeGateSigmoid(TensorRef gate, ConstRef logit, int64_t n) {
+  return Dispatch(logit.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> li(logit);
+    Out<T> o(gate, false);
+    k::MoeGateSigmoid(o.get(), li.get(), n);
+    return Status::Ok();
+  });
+}
+
+Status CpuOps::MoeGateSigmoidBackward(TensorRef dlogit, ConstRef gate, ConstRef dgate, int64_t n) {
+  return Dispatch(dlogit.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    In<T> gi(gate), di(dgate);
+    Out<T> o(dlogit, false);
+    k::MoeGateSigmoidBackward(o.get(), gi.get(), di.get(), n);
+    return Status::Ok();
+  });
+}
+
 }  // namespace ptdp::runtime

@@ -138,6 +138,15 @@ class GuardOps final : public Ops {
     GuardWindow open(state_.get());
     return inner_->MoeRowDots(out, a, b, slot, n, width);
   }
+  Status MoeGateSigmoid(TensorRef gate, ConstRef logit, int64_t n) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeGateSigmoid(gate, logit, n);
+  }
+  Status MoeGateSigmoidBackward(TensorRef dlogit, ConstRef gate, ConstRef dgate,
+                                int64_t n) override {
+    GuardWindow open(state_.get());
+    return inner_->MoeGateSigmoidBackward(dlogit, gate, dgate, n);
+  }
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override {
     GuardWindow open(state_.get());
     return inner_->SwigluForward(out, in, count);

@@ -251,6 +251,15 @@ class Ops {
                             int64_t /*n*/, int64_t /*width*/) {
     return ArchUnsupported("moe_experts");
   }
+  // The shared expert's gate (model.moe_shared_gate): gate [n] (wide) = sigmoid(logit [n]), and
+  // dlogit [n] (overwritten) = dgate gate (1 - gate).
+  virtual Status MoeGateSigmoid(TensorRef /*gate*/, ConstRef /*logit*/, int64_t /*n*/) {
+    return ArchUnsupported("moe_shared_gate");
+  }
+  virtual Status MoeGateSigmoidBackward(TensorRef /*dlogit*/, ConstRef /*gate*/, ConstRef /*dgate*/,
+                                        int64_t /*n*/) {
+    return ArchUnsupported("moe_shared_gate");
+  }
   // ---- Squared ReLU (model.squared_relu; Nemotron-4's MLP): out [count] = relu(in)^2; the
   // backward writes din [count] = 2 relu(in) dout.
   virtual Status SquaredReluForward(TensorRef /*out*/, ConstRef /*in*/, int64_t /*count*/) {

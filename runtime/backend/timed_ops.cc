@@ -189,6 +189,17 @@ Status TimedOps::MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot
                [&] { return inner_->MoeRowDots(out, a, b, slot, n, width); });
 }
 
+Status TimedOps::MoeGateSigmoid(TensorRef gate, ConstRef logit, int64_t n) {
+  return Timed("MoeGateSigmoid " + Dims({n}),
+               [&] { return inner_->MoeGateSigmoid(gate, logit, n); });
+}
+
+Status TimedOps::MoeGateSigmoidBackward(TensorRef dlogit, ConstRef gate, ConstRef dgate,
+                                        int64_t n) {
+  return Timed("MoeGateSigmoidBackward " + Dims({n}),
+               [&] { return inner_->MoeGateSigmoidBackward(dlogit, gate, dgate, n); });
+}
+
 Status TimedOps::SwigluForward(TensorRef out, ConstRef in, int64_t count) {
   return Timed("SwigluForward " + Dims({count}),
                [&] { return inner_->SwigluForward(out, in, count); });

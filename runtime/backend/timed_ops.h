@@ -82,6 +82,9 @@ class TimedOps final : public Ops {
                       int64_t width) override;
   Status MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, int64_t n,
                     int64_t width) override;
+  Status MoeGateSigmoid(TensorRef gate, ConstRef logit, int64_t n) override;
+  Status MoeGateSigmoidBackward(TensorRef dlogit, ConstRef gate, ConstRef dgate,
+                                int64_t n) override;
   Status SwigluForward(TensorRef out, ConstRef in, int64_t count) override;
   Status SwigluBackward(TensorRef din, ConstRef in, ConstRef dout, int64_t count) override;
   Status SquaredReluForward(TensorRef out, ConstRef in, int64_t count) override;

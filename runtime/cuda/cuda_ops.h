@@ -104,6 +104,9 @@ class CudaOps final : public Ops {
                       int64_t width) override;
   Status MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot, int64_t n,
                     int64_t width) override;
+  Status MoeGateSigmoid(TensorRef gate, ConstRef logit, int64_t n) override;
+  Status MoeGateSigmoidBackward(TensorRef dlogit, ConstRef gate, ConstRef dgate,
+                                int64_t n) override;
   Status RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const RopeSpec& rope,
                          bool inverse) override;
   Status QkNormForward(TensorRef qkv, TensorRef qk_in, TensorRef rstd, ConstRef q_w, ConstRef k_w,

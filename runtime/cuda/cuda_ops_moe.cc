@@ -122,4 +122,20 @@ Status CudaOps::MoeRowDots(TensorRef out, ConstRef a, ConstRef b, ConstRef slot,
   });
 }
 
+Status CudaOps::MoeGateSigmoid(TensorRef gate, ConstRef logit, int64_t n) {
+  return ForCompute(logit.dtype, "MoeGateSigmoid", [&](auto tag) {
+    using T = decltype(tag);
+    ck::MoeGateSigmoid<T>(P<float>(gate), P<T>(logit), n, stream_);
+    return Status::Ok();
+  });
+}
+
+Status CudaOps::MoeGateSigmoidBackward(TensorRef dlogit, ConstRef gate, ConstRef dgate, int64_t n) {
+  return ForCompute(dlogit.dtype, "MoeGateSigmoidBackward", [&](auto tag) {
+    using T = decltype(tag);
+    ck::MoeGateSigmoidBackward<T>(P<T>(dlogit), P<float>(gate), P<float>(dgate), n, stream_);
+    return Status::Ok();
+  });
+}
+
 }  // namespace ptdp::runtime::cuda

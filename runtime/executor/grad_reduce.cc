@@ -280,7 +280,8 @@ int64_t Trainer::GradElementsInFlight() const {
 namespace {
 // Whether each tensor rank holds only a part of p's gradient: a replicated tensor that acts on the
 // rank's own rows under sequence parallelism (but the position embedding, whose gradient comes
-// from the gathered rows), or the QK norm's weights, which act on the rank's own heads.
+// from the gathered rows), the QK norm's weights, which act on the rank's own heads, or a shared
+// expert's gate, whose gradient each rank takes from its own features.
 bool GradIsPartialOverTensorGroup(const ParamTensor& p, bool sequence_parallel) {
   if (p.sharding != Sharding::kReplicated) return false;
   const auto ends_with = [&](std::string_view tail) {
@@ -290,6 +291,8 @@ bool GradIsPartialOverTensorGroup(const ParamTensor& p, bool sequence_parallel) 
   // (Multi-latent attention's latent norm is also attn.q_norm.weight, on whole latent rows; the
   // runtime refuses MLA, and executing it must tell the two apart here.)
   if (ends_with("attn.q_norm.weight") || ends_with("attn.k_norm.weight")) return true;
+  // The shared expert's gate: each tensor rank's gradient is from its own fs / t features.
+  if (ends_with("moe.shared.gate.weight")) return true;
   return sequence_parallel && p.name != "embedding.position";
 }
 }  // namespace

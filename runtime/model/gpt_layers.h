@@ -130,6 +130,7 @@ struct LayerWeights {
   ConstRef router_w;
   std::vector<ConstRef> expert_fc1, expert_fc2;
   ConstRef shared_fc1, shared_fc2;  // a mixture's shared expert (model.moe_shared_ffn_hidden)
+  ConstRef shared_gate;             // its gate [1][h] (model.moe_shared_gate), or empty
 };
 struct LayerGrads {
   TensorRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
@@ -138,6 +139,7 @@ struct LayerGrads {
   TensorRef router_w;
   std::vector<TensorRef> expert_fc1, expert_fc2;
   TensorRef shared_fc1, shared_fc2;
+  TensorRef shared_gate;
 };
 
 // What a layer keeps for its backward: core/shapes.h LayerActivations, entry by entry. With full

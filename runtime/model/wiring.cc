@@ -37,7 +37,7 @@ void Indices(const ParamStore& s, int chunk, int layer, int out[kSlotCount]) {
 struct ExpertIndices {
   int router = -1;
   std::vector<int> fc1, fc2;
-  int shared_fc1 = -1, shared_fc2 = -1;  // the shared expert's, if any
+  int shared_fc1 = -1, shared_fc2 = -1, shared_gate = -1;  // the shared expert's, if any
 };
 ExpertIndices ExpertsOf(const ParamStore& s, int chunk, int layer) {
   const std::string p = "layer" + std::to_string(layer) + ".moe.";
@@ -46,6 +46,7 @@ ExpertIndices ExpertsOf(const ParamStore& s, int chunk, int layer) {
   if (x.router < 0) return x;
   x.shared_fc1 = s.Find(chunk, p + "shared.fc1.weight");
   x.shared_fc2 = s.Find(chunk, p + "shared.fc2.weight");
+  x.shared_gate = s.Find(chunk, p + "shared.gate.weight");
   const std::string expert = p + "expert";
   auto has_suffix = [](const std::string& name, const std::string& suffix) {
     return name.size() >= suffix.size() &&
@@ -69,13 +70,14 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
   Indices(s, chunk, layer, at);
   auto w = [&](int k) { return at[k] >= 0 ? s.weight(at[k]) : ConstRef{}; };
   LayerWeights lw{w(0),  w(1),  w(2),  w(3),  w(4), w(5), w(6), w(7), w(8), w(9),
-                  w(10), w(11), w(12), w(13), {},   {},   {},   {},   {}};
+                  w(10), w(11), w(12), w(13), {},   {},   {},   {},   {},   {}};
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lw.router_w = s.weight(x.router);
   for (int i : x.fc1) lw.expert_fc1.push_back(s.weight(i));
   for (int i : x.fc2) lw.expert_fc2.push_back(s.weight(i));
   if (x.shared_fc1 >= 0) lw.shared_fc1 = s.weight(x.shared_fc1);
   if (x.shared_fc2 >= 0) lw.shared_fc2 = s.weight(x.shared_fc2);
+  if (x.shared_gate >= 0) lw.shared_gate = s.weight(x.shared_gate);
   return lw;
 }
 
@@ -84,13 +86,14 @@ LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
   Indices(s, chunk, layer, at);
   auto g = [&](int k) { return at[k] >= 0 ? s.grad(at[k]) : TensorRef{}; };
   LayerGrads lg{g(0),  g(1),  g(2),  g(3),  g(4), g(5), g(6), g(7), g(8), g(9),
-                g(10), g(11), g(12), g(13), {},   {},   {},   {},   {}};
+                g(10), g(11), g(12), g(13), {},   {},   {},   {},   {},   {}};
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lg.router_w = s.grad(x.router);
   for (int i : x.fc1) lg.expert_fc1.push_back(s.grad(i));
   for (int i : x.fc2) lg.expert_fc2.push_back(s.grad(i));
   if (x.shared_fc1 >= 0) lg.shared_fc1 = s.grad(x.shared_fc1);
   if (x.shared_fc2 >= 0) lg.shared_fc2 = s.grad(x.shared_fc2);
+  if (x.shared_gate >= 0) lg.shared_gate = s.grad(x.shared_gate);
   return lg;
 }
 

@@ -159,5 +159,23 @@ TYPED_TEST(CudaMoeRows, PermuteScaleDotsAndCombine) {
   EXPECT_LT(Nmse(AsDouble(gcomb.Download()), combined), testing::kTolOnce<T>);
 }
 
+TYPED_TEST(CudaMoeRows, SharedExpertGate) {
+  using T = TypeParam;
+  constexpr int64_t n = 333;
+  const auto logit = Store<T>(RandomVector(n, 51, 4.0));
+  const std::vector<float> dgate = Store<float>(RandomVector(n, 52));
+  const auto ld = AsDouble(logit), dd = AsDouble(dgate);
+  std::vector<double> gate(n), dlogit(n);
+  kernels::MoeGateSigmoid(gate.data(), ld.data(), n);
+  kernels::MoeGateSigmoidBackward(dlogit.data(), gate.data(), dd.data(), n);
+  DeviceBuffer<T> gl(logit), gdl(n);
+  DeviceBuffer<float> gg(n), gd(dgate);
+  MoeGateSigmoid<T>(gg.get(), gl.get(), n, nullptr);
+  MoeGateSigmoidBackward<T>(gdl.get(), gg.get(), gd.get(), n, nullptr);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_LT(Nmse(AsDouble(gg.Download()), gate), 1e-12);
+  EXPECT_LT(Nmse(AsDouble(gdl.Download()), dlogit), testing::kTolOnce<T>);
+}
+
 }  // namespace
 }  // namespace ptdp::cuda_kernels

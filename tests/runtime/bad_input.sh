@@ -27,12 +27,11 @@ case "$case" in
   param_gather)  # --overlap-param-gather without the distributed optimizer: nothing to gather
                extra=(--overlap-param-gather)
                expect="[-]-overlap-param-gather: needs layout.distributed_optimizer" ;;
-  moe)         # a shared expert with Qwen2-MoE's sigmoid gate: planned, refused by name (the runtime
-               # executes the mixture and its shared expert, runtime/model/moe_layer.h, not the gate)
-               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "moe_experts": 4, "moe_topk": 2, "moe_shared_ffn_hidden": 64, "moe_shared_gate": true, "swiglu": true, "linear_bias": false/' "$dir/plan.json"
-               grep -q '"moe_experts": 4' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+  mtp)         # multi-token prediction (DeepSeek-V3's prediction depths): planned, refused by name
+               sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "mtp_layers": 1/' "$dir/plan.json"
+               grep -q '"mtp_layers": 1' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="model tiny: the runtime does not execute moe_shared_gate yet" ;;
+               expect="model tiny: the runtime does not execute mtp yet" ;;
   layernorm_1p)  # LayerNorm1P runs on LayerNorm; beside RMSNorm it is planned, refused by name
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "layernorm_1p": true, "rmsnorm": true/' "$dir/plan.json"
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

@@ -95,6 +95,7 @@ struct LlamaParams {
             {},
             {},
             {},
+            {},
             {}};
   }
   LayerGrads G() {
@@ -112,6 +113,7 @@ struct LlamaParams {
             {},
             qk ? M(q_norm_w) : TensorRef{},
             qk ? M(k_norm_w) : TensorRef{},
+            {},
             {},
             {},
             {},

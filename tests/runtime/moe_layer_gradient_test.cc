@@ -47,7 +47,8 @@ struct MoeParams {
   Vec ln1_w, qkv_w, proj_w, ln2_w, router_w;
   std::vector<Vec> fc1, fc2;
   Vec shared_fc1, shared_fc2;  // with d.shared_f_local > 0
-  MoeParams(const LayerDims& d, int experts, bool alike = false) {
+  Vec shared_gate;             // with a gate too
+  MoeParams(const LayerDims& d, int experts, bool alike = false, bool gate = false) {
     const int64_t h = d.h, f = d.expert_f_local;
     ln1_w = Random(h, 1, 0.2);
     ln2_w = Random(h, 5, 0.2);
@@ -64,6 +65,7 @@ struct MoeParams {
     if (d.shared_f_local > 0) {
       shared_fc1 = Random(2 * d.shared_f_local * h, 41, 0.3);
       shared_fc2 = Random(h * d.shared_f_local, 42, 0.3);
+      if (gate) shared_gate = Random(h, 43, 0.5);
     }
   }
   LayerWeights W() const {
@@ -78,6 +80,7 @@ struct MoeParams {
       w.expert_fc2.push_back(C(fc2[e]));
     }
     if (!shared_fc1.empty()) w.shared_fc1 = C(shared_fc1), w.shared_fc2 = C(shared_fc2);
+    if (!shared_gate.empty()) w.shared_gate = C(shared_gate);
     return w;
   }
   LayerGrads G() {
@@ -92,10 +95,12 @@ struct MoeParams {
       g.expert_fc2.push_back(M(fc2[e]));
     }
     if (!shared_fc1.empty()) g.shared_fc1 = M(shared_fc1), g.shared_fc2 = M(shared_fc2);
+    if (!shared_gate.empty()) g.shared_gate = M(shared_gate);
     return g;
   }
   void Zero() {
-    for (Vec* v : {&ln1_w, &qkv_w, &proj_w, &ln2_w, &router_w, &shared_fc1, &shared_fc2})
+    for (Vec* v :
+         {&ln1_w, &qkv_w, &proj_w, &ln2_w, &router_w, &shared_fc1, &shared_fc2, &shared_gate})
       std::fill(v->begin(), v->end(), 0.0);
     for (auto* vs : {&fc1, &fc2}) {
       for (Vec& v : *vs) std::fill(v.begin(), v.end(), 0.0);
@@ -137,7 +142,7 @@ double ZLoss(const LayerCtx& c, const LayerStash& st) {
 }
 
 void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int groups = 0,
-                  double zloss = 0, bool pre_softmax = false) {
+                  double zloss = 0, bool pre_softmax = false, bool shared_gate = false) {
   CpuDevice dev;
   LayerCtx c = MoeCtx(&dev, dropout);
   c.arch.moe_router_pre_softmax = pre_softmax;
@@ -147,7 +152,7 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   c.arch.moe_router_groups = groups;
   c.arch.moe_router_group_topk = groups > 0 ? 1 : 0;
   const int64_t nh = c.d.N() * c.d.h;
-  MoeParams p(c.d, kExperts);
+  MoeParams p(c.d, kExperts, false, shared_gate);
   Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
   auto objective = [&]() {
     LayerStash st;
@@ -159,7 +164,7 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
   };
-  MoeParams g(c.d, kExperts);
+  MoeParams g(c.d, kExperts, false, shared_gate);
   g.Zero();
   LayerStash st;
   ASSERT_TRUE(AllocLayerInput(c, &st).ok());
@@ -211,6 +216,7 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
     CheckGrad("shared.fc1.weight", p.shared_fc1, g.shared_fc1, objective);
     CheckGrad("shared.fc2.weight", p.shared_fc2, g.shared_fc2, objective);
   }
+  if (shared_gate) CheckGrad("shared.gate.weight", p.shared_gate, g.shared_gate, objective);
   CheckGrad("qkv.weight", p.qkv_w, g.qkv_w, objective);
   CheckGrad("ln1.weight", p.ln1_w, g.ln1_w, objective);
 }
@@ -224,6 +230,11 @@ TEST(MoeLayerGradient, LayerWithDropoutMatchesFiniteDifferences) {
 // With a shared expert of 5 features (DeepSeek's kind: no gate) beside the routed ones.
 TEST(MoeLayerGradient, SharedExpertMatchesFiniteDifferences) {
   MoeLayerCase(0.2, 0.0, 5);
+}
+// With Qwen2-MoE's gate on the shared expert (sigmoid of x . w_gate per token), with dropout and
+// pre-softmax routing (Qwen2-MoE's norm_topk_prob false).
+TEST(MoeLayerGradient, GatedSharedExpertMatchesFiniteDifferences) {
+  MoeLayerCase(0.2, 0.0, 5, 0, 0.0, true, true);
 }
 // Group-limited routing: 2 groups of 2 experts, each token's 2 from its best group (with the
 // auxiliary loss, whose counts follow the limited choice).

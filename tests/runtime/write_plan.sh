@@ -16,7 +16,7 @@
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
 # PTDP_TEST_EP (default 1) goes into layout.ep (expert parallelism; a mixture of experts).
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | qwen2moe, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
@@ -31,7 +31,10 @@
 # layer: 4 SwiGLU experts of 48 features, top 2 (moe_dense_layers 1; needs sequence parallelism
 # with tp > 1); dsmoe the same with DeepSeek's kind of mixture: a shared expert of 32 features (no
 # gate), group-limited routing (2 groups of 2 experts, each token's 2 from its best group) and
-# pre-softmax routing (DeepSeek-V2's: the top 2's full-softmax values, unrenormalised).
+# pre-softmax routing (DeepSeek-V2's: the top 2's full-softmax values, unrenormalised); qwen2moe
+# Qwen2-MoE's kind: the Llama-style model with the QKV bias (no QK norms), the mixture after one
+# dense layer, a shared expert of 32 features with its sigmoid gate, pre-softmax routing
+# (norm_topk_prob false).
 set -euo pipefail
 ptdp=$1
 shift
@@ -52,7 +55,7 @@ modules=""
 gpus=$((tp * pp * dp * cp))
 arch=""
 case "${PTDP_TEST_ARCH:-gpt}" in
-  llama | llama_mha | partial | window | moe | dsmoe)
+  llama | llama_mha | partial | window | moe | dsmoe | qwen2moe)
     kv=2
     [ "$PTDP_TEST_ARCH" = llama_mha ] && kv=4
     arch=", \"kv_heads\": $kv, \"swiglu\": true, \"ffn_hidden\": 176,
@@ -66,6 +69,9 @@ case "${PTDP_TEST_ARCH:-gpt}" in
             \"qk_norm\": true"
     [ "$PTDP_TEST_ARCH" = dsmoe ] && arch="$arch, \"moe_shared_ffn_hidden\": 32,
             \"moe_router_groups\": 2, \"moe_router_group_topk\": 1, \"moe_router_pre_softmax\": true"
+    [ "$PTDP_TEST_ARCH" = qwen2moe ] && arch="$arch, \"moe_experts\": 4, \"moe_topk\": 2,
+            \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 32,
+            \"moe_shared_gate\": true, \"moe_router_pre_softmax\": true, \"qkv_bias\": true"
     true ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
