@@ -330,8 +330,10 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   r.Optional("tie_word_embeddings", &m->tied_embeddings);
   m->swiglu = m->rmsnorm = m->rotary = true;
   m->linear_bias = false;
-  // Qwen2's (and Qwen2-MoE's) q, k, v carry biases.
+  // Qwen2's (and Qwen2-MoE's) q, k, v carry biases; Qwen2-MoE's config may say so (qkv_bias,
+  // transformers' default true).
   m->qkv_bias = std::string(family.model_type).rfind("qwen2", 0) == 0;
+  if (std::string(family.model_type) == "qwen2_moe") r.Optional("qkv_bias", &m->qkv_bias);
   m->qk_norm = std::string(family.model_type).rfind("qwen3", 0) == 0;
   RefuseUnless(r, "hidden_act", "silu", "an activation other than SiLU (SwiGLU)");
   RefuseUnless(r, "attention_bias", false, "a bias on the attention projections");

@@ -1,5 +1,5 @@
 // `ptdp export --checkpoint DIR --to
-// hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron|hf-qwen3-moe|hf-mixtral
+// hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron|hf-qwen3-moe|hf-mixtral|hf-qwen2-moe
 // [--dtype bf16]
 // [--max-shard-size 5GB] OUT`: a checkpoint (any layout) as a Hugging Face folder (config.json and
 // the weights, one file or shards with their index) that transformers loads.
@@ -196,11 +196,11 @@ void RegisterExport(CLI::App& app, int* exit_code) {
                   "the format: hf-gpt2 (GPT2LMHeadModel), hf-llama (LlamaForCausalLM), "
                   "hf-qwen2 (Qwen2ForCausalLM), hf-qwen3 (Qwen3ForCausalLM), hf-mistral "
                   "(MistralForCausalLM: Llama's with a sliding window), hf-nemotron "
-                  "(NemotronForCausalLM), hf-qwen3-moe (Qwen3MoeForCausalLM) or hf-mixtral "
-                  "(MixtralForCausalLM)")
+                  "(NemotronForCausalLM), hf-qwen3-moe (Qwen3MoeForCausalLM), hf-mixtral "
+                  "(MixtralForCausalLM) or hf-qwen2-moe (Qwen2MoeForCausalLM)")
       ->required()
       ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
-                             "hf-nemotron", "hf-qwen3-moe", "hf-mixtral"}));
+                             "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe"}));
   cmd->add_option("--dtype", dtype,
                   "the weights' type: fp32 (default) or bf16 (rounded to nearest even)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
@@ -220,6 +220,7 @@ void RegisterExport(CLI::App& app, int* exit_code) {
                           : to == "hf-nemotron"  ? runtime::HfFormat::kNemotron
                           : to == "hf-qwen3-moe" ? runtime::HfFormat::kQwen3Moe
                           : to == "hf-mixtral"   ? runtime::HfFormat::kMixtral
+                          : to == "hf-qwen2-moe" ? runtime::HfFormat::kQwen2Moe
                                                  : runtime::HfFormat::kGpt2;
       runtime::HfExportOptions options;
       options.format = format;

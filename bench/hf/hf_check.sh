@@ -49,6 +49,11 @@
 #                   logits and loss against ptdp's
 #  19. qwen3-moe-pre  check 17's model with pre-softmax routing (moe_router_pre_softmax: the top
 #                   2's full-softmax values, unrenormalised), exported with norm_topk_prob false
+#  20. qwen2-moe    a Qwen2-MoE-style model (Qwen2's bias on q, k and v; one dense layer, then 4
+#                   experts of 48, top 2, beside a shared expert of 32 with its sigmoid gate;
+#                   norm_topk_prob false) trained 20 steps at t2 p2 with sequence parallelism,
+#                   exported with `--to hf-qwen2-moe`: Qwen2MoeForCausalLM's logits and loss
+#                   against ptdp's; then read back (--init-from, lr 0) and exported byte for byte
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -294,6 +299,23 @@ layout=', "sequence_parallel": true'
 export_check qwen3moepre hf-qwen3-moe 64 176
 grep -q '"norm_topk_prob": false' exported-qwen3moepre/config.json ||
   die "check 19's config.json has no norm_topk_prob false"
+echo "== 20. qwen2-moe: a Qwen2-MoE-style model (gated shared expert) trained at t2 p2, exported, loaded by Qwen2MoeForCausalLM"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
+           \"linear_bias\": false, \"qkv_bias\": true, \"rotary_base\": 1000000,
+           \"norm_eps\": 1e-6, \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48,
+           \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 32, \"moe_shared_gate\": true,
+           \"moe_router_pre_softmax\": true"
+layout=', "sequence_parallel": true'
+export_check qwen2moe hf-qwen2-moe 64 176
+train 4 qwen2moe --steps 1 --init-from exported-qwen2moe --lr 0 --min-lr 0 --save ck-qwen2moe-back
+"$ptdp" export --checkpoint ck-qwen2moe-back --to hf-qwen2-moe back-qwen2moe > /dev/null ||
+  die "export of the read-back Qwen2-MoE"
+if cmp -s exported-qwen2moe/model.safetensors back-qwen2moe/model.safetensors; then
+  echo "PASS qwen2-moe round trip: --init-from and export again, byte for byte" | tee -a summary.txt
+else
+  echo "FAIL qwen2-moe round trip: model.safetensors differs" | tee -a summary.txt
+  failed=1
+fi
 layout=
 
 echo "== summary ($work/summary.txt)"

@@ -15,7 +15,10 @@ int64_t ColsOf(const HfTensorSpec& s) {
 
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
   if (m.squared_relu || m.layernorm_1p) return HfLlamaArch::kNemotron;
-  if (m.IsMoe()) return m.qk_norm ? HfLlamaArch::kQwen3Moe : HfLlamaArch::kMixtral;
+  if (m.IsMoe()) {
+    if (m.qk_norm) return HfLlamaArch::kQwen3Moe;
+    return m.HasSharedExpert() ? HfLlamaArch::kQwen2Moe : HfLlamaArch::kMixtral;
+  }
   if (m.qk_norm) return HfLlamaArch::kQwen3;
   if (m.qkv_bias) return HfLlamaArch::kQwen2;
   return m.window_size > 0 ? HfLlamaArch::kMistral : HfLlamaArch::kLlama;
@@ -37,6 +40,8 @@ const char* HfLlamaFormatName(HfLlamaArch a) {
       return "hf-qwen3-moe";
     case HfLlamaArch::kMixtral:
       return "hf-mixtral";
+    case HfLlamaArch::kQwen2Moe:
+      return "hf-qwen2-moe";
   }
   return "?";
 }
@@ -57,6 +62,8 @@ const char* HfLlamaArchName(HfLlamaArch a) {
       return "Qwen3MoeForCausalLM";
     case HfLlamaArch::kMixtral:
       return "MixtralForCausalLM";
+    case HfLlamaArch::kQwen2Moe:
+      return "Qwen2MoeForCausalLM";
   }
   return "?";
 }
@@ -70,14 +77,19 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
   const HfLlamaArch its = HfLlamaArchOf(m);
   if (its != arch) {
     // What the model has that `arch` lacks, or (a plain Llama) what `arch` needs that it lacks.
+    const auto moe = [](HfLlamaArch a) {
+      return a == HfLlamaArch::kQwen3Moe || a == HfLlamaArch::kMixtral ||
+             a == HfLlamaArch::kQwen2Moe;
+    };
+    // Between the mixtures: QK norms make Qwen3-MoE's, a shared expert Qwen2-MoE's.
+    const std::string mixture = m.qk_norm                        ? "it has QK norms"
+                                : arch == HfLlamaArch::kQwen3Moe ? "it has no QK norms"
+                                : arch == HfLlamaArch::kQwen2Moe ? "it has no shared expert"
+                                                                 : "it has a shared expert";
     const std::string has = its == HfLlamaArch::kNemotron
                                 ? "it has Nemotron's squared-ReLU MLP and LayerNorm1P"
-                            : its == HfLlamaArch::kQwen3Moe || its == HfLlamaArch::kMixtral
-                                ? (arch == HfLlamaArch::kQwen3Moe || arch == HfLlamaArch::kMixtral
-                                       ? (m.qk_norm ? "it has QK norms" : "it has no QK norms")
-                                       : "it has a mixture of experts")
-                            : arch == HfLlamaArch::kQwen3Moe || arch == HfLlamaArch::kMixtral
-                                ? "it has no mixture of experts"
+                            : moe(its)  ? (moe(arch) ? mixture : "it has a mixture of experts")
+                            : moe(arch) ? "it has no mixture of experts"
                             : its == HfLlamaArch::kQwen3   ? "it has QK norms"
                             : its == HfLlamaArch::kQwen2   ? "it has a bias on q, k and v alone"
                             : its == HfLlamaArch::kMistral ? "it has a sliding window (window_size)"
@@ -128,14 +140,20 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   }
   if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
   if (m.IsMla() || m.mtp_layers > 0) return bad("it has latent attention or prediction depths");
-  // Qwen3-MoE's mixture (QK norms) or Mixtral's (none): its experts alone (no shared one), a plain
-  // top-k router; Mixtral's on every layer, without a window.
-  if (m.IsMoe() && (m.HasSharedExpert() || m.moe_router_groups > 0 || m.qkv_bias)) {
+  // Qwen3-MoE's mixture (QK norms) or Mixtral's (none): its experts alone, a plain top-k router;
+  // Mixtral's on every layer, without a window. Qwen2-MoE's: a shared expert with its gate
+  // beside them, Qwen2's bias on q, k and v.
+  if (m.IsMoe() && m.moe_router_groups > 0) return bad("its router has groups");
+  if (m.IsMoe() && m.HasSharedExpert() &&
+      (m.qk_norm || !m.moe_shared_gate || !m.qkv_bias || m.window_size > 0)) {
     return bad(
-        "its experts are neither Qwen3-MoE's nor Mixtral's (a shared expert, router groups "
-        "or a bias on q, k and v)");
+        "its shared expert is not Qwen2-MoE's (which has its sigmoid gate, a bias on q, k and v, "
+        "no QK norms and no window)");
   }
-  if (m.IsMoe() && !m.qk_norm &&
+  if (m.IsMoe() && !m.HasSharedExpert() && m.qkv_bias) {
+    return bad("its experts have a bias on q, k and v but no shared expert (Qwen2-MoE's has one)");
+  }
+  if (m.IsMoe() && !m.qk_norm && !m.HasSharedExpert() &&
       (m.HasDenseLayers() || m.window_size > 0 || m.moe_router_pre_softmax)) {
     return bad(
         "its mixture is not Mixtral's (dense layers, a sliding window, or pre-softmax routing); "
@@ -161,8 +179,11 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   OrderedJson j;
   j["architectures"] = {HfLlamaArchName(arch)};
   const bool nemotron = arch == HfLlamaArch::kNemotron;
-  const bool moe = arch == HfLlamaArch::kQwen3Moe, mixtral = arch == HfLlamaArch::kMixtral;
+  const bool qwen2_moe = arch == HfLlamaArch::kQwen2Moe;
+  const bool moe = arch == HfLlamaArch::kQwen3Moe || qwen2_moe;
+  const bool mixtral = arch == HfLlamaArch::kMixtral;
   j["model_type"] = nemotron                        ? "nemotron"
+                    : qwen2_moe                     ? "qwen2_moe"
                     : moe                           ? "qwen3_moe"
                     : mixtral                       ? "mixtral"
                     : arch == HfLlamaArch::kQwen3   ? "qwen3"
@@ -179,7 +200,7 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     j["router_jitter_noise"] = 0.0;
     j["output_router_logits"] = false;
   }
-  if (moe) {  // Qwen3-MoE's: top-k of the softmax, renormalised unless pre-softmax
+  if (moe) {  // Qwen3-MoE's and Qwen2-MoE's: top-k of the softmax, renormalised unless pre-softmax
     j["num_experts"] = m.moe_experts;
     j["num_experts_per_tok"] = m.moe_topk;
     j["moe_intermediate_size"] = m.MoeFfnHidden();
@@ -191,6 +212,10 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     }
     j["mlp_only_layers"] = dense;
     j["output_router_logits"] = false;
+  }
+  if (qwen2_moe) {  // its shared expert (always gated) and Qwen2's bias on q, k and v
+    j["shared_expert_intermediate_size"] = m.moe_shared_ffn_hidden;
+    j["qkv_bias"] = true;
   }
   j["num_attention_heads"] = m.heads;
   j["num_key_value_heads"] = m.KvHeads();
@@ -265,12 +290,24 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
     }
     out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
     out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
-    if (m.IsMoeLayer(l)) {  // Qwen3-MoE's router and experts, or Mixtral's
+    if (m.IsMoeLayer(l)) {  // Qwen3-MoE's or Qwen2-MoE's router and experts, or Mixtral's
       const int64_t fe = m.MoeFfnHidden();
-      const bool mx = !m.qk_norm;
+      const bool mx = HfLlamaArchOf(m) == HfLlamaArch::kMixtral;
       const std::string block = q_ + (mx ? "block_sparse_moe." : "mlp.");
       out.push_back(
           spec(p + "moe.router.weight", block + "gate.weight", {m.moe_experts, h}, L::kSame));
+      if (m.HasSharedExpert()) {  // Qwen2-MoE's, with its gate
+        const int64_t fs = m.moe_shared_ffn_hidden;
+        const std::string hs = block + "shared_expert.";
+        out.push_back(
+            spec(p + "moe.shared.fc1.weight", hs + "gate_proj.weight", {fs, h}, L::kGateProj));
+        out.push_back(
+            spec(p + "moe.shared.fc1.weight", hs + "up_proj.weight", {fs, h}, L::kUpProj));
+        out.push_back(
+            spec(p + "moe.shared.fc2.weight", hs + "down_proj.weight", {h, fs}, L::kSame));
+        out.push_back(spec(p + "moe.shared.gate.weight", block + "shared_expert_gate.weight",
+                           {1, h}, L::kSame));
+      }
       for (int e = 0; e < m.moe_experts; ++e) {
         const std::string pe = p + "moe.expert" + std::to_string(e) + ".";
         const std::string he = block + "experts." + std::to_string(e) + ".";

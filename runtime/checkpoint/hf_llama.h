@@ -26,6 +26,9 @@
 //   model.layers.L.mlp.experts.X.down_proj        layerL.moe.expertX.fc2.weight
 //   model.layers.L.block_sparse_moe.gate.weight   layerL.moe.router.weight (Mixtral's), and
 //   ...block_sparse_moe.experts.X.{w1,w3,w2}      its experts' gate, up and down projections
+//   model.layers.L.mlp.shared_expert.{gate,up,down}_proj  layerL.moe.shared.fc1 (even and odd
+//                                                 rows), .fc2 (Qwen2-MoE's shared expert), and
+//   model.layers.L.mlp.shared_expert_gate.weight  layerL.moe.shared.gate.weight [1, h]
 //   model.norm.weight                             final_ln.weight
 //   lm_head.weight [V, h]                         output.weight (untied models only)
 // Both rotate q and k in halves (rotate_half) by position * rope_theta^(-2e/d), norm with
@@ -49,7 +52,16 @@ namespace ptdp::runtime {
 // (ModelSpec::qkv_bias), Qwen3's QK norms (qk_norm), Mistral's sliding window on every layer
 // (window_size), Nemotron-4's squared-ReLU MLP and LayerNorm1P (squared_relu, layernorm_1p),
 // Llama's none of them.
-enum class HfLlamaArch { kLlama, kQwen2, kQwen3, kMistral, kNemotron, kQwen3Moe, kMixtral };
+enum class HfLlamaArch {
+  kLlama,
+  kQwen2,
+  kQwen3,
+  kMistral,
+  kNemotron,
+  kQwen3Moe,
+  kMixtral,
+  kQwen2Moe
+};
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
 // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM",
 // "NemotronForCausalLM", "Qwen3MoeForCausalLM" (Qwen3's attention with a mixture of experts:
@@ -57,7 +69,7 @@ HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
 // "MixtralForCausalLM" (Llama's attention with a mixture on every layer: no QK norms).
 const char* HfLlamaArchName(HfLlamaArch a);
 // The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
-// "hf-nemotron", "hf-qwen3-moe", "hf-mixtral".
+// "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe".
 const char* HfLlamaFormatName(HfLlamaArch a);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
@@ -73,7 +85,7 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
 inline bool IsHfLlamaFamily(const std::string& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
          model_type == "qwen3" || model_type == "nemotron" || model_type == "qwen3_moe" ||
-         model_type == "mixtral";
+         model_type == "mixtral" || model_type == "qwen2_moe";
 }
 
 // The config.json for `m` (max_position_embeddings = m.seq_len), of HfLlamaArchOf(m).

@@ -552,6 +552,7 @@ Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::str
                            : format == HfFormat::kNemotron ? HfLlamaArch::kNemotron
                            : format == HfFormat::kQwen3Moe ? HfLlamaArch::kQwen3Moe
                            : format == HfFormat::kMixtral  ? HfLlamaArch::kMixtral
+                           : format == HfFormat::kQwen2Moe ? HfLlamaArch::kQwen2Moe
                                                            : HfLlamaArch::kLlama;
   PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, arch, what)
                              : RequireGpt2(model, what));

@@ -84,7 +84,17 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
 // that many bytes each (a larger tensor alone in its file) and model.safetensors.index.json,
 // Hugging Face's sharded form (the other form's files are removed, so that a reader finds one).
 // Each file is written under a temporary name, fsynced and renamed. Returns the bytes written.
-enum class HfFormat { kGpt2, kLlama, kQwen2, kQwen3, kMistral, kNemotron, kQwen3Moe, kMixtral };
+enum class HfFormat {
+  kGpt2,
+  kLlama,
+  kQwen2,
+  kQwen3,
+  kMistral,
+  kNemotron,
+  kQwen3Moe,
+  kMixtral,
+  kQwen2Moe
+};
 struct HfExportOptions {
   HfFormat format = HfFormat::kGpt2;
   bool bf16 = false;

@@ -338,20 +338,9 @@ Status Trainer::Build(ParamInit init) {
   scaler_ = std::make_unique<LossScaler>(opts_.initial_loss_scale, opts_.loss_scale_window,
                                          cfg_.precision == Precision::kFp16);
   const int t = cfg_.tp;
+  dims_ = LayerDimsOf(model_, t, coord_.tp);
   dims_.b = cfg_.mbs;
   dims_.s = model_.seq_len;
-  dims_.h = model_.hidden;
-  dims_.heads = model_.heads;
-  dims_.heads_local = model_.heads / t;
-  dims_.kv_heads_local = model_.KvHeads() / t;
-  dims_.head_dim = model_.HeadDim();
-  dims_.head0 = int64_t(coord_.tp) * dims_.heads_local;
-  dims_.f_local = model_.FfnHidden() / t;
-  dims_.expert_f_local = model_.IsMoe() ? model_.MoeFfnHidden() / t : 0;
-  dims_.shared_f_local = model_.IsMoe() ? model_.moe_shared_ffn_hidden / t : 0;
-  dims_.v_local = PaddedVocab(model_, t) / t;
-  dims_.vocab_begin = int64_t(coord_.tp) * dims_.v_local;
-  dims_.vocab_real = model_.vocab;
   if (cfg_.sequence_parallel) {
     dims_.sp = t;
     dims_.sp_rank = coord_.tp;

@@ -45,18 +45,13 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
 
   LayerCtx c;
   c.dev = dev;
+  // One tensor rank: the widths are the trainer's at t = 1 (LayerDimsOf; the shared expert's was
+  // missing here until 2026-11-30, so `ptdp forward` left it out: make hf-check 20 found it).
+  c.d = LayerDimsOf(m, 1, 0);
   c.d.b = 1;
   c.d.s = S;
-  c.d.h = m.hidden;
-  c.d.heads = m.heads;
-  c.d.heads_local = m.heads;
-  c.d.kv_heads_local = m.KvHeads();
-  c.d.head_dim = m.HeadDim();
   c.arch = ArchOf(m);
-  c.d.f_local = m.FfnHidden();
-  c.d.expert_f_local = m.IsMoe() ? m.MoeFfnHidden() : 0;
-  c.d.v_local = Vp;
-  c.d.vocab_real = V;
+  PTDP_CHECK(c.d.v_local == Vp && c.d.vocab_real == V);
   PTDP_ASSIGN_OR_RETURN(Tensor loss_sum, Tensor::Make(dev, 1, DType::kFp64, MemTag::kWorkspace));
   PTDP_RETURN_IF_ERROR(dev->ops()->Fill(loss_sum.ref(), 0.0));
   ForwardOutput out;

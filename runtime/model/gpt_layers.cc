@@ -8,6 +8,23 @@
 
 namespace ptdp::runtime {
 
+LayerDims LayerDimsOf(const ModelSpec& m, int t, int tp_rank) {
+  LayerDims d;
+  d.h = m.hidden;
+  d.heads = m.heads;
+  d.heads_local = m.heads / t;
+  d.kv_heads_local = m.KvHeads() / t;
+  d.head_dim = m.HeadDim();
+  d.head0 = int64_t(tp_rank) * d.heads_local;
+  d.f_local = m.FfnHidden() / t;
+  d.expert_f_local = m.IsMoe() ? m.MoeFfnHidden() / t : 0;
+  d.shared_f_local = m.IsMoe() ? m.moe_shared_ffn_hidden / t : 0;
+  d.v_local = PaddedVocab(m, t) / t;
+  d.vocab_begin = int64_t(tp_rank) * d.v_local;
+  d.vocab_real = m.vocab;
+  return d;
+}
+
 uint64_t DropoutCtx::Key(const std::string& site) const {
   // The site's hash, mixed with the step so each iteration draws fresh masks.
   return kernels::HashKey(site.c_str()) ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(step + 1));

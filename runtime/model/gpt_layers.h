@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/model.h"
 #include "core/status.h"
 #include "runtime/backend/device.h"
 #include "runtime/comm/communicator.h"
@@ -45,10 +46,9 @@ struct LayerDims {
   // Features per head (ModelSpec::head_dim; Qwen3's 128 at any hidden size); 0: h / heads. The
   // attention's output, the projection's input, is heads_local D wide.
   int64_t head_dim = 0;
-  int64_t f_local = 1;  // MLP inner size / t
-  int64_t expert_f_local = 0;
-  int64_t shared_f_local = 0;  // a mixture's shared expert's inner size / t (0: none)  // a
-                               // mixture's expert inner size / t (the expert tensor group is t)
+  int64_t f_local = 1;         // MLP inner size / t
+  int64_t expert_f_local = 0;  // a mixture's expert inner size / t (the expert tensor group is t)
+  int64_t shared_f_local = 0;  // a mixture's shared expert's inner size / t (0: none)
   int64_t v_local = 1;         // padded vocabulary / t
   int64_t vocab_begin = 0;     // first global vocabulary row of this rank's shard
   int64_t vocab_real = 1;      // unpadded vocabulary: columns >= this are masked
@@ -72,6 +72,10 @@ struct LayerDims {
   int64_t Group() const { return heads_local / KvLocal(); }
   int64_t QkvWidth() const { return (heads_local + 2 * KvLocal()) * D(); }
 };
+
+// The widths of model m's layers on tensor rank tp_rank of t (one place for the trainer and
+// `ptdp forward`); b, s and the sequence and context split are the caller's.
+LayerDims LayerDimsOf(const ModelSpec& m, int t, int tp_rank);
 
 // The layer's architecture (core/model.h ModelSpec): GPT's by default, Llama's with all three.
 struct LayerArch {

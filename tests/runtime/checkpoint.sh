@@ -99,7 +99,7 @@ there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
-    | reshard_cp | reshard_llama | reshard_moe | reshard_ep | ep_distopt | preempt \
+    | reshard_cp | reshard_llama | reshard_moe | reshard_ep | ep_distopt | forward_moe | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -281,6 +281,22 @@ case "$case" in
     PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b
     there_and_back D F "t2 p2 d2 ep2 from the t1 d4 ep2 distributed optimizer's checkpoint" \
       "t1 d4 ep2 distributed optimizer from the t2 p2 d2 ep2 one" ;;
+  forward_moe)
+    # `ptdp forward` of a mixture with Qwen2-MoE's gated shared expert (no dropout): its loss on
+    # step 4's batch from the step-3 checkpoint is training's step-4 loss, so forward computes
+    # what training does (it had left the shared expert out, until 2026-11-30).
+    PTDP_TEST_ARCH=qwen2moe "$here/write_plan.sh" "$ptdp" Q.json 4 0.0 256 16 1 1 1 2 1 1f1b none \
+      true || fail "plan Q"
+    ranks[Q]=1
+    STEPS=4 train Q --stop-at 3 --save fk || { cat Q.out; fail "first part"; }
+    STEPS=4 train Q --load fk --log q.jsonl || { cat Q.out; fail "resumed run"; }
+    "$ptdp" forward --checkpoint fk --data data.bin --step 4 --global-batch 16 > f.out 2>&1 ||
+      { cat f.out; fail "forward of the step-3 checkpoint"; }
+    a=$(sed -n 's/.*loss \([0-9.]*\) nats.*/\1/p' f.out)
+    b=$(grep -o '"step":4,"loss":[^,]*' q.jsonl | cut -d: -f3)
+    echo "step 4: train $b, forward $a"
+    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-6 * b) }' ||
+      fail "forward's loss $a is not train's loss $b at step 4" ;;
   reshard_llama)
     export PTDP_TEST_ARCH=llama
     plan L 2 2 1 1 1f1b

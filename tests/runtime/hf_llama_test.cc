@@ -454,5 +454,65 @@ TEST(HfLlama, MixturesAreQwen3MoeOrMixtral) {
             std::string::npos);
 }
 
+// Qwen2-MoE's folder: Qwen2's bias on q, k and v, the mixture after its mlp_only_layers, and the
+// shared expert beside it (mlp.shared_expert's projections and its sigmoid gate
+// mlp.shared_expert_gate [1, h]); its config reads back to the same model, and a shared expert
+// without the gate or the bias is no class's (`make hf-check` 20 compares the logits).
+TEST(HfLlama, Qwen2MoeHasTheGatedSharedExpert) {
+  ModelSpec m = SmallLlamaModel();
+  m.layers = 3;
+  m.qkv_bias = true;
+  m.moe_experts = 4;
+  m.moe_topk = 2;
+  m.moe_ffn_hidden = 6;
+  m.moe_dense_layers = 1;
+  m.moe_shared_ffn_hidden = 10;
+  m.moe_shared_gate = true;
+  m.moe_router_pre_softmax = true;
+  ASSERT_TRUE(m.Validate("m").ok()) << m.Validate("m").ToString();
+  EXPECT_EQ(HfLlamaArchOf(m), HfLlamaArch::kQwen2Moe);
+  EXPECT_STREQ(HfLlamaFormatName(HfLlamaArch::kQwen2Moe), "hf-qwen2-moe");
+  EXPECT_TRUE(CheckHfLlamaExportable(m, HfLlamaArch::kQwen2Moe, "m").ok());
+  std::vector<std::string> names;
+  for (const HfTensorSpec& t : HfLlamaTensors(m)) names.push_back(t.ptdp + "=" + t.hf);
+  auto has = [&](const std::string& s) {
+    return std::find(names.begin(), names.end(), s) != names.end();
+  };
+  EXPECT_TRUE(
+      has("layer1.moe.shared.fc1.weight=model.layers.1.mlp.shared_expert.gate_proj.weight"));
+  EXPECT_TRUE(
+      has("layer2.moe.shared.fc2.weight=model.layers.2.mlp.shared_expert.down_proj.weight"));
+  EXPECT_TRUE(has("layer2.moe.shared.gate.weight=model.layers.2.mlp.shared_expert_gate.weight"));
+  EXPECT_TRUE(has("layer1.moe.expert0.fc1.weight=model.layers.1.mlp.experts.0.gate_proj.weight"));
+  EXPECT_TRUE(has("layer0.attn.qkv.bias=model.layers.0.self_attn.v_proj.bias"));
+  // Per layer its two norms, q, k, v, o and their three biases (9); the dense layer's gate, up
+  // and down (3); each mixture's router, 4 experts of 3 and the shared expert's 4 (17).
+  EXPECT_EQ(names.size(), size_t(1 + 3 * 9 + 3 + 2 * 17 + 1 + 1));
+  const OrderedJson config = HfLlamaConfigToJson(m);
+  EXPECT_EQ(config["model_type"], "qwen2_moe");
+  EXPECT_EQ(config["shared_expert_intermediate_size"], 10);
+  auto back = HfLlamaConfigFromJson(Json::parse(config.dump()), "cfg.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->model.moe_shared_gate);
+  EXPECT_EQ(back->model.moe_shared_ffn_hidden, 10);
+  EXPECT_TRUE(back->model.qkv_bias);
+  EXPECT_TRUE(CheckHfMatchesModel(*back, m, "cfg.json").ok())
+      << CheckHfMatchesModel(*back, m, "cfg.json").ToString();
+  ModelSpec ungated = m;
+  ungated.moe_shared_gate = false;
+  EXPECT_NE(CheckHfLlamaExportable(ungated, HfLlamaArch::kQwen2Moe, "m")
+                .message()
+                .find("its shared expert is not Qwen2-MoE's"),
+            std::string::npos);
+  ModelSpec mixtral = m;
+  mixtral.moe_shared_ffn_hidden = 0;
+  mixtral.moe_shared_gate = false;
+  mixtral.qkv_bias = false;
+  EXPECT_NE(CheckHfLlamaExportable(mixtral, HfLlamaArch::kQwen2Moe, "m")
+                .message()
+                .find("it has no shared expert"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ptdp::runtime
