@@ -169,12 +169,6 @@ Status ReadArguments(TrainArgs& a, int world_size, Result<PlanFile>* plan) {
     *plan = ReadPlanFile(a.plan);
     if (!plan->ok()) pre = plan->status().WithPrefix("--plan");
   }
-  // --adapt's re-planning keeps the layout's other fields, untried with experts apart.
-  if (pre.ok() && (*plan)->layout.ep > 1 && a.adapt.adapt) {
-    pre = Status::Invalid(
-        "plan: layout.ep: > 1 with --adapt: re-planning a layout of expert "
-        "parallelism is not executed by this runtime yet");
-  }
   if (pre.ok() && !a.memory_limit.empty()) {
     auto b = ParseBytes(a.memory_limit);
     if (!b.ok())

@@ -371,7 +371,8 @@ std::vector<ParallelConfig> RunningShapeCandidates(const PlanFile& running) {
   return Candidates(running, running.layout, StageSplits(running, running.layout));
 }
 
-// The shapes are those `ptdp train` accepts at start: d divides B, a tensor group within a node.
+// The shapes are those `ptdp train` accepts at start: d divides B, a tensor group within a node;
+// a mixture keeps its ep (where d cp holds it) with its experts over the tensor group.
 std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& p) {
   const ParallelConfig& now = p.layout;
   const int world = now.WorldSize() / now.cp;  // the context-parallel size stays
@@ -387,6 +388,9 @@ std::vector<ParallelConfig> OtherShapeCandidates(const PlanFile& p) {
       shape.pp = pp;
       shape.dp = dp;
       shape.sequence_parallel = now.sequence_parallel && tp > 1;  // it needs t > 1
+      // The experts split over the new tensor group, as this runtime runs them (etp = t); the
+      // same ep where the new data group holds it, which Validate checks.
+      shape.etp = 0;
       for (ParallelConfig& c : Candidates(p, shape, PlannerStageSplits(p, shape))) {
         out.push_back(std::move(c));
       }

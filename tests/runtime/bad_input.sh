@@ -52,11 +52,6 @@ case "$case" in
                sed -i 's/"ep": 2,/"ep": 2, "moe_a2a_overlap": true,/' "$dir/plan.json"
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan: layout.moe_a2a_overlap: the combined 1F1B is planned but not executed" ;;
-  moe_ep_adapt)  # expert parallelism with --adapt: refused before the first step
-               PTDP_TEST_ARCH=moe PTDP_TEST_EP=2 \
-                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true
-               extra=(--adapt --monitor-every 1)
-               expect="plan: layout.ep: > 1 with --adapt: re-planning a layout of expert parallelism is not executed" ;;
   program_size)   # the plan's Program must be its layout's: a message size edited by hand
                sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
                grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

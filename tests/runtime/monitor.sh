@@ -162,6 +162,20 @@ case "$case" in
     grep -q '^ monitor steps 4-4 |' run.out || fail "the new trainer's first step is in its window"
     echo "ok: re-planned and switched, losses within 1e-5"
     ;;
+  adapt_moe_ep)
+    # --adapt with expert parallelism: a mixture (PTDP_TEST_ARCH=moe) at t1 p2 d2 ep 2, its rank 2
+    # slowed: re-planned and switched at a step boundary (the experts moved with the layers through
+    # the switch's checkpoint, by their global names), losses within 1e-5 of the unslowed run.
+    export PTDP_TEST_ARCH=moe PTDP_TEST_EP=2
+    "$here/write_plan.sh" "$ptdp" plan.json 4 0.1 256 16 1 2 2 1 1 1f1b none true || fail "plan"
+    train plan.json --steps 6 --log ref.jsonl || { cat run.out; fail "reference run"; }
+    train plan.json --steps 6 --monitor-every 2 --slow-rank 2 --slow-factor 3 --adapt \
+      --adapt-threshold 0 --expect-losses ref.jsonl || { cat run.out; fail "adapted run"; }
+    cat run.out
+    grep -q "^ adapt after step 2: .*: switching" run.out || fail "no re-plan after step 2"
+    grep -q "^ switched after step 2 to .*ep=2" run.out || fail "no switch after step 2 keeping ep 2"
+    echo "ok: re-planned and switched with ep 2, losses within 1e-5"
+    ;;
   adapt_split | adapt_split_guard)
     export NP=2
     guard=()

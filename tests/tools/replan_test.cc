@@ -324,6 +324,31 @@ TEST(Replan, TheBestOtherShapeIsUnevenWithTheHeadsStageLighter) {
   EXPECT_LT(rp->other_step_s, 0.95 * even->other_step_s) << even->other->ToString();
 }
 
+// A mixture at t2 d2 ep 2 (its experts over the tensor group, etp 2): the other shapes keep ep 2
+// where d holds it and split the experts over their own tensor group (etp follows t), as this
+// runtime runs them; so t1 p2 d2 and t1 d4 are among them, and no shape whose d cannot hold ep 2.
+TEST(Replan, OtherShapesOfAMixtureKeepItsExpertParallelism) {
+  const std::string text = R"({"ptdp_plan_version": 2,
+    "model": {"name": "moe", "layers": 4, "hidden": 64, "heads": 4, "seq_len": 32, "vocab": 256,
+              "dropout": 0.0, "swiglu": true, "linear_bias": false, "moe_experts": 4,
+              "moe_topk": 2},
+    "cluster": {"name": "cpu", "gpus": 4, "gpus_per_node": 4},
+    "global_batch": 8,
+    "layout": {"tp": 2, "pp": 1, "dp": 2, "ep": 2, "etp": 2, "mbs": 1, "vp": 1,
+               "schedule": "1f1b", "recompute": "none", "scatter_gather": true,
+               "sequence_parallel": true}})";
+  const PlanFile plan = PlanWithProgram(text);
+  std::set<std::tuple<int, int, int>> shapes;
+  for (const ParallelConfig& c : OtherShapeCandidates(plan)) {
+    ASSERT_TRUE(c.Validate(plan.model).ok()) << c.ToString();
+    EXPECT_EQ(c.ep, 2) << c.ToString();
+    EXPECT_EQ(c.ExpertTp(), c.tp) << c.ToString();
+    EXPECT_EQ(c.dp % 2, 0) << c.ToString();
+    shapes.insert({c.tp, c.pp, c.dp});
+  }
+  EXPECT_TRUE(shapes.count({1, 2, 2}) == 1 && shapes.count({1, 1, 4}) == 1);
+}
+
 // The memory limit still holds for the uneven candidates: a limit one byte under the chosen
 // layout's peak picks another that fits, and a limit nothing fits leaves no other shape.
 TEST(Replan, UnevenOtherShapesKeepTheMemoryLimit) {
