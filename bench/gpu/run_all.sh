@@ -525,7 +525,7 @@ if passed build; then
   elif [ $lean = 1 ]; then
     skip gpu-tests "--lean: nothing tested in this run"
   else
-    stage gpu-tests 150 gpu_tests
+    stage gpu-tests 200 gpu_tests
   fi
   if [ -n "$tests_regex" ]; then
     for s in models tokens profile kernels calibrate adapt; do skip "$s" "--tests"; done
