@@ -49,9 +49,13 @@ bool Divides(const ModelSpec& m, int t) {
          m.Fc1Out() % t == 0 && m.QkvOut() % t == 0 && m.hidden % t == 0;
 }
 
+// (Appended piece by piece: GCC 12 warns, wrongly, -Wrestrict on `"," + std::to_string(...)`.)
 std::string JoinInts(const std::vector<int>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) s += ',';
+    s += std::to_string(v[i]);
+  }
   return s;
 }
 
