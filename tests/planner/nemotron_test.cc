@@ -32,8 +32,10 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(moe.UnexecutedFeatures(), "");  // a mixture runs, with a shared expert too
   moe.moe_shared_ffn_hidden = 1024;
   EXPECT_EQ(moe.UnexecutedFeatures(), "");
-  moe.moe_shared_gate = true;  // Qwen2-MoE's sigmoid gate on it does not
-  EXPECT_EQ(moe.UnexecutedFeatures(), "moe_shared_gate");
+  moe.moe_shared_gate = true;  // Qwen2-MoE's sigmoid gate on it too (since 2026-11-30)
+  EXPECT_EQ(moe.UnexecutedFeatures(), "");
+  moe.mtp_layers = 1;  // prediction depths do not
+  EXPECT_EQ(moe.UnexecutedFeatures(), "mtp");
 }
 
 // Squared ReLU has GeLU's shapes: the same FLOPs.
