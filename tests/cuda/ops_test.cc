@@ -1,146 +1,9 @@
 // CudaOps against CpuOps: every Ops entry on the same inputs, in fp32 and bf16 (label gpu; every
-// test GTEST_SKIP()s when no CUDA device is visible, so it reports SKIPPED, never passed).
-//
-// Tolerance (Tol): both backends read the same 16-bit inputs, compute in fp32 and round each
-// output once, so they differ by the fp32 summation order (at most ~k * 2^-24 of the sum of |terms|
-// for a length-k reduction, bounded here by k * 2^-23 * max|output|) plus, in bf16, one flipped
-// rounding of the output (2^-8 relative: the unit roundoff 2^-9, twice). Attention also rounds its
-// probabilities in the kernel (a second 2^-8 term).
-#include <gtest/gtest.h>
-
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <random>
-#include <string>
-#include <vector>
-
-#include "runtime/backend/cpu_ops.h"
-#include "runtime/backend/device.h"
-#include "runtime/backend/half.h"
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/cuda_ops.h"
+// test GTEST_SKIP()s when no CUDA device is visible, so it reports SKIPPED, never passed). The
+// fixture and the tolerance: ops_fixture.h; the mixture of experts' ops: ops_moe_test.cc.
+#include "tests/cuda/ops_fixture.h"
 
 namespace ptdp::runtime::cuda {
-namespace {
-
-#define PTDP_REQUIRE_GPU()                                                         \
-  do {                                                                             \
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped"; \
-  } while (0)
-
-// One tensor on each backend holding the same values.
-struct Pair {
-  Tensor c, g;
-};
-
-class CudaOpsTest : public ::testing::TestWithParam<DType> {
- protected:
-  void SetUp() override {
-    if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: skipped";
-    auto dev = CudaDevice::Create(0);
-    ASSERT_TRUE(dev.ok()) << dev.status().ToString();
-    gpu_ = std::move(*dev);
-  }
-  DType act() const { return GetParam(); }
-  void LayerNormCase(int64_t c);  // forward and backward against CpuOps at width c
-
-  Pair Make(int64_t n, DType t) {
-    Pair p;
-    auto c = Tensor::Make(&cpu_, n, t, MemTag::kWorkspace);
-    auto g = Tensor::Make(gpu_.get(), n, t, MemTag::kWorkspace);
-    EXPECT_TRUE(c.ok() && g.ok());
-    if (c.ok()) p.c = std::move(*c);
-    if (g.ok()) p.g = std::move(*g);
-    return p;
-  }
-  // Values on both sides (rounded once to t on the host).
-  Pair Put(const std::vector<double>& v, DType t) {
-    Pair p = Make(int64_t(v.size()), t);
-    std::vector<char> bytes(v.size() * size_t(DTypeBytes(t)));
-    if (t == DType::kFp64) {
-      std::memcpy(bytes.data(), v.data(), bytes.size());
-    } else if (t == DType::kI32) {
-      for (size_t i = 0; i < v.size(); ++i) reinterpret_cast<int32_t*>(bytes.data())[i] = int(v[i]);
-    } else if (t == DType::kU8) {
-      for (size_t i = 0; i < v.size(); ++i) bytes[i] = static_cast<char>(v[i]);
-    } else {
-      std::vector<float> f(v.begin(), v.end());
-      if (t == DType::kFp32)
-        std::memcpy(bytes.data(), f.data(), bytes.size());
-      else
-        half::Narrow(bytes.data(), f.data(), int64_t(f.size()), t);
-    }
-    cpu_.Copy(p.c.data(), bytes.data(), Bytes(bytes.size()));
-    gpu_->Copy(p.g.data(), bytes.data(), Bytes(bytes.size()));
-    return p;
-  }
-  Pair Rand(int64_t n, DType t, double lo = -1, double hi = 1) {
-    std::uniform_real_distribution<double> u(lo, hi);
-    std::vector<double> v(static_cast<size_t>(n));
-    for (double& x : v) x = u(rng_);
-    return Put(v, t);
-  }
-  Pair Zeros(int64_t n, DType t) { return Put(std::vector<double>(size_t(n), 0.0), t); }
-  std::vector<double> Get(Device* dev, const Tensor& t) {
-    std::vector<char> bytes(size_t(t.bytes()));
-    dev->Copy(bytes.data(), t.data(), t.bytes());
-    std::vector<double> v(size_t(t.count()));
-    const DType d = t.dtype();
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (d == DType::kFp64)
-        v[i] = reinterpret_cast<double*>(bytes.data())[i];
-      else if (d == DType::kI32)
-        v[i] = reinterpret_cast<int32_t*>(bytes.data())[i];
-      else if (d == DType::kU8)
-        v[i] = static_cast<uint8_t>(bytes[i]);
-    }
-    if (d == DType::kFp32 || d == DType::kBf16 || d == DType::kFp16) {
-      std::vector<float> f(v.size());
-      half::Widen(f.data(), bytes.data(), int64_t(f.size()), d);
-      for (size_t i = 0; i < v.size(); ++i) v[i] = f[i];
-    }
-    return v;
-  }
-  // Runs f(ops, pick) on both backends; pick(Pair&) gives that backend's tensor.
-  template <typename F>
-  void Run(F&& f) {
-    const Status a = f(static_cast<Ops*>(&cpu_ops_), [](Pair& p) -> Tensor& { return p.c; });
-    ASSERT_TRUE(a.ok()) << "cpu: " << a.ToString();
-    const Status b = f(gpu_->ops(), [](Pair& p) -> Tensor& { return p.g; });
-    ASSERT_TRUE(b.ok()) << "cuda: " << b.ToString();
-    ASSERT_TRUE(gpu_->Synchronize().ok());
-  }
-  // |gpu - cpu| <= Tol (see the file comment); k is the longest reduction behind an element.
-  // `abs` adds an absolute term where the GPU rounds an intermediate the CPU keeps in fp32 (the
-  // call sites say which and derive it).
-  void Expect(const Pair& p, int64_t k, const char* what, double extra_rel = 0, double abs = 0) {
-    const std::vector<double> c = Get(&cpu_, p.c), g = Get(gpu_.get(), p.g);
-    double amax = 1e-30;
-    for (double x : c) amax = std::max(amax, std::fabs(x));
-    const bool narrow = p.c.dtype() == DType::kBf16 || p.c.dtype() == DType::kFp16;
-    const double rel = (narrow ? 2.0 / 256 : 0.0) + extra_rel;
-    for (size_t i = 0; i < c.size(); ++i) {
-      const double tol =
-          rel * std::fabs(c[i]) + (double(k) * 0x1p-23 + rel * 0.01) * amax + abs + 1e-30;
-      ASSERT_NEAR(g[i], c[i], tol) << what << " element " << i << " of " << c.size();
-    }
-  }
-  bool bf16() const { return act() == DType::kBf16; }
-  double MaxAbs(const Pair& p) {
-    double m = 0;
-    for (double x : Get(&cpu_, p.c)) m = std::max(m, std::fabs(x));
-    return m;
-  }
-  void ExpectEqual(const Pair& p, const char* what) {
-    EXPECT_EQ(Get(&cpu_, p.c), Get(gpu_.get(), p.g)) << what;
-  }
-
-  CpuDevice cpu_;
-  CpuOps cpu_ops_;
-  std::unique_ptr<CudaDevice> gpu_;
-  std::mt19937_64 rng_{12345};
-};
 
 // c = 96 and 1000 take the 16-byte pack kernels (runtime/cuda/layernorm_kernels.h; at 1000 a lane
 // walks several packs and the parameter gradient spans several column blocks), c = 99 (not a
@@ -530,57 +393,6 @@ TEST_P(CudaOpsTest, MultiTensorOptimizerMatchesPerTensor) {
   EXPECT_EQ(cuda_ops->multi_tensor_uploads(), uploads + 3);
 }
 
-// The mixture of experts' ops (cuda_ops_moe.cc: the dtypes each takes): the router (fp32 logits,
-// pre-softmax and group-limited), its backward, the losses' gradients and sums, the row moves in
-// the compute type and the shared expert's gate. The chosen experts are the CPU's, exactly.
-TEST_P(CudaOpsTest, MixtureOfExperts) {
-  const int64_t n = 37, E = 8, k = 2, w = 24;
-  const MoeRouting r{E, k, 4, 2, true};
-  Pair logits = Rand(n * E, DType::kFp32, -2, 2), probs = Make(n * k, DType::kFp32);
-  Pair index = Make(n * k, DType::kI32), dprobs = Rand(n * k, DType::kFp32);
-  Pair dl = Zeros(n * E, DType::kFp32), counts = Rand(E, DType::kFp32, 1, 9);
-  Pair sq = Make(1, DType::kFp32), sums = Make(E, DType::kFp32), x = Rand(n * w, act());
-  std::vector<double> rows(size_t(n * k)), slot(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = double((i * 5) % n), slot[i] = double(i);
-  Pair rws = Put(rows, DType::kI32), slt = Put(slot, DType::kI32), moved = Make(n * k * w, act());
-  Pair scaled = Make(n * k * w, act()), dots = Zeros(n * k, DType::kFp32);
-  Pair comb = Zeros(n * w, act()), gate = Make(n, DType::kFp32), dlogit = Make(n, act());
-  Pair glogit = Rand(n, act(), -3, 3);
-  Run([&](Ops* o, auto pick) {
-    PTDP_RETURN_IF_ERROR(
-        o->MoeRouterTopK(pick(probs).ref(), pick(index).ref(), pick(logits).cref(), n, r));
-    PTDP_RETURN_IF_ERROR(o->MoeRouterTopKBackward(pick(dl).ref(), pick(dprobs).cref(),
-                                                  pick(probs).cref(), pick(index).cref(),
-                                                  pick(logits).cref(), n, r));
-    PTDP_RETURN_IF_ERROR(
-        o->MoeAuxLossBackward(pick(dl).ref(), pick(logits).cref(), pick(counts).cref(), 0.3, n, E));
-    PTDP_RETURN_IF_ERROR(
-        o->MoeZLossBackward(pick(dl).ref(), pick(sq).ref(), pick(logits).cref(), 0.1, n, E));
-    PTDP_RETURN_IF_ERROR(o->MoeRouterProbSums(pick(sums).ref(), pick(logits).cref(), n, E));
-    PTDP_RETURN_IF_ERROR(
-        o->MoePermuteRows(pick(moved).ref(), pick(x).cref(), pick(rws).cref(), n * k, w));
-    PTDP_RETURN_IF_ERROR(o->MoeScaleRows(pick(scaled).ref(), pick(moved).cref(), pick(probs).cref(),
-                                         pick(slt).cref(), n * k, w));
-    PTDP_RETURN_IF_ERROR(o->MoeRowDots(pick(dots).ref(), pick(scaled).cref(), pick(moved).cref(),
-                                       pick(slt).cref(), n * k, w));
-    PTDP_RETURN_IF_ERROR(
-        o->MoeUnpermuteAddRows(pick(comb).ref(), pick(scaled).cref(), pick(rws).cref(), n * k, w));
-    PTDP_RETURN_IF_ERROR(o->MoeGateSigmoid(pick(gate).ref(), pick(glogit).cref(), n));
-    return o->MoeGateSigmoidBackward(pick(dlogit).ref(), pick(gate).cref(), pick(dprobs).cref(), n);
-  });
-  ExpectEqual(index, "router index");
-  Expect(probs, E, "router probs");
-  Expect(dl, 3 * E, "router dlogits");
-  Expect(sq, n, "z-loss sum");
-  Expect(sums, n, "probability sums");
-  ExpectEqual(moved, "permuted rows");
-  Expect(scaled, 1, "scaled rows");
-  Expect(dots, w, "row dots");
-  Expect(comb, k, "combined rows");
-  Expect(gate, 1, "gate");
-  Expect(dlogit, 1, "gate dlogit");
-}
-
 INSTANTIATE_TEST_SUITE_P(Dtypes, CudaOpsTest, ::testing::Values(DType::kFp32, DType::kBf16),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
@@ -595,5 +407,4 @@ TEST(CudaOpsFp16Test, Fp16ComputeIsRefusedByName) {
   EXPECT_NE(st.message().find("fp16"), std::string::npos) << st.message();
 }
 
-}  // namespace
 }  // namespace ptdp::runtime::cuda
