@@ -96,6 +96,20 @@ there_and_back() {  # HOME AWAY WHAT-AWAY WHAT-BACK
     || { cat "$home.out"; fail "$4"; }
   grep "losses vs reference" "$home.out"
 }
+# PLAN resumed from DIR's step-4 checkpoint (its reference in sref.jsonl, its first half's log in
+# srun.jsonl): steps 5..8 and the final saved state bit for bit the uninterrupted run's.
+resumes_bit_for_bit() {  # PLAN DIR
+  local p=$1 dir=$2
+  train "$p" --load "$dir" --save "$dir" --expect-losses sref.jsonl --loss-tol 0 --log srun.jsonl \
+    || { cat "$p.out"; fail "resumed run"; }
+  grep -q "resumed from step 4" "$p.out" || fail "did not resume from step 4"
+  cmp <(fields sref.jsonl) <(fields srun.jsonl) || fail "steps 5..8 differ"
+  train "$p" --save refck || { cat "$p.out"; fail "uninterrupted save"; }
+  for f in refck/step-00000008/*.safetensors; do
+    cmp "$f" "$dir/step-00000008/$(basename "$f")" || fail "final state differs: $(basename "$f")"
+  done
+  echo "steps 5..8 and the final sharded state bit-identical to the uninterrupted run"
+}
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
@@ -193,15 +207,7 @@ case "$case" in
     # --load latest on an empty folder: the store left for a load is initialised after all.
     train S --stop-at 4 --load latest --save ck --log srun.jsonl || { cat S.out; fail "first half"; }
     grep -q "no checkpoint under ck yet" S.out || fail "the first half found a checkpoint"
-    train S --load ck --save ck --expect-losses sref.jsonl --loss-tol 0 --log srun.jsonl \
-      || { cat S.out; fail "resumed run"; }
-    grep -q "resumed from step 4" S.out || fail "did not resume from step 4"
-    cmp <(fields sref.jsonl) <(fields srun.jsonl) || fail "steps 5..8 differ"
-    train S --save refck || { cat S.out; fail "uninterrupted save"; }
-    for f in refck/step-00000008/*.safetensors; do
-      cmp "$f" "ck/step-00000008/$(basename "$f")" || fail "final state differs: $(basename "$f")"
-    done
-    echo "steps 5..8 and the final sharded state bit-identical to the uninterrupted run" ;;
+    resumes_bit_for_bit S ck ;;
   reshard_distopt)
     plan E 1 1 2 1 1f1b 4 fp32 300
     PTDP_TEST_DIST_OPT=true plan P 2 1 2 1 1f1b 4 fp32 300
@@ -267,16 +273,8 @@ case "$case" in
     PTDP_TEST_DIST_OPT=true plan S 1 1 4 1 1f1b 4 bf16
     train S --log sref.jsonl || { cat S.out; fail "reference"; }
     train S --stop-at 4 --save rk --log srun.jsonl || { cat S.out; fail "first half"; }
-    train S --load rk --save rk --expect-losses sref.jsonl --loss-tol 0 --log srun.jsonl \
-      || { cat S.out; fail "resumed run"; }
-    grep -q "resumed from step 4" S.out || fail "did not resume from step 4"
-    cmp <(fields sref.jsonl) <(fields srun.jsonl) || fail "steps 5..8 differ"
-    train S --save refck || { cat S.out; fail "uninterrupted save"; }
-    for f in refck/step-00000008/*.safetensors; do
-      cmp "$f" "rk/step-00000008/$(basename "$f")" || fail "final state differs: $(basename "$f")"
-    done
+    resumes_bit_for_bit S rk
     [ -f rk/step-00000008/pp0-tp0-ep1.safetensors ] || { ls rk/*; fail "ep rank 1's file"; }
-    echo "steps 5..8 and the final sharded state bit-identical to the uninterrupted run"
     PTDP_TEST_DIST_OPT=true plan D 1 1 4 1 1f1b
     PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b
     there_and_back D F "t2 p2 d2 ep2 from the t1 d4 ep2 distributed optimizer's checkpoint" \
