@@ -213,17 +213,8 @@ void RegisterExport(CLI::App& app, int* exit_code) {
     auto run = [&]() -> Status {
       PTDP_ASSIGN_OR_RETURN(std::string dir, runtime::ResolveCheckpoint(checkpoint, "ptdp export"));
       PTDP_ASSIGN_OR_RETURN(runtime::Manifest m, runtime::ReadManifest(dir));
-      const auto format = to == "hf-llama"       ? runtime::HfFormat::kLlama
-                          : to == "hf-qwen2"     ? runtime::HfFormat::kQwen2
-                          : to == "hf-qwen3"     ? runtime::HfFormat::kQwen3
-                          : to == "hf-mistral"   ? runtime::HfFormat::kMistral
-                          : to == "hf-nemotron"  ? runtime::HfFormat::kNemotron
-                          : to == "hf-qwen3-moe" ? runtime::HfFormat::kQwen3Moe
-                          : to == "hf-mixtral"   ? runtime::HfFormat::kMixtral
-                          : to == "hf-qwen2-moe" ? runtime::HfFormat::kQwen2Moe
-                                                 : runtime::HfFormat::kGpt2;
       runtime::HfExportOptions options;
-      options.format = format;
+      options.llama = runtime::HfLlamaArchOfFormat(to);  // none: hf-gpt2
       options.bf16 = dtype == "bf16";
       if (!shard_size.empty()) {
         PTDP_ASSIGN_OR_RETURN(options.max_shard_bytes, ParseShardSize(shard_size));

@@ -46,6 +46,13 @@ const char* HfLlamaFormatName(HfLlamaArch a) {
   return "?";
 }
 
+std::optional<HfLlamaArch> HfLlamaArchOfFormat(const std::string& format) {
+  for (HfLlamaArch a : kHfLlamaArchs) {
+    if (format == HfLlamaFormatName(a)) return a;
+  }
+  return std::nullopt;
+}
+
 const char* HfLlamaArchName(HfLlamaArch a) {
   switch (a) {
     case HfLlamaArch::kLlama:

@@ -38,6 +38,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,12 @@ const char* HfLlamaArchName(HfLlamaArch a);
 // The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
 // "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe".
 const char* HfLlamaFormatName(HfLlamaArch a);
+// Every architecture, and the one `ptdp export --to FORMAT` writes (HfLlamaFormatName's inverse;
+// none for another format).
+inline constexpr HfLlamaArch kHfLlamaArchs[] = {
+    HfLlamaArch::kLlama,    HfLlamaArch::kQwen2,    HfLlamaArch::kQwen3,   HfLlamaArch::kMistral,
+    HfLlamaArch::kNemotron, HfLlamaArch::kQwen3Moe, HfLlamaArch::kMixtral, HfLlamaArch::kQwen2Moe};
+std::optional<HfLlamaArch> HfLlamaArchOfFormat(const std::string& format);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
 // and rotary embeddings, no biases but `arch`'s, QK norms exactly for Qwen3, a sliding window

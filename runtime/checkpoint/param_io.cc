@@ -543,18 +543,9 @@ Status RemoveIfPresent(const std::string& path) {
 Result<Bytes> ExportHf(const std::string& dir, const Manifest& m, const std::string& out,
                        const HfExportOptions& options) {
   const ModelSpec& model = m.model;
-  const HfFormat format = options.format;
-  const bool llama = format != HfFormat::kGpt2;
+  const bool llama = options.llama.has_value();
   const std::string what = dir + ": the checkpoint's model " + model.name;
-  const HfLlamaArch arch = format == HfFormat::kQwen3      ? HfLlamaArch::kQwen3
-                           : format == HfFormat::kQwen2    ? HfLlamaArch::kQwen2
-                           : format == HfFormat::kMistral  ? HfLlamaArch::kMistral
-                           : format == HfFormat::kNemotron ? HfLlamaArch::kNemotron
-                           : format == HfFormat::kQwen3Moe ? HfLlamaArch::kQwen3Moe
-                           : format == HfFormat::kMixtral  ? HfLlamaArch::kMixtral
-                           : format == HfFormat::kQwen2Moe ? HfLlamaArch::kQwen2Moe
-                                                           : HfLlamaArch::kLlama;
-  PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, arch, what)
+  PTDP_RETURN_IF_ERROR(llama ? CheckHfLlamaExportable(model, *options.llama, what)
                              : RequireGpt2(model, what));
   const std::vector<HfTensorSpec> specs =
       llama ? HfLlamaTensors(model) : HfGpt2Tensors(model, model.seq_len);

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/units.h"
 #include "runtime/backend/device.h"
 #include "runtime/checkpoint/hf_gpt2.h"
+#include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/manifest.h"
 #include "runtime/model/params.h"
 
@@ -84,19 +86,8 @@ Status LoadCheckpointParams(ParamStore* params, const std::string& dir, const Ma
 // that many bytes each (a larger tensor alone in its file) and model.safetensors.index.json,
 // Hugging Face's sharded form (the other form's files are removed, so that a reader finds one).
 // Each file is written under a temporary name, fsynced and renamed. Returns the bytes written.
-enum class HfFormat {
-  kGpt2,
-  kLlama,
-  kQwen2,
-  kQwen3,
-  kMistral,
-  kNemotron,
-  kQwen3Moe,
-  kMixtral,
-  kQwen2Moe
-};
 struct HfExportOptions {
-  HfFormat format = HfFormat::kGpt2;
+  std::optional<HfLlamaArch> llama;  // the Llama family's architecture; none: GPT-2
   bool bf16 = false;
   int64_t max_shard_bytes = 0;  // 0: one model.safetensors
 };
