@@ -59,13 +59,14 @@ Result<double> Trainer::GradNormSquared() {
   Ops* ops = dev_->ops();
   PTDP_RETURN_IF_ERROR(ops->Fill(scratch_scalar_.ref(), 0.0));
   if (coord_.dp < cfg_.ep || params_->sharded()) {
+    const std::vector<ElementRange> ranges = StepRanges();
     std::vector<ConstRef> counted;  // one multi-tensor call (one launch on CUDA)
     for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
       const ParamTensor& p = params_->entries()[i].spec;
       if (p.tied_copy) continue;
       if (p.sharding == Sharding::kReplicated && coord_.tp != 0) continue;
       if (!params_->sharded() && !p.expert && coord_.dp != 0) continue;
-      for (const ElementRange& mine : StepRanges()) {
+      for (const ElementRange& mine : ranges) {
         const ElementRange r = Intersect(params_->range(i), mine);
         if (r.count() > 0) counted.push_back(params_->grads_of(r));
       }

@@ -326,9 +326,12 @@ Status SharedBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dact.ref(), dout, w.shared_fc2, N, fs, h));
   ConstRef dy = dout;  // what reaches fc2's output: dout, times the gate with one
   Tensor dout_gated;
+  // The gathered input: early with a gate (which needs it before fc1's backward, and keeps it
+  // for fc1's weight gradient: one all-gather), else only for fc1's weight gradient.
+  FullRows ln2;
   if (!w.shared_gate.empty()) {
     PTDP_ASSIGN_OR_RETURN(dout_gated, Tmp(c, N * h, a));
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+    PTDP_ASSIGN_OR_RETURN(ln2, GatherRows(c, st->ln2_out.cref()));
     PTDP_RETURN_IF_ERROR(
         SharedGateBackward(c, w, g, st, ln2.ref, dact.ref(), dout_gated.ref(), dout, dln));
     dy = dout_gated.cref();
@@ -342,11 +345,12 @@ Status SharedBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
   dact.Reset();
   PTDP_ASSIGN_OR_RETURN(Tensor din, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(din.ref(), dfc1.cref(), w.shared_fc1, N, h, 2 * fs));
-  {
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-    PTDP_RETURN_IF_ERROR(
-        ops->LinearBackwardWeight(g.shared_fc1, {}, dfc1.cref(), ln2.ref, N, h, 2 * fs));
+  if (w.shared_gate.empty()) {
+    PTDP_ASSIGN_OR_RETURN(ln2, GatherRows(c, st->ln2_out.cref()));
   }
+  PTDP_RETURN_IF_ERROR(
+      ops->LinearBackwardWeight(g.shared_fc1, {}, dfc1.cref(), ln2.ref, N, h, 2 * fs));
+  ln2 = {};
   return ops->Add(dln, dln, din.cref());
 }
 
