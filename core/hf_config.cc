@@ -261,8 +261,24 @@ void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
   r.Optional("n_group", &groups);
   r.Optional("topk_group", &group_topk);
   if (groups > 1) m->moe_router_groups = groups, m->moe_router_group_topk = group_topk;
-  for (const char* k : {"aux_loss_alpha", "ep_size", "norm_topk_prob", "routed_scaling_factor",
-                        "scoring_func", "seq_aux", "topk_method", "quantization_config"}) {
+  // The router's numerics (no shape or FLOP): V3's sigmoid scores renormalised over the top k and
+  // its bias (topk_method noaux_tc); V2's softmax over all E, the top k's values as they are
+  // (norm_topk_prob false); each scaled by routed_scaling_factor.
+  std::string scoring = "softmax", method;
+  bool norm_topk_prob = false;
+  r.Optional("scoring_func", &scoring);
+  r.Optional("topk_method", &method);
+  r.Optional("norm_topk_prob", &norm_topk_prob);
+  r.Optional("routed_scaling_factor", &m->moe_router_topk_scale);
+  if (scoring != "softmax" && scoring != "sigmoid") {
+    r.Fail("scoring_func", "expected softmax or sigmoid, got " + scoring);
+  }
+  m->moe_router_sigmoid = scoring == "sigmoid";
+  m->moe_router_expert_bias = method == "noaux_tc";
+  // Megatron-Core renormalises sigmoid scores always; a sigmoid router without norm_topk_prob is
+  // left to the model's Validate, which refuses the combination by name.
+  m->moe_router_pre_softmax = !norm_topk_prob;
+  for (const char* k : {"aux_loss_alpha", "ep_size", "seq_aux", "quantization_config"}) {
     r.Allow(k);
   }
 }

@@ -88,18 +88,29 @@ MemoryLedger ParameterMemory(const ParallelConfig& c, int64_t params, int64_t ex
   return l;
 }
 
+Bytes RouterBiasBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
+  if (!m.moe_router_expert_bias) return 0;
+  int64_t layers = 0;
+  for (int chunk = 0; chunk < c.vp; ++chunk) {
+    const LayerRange r = ChunkLayers(m, c, pp_rank, chunk);
+    layers += (r.end - r.begin) - MixtureDenseLayersIn(m, r.begin, r.end);
+  }
+  return layers * m.moe_experts * Bytes(sizeof(float));
+}
+
 MemoryLedger WholeCopyMemory(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                              const Fp8LayerWeights& fp8_per_layer) {
   MemoryLedger l;
   if (!c.fsdp) {
-    l.weights = Fp8WeightCopyBytes(m, c, pp_rank, fp8_per_layer);
+    l.weights = Fp8WeightCopyBytes(m, c, pp_rank, fp8_per_layer) + RouterBiasBytes(m, c, pp_rank);
     return l;
   }
   // FSDP: the units whose weights and gradients are whole at once (core/fsdp.h), and in FP8 the
   // FP8 copies of the whole layers' Linears only.
   const ParamBytes bp = BytesPerParameter(c);
   const int64_t unit = FsdpLargestUnitElements(m, c, pp_rank);
-  l.weights = kFsdpWholeWeightUnits * (unit * bp.weight + fp8_per_layer.own * 2);
+  l.weights = kFsdpWholeWeightUnits * (unit * bp.weight + fp8_per_layer.own * 2) +
+              RouterBiasBytes(m, c, pp_rank);
   l.grads = kFsdpWholeGradUnits * unit * bp.grad;
   return l;
 }

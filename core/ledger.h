@@ -111,7 +111,11 @@ Fp8LayerWeights Fp8LayerWeightsOf(const ModelSpec& m, const ParallelConfig& c);
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 Bytes Fp8WeightCopyBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                          const Fp8LayerWeights& per_layer);
-// What a GPU of `pp_rank` holds beyond the parameters the second ParameterMemory counts: the FP8
+// The routers' expert biases of `pp_rank`'s mixture layers (model.moe_router_expert_bias: E fp32
+// buffers per layer, replicated on every rank of the stage; 0 without them): part of the weights.
+Bytes RouterBiasBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// What a GPU of `pp_rank` holds beyond the parameters the second ParameterMemory counts: the
+// expert biases, the FP8
 // weight copies, and with FSDP (ParallelConfig::fsdp) the units whose weights and gradients are
 // whole at once (core/fsdp.h) in place of whole copies of every layer. The first ParameterMemory
 // is the second plus this; the planner adds it to cached element counts.

@@ -114,13 +114,17 @@ Status ModelSpec::Validate(const std::string& path) const {
   } else if (moe_topk != 0 || moe_ffn_hidden != 0) {
     add(Status::Invalid(at + "moe_topk: set without moe_experts (a dense model has no router)"));
   } else if (moe_shared_ffn_hidden != 0 || moe_dense_layers != 0 || moe_shared_gate ||
-             !moe_layer_pattern.empty() || moe_router_pre_softmax) {
+             !moe_layer_pattern.empty() || moe_router_pre_softmax || moe_router_sigmoid ||
+             moe_router_expert_bias || moe_router_topk_scale != 1) {
     add(Status::Invalid(at +
                         (moe_shared_ffn_hidden != 0   ? "moe_shared_ffn_hidden"
                          : moe_dense_layers != 0      ? "moe_dense_layers"
                          : !moe_layer_pattern.empty() ? "moe_layer_pattern"
                          : moe_shared_gate            ? "moe_shared_gate"
-                                                      : "moe_router_pre_softmax") +
+                         : moe_router_pre_softmax     ? "moe_router_pre_softmax"
+                         : moe_router_sigmoid         ? "moe_router_sigmoid"
+                         : moe_router_expert_bias     ? "moe_router_expert_bias"
+                                                      : "moe_router_topk_scale") +
                         ": set without moe_experts (a dense model has no experts)"));
   }
   if (moe_router_groups != 0 || moe_router_group_topk != 0) {
@@ -134,6 +138,23 @@ Status ModelSpec::Validate(const std::string& path) const {
                           "moe_experts and 1 <= moe_router_group_topk <= moe_router_groups with "
                           "at least moe_topk experts in the chosen groups"));
     }
+  }
+  if (moe_router_sigmoid && moe_router_pre_softmax) {
+    add(Status::Invalid(at + "moe_router_pre_softmax: not with moe_router_sigmoid (Megatron-Core "
+                             "renormalises sigmoid scores over the top k and has no pre-softmax "
+                             "form of them)"));
+  }
+  if (moe_router_expert_bias && !moe_router_sigmoid) {
+    add(Status::Invalid(at + "moe_router_expert_bias: needs moe_router_sigmoid (Megatron-Core's "
+                             "expert bias is for sigmoid scores only)"));
+  }
+  if (!(moe_router_topk_scale > 0 && moe_router_topk_scale <= 1e3)) {
+    add(Status::Invalid(at + "moe_router_topk_scale: " + FormatDouble(moe_router_topk_scale) +
+                        " is outside (0, 1000]"));
+  }
+  if (!(moe_router_bias_rate >= 0 && moe_router_bias_rate <= 1)) {
+    add(Status::Invalid(at + "moe_router_bias_rate: " + FormatDouble(moe_router_bias_rate) +
+                        " is outside [0, 1]"));
   }
   if (moe_shared_gate && moe_shared_ffn_hidden == 0) {
     add(Status::Invalid(at + "moe_shared_gate: set without moe_shared_ffn_hidden (no shared "
@@ -187,6 +208,9 @@ ModelSpec DenseLayerModel(const ModelSpec& m) {
   dense.moe_experts = dense.moe_topk = dense.moe_dense_layers = 0;
   dense.moe_ffn_hidden = dense.moe_shared_ffn_hidden = 0;
   dense.moe_shared_gate = dense.moe_router_pre_softmax = false;
+  dense.moe_router_sigmoid = dense.moe_router_expert_bias = false;
+  dense.moe_router_topk_scale = 1.0;
+  dense.moe_router_bias_rate = 1e-3;
   dense.moe_layer_pattern.clear();
   dense.moe_router_groups = dense.moe_router_group_topk = 0;
   dense.mtp_layers = 0;  // a layer kind, not a model with its own prediction depths
@@ -343,6 +367,10 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("moe_shared_ffn_hidden", &m.moe_shared_ffn_hidden);
   r.Optional("moe_shared_gate", &m.moe_shared_gate);
   r.Optional("moe_router_pre_softmax", &m.moe_router_pre_softmax);
+  r.Optional("moe_router_sigmoid", &m.moe_router_sigmoid);
+  r.Optional("moe_router_topk_scale", &m.moe_router_topk_scale);
+  r.Optional("moe_router_expert_bias", &m.moe_router_expert_bias);
+  r.Optional("moe_router_bias_rate", &m.moe_router_bias_rate);
   r.Optional("moe_dense_layers", &m.moe_dense_layers);
   r.Optional("moe_layer_pattern", &m.moe_layer_pattern);
   r.Optional("moe_router_groups", &m.moe_router_groups);
@@ -406,6 +434,12 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   if (m.HasSharedExpert()) j["moe_shared_ffn_hidden"] = m.moe_shared_ffn_hidden;
   if (m.moe_shared_gate) j["moe_shared_gate"] = true;
   if (m.moe_router_pre_softmax) j["moe_router_pre_softmax"] = true;
+  if (m.moe_router_sigmoid) j["moe_router_sigmoid"] = true;
+  if (m.moe_router_topk_scale != 1) j["moe_router_topk_scale"] = m.moe_router_topk_scale;
+  if (m.moe_router_expert_bias) {
+    j["moe_router_expert_bias"] = true;
+    j["moe_router_bias_rate"] = m.moe_router_bias_rate;
+  }
   if (m.moe_dense_layers > 0) j["moe_dense_layers"] = m.moe_dense_layers;
   if (!m.moe_layer_pattern.empty()) j["moe_layer_pattern"] = m.moe_layer_pattern;
   if (m.moe_router_groups > 0) {

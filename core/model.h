@@ -118,6 +118,22 @@ struct ModelSpec {
   // they are; false (the default): the softmax over the top k's logits (Mixtral's, Qwen3's with
   // norm_topk_prob true).
   bool moe_router_pre_softmax = false;
+  // DeepSeek-V3's router (Megatron-Core's --moe-router-score-function sigmoid; transformers'
+  // scoring_func "sigmoid"): each expert's score is sigmoid(logit), the k chosen by score (plus
+  // the expert bias below) and their scores renormalised over the k when k > 1, as Megatron-Core
+  // always does under sigmoid (exclusive with moe_router_pre_softmax). No shape or FLOP.
+  bool moe_router_sigmoid = false;
+  // The chosen experts' weights times this (--moe-router-topk-scaling-factor; DeepSeek's
+  // routed_scaling_factor: V3 2.5, V2 16); 1: none. No shape or FLOP.
+  double moe_router_topk_scale = 1.0;
+  // Auxiliary-loss-free load balancing (Wang et al. 2024; DeepSeek-V3's e_score_correction_bias,
+  // Megatron-Core's --moe-router-enable-expert-bias; sigmoid scores only, as there): a bias [E]
+  // per mixture layer added to the scores for the choice alone, not trained by the gradient but
+  // moved after each step by moe_router_bias_rate towards the experts the global batch gave
+  // fewer tokens than the mean (--moe-router-bias-update-rate, default 1e-3). A buffer, not a
+  // parameter: no FLOP, E fp32 per layer.
+  bool moe_router_expert_bias = false;
+  double moe_router_bias_rate = 1e-3;
 
   // Multi-latent attention (DeepSeek-V2/V3; Megatron-Core's --multi-latent-attention): the
   // queries from a q_lora-wide latent (or straight from h when mla_q_lora is 0), keys and values
@@ -261,7 +277,8 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_positions" (written when the
 // factor is set), "norm_eps", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts",
 // "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate",
-// "moe_router_pre_softmax" (written when true), "moe_dense_layers",
+// "moe_router_pre_softmax" (written when true), "moe_router_sigmoid", "moe_router_topk_scale",
+// "moe_router_expert_bias", "moe_router_bias_rate" (written when set), "moe_dense_layers",
 // "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora",
 // "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
 // n_positions, vocab_size, n_inner). `path` prefixes error key paths.

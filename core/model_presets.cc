@@ -132,6 +132,11 @@ ModelSpec DeepSeekV3() {
   m.mtp_layers = 1;
   m.moe_router_groups = 8;  // n_group, topk_group: node-limited routing
   m.moe_router_group_topk = 4;
+  // scoring_func sigmoid, routed_scaling_factor 2.5, topk_method noaux_tc (the expert bias, whose
+  // update speed the report gives as 0.001: Megatron-Core's default rate).
+  m.moe_router_sigmoid = true;
+  m.moe_router_topk_scale = 2.5;
+  m.moe_router_expert_bias = true;
   return m;
 }
 

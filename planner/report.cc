@@ -341,6 +341,14 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
       if (m.moe_shared_gate) o << " --moe-shared-expert-gate";
     }
     if (m.moe_router_pre_softmax) o << " --moe-router-pre-softmax";
+    if (m.moe_router_sigmoid) o << " --moe-router-score-function sigmoid";
+    if (m.moe_router_topk_scale != 1) {
+      o << " --moe-router-topk-scaling-factor " << FormatDouble(m.moe_router_topk_scale);
+    }
+    if (m.moe_router_expert_bias) {
+      o << " --moe-router-enable-expert-bias --moe-router-bias-update-rate "
+        << FormatDouble(m.moe_router_bias_rate);
+    }
     // Leading dense layers as Megatron-Core's list pattern: 0 a dense layer, 1 a mixture.
     if (m.moe_dense_layers > 0) {
       o << " --moe-layer-freq \"([0]*" << m.moe_dense_layers << "+[1]*"

@@ -158,8 +158,9 @@ Status RunForward(const ForwardArgs& a) {
     PTDP_RETURN_IF_ERROR(runtime::LoadCheckpointParams(&params, source, manifest, model.vocab)
                              .WithPrefix("--checkpoint " + source));
   }
-  PTDP_ASSIGN_OR_RETURN(runtime::ForwardOutput fwd,
-                        runtime::ForwardLogits(dev.get(), model, params, seqs, S));
+  PTDP_ASSIGN_OR_RETURN(
+      runtime::ForwardOutput fwd,
+      runtime::ForwardLogits(dev.get(), model, params, seqs, S, manifest.router_expert_bias));
   const int64_t B = int64_t(seqs.size()) / (S + 1);
   std::printf(
       "ptdp forward: %s, %lld sequences of %lld tokens, vocabulary %lld: loss %.9f nats/token "

@@ -28,13 +28,22 @@ __device__ RowStats StatsOf(const float* row, int64_t experts) {
   return s;
 }
 
-// A routing's score of expert e: its logit, or with pre_softmax its share of the full softmax.
+// A routing's score of expert e (Weight): its logit, or with pre_softmax its share of the full
+// softmax, or with sigmoid its sigmoid; and the score it is chosen by (operator()): that plus the
+// expert bias, when there is one.
 struct Scorer {
   const float* row;
   RowStats stats;
   bool pre_softmax;
+  bool sigmoid;
+  const float* bias;
+  __device__ double Weight(int64_t e) const {
+    if (pre_softmax) return exp(double(row[e]) - stats.top) / stats.sum;
+    if (sigmoid) return 1.0 / (1.0 + exp(-double(row[e])));
+    return double(row[e]);
+  }
   __device__ double operator()(int64_t e) const {
-    return pre_softmax ? exp(double(row[e]) - stats.top) / stats.sum : double(row[e]);
+    return Weight(e) + (bias != nullptr ? double(bias[e]) : 0.0);
   }
 };
 
@@ -101,7 +110,7 @@ __global__ void RouterTopK(float* probs, int32_t* index, const float* logits, in
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= n) return;
   const float* row = logits + r * m.experts;
-  Scorer score{row, {}, m.pre_softmax};
+  Scorer score{row, {}, m.pre_softmax, m.sigmoid, m.bias};
   if (m.pre_softmax) score.stats = StatsOf(row, m.experts);
   int32_t* chosen = index + r * m.k;  // the output row, also the groups' scratch
   uint64_t on = 0;
@@ -113,15 +122,19 @@ __global__ void RouterTopK(float* probs, int32_t* index, const float* logits, in
   for (int64_t j = 0; j < m.k; ++j) {
     chosen[j] = BestUnchosen(score, 0, m.experts, chosen, j, on, per_group);
   }
-  // The softmax over the k chosen logits (the first is their largest), or their full-softmax
-  // values.
+  // The softmax over the k chosen logits (the first is their largest), the sigmoids over their
+  // sum, or the scores as they are (pre_softmax; sigmoid with k = 1); times the scale.
   const double first = row[chosen[0]];
   double sum = 0;
-  for (int64_t j = 0; j < m.k; ++j) sum += exp(double(row[chosen[j]]) - first);
+  for (int64_t j = 0; j < m.k; ++j) {
+    sum += m.sigmoid ? score.Weight(chosen[j]) : exp(double(row[chosen[j]]) - first);
+  }
   for (int64_t j = 0; j < m.k; ++j) {
     const int32_t e = chosen[j];
-    probs[r * m.k + j] =
-        static_cast<float>(m.pre_softmax ? score(e) : exp(double(row[e]) - first) / sum);
+    double p = exp(double(row[e]) - first) / sum;
+    if (m.pre_softmax || (m.sigmoid && m.k == 1)) p = score.Weight(e);
+    if (m.sigmoid && m.k > 1) p = score.Weight(e) / sum;
+    probs[r * m.k + j] = static_cast<float>(p * m.scale);
   }
 }
 
@@ -142,14 +155,26 @@ __global__ void RouterTopKBackward(float* dlogits, const float* dprobs, const fl
     for (int64_t j = 0; j < m.k; ++j) {
       const int32_t e = index[r * m.k + j];
       const double se = exp(double(row[e]) - s.top) / s.sum;
-      dl[e] = static_cast<float>(se * (double(dprobs[r * m.k + j]) - dot));
+      dl[e] = static_cast<float>(se * (m.scale * double(dprobs[r * m.k + j]) - dot));
     }
     return;
   }
   for (int64_t e = 0; e < m.experts; ++e) dl[e] = 0.0f;
+  if (m.sigmoid) {  // through the k's sigmoids over their sum (kernels/reference/moe.h)
+    const float* row = logits + r * m.experts;
+    double sum = 0;
+    for (int64_t j = 0; j < m.k; ++j) sum += 1.0 / (1.0 + exp(-double(row[index[r * m.k + j]])));
+    for (int64_t j = 0; j < m.k; ++j) {
+      const int32_t e = index[r * m.k + j];
+      const double se = 1.0 / (1.0 + exp(-double(row[e]))), dp = dprobs[r * m.k + j];
+      dl[e] = static_cast<float>(se * (1 - se) *
+                                 (m.k > 1 ? m.scale / sum * (dp - dot / m.scale) : m.scale * dp));
+    }
+    return;
+  }
   for (int64_t j = 0; j < m.k; ++j) {
     const double p = probs[r * m.k + j];
-    dl[index[r * m.k + j]] = static_cast<float>(p * (double(dprobs[r * m.k + j]) - dot));
+    dl[index[r * m.k + j]] = static_cast<float>(p * (double(dprobs[r * m.k + j]) - dot / m.scale));
   }
 }
 

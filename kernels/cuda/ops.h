@@ -287,6 +287,9 @@ inline constexpr int64_t kMaxRouterGroups = 64;  // group-limited routing: a bit
 struct MoeRouterShape {
   int64_t experts = 0, k = 0, groups = 0, group_topk = 0;
   bool pre_softmax = false;
+  bool sigmoid = false;         // DeepSeek-V3's scores (kernels/reference/moe.h MoeRouterRule)
+  double scale = 1.0;           // the top k's scaling factor
+  const float* bias = nullptr;  // [E] on the device: the expert bias of the choice, or none
 };
 // index [n][k], probs [n][k] from logits [n][E] (kernels/reference/moe.h MoeRouterTopK).
 void MoeRouterTopK(float* probs, int32_t* index, const float* logits, int64_t n,

@@ -5,7 +5,8 @@
 //
 // The router (Megatron-Core's default: `--moe-router-topk k`, softmax scores, not pre-softmax):
 // the k largest of each token's E logits (the lower expert first on a tie), and their softmax over
-// those k (Mixtral's, and Qwen3's with norm_topk_prob: the probabilities add up to 1).
+// those k (Mixtral's, and Qwen3's with norm_topk_prob: the probabilities add up to 1); or the
+// other rules of MoeRouterRule.
 #pragma once
 
 #include <algorithm>
@@ -25,38 +26,71 @@ void MoeRowSoftmax(std::vector<double>& s, const T* row, int64_t experts) {
   for (int64_t e = 0; e < experts; ++e) s[size_t(e)] /= sum;
 }
 
-// logits [n][E] -> index [n][k] (descending score, ties to the lower expert), probs [n][k]: the
-// softmax over the k chosen logits, or with pre_softmax (Megatron-Core's --moe-router-pre-softmax,
-// transformers' norm_topk_prob false) the softmax over all E, the chosen k's values as they are.
-// The scores chosen by are the logits, or with pre_softmax that softmax (the same top k; group
-// sums differ). Group-limited routing (groups > 0; Megatron-Core's group_limited_topk): the E
-// experts fall into `groups` equal groups, each scored by the sum of its k / group_topk largest
-// scores (at least one: Megatron-Core's k // group_topk is 0 for k < group_topk and scores every
-// group 0), and the k come from the group_topk best groups (ties to the lower group).
+// A router's rule beyond its k (the trainer's model.moe_router_* fields): group-limited routing
+// (groups > 0), pre_softmax, DeepSeek-V3's sigmoid scores, the top k's scaling factor, and the
+// expert bias that moves the choice (sigmoid only; E values of the wide type, or none).
+template <typename T>
+struct MoeRouterRule {
+  int64_t groups = 0, group_topk = 0;
+  bool pre_softmax = false;
+  bool sigmoid = false;
+  double scale = 1.0;
+  const T* bias = nullptr;
+};
+
+// The scores of one row of E logits into `score` (double): the logits, or with pre_softmax their
+// softmax, or with sigmoid their sigmoids.
+template <typename T>
+void MoeRowScores(std::vector<double>& score, const T* logit, int64_t experts,
+                  const MoeRouterRule<T>& rule) {
+  if (rule.pre_softmax) {
+    MoeRowSoftmax(score, logit, experts);
+    return;
+  }
+  for (int64_t e = 0; e < experts; ++e) {
+    const double l = double(logit[e]);
+    score[size_t(e)] = rule.sigmoid ? 1.0 / (1.0 + std::exp(-l)) : l;
+  }
+}
+
+// logits [n][E] -> index [n][k] (descending choice score, ties to the lower expert), probs [n][k]
+// times rule.scale (Megatron-Core's --moe-router-topk-scaling-factor): the softmax over the k
+// chosen logits; or with pre_softmax (Megatron-Core's --moe-router-pre-softmax, transformers'
+// norm_topk_prob false) the softmax over all E, the chosen k's values as they are; or with sigmoid
+// (Megatron-Core's --moe-router-score-function sigmoid, DeepSeek-V3's) the k's sigmoids over their
+// sum (k > 1; the sigmoid itself for k = 1). The choice is by the scores (the same top k as the
+// logits but for sigmoid's bias), plus rule.bias under sigmoid (DeepSeek-V3's
+// e_score_correction_bias: it moves the choice and weighs nothing). Group-limited routing
+// (groups > 0; Megatron-Core's group_limited_topk): the E experts fall into `groups` equal
+// groups, each scored by the sum of its k / group_topk largest choice scores (at least one:
+// Megatron-Core's k // group_topk is 0 for k < group_topk and scores every group 0), and the k
+// come from the group_topk best groups (ties to the lower group).
 template <typename T>
 void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t experts, int64_t k,
-                   int64_t groups = 0, int64_t group_topk = 0, bool pre_softmax = false) {
+                   const MoeRouterRule<T>& rule = {}) {
   std::vector<int32_t> order(static_cast<size_t>(experts));
+  const int64_t groups = rule.groups, group_topk = rule.group_topk;
   const int64_t per_group = groups > 0 ? experts / groups : experts;
   std::vector<double> group_score(static_cast<size_t>(groups > 0 ? groups : 0));
   std::vector<int32_t> group_order(group_score.size());
   std::vector<double> scores(static_cast<size_t>(per_group)), row(static_cast<size_t>(experts));
+  std::vector<double> choice(static_cast<size_t>(experts));
   for (int64_t r = 0; r < n; ++r) {
     const T* logit = logits + r * experts;
-    if (pre_softmax) {
-      MoeRowSoftmax(row, logit, experts);
-    } else {
-      for (int64_t e = 0; e < experts; ++e) row[size_t(e)] = double(logit[e]);
+    MoeRowScores(row, logit, experts, rule);
+    for (int64_t e = 0; e < experts; ++e) {
+      choice[size_t(e)] = row[size_t(e)] + (rule.bias != nullptr ? double(rule.bias[e]) : 0.0);
     }
     std::iota(order.begin(), order.end(), 0);
-    auto larger = [&row](int32_t a, int32_t b) {
-      return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
+    auto larger = [&choice](int32_t a, int32_t b) {
+      return choice[size_t(a)] > choice[size_t(b)] ||
+             (choice[size_t(a)] == choice[size_t(b)] && a < b);
     };
     auto candidates = order.end();  // the experts of the chosen groups: [begin, candidates)
     if (groups > 0) {
       const int64_t summed = std::max<int64_t>(1, k / group_topk);
       for (int64_t g = 0; g < groups; ++g) {
-        std::copy_n(row.begin() + g * per_group, per_group, scores.begin());
+        std::copy_n(choice.begin() + g * per_group, per_group, scores.begin());
         std::partial_sort(scores.begin(), scores.begin() + summed, scores.end(),
                           [](double a, double b) { return a > b; });
         group_score[size_t(g)] = 0;
@@ -75,46 +109,67 @@ void MoeRouterTopK(T* probs, int32_t* index, const T* logits, int64_t n, int64_t
       });
     }
     std::partial_sort(order.begin(), order.begin() + k, candidates, larger);
-    // Softmax over the k chosen logits (the first is their maximum), or their full-softmax values.
+    // The softmax over the k chosen logits (the first is their maximum), the sigmoids' sum, or
+    // nothing (pre_softmax; sigmoid with k = 1).
     double sum = 0;
     const int32_t first = order[0];
     for (int64_t j = 0; j < k; ++j) {
-      sum += std::exp(double(logit[order[size_t(j)]]) - double(logit[first]));
+      const int32_t e = order[size_t(j)];
+      sum += rule.sigmoid ? row[size_t(e)] : std::exp(double(logit[e]) - double(logit[first]));
     }
     for (int64_t j = 0; j < k; ++j) {
       const int32_t e = order[size_t(j)];
       index[r * k + j] = e;
-      probs[r * k + j] = pre_softmax ? T(row[size_t(e)])
-                                     : T(std::exp(double(logit[e]) - double(logit[first])) / sum);
+      double p = std::exp(double(logit[e]) - double(logit[first])) / sum;
+      if (rule.pre_softmax || (rule.sigmoid && k == 1)) p = row[size_t(e)];
+      if (rule.sigmoid && k > 1) p = row[size_t(e)] / sum;
+      probs[r * k + j] = T(p * rule.scale);
     }
   }
 }
 
-// The router's backward into dlogits [n][E] (overwritten). The softmax over the k chosen: dl_j =
-// p_j (dp_j - sum_i p_i dp_i) at the chosen, zero elsewhere. With pre_softmax, through the softmax
-// over all E (s, from the logits): dl_e = s_e (g_e - sum_i p_i dp_i), g_e = dp at the chosen,
-// zero elsewhere.
+// The router's backward into dlogits [n][E] (overwritten), dot = sum_i p_i dp_i over the k and
+// c = rule.scale. The softmax over the k chosen: dl_j = p_j (dp_j - dot / c) at the chosen, zero
+// elsewhere. With pre_softmax, through the softmax over all E (s, from the logits):
+// dl_e = s_e (c g_e - dot), g_e = dp at the chosen, zero elsewhere. With sigmoid (s_i the chosen
+// sigmoids, S their sum, from the logits): dl_i = s_i (1 - s_i) c / S (dp_i - dot / c) at the
+// chosen (k > 1), dl_i = s_i (1 - s_i) c dp_i (k = 1). The bias weighs nothing: no gradient.
 template <typename T>
 void MoeRouterTopKBackward(T* dlogits, const T* dprobs, const T* probs, const int32_t* index,
                            const T* logits, int64_t n, int64_t experts, int64_t k,
-                           bool pre_softmax = false) {
+                           const MoeRouterRule<T>& rule = {}) {
   std::fill(dlogits, dlogits + n * experts, T(0));
   std::vector<double> s(static_cast<size_t>(experts));
+  const double c = rule.scale;
   for (int64_t r = 0; r < n; ++r) {
     double dot = 0;
     for (int64_t j = 0; j < k; ++j) dot += double(probs[r * k + j]) * double(dprobs[r * k + j]);
-    if (pre_softmax) {
+    T* dl = dlogits + r * experts;
+    if (rule.pre_softmax) {
       MoeRowSoftmax(s, logits + r * experts, experts);
-      for (int64_t e = 0; e < experts; ++e) dlogits[r * experts + e] = T(-s[size_t(e)] * dot);
+      for (int64_t e = 0; e < experts; ++e) dl[e] = T(-s[size_t(e)] * dot);
       for (int64_t j = 0; j < k; ++j) {
         const int32_t e = index[r * k + j];
-        dlogits[r * experts + e] = T(s[size_t(e)] * (double(dprobs[r * k + j]) - dot));
+        dl[e] = T(s[size_t(e)] * (c * double(dprobs[r * k + j]) - dot));
+      }
+      continue;
+    }
+    if (rule.sigmoid) {
+      double sum = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = index[r * k + j];
+        sum += s[size_t(e)] = 1.0 / (1.0 + std::exp(-double(logits[r * experts + e])));
+      }
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = index[r * k + j];
+        const double se = s[size_t(e)], dp = double(dprobs[r * k + j]);
+        dl[e] = T(se * (1 - se) * (k > 1 ? c / sum * (dp - dot / c) : c * dp));
       }
       continue;
     }
     for (int64_t j = 0; j < k; ++j) {
       const double p = probs[r * k + j];
-      dlogits[r * experts + index[r * k + j]] = T(p * (double(dprobs[r * k + j]) - dot));
+      dl[index[r * k + j]] = T(p * (double(dprobs[r * k + j]) - dot / c));
     }
   }
 }

@@ -23,6 +23,10 @@ Status CheckMoeIndex(ConstRef r, int64_t n, const char* what) {
 const int32_t* MoeIndexData(ConstRef r) {
   return static_cast<const int32_t*>(r.data);
 }
+template <typename T>
+k::MoeRouterRule<T> RuleOf(const MoeRouting& r, const T* bias) {
+  return {r.groups, r.group_topk, r.pre_softmax, r.sigmoid, r.scale, bias};
+}
 
 }  // namespace
 
@@ -33,8 +37,9 @@ Status CpuOps::MoeRouterTopK(TensorRef probs, TensorRef index, ConstRef logits, 
     using T = decltype(tag);
     In<T> li(logits);
     Out<T> po(probs, false);
+    In<T> bi(r.bias);
     k::MoeRouterTopK(po.get(), static_cast<int32_t*>(index.data), li.get(), n, r.experts, r.k,
-                     r.groups, r.group_topk, r.pre_softmax);
+                     RuleOf<T>(r, r.bias.count > 0 ? bi.get() : nullptr));
     return Status::Ok();
   });
 }
@@ -48,7 +53,7 @@ Status CpuOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRe
     In<T> di(dprobs), pi(probs), li(logits);
     Out<T> o(dlogits, false);
     k::MoeRouterTopKBackward(o.get(), di.get(), pi.get(), MoeIndexData(index), li.get(), n,
-                             r.experts, r.k, r.pre_softmax);
+                             r.experts, r.k, RuleOf<T>(r, nullptr));
     return Status::Ok();
   });
 }

@@ -147,10 +147,14 @@ struct AdamWTensor {
 // A mixture of experts' router (model.moe_*; kernels/reference/moe.h MoeRouterTopK): E experts,
 // the top k; group-limited routing (groups > 0: the k from the group_topk best of `groups`); and
 // pre_softmax (the softmax over all E, the top k's values unrenormalised; else the softmax over
-// the top k's logits).
+// the top k's logits); or sigmoid (DeepSeek-V3's: the k's sigmoids over their sum), the choice
+// moved by `bias` ([E] wide, or empty: the expert bias); the top k's weights times `scale`.
 struct MoeRouting {
   int64_t experts = 0, k = 0, groups = 0, group_topk = 0;
   bool pre_softmax = false;
+  bool sigmoid = false;
+  double scale = 1.0;
+  ConstRef bias;
 };
 
 class Ops {

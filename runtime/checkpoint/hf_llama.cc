@@ -151,6 +151,9 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   // Mixtral's on every layer, without a window. Qwen2-MoE's: a shared expert with its gate
   // beside them, Qwen2's bias on q, k and v.
   if (m.IsMoe() && m.moe_router_groups > 0) return bad("its router has groups");
+  if (m.IsMoe() && (m.moe_router_sigmoid || m.moe_router_topk_scale != 1)) {
+    return bad("its router has sigmoid scores or a top-k scaling factor (DeepSeek-V3's)");
+  }
   if (m.IsMoe() && m.HasSharedExpert() &&
       (m.qk_norm || !m.moe_shared_gate || !m.qkv_bias || m.window_size > 0)) {
     return bad(

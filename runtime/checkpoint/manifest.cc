@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 
 #include "core/checked.h"
@@ -139,6 +140,48 @@ Status ReadState(JsonObjectReader& r, Manifest* m) {
   return Status::Ok();
 }
 
+// "router_expert_bias": {"<layer>": [E numbers]} for every mixture layer of a model with the
+// expert bias, and absent without it.
+Status ReadRouterBiases(const Json* biases, const std::string& path, Manifest* m) {
+  const ModelSpec& model = m->model;
+  if (biases == nullptr) {
+    if (!model.moe_router_expert_bias) return Status::Ok();
+    return Status::Invalid(path + ": missing (the model has moe_router_expert_bias)");
+  }
+  if (!model.moe_router_expert_bias) {
+    return Status::Invalid(path + ": present, but the model has no moe_router_expert_bias");
+  }
+  if (!biases->is_object()) return Status::Invalid(path + ": expected an object");
+  for (auto it = biases->begin(); it != biases->end(); ++it) {
+    const std::string at = path + "." + it.key();
+    char* end = nullptr;
+    const long layer = std::strtol(it.key().c_str(), &end, 10);
+    if (it.key().empty() || end != it.key().c_str() + it.key().size() || layer < 0 ||
+        layer >= model.layers || !model.IsMoeLayer(int(layer))) {
+      return Status::Invalid(at + ": not a mixture layer of the model");
+    }
+    const Json& v = it.value();
+    if (!v.is_array() || int64_t(v.size()) != model.moe_experts) {
+      return Status::Invalid(at + ": expected " + std::to_string(model.moe_experts) +
+                             " numbers (one per expert)");
+    }
+    std::vector<double> values;
+    for (const Json& x : v) {
+      if (!x.is_number() || !std::isfinite(x.get<double>())) {
+        return Status::Invalid(at + ": expected finite numbers");
+      }
+      values.push_back(x.get<double>());
+    }
+    m->router_expert_bias[int(layer)] = std::move(values);
+  }
+  for (int l = 0; l < model.layers; ++l) {
+    if (model.IsMoeLayer(l) && m->router_expert_bias.count(l) == 0) {
+      return Status::Invalid(path + "." + std::to_string(l) + ": missing (a mixture layer)");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 OrderedJson ManifestToJson(const Manifest& m) {
@@ -166,6 +209,12 @@ OrderedJson ManifestToJson(const Manifest& m) {
                     {"clip_grad", o.clip_grad}};
   j["loss_scale"] = {
       {"scale", m.loss_scale}, {"clean_steps", m.clean_steps}, {"skipped_steps", m.skipped_steps}};
+  if (!m.router_expert_bias.empty()) {
+    j["router_expert_bias"] = OrderedJson::object();
+    for (const auto& [layer, values] : m.router_expert_bias) {
+      j["router_expert_bias"][std::to_string(layer)] = values;
+    }
+  }
   j["files"] = OrderedJson::array();
   for (const auto& f : m.files) {
     j["files"].push_back(
@@ -203,10 +252,12 @@ Result<Manifest> ManifestFromJson(const Json& j, const std::string& source) {
   const Json* layout = r.Child("layout", true);
   const Json* files = r.Child("files", true);
   const Json* tensors = r.Child("tensors", true);
+  const Json* biases = r.Child("router_expert_bias", false);
   PTDP_RETURN_IF_ERROR(r.status().WithPrefix(source));
   PTDP_ASSIGN_OR_RETURN(m.model, ModelFromJson(*model, "model"));
   PTDP_ASSIGN_OR_RETURN(m.layout, LayoutFromJson(*layout, "layout"));
   PTDP_RETURN_IF_ERROR(ReadState(r, &m).WithPrefix(source));
+  PTDP_RETURN_IF_ERROR(ReadRouterBiases(biases, "router_expert_bias", &m).WithPrefix(source));
   PTDP_RETURN_IF_ERROR(r.Finish().WithPrefix(source));
   if (!files->is_array() || !tensors->is_object()) {
     return Status::Invalid(source + ": files must be an array and tensors an object");

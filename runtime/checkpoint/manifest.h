@@ -64,6 +64,10 @@ struct Manifest {
   int64_t skipped_steps = 0;
   std::vector<CkptFile> files;
   std::map<std::string, CkptTensor> tensors;
+  // The routers' expert biases (model.moe_router_expert_bias): global mixture layer -> its E
+  // values (fp32 values, exact as JSON doubles). Every mixture layer's with the bias, none
+  // without; replicated on every rank of a stage, so no pieces.
+  std::map<int, std::vector<double>> router_expert_bias;
 };
 
 OrderedJson ManifestToJson(const Manifest& m);

@@ -277,6 +277,12 @@ Status CheckHfExpertsMatch(const ModelSpec& m, const ModelSpec& plan, const std:
                            ", the plan's model has moe_router_pre_softmax " +
                            (plan.moe_router_pre_softmax ? "true" : "false"));
   }
+  if (m.moe_router_sigmoid != plan.moe_router_sigmoid ||
+      m.moe_router_topk_scale != plan.moe_router_topk_scale) {
+    return Status::Invalid(source +
+                           ": its router's scores are softmax, unscaled; the plan's model "
+                           "has moe_router_sigmoid or moe_router_topk_scale");
+  }
   if (m.MoeFfnHidden() != plan.MoeFfnHidden()) {
     return Mismatch(source, "moe_intermediate_size", m.MoeFfnHidden(), "moe_ffn_hidden",
                     plan.MoeFfnHidden());

@@ -14,7 +14,10 @@ using namespace detail;  // NOLINT: the helpers of cuda_ops_util.h
 namespace {
 
 ck::MoeRouterShape ShapeOf(const MoeRouting& r) {
-  return {r.experts, r.k, r.groups, r.group_topk, r.pre_softmax};
+  return {r.experts,     r.k,
+          r.groups,      r.group_topk,
+          r.pre_softmax, r.sigmoid,
+          r.scale,       r.bias.count > 0 ? static_cast<const float*>(r.bias.data) : nullptr};
 }
 
 Status CheckIndex(ConstRef r, int64_t n, const char* what) {

@@ -80,7 +80,8 @@ Status Trainer::WriteShard(const std::string& path, int64_t step, CkptFile* out)
 // World rank 0. `files`: per world rank (writes?, pp, tp, bytes, checksum high, checksum low,
 // ep rank).
 Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
-                              const std::vector<double>& files) {
+                              const std::vector<double>& files,
+                              const std::map<int, std::vector<double>>& biases) {
   Manifest m;
   m.step = step;
   m.model = model_;
@@ -93,6 +94,7 @@ Status Trainer::WriteManifest(const std::string& tmp, int64_t step,
   m.adam_steps = step - m.skipped_steps;
   m.loss_scale = scaler_->scale();
   m.clean_steps = scaler_->clean_steps();
+  m.router_expert_bias = biases;
   for (size_t r = 0; r + 7 <= files.size(); r += 7) {
     if (files[r] == 0) continue;
     const int pp = static_cast<int>(files[r + 1]), tp = static_cast<int>(files[r + 2]);
@@ -136,15 +138,38 @@ Result<Bytes> Trainer::SaveCheckpoint(const std::string& dir, int64_t step, int 
       AllGatherDoubles(*world_, {writer ? 1.0 : 0.0, double(coord_.pp), double(coord_.tp),
                                  double(mine.bytes), double(mine.checksum >> 32),
                                  double(mine.checksum & 0xffffffffu), double(ExpertRank())}));
+  PTDP_ASSIGN_OR_RETURN(const auto biases, GatherRouterBiases());
   Status pub;
   if (root) {
-    pub = WriteManifest(tmp, step, files);
+    pub = WriteManifest(tmp, step, files, biases);
     if (pub.ok()) pub = PublishCheckpoint(dir, step, keep);
   }
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, pub.WithPrefix("--save")));
   Bytes total = 0;
   for (size_t r = 0; r + 7 <= files.size(); r += 7) total += static_cast<Bytes>(files[r + 3]);
   return total;
+}
+
+// Every stage's ranks hold its layers' biases alike: the first rank of each stage's tensor and
+// data groups gives them, the others zeros, and one world sum (exact: a value plus zeros) hands
+// every layer's to every rank.
+Result<std::map<int, std::vector<double>>> Trainer::GatherRouterBiases() {
+  std::map<int, std::vector<double>> out;
+  if (!model_.moe_router_expert_bias) return out;
+  const int64_t experts = model_.moe_experts;
+  std::vector<double> all(size_t(model_.layers * experts), 0.0);
+  if (coord_.tp == 0 && coord_.dp == 0) {
+    for (int l : router_biases_.layers()) {
+      const std::vector<double> v = router_biases_.Values(l);
+      std::copy(v.begin(), v.end(), all.begin() + l * experts);
+    }
+  }
+  PTDP_RETURN_IF_ERROR(world_->AllReduceSum(all.data(), int64_t(all.size()), DType::kFp64));
+  for (int l = 0; l < model_.layers; ++l) {
+    if (!model_.IsMoeLayer(l)) continue;
+    out[l].assign(all.begin() + l * experts, all.begin() + (l + 1) * experts);
+  }
+  return out;
 }
 
 Status Trainer::CheckCompatible(const Manifest& m, const std::string& source) const {
@@ -241,6 +266,16 @@ Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none
   if (check.ok()) check = CheckCompatible(*m, dir + "/manifest.json");
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, check));
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, LoadParams(dir, *m)));
+  Status biases;
+  for (int l : router_biases_.layers()) {
+    const auto it = m->router_expert_bias.find(l);
+    if (!biases.ok()) break;
+    biases = it == m->router_expert_bias.end()
+                 ? Status::Invalid("router_expert_bias." + std::to_string(l) +
+                                   ": missing (saved by a model without moe_router_expert_bias)")
+                 : router_biases_.SetValues(l, it->second);
+  }
+  PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, biases.WithPrefix("--load " + dir)));
   scaler_->Restore(m->loss_scale, static_cast<int>(m->clean_steps), m->skipped_steps);
   if (root) {
     const OptimizerConfig &a = m->optim, &o = opts_.optim;

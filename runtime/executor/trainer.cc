@@ -129,6 +129,13 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
           (model_.IsMoe() ? "must be a number >= 0" : "the model has no mixture of experts"));
     }
   }
+  if (opts.moe_aux_loss_coeff != 0 && model_.moe_router_sigmoid) {
+    // Megatron-Core's auxiliary loss under sigmoid scores sums their normalised sigmoids, not
+    // the softmax this runtime's MoeAuxLossBackward differentiates.
+    return Status::Invalid(
+        "--moe-aux-loss-coeff: not with plan.model.moe_router_sigmoid in this runtime (its "
+        "auxiliary loss is the softmax's; DeepSeek-V3 balances by moe_router_expert_bias)");
+  }
   if (model_.layernorm_1p && model_.rmsnorm) {
     return Status::Invalid(
         "plan.model.layernorm_1p: with rmsnorm is planned but not executed by this runtime, whose "
@@ -332,6 +339,13 @@ Status Trainer::Build(ParamInit init) {
       ParamStore ps, ParamStore::Create(dev_.get(), model_, cfg_, coord_.pp, coord_.tp, types_.act,
                                         init, shard, ExpertRank()));
   params_ = std::make_unique<ParamStore>(std::move(ps));
+  std::vector<int> layers;  // this rank's, every chunk's
+  for (int c = 0; c < cfg_.vp; ++c) {
+    const LayerRange lr = ChunkLayers(model_, cfg_, coord_.pp, c);
+    for (int l = lr.begin; l < lr.end; ++l) layers.push_back(l);
+  }
+  PTDP_ASSIGN_OR_RETURN(router_biases_,
+                        RouterBiases::Create(dev_.get(), model_, layers, types_.wide));
   PTDP_ASSIGN_OR_RETURN(loss_sum_, Tensor::Make(dev_.get(), 1, DType::kFp64, MemTag::kWorkspace));
   PTDP_ASSIGN_OR_RETURN(scratch_scalar_,
                         Tensor::Make(dev_.get(), 1, DType::kFp64, MemTag::kWorkspace));
@@ -383,6 +397,8 @@ void Trainer::WireLayers() {
     for (int l = lr.begin; l < lr.end; ++l) {
       chunk_layers_[c].push_back(l);
       weights_[c].push_back(LayerWeightsOf(*params_, c, l));
+      weights_[c].back().expert_bias = router_biases_.bias(l);
+      weights_[c].back().expert_tokens = router_biases_.tokens(l);
       grads_[c].push_back(LayerGradsOf(*params_, c, l));
     }
   }
@@ -399,6 +415,9 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   PTDP_RETURN_IF_ERROR(dev_->Synchronize());
   PTDP_RETURN_IF_ERROR(dev_->StartTimer());
   PTDP_RETURN_IF_ERROR(RunProgram(step));
+  // The expert biases move at the step boundary, as Megatron-Core's finalize_model_grads moves
+  // them (a skipped fp16 step included).
+  PTDP_RETURN_IF_ERROR(router_biases_.Update(dp_.get()));
   PTDP_ASSIGN_OR_RETURN(const double iter_s, dev_->ElapsedSeconds());
   // Only tensor rank 0 of the head's rank reports its loss (every tensor rank holds the same).
   const bool reports = coord_.pp == HeadRank(cfg_) && coord_.tp == 0;

@@ -53,6 +53,7 @@
 #include "runtime/executor/monitor.h"
 #include "runtime/model/gpt_layers.h"
 #include "runtime/model/params.h"
+#include "runtime/model/router_bias.h"
 #include "runtime/optim/loss_scaler.h"
 #include "runtime/optim/optimizer.h"
 
@@ -302,7 +303,10 @@ class Trainer {
   Status ApplyAdamW(int64_t step, double clip_coef);
   // checkpoint.cc
   Status WriteShard(const std::string& path, int64_t step, CkptFile* out);
-  Status WriteManifest(const std::string& tmp, int64_t step, const std::vector<double>& files);
+  Status WriteManifest(const std::string& tmp, int64_t step, const std::vector<double>& files,
+                       const std::map<int, std::vector<double>>& biases);
+  // Collective: every mixture layer's expert bias, on every rank (none without the bias).
+  Result<std::map<int, std::vector<double>>> GatherRouterBiases();
   Status CheckCompatible(const Manifest& m, const std::string& source) const;
   Status LoadParams(const std::string& dir, const Manifest& m);
 
@@ -338,6 +342,7 @@ class Trainer {
   Program program_;
   std::unique_ptr<Device> dev_;
   std::unique_ptr<ParamStore> params_;
+  RouterBiases router_biases_;  // the expert biases of this rank's mixture layers (or none)
   std::unique_ptr<TokenSet> data_;
   std::unique_ptr<TokenSet> valid_, test_;  // nullptr: none
   Status OpenData();

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "runtime/model/gpt_layers.h"
+#include "runtime/model/router_bias.h"
 #include "runtime/model/wiring.h"
 
 namespace ptdp::runtime {
@@ -18,7 +19,8 @@ Result<int> Index(const ParamStore& params, const std::string& name) {
 }  // namespace
 
 Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore& params,
-                                    const std::vector<int32_t>& seqs, int64_t S) {
+                                    const std::vector<int32_t>& seqs, int64_t S,
+                                    const std::map<int, std::vector<double>>& expert_bias) {
   if (S < 1 || S > m.seq_len) {
     return Status::Invalid("forward: sequence length " + std::to_string(S) + " outside [1, " +
                            std::to_string(m.seq_len) + "]");
@@ -33,8 +35,22 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
   const int64_t B = int64_t(seqs.size()) / (S + 1);
   const int64_t V = m.vocab, Vp = PaddedVocab(m, 1);
   auto idx = [&](const std::string& n) { return Index(params, n); };
+  std::vector<int> all(size_t(m.layers));
+  for (int l = 0; l < m.layers; ++l) all[size_t(l)] = l;
+  PTDP_ASSIGN_OR_RETURN(RouterBiases biases, RouterBiases::Create(dev, m, all, DType::kFp32));
+  for (int l : biases.layers()) {
+    const auto it = expert_bias.find(l);
+    if (it == expert_bias.end()) {
+      return Status::Invalid("forward: no router expert bias for mixture layer " +
+                             std::to_string(l) + " (the model has moe_router_expert_bias)");
+    }
+    PTDP_RETURN_IF_ERROR(biases.SetValues(l, it->second));
+  }
   std::vector<LayerWeights> layers;
-  for (int l = 0; l < m.layers; ++l) layers.push_back(LayerWeightsOf(params, 0, l));
+  for (int l = 0; l < m.layers; ++l) {
+    layers.push_back(LayerWeightsOf(params, 0, l));
+    layers.back().expert_bias = biases.bias(l);
+  }
   PTDP_ASSIGN_OR_RETURN(const int wte, idx("embedding.word"));
   const int wpe = params.Find(0, "embedding.position");  // none with rotary embeddings
   PTDP_ASSIGN_OR_RETURN(const int lnf_w, idx("final_ln.weight"));

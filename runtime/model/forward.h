@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "core/model.h"
@@ -21,7 +22,10 @@ struct ForwardOutput {
 // `seqs`: B sequences of S + 1 tokens each (inputs, then the last target), every token < vocab;
 // 1 <= S <= m.seq_len. `params`: a store of layout t = p = v = 1 (ParamStore::Create with the
 // default ParallelConfig) in fp32. Runs one sequence at a time.
+// `expert_bias`: the routers' expert biases by global layer (a checkpoint's, manifest.h), which
+// a model with moe_router_expert_bias needs for every mixture layer.
 Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore& params,
-                                    const std::vector<int32_t>& seqs, int64_t S);
+                                    const std::vector<int32_t>& seqs, int64_t S,
+                                    const std::map<int, std::vector<double>>& expert_bias = {});
 
 }  // namespace ptdp::runtime

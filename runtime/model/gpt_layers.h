@@ -103,6 +103,8 @@ struct LayerArch {
   int moe_topk = 0;
   int moe_router_groups = 0, moe_router_group_topk = 0;  // group-limited routing (0: none)
   bool moe_router_pre_softmax = false;  // the softmax over all E (model.moe_router_pre_softmax)
+  bool moe_router_sigmoid = false;      // DeepSeek-V3's sigmoid scores (model.moe_router_sigmoid)
+  double moe_router_topk_scale = 1.0;   // the top k's weights times this
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and
@@ -135,6 +137,11 @@ struct LayerWeights {
   std::vector<ConstRef> expert_fc1, expert_fc2;
   ConstRef shared_fc1, shared_fc2;  // a mixture's shared expert (model.moe_shared_ffn_hidden)
   ConstRef shared_gate;             // its gate [1][h] (model.moe_shared_gate), or empty
+  // Auxiliary-loss-free balance (model.moe_router_expert_bias): the router's expert bias [E] (wide;
+  // it moves the choice and weighs nothing), and the host counters [E] the backward adds the
+  // microbatch's tokens per expert to (RouterBiases reads them at the step); empty / nullptr: none.
+  ConstRef expert_bias;
+  int64_t* expert_tokens = nullptr;
 };
 struct LayerGrads {
   TensorRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;

@@ -58,18 +58,24 @@ Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
   return r;
 }
 
-// The model's router (LayerArch's moe_* fields).
-MoeRouting RoutingOf(const LayerArch& a) {
-  return {a.moe_experts, a.moe_topk, a.moe_router_groups, a.moe_router_group_topk,
-          a.moe_router_pre_softmax};
+// The model's router (LayerArch's moe_* fields) with the layer's expert bias (or none).
+MoeRouting RoutingOf(const LayerArch& a, const LayerWeights& w) {
+  return {a.moe_experts,
+          a.moe_topk,
+          a.moe_router_groups,
+          a.moe_router_group_topk,
+          a.moe_router_pre_softmax,
+          a.moe_router_sigmoid,
+          a.moe_router_topk_scale,
+          w.expert_bias};
 }
 
 // The router's choice from the stashed logits: index [R][k] (and probs, into `probs`).
-Result<Tensor> Choose(const LayerCtx& c, ConstRef logits, TensorRef probs) {
+Result<Tensor> Choose(const LayerCtx& c, const LayerWeights& w, ConstRef logits, TensorRef probs) {
   const int64_t R = c.d.R(), k = c.arch.moe_topk;
   PTDP_ASSIGN_OR_RETURN(Tensor index, Tmp(c, R * k, DType::kI32));
   PTDP_RETURN_IF_ERROR(
-      c.dev->ops()->MoeRouterTopK(probs, index.ref(), logits, R, RoutingOf(c.arch)));
+      c.dev->ops()->MoeRouterTopK(probs, index.ref(), logits, R, RoutingOf(c.arch, w)));
   return index;
 }
 
@@ -417,7 +423,8 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
     PTDP_RETURN_IF_ERROR(ops->Cast(st->router_logits.ref(), logits.cref()));
   }
   PTDP_ASSIGN_OR_RETURN(st->router_probs, Alloc(c, R * k, c.types.wide, tag));
-  PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, st->router_logits.cref(), st->router_probs.ref()));
+  PTDP_ASSIGN_OR_RETURN(Tensor index,
+                        Choose(c, w, st->router_logits.cref(), st->router_probs.ref()));
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
   index.Reset();
   PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
@@ -473,8 +480,15 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_ASSIGN_OR_RETURN(FullRows dfull, GatherRows(c, dbranch.cref()));
   // The forward's route again, from the stashed logits.
   PTDP_ASSIGN_OR_RETURN(Tensor probs_again, Tmp(c, R * k, wide));
-  PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, st->router_logits.cref(), probs_again.ref()));
+  PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, w, st->router_logits.cref(), probs_again.ref()));
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
+  // The expert bias's counts: the microbatch's tokens per expert, once (the backward runs once per
+  // microbatch, the forward twice under recomputation).
+  if (w.expert_tokens != nullptr) {
+    for (int64_t e = 0; e < experts; ++e) {
+      w.expert_tokens[e] += r.offsets[size_t(e + 1)] - r.offsets[size_t(e)];
+    }
+  }
   PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
   const int64_t rows = x.rows;
   // A shared expert's backward first, while the gathered gradient lives: its input gradient
@@ -539,7 +553,7 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
     PTDP_ASSIGN_OR_RETURN(Tensor dlogits, Tmp(c, R * experts, wide));
     PTDP_RETURN_IF_ERROR(ops->MoeRouterTopKBackward(
         dlogits.ref(), Rows(dprobs.cref(), d.sp_rank * R, R, k), st->router_probs.cref(),
-        index.cref(), st->router_logits.cref(), R, RoutingOf(c.arch)));
+        index.cref(), st->router_logits.cref(), R, RoutingOf(c.arch, w)));
     if (c.moe_aux_grad != 0) PTDP_RETURN_IF_ERROR(AuxLossBackward(c, r, st, dlogits.ref()));
     if (c.moe_z_grad != 0) {  // the z-loss on this rank's rows (their share of the microbatch's)
       PTDP_ASSIGN_OR_RETURN(Tensor sum_sq, Tmp(c, 1, wide));

@@ -69,8 +69,10 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto w = [&](int k) { return at[k] >= 0 ? s.weight(at[k]) : ConstRef{}; };
-  LayerWeights lw{w(0),  w(1),  w(2),  w(3),  w(4), w(5), w(6), w(7), w(8), w(9),
-                  w(10), w(11), w(12), w(13), {},   {},   {},   {},   {},   {}};
+  LayerWeights lw{
+      w(0),  w(1),  w(2), w(3), w(4), w(5), w(6), w(7), w(8), w(9),   w(10), w(11),
+      w(12), w(13), {},   {},   {},   {},   {},   {},   {},   nullptr};  // the expert bias is the
+                                                                         // trainer's (RouterBiases)
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lw.router_w = s.weight(x.router);
   for (int i : x.fc1) lw.expert_fc1.push_back(s.weight(i));
@@ -119,6 +121,8 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.moe_router_groups = m.moe_router_groups;
   a.moe_router_group_topk = m.moe_router_group_topk;
   a.moe_router_pre_softmax = m.moe_router_pre_softmax;
+  a.moe_router_sigmoid = m.moe_router_sigmoid;
+  a.moe_router_topk_scale = m.moe_router_topk_scale;
   return a;
 }
 

@@ -31,13 +31,23 @@ std::vector<float> Logits(int64_t rows, int64_t experts, uint64_t seed) {
   return Store<float>(RandomVector(rows * experts, seed, 2.0));
 }
 
+// An expert bias of the size of the sigmoid scores' differences (so that it moves choices).
+std::vector<float> Bias(int64_t experts) {
+  return Store<float>(RandomVector(experts, 13, 0.05));
+}
+
 void CheckRouter(const MoeRouterShape& m, const char* what) {
   const std::vector<float> logits = Logits(kRouterRows, m.experts, 11);
   const std::vector<double> ld = AsDouble(logits);
   std::vector<double> probs(kRouterRows * m.k);
   std::vector<int32_t> index(kRouterRows * m.k);
-  kernels::MoeRouterTopK(probs.data(), index.data(), ld.data(), kRouterRows, m.experts, m.k,
-                         m.groups, m.group_topk, m.pre_softmax);
+  // The bias on the host for the reference (the kernel reads m.bias on the device).
+  std::vector<double> bias_host;
+  if (m.bias != nullptr) bias_host = AsDouble(Bias(m.experts));
+  const kernels::MoeRouterRule<double> rule{
+      m.groups,  m.group_topk, m.pre_softmax,
+      m.sigmoid, m.scale,      bias_host.empty() ? nullptr : bias_host.data()};
+  kernels::MoeRouterTopK(probs.data(), index.data(), ld.data(), kRouterRows, m.experts, m.k, rule);
   DeviceBuffer<float> gl(logits), gp(kRouterRows * m.k);
   DeviceBuffer<int32_t> gi(kRouterRows * m.k);
   MoeRouterTopK(gp.get(), gi.get(), gl.get(), kRouterRows, m, nullptr);
@@ -45,7 +55,7 @@ void CheckRouter(const MoeRouterShape& m, const char* what) {
   const std::vector<double> dpd = AsDouble(dprobs);
   std::vector<double> dlogits(kRouterRows * m.experts);
   kernels::MoeRouterTopKBackward(dlogits.data(), dpd.data(), probs.data(), index.data(), ld.data(),
-                                 kRouterRows, m.experts, m.k, m.pre_softmax);
+                                 kRouterRows, m.experts, m.k, rule);
   // The backward from the kernel's own probabilities (float), as the layer runs it.
   DeviceBuffer<float> gdp(dprobs), gdl(std::vector<float>(kRouterRows * m.experts, 7.0f));
   MoeRouterTopKBackward(gdl.get(), gdp.get(), gp.get(), gi.get(), gl.get(), kRouterRows, m,
@@ -65,6 +75,14 @@ TEST_F(CudaMoe, RouterChoosesTheReferenceExperts) {
   CheckRouter({16, 3, 4, 2, false}, "groups 4, best 2, top 3");
   CheckRouter({16, 4, 4, 2, true}, "pre-softmax groups 4, best 2, top 4");
   CheckRouter({16, 1, 4, 2, false}, "groups 4, best 2, top 1");
+  // Scaled, and DeepSeek-V3's sigmoid scores with and without the expert bias (on the device).
+  CheckRouter({8, 2, 0, 0, false, false, 2.5}, "top 2 of 8 scaled 2.5");
+  CheckRouter({8, 2, 0, 0, true, false, 16}, "pre-softmax top 2 of 8 scaled 16");
+  CheckRouter({16, 4, 4, 2, false, true, 2.5}, "sigmoid groups 4, best 2, top 4, scaled 2.5");
+  CheckRouter({8, 1, 0, 0, false, true, 1}, "sigmoid top 1");
+  DeviceBuffer<float> bias(Bias(16));
+  CheckRouter({16, 4, 4, 2, false, true, 2.5, bias.get()}, "biased sigmoid groups 4, top 4");
+  CheckRouter({16, 3, 0, 0, false, true, 1, bias.get()}, "biased sigmoid top 3");
 }
 
 TEST_F(CudaMoe, AuxAndZLossGradientsAndValues) {

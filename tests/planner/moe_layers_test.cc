@@ -428,6 +428,23 @@ TEST(Mla, HuggingFaceDeepSeekV3ReadsAsThePreset) {
   EXPECT_EQ(m->QkHeadDim(), 192);
   EXPECT_EQ(m->moe_router_groups, 8);  // n_group, topk_group
   EXPECT_EQ(m->moe_router_group_topk, 4);
+  // scoring_func, routed_scaling_factor, topk_method noaux_tc and norm_topk_prob true.
+  EXPECT_TRUE(m->moe_router_sigmoid);
+  EXPECT_EQ(m->moe_router_topk_scale, 2.5);
+  EXPECT_TRUE(m->moe_router_expert_bias);
+  EXPECT_FALSE(m->moe_router_pre_softmax);
+  EXPECT_EQ(m->moe_router_sigmoid, preset.moe_router_sigmoid);
+  EXPECT_EQ(m->moe_router_topk_scale, preset.moe_router_topk_scale);
+  EXPECT_EQ(m->moe_router_expert_bias, preset.moe_router_expert_bias);
+  std::string unnormalised = kDeepSeekV3;
+  unnormalised.replace(unnormalised.find("\"norm_topk_prob\": true"), 22,
+                       "\"norm_topk_prob\": false");
+  auto sigmoid_unnormalised = ModelFromJson(Json::parse(unnormalised), "model");
+  ASSERT_FALSE(sigmoid_unnormalised.ok());
+  EXPECT_NE(sigmoid_unnormalised.status().message().find(
+                "moe_router_pre_softmax: not with moe_router_sigmoid"),
+            std::string::npos)
+      << sigmoid_unnormalised.status().message();
   std::string every_other = kDeepSeekV3;
   every_other.replace(every_other.find("\"moe_layer_freq\": 1"), 19, "\"moe_layer_freq\": 2");
   auto refused = ModelFromJson(Json::parse(every_other), "model");
@@ -473,6 +490,19 @@ TEST(Mla, ValidateAndTheEmittedFlags) {
   EXPECT_EQ(args.find("--kv-channels"), std::string::npos);
   EXPECT_NE(args.find(" --moe-layer-freq \"([0]*3+[1]*58)\""), std::string::npos);
   EXPECT_NE(args.find(" --mtp-num-layers 1"), std::string::npos);
+  EXPECT_NE(args.find(" --moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5 "
+                      "--moe-router-enable-expert-bias --moe-router-bias-update-rate 0.001"),
+            std::string::npos)
+      << args;
+  bad = m;
+  bad.moe_router_sigmoid = false;  // the bias is for sigmoid scores only
+  EXPECT_NE(bad.Validate().message().find("moe_router_expert_bias: needs moe_router_sigmoid"),
+            std::string::npos)
+      << bad.Validate().message();
+  bad = m;
+  bad.moe_router_topk_scale = 0;
+  EXPECT_NE(bad.Validate().message().find("moe_router_topk_scale: 0 is outside"), std::string::npos)
+      << bad.Validate().message();
   // The published run's layout (Megatron-Bridge 25.09, "Et|(tt|)*30mL"): 1, 2 x 30, 0 layers on
   // pp 8 x vp 4 virtual stages, the depth with the loss.
   ParallelConfig layout = c;
@@ -498,6 +528,9 @@ TEST(Mla, ValidateAndTheEmittedFlags) {
   auto back = ModelFromJson(Json::parse(ModelToJson(m).dump()), "model");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(ParameterCount(*back), ParameterCount(m));
+  EXPECT_TRUE(back->moe_router_sigmoid && back->moe_router_expert_bias);
+  EXPECT_EQ(back->moe_router_topk_scale, 2.5);
+  EXPECT_EQ(back->moe_router_bias_rate, 1e-3);
 }
 
 // With multi-token prediction the search tries a lighter last virtual stage: on Megatron-Bridge's

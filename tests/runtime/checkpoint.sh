@@ -36,6 +36,13 @@
 #                       refuses it by name; `--to hf-qwen3-moe` writes Qwen3-MoE's folder, which
 #                       `--init-from` reads back byte for byte, but with norm_topk_prob false
 #                       (pre-softmax routing) not into this plan's renormalising router
+#   expert_bias         DeepSeek-V3's router (write_plan.sh PTDP_TEST_ARCH=dsv3: sigmoid scores and the
+#                       expert bias the step moves) at t1 d4 ep 2: the manifest holds every mixture
+#                       layer's bias, moved off zero; a resume bit for bit (a bias lost would route
+#                       otherwise); its step-3 checkpoint loaded by t2 p2 d2 ep 2 and back within
+#                       1e-5; `ptdp forward` of a no-dropout run's step-3 checkpoint gives training's
+#                       step-4 loss (so forward routes with the bias); a manifest without the bias
+#                       refused by name
 #   reshard_llama       the Llama-style model (write_plan.sh PTDP_TEST_ARCH=llama): t2 p2 d1 (key
 #                       and value heads, SwiGLU features and the untied output split over t) saves at
 #                       step 3, t1 p1 d2 loads it and saves at step 6, t2 p2 d1 loads that: losses
@@ -110,10 +117,28 @@ resumes_bit_for_bit() {  # PLAN DIR
   done
   echo "steps 5..8 and the final sharded state bit-identical to the uninterrupted run"
 }
+# `ptdp forward` of a one-rank plan Q without dropout (write_plan.sh's PTDP_TEST_* as set): its
+# loss on step 4's batch from Q's step-3 checkpoint (left in fk) is training's step-4 loss within
+# 1e-6, so forward computes what training does.
+forward_is_train_step4() {
+  "$here/write_plan.sh" "$ptdp" Q.json 4 0.0 256 16 1 1 1 2 1 1f1b none true || fail "plan Q"
+  ranks[Q]=1
+  STEPS=4 train Q --stop-at 3 --save fk || { cat Q.out; fail "first part"; }
+  STEPS=4 train Q --load fk --log q.jsonl || { cat Q.out; fail "resumed run"; }
+  "$ptdp" forward --checkpoint fk --data data.bin --step 4 --global-batch 16 > f.out 2>&1 ||
+    { cat f.out; fail "forward of the step-3 checkpoint"; }
+  local a b
+  a=$(sed -n 's/.*loss \([0-9.]*\) nats.*/\1/p' f.out)
+  b=$(grep -o '"step":4,"loss":[^,]*' q.jsonl | cut -d: -f3)
+  echo "step 4: train $b, forward $a"
+  awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-6 * b) }' ||
+    fail "forward's loss $a is not train's loss $b at step 4"
+}
 plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
-    | reshard_cp | reshard_llama | reshard_moe | reshard_ep | ep_distopt | forward_moe | preempt \
+    | reshard_cp | reshard_llama | reshard_moe | reshard_ep | ep_distopt | forward_moe | expert_bias \
+    | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -279,22 +304,39 @@ case "$case" in
     PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b
     there_and_back D F "t2 p2 d2 ep2 from the t1 d4 ep2 distributed optimizer's checkpoint" \
       "t1 d4 ep2 distributed optimizer from the t2 p2 d2 ep2 one" ;;
+  expert_bias)
+    export PTDP_TEST_ARCH=dsv3 PTDP_TEST_EP=2
+    plan S 1 1 4 1 1f1b
+    train S --log sref.jsonl || { cat S.out; fail "reference"; }
+    train S --stop-at 4 --save rk --log srun.jsonl || { cat S.out; fail "first half"; }
+    python3 - rk/step-00000004/manifest.json <<'PY' || fail "the manifest's expert biases"
+import json, sys
+b = json.load(open(sys.argv[1]))["router_expert_bias"]
+assert sorted(b) == ["1", "2", "3"], sorted(b)  # layer 0 is dense
+assert all(len(v) == 8 for v in b.values())
+assert any(x != 0 for v in b.values() for x in v), "the biases never moved"
+print("manifest: expert biases of layers 1-3, e.g. layer 1", b["1"])
+PY
+    resumes_bit_for_bit S rk
+    PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b
+    there_and_back S F "t2 p2 d2 ep2 from t1 d4 ep2's checkpoint" "t1 d4 ep2 from t2 p2 d2 ep2's"
+    PTDP_TEST_EP=1 forward_is_train_step4
+    # The bias taken out of the manifest: refused by name, the folder unchanged.
+    python3 - fk/step-00000003/manifest.json <<'PY' || fail "rewriting the manifest"
+import json, sys
+m = json.load(open(sys.argv[1]))
+del m["router_expert_bias"]
+json.dump(m, open(sys.argv[1], "w"))
+PY
+    STEPS=4 train Q --load fk && fail "a manifest without the expert biases loaded"
+    grep -q "router_expert_bias: missing (the model has moe_router_expert_bias)" Q.out ||
+      { cat Q.out; fail "no error naming router_expert_bias"; }
+    echo "a manifest without the expert biases refused by name" ;;
   forward_moe)
     # `ptdp forward` of a mixture with Qwen2-MoE's gated shared expert (no dropout): its loss on
     # step 4's batch from the step-3 checkpoint is training's step-4 loss, so forward computes
     # what training does (it had left the shared expert out, until 2026-11-30).
-    PTDP_TEST_ARCH=qwen2moe "$here/write_plan.sh" "$ptdp" Q.json 4 0.0 256 16 1 1 1 2 1 1f1b none \
-      true || fail "plan Q"
-    ranks[Q]=1
-    STEPS=4 train Q --stop-at 3 --save fk || { cat Q.out; fail "first part"; }
-    STEPS=4 train Q --load fk --log q.jsonl || { cat Q.out; fail "resumed run"; }
-    "$ptdp" forward --checkpoint fk --data data.bin --step 4 --global-batch 16 > f.out 2>&1 ||
-      { cat f.out; fail "forward of the step-3 checkpoint"; }
-    a=$(sed -n 's/.*loss \([0-9.]*\) nats.*/\1/p' f.out)
-    b=$(grep -o '"step":4,"loss":[^,]*' q.jsonl | cut -d: -f3)
-    echo "step 4: train $b, forward $a"
-    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-6 * b) }' ||
-      fail "forward's loss $a is not train's loss $b at step 4" ;;
+    PTDP_TEST_ARCH=qwen2moe forward_is_train_step4 ;;
   reshard_llama)
     export PTDP_TEST_ARCH=llama
     plan L 2 2 1 1 1f1b

@@ -96,7 +96,9 @@ struct LlamaParams {
             {},
             {},
             {},
-            {}};
+            {},
+            {},
+            nullptr};
   }
   LayerGrads G() {
     return {M(ln1_w),

@@ -11,7 +11,8 @@
 #       to balance). Only 2 steps across layouts: the loss pushes the router's logits together, and
 #       by step 3 a near tie in some token's top 2 falls the other way under the layout's
 #       differently rounded GEMMs (docs/moe.md "In the runtime")
-#   bad_input   the coefficient on a dense model, and a negative one: exit 2, one line
+#   bad_input   the coefficient on a dense model, a negative one, and the auxiliary loss beside
+#               sigmoid scores (DeepSeek-V3's router): exit 2, one line
 #   (the coefficient is 1 in these runs: see aux below). The router z-loss (--moe-z-loss-coeff
 #   0.1) runs beside it: its logged moe_z_loss (each rank's rows, summed over the tensor group under
 #   sequence parallelism and over the context group) within 1e-5 of one process's too, and its
@@ -43,7 +44,9 @@ aux=(--moe-aux-loss-coeff 1 --moe-z-loss-coeff 0.1)
 if [ "$case" = bad_input ]; then
   plan moe 1 1 1
   PTDP_TEST_ARCH=llama plan dense 1 1 1
+  PTDP_TEST_ARCH=dsv3 plan dsv3 1 1 1
   for args in "dense|0.01|--moe-aux-loss-coeff: the model has no mixture of experts" \
+              "dsv3|0.01|--moe-aux-loss-coeff: not with plan.model.moe_router_sigmoid" \
               "moe|-1|--moe-aux-loss-coeff: must be a number >= 0" \
               "dense|0.01|--moe-z-loss-coeff: the model has no mixture of experts|z"; do
     IFS='|' read -r p coeff want z <<< "$args"

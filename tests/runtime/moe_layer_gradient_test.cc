@@ -115,8 +115,10 @@ double AuxLoss(const LayerCtx& c, const LayerStash& st) {
   const auto* logits = static_cast<const double*>(st.router_logits.data());
   std::vector<double> probs(size_t(N * kTopK)), P(size_t(E), 0.0), count(size_t(E), 0.0);
   std::vector<int32_t> index(size_t(N * kTopK));
-  kernels::MoeRouterTopK(probs.data(), index.data(), logits, N, E, kTopK, c.arch.moe_router_groups,
-                         c.arch.moe_router_group_topk, c.arch.moe_router_pre_softmax);
+  kernels::MoeRouterTopK(
+      probs.data(), index.data(), logits, N, E, kTopK,
+      kernels::MoeRouterRule<double>{c.arch.moe_router_groups, c.arch.moe_router_group_topk,
+                                     c.arch.moe_router_pre_softmax});
   for (int32_t e : index) count[size_t(e)] += 1;
   for (int64_t n = 0; n < N; ++n) {
     double sum = 0;
@@ -141,11 +143,22 @@ double ZLoss(const LayerCtx& c, const LayerStash& st) {
   return c.moe_z_grad * z;
 }
 
+// DeepSeek-V3's router rule: sigmoid scores, the top k's scaling factor, and an expert bias
+// (empty: none) that moves the choice.
+struct SigmoidRouting {
+  bool on = false;
+  double scale = 1.0;
+  Vec bias;
+};
+
 void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int groups = 0,
-                  double zloss = 0, bool pre_softmax = false, bool shared_gate = false) {
+                  double zloss = 0, bool pre_softmax = false, bool shared_gate = false,
+                  const SigmoidRouting& sigmoid = {}) {
   CpuDevice dev;
   LayerCtx c = MoeCtx(&dev, dropout);
   c.arch.moe_router_pre_softmax = pre_softmax;
+  c.arch.moe_router_sigmoid = sigmoid.on;
+  c.arch.moe_router_topk_scale = sigmoid.scale;
   c.moe_aux_grad = aux;
   c.moe_z_grad = zloss;
   c.d.shared_f_local = shared_f;
@@ -153,13 +166,20 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   c.arch.moe_router_group_topk = groups > 0 ? 1 : 0;
   const int64_t nh = c.d.N() * c.d.h;
   MoeParams p(c.d, kExperts, false, shared_gate);
+  std::vector<int64_t> tokens(kExperts, 0);
+  auto weights = [&](bool count) {
+    LayerWeights w = p.W();
+    if (!sigmoid.bias.empty()) w.expert_bias = C(sigmoid.bias);
+    if (count) w.expert_tokens = tokens.data();
+    return w;
+  };
   Vec x = Random(nh, 11, 1.0), r = Random(nh, 12, 1.0);
   auto objective = [&]() {
     LayerStash st;
     EXPECT_TRUE(AllocLayerInput(c, &st).ok());
     gradient_check::Put(st.x, x);
     Vec y(static_cast<size_t>(nh));
-    EXPECT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
+    EXPECT_TRUE(LayerForward(c, weights(false), 1, MemTag::kActivations, &st, M(y)).ok());
     double s = (aux != 0 ? AuxLoss(c, st) : 0.0) + (zloss != 0 ? ZLoss(c, st) : 0.0);
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
@@ -170,7 +190,7 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   ASSERT_TRUE(AllocLayerInput(c, &st).ok());
   gradient_check::Put(st.x, x);
   Vec y(static_cast<size_t>(nh)), dx(static_cast<size_t>(nh));
-  ASSERT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
+  ASSERT_TRUE(LayerForward(c, weights(false), 1, MemTag::kActivations, &st, M(y)).ok());
   // The stash as core/experts.h lists it: router input, logits, probabilities, then the N k
   // token copies' fc1 input, SwiGLU input and fc2 input.
   const int64_t N = c.d.N(), copies = N * kTopK, f = c.d.expert_f_local;
@@ -183,12 +203,12 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   EXPECT_EQ(st.shared_fc1_out.count(), N * 2 * shared_f);  // the shared expert's, on every token
   EXPECT_EQ(st.shared_act.count(), N * shared_f);
   const auto* probs = static_cast<const double*>(st.router_probs.data());
-  for (int64_t n = 0; n < N; ++n) {  // renormalised, or part of the softmax over all 4
+  for (int64_t n = 0; n < N; ++n) {  // renormalised (and scaled), or part of the softmax over all 4
     const double sum = probs[2 * n] + probs[2 * n + 1];
     if (pre_softmax) {
       EXPECT_LT(sum, 1.0);
     } else {
-      EXPECT_NEAR(sum, 1.0, 1e-12);
+      EXPECT_NEAR(sum, sigmoid.scale, 1e-12);
     }
   }
   // The backward also adds the loss's value (moe_aux_value_scale sum_e P_e c_e) for the log.
@@ -200,8 +220,12 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   back_ctx.moe_aux_sum = &got_aux;
   back_ctx.moe_z_value_scale = zloss;
   back_ctx.moe_z_sum = &got_z;
-  const Status back = LayerBackward(back_ctx, p.W(), g.G(), 1, &st, C(r), M(dx));
+  const Status back = LayerBackward(back_ctx, weights(true), g.G(), 1, &st, C(r), M(dx));
   ASSERT_TRUE(back.ok()) << back.ToString();
+  // The backward counted the microbatch's tokens per expert once: N k in all.
+  int64_t counted = 0;
+  for (int64_t t : tokens) counted += t;
+  EXPECT_EQ(counted, N * kTopK);
   EXPECT_NEAR(got_aux, want_aux, 1e-12 * std::max(1.0, std::abs(want_aux)));
   EXPECT_NEAR(got_z, want_z, 1e-12 * std::max(1.0, std::abs(want_z)));
   EXPECT_TRUE(st.router_logits.empty() && st.moe_in.empty() && st.shared_act.empty());  // freed
@@ -245,6 +269,15 @@ TEST(MoeLayerGradient, GroupLimitedRoutingMatchesFiniteDifferences) {
 // limited routing on those values and the auxiliary loss: DeepSeek-V2's router.
 TEST(MoeLayerGradient, PreSoftmaxRoutingMatchesFiniteDifferences) {
   MoeLayerCase(0.2, 0.37, 0, 2, 0.0, true);
+}
+// DeepSeek-V3's router: sigmoid scores renormalised over the top 2 and scaled by 2.5, with
+// group-limited routing and a shared expert; and with an expert bias large enough to move choices
+// (it has no gradient: the choice is piecewise constant in it).
+TEST(MoeLayerGradient, SigmoidRoutingMatchesFiniteDifferences) {
+  MoeLayerCase(0.2, 0.0, 5, 2, 0.0, false, false, {true, 2.5, {}});
+}
+TEST(MoeLayerGradient, BiasedSigmoidRoutingMatchesFiniteDifferences) {
+  MoeLayerCase(0.0, 0.0, 0, 0, 0.29, false, false, {true, 2.5, {0.3, -0.2, 0.1, -0.3}});
 }
 // With the router z-loss (its scale large enough to dominate the router's gradient) and dropout.
 TEST(MoeLayerGradient, ZLossMatchesFiniteDifferences) {
@@ -316,13 +349,14 @@ TEST(MoeKernels, PreSoftmaxKeepsTheFullSoftmaxValues) {
   const std::vector<double> logits{0.0, std::log(3.0), std::log(2.0), 0.0};  // softmax 1,3,2,1 / 7
   std::vector<double> probs(2), dlogits(4);
   std::vector<int32_t> index(2);
-  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 4, 2, 0, 0, true);
+  const kernels::MoeRouterRule<double> pre{0, 0, true};
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 4, 2, pre);
   EXPECT_EQ(index, (std::vector<int32_t>{1, 2}));
   EXPECT_NEAR(probs[0], 3.0 / 7, 1e-15);
   EXPECT_NEAR(probs[1], 2.0 / 7, 1e-15);
   const std::vector<double> dprobs{1.0, 0.0};  // d(p_1)/d(l_e) = p_1 (1[e = 1] - s_e)
   kernels::MoeRouterTopKBackward(dlogits.data(), dprobs.data(), probs.data(), index.data(),
-                                 logits.data(), 1, 4, 2, true);
+                                 logits.data(), 1, 4, 2, pre);
   EXPECT_NEAR(dlogits[0], -3.0 / 49, 1e-15);
   EXPECT_NEAR(dlogits[1], 3.0 / 7 * (1 - 3.0 / 7), 1e-15);
   EXPECT_NEAR(dlogits[2], -6.0 / 49, 1e-15);
@@ -338,15 +372,46 @@ TEST(MoeKernels, GroupLimitedTopKChoosesWithinTheBestGroups) {
   std::vector<int32_t> index(2);
   // One group, top 2 (each group scored by its 2 largest): group {0, 1}, though expert 2 is the
   // largest logit of all.
-  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 2, 3, 1);
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 2, {3, 1});
   EXPECT_EQ(index, (std::vector<int32_t>{0, 1}));
   EXPECT_NEAR(probs[0], 1.0 / (1.0 + std::exp(-0.1)), 1e-15);
   // Two groups, top 2 (each scored by its largest): {2, 3} (3.0) and {0, 1} (2.0); 2 and 0.
-  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 2, 3, 2);
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 2, {3, 2});
   EXPECT_EQ(index, (std::vector<int32_t>{2, 0}));
   // Without groups: 2 and 0 as well; with one group scored by its single largest (top 1), {2, 3}.
-  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 1, 3, 1);
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 6, 1, {3, 1});
   EXPECT_EQ(index[0], 2);
+}
+
+// Sigmoid scores (DeepSeek-V3's): chosen by sigmoid plus the bias, weighed by the sigmoids alone
+// over their sum, times the scale; the backward through the sum into the chosen logits only.
+TEST(MoeKernels, SigmoidRoutingChoosesByTheBiasAndWeighsWithout) {
+  const std::vector<double> logits{1.0, 0.5, 0.0, -1.0};
+  auto sig = [](double l) { return 1.0 / (1.0 + std::exp(-l)); };
+  std::vector<double> probs(2), dlogits(4);
+  std::vector<int32_t> index(2);
+  kernels::MoeRouterRule<double> rule;
+  rule.sigmoid = true;
+  rule.scale = 2.5;
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 4, 2, rule);
+  EXPECT_EQ(index, (std::vector<int32_t>{0, 1}));
+  const double s0 = sig(1.0), s1 = sig(0.5), s3 = sig(-1.0);
+  EXPECT_NEAR(probs[0], 2.5 * s0 / (s0 + s1), 1e-15);
+  // A bias of +0.4 on expert 3 (sigmoid 0.27 + 0.4 = 0.67 > expert 1's 0.62) takes it in, weighed
+  // by its sigmoid alone.
+  const std::vector<double> bias{0.0, 0.0, 0.0, 0.4};
+  rule.bias = bias.data();
+  kernels::MoeRouterTopK(probs.data(), index.data(), logits.data(), 1, 4, 2, rule);
+  EXPECT_EQ(index, (std::vector<int32_t>{0, 3}));
+  EXPECT_NEAR(probs[1], 2.5 * s3 / (s0 + s3), 1e-15);
+  // d p_0 / d l_3 = -2.5 s0 s3 (1 - s3) / (s0 + s3)^2; nothing into the unchosen.
+  const std::vector<double> dprobs{1.0, 0.0};
+  kernels::MoeRouterTopKBackward(dlogits.data(), dprobs.data(), probs.data(), index.data(),
+                                 logits.data(), 1, 4, 2, rule);
+  EXPECT_NEAR(dlogits[3], -2.5 * s0 * s3 * (1 - s3) / ((s0 + s3) * (s0 + s3)), 1e-15);
+  EXPECT_NEAR(dlogits[0], 2.5 * s0 * (1 - s0) * s3 / ((s0 + s3) * (s0 + s3)), 1e-15);
+  EXPECT_EQ(dlogits[1], 0.0);
+  EXPECT_EQ(dlogits[2], 0.0);
 }
 
 }  // namespace

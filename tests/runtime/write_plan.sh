@@ -16,7 +16,7 @@
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
 # PTDP_TEST_EP (default 1) goes into layout.ep (expert parallelism; a mixture of experts).
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | qwen2moe, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | qwen2moe, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
@@ -34,7 +34,11 @@
 # pre-softmax routing (DeepSeek-V2's: the top 2's full-softmax values, unrenormalised); qwen2moe
 # Qwen2-MoE's kind: the Llama-style model with the QKV bias (no QK norms), the mixture after one
 # dense layer, a shared expert of 32 features with its sigmoid gate, pre-softmax routing
-# (norm_topk_prob false).
+# (norm_topk_prob false); dsv3 DeepSeek-V3's kind of mixture and router: after one dense layer, 8
+# SwiGLU experts of 24 features in 4 groups of 2, each token's top 2 from its 2 best groups (each
+# group scored by its best expert), a shared expert of 32 features, the QK norms; sigmoid scores
+# renormalised over the top 2 and scaled by 2.5, and the expert bias of the choice, moved by 0.01
+# per step (ten times Megatron-Core's default, so that it moves choices within a test's steps).
 set -euo pipefail
 ptdp=$1
 shift
@@ -55,7 +59,7 @@ modules=""
 gpus=$((tp * pp * dp * cp))
 arch=""
 case "${PTDP_TEST_ARCH:-gpt}" in
-  llama | llama_mha | partial | window | moe | dsmoe | qwen2moe)
+  llama | llama_mha | partial | window | moe | dsmoe | dsv3 | qwen2moe)
     kv=2
     [ "$PTDP_TEST_ARCH" = llama_mha ] && kv=4
     arch=", \"kv_heads\": $kv, \"swiglu\": true, \"ffn_hidden\": 176,
@@ -69,6 +73,12 @@ case "${PTDP_TEST_ARCH:-gpt}" in
             \"qk_norm\": true"
     [ "$PTDP_TEST_ARCH" = dsmoe ] && arch="$arch, \"moe_shared_ffn_hidden\": 32,
             \"moe_router_groups\": 2, \"moe_router_group_topk\": 1, \"moe_router_pre_softmax\": true"
+    [ "$PTDP_TEST_ARCH" = dsv3 ] && arch="$arch, \"moe_experts\": 8, \"moe_topk\": 2,
+            \"moe_ffn_hidden\": 24, \"moe_dense_layers\": 1, \"qk_norm\": true,
+            \"moe_shared_ffn_hidden\": 32, \"moe_router_groups\": 4, \"moe_router_group_topk\": 2,
+            \"moe_router_sigmoid\": true,
+            \"moe_router_topk_scale\": 2.5, \"moe_router_expert_bias\": true,
+            \"moe_router_bias_rate\": 0.01"
     [ "$PTDP_TEST_ARCH" = qwen2moe ] && arch="$arch, \"moe_experts\": 4, \"moe_topk\": 2,
             \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 32,
             \"moe_shared_gate\": true, \"moe_router_pre_softmax\": true, \"qkv_bias\": true"
