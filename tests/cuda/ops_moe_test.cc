@@ -9,7 +9,7 @@ namespace ptdp::runtime::cuda {
 // the compute type and the shared expert's gate. The chosen experts are the CPU's, exactly.
 TEST_P(CudaOpsTest, MixtureOfExperts) {
   const int64_t n = 37, E = 8, k = 2, w = 24;
-  const MoeRouting r{E, k, 4, 2, true};
+  const MoeRouting r{E, k, 4, 2, true, false, 1.0, {}};
   Pair logits = Rand(n * E, DType::kFp32, -2, 2), probs = Make(n * k, DType::kFp32);
   Pair index = Make(n * k, DType::kI32), dprobs = Rand(n * k, DType::kFp32);
   Pair dl = Zeros(n * E, DType::kFp32), counts = Rand(E, DType::kFp32, 1, 9);
@@ -53,6 +53,25 @@ TEST_P(CudaOpsTest, MixtureOfExperts) {
   Expect(comb, k, "combined rows");
   Expect(gate, 1, "gate");
   Expect(dlogit, 1, "gate dlogit");
+}
+
+// DeepSeek-V3's router (sigmoid scores over the top k's sum, scaled by 2.5, group-limited, the
+// choice moved by an expert bias on the device): the same experts as the CPU's and its backward.
+TEST_P(CudaOpsTest, SigmoidRouterWithExpertBias) {
+  const int64_t n = 37, E = 8, k = 2;
+  Pair logits = Rand(n * E, DType::kFp32, -2, 2), probs = Make(n * k, DType::kFp32);
+  Pair index = Make(n * k, DType::kI32), dprobs = Rand(n * k, DType::kFp32);
+  Pair dl = Zeros(n * E, DType::kFp32), bias = Rand(E, DType::kFp32, -0.1, 0.1);
+  Run([&](Ops* o, auto pick) {
+    const MoeRouting r{E, k, 4, 2, false, true, 2.5, pick(bias).cref()};
+    PTDP_RETURN_IF_ERROR(
+        o->MoeRouterTopK(pick(probs).ref(), pick(index).ref(), pick(logits).cref(), n, r));
+    return o->MoeRouterTopKBackward(pick(dl).ref(), pick(dprobs).cref(), pick(probs).cref(),
+                                    pick(index).cref(), pick(logits).cref(), n, r);
+  });
+  ExpectEqual(index, "router index");
+  Expect(probs, E, "router probs");
+  Expect(dl, E, "router dlogits");
 }
 
 }  // namespace ptdp::runtime::cuda
