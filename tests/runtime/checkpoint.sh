@@ -40,9 +40,10 @@
 #                       expert bias the step moves) at t1 d4 ep 2: the manifest holds every mixture
 #                       layer's bias, moved off zero; a resume bit for bit (a bias lost would route
 #                       otherwise); its step-3 checkpoint loaded by t2 p2 d2 ep 2 and back within
-#                       1e-5; `ptdp forward` of a no-dropout run's step-3 checkpoint gives training's
-#                       step-4 loss (so forward routes with the bias); a manifest without the bias
-#                       refused by name
+#                       1e-5, and a --switch-plan to ep 4 after step 3 within 1e-5 of the
+#                       unswitched run; `ptdp forward` of a no-dropout run's step-3 checkpoint
+#                       gives training's step-4 loss (so forward routes with the bias); a manifest
+#                       without the bias refused by name
 #   reshard_llama       the Llama-style model (write_plan.sh PTDP_TEST_ARCH=llama): t2 p2 d1 (key
 #                       and value heads, SwiGLU features and the untied output split over t) saves at
 #                       step 3, t1 p1 d2 loads it and saves at step 6, t2 p2 d1 loads that: losses
@@ -320,6 +321,12 @@ PY
     resumes_bit_for_bit S rk
     PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b
     there_and_back S F "t2 p2 d2 ep2 from t1 d4 ep2's checkpoint" "t1 d4 ep2 from t2 p2 d2 ep2's"
+    # A plan switch at a step boundary (ep 2 to ep 4, through a scratch checkpoint) takes them too.
+    PTDP_TEST_EP=4 plan G 1 1 4 1 1f1b
+    train S --switch-plan G.json --switch-at 3 --expect-losses sref.jsonl --loss-tol 1e-5 ||
+      { cat S.out; fail "switch from ep 2 to ep 4"; }
+    grep -q "switched after step 3 to tp=1,pp=1,dp=4,ep=4" S.out || { cat S.out; fail "no switch"; }
+    grep "losses vs reference" S.out
     PTDP_TEST_EP=1 forward_is_train_step4
     # The bias taken out of the manifest: refused by name, the folder unchanged.
     python3 - fk/step-00000003/manifest.json <<'PY' || fail "rewriting the manifest"
