@@ -475,6 +475,9 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
   cmd->add_option(
       "--moe-aux-loss-coeff", a.opts.moe_aux_loss_coeff,
       "a mixture of experts' load-balancing loss coefficient (Megatron-LM's; default 0)");
+  cmd->add_option("--moe-router-load-balancing-type", a.opts.moe_load_balancing,
+                  "the load-balancing loss per microbatch (aux_loss, the default) or per "
+                  "sequence (seq_aux_loss; Megatron-LM's)");
   cmd->add_option("--moe-z-loss-coeff", a.opts.moe_z_loss_coeff,
                   "a mixture of experts' router z-loss coefficient (Megatron-LM's; default 0)");
   cmd->add_option("--monitor-every", a.monitor_every,

@@ -165,8 +165,10 @@ void PrintOpTimes(const runtime::TimedOps& timer, int64_t steps) {
 }
 
 void PrintMoeLosses(const runtime::TrainOptions& o, const runtime::StepMetrics& m) {
-  if (o.moe_aux_loss_coeff > 0) {
-    std::printf(" load_balancing_loss: %.6E (the mean over the mixture layers)\n", m.moe_aux_loss);
+  if (o.moe_aux_loss_coeff > 0) {  // named as Megatron-LM logs each kind
+    std::printf(" %s: %.6E (the mean over the mixture layers)\n",
+                o.MoeAuxPerSequence() ? "seq_load_balancing_loss" : "load_balancing_loss",
+                m.moe_aux_loss);
   }
   if (o.moe_z_loss_coeff > 0) {
     std::printf(" z_loss: %.6E (the mean over the mixture layers)\n", m.moe_z_loss);

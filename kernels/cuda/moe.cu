@@ -206,40 +206,69 @@ __global__ void SumRows(float* out, const double* v, int64_t n) {
   out[0] = static_cast<float>(total);
 }
 
+__device__ double Sigmoid(double l) {
+  return 1.0 / (1.0 + exp(-l));
+}
+
+// The auxiliary loss's statistics of a row: the softmax's, or with sigmoid the sigmoids' sum (top
+// 0); and its unnormalised score of expert e.
+__device__ RowStats AuxStatsOf(const float* row, int64_t experts, bool sigmoid) {
+  if (!sigmoid) return StatsOf(row, experts);
+  RowStats s;
+  for (int64_t e = 0; e < experts; ++e) s.sum += Sigmoid(double(row[e]));
+  return s;
+}
+__device__ double AuxRaw(double l, const RowStats& s, bool sigmoid) {
+  return sigmoid ? Sigmoid(l) : exp(l - s.top);
+}
+
 __global__ void AuxLossRows(float* dlogits, const float* logits, const float* counts, double scale,
-                            int64_t n, int64_t experts) {
+                            int64_t n, int64_t experts, MoeAuxShape g) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= n) return;
   const float* row = logits + r * experts;
-  const RowStats s = StatsOf(row, experts);
+  const float* c = counts + (g.group_rows > 0 ? (g.first_row + r) / g.group_rows : 0) * experts;
+  const RowStats s = AuxStatsOf(row, experts, g.sigmoid);
   double dot = 0;
-  for (int64_t e = 0; e < experts; ++e) dot += exp(double(row[e]) - s.top) / s.sum * counts[e];
+  for (int64_t e = 0; e < experts; ++e) dot += AuxRaw(row[e], s, g.sigmoid) / s.sum * c[e];
   for (int64_t e = 0; e < experts; ++e) {
-    const double p = exp(double(row[e]) - s.top) / s.sum;
-    dlogits[r * experts + e] += static_cast<float>(scale * p * (double(counts[e]) - dot));
+    const double raw = AuxRaw(row[e], s, g.sigmoid);
+    const double own = g.sigmoid ? raw * (1 - raw) / s.sum : raw / s.sum;
+    dlogits[r * experts + e] += static_cast<float>(scale * own * (double(c[e]) - dot));
   }
 }
 
-__global__ void RowStatsKernel(RowStats* stats, const float* logits, int64_t n, int64_t experts) {
+__global__ void RowStatsKernel(RowStats* stats, const float* logits, int64_t n, int64_t experts,
+                               bool sigmoid) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (r < n) stats[r] = StatsOf(logits + r * experts, experts);
+  if (r < n) stats[r] = AuxStatsOf(logits + r * experts, experts, sigmoid);
 }
 
-// One block per expert: out[e] = sum over the rows of their softmax's e-th value.
+// One block per (group, expert): out[g][e] = the sum over group g's rows of their e-th score.
 __global__ void ProbSumsPerExpert(float* out, const RowStats* stats, const float* logits, int64_t n,
-                                  int64_t experts) {
+                                  int64_t experts, MoeAuxShape g) {
   __shared__ double part[kThreads];
-  const int64_t e = blockIdx.x;
+  const int64_t group = blockIdx.x / experts, e = blockIdx.x % experts;
+  // The group's rows among this rank's n (all of them without grouping).
+  int64_t begin = 0, end = n;
+  if (g.group_rows > 0) {
+    begin = group * g.group_rows - g.first_row;
+    end = begin + g.group_rows;
+    begin = begin < 0 ? 0 : begin;
+    end = end > n ? n : end;
+  } else if (group > 0) {
+    end = 0;
+  }
   double s = 0;
-  for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
-    s += exp(double(logits[r * experts + e]) - stats[r].top) / stats[r].sum;
+  for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) {
+    s += AuxRaw(logits[r * experts + e], stats[r], g.sigmoid) / stats[r].sum;
   }
   part[threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.x != 0) return;
   double total = 0;
   for (int t = 0; t < static_cast<int>(blockDim.x); ++t) total += part[t];
-  out[e] = static_cast<float>(total);
+  out[blockIdx.x] = static_cast<float>(total);
 }
 
 template <typename T>
@@ -393,9 +422,9 @@ void MoeZLossBackward(float* dlogits, float* sum_sq, double* row_sq, const float
 }
 
 void MoeAuxLossBackward(float* dlogits, const float* logits, const float* counts, double scale,
-                        int64_t n, int64_t experts, cudaStream_t stream) {
+                        int64_t n, int64_t experts, const MoeAuxShape& g, cudaStream_t stream) {
   if (n == 0) return;
-  AuxLossRows<<<RowBlocks(n), kThreads, 0, stream>>>(dlogits, logits, counts, scale, n, experts);
+  AuxLossRows<<<RowBlocks(n), kThreads, 0, stream>>>(dlogits, logits, counts, scale, n, experts, g);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -404,11 +433,13 @@ int64_t MoeProbSumsScratchBytes(int64_t n) {
 }
 
 void MoeRouterProbSums(float* out, void* scratch, const float* logits, int64_t n, int64_t experts,
-                       cudaStream_t stream) {
+                       int64_t groups, const MoeAuxShape& g, cudaStream_t stream) {
   auto* stats = static_cast<RowStats*>(scratch);
-  if (n > 0) RowStatsKernel<<<RowBlocks(n), kThreads, 0, stream>>>(stats, logits, n, experts);
-  ProbSumsPerExpert<<<static_cast<unsigned>(experts), kThreads, 0, stream>>>(out, stats, logits, n,
-                                                                             experts);
+  if (n > 0) {
+    RowStatsKernel<<<RowBlocks(n), kThreads, 0, stream>>>(stats, logits, n, experts, g.sigmoid);
+  }
+  ProbSumsPerExpert<<<static_cast<unsigned>(groups * experts), kThreads, 0, stream>>>(
+      out, stats, logits, n, experts, g);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -302,13 +302,19 @@ void MoeRouterTopKBackward(float* dlogits, const float* dprobs, const float* pro
 // scratch; the rows' values are added in a fixed order).
 void MoeZLossBackward(float* dlogits, float* sum_sq, double* row_sq, const float* logits,
                       double scale, int64_t n, int64_t experts, cudaStream_t stream);
-// dlogits += the auxiliary loss's gradient (counts [E]).
+// The auxiliary loss's grouping of rows and its scores (kernels/reference/moe.h MoeAuxRule).
+struct MoeAuxShape {
+  int64_t group_rows = 0, first_row = 0;
+  bool sigmoid = false;
+};
+// dlogits += the auxiliary loss's gradient (counts [groups][E], each row its group's).
 void MoeAuxLossBackward(float* dlogits, const float* logits, const float* counts, double scale,
-                        int64_t n, int64_t experts, cudaStream_t stream);
-// out [E] = the sum over the rows of the softmax over all E; scratch of MoeProbSumsScratchBytes.
+                        int64_t n, int64_t experts, const MoeAuxShape& g, cudaStream_t stream);
+// out [groups][E] = per group the sum over its rows of their scores (the softmax over all E, or
+// the sigmoids over their sum); scratch of MoeProbSumsScratchBytes.
 int64_t MoeProbSumsScratchBytes(int64_t n);
 void MoeRouterProbSums(float* out, void* scratch, const float* logits, int64_t n, int64_t experts,
-                       cudaStream_t stream);
+                       int64_t groups, const MoeAuxShape& g, cudaStream_t stream);
 // out[i] = x[rows[i]] for i < n (rows of `width`).
 template <typename T>
 void MoePermuteRows(T* out, const T* x, const int32_t* rows, int64_t n, int64_t width,

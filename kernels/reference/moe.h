@@ -195,39 +195,71 @@ void MoeZLossBackward(T* dlogits, T* sum_sq, const T* logits, double scale, int6
   *sum_sq = T(z);
 }
 
+// The auxiliary loss's grouping of rows (the counts and sums a row meets) and its scores. Row r of
+// the n is in group (first_row + r) / group_rows (group_rows 0: all rows in group 0): one group
+// for Megatron-Core's aux_loss (the microbatch), one per sequence for its seq_aux_loss
+// (DeepSeek-V2's sequence-wise balance; first_row places a rank's rows, under sequence or context
+// parallelism, in their sequences). The scores are the softmax over all E logits, or with
+// sigmoid (Megatron-Core's compute_routing_scores_for_aux_loss under sigmoid scores) the sigmoids
+// over their row's sum.
+struct MoeAuxRule {
+  int64_t group_rows = 0, first_row = 0;
+  bool sigmoid = false;
+  int64_t GroupOf(int64_t r) const { return group_rows > 0 ? (first_row + r) / group_rows : 0; }
+};
+
+// One row's auxiliary-loss scores into q (double) and, unnormalised, into raw (the exponentials
+// or the sigmoids); returns their sum.
+template <typename T>
+double MoeAuxScores(std::vector<double>& q, std::vector<double>& raw, const T* row, int64_t experts,
+                    bool sigmoid) {
+  double sum = 0;
+  const double top = sigmoid ? 0.0 : double(*std::max_element(row, row + experts));
+  for (int64_t e = 0; e < experts; ++e) {
+    const double l = double(row[e]);
+    sum += raw[size_t(e)] = sigmoid ? 1.0 / (1.0 + std::exp(-l)) : std::exp(l - top);
+  }
+  for (int64_t e = 0; e < experts; ++e) q[size_t(e)] = raw[size_t(e)] / sum;
+  return sum;
+}
+
 // The auxiliary load-balancing loss's gradient (Megatron-Core's switch_load_balancing_loss_func,
 // Switch Transformer's: aux = coeff E / (T^2 k) sum_e P_e c_e, P_e the sum over the T tokens of
-// the softmax over all E logits, c_e the tokens routed to e, constant) into dlogits [n][E]
-// (accumulated), `scale` holding coeff E / (T^2 k) and the objective's weight:
-// dl_j += scale p_j (c_j - sum_e p_e c_e).
+// the scores, c_e the tokens routed to e, constant; per sequence with seq_aux_loss) into dlogits
+// [n][E] (accumulated), `scale` holding coeff E / (T^2 k) and the objective's weight, c the row's
+// group's counts (counts [groups][E]): with the softmax dl_j += scale q_j (c_j - sum_e q_e c_e);
+// with sigmoids (q_j = s_j / S) dl_j += scale s_j (1 - s_j) / S (c_j - sum_e q_e c_e).
 template <typename T, typename W>
 void MoeAuxLossBackward(T* dlogits, const T* logits, const W* counts, double scale, int64_t n,
-                        int64_t experts) {
-  std::vector<double> p(static_cast<size_t>(experts));
+                        int64_t experts, const MoeAuxRule& rule = {}) {
+  std::vector<double> q(static_cast<size_t>(experts)), raw(q.size());
   for (int64_t r = 0; r < n; ++r) {
     const T* row = logits + r * experts;
-    const double top = double(*std::max_element(row, row + experts));
-    double sum = 0, dot = 0;
-    for (int64_t e = 0; e < experts; ++e) sum += p[size_t(e)] = std::exp(double(row[e]) - top);
-    for (int64_t e = 0; e < experts; ++e) dot += (p[size_t(e)] /= sum) * double(counts[e]);
+    const W* c = counts + rule.GroupOf(r) * experts;
+    const double sum = MoeAuxScores(q, raw, row, experts, rule.sigmoid);
+    double dot = 0;
+    for (int64_t e = 0; e < experts; ++e) dot += q[size_t(e)] * double(c[e]);
     for (int64_t e = 0; e < experts; ++e) {
-      dlogits[r * experts + e] += T(scale * p[size_t(e)] * (double(counts[e]) - dot));
+      const double se = raw[size_t(e)];
+      const double own = rule.sigmoid ? se * (1 - se) / sum : q[size_t(e)];
+      dlogits[r * experts + e] += T(scale * own * (double(c[e]) - dot));
     }
   }
 }
 
-// out[e] = sum over the n rows of the softmax over all E logits (the auxiliary loss's P_e).
+// out[g][e] = the sum over the rows of group g (MoeAuxRule) of their e-th score (the auxiliary
+// loss's P_e); out holds `groups` groups, those without rows here zero.
 template <typename T, typename W>
-void MoeRouterProbSums(W* out, const T* logits, int64_t n, int64_t experts) {
-  std::vector<double> sums(static_cast<size_t>(experts), 0.0);
+void MoeRouterProbSums(W* out, const T* logits, int64_t n, int64_t experts, int64_t groups = 1,
+                       const MoeAuxRule& rule = {}) {
+  std::vector<double> sums(static_cast<size_t>(groups * experts), 0.0);
+  std::vector<double> q(static_cast<size_t>(experts)), raw(q.size());
   for (int64_t r = 0; r < n; ++r) {
-    const T* row = logits + r * experts;
-    const double top = double(*std::max_element(row, row + experts));
-    double sum = 0;
-    for (int64_t e = 0; e < experts; ++e) sum += std::exp(double(row[e]) - top);
-    for (int64_t e = 0; e < experts; ++e) sums[size_t(e)] += std::exp(double(row[e]) - top) / sum;
+    MoeAuxScores(q, raw, logits + r * experts, experts, rule.sigmoid);
+    const int64_t g = rule.GroupOf(r);
+    for (int64_t e = 0; e < experts; ++e) sums[size_t(g * experts + e)] += q[size_t(e)];
   }
-  for (int64_t e = 0; e < experts; ++e) out[e] = W(sums[size_t(e)]);
+  for (int64_t i = 0; i < groups * experts; ++i) out[i] = W(sums[size_t(i)]);
 }
 
 // out[i][:] = x[rows[i]][:] for i < n (the dispatch: token rows into the experts' order).

@@ -23,6 +23,9 @@ Status CheckMoeIndex(ConstRef r, int64_t n, const char* what) {
 const int32_t* MoeIndexData(ConstRef r) {
   return static_cast<const int32_t*>(r.data);
 }
+k::MoeAuxRule AuxRuleOf(const MoeAuxGrouping& g) {
+  return {g.group_rows, g.first_row, g.sigmoid};
+}
 template <typename T>
 k::MoeRouterRule<T> RuleOf(const MoeRouting& r, const T* bias) {
   return {r.groups, r.group_topk, r.pre_softmax, r.sigmoid, r.scale, bias};
@@ -59,12 +62,12 @@ Status CpuOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRe
 }
 
 Status CpuOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
-                                  int64_t n, int64_t experts) {
+                                  int64_t n, int64_t experts, const MoeAuxGrouping& g) {
   return Dispatch(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> li(logits), ci(counts);
     Out<T> o(dlogits, true);
-    k::MoeAuxLossBackward(o.get(), li.get(), ci.get(), scale, n, experts);
+    k::MoeAuxLossBackward(o.get(), li.get(), ci.get(), scale, n, experts, AuxRuleOf(g));
     return Status::Ok();
   });
 }
@@ -80,12 +83,13 @@ Status CpuOps::MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef lo
   });
 }
 
-Status CpuOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) {
+Status CpuOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts,
+                                 const MoeAuxGrouping& g) {
   return Dispatch(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> li(logits);
     Out<T> o(out, false);
-    k::MoeRouterProbSums(o.get(), li.get(), n, experts);
+    k::MoeRouterProbSums(o.get(), li.get(), n, experts, out.count / experts, AuxRuleOf(g));
     return Status::Ok();
   });
 }

@@ -28,8 +28,9 @@ class CpuOps : public Ops {
   Status MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
                           int64_t n, int64_t experts) override;
   Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
-                            int64_t n, int64_t experts) override;
-  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) override;
+                            int64_t n, int64_t experts, const MoeAuxGrouping& grouping) override;
+  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts,
+                           const MoeAuxGrouping& grouping) override;
   Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                         int64_t width) override;
   Status MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,

@@ -110,13 +110,14 @@ class GuardOps final : public Ops {
     return inner_->MoeZLossBackward(dlogits, sum_sq, logits, scale, n, experts);
   }
   Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
-                            int64_t n, int64_t experts) override {
+                            int64_t n, int64_t experts, const MoeAuxGrouping& grouping) override {
     GuardWindow open(state_.get());
-    return inner_->MoeAuxLossBackward(dlogits, logits, counts, scale, n, experts);
+    return inner_->MoeAuxLossBackward(dlogits, logits, counts, scale, n, experts, grouping);
   }
-  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) override {
+  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts,
+                           const MoeAuxGrouping& grouping) override {
     GuardWindow open(state_.get());
-    return inner_->MoeRouterProbSums(out, logits, n, experts);
+    return inner_->MoeRouterProbSums(out, logits, n, experts, grouping);
   }
   Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                         int64_t width) override {

@@ -149,6 +149,15 @@ struct AdamWTensor {
 // pre_softmax (the softmax over all E, the top k's values unrenormalised; else the softmax over
 // the top k's logits); or sigmoid (DeepSeek-V3's: the k's sigmoids over their sum), the choice
 // moved by `bias` ([E] wide, or empty: the expert bias); the top k's weights times `scale`.
+// The auxiliary loss's grouping of rows and its scores (kernels/reference/moe.h MoeAuxRule): row
+// r of the n counts in group (first_row + r) / group_rows (0: one group), one per sequence for
+// Megatron-Core's seq_aux_loss; sigmoid: the scores are the sigmoids over their row's sum (else
+// the softmax over all E).
+struct MoeAuxGrouping {
+  int64_t group_rows = 0, first_row = 0;
+  bool sigmoid = false;
+};
+
 struct MoeRouting {
   int64_t experts = 0, k = 0, groups = 0, group_topk = 0;
   bool pre_softmax = false;
@@ -223,9 +232,11 @@ class Ops {
     return ArchUnsupported("moe_experts");
   }
   // The auxiliary load-balancing loss's gradient into dlogits [n][E] (wide, accumulated) from the
-  // logits and the tokens each expert got (counts wide [E]; kernels/reference/moe.h).
+  // logits and the tokens each expert got (counts wide [groups][E], each row its group's;
+  // kernels/reference/moe.h).
   virtual Status MoeAuxLossBackward(TensorRef /*dlogits*/, ConstRef /*logits*/, ConstRef /*counts*/,
-                                    double /*scale*/, int64_t /*n*/, int64_t /*experts*/) {
+                                    double /*scale*/, int64_t /*n*/, int64_t /*experts*/,
+                                    const MoeAuxGrouping& /*grouping*/) {
     return ArchUnsupported("moe_experts");
   }
   // The router's z-loss (kernels/reference/moe.h MoeZLossBackward): sum_sq [1] (wide, overwritten)
@@ -234,9 +245,10 @@ class Ops {
                                   double /*scale*/, int64_t /*n*/, int64_t /*experts*/) {
     return ArchUnsupported("moe_experts");
   }
-  // The sum over n rows of the softmax over all E logits into out [E] (wide, overwritten).
+  // The sum over each group's rows of their scores into out [groups][E] (wide, overwritten; groups
+  // = out.count / E, those without rows here zero).
   virtual Status MoeRouterProbSums(TensorRef /*out*/, ConstRef /*logits*/, int64_t /*n*/,
-                                   int64_t /*experts*/) {
+                                   int64_t /*experts*/, const MoeAuxGrouping& /*grouping*/) {
     return ArchUnsupported("moe_experts");
   }
   virtual Status MoePermuteRows(TensorRef /*out*/, ConstRef /*x*/, ConstRef /*rows*/, int64_t /*n*/,

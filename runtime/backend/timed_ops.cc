@@ -154,15 +154,17 @@ Status TimedOps::MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef 
 }
 
 Status TimedOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts,
-                                    double scale, int64_t n, int64_t experts) {
+                                    double scale, int64_t n, int64_t experts,
+                                    const MoeAuxGrouping& grouping) {
   return Timed("MoeAuxLossBackward " + Dims({n, experts}), [&] {
-    return inner_->MoeAuxLossBackward(dlogits, logits, counts, scale, n, experts);
+    return inner_->MoeAuxLossBackward(dlogits, logits, counts, scale, n, experts, grouping);
   });
 }
 
-Status TimedOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) {
+Status TimedOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts,
+                                   const MoeAuxGrouping& grouping) {
   return Timed("MoeRouterProbSums " + Dims({n, experts}),
-               [&] { return inner_->MoeRouterProbSums(out, logits, n, experts); });
+               [&] { return inner_->MoeRouterProbSums(out, logits, n, experts, grouping); });
 }
 
 Status TimedOps::MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,

@@ -92,10 +92,11 @@ class CudaOps final : public Ops {
   Status MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstRef probs, ConstRef index,
                                ConstRef logits, int64_t n, const MoeRouting& routing) override;
   Status MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts, double scale,
-                            int64_t n, int64_t experts) override;
+                            int64_t n, int64_t experts, const MoeAuxGrouping& grouping) override;
   Status MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef logits, double scale,
                           int64_t n, int64_t experts) override;
-  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) override;
+  Status MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts,
+                           const MoeAuxGrouping& grouping) override;
   Status MoePermuteRows(TensorRef out, ConstRef x, ConstRef rows, int64_t n,
                         int64_t width) override;
   Status MoeUnpermuteAddRows(TensorRef out, ConstRef y, ConstRef rows, int64_t n,

@@ -51,10 +51,11 @@ Status CudaOps::MoeRouterTopKBackward(TensorRef dlogits, ConstRef dprobs, ConstR
 }
 
 Status CudaOps::MoeAuxLossBackward(TensorRef dlogits, ConstRef logits, ConstRef counts,
-                                   double scale, int64_t n, int64_t experts) {
+                                   double scale, int64_t n, int64_t experts,
+                                   const MoeAuxGrouping& g) {
   return Guarded([&] {
     ck::MoeAuxLossBackward(P<float>(dlogits), P<float>(logits), P<float>(counts), scale, n, experts,
-                           stream_);
+                           {g.group_rows, g.first_row, g.sigmoid}, stream_);
     return Status::Ok();
   });
 }
@@ -69,10 +70,12 @@ Status CudaOps::MoeZLossBackward(TensorRef dlogits, TensorRef sum_sq, ConstRef l
   });
 }
 
-Status CudaOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts) {
+Status CudaOps::MoeRouterProbSums(TensorRef out, ConstRef logits, int64_t n, int64_t experts,
+                                  const MoeAuxGrouping& g) {
   PTDP_ASSIGN_OR_RETURN(void* stats, Scratch(ck::MoeProbSumsScratchBytes(n)));
   return Guarded([&] {
-    ck::MoeRouterProbSums(P<float>(out), stats, P<float>(logits), n, experts, stream_);
+    ck::MoeRouterProbSums(P<float>(out), stats, P<float>(logits), n, experts, out.count / experts,
+                          {g.group_rows, g.first_row, g.sigmoid}, stream_);
     return Status::Ok();
   });
 }

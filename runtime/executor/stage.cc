@@ -31,9 +31,12 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   // does (Megatron-Core's MoEAuxLossAutoScaler: the loss scale over the microbatch count). The
   // value reported leaves coeff out, as Megatron-Core logs aux_loss / coeff.
   const double weight = scaler_->scale() * double(cfg_.mbs) / double(cfg_.global_batch);
+  // With seq_aux_loss each of the mbs sequences' S tokens, the mean over them: E / (S^2 k mbs).
   if (opts_.moe_aux_loss_coeff > 0 && evaluating_ == nullptr && model_.IsMoe()) {
-    const double tokens = double(cfg_.mbs) * double(model_.seq_len);
-    c.moe_aux_value_scale = model_.moe_experts / (tokens * tokens * model_.moe_topk);
+    const double s = double(model_.seq_len), b = double(cfg_.mbs);
+    c.moe_aux_per_sequence = opts_.MoeAuxPerSequence();
+    c.moe_aux_value_scale =
+        model_.moe_experts / (s * s * model_.moe_topk * (c.moe_aux_per_sequence ? b : b * b));
     c.moe_aux_grad = weight * opts_.moe_aux_loss_coeff * c.moe_aux_value_scale;
     // Each tensor and context group computes the value once per layer and microbatch.
     if (coord_.tp == 0 && ContextRank() == 0) c.moe_aux_sum = &moe_aux_sum_;

@@ -129,12 +129,10 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
           (model_.IsMoe() ? "must be a number >= 0" : "the model has no mixture of experts"));
     }
   }
-  if (opts.moe_aux_loss_coeff != 0 && model_.moe_router_sigmoid) {
-    // Megatron-Core's auxiliary loss under sigmoid scores sums their normalised sigmoids, not
-    // the softmax this runtime's MoeAuxLossBackward differentiates.
-    return Status::Invalid(
-        "--moe-aux-loss-coeff: not with plan.model.moe_router_sigmoid in this runtime (its "
-        "auxiliary loss is the softmax's; DeepSeek-V3 balances by moe_router_expert_bias)");
+  if (opts.moe_load_balancing != "aux_loss" && opts.moe_load_balancing != "seq_aux_loss") {
+    return Status::Invalid("--moe-router-load-balancing-type: '" + opts.moe_load_balancing +
+                           "' is not aux_loss or seq_aux_loss (Megatron-LM's global_aux_loss, "
+                           "sinkhorn and none are not run here)");
   }
   if (model_.layernorm_1p && model_.rmsnorm) {
     return Status::Invalid(

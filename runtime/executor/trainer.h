@@ -75,6 +75,10 @@ struct TrainOptions {
   // A mixture of experts' auxiliary load-balancing loss coefficient (Megatron-LM's
   // --moe-aux-loss-coeff; 0: none): runtime/model/moe_layer.h.
   double moe_aux_loss_coeff = 0;
+  // Its kind (--moe-router-load-balancing-type, Megatron-LM's names): "aux_loss" over each
+  // microbatch, or "seq_aux_loss" over each sequence, their mean (DeepSeek-V2's and V3's).
+  std::string moe_load_balancing = "aux_loss";
+  bool MoeAuxPerSequence() const { return moe_load_balancing == "seq_aux_loss"; }
   // Its router z-loss coefficient (Megatron-LM's --moe-z-loss-coeff; 0: none).
   double moe_z_loss_coeff = 0;
   OptimizerConfig optim;

@@ -232,6 +232,9 @@ struct LayerCtx {
   // backward on the ranks that report it (every rank computes it).
   double moe_aux_value_scale = 0;
   double* moe_aux_sum = nullptr;
+  // Megatron-Core's seq_aux_loss (--moe-router-load-balancing-type): the loss per sequence of the
+  // microbatch, their mean (the factors above then hold E / (S^2 k mbs)).
+  bool moe_aux_per_sequence = false;
   // The router's z-loss (--moe-z-loss-coeff): coeff / T times the microbatch's weight and the loss
   // scale (the gradient's factor; 0: none), 1 / T (the value's, without coeff), and where it goes.
   double moe_z_grad = 0;

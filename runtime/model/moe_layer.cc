@@ -19,6 +19,7 @@ namespace {
 // tensor group.
 struct MoeRoute {
   std::vector<int64_t> offsets;
+  std::vector<int64_t> per_sequence;  // [b][E]: each sequence's copies per expert
   Tensor token, slot, probs;
   int64_t copies() const { return offsets.back(); }
 };
@@ -38,9 +39,12 @@ Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
   std::vector<int32_t> chosen(static_cast<size_t>(N * k));
   c.dev->Copy(chosen.data(), all_index.ref.data, chosen.size() * sizeof(int32_t));
   r.offsets.assign(static_cast<size_t>(experts) + 1, 0);
-  for (int32_t e : chosen) {
+  r.per_sequence.assign(static_cast<size_t>(c.d.b * experts), 0);
+  for (size_t s = 0; s < chosen.size(); ++s) {  // token s / k of [b][S] rows
+    const int32_t e = chosen[s];
     if (e < 0 || e >= experts) return Status::Internal("router chose expert " + std::to_string(e));
     ++r.offsets[static_cast<size_t>(e) + 1];
+    ++r.per_sequence[size_t(int64_t(s) / k / c.d.S() * experts + e)];
   }
   for (int64_t e = 0; e < experts; ++e) r.offsets[size_t(e + 1)] += r.offsets[size_t(e)];
   // Each expert's copies in token order (a stable counting sort).
@@ -360,38 +364,45 @@ Status SharedBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
   return ops->Add(dln, dln, din.cref());
 }
 
-// The auxiliary load-balancing loss's gradient into dlogits [R][E], from the microbatch's counts
-// per expert: the route's (every token of the tensor group's rows) summed over the context group.
+// The auxiliary load-balancing loss's gradient into dlogits [R][E], from the counts per expert of
+// the microbatch (aux_loss) or of each of its sequences (seq_aux_loss, c.moe_aux_per_sequence):
+// the route's (every token of the tensor group's rows) summed over the context group.
 Status AuxLossBackward(const LayerCtx& c, const MoeRoute& r, const LayerStash* st,
                        TensorRef dlogits) {
-  const int64_t experts = c.arch.moe_experts;
+  const int64_t experts = c.arch.moe_experts, R = c.d.R();
+  const int64_t groups = c.moe_aux_per_sequence ? c.d.b : 1, count = groups * experts;
+  // Each sequence's S rows in order ([b][S]); this rank's R rows from sp_rank R on.
+  const MoeAuxGrouping g{c.moe_aux_per_sequence ? c.d.S() : 0, c.d.sp_rank * R,
+                         c.arch.moe_router_sigmoid};
   // The counts in the wide dtype (fp32 in training, fp64 in the finite-difference tests).
   const bool fp64 = c.types.wide == DType::kFp64;
-  std::vector<double> wide(static_cast<size_t>(experts));
-  std::vector<float> narrow(static_cast<size_t>(experts));
-  for (int64_t e = 0; e < experts; ++e) {
-    wide[size_t(e)] = double(r.offsets[size_t(e + 1)] - r.offsets[size_t(e)]);
-    narrow[size_t(e)] = float(wide[size_t(e)]);
+  std::vector<double> wide(static_cast<size_t>(count));
+  std::vector<float> narrow(wide.size());
+  for (int64_t i = 0; i < count; ++i) {
+    wide[size_t(i)] = c.moe_aux_per_sequence
+                          ? double(r.per_sequence[size_t(i)])
+                          : double(r.offsets[size_t(i + 1)] - r.offsets[size_t(i)]);
+    narrow[size_t(i)] = float(wide[size_t(i)]);
   }
   const DType t = fp64 ? DType::kFp64 : DType::kFp32;
-  PTDP_ASSIGN_OR_RETURN(Tensor counts, Tmp(c, experts, t));
+  PTDP_ASSIGN_OR_RETURN(Tensor counts, Tmp(c, count, t));
   c.dev->Upload(counts.data(), fp64 ? static_cast<const void*>(wide.data()) : narrow.data(),
                 counts.bytes());
   if (c.cp != nullptr && c.cp->size() > 1) {
-    PTDP_RETURN_IF_ERROR(c.cp->AllReduceSum(counts.data(), experts, t));
+    PTDP_RETURN_IF_ERROR(c.cp->AllReduceSum(counts.data(), count, t));
   }
   PTDP_RETURN_IF_ERROR(c.dev->ops()->MoeAuxLossBackward(
-      dlogits, st->router_logits.cref(), counts.cref(), c.moe_aux_grad, c.d.R(), experts));
-  // The loss's value, for the log: P_e over the whole microbatch (the rank's rows summed over the
-  // tensor group under sequence parallelism, and over the context group).
-  PTDP_ASSIGN_OR_RETURN(Tensor probs, Tmp(c, experts, t));
+      dlogits, st->router_logits.cref(), counts.cref(), c.moe_aux_grad, R, experts, g));
+  // The loss's value, for the log: P_e over each group (the rank's rows summed over the tensor
+  // group under sequence parallelism, and over the context group).
+  PTDP_ASSIGN_OR_RETURN(Tensor probs, Tmp(c, count, t));
   PTDP_RETURN_IF_ERROR(
-      c.dev->ops()->MoeRouterProbSums(probs.ref(), st->router_logits.cref(), c.d.R(), experts));
+      c.dev->ops()->MoeRouterProbSums(probs.ref(), st->router_logits.cref(), R, experts, g));
   if (c.d.sp > 1) PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, probs.ref()));
   if (c.cp != nullptr && c.cp->size() > 1) {
-    PTDP_RETURN_IF_ERROR(c.cp->AllReduceSum(probs.data(), experts, t));
+    PTDP_RETURN_IF_ERROR(c.cp->AllReduceSum(probs.data(), count, t));
   }
-  std::vector<double> p(static_cast<size_t>(experts)), n(p.size());
+  std::vector<double> p(static_cast<size_t>(count)), n(p.size());
   std::vector<float> p32(p.size()), n32(p.size());
   c.dev->Copy(fp64 ? static_cast<void*>(p.data()) : p32.data(), probs.data(), probs.bytes());
   c.dev->Copy(fp64 ? static_cast<void*>(n.data()) : n32.data(), counts.data(), counts.bytes());

@@ -26,11 +26,11 @@ TEST_P(CudaOpsTest, MixtureOfExperts) {
     PTDP_RETURN_IF_ERROR(o->MoeRouterTopKBackward(pick(dl).ref(), pick(dprobs).cref(),
                                                   pick(probs).cref(), pick(index).cref(),
                                                   pick(logits).cref(), n, r));
-    PTDP_RETURN_IF_ERROR(
-        o->MoeAuxLossBackward(pick(dl).ref(), pick(logits).cref(), pick(counts).cref(), 0.3, n, E));
+    PTDP_RETURN_IF_ERROR(o->MoeAuxLossBackward(pick(dl).ref(), pick(logits).cref(),
+                                               pick(counts).cref(), 0.3, n, E, {}));
     PTDP_RETURN_IF_ERROR(
         o->MoeZLossBackward(pick(dl).ref(), pick(sq).ref(), pick(logits).cref(), 0.1, n, E));
-    PTDP_RETURN_IF_ERROR(o->MoeRouterProbSums(pick(sums).ref(), pick(logits).cref(), n, E));
+    PTDP_RETURN_IF_ERROR(o->MoeRouterProbSums(pick(sums).ref(), pick(logits).cref(), n, E, {}));
     PTDP_RETURN_IF_ERROR(
         o->MoePermuteRows(pick(moved).ref(), pick(x).cref(), pick(rws).cref(), n * k, w));
     PTDP_RETURN_IF_ERROR(o->MoeScaleRows(pick(scaled).ref(), pick(moved).cref(), pick(probs).cref(),
@@ -56,22 +56,32 @@ TEST_P(CudaOpsTest, MixtureOfExperts) {
 }
 
 // DeepSeek-V3's router (sigmoid scores over the top k's sum, scaled by 2.5, group-limited, the
-// choice moved by an expert bias on the device): the same experts as the CPU's and its backward.
-TEST_P(CudaOpsTest, SigmoidRouterWithExpertBias) {
+// choice moved by an expert bias on the device): the same experts as the CPU's and its backward,
+// and the per-sequence auxiliary loss over normalised sigmoids.
+TEST_P(CudaOpsTest, SigmoidRouterWithExpertBiasAndSequenceAuxLoss) {
   const int64_t n = 37, E = 8, k = 2;
   Pair logits = Rand(n * E, DType::kFp32, -2, 2), probs = Make(n * k, DType::kFp32);
   Pair index = Make(n * k, DType::kI32), dprobs = Rand(n * k, DType::kFp32);
   Pair dl = Zeros(n * E, DType::kFp32), bias = Rand(E, DType::kFp32, -0.1, 0.1);
+  // The auxiliary loss per sequence of 8 rows (the rows from 3 into the first: 5 groups) over the
+  // sigmoids (seq_aux_loss under DeepSeek-V3's scores).
+  const MoeAuxGrouping g{8, 3, true};
+  Pair counts = Rand(5 * E, DType::kFp32, 1, 9), sums = Make(5 * E, DType::kFp32);
   Run([&](Ops* o, auto pick) {
     const MoeRouting r{E, k, 4, 2, false, true, 2.5, pick(bias).cref()};
     PTDP_RETURN_IF_ERROR(
         o->MoeRouterTopK(pick(probs).ref(), pick(index).ref(), pick(logits).cref(), n, r));
-    return o->MoeRouterTopKBackward(pick(dl).ref(), pick(dprobs).cref(), pick(probs).cref(),
-                                    pick(index).cref(), pick(logits).cref(), n, r);
+    PTDP_RETURN_IF_ERROR(o->MoeRouterTopKBackward(pick(dl).ref(), pick(dprobs).cref(),
+                                                  pick(probs).cref(), pick(index).cref(),
+                                                  pick(logits).cref(), n, r));
+    PTDP_RETURN_IF_ERROR(o->MoeAuxLossBackward(pick(dl).ref(), pick(logits).cref(),
+                                               pick(counts).cref(), 0.3, n, E, g));
+    return o->MoeRouterProbSums(pick(sums).ref(), pick(logits).cref(), n, E, g);
   });
   ExpectEqual(index, "router index");
   Expect(probs, E, "router probs");
-  Expect(dl, E, "router dlogits");
+  Expect(dl, 2 * E, "router dlogits");
+  Expect(sums, n, "per-sequence sigmoid sums");
 }
 
 }  // namespace ptdp::runtime::cuda

@@ -85,34 +85,52 @@ TEST_F(CudaMoe, RouterChoosesTheReferenceExperts) {
   CheckRouter({16, 3, 0, 0, false, true, 1, bias.get()}, "biased sigmoid top 3");
 }
 
-TEST_F(CudaMoe, AuxAndZLossGradientsAndValues) {
+// The auxiliary loss's gradient and sums for one grouping (kernels/reference/moe.h MoeAuxRule):
+// counts per group, the rows placed by first_row.
+void CheckAuxLoss(const MoeAuxShape& g, int64_t groups, const char* what) {
   constexpr int64_t experts = 8;
   const std::vector<float> logits = Logits(kRouterRows, experts, 21);
   const std::vector<double> ld = AsDouble(logits);
-  std::vector<float> counts(experts);
-  for (int64_t e = 0; e < experts; ++e) counts[size_t(e)] = float(30 + 7 * e);
+  std::vector<float> counts(size_t(groups * experts));
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] = float(30 + 7 * (i % 11));
   const std::vector<double> cd = AsDouble(counts);
   const std::vector<float> start = Store<float>(RandomVector(kRouterRows * experts, 22));
-  std::vector<double> aux = AsDouble(start), z = AsDouble(start), sums(experts);
-  double sum_sq = 0;
-  kernels::MoeAuxLossBackward(aux.data(), ld.data(), cd.data(), 0.37, kRouterRows, experts);
-  kernels::MoeZLossBackward(z.data(), &sum_sq, ld.data(), 0.05, kRouterRows, experts);
-  kernels::MoeRouterProbSums(sums.data(), ld.data(), kRouterRows, experts);
-  DeviceBuffer<float> gl(logits), gc(counts), gaux(start), gz(start), gsq(1), gsums(experts);
-  DeviceBuffer<double> rows_sq(kRouterRows);
+  std::vector<double> aux = AsDouble(start), sums(counts.size());
+  const kernels::MoeAuxRule rule{g.group_rows, g.first_row, g.sigmoid};
+  kernels::MoeAuxLossBackward(aux.data(), ld.data(), cd.data(), 0.37, kRouterRows, experts, rule);
+  kernels::MoeRouterProbSums(sums.data(), ld.data(), kRouterRows, experts, groups, rule);
+  DeviceBuffer<float> gl(logits), gc(counts), gaux(start), gsums(counts.size());
   DeviceBuffer<char> scratch(static_cast<size_t>(MoeProbSumsScratchBytes(kRouterRows)));
-  MoeAuxLossBackward(gaux.get(), gl.get(), gc.get(), 0.37, kRouterRows, experts, nullptr);
+  MoeAuxLossBackward(gaux.get(), gl.get(), gc.get(), 0.37, kRouterRows, experts, g, nullptr);
+  MoeRouterProbSums(gsums.get(), scratch.get(), gl.get(), kRouterRows, experts, groups, g, nullptr);
+  PTDP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_LT(Nmse(AsDouble(gaux.Download()), aux), 1e-13) << what;  // accumulated onto `start`
+  EXPECT_LT(Nmse(AsDouble(gsums.Download()), sums), 1e-13) << what;
+  // Every row's scores sum to 1: the sums over the groups and experts are the rows.
+  const std::vector<float> got = gsums.Download();
+  EXPECT_NEAR(std::accumulate(got.begin(), got.end(), 0.0), double(kRouterRows), 1e-3) << what;
+}
+
+TEST_F(CudaMoe, AuxAndZLossGradientsAndValues) {
+  CheckAuxLoss({}, 1, "the microbatch's softmax");
+  CheckAuxLoss({0, 0, true}, 1, "the microbatch's sigmoids");
+  // Per sequence of 64 rows, this rank's 300 starting 20 rows into the first: 6 groups touched.
+  CheckAuxLoss({64, 20, false}, 6, "per sequence, softmax");
+  CheckAuxLoss({64, 20, true}, 6, "per sequence, sigmoids");
+  constexpr int64_t experts = 8;
+  const std::vector<float> logits = Logits(kRouterRows, experts, 21);
+  const std::vector<double> ld = AsDouble(logits);
+  const std::vector<float> start = Store<float>(RandomVector(kRouterRows * experts, 22));
+  std::vector<double> z = AsDouble(start);
+  double sum_sq = 0;
+  kernels::MoeZLossBackward(z.data(), &sum_sq, ld.data(), 0.05, kRouterRows, experts);
+  DeviceBuffer<float> gl(logits), gz(start), gsq(1);
+  DeviceBuffer<double> rows_sq(kRouterRows);
   MoeZLossBackward(gz.get(), gsq.get(), rows_sq.get(), gl.get(), 0.05, kRouterRows, experts,
                    nullptr);
-  MoeRouterProbSums(gsums.get(), scratch.get(), gl.get(), kRouterRows, experts, nullptr);
   PTDP_CUDA_CHECK(cudaDeviceSynchronize());
-  EXPECT_LT(Nmse(AsDouble(gaux.Download()), aux), 1e-13);  // accumulated onto `start`
   EXPECT_LT(Nmse(AsDouble(gz.Download()), z), 1e-13);
   EXPECT_NEAR(gsq.Download()[0], sum_sq, 1e-6 * sum_sq);
-  EXPECT_LT(Nmse(AsDouble(gsums.Download()), sums), 1e-13);
-  // Every row's softmax sums to 1: the sums over the experts are the rows.
-  const std::vector<float> got = gsums.Download();
-  EXPECT_NEAR(std::accumulate(got.begin(), got.end(), 0.0), double(kRouterRows), 1e-3);
 }
 
 // Destination rows of n copies among `out_rows`: some rows get several copies, some none.

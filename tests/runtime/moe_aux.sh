@@ -11,8 +11,13 @@
 #       to balance). Only 2 steps across layouts: the loss pushes the router's logits together, and
 #       by step 3 a near tie in some token's top 2 falls the other way under the layout's
 #       differently rounded GEMMs (docs/moe.md "In the runtime")
-#   bad_input   the coefficient on a dense model, a negative one, and the auxiliary loss beside
-#               sigmoid scores (DeepSeek-V3's router): exit 2, one line
+#   t2p2d2_seqpar_seq_dsv3, t2p1d1_cp2_seqpar_fused_seq_dsv3   the same per sequence
+#       (--moe-router-load-balancing-type seq_aux_loss, DeepSeek-V2's and V3's; 2 sequences per
+#       microbatch, each tensor rank's rows one sequence's, each sequence's counts summed over the
+#       context group) with DeepSeek-V3's router (PTDP_TEST_ARCH=dsv3: sigmoid scores, normalised
+#       over each token's E for the loss, and the expert bias), logged as seq_load_balancing_loss
+#   bad_input   the coefficient on a dense model, a negative one, and an unknown balancing type:
+#               exit 2, one line
 #   (the coefficient is 1 in these runs: see aux below). The router z-loss (--moe-z-loss-coeff
 #   0.1) runs beside it: its logged moe_z_loss (each rank's rows, summed over the tensor group under
 #   sequence parallelism and over the context group) within 1e-5 of one process's too, and its
@@ -44,9 +49,7 @@ aux=(--moe-aux-loss-coeff 1 --moe-z-loss-coeff 0.1)
 if [ "$case" = bad_input ]; then
   plan moe 1 1 1
   PTDP_TEST_ARCH=llama plan dense 1 1 1
-  PTDP_TEST_ARCH=dsv3 plan dsv3 1 1 1
   for args in "dense|0.01|--moe-aux-loss-coeff: the model has no mixture of experts" \
-              "dsv3|0.01|--moe-aux-loss-coeff: not with plan.model.moe_router_sigmoid" \
               "moe|-1|--moe-aux-loss-coeff: must be a number >= 0" \
               "dense|0.01|--moe-z-loss-coeff: the model has no mixture of experts|z"; do
     IFS='|' read -r p coeff want z <<< "$args"
@@ -59,8 +62,21 @@ if [ "$case" = bad_input ]; then
     [ "$(wc -l < bad.out)" -eq 1 ] && grep -qF -e "$want" bad.out || { cat bad.out; fail "$p $coeff: the error line"; }
     echo "$p $coeff: $(cat bad.out)"
   done
+  "$ptdp" train --plan moe.json --data data.bin --steps 1 --moe-router-load-balancing-type sinkhorn \
+    > bad.out 2>&1 && fail "sinkhorn ran"
+  [ "$(wc -l < bad.out)" -eq 1 ] && grep -qF "load-balancing-type: 'sinkhorn' is not aux_loss or seq_aux_loss" bad.out ||
+    { cat bad.out; fail "sinkhorn: the error line"; }
+  echo "sinkhorn: $(head -1 bad.out)"
   echo PASS
   exit 0
+fi
+# Per sequence with DeepSeek-V3's router: the layout is the case's name without the suffix.
+label=load_balancing_loss
+if [[ "$case" == *_seq_dsv3 ]]; then
+  export PTDP_TEST_ARCH=dsv3
+  aux+=(--moe-router-load-balancing-type seq_aux_loss)
+  label=seq_load_balancing_loss
+  case=${case%_seq_dsv3}
 fi
 
 plan one 1 1 1
@@ -77,7 +93,7 @@ case "$case" in
 esac
 STEPS=2 train lay "$np" "${aux[@]}" --decay-steps 6 --expect-losses two.jsonl --memory-tol 0.01
 grep "losses vs reference" lay.out
-grep -q " load_balancing_loss: " lay.out || { cat lay.out; fail "no load_balancing_loss line"; }
+grep -q " $label: " lay.out || { cat lay.out; fail "no $label line"; }
 paste -d' ' <(field moe_aux_loss lay.jsonl) <(field moe_aux_loss two.jsonl) | awk '
   { d = ($1 > $2 ? $1 - $2 : $2 - $1) / $2; if (d > worst) worst = d; n++ }
   END { printf "moe_aux_loss: %d steps, within %.2e of one process\n", n, worst

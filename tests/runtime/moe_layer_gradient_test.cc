@@ -109,24 +109,34 @@ struct MoeParams {
 };
 
 // The auxiliary loss's value from the forward's logits (the counts held constant, as the loss's
-// gradient holds them): scale sum_e P_e c_e.
-double AuxLoss(const LayerCtx& c, const LayerStash& st) {
-  const int64_t N = c.d.N(), E = kExperts;
+// gradient holds them): scale sum_g sum_e P_ge c_ge over the microbatch (one group) or each of its
+// sequences (c.moe_aux_per_sequence), P the softmax over all E or the sigmoids over their sum.
+double AuxLoss(const LayerCtx& c, const LayerStash& st, const double* bias) {
+  const int64_t N = c.d.N(), E = kExperts, S = c.d.S();
   const auto* logits = static_cast<const double*>(st.router_logits.data());
-  std::vector<double> probs(size_t(N * kTopK)), P(size_t(E), 0.0), count(size_t(E), 0.0);
+  const int64_t groups = c.moe_aux_per_sequence ? c.d.b : 1;
+  auto group = [&](int64_t token) { return c.moe_aux_per_sequence ? token / S : 0; };
+  std::vector<double> probs(size_t(N * kTopK)), P(size_t(groups * E), 0.0), count(P.size(), 0.0);
   std::vector<int32_t> index(size_t(N * kTopK));
   kernels::MoeRouterTopK(
       probs.data(), index.data(), logits, N, E, kTopK,
       kernels::MoeRouterRule<double>{c.arch.moe_router_groups, c.arch.moe_router_group_topk,
-                                     c.arch.moe_router_pre_softmax});
-  for (int32_t e : index) count[size_t(e)] += 1;
+                                     c.arch.moe_router_pre_softmax, c.arch.moe_router_sigmoid,
+                                     c.arch.moe_router_topk_scale, bias});
+  for (size_t i = 0; i < index.size(); ++i) {
+    count[size_t(group(int64_t(i) / kTopK) * E + index[i])] += 1;
+  }
   for (int64_t n = 0; n < N; ++n) {
+    std::vector<double> score(static_cast<size_t>(E));
     double sum = 0;
-    for (int64_t e = 0; e < E; ++e) sum += std::exp(logits[n * E + e]);
-    for (int64_t e = 0; e < E; ++e) P[size_t(e)] += std::exp(logits[n * E + e]) / sum;
+    for (int64_t e = 0; e < E; ++e) {
+      const double l = logits[n * E + e];
+      sum += score[size_t(e)] = c.arch.moe_router_sigmoid ? 1 / (1 + std::exp(-l)) : std::exp(l);
+    }
+    for (int64_t e = 0; e < E; ++e) P[size_t(group(n) * E + e)] += score[size_t(e)] / sum;
   }
   double aux = 0;
-  for (int64_t e = 0; e < E; ++e) aux += P[size_t(e)] * count[size_t(e)];
+  for (size_t i = 0; i < P.size(); ++i) aux += P[i] * count[i];
   return c.moe_aux_grad * aux;
 }
 
@@ -144,11 +154,12 @@ double ZLoss(const LayerCtx& c, const LayerStash& st) {
 }
 
 // DeepSeek-V3's router rule: sigmoid scores, the top k's scaling factor, and an expert bias
-// (empty: none) that moves the choice.
+// (empty: none) that moves the choice; and the auxiliary loss per sequence (seq_aux_loss).
 struct SigmoidRouting {
   bool on = false;
   double scale = 1.0;
   Vec bias;
+  bool per_sequence = false;
 };
 
 void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int groups = 0,
@@ -159,6 +170,8 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
   c.arch.moe_router_pre_softmax = pre_softmax;
   c.arch.moe_router_sigmoid = sigmoid.on;
   c.arch.moe_router_topk_scale = sigmoid.scale;
+  c.moe_aux_per_sequence = sigmoid.per_sequence;
+  const double* bias = sigmoid.bias.empty() ? nullptr : sigmoid.bias.data();
   c.moe_aux_grad = aux;
   c.moe_z_grad = zloss;
   c.d.shared_f_local = shared_f;
@@ -180,7 +193,7 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
     gradient_check::Put(st.x, x);
     Vec y(static_cast<size_t>(nh));
     EXPECT_TRUE(LayerForward(c, weights(false), 1, MemTag::kActivations, &st, M(y)).ok());
-    double s = (aux != 0 ? AuxLoss(c, st) : 0.0) + (zloss != 0 ? ZLoss(c, st) : 0.0);
+    double s = (aux != 0 ? AuxLoss(c, st, bias) : 0.0) + (zloss != 0 ? ZLoss(c, st) : 0.0);
     for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
     return s;
   };
@@ -212,7 +225,7 @@ void MoeLayerCase(double dropout, double aux = 0, int64_t shared_f = 0, int grou
     }
   }
   // The backward also adds the loss's value (moe_aux_value_scale sum_e P_e c_e) for the log.
-  const double want_aux = aux != 0 ? AuxLoss(c, st) : 0.0;
+  const double want_aux = aux != 0 ? AuxLoss(c, st, bias) : 0.0;
   const double want_z = zloss != 0 ? ZLoss(c, st) : 0.0;
   double got_aux = 0, got_z = 0;
   LayerCtx back_ctx = c;
@@ -278,6 +291,18 @@ TEST(MoeLayerGradient, SigmoidRoutingMatchesFiniteDifferences) {
 }
 TEST(MoeLayerGradient, BiasedSigmoidRoutingMatchesFiniteDifferences) {
   MoeLayerCase(0.0, 0.0, 0, 0, 0.29, false, false, {true, 2.5, {0.3, -0.2, 0.1, -0.3}});
+}
+// The auxiliary loss per sequence (Megatron-Core's seq_aux_loss: each of the 2 sequences' own
+// counts and scores), with the softmax, and with DeepSeek-V3's sigmoid scores (normalised over
+// each token's E for the loss), group-limited and biased.
+TEST(MoeLayerGradient, SequenceAuxLossMatchesFiniteDifferences) {
+  MoeLayerCase(0.2, 0.37, 0, 0, 0.0, false, false, {false, 1.0, {}, true});
+}
+TEST(MoeLayerGradient, SigmoidAuxLossMatchesFiniteDifferences) {
+  MoeLayerCase(0.0, 0.37, 0, 2, 0.0, false, false, {true, 2.5, {0.3, -0.2, 0.1, -0.3}, false});
+}
+TEST(MoeLayerGradient, SigmoidSequenceAuxLossMatchesFiniteDifferences) {
+  MoeLayerCase(0.2, 0.37, 5, 0, 0.0, false, false, {true, 2.5, {}, true});
 }
 // With the router z-loss (its scale large enough to dominate the router's gradient) and dropout.
 TEST(MoeLayerGradient, ZLossMatchesFiniteDifferences) {
