@@ -88,6 +88,7 @@ constexpr Family kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
                                 {"qwen2_moe", "Qwen2MoeForCausalLM"},
                                 {"deepseek_v2", "DeepseekV2ForCausalLM"},
                                 {"deepseek_v3", "DeepseekV3ForCausalLM"},
+                                {"glm4_moe", "Glm4MoeForCausalLM"},
                                 {"nemotron", "NemotronForCausalLM"}};
 
 bool IsDeepSeek(const std::string& model_type) {
@@ -96,7 +97,7 @@ bool IsDeepSeek(const std::string& model_type) {
 
 bool IsExpertFamily(const std::string& model_type) {
   return model_type == "mixtral" || model_type == "qwen3_moe" || model_type == "qwen2_moe" ||
-         IsDeepSeek(model_type);
+         model_type == "glm4_moe" || IsDeepSeek(model_type);
 }
 
 std::string SupportedTypes() {
@@ -410,6 +411,59 @@ void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
   for (const auto& k : LlamaIgnoredKeys()) r.Allow(k);
 }
 
+// GLM-4.5 and GLM-4.5-Air (transformers' Glm4MoeConfig, zai-org's config.json): grouped-query
+// attention with a bias on q, k and v (attention_bias) and optional QK norms (use_qk_norm), RoPE on
+// partial_rotary_factor of each head (the class's default 0.5), the first first_k_dense_replace
+// layers dense (intermediate_size), the others n_routed_experts of moe_intermediate_size beside
+// n_shared_experts of that size as one shared expert, DeepSeek-V3's router (Glm4MoeTopkRouter:
+// sigmoid scores, e_score_correction_bias, routed_scaling_factor, n_group and topk_group), and
+// num_nextn_predict_layers prediction depths.
+void ReadGlm4Moe(JsonObjectReader& r, ModelSpec* m) {
+  ReadDecoderShapes(r, m);
+  m->norm_eps = 1e-5;  // Glm4MoeConfig's default
+  r.Optional("rms_norm_eps", &m->norm_eps);
+  m->rotary_percent = 0.5;
+  r.Optional("partial_rotary_factor", &m->rotary_percent);
+  if (const Json* rp = r.Child("rope_parameters", false); rp && rp->is_object()) {
+    if (auto f = rp->find("partial_rotary_factor"); f != rp->end() && f->is_number()) {
+      m->rotary_percent = f->get<double>();
+    }
+  }
+  ReadRopeScaling(r, m);
+  r.Optional("attention_dropout", &m->dropout);
+  m->tied_embeddings = false;
+  r.Optional("tie_word_embeddings", &m->tied_embeddings);
+  m->swiglu = m->rmsnorm = m->rotary = true;
+  m->linear_bias = false;
+  r.Optional("attention_bias", &m->qkv_bias);  // q, k and v only: o_proj has none
+  r.Optional("use_qk_norm", &m->qk_norm);
+  RefuseUnless(r, "hidden_act", "silu", "an activation other than SiLU (SwiGLU)");
+  if (const Json* hd = r.Child("head_dim", false); hd && !hd->is_null()) {
+    r.Optional("head_dim", &m->head_dim);
+  }
+  r.Required("n_routed_experts", &m->moe_experts);
+  r.Required("num_experts_per_tok", &m->moe_topk);
+  r.Required("moe_intermediate_size", &m->moe_ffn_hidden);
+  int shared = 1, groups = 1, group_topk = 1;
+  r.Optional("n_shared_experts", &shared);
+  m->moe_shared_ffn_hidden = int64_t(shared) * m->moe_ffn_hidden;
+  m->moe_dense_layers = 1;  // Glm4MoeConfig's default
+  r.Optional("first_k_dense_replace", &m->moe_dense_layers);
+  r.Optional("n_group", &groups);
+  r.Optional("topk_group", &group_topk);
+  if (groups > 1) m->moe_router_groups = groups, m->moe_router_group_topk = group_topk;
+  m->moe_router_sigmoid = m->moe_router_expert_bias = true;
+  r.Optional("routed_scaling_factor", &m->moe_router_topk_scale);
+  bool norm_topk_prob = true;
+  r.Optional("norm_topk_prob", &norm_topk_prob);
+  m->moe_router_pre_softmax = !norm_topk_prob;  // Validate refuses it beside sigmoid scores
+  m->mtp_layers = 1;  // Glm4MoeConfig's default; transformers 5 names it num_mtp_layers too
+  r.Optional("num_mtp_layers", &m->mtp_layers);
+  r.Optional("num_nextn_predict_layers", &m->mtp_layers);
+  r.Allow("output_router_logits");
+  for (const auto& k : LlamaIgnoredKeys()) r.Allow(k);
+}
+
 }  // namespace
 
 bool IsHfConfig(const Json& j) {
@@ -438,6 +492,8 @@ Result<ModelSpec> ModelFromHfConfig(const Json& j, const std::string& path) {
     ReadGpt2(r, &m);
   } else if (model_type == "nemotron") {
     ReadNemotron(r, &m);
+  } else if (model_type == "glm4_moe") {
+    ReadGlm4Moe(r, &m);
   } else {
     ReadLlamaFamily(r, *family, &m);
   }

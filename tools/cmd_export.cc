@@ -1,5 +1,6 @@
 // `ptdp export --checkpoint DIR --to
-// hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron|hf-qwen3-moe|hf-mixtral|hf-qwen2-moe
+// hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron|hf-qwen3-moe|hf-mixtral|hf-qwen2-moe|
+// hf-glm4-moe
 // [--dtype bf16]
 // [--max-shard-size 5GB] OUT`: a checkpoint (any layout) as a Hugging Face folder (config.json and
 // the weights, one file or shards with their index) that transformers loads.
@@ -26,6 +27,14 @@
 
 namespace ptdp::tools {
 namespace {
+
+// `--to`'s formats: GPT-2's, then each of the Llama family's (runtime/checkpoint/hf_llama.h).
+std::vector<std::string> ExportFormats() {
+  std::vector<std::string> out = {"hf-gpt2"};
+  for (runtime::HfLlamaArch a : runtime::kHfLlamaArchs)
+    out.push_back(runtime::HfLlamaFormatName(a));
+  return out;
+}
 
 // "5GB" (10^9, as Hugging Face's max_shard_size counts), "400KB", "2GiB" (2^30), "1000000" bytes.
 Result<int64_t> ParseShardSize(const std::string& text) {
@@ -154,6 +163,11 @@ Status RunForward(const ForwardArgs& a) {
       runtime::ParamStore::Create(dev.get(), model, ParallelConfig{}, 0, 0, DType::kFp32));
   if (hf) {
     PTDP_RETURN_IF_ERROR(runtime::LoadHfParams(&params, *hf).WithPrefix("--hf"));
+    for (int l = 0; l < model.layers && model.moe_router_expert_bias; ++l) {
+      if (!model.IsMoeLayer(l)) continue;  // GLM-4.5's e_score_correction_bias
+      PTDP_ASSIGN_OR_RETURN(const std::vector<float> b, hf->Read(runtime::ExpertBiasName(l)));
+      manifest.router_expert_bias[l].assign(b.begin(), b.end());
+    }
   } else {
     PTDP_RETURN_IF_ERROR(runtime::LoadCheckpointParams(&params, source, manifest, model.vocab)
                              .WithPrefix("--checkpoint " + source));
@@ -198,10 +212,10 @@ void RegisterExport(CLI::App& app, int* exit_code) {
                   "hf-qwen2 (Qwen2ForCausalLM), hf-qwen3 (Qwen3ForCausalLM), hf-mistral "
                   "(MistralForCausalLM: Llama's with a sliding window), hf-nemotron "
                   "(NemotronForCausalLM), hf-qwen3-moe (Qwen3MoeForCausalLM), hf-mixtral "
-                  "(MixtralForCausalLM) or hf-qwen2-moe (Qwen2MoeForCausalLM)")
+                  "(MixtralForCausalLM), hf-qwen2-moe (Qwen2MoeForCausalLM) or hf-glm4-moe "
+                  "(Glm4MoeForCausalLM: GLM-4.5's)")
       ->required()
-      ->check(CLI::IsMember({"hf-gpt2", "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
-                             "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe"}));
+      ->check(CLI::IsMember(ExportFormats()));
   cmd->add_option("--dtype", dtype,
                   "the weights' type: fp32 (default) or bf16 (rounded to nearest even)")
       ->check(CLI::IsMember({"fp32", "bf16"}));

@@ -54,6 +54,13 @@
 #                   norm_topk_prob false) trained 20 steps at t2 p2 with sequence parallelism,
 #                   exported with `--to hf-qwen2-moe`: Qwen2MoeForCausalLM's logits and loss
 #                   against ptdp's; then read back (--init-from, lr 0) and exported byte for byte
+#  21. glm4-moe     a GLM-4.5-style model (Glm4MoeForCausalLM: q, k, v biases, RoPE on half of each
+#                   head, one dense layer, then 4 experts of 48, top 2 from the better of 2 groups,
+#                   beside a shared expert of 48; DeepSeek-V3's router: sigmoid scores scaled by
+#                   2.5 and the expert bias, moved by 0.01 a step) trained 20 steps at t2 p2 with
+#                   sequence parallelism, exported with `--to hf-glm4-moe` (the bias as
+#                   e_score_correction_bias): Glm4MoeForCausalLM's logits and loss against ptdp's;
+#                   then read back (--init-from, lr 0 and bias rate 0) and exported byte for byte
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -314,6 +321,31 @@ if cmp -s exported-qwen2moe/model.safetensors back-qwen2moe/model.safetensors; t
   echo "PASS qwen2-moe round trip: --init-from and export again, byte for byte" | tee -a summary.txt
 else
   echo "FAIL qwen2-moe round trip: model.safetensors differs" | tee -a summary.txt
+  failed=1
+fi
+echo "== 21. glm4-moe: a GLM-4.5-style model (DeepSeek-V3's router) trained at t2 p2, exported, loaded by Glm4MoeForCausalLM"
+arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"rotary_percent\": 0.5,
+           \"swiglu\": true, \"linear_bias\": false, \"qkv_bias\": true, \"rotary_base\": 1000000,
+           \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1,
+           \"moe_shared_ffn_hidden\": 48, \"moe_router_groups\": 2, \"moe_router_group_topk\": 1,
+           \"moe_router_sigmoid\": true, \"moe_router_topk_scale\": 2.5,
+           \"moe_router_expert_bias\": true, \"moe_router_bias_rate\": 0.01"
+layout=', "sequence_parallel": true'
+export_check glm hf-glm4-moe 64 176
+# Read back without moving anything: the learning rate and the bias's rate 0.
+"$py" - glm.json <<'PY' || die "plan glm with bias rate 0"
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"]["moe_router_bias_rate"] = 0
+json.dump(p, open(sys.argv[1], "w"))
+PY
+train 4 glm --steps 1 --init-from exported-glm --lr 0 --min-lr 0 --save ck-glm-back
+"$ptdp" export --checkpoint ck-glm-back --to hf-glm4-moe back-glm > /dev/null ||
+  die "export of the read-back GLM-4.5"
+if cmp -s exported-glm/model.safetensors back-glm/model.safetensors; then
+  echo "PASS glm4-moe round trip: --init-from and export again, byte for byte" | tee -a summary.txt
+else
+  echo "FAIL glm4-moe round trip: model.safetensors differs" | tee -a summary.txt
   failed=1
 fi
 layout=

@@ -313,6 +313,7 @@ std::vector<float> HfToRuntime(const HfTensorSpec& s, int64_t heads, const std::
   std::vector<float> rt(hf.size());
   switch (s.layout) {
     case HfLayout::kSame:
+    case HfLayout::kExpertBias:
       rt = hf;
       break;
     case HfLayout::kTranspose: {  // hf [in][out] -> rt [out][in]
@@ -350,6 +351,7 @@ std::vector<float> RuntimeToHf(const HfTensorSpec& s, int64_t heads, const std::
   std::vector<float> hf(rt.size());
   switch (s.layout) {
     case HfLayout::kSame:
+    case HfLayout::kExpertBias:
       hf = rt;
       break;
     case HfLayout::kTranspose: {

@@ -58,6 +58,10 @@ enum class HfLayout {
   kVProj,  // v_proj.weight [kv D, h]: its value rows
   kGateProj,  // gate_proj.weight [f, h]: the even rows of fc1.weight [f][2][h]
   kUpProj,    // up_proj.weight [f, h]: its odd rows
+  // A router's e_score_correction_bias [E] (GLM-4.5's, DeepSeek-V3's): the expert bias of a
+  // mixture layer (runtime/model/router_bias.h), a buffer the checkpoint's manifest holds, not a
+  // parameter; its values as they are, kept in fp32 (transformers keeps it so).
+  kExpertBias,
 };
 
 struct HfTensorSpec {

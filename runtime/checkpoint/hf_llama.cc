@@ -13,8 +13,27 @@ int64_t ColsOf(const HfTensorSpec& s) {
 
 }  // namespace
 
+std::string ExpertBiasName(int layer) {
+  return "layer" + std::to_string(layer) + ".moe.router.expert_bias";
+}
+
+int ExpertBiasLayer(const std::string& name) {
+  const std::string head = "layer", tail = ".moe.router.expert_bias";
+  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - tail.size(), tail.size(), tail) != 0) {
+    return -1;
+  }
+  const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
+  if (digits.empty() || digits.size() > 6 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  return std::stoi(digits);
+}
+
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
   if (m.squared_relu || m.layernorm_1p) return HfLlamaArch::kNemotron;
+  if (m.IsMoe() && m.moe_router_sigmoid) return HfLlamaArch::kGlm4Moe;
   if (m.IsMoe()) {
     if (m.qk_norm) return HfLlamaArch::kQwen3Moe;
     return m.HasSharedExpert() ? HfLlamaArch::kQwen2Moe : HfLlamaArch::kMixtral;
@@ -42,6 +61,8 @@ const char* HfLlamaFormatName(HfLlamaArch a) {
       return "hf-mixtral";
     case HfLlamaArch::kQwen2Moe:
       return "hf-qwen2-moe";
+    case HfLlamaArch::kGlm4Moe:
+      return "hf-glm4-moe";
   }
   return "?";
 }
@@ -71,6 +92,8 @@ const char* HfLlamaArchName(HfLlamaArch a) {
       return "MixtralForCausalLM";
     case HfLlamaArch::kQwen2Moe:
       return "Qwen2MoeForCausalLM";
+    case HfLlamaArch::kGlm4Moe:
+      return "Glm4MoeForCausalLM";
   }
   return "?";
 }
@@ -80,16 +103,21 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
     return Status::Invalid(what + " is not a model that Hugging Face's " + HfLlamaArchName(arch) +
                            " computes: " + why);
   };
-  if (m.qkv_bias && m.qk_norm) return bad("it has both a bias on q, k and v and QK norms");
+  if (m.qkv_bias && m.qk_norm && arch != HfLlamaArch::kGlm4Moe) {
+    return bad("it has both a bias on q, k and v and QK norms");
+  }
   const HfLlamaArch its = HfLlamaArchOf(m);
   if (its != arch) {
     // What the model has that `arch` lacks, or (a plain Llama) what `arch` needs that it lacks.
     const auto moe = [](HfLlamaArch a) {
       return a == HfLlamaArch::kQwen3Moe || a == HfLlamaArch::kMixtral ||
-             a == HfLlamaArch::kQwen2Moe;
+             a == HfLlamaArch::kQwen2Moe || a == HfLlamaArch::kGlm4Moe;
     };
-    // Between the mixtures: QK norms make Qwen3-MoE's, a shared expert Qwen2-MoE's.
-    const std::string mixture = m.qk_norm                        ? "it has QK norms"
+    // Between the mixtures: sigmoid scores make GLM-4.5's, QK norms Qwen3-MoE's, a shared expert
+    // Qwen2-MoE's.
+    const std::string mixture = its == HfLlamaArch::kGlm4Moe     ? "its router has sigmoid scores"
+                                : arch == HfLlamaArch::kGlm4Moe  ? "its router has softmax scores"
+                                : m.qk_norm                      ? "it has QK norms"
                                 : arch == HfLlamaArch::kQwen3Moe ? "it has no QK norms"
                                 : arch == HfLlamaArch::kQwen2Moe ? "it has no shared expert"
                                                                  : "it has a shared expert";
@@ -134,8 +162,41 @@ Status CheckNemotronReadable(const ModelSpec& m, const std::string& what) {
 
 }  // namespace
 
+namespace {
+
+// GLM-4.5 as transformers' Glm4MoeForCausalLM computes it: Llama's layers with partial RoPE (any
+// rotary_percent), optional QK norms and q, k, v biases; leading dense layers, then experts beside
+// one shared expert of a whole number of experts' width; DeepSeek-V3's router with its expert
+// bias, groups scored by their 2 best experts (HF's fixed rule; Megatron-Core's k / group_topk).
+Status CheckGlm4MoeReadable(const ModelSpec& m, const std::string& what) {
+  auto bad = [&](const std::string& why) {
+    return Status::Invalid(
+        what + " is not a model of Hugging Face's GLM-4.5 (Glm4MoeForCausalLM): " + why);
+  };
+  if (!m.rmsnorm || !m.swiglu || !m.rotary) return bad("it needs rmsnorm, swiglu and rotary");
+  if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
+  if (m.IsMla() || m.mtp_layers > 0) return bad("it has latent attention or prediction depths");
+  if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
+  if (!m.moe_router_expert_bias) return bad("its router has no expert bias");
+  if (m.moe_shared_gate || !m.HasSharedExpert() ||
+      m.moe_shared_ffn_hidden % m.MoeFfnHidden() != 0) {
+    return bad("its shared expert is not n_shared_experts ungated experts' width");
+  }
+  if (!m.moe_layer_pattern.empty()) return bad("its dense layers are not the leading ones");
+  if (m.moe_router_groups > 0 && std::max(1, m.moe_topk / m.moe_router_group_topk) != 2) {
+    return bad("its groups are scored by their k / group_topk best experts, HF's by their 2 best");
+  }
+  if (m.rope_scaling_factor > 0 && m.rotary_percent != 1) {
+    return bad("it scales the frequencies of a partial rotation (rope_scaling_factor)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   if (HfLlamaArchOf(m) == HfLlamaArch::kNemotron) return CheckNemotronReadable(m, what);
+  if (HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe) return CheckGlm4MoeReadable(m, what);
   auto bad = [&](const std::string& why) {
     return Status::Invalid(what +
                            " is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, "
@@ -192,7 +253,9 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   const bool qwen2_moe = arch == HfLlamaArch::kQwen2Moe;
   const bool moe = arch == HfLlamaArch::kQwen3Moe || qwen2_moe;
   const bool mixtral = arch == HfLlamaArch::kMixtral;
-  j["model_type"] = nemotron                        ? "nemotron"
+  const bool glm = arch == HfLlamaArch::kGlm4Moe;
+  j["model_type"] = glm                             ? "glm4_moe"
+                    : nemotron                      ? "nemotron"
                     : qwen2_moe                     ? "qwen2_moe"
                     : moe                           ? "qwen3_moe"
                     : mixtral                       ? "mixtral"
@@ -227,6 +290,21 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     j["shared_expert_intermediate_size"] = m.moe_shared_ffn_hidden;
     j["qkv_bias"] = true;
   }
+  if (glm) {  // DeepSeek-V3's router on leading dense layers, experts and their shared expert
+    j["n_routed_experts"] = m.moe_experts;
+    j["num_experts_per_tok"] = m.moe_topk;
+    j["moe_intermediate_size"] = m.MoeFfnHidden();
+    j["n_shared_experts"] = m.moe_shared_ffn_hidden / m.MoeFfnHidden();
+    j["first_k_dense_replace"] = m.moe_dense_layers;
+    j["routed_scaling_factor"] = m.moe_router_topk_scale;
+    j["n_group"] = m.moe_router_groups > 0 ? m.moe_router_groups : 1;
+    j["topk_group"] = m.moe_router_groups > 0 ? m.moe_router_group_topk : 1;
+    j["norm_topk_prob"] = true;
+    j["use_qk_norm"] = m.qk_norm;
+    j["partial_rotary_factor"] = m.rotary_percent;
+    j["num_nextn_predict_layers"] = 0;
+    j["output_router_logits"] = false;
+  }
   j["num_attention_heads"] = m.heads;
   j["num_key_value_heads"] = m.KvHeads();
   j["head_dim"] = m.HeadDim();
@@ -244,9 +322,10 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   } else {
     j["rope_scaling"] = nullptr;
   }
-  j["attention_bias"] = false;
+  j["attention_bias"] = glm && m.qkv_bias;
   if (nemotron) {
     j["mlp_bias"] = false;
+  } else if (glm) {  // no window, no MLP bias key in Glm4MoeConfig
   } else if (arch == HfLlamaArch::kMistral || mixtral) {
     if (mixtral) {
       j["sliding_window"] = nullptr;
@@ -303,20 +382,27 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
     if (m.IsMoeLayer(l)) {  // Qwen3-MoE's or Qwen2-MoE's router and experts, or Mixtral's
       const int64_t fe = m.MoeFfnHidden();
       const bool mx = HfLlamaArchOf(m) == HfLlamaArch::kMixtral;
+      const bool glm = HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe;
       const std::string block = q_ + (mx ? "block_sparse_moe." : "mlp.");
       out.push_back(
           spec(p + "moe.router.weight", block + "gate.weight", {m.moe_experts, h}, L::kSame));
-      if (m.HasSharedExpert()) {  // Qwen2-MoE's, with its gate
+      if (glm) {  // its expert bias: RouterBiases', from the checkpoint's manifest
+        out.push_back(spec(ExpertBiasName(l), block + "gate.e_score_correction_bias",
+                           {m.moe_experts}, L::kExpertBias));
+      }
+      if (m.HasSharedExpert()) {  // Qwen2-MoE's, with its gate; GLM-4.5's without
         const int64_t fs = m.moe_shared_ffn_hidden;
-        const std::string hs = block + "shared_expert.";
+        const std::string hs = block + (glm ? "shared_experts." : "shared_expert.");
         out.push_back(
             spec(p + "moe.shared.fc1.weight", hs + "gate_proj.weight", {fs, h}, L::kGateProj));
         out.push_back(
             spec(p + "moe.shared.fc1.weight", hs + "up_proj.weight", {fs, h}, L::kUpProj));
         out.push_back(
             spec(p + "moe.shared.fc2.weight", hs + "down_proj.weight", {h, fs}, L::kSame));
-        out.push_back(spec(p + "moe.shared.gate.weight", block + "shared_expert_gate.weight",
-                           {1, h}, L::kSame));
+        if (m.moe_shared_gate) {
+          out.push_back(spec(p + "moe.shared.gate.weight", block + "shared_expert_gate.weight",
+                             {1, h}, L::kSame));
+        }
       }
       for (int e = 0; e < m.moe_experts; ++e) {
         const std::string pe = p + "moe.expert" + std::to_string(e) + ".";

@@ -61,22 +61,26 @@ enum class HfLlamaArch {
   kNemotron,
   kQwen3Moe,
   kMixtral,
-  kQwen2Moe
+  kQwen2Moe,
+  kGlm4Moe
 };
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
 // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM",
 // "NemotronForCausalLM", "Qwen3MoeForCausalLM" (Qwen3's attention with a mixture of experts:
 // model.moe_experts with QK norms; its leading dense layers are mlp_only_layers),
-// "MixtralForCausalLM" (Llama's attention with a mixture on every layer: no QK norms).
+// "MixtralForCausalLM" (Llama's attention with a mixture on every layer: no QK norms),
+// "Qwen2MoeForCausalLM", "Glm4MoeForCausalLM" (GLM-4.5's: DeepSeek-V3's router, sigmoid scores
+// with the expert bias, on a mixture with a shared expert; partial RoPE, q, k, v biases).
 const char* HfLlamaArchName(HfLlamaArch a);
 // The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
-// "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe".
+// "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe", "hf-glm4-moe".
 const char* HfLlamaFormatName(HfLlamaArch a);
 // Every architecture, and the one `ptdp export --to FORMAT` writes (HfLlamaFormatName's inverse;
 // none for another format).
 inline constexpr HfLlamaArch kHfLlamaArchs[] = {
-    HfLlamaArch::kLlama,    HfLlamaArch::kQwen2,    HfLlamaArch::kQwen3,   HfLlamaArch::kMistral,
-    HfLlamaArch::kNemotron, HfLlamaArch::kQwen3Moe, HfLlamaArch::kMixtral, HfLlamaArch::kQwen2Moe};
+    HfLlamaArch::kLlama,   HfLlamaArch::kQwen2,    HfLlamaArch::kQwen3,
+    HfLlamaArch::kMistral, HfLlamaArch::kNemotron, HfLlamaArch::kQwen3Moe,
+    HfLlamaArch::kMixtral, HfLlamaArch::kQwen2Moe, HfLlamaArch::kGlm4Moe};
 std::optional<HfLlamaArch> HfLlamaArchOfFormat(const std::string& format);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
@@ -92,8 +96,14 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
 inline bool IsHfLlamaFamily(const std::string& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
          model_type == "qwen3" || model_type == "nemotron" || model_type == "qwen3_moe" ||
-         model_type == "mixtral" || model_type == "qwen2_moe";
+         model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "glm4_moe";
 }
+
+// The runtime name of mixture layer `layer`'s expert bias in the HF tensor list (HfLayout::
+// kExpertBias: not a parameter of the store but RouterBiases'), and the layer such a name is of
+// (-1 for any other name).
+std::string ExpertBiasName(int layer);
+int ExpertBiasLayer(const std::string& ptdp_name);
 
 // The config.json for `m` (max_position_embeddings = m.seq_len), of HfLlamaArchOf(m).
 OrderedJson HfLlamaConfigToJson(const ModelSpec& m);

@@ -448,7 +448,10 @@ std::vector<ExportShard> PlanShards(const std::vector<HfTensorSpec>& specs, cons
       shards.emplace_back();
       used = 0;
     }
-    shards.back().tensors.push_back({HfFileName(specs[i]), dtype, specs[i].hf_shape});
+    // An expert bias stays fp32 in a bf16 export, as transformers keeps it.
+    const bool fp32 = specs[i].layout == HfLayout::kExpertBias;
+    shards.back().tensors.push_back(
+        {HfFileName(specs[i]), fp32 ? "F32" : dtype, specs[i].hf_shape});
     shards.back().specs.push_back(i);
     used += n;
   }
@@ -486,9 +489,18 @@ class HfTensorSource {
     ParallelConfig one;  // a one-process layout: every tensor whole
     for (auto& p : ChunkParameters(m.model, one, 0, 0)) whole_.emplace(p.name, p);
   }
-  bool Has(const HfTensorSpec& s) const { return whole_.count(s.ptdp) > 0; }
+  bool Has(const HfTensorSpec& s) const {
+    if (s.layout == HfLayout::kExpertBias) {
+      return m_.router_expert_bias.count(ExpertBiasLayer(s.ptdp)) > 0;
+    }
+    return whole_.count(s.ptdp) > 0;
+  }
   Result<std::vector<float>> Values(const HfTensorSpec& s) {
     const ModelSpec& model = m_.model;
+    if (s.layout == HfLayout::kExpertBias) {  // the manifest's fp32 values
+      const std::vector<double>& b = m_.router_expert_bias.at(ExpertBiasLayer(s.ptdp));
+      return std::vector<float>(b.begin(), b.end());
+    }
     if (held_ != s.ptdp) {
       const ParamTensor& p = whole_.at(s.ptdp);
       for (auto& h : host_) h.assign(size_t(p.LocalElements()), 0.0f);
@@ -521,7 +533,7 @@ Status WriteExportShard(const std::string& out, const std::vector<HfTensorSpec>&
   PTDP_RETURN_IF_ERROR(f.Write(header.data(), header.size()));
   for (size_t i : shard->specs) {
     PTDP_ASSIGN_OR_RETURN(const std::vector<float> hf, source->Values(specs[i]));
-    if (bf16) {
+    if (bf16 && specs[i].layout != HfLayout::kExpertBias) {
       std::vector<uint16_t> b(hf.size());
       for (size_t k = 0; k < hf.size(); ++k) b[k] = half::FloatToBf16(hf[k]);
       PTDP_RETURN_IF_ERROR(f.Write(b.data(), b.size() * sizeof(uint16_t)));

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "core/rank_grid.h"
+#include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/manifest.h"
 #include "runtime/checkpoint/param_io.h"
 #include "runtime/checkpoint/pieces.h"
@@ -240,7 +241,15 @@ Status Trainer::InitFromHf(const std::string& dir) {
   Status check = f.status();
   if (check.ok()) check = CheckHfMatchesModel(f->config(), model_, dir + "/config.json");
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, check.WithPrefix("--init-from")));
-  return AgreeStatus(*world_, LoadHfParams(params_.get(), *f).WithPrefix("--init-from"));
+  Status load = LoadHfParams(params_.get(), *f);
+  for (int l : router_biases_.layers()) {  // GLM-4.5's e_score_correction_bias
+    if (!load.ok()) break;
+    auto bias = f->Read(ExpertBiasName(l));
+    load = bias.status();
+    if (load.ok())
+      load = router_biases_.SetValues(l, std::vector<double>(bias->begin(), bias->end()));
+  }
+  return AgreeStatus(*world_, load.WithPrefix("--init-from"));
 }
 
 Result<int64_t> Trainer::LoadCheckpoint(const std::string& path, bool allow_none) {

@@ -192,7 +192,8 @@ TEST(Llama, HuggingFaceRefusalsNameTheField) {
   };
   EXPECT_EQ(refused(edit(kLlama3_8b, R"("model_type": "llama")", R"("model_type": "gemma")")),
             "model.model_type: 'gemma' is not supported (supported: gpt2, llama, mistral, "
-            "qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, deepseek_v2, deepseek_v3, nemotron)");
+            "qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, deepseek_v2, deepseek_v3, glm4_moe, "
+            "nemotron)");
   // Mistral's window is read (tests/planner SlidingWindow.*); a bad one is named.
   EXPECT_NE(refused(edit(kMistral7b, R"("sliding_window": null)", R"("sliding_window": -1)"))
                 .find("model.sliding_window: -1 is not a positive number of tokens"),
@@ -289,8 +290,48 @@ TEST(Llama, ActivationsAndRuntimeFeatures) {
   EXPECT_EQ(means, 0);
   EXPECT_EQ(m.UnexecutedFeatures(), "");  // dense Llama layers run (runtime/model)
   EXPECT_EQ(LoadModel("qwen3-30b-a3b").value().UnexecutedFeatures(), "");  // its mixture runs
-  EXPECT_EQ(LoadModel("qwen3-32b").value().UnexecutedFeatures(), "");  // head_dim, QK norm run
+  EXPECT_EQ(LoadModel("qwen3-32b").value().UnexecutedFeatures(), "");      // head_dim, QK norm run
   EXPECT_EQ(LoadModel("gpt-1.3b").value().UnexecutedFeatures(), "");
+}
+
+// zai-org/GLM-4.5's config.json (Hugging Face, as transformers 5 reads it): DeepSeek-V3's router
+// (sigmoid, the expert bias, 2.5) on grouped-query attention with q, k, v biases, QK norms and
+// half-turned RoPE; 3 dense layers, then 160 experts of 1536 and one shared expert; one prediction
+// depth. Planned as read; the runtime would refuse its prediction depth by name.
+TEST(HfConfig, Glm45ReadsDeepSeekV3sRouterOnGroupedAttention) {
+  const char* glm = R"({"architectures": ["Glm4MoeForCausalLM"], "attention_bias": true,
+    "attention_dropout": 0.0, "pad_token_id": 151329, "eos_token_id": [151329, 151336, 151338],
+    "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120, "partial_rotary_factor": 0.5,
+    "initializer_range": 0.02, "intermediate_size": 12288, "max_position_embeddings": 131072,
+    "model_type": "glm4_moe", "moe_intermediate_size": 1536, "norm_topk_prob": true,
+    "num_attention_heads": 96, "n_group": 1, "topk_group": 1, "n_routed_experts": 160,
+    "n_shared_experts": 1, "routed_scaling_factor": 2.5, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "num_hidden_layers": 92, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "rope_theta": 1000000, "num_nextn_predict_layers": 1,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.54.0",
+    "use_cache": true, "use_qk_norm": true, "vocab_size": 151552})";
+  auto m = Parse(glm);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_TRUE(m->qkv_bias && m->qk_norm && !m->linear_bias);
+  EXPECT_EQ(m->rotary_percent, 0.5);
+  EXPECT_EQ(m->rotary_base, 1e6);
+  EXPECT_EQ(m->KvHeads(), 8);
+  EXPECT_EQ(m->HeadDim(), 128);
+  EXPECT_EQ(m->moe_experts, 160);
+  EXPECT_EQ(m->moe_topk, 8);
+  EXPECT_EQ(m->MoeFfnHidden(), 1536);
+  EXPECT_EQ(m->moe_shared_ffn_hidden, 1536);
+  EXPECT_EQ(m->moe_dense_layers, 3);
+  EXPECT_EQ(m->FfnHidden(), 12288);
+  EXPECT_EQ(m->moe_router_groups, 0);  // n_group 1: none
+  EXPECT_TRUE(m->moe_router_sigmoid && m->moe_router_expert_bias);
+  EXPECT_EQ(m->moe_router_topk_scale, 2.5);
+  EXPECT_EQ(m->mtp_layers, 1);
+  EXPECT_EQ(m->UnexecutedFeatures(), "mtp");
+  // zai-org/GLM-4.5's model card: 355B parameters in all (a rounded figure); ParameterCount
+  // counts the main model and its prediction depth, 356.8B (+0.5%).
+  const double total = double(ParameterCount(*m)) / 1e9;
+  EXPECT_NEAR(total, 355.0, 0.01 * 355.0);
 }
 
 }  // namespace

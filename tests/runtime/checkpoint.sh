@@ -44,6 +44,12 @@
 #                       unswitched run; `ptdp forward` of a no-dropout run's step-3 checkpoint
 #                       gives training's step-4 loss (so forward routes with the bias); a manifest
 #                       without the bias refused by name
+#   hf_glm              GLM-4.5's kind (write_plan.sh PTDP_TEST_ARCH=glm) at t2 p2 d1 with sequence
+#                       parallelism, 3 steps: `--to hf-glm4-moe` writes every mixture layer's expert
+#                       bias as its e_score_correction_bias (F32, the manifest's values, moved off
+#                       zero); `ptdp forward --hf` of the folder gives `--checkpoint`'s loss;
+#                       --init-from the folder (lr 0, bias rate 0), saved and exported again: byte
+#                       for byte; `--to hf-qwen3-moe` refuses it by name
 #   reshard_llama       the Llama-style model (write_plan.sh PTDP_TEST_ARCH=llama): t2 p2 d1 (key
 #                       and value heads, SwiGLU features and the untied output split over t) saves at
 #                       step 3, t1 p1 d2 loads it and saves at step 6, t2 p2 d1 loads that: losses
@@ -139,7 +145,7 @@ plan A 2 2 1 1 1f1b
 case "$case" in
   resume_fp16 | reshard_padding | reshard_uneven_interleaved | resume_distopt | reshard_distopt \
     | reshard_cp | reshard_llama | reshard_moe | reshard_ep | ep_distopt | forward_moe | expert_bias \
-    | preempt \
+    | hf_glm | preempt \
     | flip | truncate | missing | model | unread) ;;
   *) train A --log ref.jsonl || { cat A.out; fail "reference run"; } ;;
 esac
@@ -339,6 +345,53 @@ PY
     grep -q "router_expert_bias: missing (the model has moe_router_expert_bias)" Q.out ||
       { cat Q.out; fail "no error naming router_expert_bias"; }
     echo "a manifest without the expert biases refused by name" ;;
+  hf_glm)
+    # GLM-4.5's folder (write_plan.sh PTDP_TEST_ARCH=glm; `make hf-check` 21 compares its logits
+    # with transformers'): t2 p2 d1 with sequence parallelism trains 3 steps and saves.
+    export PTDP_TEST_ARCH=glm
+    PTDP_TEST_SEQ_PARALLEL=true plan G 2 2 1 1 1f1b
+    STEPS=3 train G --save gk || { cat G.out; fail "GLM-4.5-style training"; }
+    "$ptdp" export --checkpoint gk --to hf-glm4-moe hfg > e.out 2>&1 || { cat e.out; fail "export"; }
+    python3 - gk/step-00000003/manifest.json hfg/model.safetensors <<'PY' || fail "the biases"
+import json, struct, sys
+m = json.load(open(sys.argv[1]))["router_expert_bias"]
+with open(sys.argv[2], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    header, base = json.loads(f.read(n)), 8 + n
+    for layer, want in m.items():
+        t = header["model.layers.%s.mlp.gate.e_score_correction_bias" % layer]
+        assert t["dtype"] == "F32" and t["shape"] == [len(want)], t
+        f.seek(base + t["data_offsets"][0])
+        got = struct.unpack("<%df" % len(want), f.read(4 * len(want)))
+        assert list(got) == want, (layer, got, want)
+assert any(x != 0 for v in m.values() for x in v), "the biases never moved"
+print("the folder's e_score_correction_bias (F32) of layers %s: the manifest's" % sorted(m))
+PY
+    # `ptdp forward` of the folder and of the checkpoint: the same loss.
+    "$ptdp" forward --checkpoint gk --data data.bin --step 4 --global-batch 16 > fc.out 2>&1 ||
+      { cat fc.out; fail "forward --checkpoint"; }
+    "$ptdp" forward --hf hfg --data data.bin --step 4 --global-batch 16 > fh.out 2>&1 ||
+      { cat fh.out; fail "forward --hf"; }
+    a=$(sed -n 's/.*loss \([0-9.]*\) nats.*/\1/p' fc.out)
+    b=$(sed -n 's/.*loss \([0-9.]*\) nats.*/\1/p' fh.out)
+    echo "forward: --checkpoint $a, --hf $b"
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "forward --hf gives $b, --checkpoint $a"
+    # Read back at lr 0 and bias rate 0 (nothing moves), saved and exported again: the same bytes.
+    python3 - G.json G0.json <<'PY' || fail "plan G0"
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"]["moe_router_bias_rate"] = 0
+json.dump(p, open(sys.argv[2], "w"))
+PY
+    ranks[G0]=${ranks[G]}
+    STEPS=1 train G0 --init-from hfg --lr 0 --min-lr 0 --save gk0 || { cat G0.out; fail "--init-from"; }
+    "$ptdp" export --checkpoint gk0 --to hf-glm4-moe hfg0 > /dev/null 2>&1 || fail "export again"
+    cmp hfg/model.safetensors hfg0/model.safetensors || fail "the round trip changed the folder"
+    echo "--init-from the folder and exported again: byte for byte"
+    "$ptdp" export --checkpoint gk --to hf-qwen3-moe hfq > q.out 2>&1 && fail "--to hf-qwen3-moe ran"
+    grep -q "its router has sigmoid scores (--to hf-glm4-moe writes it)" q.out ||
+      { cat q.out; fail "--to hf-qwen3-moe: no error naming the router"; }
+    echo "--to hf-qwen3-moe refused: $(head -1 q.out)" ;;
   forward_moe)
     # `ptdp forward` of a mixture with Qwen2-MoE's gated shared expert (no dropout): its loss on
     # step 4's batch from the step-3 checkpoint is training's step-4 loss, so forward computes

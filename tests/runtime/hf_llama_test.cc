@@ -514,5 +514,83 @@ TEST(HfLlama, Qwen2MoeHasTheGatedSharedExpert) {
             std::string::npos);
 }
 
+// GLM-4.5's folder (Glm4MoeForCausalLM): DeepSeek-V3's router on Llama's layers with partial RoPE
+// and q, k, v biases: the router's e_score_correction_bias (the expert bias, from RouterBiases,
+// fp32) beside gate.weight, mlp.shared_experts' ungated projections; its config reads back to the
+// same model (`make hf-check` 21 compares the logits with transformers').
+TEST(HfLlama, Glm4MoeHasTheExpertBiasAndSharedExperts) {
+  ModelSpec m = SmallLlamaModel();
+  m.layers = 3;
+  m.qkv_bias = true;
+  m.rotary_percent = 0.5;
+  m.moe_experts = 4;
+  m.moe_topk = 2;
+  m.moe_ffn_hidden = 6;
+  m.moe_dense_layers = 1;
+  m.moe_shared_ffn_hidden = 12;  // two experts' width: n_shared_experts 2
+  m.moe_router_groups = 2;       // each group scored by its 2 best, as HF scores them
+  m.moe_router_group_topk = 1;
+  m.moe_router_sigmoid = m.moe_router_expert_bias = true;
+  m.moe_router_topk_scale = 2.5;
+  ASSERT_TRUE(m.Validate("m").ok()) << m.Validate("m").ToString();
+  EXPECT_EQ(HfLlamaArchOf(m), HfLlamaArch::kGlm4Moe);
+  EXPECT_STREQ(HfLlamaFormatName(HfLlamaArch::kGlm4Moe), "hf-glm4-moe");
+  EXPECT_TRUE(CheckHfLlamaExportable(m, HfLlamaArch::kGlm4Moe, "m").ok())
+      << CheckHfLlamaExportable(m, HfLlamaArch::kGlm4Moe, "m").ToString();
+  std::vector<std::string> names;
+  for (const HfTensorSpec& t : HfLlamaTensors(m)) {
+    names.push_back(t.ptdp + "=" + t.hf);
+    EXPECT_EQ(t.layout == HfLayout::kExpertBias, ExpertBiasLayer(t.ptdp) >= 0) << t.ptdp;
+  }
+  auto has = [&](const std::string& s) {
+    return std::find(names.begin(), names.end(), s) != names.end();
+  };
+  EXPECT_TRUE(has("layer1.moe.router.expert_bias=model.layers.1.mlp.gate.e_score_correction_bias"));
+  EXPECT_TRUE(has("layer2.moe.shared.fc1.weight=model.layers.2.mlp.shared_experts.up_proj.weight"));
+  EXPECT_TRUE(has("layer1.moe.expert3.fc2.weight=model.layers.1.mlp.experts.3.down_proj.weight"));
+  // Per layer 9 as Qwen2-MoE's; the dense layer's 3; each mixture's router, its bias, 4 experts
+  // of 3 and the shared expert's 3 (17).
+  EXPECT_EQ(names.size(), size_t(1 + 3 * 9 + 3 + 2 * 17 + 1 + 1));
+  EXPECT_EQ(ExpertBiasLayer("layer12.moe.router.expert_bias"), 12);
+  EXPECT_EQ(ExpertBiasLayer("layer1.moe.router.weight"), -1);
+  EXPECT_EQ(ExpertBiasLayer("layerx.moe.router.expert_bias"), -1);
+  const OrderedJson config = HfLlamaConfigToJson(m);
+  EXPECT_EQ(config["model_type"], "glm4_moe");
+  EXPECT_EQ(config["n_shared_experts"], 2);
+  EXPECT_EQ(config["routed_scaling_factor"], 2.5);
+  EXPECT_EQ(config["partial_rotary_factor"], 0.5);
+  EXPECT_EQ(config["attention_bias"], true);
+  auto back = HfLlamaConfigFromJson(Json::parse(config.dump()), "cfg.json");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->model.moe_router_sigmoid && back->model.moe_router_expert_bias);
+  EXPECT_EQ(back->model.moe_router_topk_scale, 2.5);
+  EXPECT_EQ(back->model.moe_router_groups, 2);
+  EXPECT_EQ(back->model.rotary_percent, 0.5);
+  EXPECT_EQ(back->model.mtp_layers, 0);
+  EXPECT_TRUE(CheckHfMatchesModel(*back, m, "cfg.json").ok())
+      << CheckHfMatchesModel(*back, m, "cfg.json").ToString();
+  // What GLM-4.5's class does not compute, refused by name.
+  ModelSpec four_groups = m;
+  four_groups.moe_router_groups = 4;
+  four_groups.moe_router_group_topk = 2;  // Megatron-Core scores each group by its best 1
+  EXPECT_NE(CheckHfLlamaExportable(four_groups, HfLlamaArch::kGlm4Moe, "m")
+                .message()
+                .find("HF's by their 2 best"),
+            std::string::npos);
+  ModelSpec odd = m;
+  odd.moe_shared_ffn_hidden = 7;
+  EXPECT_NE(
+      CheckHfLlamaExportable(odd, HfLlamaArch::kGlm4Moe, "m").message().find("n_shared_experts"),
+      std::string::npos);
+  ModelSpec qwen = m;
+  qwen.moe_router_sigmoid = qwen.moe_router_expert_bias = false;
+  qwen.moe_router_topk_scale = 1;
+  EXPECT_NE(CheckHfLlamaExportable(qwen, HfLlamaArch::kGlm4Moe, "m")
+                .message()
+                .find("its router has softmax scores"),
+            std::string::npos)
+      << CheckHfLlamaExportable(qwen, HfLlamaArch::kGlm4Moe, "m").ToString();
+}
+
 }  // namespace
 }  // namespace ptdp::runtime

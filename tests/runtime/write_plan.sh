@@ -16,7 +16,7 @@
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
 # PTDP_TEST_EP (default 1) goes into layout.ep (expert parallelism; a mixture of experts).
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | qwen2moe, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | glm | qwen2moe, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
@@ -38,7 +38,10 @@
 # SwiGLU experts of 24 features in 4 groups of 2, each token's top 2 from its 2 best groups (each
 # group scored by its best expert), a shared expert of 32 features, the QK norms; sigmoid scores
 # renormalised over the top 2 and scaled by 2.5, and the expert bias of the choice, moved by 0.01
-# per step (ten times Megatron-Core's default, so that it moves choices within a test's steps).
+# per step (ten times Megatron-Core's default, so that it moves choices within a test's steps);
+# glm GLM-4.5's kind (transformers' Glm4MoeForCausalLM): Llama-style attention with a bias on q, k
+# and v, RoPE on half of each head (no scaling), one dense layer, then 8 experts of 24, top 2 from
+# the better of 2 groups, one shared expert of 24, DeepSeek-V3's router as dsv3's.
 set -euo pipefail
 ptdp=$1
 shift
@@ -83,6 +86,13 @@ case "${PTDP_TEST_ARCH:-gpt}" in
             \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 32,
             \"moe_shared_gate\": true, \"moe_router_pre_softmax\": true, \"qkv_bias\": true"
     true ;;
+  glm)
+    arch=", \"kv_heads\": 2, \"swiglu\": true, \"ffn_hidden\": 176, \"rmsnorm\": true,
+            \"rotary\": true, \"rotary_percent\": 0.5, \"linear_bias\": false, \"qkv_bias\": true,
+            \"tied_embeddings\": false, \"moe_experts\": 8, \"moe_topk\": 2, \"moe_ffn_hidden\": 24,
+            \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 24, \"moe_router_groups\": 2,
+            \"moe_router_group_topk\": 1, \"moe_router_sigmoid\": true, \"moe_router_topk_scale\": 2.5,
+            \"moe_router_expert_bias\": true, \"moe_router_bias_rate\": 0.01" ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
   nemotron)
