@@ -424,11 +424,12 @@ Status Run(TrainArgs& a, runtime::Communicator& world, bool* agreed_failure, boo
                            : Status::Ok();
   PTDP_RETURN_IF_ERROR(runtime::AgreeStatus(world, check));
   if (!a.expect_params.empty()) {
-    PTDP_ASSIGN_OR_RETURN(double worst, trainer->CompareParams(a.expect_params));
+    PTDP_ASSIGN_OR_RETURN(const auto diff, trainer->CompareParams(a.expect_params));
+    const double worst = diff.worst;
     if (root) {
       std::printf(
-          "parameters vs reference: max per-tensor relative difference %.3e (tolerance %.1e)\n",
-          worst, a.params_tol);
+          "parameters vs reference: max per-tensor relative difference %.3e (tolerance %.1e; %s)\n",
+          worst, a.params_tol, diff.tensor.c_str());
     }
     if (!(worst <= a.params_tol)) {
       return Status::Internal("final parameters differ from the reference by " +

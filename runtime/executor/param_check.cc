@@ -85,13 +85,14 @@ Status Trainer::WriteParamDump(const std::string& path) {
   return WriteFileAtomic(path, s);
 }
 
-Result<double> Trainer::CompareParams(const std::string& dump_path) {
+Result<Trainer::ParamDifference> Trainer::CompareParams(const std::string& dump_path) {
   // A sharded fp32 master is whole here only gathered (after the last step: the gradients are
   // spent), an fp32 weight arena once its overlapped gather is complete.
   PTDP_RETURN_IF_ERROR(WaitForWeights(-1));
   PTDP_RETURN_IF_ERROR(params_->GatherWhole(StateKind::kMaster, dp_.get(), edp_.get()));
   auto ref = ReadDump(dump_path);
   double worst = 0;
+  std::string worst_name;
   Status local = ref.status();
   if (ref.ok()) {
     for (size_t i = 0; i < params_->entries().size() && local.ok(); ++i) {
@@ -117,14 +118,19 @@ Result<double> Trainer::CompareParams(const std::string& dump_path) {
         d2 += (x[j] - r) * (x[j] - r);
         r2 += r * r;
       }
-      worst = std::max(worst, r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2));
+      const double rel = r2 > 0 ? std::sqrt(d2 / r2) : std::sqrt(d2);
+      if (rel > worst || worst_name.empty()) worst = rel, worst_name = p.name;
     }
   }
   PTDP_RETURN_IF_ERROR(params_->EndGather());
   PTDP_RETURN_IF_ERROR(AgreeStatus(*world_, local));
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, {worst}));
-  for (double v : all) worst = std::max(worst, v);
-  return worst;
+  PTDP_ASSIGN_OR_RETURN(std::vector<std::string> names, AllGatherStrings(*world_, worst_name));
+  ParamDifference d;
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (d.tensor.empty() || all[r] > d.worst) d = {all[r], names[r]};
+  }
+  return d;
 }
 
 }  // namespace ptdp::runtime

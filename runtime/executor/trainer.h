@@ -187,8 +187,12 @@ class Trainer {
   Result<MonitorReport> GatherMonitor(double straggler_threshold);
   // Collective: compares this rank's parameters with a single-process dump (WriteParamDump) and
   // returns the largest per-tensor relative difference ||p - ref|| / ||ref|| over all ranks
-  // (padded vocabulary rows excluded).
-  Result<double> CompareParams(const std::string& dump_path);
+  // (padded vocabulary rows excluded), and the tensor that has it.
+  struct ParamDifference {
+    double worst = 0;
+    std::string tensor;
+  };
+  Result<ParamDifference> CompareParams(const std::string& dump_path);
   // Collective: writes the full parameters to `path` (single-process runs only).
   Status WriteParamDump(const std::string& path);
 
