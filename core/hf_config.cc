@@ -382,19 +382,24 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
   for (const auto& k : LlamaIgnoredKeys()) r.Allow(k);
 }
 
-// Nemotron-4 (transformers' NemotronConfig): grouped-query attention, a squared-ReLU MLP
-// (hidden_act relu2, two matrices), LayerNorm1P (layernorm_1p: LayerNorm's shapes and cost; its
-// epsilon is norm_eps), RoPE on partial_rotary_factor of each head, no biases.
-void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
-  ReadDecoderShapes(r, m);
-  m->rotary_percent = 0.5;  // NemotronConfig's default
+// RoPE on partial_rotary_factor of each head (Nemotron's and GLM-4.5's classes default to 0.5),
+// top-level or, as transformers 5 writes it, inside rope_parameters beside rope_theta.
+void ReadPartialRotary(JsonObjectReader& r, ModelSpec* m) {
+  m->rotary_percent = 0.5;
   r.Optional("partial_rotary_factor", &m->rotary_percent);
-  // transformers 5 writes it inside rope_parameters, beside rope_theta.
   if (const Json* rp = r.Child("rope_parameters", false); rp && rp->is_object()) {
     if (auto f = rp->find("partial_rotary_factor"); f != rp->end() && f->is_number()) {
       m->rotary_percent = f->get<double>();
     }
   }
+}
+
+// Nemotron-4 (transformers' NemotronConfig): grouped-query attention, a squared-ReLU MLP
+// (hidden_act relu2, two matrices), LayerNorm1P (layernorm_1p: LayerNorm's shapes and cost; its
+// epsilon is norm_eps), RoPE on partial_rotary_factor of each head, no biases.
+void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
+  ReadDecoderShapes(r, m);
+  ReadPartialRotary(r, m);
   r.Optional("norm_eps", &m->norm_eps);
   r.Optional("attention_dropout", &m->dropout);
   m->tied_embeddings = false;
@@ -422,13 +427,7 @@ void ReadGlm4Moe(JsonObjectReader& r, ModelSpec* m) {
   ReadDecoderShapes(r, m);
   m->norm_eps = 1e-5;  // Glm4MoeConfig's default
   r.Optional("rms_norm_eps", &m->norm_eps);
-  m->rotary_percent = 0.5;
-  r.Optional("partial_rotary_factor", &m->rotary_percent);
-  if (const Json* rp = r.Child("rope_parameters", false); rp && rp->is_object()) {
-    if (auto f = rp->find("partial_rotary_factor"); f != rp->end() && f->is_number()) {
-      m->rotary_percent = f->get<double>();
-    }
-  }
+  ReadPartialRotary(r, m);
   ReadRopeScaling(r, m);
   r.Optional("attention_dropout", &m->dropout);
   m->tied_embeddings = false;

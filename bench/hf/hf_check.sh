@@ -184,6 +184,18 @@ export_check() {  # NAME FORMAT HIDDEN FFN
   check "$py" "$here/hf_check.py" compare "exported-$name" "batch-$name.bin" 64 "ptdp-$name.bin" \
     --loss "ptdp-forward=$(forward_loss "fwd-$name.out")"
 }
+# export_check's folder read back (--init-from, lr 0), saved and exported again: the same bytes.
+round_trip() {  # NAME FORMAT LABEL
+  train 4 "$1" --steps 1 --init-from "exported-$1" --lr 0 --min-lr 0 --save "ck-$1-back"
+  "$ptdp" export --checkpoint "ck-$1-back" --to "$2" "back-$1" > /dev/null ||
+    die "export of the read-back $3"
+  if cmp -s "exported-$1/model.safetensors" "back-$1/model.safetensors"; then
+    echo "PASS $3 round trip: --init-from and export again, byte for byte" | tee -a summary.txt
+  else
+    echo "FAIL $3 round trip: model.safetensors differs" | tee -a summary.txt
+    failed=1
+  fi
+}
 echo "== 5. llama: a Llama-3.1-style model trained at t2 p2, exported, loaded by LlamaForCausalLM"
 arch=', "kv_heads": 2, "rmsnorm": true, "rotary": true, "swiglu": true, "linear_bias": false,
            "rope_scaling_factor": 8, "rope_low_freq_factor": 1, "rope_high_freq_factor": 4,
@@ -314,15 +326,7 @@ arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true,
            \"moe_router_pre_softmax\": true"
 layout=', "sequence_parallel": true'
 export_check qwen2moe hf-qwen2-moe 64 176
-train 4 qwen2moe --steps 1 --init-from exported-qwen2moe --lr 0 --min-lr 0 --save ck-qwen2moe-back
-"$ptdp" export --checkpoint ck-qwen2moe-back --to hf-qwen2-moe back-qwen2moe > /dev/null ||
-  die "export of the read-back Qwen2-MoE"
-if cmp -s exported-qwen2moe/model.safetensors back-qwen2moe/model.safetensors; then
-  echo "PASS qwen2-moe round trip: --init-from and export again, byte for byte" | tee -a summary.txt
-else
-  echo "FAIL qwen2-moe round trip: model.safetensors differs" | tee -a summary.txt
-  failed=1
-fi
+round_trip qwen2moe hf-qwen2-moe qwen2-moe
 echo "== 21. glm4-moe: a GLM-4.5-style model (DeepSeek-V3's router) trained at t2 p2, exported, loaded by Glm4MoeForCausalLM"
 arch=", \"kv_heads\": 2, \"rmsnorm\": true, \"rotary\": true, \"rotary_percent\": 0.5,
            \"swiglu\": true, \"linear_bias\": false, \"qkv_bias\": true, \"rotary_base\": 1000000,
@@ -339,15 +343,7 @@ p = json.load(open(sys.argv[1]))
 p["model"]["moe_router_bias_rate"] = 0
 json.dump(p, open(sys.argv[1], "w"))
 PY
-train 4 glm --steps 1 --init-from exported-glm --lr 0 --min-lr 0 --save ck-glm-back
-"$ptdp" export --checkpoint ck-glm-back --to hf-glm4-moe back-glm > /dev/null ||
-  die "export of the read-back GLM-4.5"
-if cmp -s exported-glm/model.safetensors back-glm/model.safetensors; then
-  echo "PASS glm4-moe round trip: --init-from and export again, byte for byte" | tee -a summary.txt
-else
-  echo "FAIL glm4-moe round trip: model.safetensors differs" | tee -a summary.txt
-  failed=1
-fi
+round_trip glm hf-glm4-moe glm4-moe
 layout=
 
 echo "== summary ($work/summary.txt)"
