@@ -336,17 +336,23 @@ void ReadDecoderShapes(JsonObjectReader& r, ModelSpec* m) {
   }
 }
 
-void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
+// What Llama's layers and GLM-4.5's state alike: the shapes, RMSNorm's epsilon (`default_eps`
+// when rms_norm_eps is absent), RoPE's scaling, the attention dropout, untied embeddings unless the
+// file says tied; SwiGLU, RMSNorm and rotary embeddings, no biases on the Linears.
+void ReadSwigluDecoder(JsonObjectReader& r, double default_eps, ModelSpec* m) {
   ReadDecoderShapes(r, m);
-  m->norm_eps = 1e-6;  // transformers' LlamaConfig default when rms_norm_eps is absent
+  m->norm_eps = default_eps;
   r.Optional("rms_norm_eps", &m->norm_eps);
   ReadRopeScaling(r, m);
   r.Optional("attention_dropout", &m->dropout);
-  // transformers' default is tied for Llama and Mistral only when the file says so.
   m->tied_embeddings = false;
   r.Optional("tie_word_embeddings", &m->tied_embeddings);
   m->swiglu = m->rmsnorm = m->rotary = true;
   m->linear_bias = false;
+}
+
+void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
+  ReadSwigluDecoder(r, 1e-6, m);  // transformers' LlamaConfig default epsilon
   // Qwen2's (and Qwen2-MoE's) q, k, v carry biases; Qwen2-MoE's config may say so (qkv_bias,
   // transformers' default true).
   m->qkv_bias = std::string(family.model_type).rfind("qwen2", 0) == 0;
@@ -424,16 +430,8 @@ void ReadNemotron(JsonObjectReader& r, ModelSpec* m) {
 // sigmoid scores, e_score_correction_bias, routed_scaling_factor, n_group and topk_group), and
 // num_nextn_predict_layers prediction depths.
 void ReadGlm4Moe(JsonObjectReader& r, ModelSpec* m) {
-  ReadDecoderShapes(r, m);
-  m->norm_eps = 1e-5;  // Glm4MoeConfig's default
-  r.Optional("rms_norm_eps", &m->norm_eps);
+  ReadSwigluDecoder(r, 1e-5, m);  // Glm4MoeConfig's default epsilon
   ReadPartialRotary(r, m);
-  ReadRopeScaling(r, m);
-  r.Optional("attention_dropout", &m->dropout);
-  m->tied_embeddings = false;
-  r.Optional("tie_word_embeddings", &m->tied_embeddings);
-  m->swiglu = m->rmsnorm = m->rotary = true;
-  m->linear_bias = false;
   r.Optional("attention_bias", &m->qkv_bias);  // q, k and v only: o_proj has none
   r.Optional("use_qk_norm", &m->qk_norm);
   RefuseUnless(r, "hidden_act", "silu", "an activation other than SiLU (SwiGLU)");
