@@ -93,7 +93,9 @@ __global__ void CeBackward(TOut* dlogits, const T* logits, const float* row_max,
   for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
     const T* l = logits + r * v_local;
     TOut* d = dlogits + r * v_local;
-    const float m = row_max[r], inv_sum = 1.0f / row_sum[r], scale = dloss[r];
+    // A row without a target (negative: out of the loss) gets a zero gradient.
+    const float m = row_max[r], inv_sum = 1.0f / row_sum[r];
+    const float scale = targets[r] < 0 ? 0.0f : dloss[r];
     const int64_t t = static_cast<int64_t>(targets[r]) - vocab_begin;
     for (int64_t j = threadIdx.x; j < v_local; j += blockDim.x) {
       if (j >= real) {

@@ -220,7 +220,8 @@ void CrossEntropyRescaleSums(float* row_sum, const float* local_max, const float
                              int64_t n, cudaStream_t stream);
 void CrossEntropyLoss(float* loss, const float* row_max, const float* row_sum,
                       const float* target_logit, int64_t n, cudaStream_t stream);
-// dlogits = (softmax - onehot) * dloss[n], 0 on padding columns, each element computed in fp32 and
+// dlogits = (softmax - onehot) * dloss[n], 0 on padding columns and on the rows whose target is
+// negative (out of the loss: runtime/backend/ops.h), each element computed in fp32 and
 // rounded once to TOut (fp32 logits with bf16 dlogits: no fp32 gradient pass in between). dlogits
 // may alias logits when TOut is T.
 template <typename T, typename TOut = T>

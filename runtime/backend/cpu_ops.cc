@@ -347,14 +347,16 @@ Status CpuOps::CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, Const
 }
 
 Status CpuOps::CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,
-                                ConstRef row_max, const VocabShard& v) {
+                                ConstRef row_max, ConstRef targets, const VocabShard& v) {
   return Dispatch(sums.dtype, [&](auto tag) {
     using T = decltype(tag);
     In<T> si(sums), mi(row_max);
     Out<T> ro(row_sum, false);
+    const int32_t* target = I32(targets);
     double total = 0;
     for (int64_t n = 0; n < v.rows; ++n) {
       ro.get()[n] = si.get()[n];
+      if (target[n] < 0) continue;  // no target: out of the loss
       const T loss = std::log(si.get()[n]) + mi.get()[n] - si.get()[v.rows + n];
       total += static_cast<double>(loss);
     }
@@ -370,7 +372,10 @@ Status CpuOps::CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef
     using T = decltype(tag);
     In<T> li(logits), mi(row_max), si(row_sum);
     Out<T> o(dlogits, false);
-    const std::vector<T> dl(static_cast<size_t>(v.rows), static_cast<T>(dloss));
+    // Per row: dloss, or 0 for a row without a target (out of the loss).
+    const int32_t* target = I32(targets);
+    std::vector<T> dl(static_cast<size_t>(v.rows));
+    for (int64_t n = 0; n < v.rows; ++n) dl[size_t(n)] = target[n] < 0 ? T(0) : T(dloss);
     k::CrossEntropyBackward(o.get(), li.get(), mi.get(), si.get(), I32(targets), dl.data(), v.rows,
                             v.v_local, v.begin, v.real);
     return Status::Ok();

@@ -89,7 +89,7 @@ class CpuOps : public Ops {
   Status CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
                                  const VocabShard& v) override;
   Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
-                          const VocabShard& v) override;
+                          ConstRef targets, const VocabShard& v) override;
   Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
                               ConstRef row_sum, ConstRef targets, double dloss,
                               const VocabShard& v) override;

@@ -227,9 +227,9 @@ class GuardOps final : public Ops {
     return inner_->CrossEntropyRescaleSums(sums, local_max, global_max, v);
   }
   Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums, ConstRef row_max,
-                          const VocabShard& v) override {
+                          ConstRef targets, const VocabShard& v) override {
     GuardWindow open(state_.get());
-    return inner_->CrossEntropyLoss(row_sum, loss_sum, sums, row_max, v);
+    return inner_->CrossEntropyLoss(row_sum, loss_sum, sums, row_max, targets, v);
   }
   Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
                               ConstRef row_sum, ConstRef targets, double dloss,

@@ -398,10 +398,13 @@ class Ops {
   virtual Status CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, ConstRef global_max,
                                          const VocabShard& v) = 0;
   // After the all-reduce: row_sum = sums[0]; loss_sum (fp64 device scalar) += sum over rows of
-  // log(row_sum) + row_max - target_logit.
+  // log(row_sum) + row_max - target_logit. A row whose target is negative is left out of the loss
+  // (and gets a zero gradient below): the positions a multi-token prediction depth has no target
+  // for (runtime/model/mtp.h), as Megatron-Core's loss mask leaves them out.
   virtual Status CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,
-                                  ConstRef row_max, const VocabShard& v) = 0;
-  // dlogits = (softmax - onehot) * dloss (one value for every token), 0 on padding.
+                                  ConstRef row_max, ConstRef targets, const VocabShard& v) = 0;
+  // dlogits = (softmax - onehot) * dloss (one value for every token), 0 on padding and on the
+  // rows whose target is negative.
   virtual Status CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,
                                       ConstRef row_sum, ConstRef targets, double dloss,
                                       const VocabShard& v) = 0;

@@ -302,9 +302,10 @@ Status TimedOps::CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, Con
 }
 
 Status TimedOps::CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,
-                                  ConstRef row_max, const VocabShard& v) {
-  return Timed(std::string("CrossEntropyLoss ") + Dims({v.rows, v.v_local}),
-               [&] { return inner_->CrossEntropyLoss(row_sum, loss_sum, sums, row_max, v); });
+                                  ConstRef row_max, ConstRef targets, const VocabShard& v) {
+  return Timed(std::string("CrossEntropyLoss ") + Dims({v.rows, v.v_local}), [&] {
+    return inner_->CrossEntropyLoss(row_sum, loss_sum, sums, row_max, targets, v);
+  });
 }
 
 Status TimedOps::CrossEntropyBackward(TensorRef dlogits, ConstRef logits, ConstRef row_max,

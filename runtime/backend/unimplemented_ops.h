@@ -68,7 +68,8 @@ class UnimplementedOps final : public Ops {
   Status CrossEntropyRescaleSums(TensorRef, ConstRef, ConstRef, const VocabShard&) override {
     return Fail("CrossEntropyRescaleSums");
   }
-  Status CrossEntropyLoss(TensorRef, TensorRef, ConstRef, ConstRef, const VocabShard&) override {
+  Status CrossEntropyLoss(TensorRef, TensorRef, ConstRef, ConstRef, ConstRef,
+                          const VocabShard&) override {
     return Fail("CrossEntropyLoss");
   }
   Status CrossEntropyBackward(TensorRef, ConstRef, ConstRef, ConstRef, ConstRef, double,

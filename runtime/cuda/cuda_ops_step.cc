@@ -310,10 +310,11 @@ Status CudaOps::CrossEntropyRescaleSums(TensorRef sums, ConstRef local_max, Cons
 }
 
 Status CudaOps::CrossEntropyLoss(TensorRef row_sum, TensorRef loss_sum, ConstRef sums,
-                                 ConstRef row_max, const VocabShard& v) {
+                                 ConstRef row_max, ConstRef targets, const VocabShard& v) {
   return Guarded([&]() -> Status {
     PTDP_CUDA_RETURN(opk::CrossEntropyLossSum(P<float>(row_sum), P<double>(loss_sum),
-                                              P<float>(sums), P<float>(row_max), v.rows, stream_));
+                                              P<float>(sums), P<float>(row_max),
+                                              P<int32_t>(targets), v.rows, stream_));
     return Status::Ok();
   });
 }

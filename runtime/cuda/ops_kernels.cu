@@ -129,11 +129,12 @@ __global__ void NonFiniteKernel<double>(double* flag, const double* x, int64_t c
 
 // One block: the row losses summed in double in a fixed order (deterministic).
 __global__ void CeLossSumKernel(float* row_sum, double* loss_sum, const float* sums,
-                                const float* row_max, int64_t rows) {
+                                const float* row_max, const int32_t* targets, int64_t rows) {
   __shared__ double part[kThreads];
   double acc = 0.0;
   for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
     row_sum[r] = sums[r];
+    if (targets[r] < 0) continue;  // no target: out of the loss
     const float loss = logf(sums[r]) + row_max[r] - sums[rows + r];
     acc += static_cast<double>(loss);
   }
@@ -273,9 +274,10 @@ cudaError_t FlagNonFinite(double* flag, const T* x, int64_t count, cudaStream_t 
 }
 
 cudaError_t CrossEntropyLossSum(float* row_sum, double* loss_sum, const float* sums,
-                                const float* row_max, int64_t rows, cudaStream_t stream) {
+                                const float* row_max, const int32_t* targets, int64_t rows,
+                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  CeLossSumKernel<<<1, kThreads, 0, stream>>>(row_sum, loss_sum, sums, row_max, rows);
+  CeLossSumKernel<<<1, kThreads, 0, stream>>>(row_sum, loss_sum, sums, row_max, targets, rows);
   return cudaGetLastError();
 }
 

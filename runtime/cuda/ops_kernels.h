@@ -40,9 +40,11 @@ cudaError_t FillNormal(T* out, int64_t count, uint64_t key, int64_t cols, int64_
 // *flag = 1.0 when x holds an inf or NaN.
 template <typename T>
 cudaError_t FlagNonFinite(double* flag, const T* x, int64_t count, cudaStream_t stream);
-// row_sum[r] = sums[r]; *loss_sum += sum_r log(sums[r]) + row_max[r] - sums[rows + r] (fp64).
+// row_sum[r] = sums[r]; *loss_sum += sum_r log(sums[r]) + row_max[r] - sums[rows + r] (fp64)
+// over the rows whose target is not negative.
 cudaError_t CrossEntropyLossSum(float* row_sum, double* loss_sum, const float* sums,
-                                const float* row_max, int64_t rows, cudaStream_t stream);
+                                const float* row_max, const int32_t* targets, int64_t rows,
+                                cudaStream_t stream);
 // dbias[j] += sum_r dout[r][j] for n rows of c columns, fp32 (bias_grad.cu: 16-byte packs, or
 // kernels/cuda's ColumnSums where a pack does not fit). T is float or __nv_bfloat16.
 template <typename T>

@@ -88,7 +88,8 @@ Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, Tenso
         ops->CrossEntropyRescaleSums(sums.ref(), local_max.cref(), st->row_max.cref(), shard));
     PTDP_RETURN_IF_ERROR(TpAllReduceSum(c.tp, sums.ref()));
   }
-  return ops->CrossEntropyLoss(st->row_sum.ref(), loss_sum, sums.cref(), st->row_max.cref(), shard);
+  return ops->CrossEntropyLoss(st->row_sum.ref(), loss_sum, sums.cref(), st->row_max.cref(),
+                               st->targets.cref(), shard);
 }
 
 Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g, double dloss,

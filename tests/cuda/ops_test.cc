@@ -244,7 +244,8 @@ TEST_P(CudaOpsTest, CrossEntropy) {
     VocabShard v;
     v.rows = 24, v.v_local = v_local, v.begin = begin, v.real = real;
     std::vector<double> tg(size_t(v.rows));
-    for (size_t i = 0; i < tg.size(); ++i) tg[i] = double((i * 13) % real);
+    // Every fifth row without a target (-1: out of the loss and of the gradient).
+    for (size_t i = 0; i < tg.size(); ++i) tg[i] = i % 5 == 4 ? -1.0 : double((i * 13) % real);
     Pair targets = Put(tg, DType::kI32), logits = Rand(v.rows * v.v_local, DType::kFp32, -4, 4);
     Pair row_max = Make(v.rows, DType::kFp32), sums = Make(2 * v.rows, DType::kFp32);
     Pair group_max = Rand(v.rows, DType::kFp32, 4, 5);
@@ -259,7 +260,8 @@ TEST_P(CudaOpsTest, CrossEntropy) {
                                                       pick(group_max).cref(), v));
       if (begin >= real) return Status::Ok();  // no real column: no softmax to take
       PTDP_RETURN_IF_ERROR(o->CrossEntropyLoss(pick(row_sum).ref(), pick(loss).ref(),
-                                               pick(local_sums).cref(), pick(row_max).cref(), v));
+                                               pick(local_sums).cref(), pick(row_max).cref(),
+                                               pick(targets).cref(), v));
       return o->CrossEntropyBackward(pick(dlogits).ref(), pick(logits).cref(), pick(row_max).cref(),
                                      pick(row_sum).cref(), pick(targets).cref(), 0.125, v);
     });
