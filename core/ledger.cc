@@ -95,6 +95,8 @@ Bytes RouterBiasBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) 
     const LayerRange r = ChunkLayers(m, c, pp_rank, chunk);
     layers += (r.end - r.begin) - MixtureDenseLayersIn(m, r.begin, r.end);
   }
+  // The prediction depths' layers, of the last layer's kind, on the head's stage.
+  if (pp_rank == HeadRank(c) && m.IsMoeLayer(m.layers - 1)) layers += m.mtp_layers;
   return layers * m.moe_experts * Bytes(sizeof(float));
 }
 
@@ -132,6 +134,7 @@ StashPrices StashPricesOf(const ModelSpec& m, const ParallelConfig& c) {
   p.head = ListBytes(HeadActivations(m, c), c);
   // The head's stage keeps the multi-token prediction depths' too (core/shapes.h).
   if (m.mtp_layers > 0) p.head += m.mtp_layers * ListBytes(MtpActivations(m, c, dropout), c);
+  p.head_before_rebuild = m.mtp_layers > 0 ? ListBytes(HeadActivations(m, c), c) : p.head;
   p.working_set = p.layer_working_set = ListBytes(RecomputeWorkingSet(m, c, dropout), c);
   if (m.HasDenseLayers()) {  // a mixture's dense layers (core/model.h LayerModel)
     const ModelSpec dense = DenseLayerModel(m);
@@ -158,6 +161,11 @@ namespace {
 
 Bytes HeadStashBytes(const StashPrices& prices, const ParallelConfig& c, int pp_rank, int chunk) {
   return HoldsHead(c, pp_rank, chunk) ? prices.head : 0;
+}
+// What a chunk's backward has freed when it first rebuilds a layer (StashPrices).
+Bytes FreedBeforeRebuild(const StashPrices& prices, const ParallelConfig& c, int pp_rank,
+                         int chunk) {
+  return HoldsHead(c, pp_rank, chunk) ? prices.head_before_rebuild : 0;
 }
 
 }  // namespace
@@ -348,7 +356,7 @@ Bytes GroupTableInterleavedPeak(const StashPrices& prices, const ModelSpec& m,
     if (s.microbatch >= order.microbatches) return;
     const int chunk = c.vp - 1 - s.chunk;
     if (c.recompute != Recompute::kNone) {
-      peak = std::max(peak, live - HeadStashBytes(prices, c, pp_rank, chunk) +
+      peak = std::max(peak, live - FreedBeforeRebuild(prices, c, pp_rank, chunk) +
                                 ChunkWorkingSetBytes(prices, m, c, pp_rank, chunk));
     }
     live -= ChunkStashBytes(prices, m, c, pp_rank, chunk);
@@ -381,7 +389,7 @@ Bytes PeakActivationBytes(const StashPrices& prices, const ModelSpec& m, const P
   const RankOrder order = RankOrderOf(c, pp_rank);
   auto stash = [&](int64_t chunk) { return ChunkStashBytes(prices, m, c, pp_rank, int(chunk)); };
   auto backward_peak = [&](Bytes live, int64_t chunk) {
-    return live - HeadStashBytes(prices, c, pp_rank, int(chunk)) +
+    return live - FreedBeforeRebuild(prices, c, pp_rank, int(chunk)) +
            ChunkWorkingSetBytes(prices, m, c, pp_rank, int(chunk));
   };
   Bytes live = 0;
@@ -438,7 +446,7 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
     // Backward: the head phase holds everything; the first (last) layer's phase has freed the head
     // and rebuilt the working set.
     if (in.recompute) {
-      peak = std::max(peak, live - HeadStashBytes(prices, c, pp_rank, in.chunk) +
+      peak = std::max(peak, live - FreedBeforeRebuild(prices, c, pp_rank, in.chunk) +
                                 ChunkWorkingSetBytes(prices, m, c, pp_rank, in.chunk));
     }
     live -= stash;
@@ -510,7 +518,7 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   // A head chunk's layers and embedding run their backward after the head's freed its stash (the
   // split backward: traded it for its weight-gradient stash), holding at most the working set and
   // the output gradients in its place: the ledger's live bytes are at least this below its peak.
-  const Bytes head_freed = split ? prices.head - prices.head_wgrad : prices.head;
+  const Bytes head_freed = split ? prices.head - prices.head_wgrad : prices.head_before_rebuild;
   const Bytes relief =
       roles.only_head_chunks
           ? std::max<Bytes>(0, head_freed - working_set - (split ? prices.layer_output_grads : 0))

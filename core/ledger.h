@@ -132,6 +132,11 @@ struct StashPrices {
   Bytes dense_layer = 0;
   Bytes embedding = 0;
   Bytes head = 0;
+  // What the head's chunk has freed when its backward first rebuilds a layer (recomputation): the
+  // head's whole stash, or with prediction depths (ModelSpec::mtp_layers) the last depth's head
+  // alone, whose layer is rebuilt next while the model's head and the other depths keep theirs
+  // (runtime/model/mtp.cc).
+  Bytes head_before_rebuild = 0;
   // One layer's recompute working set: the larger of the mixture's and its dense layers' (each
   // kind's below; a chunk's is the largest of the kinds it holds, ChunkWorkingSetBytes).
   Bytes working_set = 0;

@@ -259,7 +259,6 @@ std::string ModelSpec::UnexecutedFeatures() const {
     out += feature;
   };
   add(IsMla(), "mla");
-  add(mtp_layers > 0, "mtp");
   return out;
 }
 

@@ -173,9 +173,11 @@ struct ModelSpec {
   bool IsMla() const { return mla_kv_lora > 0; }
   bool IsMoe() const { return moe_experts > 0; }
   bool HasSharedExpert() const { return moe_shared_ffn_hidden > 0; }
-  // Whether global layer `layer` runs experts (a dense model's never do).
+  // Whether global layer `layer` runs experts (a dense model's never do). The layers after the
+  // model's, layers + d, are the prediction depths' (mtp_layers), each of the last layer's kind.
   bool IsMoeLayer(int layer) const {
     if (!IsMoe()) return false;
+    if (layer >= layers) layer = layers - 1;
     return moe_layer_pattern.empty() ? layer >= moe_dense_layers
                                      : moe_layer_pattern[size_t(layer)] != 0;
   }
@@ -215,7 +217,7 @@ struct ModelSpec {
   }
 
   // The features of this model the runtime's layers (runtime/model) do not execute, joined by
-  // "/" ("moe/mla", "squared_relu/partial_rotary/layernorm_1p"); empty for a GPT and a dense Llama
+  // "/" (today "mla" alone); empty for a GPT and a dense Llama
   // or Qwen (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention, no biases, a bias on QKV
   // alone, a head_dim of its own, QK norm).
   std::string UnexecutedFeatures() const;

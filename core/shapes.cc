@@ -181,7 +181,7 @@ void AppendEmbedding(const ModelSpec& m, int t, std::vector<ParamTensor>* ps) {
 // parallel, [2h] in, h / t out), a layer of the last layer's kind, its final norm; and, on a rank
 // without the embedding, the embedding's copy those depths read (tied to the first stage's).
 void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
-                std::vector<ParamTensor>* ps) {
+                std::vector<ParamTensor>* ps, int ep_rank = 0) {
   const int t = c.tp;
   const int64_t h = m.hidden, v = PaddedVocab(m, t);
   ps->push_back(Make("final_ln.weight", {h}, Sharding::kReplicated, t));
@@ -199,10 +199,9 @@ void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
   };
   for (int d = 0; d < m.mtp_layers; ++d) {
     const std::string p = "mtp" + std::to_string(d) + ".";
-    norm(p + "enorm");
-    norm(p + "hnorm");
+    for (const char* n : {"enorm", "hnorm"}) norm(p + n);
     ps->push_back(Make(p + "eh_proj.weight", {h, 2 * h}, Sharding::kRows, t));
-    AppendLayer(LayerModel(m, m.layers - 1), c, p, ps);
+    AppendLayer(LayerModel(m, m.layers - 1), c, p, ps, true, ep_rank);  // its experts: ep_rank's
     norm(p + "final_norm");
   }
   if (m.mtp_layers > 0 && pp_rank != 0) {
@@ -222,7 +221,7 @@ std::vector<ParamTensor> ChunkParameters(const ModelSpec& m, const ParallelConfi
   for (int l = lr.begin; l < lr.end; ++l) {
     AppendLayer(LayerModel(m, l), c, "layer" + std::to_string(l) + ".", &ps, true, ep_rank);
   }
-  if (HoldsHead(c, pp_rank, chunk)) AppendHead(m, c, pp_rank, &ps);
+  if (HoldsHead(c, pp_rank, chunk)) AppendHead(m, c, pp_rank, &ps, ep_rank);
   return ps;
 }
 
@@ -529,9 +528,10 @@ std::vector<ActTensor> MtpActivations(const ModelSpec& m, const ParallelConfig& 
   const int64_t seq = c.sequence_parallel ? sbh / c.tp : sbh;
   const int64_t rows = ContextShardLen(m, c) * c.mbs;
   const int64_t seq_rows = c.sequence_parallel ? rows / c.tp : rows;
-  std::vector<ActTensor> acts;
+  // hnorm's input is the output layer's input of the head before (the model's, or the previous
+  // depth's): the same tensor, stashed once (HeadActivations' output.input).
+  std::vector<ActTensor> acts = {{"mtp.enorm.input", seq, ActKind::kActivation}};
   for (const char* norm : {"mtp.enorm", "mtp.hnorm"}) {
-    acts.push_back({std::string(norm) + ".input", seq, ActKind::kActivation});
     if (!m.rmsnorm) acts.push_back({std::string(norm) + ".mean", seq_rows, ActKind::kFp32});
     acts.push_back({std::string(norm) + ".rstd", seq_rows, ActKind::kFp32});
   }

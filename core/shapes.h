@@ -176,7 +176,8 @@ std::vector<ActTensor> RecomputeWorkingSet(const ModelSpec& m, const ParallelCon
 // over the whole vocabulary and the targets.
 std::vector<ActTensor> HeadActivations(const ModelSpec& m, const ParallelConfig& c);
 // What one multi-token prediction depth (ModelSpec::mtp_layers) keeps per microbatch on the head's
-// stage: its two input norms' inputs and statistics, eh_proj's [2h] input, its layer's stash
+// stage: its two input norms' statistics and enorm's input (hnorm's is the previous head's
+// output.input, kept already), eh_proj's [2h] input, its layer's stash
 // (LayerStash of the last layer's kind), and a head's and an embedding's stash of its own.
 std::vector<ActTensor> MtpActivations(const ModelSpec& m, const ParallelConfig& c, bool dropout);
 // What the first virtual stage keeps per microbatch for the embedding's backward: the token ids

@@ -481,6 +481,8 @@ void RegisterTrain(CLI::App& app, int* exit_code) {
                   "sequence (seq_aux_loss; Megatron-LM's)");
   cmd->add_option("--moe-z-loss-coeff", a.opts.moe_z_loss_coeff,
                   "a mixture of experts' router z-loss coefficient (Megatron-LM's; default 0)");
+  cmd->add_option("--mtp-loss-scaling-factor", a.opts.mtp_loss_scale,
+                  "the multi-token prediction depths' weight in the loss (Megatron-LM's; 0.1)");
   cmd->add_option("--monitor-every", a.monitor_every,
                   "every N steps: utilisation per rank, bubble, stage imbalance and stragglers "
                   "(one line; the \"monitor\" field of --log)");

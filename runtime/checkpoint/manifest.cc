@@ -157,7 +157,7 @@ Status ReadRouterBiases(const Json* biases, const std::string& path, Manifest* m
     char* end = nullptr;
     const long layer = std::strtol(it.key().c_str(), &end, 10);
     if (it.key().empty() || end != it.key().c_str() + it.key().size() || layer < 0 ||
-        layer >= model.layers || !model.IsMoeLayer(int(layer))) {
+        layer >= model.layers + model.mtp_layers || !model.IsMoeLayer(int(layer))) {
       return Status::Invalid(at + ": not a mixture layer of the model");
     }
     const Json& v = it.value();
@@ -174,7 +174,7 @@ Status ReadRouterBiases(const Json* biases, const std::string& path, Manifest* m
     }
     m->router_expert_bias[int(layer)] = std::move(values);
   }
-  for (int l = 0; l < model.layers; ++l) {
+  for (int l = 0; l < model.layers + model.mtp_layers; ++l) {  // the prediction depths' too
     if (model.IsMoeLayer(l) && m->router_expert_bias.count(l) == 0) {
       return Status::Invalid(path + "." + std::to_string(l) + ": missing (a mixture layer)");
     }

@@ -158,7 +158,8 @@ Result<std::map<int, std::vector<double>>> Trainer::GatherRouterBiases() {
   std::map<int, std::vector<double>> out;
   if (!model_.moe_router_expert_bias) return out;
   const int64_t experts = model_.moe_experts;
-  std::vector<double> all(size_t(model_.layers * experts), 0.0);
+  const int layers = model_.layers + model_.mtp_layers;  // the prediction depths' too
+  std::vector<double> all(size_t(layers * experts), 0.0);
   if (coord_.tp == 0 && coord_.dp == 0) {
     for (int l : router_biases_.layers()) {
       const std::vector<double> v = router_biases_.Values(l);
@@ -166,7 +167,7 @@ Result<std::map<int, std::vector<double>>> Trainer::GatherRouterBiases() {
     }
   }
   PTDP_RETURN_IF_ERROR(world_->AllReduceSum(all.data(), int64_t(all.size()), DType::kFp64));
-  for (int l = 0; l < model_.layers; ++l) {
+  for (int l = 0; l < layers; ++l) {
     if (!model_.IsMoeLayer(l)) continue;
     out[l].assign(all.begin() + l * experts, all.begin() + (l + 1) * experts);
   }

@@ -97,7 +97,7 @@ Result<Trainer::ParamDifference> Trainer::CompareParams(const std::string& dump_
   if (ref.ok()) {
     for (size_t i = 0; i < params_->entries().size() && local.ok(); ++i) {
       const ParamTensor& p = params_->entries()[i].spec;
-      const std::string key = p.name == "output.word_copy" ? "embedding.word" : p.name;
+      const std::string key = InitKeyName(p.name);  // a tied copy is the embedding
       auto it = ref->find(key);
       if (it == ref->end()) {
         local = Status::Invalid("parameter dump lacks '" + key + "'");

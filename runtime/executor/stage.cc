@@ -57,7 +57,7 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
 // The microbatch's inputs (or targets) read on the host and uploaded into a device tensor tagged
 // as the stash lists it (embedding.tokens, output.targets): under context parallelism, this
 // rank's positions of each sequence (kernels/reference/context_chunks.h).
-Status Trainer::UploadTokens(int mb, int64_t step, bool inputs, Tensor* out) {
+Status Trainer::UploadTokens(int mb, int64_t step, bool inputs, Tensor* out, int shift) {
   const int64_t s = model_.seq_len, b = cfg_.mbs;
   const int64_t seq0 = Ctx(mb, step).drop.seq0;
   TokenSet& data = evaluating_ != nullptr ? *evaluating_ : *data_;
@@ -67,8 +67,13 @@ Status Trainer::UploadTokens(int mb, int64_t step, bool inputs, Tensor* out) {
   for (int64_t i = 0; i < b; ++i) {
     PTDP_RETURN_IF_ERROR(data.ReadSequence(opts_.data_seed, step, seq0 + i, s, seq.data()));
     for (int64_t t = 0; t < local; ++t) {
-      const int64_t j = chunks.Position(t) + (inputs ? 0 : 1);
-      host[static_cast<size_t>(i * local + t)] = seq[static_cast<size_t>(j)];
+      // Position p's input is token p + shift, its target p + shift + 1 (of the s + 1 read); an
+      // input past the s inputs is 0 and a target past them none, as Megatron-Core's roll_tensor
+      // fills and masks them.
+      const int64_t p = chunks.Position(t) + shift;
+      int32_t token = inputs ? 0 : -1;
+      if (p < s) token = seq[static_cast<size_t>(inputs ? p : p + 1)];
+      host[static_cast<size_t>(i * local + t)] = token;
     }
   }
   PTDP_ASSIGN_OR_RETURN(*out,
@@ -159,6 +164,9 @@ Status Trainer::Forward(int mb, int chunk, int64_t step) {
   if (last) {
     PTDP_RETURN_IF_ERROR(UploadTokens(mb, step, /*inputs=*/false, &st->head.targets));
     PTDP_RETURN_IF_ERROR(HeadForward(c, HeadW(chunk), &st->head, loss_sum_.ref()));
+    if (!mtp_weights_.empty() && evaluating_ == nullptr) {
+      PTDP_RETURN_IF_ERROR(ForwardPredictionDepths(*st, c, mb, step));
+    }
   }
   Record(Op::kForward, *st);
   return Status::Ok();
@@ -208,6 +216,8 @@ Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step, bool s
   }
   Tensor dy;
   if (last) {
+    Tensor d_head_out;  // the prediction depths' gradient of the head's ln_out (first: no dy yet)
+    if (!st->mtp.empty()) PTDP_RETURN_IF_ERROR(BackwardPredictionDepths(*st, c, &d_head_out));
     PTDP_ASSIGN_OR_RETURN(
         dy, Tensor::Make(dev_.get(), dims_.R() * dims_.h, types_.act, MemTag::kWorkspace));
     const int lw = params_->Find(chunk, "final_ln.weight"),
@@ -215,7 +225,8 @@ Status Trainer::Backward(int mb, int chunk, bool recompute, int64_t step, bool s
     // Each token's loss gradient, times the loss scale (fp16; 1 otherwise).
     const double dloss = scaler_->scale() / (double(cfg_.global_batch) * double(model_.seq_len));
     const HeadGrads g{params_->grad(lw), params_->grad(lb), params_->grad(wo)};
-    PTDP_RETURN_IF_ERROR(HeadBackward(c, HeadW(chunk), g, dloss, &st->head, dy.ref()));
+    PTDP_RETURN_IF_ERROR(
+        HeadBackward(c, HeadW(chunk), g, dloss, &st->head, dy.ref(), d_head_out.cref()));
     if (!split) PTDP_RETURN_IF_ERROR(ChunkGradsFinalFrom(chunk, "final_ln."));
   } else if (const int above = LocalChunkOfStage(vs + 1); above >= 0) {
     // The turn of a V: the next stage's input gradient on this rank, no message.

@@ -107,6 +107,27 @@ Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
   return Status::Ok();
 }
 
+// Multi-token prediction (runtime/model/mtp.h) as the runtime executes it; the layout's own
+// refusals (context parallelism, a split backward) are ParallelConfig::Validate's.
+Status CheckExecutesPredictionDepths(const ModelSpec& m, const TrainOptions& opts) {
+  if (m.mtp_layers == 0) return Status::Ok();
+  if (m.tied_embeddings) {
+    return Status::Invalid(
+        "plan.model.mtp_layers: with tied_embeddings is not executed yet "
+        "(the head's stage would hold two copies of the embedding)");
+  }
+  if (!m.rotary) {
+    return Status::Invalid(
+        "plan.model.mtp_layers: needs rotary position embeddings (a position "
+        "table on the head's stage is not executed)");
+  }
+  if (!(opts.mtp_loss_scale >= 0)) {
+    return Status::Invalid("--mtp-loss-scaling-factor: " + std::to_string(opts.mtp_loss_scale) +
+                           " is not a non-negative number");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
@@ -121,6 +142,7 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                            " yet");
   }
   PTDP_RETURN_IF_ERROR(CheckExecutesExperts(model_, cfg_, opts.backend));
+  PTDP_RETURN_IF_ERROR(CheckExecutesPredictionDepths(model_, opts));
   for (const auto& [flag, coeff] : {std::pair{"--moe-aux-loss-coeff", opts.moe_aux_loss_coeff},
                                     std::pair{"--moe-z-loss-coeff", opts.moe_z_loss_coeff}}) {
     if (coeff != 0 && (!model_.IsMoe() || !(coeff > 0))) {
@@ -342,9 +364,14 @@ Status Trainer::Build(ParamInit init) {
     const LayerRange lr = ChunkLayers(model_, cfg_, coord_.pp, c);
     for (int l = lr.begin; l < lr.end; ++l) layers.push_back(l);
   }
+  if (coord_.pp == HeadRank(cfg_)) {  // the prediction depths' layers: layers + d
+    for (int d = 0; d < model_.mtp_layers; ++d) layers.push_back(model_.layers + d);
+  }
   PTDP_ASSIGN_OR_RETURN(router_biases_,
                         RouterBiases::Create(dev_.get(), model_, layers, types_.wide));
   PTDP_ASSIGN_OR_RETURN(loss_sum_, Tensor::Make(dev_.get(), 1, DType::kFp64, MemTag::kWorkspace));
+  PTDP_ASSIGN_OR_RETURN(
+      mtp_loss_sum_, Tensor::Make(dev_.get(), model_.mtp_layers, DType::kFp64, MemTag::kWorkspace));
   PTDP_ASSIGN_OR_RETURN(scratch_scalar_,
                         Tensor::Make(dev_.get(), 1, DType::kFp64, MemTag::kWorkspace));
   scaler_ = std::make_unique<LossScaler>(opts_.initial_loss_scale, opts_.loss_scale_window,
@@ -400,11 +427,14 @@ void Trainer::WireLayers() {
       grads_[c].push_back(LayerGradsOf(*params_, c, l));
     }
   }
+  const int head_chunk = LocalChunkOfStage(cfg_.VirtualStages() - 1);
+  if (model_.mtp_layers > 0 && head_chunk >= 0) WirePredictionDepths(head_chunk);
 }
 
 Result<StepMetrics> Trainer::Step(int64_t step) {
   PTDP_RETURN_IF_ERROR(params_->ZeroGrads());
   PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(loss_sum_.ref(), 0.0));
+  if (model_.mtp_layers > 0) PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(mtp_loss_sum_.ref(), 0.0));
   moe_aux_sum_ = moe_z_sum_ = 0;
   events_.clear();
   activation_bytes_.clear();
@@ -421,24 +451,35 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   const bool reports = coord_.pp == HeadRank(cfg_) && coord_.tp == 0;
   double loss_sum = 0;
   dev_->Copy(&loss_sum, loss_sum_.data(), sizeof(double));
-  PTDP_ASSIGN_OR_RETURN(std::vector<double> all,
-                        AllGatherDoubles(*world_, {reports ? loss_sum : 0.0, iter_s,
-                                                   static_cast<double>(dev_->stats().peak_total),
-                                                   moe_aux_sum_, moe_z_sum_}));
+  std::vector<double> mine = {reports ? loss_sum : 0.0, iter_s,
+                              static_cast<double>(dev_->stats().peak_total), moe_aux_sum_,
+                              moe_z_sum_};
+  const size_t depths = static_cast<size_t>(model_.mtp_layers), stride = mine.size() + depths;
+  mine.resize(stride, 0.0);
+  if (reports && depths > 0) dev_->Copy(&mine[5], mtp_loss_sum_.data(), depths * sizeof(double));
+  PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, mine));
   StepMetrics m;
   m.step = step;
+  m.mtp_losses.assign(depths, 0.0);
   double loss = 0, slowest = 0, peak = 0, aux = 0, z = 0;
-  for (size_t r = 0; r < all.size(); r += 5) {
+  for (size_t r = 0; r < all.size(); r += stride) {
     loss += all[r];
     slowest = std::max(slowest, all[r + 1]);
     peak = std::max(peak, all[r + 2]);
     aux += all[r + 3];
     z += all[r + 4];
+    for (size_t d = 0; d < depths; ++d) m.mtp_losses[d] += all[r + 5 + d];
+  }
+  // Each depth's mean over its positions with a target: s - k of each sequence.
+  for (size_t d = 0; d < depths; ++d) {
+    m.mtp_losses[d] /= double(cfg_.global_batch) * double(model_.seq_len - int64_t(d) - 1);
   }
   // Averaged over the microbatches and, as Megatron-Core's track_moe_metrics prints them, over the
-  // mixture layers.
+  // mixture layers (the prediction depths' among them).
   int moe_layers = 0;
-  for (int l = 0; l < model_.layers; ++l) moe_layers += model_.IsMoeLayer(l) ? 1 : 0;
+  for (int l = 0; l < model_.layers + model_.mtp_layers; ++l) {
+    moe_layers += model_.IsMoeLayer(l) ? 1 : 0;
+  }
   const double per = double(cfg_.mbs) / double(cfg_.global_batch) / std::max(1, moe_layers);
   m.moe_aux_loss = aux * per;
   m.moe_z_loss = z * per;

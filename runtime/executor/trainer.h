@@ -52,6 +52,7 @@
 #include "runtime/executor/grad_reduce.h"
 #include "runtime/executor/monitor.h"
 #include "runtime/model/gpt_layers.h"
+#include "runtime/model/mtp.h"
 #include "runtime/model/params.h"
 #include "runtime/model/router_bias.h"
 #include "runtime/optim/loss_scaler.h"
@@ -81,6 +82,9 @@ struct TrainOptions {
   bool MoeAuxPerSequence() const { return moe_load_balancing == "seq_aux_loss"; }
   // Its router z-loss coefficient (Megatron-LM's --moe-z-loss-coeff; 0: none).
   double moe_z_loss_coeff = 0;
+  // Multi-token prediction (model.mtp_layers): the weight of the depths' mean token losses in
+  // the objective, shared among the depths (Megatron-LM's --mtp-loss-scaling-factor, 0.1).
+  double mtp_loss_scale = 0.1;
   OptimizerConfig optim;
   uint64_t data_seed = 1234;
   int64_t bucket_elements = 1 << 18;  // data-parallel all-reduce bucket (fp32 elements)
@@ -122,6 +126,9 @@ struct StepMetrics {
   // the mixture layers and the microbatches, as Megatron-LM prints it (0 without it).
   double moe_aux_loss = 0;
   double moe_z_loss = 0;  // --moe-z-loss-coeff's z-loss, the same way
+  // Each multi-token prediction depth's mean token loss over the positions with a target
+  // (Megatron-LM's "mtp_1 loss", ...), without mtp_loss_scale; empty without the depths.
+  std::vector<double> mtp_losses;
 };
 
 // One rank's measured memory, gathered to every rank.
@@ -272,7 +279,14 @@ class Trainer {
   Status BackwardWeight(int mb, int chunk, int64_t step);
   Status ForwardLayers(MbState& st, int chunk, const LayerCtx& c, bool last);
   Status BackwardLayers(MbState& st, int chunk, const LayerCtx& c, bool recompute, Tensor* dy);
-  Status UploadTokens(int mb, int64_t step, bool inputs, Tensor* out);
+  // The microbatch's inputs (or targets) `shift` places on: a multi-token prediction depth's (0:
+  // the model's). Past the sequence's end an input is 0 and a target -1 (none).
+  Status UploadTokens(int mb, int64_t step, bool inputs, Tensor* out, int shift = 0);
+  // The multi-token prediction depths (runtime/model/mtp.h) of the head's chunk: after the head
+  // in the forward, before it in the backward (*d_head_out: the gradient of the head's ln_out).
+  Status ForwardPredictionDepths(MbState& st, const LayerCtx& c, int mb, int64_t step);
+  Status BackwardPredictionDepths(MbState& st, const LayerCtx& c, Tensor* d_head_out);
+  void WirePredictionDepths(int chunk);
   LayerCtx Ctx(int mb, int64_t step);
   int OutputIndex(int chunk) const;  // the output matrix the head multiplies by
   int LocalChunkOfStage(int stage) const;
@@ -367,6 +381,9 @@ class Trainer {
   std::vector<std::vector<int>> chunk_layers_;
   std::vector<std::vector<LayerWeights>> weights_;
   std::vector<std::vector<LayerGrads>> grads_;
+  // The head's chunk's multi-token prediction depths (none elsewhere).
+  std::vector<MtpWeights> mtp_weights_;
+  std::vector<MtpGrads> mtp_grads_;
   std::map<int64_t, std::unique_ptr<MbState>> live_;
   std::vector<std::unique_ptr<Pending>> pending_;
   // Per instruction of this rank's Program: the chunk whose gradients it completes when its
@@ -383,6 +400,7 @@ class Trainer {
   int64_t buckets_started_early_ = 0;
   std::vector<ExecRecord> executed_;  // appended by the handlers as they complete
   Tensor loss_sum_;                   // fp64 device scalar: this iteration's summed token losses
+  Tensor mtp_loss_sum_;               // fp64 [mtp_layers]: the same for each prediction depth
   Tensor scratch_scalar_;             // fp64 device scalar: norms and non-finite flags
   std::unique_ptr<LossScaler> scaler_;
   double last_grad_norm_ = 0;

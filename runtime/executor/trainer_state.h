@@ -13,10 +13,11 @@ struct Trainer::MbState {
   int32_t mb = -1, chunk = -1;  // which (microbatch, chunk) this is: what handlers record
   EmbeddingStash embedding;     // first virtual stage
   std::vector<LayerStash> layers;
-  HeadStash head;  // last virtual stage
-  Tensor out;      // forward output awaiting kSendAct (workspace)
-  Tensor dout;     // received output gradient (kRecvGrad; workspace)
-  Tensor dgrad;    // input gradient awaiting kSendGrad (workspace)
+  HeadStash head;             // last virtual stage
+  std::vector<MtpStash> mtp;  // and its multi-token prediction depths'
+  Tensor out;                 // forward output awaiting kSendAct (workspace)
+  Tensor dout;                // received output gradient (kRecvGrad; workspace)
+  Tensor dgrad;               // input gradient awaiting kSendGrad (workspace)
   // Split backward: the weight-gradient GEMMs queued by kBackwardInput for kBackwardWeight, and
   // whether that W is still to run (the state then outlives kSendGrad).
   WeightGradQueue weight_grads;

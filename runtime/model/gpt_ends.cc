@@ -8,7 +8,7 @@ namespace ptdp::runtime {
 using namespace layer_common;  // NOLINT(build/namespaces): the layers' shared helpers
 
 Status EmbeddingForwardTp(const LayerCtx& c, ConstRef wte_local, ConstRef wpe, EmbeddingStash* st,
-                          TensorRef out) {
+                          TensorRef out, const std::string& site) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const bool first = c.tp == nullptr || c.tp->rank() == 0;  // one holder adds the positions
@@ -33,7 +33,7 @@ Status EmbeddingForwardTp(const LayerCtx& c, ConstRef wte_local, ConstRef wpe, E
   }
   PTDP_ASSIGN_OR_RETURN(st->mask,
                         Alloc(c, c.drop.p > 0 ? d.R() * d.h : 0, DType::kU8, MemTag::kActivations));
-  return ops->Dropout(out, st->mask.ref(), HiddenDropout(c, "embedding"));
+  return ops->Dropout(out, st->mask.ref(), HiddenDropout(c, site));
 }
 
 Status EmbeddingBackwardTp(const LayerCtx& c, TensorRef dwte_local, TensorRef dwpe,
@@ -93,7 +93,7 @@ Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, Tenso
 }
 
 Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g, double dloss,
-                    HeadStash* st, TensorRef dx) {
+                    HeadStash* st, TensorRef dx, ConstRef d_out_extra) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const int64_t N = d.N(), h = d.h, V = d.v_local;
@@ -111,6 +111,7 @@ Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g,
   }
   dlogits.Reset();
   PTDP_ASSIGN_OR_RETURN(dln, SumRows(c, std::move(dln)));
+  if (!d_out_extra.empty()) PTDP_RETURN_IF_ERROR(ops->Add(dln.ref(), dln.cref(), d_out_extra));
   PTDP_RETURN_IF_ERROR(NormBackward(c, dx, g.lnf_w, g.lnf_b, dln.cref(), st->x.cref(), w.lnf_w,
                                     st->ln_mean.cref(), st->ln_rstd.cref()));
   for (Tensor* t : {&st->x, &st->ln_mean, &st->ln_rstd, &st->logits, &st->row_max, &st->row_sum,

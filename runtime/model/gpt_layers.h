@@ -273,8 +273,9 @@ struct EmbeddingStash {
 };
 // out [N][h] = drop(wte shard rows of tokens summed over the tensor group + wpe).
 // REQUIRES: st->tokens holds the microbatch's inputs.
+// `site`: the dropout site (a prediction depth's embedding has its own).
 Status EmbeddingForwardTp(const LayerCtx& c, ConstRef wte_local, ConstRef wpe, EmbeddingStash* st,
-                          TensorRef out);
+                          TensorRef out, const std::string& site = "embedding");
 Status EmbeddingBackwardTp(const LayerCtx& c, TensorRef dwte_local, TensorRef dwpe,
                            EmbeddingStash* st, ConstRef dout);
 
@@ -297,8 +298,10 @@ struct HeadGrads {
 // loss_sum: an fp64 device scalar the tokens' losses are added to.
 Status HeadForward(const LayerCtx& c, const HeadWeights& w, HeadStash* st, TensorRef loss_sum);
 // dloss: the gradient of the objective with respect to each token's loss (times the loss scale).
+// d_out_extra [R][h] (optional): a further gradient of the output layer's input, from the
+// multi-token prediction depth that reads it (runtime/model/mtp.h).
 // Frees the head's stash (but ln_out, with c.defer_weight_grads).
 Status HeadBackward(const LayerCtx& c, const HeadWeights& w, const HeadGrads& g, double dloss,
-                    HeadStash* st, TensorRef dx);
+                    HeadStash* st, TensorRef dx, ConstRef d_out_extra = {});
 
 }  // namespace ptdp::runtime

@@ -142,6 +142,17 @@ Status NormForward(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstR
                                WeightOffset(c.arch));
 }
 
+Status NormForwardInto(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
+                       NormStash st, TensorRef out) {
+  const int64_t R = c.d.R(), h = c.d.h;
+  Ops* ops = c.dev->ops();
+  PTDP_ASSIGN_OR_RETURN(*st.mean, Alloc(c, c.arch.rmsnorm ? 0 : R, c.types.wide, tag));
+  PTDP_ASSIGN_OR_RETURN(*st.rstd, Alloc(c, R, c.types.wide, tag));
+  if (c.arch.rmsnorm) return ops->RmsNormForward(out, st.rstd->ref(), x, w, R, h, c.arch.norm_eps);
+  return ops->LayerNormForward(out, st.mean->ref(), st.rstd->ref(), x, w, b, R, h,
+                               WeightOffset(c.arch));
+}
+
 Status NormBackward(const LayerCtx& c, TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                     ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd) {
   const int64_t R = c.d.R(), h = c.d.h;

@@ -82,6 +82,9 @@ struct NormStash {
   Tensor* out;
 };
 Status NormForward(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b, NormStash st);
+// The same with the output written into `out` [R][h] (not allocated; st.out unused).
+Status NormForwardInto(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
+                       NormStash st, TensorRef out);
 // dx overwritten; dw (and LayerNorm's db) accumulate.
 Status NormBackward(const LayerCtx& c, TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                     ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd);

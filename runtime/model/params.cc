@@ -17,7 +17,7 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 std::string InitKeyName(const std::string& name) {
-  return name == "output.word_copy" ? "embedding.word" : name;
+  return name == "output.word_copy" || name == "mtp.embedding_copy" ? "embedding.word" : name;
 }
 
 int64_t FirstPaddingRow(const ParamTensor& p, int tp_rank, int64_t vocab) {

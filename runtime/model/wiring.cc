@@ -21,8 +21,7 @@ constexpr Slot kSlots[kSlotCount] = {
     {"attn.q_norm.weight", true}, {"attn.k_norm.weight", true}};
 
 // Store indices of the layer's slots (-1: absent). A mixture-of-experts layer has no fc1 and fc2.
-void Indices(const ParamStore& s, int chunk, int layer, int out[kSlotCount]) {
-  const std::string p = "layer" + std::to_string(layer) + ".";
+void Indices(const ParamStore& s, int chunk, const std::string& p, int out[kSlotCount]) {
   const bool moe = s.Find(chunk, p + "moe.router.weight") >= 0;
   for (int k = 0; k < kSlotCount; ++k) {
     out[k] = s.Find(chunk, p + kSlots[k].name);
@@ -39,8 +38,8 @@ struct ExpertIndices {
   std::vector<int> fc1, fc2;
   int shared_fc1 = -1, shared_fc2 = -1, shared_gate = -1;  // the shared expert's, if any
 };
-ExpertIndices ExpertsOf(const ParamStore& s, int chunk, int layer) {
-  const std::string p = "layer" + std::to_string(layer) + ".moe.";
+ExpertIndices ExpertsOf(const ParamStore& s, int chunk, const std::string& layer_prefix) {
+  const std::string p = layer_prefix + "moe.";
   ExpertIndices x;
   x.router = s.Find(chunk, p + "router.weight");
   if (x.router < 0) return x;
@@ -65,7 +64,19 @@ ExpertIndices ExpertsOf(const ParamStore& s, int chunk, int layer) {
 
 }  // namespace
 
+static std::string WiredLayerPrefix(int layer) {
+  return "layer" + std::to_string(layer) + ".";
+}
+
 LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
+  return LayerWeightsOf(s, chunk, WiredLayerPrefix(layer));
+}
+
+LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
+  return LayerGradsOf(s, chunk, WiredLayerPrefix(layer));
+}
+
+LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, const std::string& layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto w = [&](int k) { return at[k] >= 0 ? s.weight(at[k]) : ConstRef{}; };
@@ -83,7 +94,7 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer) {
   return lw;
 }
 
-LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer) {
+LayerGrads LayerGradsOf(ParamStore& s, int chunk, const std::string& layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto g = [&](int k) { return at[k] >= 0 ? s.grad(at[k]) : TensorRef{}; };

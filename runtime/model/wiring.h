@@ -12,6 +12,10 @@ namespace ptdp::runtime {
 // RMSNorm's) is an empty view; every weight must be in the store.
 LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, int layer);
 LayerGrads LayerGradsOf(ParamStore& s, int chunk, int layer);
+// The same for the layer whose tensors' names start with `prefix` ("layer3.", or a multi-token
+// prediction depth's "mtp0.": core/shapes.h AppendHead).
+LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, const std::string& prefix);
+LayerGrads LayerGradsOf(ParamStore& s, int chunk, const std::string& prefix);
 
 LayerArch ArchOf(const ModelSpec& m);
 

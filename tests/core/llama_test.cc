@@ -327,7 +327,7 @@ TEST(HfConfig, Glm45ReadsDeepSeekV3sRouterOnGroupedAttention) {
   EXPECT_TRUE(m->moe_router_sigmoid && m->moe_router_expert_bias);
   EXPECT_EQ(m->moe_router_topk_scale, 2.5);
   EXPECT_EQ(m->mtp_layers, 1);
-  EXPECT_EQ(m->UnexecutedFeatures(), "mtp");
+  EXPECT_EQ(m->UnexecutedFeatures(), "");  // its prediction depth trains (runtime/model/mtp.h)
   // zai-org/GLM-4.5's model card: 355B parameters in all (a rounded figure); ParameterCount
   // counts the main model and its prediction depth, 356.8B (+0.5%).
   const double total = double(ParameterCount(*m)) / 1e9;

@@ -34,8 +34,10 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(moe.UnexecutedFeatures(), "");
   moe.moe_shared_gate = true;  // Qwen2-MoE's sigmoid gate on it too (since 2026-11-30)
   EXPECT_EQ(moe.UnexecutedFeatures(), "");
-  moe.mtp_layers = 1;  // prediction depths do not
-  EXPECT_EQ(moe.UnexecutedFeatures(), "mtp");
+  moe.mtp_layers = 1;  // prediction depths too (since 2026-11-30's last session)
+  EXPECT_EQ(moe.UnexecutedFeatures(), "");
+  moe.mla_kv_lora = 512;  // latent attention does not
+  EXPECT_EQ(moe.UnexecutedFeatures(), "mla");
 }
 
 // Squared ReLU has GeLU's shapes: the same FLOPs.

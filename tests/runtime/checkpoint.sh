@@ -312,17 +312,19 @@ case "$case" in
     there_and_back D F "t2 p2 d2 ep2 from the t1 d4 ep2 distributed optimizer's checkpoint" \
       "t1 d4 ep2 distributed optimizer from the t2 p2 d2 ep2 one" ;;
   expert_bias)
-    export PTDP_TEST_ARCH=dsv3 PTDP_TEST_EP=2
+    # DeepSeek-V3's kind with its prediction depth (runtime/model/mtp.h): a mixture layer too, with
+    # a bias of its own (layer 4), and parameters on the head's stage that resharding moves.
+    export PTDP_TEST_ARCH=dsv3 PTDP_TEST_EP=2 PTDP_TEST_MTP=1
     plan S 1 1 4 1 1f1b
     train S --log sref.jsonl || { cat S.out; fail "reference"; }
     train S --stop-at 4 --save rk --log srun.jsonl || { cat S.out; fail "first half"; }
     python3 - rk/step-00000004/manifest.json <<'PY' || fail "the manifest's expert biases"
 import json, sys
 b = json.load(open(sys.argv[1]))["router_expert_bias"]
-assert sorted(b) == ["1", "2", "3"], sorted(b)  # layer 0 is dense
+assert sorted(b) == ["1", "2", "3", "4"], sorted(b)  # layer 0 is dense, 4 the prediction depth's
 assert all(len(v) == 8 for v in b.values())
-assert any(x != 0 for v in b.values() for x in v), "the biases never moved"
-print("manifest: expert biases of layers 1-3, e.g. layer 1", b["1"])
+assert all(any(x != 0 for x in v) for v in b.values()), "a bias never moved"
+print("manifest: expert biases of layers 1-3 and the depth's 4, e.g. layer 4", b["4"])
 PY
     resumes_bit_for_bit S rk
     PTDP_TEST_SEQ_PARALLEL=true plan F 2 2 2 1 1f1b

@@ -1,7 +1,8 @@
 // Every layer's backward against central finite differences, in double precision through the CPU
 // backend's fp64 Ops (a tensor group of one): the transformer layer (with and without dropout;
 // every one of its twelve parameters), the head (final LayerNorm, tied output, cross-entropy with
-// padded vocabulary) and the embedding.
+// padded vocabulary) and the embedding; and a multi-token prediction depth (runtime/model/mtp.h)
+// whole, the positions without a target left out of its loss.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "runtime/model/gpt_layers.h"
+#include "runtime/model/mtp.h"
 #include "tests/runtime/gradient_check.h"
 
 namespace ptdp::runtime {
@@ -227,6 +229,109 @@ TEST(LayerGradient, EmbeddingMatchesFiniteDifferences) {
   ASSERT_TRUE(EmbeddingBackwardTp(c, M(dwte), M(dwpe), &st, C(r)).ok());
   CheckGrad("wte", wte, dwte, objective);
   CheckGrad("wpe", wpe, dwpe, objective);
+}
+
+// A prediction depth (k = 1) against finite differences of its loss plus <ln_out, r> (r standing
+// for the next depth's gradient of this depth's ln_out): every weight, the hidden state it reads
+// and the shared embedding and output matrix. The last position of each sequence has no target:
+// its hidden state and its input token reach no loss, so their gradients are exactly zero.
+TEST(LayerGradient, PredictionDepthMatchesFiniteDifferences) {
+  CpuDevice dev;
+  const LayerDims d = Dims();
+  const int64_t nh = d.N() * d.h, h = d.h;
+  const size_t hs = static_cast<size_t>(h);
+  LayerParams layer(d, 31);
+  Vec hidden = Random(nh, 41, 1.0), r = Random(nh, 42, 0.3);
+  Vec enorm_w = Random(h, 43, 0.2), enorm_b = Random(h, 44, 0.1);
+  Vec hnorm_w = Random(h, 45, 0.2), hnorm_b = Random(h, 46, 0.1);
+  Vec lnf_w = Random(h, 47, 0.2), lnf_b = Random(h, 48, 0.1);
+  for (Vec* v : {&enorm_w, &hnorm_w, &lnf_w}) {
+    for (auto& x : *v) x += 1;
+  }
+  Vec eh = Random(h * 2 * h, 49, 0.3), wte = Random(d.v_local * h, 50),
+      wout = Random(d.v_local * h, 51);
+  std::vector<int32_t> tokens(size_t(d.N())), targets(size_t(d.N()));
+  for (int64_t i = 0; i < d.N(); ++i) {
+    tokens[size_t(i)] = int32_t((i * 3 + 1) % 11);
+    targets[size_t(i)] = i % d.s == d.s - 1 ? -1 : int32_t((i * 7 + 2) % 11);
+  }
+  DropoutCtx drop;
+  drop.p = 0.2;
+  drop.step = 2;
+  const LayerCtx c = Ctx(&dev, d, drop);
+  auto weights = [&]() {
+    return MtpWeights{C(enorm_w),
+                      C(enorm_b),
+                      C(hnorm_w),
+                      C(hnorm_b),
+                      C(eh),
+                      layer.W(),
+                      {C(lnf_w), C(lnf_b), C(wout)},
+                      C(wte)};
+  };
+  auto start = [&](MtpStash* st) {
+    st->embedding.tokens = Tensor::Make(&dev, d.N(), DType::kI32, MemTag::kActivations).value();
+    std::copy(tokens.begin(), tokens.end(), static_cast<int32_t*>(st->embedding.tokens.data()));
+    st->head.targets = Tensor::Make(&dev, d.N(), DType::kI32, MemTag::kActivations).value();
+    std::copy(targets.begin(), targets.end(), static_cast<int32_t*>(st->head.targets.data()));
+  };
+  auto objective = [&]() {
+    MtpStash st;
+    start(&st);
+    double loss = 0;
+    EXPECT_TRUE(MtpForward(c, weights(), 5, false, &st, C(hidden), {&loss, DType::kFp64, 1}).ok());
+    const auto* out = static_cast<const double*>(st.head.ln_out.data());
+    for (int64_t i = 0; i < nh; ++i) loss += out[i] * r[size_t(i)];
+    return loss;
+  };
+  LayerParams g(d, 31);
+  for (Vec* v : {&g.ln1_w, &g.ln1_b, &g.qkv_w, &g.qkv_b, &g.proj_w, &g.proj_b, &g.ln2_w, &g.ln2_b,
+                 &g.fc1_w, &g.fc1_b, &g.fc2_w, &g.fc2_b}) {
+    std::fill(v->begin(), v->end(), 0.0);
+  }
+  Vec denorm_w(hs), denorm_b(hs), dhnorm_w(hs), dhnorm_b(hs);
+  Vec dlnf_w(hs), dlnf_b(hs), deh(eh.size()), dwte(wte.size()), dwout(wout.size());
+  auto host = [&](const Tensor& t) {
+    const auto* v = static_cast<const double*>(t.data());
+    return Vec(v, v + nh);
+  };
+  MtpStash st;
+  start(&st);
+  double loss = 0;
+  ASSERT_TRUE(MtpForward(c, weights(), 5, false, &st, C(hidden), {&loss, DType::kFp64, 1}).ok());
+  const MtpGrads grads{M(denorm_w),
+                       M(denorm_b),
+                       M(dhnorm_w),
+                       M(dhnorm_b),
+                       M(deh),
+                       g.G(),
+                       {M(dlnf_w), M(dlnf_b), M(dwout)},
+                       M(dwte)};
+  Tensor dh;
+  ASSERT_TRUE(MtpBackward(c, weights(), grads, 5, false, 1.0, &st, C(hidden), C(r), &dh).ok());
+  const Vec dhidden = host(dh);
+  CheckGrad("hidden", hidden, dhidden, objective);
+  CheckGrad("enorm.weight", enorm_w, denorm_w, objective);
+  CheckGrad("enorm.bias", enorm_b, denorm_b, objective);
+  CheckGrad("hnorm.weight", hnorm_w, dhnorm_w, objective);
+  CheckGrad("hnorm.bias", hnorm_b, dhnorm_b, objective);
+  CheckGrad("eh_proj.weight", eh, deh, objective);
+  CheckGrad("layer qkv.weight", layer.qkv_w, g.qkv_w, objective);
+  CheckGrad("layer fc2.weight", layer.fc2_w, g.fc2_w, objective);
+  CheckGrad("final_norm.weight", lnf_w, dlnf_w, objective);
+  CheckGrad("final_norm.bias", lnf_b, dlnf_b, objective);
+  CheckGrad("output", wout, dwout, objective);
+  CheckGrad("embedding", wte, dwte, objective);
+  // Without r, a position without a target reaches no loss: its rows' gradient is exactly zero.
+  MtpStash again;
+  start(&again);
+  ASSERT_TRUE(MtpForward(c, weights(), 5, false, &again, C(hidden), {&loss, DType::kFp64, 1}).ok());
+  ASSERT_TRUE(MtpBackward(c, weights(), grads, 5, false, 1.0, &again, C(hidden), {}, &dh).ok());
+  const Vec dh0 = host(dh);
+  for (int64_t row = d.s - 1; row < d.N(); row += d.s) {
+    for (int64_t j = 0; j < h; ++j) EXPECT_EQ(dh0[size_t(row * h + j)], 0.0) << "row " << row;
+  }
+  EXPECT_GT(std::abs(dh0[0]), 0.0);
 }
 
 }  // namespace
