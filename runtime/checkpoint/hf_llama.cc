@@ -1,5 +1,7 @@
 #include "runtime/checkpoint/hf_llama.h"
 
+#include <set>
+
 #include "core/hf_config.h"
 #include "kernels/reference/qkv_layout.h"
 
@@ -175,7 +177,7 @@ Status CheckGlm4MoeReadable(const ModelSpec& m, const std::string& what) {
   };
   if (!m.rmsnorm || !m.swiglu || !m.rotary) return bad("it needs rmsnorm, swiglu and rotary");
   if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
-  if (m.IsMla() || m.mtp_layers > 0) return bad("it has latent attention or prediction depths");
+  if (m.IsMla()) return bad("it has latent attention");
   if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
   if (!m.moe_router_expert_bias) return bad("its router has no expert bias");
   if (m.moe_shared_gate || !m.HasSharedExpert() ||
@@ -302,7 +304,7 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     j["norm_topk_prob"] = true;
     j["use_qk_norm"] = m.qk_norm;
     j["partial_rotary_factor"] = m.rotary_percent;
-    j["num_nextn_predict_layers"] = 0;
+    j["num_nextn_predict_layers"] = m.mtp_layers;  // model.layers.{L + d}: HfLlamaTensors
     j["output_router_logits"] = false;
   }
   j["num_attention_heads"] = m.heads;
@@ -348,9 +350,87 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   return j;
 }
 
-std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
-  const int64_t h = m.hidden, f = m.FfnHidden(), V = m.vocab;
+namespace {
+
+// Global layer l's tensors, named p... in ptdp and q_... in the folder (a prediction depth's layer
+// is layers + d, of the last layer's kind: ModelSpec::IsMoeLayer).
+void AppendHfLayer(const ModelSpec& m, int l, const std::string& p, const std::string& q_,
+                   std::vector<HfTensorSpec>* out_) {
+  const int64_t h = m.hidden, f = m.FfnHidden();
   const int64_t q = int64_t(m.heads) * m.HeadDim(), kv = int64_t(m.KvHeads()) * m.HeadDim();
+  const bool nemotron = HfLlamaArchOf(m) == HfLlamaArch::kNemotron;
+  using L = HfLayout;
+  auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
+    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
+  };
+  std::vector<HfTensorSpec>& out = *out_;
+  out.push_back(spec(p + "ln1.weight", q_ + "input_layernorm.weight", {h}, L::kSame));
+  if (nemotron) out.push_back(spec(p + "ln1.bias", q_ + "input_layernorm.bias", {h}, L::kSame));
+  out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.q_proj.weight", {q, h}, L::kQProj));
+  out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.k_proj.weight", {kv, h}, L::kKProj));
+  out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.v_proj.weight", {kv, h}, L::kVProj));
+  if (m.qkv_bias) {  // Qwen2's: the parts of qkv.bias
+    out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.q_proj.bias", {q}, L::kQProj));
+    out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.k_proj.bias", {kv}, L::kKProj));
+    out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.v_proj.bias", {kv}, L::kVProj));
+  }
+  if (m.qk_norm) {  // Qwen3's, one head wide
+    out.push_back(
+        spec(p + "attn.q_norm.weight", q_ + "self_attn.q_norm.weight", {m.HeadDim()}, L::kSame));
+    out.push_back(
+        spec(p + "attn.k_norm.weight", q_ + "self_attn.k_norm.weight", {m.HeadDim()}, L::kSame));
+  }
+  out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
+  out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
+  if (m.IsMoeLayer(l)) {  // Qwen3-MoE's or Qwen2-MoE's router and experts, or Mixtral's
+    const int64_t fe = m.MoeFfnHidden();
+    const bool mx = HfLlamaArchOf(m) == HfLlamaArch::kMixtral;
+    const bool glm = HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe;
+    const std::string block = q_ + (mx ? "block_sparse_moe." : "mlp.");
+    out.push_back(
+        spec(p + "moe.router.weight", block + "gate.weight", {m.moe_experts, h}, L::kSame));
+    if (glm) {  // its expert bias: RouterBiases', from the checkpoint's manifest
+      out.push_back(spec(ExpertBiasName(l), block + "gate.e_score_correction_bias", {m.moe_experts},
+                         L::kExpertBias));
+    }
+    if (m.HasSharedExpert()) {  // Qwen2-MoE's, with its gate; GLM-4.5's without
+      const int64_t fs = m.moe_shared_ffn_hidden;
+      const std::string hs = block + (glm ? "shared_experts." : "shared_expert.");
+      out.push_back(
+          spec(p + "moe.shared.fc1.weight", hs + "gate_proj.weight", {fs, h}, L::kGateProj));
+      out.push_back(spec(p + "moe.shared.fc1.weight", hs + "up_proj.weight", {fs, h}, L::kUpProj));
+      out.push_back(spec(p + "moe.shared.fc2.weight", hs + "down_proj.weight", {h, fs}, L::kSame));
+      if (m.moe_shared_gate) {
+        out.push_back(spec(p + "moe.shared.gate.weight", block + "shared_expert_gate.weight",
+                           {1, h}, L::kSame));
+      }
+    }
+    for (int e = 0; e < m.moe_experts; ++e) {
+      const std::string pe = p + "moe.expert" + std::to_string(e) + ".";
+      const std::string he = block + "experts." + std::to_string(e) + ".";
+      out.push_back(spec(pe + "fc1.weight", he + (mx ? "w1.weight" : "gate_proj.weight"), {fe, h},
+                         L::kGateProj));
+      out.push_back(
+          spec(pe + "fc1.weight", he + (mx ? "w3.weight" : "up_proj.weight"), {fe, h}, L::kUpProj));
+      out.push_back(
+          spec(pe + "fc2.weight", he + (mx ? "w2.weight" : "down_proj.weight"), {h, fe}, L::kSame));
+    }
+    return;
+  }
+  if (nemotron) {  // LayerNorm1P's bias, and the two-matrix MLP's fc1 whole
+    out.push_back(spec(p + "ln2.bias", q_ + "post_attention_layernorm.bias", {h}, L::kSame));
+    out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kSame));
+  } else {
+    out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.gate_proj.weight", {f, h}, L::kGateProj));
+    out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kUpProj));
+  }
+  out.push_back(spec(p + "mlp.fc2.weight", q_ + "mlp.down_proj.weight", {h, f}, L::kSame));
+}
+
+}  // namespace
+
+std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
+  const int64_t h = m.hidden, V = m.vocab;
   const bool nemotron = HfLlamaArchOf(m) == HfLlamaArch::kNemotron;
   using L = HfLayout;
   auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
@@ -359,71 +439,21 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
   std::vector<HfTensorSpec> out = {
       spec("embedding.word", "model.embed_tokens.weight", {V, h}, L::kSame)};
   for (int l = 0; l < m.layers; ++l) {
-    const std::string p = "layer" + std::to_string(l) + ".";
-    const std::string q_ = "model.layers." + std::to_string(l) + ".";
-    out.push_back(spec(p + "ln1.weight", q_ + "input_layernorm.weight", {h}, L::kSame));
-    if (nemotron) out.push_back(spec(p + "ln1.bias", q_ + "input_layernorm.bias", {h}, L::kSame));
-    out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.q_proj.weight", {q, h}, L::kQProj));
-    out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.k_proj.weight", {kv, h}, L::kKProj));
-    out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.v_proj.weight", {kv, h}, L::kVProj));
-    if (m.qkv_bias) {  // Qwen2's: the parts of qkv.bias
-      out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.q_proj.bias", {q}, L::kQProj));
-      out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.k_proj.bias", {kv}, L::kKProj));
-      out.push_back(spec(p + "attn.qkv.bias", q_ + "self_attn.v_proj.bias", {kv}, L::kVProj));
-    }
-    if (m.qk_norm) {  // Qwen3's, one head wide
-      out.push_back(
-          spec(p + "attn.q_norm.weight", q_ + "self_attn.q_norm.weight", {m.HeadDim()}, L::kSame));
-      out.push_back(
-          spec(p + "attn.k_norm.weight", q_ + "self_attn.k_norm.weight", {m.HeadDim()}, L::kSame));
-    }
-    out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
-    out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
-    if (m.IsMoeLayer(l)) {  // Qwen3-MoE's or Qwen2-MoE's router and experts, or Mixtral's
-      const int64_t fe = m.MoeFfnHidden();
-      const bool mx = HfLlamaArchOf(m) == HfLlamaArch::kMixtral;
-      const bool glm = HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe;
-      const std::string block = q_ + (mx ? "block_sparse_moe." : "mlp.");
-      out.push_back(
-          spec(p + "moe.router.weight", block + "gate.weight", {m.moe_experts, h}, L::kSame));
-      if (glm) {  // its expert bias: RouterBiases', from the checkpoint's manifest
-        out.push_back(spec(ExpertBiasName(l), block + "gate.e_score_correction_bias",
-                           {m.moe_experts}, L::kExpertBias));
-      }
-      if (m.HasSharedExpert()) {  // Qwen2-MoE's, with its gate; GLM-4.5's without
-        const int64_t fs = m.moe_shared_ffn_hidden;
-        const std::string hs = block + (glm ? "shared_experts." : "shared_expert.");
-        out.push_back(
-            spec(p + "moe.shared.fc1.weight", hs + "gate_proj.weight", {fs, h}, L::kGateProj));
-        out.push_back(
-            spec(p + "moe.shared.fc1.weight", hs + "up_proj.weight", {fs, h}, L::kUpProj));
-        out.push_back(
-            spec(p + "moe.shared.fc2.weight", hs + "down_proj.weight", {h, fs}, L::kSame));
-        if (m.moe_shared_gate) {
-          out.push_back(spec(p + "moe.shared.gate.weight", block + "shared_expert_gate.weight",
-                             {1, h}, L::kSame));
-        }
-      }
-      for (int e = 0; e < m.moe_experts; ++e) {
-        const std::string pe = p + "moe.expert" + std::to_string(e) + ".";
-        const std::string he = block + "experts." + std::to_string(e) + ".";
-        out.push_back(spec(pe + "fc1.weight", he + (mx ? "w1.weight" : "gate_proj.weight"), {fe, h},
-                           L::kGateProj));
-        out.push_back(spec(pe + "fc1.weight", he + (mx ? "w3.weight" : "up_proj.weight"), {fe, h},
-                           L::kUpProj));
-        out.push_back(spec(pe + "fc2.weight", he + (mx ? "w2.weight" : "down_proj.weight"), {h, fe},
-                           L::kSame));
-      }
-      continue;
-    }
-    if (nemotron) {  // LayerNorm1P's bias, and the two-matrix MLP's fc1 whole
-      out.push_back(spec(p + "ln2.bias", q_ + "post_attention_layernorm.bias", {h}, L::kSame));
-      out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kSame));
-    } else {
-      out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.gate_proj.weight", {f, h}, L::kGateProj));
-      out.push_back(spec(p + "mlp.fc1.weight", q_ + "mlp.up_proj.weight", {f, h}, L::kUpProj));
-    }
-    out.push_back(spec(p + "mlp.fc2.weight", q_ + "mlp.down_proj.weight", {h, f}, L::kSame));
+    AppendHfLayer(m, l, "layer" + std::to_string(l) + ".",
+                  "model.layers." + std::to_string(l) + ".", &out);
+  }
+  // GLM-4.5's prediction depths, as its folders hold them (the layers transformers skips,
+  // model.layers.{L + d}; vLLM's Glm4MoeMultiTokenPredictorLayer): the layer's tensors, enorm,
+  // hnorm, eh_proj and shared_head.norm (the depth's final norm). The embedding and the output
+  // matrix are the model's.
+  for (int d = 0; d < m.mtp_layers; ++d) {
+    const std::string p = "mtp" + std::to_string(d) + ".",
+                      q_ = "model.layers." + std::to_string(m.layers + d) + ".";
+    AppendHfLayer(m, m.layers + d, p, q_, &out);
+    out.push_back(spec(p + "enorm.weight", q_ + "enorm.weight", {h}, L::kSame));
+    out.push_back(spec(p + "hnorm.weight", q_ + "hnorm.weight", {h}, L::kSame));
+    out.push_back(spec(p + "eh_proj.weight", q_ + "eh_proj.weight", {h, 2 * h}, L::kSame));
+    out.push_back(spec(p + "final_norm.weight", q_ + "shared_head.norm.weight", {h}, L::kSame));
   }
   out.push_back(spec("final_ln.weight", "model.norm.weight", {h}, L::kSame));
   if (nemotron) out.push_back(spec("final_ln.bias", "model.norm.bias", {h}, L::kSame));
@@ -504,6 +534,13 @@ Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, co
   std::map<std::string, const HfTensorSpec*> by_hf;
   const std::vector<HfTensorSpec> specs = HfLlamaTensors(m);
   for (const auto& s : specs) by_hf[s.hf] = &s;
+  // A prediction depth's copies of the model's embedding and output matrix, which DeepSeek-V3's
+  // folders hold beside its own tensors (their values are the model's: not read).
+  std::set<std::string> depth_copies;
+  for (int d = 0; d < m.mtp_layers; ++d) {
+    const std::string q_ = "model.layers." + std::to_string(m.layers + d) + ".";
+    depth_copies.insert({q_ + "embed_tokens.weight", q_ + "shared_head.head.weight"});
+  }
   std::map<std::string, StTensor> out;
   const std::string inv_freq = ".rotary_emb.inv_freq";  // a buffer older files carry
   for (const StTensor& t : h.tensors) {
@@ -513,6 +550,7 @@ Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, co
           t.name.size() > inv_freq.size() &&
           t.name.compare(t.name.size() - inv_freq.size(), inv_freq.size(), inv_freq) == 0;
       if (buffer || (t.name == "lm_head.weight" && m.tied_embeddings)) continue;
+      if (depth_copies.count(t.name) > 0) continue;
       return Status::Invalid(source + ": tensor '" + t.name +
                              "' is not a parameter of the Llama model config.json describes");
     }

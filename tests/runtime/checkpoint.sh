@@ -348,9 +348,10 @@ PY
       { cat Q.out; fail "no error naming router_expert_bias"; }
     echo "a manifest without the expert biases refused by name" ;;
   hf_glm)
-    # GLM-4.5's folder (write_plan.sh PTDP_TEST_ARCH=glm; `make hf-check` 21 compares its logits
-    # with transformers'): t2 p2 d1 with sequence parallelism trains 3 steps and saves.
-    export PTDP_TEST_ARCH=glm
+    # GLM-4.5's folder (`make hf-check` 21 compares its logits with transformers') with its
+    # prediction depth as model.layers.4 (write_plan.sh PTDP_TEST_ARCH=glmmtp; docs/mtp.md): t2 p2
+    # d1 with sequence parallelism trains 3 steps and saves.
+    export PTDP_TEST_ARCH=glmmtp
     PTDP_TEST_SEQ_PARALLEL=true plan G 2 2 1 1 1f1b
     STEPS=3 train G --save gk || { cat G.out; fail "GLM-4.5-style training"; }
     "$ptdp" export --checkpoint gk --to hf-glm4-moe hfg > e.out 2>&1 || { cat e.out; fail "export"; }
