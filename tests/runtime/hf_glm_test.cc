@@ -8,27 +8,18 @@
 #include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/param_io.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "tests/runtime/hf_test_models.h"
 
 namespace ptdp::runtime {
 namespace {
 
-// Llama's layers (6 query heads of 4 over 2 key/value heads, SwiGLU of 10, untied) with GLM-4.5's
-// parts: q, k, v biases, RoPE on half of each head, one dense layer, then 4 experts of 6 (top 2)
-// beside a shared expert of two experts' width, DeepSeek-V3's router in 2 groups.
+// hf_test::SmallLlamaModel's layers with GLM-4.5's parts: q, k, v biases, RoPE on half of each
+// head, one dense layer, then 4 experts of 6 (top 2) beside a shared expert of two experts' width,
+// DeepSeek-V3's router in 2 groups.
 ModelSpec SmallGlmModel() {
-  ModelSpec m;
+  ModelSpec m = hf_test::SmallLlamaModel();
   m.name = "small-glm";
   m.layers = 3;
-  m.hidden = 24;
-  m.heads = 6;
-  m.kv_heads = 2;
-  m.ffn_hidden = 10;
-  m.seq_len = 8;
-  m.vocab = 13;
-  m.rmsnorm = m.swiglu = m.rotary = true;
-  m.linear_bias = false;
-  m.tied_embeddings = false;
-  m.rotary_base = 500000;
   m.qkv_bias = true;
   m.rotary_percent = 0.5;
   m.moe_experts = 4;
@@ -138,15 +129,9 @@ TEST(HfLlama, Glm4MoePredictionDepthIsTheLayerAfterTheModels) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->model.mtp_layers, 1);
   auto match = [&](const std::function<void(std::vector<StTensor>&)>& edit) {
-    std::vector<StTensor> t;
-    for (const auto& s : HfLlamaTensors(m)) t.push_back({HfFileName(s), "F32", s.hf_shape});
-    edit(t);
-    const std::string header = EncodeSafetensorsHeader(&t, {{"format", "pt"}});
-    auto h = ParseSafetensorsHeader(header, int64_t(header.size()) + t.back().end, "m.st");
-    if (!h.ok()) return h.status().message();
-    auto r = MatchHfLlamaHeader(*h, m, "m.st");
-    return r.ok() ? std::string("ok") : r.status().message();
+    return hf_test::MatchEditedHeader(m, edit);
   };
+
   EXPECT_EQ(match([](auto&) {}), "ok");
   EXPECT_EQ(match([](auto& t) {
               t.push_back({"model.layers.3.embed_tokens.weight", "F32", {13, 24}});

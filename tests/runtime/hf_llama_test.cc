@@ -9,27 +9,12 @@
 #include "runtime/checkpoint/hf_llama.h"
 #include "runtime/checkpoint/param_io.h"
 #include "runtime/checkpoint/safetensors.h"
+#include "tests/runtime/hf_test_models.h"
 
 namespace ptdp::runtime {
 namespace {
 
-// 6 query heads of 4 over 2 key/value heads (group 3), SwiGLU of 10, untied.
-ModelSpec SmallLlamaModel() {
-  ModelSpec m;
-  m.name = "small-llama";
-  m.layers = 2;
-  m.hidden = 24;
-  m.heads = 6;
-  m.kv_heads = 2;
-  m.ffn_hidden = 10;
-  m.seq_len = 8;
-  m.vocab = 13;
-  m.rmsnorm = m.swiglu = m.rotary = true;
-  m.linear_bias = false;
-  m.tied_embeddings = false;
-  m.rotary_base = 500000;
-  return m;
-}
+using hf_test::SmallLlamaModel;
 
 // Every part of QKV and fc1 taken out and put back gives the runtime tensor again, and the
 // parts of one tensor cover it exactly once.
@@ -163,16 +148,7 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
 }
 
 std::string LlamaMatch(const std::function<void(std::vector<StTensor>&)>& edit) {
-  const ModelSpec m = SmallLlamaModel();
-  std::vector<StTensor> t;
-  for (const auto& s : HfLlamaTensors(m)) t.push_back({HfFileName(s), "F32", s.hf_shape});
-  edit(t);
-  const std::string header = EncodeSafetensorsHeader(&t, {{"format", "pt"}});
-  auto h = ParseSafetensorsHeader(header, int64_t(header.size()) + (t.empty() ? 0 : t.back().end),
-                                  "m.st");
-  if (!h.ok()) return h.status().message();
-  auto r = MatchHfLlamaHeader(*h, m, "m.st");
-  return r.ok() ? "ok" : r.status().message();
+  return hf_test::MatchEditedHeader(SmallLlamaModel(), edit);
 }
 
 TEST(HfLlama, HeaderMatchesAgainstTheConfig) {
