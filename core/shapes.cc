@@ -179,7 +179,8 @@ void AppendEmbedding(const ModelSpec& m, int t, std::vector<ParamTensor>* ps) {
 // The head's parameters (final norm, output matrix or its tied copy) on one tensor rank, then
 // each multi-token prediction depth's (ModelSpec::mtp_layers): its norms, eh_proj (column-
 // parallel, [2h] in, h / t out), a layer of the last layer's kind, its final norm; and, on a rank
-// without the embedding, the embedding's copy those depths read (tied to the first stage's).
+// without the embedding, the embedding's copy those depths read (tied to the first stage's; the
+// output matrix's tied copy when the model ties them, one matrix).
 void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                 std::vector<ParamTensor>* ps, int ep_rank = 0) {
   const int t = c.tp;
@@ -204,7 +205,7 @@ void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
     AppendLayer(LayerModel(m, m.layers - 1), c, p, ps, true, ep_rank);  // its experts: ep_rank's
     norm(p + "final_norm");
   }
-  if (m.mtp_layers > 0 && pp_rank != 0) {
+  if (m.mtp_layers > 0 && pp_rank != 0 && !m.tied_embeddings) {
     ParamTensor copy = Make("mtp.embedding_copy", {v, h}, Sharding::kRows, t);
     copy.tied_copy = true;
     ps->push_back(copy);

@@ -79,8 +79,8 @@ std::vector<ElementRange> GradBuckets(ElementRange range, int64_t bucket,
 int Trainer::TiedGradIndex() const {
   if (emb_ == nullptr || !(model_.tied_embeddings || model_.mtp_layers > 0)) return -1;
   int i = params_->Find(0, "embedding.word");
-  // The head's copy: the output matrix's, or the prediction depths' embedding (never both: the
-  // runtime refuses mtp_layers with tied_embeddings).
+  // The head's copy: the output matrix's (which the prediction depths read too), or the
+  // prediction depths' embedding (core/shapes.h AppendHead: never both).
   if (i < 0) i = params_->Find(cfg_.vp - 1, "output.word_copy");
   if (i < 0) i = params_->Find(cfg_.vp - 1, "mtp.embedding_copy");
   PTDP_CHECK(i >= 0);

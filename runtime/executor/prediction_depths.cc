@@ -12,8 +12,10 @@ namespace ptdp::runtime {
 void Trainer::WirePredictionDepths(int chunk) {
   mtp_weights_.clear();
   mtp_grads_.clear();
-  // The word embedding: the first stage's own (one pipeline stage), else its tied copy.
+  // The word embedding: the first stage's own (one pipeline stage), else its tied copy (the output
+  // matrix's, when the model ties the two).
   int wte = params_->Find(chunk, "mtp.embedding_copy");
+  if (wte < 0) wte = params_->Find(chunk, "output.word_copy");
   if (wte < 0) wte = params_->Find(0, "embedding.word");
   PTDP_CHECK_MSG(wte >= 0, "the head's stage holds no word embedding for its prediction depths");
   const int out = OutputIndex(chunk);

@@ -111,11 +111,6 @@ Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
 // refusals (context parallelism, a split backward) are ParallelConfig::Validate's.
 Status CheckExecutesPredictionDepths(const ModelSpec& m, const TrainOptions& opts) {
   if (m.mtp_layers == 0) return Status::Ok();
-  if (m.tied_embeddings) {
-    return Status::Invalid(
-        "plan.model.mtp_layers: with tied_embeddings is not executed yet "
-        "(the head's stage would hold two copies of the embedding)");
-  }
   if (!m.rotary) {
     return Status::Invalid(
         "plan.model.mtp_layers: needs rotary position embeddings (a position "

@@ -27,11 +27,11 @@ case "$case" in
   param_gather)  # --overlap-param-gather without the distributed optimizer: nothing to gather
                extra=(--overlap-param-gather)
                expect="[-]-overlap-param-gather: needs layout.distributed_optimizer" ;;
-  mtp)         # multi-token prediction with the tied embedding (the GPT's): planned, refused by name
+  mtp)         # multi-token prediction with learned positions (the GPT's): planned, refused by name
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "mtp_layers": 1/' "$dir/plan.json"
                grep -q '"mtp_layers": 1' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
-               expect="plan.model.mtp_layers: with tied_embeddings is not executed yet" ;;
+               expect="plan.model.mtp_layers: needs rotary position embeddings" ;;
   layernorm_1p)  # LayerNorm1P runs on LayerNorm; beside RMSNorm it is planned, refused by name
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "layernorm_1p": true, "rmsnorm": true/' "$dir/plan.json"
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
