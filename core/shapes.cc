@@ -179,8 +179,7 @@ void AppendEmbedding(const ModelSpec& m, int t, std::vector<ParamTensor>* ps) {
 // The head's parameters (final norm, output matrix or its tied copy) on one tensor rank, then
 // each multi-token prediction depth's (ModelSpec::mtp_layers): its norms, eh_proj (column-
 // parallel, [2h] in, h / t out), a layer of the last layer's kind, its final norm; and, on a rank
-// without the embedding, the embedding's copy those depths read (tied to the first stage's; the
-// output matrix's tied copy when the model ties them, one matrix).
+// without the embedding, its copy for the depths (the tied output matrix's, if the model ties).
 void AppendHead(const ModelSpec& m, const ParallelConfig& c, int pp_rank,
                 std::vector<ParamTensor>* ps, int ep_rank = 0) {
   const int t = c.tp;
