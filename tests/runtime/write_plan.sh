@@ -16,7 +16,7 @@
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
 # PTDP_TEST_EP (default 1) goes into layout.ep (expert parallelism; a mixture of experts).
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | glm | qwen2moe | mtp | mtptied | glmmtp, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | glm | qwen2moe | mtp | mtp2 | mtptied | glmmtp, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
@@ -42,8 +42,8 @@
 # glm GLM-4.5's kind (transformers' Glm4MoeForCausalLM): Llama-style attention with a bias on q, k
 # and v, RoPE on half of each head (no scaling), one dense layer, then 8 experts of 24, top 2 from
 # the better of 2 groups, one shared expert of 24, DeepSeek-V3's router as dsv3's.
-# mtp is the llama arch with one multi-token prediction depth (model.mtp_layers 1), mtptied the same
-# with tied embeddings, glmmtp the glm arch with one; PTDP_TEST_MTP (default 0) sets model.mtp_layers of any rotary arch.
+# mtp is the llama arch with one multi-token prediction depth (model.mtp_layers 1), mtp2 with two,
+# mtptied with one and tied embeddings, glmmtp the glm arch with one; PTDP_TEST_MTP (default 0) sets model.mtp_layers of any rotary arch.
 set -euo pipefail
 ptdp=$1
 shift
@@ -66,6 +66,7 @@ arch=""
 arch_name=${PTDP_TEST_ARCH:-gpt} mtp=${PTDP_TEST_MTP:-0}
 case "$arch_name" in
   mtp | mtptied) arch_name=llama mtp=1 ;;
+  mtp2) arch_name=llama mtp=2 ;;
   glmmtp) arch_name=glm mtp=1 ;;
 esac
 case "$arch_name" in
