@@ -128,29 +128,34 @@ double WeightOffset(const LayerArch& arch) {
   return arch.layernorm_1p ? 1.0 : 0.0;
 }
 
+namespace {
+
+// The norm itself, into allocated statistics and output.
+Status NormOp(const LayerCtx& c, ConstRef x, ConstRef w, ConstRef b, NormStash st, TensorRef out) {
+  const int64_t R = c.d.R(), h = c.d.h;
+  Ops* ops = c.dev->ops();
+  if (c.arch.rmsnorm) return ops->RmsNormForward(out, st.rstd->ref(), x, w, R, h, c.arch.norm_eps);
+  return ops->LayerNormForward(out, st.mean->ref(), st.rstd->ref(), x, w, b, R, h,
+                               WeightOffset(c.arch));
+}
+
+}  // namespace
+
 Status NormForward(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
                    NormStash st) {
   const int64_t R = c.d.R(), h = c.d.h;
-  Ops* ops = c.dev->ops();
   PTDP_ASSIGN_OR_RETURN(*st.mean, Alloc(c, c.arch.rmsnorm ? 0 : R, c.types.wide, tag));
   PTDP_ASSIGN_OR_RETURN(*st.rstd, Alloc(c, R, c.types.wide, tag));
   PTDP_ASSIGN_OR_RETURN(*st.out, Alloc(c, R * h, c.types.act, tag));
-  if (c.arch.rmsnorm) {
-    return ops->RmsNormForward(st.out->ref(), st.rstd->ref(), x, w, R, h, c.arch.norm_eps);
-  }
-  return ops->LayerNormForward(st.out->ref(), st.mean->ref(), st.rstd->ref(), x, w, b, R, h,
-                               WeightOffset(c.arch));
+  return NormOp(c, x, w, b, st, st.out->ref());
 }
 
 Status NormForwardInto(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
                        NormStash st, TensorRef out) {
-  const int64_t R = c.d.R(), h = c.d.h;
-  Ops* ops = c.dev->ops();
+  const int64_t R = c.d.R();
   PTDP_ASSIGN_OR_RETURN(*st.mean, Alloc(c, c.arch.rmsnorm ? 0 : R, c.types.wide, tag));
   PTDP_ASSIGN_OR_RETURN(*st.rstd, Alloc(c, R, c.types.wide, tag));
-  if (c.arch.rmsnorm) return ops->RmsNormForward(out, st.rstd->ref(), x, w, R, h, c.arch.norm_eps);
-  return ops->LayerNormForward(out, st.mean->ref(), st.rstd->ref(), x, w, b, R, h,
-                               WeightOffset(c.arch));
+  return NormOp(c, x, w, b, st, out);
 }
 
 Status NormBackward(const LayerCtx& c, TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
