@@ -251,17 +251,6 @@ double ModelSpec::WindowPairShare() const {
   return (s * (w + 1) - w * (w + 1) / 2) / (s * (s + 1) / 2);
 }
 
-std::string ModelSpec::UnexecutedFeatures() const {
-  std::string out;
-  auto add = [&](bool on, const char* feature) {
-    if (!on) return;
-    if (!out.empty()) out += '/';
-    out += feature;
-  };
-  add(IsMla(), "mla");
-  return out;
-}
-
 int64_t MlaProjectionParameters(const ModelSpec& m) {
   const int64_t h = m.hidden, a = m.heads, q = m.mla_q_lora, kv = m.mla_kv_lora;
   const int64_t norms = m.qk_norm ? (q > 0 ? q : 0) + kv : 0;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -197,6 +198,11 @@ struct ModelSpec {
   // says otherwise); and of the queries, a dqk (the same but under multi-latent attention).
   int64_t AttnWidth() const { return int64_t(heads) * VHeadDim(); }
   int64_t QkWidth() const { return int64_t(heads) * QkHeadDim(); }
+  // Multi-latent attention in the runtime moves a head's features in blocks of this many (the
+  // widths' gcd: dh, rope, dv; runtime/model/mla.h), and the ledger prices the blocks' indices.
+  int64_t MlaBlock() const {
+    return std::gcd(std::gcd(HeadDim(), int64_t(mla_rope_dim)), int64_t(mla_v_dim));
+  }
   int KvHeads() const { return kv_heads > 0 ? kv_heads : heads; }
   // Output features of the fused QKV projection: a dh for the queries, 2 kv_heads dh for K and V
   // (3h without grouped-query attention); under multi-latent attention the Q, K and V the up
@@ -216,11 +222,6 @@ struct ModelSpec {
            AttnWidth() == hidden && !IsMla();
   }
 
-  // The features of this model the runtime's layers (runtime/model) do not execute, joined by
-  // "/" (today "mla" alone); empty for a GPT and a dense Llama
-  // or Qwen (RMSNorm, SwiGLU, rotary embeddings, grouped-query attention, no biases, a bias on QKV
-  // alone, a head_dim of its own, QK norm).
-  std::string UnexecutedFeatures() const;
   // Every violated constraint, joined by "; ", each naming the field (a mixture of experts:
   // moe_topk in [1, moe_experts], SwiGLU experts only). `path` is where the model was read, as the
   // user sees it ("plan.model", "model"): fields are then named by their key path

@@ -285,15 +285,15 @@ namespace {
 // rank's own rows under sequence parallelism (but the position embedding, whose gradient comes
 // from the gathered rows), the QK norm's weights, which act on the rank's own heads, or a shared
 // expert's gate, whose gradient each rank takes from its own features.
-bool GradIsPartialOverTensorGroup(const ParamTensor& p, bool sequence_parallel) {
+bool GradIsPartialOverTensorGroup(const ParamTensor& p, bool sequence_parallel, bool mla) {
   if (p.sharding != Sharding::kReplicated) return false;
   const auto ends_with = [&](std::string_view tail) {
     return p.name.size() >= tail.size() &&
            p.name.compare(p.name.size() - tail.size(), tail.size(), tail) == 0;
   };
-  // (Multi-latent attention's latent norm is also attn.q_norm.weight, on whole latent rows; the
-  // runtime refuses MLA, and executing it must tell the two apart here.)
-  if (ends_with("attn.q_norm.weight") || ends_with("attn.k_norm.weight")) return true;
+  // (Multi-latent attention's query latent norm is also attn.q_norm.weight, but on the latent's
+  // rows, summed over the tensor group before it (runtime/model/mla.h): a LayerNorm's case.)
+  if (!mla && (ends_with("attn.q_norm.weight") || ends_with("attn.k_norm.weight"))) return true;
   // The shared expert's gate: each tensor rank's gradient is from its own fs / t features.
   if (ends_with("moe.shared.gate.weight")) return true;
   return sequence_parallel && p.name != "embedding.position";
@@ -312,7 +312,7 @@ Status Trainer::SumTensorPartialGrads() {
   for (const ElementRange& mine : StepRanges()) {
     for (int i = 0; i < static_cast<int>(params_->entries().size()); ++i) {
       const ParamTensor& p = params_->entries()[static_cast<size_t>(i)].spec;
-      if (!GradIsPartialOverTensorGroup(p, cfg_.sequence_parallel)) continue;
+      if (!GradIsPartialOverTensorGroup(p, cfg_.sequence_parallel, model_.IsMla())) continue;
       const TensorRef g = params_->grads_of(Intersect(params_->range(i), mine));
       if (g.count > 0) PTDP_RETURN_IF_ERROR(tp_->AllReduceSum(g.data, g.count, g.dtype));
     }

@@ -131,11 +131,6 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
   opts_ = opts;
   PTDP_RETURN_IF_ERROR(model_.Validate("plan.model"));
   PTDP_RETURN_IF_ERROR(cfg_.Validate(model_).WithPrefix("plan: layout"));
-  // Models and options the planner models but this runtime does not execute yet.
-  if (const std::string features = model_.UnexecutedFeatures(); !features.empty()) {
-    return Status::Invalid("model " + model_.name + ": the runtime does not execute " + features +
-                           " yet");
-  }
   PTDP_RETURN_IF_ERROR(CheckExecutesExperts(model_, cfg_, opts.backend));
   PTDP_RETURN_IF_ERROR(CheckExecutesPredictionDepths(model_, opts));
   for (const auto& [flag, coeff] : {std::pair{"--moe-aux-loss-coeff", opts.moe_aux_loss_coeff},
@@ -165,6 +160,17 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
                            RecomputeModulesText(cfg_.recompute_modules) +
                            "' is planned but not executed by this runtime, which recomputes the "
                            "attention core and the MLP alone (core_attn, mlp)");
+  }
+  if (model_.IsMla() && model_.VHeadDim() > model_.QkHeadDim()) {
+    return Status::Invalid("plan.model.mla_v_dim: " + std::to_string(model_.mla_v_dim) +
+                           " is wider than a query/key head (head_dim + mla_rope_dim = " +
+                           std::to_string(model_.QkHeadDim()) +
+                           "), which this runtime's multi-latent attention pads the value to");
+  }
+  if (model_.IsMla() && SplitsBackward(cfg_.schedule)) {
+    return Status::Invalid("plan: layout.schedule: '" + std::string(ScheduleName(cfg_.schedule)) +
+                           "' splits the backward, which this runtime does not run with "
+                           "multi-latent attention (model.mla_kv_lora)");
   }
   if (cfg_.Recomputes(kRecomputeMlp) && SplitsBackward(cfg_.schedule)) {
     return Status::Invalid(

@@ -4,6 +4,7 @@
 #include "kernels/reference/ops.h"
 #include "runtime/model/context_attention.h"
 #include "runtime/model/layer_common.h"
+#include "runtime/model/mla.h"
 #include "runtime/model/moe_layer.h"
 
 namespace ptdp::runtime {
@@ -14,7 +15,15 @@ LayerDims LayerDimsOf(const ModelSpec& m, int t, int tp_rank) {
   d.heads = m.heads;
   d.heads_local = m.heads / t;
   d.kv_heads_local = m.KvHeads() / t;
-  d.head_dim = m.HeadDim();
+  d.head_dim = m.QkHeadDim();
+  if (m.IsMla()) {  // every head its own key and value
+    d.kv_heads_local = d.heads_local;
+    d.mla_q_lora = m.mla_q_lora;
+    d.mla_kv_lora = m.mla_kv_lora;
+    d.mla_rope = m.mla_rope_dim;
+    d.mla_v = m.mla_v_dim;
+    d.mla_block = m.MlaBlock();
+  }
   d.head0 = int64_t(tp_rank) * d.heads_local;
   d.f_local = m.FfnHidden() / t;
   d.expert_f_local = m.IsMoe() ? m.MoeFfnHidden() / t : 0;
@@ -75,16 +84,17 @@ AttentionShape LayerShape(const LayerCtx& c, int layer) {
   return a;
 }
 
-// The attention core's forward into `out` (the stash's output, or selective recomputation's
-// scratch), through the context-parallel group when there is one (fused form: lse).
-Status AttentionCoreForward(const LayerCtx& c, int layer, LayerStash* st, TensorRef out) {
+// The attention core's forward of `qkv` (the stash's, or multi-latent attention's packed input)
+// into `out` (the stash's output, or a scratch), through the context-parallel group when there is
+// one (fused form: lse).
+Status AttentionCoreForward(const LayerCtx& c, int layer, LayerStash* st, ConstRef qkv,
+                            TensorRef out) {
   const DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
   if (c.d.cp > 1) {
-    return ContextGroupAttentionForward(c, Shape(c.d, c.drop), adrop, st->qkv.cref(), out,
-                                        st->att_lse.ref());
+    return ContextGroupAttentionForward(c, Shape(c.d, c.drop), adrop, qkv, out, st->att_lse.ref());
   }
   AttentionStash as = AttentionStashOf(c, layer, st);
-  return c.dev->ops()->AttentionForward(out, &as, st->qkv.cref(), LayerShape(c, layer), adrop);
+  return c.dev->ops()->AttentionForward(out, &as, qkv, LayerShape(c, layer), adrop);
 }
 
 void DropAttentionCore(LayerStash* st) {
@@ -93,24 +103,23 @@ void DropAttentionCore(LayerStash* st) {
 
 // Selective recomputation's rebuild of the attention core (LayerCtx::redo_attention_core): its
 // forward again, tagged activations as full recomputation's rebuilt stash is (the ledger's
-// working set, core/ledger.h), from the stashed QKV with the forward's dropout key; the output
-// goes to a scratch tensor (the stash keeps the forward's, the same values).
-Status RedoAttentionCore(const LayerCtx& c, int layer, LayerStash* st) {
+// working set, core/ledger.h), from the stashed QKV (`qkv`) with the forward's dropout key; the
+// output goes to `out` (multi-latent attention's padded output, which the backward reads) or a
+// scratch tensor (the stash keeps the forward's, the same values).
+Status RedoAttentionCore(const LayerCtx& c, int layer, LayerStash* st, ConstRef qkv,
+                         TensorRef out) {
   PTDP_RETURN_IF_ERROR(AllocAttentionCore(c, MemTag::kActivations, st));
-  PTDP_ASSIGN_OR_RETURN(Tensor out, Tmp(c, c.d.N() * c.d.heads_local * c.d.D(), c.types.act));
-  return AttentionCoreForward(c, layer, st, out.ref());
+  if (!out.empty()) return AttentionCoreForward(c, layer, st, qkv, out);
+  PTDP_ASSIGN_OR_RETURN(Tensor scratch, Tmp(c, c.d.N() * c.d.heads_local * c.d.D(), c.types.act));
+  return AttentionCoreForward(c, layer, st, qkv, scratch.ref());
 }
 
-// Attention half of the forward: ln1 -> qkv -> attention -> proj (g all-reduce) -> x2.
-Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
-                             LayerStash* st) {
+// The query, key and value heads (qkv, normed and rotated) from ln1's output in the stash.
+Status QkvForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D(), qkv = d.QkvWidth();
-  const DType a = c.types.act;
-  PTDP_RETURN_IF_ERROR(NormForward(c, tag, st->x.cref(), w.ln1_w, w.ln1_b,
-                                   {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out}));
-  PTDP_ASSIGN_OR_RETURN(st->qkv, Alloc(c, N * qkv, a, tag));
+  const int64_t N = d.N(), h = d.h, qkv = d.QkvWidth();
+  PTDP_ASSIGN_OR_RETURN(st->qkv, Alloc(c, N * qkv, c.types.act, tag));
   {
     PTDP_ASSIGN_OR_RETURN(const FullRows ln1, GatherRows(c, st->ln1_out.cref()));
     PTDP_RETURN_IF_ERROR(
@@ -120,21 +129,45 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
   // rows before it; the backward turns their gradients back.
   if (c.arch.qk_norm) {
     const int64_t rows = N * (d.heads_local + d.KvLocal());
-    PTDP_ASSIGN_OR_RETURN(st->qk_in, Alloc(c, rows * d.D(), a, tag));
+    PTDP_ASSIGN_OR_RETURN(st->qk_in, Alloc(c, rows * d.D(), c.types.act, tag));
     PTDP_ASSIGN_OR_RETURN(st->qk_rstd, Alloc(c, rows, c.types.wide, tag));
     PTDP_RETURN_IF_ERROR(ops->QkNormForward(st->qkv.ref(), st->qk_in.ref(), st->qk_rstd.ref(),
                                             w.q_norm_w, w.k_norm_w, Shape(d, c.drop),
                                             c.arch.norm_eps));
   }
-  if (c.arch.rotary) {
-    PTDP_RETURN_IF_ERROR(ops->RotaryEmbedding(st->qkv.ref(), Shape(d, c.drop), c.arch.rope, false));
+  if (!c.arch.rotary) return Status::Ok();
+  return ops->RotaryEmbedding(st->qkv.ref(), Shape(d, c.drop), c.arch.rope, false);
+}
+
+// Attention half of the forward: ln1 -> qkv -> attention -> proj (g all-reduce) -> x2.
+Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
+                             LayerStash* st) {
+  Ops* ops = c.dev->ops();
+  const LayerDims& d = c.d;
+  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.AttnWidth();
+  const DType a = c.types.act;
+  PTDP_RETURN_IF_ERROR(NormForward(c, tag, st->x.cref(), w.ln1_w, w.ln1_b,
+                                   {&st->ln1_mean, &st->ln1_rstd, &st->ln1_out}));
+  Tensor mla_in;  // multi-latent attention's packed input, a transient (mla.h)
+  if (d.Mla()) {
+    PTDP_RETURN_IF_ERROR(MlaQkvForward(c, w, tag, st));
+    PTDP_ASSIGN_OR_RETURN(mla_in, MlaAttentionInput(c, *st));
+  } else {
+    PTDP_RETURN_IF_ERROR(QkvForward(c, w, tag, st));
   }
   const bool drop = c.drop.p > 0;
   // Under selective recomputation the core is dropped right after (DropAttentionCore); tagged as
   // the stash is, so that a core kept by mistake shows in the measured activations.
   PTDP_RETURN_IF_ERROR(AllocAttentionCore(c, tag, st));
   PTDP_ASSIGN_OR_RETURN(st->attn_out, Alloc(c, N * hd, a, tag));
-  PTDP_RETURN_IF_ERROR(AttentionCoreForward(c, layer, st, st->attn_out.ref()));
+  if (d.Mla()) {  // the output padded as its input, then its value columns
+    PTDP_ASSIGN_OR_RETURN(Tensor padded, Tmp(c, N * d.heads_local * d.D(), a));
+    PTDP_RETURN_IF_ERROR(AttentionCoreForward(c, layer, st, mla_in.cref(), padded.ref()));
+    mla_in.Reset();
+    PTDP_RETURN_IF_ERROR(MlaOutputUnpad(c, padded.cref(), st->attn_out.ref()));
+  } else {
+    PTDP_RETURN_IF_ERROR(AttentionCoreForward(c, layer, st, st->qkv.cref(), st->attn_out.ref()));
+  }
   if (c.redo_attention_core) DropAttentionCore(st);
   // Row-parallel projection: partial sums, the g all-reduce, then bias, dropout and residual.
   PTDP_ASSIGN_OR_RETURN(Tensor proj, Tmp(c, N * h, a));
@@ -260,7 +293,7 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
                               int layer, LayerStash* st, ConstRef dx2, TensorRef dx) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
-  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.heads_local * d.D(), qkv = d.QkvWidth();
+  const int64_t N = d.N(), R = d.R(), h = d.h, hd = d.AttnWidth(), qkv = d.QkvWidth();
   const DType a = c.types.act;
   // Under sequence parallelism the rows' gradient is a transient and the gathered one is the
   // GEMMs' output gradient (kept for a deferred weight half).
@@ -275,21 +308,49 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dattn.ref(), dbranch.cref(), w.proj_w, N, hd, h));
   PTDP_RETURN_IF_ERROR(WeightGrad(c, g.proj_w, {}, &dbranch, st->attn_out.cref(), N, hd, h));
   dbranch.Reset();
-  if (c.redo_attention_core) PTDP_RETURN_IF_ERROR(RedoAttentionCore(c, layer, st));
+  // Multi-latent attention's core reads its packed input, built again from the stash, and its
+  // output and output gradient padded as that input.
+  // (Rebuilding the core writes that output again: no second padded copy.)
+  ConstRef qkv_in = st->qkv.cref(), out = st->attn_out.cref();
+  Tensor mla_in, mla_out;
+  if (d.Mla()) {
+    PTDP_ASSIGN_OR_RETURN(mla_in, MlaAttentionInput(c, *st));
+    PTDP_ASSIGN_OR_RETURN(dattn, MlaOutputPad(c, dattn.cref()));
+    if (c.redo_attention_core) {
+      PTDP_ASSIGN_OR_RETURN(mla_out, Tmp(c, N * d.heads_local * d.D(), a));
+    } else {
+      PTDP_ASSIGN_OR_RETURN(mla_out, MlaOutputPad(c, out));
+    }
+    qkv_in = mla_in.cref();
+    out = mla_out.cref();
+  }
+  if (c.redo_attention_core) {
+    PTDP_RETURN_IF_ERROR(RedoAttentionCore(c, layer, st, qkv_in, mla_out.ref()));
+  }
   PTDP_ASSIGN_OR_RETURN(Tensor dqkv, OutputGrad(c, N * qkv));
   if (d.cp > 1) {
     const DropoutSpec adrop{c.drop.p, c.drop.Key(Site(layer, "attn")), 0};
-    PTDP_RETURN_IF_ERROR(ContextGroupAttentionBackward(c, Shape(d, c.drop), adrop, dattn.cref(),
-                                                       st->attn_out.cref(), st->qkv.cref(),
-                                                       st->att_lse.cref(), dqkv.ref()));
+    PTDP_RETURN_IF_ERROR(ContextGroupAttentionBackward(
+        c, Shape(d, c.drop), adrop, dattn.cref(), out, qkv_in, st->att_lse.cref(), dqkv.ref()));
   } else {
-    const AttentionStash as = AttentionStashOf(c, layer, st);
-    PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), st->qkv.cref(), as,
+    AttentionStash as = AttentionStashOf(c, layer, st);
+    as.out = out;
+    PTDP_RETURN_IF_ERROR(ops->AttentionBackward(dqkv.ref(), dattn.cref(), qkv_in, as,
                                                 LayerShape(c, layer), c.drop.p));
   }
   dattn.Reset();
+  mla_in.Reset();
+  mla_out.Reset();
   if (c.arch.rotary) {  // the rotation is orthogonal: its backward turns back
-    PTDP_RETURN_IF_ERROR(ops->RotaryEmbedding(dqkv.ref(), Shape(d, c.drop), c.arch.rope, true));
+    PTDP_RETURN_IF_ERROR(ops->RotaryEmbedding(dqkv.ref(), Shape(d, c.drop),
+                                              d.Mla() ? MlaRope(c) : c.arch.rope, true));
+  }
+  if (d.Mla()) {
+    Tensor dln;
+    PTDP_RETURN_IF_ERROR(MlaQkvBackward(c, w, g, st, std::move(dqkv), &dln));
+    PTDP_RETURN_IF_ERROR(NormBackward(c, dx, g.ln1_w, g.ln1_b, dln.cref(), st->x.cref(), w.ln1_w,
+                                      st->ln1_mean.cref(), st->ln1_rstd.cref()));
+    return ops->Add(dx, dx, dx2);
   }
   if (c.arch.qk_norm) {  // the norms' weights are shared by every head: a partial sum per rank
     PTDP_RETURN_IF_ERROR(ops->QkNormBackward(dqkv.ref(), g.q_norm_w, g.k_norm_w, st->qk_in.cref(),
@@ -317,12 +378,15 @@ Status AllocLayerInput(const LayerCtx& c, LayerStash* st) {
 }
 
 void DropLayerActivations(LayerStash* st) {
-  for (Tensor* t :
-       {&st->ln1_mean,     &st->ln1_rstd,      &st->ln1_out,  &st->qk_in,        &st->qk_rstd,
-        &st->qkv,          &st->probs,         &st->att_mask, &st->att_dropped,  &st->att_lse,
-        &st->attn_out,     &st->attn_res_mask, &st->x2,       &st->ln2_mean,     &st->ln2_rstd,
-        &st->ln2_out,      &st->fc1_out,       &st->gelu_out, &st->mlp_res_mask, &st->router_logits,
-        &st->router_probs, &st->moe_in, &st->shared_fc1_out, &st->shared_act}) {
+  for (Tensor* t : {&st->ln1_mean,     &st->ln1_rstd,     &st->ln1_out,        &st->qk_in,
+                    &st->qk_rstd,      &st->qkv,          &st->probs,          &st->att_mask,
+                    &st->att_dropped,  &st->att_lse,      &st->attn_out,       &st->attn_res_mask,
+                    &st->x2,           &st->ln2_mean,     &st->ln2_rstd,       &st->ln2_out,
+                    &st->fc1_out,      &st->gelu_out,     &st->mlp_res_mask,   &st->router_logits,
+                    &st->router_probs, &st->moe_in,       &st->shared_fc1_out, &st->shared_act,
+                    &st->mla_q_in,     &st->mla_q_rstd,   &st->mla_q_up_in,    &st->mla_kv_in,
+                    &st->mla_kv_rstd,  &st->mla_kv_up_in, &st->mla_q,          &st->mla_k,
+                    &st->mla_v}) {
     t->Reset();
   }
 }

@@ -46,6 +46,13 @@ struct LayerDims {
   // Features per head (ModelSpec::head_dim; Qwen3's 128 at any hidden size); 0: h / heads. The
   // attention's output, the projection's input, is heads_local D wide.
   int64_t head_dim = 0;
+  // Multi-latent attention (model.mla_kv_lora > 0; runtime/model/mla.h): the query and key
+  // latents' widths (q 0: queries straight from the hidden state), the rotated features each head
+  // adds to its head_dim - mla_rope unrotated ones, and the value's width. head_dim is then the
+  // query/key head's whole dqk and each head has its own key and value (kv_heads_local =
+  // heads_local); the attention's output is heads_local mla_v wide (AttnWidth).
+  // Its copies move blocks of mla_block features (ModelSpec::MlaBlock).
+  int64_t mla_q_lora = 0, mla_kv_lora = 0, mla_rope = 0, mla_v = 0, mla_block = 0;
   int64_t f_local = 1;         // MLP inner size / t
   int64_t expert_f_local = 0;  // a mixture's expert inner size / t (the expert tensor group is t)
   int64_t shared_f_local = 0;  // a mixture's shared expert's inner size / t (0: none)
@@ -71,6 +78,9 @@ struct LayerDims {
   int64_t KvLocal() const { return kv_heads_local > 0 ? kv_heads_local : heads_local; }
   int64_t Group() const { return heads_local / KvLocal(); }
   int64_t QkvWidth() const { return (heads_local + 2 * KvLocal()) * D(); }
+  bool Mla() const { return mla_kv_lora > 0; }
+  int64_t V() const { return Mla() ? mla_v : D(); }  // a value head's features
+  int64_t AttnWidth() const { return heads_local * V(); }
 };
 
 // The widths of model m's layers on tensor rank tp_rank of t (one place for the trainer and
@@ -132,7 +142,7 @@ struct DropoutCtx {
 struct LayerWeights {
   ConstRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
   ConstRef ln2_w, ln2_b, fc1_w, fc1_b, fc2_w, fc2_b;
-  ConstRef q_norm_w, k_norm_w;
+  ConstRef q_norm_w, k_norm_w;  // multi-latent attention: q_norm_w is the query latent's norm
   ConstRef router_w;
   std::vector<ConstRef> expert_fc1, expert_fc2;
   ConstRef shared_fc1, shared_fc2;  // a mixture's shared expert (model.moe_shared_ffn_hidden)
@@ -142,6 +152,12 @@ struct LayerWeights {
   // microbatch's tokens per expert to (RouterBiases reads them at the step); empty / nullptr: none.
   ConstRef expert_bias;
   int64_t* expert_tokens = nullptr;
+  // Multi-latent attention (core/shapes.h AppendMlaProjections; qkv_w empty): the query latent's
+  // down projection [q_lora][h] and up projection [a dqk / t][q_lora] (without a query latent
+  // q_up_w is attn.q.weight [a dqk / t][h] and q_down_w empty), the key/value latent's down
+  // projection [kv_lora + rope][h], its norm [kv_lora] and up projection [a (dh + dv) /
+  // t][kv_lora].
+  ConstRef q_down_w, q_up_w, kv_down_w, kv_norm_w, kv_up_w;
 };
 struct LayerGrads {
   TensorRef ln1_w, ln1_b, qkv_w, qkv_b, proj_w, proj_b;
@@ -151,6 +167,7 @@ struct LayerGrads {
   std::vector<TensorRef> expert_fc1, expert_fc2;
   TensorRef shared_fc1, shared_fc2;
   TensorRef shared_gate;
+  TensorRef q_down_w, q_up_w, kv_down_w, kv_norm_w, kv_up_w;  // as LayerWeights'
 };
 
 // What a layer keeps for its backward: core/shapes.h LayerActivations, entry by entry. With full
@@ -180,6 +197,13 @@ struct LayerStash {
   // Its shared expert's moe.shared.swiglu.input [N][2fs/t] and moe.shared.fc2.input [N][fs/t].
   Tensor shared_fc1_out, shared_act;
   Tensor mlp_res_mask;  // mlp.residual_dropout.mask [N][h] u8
+  // Multi-latent attention (core/shapes.h AppendMlaActivations): ln1_out is attn.q_down.input;
+  // each latent's attn.{q,kv}_norm.input [R][lora] and .rstd [R] (wide; with the latent norms)
+  // and attn.{q,kv}_up.input [R][lora]; attn.q and attn.k [N][a/t][dqk] (each head's dh
+  // unrotated features, then its mla_rope rotated ones: the up projection's order, before the
+  // rotation, which the attention's input redoes) and attn.v [N][a/t][dv]. qkv stays empty.
+  Tensor mla_q_in, mla_q_rstd, mla_q_up_in, mla_kv_in, mla_kv_rstd, mla_kv_up_in;
+  Tensor mla_q, mla_k, mla_v;
 };
 
 // A Linear's weight-gradient GEMM, dw (+ dbias) += dout^T x, deferred by the input half of a split

@@ -71,6 +71,12 @@ Result<Tensor> SumRows(const LayerCtx& c, Tensor partial) {
   return mine;
 }
 
+Result<Tensor> RowIndex(const LayerCtx& c, const std::vector<int32_t>& rows) {
+  PTDP_ASSIGN_OR_RETURN(Tensor index, Tmp(c, int64_t(rows.size()), DType::kI32));
+  c.dev->Upload(index.data(), rows.data(), index.bytes());
+  return index;
+}
+
 // Rows [row0, row0 + rows) of a [*][width] tensor (an empty view stays empty).
 TensorRef Rows(TensorRef t, int64_t row0, int64_t rows, int64_t width) {
   if (t.empty()) return t;

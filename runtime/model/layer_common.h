@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/reference/context_chunks.h"
 #include "runtime/model/gpt_layers.h"
@@ -43,6 +44,10 @@ Result<FullRows> GatherRows(const LayerCtx& c, ConstRef local, MemTag tag = MemT
 // backward): all-reduced in place, or under sequence parallelism reduce-scattered into this
 // rank's [R][h] rows (and the [N][h] partial freed).
 Result<Tensor> SumRows(const LayerCtx& c, Tensor partial);
+
+// A row index for MoePermuteRows (out row i = x row rows[i]) and MoeUnpermuteAddRows (y row i
+// added to out row rows[i]), uploaded as a transient.
+Result<Tensor> RowIndex(const LayerCtx& c, const std::vector<int32_t>& rows);
 
 // Rows [row0, row0 + rows) of a [*][width] tensor (an empty view stays empty).
 TensorRef Rows(TensorRef t, int64_t row0, int64_t rows, int64_t width);

@@ -16,13 +16,6 @@ int TensorSize(const LayerCtx& c) {
   return c.tp == nullptr ? 1 : c.tp->size();
 }
 
-// A row index for MoePermuteRows (out row i = x row rows[i]), uploaded as a transient.
-Result<Tensor> RowIndex(const LayerCtx& c, const std::vector<int32_t>& rows) {
-  PTDP_ASSIGN_OR_RETURN(Tensor index, Tmp(c, int64_t(rows.size()), DType::kI32));
-  c.dev->Upload(index.data(), rows.data(), index.bytes());
-  return index;
-}
-
 // [2R][h] rows (enorm's R above hnorm's R) <-> [R][2h] (each row's two side by side): as rows of
 // width h, row 2r of the side-by-side form is row r above, row 2r + 1 is row R + r.
 Result<Tensor> SideBySideIndex(const LayerCtx& c, int64_t R) {

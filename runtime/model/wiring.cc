@@ -20,12 +20,14 @@ constexpr Slot kSlots[kSlotCount] = {
     {"mlp.fc1.bias", true},       {"mlp.fc2.weight", false},   {"mlp.fc2.bias", true},
     {"attn.q_norm.weight", true}, {"attn.k_norm.weight", true}};
 
-// Store indices of the layer's slots (-1: absent). A mixture-of-experts layer has no fc1 and fc2.
+// Store indices of the layer's slots (-1: absent). A mixture-of-experts layer has no fc1 and fc2,
+// a multi-latent attention layer no attn.qkv.weight.
 void Indices(const ParamStore& s, int chunk, const std::string& p, int out[kSlotCount]) {
   const bool moe = s.Find(chunk, p + "moe.router.weight") >= 0;
+  const bool mla = s.Find(chunk, p + "attn.kv_up.weight") >= 0;
   for (int k = 0; k < kSlotCount; ++k) {
     out[k] = s.Find(chunk, p + kSlots[k].name);
-    const bool optional = kSlots[k].optional || (moe && (k == 8 || k == 10));
+    const bool optional = kSlots[k].optional || (moe && (k == 8 || k == 10)) || (mla && k == 2);
     PTDP_CHECK_MSG(out[k] >= 0 || optional, "the store holds no " + p + kSlots[k].name);
   }
 }
@@ -62,6 +64,16 @@ ExpertIndices ExpertsOf(const ParamStore& s, int chunk, const std::string& layer
   return x;
 }
 
+// Multi-latent attention's projections (core/shapes.h AppendMlaProjections), each absent (-1)
+// in a layer without them: q_down, q_up (attn.q.weight without a query latent), kv_down, kv_norm,
+// kv_up.
+std::vector<int> MlaIndices(const ParamStore& s, int chunk, const std::string& p) {
+  int q_up = s.Find(chunk, p + "attn.q_up.weight");
+  if (q_up < 0) q_up = s.Find(chunk, p + "attn.q.weight");
+  return {s.Find(chunk, p + "attn.q_down.weight"), q_up, s.Find(chunk, p + "attn.kv_down.weight"),
+          s.Find(chunk, p + "attn.kv_norm.weight"), s.Find(chunk, p + "attn.kv_up.weight")};
+}
+
 }  // namespace
 
 static std::string WiredLayerPrefix(int layer) {
@@ -81,9 +93,9 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, const std::string& l
   Indices(s, chunk, layer, at);
   auto w = [&](int k) { return at[k] >= 0 ? s.weight(at[k]) : ConstRef{}; };
   LayerWeights lw{
-      w(0),  w(1),  w(2), w(3), w(4), w(5), w(6), w(7), w(8), w(9),   w(10), w(11),
-      w(12), w(13), {},   {},   {},   {},   {},   {},   {},   nullptr};  // the expert bias is the
-                                                                         // trainer's (RouterBiases)
+      w(0),  w(1),  w(2), w(3), w(4), w(5), w(6), w(7), w(8), w(9),    w(10), w(11),
+      w(12), w(13), {},   {},   {},   {},   {},   {},   {},   nullptr,  // the expert bias is the
+      {},    {},    {},   {},   {}};  // trainer's (RouterBiases); multi-latent attention's below
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lw.router_w = s.weight(x.router);
   for (int i : x.fc1) lw.expert_fc1.push_back(s.weight(i));
@@ -91,6 +103,9 @@ LayerWeights LayerWeightsOf(const ParamStore& s, int chunk, const std::string& l
   if (x.shared_fc1 >= 0) lw.shared_fc1 = s.weight(x.shared_fc1);
   if (x.shared_fc2 >= 0) lw.shared_fc2 = s.weight(x.shared_fc2);
   if (x.shared_gate >= 0) lw.shared_gate = s.weight(x.shared_gate);
+  const std::vector<int> mla = MlaIndices(s, chunk, layer);
+  ConstRef* mla_w[] = {&lw.q_down_w, &lw.q_up_w, &lw.kv_down_w, &lw.kv_norm_w, &lw.kv_up_w};
+  for (size_t k = 0; k < mla.size(); ++k) *mla_w[k] = mla[k] >= 0 ? s.weight(mla[k]) : ConstRef{};
   return lw;
 }
 
@@ -98,8 +113,10 @@ LayerGrads LayerGradsOf(ParamStore& s, int chunk, const std::string& layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto g = [&](int k) { return at[k] >= 0 ? s.grad(at[k]) : TensorRef{}; };
-  LayerGrads lg{g(0),  g(1),  g(2),  g(3),  g(4), g(5), g(6), g(7), g(8), g(9),
-                g(10), g(11), g(12), g(13), {},   {},   {},   {},   {},   {}};
+  LayerGrads lg{g(0),  g(1), g(2), g(3), g(4), g(5), g(6), g(7), g(8), g(9), g(10), g(11), g(12),
+                g(13), {},   {},   {},   {},   {},   {},   {},   {},   {},   {},    {}};  // multi-latent
+                                                                                          // attention's:
+                                                                                          // below
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lg.router_w = s.grad(x.router);
   for (int i : x.fc1) lg.expert_fc1.push_back(s.grad(i));
@@ -107,6 +124,9 @@ LayerGrads LayerGradsOf(ParamStore& s, int chunk, const std::string& layer) {
   if (x.shared_fc1 >= 0) lg.shared_fc1 = s.grad(x.shared_fc1);
   if (x.shared_fc2 >= 0) lg.shared_fc2 = s.grad(x.shared_fc2);
   if (x.shared_gate >= 0) lg.shared_gate = s.grad(x.shared_gate);
+  const std::vector<int> mla = MlaIndices(s, chunk, layer);
+  TensorRef* mla_g[] = {&lg.q_down_w, &lg.q_up_w, &lg.kv_down_w, &lg.kv_norm_w, &lg.kv_up_w};
+  for (size_t k = 0; k < mla.size(); ++k) *mla_g[k] = mla[k] >= 0 ? s.grad(mla[k]) : TensorRef{};
   return lg;
 }
 

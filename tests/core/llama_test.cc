@@ -288,10 +288,6 @@ TEST(Llama, ActivationsAndRuntimeFeatures) {
   EXPECT_EQ(k, 8192 * 1024 / 2);
   EXPECT_EQ(swiglu, 8192 * 2 * 14336 / 2);
   EXPECT_EQ(means, 0);
-  EXPECT_EQ(m.UnexecutedFeatures(), "");  // dense Llama layers run (runtime/model)
-  EXPECT_EQ(LoadModel("qwen3-30b-a3b").value().UnexecutedFeatures(), "");  // its mixture runs
-  EXPECT_EQ(LoadModel("qwen3-32b").value().UnexecutedFeatures(), "");      // head_dim, QK norm run
-  EXPECT_EQ(LoadModel("gpt-1.3b").value().UnexecutedFeatures(), "");
 }
 
 // zai-org/GLM-4.5's config.json (Hugging Face, as transformers 5 reads it): DeepSeek-V3's router
@@ -327,7 +323,6 @@ TEST(HfConfig, Glm45ReadsDeepSeekV3sRouterOnGroupedAttention) {
   EXPECT_TRUE(m->moe_router_sigmoid && m->moe_router_expert_bias);
   EXPECT_EQ(m->moe_router_topk_scale, 2.5);
   EXPECT_EQ(m->mtp_layers, 1);
-  EXPECT_EQ(m->UnexecutedFeatures(), "");  // its prediction depth trains (runtime/model/mtp.h)
   // zai-org/GLM-4.5's model card: 355B parameters in all (a rounded figure); ParameterCount
   // counts the main model and its prediction depth, 356.8B (+0.5%).
   const double total = double(ParameterCount(*m)) / 1e9;

@@ -470,7 +470,6 @@ TEST(Mla, ValidateAndTheEmittedFlags) {
                                           "4194304"),
             std::string::npos)
       << bad.Validate().message();
-  EXPECT_NE(m.UnexecutedFeatures().find("mla"), std::string::npos);
   ParallelConfig c;
   c.tp = 2;
   c.cp = 2;

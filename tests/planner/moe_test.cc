@@ -135,10 +135,6 @@ TEST(Moe, ModelValidateNamesTheField) {
   dense.moe_topk = 2;
   EXPECT_NE(dense.Validate().message().find("moe_topk: set without moe_experts"),
             std::string::npos);
-  // Qwen3's mixture runs (runtime/model/moe_layer.h), and DeepSeek-V3's shared expert, grouped
-  // router and prediction depths (runtime/model/mtp.h); its attention does not yet.
-  EXPECT_EQ(Preset("qwen3-30b-a3b").UnexecutedFeatures(), "");
-  EXPECT_EQ(Preset("deepseek-v3").UnexecutedFeatures(), "mla");
 }
 
 TEST(Moe, LayoutValidateNamesTheFieldAndTheReason) {

@@ -26,18 +26,6 @@ TEST(Nemotron, PresetFieldsAndWhatTheRuntimeRefuses) {
   EXPECT_EQ(m.FfnHidden(), 4 * 6144);
   EXPECT_EQ(m.vocab, 256000);
   EXPECT_FALSE(m.IsGpt());
-  EXPECT_EQ(m.UnexecutedFeatures(), "");
-  ModelSpec moe = m;
-  moe.moe_experts = 8;
-  EXPECT_EQ(moe.UnexecutedFeatures(), "");  // a mixture runs, with a shared expert too
-  moe.moe_shared_ffn_hidden = 1024;
-  EXPECT_EQ(moe.UnexecutedFeatures(), "");
-  moe.moe_shared_gate = true;  // Qwen2-MoE's sigmoid gate on it too (since 2026-11-30)
-  EXPECT_EQ(moe.UnexecutedFeatures(), "");
-  moe.mtp_layers = 1;  // prediction depths too (since 2026-11-30's last session)
-  EXPECT_EQ(moe.UnexecutedFeatures(), "");
-  moe.mla_kv_lora = 512;  // latent attention does not
-  EXPECT_EQ(moe.UnexecutedFeatures(), "mla");
 }
 
 // Squared ReLU has GeLU's shapes: the same FLOPs.

@@ -52,7 +52,6 @@ TEST(SlidingWindow, PairShareAndLayersByHand) {
   EXPECT_EQ(m.WindowLayersIn(0, 6), 6);
   m.window_size = 7;  // as long as the sequence: the full share
   EXPECT_DOUBLE_EQ(m.WindowPairShare(), 1.0);
-  EXPECT_EQ(Windowed(100, 0).UnexecutedFeatures(), "");  // trained since 2026-11-30
 }
 
 TEST(SlidingWindow, RulesNameTheField) {

@@ -32,6 +32,16 @@ case "$case" in
                grep -q '"mtp_layers": 1' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan.model.mtp_layers: needs rotary position embeddings" ;;
+  mla_split)   # multi-latent attention with a split backward (ZB-H1): planned, refused by name
+               PTDP_TEST_ARCH=mla "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 zb-h1 none true
+               grep -q '"mla_kv_lora": 20' "$dir/plan.json" || { echo "FAIL: plan not written"; exit 1; }
+               expect="plan: layout.schedule: 'zb-h1' splits the backward, which this runtime does not run with multi-latent attention" ;;
+  mla_v_dim)   # values wider than a query/key head (8 + 24): the padded attention cannot hold them
+               PTDP_TEST_ARCH=mla "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 2 1 1 1 1f1b none true
+               sed -i 's/"mla_v_dim": 16/"mla_v_dim": 40/' "$dir/plan.json"
+               grep -q '"mla_v_dim": 40' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
+               expect="plan.model.mla_v_dim: 40 is wider than a query/key head (head_dim [+] mla_rope_dim = 32)" ;;
   layernorm_1p)  # LayerNorm1P runs on LayerNorm; beside RMSNorm it is planned, refused by name
                sed -i '0,/"dropout": 0.0/s//"dropout": 0.0, "layernorm_1p": true, "rmsnorm": true/' "$dir/plan.json"
                grep -q '"layernorm_1p": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }

@@ -62,14 +62,16 @@ struct LayerParams {
     fc2_b = Random(h, seed + 12, 0.1);
   }
   LayerWeights W() const {
-    return {C(ln1_w), C(ln1_b), C(qkv_w), C(qkv_b), C(proj_w), C(proj_b), C(ln2_w), C(ln2_b),
-            C(fc1_w), C(fc1_b), C(fc2_w), C(fc2_b), {},        {},        {},       {},
-            {},       {},       {},       {},       {},        nullptr};
+    return {C(ln1_w), C(ln1_b), C(qkv_w), C(qkv_b), C(proj_w), C(proj_b), C(ln2_w),
+            C(ln2_b), C(fc1_w), C(fc1_b), C(fc2_w), C(fc2_b),  {},        {},
+            {},       {},       {},       {},       {},        {},        {},
+            nullptr,  {},       {},       {},       {},        {}};
   }
   LayerGrads G() {
     return {M(ln1_w), M(ln1_b), M(qkv_w), M(qkv_b), M(proj_w), M(proj_b), M(ln2_w),
             M(ln2_b), M(fc1_w), M(fc1_b), M(fc2_w), M(fc2_b),  {},        {},
-            {},       {},       {},       {},       {},        {}};
+            {},       {},       {},       {},       {},        {},        {},
+            {},       {},       {},       {}};
   }
 };
 

@@ -98,7 +98,12 @@ struct LlamaParams {
             {},
             {},
             {},
-            nullptr};
+            nullptr,
+            {},
+            {},
+            {},
+            {},
+            {}};
   }
   LayerGrads G() {
     return {M(ln1_w),
@@ -115,6 +120,11 @@ struct LlamaParams {
             {},
             qk ? M(q_norm_w) : TensorRef{},
             qk ? M(k_norm_w) : TensorRef{},
+            {},
+            {},
+            {},
+            {},
+            {},
             {},
             {},
             {},

@@ -16,7 +16,7 @@
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
 # PTDP_TEST_EP (default 1) goes into layout.ep (expert parallelism; a mixture of experts).
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | glm | qwen2moe | mtp | mtp2 | mtptied | glmmtp, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | glm | qwen2moe | mtp | mtp2 | mtptied | glmmtp | mla | deepseek, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
@@ -44,6 +44,11 @@
 # the better of 2 groups, one shared expert of 24, DeepSeek-V3's router as dsv3's.
 # mtp is the llama arch with one multi-token prediction depth (model.mtp_layers 1), mtp2 with two,
 # mtptied with one and tied embeddings, glmmtp the glm arch with one; PTDP_TEST_MTP (default 0) sets model.mtp_layers of any rotary arch.
+# mla the Llama-style model with DeepSeek-V3's multi-latent attention (runtime/model/mla.h): a query
+# latent of 24 and a key/value latent of 20, each RMSNormed (qk_norm), heads of 24 unrotated and 8
+# rotated query/key features (32: a head width kernels/cuda runs) and 16 value features, every head
+# its own key and value; deepseek
+# DeepSeek-V3's kind whole: mla's attention, dsv3's mixture and router, and one prediction depth.
 set -euo pipefail
 ptdp=$1
 shift
@@ -68,6 +73,7 @@ case "$arch_name" in
   mtp | mtptied) arch_name=llama mtp=1 ;;
   mtp2) arch_name=llama mtp=2 ;;
   glmmtp) arch_name=glm mtp=1 ;;
+  deepseek) mtp=1 ;;
 esac
 case "$arch_name" in
   llama | llama_mha | partial | window | moe | dsmoe | dsv3 | qwen2moe)
@@ -101,6 +107,18 @@ case "$arch_name" in
             \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 24, \"moe_router_groups\": 2,
             \"moe_router_group_topk\": 1, \"moe_router_sigmoid\": true, \"moe_router_topk_scale\": 2.5,
             \"moe_router_expert_bias\": true, \"moe_router_bias_rate\": 0.01" ;;
+  mla | deepseek)
+    arch=", \"swiglu\": true, \"ffn_hidden\": 176, \"rmsnorm\": true, \"rotary\": true,
+            \"linear_bias\": false, \"tied_embeddings\": false, \"qk_norm\": true,
+            \"head_dim\": 24, \"mla_q_lora\": 24, \"mla_kv_lora\": 20, \"mla_rope_dim\": 8,
+            \"mla_v_dim\": 16, \"rope_scaling_factor\": 8, \"rope_low_freq_factor\": 1,
+            \"rope_high_freq_factor\": 4, \"rope_original_max_positions\": 16"
+    [ "$arch_name" = deepseek ] && arch="$arch, \"moe_experts\": 8, \"moe_topk\": 2,
+            \"moe_ffn_hidden\": 24, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 32,
+            \"moe_router_groups\": 4, \"moe_router_group_topk\": 2, \"moe_router_sigmoid\": true,
+            \"moe_router_topk_scale\": 2.5, \"moe_router_expert_bias\": true,
+            \"moe_router_bias_rate\": 0.01"
+    true ;;
   ln1p)
     arch=", \"layernorm_1p\": true" ;;
   nemotron)
