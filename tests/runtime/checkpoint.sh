@@ -36,7 +36,8 @@
 #                       refuses it by name; `--to hf-qwen3-moe` writes Qwen3-MoE's folder, which
 #                       `--init-from` reads back byte for byte, but with norm_topk_prob false
 #                       (pre-softmax routing) not into this plan's renormalising router
-#   expert_bias         DeepSeek-V3's router (write_plan.sh PTDP_TEST_ARCH=dsv3: sigmoid scores and the
+#   expert_bias         DeepSeek-V3's kind (write_plan.sh PTDP_TEST_ARCH=deepseek: its latent attention,
+#                       prediction depth and router, sigmoid scores and the
 #                       expert bias the step moves) at t1 d4 ep 2: the manifest holds every mixture
 #                       layer's bias, moved off zero; a resume bit for bit (a bias lost would route
 #                       otherwise); its step-3 checkpoint loaded by t2 p2 d2 ep 2 and back within
@@ -312,9 +313,11 @@ case "$case" in
     there_and_back D F "t2 p2 d2 ep2 from the t1 d4 ep2 distributed optimizer's checkpoint" \
       "t1 d4 ep2 distributed optimizer from the t2 p2 d2 ep2 one" ;;
   expert_bias)
-    # DeepSeek-V3's kind with its prediction depth (runtime/model/mtp.h): a mixture layer too, with
-    # a bias of its own (layer 4), and parameters on the head's stage that resharding moves.
-    export PTDP_TEST_ARCH=dsv3 PTDP_TEST_EP=2 PTDP_TEST_MTP=1
+    # DeepSeek-V3's kind whole (write_plan.sh deepseek): its multi-latent attention (the up
+    # projections split by heads over t, the down projections whole), and its prediction depth
+    # (runtime/model/mtp.h): a mixture layer too, with a bias of its own (layer 4), and parameters
+    # on the head's stage that resharding moves.
+    export PTDP_TEST_ARCH=deepseek PTDP_TEST_EP=2
     plan S 1 1 4 1 1f1b
     train S --log sref.jsonl || { cat S.out; fail "reference"; }
     train S --stop-at 4 --save rk --log srun.jsonl || { cat S.out; fail "first half"; }
