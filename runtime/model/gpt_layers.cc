@@ -169,6 +169,9 @@ Status AttentionBlockForward(const LayerCtx& c, const LayerWeights& w, int layer
     PTDP_RETURN_IF_ERROR(AttentionCoreForward(c, layer, st, st->qkv.cref(), st->attn_out.ref()));
   }
   if (c.redo_attention_core) DropAttentionCore(st);
+  if (c.redo_mla_up_proj) {
+    for (Tensor* t : {&st->mla_q, &st->mla_k, &st->mla_v}) t->Reset();
+  }
   // Row-parallel projection: partial sums, the g all-reduce, then bias, dropout and residual.
   PTDP_ASSIGN_OR_RETURN(Tensor proj, Tmp(c, N * h, a));
   PTDP_RETURN_IF_ERROR(
@@ -314,6 +317,9 @@ Status AttentionBlockBackward(const LayerCtx& c, const LayerWeights& w, const La
   ConstRef qkv_in = st->qkv.cref(), out = st->attn_out.cref();
   Tensor mla_in, mla_out;
   if (d.Mla()) {
+    if (c.redo_mla_up_proj) {  // tagged activations: the ledger's working set
+      PTDP_RETURN_IF_ERROR(MlaUpProjForward(c, w, MemTag::kActivations, st));
+    }
     PTDP_ASSIGN_OR_RETURN(mla_in, MlaAttentionInput(c, *st));
     PTDP_ASSIGN_OR_RETURN(dattn, MlaOutputPad(c, dattn.cref()));
     if (c.redo_attention_core) {

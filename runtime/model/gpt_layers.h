@@ -242,6 +242,10 @@ struct LayerCtx {
   // output and the GeLU's) is dropped after the forward and rebuilt from the stashed ln2 input
   // right before the MLP's backward, then dropped again before the attention side's backward.
   bool redo_mlp = false;
+  // recompute_modules mla_up_proj: multi-latent attention's q, k and v (the up projections'
+  // outputs) are dropped after the attention's forward and rebuilt from the stashed latents right
+  // before its backward (runtime/model/mla.h MlaUpProjForward).
+  bool redo_mla_up_proj = false;
   // Set: the backward calls run as the input half of a split backward. The Linears' weight
   // gradients are appended here instead of computed, and each stash keeps what they read
   // (LayerBackward keeps the four Linear inputs, HeadBackward the output layer's input); the

@@ -113,6 +113,19 @@ RopeSpec MlaRope(const LayerCtx& c) {
 }
 
 Status MlaQkvForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st) {
+  const LayerDims& d = c.d;
+  const ConstRef ln1_out = st->ln1_out.cref();
+  if (d.mla_q_lora > 0) {
+    PTDP_RETURN_IF_ERROR(LatentForward(c, tag, ln1_out, w.q_down_w, w.q_norm_w, d.mla_q_lora,
+                                       &st->mla_q_in, &st->mla_q_rstd, &st->mla_q_up_in));
+  }
+  PTDP_RETURN_IF_ERROR(LatentForward(c, tag, ln1_out, Rows(w.kv_down_w, 0, d.mla_kv_lora, d.h),
+                                     w.kv_norm_w, d.mla_kv_lora, &st->mla_kv_in, &st->mla_kv_rstd,
+                                     &st->mla_kv_up_in));
+  return MlaUpProjForward(c, w, tag, st);
+}
+
+Status MlaUpProjForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st) {
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const Blocks k(d);
@@ -123,21 +136,14 @@ Status MlaQkvForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, Layer
   const ConstRef ln1_out = st->ln1_out.cref();
   // The queries, through their latent or straight from the gathered rows.
   PTDP_ASSIGN_OR_RETURN(st->mla_q, Alloc(c, N * hl * dqk, a, tag));
-  if (ql > 0) {
-    PTDP_RETURN_IF_ERROR(LatentForward(c, tag, ln1_out, w.q_down_w, w.q_norm_w, ql, &st->mla_q_in,
-                                       &st->mla_q_rstd, &st->mla_q_up_in));
-    PTDP_ASSIGN_OR_RETURN(const FullRows lat, GatherRows(c, st->mla_q_up_in.cref()));
+  {
+    PTDP_ASSIGN_OR_RETURN(const FullRows x,
+                          GatherRows(c, ql > 0 ? st->mla_q_up_in.cref() : ln1_out));
     PTDP_RETURN_IF_ERROR(
-        ops->LinearForward(st->mla_q.ref(), {}, lat.ref, w.q_up_w, {}, N, ql, hl * dqk));
-  } else {
-    PTDP_ASSIGN_OR_RETURN(const FullRows x, GatherRows(c, ln1_out));
-    PTDP_RETURN_IF_ERROR(
-        ops->LinearForward(st->mla_q.ref(), {}, x.ref, w.q_up_w, {}, N, h, hl * dqk));
+        ops->LinearForward(st->mla_q.ref(), {}, x.ref, w.q_up_w, {}, N, ql > 0 ? ql : h, hl * dqk));
   }
-  // The key/value latent (kv_down's first kv_lora rows) and the shared rotated key (its last
-  // `rope` rows), both from the rank's own rows.
-  PTDP_RETURN_IF_ERROR(LatentForward(c, tag, ln1_out, Rows(w.kv_down_w, 0, kvl, h), w.kv_norm_w,
-                                     kvl, &st->mla_kv_in, &st->mla_kv_rstd, &st->mla_kv_up_in));
+  // The shared rotated key: kv_down's last `rope` rows, from the rank's own rows (a GEMM of
+  // `rope` outputs, done again when the up projections are rebuilt rather than kept).
   PTDP_ASSIGN_OR_RETURN(Tensor pe, Tmp(c, R * rope, a));
   PTDP_RETURN_IF_ERROR(
       ops->LinearForward(pe.ref(), {}, ln1_out, Rows(w.kv_down_w, kvl, rope, h), {}, R, h, rope));

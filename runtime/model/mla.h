@@ -32,6 +32,10 @@ namespace ptdp::runtime {
 // From the stash's ln1_out (attn.q_down.input): the latents, their norms and the up projections
 // into the stash's mla_* tensors (tagged `tag`).
 Status MlaQkvForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st);
+// Its second half: from the stash's latents and ln1_out, the up projections' q, k and v (the
+// rotated key's kv_down rows again); recompute_modules mla_up_proj rebuilds them with it before
+// the attention's backward (LayerCtx::redo_mla_up_proj).
+Status MlaUpProjForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st);
 
 // The attention's packed input [N][QkvWidth] (a transient) from the stash's q, k and v, rotated.
 Result<Tensor> MlaAttentionInput(const LayerCtx& c, const LayerStash& st);

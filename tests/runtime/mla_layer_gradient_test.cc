@@ -2,7 +2,8 @@
 // in double precision through the CPU backend's fp64 Ops: the query latent (or none), the
 // key/value latent and the rotated key shared by every head, the latents' RMSNorms (or none),
 // heads whose query and key (4 + 2 rotated features) are wider than their value (4), with and
-// without dropout, fused and unfused attention, and selective recomputation's rebuilt core.
+// without dropout, fused and unfused attention, and selective recomputation's rebuilt core and up
+// projections (recompute_modules mla_up_proj).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@ struct MlaCase {
   double dropout = 0;
   bool fused = false;
   bool redo_core = false;  // selective recomputation of the attention core
+  bool redo_up = false;    // and of the up projections (recompute_modules mla_up_proj)
 };
 
 // h 16, 4 heads: dh 4 unrotated + 2 rotated features of query and key, values of 4; the
@@ -53,6 +55,7 @@ LayerCtx MlaCtx(Device* dev, const MlaCase& k) {
   c.drop.seq0 = 3;
   c.fused_attention = k.fused;
   c.redo_attention_core = k.redo_core;
+  c.redo_mla_up_proj = k.redo_up;
   return c;
 }
 
@@ -142,9 +145,10 @@ void MlaLayerCase(const MlaCase& k) {
   // The stash as core/shapes.h AppendMlaActivations lists it: no fused QKV, the latents (with
   // their norms' inputs and 1/rms), q and k 6 wide per head, v and the output 4.
   EXPECT_TRUE(st.qkv.empty());
-  EXPECT_EQ(st.mla_q.count(), N * 4 * 6);
-  EXPECT_EQ(st.mla_k.count(), N * 4 * 6);
-  EXPECT_EQ(st.mla_v.count(), N * 4 * 4);
+  // (mla_up_proj: q, k and v dropped until the backward rebuilds them.)
+  EXPECT_EQ(st.mla_q.count(), k.redo_up ? 0 : N * 4 * 6);
+  EXPECT_EQ(st.mla_k.count(), k.redo_up ? 0 : N * 4 * 6);
+  EXPECT_EQ(st.mla_v.count(), k.redo_up ? 0 : N * 4 * 4);
   EXPECT_EQ(st.attn_out.count(), N * 4 * 4);
   EXPECT_EQ(st.mla_q_up_in.count(), k.q_latent ? N * 6 : 0);
   EXPECT_EQ(st.mla_q_in.count(), k.q_latent && k.norms ? N * 6 : 0);
@@ -177,6 +181,10 @@ TEST(MlaLayerGradient, DropoutFusedAttentionMatchesFiniteDifferences) {
 }
 TEST(MlaLayerGradient, DropoutRebuiltCoreMatchesFiniteDifferences) {
   MlaLayerCase({true, true, 0.2, false, true});
+}
+TEST(MlaLayerGradient, RebuiltUpProjectionsMatchFiniteDifferences) {
+  MlaLayerCase({true, true, 0.2, true, true, true});
+  MlaLayerCase({false, false, 0.0, false, false, true});
 }
 
 }  // namespace
