@@ -1,20 +1,21 @@
 // Fused causal attention, FlashAttention-2 style: the s x s score matrix never reaches memory.
 //
-// Forward: a block owns kFwdRows query rows of one (batch, head); it walks the key/value tiles up
-// to the diagonal, keeping per row a running max m, running sum l and an unnormalised output o
-// (online softmax: on a new tile, m' = max(m, tile max), l and o are rescaled by exp(m - m')).
-// It writes out = o / l and lse = m + log(l).
-// Backward: with delta_i = dout_i . out_i precomputed, a block owns kBwdKeys keys of one (batch,
-// head) and walks the query tiles from the diagonal down; P is recomputed from lse, dK and dV
-// accumulate in registers, and dQ = dS K is added with atomics into an fp32 workspace.
+// Forward: a block owns kFwdRows (FwdRowsOf) query rows of one (batch, head); it walks the
+// key/value tiles up to the diagonal, keeping per row a running max m, running sum l and an
+// unnormalised output o (online softmax: on a new tile, m' = max(m, tile max), l and o are
+// rescaled by exp(m - m')). It writes out = o / l and lse = m + log(l).
 //
-// Thread layout: G = max(1, D / 32) consecutive threads share one row (query row forward, key
-// row backward), thread `part` of the group holding elements e * G + part (e < D / G) so that the
-// group reads consecutive shared-memory banks; dot products finish with xor-shuffles in the group.
-// All arithmetic is fp32 (CUDA cores; a tensor-core version is future work).
-// A sliding window W > 0 (model.window_size) masks keys j < i - W as well; the forward starts at
-// the first tile a block's rows can see and the backward stops at the last query tile that sees
-// a block's keys.
+// Backward: with delta_i = dout_i . out_i precomputed, a block owns kBwdKeys (BwdKeysOf) keys of
+// one (batch, head) and walks the query tiles from the diagonal down; P is recomputed from lse,
+// dK and dV accumulate in registers, and dQ = dS K is added with atomics into an fp32 workspace.
+//
+// Thread layout: G = max(1, D / 32) (8 for 192) consecutive threads share one row (query row
+// forward, key row backward), thread `part` of the group holding elements e * G + part (e < D / G)
+// so that the group reads consecutive shared-memory banks; dot products finish with xor-shuffles in
+// the group. All arithmetic is fp32 (CUDA cores; a tensor-core version is future work). A sliding
+// window W > 0 (model.window_size) masks keys j < i - W as well; the forward starts at the first
+// tile a block's rows can see and the backward stops at the last query tile that sees a block's
+// keys.
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/common.cuh"
@@ -26,14 +27,14 @@ namespace {
 using namespace attention;  // NOLINT: this file's own helpers (attention_common.cuh)
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
+__global__ void __launch_bounds__(FwdRowsOf<D>() * HeadLayout<D>::G)
     AttnFwdOnlineSoftmax(T* out, float* lse, const T* qkv, int64_t s, int64_t h, DropoutParams dp,
                          int64_t window) {
-  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
+  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E, kRows = FwdRowsOf<D>();
   __shared__ float ks[kFwdKeys][D];
   __shared__ float vs[kFwdKeys][D];
   const int64_t bh = blockIdx.y, bi = bh / h, hh = bh % h;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kFwdRows;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int part = threadIdx.x % G;
   const int64_t i = q0 + threadIdx.x / G;
   const bool row_active = i < s;
@@ -47,7 +48,7 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
     o[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  const int64_t last_row = min(q0 + kFwdRows, s);  // exclusive
+  const int64_t last_row = min(q0 + kRows, s);  // exclusive
   const int64_t tiles = (last_row + kFwdKeys - 1) / kFwdKeys;
   const int64_t first_tile = window > 0 ? max(q0 - window, int64_t(0)) / kFwdKeys : 0;
   for (int64_t kt = first_tile; kt < tiles; ++kt) {
@@ -97,21 +98,21 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
+__global__ void __launch_bounds__(BwdKeysOf<D>() * HeadLayout<D>::G)
     AttnBwdKeyBlock(T* dqkv, float* dq_acc, const T* dout, const T* qkv, const float* lse,
                     const float* delta, int64_t s, int64_t h, DropoutParams dp, int64_t window) {
-  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
+  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E, kKeys = BwdKeysOf<D>();
   extern __shared__ float smem[];
   float(*qs)[D] = reinterpret_cast<float(*)[D]>(smem);                     // [kBwdRows][D]
   float(*dos)[D] = reinterpret_cast<float(*)[D]>(smem + kBwdRows * D);     // [kBwdRows][D]
-  float(*ks)[D] = reinterpret_cast<float(*)[D]>(smem + 2 * kBwdRows * D);  // [kBwdKeys][D]
-  float(*dss)[kBwdKeys] =
-      reinterpret_cast<float(*)[kBwdKeys]>(smem + 2 * kBwdRows * D + kBwdKeys * D);  // [rows][keys]
-  float* lse_s = smem + 2 * kBwdRows * D + kBwdKeys * D + kBwdRows * kBwdKeys;
+  float(*ks)[D] = reinterpret_cast<float(*)[D]>(smem + 2 * kBwdRows * D);  // [kKeys][D]
+  float(*dss)[kKeys] =
+      reinterpret_cast<float(*)[kKeys]>(smem + 2 * kBwdRows * D + kKeys * D);  // [rows][keys]
+  float* lse_s = smem + 2 * kBwdRows * D + kKeys * D + kBwdRows * kKeys;
   float* delta_s = lse_s + kBwdRows;
 
   const int64_t bh = blockIdx.y, bi = bh / h, hh = bh % h;
-  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kBwdKeys;
+  const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kKeys;
   const int part = threadIdx.x % G;
   const int key_local = threadIdx.x / G;
   const int64_t j = k0 + key_local;
@@ -126,15 +127,15 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
     dk[e] = 0.0f;
     dv[e] = 0.0f;
   }
-  for (int idx = threadIdx.x; idx < kBwdKeys * D; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < kKeys * D; idx += blockDim.x) {
     const int jj = idx / D, e = idx % D;
     ks[jj][e] = k0 + jj < s ? ToFloat(qkv[QkvOffset(bi, k0 + jj, hh, 1, s, h, D) + e]) : 0.0f;
   }
 
   const int64_t all_tiles = (s + kBwdRows - 1) / kBwdRows;
-  // With a window the block's last key is seen by queries up to k0 + kBwdKeys - 1 + window.
+  // With a window the block's last key is seen by queries up to k0 + kKeys - 1 + window.
   const int64_t tiles =
-      window > 0 ? min(all_tiles, (k0 + kBwdKeys + window + kBwdRows - 1) / kBwdRows) : all_tiles;
+      window > 0 ? min(all_tiles, (k0 + kKeys + window + kBwdRows - 1) / kBwdRows) : all_tiles;
   for (int64_t qt = k0 / kBwdRows; qt < tiles; ++qt) {
     const int64_t i0 = qt * kBwdRows;
     __syncthreads();  // previous tile's qs/dos/dss are no longer read (and ks is written)
@@ -179,7 +180,7 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
       if (i >= s) continue;
       float acc = 0.0f;
 #pragma unroll 8
-      for (int jj = 0; jj < kBwdKeys; ++jj) acc += dss[r][jj] * ks[jj][e];
+      for (int jj = 0; jj < kKeys; ++jj) acc += dss[r][jj] * ks[jj][e];
       atomicAdd(dq_acc + ((bi * s + i) * h + hh) * D + e, acc);
     }
   }
@@ -194,10 +195,10 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
 template <typename T, int D>
 void LaunchForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h,
                    const DropoutParams& dp, int64_t window, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((s + kFwdRows - 1) / kFwdRows),
+  const dim3 grid(static_cast<unsigned>((s + FwdRowsOf<D>() - 1) / FwdRowsOf<D>()),
                   static_cast<unsigned>(b * h));
   AttnFwdOnlineSoftmax<T, D>
-      <<<grid, kFwdRows * HeadLayout<D>::G, 0, stream>>>(out, lse, qkv, s, h, dp, window);
+      <<<grid, FwdRowsOf<D>() * HeadLayout<D>::G, 0, stream>>>(out, lse, qkv, s, h, dp, window);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -208,9 +209,9 @@ void LaunchBackwardKeys(T* dqkv, float* dq_acc, const T* dout, const T* qkv, con
   constexpr int kSmemBytes = BwdSharedFloats<D>() * static_cast<int>(sizeof(float));
   PTDP_CUDA_CHECK(cudaFuncSetAttribute(AttnBwdKeyBlock<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  const dim3 grid(static_cast<unsigned>((s + kBwdKeys - 1) / kBwdKeys),
+  const dim3 grid(static_cast<unsigned>((s + BwdKeysOf<D>() - 1) / BwdKeysOf<D>()),
                   static_cast<unsigned>(b * h));
-  AttnBwdKeyBlock<T, D><<<grid, kBwdKeys * HeadLayout<D>::G, kSmemBytes, stream>>>(
+  AttnBwdKeyBlock<T, D><<<grid, BwdKeysOf<D>() * HeadLayout<D>::G, kSmemBytes, stream>>>(
       dqkv, dq_acc, dout, qkv, lse, delta, s, h, dp, window);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
@@ -218,7 +219,7 @@ void LaunchBackwardKeys(T* dqkv, float* dq_acc, const T* dout, const T* qkv, con
 }  // namespace
 
 bool AttentionSupportsHeadDim(int64_t d) {
-  return d == 16 || d == 32 || d == 64 || d == 128;
+  return d == 16 || d == 32 || d == 64 || d == 128 || d == 192;
 }
 
 int64_t AttentionBackwardWorkspaceFloats(int64_t b, int64_t s, int64_t h, int64_t d) {
@@ -229,7 +230,7 @@ template <typename T>
 void AttentionForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, int64_t h, int64_t d,
                       AttentionDropout dropout, cudaStream_t stream, int64_t window) {
   PTDP_CHECK_MSG(AttentionSupportsHeadDim(d),
-                 "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128");
+                 "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128, 192");
   if (b * s * h == 0) return;
   const DropoutParams dp = MakeDropout(dropout, h);
   switch (d) {
@@ -239,6 +240,8 @@ void AttentionForward(T* out, float* lse, const T* qkv, int64_t b, int64_t s, in
       return LaunchForward<T, 32>(out, lse, qkv, b, s, h, dp, window, stream);
     case 64:
       return LaunchForward<T, 64>(out, lse, qkv, b, s, h, dp, window, stream);
+    case 192:
+      return LaunchForward<T, 192>(out, lse, qkv, b, s, h, dp, window, stream);
     default:
       return LaunchForward<T, 128>(out, lse, qkv, b, s, h, dp, window, stream);
   }
@@ -249,7 +252,7 @@ void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, c
                        const float* lse, int64_t b, int64_t s, int64_t h, int64_t d,
                        AttentionDropout dropout, cudaStream_t stream, int64_t window) {
   PTDP_CHECK_MSG(AttentionSupportsHeadDim(d),
-                 "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128");
+                 "attention head dim " + std::to_string(d) + " is not one of 16, 32, 64, 128, 192");
   if (b * s * h == 0) return;
   const DropoutParams dp = MakeDropout(dropout, h);
   float* dq_acc = workspace;
@@ -268,6 +271,9 @@ void AttentionBackward(T* dqkv, float* workspace, const T* dout, const T* qkv, c
       break;
     case 64:
       LaunchBackwardKeys<T, 64>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, window, stream);
+      break;
+    case 192:
+      LaunchBackwardKeys<T, 192>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, window, stream);
       break;
     default:
       LaunchBackwardKeys<T, 128>(dqkv, dq_acc, dout, qkv, lse, delta, b, s, h, dp, window, stream);

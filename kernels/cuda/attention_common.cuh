@@ -14,17 +14,33 @@ constexpr int kFwdKeys = 32;  // keys per forward tile
 constexpr int kBwdKeys = 64;  // keys per backward block
 constexpr int kBwdRows = 32;  // query rows per backward tile
 
+// A row's G threads sum with xor-shuffles (GroupSum), so G is a power of two dividing the warp:
+// D / 32 for the powers of two, 8 for multi-latent attention's 192 (DeepSeek-V3's 128 + 64
+// query/key features: 24 elements a thread, in blocks of half the rows: FwdRowsOf, BwdKeysOf).
+template <int D>
+struct HeadLayout {
+  static constexpr int G = D == 192 ? 8 : D >= 32 ? D / 32 : 1;  // threads per row
+  static constexpr int E = D / G;                                // elements per thread
+  static_assert((G & (G - 1)) == 0 && 32 % G == 0 && E * G == D, "a head width of its own");
+};
+
+// Query rows per forward block and keys per backward block: kFwdRows and kBwdKeys, but 32 for a
+// head of 8 threads a row (192), so that a block stays at 256 threads and each may hold 255
+// registers (kernels/cuda/attention.cu; the context-parallel kernels never see 192).
+template <int D>
+constexpr int FwdRowsOf() {
+  return HeadLayout<D>::G > 4 ? 32 : kFwdRows;
+}
+template <int D>
+constexpr int BwdKeysOf() {
+  return HeadLayout<D>::G > 4 ? 32 : kBwdKeys;
+}
+
 // Dynamic shared memory of the backward block, in floats.
 template <int D>
 constexpr int BwdSharedFloats() {
-  return 2 * kBwdRows * D + kBwdKeys * D + kBwdRows * kBwdKeys + 2 * kBwdRows;
+  return 2 * kBwdRows * D + BwdKeysOf<D>() * D + kBwdRows * BwdKeysOf<D>() + 2 * kBwdRows;
 }
-
-template <int D>
-struct HeadLayout {
-  static constexpr int G = D >= 32 ? D / 32 : 1;  // threads per row
-  static constexpr int E = D / G;                 // elements per thread
-};
 
 // Offset of (batch bi, position i, head hh, part 0=q 1=k 2=v) in qkv [b*s][h][3][D].
 __device__ __forceinline__ int64_t QkvOffset(int64_t bi, int64_t i, int64_t hh, int part, int64_t s,

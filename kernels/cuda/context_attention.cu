@@ -253,8 +253,11 @@ void LaunchCtxBackwardKeys(T* dkv_src, float* dq_acc, const T* dout, const T* qk
 }
 
 void CheckContextDims(const ContextDims& c) {
-  PTDP_CHECK_MSG(AttentionSupportsHeadDim(c.d),
-                 "attention head dim " + std::to_string(c.d) + " is not one of 16, 32, 64, 128");
+  // Not 192 (AttentionSupportsHeadDim's multi-latent width): context parallelism with it is
+  // refused.
+  PTDP_CHECK_MSG(
+      c.d == 16 || c.d == 32 || c.d == 64 || c.d == 128,
+      "context attention head dim " + std::to_string(c.d) + " is not one of 16, 32, 64, 128");
   PTDP_CHECK_MSG(c.cp >= 1 && c.rank >= 0 && c.rank < c.cp && c.s % (2 * c.cp) == 0,
                  "context attention: s = " + std::to_string(c.s) +
                      " is not split by cp = " + std::to_string(c.cp));

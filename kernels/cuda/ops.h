@@ -121,7 +121,7 @@ void BiasDropoutResidualBackward(T* dx, float* dbias, const T* dout, int64_t n, 
 // ---- Fused causal attention (FlashAttention-2 style online softmax) -------------------------
 // qkv [b*s][h][3][d] -> out [b*s][h*d], scale 1/sqrt(d), never materialising the s x s matrix.
 // lse[b][h][s] (fp32) saves each row's log-sum-exp of the scaled scores for the backward.
-// Head dims supported: 16, 32, 64, 128 (AttentionSupportsHeadDim).
+// Head dims supported: 16, 32, 64, 128, and 192 (multi-latent attention; AttentionSupportsHeadDim).
 // Dropout on the probabilities draws reference FillAttentionDropoutMask's numbers: element
 // (bi, hh, i, j) has global index (((batch_begin + bi) * h_total + head_begin + hh) * s + i) * s +
 // j.

@@ -95,13 +95,14 @@ void CheckAttention(int64_t b, int64_t s, int64_t h, int64_t d, float p, int64_t
 TYPED_TEST(CudaAttention, EveryHeadDim) {
   // s = 100 (70 emulated) leaves partial query and key tiles (64-row forward blocks, 64-key
   // backward blocks).
-  for (int64_t d : {16, 32, 64, 128}) {
+  // 192: multi-latent attention's query/key heads (128 + 64), 4 threads a row of 48 each.
+  for (int64_t d : {16, 32, 64, 128, 192}) {
     CheckAttention<TypeParam>(SizeFor(2, 1), SizeFor(100, 70), SizeFor(3, 2), d, 0.0f);
   }
 }
 
 TYPED_TEST(CudaAttention, WithDropout) {
-  for (int64_t d : {32, 128}) CheckAttention<TypeParam>(SizeFor(2, 1), 70, 2, d, 0.2f);
+  for (int64_t d : {32, 128, 192}) CheckAttention<TypeParam>(SizeFor(2, 1), 70, 2, d, 0.2f);
 }
 
 TYPED_TEST(CudaAttention, ShortAndLongSequences) {
@@ -121,6 +122,7 @@ TYPED_TEST(CudaAttention, SlidingWindow) {
 TEST(CudaAttentionApi, HeadDims) {
   EXPECT_TRUE(AttentionSupportsHeadDim(64));
   EXPECT_TRUE(AttentionSupportsHeadDim(128));
+  EXPECT_TRUE(AttentionSupportsHeadDim(192));
   EXPECT_FALSE(AttentionSupportsHeadDim(96));
   EXPECT_EQ(AttentionBackwardWorkspaceFloats(2, 10, 3, 64), 2 * 10 * 3 * 64 + 2 * 3 * 10);
 }
