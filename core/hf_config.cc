@@ -279,7 +279,10 @@ void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
   // Megatron-Core renormalises sigmoid scores always; a sigmoid router without norm_topk_prob is
   // left to the model's Validate, which refuses the combination by name.
   m->moe_router_pre_softmax = !norm_topk_prob;
-  for (const char* k : {"aux_loss_alpha", "ep_size", "seq_aux", "quantization_config"}) {
+  // rope_interleave: how the rotated features' weights pair (no shape or FLOP; the runtime's
+  // folder reader checks it, runtime/checkpoint/hf_deepseek.h).
+  for (const char* k : {"aux_loss_alpha", "ep_size", "seq_aux", "quantization_config",
+                        "rope_interleave", "output_router_logits"}) {
     r.Allow(k);
   }
 }

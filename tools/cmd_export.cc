@@ -1,6 +1,6 @@
 // `ptdp export --checkpoint DIR --to
 // hf-gpt2|hf-llama|hf-qwen2|hf-qwen3|hf-mistral|hf-nemotron|hf-qwen3-moe|hf-mixtral|hf-qwen2-moe|
-// hf-glm4-moe
+// hf-glm4-moe|hf-deepseek-v3
 // [--dtype bf16]
 // [--max-shard-size 5GB] OUT`: a checkpoint (any layout) as a Hugging Face folder (config.json and
 // the weights, one file or shards with their index) that transformers loads.
@@ -212,8 +212,8 @@ void RegisterExport(CLI::App& app, int* exit_code) {
                   "hf-qwen2 (Qwen2ForCausalLM), hf-qwen3 (Qwen3ForCausalLM), hf-mistral "
                   "(MistralForCausalLM: Llama's with a sliding window), hf-nemotron "
                   "(NemotronForCausalLM), hf-qwen3-moe (Qwen3MoeForCausalLM), hf-mixtral "
-                  "(MixtralForCausalLM), hf-qwen2-moe (Qwen2MoeForCausalLM) or hf-glm4-moe "
-                  "(Glm4MoeForCausalLM: GLM-4.5's)")
+                  "(MixtralForCausalLM), hf-qwen2-moe (Qwen2MoeForCausalLM), hf-glm4-moe "
+                  "(Glm4MoeForCausalLM: GLM-4.5's) or hf-deepseek-v3 (DeepseekV3ForCausalLM)")
       ->required()
       ->check(CLI::IsMember(ExportFormats()));
   cmd->add_option("--dtype", dtype,

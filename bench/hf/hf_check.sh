@@ -61,6 +61,12 @@
 #                   sequence parallelism, exported with `--to hf-glm4-moe` (the bias as
 #                   e_score_correction_bias): Glm4MoeForCausalLM's logits and loss against ptdp's;
 #                   then read back (--init-from, lr 0 and bias rate 0) and exported byte for byte
+#  22. deepseek-v3  a DeepSeek-V3-style model (DeepseekV3ForCausalLM: multi-latent attention with
+#                   a query latent of 24 and a key/value latent of 20, heads of 24 + 8 query/key
+#                   and 16 value features; check 21's router and mixture; one prediction depth)
+#                   trained 20 steps at t2 p2 with sequence parallelism, exported with
+#                   `--to hf-deepseek-v3` (rope_interleave false): DeepseekV3ForCausalLM's logits
+#                   and loss against ptdp's; then read back and exported byte for byte
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -344,6 +350,23 @@ p["model"]["moe_router_bias_rate"] = 0
 json.dump(p, open(sys.argv[1], "w"))
 PY
 round_trip glm hf-glm4-moe glm4-moe
+echo "== 22. deepseek-v3: a DeepSeek-V3-style model (multi-latent attention) trained at t2 p2, exported, loaded by DeepseekV3ForCausalLM"
+arch=", \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true, \"linear_bias\": false,
+           \"qk_norm\": true, \"head_dim\": 24, \"mla_q_lora\": 24, \"mla_kv_lora\": 20,
+           \"mla_rope_dim\": 8, \"mla_v_dim\": 16, \"moe_experts\": 4, \"moe_topk\": 2,
+           \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 48,
+           \"moe_router_groups\": 2, \"moe_router_group_topk\": 1, \"moe_router_sigmoid\": true,
+           \"moe_router_topk_scale\": 2.5, \"moe_router_expert_bias\": true,
+           \"moe_router_bias_rate\": 0.01, \"mtp_layers\": 1"
+layout=', "sequence_parallel": true'
+export_check deepseek hf-deepseek-v3 64 176
+"$py" - deepseek.json <<'PY' || die "plan deepseek with bias rate 0"
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["model"]["moe_router_bias_rate"] = 0
+json.dump(p, open(sys.argv[1], "w"))
+PY
+round_trip deepseek hf-deepseek-v3 deepseek-v3
 layout=
 
 echo "== summary ($work/summary.txt)"

@@ -4,6 +4,7 @@
 
 #include "core/hf_config.h"
 #include "kernels/reference/qkv_layout.h"
+#include "runtime/checkpoint/hf_deepseek.h"
 
 namespace ptdp::runtime {
 namespace {
@@ -34,6 +35,7 @@ int ExpertBiasLayer(const std::string& name) {
 }
 
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m) {
+  if (m.IsMla()) return HfLlamaArch::kDeepseekV3;
   if (m.squared_relu || m.layernorm_1p) return HfLlamaArch::kNemotron;
   if (m.IsMoe() && m.moe_router_sigmoid) return HfLlamaArch::kGlm4Moe;
   if (m.IsMoe()) {
@@ -65,6 +67,8 @@ const char* HfLlamaFormatName(HfLlamaArch a) {
       return "hf-qwen2-moe";
     case HfLlamaArch::kGlm4Moe:
       return "hf-glm4-moe";
+    case HfLlamaArch::kDeepseekV3:
+      return "hf-deepseek-v3";
   }
   return "?";
 }
@@ -96,6 +100,8 @@ const char* HfLlamaArchName(HfLlamaArch a) {
       return "Qwen2MoeForCausalLM";
     case HfLlamaArch::kGlm4Moe:
       return "Glm4MoeForCausalLM";
+    case HfLlamaArch::kDeepseekV3:
+      return "DeepseekV3ForCausalLM";
   }
   return "?";
 }
@@ -123,7 +129,9 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
                                 : arch == HfLlamaArch::kQwen3Moe ? "it has no QK norms"
                                 : arch == HfLlamaArch::kQwen2Moe ? "it has no shared expert"
                                                                  : "it has a shared expert";
-    const std::string has = its == HfLlamaArch::kNemotron
+    const std::string has = its == HfLlamaArch::kDeepseekV3    ? "it has multi-latent attention"
+                            : arch == HfLlamaArch::kDeepseekV3 ? "it has no multi-latent attention"
+                            : its == HfLlamaArch::kNemotron
                                 ? "it has Nemotron's squared-ReLU MLP and LayerNorm1P"
                             : moe(its)  ? (moe(arch) ? mixture : "it has a mixture of experts")
                             : moe(arch) ? "it has no mixture of experts"
@@ -164,41 +172,10 @@ Status CheckNemotronReadable(const ModelSpec& m, const std::string& what) {
 
 }  // namespace
 
-namespace {
-
-// GLM-4.5 as transformers' Glm4MoeForCausalLM computes it: Llama's layers with partial RoPE (any
-// rotary_percent), optional QK norms and q, k, v biases; leading dense layers, then experts beside
-// one shared expert of a whole number of experts' width; DeepSeek-V3's router with its expert
-// bias, groups scored by their 2 best experts (HF's fixed rule; Megatron-Core's k / group_topk).
-Status CheckGlm4MoeReadable(const ModelSpec& m, const std::string& what) {
-  auto bad = [&](const std::string& why) {
-    return Status::Invalid(
-        what + " is not a model of Hugging Face's GLM-4.5 (Glm4MoeForCausalLM): " + why);
-  };
-  if (!m.rmsnorm || !m.swiglu || !m.rotary) return bad("it needs rmsnorm, swiglu and rotary");
-  if (m.linear_bias) return bad("it has biases on every Linear (linear_bias)");
-  if (m.IsMla()) return bad("it has latent attention");
-  if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
-  if (!m.moe_router_expert_bias) return bad("its router has no expert bias");
-  if (m.moe_shared_gate || !m.HasSharedExpert() ||
-      m.moe_shared_ffn_hidden % m.MoeFfnHidden() != 0) {
-    return bad("its shared expert is not n_shared_experts ungated experts' width");
-  }
-  if (!m.moe_layer_pattern.empty()) return bad("its dense layers are not the leading ones");
-  if (m.moe_router_groups > 0 && std::max(1, m.moe_topk / m.moe_router_group_topk) != 2) {
-    return bad("its groups are scored by their k / group_topk best experts, HF's by their 2 best");
-  }
-  if (m.rope_scaling_factor > 0 && m.rotary_percent != 1) {
-    return bad("it scales the frequencies of a partial rotation (rope_scaling_factor)");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
-
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
   if (HfLlamaArchOf(m) == HfLlamaArch::kNemotron) return CheckNemotronReadable(m, what);
   if (HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe) return CheckGlm4MoeReadable(m, what);
+  if (HfLlamaArchOf(m) == HfLlamaArch::kDeepseekV3) return CheckDeepseekV3Readable(m, what);
   auto bad = [&](const std::string& why) {
     return Status::Invalid(what +
                            " is not a model of Hugging Face's Llama family (Llama, Mistral, Qwen2, "
@@ -255,8 +232,10 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   const bool qwen2_moe = arch == HfLlamaArch::kQwen2Moe;
   const bool moe = arch == HfLlamaArch::kQwen3Moe || qwen2_moe;
   const bool mixtral = arch == HfLlamaArch::kMixtral;
-  const bool glm = arch == HfLlamaArch::kGlm4Moe;
-  j["model_type"] = glm                             ? "glm4_moe"
+  const bool deepseek = arch == HfLlamaArch::kDeepseekV3;
+  const bool glm = arch == HfLlamaArch::kGlm4Moe || deepseek;  // GLM-4.5's router is DeepSeek-V3's
+  j["model_type"] = deepseek                        ? "deepseek_v3"
+                    : glm                           ? "glm4_moe"
                     : nemotron                      ? "nemotron"
                     : qwen2_moe                     ? "qwen2_moe"
                     : moe                           ? "qwen3_moe"
@@ -302,14 +281,18 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
     j["n_group"] = m.moe_router_groups > 0 ? m.moe_router_groups : 1;
     j["topk_group"] = m.moe_router_groups > 0 ? m.moe_router_group_topk : 1;
     j["norm_topk_prob"] = true;
-    j["use_qk_norm"] = m.qk_norm;
-    j["partial_rotary_factor"] = m.rotary_percent;
+    if (deepseek) {
+      AppendDeepseekV3Config(m, &j);
+    } else {
+      j["use_qk_norm"] = m.qk_norm;
+      j["partial_rotary_factor"] = m.rotary_percent;
+    }
     j["num_nextn_predict_layers"] = m.mtp_layers;  // model.layers.{L + d}: HfLlamaTensors
     j["output_router_logits"] = false;
   }
   j["num_attention_heads"] = m.heads;
   j["num_key_value_heads"] = m.KvHeads();
-  j["head_dim"] = m.HeadDim();
+  if (!deepseek) j["head_dim"] = m.HeadDim();  // DeepseekV3Config's is its rotated width
   j["max_position_embeddings"] = m.seq_len;
   j["vocab_size"] = m.vocab;
   j[nemotron ? "norm_eps" : "rms_norm_eps"] = m.norm_eps;
@@ -352,20 +335,17 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
 
 namespace {
 
-// Global layer l's tensors, named p... in ptdp and q_... in the folder (a prediction depth's layer
-// is layers + d, of the last layer's kind: ModelSpec::IsMoeLayer).
-void AppendHfLayer(const ModelSpec& m, int l, const std::string& p, const std::string& q_,
-                   std::vector<HfTensorSpec>* out_) {
-  const int64_t h = m.hidden, f = m.FfnHidden();
+// A layer's q, k, v (Qwen2's biases, Qwen3's QK norms) and o_proj, named p... in ptdp and q_... in
+// the folder.
+void AppendHfAttention(const ModelSpec& m, const std::string& p, const std::string& q_,
+                       std::vector<HfTensorSpec>* out_) {
+  const int64_t h = m.hidden;
   const int64_t q = int64_t(m.heads) * m.HeadDim(), kv = int64_t(m.KvHeads()) * m.HeadDim();
-  const bool nemotron = HfLlamaArchOf(m) == HfLlamaArch::kNemotron;
   using L = HfLayout;
   auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
     return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
   };
   std::vector<HfTensorSpec>& out = *out_;
-  out.push_back(spec(p + "ln1.weight", q_ + "input_layernorm.weight", {h}, L::kSame));
-  if (nemotron) out.push_back(spec(p + "ln1.bias", q_ + "input_layernorm.bias", {h}, L::kSame));
   out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.q_proj.weight", {q, h}, L::kQProj));
   out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.k_proj.weight", {kv, h}, L::kKProj));
   out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.v_proj.weight", {kv, h}, L::kVProj));
@@ -381,11 +361,33 @@ void AppendHfLayer(const ModelSpec& m, int l, const std::string& p, const std::s
         spec(p + "attn.k_norm.weight", q_ + "self_attn.k_norm.weight", {m.HeadDim()}, L::kSame));
   }
   out.push_back(spec(p + "attn.proj.weight", q_ + "self_attn.o_proj.weight", {h, q}, L::kSame));
+}
+
+// Global layer l's tensors, named p... in ptdp and q_... in the folder (a prediction depth's layer
+// is layers + d, of the last layer's kind: ModelSpec::IsMoeLayer).
+void AppendHfLayer(const ModelSpec& m, int l, const std::string& p, const std::string& q_,
+                   std::vector<HfTensorSpec>* out_) {
+  const int64_t h = m.hidden, f = m.FfnHidden();
+  const bool nemotron = HfLlamaArchOf(m) == HfLlamaArch::kNemotron;
+  using L = HfLayout;
+  auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
+    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
+  };
+  std::vector<HfTensorSpec>& out = *out_;
+  out.push_back(spec(p + "ln1.weight", q_ + "input_layernorm.weight", {h}, L::kSame));
+  if (nemotron) out.push_back(spec(p + "ln1.bias", q_ + "input_layernorm.bias", {h}, L::kSame));
+  if (m.IsMla()) {
+    AppendHfMlaAttention(m, p, q_, &out);  // hf_deepseek.h, o_proj included
+  } else {
+    AppendHfAttention(m, p, q_, &out);
+  }
   out.push_back(spec(p + "ln2.weight", q_ + "post_attention_layernorm.weight", {h}, L::kSame));
   if (m.IsMoeLayer(l)) {  // Qwen3-MoE's or Qwen2-MoE's router and experts, or Mixtral's
     const int64_t fe = m.MoeFfnHidden();
     const bool mx = HfLlamaArchOf(m) == HfLlamaArch::kMixtral;
-    const bool glm = HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe;
+    // GLM-4.5's router and shared experts are DeepSeek-V3's.
+    const bool glm =
+        HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe || HfLlamaArchOf(m) == HfLlamaArch::kDeepseekV3;
     const std::string block = q_ + (mx ? "block_sparse_moe." : "mlp.");
     out.push_back(
         spec(p + "moe.router.weight", block + "gate.weight", {m.moe_experts, h}, L::kSame));
@@ -512,6 +514,7 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   }
   // rms_norm_eps becomes norm_eps (transformers' default 1e-6 when absent).
   PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
+  if (type == "deepseek_v3") PTDP_RETURN_IF_ERROR(CheckDeepseekV3RopeLayout(j, source));
   // RoPE: unscaled, or Llama 3.1's scaling (core/hf_config.cc read its numbers).
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const auto rs = j.find(key);

@@ -62,7 +62,8 @@ enum class HfLlamaArch {
   kQwen3Moe,
   kMixtral,
   kQwen2Moe,
-  kGlm4Moe
+  kGlm4Moe,
+  kDeepseekV3  // multi-latent attention (hf_deepseek.h)
 };
 HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
 // "LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM",
@@ -70,17 +71,18 @@ HfLlamaArch HfLlamaArchOf(const ModelSpec& m);
 // model.moe_experts with QK norms; its leading dense layers are mlp_only_layers),
 // "MixtralForCausalLM" (Llama's attention with a mixture on every layer: no QK norms),
 // "Qwen2MoeForCausalLM", "Glm4MoeForCausalLM" (GLM-4.5's: DeepSeek-V3's router, sigmoid scores
-// with the expert bias, on a mixture with a shared expert; partial RoPE, q, k, v biases).
+// with the expert bias, on a mixture with a shared expert; partial RoPE, q, k, v biases),
+// "DeepseekV3ForCausalLM" (multi-latent attention with GLM-4.5's router: hf_deepseek.h).
 const char* HfLlamaArchName(HfLlamaArch a);
 // The `ptdp export --to` that writes it: "hf-llama", "hf-qwen2", "hf-qwen3", "hf-mistral",
-// "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe", "hf-glm4-moe".
+// "hf-nemotron", "hf-qwen3-moe", "hf-mixtral", "hf-qwen2-moe", "hf-glm4-moe", "hf-deepseek-v3".
 const char* HfLlamaFormatName(HfLlamaArch a);
 // Every architecture, and the one `ptdp export --to FORMAT` writes (HfLlamaFormatName's inverse;
 // none for another format).
 inline constexpr HfLlamaArch kHfLlamaArchs[] = {
-    HfLlamaArch::kLlama,   HfLlamaArch::kQwen2,    HfLlamaArch::kQwen3,
-    HfLlamaArch::kMistral, HfLlamaArch::kNemotron, HfLlamaArch::kQwen3Moe,
-    HfLlamaArch::kMixtral, HfLlamaArch::kQwen2Moe, HfLlamaArch::kGlm4Moe};
+    HfLlamaArch::kLlama,    HfLlamaArch::kQwen2,     HfLlamaArch::kQwen3,   HfLlamaArch::kMistral,
+    HfLlamaArch::kNemotron, HfLlamaArch::kQwen3Moe,  HfLlamaArch::kMixtral, HfLlamaArch::kQwen2Moe,
+    HfLlamaArch::kGlm4Moe,  HfLlamaArch::kDeepseekV3};
 std::optional<HfLlamaArch> HfLlamaArchOfFormat(const std::string& format);
 
 // Ok when `arch`'s transformers class computes what ptdp's layers compute for `m`: RMSNorm, SwiGLU
@@ -96,7 +98,8 @@ Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
 inline bool IsHfLlamaFamily(const std::string& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
          model_type == "qwen3" || model_type == "nemotron" || model_type == "qwen3_moe" ||
-         model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "glm4_moe";
+         model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "glm4_moe" ||
+         model_type == "deepseek_v3";
 }
 
 // The runtime name of mixture layer `layer`'s expert bias in the HF tensor list (HfLayout::
