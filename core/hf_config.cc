@@ -239,7 +239,7 @@ void ReadExperts(JsonObjectReader& r, const Family& family, ModelSpec* m) {
 // n_shared_experts of that size as one shared expert, num_nextn_predict_layers multi-token
 // prediction depths, n_group and topk_group group-limited routing. The router's scoring, bias
 // and scaling change no shape or FLOP we count.
-void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
+void ReadDeepSeek(JsonObjectReader& r, bool v3, ModelSpec* m) {
   r.Required("n_routed_experts", &m->moe_experts);
   r.Required("num_experts_per_tok", &m->moe_topk);
   r.Required("moe_intermediate_size", &m->moe_ffn_hidden);
@@ -256,6 +256,14 @@ void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
   r.Required("qk_nope_head_dim", &m->head_dim);
   r.Required("qk_rope_head_dim", &m->mla_rope_dim);
   r.Required("v_head_dim", &m->mla_v_dim);
+  // transformers' DeepseekV3Config writes their sum too.
+  if (const Json* qk = r.Child("qk_head_dim", false); qk && !qk->is_null()) {
+    int64_t sum = 0;
+    r.Optional("qk_head_dim", &sum);
+    if (sum != m->head_dim + m->mla_rope_dim) {
+      r.Fail("qk_head_dim", std::to_string(sum) + " is not qk_nope_head_dim + qk_rope_head_dim");
+    }
+  }
   m->qk_norm = true;  // q_a_layernorm (with a query latent) and kv_a_layernorm
   // Group-limited routing (DeepSeek-V2: devices, V3: nodes); 1 group is none.
   int groups = 0, group_topk = 0;
@@ -264,8 +272,9 @@ void ReadDeepSeek(JsonObjectReader& r, ModelSpec* m) {
   if (groups > 1) m->moe_router_groups = groups, m->moe_router_group_topk = group_topk;
   // The router's numerics (no shape or FLOP): V3's sigmoid scores renormalised over the top k and
   // its bias (topk_method noaux_tc); V2's softmax over all E, the top k's values as they are
-  // (norm_topk_prob false); each scaled by routed_scaling_factor.
-  std::string scoring = "softmax", method;
+  // (norm_topk_prob false); each scaled by routed_scaling_factor. transformers' DeepseekV3Config
+  // has neither key (its router is V3's always): V3's by default.
+  std::string scoring = v3 ? "sigmoid" : "softmax", method = v3 ? "noaux_tc" : "";
   bool norm_topk_prob = false;
   r.Optional("scoring_func", &scoring);
   r.Optional("topk_method", &method);
@@ -384,7 +393,7 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
     r.Optional("head_dim", &m->head_dim);
   }
   if (IsDeepSeek(family.model_type)) {
-    ReadDeepSeek(r, m);
+    ReadDeepSeek(r, std::string(family.model_type) == "deepseek_v3", m);
   } else if (IsExpertFamily(family.model_type)) {
     ReadExperts(r, family, m);
   }

@@ -22,7 +22,8 @@ import sys
 
 import numpy as np
 import torch
-from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
+from transformers import (AutoModelForCausalLM, DeepseekV3Config, DeepseekV3ForCausalLM,
+                          GPT2Config, GPT2LMHeadModel, LlamaConfig,
                           LlamaForCausalLM, MistralConfig, MistralForCausalLM, NemotronConfig,
                           NemotronForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config,
                           Qwen3ForCausalLM)
@@ -58,6 +59,17 @@ def random_llama(a):
     elif a.qwen2:  # biases on q, k and v, rms_norm_eps 1e-6
         kw["rms_norm_eps"] = 1e-6
         cfg, cls = Qwen2Config(use_sliding_window=False, **kw), Qwen2ForCausalLM
+    elif a.deepseek:  # DeepSeek-V3's latent attention (rotated rows interleaved) and router
+        kw.pop("num_key_value_heads")
+        kw["rms_norm_eps"] = 1e-6  # the latents' norms' (DeepseekV3RMSNorm's default) too
+        cfg = DeepseekV3Config(
+            q_lora_rank=24, kv_lora_rank=20, qk_nope_head_dim=24, qk_rope_head_dim=8,
+            v_head_dim=16, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+            n_shared_experts=1, first_k_dense_replace=1, n_group=2, topk_group=1,
+            routed_scaling_factor=2.5, norm_topk_prob=True, rope_interleave=True,
+            num_nextn_predict_layers=0,  # transformers makes no depth
+            num_key_value_heads=a.heads, attention_bias=False, **kw)
+        cls = DeepseekV3ForCausalLM
     elif a.qwen3:  # QK norms, heads of --head-dim, rms_norm_eps 1e-6
         kw["rms_norm_eps"] = 1e-6
         cfg = Qwen3Config(use_sliding_window=False, head_dim=a.head_dim, attention_bias=False, **kw)
@@ -79,7 +91,7 @@ def random_llama(a):
 
 
 def random_model(a):
-    if a.llama or a.mistral or a.qwen2 or a.qwen3 or a.nemotron:
+    if a.llama or a.mistral or a.qwen2 or a.qwen3 or a.nemotron or a.deepseek:
         return random_llama(a)
     cfg = GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_positions=a.positions,
                      vocab_size=a.vocab, n_inner=a.inner, activation_function="gelu_new",
@@ -150,6 +162,7 @@ def main():
     r.add_argument("--qwen2", action="store_true")  # a Qwen2ForCausalLM (q, k, v biases)
     r.add_argument("--qwen3", action="store_true")  # a Qwen3ForCausalLM (QK norms)
     r.add_argument("--nemotron", action="store_true")  # a NemotronForCausalLM
+    r.add_argument("--deepseek", action="store_true")  # a DeepseekV3ForCausalLM
     r.add_argument("--head-dim", type=int, default=None)  # Qwen3's, any width
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)

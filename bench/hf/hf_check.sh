@@ -67,6 +67,11 @@
 #                   trained 20 steps at t2 p2 with sequence parallelism, exported with
 #                   `--to hf-deepseek-v3` (rope_interleave false): DeepseekV3ForCausalLM's logits
 #                   and loss against ptdp's; then read back and exported byte for byte
+#  23. deepseek-v3-init  a random DeepseekV3ForCausalLM made by transformers (rope_interleave
+#                   true: DeepSeek's interleaved rotated rows; weights 0.1, so a wrong pairing of
+#                   them moves the logits by about 3) read by `ptdp forward --hf` and trained from
+#                   at t2 p2 with sequence parallelism: the logits, the forward's and the first
+#                   step's losses against transformers'
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -352,7 +357,8 @@ PY
 round_trip glm hf-glm4-moe glm4-moe
 echo "== 22. deepseek-v3: a DeepSeek-V3-style model (multi-latent attention) trained at t2 p2, exported, loaded by DeepseekV3ForCausalLM"
 arch=", \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true, \"linear_bias\": false,
-           \"qk_norm\": true, \"head_dim\": 24, \"mla_q_lora\": 24, \"mla_kv_lora\": 20,
+           \"qk_norm\": true, \"norm_eps\": 1e-6, \"head_dim\": 24, \"mla_q_lora\": 24,
+           \"mla_kv_lora\": 20,
            \"mla_rope_dim\": 8, \"mla_v_dim\": 16, \"moe_experts\": 4, \"moe_topk\": 2,
            \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 48,
            \"moe_router_groups\": 2, \"moe_router_group_topk\": 1, \"moe_router_sigmoid\": true,
@@ -367,6 +373,27 @@ p["model"]["moe_router_bias_rate"] = 0
 json.dump(p, open(sys.argv[1], "w"))
 PY
 round_trip deepseek hf-deepseek-v3 deepseek-v3
+echo "== 23. deepseek-v3-init: a random DeepseekV3ForCausalLM (interleaved rotated rows) read and trained by ptdp"
+"$py" "$here/hf_check.py" random random-deepseek --deepseek --layers 2 --hidden 64 --heads 4 \
+  --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 | tee -a summary.txt ||
+  die "making the random DeepSeek-V3 model"
+arch=", \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true, \"linear_bias\": false,
+           \"rotary_base\": 1000000, \"qk_norm\": true, \"norm_eps\": 1e-6, \"head_dim\": 24,
+           \"mla_q_lora\": 24, \"mla_kv_lora\": 20, \"mla_rope_dim\": 8, \"mla_v_dim\": 16,
+           \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1,
+           \"moe_shared_ffn_hidden\": 48, \"moe_router_groups\": 2, \"moe_router_group_topk\": 1,
+           \"moe_router_sigmoid\": true, \"moe_router_topk_scale\": 2.5,
+           \"moe_router_expert_bias\": true"
+plan tp-deepseek 2 2 2 64 4 32 257 0.0 112 false
+arch=
+train 4 tp-deepseek --steps 2 --init-from random-deepseek --log tp-deepseek.jsonl
+"$ptdp" forward --hf random-deepseek --data data.bin --step 1 --global-batch 8 --seq-len 32 \
+  --out ptdp-deepseek.bin --batch-out batch-deepseek.bin > fwd-deepseek.out 2>&1 ||
+  { cat fwd-deepseek.out; die "ptdp forward --hf (deepseek)"; }
+cat fwd-deepseek.out
+check "$py" "$here/hf_check.py" compare random-deepseek batch-deepseek.bin 32 ptdp-deepseek.bin \
+  --loss "train-t2p2-step1=$(first_loss tp-deepseek.jsonl)" \
+  --loss "ptdp-forward=$(forward_loss fwd-deepseek.out)"
 layout=
 
 echo "== summary ($work/summary.txt)"

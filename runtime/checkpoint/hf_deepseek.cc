@@ -43,6 +43,12 @@ Status CheckDeepseekV3Readable(const ModelSpec& m, const std::string& what) {
   if (m.linear_bias || m.qkv_bias) return bad("it has biases on its Linears");
   // transformers norms both latents always (q_a_layernorm, kv_a_layernorm).
   if (!m.qk_norm) return bad("its latents are not normed (qk_norm false)");
+  // DeepseekV3RMSNorm(q_lora_rank) and (kv_lora_rank) take the class's default epsilon, 1e-6 (as
+  // DeepSeek's own code does), not rms_norm_eps; ptdp norms every RMSNorm with norm_eps.
+  if (m.norm_eps != 1e-6) {
+    return bad("its norm_eps is " + std::to_string(m.norm_eps) +
+               ", and transformers norms the latents with 1e-6 whatever rms_norm_eps says");
+  }
   if (m.rotary_percent != 1) return bad("it turns part of the rotated features (rotary_percent)");
   if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
   // DeepseekV3MoE: the router of GLM-4.5's check (sigmoid, the bias, groups by their 2 best), on
@@ -72,7 +78,7 @@ void AppendDeepseekV3Config(const ModelSpec& m, OrderedJson* j) {
   c["qk_nope_head_dim"] = m.HeadDim();
   c["qk_rope_head_dim"] = m.mla_rope_dim;
   c["v_head_dim"] = m.mla_v_dim;
-  c["rope_interleave"] = false;  // ptdp's halves (rotate_half); DeepSeek's own folders interleave
+  c["rope_interleave"] = true;  // DeepSeek's rotated rows, interleaved (kRopeInterleaved)
   c["scoring_func"] = "sigmoid";
   c["topk_method"] = "noaux_tc";
 }
@@ -80,18 +86,23 @@ void AppendDeepseekV3Config(const ModelSpec& m, OrderedJson* j) {
 void AppendHfMlaAttention(const ModelSpec& m, const std::string& p, const std::string& q_,
                           std::vector<HfTensorSpec>* out) {
   const int64_t h = m.hidden, a = m.heads, ql = m.mla_q_lora, kvl = m.mla_kv_lora;
-  auto add = [&](const std::string& ptdp, const std::string& hf, std::vector<int64_t> shape) {
-    out->push_back(
-        HfTensorSpec{p + ptdp, q_ + "self_attn." + hf, std::move(shape), HfLayout::kSame, false});
+  // (units, rotated rows) of a query projection (a head each) and kv_a_proj (one):
+  // kRopeInterleaved.
+  auto add = [&](const std::string& ptdp, const std::string& hf, std::vector<int64_t> shape,
+                 int64_t units = 1, int64_t rope = 0) {
+    out->push_back(HfTensorSpec{p + ptdp, q_ + "self_attn." + hf, std::move(shape),
+                                rope > 0 ? HfLayout::kRopeInterleaved : HfLayout::kSame, false,
+                                units, rope});
   };
+  const int64_t rope = m.mla_rope_dim;
   if (ql > 0) {
     add("attn.q_down.weight", "q_a_proj.weight", {ql, h});
     add("attn.q_norm.weight", "q_a_layernorm.weight", {ql});
-    add("attn.q_up.weight", "q_b_proj.weight", {a * m.QkHeadDim(), ql});
+    add("attn.q_up.weight", "q_b_proj.weight", {a * m.QkHeadDim(), ql}, a, rope);
   } else {
-    add("attn.q.weight", "q_proj.weight", {a * m.QkHeadDim(), h});
+    add("attn.q.weight", "q_proj.weight", {a * m.QkHeadDim(), h}, a, rope);
   }
-  add("attn.kv_down.weight", "kv_a_proj_with_mqa.weight", {kvl + m.mla_rope_dim, h});
+  add("attn.kv_down.weight", "kv_a_proj_with_mqa.weight", {kvl + rope, h}, 1, rope);
   add("attn.kv_norm.weight", "kv_a_layernorm.weight", {kvl});
   add("attn.kv_up.weight", "kv_b_proj.weight", {a * (m.HeadDim() + m.VHeadDim()), kvl});
   add("attn.proj.weight", "o_proj.weight", {h, m.AttnWidth()});
@@ -99,12 +110,10 @@ void AppendHfMlaAttention(const ModelSpec& m, const std::string& p, const std::s
 
 Status CheckDeepseekV3RopeLayout(const Json& j, const std::string& source) {
   const auto it = j.find("rope_interleave");
-  if (it != j.end() && it->is_boolean() && !it->get<bool>()) return Status::Ok();
-  return Status::Invalid(
-      source +
-      ": rope_interleave: " + (it == j.end() ? "absent (transformers reads true)" : it->dump()) +
-      ": DeepSeek's interleaved rotary weights are not read by ptdp, whose rotation pairs halves "
-      "(a folder `ptdp export --to hf-deepseek-v3` wrote says false)");
+  if (it == j.end() || (it->is_boolean() && it->get<bool>())) return Status::Ok();
+  return Status::Invalid(source + ": rope_interleave: " + it->dump() +
+                         ": only DeepSeek's interleaved rotated rows are read (true, "
+                         "transformers' default)");
 }
 
 }  // namespace ptdp::runtime

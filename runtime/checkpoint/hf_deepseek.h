@@ -12,11 +12,11 @@
 //   model.layers.L.self_attn.kv_a_layernorm.weight [kv_lora]    layerL.attn.kv_norm.weight
 //   model.layers.L.self_attn.kv_b_proj.weight [a (dh + dv), kv_lora]  layerL.attn.kv_up.weight
 //   model.layers.L.self_attn.o_proj.weight [h, a dv]            layerL.attn.proj.weight
-// Every one in ptdp's order: a head's query rows [dh | rope], its kv_b_proj rows [dh | dv], the
-// rotated key's rows after the latent's. transformers rotates the `rope` features in halves
-// (rotate_half) when the config says rope_interleave false, as ptdp does: the export writes so.
-// DeepSeek's own folders pair the features interleaved (rope_interleave true, transformers'
-// default); reading them is refused by name.
+// Every one in ptdp's order (a head's query rows [dh | rope], its kv_b_proj rows [dh | dv], the
+// rotated key's rows after the latent's) but the rotated rows: DeepSeek's folders pair them
+// interleaved (rope_interleave true, transformers' default, DeepSeek's own checkpoints), ptdp in
+// halves (rotate_half), so q_b_proj's (q_proj's) and kv_a_proj_with_mqa's rotated rows are
+// permuted both ways (HfLayout::kRopeInterleaved). A folder with rope_interleave false is refused.
 #pragma once
 
 #include <string>
@@ -43,8 +43,8 @@ void AppendDeepseekV3Config(const ModelSpec& m, OrderedJson* j);
 void AppendHfMlaAttention(const ModelSpec& m, const std::string& p, const std::string& q_,
                           std::vector<HfTensorSpec>* out);
 
-// A config.json's rope_interleave (absent: transformers' default, true) for reading: refused
-// unless false.
+// A config.json's rope_interleave for reading: true or absent (transformers' default), else
+// refused.
 Status CheckDeepseekV3RopeLayout(const Json& j, const std::string& source);
 
 }  // namespace ptdp::runtime

@@ -1,5 +1,6 @@
 #include "runtime/checkpoint/hf_gpt2.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -309,6 +310,19 @@ bool DecodeFloats(const std::string& dtype, const char* bytes, int64_t n_bytes,
   return true;
 }
 
+namespace {
+
+// kRopeInterleaved: the HF row of ptdp row r (rows of `cols` elements in s.rope_units units,
+// each ending in s.rope_rows rotated rows: ptdp's pair e of halves x_e, y_e is HF's rows 2e, 2e+1).
+int64_t InterleavedRow(const HfTensorSpec& s, int64_t r) {
+  const int64_t unit = s.hf_shape[0] / s.rope_units, dr = s.rope_rows;
+  const int64_t u = r / unit, j = r % unit - (unit - dr);
+  if (j < 0) return r;
+  return u * unit + (unit - dr) + (j < dr / 2 ? 2 * j : 2 * (j - dr / 2) + 1);
+}
+
+}  // namespace
+
 std::vector<float> HfToRuntime(const HfTensorSpec& s, int64_t heads, const std::vector<float>& hf) {
   std::vector<float> rt(hf.size());
   switch (s.layout) {
@@ -316,6 +330,13 @@ std::vector<float> HfToRuntime(const HfTensorSpec& s, int64_t heads, const std::
     case HfLayout::kExpertBias:
       rt = hf;
       break;
+    case HfLayout::kRopeInterleaved: {
+      const int64_t cols = s.hf_shape[1];
+      for (int64_t r = 0; r < s.hf_shape[0]; ++r) {
+        std::copy_n(hf.begin() + InterleavedRow(s, r) * cols, cols, rt.begin() + r * cols);
+      }
+      break;
+    }
     case HfLayout::kTranspose: {  // hf [in][out] -> rt [out][in]
       const int64_t in = s.hf_shape[0], outd = s.hf_shape[1];
       for (int64_t i = 0; i < in; ++i) {
@@ -354,6 +375,13 @@ std::vector<float> RuntimeToHf(const HfTensorSpec& s, int64_t heads, const std::
     case HfLayout::kExpertBias:
       hf = rt;
       break;
+    case HfLayout::kRopeInterleaved: {
+      const int64_t cols = s.hf_shape[1];
+      for (int64_t r = 0; r < s.hf_shape[0]; ++r) {
+        std::copy_n(rt.begin() + r * cols, cols, hf.begin() + InterleavedRow(s, r) * cols);
+      }
+      break;
+    }
     case HfLayout::kTranspose: {
       const int64_t in = s.hf_shape[0], outd = s.hf_shape[1];
       for (int64_t i = 0; i < in; ++i) {

@@ -62,6 +62,10 @@ enum class HfLayout {
   // mixture layer (runtime/model/router_bias.h), a buffer the checkpoint's manifest holds, not a
   // parameter; its values as they are, kept in fp32 (transformers keeps it so).
   kExpertBias,
+  // DeepSeek's rotated rows (hf_deepseek.h): the tensor's rows in HfTensorSpec::rope_units equal
+  // units, each ending in rope_rows rotated rows that HF pairs interleaved (x0 y0 x1 y1 ...) and
+  // ptdp in halves (x0 x1 ... y0 y1 ...); the other rows as they are.
+  kRopeInterleaved,
 };
 
 struct HfTensorSpec {
@@ -70,6 +74,7 @@ struct HfTensorSpec {
   std::vector<int64_t> hf_shape;  // what the HF file holds
   HfLayout layout = HfLayout::kSame;
   bool gpt2_prefix = true;  // the file name carries "transformer." (GPT-2's, but lm_head.weight)
+  int64_t rope_units = 1, rope_rows = 0;  // kRopeInterleaved's units and rotated rows per unit
 };
 
 // Every HF tensor of the model, in GPT2LMHeadModel's order; wpe has `n_positions` rows.

@@ -343,7 +343,7 @@ void AppendHfAttention(const ModelSpec& m, const std::string& p, const std::stri
   const int64_t q = int64_t(m.heads) * m.HeadDim(), kv = int64_t(m.KvHeads()) * m.HeadDim();
   using L = HfLayout;
   auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
-    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
+    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false, 1, 0};
   };
   std::vector<HfTensorSpec>& out = *out_;
   out.push_back(spec(p + "attn.qkv.weight", q_ + "self_attn.q_proj.weight", {q, h}, L::kQProj));
@@ -371,7 +371,7 @@ void AppendHfLayer(const ModelSpec& m, int l, const std::string& p, const std::s
   const bool nemotron = HfLlamaArchOf(m) == HfLlamaArch::kNemotron;
   using L = HfLayout;
   auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
-    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
+    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false, 1, 0};
   };
   std::vector<HfTensorSpec>& out = *out_;
   out.push_back(spec(p + "ln1.weight", q_ + "input_layernorm.weight", {h}, L::kSame));
@@ -436,7 +436,7 @@ std::vector<HfTensorSpec> HfLlamaTensors(const ModelSpec& m) {
   const bool nemotron = HfLlamaArchOf(m) == HfLlamaArch::kNemotron;
   using L = HfLayout;
   auto spec = [](std::string ptdp, std::string hf, std::vector<int64_t> shape, L layout) {
-    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false};
+    return HfTensorSpec{std::move(ptdp), std::move(hf), std::move(shape), layout, false, 1, 0};
   };
   std::vector<HfTensorSpec> out = {
       spec("embedding.word", "model.embed_tokens.weight", {V, h}, L::kSame)};

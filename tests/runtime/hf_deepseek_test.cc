@@ -38,6 +38,7 @@ ModelSpec SmallDeepseekModel() {
   m.moe_router_sigmoid = m.moe_router_expert_bias = true;
   m.moe_router_topk_scale = 2.5;
   m.mtp_layers = 1;
+  m.norm_eps = 1e-6;  // transformers' latent norms' epsilon, whatever rms_norm_eps says
   return m;
 }
 
@@ -76,7 +77,7 @@ TEST(HfDeepseek, LatentAttentionTensorsAndConfigReadBack) {
 
   const OrderedJson config = HfLlamaConfigToJson(m);
   EXPECT_EQ(config["model_type"], "deepseek_v3");
-  EXPECT_EQ(config["rope_interleave"], false);  // ptdp's halves
+  EXPECT_EQ(config["rope_interleave"], true);  // DeepSeek's rows (kRopeInterleaved)
   EXPECT_EQ(config["qk_nope_head_dim"], 4);
   EXPECT_EQ(config["qk_rope_head_dim"], 2);
   EXPECT_EQ(config["v_head_dim"], 3);
@@ -116,20 +117,61 @@ TEST(HfDeepseek, QueriesWithoutLatentAreQProj) {
   EXPECT_TRUE(HfLlamaConfigToJson(m)["q_lora_rank"].is_null());
 }
 
+// The rotated rows: ptdp's halves x0 x1 | y0 y1 are HF's x0 y0 x1 y1, in each head of q_b_proj and
+// at the end of kv_a_proj_with_mqa; the other rows stay; reading undoes writing.
+TEST(HfDeepseek, RotatedRowsAreInterleavedBothWays) {
+  const ModelSpec m = SmallDeepseekModel();  // 6 heads of 4 + 2; rope 2 would pair trivially
+  ModelSpec w = m;
+  w.head_dim = 2;
+  w.mla_rope_dim = 4;  // heads of 2 + 4: rows x0 x1 y0 y1 after 2 unrotated ones
+  w.mla_v_dim = 2;
+  ASSERT_TRUE(w.Validate("w").ok()) << w.Validate("w").ToString();
+  for (const HfTensorSpec& s : HfLlamaTensors(w)) {
+    if (s.hf != "model.layers.0.self_attn.q_b_proj.weight" &&
+        s.hf != "model.layers.0.self_attn.kv_a_proj_with_mqa.weight") {
+      continue;
+    }
+    ASSERT_EQ(s.layout, HfLayout::kRopeInterleaved);
+    const int64_t rows = s.hf_shape[0], cols = s.hf_shape[1];
+    std::vector<float> rt(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) rt[size_t(r * cols + c)] = float(r);  // row r holds r
+    }
+    const std::vector<float> hf = RuntimeToHf(s, w.heads, rt);
+    std::vector<int64_t> order;
+    for (int64_t r = 0; r < rows; ++r) order.push_back(int64_t(hf[size_t(r * cols)]));
+    const int64_t unit = s.hf == "model.layers.0.self_attn.q_b_proj.weight" ? 6 : rows;
+    for (int64_t u = 0; u < rows / unit; ++u) {
+      const int64_t b = u * unit + unit - 4;  // the 4 rotated rows of unit u
+      EXPECT_EQ(std::vector<int64_t>(order.begin() + u * unit, order.begin() + b),
+                [&] {
+                  std::vector<int64_t> same;
+                  for (int64_t r = u * unit; r < b; ++r) same.push_back(r);
+                  return same;
+                }())
+          << s.hf << " unit " << u;
+      EXPECT_EQ(std::vector<int64_t>(order.begin() + b, order.begin() + b + 4),
+                (std::vector<int64_t>{b, b + 2, b + 1, b + 3}))
+          << s.hf << " unit " << u;
+    }
+    EXPECT_EQ(HfToRuntime(s, w.heads, hf), rt) << s.hf;
+  }
+}
+
 TEST(HfDeepseek, RefusesWhatDeepseekV3DoesNotCompute) {
   const ModelSpec m = SmallDeepseekModel();
-  // DeepSeek's own folders pair the rotated features interleaved: refused by name, absent too.
+  // A folder whose rotated rows are in halves (rope_interleave false): refused by name; absent
+  // reads as transformers' default, true.
   Json j = Json::parse(HfLlamaConfigToJson(m).dump());
-  j["rope_interleave"] = true;
+  j["rope_interleave"] = false;
   auto r = HfLlamaConfigFromJson(j, "config.json");
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("config.json: rope_interleave: true: DeepSeek's interleaved"),
+  EXPECT_NE(r.status().message().find("config.json: rope_interleave: false: only DeepSeek's "
+                                      "interleaved rotated rows are read"),
             std::string::npos)
       << r.status().message();
   j.erase("rope_interleave");
-  r = HfLlamaConfigFromJson(j, "config.json");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("rope_interleave: absent"), std::string::npos);
+  EXPECT_TRUE(HfLlamaConfigFromJson(j, "config.json").ok());
   // A latent-attention model without DeepSeek-V3's mixture, and one without latent norms.
   ModelSpec dense = m;
   dense.moe_experts = dense.moe_topk = 0;
@@ -140,6 +182,11 @@ TEST(HfDeepseek, RefusesWhatDeepseekV3DoesNotCompute) {
   ASSERT_TRUE(dense.Validate("m").ok()) << dense.Validate("m").ToString();
   auto st = CheckHfLlamaExportable(dense, HfLlamaArch::kDeepseekV3, "m");
   EXPECT_NE(st.message().find("no mixture of experts with sigmoid scores"), std::string::npos)
+      << st.message();
+  ModelSpec eps = m;
+  eps.norm_eps = 1e-5;
+  st = CheckHfLlamaExportable(eps, HfLlamaArch::kDeepseekV3, "m");
+  EXPECT_NE(st.message().find("transformers norms the latents with 1e-6"), std::string::npos)
       << st.message();
   ModelSpec unnormed = m;
   unnormed.qk_norm = false;
