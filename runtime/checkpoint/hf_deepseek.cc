@@ -6,6 +6,25 @@
 
 namespace ptdp::runtime {
 
+namespace {
+
+// What in m's mixture DeepSeek-V3's MoE block in transformers (DeepseekV3MoE, and GLM-4.5's copy
+// of it) does not compute, or "": its shared expert is n_shared_experts ungated experts, its dense
+// layers the leading ones, and a group is scored by its 2 best experts.
+std::string RouterMismatch(const ModelSpec& m) {
+  if (m.moe_shared_gate || !m.HasSharedExpert() ||
+      m.moe_shared_ffn_hidden % m.MoeFfnHidden() != 0) {
+    return "its shared expert is not n_shared_experts ungated experts' width";
+  }
+  if (!m.moe_layer_pattern.empty()) return "its dense layers are not the leading ones";
+  if (m.moe_router_groups > 0 && std::max(1, m.moe_topk / m.moe_router_group_topk) != 2) {
+    return "its groups are scored by their k / group_topk best experts, HF's by their 2 best";
+  }
+  return "";
+}
+
+}  // namespace
+
 // GLM-4.5 as transformers' Glm4MoeForCausalLM computes it: Llama's layers with partial RoPE (any
 // rotary_percent), optional QK norms and q, k, v biases; leading dense layers, then experts beside
 // one shared expert of a whole number of experts' width; DeepSeek-V3's router with its expert
@@ -20,14 +39,7 @@ Status CheckGlm4MoeReadable(const ModelSpec& m, const std::string& what) {
   if (m.IsMla()) return bad("it has latent attention");
   if (m.window_size > 0) return bad("it has sliding-window attention (window_size)");
   if (!m.moe_router_expert_bias) return bad("its router has no expert bias");
-  if (m.moe_shared_gate || !m.HasSharedExpert() ||
-      m.moe_shared_ffn_hidden % m.MoeFfnHidden() != 0) {
-    return bad("its shared expert is not n_shared_experts ungated experts' width");
-  }
-  if (!m.moe_layer_pattern.empty()) return bad("its dense layers are not the leading ones");
-  if (m.moe_router_groups > 0 && std::max(1, m.moe_topk / m.moe_router_group_topk) != 2) {
-    return bad("its groups are scored by their k / group_topk best experts, HF's by their 2 best");
-  }
+  if (const std::string why = RouterMismatch(m); !why.empty()) return bad(why);
   if (m.rope_scaling_factor > 0 && m.rotary_percent != 1) {
     return bad("it scales the frequencies of a partial rotation (rope_scaling_factor)");
   }
@@ -56,14 +68,7 @@ Status CheckDeepseekV3Readable(const ModelSpec& m, const std::string& what) {
   if (!m.IsMoe() || !m.moe_router_sigmoid || !m.moe_router_expert_bias) {
     return bad("it has no mixture of experts with sigmoid scores and the expert bias");
   }
-  if (m.moe_shared_gate || !m.HasSharedExpert() ||
-      m.moe_shared_ffn_hidden % m.MoeFfnHidden() != 0) {
-    return bad("its shared expert is not n_shared_experts ungated experts' width");
-  }
-  if (!m.moe_layer_pattern.empty()) return bad("its dense layers are not the leading ones");
-  if (m.moe_router_groups > 0 && std::max(1, m.moe_topk / m.moe_router_group_topk) != 2) {
-    return bad("its groups are scored by their k / group_topk best experts, HF's by their 2 best");
-  }
+  if (const std::string why = RouterMismatch(m); !why.empty()) return bad(why);
   return Status::Ok();
 }
 
