@@ -1,6 +1,9 @@
 #include "core/hf_config.h"
 
+#include <cmath>
 #include <set>
+
+#include "core/checked.h"
 
 namespace ptdp {
 
@@ -296,9 +299,52 @@ void ReadDeepSeek(JsonObjectReader& r, bool v3, ModelSpec* m) {
   }
 }
 
+// YaRN's numbers (rope_type "yarn") as transformers reads them: the factor (null: the positions'
+// ratio to the original length), the original length, beta_fast and beta_slow (absent, null or 0:
+// 32 and 1), and the concentration: mscale(f, mscale) / mscale(f, mscale_all_dim) when both are
+// set, else mscale(f, 1), which ptdp's fields (Megatron-Core's ratio always) hold as mscale 1 and
+// mscale_all_dim 0. What they cannot hold is refused by name.
+void ReadYarn(JsonObjectReader& r, const std::string& key, const Json& rs, ModelSpec* m) {
+  auto number = [&](const char* field, double fallback) {
+    const auto it = rs.find(field);
+    if (it == rs.end() || it->is_null()) return fallback;
+    if (!it->is_number()) {
+      r.Fail(key + "." + field, "expected a number");
+      return fallback;
+    }
+    return it->get<double>();
+  };
+  const double original = number("original_max_position_embeddings", 0);
+  if (!(original >= 1)) return r.Fail(key + ".original_max_position_embeddings", "yarn needs it");
+  m->rope_scaling_type = "yarn";
+  m->rope_original_max_positions = static_cast<int64_t>(original);
+  m->rope_scaling_factor = number("factor", double(m->seq_len) / original);
+  m->rope_yarn_beta_fast = number("beta_fast", 0);
+  m->rope_yarn_beta_slow = number("beta_slow", 0);
+  if (m->rope_yarn_beta_fast == 0) m->rope_yarn_beta_fast = 32;
+  if (m->rope_yarn_beta_slow == 0) m->rope_yarn_beta_slow = 1;
+  const double mscale = number("mscale", 0), all_dim = number("mscale_all_dim", 0);
+  if (all_dim != 0 && mscale == 0) {
+    return r.Fail(key + ".mscale",
+                  "absent beside mscale_all_dim: ptdp's concentration is "
+                  "Megatron-Core's ratio of the two");
+  }
+  m->rope_yarn_mscale = all_dim != 0 ? mscale : 1;
+  m->rope_yarn_mscale_all_dim = all_dim;
+  if (const auto t = rs.find("truncate"); t != rs.end() && *t != Json(true)) {
+    return r.Fail(key + ".truncate", t->dump() + ": only the ramp's rounded ends (true) are read");
+  }
+  const double given = number("attention_factor", 0), own = m->RopeAttentionFactor();
+  if (given != 0 && std::abs(given - own) > 1e-9 * own) {
+    r.Fail(key + ".attention_factor", FormatDouble(given) +
+                                          " is not the concentration of its mscales (" +
+                                          FormatDouble(own) + "), which ptdp computes");
+  }
+}
+
 // Llama 3.1's RoPE scaling (rope_type "llama3", in rope_scaling or transformers 5's
-// rope_parameters): its four numbers become the model's rope_scaling fields. Other scalings
-// change no shape or FLOP and are left to the runtime's reader, which refuses them.
+// rope_parameters): its four numbers become the model's rope_scaling fields; YaRN's are ReadYarn's.
+// Other scalings change no shape or FLOP and are left to the runtime's reader, which refuses them.
 void ReadRopeScaling(JsonObjectReader& r, ModelSpec* m) {
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const Json* rs = r.Child(key, false);
@@ -309,6 +355,7 @@ void ReadRopeScaling(JsonObjectReader& r, ModelSpec* m) {
       r.Fail(std::string(key) + ".rope_type", "expected a string");
       return;
     }
+    if (*type == "yarn") return ReadYarn(r, key, *rs, m);
     if (*type != "llama3") continue;
     auto number = [&](const char* field, double* out) {
       const auto it = rs->find(field);

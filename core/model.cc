@@ -8,6 +8,99 @@
 
 namespace ptdp {
 
+namespace {
+
+// The scaling's numbers once rope_scaling_factor is set: Llama 3.1's band or YaRN's ramp.
+Status ValidateRopeScaling(const ModelSpec& m, const std::string& at) {
+  std::string err;
+  auto add = [&](const Status& st) {
+    if (!st.ok()) err += (err.empty() ? "" : "; ") + st.message();
+  };
+  if (!(std::isfinite(m.rope_scaling_factor) && m.rope_scaling_factor >= 1 &&
+        m.rope_scaling_factor <= 1024)) {
+    add(CheckRange(at + "rope_scaling_factor", m.rope_scaling_factor, 1.0, 1024.0));
+  } else if (!m.rotary) {
+    add(Status::Invalid(at + "rope_scaling_factor: needs rotary"));
+  }
+  if (m.rope_scaling_type == "llama3") {
+    if (!(std::isfinite(m.rope_low_freq_factor) && std::isfinite(m.rope_high_freq_factor) &&
+          m.rope_low_freq_factor > 0 && m.rope_low_freq_factor < m.rope_high_freq_factor &&
+          m.rope_high_freq_factor <= 1e6)) {
+      add(Status::Invalid(at + "rope_high_freq_factor: must exceed rope_low_freq_factor (" +
+                          FormatDouble(m.rope_low_freq_factor) + "), which must exceed 0"));
+    }
+  } else if (m.rope_scaling_type == "yarn") {
+    if (!(std::isfinite(m.rope_yarn_beta_fast) && std::isfinite(m.rope_yarn_beta_slow) &&
+          m.rope_yarn_beta_slow > 0 && m.rope_yarn_beta_slow <= m.rope_yarn_beta_fast &&
+          m.rope_yarn_beta_fast <= 1e6)) {
+      // Equal betas are Kimi K2's (both 1).
+      add(Status::Invalid(at + "rope_yarn_beta_fast: must be at least rope_yarn_beta_slow (" +
+                          FormatDouble(m.rope_yarn_beta_slow) + "), which must exceed 0"));
+    }
+    for (const auto& [field, v] :
+         {std::pair{"rope_yarn_mscale", m.rope_yarn_mscale},
+          std::pair{"rope_yarn_mscale_all_dim", m.rope_yarn_mscale_all_dim}}) {
+      if (!(std::isfinite(v) && v >= 0 && v <= 100)) add(CheckRange(at + field, v, 0.0, 100.0));
+    }
+  } else {
+    add(Status::Invalid(at + "rope_scaling_type: \"" + m.rope_scaling_type +
+                        "\" is not \"llama3\" or \"yarn\""));
+  }
+  if (m.rope_original_max_positions < 1 || m.rope_original_max_positions > (int64_t(1) << 30)) {
+    add(CheckRange(at + "rope_original_max_positions", m.rope_original_max_positions, 1,
+                   int64_t(1) << 30));
+  }
+  return err.empty() ? Status::Ok() : Status::Invalid(err);
+}
+
+// YaRN's mscale(f, m): the attention's temperature for a context `factor` times longer.
+double YarnMscale(double factor, double mscale) {
+  return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+}  // namespace
+
+double ModelSpec::RopeAttentionFactor() const {
+  if (!RopeYarn()) return 1.0;
+  return YarnMscale(rope_scaling_factor, rope_yarn_mscale) /
+         YarnMscale(rope_scaling_factor, rope_yarn_mscale_all_dim);
+}
+
+double ModelSpec::MlaSoftmaxFactor() const {
+  if (!RopeYarn() || !IsMla()) return 1.0;
+  const double m = YarnMscale(rope_scaling_factor, rope_yarn_mscale_all_dim);
+  return m * m;
+}
+
+std::string ModelSpec::RopeScalingText() const {
+  if (!(rope_scaling_factor > 0)) return "none";
+  const std::string head = rope_scaling_type + " factor " + FormatDouble(rope_scaling_factor);
+  const std::string original = ", original " + std::to_string(rope_original_max_positions);
+  if (RopeYarn()) {
+    return head + original + ", betas " + FormatDouble(rope_yarn_beta_fast) + " and " +
+           FormatDouble(rope_yarn_beta_slow) + ", mscales " + FormatDouble(rope_yarn_mscale) +
+           " and " + FormatDouble(rope_yarn_mscale_all_dim);
+  }
+  return head + ", low " + FormatDouble(rope_low_freq_factor) + ", high " +
+         FormatDouble(rope_high_freq_factor) + original;
+}
+
+bool ModelSpec::SameRopeScaling(const ModelSpec& o) const {
+  if (rope_scaling_factor != o.rope_scaling_factor) return false;
+  if (!(rope_scaling_factor > 0)) return true;
+  if (rope_scaling_type != o.rope_scaling_type ||
+      rope_original_max_positions != o.rope_original_max_positions) {
+    return false;
+  }
+  if (!RopeYarn()) {
+    return rope_low_freq_factor == o.rope_low_freq_factor &&
+           rope_high_freq_factor == o.rope_high_freq_factor;
+  }
+  return rope_yarn_beta_fast == o.rope_yarn_beta_fast &&
+         rope_yarn_beta_slow == o.rope_yarn_beta_slow && rope_yarn_mscale == o.rope_yarn_mscale &&
+         rope_yarn_mscale_all_dim == o.rope_yarn_mscale_all_dim;
+}
+
 Status ModelSpec::Validate(const std::string& path) const {
   const std::string at = path.empty() ? "" : path + ".";
   std::string err;
@@ -38,21 +131,7 @@ Status ModelSpec::Validate(const std::string& path) const {
   if (!(std::isfinite(rotary_base) && rotary_base >= 1.0 && rotary_base <= 1e12)) {
     add(CheckRange(at + "rotary_base", rotary_base, 1.0, 1e12));
   }
-  if (rope_scaling_factor != 0) {
-    if (!(std::isfinite(rope_scaling_factor) && rope_scaling_factor >= 1 &&
-          rope_scaling_factor <= 1024)) {
-      add(CheckRange(at + "rope_scaling_factor", rope_scaling_factor, 1.0, 1024.0));
-    } else if (!rotary) {
-      add(Status::Invalid(at + "rope_scaling_factor: needs rotary"));
-    }
-    if (!(std::isfinite(rope_low_freq_factor) && std::isfinite(rope_high_freq_factor) &&
-          rope_low_freq_factor > 0 && rope_low_freq_factor < rope_high_freq_factor &&
-          rope_high_freq_factor <= 1e6)) {
-      add(Status::Invalid(at + "rope_high_freq_factor: must exceed rope_low_freq_factor (" +
-                          FormatDouble(rope_low_freq_factor) + "), which must exceed 0"));
-    }
-    range("rope_original_max_positions", rope_original_max_positions, 1, int64_t(1) << 30);
-  }
+  if (rope_scaling_factor != 0) add(ValidateRopeScaling(*this, at));
   if (!(std::isfinite(rotary_percent) && rotary_percent > 0 && rotary_percent <= 1)) {
     add(Status::Invalid(at + "rotary_percent: " + FormatDouble(rotary_percent) +
                         " is outside (0, 1]"));
@@ -344,6 +423,11 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("rope_low_freq_factor", &m.rope_low_freq_factor);
   r.Optional("rope_high_freq_factor", &m.rope_high_freq_factor);
   r.Optional("rope_original_max_positions", &m.rope_original_max_positions);
+  r.Optional("rope_scaling_type", &m.rope_scaling_type);
+  r.Optional("rope_yarn_beta_fast", &m.rope_yarn_beta_fast);
+  r.Optional("rope_yarn_beta_slow", &m.rope_yarn_beta_slow);
+  r.Optional("rope_yarn_mscale", &m.rope_yarn_mscale);
+  r.Optional("rope_yarn_mscale_all_dim", &m.rope_yarn_mscale_all_dim);
   r.Optional("norm_eps", &m.norm_eps);
   r.Optional("linear_bias", &m.linear_bias);
   r.Optional("qkv_bias", &m.qkv_bias);
@@ -402,6 +486,13 @@ OrderedJson ModelToJson(const ModelSpec& m) {
     j["rope_low_freq_factor"] = m.rope_low_freq_factor;
     j["rope_high_freq_factor"] = m.rope_high_freq_factor;
     j["rope_original_max_positions"] = m.rope_original_max_positions;
+    if (m.rope_scaling_type != "llama3") {  // files of Llama 3.1's scaling stay as they were
+      j["rope_scaling_type"] = m.rope_scaling_type;
+      j["rope_yarn_beta_fast"] = m.rope_yarn_beta_fast;
+      j["rope_yarn_beta_slow"] = m.rope_yarn_beta_slow;
+      j["rope_yarn_mscale"] = m.rope_yarn_mscale;
+      j["rope_yarn_mscale_all_dim"] = m.rope_yarn_mscale_all_dim;
+    }
   }
   if (m.norm_eps != 1e-5) j["norm_eps"] = m.norm_eps;  // files without it stay as they were
   j["linear_bias"] = m.linear_bias;

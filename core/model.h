@@ -79,6 +79,18 @@ struct ModelSpec {
   double rope_low_freq_factor = 1;
   double rope_high_freq_factor = 4;
   int64_t rope_original_max_positions = 8192;
+  // Which scaling the factor selects: "llama3" (above) or "yarn" (kernels/reference/rope.h; Hugging
+  // Face's rope_type "yarn"; Megatron-Core's --position-embedding-type yarn, and multi-latent
+  // attention's rope type): per-pair blending over the pairs between rope_yarn_beta_fast and
+  // rope_yarn_beta_slow turns in rope_original_max_positions; cos and sin scaled by
+  // RopeAttentionFactor(); under multi-latent attention the softmax scale by
+  // MlaSoftmaxFactor(). DeepSeek-V3's: factor 40, original 4096, betas 32 and 1, both mscales 1.
+  // No shape or FLOP.
+  std::string rope_scaling_type = "llama3";
+  double rope_yarn_beta_fast = 32;
+  double rope_yarn_beta_slow = 1;
+  double rope_yarn_mscale = 1;          // Megatron-Core's --mscale
+  double rope_yarn_mscale_all_dim = 0;  // Megatron-Core's --mscale-all-dim
   // RMSNorm's epsilon (Hugging Face's rms_norm_eps: Llama 3 and Mistral 1e-5, Qwen2 1e-6); a
   // LayerNorm model keeps 1e-5 (Validate). No shape or FLOP.
   double norm_eps = 1e-5;
@@ -172,6 +184,19 @@ struct ModelSpec {
   double WindowPairShare() const;
 
   bool IsMla() const { return mla_kv_lora > 0; }
+  bool RopeYarn() const { return rope_scaling_factor > 0 && rope_scaling_type == "yarn"; }
+  // YaRN's concentration, cos and sin's factor: mscale(f, rope_yarn_mscale) /
+  // mscale(f, rope_yarn_mscale_all_dim) with mscale(f, m) = 0.1 m ln f + 1 (1 for f <= 1), as
+  // Megatron-Core's YarnRotaryEmbedding computes it; 1 without YaRN.
+  double RopeAttentionFactor() const;
+  // The softmax scale's factor over 1/sqrt(dqk) under multi-latent attention with YaRN:
+  // mscale(f, rope_yarn_mscale_all_dim)^2 (Megatron-Core's MultiLatentAttention, transformers'
+  // DeepseekV3Attention); 1 otherwise.
+  double MlaSoftmaxFactor() const;
+  // RoPE's scaling in words ("none", "llama3 factor 8, low 1, high 4, original 8192", "yarn factor
+  // 40, original 4096, betas 32 and 1, mscales 1 and 1"), and whether o's is the same.
+  std::string RopeScalingText() const;
+  bool SameRopeScaling(const ModelSpec& o) const;
   bool IsMoe() const { return moe_experts > 0; }
   bool HasSharedExpert() const { return moe_shared_ffn_hidden > 0; }
   // Whether global layer `layer` runs experts (a dense model's never do). The layers after the
@@ -278,13 +303,15 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // "window_full_every" (these three written when set), "kv_heads", "swiglu", "squared_relu",
 // "rmsnorm", "rotary", "rotary_base", "rotary_percent", "rope_scaling_factor",
 // "rope_low_freq_factor", "rope_high_freq_factor", "rope_original_max_positions" (written when the
-// factor is set), "norm_eps", "linear_bias", "qkv_bias", "head_dim", "qk_norm", "moe_experts",
-// "moe_topk", "moe_ffn_hidden", "moe_shared_ffn_hidden", "moe_shared_gate",
-// "moe_router_pre_softmax" (written when true), "moe_router_sigmoid", "moe_router_topk_scale",
-// "moe_router_expert_bias", "moe_router_bias_rate" (written when set), "moe_dense_layers",
-// "moe_layer_pattern", "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora",
-// "mla_rope_dim", "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head,
-// n_positions, vocab_size, n_inner). `path` prefixes error key paths.
+// factor is set), "rope_scaling_type", "rope_yarn_beta_fast", "rope_yarn_beta_slow",
+// "rope_yarn_mscale", "rope_yarn_mscale_all_dim" (written under YaRN), "norm_eps", "linear_bias",
+// "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk", "moe_ffn_hidden",
+// "moe_shared_ffn_hidden", "moe_shared_gate", "moe_router_pre_softmax" (written when true),
+// "moe_router_sigmoid", "moe_router_topk_scale", "moe_router_expert_bias", "moe_router_bias_rate"
+// (written when set), "moe_dense_layers", "moe_layer_pattern", "moe_router_groups",
+// "moe_router_group_topk", "mla_kv_lora", "mla_q_lora", "mla_rope_dim", "mla_v_dim", "mtp_layers"};
+// or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size, n_inner). `path` prefixes
+// error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
 

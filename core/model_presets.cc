@@ -127,6 +127,12 @@ ModelSpec DeepSeekV3() {
   m.mla_rope_dim = 64;
   m.mla_v_dim = 128;
   m.rotary_base = 10000;
+  // config.json's rope_scaling: YaRN of factor 40 over the original 4096 positions, betas 32 and 1,
+  // mscale and mscale_all_dim 1 (the softmax scale times (0.1 ln 40 + 1)^2).
+  m.rope_scaling_type = "yarn";
+  m.rope_scaling_factor = 40;
+  m.rope_original_max_positions = 4096;
+  m.rope_yarn_mscale = m.rope_yarn_mscale_all_dim = 1;
   m.norm_eps = 1e-6;  // config.json's rms_norm_eps
   m.vocab_divisible_by = 1280;
   m.mtp_layers = 1;

@@ -316,12 +316,26 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
   if (m.layernorm_1p) o << " --apply-layernorm-1p";
   if (m.rmsnorm) o << " --normalization RMSNorm";
   if (m.norm_eps != 1e-5) o << " --norm-epsilon " << FormatDouble(m.norm_eps);  // else Megatron's
+  // YaRN: a GPT's position embedding type; multi-latent attention's rope type, whose original
+  // length and betas Megatron-Core fixes at 4096, 32 and 1 (MegatronModelNote).
+  const bool gpt_yarn = m.RopeYarn() && !m.IsMla();
   if (m.rotary) {
-    o << " --position-embedding-type rope --rotary-base " << int64_t(m.rotary_base);
+    o << " --position-embedding-type " << (gpt_yarn ? "yarn" : "rope") << " --rotary-base "
+      << int64_t(m.rotary_base);
     if (m.rotary_percent != 1) o << " --rotary-percent " << FormatDouble(m.rotary_percent);
   }
-  // Llama 3.1's: Megatron-Core fixes the rest at 1, 4, 8192 (MegatronRopeScalingExpressible).
-  if (m.rope_scaling_factor > 0) {
+  if (m.RopeYarn()) {
+    if (m.IsMla()) o << " --rope-type yarn";
+    o << " --rotary-scaling-factor " << FormatDouble(m.rope_scaling_factor);
+    if (gpt_yarn) {
+      o << " --yarn-original-max-position-embeddings " << m.rope_original_max_positions
+        << " --yarn-beta-fast " << FormatDouble(m.rope_yarn_beta_fast) << " --yarn-beta-slow "
+        << FormatDouble(m.rope_yarn_beta_slow);
+    }
+    o << " --mscale " << FormatDouble(m.rope_yarn_mscale) << " --mscale-all-dim "
+      << FormatDouble(m.rope_yarn_mscale_all_dim);
+  } else if (m.rope_scaling_factor > 0) {
+    // Llama 3.1's: Megatron-Core fixes the rest at 1, 4, 8192 (MegatronModelNote).
     o << " --use-rope-scaling --rope-scaling-factor " << FormatDouble(m.rope_scaling_factor);
   }
   if (!m.linear_bias) o << " --disable-bias-linear";
@@ -391,9 +405,24 @@ std::string MegatronLayout(const std::vector<int>& stage_layers, int mtp_layers)
 }
 
 std::string MegatronModelNote(const ModelSpec& m) {
-  if (!(m.rope_scaling_factor > 0) ||
-      (m.rope_low_freq_factor == 1 && m.rope_high_freq_factor == 4 &&
-       m.rope_original_max_positions == 8192)) {
+  if (!(m.rope_scaling_factor > 0)) return "";
+  if (m.RopeYarn()) {
+    if (!m.IsMla() || (m.rope_original_max_positions == 4096 && m.rope_yarn_beta_fast == 32 &&
+                       m.rope_yarn_beta_slow == 1)) {
+      return "";
+    }
+    return "Megatron-Core's multi-latent attention fixes YaRN's original length and betas at "
+           "4096, 32 and 1; this model's are " +
+           std::to_string(m.rope_original_max_positions) + ", " +
+           FormatDouble(m.rope_yarn_beta_fast) + " and " + FormatDouble(m.rope_yarn_beta_slow) +
+           ", which its flags cannot express";
+  }
+  if (m.IsMla()) {
+    return "Megatron-Core's multi-latent attention turns by YaRN or unscaled RoPE, not Llama "
+           "3.1's scaling (--use-rope-scaling is ignored there)";
+  }
+  if (m.rope_low_freq_factor == 1 && m.rope_high_freq_factor == 4 &&
+      m.rope_original_max_positions == 8192) {
     return "";
   }
   return "Megatron-Core's --use-rope-scaling fixes the low and high frequency factors and the "

@@ -49,6 +49,14 @@ def random_llama(a):
         kw["rope_scaling"] = {"rope_type": "llama3", "factor": float(factor),
                               "low_freq_factor": float(low), "high_freq_factor": float(high),
                               "original_max_position_embeddings": int(original)}
+    if a.yarn:  # YaRN: factor, original length, mscale and mscale_all_dim (0: the key absent)
+        factor, original, mscale, all_dim = a.yarn.split(",")
+        kw["rope_scaling"] = {"rope_type": "yarn", "factor": float(factor),
+                              "original_max_position_embeddings": int(original),
+                              "beta_fast": 32.0, "beta_slow": 1.0}
+        for key, v in (("mscale", float(mscale)), ("mscale_all_dim", float(all_dim))):
+            if v != 0:
+                kw["rope_scaling"][key] = v
     if a.nemotron:  # LayerNorm1P with biases, squared ReLU, RoPE on half of each head
         kw["norm_eps"] = kw.pop("rms_norm_eps")
         cfg = NemotronConfig(hidden_act="relu2", partial_rotary_factor=0.5, attention_bias=False,
@@ -167,6 +175,7 @@ def main():
     r.add_argument("--kv-heads", type=int, default=0)
     r.add_argument("--rope-theta", type=float, default=10000.0)
     r.add_argument("--rope-scaling", default="")  # FACTOR,LOW,HIGH,ORIGINAL: Llama 3.1's
+    r.add_argument("--yarn", default="")  # FACTOR,ORIGINAL,MSCALE,MSCALE_ALL_DIM: YaRN's
     r.add_argument("--max-shard-size", default="5GB")  # small: model.safetensors.index.json
     r.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("compare")

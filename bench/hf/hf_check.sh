@@ -71,7 +71,12 @@
 #                   true: DeepSeek's interleaved rotated rows; weights 0.1, so a wrong pairing of
 #                   them moves the logits by about 3) read by `ptdp forward --hf` and trained from
 #                   at t2 p2 with sequence parallelism: the logits, the forward's and the first
-#                   step's losses against transformers'
+#                   step's losses against transformers'. Both DeepSeek checks turn by YaRN (factor
+#                   4 over an original 16 positions): 22 with DeepSeek-V3's mscales (1 and 1), 23
+#                   with 0.9 and 1.1, so that cos and sin are scaled too; the softmax by
+#                   mscale(4, mscale_all_dim)^2 in both
+#  25. qwen3-yarn-init  check 9's with YaRN (factor 4, original 16, no mscale keys: cos and sin
+#                   scaled by 0.1 ln 4 + 1, the softmax not)
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
 # usage: bench/hf/hf_check.sh PTDP BUILD_DIR   (PTDP_HF_PIP_ARGS: extra pip arguments, e.g. an index)
 set -uo pipefail
@@ -363,7 +368,9 @@ arch=", \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true, \"linear_bias\": 
            \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 48,
            \"moe_router_groups\": 2, \"moe_router_group_topk\": 1, \"moe_router_sigmoid\": true,
            \"moe_router_topk_scale\": 2.5, \"moe_router_expert_bias\": true,
-           \"moe_router_bias_rate\": 0.01, \"mtp_layers\": 1"
+           \"moe_router_bias_rate\": 0.01, \"mtp_layers\": 1, \"rope_scaling_type\": \"yarn\",
+           \"rope_scaling_factor\": 4, \"rope_original_max_positions\": 16,
+           \"rope_yarn_mscale\": 1, \"rope_yarn_mscale_all_dim\": 1"
 layout=', "sequence_parallel": true'
 export_check deepseek hf-deepseek-v3 64 176
 "$py" - deepseek.json <<'PY' || die "plan deepseek with bias rate 0"
@@ -375,7 +382,8 @@ PY
 round_trip deepseek hf-deepseek-v3 deepseek-v3
 echo "== 23. deepseek-v3-init: a random DeepseekV3ForCausalLM (interleaved rotated rows) read and trained by ptdp"
 "$py" "$here/hf_check.py" random random-deepseek --deepseek --layers 2 --hidden 64 --heads 4 \
-  --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 | tee -a summary.txt ||
+  --positions 64 --vocab 257 --inner 112 --untied --rope-theta 1000000 --yarn 4,16,0.9,1.1 |
+  tee -a summary.txt ||
   die "making the random DeepSeek-V3 model"
 arch=", \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true, \"linear_bias\": false,
            \"rotary_base\": 1000000, \"qk_norm\": true, \"norm_eps\": 1e-6, \"head_dim\": 24,
@@ -383,7 +391,9 @@ arch=", \"rmsnorm\": true, \"rotary\": true, \"swiglu\": true, \"linear_bias\": 
            \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1,
            \"moe_shared_ffn_hidden\": 48, \"moe_router_groups\": 2, \"moe_router_group_topk\": 1,
            \"moe_router_sigmoid\": true, \"moe_router_topk_scale\": 2.5,
-           \"moe_router_expert_bias\": true"
+           \"moe_router_expert_bias\": true, \"rope_scaling_type\": \"yarn\",
+           \"rope_scaling_factor\": 4, \"rope_original_max_positions\": 16,
+           \"rope_yarn_mscale\": 0.9, \"rope_yarn_mscale_all_dim\": 1.1"
 plan tp-deepseek 2 2 2 64 4 32 257 0.0 112 false
 arch=
 train 4 tp-deepseek --steps 2 --init-from random-deepseek --log tp-deepseek.jsonl
@@ -395,6 +405,9 @@ check "$py" "$here/hf_check.py" compare random-deepseek batch-deepseek.bin 32 pt
   --loss "train-t2p2-step1=$(first_loss tp-deepseek.jsonl)" \
   --loss "ptdp-forward=$(forward_loss fwd-deepseek.out)"
 layout=
+echo "== 25. qwen3-yarn-init: a random Qwen3ForCausalLM with YaRN (factor 4, original 16) trained by ptdp"
+family_init qwen3 "$qwen3_keys"', "rope_scaling_type": "yarn", "rope_scaling_factor": 4,
+           "rope_original_max_positions": 16' "--head-dim 24 --yarn 4,16,0,0" qwen3-yarn
 
 echo "== summary ($work/summary.txt)"
 grep -E "^(PASS|FAIL)" summary.txt

@@ -127,16 +127,20 @@ __global__ void RotaryPairs(T* qkv, RotaryDims r, float sign) {
   const int64_t rotated = kernels::RotatedFeatures(r.d, r.rope), half = rotated / 2;
   const int64_t heads = r.h + row.KvHeads(), S = chunks.Local();
   const int64_t total = r.b * S * heads * half;
+  const auto ramp =
+      r.rope.yarn ? kernels::YarnRampOf<float>(rotated, r.rope) : kernels::YarnRamp<float>{};
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t e = i % half, head = (i / half) % heads, n = i / (half * heads);
     const int64_t at = head < r.h ? row.Q(head) : row.KvOf(head - r.h);
     T* x = qkv + n * row.Width() + at;
     const float pos = static_cast<float>(chunks.Position(n % S));
-    const float angle = pos * kernels::RopeInvFreq<float>(e, rotated, r.rope);
+    const float angle = pos * kernels::RopeInvFreq<float>(e, rotated, r.rope, ramp);
     float sn, cs;
     sincosf(angle, &sn, &cs);
-    sn *= sign;
+    const float scale = static_cast<float>(r.rope.attention_factor);  // 1 but under YaRN
+    cs *= scale;
+    sn *= sign * scale;
     const float x1 = ToFloat(x[e]), x2 = ToFloat(x[e + half]);
     x[e] = FromFloat<T>(x1 * cs - x2 * sn);
     x[e + half] = FromFloat<T>(x2 * cs + x1 * sn);

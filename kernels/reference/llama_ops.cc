@@ -96,11 +96,12 @@ void RotaryEmbedding(T* qkv, const RotaryDims& r, bool inverse) {
   for (int64_t e = 0; e < half; ++e) {
     inv_freq[size_t(e)] = RopeInvFreq<double>(e, rotated, r.rope);
   }
-  const double sign = inverse ? -1.0 : 1.0;
+  // The inverse turns back and scales alike: the transpose of attention_factor times a rotation.
+  const double sign = inverse ? -1.0 : 1.0, scale = r.rope.attention_factor;
   auto turn = [&](T* x, double pos) {
     for (int64_t e = 0; e < half; ++e) {
       const double angle = pos * inv_freq[size_t(e)];
-      const double cs = std::cos(angle), sn = sign * std::sin(angle);
+      const double cs = scale * std::cos(angle), sn = scale * sign * std::sin(angle);
       const double x1 = x[e], x2 = x[e + half];
       x[e] = static_cast<T>(x1 * cs - x2 * sn);
       x[e + half] = static_cast<T>(x2 * cs + x1 * sn);

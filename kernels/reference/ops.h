@@ -75,8 +75,8 @@ void SquaredReluBackward(T* din, const T* in, const T* dout, int64_t count);
 // e + d/2) of the queries and keys of qkv [b][S][QkvLayout width] in place; values untouched.
 // Local position t of a sequence sits at global position ContextChunks{s, cp, rank}.Position(t)
 // (t itself for cp 1) and turns by the angles position * RopeInvFreq(e) (base^(-2e/d), or Llama
-// 3.1's scaled frequencies: kernels/reference/rope.h). `inverse` turns back: the backward of the
-// rotation, which is orthogonal, applied to the gradients.
+// 3.1's or YaRN's scaled frequencies: kernels/reference/rope.h), scaled by its attention_factor.
+// `inverse` applies the transpose, the backward: the rotation turned back, scaled alike.
 struct RotaryDims {
   int64_t b = 1, s = 1, h = 1, d = 1, group = 1;  // s: the whole sequence; h: local query heads
   int cp = 1, rank = 0;

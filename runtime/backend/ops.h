@@ -70,11 +70,15 @@ Status ForEachDropoutRun(const DropoutSpec& drop, int64_t count, const DropoutRu
 // kernels/reference/rope.h RopeFreqs, field for field, which the backends pass on.
 struct RopeSpec {
   double base = 10000;
-  double factor = 0;  // Llama 3.1's scaling when > 0
+  double factor = 0;  // Llama 3.1's scaling (or YaRN's) when > 0
   double low_freq_factor = 1;
   double high_freq_factor = 4;
   double original_max_positions = 8192;
   double percent = 1;  // model.rotary_percent: the share of a head's features turned
+  bool yarn = false;   // model.rope_scaling_type "yarn"
+  double beta_fast = 32;
+  double beta_slow = 1;
+  double attention_factor = 1;  // cos and sin scaled by it (YaRN's concentration)
 };
 
 // Causal self-attention of one microbatch on one tensor rank.
@@ -287,8 +291,8 @@ class Ops {
   }
   // ---- Rotary position embedding (model.rotary, its frequencies model.rotary_base and
   // model.rope_scaling) of the queries and keys of qkv [b S][...] in place, each row at its global
-  // position (context parallelism's chunks included); `inverse` turns back (the backward, on the
-  // gradients). kernels/reference/ops.h RotaryEmbedding.
+  // position (context parallelism's chunks included); `inverse` applies the transpose (the
+  // backward, on the gradients). kernels/reference/ops.h RotaryEmbedding.
   virtual Status RotaryEmbedding(TensorRef /*qkv*/, const AttentionShape&, const RopeSpec& /*rope*/,
                                  bool /*inverse*/) {
     return ArchUnsupported("rotary");

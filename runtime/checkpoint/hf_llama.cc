@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "core/checked.h"
 #include "core/hf_config.h"
 #include "kernels/reference/qkv_layout.h"
 #include "runtime/checkpoint/hf_deepseek.h"
@@ -173,6 +174,12 @@ Status CheckNemotronReadable(const ModelSpec& m, const std::string& what) {
 }  // namespace
 
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what) {
+  // transformers' concentration without mscale_all_dim is mscale(f, 1), whatever mscale says.
+  if (m.RopeYarn() && m.rope_yarn_mscale_all_dim == 0 && m.rope_yarn_mscale != 1) {
+    return Status::Invalid(what + ": its YaRN concentration (rope_yarn_mscale " +
+                           FormatDouble(m.rope_yarn_mscale) +
+                           " without rope_yarn_mscale_all_dim) is not one transformers computes");
+  }
   if (HfLlamaArchOf(m) == HfLlamaArch::kNemotron) return CheckNemotronReadable(m, what);
   if (HfLlamaArchOf(m) == HfLlamaArch::kGlm4Moe) return CheckGlm4MoeReadable(m, what);
   if (HfLlamaArchOf(m) == HfLlamaArch::kDeepseekV3) return CheckDeepseekV3Readable(m, what);
@@ -298,7 +305,15 @@ OrderedJson HfLlamaConfigToJson(const ModelSpec& m) {
   j[nemotron ? "norm_eps" : "rms_norm_eps"] = m.norm_eps;
   j["rope_theta"] = m.rotary_base;
   if (nemotron) j["partial_rotary_factor"] = m.rotary_percent;
-  if (m.rope_scaling_factor > 0) {
+  if (m.RopeYarn()) {
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", m.rope_scaling_factor},
+                         {"original_max_position_embeddings", m.rope_original_max_positions},
+                         {"beta_fast", m.rope_yarn_beta_fast},
+                         {"beta_slow", m.rope_yarn_beta_slow},
+                         {"mscale", m.rope_yarn_mscale},
+                         {"mscale_all_dim", m.rope_yarn_mscale_all_dim}};
+  } else if (m.rope_scaling_factor > 0) {
     j["rope_scaling"] = {{"rope_type", "llama3"},
                          {"factor", m.rope_scaling_factor},
                          {"low_freq_factor", m.rope_low_freq_factor},
@@ -515,7 +530,7 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   // rms_norm_eps becomes norm_eps (transformers' default 1e-6 when absent).
   PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
   if (type == "deepseek_v3") PTDP_RETURN_IF_ERROR(CheckDeepseekV3RopeLayout(j, source));
-  // RoPE: unscaled, or Llama 3.1's scaling (core/hf_config.cc read its numbers).
+  // RoPE: unscaled, Llama 3.1's scaling or YaRN's (core/hf_config.cc read their numbers).
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const auto rs = j.find(key);
     if (rs == j.end() || rs->is_null()) continue;
@@ -523,9 +538,11 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
                           StringAt(*rs, "type", "default", source + "." + key));
     PTDP_ASSIGN_OR_RETURN(std::string type, StringAt(*rs, "rope_type", legacy, source + "." + key));
     if (!rs->is_object()) type = "?";
-    if (type != "default" && type != "llama3") {
+    if (type != "default" && type != "llama3" && type != "yarn") {
       return bad(std::string(key) + ".rope_type",
-                 type + " is not supported: ptdp's rotation is unscaled or Llama 3.1's (llama3)");
+                 type +
+                     " is not supported: ptdp's rotation is unscaled, Llama 3.1's (llama3) or "
+                     "YaRN's (yarn)");
     }
   }
   PTDP_RETURN_IF_ERROR(CheckHfLlamaReadable(m, source + ": the model"));

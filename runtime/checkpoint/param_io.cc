@@ -251,14 +251,6 @@ Status RequireGpt2(const ModelSpec& m, const std::string& what) {
                          "attention or no biases): Hugging Face GPT-2 folders hold GPTs only");
 }
 
-// "none", or "llama3 factor 8, low 1, high 4, original 8192".
-std::string RopeScalingText(const ModelSpec& m) {
-  if (!(m.rope_scaling_factor > 0)) return "none";
-  return "llama3 factor " + FormatDouble(m.rope_scaling_factor) + ", low " +
-         FormatDouble(m.rope_low_freq_factor) + ", high " + FormatDouble(m.rope_high_freq_factor) +
-         ", original " + std::to_string(m.rope_original_max_positions);
-}
-
 }  // namespace
 
 // A Qwen3-MoE folder's mixture against the plan's: what the tensors' shapes do not show (the
@@ -327,13 +319,9 @@ Status CheckHfMatchesModel(const HfGpt2Config& c, const ModelSpec& plan,
       return Mismatch(source, "head_dim", m.HeadDim(), "head_dim", plan.HeadDim());
     }
     PTDP_RETURN_IF_ERROR(CheckHfExpertsMatch(m, plan, source));
-    if (m.rope_scaling_factor != plan.rope_scaling_factor ||
-        (m.rope_scaling_factor > 0 &&
-         (m.rope_low_freq_factor != plan.rope_low_freq_factor ||
-          m.rope_high_freq_factor != plan.rope_high_freq_factor ||
-          m.rope_original_max_positions != plan.rope_original_max_positions))) {
-      return Status::Invalid(source + ": rope_scaling is " + RopeScalingText(m) +
-                             ", the plan's model.rope_scaling_* is " + RopeScalingText(plan));
+    if (!m.SameRopeScaling(plan)) {
+      return Status::Invalid(source + ": rope_scaling is " + m.RopeScalingText() +
+                             ", the plan's model.rope_scaling_* is " + plan.RopeScalingText());
     }
     if (m.rotary_base != plan.rotary_base) {
       return Status::Invalid(source + ": rope_theta is " + FormatDouble(m.rotary_base) +

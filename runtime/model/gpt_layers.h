@@ -94,8 +94,12 @@ struct LayerArch {
   // activation silu(gate) up; else GeLU.
   bool swiglu = false;
   bool rotary = false;  // rotary position embedding of q and k (and no position table)
-  // Its frequencies: base (ModelSpec::rotary_base) and Llama 3.1's scaling (rope_scaling).
+  // Its frequencies: base (ModelSpec::rotary_base) and Llama 3.1's or YaRN's scaling
+  // (rope_scaling_*), with YaRN's concentration (ModelSpec::RopeAttentionFactor).
   RopeSpec rope;
+  // Multi-latent attention's softmax scale over 1/sqrt(dqk) (ModelSpec::MlaSoftmaxFactor: YaRN's
+  // mscale squared), folded into the queries (runtime/model/mla.h).
+  double mla_softmax_factor = 1.0;
   double norm_eps = 1e-5;  // RMSNorm's (LayerNorm keeps kernels/reference kLayerNormEps)
   // QK norm (Qwen3's): each query and key head RMSNormed (norm_eps) before the rotation.
   bool qk_norm = false;

@@ -142,6 +142,10 @@ Status MlaUpProjForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, La
     PTDP_RETURN_IF_ERROR(
         ops->LinearForward(st->mla_q.ref(), {}, x.ref, w.q_up_w, {}, N, ql > 0 ? ql : h, hl * dqk));
   }
+  // YaRN's softmax factor, folded into the queries (the attention's scale stays 1/sqrt(dqk)).
+  if (c.arch.mla_softmax_factor != 1) {
+    PTDP_RETURN_IF_ERROR(ops->Scale(st->mla_q.ref(), c.arch.mla_softmax_factor));
+  }
   // The shared rotated key: kv_down's last `rope` rows, from the rank's own rows (a GEMM of
   // `rope` outputs, done again when the up projections are rebuilt rather than kept).
   PTDP_ASSIGN_OR_RETURN(Tensor pe, Tmp(c, R * rope, a));
@@ -239,6 +243,9 @@ Status MlaQkvBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
                             return k.Input(n, j, 0, k.Turned(b));
                           }));
     PTDP_RETURN_IF_ERROR(Take(c, dq.ref(), dqkv.cref(), index, k.g));
+  }
+  if (c.arch.mla_softmax_factor != 1) {  // the queries' scaling (MlaUpProjForward)
+    PTDP_RETURN_IF_ERROR(ops->Scale(dq.ref(), c.arch.mla_softmax_factor));
   }
   PTDP_ASSIGN_OR_RETURN(Tensor dkv, OutputGrad(c, N * kv_width));
   {

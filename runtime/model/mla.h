@@ -7,6 +7,10 @@
 //   k  = [kv's key part | k_pe]                 [N][a/t][dh + rope]
 //   attention(rotate(q), rotate(k), v)          softmax scale 1 / sqrt(dh + rope)
 //
+// Under YaRN that scale is multiplied by mscale^2 (LayerArch::mla_softmax_factor), as
+// Megatron-Core and transformers do; the layer folds the factor into q as the up projection
+// writes it (and into q's gradient), so that the backends' attention keeps one scale.
+//
 // The down projections and the latents' norms are whole on every tensor rank (Megatron-Core's
 // duplicated Linear) and run on the rank's own rows (its s/t under sequence parallelism); the up
 // projections are column-parallel by heads and read the latents all-gathered. Their input

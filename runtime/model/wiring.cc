@@ -113,10 +113,11 @@ LayerGrads LayerGradsOf(ParamStore& s, int chunk, const std::string& layer) {
   int at[kSlotCount];
   Indices(s, chunk, layer, at);
   auto g = [&](int k) { return at[k] >= 0 ? s.grad(at[k]) : TensorRef{}; };
-  LayerGrads lg{g(0),  g(1), g(2), g(3), g(4), g(5), g(6), g(7), g(8), g(9), g(10), g(11), g(12),
-                g(13), {},   {},   {},   {},   {},   {},   {},   {},   {},   {},    {}};  // multi-latent
-                                                                                          // attention's:
-                                                                                          // below
+  LayerGrads lg{
+      g(0),  g(1), g(2), g(3), g(4), g(5), g(6), g(7), g(8), g(9), g(10), g(11), g(12),
+      g(13), {},   {},   {},   {},   {},   {},   {},   {},   {},   {},    {}};  // multi-latent
+                                                                                // attention's:
+                                                                                // below
   const ExpertIndices x = ExpertsOf(s, chunk, layer);
   if (x.router >= 0) lg.router_w = s.grad(x.router);
   for (int i : x.fc1) lg.expert_fc1.push_back(s.grad(i));
@@ -139,12 +140,17 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.window_full_every = m.window_full_every;
   a.swiglu = m.swiglu;
   a.rotary = m.rotary;
-  a.rope = {m.rotary_base,
-            m.rope_scaling_factor,
-            m.rope_low_freq_factor,
-            m.rope_high_freq_factor,
-            static_cast<double>(m.rope_original_max_positions),
-            m.rotary_percent};
+  a.rope.base = m.rotary_base;
+  a.rope.factor = m.rope_scaling_factor;
+  a.rope.low_freq_factor = m.rope_low_freq_factor;
+  a.rope.high_freq_factor = m.rope_high_freq_factor;
+  a.rope.original_max_positions = static_cast<double>(m.rope_original_max_positions);
+  a.rope.percent = m.rotary_percent;
+  a.rope.yarn = m.RopeYarn();
+  a.rope.beta_fast = m.rope_yarn_beta_fast;
+  a.rope.beta_slow = m.rope_yarn_beta_slow;
+  a.rope.attention_factor = m.RopeAttentionFactor();
+  a.mla_softmax_factor = m.MlaSoftmaxFactor();
   a.norm_eps = m.norm_eps;
   a.qk_norm = m.qk_norm;
   a.moe_experts = m.moe_experts;

@@ -145,6 +145,38 @@ TEST(Llama, RopeScalingIsAModelField) {
   EXPECT_NE(bad.Validate().message().find("rope_scaling_factor"), std::string::npos);
 }
 
+// YaRN (DeepSeek-V3's preset: factor 40 over 4096, both mscales 1): its fields round-trip through
+// the plan file's model object, its concentration and MLA softmax factor are mscale's, and a type
+// or betas it cannot use are refused by name.
+TEST(Llama, YarnIsAModelField) {
+  const ModelSpec v3 = LoadModel("deepseek-v3").value();
+  ASSERT_TRUE(v3.RopeYarn());
+  EXPECT_EQ(v3.RopeAttentionFactor(), 1);
+  const double mscale = 0.1 * std::log(40.0) + 1;
+  EXPECT_DOUBLE_EQ(v3.MlaSoftmaxFactor(), mscale * mscale);
+  ModelSpec dense = v3;
+  dense.mla_kv_lora = 0;  // YaRN without latent attention leaves the softmax alone
+  EXPECT_EQ(dense.MlaSoftmaxFactor(), 1);
+  ModelSpec odd = v3;
+  odd.rope_yarn_mscale = 0.5;
+  odd.rope_yarn_beta_fast = 16;
+  auto back = ModelFromJson(Json::parse(ModelToJson(odd).dump()), "model");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->SameRopeScaling(odd)) << back->RopeScalingText();
+  EXPECT_FALSE(back->SameRopeScaling(v3));
+  EXPECT_DOUBLE_EQ(back->RopeAttentionFactor(), (0.05 * std::log(40.0) + 1) / mscale);
+  EXPECT_EQ(v3.RopeScalingText(), "yarn factor 40, original 4096, betas 32 and 1, mscales 1 and 1");
+  ModelSpec bad = v3;
+  bad.rope_scaling_type = "ntk";
+  EXPECT_EQ(bad.Validate("model").message(),
+            "model.rope_scaling_type: \"ntk\" is not \"llama3\" or \"yarn\"");
+  bad = v3;
+  bad.rope_yarn_beta_slow = 64;
+  EXPECT_EQ(bad.Validate("model").message(),
+            "model.rope_yarn_beta_fast: must be at least rope_yarn_beta_slow (64), which must "
+            "exceed 0");
+}
+
 // RMSNorm's epsilon: Qwen2's 1e-6 read from config.json, written back by ModelToJson only when it
 // is not the default, and refused on a LayerNorm model.
 TEST(Llama, NormEpsilonIsAModelField) {

@@ -87,13 +87,17 @@ TYPED_TEST(CudaLlama, SquaredReluForwardBackward) {
 
 // 4 query heads over 2 key/value heads, rank 1 of cp 2 (its positions are two chunks of the
 // sequence), turned and turned back; unscaled, with Llama 3.1's scaling of an original length
-// of 16 (pair 0 in the blended band, the others divided by the factor), and turning half of each
-// head (rotary_percent 0.5, Nemotron-4's).
+// of 16 (pair 0 in the blended band, the others divided by the factor), turning half of each
+// head (rotary_percent 0.5, Nemotron-4's), and with YaRN over an original length of 64 (pair 0
+// kept, 1 to 4 on the ramp, 5 to 7 divided) and a concentration of 1.25.
 TYPED_TEST(CudaLlama, RotaryOfGroupedQkvAtContextPositions) {
   using T = TypeParam;
-  for (const kernels::RopeFreqs rope :
+  kernels::RopeFreqs yarn{100, 8, 1, 4, 64};
+  yarn.yarn = true;
+  yarn.attention_factor = 1.25;
+  for (const kernels::RopeFreqs& rope :
        {kernels::RopeFreqs{10000}, kernels::RopeFreqs{500000, 8, 1, 4, 16},
-        kernels::RopeFreqs{10000, 0, 1, 4, 8192, 0.5}}) {
+        kernels::RopeFreqs{10000, 0, 1, 4, 8192, 0.5}, yarn}) {
     SCOPED_TRACE(::testing::Message() << rope.factor << " " << rope.percent);
     kernels::RotaryDims ref;
     ref.b = 2;

@@ -494,6 +494,33 @@ TEST(Search, LlamaPlanAndMegatronFlags) {
   scaled.rope_original_max_positions = 4096;
   EXPECT_NE(MegatronModelNote(scaled).find("this model's are 1, 4 and 4096"), std::string::npos)
       << MegatronModelNote(scaled);
+  // YaRN: DeepSeek-V3's as multi-latent attention's rope type with its factor and mscales (its
+  // original length and betas are the ones Megatron-Core fixes); a GPT's as the position embedding
+  // type with every number; Llama 3.1's scaling under latent attention is said in the note.
+  const ModelSpec v3 = LoadModel("deepseek-v3").value();
+  const std::string v3_args = MegatronArgs(v3, layout);
+  EXPECT_NE(v3_args.find("--position-embedding-type rope --rotary-base 10000 --rope-type yarn "
+                         "--rotary-scaling-factor 40 --mscale 1 --mscale-all-dim 1"),
+            std::string::npos)
+      << v3_args;
+  EXPECT_EQ(MegatronModelNote(v3), "");
+  ModelSpec v3_short = v3;
+  v3_short.rope_original_max_positions = 2048;
+  EXPECT_NE(MegatronModelNote(v3_short).find("this model's are 2048, 32 and 1"), std::string::npos);
+  ModelSpec llama_yarn = *m;
+  llama_yarn.rope_scaling_type = "yarn";
+  llama_yarn.rope_scaling_factor = 4;
+  llama_yarn.rope_original_max_positions = 32768;
+  EXPECT_NE(MegatronArgs(llama_yarn, best)
+                .find("--position-embedding-type yarn --rotary-base 500000 --rotary-scaling-factor "
+                      "4 --yarn-original-max-position-embeddings 32768 --yarn-beta-fast 32 "
+                      "--yarn-beta-slow 1 --mscale 1 --mscale-all-dim 0"),
+            std::string::npos)
+      << MegatronArgs(llama_yarn, best);
+  EXPECT_EQ(MegatronModelNote(llama_yarn), "");
+  ModelSpec mla_llama3 = v3;
+  mla_llama3.rope_scaling_type = "llama3";
+  EXPECT_NE(MegatronModelNote(mla_llama3).find("not Llama 3.1's scaling"), std::string::npos);
 }
 
 // Interleaving for any m >= p: GPT 1.7B (24 layers) on 8 GPUs with t = 1, p = 4 (so d = 2) and a

@@ -3,6 +3,7 @@
 // the safetensors header matched against the config. transformers' own check is make hf-check.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <numeric>
 
@@ -66,7 +67,8 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json")->model.norm_eps, 1e-6);
   j.erase("rms_norm_eps");
   EXPECT_EQ(HfLlamaConfigFromJson(j, "cfg.json")->model.norm_eps, 1e-6);
-  // Llama 3.1's scaling needs its four numbers; other scalings are refused by name.
+  // Llama 3.1's scaling needs its four numbers, YaRN its original length; other scalings are
+  // refused by name.
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["rope_scaling"] = {{"rope_type", "llama3"}};
             }),
@@ -74,8 +76,7 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["rope_parameters"] = {{"rope_theta", 1e4}, {"rope_type", "yarn"}};
             }),
-            "cfg.json: rope_parameters.rope_type: yarn is not supported: ptdp's rotation is "
-            "unscaled or Llama 3.1's (llama3)");
+            "cfg.json.rope_parameters.original_max_position_embeddings: yarn needs it");
   // Keys read before the typed reader: a wrong type is an error, not an exception (fuzz_hf_llama
   // found model_type holding an object).
   EXPECT_EQ(HfLlamaConfigFromJson(Json::parse(R"({"model_type": {"x": 1}})"), "cfg.json")
@@ -90,7 +91,7 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
               x["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
             }),
             "cfg.json: rope_scaling.rope_type: linear is not supported: ptdp's rotation is "
-            "unscaled or Llama 3.1's (llama3)");
+            "unscaled, Llama 3.1's (llama3) or YaRN's (yarn)");
   EXPECT_NE(LlamaConfigError([](Json& x) { x["attention_bias"] = true; }).find("attention_bias"),
             std::string::npos);
   EXPECT_EQ(LlamaConfigError([](Json& x) { x["model_type"] = "gpt2"; }),
@@ -355,6 +356,68 @@ TEST(HfLlama, Llama31RopeScalingReadAndWritten) {
     EXPECT_EQ(back->model.rope_scaling_factor, 8);
     EXPECT_EQ(back->model.rope_original_max_positions, 8192);
   }
+}
+
+// YaRN: DeepSeek-V3's rope_scaling (the legacy "type" key, both mscales) and Qwen's (no mscale
+// keys: cos and sin times 0.1 ln f + 1, which ptdp holds as mscale 1 beside mscale_all_dim 0),
+// written back and read again; what ptdp's fields cannot hold is refused by name.
+TEST(HfLlama, YarnRopeScalingReadWrittenAndRefused) {
+  auto read = [](const Json& scaling) {
+    Json j = Json::parse(HfLlamaConfigToJson(SmallLlamaModel()).dump());
+    j["rope_scaling"] = scaling;
+    auto c = HfLlamaConfigFromJson(j, "cfg.json");
+    return c.ok() ? Result<ModelSpec>(c->model) : Result<ModelSpec>(c.status());
+  };
+  const Json v3 = {{"type", "yarn"},
+                   {"factor", 40},
+                   {"beta_fast", 32},
+                   {"beta_slow", 1},
+                   {"mscale", 1.0},
+                   {"mscale_all_dim", 1.0},
+                   {"original_max_position_embeddings", 4096}};
+  auto m = read(v3);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_TRUE(m->RopeYarn());
+  EXPECT_EQ(m->rope_scaling_factor, 40);
+  EXPECT_EQ(m->rope_original_max_positions, 4096);
+  EXPECT_EQ(m->rope_yarn_mscale_all_dim, 1);
+  EXPECT_EQ(m->RopeAttentionFactor(), 1);
+  auto back = HfLlamaConfigFromJson(Json::parse(HfLlamaConfigToJson(*m).dump()), "again");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->model.SameRopeScaling(*m)) << back->model.RopeScalingText();
+  Json qwen = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32}};
+  m = read(qwen);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->rope_yarn_mscale, 1);
+  EXPECT_EQ(m->rope_yarn_mscale_all_dim, 0);
+  EXPECT_EQ(m->rope_yarn_beta_fast, 32);
+  EXPECT_DOUBLE_EQ(m->RopeAttentionFactor(), 0.1 * std::log(4.0) + 1);
+  // A null factor is the positions' ratio to the original length (8 / 2 here).
+  qwen["factor"] = nullptr;
+  qwen["original_max_position_embeddings"] = 2;
+  EXPECT_EQ(read(qwen)->rope_scaling_factor, 4);
+  qwen["attention_factor"] = 0.1 * std::log(4.0) + 1;  // the one ptdp computes: read
+  EXPECT_TRUE(read(qwen).ok());
+  qwen["attention_factor"] = 1.5;
+  EXPECT_EQ(read(qwen).status().message(),
+            "cfg.json.rope_scaling.attention_factor: 1.5 is not the concentration of its mscales "
+            "(1.13863), which ptdp computes");
+  Json edited = v3;
+  edited["truncate"] = false;
+  EXPECT_EQ(read(edited).status().message(),
+            "cfg.json.rope_scaling.truncate: false: only the ramp's rounded ends (true) are read");
+  edited = v3;
+  edited.erase("mscale");
+  EXPECT_EQ(read(edited).status().message(),
+            "cfg.json.rope_scaling.mscale: absent beside mscale_all_dim: ptdp's concentration is "
+            "Megatron-Core's ratio of the two");
+  // mscale alone is Megatron-Core's concentration but not transformers': not exported.
+  ModelSpec lone = *read(v3);
+  lone.rope_yarn_mscale = 0.9;
+  lone.rope_yarn_mscale_all_dim = 0;
+  EXPECT_EQ(CheckHfLlamaReadable(lone, "the model").message(),
+            "the model: its YaRN concentration (rope_yarn_mscale 0.9 without "
+            "rope_yarn_mscale_all_dim) is not one transformers computes");
 }
 
 // Mixtures of experts: Qwen3-MoE's folder (QK norms; the router as mlp.gate, per-expert

@@ -2,8 +2,8 @@
 // in double precision through the CPU backend's fp64 Ops: the query latent (or none), the
 // key/value latent and the rotated key shared by every head, the latents' RMSNorms (or none),
 // heads whose query and key (4 + 2 rotated features) are wider than their value (4), with and
-// without dropout, fused and unfused attention, and selective recomputation's rebuilt core and up
-// projections (recompute_modules mla_up_proj).
+// without dropout, fused and unfused attention, selective recomputation's rebuilt core and up
+// projections (recompute_modules mla_up_proj), and YaRN's scaled rotation and softmax.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +24,9 @@ struct MlaCase {
   bool fused = false;
   bool redo_core = false;  // selective recomputation of the attention core
   bool redo_up = false;    // and of the up projections (recompute_modules mla_up_proj)
+  // YaRN: its frequencies, cos and sin scaled by 1.2, and the softmax scale times 1.7 (folded into
+  // the queries and their gradient).
+  bool yarn = false;
 };
 
 // h 16, 4 heads: dh 4 unrotated + 2 rotated features of query and key, values of 4; the
@@ -56,6 +59,13 @@ LayerCtx MlaCtx(Device* dev, const MlaCase& k) {
   c.fused_attention = k.fused;
   c.redo_attention_core = k.redo_core;
   c.redo_mla_up_proj = k.redo_up;
+  if (k.yarn) {
+    c.arch.rope.factor = 4;
+    c.arch.rope.original_max_positions = 4;
+    c.arch.rope.yarn = true;
+    c.arch.rope.attention_factor = 1.2;
+    c.arch.mla_softmax_factor = 1.7;
+  }
   return c;
 }
 
@@ -181,6 +191,10 @@ TEST(MlaLayerGradient, DropoutFusedAttentionMatchesFiniteDifferences) {
 }
 TEST(MlaLayerGradient, DropoutRebuiltCoreMatchesFiniteDifferences) {
   MlaLayerCase({true, true, 0.2, false, true});
+}
+TEST(MlaLayerGradient, YarnMatchesFiniteDifferences) {
+  MlaLayerCase({true, true, 0.0, false, false, false, true});
+  MlaLayerCase({true, true, 0.2, true, true, true, true});
 }
 TEST(MlaLayerGradient, RebuiltUpProjectionsMatchFiniteDifferences) {
   MlaLayerCase({true, true, 0.2, true, true, true});

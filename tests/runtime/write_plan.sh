@@ -47,8 +47,10 @@
 # mla the Llama-style model with DeepSeek-V3's multi-latent attention (runtime/model/mla.h): a query
 # latent of 24 and a key/value latent of 20, each RMSNormed (qk_norm), heads of 24 unrotated and 8
 # rotated query/key features (32: a head width kernels/cuda runs) and 16 value features, every head
-# its own key and value; deepseek DeepSeek-V3's kind whole: mla's attention, dsv3's mixture and
-# router, and one prediction depth (bench/hf/hf_check.sh 22 and 23 have the Hugging Face kind).
+# its own key and value, turned by Llama 3.1's scaling; deepseek DeepSeek-V3's kind whole: mla's
+# attention turned by YaRN (factor 4 over 16 positions, mscales 0.9 and 1.1: cos and sin scaled by
+# 0.98, the softmax by 1.33), dsv3's mixture and router, and one prediction depth
+# (bench/hf/hf_check.sh 22 and 23 have the Hugging Face kind).
 set -euo pipefail
 ptdp=$1
 shift
@@ -111,8 +113,14 @@ case "$arch_name" in
     arch=", \"swiglu\": true, \"ffn_hidden\": 176, \"rmsnorm\": true, \"rotary\": true,
             \"linear_bias\": false, \"tied_embeddings\": false, \"qk_norm\": true,
             \"head_dim\": 24, \"mla_q_lora\": 24, \"mla_kv_lora\": 20, \"mla_rope_dim\": 8,
-            \"mla_v_dim\": 16, \"rope_scaling_factor\": 8, \"rope_low_freq_factor\": 1,
-            \"rope_high_freq_factor\": 4, \"rope_original_max_positions\": 16"
+            \"mla_v_dim\": 16, \"rope_original_max_positions\": 16"
+    if [ "$arch_name" = mla ]; then
+      arch="$arch, \"rope_scaling_factor\": 8, \"rope_low_freq_factor\": 1,
+            \"rope_high_freq_factor\": 4"
+    else  # YaRN as DeepSeek-V3's, with unequal mscales so that cos and sin are scaled too
+      arch="$arch, \"rope_scaling_type\": \"yarn\", \"rope_scaling_factor\": 4,
+            \"rope_yarn_mscale\": 0.9, \"rope_yarn_mscale_all_dim\": 1.1"
+    fi
     [ "$arch_name" = deepseek ] && arch="$arch, \"moe_experts\": 8, \"moe_topk\": 2,
             \"moe_ffn_hidden\": 24, \"moe_dense_layers\": 1, \"moe_shared_ffn_hidden\": 32,
             \"moe_router_groups\": 4, \"moe_router_group_topk\": 2, \"moe_router_sigmoid\": true,
