@@ -11,25 +11,16 @@ namespace {
 
 // Keys every transformers config may carry that change no shape or FLOP we model.
 const std::set<std::string>& CommonIgnoredKeys() {
-  static const std::set<std::string> keys = {"_name_or_path",
-                                             "bos_token_id",
-                                             "eos_token_id",
-                                             "pad_token_id",
-                                             "initializer_range",
-                                             "torch_dtype",
-                                             "dtype",  // transformers 5's name for torch_dtype
-                                             "transformers_version",
-                                             "use_cache",
-                                             "id2label",
-                                             "label2id",
-                                             "tokenizer_class",
-                                             "prefix",
-                                             "problem_type",
-                                             "output_attentions",
-                                             "output_hidden_states",
-                                             "return_dict",
-                                             "gradient_checkpointing",
-                                             "task_specific_params"};
+  static const std::set<std::string> keys = {
+      "_name_or_path", "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range",
+      "torch_dtype",
+      "dtype",  // transformers 5's name for torch_dtype
+      "transformers_version", "use_cache", "id2label", "label2id", "tokenizer_class", "prefix",
+      "problem_type", "output_attentions", "output_hidden_states", "return_dict",
+      "gradient_checkpointing", "task_specific_params",
+      // the repository's own Python classes
+      // (trust_remote_code; DeepSeek-V3's folder)
+      "auto_map"};
   return keys;
 }
 
@@ -58,10 +49,11 @@ const std::set<std::string>& Gpt2IgnoredKeys() {
 
 // The Llama family's harmless keys: norm epsilon, RoPE scaling for long context (it rescales
 // frequencies, no shape or FLOP), Megatron-era tensor-parallel hints, Qwen2's window-layer count
-// (used only with use_sliding_window, refused below).
+// (used only with use_sliding_window, refused below), and the weights' storage (fp8 blocks: the
+// runtime's folder reader checks it, runtime/checkpoint/fp8.h).
 const std::set<std::string>& LlamaIgnoredKeys() {
   static const std::set<std::string> keys = {"rope_scaling", "pretraining_tp", "max_window_layers",
-                                             "rope_parameters"};
+                                             "rope_parameters", "quantization_config"};
   return keys;
 }
 

@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto h = runtime::ParseSafetensorsHeader(file, int64_t(file.size()), "model.safetensors");
   if (!h.ok()) return 0;
-  auto matched = runtime::MatchHfLlamaHeader(*h, c.model, "model.safetensors");
+  auto matched = runtime::MatchHfLlamaHeader(*h, c.model, "model.safetensors", c.fp8);
   if (!matched.ok()) return 0;
   std::map<std::string, std::vector<std::pair<runtime::HfTensorSpec, std::vector<float>>>> parts;
   for (const auto& s : runtime::HfLlamaTensors(c.model)) {

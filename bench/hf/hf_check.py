@@ -15,6 +15,9 @@
       token file of sequences of SEQ_LEN + 1 tokens): its logits against ptdp's (LOGITS, float32
       [B][S][V] from `ptdp forward --out`), and its mean next-token loss against each ptdp loss
       given. Prints one PASS/FAIL line per check; exit 1 on any FAIL.
+  hf_check.py fp8 SRC OUT DEQUANT [--block R,C]
+      SRC's weights in DeepSeek-V3's released form (F8_E4M3 blocks with NAME_scale_inv) into OUT,
+      and dequantized in float32 into DEQUANT (transformers' side of the comparison)
 """
 import argparse
 import struct
@@ -119,6 +122,52 @@ def random_model(a):
           f"tied {not a.untied}) saved to {a.out}")
 
 
+def fp8(a):
+    """a.src's folder as DeepSeek-V3's released weights are stored: every 2-D Linear weight (not the
+    embeddings, the output layer or the router) in float8_e4m3fn, in blocks of a.block with a
+    float32 NAME_scale_inv each (amax / 448), into a.out with quantization_config; and the same
+    weights dequantized (the values ptdp must read) in float32 into a.dequant."""
+    import json
+    import os
+    import shutil
+    from safetensors.torch import load_file, save_file
+    br, bc = (int(x) for x in a.block.split(","))
+    tensors = load_file(os.path.join(a.src, "model.safetensors"))
+    quantized, dequantized, moved = {}, {}, 0.0
+    for name, w in tensors.items():
+        skip = ("embed_tokens" in name or "lm_head" in name or name.endswith("mlp.gate.weight")
+                or w.dim() != 2)
+        if skip:
+            quantized[name] = dequantized[name] = w.float().contiguous()
+            continue
+        rows, cols = w.shape
+        nr, nc = -(-rows // br), -(-cols // bc)
+        scale = torch.zeros(nr, nc)
+        for i in range(nr):
+            for j in range(nc):
+                amax = w[i * br:(i + 1) * br, j * bc:(j + 1) * bc].abs().max().float()
+                scale[i, j] = max(amax.item(), 1e-12) / 448.0
+        full = scale.repeat_interleave(br, 0)[:rows].repeat_interleave(bc, 1)[:, :cols]
+        q = (w.float() / full).to(torch.float8_e4m3fn)
+        quantized[name] = q.contiguous()
+        quantized[name + "_scale_inv"] = scale.contiguous()
+        dequantized[name] = (q.float() * full).contiguous()
+        moved = max(moved, (dequantized[name] - w.float()).abs().max().item())
+    for out, values in ((a.out, quantized), (a.dequant, dequantized)):
+        os.makedirs(out, exist_ok=True)
+        for f in os.listdir(a.src):
+            if not f.endswith(".safetensors") and not f.endswith(".index.json"):
+                shutil.copy(os.path.join(a.src, f), out)
+        save_file(values, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    config = json.load(open(os.path.join(a.src, "config.json")))
+    config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3",
+                                     "quant_method": "fp8", "weight_block_size": [br, bc]}
+    json.dump(config, open(os.path.join(a.out, "config.json"), "w"), indent=2)
+    print(f"fp8: {sum(1 for n in quantized if n.endswith('_scale_inv'))} weights in blocks of "
+          f"{br} x {bc} into {a.out} (rounding moved a weight by up to {moved:.3e}); "
+          f"dequantized into {a.dequant}")
+
+
 def compare(a):
     model = AutoModelForCausalLM.from_pretrained(a.hfdir, torch_dtype=torch.float32)
     model.eval()
@@ -178,6 +227,11 @@ def main():
     r.add_argument("--yarn", default="")  # FACTOR,ORIGINAL,MSCALE,MSCALE_ALL_DIM: YaRN's
     r.add_argument("--max-shard-size", default="5GB")  # small: model.safetensors.index.json
     r.add_argument("--seed", type=int, default=0)
+    q = sub.add_parser("fp8")
+    q.add_argument("src")
+    q.add_argument("out")
+    q.add_argument("dequant")
+    q.add_argument("--block", default="128,128")
     c = sub.add_parser("compare")
     c.add_argument("hfdir")
     c.add_argument("batch")
@@ -190,6 +244,9 @@ def main():
     torch.set_num_threads(2)
     if a.cmd == "random":
         random_model(a)
+        return 0
+    if a.cmd == "fp8":
+        fp8(a)
         return 0
     return 0 if compare(a) else 1
 

@@ -75,6 +75,11 @@
 #                   4 over an original 16 positions): 22 with DeepSeek-V3's mscales (1 and 1), 23
 #                   with 0.9 and 1.1, so that cos and sin are scaled too; the softmax by
 #                   mscale(4, mscale_all_dim)^2 in both
+#  24. deepseek-v3-fp8  (run right after 23) check 23's model stored as DeepSeek-V3's released
+#                   folders are (hf_check.py fp8: every Linear weight in F8_E4M3 blocks of 16 x 16,
+#                   ragged at the edges, beside its float32 _scale_inv; quantization_config fp8)
+#                   read by `ptdp forward --hf` and trained from at t2 p2: the logits and losses
+#                   against transformers' on the same weights dequantized in float32
 #  25. qwen3-yarn-init  check 9's with YaRN (factor 4, original 16, no mscale keys: cos and sin
 #                   scaled by 0.1 ln 4 + 1, the softmax not)
 # Prints PASS/FAIL lines; exit 1 on any FAIL.
@@ -404,6 +409,14 @@ cat fwd-deepseek.out
 check "$py" "$here/hf_check.py" compare random-deepseek batch-deepseek.bin 32 ptdp-deepseek.bin \
   --loss "train-t2p2-step1=$(first_loss tp-deepseek.jsonl)" \
   --loss "ptdp-forward=$(forward_loss fwd-deepseek.out)"
+echo "== 24. deepseek-v3-fp8: check 23's model stored as DeepSeek-V3's released weights (F8_E4M3 blocks of 16 x 16 and their scales) read and trained by ptdp"
+check "$py" "$here/hf_check.py" fp8 random-deepseek fp8-deepseek dequant-deepseek --block 16,16
+train 4 tp-deepseek --steps 2 --init-from fp8-deepseek --log tp-fp8.jsonl
+"$ptdp" forward --hf fp8-deepseek --data data.bin --step 1 --global-batch 8 --seq-len 32 \
+  --out ptdp-fp8.bin --batch-out batch-fp8.bin > fwd-fp8.out 2>&1 ||
+  { cat fwd-fp8.out; die "ptdp forward --hf (fp8)"; }
+check "$py" "$here/hf_check.py" compare dequant-deepseek batch-fp8.bin 32 ptdp-fp8.bin \
+  --loss "train-t2p2-step1=$(first_loss tp-fp8.jsonl)" --loss "ptdp-forward=$(forward_loss fwd-fp8.out)"
 layout=
 echo "== 25. qwen3-yarn-init: a random Qwen3ForCausalLM with YaRN (factor 4, original 16) trained by ptdp"
 family_init qwen3 "$qwen3_keys"', "rope_scaling_type": "yarn", "rope_scaling_factor": 4,

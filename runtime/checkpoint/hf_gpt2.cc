@@ -283,6 +283,13 @@ Result<std::map<std::string, StTensor>> MatchHfGpt2Header(const StHeader& h, con
 bool DecodeFloats(const std::string& dtype, const char* bytes, int64_t n_bytes,
                   std::vector<float>* out) {
   const int esize = StDTypeBytes(dtype);
+  if (dtype == "F8_E4M3" && n_bytes >= 0) {  // its block scales are the caller's (fp8.h)
+    out->resize(static_cast<size_t>(n_bytes));
+    for (int64_t i = 0; i < n_bytes; ++i) {
+      (*out)[size_t(i)] = Fp8E4m3ToFloat(static_cast<uint8_t>(bytes[i]));
+    }
+    return true;
+  }
   if (!IsFloatDType(dtype) || esize == 0 || n_bytes < 0 || n_bytes % esize != 0) return false;
   const int64_t n = n_bytes / esize;
   out->resize(static_cast<size_t>(n));

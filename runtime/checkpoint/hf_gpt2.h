@@ -28,6 +28,7 @@
 
 #include "core/json.h"
 #include "core/model.h"
+#include "runtime/checkpoint/fp8.h"
 #include "runtime/checkpoint/safetensors.h"
 
 namespace ptdp::runtime {
@@ -39,6 +40,7 @@ inline constexpr int64_t kMaxHfConfigBytes = int64_t(1) << 20;
 struct HfGpt2Config {
   ModelSpec model;          // seq_len = n_positions
   int64_t n_positions = 0;  // rows of wpe (Llama: max_position_embeddings)
+  Fp8Blocks fp8;            // quantization_config's blocks (Llama family; fp8.h)
 };
 
 // Checks a parsed config.json (`source` names the file in errors: "<source>: <field>: <reason>").
@@ -93,8 +95,8 @@ Result<std::map<std::string, StTensor>> MatchHfGpt2Header(const StHeader& h, con
 // A header entry against its spec: a float dtype (F32, F16, BF16, F64) and the spec's shape.
 Status CheckHfTensorEntry(const StTensor& t, const HfTensorSpec& s, const std::string& source);
 
-// Raw little-endian values of `dtype` (F32, F16, BF16, F64) as floats; false for another dtype or
-// a size that is not a whole number of elements.
+// Raw little-endian values of `dtype` (F32, F16, BF16, F64, or F8_E4M3 before its block scales) as
+// floats; false for another dtype or a size that is not a whole number of elements.
 bool DecodeFloats(const std::string& dtype, const char* bytes, int64_t n_bytes,
                   std::vector<float>* out);
 

@@ -546,11 +546,13 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
     }
   }
   PTDP_RETURN_IF_ERROR(CheckHfLlamaReadable(m, source + ": the model"));
-  return HfGpt2Config{m, m.seq_len};
+  PTDP_ASSIGN_OR_RETURN(const Fp8Blocks fp8, Fp8BlocksFromConfig(j, source));
+  return HfGpt2Config{m, m.seq_len, fp8};
 }
 
 Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, const ModelSpec& m,
-                                                           const std::string& source) {
+                                                           const std::string& source,
+                                                           const Fp8Blocks& fp8) {
   std::map<std::string, const HfTensorSpec*> by_hf;
   const std::vector<HfTensorSpec> specs = HfLlamaTensors(m);
   for (const auto& s : specs) by_hf[s.hf] = &s;
@@ -564,6 +566,7 @@ Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, co
   std::map<std::string, StTensor> out;
   const std::string inv_freq = ".rotary_emb.inv_freq";  // a buffer older files carry
   for (const StTensor& t : h.tensors) {
+    if (IsFp8ScaleName(t.name)) continue;  // MatchFp8Scales's, below
     auto it = by_hf.find(t.name);
     if (it == by_hf.end()) {
       const bool buffer =
@@ -577,12 +580,16 @@ Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, co
     if (out.count(t.name) > 0) {
       return Status::Invalid(source + ": tensor '" + t.name + "' appears twice");
     }
-    PTDP_RETURN_IF_ERROR(CheckHfTensorEntry(t, *it->second, source));
+    StTensor as_float = t;  // a F8_E4M3 weight's shape is checked here, its scale below
+    if (t.dtype == "F8_E4M3") as_float.dtype = "F32";
+    PTDP_RETURN_IF_ERROR(CheckHfTensorEntry(as_float, *it->second, source));
     out[t.name] = t;
   }
   for (const auto& s : specs) {
     if (out.count(s.hf) == 0) return Status::Invalid(source + ": missing tensor '" + s.hf + "'");
   }
+  PTDP_RETURN_IF_ERROR(MatchFp8Scales(
+      h, fp8, std::vector<std::string>(depth_copies.begin(), depth_copies.end()), &out, source));
   return out;
 }
 

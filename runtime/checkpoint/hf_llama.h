@@ -128,7 +128,10 @@ void LlamaPartInto(const HfTensorSpec& s, int64_t heads, const std::vector<float
 Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& source);
 // Every tensor of HfLlamaTensors present once with its shape and a float dtype, by HF name;
 // rotary inv_freq buffers and, with tied embeddings, lm_head.weight skipped; any other refused.
+// With `fp8` blocks (the config's quantization_config), F8_E4M3 weights and their scales
+// (fp8.h MatchFp8Scales; the scales join the map by their own names).
 Result<std::map<std::string, StTensor>> MatchHfLlamaHeader(const StHeader& h, const ModelSpec& m,
-                                                           const std::string& source);
+                                                           const std::string& source,
+                                                           const Fp8Blocks& fp8 = {});
 
 }  // namespace ptdp::runtime

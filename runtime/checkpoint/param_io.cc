@@ -93,7 +93,8 @@ Result<HfFolder> HfFolder::Open(const std::string& dir) {
   }
   PTDP_ASSIGN_OR_RETURN(StHeader h, f.OpenFiles());
   if (f.llama_) {
-    PTDP_ASSIGN_OR_RETURN(f.tensors_, MatchHfLlamaHeader(h, f.config_.model, f.source_));
+    PTDP_ASSIGN_OR_RETURN(f.tensors_,
+                          MatchHfLlamaHeader(h, f.config_.model, f.source_, f.config_.fp8));
     for (auto& s : HfLlamaTensors(f.config_.model)) f.specs_.emplace(s.ptdp, std::move(s));
     return f;
   }
@@ -231,6 +232,10 @@ Result<std::vector<float>> HfFolder::ReadHf(const StTensor& t) const {
       return Status::Invalid(file.path + ": tensor '" + t.name +
                              "' holds a non-finite value at element " + std::to_string(i));
     }
+  }
+  if (t.dtype == "F8_E4M3") {  // times its blocks' scales (MatchFp8Scales matched them)
+    PTDP_ASSIGN_OR_RETURN(const auto scales, ReadHf(tensors_.at(t.name + kFp8ScaleSuffix)));
+    Fp8Dequantize(&hf, t.shape, scales, config_.fp8);
   }
   return hf;
 }

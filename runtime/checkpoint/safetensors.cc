@@ -82,7 +82,7 @@ int StDTypeBytes(const std::string& d) {
   if (d == "F32" || d == "I32" || d == "U32") return 4;
   if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
   if (d == "F64" || d == "I64" || d == "U64") return 8;
-  if (d == "U8" || d == "I8" || d == "BOOL") return 1;
+  if (d == "U8" || d == "I8" || d == "BOOL" || d == "F8_E4M3") return 1;
   return 0;
 }
 

@@ -23,7 +23,8 @@ inline constexpr int64_t kMaxSafetensorsHeader = int64_t(100) << 20;
 
 struct StTensor {
   std::string name;
-  std::string dtype = "F32";  // F32, F16, BF16, F64, I64, I32, U32, I16, U16, I8, U8, BOOL
+  // F32, F16, BF16, F64, F8_E4M3 (runtime/checkpoint/fp8.h), I64, I32, U32, I16, U16, I8, U8, BOOL
+  std::string dtype = "F32";
   std::vector<int64_t> shape;
   int64_t begin = 0, end = 0;  // byte range in the data section
 };
