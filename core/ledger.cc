@@ -366,10 +366,14 @@ RankRoles RolesOf(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {
 
 }  // namespace
 
+int64_t ContextRingKvFeatures(const ModelSpec& m) {
+  return m.IsMla() ? 2 * int64_t(m.heads) * m.QkHeadDim() : 2 * int64_t(m.KvHeads()) * m.HeadDim();
+}
+
 Bytes ContextRingBytes(const ModelSpec& m, const ParallelConfig& c) {
   if (c.cp == 1) return 0;
-  const Bytes kv = 2 * ContextShardLen(m, c) * c.mbs * (m.KvHeads() / c.tp) * m.HeadDim() *
-                   ComputeBytes(c.precision);
+  const Bytes kv =
+      ContextShardLen(m, c) * c.mbs * (ContextRingKvFeatures(m) / c.tp) * ComputeBytes(c.precision);
   return std::max<Bytes>(c.cp, 4) * kv;
 }
 

@@ -220,8 +220,13 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
 Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                          int pp_rank);
 Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// The features of one token's keys and values that a context-parallel ring carries, over all
+// tensor ranks: 2 kv dh; under multi-latent attention 2 a dqk, the values padded to dqk as the
+// runtime packs them (runtime/model/mla.h; Megatron-Core's ring would carry a (dqk + dv)).
+int64_t ContextRingKvFeatures(const ModelSpec& m);
 // The ring attention's buffers a context-parallel layer holds while it runs (0 with cp = 1), in
-// chunks of keys and values of s / cp tokens, 2 N kv dh / t elements each: forward, every step's
+// chunks of keys and values of s / cp tokens, N ContextRingKvFeatures / t elements each: forward,
+// every step's
 // received chunk until the layer's forward ends (Transformer Engine's AttnFuncWithCPAndKVP2P keeps
 // them in its p2p_comm_buffers list: cp); backward, the chunk and its gradient, double-buffered
 // (4); the larger of the two. Its fp32 accumulators of the output and dQ are not counted.

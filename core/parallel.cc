@@ -230,9 +230,6 @@ Status ParallelConfig::ValidateStageSplit(const ModelSpec& m) const {
 Status ParallelConfig::ValidateContextParallel(const ModelSpec& m) const {
   if (cp == 1) return Status::Ok();
   const std::string of = "cp: " + std::to_string(cp);
-  if (m.IsMla()) {  // its ring would carry a dqk keys and a dv values: not priced
-    return Status::Invalid(of + " with multi-latent attention is not modelled");
-  }
   if (m.seq_len % (2 * int64_t(cp)) != 0) {
     return Status::Invalid(of + " needs seq_len " + std::to_string(m.seq_len) +
                            " divisible by 2 cp = " + std::to_string(2 * int64_t(cp)) +

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/ledger.h"
 #include "core/shapes.h"
 #include "costmodel/attention_rate.h"
 #include "costmodel/gemm.h"
@@ -243,8 +244,8 @@ PieceCost FusedAttentionCost(const ModelSpec& m, const HardwareProfile& hw, int 
 }
 
 double ContextRingSendBytes(const ModelSpec& shard, Precision precision, int tp, int mbs) {
-  return 2.0 * double(mbs) * double(shard.seq_len) * double(shard.KvHeads() / tp) *
-         double(shard.HeadDim()) * ComputeBytes(precision);
+  return double(mbs) * double(shard.seq_len) * double(ContextRingKvFeatures(shard) / tp) *
+         ComputeBytes(precision);
 }
 
 void AddContextRing(const ModelSpec& shard, const HardwareProfile& hw, Precision precision, int tp,

@@ -1,11 +1,12 @@
 // Context-parallel attention (kernels/cuda/ops.h ContextAttention*; the reference twin is
 // kernels/reference/context_attention.cc): attention.cu's online-softmax forward and key-block
 // backward, with every query and key at its global position (kernels/reference/context_chunks.h).
-// Forward: a block owns kFwdRows local query rows of one (batch, head) and walks the global key
-// positions up to its last row's, reading each key from the rank that holds it in kv_all.
-// Backward (one source rank's keys at a time): a block owns kBwdKeys of the source's keys and walks
-// every local query tile whose last position reaches its first key; dK and dV are written for the
-// source, dQ accumulates with atomics in an fp32 workspace and is then added into dqkv.
+// Forward: a block owns kFwdRows (FwdRowsOf: 32 for 192) local query rows of one (batch, head) and
+// walks the global key positions up to its last row's, reading each key from the rank that holds it
+// in kv_all. Backward (one source rank's keys at a time): a block owns kBwdKeys (BwdKeysOf) of the
+// source's keys and walks every local query tile whose last position reaches its first key; dK and
+// dV are written for the source, dQ accumulates with atomics in an fp32 workspace and is then added
+// into dqkv.
 #include "kernels/cuda/attention_common.cuh"
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/common.cuh"
@@ -24,15 +25,15 @@ __device__ __forceinline__ int64_t PackOffset(int64_t bi, int64_t t, int64_t hh,
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
+__global__ void __launch_bounds__(FwdRowsOf<D>() * HeadLayout<D>::G)
     CtxAttnFwd(T* out, float* lse, const T* qkv, const T* kv_all, int64_t b,
                kernels::ContextChunks chunks, int64_t h, DropoutParams dp) {
-  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
+  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E, kRows = FwdRowsOf<D>();
   __shared__ float ks[kFwdKeys][D];
   __shared__ float vs[kFwdKeys][D];
   const int64_t S = chunks.Local(), s = chunks.s, rank_stride = b * S * h * 2 * D;
   const int64_t bh = blockIdx.y, bi = bh / h, hh = bh % h;
-  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kFwdRows;
+  const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int part = threadIdx.x % G;
   const int64_t t = q0 + threadIdx.x / G;
   const bool row_active = t < S;
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
   float m = -INFINITY, l = 0.0f;
   // Positions grow with the local row (the second chunk lies after the first), so the block's
   // last row sees the most keys.
-  const int64_t last_row = min(q0 + kFwdRows, S);  // exclusive
+  const int64_t last_row = min(q0 + kRows, S);  // exclusive
   const int64_t keys = chunks.Position(last_row - 1) + 1;
   const int64_t tiles = (keys + kFwdKeys - 1) / kFwdKeys;
   for (int64_t kt = 0; kt < tiles; ++kt) {
@@ -101,23 +102,23 @@ __global__ void __launch_bounds__(kFwdRows* HeadLayout<D>::G)
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
+__global__ void __launch_bounds__(BwdKeysOf<D>() * HeadLayout<D>::G)
     CtxAttnBwdKeys(T* dkv_src, float* dq_acc, const T* dout, const T* qkv, const T* kv_src,
                    const float* lse, const float* delta, kernels::ContextChunks mine,
                    kernels::ContextChunks theirs, int64_t h, DropoutParams dp) {
-  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E;
+  constexpr int G = HeadLayout<D>::G, E = HeadLayout<D>::E, kKeys = BwdKeysOf<D>();
   extern __shared__ float smem[];
   float(*qs)[D] = reinterpret_cast<float(*)[D]>(smem);                     // [kBwdRows][D]
   float(*dos)[D] = reinterpret_cast<float(*)[D]>(smem + kBwdRows * D);     // [kBwdRows][D]
-  float(*ks)[D] = reinterpret_cast<float(*)[D]>(smem + 2 * kBwdRows * D);  // [kBwdKeys][D]
-  float(*dss)[kBwdKeys] =
-      reinterpret_cast<float(*)[kBwdKeys]>(smem + 2 * kBwdRows * D + kBwdKeys * D);  // [rows][keys]
-  float* lse_s = smem + 2 * kBwdRows * D + kBwdKeys * D + kBwdRows * kBwdKeys;
+  float(*ks)[D] = reinterpret_cast<float(*)[D]>(smem + 2 * kBwdRows * D);  // [kKeys][D]
+  float(*dss)[kKeys] =
+      reinterpret_cast<float(*)[kKeys]>(smem + 2 * kBwdRows * D + kKeys * D);  // [rows][keys]
+  float* lse_s = smem + 2 * kBwdRows * D + kKeys * D + kBwdRows * kKeys;
   float* delta_s = lse_s + kBwdRows;
 
   const int64_t S = mine.Local(), s = mine.s;
   const int64_t bh = blockIdx.y, bi = bh / h, hh = bh % h;
-  const int64_t u0 = static_cast<int64_t>(blockIdx.x) * kBwdKeys;
+  const int64_t u0 = static_cast<int64_t>(blockIdx.x) * kKeys;
   const int part = threadIdx.x % G;
   const int key_local = threadIdx.x / G;
   const int64_t u = u0 + key_local;
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
     dk[e] = 0.0f;
     dv[e] = 0.0f;
   }
-  for (int idx = threadIdx.x; idx < kBwdKeys * D; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < kKeys * D; idx += blockDim.x) {
     const int jj = idx / D, e = idx % D;
     ks[jj][e] =
         u0 + jj < S ? ToFloat(kv_src[PackOffset(bi, u0 + jj, hh, 0, 2, S, h, D) + e]) : 0.0f;
@@ -188,7 +189,7 @@ __global__ void __launch_bounds__(kBwdKeys* HeadLayout<D>::G)
       if (i >= S) continue;
       float acc = 0.0f;
 #pragma unroll 8
-      for (int jj = 0; jj < kBwdKeys; ++jj) acc += dss[r][jj] * ks[jj][e];
+      for (int jj = 0; jj < kKeys; ++jj) acc += dss[r][jj] * ks[jj][e];
       atomicAdd(dq_acc + ((bi * S + i) * h + hh) * D + e, acc);
     }
   }
@@ -230,10 +231,11 @@ template <typename T, int D>
 void LaunchCtxForward(T* out, float* lse, const T* qkv, const T* kv_all, const ContextDims& c,
                       const DropoutParams& dp, cudaStream_t stream) {
   const kernels::ContextChunks chunks{c.s, c.cp, c.rank};
-  const dim3 grid(static_cast<unsigned>((chunks.Local() + kFwdRows - 1) / kFwdRows),
+  constexpr int kRows = FwdRowsOf<D>();
+  const dim3 grid(static_cast<unsigned>((chunks.Local() + kRows - 1) / kRows),
                   static_cast<unsigned>(c.b * c.h));
-  CtxAttnFwd<T, D><<<grid, kFwdRows * HeadLayout<D>::G, 0, stream>>>(out, lse, qkv, kv_all, c.b,
-                                                                     chunks, c.h, dp);
+  CtxAttnFwd<T, D>
+      <<<grid, kRows * HeadLayout<D>::G, 0, stream>>>(out, lse, qkv, kv_all, c.b, chunks, c.h, dp);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -245,19 +247,18 @@ void LaunchCtxBackwardKeys(T* dkv_src, float* dq_acc, const T* dout, const T* qk
   PTDP_CUDA_CHECK(cudaFuncSetAttribute(CtxAttnBwdKeys<T, D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const kernels::ContextChunks mine{c.s, c.cp, c.rank}, theirs{c.s, c.cp, src};
-  const dim3 grid(static_cast<unsigned>((mine.Local() + kBwdKeys - 1) / kBwdKeys),
+  constexpr int kKeys = BwdKeysOf<D>();
+  const dim3 grid(static_cast<unsigned>((mine.Local() + kKeys - 1) / kKeys),
                   static_cast<unsigned>(c.b * c.h));
-  CtxAttnBwdKeys<T, D><<<grid, kBwdKeys * HeadLayout<D>::G, kSmemBytes, stream>>>(
+  CtxAttnBwdKeys<T, D><<<grid, kKeys * HeadLayout<D>::G, kSmemBytes, stream>>>(
       dkv_src, dq_acc, dout, qkv, kv_src, lse, delta, mine, theirs, c.h, dp);
   PTDP_CUDA_CHECK(cudaGetLastError());
 }
 
 void CheckContextDims(const ContextDims& c) {
-  // Not 192 (AttentionSupportsHeadDim's multi-latent width): context parallelism with it is
-  // refused.
   PTDP_CHECK_MSG(
-      c.d == 16 || c.d == 32 || c.d == 64 || c.d == 128,
-      "context attention head dim " + std::to_string(c.d) + " is not one of 16, 32, 64, 128");
+      AttentionSupportsHeadDim(c.d),
+      "context attention head dim " + std::to_string(c.d) + " is not one of 16, 32, 64, 128, 192");
   PTDP_CHECK_MSG(c.cp >= 1 && c.rank >= 0 && c.rank < c.cp && c.s % (2 * c.cp) == 0,
                  "context attention: s = " + std::to_string(c.s) +
                      " is not split by cp = " + std::to_string(c.cp));
@@ -304,6 +305,8 @@ void ContextAttentionForward(T* out, float* lse, const T* qkv, const T* kv_all, 
       return LaunchCtxForward<T, 32>(out, lse, qkv, kv_all, c, dp, stream);
     case 64:
       return LaunchCtxForward<T, 64>(out, lse, qkv, kv_all, c, dp, stream);
+    case 192:
+      return LaunchCtxForward<T, 192>(out, lse, qkv, kv_all, c, dp, stream);
     default:
       return LaunchCtxForward<T, 128>(out, lse, qkv, kv_all, c, dp, stream);
   }
@@ -335,6 +338,10 @@ void ContextAttentionBackward(T* dqkv, T* dkv_src, float* workspace, const T* do
     case 64:
       LaunchCtxBackwardKeys<T, 64>(dkv_src, dq_acc, dout, qkv, kv_src, lse, delta, c, src, dp,
                                    stream);
+      break;
+    case 192:
+      LaunchCtxBackwardKeys<T, 192>(dkv_src, dq_acc, dout, qkv, kv_src, lse, delta, c, src, dp,
+                                    stream);
       break;
     default:
       LaunchCtxBackwardKeys<T, 128>(dkv_src, dq_acc, dout, qkv, kv_src, lse, delta, c, src, dp,

@@ -50,13 +50,6 @@ Status CheckHeadDim(const AttentionShape& a) {
   return Status::Invalid("cuda ops: attention head dim " + std::to_string(a.head_dim) +
                          " is not supported by kernels/cuda (16, 32, 64, 128, 192)");
 }
-// The context-parallel kernels have no 192 (multi-latent attention refuses cp > 1).
-Status CheckContextHeadDim(const AttentionShape& a) {
-  if (a.head_dim != 192) return CheckHeadDim(a);
-  return Status::Invalid(
-      "cuda ops: context attention head dim 192 is not supported by "
-      "kernels/cuda (16, 32, 64, 128)");
-}
 
 // The multi-head twin of a grouped attention's shape.
 AttentionShape MultiHead(const AttentionShape& a) {
@@ -223,7 +216,7 @@ Status CudaOps::ContextKvUnpack(TensorRef dqkv, ConstRef dkv, const AttentionSha
 
 Status CudaOps::ContextAttentionForward(TensorRef out, TensorRef lse, ConstRef qkv, ConstRef kv_all,
                                         const AttentionShape& a, const DropoutSpec& drop) {
-  PTDP_RETURN_IF_ERROR(CheckContextHeadDim(a));
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
   void* copies = nullptr;
   if (a.group > 1) {
@@ -248,7 +241,7 @@ Status CudaOps::ContextAttentionBackward(TensorRef dqkv, TensorRef dkv_src, Cons
                                          ConstRef out, ConstRef qkv, ConstRef kv_src, ConstRef lse,
                                          const AttentionShape& a, int src,
                                          const DropoutSpec& drop) {
-  PTDP_RETURN_IF_ERROR(CheckContextHeadDim(a));
+  PTDP_RETURN_IF_ERROR(CheckHeadDim(a));
   if (lse.dtype != DType::kFp32) return Status::Invalid("cuda ops: the lse stash must be fp32");
   const int64_t ws_floats = ck::ContextAttentionBackwardWorkspaceFloats(CtxDims(a));
   PTDP_ASSIGN_OR_RETURN(void* ws, Scratch(ws_floats * static_cast<int64_t>(sizeof(float))));

@@ -120,8 +120,9 @@ void CheckRanks(int64_t b, int64_t s, int64_t h, int64_t d, int cp, float p, int
 }
 
 TYPED_TEST(CudaContextAttention, EveryHeadDim) {
-  // s / cp = 96 (32 emulated) local rows: two forward blocks on a GPU, partial tiles.
-  for (int64_t d : {16, 64, 128}) {
+  // s / cp = 96 (32 emulated) local rows: two forward blocks on a GPU, partial tiles (three of
+  // 32 rows at 192, multi-latent attention's width).
+  for (int64_t d : {16, 64, 128, 192}) {
     CheckRanks<TypeParam>(SizeFor(2, 1), SizeFor(192, 64), SizeFor(3, 2), d, 2, 0.0f);
   }
 }
