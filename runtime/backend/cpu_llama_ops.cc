@@ -4,6 +4,7 @@
 #include "kernels/reference/ops.h"
 #include "runtime/backend/cpu_ops.h"
 #include "runtime/backend/cpu_views.h"
+#include "runtime/backend/rope_freqs.h"
 
 namespace ptdp::runtime {
 namespace k = ::ptdp::kernels;
@@ -83,16 +84,7 @@ Status CpuOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const Rop
   r.group = a.group;
   r.cp = a.cp;
   r.rank = a.cp_rank;
-  r.rope.base = rope.base;
-  r.rope.factor = rope.factor;
-  r.rope.low_freq_factor = rope.low_freq_factor;
-  r.rope.high_freq_factor = rope.high_freq_factor;
-  r.rope.original_max_positions = rope.original_max_positions;
-  r.rope.percent = rope.percent;
-  r.rope.yarn = rope.yarn;
-  r.rope.beta_fast = rope.beta_fast;
-  r.rope.beta_slow = rope.beta_slow;
-  r.rope.attention_factor = rope.attention_factor;
+  r.rope = RopeFreqsOf(rope);
   return Dispatch(qkv.dtype, [&](auto tag) {
     using T = decltype(tag);
     Out<T> o(qkv, true);

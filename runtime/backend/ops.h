@@ -67,7 +67,8 @@ using DropoutRunCall = std::function<Status(int64_t offset, int64_t n, uint64_t 
 Status ForEachDropoutRun(const DropoutSpec& drop, int64_t count, const DropoutRunCall& call);
 
 // RoPE's frequencies (model.rotary_base, model.rope_scaling_*): the seam's copy of
-// kernels/reference/rope.h RopeFreqs, field for field, which the backends pass on.
+// kernels/reference/rope.h RopeFreqs, field for field, which the backends pass on
+// (runtime/backend/rope_freqs.h RopeFreqsOf).
 struct RopeSpec {
   double base = 10000;
   double factor = 0;  // Llama 3.1's scaling (or YaRN's) when > 0

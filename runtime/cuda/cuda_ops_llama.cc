@@ -1,6 +1,7 @@
 // CudaOps' ops of Llama-style layers (runtime/backend/ops.h RmsNorm*, Swiglu*, RotaryEmbedding,
 // QkNorm*): kernels/cuda/llama.cu on the compute stream, fp32 and bf16 like every CudaOps op.
 #include "kernels/cuda/ops.h"
+#include "runtime/backend/rope_freqs.h"
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda/cuda_ops_util.h"
@@ -71,16 +72,7 @@ Status CudaOps::RotaryEmbedding(TensorRef qkv, const AttentionShape& a, const Ro
   r.group = a.group;
   r.cp = a.cp;
   r.rank = a.cp_rank;
-  r.rope.base = rope.base;
-  r.rope.factor = rope.factor;
-  r.rope.low_freq_factor = rope.low_freq_factor;
-  r.rope.high_freq_factor = rope.high_freq_factor;
-  r.rope.original_max_positions = rope.original_max_positions;
-  r.rope.percent = rope.percent;
-  r.rope.yarn = rope.yarn;
-  r.rope.beta_fast = rope.beta_fast;
-  r.rope.beta_slow = rope.beta_slow;
-  r.rope.attention_factor = rope.attention_factor;
+  r.rope = RopeFreqsOf(rope);
   return ForCompute(qkv.dtype, "RotaryEmbedding", [&](auto tag) {
     using T = decltype(tag);
     ck::RotaryEmbedding<T>(P<T>(qkv), r, inverse, stream_);
