@@ -83,11 +83,13 @@ constexpr Family kFamilies[] = {{"gpt2", "GPT2LMHeadModel"},
                                 {"qwen2_moe", "Qwen2MoeForCausalLM"},
                                 {"deepseek_v2", "DeepseekV2ForCausalLM"},
                                 {"deepseek_v3", "DeepseekV3ForCausalLM"},
+                                // Kimi K2's folders: DeepSeek-V3's class under its own type
+                                {"kimi_k2", "DeepseekV3ForCausalLM"},
                                 {"glm4_moe", "Glm4MoeForCausalLM"},
                                 {"nemotron", "NemotronForCausalLM"}};
 
 bool IsDeepSeek(const std::string& model_type) {
-  return model_type == "deepseek_v2" || model_type == "deepseek_v3";
+  return model_type == "deepseek_v2" || model_type == "deepseek_v3" || model_type == "kimi_k2";
 }
 
 bool IsExpertFamily(const std::string& model_type) {
@@ -432,7 +434,7 @@ void ReadLlamaFamily(JsonObjectReader& r, const Family& family, ModelSpec* m) {
     r.Optional("head_dim", &m->head_dim);
   }
   if (IsDeepSeek(family.model_type)) {
-    ReadDeepSeek(r, std::string(family.model_type) == "deepseek_v3", m);
+    ReadDeepSeek(r, std::string(family.model_type) != "deepseek_v2", m);
   } else if (IsExpertFamily(family.model_type)) {
     ReadExperts(r, family, m);
   }

@@ -529,7 +529,9 @@ Result<HfGpt2Config> HfLlamaConfigFromJson(const Json& j, const std::string& sou
   }
   // rms_norm_eps becomes norm_eps (transformers' default 1e-6 when absent).
   PTDP_ASSIGN_OR_RETURN(ModelSpec m, ModelFromHfConfig(j, source));
-  if (type == "deepseek_v3") PTDP_RETURN_IF_ERROR(CheckDeepseekV3RopeLayout(j, source));
+  if (type == "deepseek_v3" || type == "kimi_k2") {
+    PTDP_RETURN_IF_ERROR(CheckDeepseekV3RopeLayout(j, source));
+  }
   // RoPE: unscaled, Llama 3.1's scaling or YaRN's (core/hf_config.cc read their numbers).
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
     const auto rs = j.find(key);

@@ -94,12 +94,14 @@ Status CheckHfLlamaExportable(const ModelSpec& m, HfLlamaArch arch, const std::s
 // The same for reading a folder, which may be any of the four: Mistral's window must be on every
 // layer, and with neither QK norms nor biases on q, k and v.
 Status CheckHfLlamaReadable(const ModelSpec& m, const std::string& what);
-// The model_types read here: "llama", "mistral", "qwen2", "qwen3", "nemotron".
+// The model_types read here: "llama", "mistral", "qwen2", "qwen3", "nemotron", the mixtures'
+// "qwen3_moe", "mixtral", "qwen2_moe", "glm4_moe", and "deepseek_v3" with Kimi K2's "kimi_k2" (its
+// class and tensors are DeepSeek-V3's).
 inline bool IsHfLlamaFamily(const std::string& model_type) {
   return model_type == "llama" || model_type == "mistral" || model_type == "qwen2" ||
          model_type == "qwen3" || model_type == "nemotron" || model_type == "qwen3_moe" ||
          model_type == "mixtral" || model_type == "qwen2_moe" || model_type == "glm4_moe" ||
-         model_type == "deepseek_v3";
+         model_type == "deepseek_v3" || model_type == "kimi_k2";
 }
 
 // The runtime name of mixture layer `layer`'s expert bias in the HF tensor list (HfLayout::

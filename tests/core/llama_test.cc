@@ -224,8 +224,8 @@ TEST(Llama, HuggingFaceRefusalsNameTheField) {
   };
   EXPECT_EQ(refused(edit(kLlama3_8b, R"("model_type": "llama")", R"("model_type": "gemma")")),
             "model.model_type: 'gemma' is not supported (supported: gpt2, llama, mistral, "
-            "qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, deepseek_v2, deepseek_v3, glm4_moe, "
-            "nemotron)");
+            "qwen2, qwen3, mixtral, qwen3_moe, qwen2_moe, deepseek_v2, deepseek_v3, kimi_k2, "
+            "glm4_moe, nemotron)");
   // Mistral's window is read (tests/planner SlidingWindow.*); a bad one is named.
   EXPECT_NE(refused(edit(kMistral7b, R"("sliding_window": null)", R"("sliding_window": -1)"))
                 .find("model.sliding_window: -1 is not a positive number of tokens"),

@@ -219,5 +219,30 @@ TEST(HfFp8, ReleasedDeepseekV3FolderMatches) {
   EXPECT_EQ(int64_t(matched->size()), int64_t(HfLlamaTensors(c->model).size()) + scaled);
 }
 
+// Kimi K2's folders name their type kimi_k2 and their class DeepSeek-V3's: read as DeepSeek-V3
+// (the released DeepSeek-V3 config with Kimi K2's published shape changes: 64 heads, 384 experts,
+// one dense layer, no groups), the expert count and heads as its config says.
+TEST(HfFp8, KimiK2TypeReadsAsDeepseekV3) {
+  auto j = ReadJsonFile(std::string(PTDP_PLANNER_DATA) + "/deepseek-v3.config.json", 1 << 20);
+  ASSERT_TRUE(j.ok()) << j.status().message();
+  (*j)["model_type"] = "kimi_k2";
+  (*j)["num_attention_heads"] = 64;
+  (*j)["num_key_value_heads"] = 64;
+  (*j)["n_routed_experts"] = 384;
+  (*j)["first_k_dense_replace"] = 1;
+  (*j)["n_group"] = 1;
+  (*j)["topk_group"] = 1;
+  auto c = HfLlamaConfigFromJson(*j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(HfLlamaArchOf(c->model), HfLlamaArch::kDeepseekV3);
+  EXPECT_EQ(c->model.heads, 64);
+  EXPECT_EQ(c->model.moe_experts, 384);
+  EXPECT_EQ(c->model.moe_dense_layers, 1);
+  EXPECT_EQ(c->model.moe_router_groups, 0);
+  EXPECT_TRUE(c->model.RopeYarn());
+  (*j)["rope_interleave"] = false;  // as for DeepSeek-V3: only the interleaved rows are read
+  EXPECT_FALSE(HfLlamaConfigFromJson(*j, "config.json").ok());
+}
+
 }  // namespace
 }  // namespace ptdp::runtime
