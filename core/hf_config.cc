@@ -309,7 +309,9 @@ void ReadYarn(JsonObjectReader& r, const std::string& key, const Json& rs, Model
     return it->get<double>();
   };
   const double original = number("original_max_position_embeddings", 0);
-  if (!(original >= 1)) return r.Fail(key + ".original_max_position_embeddings", "yarn needs it");
+  if (!(original >= 1 && original <= double(int64_t(1) << 40))) {
+    return r.Fail(key + ".original_max_position_embeddings", "yarn needs it, from 1 to 2^40");
+  }
   m->rope_scaling_type = "yarn";
   m->rope_original_max_positions = static_cast<int64_t>(original);
   m->rope_scaling_factor = number("factor", double(m->seq_len) / original);
@@ -364,6 +366,9 @@ void ReadRopeScaling(JsonObjectReader& r, ModelSpec* m) {
     number("low_freq_factor", &m->rope_low_freq_factor);
     number("high_freq_factor", &m->rope_high_freq_factor);
     number("original_max_position_embeddings", &original);
+    if (!(original >= 1 && original <= double(int64_t(1) << 40))) {  // a cast to int64 within range
+      return r.Fail(std::string(key) + ".original_max_position_embeddings", "from 1 to 2^40");
+    }
     m->rope_original_max_positions = static_cast<int64_t>(original);
     return;
   }

@@ -73,10 +73,19 @@ TEST(HfLlama, ConfigReadsWhatExportWritesAndRefusesOtherMaths) {
               x["rope_scaling"] = {{"rope_type", "llama3"}};
             }),
             "cfg.json.rope_scaling.factor: llama3 scaling needs it as a number");
+  EXPECT_EQ(LlamaConfigError([](Json& x) {  // a length no int64 holds: refused before the cast
+              x["rope_scaling"] = {{"rope_type", "llama3"},
+                                   {"factor", 8.0},
+                                   {"low_freq_factor", 1.0},
+                                   {"high_freq_factor", 4.0},
+                                   {"original_max_position_embeddings", 1e30}};
+            }),
+            "cfg.json.rope_scaling.original_max_position_embeddings: from 1 to 2^40");
   EXPECT_EQ(LlamaConfigError([](Json& x) {
               x["rope_parameters"] = {{"rope_theta", 1e4}, {"rope_type", "yarn"}};
             }),
-            "cfg.json.rope_parameters.original_max_position_embeddings: yarn needs it");
+            "cfg.json.rope_parameters.original_max_position_embeddings: yarn needs it, from 1 "
+            "to 2^40");
   // Keys read before the typed reader: a wrong type is an error, not an exception (fuzz_hf_llama
   // found model_type holding an object).
   EXPECT_EQ(HfLlamaConfigFromJson(Json::parse(R"({"model_type": {"x": 1}})"), "cfg.json")
