@@ -1,6 +1,7 @@
 #include "core/experts.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ptdp {
 
@@ -9,8 +10,29 @@ int64_t RoutedTokens(const ModelSpec& m, const ParallelConfig& c) {
   return c.sequence_parallel ? tokens / c.tp : tokens;
 }
 
+int64_t ExpertCapacity(int64_t tokens, int topk, int experts, double factor) {
+  return int64_t(std::ceil(double(tokens * topk) / double(experts) * factor));
+}
+
+int64_t UnitCopies(const ModelSpec& m, int64_t tokens) {
+  const int64_t routed = tokens * m.moe_topk;
+  if (!m.DropsTokens()) return routed;
+  const int64_t E = m.moe_experts;
+  const int64_t capacity = ExpertCapacity(tokens, m.moe_topk, m.moe_experts, m.moe_capacity_factor);
+  // Megatron-Core drops nothing when the capacity is over the unit's tokens, and then pads every
+  // expert to all of them.
+  if (capacity > tokens) return m.moe_pad_to_capacity ? E * tokens : routed;
+  return m.moe_pad_to_capacity ? E * capacity : std::min(routed, E * capacity);
+}
+
+int64_t RoutedCopies(const ModelSpec& m, const ParallelConfig& c) {
+  if (!m.DropsTokens()) return RoutedTokens(m, c) * m.moe_topk;
+  const int64_t copies = int64_t(c.mbs) * UnitCopies(m, ContextShardLen(m, c));
+  return c.sequence_parallel ? copies / c.tp : copies;
+}
+
 int64_t ExpertTokens(const ModelSpec& m, const ParallelConfig& c) {
-  return RoutedTokens(m, c) * m.moe_topk * c.ExpertTp();
+  return RoutedCopies(m, c) * c.ExpertTp();
 }
 
 int LocalExperts(const ModelSpec& m, const ParallelConfig& c) {
@@ -106,7 +128,7 @@ int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_
 }
 
 int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes) {
-  return RoutedTokens(m, c) * m.moe_topk * m.hidden * act_bytes;
+  return RoutedCopies(m, c) * m.hidden * act_bytes;
 }
 
 std::vector<int> ExpertParallelGroup(const ParallelConfig& c) {

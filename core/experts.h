@@ -24,7 +24,19 @@ namespace ptdp {
 
 // T0: the tokens of a microbatch one rank routes: b s / cp, over tp with sequence parallelism.
 int64_t RoutedTokens(const ModelSpec& m, const ParallelConfig& c);
-// N = T0 k etp: the token copies one rank's experts process per microbatch (above).
+// Token dropping (ModelSpec::moe_capacity_factor): each expert's capacity in a routing unit of
+// `tokens` tokens, Megatron-Core's get_capacity(tokens k, E, factor) = ceil(tokens k / E *
+// factor) (moe_utils.py), in its order of operations; the runtime's router and the ledger both
+// read it. A capacity over `tokens` drops nothing (and pads every expert to all of them).
+int64_t ExpertCapacity(int64_t tokens, int topk, int experts, double factor);
+// The copies a unit of `tokens` tokens gives its experts with the router's load balanced: tokens
+// k dropless; at most E C when dropping; exactly E min(C, tokens) padded to capacity.
+int64_t UnitCopies(const ModelSpec& m, int64_t tokens);
+// The copies of one rank's T0 tokens: T0 k, or its share of the microbatch's units' copies
+// (UnitCopies of each sequence's s / cp tokens, b of them, over tp under sequence parallelism).
+int64_t RoutedCopies(const ModelSpec& m, const ParallelConfig& c);
+// N = RoutedCopies etp (T0 k etp dropless): the token copies one rank's experts process per
+// microbatch (above).
 int64_t ExpertTokens(const ModelSpec& m, const ParallelConfig& c);
 // E / ep.
 int LocalExperts(const ModelSpec& m, const ParallelConfig& c);
@@ -67,7 +79,8 @@ int64_t LayerExpertElements(const ModelSpec& m, const ParallelConfig& c);
 int64_t StageExpertElements(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
 
 // The bytes one rank sends in one all-to-all of the dispatcher (and receives back in the combine):
-// its T0 k token copies of h elements in the compute dtype, `act_bytes` each.
+// its token copies (RoutedCopies: T0 k dropless) of h elements in the compute dtype, `act_bytes`
+// each.
 int64_t DispatchBytes(const ModelSpec& m, const ParallelConfig& c, int act_bytes);
 
 // How many nodes other than its own a routed token's k experts lie on, in expectation, when the

@@ -235,6 +235,17 @@ Status ModelSpec::Validate(const std::string& path) const {
     add(Status::Invalid(at + "moe_router_bias_rate: " + FormatDouble(moe_router_bias_rate) +
                         " is outside [0, 1]"));
   }
+  if (DropsTokens() || moe_capacity_factor != 0) {
+    if (!IsMoe() || !(moe_capacity_factor > 0 && moe_capacity_factor <= 1e3)) {
+      add(Status::Invalid(at + "moe_capacity_factor: " + FormatDouble(moe_capacity_factor) +
+                          (IsMoe() ? " is outside (0, 1000]" : " set without moe_experts") +
+                          " (each expert's capacity over its balanced share; 0: dropless)"));
+    }
+  } else if (moe_drop_by_position || moe_pad_to_capacity) {
+    add(Status::Invalid(at +
+                        (moe_pad_to_capacity ? "moe_pad_to_capacity" : "moe_token_drop_policy") +
+                        ": set without moe_capacity_factor (a dropless router has no capacity)"));
+  }
   if (moe_shared_gate && moe_shared_ffn_hidden == 0) {
     add(Status::Invalid(at + "moe_shared_gate: set without moe_shared_ffn_hidden (no shared "
                              "expert to gate)"));
@@ -290,6 +301,8 @@ ModelSpec DenseLayerModel(const ModelSpec& m) {
   dense.moe_router_sigmoid = dense.moe_router_expert_bias = false;
   dense.moe_router_topk_scale = 1.0;
   dense.moe_router_bias_rate = 1e-3;
+  dense.moe_capacity_factor = 0;
+  dense.moe_drop_by_position = dense.moe_pad_to_capacity = false;
   dense.moe_layer_pattern.clear();
   dense.moe_router_groups = dense.moe_router_group_topk = 0;
   dense.mtp_layers = 0;  // a layer kind, not a model with its own prediction depths
@@ -443,6 +456,15 @@ Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path) {
   r.Optional("moe_router_topk_scale", &m.moe_router_topk_scale);
   r.Optional("moe_router_expert_bias", &m.moe_router_expert_bias);
   r.Optional("moe_router_bias_rate", &m.moe_router_bias_rate);
+  r.Optional("moe_capacity_factor", &m.moe_capacity_factor);
+  std::string policy = "probs";
+  r.Optional("moe_token_drop_policy", &policy);
+  if (policy != "probs" && policy != "position") {
+    return Status::Invalid((path.empty() ? "" : path + ".") + "moe_token_drop_policy: \"" + policy +
+                           "\" is not \"probs\" or \"position\"");
+  }
+  m.moe_drop_by_position = policy == "position";
+  r.Optional("moe_pad_to_capacity", &m.moe_pad_to_capacity);
   r.Optional("moe_dense_layers", &m.moe_dense_layers);
   r.Optional("moe_layer_pattern", &m.moe_layer_pattern);
   r.Optional("moe_router_groups", &m.moe_router_groups);
@@ -518,6 +540,11 @@ OrderedJson ModelToJson(const ModelSpec& m) {
   if (m.moe_router_expert_bias) {
     j["moe_router_expert_bias"] = true;
     j["moe_router_bias_rate"] = m.moe_router_bias_rate;
+  }
+  if (m.DropsTokens()) {
+    j["moe_capacity_factor"] = m.moe_capacity_factor;
+    j["moe_token_drop_policy"] = m.moe_drop_by_position ? "position" : "probs";
+    j["moe_pad_to_capacity"] = m.moe_pad_to_capacity;
   }
   if (m.moe_dense_layers > 0) j["moe_dense_layers"] = m.moe_dense_layers;
   if (!m.moe_layer_pattern.empty()) j["moe_layer_pattern"] = m.moe_layer_pattern;

@@ -147,6 +147,19 @@ struct ModelSpec {
   // parameter: no FLOP, E fp32 per layer.
   bool moe_router_expert_bias = false;
   double moe_router_bias_rate = 1e-3;
+  // Token dropping (Megatron-Core's --moe-expert-capacity-factor, --moe-token-drop-policy and
+  // --moe-pad-expert-input-to-capacity; GShard's and Switch's capacity): each expert takes at most
+  // C = ceil(T k / E * factor) of a routing unit's T tokens (core/experts.h ExpertCapacity), the
+  // rest of its copies dropped (their weight 0: a token whose experts all drop it is the residual
+  // alone); 0: dropless (the default). A unit is one sequence's tokens on a context-parallel rank
+  // (docs/moe.md says why not Megatron-Core's rank-local tokens). moe_drop_by_position keeps
+  // each expert's first C tokens ("position"), else its C highest weights ("probs", Megatron-
+  // Core's default). With moe_pad_to_capacity every expert runs C rows, the padding of weight 0:
+  // the same maths at the cost of E C copies.
+  double moe_capacity_factor = 0;
+  bool moe_drop_by_position = false;
+  bool moe_pad_to_capacity = false;
+  bool DropsTokens() const { return moe_capacity_factor > 0; }
 
   // Multi-latent attention (DeepSeek-V2/V3; Megatron-Core's --multi-latent-attention): the
   // queries from a q_lora-wide latent (or straight from h when mla_q_lora is 0), keys and values
@@ -308,10 +321,11 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path);
 // "qkv_bias", "head_dim", "qk_norm", "moe_experts", "moe_topk", "moe_ffn_hidden",
 // "moe_shared_ffn_hidden", "moe_shared_gate", "moe_router_pre_softmax" (written when true),
 // "moe_router_sigmoid", "moe_router_topk_scale", "moe_router_expert_bias", "moe_router_bias_rate"
-// (written when set), "moe_dense_layers", "moe_layer_pattern", "moe_router_groups",
-// "moe_router_group_topk", "mla_kv_lora", "mla_q_lora", "mla_rope_dim", "mla_v_dim", "mtp_layers"};
-// or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size, n_inner). `path` prefixes
-// error key paths.
+// (written when set), "moe_capacity_factor", "moe_token_drop_policy" ("probs" | "position"),
+// "moe_pad_to_capacity" (written with a factor), "moe_dense_layers", "moe_layer_pattern",
+// "moe_router_groups", "moe_router_group_topk", "mla_kv_lora", "mla_q_lora", "mla_rope_dim",
+// "mla_v_dim", "mtp_layers"}; or HF GPT-2 keys (n_layer, n_embd, n_head, n_positions, vocab_size,
+// n_inner). `path` prefixes error key paths.
 Result<ModelSpec> ModelFromJson(const Json& j, const std::string& path);
 OrderedJson ModelToJson(const ModelSpec& m);
 

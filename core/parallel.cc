@@ -279,6 +279,12 @@ Status ParallelConfig::ValidateExperts(const ModelSpec& m) const {
                            " does not divide tp*cp*dp = " + std::to_string(stage) +
                            " (the expert layers fold their grid over a stage's ranks)");
   }
+  if (m.DropsTokens() && moe_dispatcher != MoeDispatcher::kAllToAll) {
+    // Megatron-Core's TransformerConfig refuses moe_expert_capacity_factor with any other.
+    return Status::Invalid(std::string("moe_dispatcher: ") + MoeDispatcherName(moe_dispatcher) +
+                           " is dropless; token dropping (model.moe_capacity_factor) runs on the "
+                           "alltoall dispatcher");
+  }
   if (tp > 1 && !sequence_parallel) {
     return Status::Invalid(
         "sequence_parallel: a mixture-of-experts model with tp > 1 needs it (Megatron-Core)");

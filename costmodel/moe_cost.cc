@@ -69,7 +69,7 @@ ExpertMlpParts ExpertMlpPartsOf(const ModelSpec& m, const HardwareProfile& hw,
   const int local = LocalExperts(m, c);
   // Each expert's rows: N / E_l, rounded up (a GEMM runs whole rows), at least one.
   const int64_t rows = std::max<int64_t>(1, (copies + local - 1) / local);
-  const double T0 = double(routed), N = double(copies), k = m.moe_topk;
+  const double T0 = double(routed), N = double(copies), Tk = double(RoutedCopies(m, c));
 
   PieceCost& route = parts.routing;
   route.forward.gemm = GemmTime(hw, routed, E, h);
@@ -93,12 +93,12 @@ ExpertMlpParts ExpertMlpPartsOf(const ModelSpec& m, const HardwareProfile& hw,
   const int route_kernels = 3 + 1 + 2 * sort_local;
   // Router softmax and top-k (fp32) and the permute; backward the same scatter.
   route.forward.memory =
-      MemoryBoundTime(hw, 16 * T0 * E + 2 * e * T0 * k * h + local_sort, route_kernels);
+      MemoryBoundTime(hw, 16 * T0 * E + 2 * e * Tk * h + local_sort, route_kernels);
   route.backward.memory =
-      MemoryBoundTime(hw, 12 * T0 * E + 2 * e * T0 * k * h + local_sort, route_kernels);
-  double forward = 3 * e * N * f                   // SwiGLU
-                   + e * T0 * k * h + e * T0 * h;  // unpermute
-  double backward = 5 * e * N * f + e * T0 * h * (1 + 2 * k);
+      MemoryBoundTime(hw, 12 * T0 * E + 2 * e * Tk * h + local_sort, route_kernels);
+  double forward = 3 * e * N * f               // SwiGLU
+                   + e * Tk * h + e * T0 * h;  // unpermute
+  double backward = 5 * e * N * f + e * T0 * h + 2 * e * Tk * h;
   int forward_kernels = 2, backward_kernels = 2;
   if (c.precision == Precision::kFp8) {
     // cast-transposes: read 2, write the copy and its transpose (Fp8CastBytesOf's terms).

@@ -363,6 +363,11 @@ void AppendModelArgs(const ModelSpec& m, std::ostringstream& o) {
       o << " --moe-router-enable-expert-bias --moe-router-bias-update-rate "
         << FormatDouble(m.moe_router_bias_rate);
     }
+    if (m.DropsTokens()) {
+      o << " --moe-expert-capacity-factor " << FormatDouble(m.moe_capacity_factor)
+        << " --moe-token-drop-policy " << (m.moe_drop_by_position ? "position" : "probs");
+      if (m.moe_pad_to_capacity) o << " --moe-pad-expert-input-to-capacity";
+    }
     // Leading dense layers as Megatron-Core's list pattern: 0 a dense layer, 1 a mixture.
     if (m.moe_dense_layers > 0) {
       o << " --moe-layer-freq \"([0]*" << m.moe_dense_layers << "+[1]*"
@@ -404,7 +409,8 @@ std::string MegatronLayout(const std::vector<int>& stage_layers, int mtp_layers)
   return out;
 }
 
-std::string MegatronModelNote(const ModelSpec& m) {
+namespace {
+std::string MegatronRopeNote(const ModelSpec& m) {
   if (!(m.rope_scaling_factor > 0)) return "";
   if (m.RopeYarn()) {
     if (!m.IsMla() || (m.rope_original_max_positions == 4096 && m.rope_yarn_beta_fast == 32 &&
@@ -430,6 +436,17 @@ std::string MegatronModelNote(const ModelSpec& m) {
          FormatDouble(m.rope_low_freq_factor) + ", " + FormatDouble(m.rope_high_freq_factor) +
          " and " + std::to_string(m.rope_original_max_positions) +
          ", which its flags cannot express";
+}
+}  // namespace
+
+std::string MegatronModelNote(const ModelSpec& m) {
+  std::string note = MegatronRopeNote(m);
+  if (m.DropsTokens()) {
+    note += std::string(note.empty() ? "" : "; ") +
+            "ptdp's expert capacity is per sequence (on a context-parallel rank), Megatron-Core's "
+            "per rank's routed tokens (b s / (cp t)): they drop the same copies at b = 1, t = 1";
+  }
+  return note;
 }
 
 std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,

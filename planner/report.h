@@ -37,7 +37,7 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
                          const SoftwareProfile* software = nullptr);
 // Empty when Megatron-LM's flags express the model, else what they leave out: Llama 3.1's RoPE
 // scaling with other than Megatron-Core's fixed low and high frequency factors and original
-// length (1, 4, 8192).
+// length (1, 4, 8192), YaRN's under multi-latent attention, and token dropping's unit.
 std::string MegatronModelNote(const ModelSpec& m);
 
 // Empty when Megatron-Core runs the layout's schedule, else why not. It has three
