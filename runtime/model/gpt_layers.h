@@ -119,6 +119,11 @@ struct LayerArch {
   bool moe_router_pre_softmax = false;  // the softmax over all E (model.moe_router_pre_softmax)
   bool moe_router_sigmoid = false;      // DeepSeek-V3's sigmoid scores (model.moe_router_sigmoid)
   double moe_router_topk_scale = 1.0;   // the top k's weights times this
+  // Token dropping (model.moe_capacity_factor; 0: dropless), per sequence of the microbatch on
+  // this context-parallel rank (runtime/model/moe_route.h DropInSequence).
+  double moe_capacity_factor = 0;
+  bool moe_drop_by_position = false;
+  bool moe_pad_to_capacity = false;
 };
 
 // The dtypes of a run: `act` for activations, pipeline messages, tensor-parallel collectives and

@@ -1,66 +1,19 @@
 #include "runtime/model/moe_layer.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "runtime/model/layer_common.h"
+#include "runtime/model/moe_route.h"
 
 namespace ptdp::runtime {
 
 using namespace layer_common;  // NOLINT(build/namespaces): the layers' shared helpers
 
 namespace {
-
-// Where every token copy goes: the N k copies in the experts' order (expert e's rows
-// [offsets[e], offsets[e + 1])), each with its token's row in [N] and its slot in the [N][k]
-// choice, on the device; and the microbatch's probabilities [N][k] (wide), gathered over the
-// tensor group.
-struct MoeRoute {
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> per_sequence;  // [b][E]: each sequence's copies per expert
-  Tensor token, slot, probs;
-  int64_t copies() const { return offsets.back(); }
-};
-
-// The route of the microbatch from this rank's choice (index i32 [R][k], probs wide [R][k]).
-Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
-  const int64_t N = c.d.N(), k = c.arch.moe_topk, experts = c.arch.moe_experts;
-  PTDP_ASSIGN_OR_RETURN(FullRows all_index, GatherRows(c, index));
-  PTDP_ASSIGN_OR_RETURN(FullRows all_probs, GatherRows(c, probs));
-  MoeRoute r;
-  if (all_probs.owned.empty()) {  // no sequence parallelism: this rank's rows are all of them
-    PTDP_ASSIGN_OR_RETURN(r.probs, Tmp(c, N * k, probs.dtype));
-    c.dev->Copy(r.probs.data(), probs.data, r.probs.bytes());
-  } else {
-    r.probs = std::move(all_probs.owned);
-  }
-  std::vector<int32_t> chosen(static_cast<size_t>(N * k));
-  c.dev->Copy(chosen.data(), all_index.ref.data, chosen.size() * sizeof(int32_t));
-  r.offsets.assign(static_cast<size_t>(experts) + 1, 0);
-  r.per_sequence.assign(static_cast<size_t>(c.d.b * experts), 0);
-  for (size_t s = 0; s < chosen.size(); ++s) {  // token s / k of [b][S] rows
-    const int32_t e = chosen[s];
-    if (e < 0 || e >= experts) return Status::Internal("router chose expert " + std::to_string(e));
-    ++r.offsets[static_cast<size_t>(e) + 1];
-    ++r.per_sequence[size_t(int64_t(s) / k / c.d.S() * experts + e)];
-  }
-  for (int64_t e = 0; e < experts; ++e) r.offsets[size_t(e + 1)] += r.offsets[size_t(e)];
-  // Each expert's copies in token order (a stable counting sort).
-  std::vector<int32_t> token(chosen.size()), slot(chosen.size());
-  std::vector<int64_t> next(r.offsets.begin(), r.offsets.end() - 1);
-  for (size_t s = 0; s < chosen.size(); ++s) {
-    const int64_t at = next[size_t(chosen[s])]++;
-    token[size_t(at)] = static_cast<int32_t>(s / size_t(k));
-    slot[size_t(at)] = static_cast<int32_t>(s);
-  }
-  PTDP_ASSIGN_OR_RETURN(r.token, Tmp(c, N * k, DType::kI32));
-  PTDP_ASSIGN_OR_RETURN(r.slot, Tmp(c, N * k, DType::kI32));
-  c.dev->Upload(r.token.data(), token.data(), r.token.bytes());
-  c.dev->Upload(r.slot.data(), slot.data(), r.slot.bytes());
-  return r;
-}
 
 // The model's router (LayerArch's moe_* fields) with the layer's expert bias (or none).
 MoeRouting RoutingOf(const LayerArch& a, const LayerWeights& w) {
@@ -379,9 +332,8 @@ Status AuxLossBackward(const LayerCtx& c, const MoeRoute& r, const LayerStash* s
   std::vector<double> wide(static_cast<size_t>(count));
   std::vector<float> narrow(wide.size());
   for (int64_t i = 0; i < count; ++i) {
-    wide[size_t(i)] = c.moe_aux_per_sequence
-                          ? double(r.per_sequence[size_t(i)])
-                          : double(r.offsets[size_t(i + 1)] - r.offsets[size_t(i)]);
+    wide[size_t(i)] =
+        c.moe_aux_per_sequence ? double(r.per_sequence[size_t(i)]) : double(r.routed[size_t(i)]);
     narrow[size_t(i)] = float(wide[size_t(i)]);
   }
   const DType t = fp64 ? DType::kFp64 : DType::kFp32;
@@ -421,7 +373,7 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const int64_t N = d.N(), R = d.R(), h = d.h, f = d.expert_f_local;
-  const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk, copies = N * k;
+  const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk;
   const DType a = c.types.act;
   PTDP_RETURN_IF_ERROR(NormForward(c, tag, st->x2.cref(), w.ln2_w, w.ln2_b,
                                    {&st->ln2_mean, &st->ln2_rstd, &st->ln2_out}));
@@ -439,7 +391,7 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
   index.Reset();
   PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
-  const int64_t rows = x.rows;
+  const int64_t rows = x.rows, copies = r.copies();
   // The experts, on the token copies in their order (with ep > 1: sent to their experts' ranks).
   {
     const MemTag local_tag = x.exchanged() ? MemTag::kWorkspace : tag;
@@ -483,7 +435,7 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const int64_t N = d.N(), R = d.R(), h = d.h, f = d.expert_f_local;
-  const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk, copies = N * k;
+  const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk;
   const DType a = c.types.act, wide = c.types.wide;
   PTDP_ASSIGN_OR_RETURN(Tensor dbranch, Tmp(c, R * h, a));
   PTDP_RETURN_IF_ERROR(
@@ -501,7 +453,7 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
     }
   }
   PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
-  const int64_t rows = x.rows;
+  const int64_t rows = x.rows, copies = r.copies();
   // A shared expert's backward first, while the gathered gradient lives: its input gradient
   // starts dln.
   Tensor dln;
@@ -523,7 +475,7 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   dout.Reset();
   // The probabilities' gradient, <d(act p), act> summed over the tensor group (each rank holds
   // f/t of the features), then the activation's, p d(act p).
-  PTDP_ASSIGN_OR_RETURN(Tensor dprobs, Tmp(c, N * k, wide));
+  PTDP_ASSIGN_OR_RETURN(Tensor dprobs, Tmp(c, r.slots, wide));  // the padding's slot ignored
   {
     PTDP_ASSIGN_OR_RETURN(Tensor act, Tmp(c, rows * f, a));
     PTDP_RETURN_IF_ERROR(ops->SwigluForward(act.ref(), st->fc1_out.cref(), rows * f));

@@ -160,6 +160,9 @@ LayerArch ArchOf(const ModelSpec& m) {
   a.moe_router_pre_softmax = m.moe_router_pre_softmax;
   a.moe_router_sigmoid = m.moe_router_sigmoid;
   a.moe_router_topk_scale = m.moe_router_topk_scale;
+  a.moe_capacity_factor = m.moe_capacity_factor;
+  a.moe_drop_by_position = m.moe_drop_by_position;
+  a.moe_pad_to_capacity = m.moe_pad_to_capacity;
   return a;
 }
 

@@ -313,6 +313,118 @@ TEST(MoeLayerGradient, AuxLossMatchesFiniteDifferences) {
   MoeLayerCase(0.0, 0.37);
 }
 
+// Token dropping (runtime/model/moe_route.h) in the layer, 2 sequences of 5 tokens, top 2 of 4:
+// the gradients through the kept copies (a dropped copy's weight has none), with dropout, and with
+// the auxiliary loss, whose counts are the router's choices before dropping (Megatron-Core's).
+// Factor 0.5 keeps ceil(2.5 x 0.5) = 2 copies an expert in a sequence; padded with factor 1, every
+// expert runs 3 a sequence, 24 in all, the padding's of weight 0.
+struct Dropping {
+  double factor = 0.5;
+  bool by_position = false, pad = false;
+  double aux = 0;
+};
+
+void DroppingCase(const Dropping& drop) {
+  CpuDevice dev;
+  LayerCtx c = MoeCtx(&dev, 0.2);
+  c.arch.moe_capacity_factor = drop.factor;
+  c.arch.moe_drop_by_position = drop.by_position;
+  c.arch.moe_pad_to_capacity = drop.pad;
+  c.moe_aux_grad = drop.aux;
+  const int64_t nh = c.d.N() * c.d.h, N = c.d.N();
+  MoeParams p(c.d, kExperts);
+  Vec x = Random(nh, 11, 1.0);
+  const Vec r = Random(nh, 12, 1.0);
+  auto forward = [&](const LayerCtx& ctx, LayerStash* st, Vec* y) {
+    EXPECT_TRUE(AllocLayerInput(ctx, st).ok());
+    gradient_check::Put(st->x, x);
+    EXPECT_TRUE(LayerForward(ctx, p.W(), 1, MemTag::kActivations, st, M(*y)).ok());
+  };
+  auto objective = [&]() {
+    LayerStash st;
+    Vec y(static_cast<size_t>(nh));
+    forward(c, &st, &y);
+    double s = drop.aux != 0 ? AuxLoss(c, st, nullptr) : 0.0;
+    for (int64_t i = 0; i < nh; ++i) s += y[i] * r[i];
+    return s;
+  };
+  MoeParams g(c.d, kExperts);
+  g.Zero();
+  std::vector<int64_t> tokens(kExperts, 0);
+  LayerWeights counted = p.W();
+  counted.expert_tokens = tokens.data();
+  LayerStash st;
+  Vec y(static_cast<size_t>(nh)), dx(static_cast<size_t>(nh));
+  forward(c, &st, &y);
+  const int64_t copies = st.moe_in.count() / c.d.h;
+  ASSERT_TRUE(LayerBackward(c, counted, g.G(), 1, &st, C(r), M(dx)).ok());
+  // The experts' counts are the copies they ran (Megatron-Core's bias counts, padding included).
+  int64_t ran = 0;
+  for (int64_t t : tokens) ran += t;
+  EXPECT_EQ(ran, copies);
+  if (drop.pad) {
+    EXPECT_EQ(copies, 2 * kExperts * 3);
+  } else {
+    EXPECT_LE(copies, 2 * kExperts * 2);
+    EXPECT_LT(copies, N * kTopK);  // some dropped
+  }
+  // Without dropping, the same layer's output differs (the drops change it).
+  LayerCtx dropless = c;
+  dropless.arch.moe_capacity_factor = 0;
+  dropless.arch.moe_drop_by_position = dropless.arch.moe_pad_to_capacity = false;
+  LayerStash st_all;
+  Vec y_all(static_cast<size_t>(nh));
+  forward(dropless, &st_all, &y_all);
+  double moved = 0;
+  for (int64_t i = 0; i < nh; ++i) moved = std::max(moved, std::abs(y[i] - y_all[i]));
+  EXPECT_GT(moved, 1e-3);
+  CheckGrad("x", x, dx, objective);
+  CheckGrad("ln2.weight", p.ln2_w, g.ln2_w, objective);
+  CheckGrad("router.weight", p.router_w, g.router_w, objective, 40);
+  for (int e = 0; e < kExperts; ++e) {
+    CheckGrad("expert.fc1.weight", p.fc1[size_t(e)], g.fc1[size_t(e)], objective);
+    CheckGrad("expert.fc2.weight", p.fc2[size_t(e)], g.fc2[size_t(e)], objective);
+  }
+}
+
+TEST(MoeLayerGradient, TokenDroppingByProbabilityMatchesFiniteDifferences) {
+  DroppingCase({});
+}
+TEST(MoeLayerGradient, TokenDroppingByPositionMatchesFiniteDifferences) {
+  DroppingCase({0.5, true, false, 0.37});
+}
+TEST(MoeLayerGradient, TokenDroppingPaddedMatchesFiniteDifferences) {
+  DroppingCase({1.0, false, true});
+}
+
+// A capacity over a sequence's tokens (factor 4: ceil(2.5 x 4) = 10 of 5) drops nothing: the
+// layer is the dropless one to the last bit; padded, every expert also runs every other token at
+// weight 0, which adds exact zeros.
+TEST(MoeLayer, ACapacityOverTheTokensIsDropless) {
+  CpuDevice dev;
+  const LayerCtx dropless = MoeCtx(&dev, 0.1);
+  const int64_t nh = dropless.d.N() * dropless.d.h;
+  MoeParams p(dropless.d, kExperts);
+  const Vec x = Random(nh, 31, 1.0);
+  auto forward = [&](const LayerCtx& ctx, Vec* y) {
+    LayerStash st;
+    EXPECT_TRUE(AllocLayerInput(ctx, &st).ok());
+    gradient_check::Put(st.x, x);
+    EXPECT_TRUE(LayerForward(ctx, p.W(), 1, MemTag::kActivations, &st, M(*y)).ok());
+    return st.moe_in.count() / ctx.d.h;
+  };
+  Vec want(static_cast<size_t>(nh));
+  EXPECT_EQ(forward(dropless, &want), dropless.d.N() * kTopK);
+  for (bool pad : {false, true}) {
+    LayerCtx c = dropless;
+    c.arch.moe_capacity_factor = 4;
+    c.arch.moe_pad_to_capacity = pad;
+    Vec y(static_cast<size_t>(nh));
+    EXPECT_EQ(forward(c, &y), pad ? kExperts * c.d.N() : c.d.N() * kTopK);
+    for (int64_t i = 0; i < nh; ++i) ASSERT_EQ(y[i], want[i]) << "pad " << pad << " at " << i;
+  }
+}
+
 // Three experts alike, two of them per token: the probabilities add up to 1, so the layer is the
 // dense SwiGLU MLP of those weights, and the router's gradient is zero (no choice changes it).
 TEST(MoeLayer, ExpertsAlikeAreTheDenseMlp) {

@@ -16,7 +16,7 @@
 # layout.distributed_optimizer; PTDP_TEST_SEQ_PARALLEL (default false) into layout.sequence_parallel;
 # PTDP_TEST_RECOMPUTE_MODULES (default none: the key left out) into layout.recompute_modules.
 # PTDP_TEST_EP (default 1) goes into layout.ep (expert parallelism; a mixture of experts).
-# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | dsmoe | dsv3 | glm | qwen2moe | mtp | mtp2 | mtptied | glmmtp | mla | deepseek, default gpt): llama makes the model Llama-style (RMSNorm,
+# PTDP_TEST_ARCH (gpt | llama | llama_mha | qwen3 | partial | ln1p | nemotron | window | moe | moedrop | moepad | dsmoe | dsv3 | glm | qwen2moe | mtp | mtp2 | mtptied | glmmtp | mla | deepseek, default gpt): llama makes the model Llama-style (RMSNorm,
 # SwiGLU of 176 features, rotary embeddings with Llama 3.1's scaling of an original length of 16
 # (so that it changes every pair's angles at s 32), 2 key/value heads for the 4 query heads, no
 # biases, untied output layer); llama_mha the same with 4 key/value heads;
@@ -29,7 +29,8 @@
 # layer (window_size 7, window_full_every 2; needs PTDP_TEST_FUSED_ATTENTION=true); moe the
 # Llama-style model with a mixture of experts (Qwen3-MoE's kind, with its QK norms) after one dense
 # layer: 4 SwiGLU experts of 48 features, top 2 (moe_dense_layers 1; needs sequence parallelism
-# with tp > 1); dsmoe the same with DeepSeek's kind of mixture: a shared expert of 32 features (no
+# with tp > 1); moedrop the same dropping tokens at capacity factor 0.5 (8 of each sequence's 64
+# copies an expert, by probability), moepad at factor 1 by position, padded to capacity; dsmoe the same with DeepSeek's kind of mixture: a shared expert of 32 features (no
 # gate), group-limited routing (2 groups of 2 experts, each token's 2 from its best group) and
 # pre-softmax routing (DeepSeek-V2's: the top 2's full-softmax values, unrenormalised); qwen2moe
 # Qwen2-MoE's kind: the Llama-style model with the QKV bias (no QK norms), the mixture after one
@@ -78,7 +79,7 @@ case "$arch_name" in
   deepseek) mtp=1 ;;
 esac
 case "$arch_name" in
-  llama | llama_mha | partial | window | moe | dsmoe | dsv3 | qwen2moe)
+  llama | llama_mha | partial | window | moe | moedrop | moepad | dsmoe | dsv3 | qwen2moe)
     kv=2
     [ "$PTDP_TEST_ARCH" = llama_mha ] && kv=4
     arch=", \"kv_heads\": $kv, \"swiglu\": true, \"ffn_hidden\": 176,
@@ -87,9 +88,13 @@ case "$arch_name" in
             \"rope_original_max_positions\": 16"
     [ "$PTDP_TEST_ARCH" = partial ] && arch="$arch, \"rotary_percent\": 0.5"
     [ "$PTDP_TEST_ARCH" = window ] && arch="$arch, \"window_size\": 7, \"window_full_every\": 2"
-    [ "$PTDP_TEST_ARCH" = moe ] || [ "$PTDP_TEST_ARCH" = dsmoe ] &&
+    case "$PTDP_TEST_ARCH" in moe | moedrop | moepad | dsmoe)
       arch="$arch, \"moe_experts\": 4, \"moe_topk\": 2, \"moe_ffn_hidden\": 48, \"moe_dense_layers\": 1,
-            \"qk_norm\": true"
+            \"qk_norm\": true" ;;
+    esac
+    [ "$PTDP_TEST_ARCH" = moedrop ] && arch="$arch, \"moe_capacity_factor\": 0.5"
+    [ "$PTDP_TEST_ARCH" = moepad ] && arch="$arch, \"moe_capacity_factor\": 1,
+            \"moe_token_drop_policy\": \"position\", \"moe_pad_to_capacity\": true"
     [ "$PTDP_TEST_ARCH" = dsmoe ] && arch="$arch, \"moe_shared_ffn_hidden\": 32,
             \"moe_router_groups\": 2, \"moe_router_group_topk\": 1, \"moe_router_pre_softmax\": true"
     [ "$PTDP_TEST_ARCH" = dsv3 ] && arch="$arch, \"moe_experts\": 8, \"moe_topk\": 2,
