@@ -146,6 +146,28 @@ ModelSpec DeepSeekV3() {
   return m;
 }
 
+// Kimi K2 (Moonshot AI 2025, "Kimi K2: Open Agentic Intelligence"; Megatron-Bridge's
+// KimiK2Provider, src/megatron/bridge/models/kimi/kimi_provider.py at 1e591140, read 2026-12-01):
+// DeepSeek-V3's architecture with 64 heads, 384 experts of 2048 (top 8, one group: no group
+// limit), one leading dense layer, no prediction depth, RoPE base 50000 with YaRN of factor 32
+// over 4096 positions (betas 1 and 1, mscales 1), routed scaling 2.827, RMSNorm eps 1e-6 and a
+// vocabulary of 163840.
+ModelSpec KimiK2() {
+  ModelSpec m = DeepSeekV3();
+  m.name = "kimi-k2";
+  m.heads = m.kv_heads = 64;
+  m.moe_experts = 384;
+  m.moe_dense_layers = 1;
+  m.mtp_layers = 0;
+  m.rotary_base = 50000;
+  m.rope_scaling_factor = 32;
+  m.rope_yarn_beta_fast = m.rope_yarn_beta_slow = 1;
+  m.moe_router_groups = m.moe_router_group_topk = 0;
+  m.moe_router_topk_scale = 2.827;
+  m.vocab = 163840;
+  return m;
+}
+
 ModelSpec Tiny() {
   ModelSpec m = Gpt("tiny", 4, 64, 4, 32, 256);
   m.dropout = 0.0;
@@ -217,6 +239,9 @@ const std::vector<ModelPreset>& ModelPresets() {
        "(sequence 4096 as Megatron-Bridge's recipes run it; one multi-token prediction depth); "
        "671B parameters in the main model, 37B active, and 11.6B in the depth (685B on Hugging "
        "Face with the depth's embedding and output copies)"},
+      {KimiK2(),
+       "Megatron-Bridge's KimiK2Provider (kimi_provider.py at 1e591140; sequence 4096 as there); "
+       "moonshotai/Kimi-K2 model card: 1T parameters, 32B activated (1.026T and 32.7B here)"},
       {Tiny(), "test model: 4 layers, h 64, 4 heads, s 32, byte-level vocabulary, no dropout"},
   };
   return presets;
