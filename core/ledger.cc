@@ -400,14 +400,13 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   // Multi-latent attention as the runtime runs it (runtime/model/mla.h): the attention reads a
   // packed input of 3 a dqk / t per token (nhd each part) with the value padded to dqk, and
   // writes a padded output. The forward holds the input and that output (4 nhd); the backward the
-  // input again, the padded output and output gradient and the input's gradient (8 nhd); each
-  // beside the int32 block indices of a copy (at most two, of a dqk / g blocks per token, g =
-  // gcd(dh, rope, dv)).
+  // input again, the padded output and output gradient and the input's gradient (8 nhd). The
+  // int32 block indices of the copies are kept from the first layer on (MlaIndexBytes), beside
+  // every phase.
   Bytes mla_forward = 0, mla_backward = 0;
   if (m.IsMla()) {
-    const Bytes index = N * (m.QkWidth() / c.tp / m.MlaBlock()) * Bytes(sizeof(int32_t));
-    mla_forward = 4 * nhd + index;
-    mla_backward = 8 * nhd + 2 * index;
+    mla_forward = 4 * nhd;
+    mla_backward = 8 * nhd;
   }
   // Sequence parallelism (a dense model's whole backward, as the runtime runs it): the residual
   // stream's tensors hold the rank's rows (rh), each GEMM that reads every row reads a gathered
@@ -472,8 +471,16 @@ Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const Pa
   // bound has no slack to hide the second).
   const int64_t one_chunk = c.schedule == ScheduleKind::kZbH2 ? 2 : 1;
   const int64_t held_messages = c.VirtualStages() == 1 ? 0 : c.vp == 1 ? one_chunk : 3;
-  return loss_accumulators + held_messages * (seq ? rh : nh) +
+  return loss_accumulators + held_messages * (seq ? rh : nh) + MlaIndexBytes(m, c) +
          std::max({forward, head, layer, embedding, Bytes{0}});
+}
+
+Bytes MlaIndexBytes(const ModelSpec& m, const ParallelConfig& c) {
+  if (!m.IsMla()) return 0;
+  const int64_t g = m.MlaBlock(), nn = m.HeadDim() / g, nr = m.mla_rope_dim / g,
+                nv = m.mla_v_dim / g;
+  const int64_t tokens = ContextShardLen(m, c) * c.mbs, heads = m.heads / c.tp;
+  return tokens * heads * (4 * nn + 5 * nr + 4 * nv) * Bytes(sizeof(int32_t));
 }
 
 Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank) {

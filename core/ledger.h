@@ -220,6 +220,11 @@ Bytes PeakActivationBytes(const ModelSpec& m, const ParallelConfig& c, const Pro
 Bytes PeakWorkspaceBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                          int pp_rank);
 Bytes PeakWorkspaceBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank);
+// Multi-latent attention's block indices, which the runtime keeps from its first layer on
+// (runtime/model/mla.h MlaIndexCache): per token and local head 4 nn + 5 nr + 4 nv int32, where
+// dh = nn g, rope = nr g, dv = nv g and g = ModelSpec::MlaBlock; 0 without MLA. Counted in
+// PeakWorkspaceBytes beside every phase.
+Bytes MlaIndexBytes(const ModelSpec& m, const ParallelConfig& c);
 // The features of one token's keys and values that a context-parallel ring carries, over all
 // tensor ranks: 2 kv dh; under multi-latent attention 2 a dqk, the values padded to dqk as the
 // runtime packs them (runtime/model/mla.h; Megatron-Core's ring would carry a (dqk + dv)).

@@ -52,6 +52,7 @@
 #include "runtime/executor/grad_reduce.h"
 #include "runtime/executor/monitor.h"
 #include "runtime/model/gpt_layers.h"
+#include "runtime/model/mla.h"
 #include "runtime/model/mtp.h"
 #include "runtime/model/params.h"
 #include "runtime/model/router_bias.h"
@@ -363,6 +364,7 @@ class Trainer {
   TrainOptions opts_;
   Program program_;
   std::unique_ptr<Device> dev_;
+  MlaIndexCache mla_indices_;  // after dev_, so that its tensors go first
   std::unique_ptr<ParamStore> params_;
   RouterBiases router_biases_;  // the expert biases of this rank's mixture layers (or none)
   std::unique_ptr<TokenSet> data_;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "runtime/model/gpt_layers.h"
+#include "runtime/model/mla.h"
 #include "runtime/model/router_bias.h"
 #include "runtime/model/wiring.h"
 
@@ -59,8 +60,10 @@ Result<ForwardOutput> ForwardLogits(Device* dev, const ModelSpec& m, ParamStore&
                         idx(m.tied_embeddings ? "embedding.word" : "output.weight"));
   const HeadWeights head{params.weight(lnf_w), params.weight(lnf_b), params.weight(wout)};
 
+  MlaIndexCache mla_indices;  // kept over the sequences
   LayerCtx c;
   c.dev = dev;
+  if (m.IsMla()) c.mla_indices = &mla_indices;
   // One tensor rank: the widths are the trainer's at t = 1 (LayerDimsOf; the shared expert's was
   // missing here until 2026-11-30, so `ptdp forward` left it out: make hf-check 20 found it).
   c.d = LayerDimsOf(m, 1, 0);

@@ -227,6 +227,7 @@ struct DeferredWeightGrad {
   int64_t n = 0, c = 0, oc = 0;
 };
 using WeightGradQueue = std::vector<DeferredWeightGrad>;
+class MlaIndexCache;  // runtime/model/mla.h
 
 // Everything a layer call needs but its tensors.
 struct LayerCtx {
@@ -255,6 +256,9 @@ struct LayerCtx {
   // outputs) are dropped after the attention's forward and rebuilt from the stashed latents right
   // before its backward (runtime/model/mla.h MlaUpProjForward).
   bool redo_mla_up_proj = false;
+  // Multi-latent attention's block indices kept across layers and microbatches (the trainer's;
+  // nullptr: built on every call). runtime/model/mla.h.
+  MlaIndexCache* mla_indices = nullptr;
   // Set: the backward calls run as the input half of a split backward. The Linears' weight
   // gradients are appended here instead of computed, and each stash keeps what they read
   // (LayerBackward keeps the four Linear inputs, HeadBackward the output layer's input); the

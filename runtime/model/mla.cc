@@ -1,6 +1,8 @@
 // Multi-latent attention's projections and the packed attention input they make (mla.h).
 #include "runtime/model/mla.h"
 
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "runtime/model/layer_common.h"
@@ -37,9 +39,28 @@ struct Blocks {
   int64_t Pe(int64_t n, int64_t b) const { return tokens * heads * (nn + nv) + n * nr + b; }
 };
 
-// An index over every token's heads' `per_head` blocks: row (n, j, b) is at(n, j, b).
+// The kinds of index (MlaIndexCache): the keys' and values' blocks in kv_up's output, the packed
+// input's query, key and value parts, the padded output's value blocks, the input's gradient's
+// key and value blocks, its rotated key blocks, and their sum over the heads.
+enum IndexKind { kKeys, kValues, kInputQ, kInputK, kInputV, kOutput, kGradKv, kGradPe, kSumPe };
+
+// An index, the cache's (`kept`) or this call's own.
+struct BlockIndex {
+  Tensor owned;
+  const Tensor* kept = nullptr;
+  const Tensor& get() const { return kept != nullptr ? *kept : owned; }
+};
+
+// The index of `kind` over every token's heads' `per_head` blocks: row (n, j, b) is at(n, j, b);
+// from the cache when it holds it, else built (and given to the cache when there is one).
 template <typename At>
-Result<Tensor> HeadIndex(const LayerCtx& c, const Blocks& k, int64_t per_head, At&& at) {
+Result<BlockIndex> HeadIndex(const LayerCtx& c, const Blocks& k, IndexKind kind, int64_t per_head,
+                             At&& at) {
+  const std::array<int64_t, 3> shape = {k.tokens, k.heads, k.g};
+  BlockIndex out;
+  if (c.mla_indices != nullptr && (out.kept = c.mla_indices->Find(kind, shape)) != nullptr) {
+    return out;
+  }
   std::vector<int32_t> rows(size_t(k.tokens * k.heads * per_head));
   size_t i = 0;
   for (int64_t n = 0; n < k.tokens; ++n) {
@@ -47,15 +68,24 @@ Result<Tensor> HeadIndex(const LayerCtx& c, const Blocks& k, int64_t per_head, A
       for (int64_t b = 0; b < per_head; ++b) rows[i++] = int32_t(at(n, j, b));
     }
   }
-  return RowIndex(c, rows);
+  if (c.mla_indices == nullptr) {
+    PTDP_ASSIGN_OR_RETURN(out.owned, RowIndex(c, rows));
+    return out;
+  }
+  // Kept: allocated as its own (not a Tmp of the call), tagged workspace.
+  PTDP_ASSIGN_OR_RETURN(Tensor index,
+                        Tensor::Make(c.dev, int64_t(rows.size()), DType::kI32, MemTag::kWorkspace));
+  c.dev->Upload(index.data(), rows.data(), index.bytes());
+  out.kept = &c.mla_indices->Keep(kind, shape, std::move(index));
+  return out;
 }
 
 // out [index.count][g] = x's blocks at index; out's blocks at index += y [index.count][g].
-Status Take(const LayerCtx& c, TensorRef out, ConstRef x, const Tensor& index, int64_t g) {
-  return c.dev->ops()->MoePermuteRows(out, x, index.cref(), index.count(), g);
+Status Take(const LayerCtx& c, TensorRef out, ConstRef x, const BlockIndex& index, int64_t g) {
+  return c.dev->ops()->MoePermuteRows(out, x, index.get().cref(), index.get().count(), g);
 }
-Status Place(const LayerCtx& c, TensorRef out, ConstRef y, const Tensor& index, int64_t g) {
-  return c.dev->ops()->MoeUnpermuteAddRows(out, y, index.cref(), index.count(), g);
+Status Place(const LayerCtx& c, TensorRef out, ConstRef y, const BlockIndex& index, int64_t g) {
+  return c.dev->ops()->MoeUnpermuteAddRows(out, y, index.get().cref(), index.get().count(), g);
 }
 
 // Elements [offset, offset + count) of t.
@@ -166,15 +196,16 @@ Status MlaUpProjForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, La
     c.dev->Copy(pe_all.data, pe.data(), pe.bytes());
   }
   pe.Reset();
-  PTDP_ASSIGN_OR_RETURN(const Tensor k_index,
-                        HeadIndex(c, k, k.nqk, [&](int64_t n, int64_t j, int64_t b) {
+  PTDP_ASSIGN_OR_RETURN(const BlockIndex k_index,
+                        HeadIndex(c, k, kKeys, k.nqk, [&](int64_t n, int64_t j, int64_t b) {
                           return b < k.nn ? k.Kv(n, j, b) : k.Pe(n, b - k.nn);
                         }));
   PTDP_ASSIGN_OR_RETURN(st->mla_k, Alloc(c, N * hl * dqk, a, tag));
   PTDP_RETURN_IF_ERROR(Take(c, st->mla_k.ref(), source.cref(), k_index, k.g));
-  PTDP_ASSIGN_OR_RETURN(
-      const Tensor v_index,
-      HeadIndex(c, k, k.nv, [&](int64_t n, int64_t j, int64_t b) { return k.Kv(n, j, k.nn + b); }));
+  PTDP_ASSIGN_OR_RETURN(const BlockIndex v_index,
+                        HeadIndex(c, k, kValues, k.nv, [&](int64_t n, int64_t j, int64_t b) {
+                          return k.Kv(n, j, k.nn + b);
+                        }));
   PTDP_ASSIGN_OR_RETURN(st->mla_v, Alloc(c, N * hl * d.mla_v, a, tag));
   return Take(c, st->mla_v.ref(), source.cref(), v_index, k.g);
 }
@@ -186,16 +217,18 @@ Result<Tensor> MlaAttentionInput(const LayerCtx& c, const LayerStash& st) {
   PTDP_ASSIGN_OR_RETURN(Tensor input, Tmp(c, d.N() * d.QkvWidth(), c.types.act));
   PTDP_RETURN_IF_ERROR(ops->Fill(input.ref(), 0.0));
   for (int part = 0; part < 2; ++part) {
-    PTDP_ASSIGN_OR_RETURN(const Tensor index,
-                          HeadIndex(c, k, k.nqk, [&](int64_t n, int64_t j, int64_t b) {
-                            return k.Input(n, j, part, k.Turned(b));
-                          }));
+    PTDP_ASSIGN_OR_RETURN(
+        const BlockIndex index,
+        HeadIndex(c, k, part == 0 ? kInputQ : kInputK, k.nqk, [&](int64_t n, int64_t j, int64_t b) {
+          return k.Input(n, j, part, k.Turned(b));
+        }));
     PTDP_RETURN_IF_ERROR(
         Place(c, input.ref(), (part == 0 ? st.mla_q : st.mla_k).cref(), index, k.g));
   }
-  PTDP_ASSIGN_OR_RETURN(
-      const Tensor v_index,
-      HeadIndex(c, k, k.nv, [&](int64_t n, int64_t j, int64_t b) { return k.Input(n, j, 2, b); }));
+  PTDP_ASSIGN_OR_RETURN(const BlockIndex v_index,
+                        HeadIndex(c, k, kInputV, k.nv, [&](int64_t n, int64_t j, int64_t b) {
+                          return k.Input(n, j, 2, b);
+                        }));
   PTDP_RETURN_IF_ERROR(Place(c, input.ref(), st.mla_v.cref(), v_index, k.g));
   PTDP_RETURN_IF_ERROR(ops->RotaryEmbedding(input.ref(), Shape(d, c.drop), MlaRope(c), false));
   return input;
@@ -203,15 +236,15 @@ Result<Tensor> MlaAttentionInput(const LayerCtx& c, const LayerStash& st) {
 
 namespace {
 // A padded output's block of each value block (n, j, b): the first nv of the head's nqk.
-Result<Tensor> OutputIndex(const LayerCtx& c, const Blocks& k) {
-  return HeadIndex(c, k, k.nv,
+Result<BlockIndex> OutputIndex(const LayerCtx& c, const Blocks& k) {
+  return HeadIndex(c, k, kOutput, k.nv,
                    [&](int64_t n, int64_t j, int64_t b) { return (n * k.heads + j) * k.nqk + b; });
 }
 }  // namespace
 
 Status MlaOutputUnpad(const LayerCtx& c, ConstRef padded, TensorRef out) {
   const Blocks k(c.d);
-  PTDP_ASSIGN_OR_RETURN(const Tensor index, OutputIndex(c, k));
+  PTDP_ASSIGN_OR_RETURN(const BlockIndex index, OutputIndex(c, k));
   return Take(c, out, padded, index, k.g);
 }
 
@@ -219,7 +252,7 @@ Result<Tensor> MlaOutputPad(const LayerCtx& c, ConstRef out) {
   const Blocks k(c.d);
   PTDP_ASSIGN_OR_RETURN(Tensor padded, Tmp(c, c.d.N() * c.d.heads_local * c.d.D(), out.dtype));
   PTDP_RETURN_IF_ERROR(c.dev->ops()->Fill(padded.ref(), 0.0));
-  PTDP_ASSIGN_OR_RETURN(const Tensor index, OutputIndex(c, k));
+  PTDP_ASSIGN_OR_RETURN(const BlockIndex index, OutputIndex(c, k));
   PTDP_RETURN_IF_ERROR(Place(c, padded.ref(), out, index, k.g));
   return padded;
 }
@@ -238,8 +271,8 @@ Status MlaQkvBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
   // its value part) and the rotated key's, summed over the rank's heads.
   PTDP_ASSIGN_OR_RETURN(Tensor dq, OutputGrad(c, N * hl * dqk));
   {
-    PTDP_ASSIGN_OR_RETURN(const Tensor index,
-                          HeadIndex(c, k, k.nqk, [&](int64_t n, int64_t j, int64_t b) {
+    PTDP_ASSIGN_OR_RETURN(const BlockIndex index,
+                          HeadIndex(c, k, kInputQ, k.nqk, [&](int64_t n, int64_t j, int64_t b) {
                             return k.Input(n, j, 0, k.Turned(b));
                           }));
     PTDP_RETURN_IF_ERROR(Take(c, dq.ref(), dqkv.cref(), index, k.g));
@@ -250,7 +283,8 @@ Status MlaQkvBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
   PTDP_ASSIGN_OR_RETURN(Tensor dkv, OutputGrad(c, N * kv_width));
   {
     PTDP_ASSIGN_OR_RETURN(
-        const Tensor index, HeadIndex(c, k, k.nn + k.nv, [&](int64_t n, int64_t j, int64_t b) {
+        const BlockIndex index,
+        HeadIndex(c, k, kGradKv, k.nn + k.nv, [&](int64_t n, int64_t j, int64_t b) {
           return b < k.nn ? k.Input(n, j, 1, k.nr + b) : k.Input(n, j, 2, b - k.nn);
         }));
     PTDP_RETURN_IF_ERROR(Take(c, dkv.ref(), dqkv.cref(), index, k.g));
@@ -258,14 +292,14 @@ Status MlaQkvBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
   PTDP_ASSIGN_OR_RETURN(Tensor dpe, Tmp(c, N * rope, a));
   {
     PTDP_ASSIGN_OR_RETURN(Tensor per_head, Tmp(c, N * hl * rope, a));
-    PTDP_ASSIGN_OR_RETURN(const Tensor take,
-                          HeadIndex(c, k, k.nr, [&](int64_t n, int64_t j, int64_t b) {
+    PTDP_ASSIGN_OR_RETURN(const BlockIndex take,
+                          HeadIndex(c, k, kGradPe, k.nr, [&](int64_t n, int64_t j, int64_t b) {
                             return k.Input(n, j, 1, b);
                           }));
     PTDP_RETURN_IF_ERROR(Take(c, per_head.ref(), dqkv.cref(), take, k.g));
     PTDP_ASSIGN_OR_RETURN(
-        const Tensor sum,
-        HeadIndex(c, k, k.nr, [&](int64_t n, int64_t, int64_t b) { return n * k.nr + b; }));
+        const BlockIndex sum,
+        HeadIndex(c, k, kSumPe, k.nr, [&](int64_t n, int64_t, int64_t b) { return n * k.nr + b; }));
     PTDP_RETURN_IF_ERROR(ops->Fill(dpe.ref(), 0.0));
     PTDP_RETURN_IF_ERROR(Place(c, dpe.ref(), per_head.cref(), sum, k.g));
   }
@@ -308,6 +342,20 @@ Status MlaQkvBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads
   return LatentBackward(c, std::move(dpe), ln1_out, Rows(w.kv_down_w, kvl, rope, h),
                         Rows(g.kv_down_w, kvl, rope, h), {}, {}, Tensor(), Tensor(), rope, false,
                         dln->ref());
+}
+
+const Tensor* MlaIndexCache::Find(int kind, const std::array<int64_t, 3>& shape) const {
+  if (shape != shape_ || index_[size_t(kind)].empty()) return nullptr;
+  return &index_[size_t(kind)];
+}
+
+const Tensor& MlaIndexCache::Keep(int kind, const std::array<int64_t, 3>& shape, Tensor index) {
+  if (shape != shape_) {  // other shapes (none in a run): the old indices are of no use
+    for (Tensor& t : index_) t.Reset();
+    shape_ = shape;
+  }
+  index_[size_t(kind)] = std::move(index);
+  return index_[size_t(kind)];
 }
 
 }  // namespace ptdp::runtime

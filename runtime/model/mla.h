@@ -28,10 +28,31 @@
 // MoePermuteRows and MoeUnpermuteAddRows, in blocks of gcd(dh, rope, dv) features).
 #pragma once
 
+#include <array>
+#include <cstdint>
+
 #include "core/status.h"
 #include "runtime/model/gpt_layers.h"
 
 namespace ptdp::runtime {
+
+// The int32 block indices of the copies between the projections' layouts and the packed input, one
+// per kind, each built on the host and uploaded the first time a layer asks for it and kept for
+// the next (every MLA layer of a rank has the same shapes): LayerCtx::mla_indices. Without one
+// the layer builds and uploads each index on every call. Tagged workspace; the ledger's bound
+// with workspace counts them all (core/ledger.cc, MlaIndexBytes: N a/t (4 nn + 5 nr + 4 nv)
+// int32, dh = nn g, rope = nr g, dv = nv g).
+class MlaIndexCache {
+ public:
+  static constexpr int kKinds = 9;
+  // The index of `kind` for shapes `shape` (tokens, heads, g) if kept, else nullptr.
+  const Tensor* Find(int kind, const std::array<int64_t, 3>& shape) const;
+  const Tensor& Keep(int kind, const std::array<int64_t, 3>& shape, Tensor index);
+
+ private:
+  std::array<int64_t, 3> shape_{};
+  std::array<Tensor, kKinds> index_;
+};
 
 // From the stash's ln1_out (attn.q_down.input): the latents, their norms and the up projections
 // into the stash's mla_* tensors (tagged `tag`).
