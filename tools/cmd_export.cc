@@ -240,6 +240,12 @@ void RegisterExport(CLI::App& app, int* exit_code) {
                               : "model.safetensors";
       std::printf("exported %s (step %lld) to %s: config.json, %s (%.2f MiB, %s)\n", dir.c_str(),
                   static_cast<long long>(m.step), out.c_str(), files, bytes / kMiB, dtype.c_str());
+      if (m.model.DropsTokens()) {  // docs/token_dropping.md: no config key holds it
+        std::printf(
+            "note: model.moe_capacity_factor %s is not in config.json (transformers has no "
+            "capacity): the folder runs dropless there\n",
+            FormatDouble(m.model.moe_capacity_factor).c_str());
+      }
       return Status::Ok();
     };
     const Status st = run();

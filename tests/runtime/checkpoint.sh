@@ -273,6 +273,18 @@ case "$case" in
     grep -q "norm_topk_prob is false, the plan's model has moe_router_pre_softmax false" L.out ||
       { cat L.out; fail "norm_topk_prob's error"; }
     ;;
+  reshard_moedrop)
+    # Token dropping (capacity 0.5, docs/token_dropping.md): its fields in the manifest, the same
+    # copies kept per sequence in t2 p2 and t1 d2, so the losses continue across the reshard; the
+    # export says transformers runs the folder dropless.
+    export PTDP_TEST_ARCH=moedrop
+    PTDP_TEST_SEQ_PARALLEL=true plan L 2 2 1 1 1f1b
+    plan M 1 1 2 1 1f1b
+    there_and_back L M "t1 d2 from the t2 p2 checkpoint" "t2 p2 from the t1 d2 checkpoint"
+    grep -q '"moe_capacity_factor": 0.5' ck2/step-00000006/manifest.json || fail "the manifest's capacity"
+    "$ptdp" export --checkpoint ck2 --to hf-qwen3-moe hfm > export.out 2>&1 || { cat export.out; fail "export"; }
+    grep -q "note: model.moe_capacity_factor 0.5 is not in config.json" export.out ||
+      { cat export.out; fail "export's note"; } ;;
   reshard_ep)
     # Expert parallelism: data ranks 0 and 1 each write their experts (pp0-tp0.safetensors, and
     # pp0-tp0-ep1.safetensors with ep rank 1's alone); t1 d4 ep 2 (two replicas of each expert) to
