@@ -173,6 +173,9 @@ void PrintMoeLosses(const runtime::TrainOptions& o, const runtime::StepMetrics& 
   if (o.moe_z_loss_coeff > 0) {
     std::printf(" z_loss: %.6E (the mean over the mixture layers)\n", m.moe_z_loss);
   }
+  if (m.moe_dropped_share > 0) {
+    std::printf(" moe dropped: %.2f%% of the routed token copies\n", 100.0 * m.moe_dropped_share);
+  }
   for (size_t d = 0; d < m.mtp_losses.size(); ++d) {  // Megatron-LM's "mtp_1 loss", ...
     std::printf(" mtp_%zu loss: %.6E\n", d + 1, m.mtp_losses[d]);
   }
@@ -193,6 +196,7 @@ std::string MetricsJson(const runtime::StepMetrics& m, const runtime::MonitorRep
   j["peak_memory_bytes"] = m.peak_memory_bytes;
   if (m.moe_aux_loss != 0) j["moe_aux_loss"] = m.moe_aux_loss;
   if (m.moe_z_loss != 0) j["moe_z_loss"] = m.moe_z_loss;
+  if (m.moe_dropped_share != 0) j["moe_dropped_share"] = m.moe_dropped_share;
   if (!m.mtp_losses.empty()) j["mtp_loss"] = m.mtp_losses;
   if (monitor != nullptr) j["monitor"] = runtime::MonitorJson(*monitor);
   if (eval.valid) {

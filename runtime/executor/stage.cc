@@ -48,6 +48,12 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   // as the auxiliary loss and reported without coeff. Every rank computes it on its own rows: the
   // tensor ranks' rows differ under sequence parallelism (and are all of them, alike, without),
   // the context ranks' always.
+  // Token dropping's share: each group of routed tokens (a context rank's rows of a data rank's
+  // sequences, the same on every tensor rank) counted once.
+  if (model_.DropsTokens() && evaluating_ == nullptr && coord_.tp == 0) {
+    c.moe_routed_copies = &moe_routed_copies_;
+    c.moe_dropped_copies = &moe_dropped_copies_;
+  }
   if (opts_.moe_z_loss_coeff > 0 && evaluating_ == nullptr && model_.IsMoe()) {
     c.moe_z_value_scale = 1.0 / (double(cfg_.mbs) * double(model_.seq_len));
     c.moe_z_grad = weight * opts_.moe_z_loss_coeff * c.moe_z_value_scale;

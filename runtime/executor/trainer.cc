@@ -437,7 +437,7 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   PTDP_RETURN_IF_ERROR(params_->ZeroGrads());
   PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(loss_sum_.ref(), 0.0));
   if (model_.mtp_layers > 0) PTDP_RETURN_IF_ERROR(dev_->ops()->Fill(mtp_loss_sum_.ref(), 0.0));
-  moe_aux_sum_ = moe_z_sum_ = 0;
+  moe_aux_sum_ = moe_z_sum_ = moe_routed_copies_ = moe_dropped_copies_ = 0;
   events_.clear();
   activation_bytes_.clear();
   grad_reduce_bytes_.clear();
@@ -453,25 +453,35 @@ Result<StepMetrics> Trainer::Step(int64_t step) {
   const bool reports = coord_.pp == HeadRank(cfg_) && coord_.tp == 0;
   double loss_sum = 0;
   dev_->Copy(&loss_sum, loss_sum_.data(), sizeof(double));
-  std::vector<double> mine = {reports ? loss_sum : 0.0, iter_s,
-                              static_cast<double>(dev_->stats().peak_total), moe_aux_sum_,
-                              moe_z_sum_};
-  const size_t depths = static_cast<size_t>(model_.mtp_layers), stride = mine.size() + depths;
+  std::vector<double> mine = {reports ? loss_sum : 0.0,
+                              iter_s,
+                              static_cast<double>(dev_->stats().peak_total),
+                              moe_aux_sum_,
+                              moe_z_sum_,
+                              moe_routed_copies_,
+                              moe_dropped_copies_};
+  const size_t fixed = mine.size(), depths = static_cast<size_t>(model_.mtp_layers);
+  const size_t stride = fixed + depths;
   mine.resize(stride, 0.0);
-  if (reports && depths > 0) dev_->Copy(&mine[5], mtp_loss_sum_.data(), depths * sizeof(double));
+  if (reports && depths > 0) {
+    dev_->Copy(&mine[fixed], mtp_loss_sum_.data(), depths * sizeof(double));
+  }
   PTDP_ASSIGN_OR_RETURN(std::vector<double> all, AllGatherDoubles(*world_, mine));
   StepMetrics m;
   m.step = step;
   m.mtp_losses.assign(depths, 0.0);
-  double loss = 0, slowest = 0, peak = 0, aux = 0, z = 0;
+  double loss = 0, slowest = 0, peak = 0, aux = 0, z = 0, routed = 0, dropped = 0;
   for (size_t r = 0; r < all.size(); r += stride) {
     loss += all[r];
     slowest = std::max(slowest, all[r + 1]);
     peak = std::max(peak, all[r + 2]);
     aux += all[r + 3];
     z += all[r + 4];
-    for (size_t d = 0; d < depths; ++d) m.mtp_losses[d] += all[r + 5 + d];
+    routed += all[r + 5];
+    dropped += all[r + 6];
+    for (size_t d = 0; d < depths; ++d) m.mtp_losses[d] += all[r + fixed + d];
   }
+  m.moe_dropped_share = routed > 0 ? dropped / routed : 0.0;
   // Each depth's mean over its positions with a target: s - k of each sequence.
   for (size_t d = 0; d < depths; ++d) {
     m.mtp_losses[d] /= double(cfg_.global_batch) * double(model_.seq_len - int64_t(d) - 1);

@@ -127,6 +127,9 @@ struct StepMetrics {
   // the mixture layers and the microbatches, as Megatron-LM prints it (0 without it).
   double moe_aux_loss = 0;
   double moe_z_loss = 0;  // --moe-z-loss-coeff's z-loss, the same way
+  // Token dropping (model.moe_capacity_factor): the share of the step's routed token copies (every
+  // mixture layer's, every rank's) that their experts dropped; 0 dropless.
+  double moe_dropped_share = 0;
   // Each multi-token prediction depth's mean token loss over the positions with a target
   // (Megatron-LM's "mtp_1 loss", ...), without mtp_loss_scale; empty without the depths.
   std::vector<double> mtp_losses;
@@ -375,6 +378,7 @@ class Trainer {
   TokenSet* evaluating_ = nullptr;
   double moe_aux_sum_ = 0;  // this step's auxiliary loss values (LayerCtx::moe_aux_sum)
   double moe_z_sum_ = 0;    // and z-loss values (LayerCtx::moe_z_sum)
+  double moe_routed_copies_ = 0, moe_dropped_copies_ = 0;  // LayerCtx::moe_routed_copies
   Status EvaluateBatches(int64_t batches);
   Status ForgetAfterEvalForward(int mb, int chunk);
   LayerDims dims_;

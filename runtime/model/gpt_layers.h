@@ -281,6 +281,10 @@ struct LayerCtx {
   double moe_z_grad = 0;
   double moe_z_value_scale = 0;
   double* moe_z_sum = nullptr;
+  // Token dropping (model.moe_capacity_factor): the backward adds the microbatch's routed copies
+  // and the ones dropped of them to these (tensor rank 0 of each group of routed tokens).
+  double* moe_routed_copies = nullptr;
+  double* moe_dropped_copies = nullptr;
 };
 
 // Allocates st.x (the checkpoint, tagged activations).

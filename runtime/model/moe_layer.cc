@@ -445,6 +445,10 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_ASSIGN_OR_RETURN(Tensor probs_again, Tmp(c, R * k, wide));
   PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, w, st->router_logits.cref(), probs_again.ref()));
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
+  if (c.moe_routed_copies != nullptr) {  // once a microbatch, as the expert bias's counts
+    *c.moe_routed_copies += double(N * k);
+    *c.moe_dropped_copies += double(N * k - (r.copies() - r.padding));
+  }
   // The expert bias's counts: the microbatch's tokens per expert, once (the backward runs once per
   // microbatch, the forward twice under recomputation).
   if (w.expert_tokens != nullptr) {

@@ -116,6 +116,7 @@ Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
     for (const TokenCopy& x : list) {
       token[at] = x.token;
       slot[at++] = x.slot;
+      r.padding += x.slot == int32_t(N * k) ? 1 : 0;
     }
   }
   PTDP_ASSIGN_OR_RETURN(r.token, Tmp(c, r.copies(), DType::kI32));

@@ -38,7 +38,8 @@ struct MoeRoute {
   std::vector<int64_t> per_sequence;  // [b][E]: each sequence's choices per expert, before it
   Tensor token, slot, probs;
   int64_t copies() const { return offsets.back(); }
-  int64_t slots = 0;  // N k, and one more when padded
+  int64_t slots = 0;    // N k, and one more when padded
+  int64_t padding = 0;  // the copies of the padding's slot (kept real copies: copies() - padding)
 };
 
 // The route of the microbatch from this rank's choice (index i32 [R][k], probs wide [R][k]),

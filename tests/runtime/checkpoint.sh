@@ -282,6 +282,16 @@ case "$case" in
     plan M 1 1 2 1 1f1b
     there_and_back L M "t1 d2 from the t2 p2 checkpoint" "t2 p2 from the t1 d2 checkpoint"
     grep -q '"moe_capacity_factor": 0.5' ck2/step-00000006/manifest.json || fail "the manifest's capacity"
+    # The share of copies dropped, logged each step: the same in t2 p2 and t1 d2, and at least
+    # half (an expert keeps 8 of a sequence's 64 copies / 4 experts).
+    train M --log mlog.jsonl || { cat M.out; fail "t1 d2 log"; }
+    grep -q "moe dropped: " M.out || fail "the dropped share's line"
+    python3 - eref.jsonl mlog.jsonl <<'PY' || fail "the dropped share"
+import json, sys
+a, b = ([json.loads(l)["moe_dropped_share"] for l in open(p)] for p in sys.argv[1:])
+assert a == b and len(a) == 8 and all(0.5 <= x < 1 for x in a), (a, b)
+print("dropped share per step, t2 p2 and t1 d2 alike:", " ".join(f"{x:.4f}" for x in a))
+PY
     "$ptdp" export --checkpoint ck2 --to hf-qwen3-moe hfm > export.out 2>&1 || { cat export.out; fail "export"; }
     grep -q "note: model.moe_capacity_factor 0.5 is not in config.json" export.out ||
       { cat export.out; fail "export's note"; } ;;
