@@ -4,7 +4,9 @@
 Each run of RUNS.json (tests/planner/data/published_h100_runs.json) names its source, model, GPUs,
 global batch and the layout fields its source states; `ptdp plan --fix` predicts it on the data
 file's cluster (or the run's `cluster`, a variant of a shipped profile named in cluster_variants:
-some of its facts replaced, each with its source), the planner choosing the fields no source states (for those runs the prediction is
+some of its facts replaced, each with its source) and software profile (or the run's `software`, a
+variant of a shipped software profile named in software_variants, the same way), the planner
+choosing the fields no source states (for those runs the prediction is
 the best layout ptdp finds within what was published). The published throughput becomes an
 iteration time by a stated formula (tokens per second per GPU: B s / (x N); model TFLOP/s per GPU:
 the named FLOP count / (x N)), and the error is that of ptdp's throughput, (t_published /
@@ -64,6 +66,14 @@ def check(spec):
         for k, fact in need(v, "set", "dict", where).items():
             need(fact, "source", "str", where + ".set." + k)
         need(v, "drop", "list", where)
+    software_variants = spec.get("software_variants", {})
+    for key, v in software_variants.items():
+        where = "software_variants." + key
+        need(v, "about", "str", where)
+        if not os.path.exists(profile_path("software/" + need(v, "base", "str", where))):
+            raise BadInput("%s.base: no software profile %s" % (where, profile_path("software/" + v["base"])))
+        for k, fact in need(v, "set", "dict", where).items():
+            need(fact, "source", "str", where + ".set." + k)
     for key, m in models.items():
         need(m, "spec", "dict", "models." + key)
         need(m, "source", "str", "models." + key)
@@ -91,6 +101,8 @@ def check(spec):
                 where, pub["flops_formula"], ", ".join(FLOP_COUNTS)))
         if "cluster" in run and run["cluster"] not in variants:
             raise BadInput("%s.cluster: %s is not a key of cluster_variants" % (where, json.dumps(run["cluster"])))
+        if "software" in run and run["software"] not in software_variants:
+            raise BadInput("%s.software: %s is not a key of software_variants" % (where, json.dumps(run["software"])))
     for rid, miss in spec.get("known_misses", {}).items():
         where = "known_misses." + rid
         if rid not in ids:
@@ -158,8 +170,26 @@ def cluster_for(spec, run, work):
     return path
 
 
+def software_for(spec, run, work, software):
+    """The ptdp plan flags of the run's software: the harness's, or with a `software` variant the
+    shipped profile `base` with its `set` facts (each with its source) put in, written to WORKDIR."""
+    name = run.get("software")
+    if name is None or "--software" not in software:
+        return software
+    v = spec["software_variants"][name]
+    profile = json.load(open(profile_path("software/" + v["base"])))
+    profile.update(v["set"])
+    profile["name"] = name
+    path = os.path.join(work, name + ".software.json")
+    with open(path, "w") as f:
+        json.dump(profile, f, indent=1)
+    at = software.index("--software")
+    return software[:at + 1] + [path] + software[at + 2:]
+
+
 def predict(ptdp, spec, run, work, software):
     """The fastest feasible plan over the run's allowed schedules: (iteration_s, plan) or None."""
+    software = software_for(spec, run, work, software)
     model = run["model"]
     if model in spec["models"]:
         path = os.path.join(work, model + ".model.json")

@@ -40,6 +40,12 @@ case_ unknown_variant 'runs[0].cluster: "nowhere" is not a key of cluster_varian
   'd["runs"][0]["cluster"] = "nowhere"'
 case_ variant_base 'cluster_variants.dgx-h100-flash-attention-2.base: no profile' \
   'd["cluster_variants"]["dgx-h100-flash-attention-2"]["base"] = "no-such-profile"'
+case_ unknown_software 'runs[0].software: "nowhere" is not a key of software_variants' \
+  'd["runs"][0]["software"] = "nowhere"'
+case_ software_base 'software_variants.megatron-core-no-tp-overlap.base: no software profile' \
+  'd["software_variants"]["megatron-core-no-tp-overlap"]["base"] = "no-such-profile"'
+case_ software_fact 'software_variants.megatron-core-no-tp-overlap.set.tp_comm_overlap_fraction.source: missing' \
+  'del d["software_variants"]["megatron-core-no-tp-overlap"]["set"]["tp_comm_overlap_fraction"]["source"]'
 case_ unknown_count 'published.flops_formula: made-up is not a count this harness knows' \
   'd["flops_formulas"]["made-up"] = "x"; d["runs"][0]["published"]["flops_formula"] = "made-up"'
 case_ malformed 'published_runs.py:' ''
