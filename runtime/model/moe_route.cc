@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "core/experts.h"
 #include "runtime/model/layer_common.h"
@@ -30,6 +31,33 @@ std::vector<TokenCopy> PadTo(const std::vector<TokenCopy>& kept, int64_t rows, i
     --padding;
   }
   std::sort(out.begin(), out.end(), EarlierToken);
+  return out;
+}
+
+// The route's probabilities: the gathered [N][k] (sequence parallelism's gather is already the
+// route's own), or a copy with one more slot of probability 0 when padded.
+Result<Tensor> RouteProbs(const LayerCtx& c, FullRows all, DType t, bool padded) {
+  const int64_t n = c.d.N() * c.arch.moe_topk;
+  if (!all.owned.empty() && !padded) return std::move(all.owned);
+  PTDP_ASSIGN_OR_RETURN(Tensor probs, Tmp(c, n + (padded ? 1 : 0), t));
+  c.dev->Copy(probs.data(), all.ref.data, Bytes(n) * DTypeBytes(t));
+  if (padded) {
+    PTDP_RETURN_IF_ERROR(
+        c.dev->ops()->Fill({static_cast<char*>(probs.data()) + n * DTypeBytes(t), t, 1}, 0.0));
+  }
+  return probs;
+}
+
+// The probabilities on the host, in double (token dropping by them).
+std::vector<double> HostProbs(const LayerCtx& c, const Tensor& probs, int64_t n) {
+  std::vector<double> out(static_cast<size_t>(n));
+  if (probs.dtype() == DType::kFp64) {
+    c.dev->Copy(out.data(), probs.data(), Bytes(n) * Bytes(sizeof(double)));
+    return out;
+  }
+  std::vector<float> narrow(out.size());
+  c.dev->Copy(narrow.data(), probs.data(), Bytes(n) * Bytes(sizeof(float)));
+  for (size_t i = 0; i < narrow.size(); ++i) out[i] = narrow[i];
   return out;
 }
 
@@ -63,33 +91,14 @@ Result<MoeRoute> Route(const LayerCtx& c, ConstRef index, ConstRef probs) {
   PTDP_ASSIGN_OR_RETURN(FullRows all_probs, GatherRows(c, probs));
   MoeRoute r;
   r.slots = N * k + (padded ? 1 : 0);
-  if (all_probs.owned.empty() || padded) {  // a copy of its own (one more slot when padded)
-    PTDP_ASSIGN_OR_RETURN(r.probs, Tmp(c, r.slots, probs.dtype));
-    c.dev->Copy(r.probs.data(), all_probs.ref.data, Bytes(N * k) * DTypeBytes(probs.dtype));
-    if (padded) {
-      PTDP_RETURN_IF_ERROR(c.dev->ops()->Fill(
-          {static_cast<char*>(r.probs.data()) + N * k * DTypeBytes(probs.dtype), probs.dtype, 1},
-          0.0));
-    }
-  } else {  // sequence parallelism's gather is already the route's own
-    r.probs = std::move(all_probs.owned);
-  }
+  PTDP_ASSIGN_OR_RETURN(r.probs, RouteProbs(c, std::move(all_probs), probs.dtype, padded));
   std::vector<int32_t> chosen(static_cast<size_t>(N * k));
   c.dev->Copy(chosen.data(), all_index.ref.data, chosen.size() * sizeof(int32_t));
   r.routed.assign(static_cast<size_t>(experts), 0);
   r.per_sequence.assign(static_cast<size_t>(c.d.b * experts), 0);
   std::vector<std::vector<TokenCopy>> of(static_cast<size_t>(experts));
-  std::vector<double> prob;  // the probabilities on the host: token dropping by them only
-  if (drops && !c.arch.moe_drop_by_position) {
-    prob.resize(chosen.size());
-    if (probs.dtype == DType::kFp64) {
-      c.dev->Copy(prob.data(), r.probs.data(), Bytes(prob.size() * sizeof(double)));
-    } else {
-      std::vector<float> narrow(chosen.size());
-      c.dev->Copy(narrow.data(), r.probs.data(), Bytes(narrow.size() * sizeof(float)));
-      for (size_t i = 0; i < narrow.size(); ++i) prob[i] = narrow[i];
-    }
-  }
+  const std::vector<double> prob =
+      drops && !c.arch.moe_drop_by_position ? HostProbs(c, r.probs, N * k) : std::vector<double>();
   for (int64_t seq = 0; seq < c.d.b; ++seq) {  // each sequence's S rows of [b][S]
     std::vector<std::vector<TokenCopy>> in_seq(static_cast<size_t>(experts));
     for (int64_t s = seq * S * k; s < (seq + 1) * S * k; ++s) {
