@@ -17,8 +17,8 @@ int64_t ExpertCapacity(int64_t tokens, int topk, int experts, double factor) {
 int64_t UnitCopies(const ModelSpec& m, int64_t tokens) {
   const int64_t routed = tokens * m.moe_topk;
   if (!m.DropsTokens()) return routed;
-  const int64_t E = m.moe_experts;
-  const int64_t capacity = ExpertCapacity(tokens, m.moe_topk, m.moe_experts, m.moe_capacity_factor);
+  const int64_t E = m.moe_experts,
+                capacity = ExpertCapacity(tokens, m.moe_topk, m.moe_experts, m.moe_capacity_factor);
   // Megatron-Core drops nothing when the capacity is over the unit's tokens, and then pads every
   // expert to all of them.
   if (capacity > tokens) return m.moe_pad_to_capacity ? E * tokens : routed;

@@ -43,17 +43,17 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
     // Each tensor and context group computes the value once per layer and microbatch.
     if (coord_.tp == 0 && ContextRank() == 0) c.moe_aux_sum = &moe_aux_sum_;
   }
-  // The router's z-loss of each mixture layer and microbatch, coeff / T sum_t lse_t^2 over its T
-  // tokens (Megatron-Core's z_loss_func: coeff / (t cp) times the mean over a rank's rows), weighed
-  // as the auxiliary loss and reported without coeff. Every rank computes it on its own rows: the
-  // tensor ranks' rows differ under sequence parallelism (and are all of them, alike, without),
-  // the context ranks' always.
   // Token dropping's share: each group of routed tokens (a context rank's rows of a data rank's
   // sequences, the same on every tensor rank) counted once.
   if (model_.DropsTokens() && evaluating_ == nullptr && coord_.tp == 0) {
     c.moe_routed_copies = &moe_routed_copies_;
     c.moe_dropped_copies = &moe_dropped_copies_;
   }
+  // The router's z-loss of each mixture layer and microbatch, coeff / T sum_t lse_t^2 over its T
+  // tokens (Megatron-Core's z_loss_func: coeff / (t cp) times the mean over a rank's rows), weighed
+  // as the auxiliary loss and reported without coeff. Every rank computes it on its own rows: the
+  // tensor ranks' rows differ under sequence parallelism (and are all of them, alike, without),
+  // the context ranks' always.
   if (opts_.moe_z_loss_coeff > 0 && evaluating_ == nullptr && model_.IsMoe()) {
     c.moe_z_value_scale = 1.0 / (double(cfg_.mbs) * double(model_.seq_len));
     c.moe_z_grad = weight * opts_.moe_z_loss_coeff * c.moe_z_value_scale;
