@@ -1,6 +1,6 @@
 // Which of a search's layouts Megatron-LM can run (MegatronScheduleGap, ChooseMegatronLayout) and
 // the environment it needs (MegatronEnvironment): planner/report.h. Kept apart from the flags'
-// writer (report.cc), which they do not share code with.
+// writer (megatron_args.cc), which they do not share code with.
 #include "planner/report.h"
 
 #include <cstdio>
