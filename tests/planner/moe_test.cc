@@ -530,7 +530,18 @@ TEST(Moe, TheSearchSplitsTheExpertsToFit) {
   EXPECT_NE(args.find(" --num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 14336"),
             std::string::npos)
       << args;
-  EXPECT_NE(SearchToTable(m, *cluster, *with, 0).find(" ep "), std::string::npos);
+  const std::string table = SearchToTable(m, *cluster, *with, 0);
+  EXPECT_NE(table.find(" ep "), std::string::npos);
+  // A mixture's plan says that published mixture runs ran slower than predicted; a dense one not.
+  EXPECT_NE(table.find("note: most published H100 runs of mixtures of experts ran slower"),
+            std::string::npos)
+      << table;
+  o.fix = *ParseFix("precision=bf16,tp=8,pp=1");
+  const ModelSpec dense = Preset("llama3-8b");
+  auto dense_plan = Search(dense, *cluster, o);
+  ASSERT_TRUE(dense_plan.ok()) << dense_plan.status().message();
+  EXPECT_EQ(SearchToTable(dense, *cluster, *dense_plan, 0).find("mixtures of experts"),
+            std::string::npos);
   // Qwen3's 128-wide heads are Megatron-Core's --kv-channels.
   ParallelConfig qwen = Qwen235Layout();
   const std::string qargs = MegatronArgs(Preset("qwen3-235b-a22b"), qwen);
