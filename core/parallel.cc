@@ -247,6 +247,19 @@ Status ParallelConfig::ValidateContextParallel(const ModelSpec& m) const {
 }
 
 Status ParallelConfig::ValidateExperts(const ModelSpec& m) const {
+  if (moe_shared_expert_overlap) {
+    const std::string what = "moe_shared_expert_overlap: ";
+    if (!m.IsMoe() || !m.HasSharedExpert()) {
+      return Status::Invalid(what +
+                             "overlaps a shared expert with the dispatcher, so it needs a "
+                             "mixture of experts with one (moe_shared_ffn_hidden > 0)");
+    }
+    if (moe_a2a_overlap) {  // Megatron-Core's TransformerConfig asserts it (d98e8a64)
+      return Status::Invalid(what +
+                             "not with moe_a2a_overlap, whose combined 1F1B already puts "
+                             "the all-to-alls beside other compute");
+    }
+  }
   if (moe_a2a_overlap && ep < 2) {
     return Status::Invalid(
         "moe_a2a_overlap: overlaps the expert-parallel all-to-alls, so it needs ep > 1 (a "
@@ -460,6 +473,7 @@ std::string ParallelConfig::ToString() const {
   if (moe_dispatcher != MoeDispatcher::kAllToAll) {
     os << ",moe_dispatcher=" << MoeDispatcherName(moe_dispatcher);
   }
+  if (moe_shared_expert_overlap) os << ",moe_shared_expert_overlap=on";
   if (fused_attention) os << ",fused_attention=on";
   if (precision != Precision::kFp32) os << ",precision=" << PrecisionName(precision);
   if (first_stage_layers > 0) os << ",first_stage_layers=" << first_stage_layers;
@@ -510,6 +524,7 @@ OrderedJson LayoutToJson(const ParallelConfig& c) {
   if (c.moe_dispatcher != MoeDispatcher::kAllToAll) {
     j["moe_dispatcher"] = MoeDispatcherName(c.moe_dispatcher);
   }
+  if (c.moe_shared_expert_overlap) j["moe_shared_expert_overlap"] = true;  // likewise
   // Interleaving with m % p != 0: the microbatch group Megatron-Core is told to use (its default,
   // p, is left unsaid), a function of the layout written out so the plan states it.
   if (const int64_t g = MicrobatchGroupToState(c); g != 0) j["microbatch_group"] = g;
@@ -544,6 +559,7 @@ Result<ParallelConfig> LayoutFromJson(const Json& j, const std::string& path,
   r.Optional("fsdp", &c.fsdp);
   r.Optional("optimizer_instances", &c.optimizer_instances);
   r.Optional("moe_a2a_overlap", &c.moe_a2a_overlap);
+  r.Optional("moe_shared_expert_overlap", &c.moe_shared_expert_overlap);
   std::string dispatcher = MoeDispatcherName(c.moe_dispatcher);
   r.Optional("moe_dispatcher", &dispatcher);
   r.Optional("precision", &precision);

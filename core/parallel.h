@@ -222,6 +222,13 @@ struct ParallelConfig {
   // and forward it over NVLink there (deepseek-ai/DeepEP's README: "asymmetric-domain bandwidth
   // forwarding"). costmodel/moe_cost.h prices the two.
   MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  // Megatron-Core's --moe-shared-expert-overlap (a mixture with a shared expert): the shared
+  // expert runs on a second stream beside the token dispatcher, its fc1 and activation beside the
+  // dispatch's all-to-all, its fc2 and tensor-parallel reduce-scatter beside the combine's, and
+  // the backward alike (megatron/core/transformer/moe/shared_experts.py and token_dispatcher.py at
+  // d98e8a64: the backward ordered by the autograd sequence numbers it sets). Not with
+  // moe_a2a_overlap, as Megatron-Core asserts. costmodel/moe_cost.h prices it.
+  bool moe_shared_expert_overlap = false;
   // Uneven pipeline stages: the layers of the first and of the last pipeline rank, 0 for the
   // even share. Lighter first and last stages offset the embedding and the output layer they also
   // hold. The placement itself is core/shapes.h's ChunkLayers; two of Megatron-LM's forms:
@@ -311,8 +318,8 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m);
 // when read, false by default), first_stage_layers and last_stage_layers (optional, 0 by default)
 // and precision (optional when read, `base`'s by default); stage_layers (a list of integers) and
 // grad_reduce_bf16 (true), optimizer_state_bf16 (true), fsdp (true), optimizer_instances (> 1),
-// moe_a2a_overlap (true) and moe_dispatcher ("deepep"), each written only when set and optional
-// when read.
+// moe_a2a_overlap (true), moe_dispatcher ("deepep") and moe_shared_expert_overlap (true), each
+// written only when set and optional when read.
 OrderedJson LayoutToJson(const ParallelConfig& c);
 
 // Megatron-LM's --account-for-embedding/loss-in-pipeline-split on pp ranks of vp chunks (the vp >

@@ -23,6 +23,15 @@ struct ComputeBreakdown {
   Seconds Total() const { return gemm + memory + tp_comm + dp_comm; }
 };
 
+// a + times b, term by term.
+inline ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times = 1.0) {
+  a.gemm += times * b.gemm;
+  a.memory += times * b.memory;
+  a.tp_comm += times * b.tp_comm;
+  a.dp_comm += times * b.dp_comm;
+  return a;
+}
+
 // One model chunk on one pipeline rank, for one microbatch.
 struct ChunkCost {
   ComputeBreakdown forward;

@@ -18,14 +18,6 @@ namespace ptdp::costmodel {
 
 namespace {
 
-ComputeBreakdown Add(ComputeBreakdown a, const ComputeBreakdown& b, double times = 1.0) {
-  a.gemm += times * b.gemm;
-  a.memory += times * b.memory;
-  a.tp_comm += times * b.tp_comm;
-  a.dp_comm += times * b.dp_comm;
-  return a;
-}
-
 // Megatron-Core's --tp-comm-overlap: `fraction` of a piece's tensor-parallel collectives run
 // beside its GEMMs, never more than the GEMM time there is to hide behind; the GEMMs they run
 // beside are slowed by `slowdown` (SoftwareProfile::overlap_compute_slowdown).
@@ -92,8 +84,10 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
     PieceCost layer = TransformerLayerCost(
         kind, hw, pr, c.tp, c.mbs, tp_pair, sp, c.fused_attention,
         cluster.software.gelu_gemm_epilogue.value, cluster.software.te_layer.value);
-    if (kind.HasSharedExpert()) {  // a dense MLP beside the experts, its pair hidden alike
-      const PieceCost shared = SharedExpertCost(kind, hw, c, tp_pair);
+    // A dense MLP beside the experts, its pair hidden alike; with --moe-shared-expert-overlap
+    // beside the experts' exchange instead (below), Megatron-Core turning its pair's overlap off.
+    if (kind.HasSharedExpert() && !c.moe_shared_expert_overlap) {
+      const PieceCost shared = SharedExpertCost(kind, hw, c, tp_ag, tp_rs, tp_ar);
       layer.forward = Add(layer.forward, shared.forward);
       layer.backward = Add(layer.backward, shared.backward);
       layer.weight_grad = Add(layer.weight_grad, shared.weight_grad);
@@ -127,6 +121,10 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
     p.layer.forward = Add(p.layer.forward, experts.forward);
     p.layer.backward = Add(p.layer.backward, experts.backward);
     p.layer.weight_grad = Add(p.layer.weight_grad, experts.weight_grad);
+    if (c.moe_shared_expert_overlap) {
+      OverlapSharedExpert(SharedExpertHalvesOf(m, hw, c, tp_ag, tp_rs, tp_ar), expert_comm,
+                          cluster.software.overlap_compute_slowdown.value, &p.layer);
+    }
   }
   if (m.window_size > 0) {  // fused attention at cp 1 (Validate): the layer's own kernel price
     const PieceCost kernel = FusedAttentionCost(m, hw, c.tp, c.mbs);
@@ -199,7 +197,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
       c.ep,
       c.ExpertTp(),
       expert_comm.all_to_all,
-      expert_comm.etp_allgather};
+      expert_comm.etp_allgather,
+      c.moe_shared_expert_overlap};
   auto memo_it = memo ? memo->pieces.find(key) : decltype(memo->pieces.end()){};
   if (!memo || memo_it == memo->pieces.end()) {
     // What one context-parallel rank computes on: s / cp of each sequence (the model at cp = 1).

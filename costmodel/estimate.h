@@ -45,11 +45,12 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
 // A layer's, the embedding's and the head's prices, which depend on a layout only through the
 // key below (its tp, mbs, precision, sequence parallelism, fused attention, selective
 // recomputation, tensor-parallel collectives' times, cp and whether the context-parallel ring
-// crosses nodes, ep, etp and the experts' all-to-all and all-gather times): the search prices
+// crosses nodes, ep, etp, the experts' all-to-all and all-gather times and whether the shared
+// expert overlaps them): the search prices
 // thousands of layouts on a few hundred keys. REQUIRES: one memo serves one model on one cluster.
 struct PieceCostMemo {
   using Key = std::tuple<int, int, Precision, bool, bool, int, Seconds, Seconds, Seconds, Seconds,
-                         int, bool, int, int, Seconds, Seconds>;
+                         int, bool, int, int, Seconds, Seconds, bool>;
   struct Pieces {
     PieceCost layer, embed, head;
     // A mixture's leading dense layer (ModelSpec::moe_dense_layers; zero without them).

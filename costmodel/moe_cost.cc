@@ -131,32 +131,72 @@ PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const Par
   return cost;
 }
 
-PieceCost SharedExpertCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
-                           Seconds tp_pair) {
-  PieceCost cost;
-  if (!m.IsMoe() || !m.HasSharedExpert()) return cost;
+SharedExpertHalves SharedExpertHalvesOf(const ModelSpec& m, const HardwareProfile& hw,
+                                        const ParallelConfig& c, Seconds tp_ag, Seconds tp_rs,
+                                        Seconds tp_ar) {
+  SharedExpertHalves halves;
+  if (!m.IsMoe() || !m.HasSharedExpert()) return halves;
   // `m` is one context-parallel rank's s / cp, as for ExpertMlpCost.
   const double e = ComputeBytes(c.precision), lin = LinearGemmScale(hw, c.precision);
   const int64_t T = int64_t(c.mbs) * m.seq_len, h = m.hidden;
   const int64_t f = m.moe_shared_ffn_hidden / c.tp, fc1 = 2 * f;
-  cost.forward.gemm = lin * (GemmTime(hw, T, fc1, h) + GemmTime(hw, T, h, f));
-  cost.backward.gemm = lin * (GemmBackwardTime(hw, T, fc1, h) + GemmBackwardTime(hw, T, h, f));
-  cost.weight_grad.gemm =
-      lin * (GemmBackwardWeightTime(hw, T, fc1, h) + GemmBackwardWeightTime(hw, T, h, f));
-  const double Th = double(T) * h, Th_seq = c.sequence_parallel ? Th / c.tp : Th;
-  double forward = 3 * e * double(T) * f + 3 * e * Th_seq, backward = 5 * e * double(T) * f;
-  int forward_kernels = 2, backward_kernels = 1;
-  if (c.precision == Precision::kFp8) {  // Fp8CastBytesOf's terms for one MLP
-    forward += 4 * (Th + double(T) * f) + 4 * double(fc1 + f) * h;
-    backward += 4 * (double(T) * fc1 + Th);
-    forward_kernels += 4;
-    backward_kernels += 2;
+  const double Th = double(T) * h, Tf = double(T) * f;
+  const double Th_seq = c.sequence_parallel ? Th / c.tp : Th;
+  const bool fp8 = c.precision == Precision::kFp8;  // Fp8CastBytesOf's terms for one MLP
+  PieceCost& up = halves.up;
+  up.forward.gemm = lin * GemmTime(hw, T, fc1, h);
+  up.backward.gemm = lin * GemmBackwardTime(hw, T, fc1, h);
+  up.weight_grad.gemm = lin * GemmBackwardWeightTime(hw, T, fc1, h);
+  // SwiGLU forward 3e T f, backward 5e T f; the casts of fc1's input and weight, of its output
+  // gradient.
+  up.forward.memory =
+      MemoryBoundTime(hw, 3 * e * Tf + (fp8 ? 4 * (Th + double(fc1) * h) : 0.0), fp8 ? 3 : 1);
+  up.backward.memory =
+      MemoryBoundTime(hw, 5 * e * Tf + (fp8 ? 4 * double(T) * fc1 : 0.0), fp8 ? 2 : 1);
+  PieceCost& down = halves.down;
+  down.forward.gemm = lin * GemmTime(hw, T, h, f);
+  down.backward.gemm = lin * GemmBackwardTime(hw, T, h, f);
+  down.weight_grad.gemm = lin * GemmBackwardWeightTime(hw, T, h, f);
+  // The add to the routed experts' output (read 2e, write e); the casts of fc2's input and
+  // weight, of its output gradient.
+  down.forward.memory =
+      MemoryBoundTime(hw, 3 * e * Th_seq + (fp8 ? 4 * (Tf + double(f) * h) : 0.0), fp8 ? 3 : 1);
+  down.backward.memory = fp8 ? MemoryBoundTime(hw, 4 * Th, 1) : 0.0;
+  if (c.tp > 1) {  // the all-gather's backward is a reduce-scatter and the other way round
+    const Seconds in = c.sequence_parallel ? tp_ag : 0.0;
+    const Seconds out = c.sequence_parallel ? tp_rs : tp_ar;
+    up.forward.tp_comm = up.backward.tp_comm = in;
+    down.forward.tp_comm = down.backward.tp_comm = out;
   }
-  cost.forward.memory = MemoryBoundTime(hw, forward, forward_kernels);
-  cost.backward.memory = MemoryBoundTime(hw, backward, backward_kernels);
-  cost.forward.tp_comm = c.tp > 1 ? tp_pair : 0.0;
-  cost.backward.tp_comm = c.tp > 1 ? tp_pair : 0.0;
+  return halves;
+}
+
+PieceCost SharedExpertCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
+                           Seconds tp_ag, Seconds tp_rs, Seconds tp_ar) {
+  const SharedExpertHalves halves = SharedExpertHalvesOf(m, hw, c, tp_ag, tp_rs, tp_ar);
+  PieceCost cost;
+  cost.forward = Add(halves.up.forward, halves.down.forward);
+  cost.backward = Add(halves.up.backward, halves.down.backward);
+  cost.weight_grad = Add(halves.up.weight_grad, halves.down.weight_grad);
   return cost;
+}
+
+void OverlapSharedExpert(const SharedExpertHalves& shared, const ExpertComm& comm, double slowdown,
+                         PieceCost* layer) {
+  const Seconds dispatch = comm.all_to_all + comm.etp_allgather;
+  const Seconds combine = comm.all_to_all + comm.etp_reduce_scatter;
+  auto beside = [&](const ComputeBreakdown& half, Seconds exchange, ComputeBreakdown* to) {
+    *to = Add(*to, half);
+    const Seconds hidden = std::min(exchange, half.Total());
+    to->tp_comm -= hidden;
+    to->gemm += hidden * OverlapStretch(slowdown);
+  };
+  beside(shared.up.forward, dispatch, &layer->forward);
+  beside(shared.down.forward, combine, &layer->forward);
+  beside(shared.down.backward, combine, &layer->backward);
+  beside(shared.up.backward, dispatch, &layer->backward);
+  layer->weight_grad = Add(layer->weight_grad, shared.up.weight_grad);
+  layer->weight_grad = Add(layer->weight_grad, shared.down.weight_grad);
 }
 
 PieceCost MtpDepthCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,

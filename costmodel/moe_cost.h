@@ -82,12 +82,32 @@ PieceCost ExpertMlpCost(const ModelSpec& m, const HardwareProfile& hw, const Par
 // [f_s/t, h] at the Linears' rate, SwiGLU 3e T f_s/t forward and 5e backward, in fp8 training
 // Transformer Engine's casts of its two inputs and weights forward and its two output gradients
 // backward, and its output added to the routed experts' (read 2e, write e over the rank's T h or
-// T h / t). Its tensor-parallel pair (an all-gather of its input and a reduce-scatter of its
-// output under sequence parallelism, `tp_pair`) each way, as the dense MLP's. Zero without one.
-// Not modelled: --moe-shared-expert-overlap (the shared expert on a second stream beside the
-// dispatch).
+// T h / t). Its tensor-parallel pair each way, as the dense MLP's: under sequence parallelism an
+// all-gather of its input (`tp_ag`) and a reduce-scatter of its output (`tp_rs`), else one
+// all-reduce of its output (`tp_ar`). Zero without one. In two halves, as
+// --moe-shared-expert-overlap runs them (ParallelConfig::moe_shared_expert_overlap): `up` the
+// all-gather, fc1 and the activation (and their fp8 casts), `down` fc2, the reduce-scatter or
+// all-reduce and the add; each half's backward is its own ops' backward.
+struct SharedExpertHalves {
+  PieceCost up, down;
+};
+SharedExpertHalves SharedExpertHalvesOf(const ModelSpec& m, const HardwareProfile& hw,
+                                        const ParallelConfig& c, Seconds tp_ag, Seconds tp_rs,
+                                        Seconds tp_ar);
+// The two halves together.
 PieceCost SharedExpertCost(const ModelSpec& m, const HardwareProfile& hw, const ParallelConfig& c,
-                           Seconds tp_pair);
+                           Seconds tp_ag, Seconds tp_rs, Seconds tp_ar);
+
+// --moe-shared-expert-overlap on a mixture layer's price `layer` (its experts' exchange in
+// tp_comm, ExpertMlpCost; the shared expert not yet in it): the shared expert's halves added, each
+// beside one exchange on a second stream (megatron/core/transformer/moe/token_dispatcher.py at
+// d98e8a64: fc1 and the activation beside the dispatch's all-to-all, fc2 and the reduce-scatter
+// beside the combine's; the backward in the mirrored order, which the autograd sequence numbers
+// shared_experts.py sets make it run in). Each half hides min(its time, the exchange's) of the
+// exchange, which then costs OverlapStretch(slowdown) of its seconds of compute beside it (the
+// convention of every overlap here): the pair takes max(a, b) + min(a, b) s / (1 + s).
+void OverlapSharedExpert(const SharedExpertHalves& shared, const ExpertComm& comm, double slowdown,
+                         PieceCost* layer);
 
 // One multi-token prediction depth (ModelSpec::mtp_layers; Megatron-Core's
 // MultiTokenPredictionLayer) on the head's stage, per microbatch: the embedding's lookup of the

@@ -22,6 +22,8 @@ bool FixedLayout::Admits(const ParallelConfig& c) const {
          (!optimizer_state_bf16 || *optimizer_state_bf16 == c.optimizer_state_bf16) &&
          (!fused_attention || *fused_attention == c.fused_attention) &&
          (!moe_a2a_overlap || *moe_a2a_overlap == c.moe_a2a_overlap) &&
+         (!moe_shared_expert_overlap ||
+          *moe_shared_expert_overlap == c.moe_shared_expert_overlap) &&
          (!moe_dispatcher || *moe_dispatcher == c.moe_dispatcher) &&
          (!precision || *precision == c.precision) &&
          (!first_stage_layers || *first_stage_layers == c.first_stage_layers) &&
@@ -171,19 +173,20 @@ Result<FixedLayout> ParseFix(const std::string& text) {
                key == "distributed_optimizer" || key == "fsdp" ||
                key == "grad_accumulation_fusion" || key == "grad_reduce_bf16" ||
                key == "optimizer_state_bf16" || key == "fused_attention" ||
-               key == "moe_a2a_overlap") {
+               key == "moe_a2a_overlap" || key == "moe_shared_expert_overlap") {
       if (value != "on" && value != "off") {
         return Status::Invalid("--fix: " + key + ": expected on or off, got \"" + value + "\"");
       }
-      std::optional<bool>& slot = key == "scatter_gather"          ? f.scatter_gather
-                                  : key == "sequence_parallel"     ? f.sequence_parallel
-                                  : key == "distributed_optimizer" ? f.distributed_optimizer
-                                  : key == "fsdp"                  ? f.fsdp
-                                  : key == "fused_attention"       ? f.fused_attention
-                                  : key == "grad_reduce_bf16"      ? f.grad_reduce_bf16
-                                  : key == "optimizer_state_bf16"  ? f.optimizer_state_bf16
-                                  : key == "moe_a2a_overlap"       ? f.moe_a2a_overlap
-                                                                   : f.grad_accumulation_fusion;
+      std::optional<bool>& slot = key == "scatter_gather"              ? f.scatter_gather
+                                  : key == "sequence_parallel"         ? f.sequence_parallel
+                                  : key == "distributed_optimizer"     ? f.distributed_optimizer
+                                  : key == "fsdp"                      ? f.fsdp
+                                  : key == "fused_attention"           ? f.fused_attention
+                                  : key == "grad_reduce_bf16"          ? f.grad_reduce_bf16
+                                  : key == "optimizer_state_bf16"      ? f.optimizer_state_bf16
+                                  : key == "moe_a2a_overlap"           ? f.moe_a2a_overlap
+                                  : key == "moe_shared_expert_overlap" ? f.moe_shared_expert_overlap
+                                                                       : f.grad_accumulation_fusion;
       slot = value == "on";
     } else {
       return Status::Invalid(
@@ -192,7 +195,8 @@ Result<FixedLayout> ParseFix(const std::string& text) {
           "scatter_gather, "
           "sequence_parallel, distributed_optimizer, fsdp, optimizer_instances, "
           "grad_accumulation_fusion, grad_reduce_bf16, optimizer_state_bf16, "
-          "fused_attention, moe_a2a_overlap, moe_dispatcher, precision, first_stage_layers, "
+          "fused_attention, moe_a2a_overlap, moe_shared_expert_overlap, moe_dispatcher, "
+          "precision, first_stage_layers, "
           "last_stage_layers, stage_layers)");
     }
   }

@@ -268,6 +268,7 @@ std::string MegatronArgs(const ModelSpec& m, const ParallelConfig& c,
   // The combined 1F1B: the all-to-alls beside another microbatch's compute, the weight gradients
   // delayed to make room for them (Megatron-Bridge's moe_a2a_overlap sets both).
   if (c.moe_a2a_overlap) o << " --overlap-moe-expert-parallel-comm --delay-wgrad-compute";
+  if (c.moe_shared_expert_overlap) o << " --moe-shared-expert-overlap";
   // The overlaps the plan priced (the software profile's, where the layout has what they need).
   if (software != nullptr) {
     if (software->tp_comm_overlap_fraction.value > 0 && c.sequence_parallel) {

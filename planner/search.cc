@@ -332,6 +332,8 @@ std::optional<ParallelConfig> Compose(const SearchOptions& o, const GridPoint& g
   c.fused_attention = fused;
   c.moe_a2a_overlap = a2a;
   c.moe_dispatcher = fx.moe_dispatcher.value_or(MoeDispatcher::kAllToAll);
+  c.moe_shared_expert_overlap =
+      fx.moe_shared_expert_overlap.value_or(numerics.shared_expert_overlap && !a2a);
   c.first_stage_layers = shape.first;
   c.last_stage_layers = shape.last;
   if (!shape.stages.empty()) c.stage_layers = shape.stages;  // most shapes have none
@@ -507,7 +509,8 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
                            std::to_string(kMaxGlobalBatch));
   }
   const FixedLayout& fx = o.fix;
-  PTDP_ASSIGN_OR_RETURN(const SearchNumerics numerics, ResolveSearchNumerics(cluster, o));
+  PTDP_ASSIGN_OR_RETURN(SearchNumerics numerics, ResolveSearchNumerics(cluster, o));
+  numerics.shared_expert_overlap = o.moe_shared_expert_overlap && m.HasSharedExpert();
   const Precision precision = numerics.precision;
   // Compose's bits: the combined 1F1B's only where the search may turn it on, FSDP's likewise.
   const bool a2a_bit = fx.moe_a2a_overlap.value_or(false) || (m.IsMoe() && o.moe_a2a_overlap);

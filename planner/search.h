@@ -71,6 +71,11 @@ struct SearchOptions {
   // for a mixture of experts with ep > 1 (off by default, as in Megatron-Core: it holds one more
   // microbatch's activations; the layouts with it are replayed by the event interpreter).
   bool moe_a2a_overlap = false;
+  // Megatron-Core's --moe-shared-expert-overlap (ParallelConfig::moe_shared_expert_overlap) on
+  // every layout of a mixture with a shared expert but those of the combined 1F1B (`ptdp plan
+  // --moe-shared-expert-overlap`; off by default, as in Megatron-Core). Not searched against its
+  // absence: the cost model never prices it slower.
+  bool moe_shared_expert_overlap = false;
   // Selective recomputation of Megatron-Core's other modules (ParallelConfig::recompute_modules:
   // mla_up_proj, mlp, moe_act, each set the model has) is searched beside the attention core's,
   // with fused attention too (`ptdp plan --recompute-modules`; off by default: Megatron-Core's
@@ -190,6 +195,8 @@ struct SearchNumerics {
   Precision precision = Precision::kFp32;
   bool grad_reduce_bf16 = false;
   bool optimizer_state_bf16 = false;  // where the distributed optimizer is on (Compose)
+  // SearchOptions::moe_shared_expert_overlap where the model has a shared expert (Search sets it).
+  bool shared_expert_overlap = false;
 };
 Result<SearchNumerics> ResolveSearchNumerics(const ClusterSpec& cluster,
                                              const SearchOptions& options);

@@ -213,6 +213,8 @@ def expected_values(plan):
              m.get("moe_shared_ffn_hidden") or None),
             ("--moe-shared-expert-gate", "moe_shared_expert_gate",
              bool(m.get("moe_shared_gate", False))),
+            ("--moe-shared-expert-overlap", "moe_shared_expert_overlap",
+             bool(lay.get("moe_shared_expert_overlap", False))),
         ]
         dense = m.get("moe_dense_layers", 0)
         pattern = m.get("moe_layer_pattern") or (

@@ -40,7 +40,7 @@ struct PlanArgs {
   bool selective_recompute = false, sequence_parallel = false, distributed_optimizer = false,
        grad_accumulation_fusion = false, grad_reduce_bf16 = false, optimizer_state_bf16 = false,
        fused_attention = false, context_parallel = false, moe_a2a_overlap = false,
-       recompute_modules = false, fsdp = false;
+       moe_shared_expert_overlap = false, recompute_modules = false, fsdp = false;
   double tokens = 0;
   int simulate_top = -1;  // -1: every layout that fits
   int threads = 0;        // 0: not given (the machine's hardware threads)
@@ -105,6 +105,7 @@ Status RunPlan(const PlanArgs& a) {
   o.fused_attention = a.fused_attention;
   o.context_parallel = a.context_parallel;
   o.moe_a2a_overlap = a.moe_a2a_overlap;
+  o.moe_shared_expert_overlap = a.moe_shared_expert_overlap;
   o.recompute_modules = a.recompute_modules;
   planner::ApplySoftwareSearchDefaults(cluster.software, &o);
   if (!a.precision.empty()) {
@@ -223,6 +224,10 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
                 "Also search, for a mixture of experts with ep > 1, the combined 1F1B that hides "
                 "the all-to-alls behind another microbatch's compute (Megatron-Core "
                 "--overlap-moe-expert-parallel-comm --delay-wgrad-compute)");
+  cmd->add_flag("--moe-shared-expert-overlap", a->moe_shared_expert_overlap,
+                "For a mixture with a shared expert, run it beside the dispatcher's all-to-alls "
+                "(Megatron-Core --moe-shared-expert-overlap) on every layout without the combined "
+                "1F1B");
   cmd->add_flag(
       "--recompute-modules", a->recompute_modules,
       "Also search selective recomputation of Megatron-Core's other modules (mla_up_proj, "

@@ -85,6 +85,11 @@ Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
         "plan: layout.moe_a2a_overlap: the combined 1F1B is planned but not "
         "executed by this runtime (use false)");
   }
+  if (c.moe_shared_expert_overlap) {  // the runtime runs the shared expert on the one stream
+    return Status::Invalid(
+        "plan: layout.moe_shared_expert_overlap: the shared expert beside the dispatcher is "
+        "planned but not executed by this runtime (use false)");
+  }
   if (c.ExpertTp() != c.tp) {
     return Status::Invalid("plan: layout.etp: " + std::to_string(c.etp) +
                            " is planned but not executed by this runtime, which splits each "

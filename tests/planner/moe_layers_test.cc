@@ -96,12 +96,12 @@ TEST(MoeLayers, TheSharedExpertIsADenseMlpBesideTheExperts) {
   const ModelSpec dense = DenseLayerModel(shared);
   const auto with_mlp = costmodel::TransformerLayerCost(dense, hw, c.precision, 1, 1, 0);
   const auto without = costmodel::TransformerLayerCost(shared, hw, c.precision, 1, 1, 0);
-  const auto expert = costmodel::SharedExpertCost(shared, hw, c, 0);
+  const auto expert = costmodel::SharedExpertCost(shared, hw, c, 0, 0, 0);
   EXPECT_NEAR(without.forward.gemm + expert.forward.gemm, with_mlp.forward.gemm,
               1e-9 * with_mlp.forward.gemm);
   EXPECT_NEAR(without.backward.gemm + expert.backward.gemm, with_mlp.backward.gemm,
               1e-9 * with_mlp.backward.gemm);
-  EXPECT_EQ(costmodel::SharedExpertCost(routed, hw, c, 0).forward.Total(), 0.0);
+  EXPECT_EQ(costmodel::SharedExpertCost(routed, hw, c, 0, 0, 0).forward.Total(), 0.0);
   // It keeps its SwiGLU's and fc2's inputs on every token (b s 2f and b s f in bf16); its fc1's is
   // the router's input.
   const Bytes kept = ListBytes(LayerActivations(shared, c, false), c) -

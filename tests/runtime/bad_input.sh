@@ -62,6 +62,13 @@ case "$case" in
                sed -i 's/"ep": 2,/"ep": 2, "moe_a2a_overlap": true,/' "$dir/plan.json"
                "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
                expect="plan: layout.moe_a2a_overlap: the combined 1F1B is planned but not executed" ;;
+  moe_shared_overlap)  # Megatron-Core's --moe-shared-expert-overlap (a shared expert): refused by name
+               PTDP_TEST_ARCH=dsmoe \
+                 "$here/write_plan.sh" "$ptdp" "$dir/plan.json" 4 0.0 256 8 1 1 2 1 1 1f1b none true bf16
+               sed -i 's/"precision": "bf16",/"precision": "bf16", "moe_shared_expert_overlap": true,/' "$dir/plan.json"
+               grep -q '"moe_shared_expert_overlap": true' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
+               "$ptdp" schedule --plan "$dir/plan.json" --out "$dir/plan.json" > /dev/null || exit 1
+               expect="plan: layout.moe_shared_expert_overlap: the shared expert beside the dispatcher is planned but not executed" ;;
   program_size)   # the plan's Program must be its layout's: a message size edited by hand
                sed -i 's/"SA0.0>1:8192"/"SA0.0>1:4096"/' "$dir/plan.json"
                grep -q '"SA0.0>1:4096"' "$dir/plan.json" || { echo "FAIL: plan not edited"; exit 1; }
