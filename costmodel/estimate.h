@@ -46,8 +46,8 @@ CostTable BuildCostTable(const ModelSpec& m, const ClusterSpec& cluster, const P
 // key below (its tp, mbs, precision, sequence parallelism, fused attention, selective
 // recomputation, tensor-parallel collectives' times, cp and whether the context-parallel ring
 // crosses nodes, ep, etp, the experts' all-to-all and all-gather times and whether the shared
-// expert overlaps them): the search prices
-// thousands of layouts on a few hundred keys. REQUIRES: one memo serves one model on one cluster.
+// expert overlaps them): the search prices thousands of layouts on a few hundred keys.
+// REQUIRES: one memo serves one model on one cluster.
 struct PieceCostMemo {
   using Key = std::tuple<int, int, Precision, bool, bool, int, Seconds, Seconds, Seconds, Seconds,
                          int, bool, int, int, Seconds, Seconds, bool>;
