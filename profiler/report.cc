@@ -201,8 +201,8 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
   p.hbm_GBps = Measured(r, r.stream_add_GBps,
                         "streaming c = a + b over " + SizeText(r.stream_bytes) +
                             " arrays (3 arrays moved; achieved, not the datasheet figure)");
-  // Per backend (backend.h TimeGelu): where the GeLU is timed by its elements (the cpu, where the
-  // tanh bounds it) the elementwise ops' bytes move at the streaming rate; elsewhere (cuda) at
+  // Per backend (backend.h TimeGelu): where the GeLU is timed by its elements (the cpu, where its
+  // exp bounds it) the elementwise ops' bytes move at the streaming rate; elsewhere (cuda) at
   // the GeLU kernel's, as every GPU profile has measured it.
   const bool gelu_by_elements = r.gelu_forward_seconds > 0 && r.gelu_backward_seconds > 0;
   p.memory_bound_GBps =
@@ -210,7 +210,7 @@ Result<HardwareProfile> ToHardwareProfile(const ProfileReport& r, const std::str
           ? Measured(r, r.stream_add_GBps,
                      "streaming c = a + b over " + SizeText(r.stream_bytes) +
                          " arrays (3 arrays moved), the bytes of an elementwise op; the GeLU, "
-                         "bound by its tanh here, is timed apart (gelu_*_Gelems_per_s)")
+                         "bound by its exp here, is timed apart (gelu_*_Gelems_per_s)")
           : Measured(r, r.gelu_GBps,
                      "GeLU forward kernel over " + SizeText(r.stream_bytes) + " (read + write)");
   p.workspace_GiB =

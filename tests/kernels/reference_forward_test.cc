@@ -45,6 +45,22 @@ TEST(ReferenceForward, GeluAtPoints) {
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(out[i], want[i], 1e-14) << "x=" << x[i];
 }
 
+// The float GeLU far in its negative tail, where 1 + tanh(u) cancels in double (the tanh form
+// returned 0 there): each result is the correctly rounded value of the logistic form in long
+// double, x / (1 + exp(-2u)).
+TEST(ReferenceForward, GeluFloatNegativeTailIsCorrectlyRounded) {
+  const std::vector<float> x = {-3.0f, -5.0f, -6.5f, -8.0f, -9.0f};
+  std::vector<float> out(x.size());
+  GeluForward(out.data(), x.data(), static_cast<int64_t>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const long double v = x[i];
+    const long double u = 0.79788456080286535588L * (v + 0.044715L * v * v * v);
+    const float want = static_cast<float>(v / (1.0L + std::exp(-2.0L * u)));
+    EXPECT_NE(want, 0.0f) << "x=" << x[i];
+    EXPECT_EQ(out[i], want) << "x=" << x[i];
+  }
+}
+
 // A window of W keys before each query: probabilities 0 outside i - W .. i, rows still sum to 1,
 // a window as long as the sequence is the causal attention itself, and the fused form's
 // log-sum-exp and recomputed probabilities agree with the explicit ones.
