@@ -25,6 +25,8 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.redo_attention_core = cfg_.Recomputes(kRecomputeCoreAttn);
   c.redo_mlp = cfg_.Recomputes(kRecomputeMlp);
   c.redo_mla_up_proj = cfg_.Recomputes(kRecomputeMlaUpProj);
+  c.redo_moe_act = cfg_.Recomputes(kRecomputeMoeAct);
+  c.redo_moe_norm = cfg_.Recomputes(kRecomputeLayernorm);
   if (model_.IsMla()) c.mla_indices = &mla_indices_;
   c.drop.step = step;
   c.drop.seq0 = int64_t(DataRank()) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;

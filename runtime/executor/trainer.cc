@@ -160,13 +160,6 @@ Status Trainer::Setup(const PlanFile& plan, const TrainOptions& opts) {
     return Status::Invalid(
         "plan: layout.precision: 'fp8' is planned but not executed by this runtime (use bf16)");
   }
-  if ((cfg_.recompute_modules & ~(kRecomputeCoreAttn | kRecomputeMlp | kRecomputeMlaUpProj)) != 0) {
-    return Status::Invalid("plan: layout.recompute_modules: '" +
-                           RecomputeModulesText(cfg_.recompute_modules) +
-                           "' is planned but not executed by this runtime, which recomputes the "
-                           "attention core, the MLP and the latent attention's up projections "
-                           "alone (core_attn, mlp, mla_up_proj)");
-  }
   if (model_.IsMla() && model_.VHeadDim() > model_.QkHeadDim()) {
     return Status::Invalid("plan.model.mla_v_dim: " + std::to_string(model_.mla_v_dim) +
                            " is wider than a query/key head (head_dim + mla_rope_dim = " +

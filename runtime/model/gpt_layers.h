@@ -256,6 +256,14 @@ struct LayerCtx {
   // outputs) are dropped after the attention's forward and rebuilt from the stashed latents right
   // before its backward (runtime/model/mla.h MlaUpProjForward).
   bool redo_mla_up_proj = false;
+  // recompute_modules moe_act: a mixture layer's fc2 input (the experts' SwiGLU output scaled by
+  // the routing probabilities) is dropped after fc2's forward and rebuilt from fc1's stashed
+  // output right before fc2's backward, then dropped again.
+  bool redo_moe_act = false;
+  // recompute_modules layernorm: a mixture layer's pre-MLP norm output (the router's and the
+  // shared expert's input) is dropped once the forward has read it and rebuilt from the stashed
+  // norm input and statistics at the start of the mixture's backward, dropped again at its end.
+  bool redo_moe_norm = false;
   // Multi-latent attention's block indices kept across layers and microbatches (the trainer's;
   // nullptr: built on every call). runtime/model/mla.h.
   MlaIndexCache* mla_indices = nullptr;

@@ -164,6 +164,12 @@ Status NormForwardInto(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, Co
   return NormOp(c, x, w, b, st, out);
 }
 
+Status NormRedoOutput(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
+                      NormStash st) {
+  PTDP_ASSIGN_OR_RETURN(*st.out, Alloc(c, c.d.R() * c.d.h, c.types.act, tag));
+  return NormOp(c, x, w, b, st, st.out->ref());
+}
+
 Status NormBackward(const LayerCtx& c, TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                     ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd) {
   const int64_t R = c.d.R(), h = c.d.h;

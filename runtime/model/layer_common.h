@@ -90,6 +90,10 @@ Status NormForward(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstR
 // The same with the output written into `out` [R][h] (not allocated; st.out unused).
 Status NormForwardInto(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
                        NormStash st, TensorRef out);
+// The output again into a new *st.out tagged `tag`, the statistics kept (rewritten in place with
+// the values they hold): recompute_modules layernorm, whose ledger drops the output alone.
+Status NormRedoOutput(const LayerCtx& c, MemTag tag, ConstRef x, ConstRef w, ConstRef b,
+                      NormStash st);
 // dx overwritten; dw (and LayerNorm's db) accumulate.
 Status NormBackward(const LayerCtx& c, TensorRef dx, TensorRef dw, TensorRef db, ConstRef dout,
                     ConstRef x, ConstRef w, ConstRef mean, ConstRef rstd);

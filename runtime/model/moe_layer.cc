@@ -366,6 +366,16 @@ Status AuxLossBackward(const LayerCtx& c, const MoeRoute& r, const LayerStash* s
   return Status::Ok();
 }
 
+// recompute_modules moe_act: fc2's input as the forward made it, p act(fc1 out), into the stash
+// (tagged activations: the ledger's working set of the backward, core/experts.h).
+Status RedoExpertAct(const LayerCtx& c, const ExpertSide& x, LayerStash* st) {
+  Ops* ops = c.dev->ops();
+  const int64_t rows = x.rows, f = c.d.expert_f_local;
+  PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, rows * f, c.types.act, MemTag::kActivations));
+  PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), rows * f));
+  return ops->MoeScaleRows(st->gelu_out.ref(), st->gelu_out.cref(), x.probs, x.slot, rows, f);
+}
+
 }  // namespace
 
 Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag tag,
@@ -410,6 +420,7 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
   PTDP_ASSIGN_OR_RETURN(Tensor expert_out, Tmp(c, rows * h, a));
   PTDP_RETURN_IF_ERROR(
       ExpertsForward(c, x, w.expert_fc2, expert_out.ref(), st->gelu_out.cref(), f, h));
+  if (c.redo_moe_act) st->gelu_out.Reset();  // rebuilt by the backward (RedoExpertAct)
   PTDP_ASSIGN_OR_RETURN(expert_out, FromExperts(c, x, std::move(expert_out), copies, h));
   // The copies back into their tokens (partial sums over the tensor group), then g.
   PTDP_ASSIGN_OR_RETURN(Tensor mlp, Tmp(c, N * h, a));
@@ -418,6 +429,7 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
       ops->MoeUnpermuteAddRows(mlp.ref(), expert_out.cref(), r.token.cref(), copies, h));
   expert_out.Reset();
   if (!w.shared_fc1.empty()) PTDP_RETURN_IF_ERROR(SharedForward(c, w, tag, st, mlp.ref()));
+  if (c.redo_moe_norm) st->ln2_out.Reset();  // rebuilt by the backward (NormRedoOutput)
   PTDP_ASSIGN_OR_RETURN(mlp, SumRows(c, std::move(mlp)));
   if (y.empty()) {
     PTDP_ASSIGN_OR_RETURN(y, out());
@@ -437,6 +449,10 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   const int64_t N = d.N(), R = d.R(), h = d.h, f = d.expert_f_local;
   const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk;
   const DType a = c.types.act, wide = c.types.wide;
+  if (c.redo_moe_norm) {  // the router's and the shared expert's input again
+    PTDP_RETURN_IF_ERROR(NormRedoOutput(c, MemTag::kActivations, st->x2.cref(), w.ln2_w, w.ln2_b,
+                                        {&st->ln2_mean, &st->ln2_rstd, &st->ln2_out}));
+  }
   PTDP_ASSIGN_OR_RETURN(Tensor dbranch, Tmp(c, R * h, a));
   PTDP_RETURN_IF_ERROR(
       ops->DropoutBackward(dbranch.ref(), {}, dy, st->mlp_res_mask.cref(), R, h, c.drop.p));
@@ -474,8 +490,10 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   dbranch.Reset();
   PTDP_ASSIGN_OR_RETURN(dout, ToExperts(c, x, std::move(dout), h, MemTag::kWorkspace));
   PTDP_ASSIGN_OR_RETURN(Tensor dact, Tmp(c, rows * f, a));
+  if (c.redo_moe_act) PTDP_RETURN_IF_ERROR(RedoExpertAct(c, x, st));
   PTDP_RETURN_IF_ERROR(ExpertsBackward(c, x, w.expert_fc2, g.expert_fc2, dact.ref(), dout.cref(),
                                        st->gelu_out.cref(), f, h));
+  if (c.redo_moe_act) st->gelu_out.Reset();
   dout.Reset();
   // The probabilities' gradient, <d(act p), act> summed over the tensor group (each rank holds
   // f/t of the features), then the activation's, p d(act p).
@@ -546,6 +564,8 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_ASSIGN_OR_RETURN(*dx2, Tmp(c, R * h, a));
   PTDP_RETURN_IF_ERROR(NormBackward(c, dx2->ref(), g.ln2_w, g.ln2_b, dln.cref(), st->x2.cref(),
                                     w.ln2_w, st->ln2_mean.cref(), st->ln2_rstd.cref()));
+  // Dropped again before the attention side rebuilds its own (core/shapes.h: one side at a time).
+  if (c.redo_moe_norm) st->ln2_out.Reset();
   return ops->Add(dx2->ref(), dx2->cref(), dy);  // the residual path
 }
 

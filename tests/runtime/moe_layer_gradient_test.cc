@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/reference/moe.h"
@@ -462,6 +464,48 @@ TEST(MoeLayer, ExpertsAlikeAreTheDenseMlp) {
   ASSERT_TRUE(LayerForward(moe, p.W(), 1, MemTag::kActivations, &st, M(y_moe)).ok());
   ASSERT_TRUE(LayerBackward(moe, p.W(), g.G(), 1, &st, C(Random(nh, 32, 1.0)), M(dx)).ok());
   for (double v : g.router_w) EXPECT_NEAR(v, 0.0, 1e-12);
+}
+
+// recompute_modules moe_act, layernorm: fc2's input, the pre-MLP norm's output left out of the
+// stash, the gradients bit for bit the kept layer's (dropout; a shared expert reads the norm's).
+TEST(MoeLayer, RecomputedModulesGiveTheSameGradients) {
+  CpuDevice dev;
+  LayerCtx kept = MoeCtx(&dev, 0.1);
+  kept.d.shared_f_local = 4;
+  const int64_t nh = kept.d.N() * kept.d.h;
+  const MoeParams p(kept.d, kExperts);
+  const Vec x = Random(nh, 51, 1.0), dy = Random(nh, 52, 1.0);
+  auto run = [&](bool act, bool norm, MoeParams* g, Vec* dx) {
+    LayerCtx c = kept;
+    c.redo_moe_act = act;
+    c.redo_moe_norm = norm;
+    g->Zero();
+    LayerStash st;
+    ASSERT_TRUE(AllocLayerInput(c, &st).ok());
+    gradient_check::Put(st.x, x);
+    Vec y(static_cast<size_t>(nh));
+    ASSERT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
+    EXPECT_EQ(st.gelu_out.empty(), act);
+    EXPECT_EQ(st.ln2_out.empty(), norm);
+    const Status back = LayerBackward(c, p.W(), g->G(), 1, &st, C(dy), M(*dx));
+    ASSERT_TRUE(back.ok()) << back.ToString();
+  };
+  MoeParams want(kept.d, kExperts);
+  Vec want_dx(static_cast<size_t>(nh));
+  run(false, false, &want, &want_dx);
+  for (auto [act, norm] :
+       std::vector<std::pair<bool, bool>>{{true, false}, {false, true}, {true, true}}) {
+    MoeParams got(kept.d, kExperts);
+    Vec dx(static_cast<size_t>(nh));
+    run(act, norm, &got, &dx);
+    const std::string what = std::string("moe_act ") + (act ? "on" : "off") + (norm ? ", ln" : "");
+    EXPECT_EQ(dx, want_dx) << what;
+    EXPECT_EQ(got.ln2_w, want.ln2_w) << what;
+    EXPECT_EQ(got.router_w, want.router_w) << what;
+    EXPECT_EQ(got.fc1, want.fc1) << what;
+    EXPECT_EQ(got.fc2, want.fc2) << what;
+    EXPECT_TRUE(got.shared_fc1 == want.shared_fc1 && got.shared_fc2 == want.shared_fc2) << what;
+  }
 }
 
 // The router's kernel: the k largest logits (the lower expert first on a tie) and their softmax.
