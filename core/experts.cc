@@ -70,9 +70,54 @@ void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const s
   }
 }
 
+namespace {
+
+// The MoE block's tensors between the router's input and the combine: the router's fp32 logits
+// and top-k probabilities, the dispatched tokens (fc1's input), SwiGLU's input and, unless
+// `without_act_output`, SwiGLU's output (fc2's input).
+std::vector<ActTensor> ExpertInside(const ModelSpec& m, const ParallelConfig& c,
+                                    bool without_act_output) {
+  const int64_t routed = RoutedTokens(m, c), n = ExpertTokens(m, c);
+  const int64_t f = m.MoeFfnHidden() / c.ExpertTp();
+  std::vector<ActTensor> acts = {{"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
+                                 {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
+                                 {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
+                                 {"moe.swiglu.input", n * 2 * f, ActKind::kActivation}};
+  if (!without_act_output) acts.push_back(ExpertActOutput(m, c));
+  return acts;
+}
+
+// A shared expert's: it reads the router's input (the same tensor in 16-bit training, its own FP8
+// copy in fp8 training: Transformer Engine keeps the cast input); its SwiGLU input and fc2 input
+// are a dense MLP's, on every token, split over the tensor group. Empty without one.
+std::vector<ActTensor> SharedExpertInside(const ModelSpec& m, const ParallelConfig& c) {
+  if (!m.HasSharedExpert()) return {};
+  const int64_t tokens = int64_t(c.mbs) * ContextShardLen(m, c);
+  const int64_t fs = m.moe_shared_ffn_hidden / c.tp;
+  std::vector<ActTensor> acts;
+  if (c.precision == Precision::kFp8) {
+    acts.push_back({"moe.shared.fc1.input", RouterInput(m, c).elements, ActKind::kLinearInput});
+  }
+  acts.push_back({"moe.shared.swiglu.input", tokens * 2 * fs, ActKind::kActivation});
+  acts.push_back({"moe.shared.fc2.input", tokens * fs, ActKind::kLinearInput});
+  return acts;
+}
+
+void Append(const std::vector<ActTensor>& from, std::vector<ActTensor>* to) {
+  to->insert(to->end(), from.begin(), from.end());
+}
+
+}  // namespace
+
 std::vector<ActTensor> ExpertRecomputed(const ModelSpec& m, const ParallelConfig& c) {
   std::vector<ActTensor> out;
-  if (c.Recomputes(kRecomputeMoeAct)) out.push_back(ExpertActOutput(m, c));
+  if (c.Recomputes(kRecomputeMoe)) {  // the whole block, its shared expert with it
+    Append(ExpertInside(m, c, false), &out);
+    Append(SharedExpertInside(m, c), &out);
+  } else {
+    if (c.Recomputes(kRecomputeMoeAct)) out.push_back(ExpertActOutput(m, c));
+    if (c.Recomputes(kRecomputeSharedExperts)) Append(SharedExpertInside(m, c), &out);
+  }
   if (c.Recomputes(kRecomputeLayernorm)) out.push_back(RouterInput(m, c));
   return out;
 }
@@ -88,31 +133,15 @@ ActTensor ExpertActOutput(const ModelSpec& m, const ParallelConfig& c) {
 }
 
 std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c) {
-  const int64_t seq = RouterInput(m, c).elements;  // s b h, or its s/t slice
-  const int64_t routed = RoutedTokens(m, c), n = ExpertTokens(m, c);
-  const int64_t f = m.MoeFfnHidden() / c.ExpertTp();
-  // The pre-MLP norm's output (the router's and the shared expert's input), dropped and redone in
-  // the backward with recompute_modules layernorm (RouterInput).
+  // The pre-MLP norm's output (the router's and the shared expert's input; the block's checkpoint
+  // under recompute_modules moe), dropped and redone in the backward with layernorm.
   std::vector<ActTensor> acts;
   if (!c.Recomputes(kRecomputeLayernorm)) acts.push_back(RouterInput(m, c));
-  acts.insert(acts.end(), {{"moe.router.logits", routed * m.moe_experts, ActKind::kFp32},
-                           {"moe.router.probs", routed * m.moe_topk, ActKind::kFp32},
-                           {"moe.fc1.input", n * m.hidden, ActKind::kLinearInput},
-                           {"moe.swiglu.input", n * 2 * f, ActKind::kActivation}});
-  // SwiGLU's output, dropped and redone in the backward with recompute_modules moe_act.
-  if (!c.Recomputes(kRecomputeMoeAct)) acts.push_back(ExpertActOutput(m, c));
-  if (m.HasSharedExpert()) {
-    // The shared expert reads the router's input: the same tensor in 16-bit training, its own FP8
-    // copy in fp8 training (Transformer Engine keeps the cast input). Its SwiGLU input and fc2
-    // input are a dense MLP's, on every token, split over the tensor group.
-    const int64_t tokens = int64_t(c.mbs) * ContextShardLen(m, c);
-    const int64_t fs = m.moe_shared_ffn_hidden / c.tp;
-    if (c.precision == Precision::kFp8) {
-      acts.push_back({"moe.shared.fc1.input", seq, ActKind::kLinearInput});
-    }
-    acts.push_back({"moe.shared.swiglu.input", tokens * 2 * fs, ActKind::kActivation});
-    acts.push_back({"moe.shared.fc2.input", tokens * fs, ActKind::kLinearInput});
-  }
+  if (c.Recomputes(kRecomputeMoe)) return acts;
+  // SwiGLU's output dropped and redone with moe_act, the shared expert's inside with
+  // shared_experts.
+  Append(ExpertInside(m, c, c.Recomputes(kRecomputeMoeAct)), &acts);
+  if (!c.Recomputes(kRecomputeSharedExperts)) Append(SharedExpertInside(m, c), &acts);
   return acts;
 }
 

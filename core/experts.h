@@ -61,7 +61,8 @@ void AppendExpertParameters(const ModelSpec& m, const ParallelConfig& c, const s
 // fp32 logits and the top-k probabilities (T0 E and T0 k), then on the expert side the dispatched
 // tokens (fc1's input, N h), SwiGLU's input (N 2f / etp) and fc2's input (N f / etp); a shared
 // expert's SwiGLU and fc2 inputs (b s 2 f_s / t, b s f_s / t) and, in fp8 training, its fc1
-// input's FP8 copy.
+// input's FP8 copy. Less what recompute_modules drops: layernorm the router's input, moe_act
+// fc2's input, shared_experts the shared expert's, moe all but the router's input.
 std::vector<ActTensor> ExpertActivations(const ModelSpec& m, const ParallelConfig& c);
 // The last of those, SwiGLU's output (fc2's input, N f / etp): what recompute_modules moe_act
 // drops from them and rebuilds in the backward.
@@ -69,8 +70,9 @@ ActTensor ExpertActOutput(const ModelSpec& m, const ParallelConfig& c);
 // A mixture layer's pre-MLP norm output, the router's input ([s b / t, h] under sequence
 // parallelism): what recompute_modules layernorm drops from the stash and rebuilds.
 ActTensor RouterInput(const ModelSpec& m, const ParallelConfig& c);
-// What selective recomputation rebuilds of a mixture layer at once: SwiGLU's output (moe_act) and
-// the router's input (layernorm), those of them `c` recomputes.
+// What selective recomputation rebuilds of a mixture layer at once, those of them `c`
+// recomputes: SwiGLU's output (moe_act), the shared expert's inside (shared_experts), everything
+// ExpertActivations lists but the router's input (moe), and the router's input (layernorm).
 std::vector<ActTensor> ExpertRecomputed(const ModelSpec& m, const ParallelConfig& c);
 
 // Parameter elements of one rank's experts in one layer (what is reduced over the expert

@@ -103,8 +103,11 @@ double FusedAttentionRecomputeFlops(const ModelSpec& m, const ParallelConfig& c)
 // core_attn Q K^T and P V, 4 B s^2 a dh (dqk and dv under MLA); mla_up_proj the up projections,
 // 2 B s (q_lora a dqk + kv_lora a (dqk_nope + dv)); mlp a dense layer's fc1 and fc2, 2 B s (h fc1 +
 // f h), on the dense layers (a mixture's leading ones; not a prediction depth's); moe_act an
-// elementwise pass, no FLOPs. Fused attention's own backward recomputation on top
-// (FusedAttentionRecomputeFlops), core_attn redone or not.
+// elementwise pass, no FLOPs; moe a mixture layer's MLP forward, router, k experts and shared
+// expert, 2 B s h (E + 3 (k f_moe + f_s)), on its mixture layers and prediction depths of that
+// kind; shared_experts its shared expert's, 6 B s h f_s, on the same layers (once more with moe:
+// Megatron-Core's checkpoint of the shared expert nests inside the block's). Fused attention's own
+// backward recomputation on top (FusedAttentionRecomputeFlops), core_attn redone or not.
 double SelectiveRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
   const double B = double(c.global_batch), s = m.seq_len, layers = TransformerLayers(m);
   // The fused kernel's backward recomputes S = Q K^T whether or not its forward is redone.
@@ -123,6 +126,17 @@ double SelectiveRecomputeFlops(const ModelSpec& m, const ParallelConfig& c) {
     const double dense = m.IsMoe() ? MixtureDenseLayersIn(m, 0, m.layers) : layers;
     const double h = m.hidden;
     flops += dense * 2.0 * B * s * (h * double(m.Fc1Out()) + double(m.FfnHidden()) * h);
+  }
+  if (m.IsMoe() && (c.Recomputes(kRecomputeMoe) || c.Recomputes(kRecomputeSharedExperts))) {
+    const double mixtures = m.layers - MixtureDenseLayersIn(m, 0, m.layers) +
+                            (m.IsMoeLayer(m.layers - 1) ? m.mtp_layers : 0);
+    const double h = m.hidden, shared = 6.0 * B * s * h * double(m.moe_shared_ffn_hidden);
+    if (c.Recomputes(kRecomputeMoe)) {
+      const double routed = 2.0 * B * s * h * m.moe_experts +
+                            6.0 * B * s * h * double(m.moe_topk) * double(m.MoeFfnHidden());
+      flops += mixtures * (routed + shared);
+    }
+    if (c.Recomputes(kRecomputeSharedExperts)) flops += mixtures * shared;
   }
   return flops;
 }

@@ -78,15 +78,21 @@ Result<Recompute> ParseRecompute(const std::string& s);
 // q, k and v attention reads); mlp a dense layer's MLP inside (its input kept, as a checkpoint);
 // moe_act the experts' SwiGLU output (fc2's input); layernorm a mixture layer's pre-MLP norm
 // output (the router's input: Transformer Engine's layers fuse the other norms into the Linear
-// after them, which keeps their output as its input, so Megatron-Core has nothing else to drop).
-// Each is redone in the backward.
+// after them, which keeps their output as its input, so Megatron-Core has nothing else to drop);
+// moe a mixture layer's whole MoE block from its input (router, dispatch, experts, combine and
+// shared expert: megatron/core/transformer/moe/moe_layer.py checkpoints the block's forward);
+// shared_experts a mixture layer's shared expert from its input. Each is redone in the backward.
 enum RecomputeModule : uint8_t {
   kRecomputeCoreAttn = 1,
   kRecomputeMlaUpProj = 2,
   kRecomputeMlp = 4,
   kRecomputeMoeAct = 8,
   kRecomputeLayernorm = 16,
+  kRecomputeMoe = 32,
+  kRecomputeSharedExperts = 64,
 };
+// Every bit above.
+inline constexpr uint8_t kRecomputeAllModules = 127;
 // "core_attn+mla_up_proj" (Megatron-Core's names, joined by '+'; "" for 0).
 std::string RecomputeModulesText(uint8_t modules);
 // The inverse; names the unknown module. `field` prefixes the error.
@@ -308,7 +314,8 @@ struct ParallelConfig {
 
 // The rules for recompute_modules (core/recompute.cc), which Validate applies: only with selective
 // recomputation; core_attn not with fused_attention; mla_up_proj with multi-latent attention;
-// moe_act with a mixture of experts.
+// moe_act and moe with a mixture of experts; shared_experts with a shared expert; Megatron-Core's
+// refusals of moe with the combined 1F1B and of shared_experts beside the dispatcher.
 Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m);
 
 // The contract's "layout" object: {tp, pp, dp, mbs, vp, schedule, recompute, scatter_gather}, plus

@@ -19,7 +19,9 @@ constexpr ModuleName kModules[] = {{kRecomputeCoreAttn, "core_attn"},
                                    {kRecomputeMlaUpProj, "mla_up_proj"},
                                    {kRecomputeMlp, "mlp"},
                                    {kRecomputeMoeAct, "moe_act"},
-                                   {kRecomputeLayernorm, "layernorm"}};
+                                   {kRecomputeLayernorm, "layernorm"},
+                                   {kRecomputeMoe, "moe"},
+                                   {kRecomputeSharedExperts, "shared_experts"}};
 
 }  // namespace
 
@@ -47,7 +49,8 @@ Result<uint8_t> ParseRecomputeModules(const std::string& s, const std::string& f
     if (!known) {
       return Status::Invalid(
           field + ": '" + name +
-          "' is not one of core_attn, mla_up_proj, mlp, moe_act, layernorm (joined by +)");
+          "' is not one of core_attn, mla_up_proj, mlp, moe_act, layernorm, moe, shared_experts "
+          "(joined by +)");
     }
     begin = end + 1;
   }
@@ -59,8 +62,7 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m) {
   if (c.recompute_modules != 0 && c.recompute != Recompute::kSelective) {
     return bad(std::string("needs recompute=selective, not ") + RecomputeName(c.recompute));
   }
-  if (c.recompute_modules & ~(kRecomputeCoreAttn | kRecomputeMlaUpProj | kRecomputeMlp |
-                              kRecomputeMoeAct | kRecomputeLayernorm)) {
+  if (c.recompute_modules & ~kRecomputeAllModules) {
     return bad("holds an unknown module bit");
   }
   // With fused attention core_attn drops only the kernel's log-sum-exp and runs the kernel's
@@ -81,6 +83,25 @@ Status ValidateRecomputeModules(const ParallelConfig& c, const ModelSpec& m) {
     return bad(
         "layernorm is modelled for a mixture of experts without multi-latent attention "
         "(its pre-MLP norm; elsewhere the norms are fused into the Linears after them)");
+  }
+  if (c.Recomputes(kRecomputeMoe) && !m.IsMoe()) {
+    return bad("moe needs a mixture of experts");
+  }
+  // Megatron-Core's own refusals (transformer_config.py at d98e8a64): the combined 1F1B splits
+  // the block into the pieces it overlaps, and a shared expert beside the dispatcher is not
+  // checkpointed.
+  if (c.Recomputes(kRecomputeMoe) && c.moe_a2a_overlap) {
+    return bad(
+        "moe with moe_a2a_overlap: Megatron-Core refuses it (disable moe in "
+        "recompute_modules when enabling overlap_moe_expert_parallel_comm)");
+  }
+  if (c.Recomputes(kRecomputeSharedExperts) && !m.HasSharedExpert()) {
+    return bad("shared_experts needs a shared expert (moe_shared_ffn_hidden)");
+  }
+  if (c.Recomputes(kRecomputeSharedExperts) && c.moe_shared_expert_overlap) {
+    return bad(
+        "shared_experts with moe_shared_expert_overlap: Megatron-Core refuses it (shared "
+        "experts recompute cannot work with --moe-shared-expert-overlap)");
   }
   if (c.Recomputes(kRecomputeMoeAct) && c.precision == Precision::kFp8) {
     return bad(

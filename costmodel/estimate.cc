@@ -111,7 +111,19 @@ PieceCostMemo::Pieces PricePieces(const ModelSpec& m, const ClusterSpec& cluster
   // A dense layer's MLP runs half its forward's tensor-parallel collectives (the attention's and
   // the MLP's are the same b s h pair).
   const PieceCost& dense = m.IsMoe() ? p.dense_layer : p.layer;
-  p.core = SelectiveRecomputeCost(m, hw, c, m.IsMoe() ? 0.0 : dense.forward.tp_comm / 2);
+  // recompute_modules moe and shared_experts redo the mixture's forward as the layer runs it, its
+  // shared expert's tensor-parallel pair hidden alike.
+  MixtureForward mixture;
+  if (m.IsMoe() && (c.Recomputes(kRecomputeMoe) || c.Recomputes(kRecomputeSharedExperts))) {
+    mixture.block = ExpertMlpCost(m, hw, c, expert_comm).forward;
+    mixture.shared = SharedExpertCost(m, hw, c, tp_ag, tp_rs, tp_ar).forward;
+    const double tp_hidden = sp ? cluster.software.tp_comm_overlap_fraction.value : 0.0;
+    if (tp_hidden > 0) {
+      HideTensorParallelComm(&mixture.shared, tp_hidden,
+                             cluster.software.overlap_compute_slowdown.value);
+    }
+  }
+  p.core = SelectiveRecomputeCost(m, hw, c, m.IsMoe() ? 0.0 : dense.forward.tp_comm / 2, mixture);
   if (m.HasDenseLayers()) {
     p.dense_core = SelectiveRecomputeCost(DenseLayerModel(m), hw, c, dense.forward.tp_comm / 2);
   }

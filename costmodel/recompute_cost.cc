@@ -8,7 +8,8 @@
 namespace ptdp::costmodel {
 
 ComputeBreakdown SelectiveRecomputeCost(const ModelSpec& m, const HardwareProfile& hw,
-                                        const ParallelConfig& c, Seconds mlp_tp_comm) {
+                                        const ParallelConfig& c, Seconds mlp_tp_comm,
+                                        const MixtureForward& mixture) {
   ComputeBreakdown out;
   if (c.recompute != Recompute::kSelective) return out;
   const Precision pr = c.precision;
@@ -47,6 +48,8 @@ ComputeBreakdown SelectiveRecomputeCost(const ModelSpec& m, const HardwareProfil
     const double n = double(ExpertTokens(m, c)), f = double(m.MoeFfnHidden() / c.ExpertTp());
     out.memory += MemoryBoundTime(hw, 3 * e * n * f, 1);  // read gate and up, write the product
   }
+  if (c.Recomputes(kRecomputeMoe) && m.IsMoe()) out = Add(Add(out, mixture.block), mixture.shared);
+  if (c.Recomputes(kRecomputeSharedExperts) && m.IsMoe()) out = Add(out, mixture.shared);
   return out;
 }
 

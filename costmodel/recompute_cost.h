@@ -18,9 +18,18 @@ namespace ptdp::costmodel {
 //   inside the module, the FP8 casts of its two inputs in fp8 training, and `mlp_tp_comm`, the
 //   MLP's own tensor-parallel collectives (the caller's: half the dense layer's forward tp_comm);
 // - moe_act (a mixture layer): SwiGLU's forward on the experts' N token copies;
-// - layernorm (a mixture layer): its pre-MLP norm's forward (read its input, write its output).
+// - layernorm (a mixture layer): its pre-MLP norm's forward (read its input, write its output);
+// - moe (a mixture layer): `mixture.block` and `mixture.shared`, the MoE block's forward with its
+//   exchanges (ExpertMlpCost) and its shared expert's (SharedExpertCost), as the layer's forward
+//   runs them (the caller's);
+// - shared_experts (a mixture layer): `mixture.shared` (again with moe: Megatron-Core's
+//   checkpoint of the shared expert then nests inside the block's, and runs once more).
 // Zero without selective recomputation.
+struct MixtureForward {
+  ComputeBreakdown block, shared;
+};
 ComputeBreakdown SelectiveRecomputeCost(const ModelSpec& m, const HardwareProfile& hw,
-                                        const ParallelConfig& c, Seconds mlp_tp_comm);
+                                        const ParallelConfig& c, Seconds mlp_tp_comm,
+                                        const MixtureForward& mixture = {});
 
 }  // namespace ptdp::costmodel

@@ -219,7 +219,9 @@ struct RecomputeChoice {
 // The recomputations to try, as --fix and the options allow: none, full, selective of the
 // attention core (Megatron-Core's default) and, with o.recompute_modules, selective of each
 // non-empty set of the other modules `m` has (mla_up_proj with multi-latent attention, mlp with
-// dense MLPs, moe_act with experts outside FP8, which Megatron-Core refuses with delayed scaling).
+// dense MLPs, moe_act with experts outside FP8, which Megatron-Core refuses with delayed scaling,
+// moe with experts, shared_experts with a shared expert); moe not beside moe_act or
+// shared_experts, whose tensors it drops already (they would only add their own passes).
 std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOptions& o,
                                               Precision precision) {
   const FixedLayout& fx = o.fix;
@@ -238,9 +240,14 @@ std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOp
       const uint8_t have = (m.IsMla() ? kRecomputeMlaUpProj : 0) |
                            (!m.IsMoe() || m.HasDenseLayers() ? kRecomputeMlp : 0) |
                            (m.IsMoe() && precision != Precision::kFp8 ? kRecomputeMoeAct : 0) |
-                           (m.IsMoe() && !m.IsMla() ? kRecomputeLayernorm : 0);
+                           (m.IsMoe() && !m.IsMla() ? kRecomputeLayernorm : 0) |
+                           (m.IsMoe() ? kRecomputeMoe : 0) |
+                           (m.HasSharedExpert() ? kRecomputeSharedExperts : 0);
+      const int subsumed = kRecomputeMoeAct | kRecomputeSharedExperts;
       for (int set = 1; o.recompute_modules && set <= have; ++set) {
-        if ((set & have) == set) out.push_back({rc, uint8_t(set)});
+        if ((set & have) != set) continue;
+        if ((set & kRecomputeMoe) != 0 && (set & subsumed) != 0) continue;
+        out.push_back({rc, uint8_t(set)});
       }
     }
   }

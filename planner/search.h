@@ -77,7 +77,8 @@ struct SearchOptions {
   // absence: the cost model never prices it slower.
   bool moe_shared_expert_overlap = false;
   // Selective recomputation of Megatron-Core's other modules (ParallelConfig::recompute_modules:
-  // mla_up_proj, mlp, moe_act, each set the model has) is searched beside the attention core's,
+  // mla_up_proj, mlp, moe_act, layernorm, moe, shared_experts, each set the model has:
+  // RecomputeChoices) is searched beside the attention core's,
   // with fused attention too (`ptdp plan --recompute-modules`; off by default: Megatron-Core's
   // default is core_attn alone, and recipes fix their modules).
   bool recompute_modules = false;

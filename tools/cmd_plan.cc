@@ -231,7 +231,8 @@ void RegisterPlan(CLI::App& app, int* exit_code) {
   cmd->add_flag(
       "--recompute-modules", a->recompute_modules,
       "Also search selective recomputation of Megatron-Core's other modules (mla_up_proj, "
-      "mlp, moe_act: each set the model has), fused attention too (--recompute-modules; "
+      "mlp, moe_act, layernorm, moe, shared_experts: each set the model has), fused attention "
+      "too (--recompute-modules; "
       "--fix recompute_modules=A+B fixes one)");
   cmd->add_option("--simulate-top", a->simulate_top,
                   "Re-score the best K layouts (by the closed form) with the event-driven "

@@ -27,6 +27,8 @@ LayerCtx Trainer::Ctx(int mb, int64_t step) {
   c.redo_mla_up_proj = cfg_.Recomputes(kRecomputeMlaUpProj);
   c.redo_moe_act = cfg_.Recomputes(kRecomputeMoeAct);
   c.redo_moe_norm = cfg_.Recomputes(kRecomputeLayernorm);
+  c.redo_moe_block = cfg_.Recomputes(kRecomputeMoe);
+  c.redo_shared_expert = cfg_.Recomputes(kRecomputeSharedExperts);
   if (model_.IsMla()) c.mla_indices = &mla_indices_;
   c.drop.step = step;
   c.drop.seq0 = int64_t(DataRank()) * (cfg_.global_batch / cfg_.dp) + int64_t(mb) * cfg_.mbs;

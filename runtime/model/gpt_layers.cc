@@ -418,8 +418,9 @@ Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads&
   // recompute_modules mlp: the inside rebuilt (tagged activations: the ledger's working set) and
   // dropped again before the attention side rebuilds its own.
   if (c.redo_mlp) PTDP_RETURN_IF_ERROR(MlpInsideForward(c, w, MemTag::kActivations, st));
-  // The forward's stash (a mixture's experts on this rank may have been sent no token copies).
-  PTDP_CHECK(!st->gelu_out.empty() || !st->router_logits.empty());
+  // The forward's stash (a mixture's experts on this rank may have been sent no token copies;
+  // under recompute_modules moe the block keeps its input only, rebuilt by MoeBlockBackward).
+  PTDP_CHECK(!st->gelu_out.empty() || !st->router_logits.empty() || c.redo_moe_block);
   Tensor dx2;
   PTDP_RETURN_IF_ERROR(w.router_w.empty() ? MlpBlockBackward(c, w, g, st, dy, &dx2)
                                           : MoeBlockBackward(c, w, g, st, dy, &dx2));

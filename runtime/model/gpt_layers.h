@@ -264,6 +264,16 @@ struct LayerCtx {
   // shared expert's input) is dropped once the forward has read it and rebuilt from the stashed
   // norm input and statistics at the start of the mixture's backward, dropped again at its end.
   bool redo_moe_norm = false;
+  // recompute_modules moe: a mixture layer's MoE block is kept as its input only (the pre-MLP norm
+  // output); the router's logits and probabilities, the dispatched tokens, fc1's and SwiGLU's
+  // outputs and the shared expert's inside are dropped after the forward and rebuilt (the router,
+  // the dispatch with its all-to-all, fc1, the activation) at the start of the mixture's backward,
+  // then dropped again at its end. fc2 and the combine are not run again: their outputs are not
+  // read by the backward.
+  bool redo_moe_block = false;
+  // recompute_modules shared_experts: the shared expert's fc1 and SwiGLU outputs are dropped after
+  // its forward and rebuilt from its input right before its backward, then dropped again.
+  bool redo_shared_expert = false;
   // Multi-latent attention's block indices kept across layers and microbatches (the trainer's;
   // nullptr: built on every call). runtime/model/mla.h.
   MlaIndexCache* mla_indices = nullptr;

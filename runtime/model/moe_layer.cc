@@ -8,6 +8,7 @@
 
 #include "runtime/model/layer_common.h"
 #include "runtime/model/moe_route.h"
+#include "runtime/model/moe_shared.h"
 
 namespace ptdp::runtime {
 
@@ -199,124 +200,6 @@ Status ExpertsBackward(const LayerCtx& c, const ExpertSide& x, const std::vector
   return Status::Ok();
 }
 
-// The shared expert (model.moe_shared_ffn_hidden; Megatron-Core's SharedExpertMLP): a SwiGLU MLP
-// of fs / t features on every token of the microbatch, read from the router's input (gathered
-// over the tensor group again, as the shared expert's own column-parallel fc1 gathers it), its
-// output's partial sums added to the routed experts' before the g reduction. With a gate
-// (model.moe_shared_gate, Qwen2-MoE's shared_expert_gate) each token's output is scaled by
-// sigmoid(x . w_gate), a scalar per token alike on every tensor rank, so it scales the partial
-// sums as it would their total.
-
-// The gate of each of the N gathered rows x: sigmoid(x w_gate^T) (wide [N]), recomputed in the
-// backward rather than kept (a GEMV of N x h), so that the stash stays the ledger's list.
-Result<Tensor> SharedGate(const LayerCtx& c, const LayerWeights& w, ConstRef x) {
-  const int64_t N = c.d.N(), h = c.d.h;
-  PTDP_ASSIGN_OR_RETURN(Tensor logit, Tmp(c, N, c.types.act));
-  PTDP_RETURN_IF_ERROR(c.dev->ops()->LinearForward(logit.ref(), {}, x, w.shared_gate, {}, N, h, 1));
-  PTDP_ASSIGN_OR_RETURN(Tensor gate, Tmp(c, N, c.types.wide));
-  PTDP_RETURN_IF_ERROR(c.dev->ops()->MoeGateSigmoid(gate.ref(), logit.cref(), N));
-  return gate;
-}
-
-// 0, 1, ..., n - 1 (i32): the slots of rows scaled or dotted each by its own token's value.
-Result<Tensor> Identity(const LayerCtx& c, int64_t n) {
-  std::vector<int32_t> host(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) host[size_t(i)] = static_cast<int32_t>(i);
-  PTDP_ASSIGN_OR_RETURN(Tensor ids, Tmp(c, n, DType::kI32));
-  c.dev->Upload(ids.data(), host.data(), ids.bytes());
-  return ids;
-}
-
-Status SharedForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st,
-                     TensorRef mlp) {
-  Ops* ops = c.dev->ops();
-  const int64_t N = c.d.N(), h = c.d.h, fs = c.d.shared_f_local;
-  const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(st->shared_fc1_out, Alloc(c, N * 2 * fs, a, tag));
-  PTDP_ASSIGN_OR_RETURN(st->shared_act, Alloc(c, N * fs, a, tag));
-  Tensor gate;
-  {
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-    PTDP_RETURN_IF_ERROR(
-        ops->LinearForward(st->shared_fc1_out.ref(), {}, ln2.ref, w.shared_fc1, {}, N, h, 2 * fs));
-    if (!w.shared_gate.empty()) {
-      PTDP_ASSIGN_OR_RETURN(gate, SharedGate(c, w, ln2.ref));
-    }
-  }
-  PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->shared_act.ref(), st->shared_fc1_out.cref(), N * fs));
-  PTDP_ASSIGN_OR_RETURN(Tensor out, Tmp(c, N * h, a));
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearForward(out.ref(), {}, st->shared_act.cref(), w.shared_fc2, {}, N, fs, h));
-  if (!gate.empty()) {
-    PTDP_ASSIGN_OR_RETURN(const Tensor ids, Identity(c, N));
-    PTDP_RETURN_IF_ERROR(ops->MoeScaleRows(out.ref(), out.cref(), gate.cref(), ids.cref(), N, h));
-  }
-  return ops->Add(mlp, mlp, out.cref());
-}
-
-// The gate's backward from u = dout w_fc2 [N][fs] (the gradient of the ungated output reaching
-// fc2's input): dgate = <dout, y> = <u, act> per token (this rank's partial sum over its fs
-// features; the gate's weight and input gradients it gives are partial sums too, summed over the
-// tensor group with the rest: GradIsPartialOverTensorGroup, the g reduction), into g.shared_gate
-// and dln. Scales u by the gate (the gradient at fc2's input) and dout (for fc2's weight).
-Status SharedGateBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g,
-                          const LayerStash* st, ConstRef x, TensorRef u, TensorRef dout_gated,
-                          ConstRef dout, TensorRef dln) {
-  Ops* ops = c.dev->ops();
-  const int64_t N = c.d.N(), h = c.d.h, fs = c.d.shared_f_local;
-  PTDP_ASSIGN_OR_RETURN(const Tensor gate, SharedGate(c, w, x));
-  PTDP_ASSIGN_OR_RETURN(const Tensor ids, Identity(c, N));
-  PTDP_ASSIGN_OR_RETURN(Tensor dgate, Tmp(c, N, c.types.wide));
-  PTDP_RETURN_IF_ERROR(ops->MoeRowDots(dgate.ref(), u, st->shared_act.cref(), ids.cref(), N, fs));
-  PTDP_RETURN_IF_ERROR(ops->MoeScaleRows(u, u, gate.cref(), ids.cref(), N, fs));
-  PTDP_RETURN_IF_ERROR(ops->MoeScaleRows(dout_gated, dout, gate.cref(), ids.cref(), N, h));
-  PTDP_ASSIGN_OR_RETURN(Tensor dlogit, Tmp(c, N, c.types.act));
-  PTDP_RETURN_IF_ERROR(ops->MoeGateSigmoidBackward(dlogit.ref(), gate.cref(), dgate.cref(), N));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardWeight(g.shared_gate, {}, dlogit.cref(), x, N, h, 1));
-  PTDP_ASSIGN_OR_RETURN(Tensor dx, Tmp(c, N * h, c.types.act));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dx.ref(), dlogit.cref(), w.shared_gate, N, h, 1));
-  return ops->Add(dln, dln, dx.cref());
-}
-
-// Its backward from the gathered output gradient dout [N][h]: its weights' gradients, and its
-// input gradient's partial sums into dln [N][h].
-Status SharedBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads& g,
-                      const LayerStash* st, ConstRef dout, TensorRef dln) {
-  Ops* ops = c.dev->ops();
-  const int64_t N = c.d.N(), h = c.d.h, fs = c.d.shared_f_local;
-  const DType a = c.types.act;
-  PTDP_ASSIGN_OR_RETURN(Tensor dact, Tmp(c, N * fs, a));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(dact.ref(), dout, w.shared_fc2, N, fs, h));
-  ConstRef dy = dout;  // what reaches fc2's output: dout, times the gate with one
-  Tensor dout_gated;
-  // The gathered input: early with a gate (which needs it before fc1's backward, and keeps it
-  // for fc1's weight gradient: one all-gather), else only for fc1's weight gradient.
-  FullRows ln2;
-  if (!w.shared_gate.empty()) {
-    PTDP_ASSIGN_OR_RETURN(dout_gated, Tmp(c, N * h, a));
-    PTDP_ASSIGN_OR_RETURN(ln2, GatherRows(c, st->ln2_out.cref()));
-    PTDP_RETURN_IF_ERROR(
-        SharedGateBackward(c, w, g, st, ln2.ref, dact.ref(), dout_gated.ref(), dout, dln));
-    dy = dout_gated.cref();
-  }
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearBackwardWeight(g.shared_fc2, {}, dy, st->shared_act.cref(), N, fs, h));
-  dout_gated.Reset();
-  PTDP_ASSIGN_OR_RETURN(Tensor dfc1, Tmp(c, N * 2 * fs, a));
-  PTDP_RETURN_IF_ERROR(
-      ops->SwigluBackward(dfc1.ref(), st->shared_fc1_out.cref(), dact.cref(), N * fs));
-  dact.Reset();
-  PTDP_ASSIGN_OR_RETURN(Tensor din, Tmp(c, N * h, a));
-  PTDP_RETURN_IF_ERROR(ops->LinearBackwardData(din.ref(), dfc1.cref(), w.shared_fc1, N, h, 2 * fs));
-  if (w.shared_gate.empty()) {
-    PTDP_ASSIGN_OR_RETURN(ln2, GatherRows(c, st->ln2_out.cref()));
-  }
-  PTDP_RETURN_IF_ERROR(
-      ops->LinearBackwardWeight(g.shared_fc1, {}, dfc1.cref(), ln2.ref, N, h, 2 * fs));
-  ln2 = {};
-  return ops->Add(dln, dln, din.cref());
-}
-
 // The auxiliary load-balancing loss's gradient into dlogits [R][E], from the counts per expert of
 // the microbatch (aux_loss) or of each of its sequences (seq_aux_loss, c.moe_aux_per_sequence):
 // the route's (every token of the tensor group's rows) summed over the context group.
@@ -366,14 +249,68 @@ Status AuxLossBackward(const LayerCtx& c, const MoeRoute& r, const LayerStash* s
   return Status::Ok();
 }
 
-// recompute_modules moe_act: fc2's input as the forward made it, p act(fc1 out), into the stash
-// (tagged activations: the ledger's working set of the backward, core/experts.h).
-Status RedoExpertAct(const LayerCtx& c, const ExpertSide& x, LayerStash* st) {
+// fc2's input, p act(fc1 out), into the stash (tagged `tag`). The forward runs it, and the
+// backward again under recompute_modules moe_act or moe (tagged activations: the ledger's working
+// set of the backward, core/experts.h).
+Status ExpertActForward(const LayerCtx& c, const ExpertSide& x, MemTag tag, LayerStash* st) {
   Ops* ops = c.dev->ops();
   const int64_t rows = x.rows, f = c.d.expert_f_local;
-  PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, rows * f, c.types.act, MemTag::kActivations));
+  PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, rows * f, c.types.act, tag));
   PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), rows * f));
   return ops->MoeScaleRows(st->gelu_out.ref(), st->gelu_out.cref(), x.probs, x.slot, rows, f);
+}
+
+bool RedoesExpertAct(const LayerCtx& c) {
+  return c.redo_moe_act || c.redo_moe_block;
+}
+
+// The router on this rank's rows into the stash (tagged `tag`): its logits kept wide and its
+// top-k probabilities; returns the chosen experts (i32 [R][k]). The forward runs it, and the
+// backward again under recompute_modules moe.
+Result<Tensor> RouterForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, LayerStash* st) {
+  Ops* ops = c.dev->ops();
+  const int64_t R = c.d.R(), h = c.d.h, experts = c.arch.moe_experts, k = c.arch.moe_topk;
+  {
+    PTDP_ASSIGN_OR_RETURN(Tensor logits, Tmp(c, R * experts, c.types.act));
+    PTDP_RETURN_IF_ERROR(
+        ops->LinearForward(logits.ref(), {}, st->ln2_out.cref(), w.router_w, {}, R, h, experts));
+    PTDP_ASSIGN_OR_RETURN(st->router_logits, Alloc(c, R * experts, c.types.wide, tag));
+    PTDP_RETURN_IF_ERROR(ops->Cast(st->router_logits.ref(), logits.cref()));
+  }
+  PTDP_ASSIGN_OR_RETURN(st->router_probs, Alloc(c, R * k, c.types.wide, tag));
+  return Choose(c, w, st->router_logits.cref(), st->router_probs.ref());
+}
+
+// The dispatch and fc1 into the stash (tagged `tag`): the token copies in their experts' order
+// (with ep > 1: sent to their experts' ranks), fc1's input, and fc1's output. The forward runs
+// it, and the backward again under recompute_modules moe.
+Status DispatchAndFc1(const LayerCtx& c, const LayerWeights& w, const MoeRoute& r,
+                      const ExpertSide& x, MemTag tag, LayerStash* st) {
+  const int64_t h = c.d.h, f = c.d.expert_f_local, copies = r.copies();
+  {
+    const MemTag local_tag = x.exchanged() ? MemTag::kWorkspace : tag;
+    PTDP_ASSIGN_OR_RETURN(Tensor copied, Alloc(c, copies * h, c.types.act, local_tag));
+    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
+    PTDP_RETURN_IF_ERROR(
+        c.dev->ops()->MoePermuteRows(copied.ref(), ln2.ref, r.token.cref(), copies, h));
+    PTDP_ASSIGN_OR_RETURN(st->moe_in, ToExperts(c, x, std::move(copied), h, tag));
+  }
+  PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, x.rows * 2 * f, c.types.act, tag));
+  return ExpertsForward(c, x, w.expert_fc1, st->fc1_out.ref(), st->moe_in.cref(), h, 2 * f);
+}
+
+// What recompute_modules moe rebuilds of the block (and shared_experts of the shared expert),
+// dropped at the end of the forward and again at the end of the backward.
+void DropMoeBlock(const LayerCtx& c, LayerStash* st) {
+  if (c.redo_moe_block) {
+    for (Tensor* t : {&st->router_logits, &st->router_probs, &st->moe_in, &st->fc1_out}) {
+      t->Reset();
+    }
+  }
+  if (RedoesSharedExpert(c)) {
+    st->shared_fc1_out.Reset();
+    st->shared_act.Reset();
+  }
 }
 
 }  // namespace
@@ -383,44 +320,21 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
   Ops* ops = c.dev->ops();
   const LayerDims& d = c.d;
   const int64_t N = d.N(), R = d.R(), h = d.h, f = d.expert_f_local;
-  const int64_t experts = c.arch.moe_experts, k = c.arch.moe_topk;
   const DType a = c.types.act;
   PTDP_RETURN_IF_ERROR(NormForward(c, tag, st->x2.cref(), w.ln2_w, w.ln2_b,
                                    {&st->ln2_mean, &st->ln2_rstd, &st->ln2_out}));
-  // The router on this rank's rows, its logits kept wide.
-  {
-    PTDP_ASSIGN_OR_RETURN(Tensor logits, Tmp(c, R * experts, a));
-    PTDP_RETURN_IF_ERROR(
-        ops->LinearForward(logits.ref(), {}, st->ln2_out.cref(), w.router_w, {}, R, h, experts));
-    PTDP_ASSIGN_OR_RETURN(st->router_logits, Alloc(c, R * experts, c.types.wide, tag));
-    PTDP_RETURN_IF_ERROR(ops->Cast(st->router_logits.ref(), logits.cref()));
-  }
-  PTDP_ASSIGN_OR_RETURN(st->router_probs, Alloc(c, R * k, c.types.wide, tag));
-  PTDP_ASSIGN_OR_RETURN(Tensor index,
-                        Choose(c, w, st->router_logits.cref(), st->router_probs.ref()));
+  PTDP_ASSIGN_OR_RETURN(Tensor index, RouterForward(c, w, tag, st));
   PTDP_ASSIGN_OR_RETURN(const MoeRoute r, Route(c, index.cref(), st->router_probs.cref()));
   index.Reset();
   PTDP_ASSIGN_OR_RETURN(const ExpertSide x, ExpertSideOf(c, r));
   const int64_t rows = x.rows, copies = r.copies();
   // The experts, on the token copies in their order (with ep > 1: sent to their experts' ranks).
-  {
-    const MemTag local_tag = x.exchanged() ? MemTag::kWorkspace : tag;
-    PTDP_ASSIGN_OR_RETURN(Tensor copied, Alloc(c, copies * h, a, local_tag));
-    PTDP_ASSIGN_OR_RETURN(const FullRows ln2, GatherRows(c, st->ln2_out.cref()));
-    PTDP_RETURN_IF_ERROR(ops->MoePermuteRows(copied.ref(), ln2.ref, r.token.cref(), copies, h));
-    PTDP_ASSIGN_OR_RETURN(st->moe_in, ToExperts(c, x, std::move(copied), h, tag));
-  }
-  PTDP_ASSIGN_OR_RETURN(st->fc1_out, Alloc(c, rows * 2 * f, a, tag));
-  PTDP_ASSIGN_OR_RETURN(st->gelu_out, Alloc(c, rows * f, a, tag));
-  PTDP_RETURN_IF_ERROR(
-      ExpertsForward(c, x, w.expert_fc1, st->fc1_out.ref(), st->moe_in.cref(), h, 2 * f));
-  PTDP_RETURN_IF_ERROR(ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), rows * f));
-  PTDP_RETURN_IF_ERROR(
-      ops->MoeScaleRows(st->gelu_out.ref(), st->gelu_out.cref(), x.probs, x.slot, rows, f));
+  PTDP_RETURN_IF_ERROR(DispatchAndFc1(c, w, r, x, tag, st));
+  PTDP_RETURN_IF_ERROR(ExpertActForward(c, x, tag, st));
   PTDP_ASSIGN_OR_RETURN(Tensor expert_out, Tmp(c, rows * h, a));
   PTDP_RETURN_IF_ERROR(
       ExpertsForward(c, x, w.expert_fc2, expert_out.ref(), st->gelu_out.cref(), f, h));
-  if (c.redo_moe_act) st->gelu_out.Reset();  // rebuilt by the backward (RedoExpertAct)
+  if (RedoesExpertAct(c)) st->gelu_out.Reset();  // rebuilt by the backward (ExpertActForward)
   PTDP_ASSIGN_OR_RETURN(expert_out, FromExperts(c, x, std::move(expert_out), copies, h));
   // The copies back into their tokens (partial sums over the tensor group), then g.
   PTDP_ASSIGN_OR_RETURN(Tensor mlp, Tmp(c, N * h, a));
@@ -429,6 +343,7 @@ Status MoeBlockForward(const LayerCtx& c, const LayerWeights& w, int layer, MemT
       ops->MoeUnpermuteAddRows(mlp.ref(), expert_out.cref(), r.token.cref(), copies, h));
   expert_out.Reset();
   if (!w.shared_fc1.empty()) PTDP_RETURN_IF_ERROR(SharedForward(c, w, tag, st, mlp.ref()));
+  DropMoeBlock(c, st);                       // rebuilt by the backward
   if (c.redo_moe_norm) st->ln2_out.Reset();  // rebuilt by the backward (NormRedoOutput)
   PTDP_ASSIGN_OR_RETURN(mlp, SumRows(c, std::move(mlp)));
   if (y.empty()) {
@@ -457,6 +372,9 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_RETURN_IF_ERROR(
       ops->DropoutBackward(dbranch.ref(), {}, dy, st->mlp_res_mask.cref(), R, h, c.drop.p));
   PTDP_ASSIGN_OR_RETURN(FullRows dfull, GatherRows(c, dbranch.cref()));
+  if (c.redo_moe_block) {  // the router's logits and probabilities again
+    PTDP_ASSIGN_OR_RETURN(const Tensor chosen, RouterForward(c, w, MemTag::kActivations, st));
+  }
   // The forward's route again, from the stashed logits.
   PTDP_ASSIGN_OR_RETURN(Tensor probs_again, Tmp(c, R * k, wide));
   PTDP_ASSIGN_OR_RETURN(Tensor index, Choose(c, w, st->router_logits.cref(), probs_again.ref()));
@@ -476,8 +394,14 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   const int64_t rows = x.rows, copies = r.copies();
   // A shared expert's backward first, while the gathered gradient lives: its input gradient
   // starts dln.
+  if (c.redo_moe_block) {  // the dispatch (its all-to-all with ep > 1) and fc1 again
+    PTDP_RETURN_IF_ERROR(DispatchAndFc1(c, w, r, x, MemTag::kActivations, st));
+  }
   Tensor dln;
   if (!w.shared_fc1.empty()) {
+    if (RedoesSharedExpert(c)) {
+      PTDP_RETURN_IF_ERROR(SharedInsideForward(c, w, MemTag::kActivations, st, nullptr));
+    }
     PTDP_ASSIGN_OR_RETURN(dln, Tmp(c, N * h, a));
     PTDP_RETURN_IF_ERROR(ops->Fill(dln.ref(), 0.0));
     PTDP_RETURN_IF_ERROR(SharedBackward(c, w, g, st, dfull.ref, dln.ref()));
@@ -490,10 +414,12 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   dbranch.Reset();
   PTDP_ASSIGN_OR_RETURN(dout, ToExperts(c, x, std::move(dout), h, MemTag::kWorkspace));
   PTDP_ASSIGN_OR_RETURN(Tensor dact, Tmp(c, rows * f, a));
-  if (c.redo_moe_act) PTDP_RETURN_IF_ERROR(RedoExpertAct(c, x, st));
+  if (RedoesExpertAct(c)) {
+    PTDP_RETURN_IF_ERROR(ExpertActForward(c, x, MemTag::kActivations, st));
+  }
   PTDP_RETURN_IF_ERROR(ExpertsBackward(c, x, w.expert_fc2, g.expert_fc2, dact.ref(), dout.cref(),
                                        st->gelu_out.cref(), f, h));
-  if (c.redo_moe_act) st->gelu_out.Reset();
+  if (RedoesExpertAct(c)) st->gelu_out.Reset();
   dout.Reset();
   // The probabilities' gradient, <d(act p), act> summed over the tensor group (each rank holds
   // f/t of the features), then the activation's, p d(act p).
@@ -565,6 +491,7 @@ Status MoeBlockBackward(const LayerCtx& c, const LayerWeights& w, const LayerGra
   PTDP_RETURN_IF_ERROR(NormBackward(c, dx2->ref(), g.ln2_w, g.ln2_b, dln.cref(), st->x2.cref(),
                                     w.ln2_w, st->ln2_mean.cref(), st->ln2_rstd.cref()));
   // Dropped again before the attention side rebuilds its own (core/shapes.h: one side at a time).
+  DropMoeBlock(c, st);
   if (c.redo_moe_norm) st->ln2_out.Reset();
   return ops->Add(dx2->ref(), dx2->cref(), dy);  // the residual path
 }

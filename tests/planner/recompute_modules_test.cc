@@ -55,9 +55,9 @@ TEST(RecomputeModules, TextJsonAndRefusals) {
   EXPECT_EQ(*ParseRecomputeModules("", "f"), 0);
   EXPECT_FALSE(ParseRecomputeModules("mlp+", "f").ok());
   EXPECT_FALSE(ParseRecomputeModules("+mlp", "f").ok());
-  const auto unknown = ParseRecomputeModules("mlp+moe", "layout.recompute_modules");
+  const auto unknown = ParseRecomputeModules("mlp+router", "layout.recompute_modules");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("layout.recompute_modules: 'moe' is not one of"),
+  EXPECT_NE(unknown.status().message().find("layout.recompute_modules: 'router' is not one of"),
             std::string::npos);
 
   const ModelSpec dsv3 = Preset("deepseek-v3");
@@ -231,8 +231,10 @@ TEST(RecomputeModules, FixAndEmit) {
 }
 
 // The search tries the modules only when asked (SearchOptions::recompute_modules): each non-empty
-// set of those the model has, fused attention too. DeepSeek-V3 with every other choice fixed: none
-// and full, then the 7 sets of mla_up_proj, mlp and moe_act (3 in FP8, which refuses moe_act).
+// set of those the model has, fused attention too, moe never beside moe_act or shared_experts
+// (whose tensors it drops already). DeepSeek-V3 with every other choice fixed: none and full, then
+// the 31 sets of mla_up_proj, mlp, moe_act, moe and shared_experts less the 12 with moe and one of
+// those two (in FP8, which refuses moe_act, 15 less 4).
 TEST(RecomputeModules, SearchedWhenAsked) {
   const ModelSpec dsv3 = Preset("deepseek-v3");
   auto cluster = LoadCluster("dgx-h100", 1024);
@@ -259,14 +261,14 @@ TEST(RecomputeModules, SearchedWhenAsked) {
   o.recompute_modules = true;
   auto searched = planner::Search(dsv3, *cluster, o);
   ASSERT_TRUE(searched.ok()) << searched.status().message();
-  EXPECT_EQ(searched->considered, 2 + 7);
+  EXPECT_EQ(searched->considered, 2 + 19);
   for (const planner::Candidate& cand : searched->top) {
     EXPECT_EQ(cand.layout.recompute_modules & kRecomputeCoreAttn, 0) << cand.layout.ToString();
   }
   o.fix.precision = Precision::kFp8;
   auto fp8 = planner::Search(dsv3, *cluster, o);
   ASSERT_TRUE(fp8.ok()) << fp8.status().message();
-  EXPECT_EQ(fp8->considered, 2 + 3);
+  EXPECT_EQ(fp8->considered, 2 + 11);
 }
 
 }  // namespace

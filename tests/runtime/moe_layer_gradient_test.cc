@@ -17,98 +17,13 @@
 #include "kernels/reference/moe.h"
 #include "runtime/model/gpt_layers.h"
 #include "tests/runtime/gradient_check.h"
+#include "tests/runtime/moe_fixture.h"
 
 namespace ptdp::runtime {
 namespace {
 
 using namespace gradient_check;  // NOLINT(build/namespaces): the tests' shared helpers
-
-constexpr int kExperts = 4, kTopK = 2;
-
-LayerCtx MoeCtx(Device* dev, double dropout, int experts = kExperts, int topk = kTopK) {
-  LayerCtx c;
-  c.dev = dev;
-  c.d.b = 2;
-  c.d.s = 5;
-  c.d.h = 16;
-  c.d.heads = c.d.heads_local = 4;
-  c.d.kv_heads_local = 2;
-  c.d.f_local = 12;  // a dense layer's (not read by a mixture)
-  c.d.expert_f_local = 6;
-  c.arch = {true, true, true, {500.0}};
-  c.arch.moe_experts = experts;
-  c.arch.moe_topk = topk;
-  c.types = {DType::kFp64, DType::kFp64};
-  c.drop.p = dropout;
-  c.drop.step = 2;
-  c.drop.seq0 = 3;
-  return c;
-}
-
-struct MoeParams {
-  Vec ln1_w, qkv_w, proj_w, ln2_w, router_w;
-  std::vector<Vec> fc1, fc2;
-  Vec shared_fc1, shared_fc2;  // with d.shared_f_local > 0
-  Vec shared_gate;             // with a gate too
-  MoeParams(const LayerDims& d, int experts, bool alike = false, bool gate = false) {
-    const int64_t h = d.h, f = d.expert_f_local;
-    ln1_w = Random(h, 1, 0.2);
-    ln2_w = Random(h, 5, 0.2);
-    for (Vec* v : {&ln1_w, &ln2_w}) {
-      for (auto& e : *v) e += 1;
-    }
-    qkv_w = Random(d.QkvWidth() * h, 2, 0.3);
-    proj_w = Random(h * d.heads_local * d.D(), 4, 0.3);
-    router_w = Random(experts * h, 6, 0.5);
-    for (int e = 0; e < experts; ++e) {
-      fc1.push_back(Random(2 * f * h, alike ? 7 : 7 + 2 * e, 0.3));
-      fc2.push_back(Random(h * f, alike ? 8 : 8 + 2 * e, 0.3));
-    }
-    if (d.shared_f_local > 0) {
-      shared_fc1 = Random(2 * d.shared_f_local * h, 41, 0.3);
-      shared_fc2 = Random(h * d.shared_f_local, 42, 0.3);
-      if (gate) shared_gate = Random(h, 43, 0.5);
-    }
-  }
-  LayerWeights W() const {
-    LayerWeights w;
-    w.ln1_w = C(ln1_w);
-    w.qkv_w = C(qkv_w);
-    w.proj_w = C(proj_w);
-    w.ln2_w = C(ln2_w);
-    w.router_w = C(router_w);
-    for (size_t e = 0; e < fc1.size(); ++e) {
-      w.expert_fc1.push_back(C(fc1[e]));
-      w.expert_fc2.push_back(C(fc2[e]));
-    }
-    if (!shared_fc1.empty()) w.shared_fc1 = C(shared_fc1), w.shared_fc2 = C(shared_fc2);
-    if (!shared_gate.empty()) w.shared_gate = C(shared_gate);
-    return w;
-  }
-  LayerGrads G() {
-    LayerGrads g;
-    g.ln1_w = M(ln1_w);
-    g.qkv_w = M(qkv_w);
-    g.proj_w = M(proj_w);
-    g.ln2_w = M(ln2_w);
-    g.router_w = M(router_w);
-    for (size_t e = 0; e < fc1.size(); ++e) {
-      g.expert_fc1.push_back(M(fc1[e]));
-      g.expert_fc2.push_back(M(fc2[e]));
-    }
-    if (!shared_fc1.empty()) g.shared_fc1 = M(shared_fc1), g.shared_fc2 = M(shared_fc2);
-    if (!shared_gate.empty()) g.shared_gate = M(shared_gate);
-    return g;
-  }
-  void Zero() {
-    for (Vec* v :
-         {&ln1_w, &qkv_w, &proj_w, &ln2_w, &router_w, &shared_fc1, &shared_fc2, &shared_gate})
-      std::fill(v->begin(), v->end(), 0.0);
-    for (auto* vs : {&fc1, &fc2}) {
-      for (Vec& v : *vs) std::fill(v.begin(), v.end(), 0.0);
-    }
-  }
-};
+using namespace moe_fixture;     // NOLINT(build/namespaces)
 
 // The auxiliary loss's value from the forward's logits (the counts held constant, as the loss's
 // gradient holds them): scale sum_g sum_e P_ge c_ge over the microbatch (one group) or each of its
@@ -464,48 +379,6 @@ TEST(MoeLayer, ExpertsAlikeAreTheDenseMlp) {
   ASSERT_TRUE(LayerForward(moe, p.W(), 1, MemTag::kActivations, &st, M(y_moe)).ok());
   ASSERT_TRUE(LayerBackward(moe, p.W(), g.G(), 1, &st, C(Random(nh, 32, 1.0)), M(dx)).ok());
   for (double v : g.router_w) EXPECT_NEAR(v, 0.0, 1e-12);
-}
-
-// recompute_modules moe_act, layernorm: fc2's input, the pre-MLP norm's output left out of the
-// stash, the gradients bit for bit the kept layer's (dropout; a shared expert reads the norm's).
-TEST(MoeLayer, RecomputedModulesGiveTheSameGradients) {
-  CpuDevice dev;
-  LayerCtx kept = MoeCtx(&dev, 0.1);
-  kept.d.shared_f_local = 4;
-  const int64_t nh = kept.d.N() * kept.d.h;
-  const MoeParams p(kept.d, kExperts);
-  const Vec x = Random(nh, 51, 1.0), dy = Random(nh, 52, 1.0);
-  auto run = [&](bool act, bool norm, MoeParams* g, Vec* dx) {
-    LayerCtx c = kept;
-    c.redo_moe_act = act;
-    c.redo_moe_norm = norm;
-    g->Zero();
-    LayerStash st;
-    ASSERT_TRUE(AllocLayerInput(c, &st).ok());
-    gradient_check::Put(st.x, x);
-    Vec y(static_cast<size_t>(nh));
-    ASSERT_TRUE(LayerForward(c, p.W(), 1, MemTag::kActivations, &st, M(y)).ok());
-    EXPECT_EQ(st.gelu_out.empty(), act);
-    EXPECT_EQ(st.ln2_out.empty(), norm);
-    const Status back = LayerBackward(c, p.W(), g->G(), 1, &st, C(dy), M(*dx));
-    ASSERT_TRUE(back.ok()) << back.ToString();
-  };
-  MoeParams want(kept.d, kExperts);
-  Vec want_dx(static_cast<size_t>(nh));
-  run(false, false, &want, &want_dx);
-  for (auto [act, norm] :
-       std::vector<std::pair<bool, bool>>{{true, false}, {false, true}, {true, true}}) {
-    MoeParams got(kept.d, kExperts);
-    Vec dx(static_cast<size_t>(nh));
-    run(act, norm, &got, &dx);
-    const std::string what = std::string("moe_act ") + (act ? "on" : "off") + (norm ? ", ln" : "");
-    EXPECT_EQ(dx, want_dx) << what;
-    EXPECT_EQ(got.ln2_w, want.ln2_w) << what;
-    EXPECT_EQ(got.router_w, want.router_w) << what;
-    EXPECT_EQ(got.fc1, want.fc1) << what;
-    EXPECT_EQ(got.fc2, want.fc2) << what;
-    EXPECT_TRUE(got.shared_fc1 == want.shared_fc1 && got.shared_fc2 == want.shared_fc2) << what;
-  }
 }
 
 // The router's kernel: the k largest logits (the lower expert first on a tie) and their softmax.
