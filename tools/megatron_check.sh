@@ -104,6 +104,10 @@ plan nemotron4-340b --model nemotron4-340b --cluster dgx-h100 --gpus 128 --globa
 # A mixture recomputing SwiGLU's output and its pre-MLP norm (GPT-OSS's recipe's modules).
 plan qwen3-30b-norm-recompute --model qwen3-30b-a3b --cluster dgx-h100 --gpus 16 \
   --global-batch 1024 --fix recompute_modules=moe_act+layernorm || failed=1
+# A mixture with a shared expert recomputing its whole MoE block and its shared expert.
+plan dsv3-moe-recompute --model deepseek-v3 --cluster dgx-h100 --gpus 1024 \
+  --global-batch 8192 --fix tp=2,pp=8,ep=64,etp=1,mbs=1,recompute_modules=moe+shared_experts \
+  || failed=1
 # Sliding-window attention on every layer but each second one (GPT-OSS's alternation).
 plan window-alternating --model "$data/window_alternating.json" --cluster dgx-h100 --gpus 8 \
   --global-batch 64 --fused-attention || failed=1
