@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/fsdp.h"
+#include "planner/recompute_choices.h"
 #include "planner/refinement.h"
 
 namespace ptdp::planner {
@@ -52,8 +53,9 @@ enum class Reason {
   kMicrobatchesFewerThanPp,
   kInvalid,
   kOutOfMemory,
+  kRecomputesMoreThanAFit,
 };
-constexpr size_t kReasons = 8;
+constexpr size_t kReasons = 9;
 constexpr std::array<const char*, kReasons> kReasonNames = {"tp_exceeds_node",
                                                             "heads_not_divisible_by_tp",
                                                             "kv_heads_not_divisible_by_tp",
@@ -61,7 +63,8 @@ constexpr std::array<const char*, kReasons> kReasonNames = {"tp_exceeds_node",
                                                             "batch_not_divisible",
                                                             "microbatches_fewer_than_pp",
                                                             "invalid",
-                                                            "out_of_memory"};
+                                                            "out_of_memory",
+                                                            "recomputes_more_than_a_fit"};
 
 // Faster first; ties by the layout's text, so the order is total and the same on every run.
 bool ByTime(const Candidate& a, const Candidate& b) {
@@ -208,51 +211,6 @@ struct GridPoint {
   int cp = 1, t = 1, p = 1, d = 1;
   int node_instances = 0;  // core/fsdp.h NodeShardInstances: HSDP inside a node, or 0
 };
-
-// One recomputation the search tries: none, full, or selective with its modules
-// (ParallelConfig::recompute_modules; 0: core_attn).
-struct RecomputeChoice {
-  Recompute kind = Recompute::kNone;
-  uint8_t modules = 0;
-};
-
-// The recomputations to try, as --fix and the options allow: none, full, selective of the
-// attention core (Megatron-Core's default) and, with o.recompute_modules, selective of each
-// non-empty set of the other modules `m` has (mla_up_proj with multi-latent attention, mlp with
-// dense MLPs, moe_act with experts outside FP8, which Megatron-Core refuses with delayed scaling,
-// moe with experts, shared_experts with a shared expert); moe not beside moe_act or
-// shared_experts, whose tensors it drops already (they would only add their own passes).
-std::vector<RecomputeChoice> RecomputeChoices(const ModelSpec& m, const SearchOptions& o,
-                                              Precision precision) {
-  const FixedLayout& fx = o.fix;
-  std::vector<RecomputeChoice> out;
-  for (Recompute rc : {Recompute::kNone, Recompute::kFull, Recompute::kSelective}) {
-    const bool selective = o.selective_recompute || o.recompute_modules;
-    if (fx.recompute ? *fx.recompute != rc : rc == Recompute::kSelective && !selective) {
-      continue;
-    }
-    if (rc != Recompute::kSelective) {
-      out.push_back({rc, 0});
-    } else if (fx.recompute_modules) {
-      out.push_back({rc, *fx.recompute_modules});
-    } else {
-      if (o.selective_recompute || fx.recompute) out.push_back({rc, 0});
-      const uint8_t have = (m.IsMla() ? kRecomputeMlaUpProj : 0) |
-                           (!m.IsMoe() || m.HasDenseLayers() ? kRecomputeMlp : 0) |
-                           (m.IsMoe() && precision != Precision::kFp8 ? kRecomputeMoeAct : 0) |
-                           (m.IsMoe() && !m.IsMla() ? kRecomputeLayernorm : 0) |
-                           (m.IsMoe() ? kRecomputeMoe : 0) |
-                           (m.HasSharedExpert() ? kRecomputeSharedExperts : 0);
-      const int subsumed = kRecomputeMoeAct | kRecomputeSharedExperts;
-      for (int set = 1; o.recompute_modules && set <= have; ++set) {
-        if ((set & have) != set) continue;
-        if ((set & kRecomputeMoe) != 0 && (set & subsumed) != 0) continue;
-        out.push_back({rc, uint8_t(set)});
-      }
-    }
-  }
-  return out;
-}
 
 // The layout of one combination of the inner loops' choices, or none where --fix or the search
 // options leave it out (not counted as considered). `bits`: scatter/gather off (1), sequence
@@ -404,7 +362,8 @@ bool Admissible(const ModelSpec& m, const ClusterSpec& cluster, const SearchOpti
 // Prices an admissible layout and keeps it, or counts it out of memory. Evaluate's checks hold:
 // the layout is valid (Admissible), its precision was checked (ResolveSearchNumerics) and it spans
 // the cluster's GPUs.
-void ScoreAndKeep(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
+// Whether it fits (kept).
+bool ScoreAndKeep(const ModelSpec& m, const ClusterSpec& cluster, const ParallelConfig& c,
                   PriceCaches* caches, Tally* tally) {
   const PriceCaches::Key key{
       c.tp, c.pp, c.vp, c.first_stage_layers, c.last_stage_layers, VShaped(c.schedule),
@@ -437,10 +396,11 @@ void ScoreAndKeep(const ModelSpec& m, const ClusterSpec& cluster, const Parallel
         cand.prediction.peak_memory < tally->least_memory->prediction.peak_memory) {
       tally->least_memory = std::move(cand);
     }
-    return;
+    return false;
   }
   Keep(cand, &tally->res);
   tally->ok.push_back(std::move(cand));
+  return true;
 }
 
 // The rejections into the result; the ranked, refined top, or the error naming the commonest
@@ -548,21 +508,30 @@ Result<SearchResult> Search(const ModelSpec& m, const ClusterSpec& cluster,
           if (fx.vp && *fx.vp != shape.vp) continue;
           for (int b : mbs_all) {
             if (fx.mbs && *fx.mbs != b) continue;
-            for (const RecomputeChoice& rc : recompute_choices) {
-              // Three on/off options (Compose's bits) for each expert split (one when dense),
-              // and the combined 1F1B and FSDP's two when they may be on (their bits follow the
-              // three in that order; Compose reads them as 8, 16 and 32).
-              // (The split and the bits as shift and mask: a division here was 3% of a search.)
-              for (int combo = 0; combo < int(experts.size()) << shift; ++combo) {
-                const int raw = combo & (options - 1);
-                const int bits = fsdp_bit && !a2a_bit ? (raw & 7) | ((raw & 24) << 1) : raw;
+            // Three on/off options (Compose's bits) for each expert split (one when dense),
+            // and the combined 1F1B and FSDP's two when they may be on (their bits follow the
+            // three in that order; Compose reads them as 8, 16 and 32).
+            // (The split and the bits as shift and mask: a division here was 3% of a search.)
+            for (int combo = 0; combo < int(experts.size()) << shift; ++combo) {
+              const int raw = combo & (options - 1);
+              const int bits = fsdp_bit && !a2a_bit ? (raw & 7) | ((raw & 24) << 1) : raw;
+              std::vector<uint8_t> fitted;  // the selective module sets kept for this combination
+              for (const RecomputeChoice& rc : recompute_choices) {
                 const std::optional<ParallelConfig> c =
                     Compose(o, g, shape, b, rc, bits, experts[size_t(combo >> shift)], numerics);
                 if (!c) continue;
                 ++tally.res.considered;
                 ++done;
-                if (Admissible(m, cluster, o, *c, &tally)) {
-                  ScoreAndKeep(m, cluster, *c, &caches, &tally);
+                if (RecomputesMoreThanAFit(rc, fitted)) {
+                  tally.Reject(Reason::kRecomputesMoreThanAFit, [&] {
+                    return c->ToString() + " recomputes more modules than a set that fits";
+                  });
+                  continue;
+                }
+                if (Admissible(m, cluster, o, *c, &tally) &&
+                    ScoreAndKeep(m, cluster, *c, &caches, &tally) &&
+                    rc.kind == Recompute::kSelective) {
+                  fitted.push_back(ModuleSet(rc));
                 }
               }
             }

@@ -264,7 +264,19 @@ TEST(RecomputeModules, SearchedWhenAsked) {
   EXPECT_EQ(searched->considered, 2 + 19);
   for (const planner::Candidate& cand : searched->top) {
     EXPECT_EQ(cand.layout.recompute_modules & kRecomputeCoreAttn, 0) << cand.layout.ToString();
+    // No set kept beside a strict subset of it that fits (RecomputesMoreThanAFit).
+    for (const planner::Candidate& other : searched->top) {
+      if (cand.layout.recompute != Recompute::kSelective ||
+          other.layout.recompute != Recompute::kSelective) {
+        continue;
+      }
+      // Every other choice is fixed; 0 would be core_attn, which fused attention leaves out.
+      const uint8_t a = cand.layout.recompute_modules, b = other.layout.recompute_modules;
+      EXPECT_FALSE(a != b && (a & b) == a)
+          << RecomputeModulesText(a) << " beside " << RecomputeModulesText(b);
+    }
   }
+  EXPECT_GT(searched->rejected["recomputes_more_than_a_fit"], 0);
   o.fix.precision = Precision::kFp8;
   auto fp8 = planner::Search(dsv3, *cluster, o);
   ASSERT_TRUE(fp8.ok()) << fp8.status().message();

@@ -13,6 +13,7 @@
 #include "core/model.h"
 #include "core/shapes.h"
 #include "costmodel/recompute_cost.h"
+#include "planner/recompute_choices.h"
 #include "planner/report.h"
 
 namespace ptdp {
@@ -147,6 +148,23 @@ TEST(RecomputeMoe, PriceIsTheForwardsGiven) {
   EXPECT_DOUBLE_EQ(price(kRecomputeSharedExperts).Total(), 0.0017);
   EXPECT_DOUBLE_EQ(price(kRecomputeMoe | kRecomputeSharedExperts).tp_comm, 0.003 + 2 * 0.0002);
   EXPECT_DOUBLE_EQ(price(0).Total(), 0.0);
+}
+
+// The search skips a selective set that redoes a strict superset of one that fits with every other
+// choice the same: it only adds time. Core_attn is the default set's (0).
+TEST(RecomputeMoe, TheSearchSkipsMoreThanAFit) {
+  using planner::RecomputeChoice;
+  using planner::RecomputesMoreThanAFit;
+  const Recompute sel = Recompute::kSelective;
+  const uint8_t mla = kRecomputeMlaUpProj, mlp = kRecomputeMlp, moe = kRecomputeMoe;
+  EXPECT_TRUE(RecomputesMoreThanAFit(RecomputeChoice{sel, uint8_t(mla | mlp)}, {mla}));
+  EXPECT_TRUE(RecomputesMoreThanAFit(RecomputeChoice{sel, uint8_t(mla | moe)}, {moe, mlp}));
+  EXPECT_FALSE(RecomputesMoreThanAFit(RecomputeChoice{sel, mla}, {mla}));
+  EXPECT_FALSE(RecomputesMoreThanAFit(RecomputeChoice{sel, uint8_t(mla | mlp)}, {moe}));
+  EXPECT_FALSE(RecomputesMoreThanAFit(RecomputeChoice{Recompute::kFull, 0}, {mla}));
+  EXPECT_EQ(planner::ModuleSet(RecomputeChoice{sel, 0}), kRecomputeCoreAttn);
+  EXPECT_TRUE(RecomputesMoreThanAFit(RecomputeChoice{sel, uint8_t(kRecomputeCoreAttn | mlp)},
+                                     {planner::ModuleSet(RecomputeChoice{sel, 0})}));
 }
 
 }  // namespace
