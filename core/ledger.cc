@@ -73,12 +73,18 @@ Bytes ChunkStashBytes(const ModelSpec& m, const ParallelConfig& c, int pp_rank, 
 Bytes ChunkWorkingSetBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                            int pp_rank, int chunk) {
   if (!m.HasDenseLayers()) return prices.working_set;
+  // The backward runs a chunk's layers last to first, each freeing its stash when done: layer i
+  // rebuilds its kind's working set after the layers behind it freed theirs (a dense layer ahead
+  // of mixture layers, as the leading ones are, rebuilds beside less stash).
   Bytes ws = 0;
   for (int k = chunk < 0 ? 0 : chunk; k < (chunk < 0 ? c.vp : chunk + 1); ++k) {
-    const int64_t layers = int64_t(ChunkLayers(m, c, pp_rank, k).size());
-    const int64_t dense = ChunkDenseLayers(m, c, pp_rank, k);
-    if (dense > 0) ws = std::max(ws, prices.dense_working_set);
-    if (layers > dense) ws = std::max(ws, prices.layer_working_set);
+    const LayerRange layers = ChunkLayers(m, c, pp_rank, k);
+    Bytes freed = 0;
+    for (int layer = layers.end - 1; layer >= layers.begin; --layer) {
+      const bool mixture = m.IsMoeLayer(layer);
+      ws = std::max(ws, (mixture ? prices.layer_working_set : prices.dense_working_set) - freed);
+      freed += mixture ? prices.layer : prices.dense_layer;
+    }
   }
   return ws;
 }

@@ -160,8 +160,9 @@ Bytes ChunkStashBytes(const StashPrices& prices, const ModelSpec& m, const Paral
                       int pp_rank, int chunk);
 // What one layer's backward holds on top of the stash (RecomputeWorkingSet).
 Bytes RecomputeWorkingSetBytes(const ModelSpec& m, const ParallelConfig& c);
-// The working set of `chunk` of `pp_rank`: of the kinds of layer it holds (a mixture's leading
-// dense layers sit on the first stages), and of all of `pp_rank`'s chunks (chunk < 0).
+// The working set of `chunk` of `pp_rank` above its stash: of the kinds of layer it holds (a
+// mixture's leading dense layers sit on the first stages), each layer's less the stash the layers
+// behind it in the chunk have freed by its backward; of all of `pp_rank`'s chunks (chunk < 0).
 Bytes ChunkWorkingSetBytes(const StashPrices& prices, const ModelSpec& m, const ParallelConfig& c,
                            int pp_rank, int chunk);
 // Chunk-microbatches in flight on `pp_rank` at the end of the warm-up (+1 in 1F1B's steady state):

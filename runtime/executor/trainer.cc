@@ -99,11 +99,6 @@ Status CheckExecutesExperts(const ModelSpec& m, const ParallelConfig& c,
     return Status::Invalid("plan: layout.schedule: '" + std::string(ScheduleName(c.schedule)) +
                            "' splits the backward, which this runtime does not do for experts");
   }
-  if (c.Recomputes(kRecomputeMlp)) {
-    return Status::Invalid(
-        "plan: layout.recompute_modules: 'mlp' of a mixture of experts is not executed by this "
-        "runtime");
-  }
   if (backend != "cpu" && backend != "cpu-guard" && backend != "cuda") {
     return Status::Invalid("--backend " + backend +
                            ": a mixture of experts runs on the cpu and cuda backends only (its "

@@ -209,6 +209,12 @@ Status MlpInsideForward(const LayerCtx& c, const LayerWeights& w, MemTag tag, La
   return ops->SwigluForward(st->gelu_out.ref(), st->fc1_out.cref(), N * f);
 }
 
+// recompute_modules mlp redoes a dense layer's MLP (a mixture's leading dense layers among them);
+// a mixture layer's block has its own modules (moe_act, layernorm, moe, shared_experts).
+bool RedoesDenseMlp(const LayerCtx& c, const LayerWeights& w) {
+  return c.redo_mlp && w.router_w.empty();
+}
+
 void DropMlpInside(LayerStash* st) {
   for (Tensor* t : {&st->ln2_mean, &st->ln2_rstd, &st->ln2_out, &st->fc1_out, &st->gelu_out}) {
     t->Reset();
@@ -400,7 +406,7 @@ void DropLayerActivations(LayerStash* st) {
 Status LayerForward(const LayerCtx& c, const LayerWeights& w, int layer, MemTag stash_tag,
                     LayerStash* st, const LayerOutput& out) {
   TensorRef y;
-  if (!c.redo_mlp) {
+  if (!RedoesDenseMlp(c, w)) {
     PTDP_ASSIGN_OR_RETURN(y, out());
   }
   PTDP_RETURN_IF_ERROR(AttentionBlockForward(c, w, layer, stash_tag, st));
@@ -417,14 +423,15 @@ Status LayerBackward(const LayerCtx& c, const LayerWeights& w, const LayerGrads&
                      LayerStash* st, ConstRef dy, TensorRef dx) {
   // recompute_modules mlp: the inside rebuilt (tagged activations: the ledger's working set) and
   // dropped again before the attention side rebuilds its own.
-  if (c.redo_mlp) PTDP_RETURN_IF_ERROR(MlpInsideForward(c, w, MemTag::kActivations, st));
+  const bool redo_mlp = RedoesDenseMlp(c, w);
+  if (redo_mlp) PTDP_RETURN_IF_ERROR(MlpInsideForward(c, w, MemTag::kActivations, st));
   // The forward's stash (a mixture's experts on this rank may have been sent no token copies;
   // under recompute_modules moe the block keeps its input only, rebuilt by MoeBlockBackward).
   PTDP_CHECK(!st->gelu_out.empty() || !st->router_logits.empty() || c.redo_moe_block);
   Tensor dx2;
   PTDP_RETURN_IF_ERROR(w.router_w.empty() ? MlpBlockBackward(c, w, g, st, dy, &dx2)
                                           : MoeBlockBackward(c, w, g, st, dy, &dx2));
-  if (c.redo_mlp) DropMlpInside(st);
+  if (redo_mlp) DropMlpInside(st);
   PTDP_RETURN_IF_ERROR(AttentionBlockBackward(c, w, g, layer, st, dx2.cref(), dx));
   if (c.defer_weight_grads == nullptr) {
     DropLayerActivations(st);

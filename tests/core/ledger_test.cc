@@ -510,6 +510,32 @@ TEST(Ledger, UnevenStagesStashAndPeak) {
 // targets 16: 592): 688 above the ledger's peak. The head's dy, logits' gradient (N V 4 = 256) and
 // norm's input gradient, 512: the layer's phase is the peak. At V = 512 the logits' gradient is
 // 8192: 8448.
+// A mixture's leading dense layer rebuilds its MLP (recompute_modules mlp) after the mixture layer
+// behind it on its stage freed its stash: the stage's working set is the larger of the mixture
+// layer's (nothing: mlp redoes dense MLPs only) and the dense one's less that stash (the runtime's
+// order, measured equal in runtime_equiv_t2p2d2_1f1b_selective_seqpar_mlp_moe).
+TEST(Ledger, ADenseLayerAheadOfMixtureLayersRebuildsBesideLessStash) {
+  ModelSpec m = Small(4, 0.0);
+  m.swiglu = true;
+  m.ffn_hidden = 64;
+  m.moe_experts = 4;
+  m.moe_topk = 2;
+  m.moe_ffn_hidden = 4;
+  m.moe_dense_layers = 1;
+  ParallelConfig c;
+  c.pp = 2;
+  c.global_batch = 4;
+  c.recompute = Recompute::kSelective;
+  c.recompute_modules = kRecomputeMlp;
+  const StashPrices prices = StashPricesOf(m, c);
+  ASSERT_GT(prices.dense_working_set, prices.layer);  // the dense MLP's inside outweighs it
+  EXPECT_EQ(prices.layer_working_set, 0);
+  EXPECT_EQ(ChunkWorkingSetBytes(prices, m, c, 0, 0), prices.dense_working_set - prices.layer);
+  EXPECT_EQ(ChunkWorkingSetBytes(prices, m, c, 1, 0), 0);
+  c.pp = 4;  // the dense layer alone on its stage: nothing behind it
+  EXPECT_EQ(ChunkWorkingSetBytes(StashPricesOf(m, c), m, c, 0, 0), prices.dense_working_set);
+}
+
 TEST(Ledger, WorkspaceByHand) {
   ModelSpec m = Small(2);
   ParallelConfig c;

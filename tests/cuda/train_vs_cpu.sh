@@ -47,11 +47,15 @@ run_ep=${PTDP_TEST_EP:-1}
 unset PTDP_TEST_EP
 ep_tag=""
 [ "$run_ep" = 1 ] || ep_tag=_ep$run_ep
+# PTDP_TEST_RECOMPUTE (default none) into layout.recompute, with write_plan.sh's
+# PTDP_TEST_RECOMPUTE_MODULES under selective.
+recompute=${PTDP_TEST_RECOMPUTE:-none}
 name=cuda_${mode}_${prec}_${schedule}${PTDP_TEST_ARCH:+_$PTDP_TEST_ARCH}$ep_tag
+name=$name${PTDP_TEST_RECOMPUTE_MODULES:+_${PTDP_TEST_RECOMPUTE_MODULES//+/_}}
 write_plan() {  # plan-name tp pp [schedule [dp]]
   local dp=${5:-1}
   "$plans" "$ptdp" "$work/$1.plan.json" "$layers" "$dropout" 256 16 "$2" "$3" "$dp" $((4 / dp)) 1 \
-    "${4:-1f1b}" none true "$prec"
+    "${4:-1f1b}" "$recompute" true "$prec"
 }
 train() {  # plan-name tp pp backend np [schedule [dp]]
   write_plan "$1" "$2" "$3" "${6:-1f1b}" "${7:-1}"
